@@ -1,0 +1,52 @@
+"""Errors and warnings that reach the user.
+
+Every message says where (file, and event or byte when known), what was wrong, what was seen, and
+what to do. The CLI prints ``TraceError`` as one line on stderr and exits non-zero; it never shows a
+traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+
+class TracedocError(Exception):
+    """Base class for errors tracedoc reports to the user."""
+
+    exit_code = 1
+
+    def __init__(self, where: str, what: str, seen: str | None = None, todo: str | None = None):
+        self.where = where
+        self.what = what
+        self.seen = seen
+        self.todo = todo
+        super().__init__(self.message())
+
+    def message(self) -> str:
+        parts = [f"{self.where}: {self.what}"]
+        if self.seen:
+            parts.append(f"(saw {self.seen})")
+        msg = " ".join(parts)
+        if self.todo:
+            msg = f"{msg.rstrip('.')}; {self.todo}"
+        return msg
+
+
+class TraceError(TracedocError):
+    """The input is not a trace tracedoc can read."""
+
+
+class UsageError(TracedocError):
+    exit_code = 2
+
+
+class TraceWarning(UserWarning):
+    """Something about the input the user should know; numbers are still computed."""
+
+
+def warn(where: str, what: str, todo: str | None = None) -> str:
+    msg = f"{where}: {what}"
+    if todo:
+        msg = f"{msg.rstrip('.')}; {todo}"
+    warnings.warn(msg, TraceWarning, stacklevel=2)
+    return msg

@@ -1,0 +1,52 @@
+"""Readers: one per format, a sniffer that picks one, and a directory reader for per-rank files."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+from ..errors import TraceError
+from ..model.trace import Trace
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite3", ".db")
+
+
+def sniff(path: str) -> str:
+    """Name the format of ``path``: ``kineto`` or ``nsys``; raise a TraceError for anything else."""
+    if not os.path.exists(path):
+        raise TraceError(path, "does not exist", None, "check the path (a trace file or a directory of rank traces)")
+    if os.path.isdir(path):
+        return "directory"
+    lower = path.lower()
+    if lower.endswith((".nsys-rep", ".qdrep")):
+        base = os.path.splitext(path)[0]
+        raise TraceError(path, "is an Nsight Systems report, which tracedoc reads after export", None,
+                         f"run `nsys export --type sqlite --output {base}.sqlite {path}` and pass the .sqlite file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError as exc:
+        raise TraceError(path, "cannot be read", exc.strerror, "check its permissions") from None
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys"
+    if not head:
+        raise TraceError(path, "is empty", "0 bytes", "capture the trace again")
+    return "kineto"
+
+
+def load(path: str | os.PathLike, progress: Callable[[float], None] | None = None, **options) -> Trace:
+    """Read one trace file of any supported format."""
+    path = os.fspath(path)
+    kind = sniff(path)
+    if kind == "directory":
+        raise TraceError(path, "is a directory", None, "use tracedoc.load_dir() or `tracedoc analyze DIR` for per-rank traces")
+    if kind == "nsys":
+        try:
+            from .nsys import read_nsys
+        except ImportError:  # pragma: no cover - reader ships with the package
+            raise TraceError(path, "is a SQLite file, and this build of tracedoc has no nsys reader") from None
+        return read_nsys(path, progress=progress, **options)
+    from .kineto import read_kineto
+
+    return read_kineto(path, progress=progress)

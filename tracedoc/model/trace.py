@@ -1,0 +1,248 @@
+"""The in-memory trace model every reader produces and every analysis consumes.
+
+A ``Trace`` is a set of columnar tables (numpy arrays of equal length) plus a string table and
+metadata. Times are int64 nanoseconds on the trace's own clock; ``meta["time_origin_ns"]`` maps
+them to the Unix epoch when the source says how. Names are int32 ids into ``Trace.strings``.
+Missing integers are ``-1``; missing floats are NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# GPU op kinds
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+GPU_KIND_NAMES = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
+
+# CPU op kinds
+CPU_OP, USER_ANNOTATION, PYTHON_FUNCTION, CPU_OTHER = 0, 1, 2, 3
+CPU_KIND_NAMES = {CPU_OP: "cpu_op", USER_ANNOTATION: "user_annotation",
+                  PYTHON_FUNCTION: "python_function", CPU_OTHER: "other"}
+
+# Runtime call kinds
+RUNTIME, DRIVER, RUNTIME_OTHER = 0, 1, 2
+
+# Memcpy directions and memory kinds (numbering follows CUPTI, as nsys exports do)
+COPY_UNKNOWN, COPY_HTOD, COPY_DTOH, COPY_DTOD, COPY_PTOP = 0, 1, 2, 8, 10
+COPY_KIND_NAMES = {COPY_UNKNOWN: "unknown", COPY_HTOD: "HtoD", COPY_DTOH: "DtoH", COPY_DTOD: "DtoD",
+                   COPY_PTOP: "PtoP", 11: "HtoD (unified)", 12: "DtoH (unified)", 13: "DtoD (unified)"}
+MEM_PAGEABLE, MEM_PINNED, MEM_DEVICE, MEM_MANAGED = 0, 1, 2, 4
+MEM_KIND_NAMES = {-1: "unknown", MEM_PAGEABLE: "Pageable", MEM_PINNED: "Pinned", MEM_DEVICE: "Device",
+                  3: "Array", MEM_MANAGED: "Managed"}
+
+# Schemas: column name -> dtype. Every table carries exactly these columns.
+SCHEMAS: dict[str, dict[str, str]] = {
+    "gpu_ops": {
+        "kind": "uint8", "device": "int32", "stream": "int64", "start_ns": "int64", "end_ns": "int64",
+        "name": "int32", "correlation": "int64", "external_id": "int64", "pid": "int64",
+        "grid_x": "int32", "grid_y": "int32", "grid_z": "int32",
+        "block_x": "int32", "block_y": "int32", "block_z": "int32",
+        "registers": "int32", "shared_mem": "int64", "blocks_per_sm": "float64",
+        "warps_per_sm": "float64", "est_occupancy": "float64", "bytes": "int64",
+        "copy_kind": "int8", "src_kind": "int8", "dst_kind": "int8", "graph_id": "int64",
+        "launch": "int64",  # row in ``runtime`` of the call that launched it, -1 if unknown
+    },
+    "cpu_ops": {
+        "kind": "uint8", "pid": "int64", "tid": "int64", "name": "int32", "start_ns": "int64",
+        "end_ns": "int64", "external_id": "int64", "depth": "int16", "stack": "int32",
+    },
+    "runtime": {
+        "kind": "uint8", "pid": "int64", "tid": "int64", "name": "int32", "start_ns": "int64",
+        "end_ns": "int64", "correlation": "int64", "external_id": "int64", "cbid": "int32",
+    },
+    "gpu_annotations": {
+        "device": "int32", "stream": "int64", "name": "int32", "start_ns": "int64", "end_ns": "int64",
+        "external_id": "int64",
+    },
+    "syncs": {  # GPU-side sync/wait markers (not GPU work)
+        "device": "int32", "stream": "int64", "name": "int32", "start_ns": "int64", "end_ns": "int64",
+        "correlation": "int64", "wait_on_stream": "int64",
+    },
+    "flows": {
+        "id": "int64", "phase": "uint8", "cat": "int32", "pid": "int64", "tid": "int64", "ts_ns": "int64",
+    },
+    "memory": {
+        "ts_ns": "int64", "device_type": "int16", "device_id": "int32", "bytes": "int64",
+        "total_allocated": "int64", "total_reserved": "int64", "addr": "int64", "pid": "int64",
+        "tid": "int64",
+    },
+    "collectives": {  # collective metadata carried by record_param_comms ops and NCCL kernels
+        "source": "uint8", "row": "int64", "external_id": "int64", "collective": "int32",
+        "in_nelems": "int64", "out_nelems": "int64", "group_size": "int64", "dtype": "int32",
+        "pg_name": "int32",
+    },
+    "other_spans": {  # X events of categories tracedoc does not analyse (kept so reports can say so)
+        "cat": "int32", "name": "int32", "pid": "int64", "tid": "int64", "start_ns": "int64",
+        "end_ns": "int64",
+    },
+}
+
+FLOW_START, FLOW_STEP, FLOW_END = 0, 1, 2
+COLLECTIVE_FROM_CPU_OP, COLLECTIVE_FROM_KERNEL = 0, 1
+
+
+def _missing(dtype: str):
+    if dtype.startswith("float"):
+        return np.nan
+    return 0 if dtype.startswith("uint") else -1
+
+
+class Table:
+    """Equal-length numpy columns with a fixed schema."""
+
+    __slots__ = ("name", "columns")
+
+    def __init__(self, name: str, columns: dict[str, np.ndarray] | None = None):
+        schema = SCHEMAS[name]
+        columns = columns or {}
+        n = len(next(iter(columns.values()))) if columns else 0
+        out = {}
+        for col, dtype in schema.items():
+            if col in columns:
+                arr = np.asarray(columns[col]).astype(dtype, copy=False)
+            else:
+                arr = np.full(n, _missing(dtype), dtype=dtype)
+            if len(arr) != n:
+                raise ValueError(f"table {name}: column {col} has {len(arr)} rows, expected {n}")
+            out[col] = arr
+        unknown = set(columns) - set(schema)
+        if unknown:
+            raise ValueError(f"table {name}: unknown columns {sorted(unknown)}")
+        self.name = name
+        self.columns = out
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values())))
+
+    def __getitem__(self, col: str) -> np.ndarray:
+        return self.columns[col]
+
+    def __setitem__(self, col: str, values: np.ndarray) -> None:
+        dtype = SCHEMAS[self.name][col]
+        self.columns[col] = np.asarray(values).astype(dtype, copy=False)
+
+    def take(self, rows: np.ndarray) -> "Table":
+        return Table(self.name, {c: a[rows] for c, a in self.columns.items()})
+
+    @classmethod
+    def concat(cls, name: str, parts: list["Table"]) -> "Table":
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return cls(name)
+        if len(parts) == 1:
+            return parts[0]
+        return cls(name, {c: np.concatenate([p.columns[c] for p in parts]) for c in SCHEMAS[name]})
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.columns.values())
+
+
+_STRING_COLUMNS = {"name", "stack", "cat", "collective", "dtype", "pg_name"}
+
+
+@dataclass
+class Trace:
+    """One rank's trace: tables, strings and metadata."""
+
+    source: str
+    strings: list[str]
+    tables: dict[str, Table]
+    meta: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def __getattr__(self, item: str) -> Table:
+        tables = self.__dict__.get("tables")
+        if tables is not None and item in tables:
+            return tables[item]
+        raise AttributeError(item)
+
+    # -- convenience -------------------------------------------------------------------------
+    def string(self, sid: int) -> str:
+        return self.strings[sid] if 0 <= sid < len(self.strings) else ""
+
+    def string_ids(self, predicate) -> np.ndarray:
+        """Boolean lookup array over the string table: ``mask[name_ids]`` tests many rows at once."""
+        return np.fromiter((bool(predicate(s)) for s in self.strings), dtype=bool, count=len(self.strings))
+
+    def find_string(self, text: str) -> int:
+        try:
+            return self.strings.index(text)
+        except ValueError:
+            return -1
+
+    @property
+    def rank(self) -> int | None:
+        return self.meta.get("rank")
+
+    def df(self, table: str) -> pd.DataFrame:
+        """A pandas view of one table; string-id columns become categoricals of their text."""
+        t = self.tables[table]
+        cats = pd.Index(self.strings) if self.strings else pd.Index([], dtype=object)
+        data = {}
+        for col, arr in t.columns.items():
+            if col in _STRING_COLUMNS:
+                data[col] = pd.Categorical.from_codes(np.where(arr < len(self.strings), arr, -1), categories=cats,
+                                                      validate=False) if len(cats) else pd.Categorical([None] * len(arr))
+            else:
+                data[col] = arr
+        out = pd.DataFrame(data)
+        if "start_ns" in out and "end_ns" in out:
+            out["dur_ns"] = out["end_ns"] - out["start_ns"]
+        return out
+
+    # DataFrame accessors for the common tables
+    @property
+    def kernels_df(self) -> pd.DataFrame:
+        df = self.df("gpu_ops")
+        return df[df["kind"] == KERNEL].reset_index(drop=True)
+
+    @property
+    def gpu_ops_df(self) -> pd.DataFrame:
+        return self.df("gpu_ops")
+
+    @property
+    def cpu_ops_df(self) -> pd.DataFrame:
+        return self.df("cpu_ops")
+
+    @property
+    def runtime_df(self) -> pd.DataFrame:
+        return self.df("runtime")
+
+    @property
+    def memory_df(self) -> pd.DataFrame:
+        return self.df("memory")
+
+    def summary(self) -> dict[str, int]:
+        return {name: len(t) for name, t in self.tables.items()}
+
+
+def empty_tables() -> dict[str, Table]:
+    return {name: Table(name) for name in SCHEMAS}
+
+
+class StringTable:
+    """Interns strings to dense int32 ids while reading."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+        self.strings: list[str] = []
+
+    def intern(self, s: str) -> int:
+        sid = self.ids.get(s)
+        if sid is None:
+            sid = self.ids[s] = len(self.strings)
+            self.strings.append(s)
+        return sid
+
+    def intern_many(self, values: list) -> np.ndarray:
+        """Ids for a list of strings (None -> -1), hashing each distinct value once."""
+        if not values:
+            return np.zeros(0, dtype=np.int32)
+        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+        lut = np.array([self.intern(str(u)) for u in uniques] + [-1], dtype=np.int32)
+        return lut[codes]
