@@ -1,0 +1,84 @@
+"""Every per-rank metric tracedoc computes: name -> (unit, meaning).
+
+Rules may reference exactly these names; the engine validates rule files against this table.
+Fractions are of the analysis window unless the meaning says otherwise. A value of ``None``
+means "not measurable on this trace" (e.g. overlap with no communication), never zero.
+"""
+
+from __future__ import annotations
+
+METRICS: dict[str, tuple[str, str]] = {
+    # window and steps
+    "window_ns": ("ns", "length of the analysis window"),
+    "steps": ("count", "ProfilerStep spans (or NVTX step ranges) in the window"),
+    "step_time_mean_ns": ("ns", "mean step length"),
+    "step_time_p50_ns": ("ns", "median step length"),
+    "step_time_p95_ns": ("ns", "95th percentile step length"),
+    # time breakdown
+    "gpu_busy_fraction": ("fraction", "union of GPU ops (kernels, memcpy, memset) / window"),
+    "compute_fraction": ("fraction", "union of compute kernels / window"),
+    "comm_fraction": ("fraction", "union of communication kernels / window"),
+    "exposed_comm_fraction": ("fraction", "communication not overlapped by compute / window"),
+    "comm_overlap_fraction": ("fraction", "share of communication time overlapped by compute; None without communication"),
+    "memcpy_fraction": ("fraction", "union of memcpy ops / window"),
+    "h2d_fraction": ("fraction", "union of host-to-device copies / window"),
+    "pageable_memcpy_fraction": ("fraction", "union of copies from or to pageable host memory / window"),
+    "pageable_memcpy_count": ("count", "copies from or to pageable host memory"),
+    "memset_fraction": ("fraction", "union of memset ops / window"),
+    # idle
+    "idle_fraction": ("fraction", "window minus GPU busy, / window"),
+    "idle_dataloader_fraction": ("fraction", "idle while the main thread is in DataLoader __next__ / window"),
+    "idle_host_launch_fraction": ("fraction", "idle because the next op was launched late by the CPU / window"),
+    "idle_sync_fraction": ("fraction", "idle while the CPU blocks in a synchronizing call / window"),
+    "idle_launch_latency_fraction": ("fraction", "idle in gaps < 30 us between back-to-back launched ops / window"),
+    "idle_other_fraction": ("fraction", "idle with no other cause / window"),
+    # DataLoader
+    "dataloader_fraction": ("fraction", "union of DataLoader __next__ spans / window"),
+    "dataloader_stall_fraction": ("fraction", "DataLoader spans while the GPU is idle / window"),
+    "dataloader_multiprocess": ("bool", "True when the iterator is multi-process, False single-process, None unknown"),
+    # kernels and launches
+    "kernel_count": ("count", "kernels in the window"),
+    "kernel_median_ns": ("ns", "median kernel duration"),
+    "kernels_under_10us_fraction": ("fraction", "share of kernels shorter than 10 us (of kernel count)"),
+    "launches_per_ms": ("1/ms", "GPU op launches per millisecond of window"),
+    "launch_delay_p50_ns": ("ns", "median of GPU op start minus end of its launch call"),
+    "launch_delay_p95_ns": ("ns", "95th percentile launch delay"),
+    "cpu_launch_overhead_fraction": ("fraction", "CPU time in launch calls / window"),
+    "blocks_per_sm_mean": ("blocks", "duration-weighted mean of est. blocks per SM; None when unrecorded"),
+    "est_occupancy_mean": ("percent", "duration-weighted mean est. achieved occupancy; None when unrecorded"),
+    "graph_launches": ("count", "cudaGraphLaunch calls"),
+    "graph_kernels": ("count", "kernels that ran inside CUDA graphs"),
+    # Tensor Cores
+    "tensor_core_fraction": ("fraction", "compute time in Tensor Core kernels / compute time"),
+    "tensor_core_unknown_fraction": ("fraction", "compute time in kernels whose Tensor Core use is unknown / compute time"),
+    "tc_eligible_non_tc_fraction": ("fraction", "compute time in matmul/conv/attention kernels not on Tensor Cores / compute time"),
+    "tensor_core_capable": ("bool", "the device has Tensor Cores (compute capability >= 7.0); None unknown"),
+    # host sync
+    "sync_fraction": ("fraction", "CPU time in synchronizing calls / window"),
+    "sync_calls": ("count", "synchronizing calls (stream/device/event sync, sync memcpy, .item())"),
+    "sync_memcpy_count": ("count", "synchronous cudaMemcpy calls"),
+    # memory
+    "memory_peak_allocated_bytes": ("bytes", "peak allocated device memory from [memory] events"),
+    "memory_peak_reserved_bytes": ("bytes", "peak reserved device memory from [memory] events"),
+    "device_memory_bytes": ("bytes", "total memory of the device"),
+    "memory_peak_fraction": ("fraction", "peak reserved (else allocated) / device memory; None when unknown"),
+    # gaps
+    "gap_max_ns": ("ns", "longest gap between GPU ops on one stream"),
+    "gap_p95_ns": ("ns", "95th percentile gap between GPU ops on a stream"),
+    # environment
+    "gpu_count": ("count", "devices with GPU ops"),
+    "compute_capability": ("version", "major.minor of the first GPU, e.g. 8.0; None unknown"),
+    "world_size": ("count", "ranks in the job; None unknown"),
+    "backend": ("name", "distributed backend (nccl, gloo, ...); None unknown"),
+    "uses_data_parallel": ("bool", "torch.nn.DataParallel (single-process multi-GPU) ops are present"),
+    # trace health
+    "has_gpu_ops": ("bool", "the trace has CUDA/HIP kernels, memcpy or memset"),
+    "launch_link_fraction": ("fraction", "GPU ops linked to their launch call; None without GPU ops"),
+    "truncated": ("bool", "the file ended before the trace was complete"),
+    "clock_anomaly": ("bool", "GPU ops start before their launch call by more than 1 ms (clock skew)"),
+}
+
+
+def describe(name: str) -> str:
+    unit, meaning = METRICS[name]
+    return f"{name} [{unit}]: {meaning}"
