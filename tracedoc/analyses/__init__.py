@@ -1,0 +1,226 @@
+"""Analyses: pure functions from a ``Trace`` to metrics and evidence tables.
+
+``analyze_trace`` runs them all for one rank and returns a ``RankResult``: a flat ``metrics`` dict
+whose keys are exactly ``registry.METRICS``, evidence tables (lists of dicts) for reports and
+rules, per-step and per-device rows, and the window used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..model import intervals as iv
+from ..model import trace as M
+from ..model.trace import Trace
+from . import breakdown as B
+from . import classify as C
+from . import comm, gaps, host, idle, kernels
+from .registry import METRICS
+from .window import Window, find_steps, find_window
+
+
+@dataclass
+class RankResult:
+    source: str
+    rank: int | None
+    window: Window
+    metrics: dict[str, Any]
+    evidence: dict[str, list[dict]]
+    per_step: list[dict]
+    per_device: list[dict]
+    meta: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+    timeline: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def step_time_ns(self) -> float | None:
+        v = self.metrics.get("step_time_mean_ns")
+        return float(v) if v else (float(self.window.length_ns) or None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source, "rank": self.rank,
+            "window": {"start_ns": self.window.start_ns, "end_ns": self.window.end_ns,
+                       "length_ns": self.window.length_ns, "kind": self.window.kind,
+                       "description": self.window.describe()},
+            "metrics": {k: _jsonable(v) for k, v in self.metrics.items()},
+            "per_step": self.per_step, "per_device": self.per_device,
+            "evidence": self.evidence, "warnings": self.warnings,
+            "environment": environment(self.meta),
+        }
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        return float(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+def environment(meta: dict) -> dict[str, Any]:
+    devices = meta.get("devices") or []
+    first = devices[0] if devices else {}
+    return {
+        "format": meta.get("format"), "gpu": first.get("name"), "device_count": len(devices),
+        "compute_capability": (f"{first.get('computeMajor')}.{first.get('computeMinor')}"
+                               if first.get("computeMajor") is not None else None),
+        "world_size": meta.get("world_size"), "rank": meta.get("rank"), "backend": meta.get("backend"),
+        "nccl_version": meta.get("nccl_version"), "cuda_runtime_version": meta.get("cuda_runtime_version"),
+        "cuda_driver_version": meta.get("cuda_driver_version"), "events": meta.get("events"),
+    }
+
+
+def analyze_trace(trace: Trace) -> RankResult:
+    g = trace.gpu_ops
+    steps = find_steps(trace)
+    win = find_window(trace, steps)
+    lo, hi = win.start_ns, win.end_ns
+    length = hi - lo
+    comm_mask = C.comm_kernel_mask(trace)
+    sets = B.op_sets(trace, comm_mask)
+    m: dict[str, Any] = {k: None for k in METRICS}
+    m["window_ns"] = length
+    m["steps"] = len(steps)
+    if len(steps):
+        d = steps.dur_ns
+        m["step_time_mean_ns"] = float(d.mean())
+        m["step_time_p50_ns"] = float(np.percentile(d, 50))
+        m["step_time_p95_ns"] = float(np.percentile(d, 95))
+    m.update(B.breakdown(sets, lo, hi))
+    if length <= 0 and len(g):
+        # A window of one instantaneous op is all busy by definition.
+        m["gpu_busy_fraction"] = 1.0
+        m["compute_fraction"] = 1.0 if len(sets.compute[0]) else 0.0
+
+    dl_spans, dl_multi, dl_names = host.dataloader_spans(trace)
+    sync_spans, sync_stats, sync_rows = host.sync_calls(trace, lo, hi)
+    causes = idle.idle_causes(trace, sets.busy, lo, hi, dl_spans, sync_spans)
+    totals = causes.totals()
+    for cause, ns in totals.items():
+        m[f"idle_{cause}_fraction"] = ns / length if length > 0 else 0.0
+    dl_in_window = iv.clip(dl_spans, lo, hi)
+    m["dataloader_fraction"] = iv.total(dl_in_window) / length if length > 0 else 0.0
+    m["dataloader_stall_fraction"] = totals["dataloader"] / length if length > 0 else 0.0
+    m["dataloader_multiprocess"] = dl_multi
+    m["sync_fraction"] = sync_stats["sync_ns"] / length if length > 0 else 0.0
+    m["sync_calls"] = sync_stats["sync_calls"]
+    m["sync_memcpy_count"] = sync_stats["sync_memcpy_count"]
+
+    m.update(kernels.kernel_stats(trace))
+    kernel_rows = np.flatnonzero((g["kind"] == M.KERNEL) & (g["start_ns"] < hi) & (g["end_ns"] > lo)) if len(g) \
+        else np.zeros(0, dtype=np.int64)
+    m.update(kernels.occupancy_stats(trace, kernel_rows))
+    ls = kernels.launch_stats(trace, lo, hi)
+    for k in ("launches_per_ms", "launch_delay_p50_ns", "launch_delay_p95_ns", "cpu_launch_overhead_fraction",
+              "graph_launches", "graph_kernels", "launch_link_fraction", "clock_anomaly"):
+        m[k] = ls.get(k)
+    kernel_ops = kernels._kernel_ops(trace)
+    m.update(kernels.tensor_cores(trace, comm_mask, lo, hi, kernel_ops))
+
+    mem = host.memory(trace)
+    for k in ("memory_peak_allocated_bytes", "memory_peak_reserved_bytes", "device_memory_bytes",
+              "memory_peak_fraction"):
+        m[k] = mem[k]
+    gap = gaps.stream_gaps(trace, comm_mask, lo, hi)
+    if gap["all_ns"].size:
+        m["gap_max_ns"] = int(gap["all_ns"].max())
+        m["gap_p95_ns"] = float(np.percentile(gap["all_ns"], 95))
+    if len(g):
+        copies = (g["kind"] == M.MEMCPY) & ((g["src_kind"] == M.MEM_PAGEABLE) | (g["dst_kind"] == M.MEM_PAGEABLE))
+        m["pageable_memcpy_count"] = int((copies & (g["start_ns"] < hi) & (g["end_ns"] > lo)).sum())
+    else:
+        m["pageable_memcpy_count"] = 0
+
+    devices = trace.meta.get("devices") or []
+    gpu_devs = sorted(set(np.unique(g["device"]).tolist())) if len(g) else []
+    m["gpu_count"] = len(gpu_devs)
+    cc = _compute_capability(devices, gpu_devs)
+    m["compute_capability"] = cc
+    m["tensor_core_capable"] = (cc >= 7.0) if cc is not None and not _is_rocm(devices) else (
+        True if _is_rocm(devices) and cc is not None and cc >= 9.0 else None)
+    m["world_size"] = trace.meta.get("world_size")
+    m["backend"] = trace.meta.get("backend")
+    m["uses_data_parallel"] = host.uses_data_parallel(trace)
+    m["has_gpu_ops"] = bool(len(g))
+    m["truncated"] = bool(trace.meta.get("truncated"))
+
+    per_step = _per_step(steps, sets, causes, dl_spans)
+    per_device = _per_device(trace, comm_mask, lo, hi, gpu_devs, devices)
+    evidence = {
+        "idle_causes": [{"cause": c, "ns": ns, "fraction": ns / length if length > 0 else 0.0}
+                        for c, ns in totals.items()],
+        "top_gaps": gap["top"],
+        "stream_gaps": gap["streams"],
+        "top_kernels": kernels.top_kernels(trace, comm_mask, lo, hi),
+        "top_operators": kernels.top_operators(trace, kernel_ops, lo, hi),
+        "collectives": comm.collectives(trace, comm_mask, lo, hi, trace.meta.get("world_size")),
+        "sync_calls": sync_rows,
+        "memory_top_allocs": mem["top_allocs"],
+        "memory_per_device": mem["per_device"],
+        "memory_curve": mem["curve"],
+        "dataloader": [{"name": n} for n in dl_names],
+        "per_step": per_step,
+        "launch": [{"launch_calls": ls.get("launch_calls"), "cpu_launch_overhead_ns": ls.get("cpu_launch_overhead_ns"),
+                    "clock_anomaly_count": ls.get("clock_anomaly_count", 0)}],
+    }
+    warnings = list(trace.warnings)
+    other = trace.meta.get("other_categories") or {}
+    accel = {k: v for k, v in other.items() if k.startswith(("mtia", "xpu", "privateuse1"))}
+    if accel and not len(g):
+        warnings.append(f"{trace.source}: accelerator events of categories {', '.join(sorted(accel))} are present; "
+                        "tracedoc's GPU analyses cover CUDA and ROCm kernels, memcpy and memset")
+    return RankResult(source=trace.source, rank=trace.meta.get("rank"), window=win, metrics=m, evidence=evidence,
+                      per_step=per_step, per_device=per_device, meta=trace.meta, warnings=warnings,
+                      timeline={"steps": steps})
+
+
+def _is_rocm(devices: list[dict]) -> bool:
+    return any("AMD" in str(d.get("name", "")) or "Radeon" in str(d.get("name", "")) or
+               "Instinct" in str(d.get("name", "")) for d in devices)
+
+
+def _compute_capability(devices: list[dict], gpu_devs: list[int]) -> float | None:
+    by_id = {d.get("id"): d for d in devices}
+    for dev in gpu_devs + [d.get("id") for d in devices]:
+        d = by_id.get(dev)
+        if d and d.get("computeMajor") is not None:
+            try:
+                return float(f"{int(d['computeMajor'])}.{int(d.get('computeMinor') or 0)}")
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def _per_step(steps, sets, causes, dl_spans) -> list[dict]:
+    rows = []
+    for i in range(len(steps)):
+        lo, hi = int(steps.cpu_start_ns[i]), int(steps.end_ns[i])
+        row = {"step": steps.names[i], "start_ns": lo, "end_ns": hi}
+        row.update(B.breakdown_ns(sets, lo, hi))
+        for cause, ns in causes.totals(lo, hi).items():
+            row[f"idle_{cause}_ns"] = ns
+        row["dataloader_ns"] = iv.total(iv.clip(dl_spans, lo, hi))
+        rows.append(row)
+    return rows
+
+
+def _per_device(trace: Trace, comm_mask, lo, hi, gpu_devs, devices) -> list[dict]:
+    g = trace.gpu_ops
+    by_id = {d.get("id"): d for d in devices}
+    out = []
+    for dev in gpu_devs:
+        rows = g["device"] == dev
+        sets = B.op_sets(trace, comm_mask, rows)
+        b = B.breakdown(sets, lo, hi)
+        d = by_id.get(dev, {})
+        out.append({"device": int(dev), "name": d.get("name"), "kernels": int((rows & (g["kind"] == M.KERNEL)).sum()),
+                    "streams": int(np.unique(g["stream"][rows]).size),
+                    **{k: b[k] for k in ("gpu_busy_fraction", "compute_fraction", "comm_fraction",
+                                          "exposed_comm_fraction", "comm_overlap_fraction")}})
+    return out

@@ -1,0 +1,95 @@
+"""Kernel gaps per stream: the time between the end of one GPU op and the start of the next."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model.trace import Trace
+from .window import launch_times
+
+LAUNCH_LATENCY_NS = 30_000
+
+
+def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, top: int = 10) -> dict:
+    """Per-stream gap statistics and the top gaps inside ``[lo, hi)``.
+
+    A gap on a stream that mostly runs communication kernels is a wait on peers or on another
+    stream (``comm_wait``), never a host-launch delay.
+    """
+    g = trace.gpu_ops
+    empty = {"streams": [], "top": [], "all_ns": np.zeros(0, dtype=np.int64)}
+    if len(g) < 2:
+        return empty
+    dev, stream, s, e = g["device"], g["stream"], g["start_ns"], g["end_ns"]
+    order = np.lexsort((s, stream, dev))
+    d_o, st_o, s_o, e_o = dev[order], stream[order], s[order], e[order]
+    same = np.zeros(order.size, dtype=bool)
+    same[1:] = (d_o[1:] == d_o[:-1]) & (st_o[1:] == st_o[:-1])
+    # Running max of ends within each stream (ops on one stream should not overlap, but be safe).
+    prev_end = pd.Series(e_o).groupby(np.cumsum(~same)).cummax().to_numpy()
+    gap_ns = np.zeros(order.size, dtype=np.int64)
+    gap_ns[1:] = s_o[1:] - prev_end[:-1]
+    is_gap = same & (gap_ns > 0)
+    gap_start = np.zeros(order.size, dtype=np.int64)
+    gap_start[1:] = prev_end[:-1]
+    in_window = (gap_start >= lo) & (s_o <= hi)
+    is_gap &= in_window
+    rows = np.flatnonzero(is_gap)
+    if rows.size == 0:
+        return empty
+    launched = launch_times(trace)[order]
+    comm_o = comm_mask[order]
+    # Streams whose GPU time is mostly communication.
+    key = pd.MultiIndex.from_arrays([d_o, st_o])
+    dur = e_o - s_o
+    comm_time = pd.Series(np.where(comm_o, dur, 0), index=key).groupby(level=[0, 1]).sum()
+    all_time = pd.Series(dur, index=key).groupby(level=[0, 1]).sum()
+    comm_streams = set(comm_time.index[(comm_time > 0.5 * all_time.reindex(comm_time.index)).to_numpy()])
+    is_comm_stream = np.fromiter(((int(a), int(b)) in comm_streams for a, b in zip(d_o[rows], st_o[rows])),
+                                 dtype=bool, count=rows.size)
+    cause = np.where(is_comm_stream, "comm_wait",
+                     np.where(launched[rows] > gap_start[rows], "host_launch",
+                              np.where(gap_ns[rows] < LAUNCH_LATENCY_NS, "launch_latency", "other")))
+    df = pd.DataFrame({"device": d_o[rows], "stream": st_o[rows], "gap_ns": gap_ns[rows], "cause": cause})
+    streams = []
+    for (d, st), grp in df.groupby(["device", "stream"], sort=True):
+        v = grp["gap_ns"].to_numpy()
+        streams.append({
+            "device": int(d), "stream": int(st), "count": int(v.size), "total_ns": int(v.sum()),
+            "p50_ns": float(np.percentile(v, 50)), "p95_ns": float(np.percentile(v, 95)),
+            "max_ns": int(v.max()), "comm_stream": (int(d), int(st)) in comm_streams,
+            "causes_ns": {k: int(x) for k, x in grp.groupby("cause")["gap_ns"].sum().items()},
+        })
+    top_rows = rows[np.argsort(-gap_ns[rows], kind="stable")[:top]]
+    cause_of = dict(zip(rows.tolist(), cause.tolist()))
+    top_list = []
+    for r in top_rows.tolist():
+        nxt = int(order[r])
+        prv = int(order[r - 1])
+        top_list.append({
+            "device": int(d_o[r]), "stream": int(st_o[r]), "start_ns": int(gap_start[r]), "gap_ns": int(gap_ns[r]),
+            "cause": cause_of[r], "before": trace.string(int(g["name"][prv])), "after": trace.string(int(g["name"][nxt])),
+            **_launching_op(trace, nxt),
+        })
+    return {"streams": streams, "top": top_list, "all_ns": gap_ns[rows]}
+
+
+def _launching_op(trace: Trace, gpu_row: int) -> dict:
+    """The CPU op (innermost with the launch's External id) that launched a GPU op, and its stack."""
+    g, r, c = trace.gpu_ops, trace.runtime, trace.cpu_ops
+    out = {"launched_by": None, "launch_call": None, "stack": None}
+    launch = int(g["launch"][gpu_row])
+    ext = int(g["external_id"][gpu_row])
+    if launch >= 0:
+        out["launch_call"] = trace.string(int(r["name"][launch]))
+        if ext < 0:
+            ext = int(r["external_id"][launch])
+    if ext >= 0 and len(c):
+        rows = np.flatnonzero(c["external_id"] == ext)
+        if rows.size:
+            best = rows[np.argmax(c["depth"][rows])]
+            out["launched_by"] = trace.string(int(c["name"][best]))
+            if c["stack"][best] >= 0:
+                out["stack"] = trace.string(int(c["stack"][best]))
+    return out

@@ -1,0 +1,161 @@
+"""Host-side analyses: DataLoader spans, synchronizing calls, memory, and parallelism hints."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import intervals as iv
+from ..model import trace as M
+from ..model.trace import Trace
+from . import classify as C
+
+
+def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[str]]:
+    """Union of DataLoader ``__next__`` spans, whether the iterator is multi-process, and the names seen."""
+    c = trace.cpu_ops
+    if not len(c):
+        return iv.empty(), None, []
+    names = C.name_mask(trace, C.DATALOADER_RE)
+    rows = np.flatnonzero(names[c["name"]] & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION, M.PYTHON_FUNCTION)))
+    if not rows.size:
+        return iv.empty(), None, []
+    seen = [trace.string(int(i)) for i in np.unique(c["name"][rows])]
+    multi = any(C.MULTIPROC_RE.search(s) for s in seen)
+    single = any(C.SINGLEPROC_RE.search(s) for s in seen)
+    kind = True if multi else (False if single else None)
+    return iv.union(c["start_ns"][rows], c["end_ns"][rows]), kind, seen
+
+
+def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, list[dict]]:
+    """Synchronizing CPU calls: runtime sync APIs, synchronous memcpy, and ``.item()``-style ops."""
+    r, c = trace.runtime, trace.cpu_ops
+    parts_s, parts_e, rows_info = [], [], []
+    stats = {"sync_calls": 0, "sync_ns": 0, "sync_memcpy_count": 0}
+    frames = []
+    if len(r):
+        m = C.name_mask(trace, C.SYNC_CALL_RE)[r["name"]] & (r["start_ns"] < hi) & (r["end_ns"] > lo)
+        rows = np.flatnonzero(m)
+        parts_s.append(r["start_ns"][rows])
+        parts_e.append(r["end_ns"][rows])
+        stats["sync_memcpy_count"] = int(C.name_mask(trace, C.SYNC_MEMCPY_RE)[r["name"][rows]].sum())
+        ext = r["external_id"][rows]
+        frames.append(pd.DataFrame({"call": r["name"][rows], "ext": ext, "dur": r["end_ns"][rows] - r["start_ns"][rows]}))
+    if len(c):
+        m = C.name_mask(trace, C.SYNC_OP_RE)[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
+        rows = np.flatnonzero(m)
+        parts_s.append(c["start_ns"][rows])
+        parts_e.append(c["end_ns"][rows])
+        frames.append(pd.DataFrame({"call": c["name"][rows], "ext": c["external_id"][rows],
+                                    "dur": c["end_ns"][rows] - c["start_ns"][rows]}))
+    if not parts_s:
+        return iv.empty(), stats, rows_info
+    spans = iv.union(np.concatenate(parts_s), np.concatenate(parts_e))
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    stats["sync_calls"] = int(len(df))
+    stats["sync_ns"] = iv.total(iv.clip(spans, lo, hi))
+    if len(df):
+        # The op that caused each sync call: the outermost aten op with the same External id.
+        op_of_ext = _outer_op_by_ext(trace)
+        df["op"] = df["ext"].map(op_of_ext).fillna(-1).astype(np.int64)
+        agg = df.groupby(["op", "call"]).agg(count=("dur", "size"), total_ns=("dur", "sum"))
+        agg = agg.sort_values("total_ns", ascending=False).head(10)
+        for (op, call), row in agg.iterrows():
+            rows_info.append({"op": trace.string(int(op)) if op >= 0 else None, "call": trace.string(int(call)),
+                              "count": int(row["count"]), "total_ns": int(row["total_ns"])})
+    return spans, stats, rows_info
+
+
+def _outer_op_by_ext(trace: Trace) -> dict[int, int]:
+    c = trace.cpu_ops
+    rows = np.flatnonzero((c["external_id"] >= 0) & (c["kind"] == M.CPU_OP))
+    if not rows.size:
+        return {}
+    order = rows[np.lexsort((c["depth"][rows], c["external_id"][rows]))]
+    e = c["external_id"][order]
+    first = np.append(True, e[1:] != e[:-1])
+    return dict(zip(e[first].tolist(), c["name"][order[first]].tolist()))
+
+
+def memory(trace: Trace) -> dict:
+    """Peak allocated/reserved per device from ``[memory]`` events, vs device memory."""
+    mem = trace.memory
+    devices = {int(d.get("id", i)): d for i, d in enumerate(trace.meta.get("devices") or []) if isinstance(d, dict)}
+    out: dict = {"memory_peak_allocated_bytes": None, "memory_peak_reserved_bytes": None,
+                 "device_memory_bytes": None, "memory_peak_fraction": None, "per_device": [], "top_allocs": [],
+                 "curve": []}
+    gpu_devs = np.unique(trace.gpu_ops["device"]) if len(trace.gpu_ops) else np.zeros(0, dtype=np.int64)
+    if gpu_devs.size and int(gpu_devs[0]) in devices:
+        total = devices[int(gpu_devs[0])].get("totalGlobalMem")
+        out["device_memory_bytes"] = int(total) if isinstance(total, (int, float)) else None
+    if not len(mem):
+        return out
+    is_gpu = mem["device_type"] == 1
+    if not is_gpu.any():
+        return out
+    best_frac = None
+    for dev in np.unique(mem["device_id"][is_gpu]).tolist():
+        rows = is_gpu & (mem["device_id"] == dev)
+        alloc = mem["total_allocated"][rows]
+        reserved = mem["total_reserved"][rows]
+        peak_a = int(alloc.max()) if (alloc >= 0).any() else None
+        peak_r = int(reserved.max()) if (reserved >= 0).any() else None
+        total = devices.get(int(dev), {}).get("totalGlobalMem")
+        total = int(total) if isinstance(total, (int, float)) else None
+        peak = peak_r if peak_r is not None else peak_a
+        frac = peak / total if (peak is not None and total) else None
+        out["per_device"].append({"device": int(dev), "peak_allocated_bytes": peak_a, "peak_reserved_bytes": peak_r,
+                                  "device_memory_bytes": total, "peak_fraction": frac})
+        if out["memory_peak_allocated_bytes"] is None or (peak_a or 0) > out["memory_peak_allocated_bytes"]:
+            out["memory_peak_allocated_bytes"] = peak_a
+            out["memory_peak_reserved_bytes"] = peak_r
+            out["device_memory_bytes"] = total
+        if frac is not None and (best_frac is None or frac > best_frac):
+            best_frac = frac
+    out["memory_peak_fraction"] = best_frac
+    # Memory curve (downsampled) of the device with the highest peak.
+    rows = np.flatnonzero(is_gpu)
+    order = rows[np.argsort(mem["ts_ns"][rows], kind="stable")]
+    step = max(1, order.size // 400)
+    out["curve"] = [{"ts_ns": int(mem["ts_ns"][i]), "allocated": int(mem["total_allocated"][i]),
+                     "reserved": int(mem["total_reserved"][i]), "device": int(mem["device_id"][i])}
+                    for i in order[::step].tolist()]
+    out["top_allocs"] = _top_allocs(trace, np.flatnonzero(is_gpu & (mem["bytes"] > 0)))
+    return out
+
+
+def _top_allocs(trace: Trace, rows: np.ndarray, top: int = 10) -> list[dict]:
+    """Largest allocations and the innermost CPU op on the allocating thread that was running."""
+    mem, c = trace.memory, trace.cpu_ops
+    if not rows.size:
+        return []
+    # Aggregate by allocating op: attribute each alloc to the innermost open op on its thread.
+    op = np.full(rows.size, -1, dtype=np.int64)
+    if len(c):
+        for (pid, tid) in set(zip(mem["pid"][rows].tolist(), mem["tid"][rows].tolist())):
+            sel = np.flatnonzero((mem["pid"][rows] == pid) & (mem["tid"][rows] == tid))
+            ops = np.flatnonzero((c["pid"] == pid) & (c["tid"] == tid) & (c["kind"] == M.CPU_OP))
+            if not ops.size:
+                continue
+            order = ops[np.argsort(c["start_ns"][ops], kind="stable")]
+            ts = mem["ts_ns"][rows[sel]]
+            # Candidates: ops starting before ts; walk back a few to find one still open (innermost).
+            idx = np.searchsorted(c["start_ns"][order], ts, side="right") - 1
+            for back in range(0, 8):
+                j = idx - back
+                ok = (j >= 0) & (op[sel] == -1)
+                jj = order[np.maximum(j, 0)]
+                open_ = ok & (c["end_ns"][jj] >= ts)
+                op[sel[open_]] = c["name"][jj[open_]]
+    df = pd.DataFrame({"op": op, "bytes": mem["bytes"][rows]})
+    agg = df.groupby("op").agg(count=("bytes", "size"), total_bytes=("bytes", "sum"), max_bytes=("bytes", "max"))
+    agg = agg.sort_values("total_bytes", ascending=False).head(top)
+    return [{"op": trace.string(int(k)) if k >= 0 else None, "count": int(v["count"]),
+             "total_bytes": int(v["total_bytes"]), "max_bytes": int(v["max_bytes"])} for k, v in agg.iterrows()]
+
+
+def uses_data_parallel(trace: Trace) -> bool:
+    c = trace.cpu_ops
+    if not len(c):
+        return False
+    return bool(C.name_mask(trace, C.DATA_PARALLEL_RE)[np.unique(c["name"])].any())

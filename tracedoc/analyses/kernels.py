@@ -1,0 +1,178 @@
+"""Kernel and launch statistics, Tensor Core share, top kernels and top operators."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..model import trace as M
+from ..model.trace import Trace
+from . import classify as C
+
+TC_ELIGIBLE_OP_RE = re.compile(
+    r"^aten::(mm|matmul|addmm|addmv|bmm|baddbmm|linear|conv\w*|_convolution\w*|cudnn_convolution\w*|"
+    r"_scaled_dot_product\w*|scaled_dot_product\w*|einsum|_flash_attention\w*|_efficient_attention\w*|"
+    r"addbmm|tensordot|mkldnn_convolution|miopen_convolution\w*)$")
+
+
+def kernel_stats(trace: Trace) -> dict:
+    """Statistics over every kernel in the trace (not only the window), as EXPECTED.json counts them."""
+    g = trace.gpu_ops
+    k = g["kind"] == M.KERNEL if len(g) else np.zeros(0, dtype=bool)
+    dur = (g["end_ns"] - g["start_ns"])[k] if len(g) else np.zeros(0, dtype=np.int64)
+    out = {
+        "kernel_count": int(dur.size),
+        "kernel_median_ns": float(np.median(dur)) if dur.size else None,
+        "kernels_under_10us_fraction": float((dur < 10_000).mean()) if dur.size else None,
+    }
+    return out
+
+
+def occupancy_stats(trace: Trace, rows: np.ndarray) -> dict:
+    """Duration-weighted est. blocks per SM and est. achieved occupancy over kernel rows."""
+    g = trace.gpu_ops
+    dur = (g["end_ns"] - g["start_ns"])[rows].astype(np.float64)
+    out = {}
+    for key, col in (("blocks_per_sm_mean", "blocks_per_sm"), ("est_occupancy_mean", "est_occupancy")):
+        v = g[col][rows]
+        ok = ~np.isnan(v) & (dur > 0)
+        out[key] = float(np.average(v[ok], weights=dur[ok])) if ok.any() else None
+    return out
+
+
+def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
+    g, r = trace.gpu_ops, trace.runtime
+    length_ms = (hi - lo) / 1e6
+    out: dict = {"launch_delay_p50_ns": None, "launch_delay_p95_ns": None, "launch_delays_ns": np.zeros(0)}
+    if len(r):
+        is_launch = C.name_mask(trace, C.LAUNCH_CALL_RE)[r["name"]]
+        in_win = (r["start_ns"] >= lo) & (r["start_ns"] < hi)
+        sel = is_launch & in_win
+        out["launch_calls"] = int(sel.sum())
+        out["launches_per_ms"] = float(sel.sum() / length_ms) if length_ms > 0 else None
+        launch_ns = int((r["end_ns"] - r["start_ns"])[sel].sum())
+        out["cpu_launch_overhead_ns"] = launch_ns
+        out["cpu_launch_overhead_fraction"] = launch_ns / (hi - lo) if hi > lo else None
+        graph = C.name_mask(trace, C.GRAPH_LAUNCH_RE)[r["name"]]
+        out["graph_launches"] = int((graph & in_win).sum())
+    else:
+        out.update(launch_calls=0, launches_per_ms=None, cpu_launch_overhead_ns=0,
+                   cpu_launch_overhead_fraction=None, graph_launches=0)
+    if len(g):
+        linked = np.flatnonzero(g["launch"] >= 0)
+        if linked.size:
+            delay = np.maximum(g["start_ns"][linked] - r["end_ns"][g["launch"][linked]], 0)
+            out["launch_delay_p50_ns"] = float(np.percentile(delay, 50))
+            out["launch_delay_p95_ns"] = float(np.percentile(delay, 95))
+            out["launch_delays_ns"] = delay
+            skew = g["start_ns"][linked] < r["start_ns"][g["launch"][linked]] - 1_000_000
+            out["clock_anomaly"] = bool(skew.any())
+            out["clock_anomaly_count"] = int(skew.sum())
+        else:
+            out["clock_anomaly"] = False
+        out["launch_link_fraction"] = float(linked.size / len(g))
+        out["graph_kernels"] = int(((g["graph_id"] >= 0) & (g["kind"] == M.KERNEL)).sum())
+    else:
+        out.update(launch_link_fraction=None, graph_kernels=0, clock_anomaly=False)
+    return out
+
+
+def _kernel_ops(trace: Trace) -> np.ndarray:
+    """Name id of the CPU op that launched each GPU op (innermost op with its External id), -1 if none."""
+    g, c, r = trace.gpu_ops, trace.cpu_ops, trace.runtime
+    out = np.full(len(g), -1, dtype=np.int64)
+    if not len(g) or not len(c):
+        return out
+    ext = g["external_id"].copy()
+    missing = (ext < 0) & (g["launch"] >= 0)
+    if missing.any():
+        ext[missing] = r["external_id"][g["launch"][missing]]
+    ops = np.flatnonzero((c["external_id"] >= 0) & (c["kind"] == M.CPU_OP))
+    if not ops.size:
+        return out
+    # Innermost op per External id: sort by (ext, depth) and keep the last of each ext.
+    order = ops[np.lexsort((c["depth"][ops], c["external_id"][ops]))]
+    e_sorted = c["external_id"][order]
+    last = np.append(e_sorted[1:] != e_sorted[:-1], True)
+    uniq_ext, uniq_row = e_sorted[last], order[last]
+    pos = np.searchsorted(uniq_ext, ext)
+    posc = np.minimum(pos, max(uniq_ext.size - 1, 0))
+    hit = (ext >= 0) & (uniq_ext.size > 0) & (uniq_ext[posc] == ext)
+    out[hit] = c["name"][uniq_row[posc[hit]]]
+    return out
+
+
+def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_ops: np.ndarray) -> dict:
+    g = trace.gpu_ops
+    out = {"tensor_core_fraction": None, "tensor_core_unknown_fraction": None, "tc_eligible_non_tc_fraction": None}
+    if not len(g):
+        return out
+    compute = (g["kind"] == M.KERNEL) & ~comm_mask & (g["start_ns"] >= lo) & (g["start_ns"] < hi)
+    dur = (g["end_ns"] - g["start_ns"]).astype(np.float64)
+    total = dur[compute].sum()
+    if total <= 0:
+        return out
+    tc = C.tensor_core_class(trace)[g["name"]]
+    eligible_name = C.name_mask(trace, C.TC_ELIGIBLE_RE)[g["name"]]
+    eligible_op_ids = C.name_mask(trace, TC_ELIGIBLE_OP_RE)
+    eligible_op = np.where(kernel_ops >= 0, eligible_op_ids[np.maximum(kernel_ops, 0)], False)
+    eligible = eligible_name | eligible_op
+    out["tensor_core_fraction"] = float(dur[compute & (tc == 1)].sum() / total)
+    out["tensor_core_unknown_fraction"] = float(dur[compute & (tc == -1)].sum() / total)
+    out["tc_eligible_non_tc_fraction"] = float(dur[compute & (tc == 0) & eligible].sum() / total)
+    return out
+
+
+def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, top: int = 15) -> list[dict]:
+    g = trace.gpu_ops
+    if not len(g):
+        return []
+    sel = (g["start_ns"] < hi) & (g["end_ns"] > lo)
+    if not sel.any():
+        return []
+    dur = (g["end_ns"] - g["start_ns"])[sel]
+    tc = C.tensor_core_class(trace)
+    df = pd.DataFrame({"name": g["name"][sel], "kind": g["kind"][sel], "dur": dur, "comm": comm_mask[sel]})
+    agg = df.groupby("name").agg(count=("dur", "size"), total_ns=("dur", "sum"), mean_ns=("dur", "mean"),
+                                 max_ns=("dur", "max"), kind=("kind", "first"), comm=("comm", "any"))
+    agg = agg.sort_values("total_ns", ascending=False)
+    grand = float(dur.sum()) or 1.0
+    rows = []
+    for sid, row in agg.head(top).iterrows():
+        kind = int(row["kind"])
+        rows.append({
+            "name": trace.string(int(sid)), "kind": M.GPU_KIND_NAMES[kind], "count": int(row["count"]),
+            "total_ns": int(row["total_ns"]), "mean_ns": float(row["mean_ns"]), "max_ns": int(row["max_ns"]),
+            "share": float(row["total_ns"]) / grand,
+            "category": "communication" if row["comm"] else ("compute" if kind == M.KERNEL else M.GPU_KIND_NAMES[kind]),
+            "tensor_core": {1: "yes", 0: "no", -1: "unknown"}[int(tc[int(sid)])] if kind == M.KERNEL else "n/a",
+        })
+    return rows
+
+
+def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: int = 15) -> list[dict]:
+    """GPU time attributed to the CPU ops that launched it (through External id)."""
+    g, c = trace.gpu_ops, trace.cpu_ops
+    if not len(g):
+        return []
+    sel = (g["start_ns"] < hi) & (g["end_ns"] > lo) & (kernel_ops >= 0)
+    if not sel.any():
+        return []
+    dur = (g["end_ns"] - g["start_ns"])[sel]
+    df = pd.DataFrame({"op": kernel_ops[sel], "dur": dur})
+    agg = df.groupby("op").agg(gpu_ops=("dur", "size"), gpu_ns=("dur", "sum")).sort_values("gpu_ns", ascending=False)
+    calls = {}
+    if len(c):
+        in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi) & (c["kind"] == M.CPU_OP)
+        cnt = pd.Series(c["end_ns"][in_win] - c["start_ns"][in_win]).groupby(c["name"][in_win]).agg(["size", "sum"])
+        calls = {int(k): (int(v["size"]), int(v["sum"])) for k, v in cnt.iterrows()}
+    grand = float(dur.sum()) or 1.0
+    rows = []
+    for sid, row in agg.head(top).iterrows():
+        n_calls, cpu_ns = calls.get(int(sid), (0, 0))
+        rows.append({"name": trace.string(int(sid)), "calls": n_calls, "cpu_ns": cpu_ns,
+                     "gpu_ops": int(row["gpu_ops"]), "gpu_ns": int(row["gpu_ns"]),
+                     "share": float(row["gpu_ns"]) / grand})
+    return rows

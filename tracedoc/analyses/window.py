@@ -1,0 +1,124 @@
+"""Steps and the analysis window (DESIGN.md: Step, Analysis window)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import trace as M
+from ..model.trace import Trace
+
+STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+@dataclass
+class Steps:
+    """Step spans sorted by start: CPU span and the span extended to their GPU work."""
+
+    names: list[str]
+    cpu_start_ns: np.ndarray
+    cpu_end_ns: np.ndarray
+    end_ns: np.ndarray  # max(CPU end, end of the last GPU op launched inside the step)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def start_ns(self) -> np.ndarray:
+        return self.cpu_start_ns
+
+    @property
+    def dur_ns(self) -> np.ndarray:
+        return self.end_ns - self.cpu_start_ns
+
+
+@dataclass
+class Window:
+    start_ns: int
+    end_ns: int
+    kind: str  # "steps", "gpu" or "cpu"
+
+    @property
+    def length_ns(self) -> int:
+        return max(0, self.end_ns - self.start_ns)
+
+    def describe(self) -> str:
+        return {"steps": "first step start to the end of the last step's GPU work",
+                "gpu": "first to last GPU op (the trace has no ProfilerStep spans)",
+                "cpu": "the CPU span (the trace has no GPU ops)"}[self.kind]
+
+
+def launch_times(trace: Trace) -> np.ndarray:
+    """When each GPU op was launched: its launch call's start, or the op's own start when unlinked."""
+    g = trace.gpu_ops
+    launch = g["launch"]
+    out = g["start_ns"].copy()
+    linked = launch >= 0
+    if linked.any():
+        out[linked] = trace.runtime["start_ns"][launch[linked]]
+    return out
+
+
+def step_name_mask(trace: Trace) -> np.ndarray:
+    """Boolean lookup over the string table: which names are step spans."""
+    explicit = trace.meta.get("step_names")
+    if explicit:
+        wanted = {s for s in explicit if isinstance(s, str)}
+        ids = {s for s in explicit if isinstance(s, int)}
+        mask = trace.string_ids(lambda s: s in wanted)
+        for i in ids:
+            if 0 <= i < mask.size:
+                mask[i] = True
+        return mask
+    return trace.string_ids(lambda s: STEP_RE.match(s) is not None)
+
+
+def find_steps(trace: Trace) -> Steps:
+    c = trace.cpu_ops
+    if not len(c):
+        return Steps([], *(np.zeros(0, dtype=np.int64),) * 3)
+    mask = step_name_mask(trace)
+    is_step = mask[c["name"]] & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION))
+    rows = np.flatnonzero(is_step)
+    if rows.size == 0:
+        return Steps([], *(np.zeros(0, dtype=np.int64),) * 3)
+    # One span per distinct name and start (the same step can be recorded on two threads).
+    s, e, n = c["start_ns"][rows], c["end_ns"][rows], c["name"][rows]
+    order = np.lexsort((-e, s))
+    s, e, n = s[order], e[order], n[order]
+    keep = np.ones(s.size, dtype=bool)
+    keep[1:] = (s[1:] != s[:-1]) | (n[1:] != n[:-1])
+    s, e, n = s[keep], e[keep], n[keep]
+    end = e.copy()
+    g = trace.gpu_ops
+    if len(g):
+        launched = launch_times(trace)
+        # Step each op was launched in: the last step starting at or before its launch, if still open.
+        idx = np.searchsorted(s, launched, side="right") - 1
+        inside = (idx >= 0) & (launched < e[np.maximum(idx, 0)])
+        if inside.any():
+            np.maximum.at(end, idx[inside], g["end_ns"][inside])
+    return Steps([trace.string(int(i)) for i in n], s, e, end)
+
+
+def find_window(trace: Trace, steps: Steps) -> Window:
+    g = trace.gpu_ops
+    if len(steps):
+        start = int(steps.cpu_start_ns.min())
+        last = int(np.argmax(steps.cpu_end_ns))
+        last_cpu_end = int(steps.cpu_end_ns[last])
+        end = max(last_cpu_end, int(steps.end_ns.max()))
+        if len(g):
+            launched = launch_times(trace)
+            before = launched < last_cpu_end
+            if before.any():
+                end = max(end, int(g["end_ns"][before].max()))
+        return Window(start, end, "steps")
+    if len(g):
+        return Window(int(g["start_ns"].min()), int(g["end_ns"].max()), "gpu")
+    spans = [t for t in (trace.cpu_ops, trace.runtime) if len(t)]
+    if spans:
+        return Window(min(int(t["start_ns"].min()) for t in spans), max(int(t["end_ns"].max()) for t in spans), "cpu")
+    return Window(0, 0, "cpu")

@@ -1,0 +1,185 @@
+"""Python API: ``load``, ``load_dir`` and ``analyze``.
+
+``analyze`` accepts a trace file or a directory of per-rank traces; ranks are read and analysed in
+parallel processes (per-rank work is a pure function of the file).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import __version__
+from .analyses import RankResult, analyze_trace
+from .errors import TraceError
+from .ingest import load as _load_file
+from .ingest import sniff
+from .model.trace import Trace
+
+SCHEMA_NAME = "tracedoc.analysis"
+SCHEMA_VERSION = 1
+
+_RANK_NAME_RES = (re.compile(r"rank[_\-]?(\d+)", re.I), re.compile(r"(?:^|[_\-.])r(\d+)(?:[_\-.]|$)"),
+                  re.compile(r"(?:^|[_\-.])(\d+)\.(?:pt\.)?trace\.json", re.I))
+_TRACE_FILE_RE = re.compile(r"\.(json|json\.gz|sqlite|sqlite3)$", re.I)
+
+
+def load(path: str | os.PathLike, **options) -> Trace:
+    """Read one trace file (Kineto JSON/.json.gz or nsys SQLite) into a ``Trace``."""
+    return _load_file(os.fspath(path), **options)
+
+
+def rank_files(directory: str) -> list[str]:
+    """The trace files of a per-rank directory, sorted by name."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as exc:
+        raise TraceError(directory, "cannot be listed", exc.strerror, "check the path and its permissions") from None
+    files = [os.path.join(directory, n) for n in names
+             if _TRACE_FILE_RE.search(n) and os.path.isfile(os.path.join(directory, n))
+             and not n.endswith((".report.json",)) and not n.startswith(".")]
+    if not files:
+        raise TraceError(directory, "holds no trace files", f"{len(names)} entries, none ending in .json, "
+                         ".json.gz or .sqlite", "point tracedoc at the directory torch.profiler wrote its rank traces to")
+    return files
+
+
+def rank_from_name(path: str) -> int | None:
+    base = os.path.basename(path)
+    for rx in _RANK_NAME_RES:
+        m = rx.search(base)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def load_dir(directory: str | os.PathLike, **options) -> list[Trace]:
+    """Read every rank file in a directory (sequentially; ``analyze`` parallelises)."""
+    traces = [load(p, **options) for p in rank_files(os.fspath(directory))]
+    for t in traces:
+        if t.meta.get("rank") is None:
+            t.meta["rank"] = rank_from_name(t.source)
+    return sorted(traces, key=lambda t: (t.meta.get("rank") is None, t.meta.get("rank") or 0, t.source))
+
+
+def sha256_of(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class AnalysisResult:
+    """What ``tracedoc analyze`` prints: per-rank results and their verdicts."""
+
+    inputs: list[str]
+    ranks: list[RankResult]
+    verdicts: list[Any] = field(default_factory=list)  # one engine Verdict per rank (None without the engine)
+    command: str | None = None
+    hashes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The first rank's metrics (the common single-trace case)."""
+        return self.ranks[0].metrics if self.ranks else {}
+
+    def to_dict(self) -> dict[str, Any]:
+        ranks = []
+        for r, v in zip(self.ranks, self.verdicts or [None] * len(self.ranks)):
+            d = r.to_dict()
+            d["verdict"] = v.to_dict() if v is not None and hasattr(v, "to_dict") else None
+            ranks.append(d)
+        return {
+            "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "tracedoc_version": __version__,
+            "rules_version": _rules_version(),
+            "inputs": [{"path": p, "sha256": self.hashes.get(p)} for p in self.inputs],
+            "command": self.command,
+            "ranks": ranks,
+        }
+
+    def to_json(self) -> str:
+        import orjson
+
+        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
+                            default=_json_default).decode()
+
+    def to_text(self, width: int = 100) -> str:
+        from .render.text import render_text
+
+        return render_text(self, width=width)
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):
+        return obj.item()
+    if isinstance(obj, set):
+        return sorted(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _rules_version() -> str | None:
+    try:
+        from .engine import rules_version
+    except ImportError:
+        return None
+    try:
+        return rules_version()
+    except Exception:  # noqa: BLE001 - version is informational only
+        return None
+
+
+def _analyze_file(path: str, options: dict) -> list[RankResult]:
+    if sniff(path) == "nsys":
+        from .ingest import nsys
+
+        traces = nsys.read_nsys_ranks(path, **options) if hasattr(nsys, "read_nsys_ranks") else [load(path, **options)]
+    else:
+        traces = [load(path)]
+    out = []
+    for t in traces:
+        if t.meta.get("rank") is None and len(traces) == 1:
+            t.meta["rank"] = rank_from_name(path)
+        out.append(analyze_trace(t))
+    return out
+
+
+def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | None = None,
+            rule_dirs: tuple = (), progress: Callable[[int, int], None] | None = None,
+            command: str | None = None, **options) -> AnalysisResult:
+    """Analyse a trace file or a directory of rank traces; evaluate the rules when available."""
+    path = os.fspath(path)
+    kind = sniff(path)
+    files = rank_files(path) if kind == "directory" else [path]
+    results: list[RankResult] = []
+    if len(files) == 1:
+        results.extend(_analyze_file(files[0], options))
+        if progress:
+            progress(1, 1)
+    else:
+        workers = max(1, min(jobs or os.cpu_count() or 1, len(files)))
+        with cf.ProcessPoolExecutor(max_workers=workers) as pool:
+            futures = {pool.submit(_analyze_file, f, options): f for f in files}
+            done = 0
+            for fut in cf.as_completed(futures):
+                results.extend(fut.result())
+                done += 1
+                if progress:
+                    progress(done, len(files))
+    results.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.source))
+    verdicts = [_evaluate(r, params, rule_dirs) for r in results]
+    hashes = {f: sha256_of(f) for f in files}
+    return AnalysisResult(inputs=files, ranks=results, verdicts=verdicts, command=command, hashes=hashes)
+
+
+def _evaluate(rank: RankResult, params: dict | None, rule_dirs: tuple):
+    try:
+        from .engine import evaluate
+    except ImportError:
+        return None
+    return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, extra_rule_dirs=rule_dirs)
