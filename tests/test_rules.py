@@ -1,0 +1,161 @@
+"""Every shipped rule: it validates, it is documented, and its own fixtures fire and do not fire.
+
+Fixtures live in the rule file (``[[tests.fires]]`` / ``[[tests.ok]]``) as metric overrides on the
+healthy, compute-bound baseline below, semgrep/ruff style: a rule cannot ship without a case that
+fires and a near miss that does not.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracedoc.analyses.registry import METRICS
+from tracedoc.engine import evaluate, load_rules
+from tracedoc.engine.rulefile import apply_test_case, load_rule_file, rule_files
+from tracedoc.resources import data_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+RULES_DIR = data_dir("rules")
+RULE_FILES = rule_files(RULES_DIR)
+
+# A healthy single-GPU run: 10 steps of 100 ms, GPU 95% busy with Tensor Core compute, nothing else.
+BASELINE: dict = {
+    "window_ns": 1_000_000_000,
+    "steps": 10,
+    "step_time_mean_ns": 100_000_000,
+    "step_time_p50_ns": 100_000_000,
+    "step_time_p95_ns": 105_000_000,
+    "gpu_busy_fraction": 0.95,
+    "compute_fraction": 0.92,
+    "comm_fraction": 0.0,
+    "exposed_comm_fraction": 0.0,
+    "comm_overlap_fraction": None,
+    "memcpy_fraction": 0.01,
+    "h2d_fraction": 0.01,
+    "pageable_memcpy_fraction": 0.0,
+    "pageable_memcpy_count": 0,
+    "memset_fraction": 0.001,
+    "idle_fraction": 0.05,
+    "idle_dataloader_fraction": 0.005,
+    "idle_host_launch_fraction": 0.01,
+    "idle_sync_fraction": 0.005,
+    "idle_launch_latency_fraction": 0.01,
+    "idle_other_fraction": 0.02,
+    "dataloader_fraction": 0.02,
+    "dataloader_stall_fraction": 0.005,
+    "dataloader_multiprocess": True,
+    "kernel_count": 20_000,
+    "kernel_median_ns": 150_000,
+    "kernels_under_10us_fraction": 0.2,
+    "launches_per_ms": 20.0,
+    "launch_delay_p50_ns": 20_000,
+    "launch_delay_p95_ns": 200_000,
+    "cpu_launch_overhead_fraction": 0.1,
+    "blocks_per_sm_mean": 8.0,
+    "est_occupancy_mean": 45.0,
+    "graph_launches": 0,
+    "graph_kernels": 0,
+    "tensor_core_fraction": 0.7,
+    "tensor_core_unknown_fraction": 0.05,
+    "tc_eligible_non_tc_fraction": 0.02,
+    "tensor_core_capable": True,
+    "sync_fraction": 0.001,
+    "sync_calls": 2,
+    "sync_memcpy_count": 0,
+    "memory_peak_allocated_bytes": 40 * 2**30,
+    "memory_peak_reserved_bytes": 50 * 2**30,
+    "device_memory_bytes": 80 * 2**30,
+    "memory_peak_fraction": 0.625,
+    "gap_max_ns": 2_000_000,
+    "gap_p95_ns": 20_000,
+    "gpu_count": 1,
+    "compute_capability": 8.0,
+    "world_size": 1,
+    "backend": None,
+    "uses_data_parallel": False,
+    "has_gpu_ops": True,
+    "launch_link_fraction": 1.0,
+    "truncated": False,
+    "clock_anomaly": False,
+}
+
+EVIDENCE = {
+    name: [{"row": i} for i in range(20)]
+    for name in ("top_gaps", "top_kernels", "top_operators", "idle_causes", "per_step", "collectives",
+                 "sync_calls", "memcpy", "memory_top_allocs", "dataloader")
+}  # fmt: skip
+
+ALL_RULES = load_rules()
+
+
+def _cases(kind: str):
+    for path in RULE_FILES:
+        rule = load_rule_file(path)
+        for i, case in enumerate(rule.tests.get(kind, ())):
+            yield pytest.param(rule.id, case, id=f"{rule.id}-{kind}{i}")
+
+
+def test_baseline_covers_every_metric():
+    assert set(BASELINE) == set(METRICS)
+
+
+def test_there_are_rules():
+    assert len(RULE_FILES) >= 10
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.stem)
+def test_rule_file_is_valid_and_documented(path: Path):
+    rule = load_rule_file(path)
+    assert path.stem == f"{rule.id}-{rule.name}", "file name is <id>-<name>.toml"
+    assert rule.tests.get("fires"), "at least one [[tests.fires]] case"
+    assert rule.tests.get("ok"), "at least one [[tests.ok]] near miss"
+    for key in ("what_it_detects", "why_it_matters", "references"):
+        assert rule.docs[key]
+    for param in rule.params.values():
+        assert param.justification and param.unit
+        # the message shows the threshold it used
+        assert param.name in rule.message.names or param.name in rule.when.names
+    with path.open("rb") as fh:
+        raw = tomllib.load(fh)
+    thresholds_in_message = [p for p in rule.params if "{" + p in raw["message"]]
+    assert thresholds_in_message or not rule.params, "the message shows a threshold"
+
+
+@pytest.mark.parametrize("rule_id, case", list(_cases("fires")))
+def test_rule_fires(rule_id: str, case: dict):
+    metrics = apply_test_case(BASELINE, case)
+    verdict = evaluate(metrics, EVIDENCE, metrics["step_time_mean_ns"], rules=ALL_RULES)
+    fired = {f.rule_id: f for f in verdict.findings}
+    assert rule_id in fired, f"{rule_id} did not fire on {case}; fired: {sorted(fired)}"
+    finding = fired[rule_id]
+    assert finding.message and "{" not in finding.message
+    assert finding.fixes, "at least one fix applies"
+    assert finding.expect
+    if finding.impact_fraction is not None:
+        assert 0.0 <= finding.impact_fraction <= 1.0
+        assert finding.impact_ms_per_step == pytest.approx(finding.impact_fraction * 100.0)
+    rule = next(r for r in ALL_RULES if r.id == rule_id)
+    for spec in rule.evidence:
+        assert len(finding.evidence[spec.table]) == min(spec.rows, 20)
+
+
+@pytest.mark.parametrize("rule_id, case", list(_cases("ok")))
+def test_rule_near_miss_does_not_fire(rule_id: str, case: dict):
+    metrics = apply_test_case(BASELINE, case)
+    verdict = evaluate(metrics, EVIDENCE, metrics["step_time_mean_ns"], rules=ALL_RULES)
+    assert rule_id not in {f.rule_id for f in verdict.findings}
+
+
+def test_healthy_baseline_is_compute_bound_only():
+    verdict = evaluate(BASELINE, EVIDENCE, BASELINE["step_time_mean_ns"], rules=ALL_RULES)
+    assert verdict.labels == ["compute_bound"]
+    assert [f.label for f in verdict.findings] == ["compute_bound"], [f.rule_id for f in verdict.findings]
+    assert verdict.confidence == "high"
+    assert verdict.health == []

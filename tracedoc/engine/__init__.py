@@ -1,0 +1,48 @@
+"""The rules engine: metrics × rule files → trace-health messages and ranked findings.
+
+Public API::
+
+    from tracedoc.engine import evaluate
+    verdict = evaluate(metrics, evidence, step_time_ns, params={"TD301.stall_threshold": 0.1})
+    verdict.labels, verdict.findings, verdict.health, verdict.confidence, verdict.to_dict()
+"""
+
+from tracedoc.engine.evaluate import SCHEMA_VERSION, Finding, Verdict, evaluate
+from tracedoc.engine.expr import ExprError, compile_expr
+from tracedoc.engine.health import HealthMessage, check_health
+from tracedoc.engine.params import ParamError, parse_assignments, read_pyproject, resolve_params
+from tracedoc.engine.rulefile import (
+    ADVICE_LABEL,
+    EVIDENCE_TABLES,
+    LABELS,
+    SEVERITIES,
+    VERDICT_LABELS,
+    Rule,
+    RuleError,
+    find_rule,
+    load_rules,
+)
+
+__all__ = [
+    "ADVICE_LABEL",
+    "EVIDENCE_TABLES",
+    "LABELS",
+    "SCHEMA_VERSION",
+    "SEVERITIES",
+    "VERDICT_LABELS",
+    "ExprError",
+    "Finding",
+    "HealthMessage",
+    "ParamError",
+    "Rule",
+    "RuleError",
+    "Verdict",
+    "check_health",
+    "compile_expr",
+    "evaluate",
+    "find_rule",
+    "load_rules",
+    "parse_assignments",
+    "read_pyproject",
+    "resolve_params",
+]

@@ -1,0 +1,197 @@
+"""Evaluate rules against one rank's metrics.
+
+Input: the metrics dict (names from ``tracedoc.analyses.registry.METRICS``; None = not measurable),
+evidence tables, the mean step length, threshold overrides and extra rule directories.
+Output: a :class:`Verdict` holding trace-health messages and findings ranked by the share of the
+step each one explains.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracedoc.engine.health import HealthMessage, check_health, lowest
+from tracedoc.engine.params import resolve_params
+from tracedoc.engine.rulefile import ADVICE_LABEL, SEVERITIES, Rule, load_rules
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A rule that fired, with what it measured, what it explains and what to do."""
+
+    rule_id: str
+    name: str
+    title: str
+    label: str
+    severity: str
+    message: str
+    impact_fraction: float | None
+    impact_ms_per_step: float | None
+    evidence: dict[str, list[dict[str, Any]]]
+    fixes: list[str]
+    expect: str
+    confidence: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_verdict(self) -> bool:
+        return self.label != ADVICE_LABEL
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule_id": self.rule_id,
+            "name": self.name,
+            "title": self.title,
+            "label": self.label,
+            "severity": self.severity,
+            "message": self.message,
+            "impact_fraction": self.impact_fraction,
+            "impact_ms_per_step": self.impact_ms_per_step,
+            "confidence": self.confidence,
+            "params": dict(self.params),
+            "fixes": list(self.fixes),
+            "expect": self.expect,
+            "evidence": {k: [dict(r) for r in v] for k, v in self.evidence.items()},
+        }
+
+
+@dataclass
+class Verdict:
+    """The engine's answer for one rank."""
+
+    findings: list[Finding]
+    health: list[HealthMessage]
+    confidence: str
+    withheld: str | None = None
+    step_time_ns: float | None = None
+
+    @property
+    def labels(self) -> list[str]:
+        """Verdict labels (not advice), most impactful first."""
+        out: list[str] = []
+        for finding in self.findings:  # already ranked
+            if finding.is_verdict and finding.label not in out:
+                out.append(finding.label)
+        return out
+
+    @property
+    def top_label(self) -> str | None:
+        labels = self.labels
+        return labels[0] if labels else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "labels": self.labels,
+            "confidence": self.confidence,
+            "withheld": self.withheld,
+            "step_time_ns": self.step_time_ns,
+            "health": [m.to_dict() for m in self.health],
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def _plain(value: Any) -> Any:
+    """Turn numpy scalars into Python values and NaN into None."""
+    if value is not None and not isinstance(value, (bool, int, float, str)) and hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def evaluate(
+    metrics: Mapping[str, Any],
+    evidence: Mapping[str, list[Mapping[str, Any]]] | None = None,
+    step_time_ns: float | None = None,
+    params: Mapping[str, Any] | None = None,
+    extra_rule_dirs: Iterable[str | Path] = (),
+    *,
+    rules: list[Rule] | None = None,
+) -> Verdict:
+    """Run trace-health checks, then every rule; return findings ranked by impact.
+
+    ``params`` maps ``"RULE.param"`` (rule id or name) to a value and overrides defaults.
+    ``step_time_ns`` (default: the ``step_time_mean_ns`` metric) converts impact fractions into
+    milliseconds per step. ``rules`` replaces loading from disk (for tests and embedding).
+    """
+    if rules is None:
+        rules = load_rules(extra_rule_dirs)
+    values = resolve_params(rules, params)
+    env_metrics = {name: _plain(value) for name, value in metrics.items()}
+    if step_time_ns is None:
+        step_time_ns = env_metrics.get("step_time_mean_ns")
+    step_time_ns = _plain(step_time_ns)
+    evidence = evidence or {}
+    health = check_health(env_metrics)
+    withheld = next((m.message for m in health if m.withhold), None)
+
+    findings: list[Finding] = []
+    deferred: list[Rule] = []
+    for rule in rules:
+        if withheld is not None and rule.requires_gpu:
+            continue
+        if rule.requires_no_other_verdict:
+            deferred.append(rule)
+            continue
+        finding = _apply(rule, env_metrics, values[rule.id], evidence, step_time_ns, health)
+        if finding is not None:
+            findings.append(finding)
+    if not any(f.is_verdict for f in findings):
+        for rule in deferred:
+            finding = _apply(rule, env_metrics, values[rule.id], evidence, step_time_ns, health)
+            if finding is not None:
+                findings.append(finding)
+    findings.sort(key=_rank_key)
+    return Verdict(
+        findings=findings,
+        health=health,
+        confidence=lowest(m.confidence for m in health),
+        withheld=withheld,
+        step_time_ns=step_time_ns,
+    )
+
+
+def _rank_key(finding: Finding) -> tuple[Any, ...]:
+    impact = finding.impact_fraction
+    return (impact is None, -(impact or 0.0), not finding.is_verdict, -SEVERITIES.index(finding.severity), finding.rule_id)
+
+
+def _apply(
+    rule: Rule,
+    metrics: Mapping[str, Any],
+    params: Mapping[str, Any],
+    evidence: Mapping[str, list[Mapping[str, Any]]],
+    step_time_ns: float | None,
+    health: list[HealthMessage],
+) -> Finding | None:
+    env = {**metrics, **params}
+    if not rule.when.holds(env):
+        return None
+    impact = rule.impact.evaluate(env) if rule.impact is not None else None
+    if impact is not None:
+        impact = min(max(float(impact), 0.0), 1.0)
+    impact_ms = impact * step_time_ns / 1e6 if impact is not None and step_time_ns else None
+    fixes = [fix.text.render(env) for fix in rule.fixes if fix.when is None or fix.when.holds(env)]
+    used = rule.metrics_used
+    return Finding(
+        rule_id=rule.id,
+        name=rule.name,
+        title=rule.title,
+        label=rule.label,
+        severity=rule.severity,
+        message=rule.message.render(env),
+        impact_fraction=impact,
+        impact_ms_per_step=impact_ms,
+        evidence={spec.table: [dict(r) for r in list(evidence.get(spec.table) or [])[: spec.rows]] for spec in rule.evidence},
+        fixes=fixes,
+        expect=rule.expect.render(env),
+        confidence=lowest(m.confidence for m in health if m.applies_to(used)),
+        params=dict(params),
+    )

@@ -1,0 +1,157 @@
+"""Trace-health checks that run before any verdict.
+
+Input: the per-rank metrics dict. Output: a list of :class:`HealthMessage`, each with a level, the
+confidence it caps findings at, the metrics it makes unreliable, and whether it withholds the GPU
+verdict entirely. An unhealthy trace gets a warning and lowered confidence, never a confident
+wrong answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
+
+# A trace whose GPU ops are mostly unlinked to their launch calls cannot say why the GPU idled.
+LINK_FRACTION_MEDIUM = 0.9  # below this: some idle causes fall to "other"; medium confidence
+LINK_FRACTION_LOW = 0.5  # below this: most of them do; low confidence
+FEW_STEPS = 3  # fewer complete steps than this and warm-up may dominate the averages
+
+# Metrics derived from launch<->kernel links (correlation ids / ac2g flows).
+_LINK_METRICS = frozenset({
+    "idle_host_launch_fraction", "idle_sync_fraction", "idle_launch_latency_fraction",
+    "idle_other_fraction", "launch_delay_p50_ns", "launch_delay_p95_ns", "comm_fraction",
+    "exposed_comm_fraction", "comm_overlap_fraction", "compute_fraction",
+})  # fmt: skip
+# Metrics that depend on CPU and GPU clocks agreeing.
+_CLOCK_METRICS = frozenset({
+    "idle_dataloader_fraction", "idle_host_launch_fraction", "idle_sync_fraction",
+    "idle_launch_latency_fraction", "idle_other_fraction", "dataloader_stall_fraction",
+    "launch_delay_p50_ns", "launch_delay_p95_ns", "step_time_mean_ns", "step_time_p50_ns",
+    "step_time_p95_ns", "window_ns",
+})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class HealthMessage:
+    """One trace-health observation.
+
+    ``affects`` is the set of metric names it makes unreliable, or None for all of them;
+    findings that read an affected metric get at most ``confidence``.
+    """
+
+    code: str
+    level: str  # "info" | "warning" | "error"
+    message: str
+    confidence: str = "high"
+    affects: frozenset[str] | None = None
+    withhold: bool = False
+
+    def applies_to(self, metric_names: Iterable[str]) -> bool:
+        return self.affects is None or not self.affects.isdisjoint(metric_names)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "level": self.level,
+            "message": self.message,
+            "confidence": self.confidence,
+            "affects": None if self.affects is None else sorted(self.affects),
+            "withhold": self.withhold,
+        }
+
+
+def lowest(confidences: Iterable[str]) -> str:
+    """Return the lowest of some confidence levels ("high" when given none)."""
+    return min(confidences, key=CONFIDENCES.index, default="high")
+
+
+def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
+    """Return the health messages for one rank's metrics, most severe first."""
+    out: list[HealthMessage] = []
+    has_gpu = metrics.get("has_gpu_ops")
+    if has_gpu is False:
+        out.append(HealthMessage(
+            "no-gpu-activity", "error",
+            "the trace has no GPU kernels, memcpy or memset, so there is no GPU verdict; "
+            "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and make sure the "
+            "model runs on the GPU",
+            confidence="low", withhold=True,
+        ))  # fmt: skip
+        return out
+    if has_gpu is None:
+        out.append(HealthMessage(
+            "gpu-activity-unknown", "warning",
+            "whether the trace has GPU ops could not be determined; findings have low confidence",
+            confidence="low",
+        ))  # fmt: skip
+    out.extend(_check_steps(metrics.get("steps")))
+    out.extend(_check_links(metrics.get("launch_link_fraction")))
+    out.extend(_check_graphs(metrics.get("graph_launches"), metrics.get("graph_kernels")))
+    if metrics.get("truncated") is True:
+        out.append(HealthMessage(
+            "truncated-trace", "warning",
+            "the trace file ended before the trace was complete, so the last step may be partial; "
+            "findings have at most medium confidence. Let the profiler finish writing (exit the "
+            "profile context) before copying the file",
+            confidence="medium",
+        ))  # fmt: skip
+    if metrics.get("clock_anomaly") is True:
+        out.append(HealthMessage(
+            "clock-anomaly", "warning",
+            "GPU ops start more than 1 ms before the CPU call that launched them: CPU and GPU clocks "
+            "disagree, so idle causes, launch delays and step times are unreliable (low confidence)",
+            confidence="low", affects=_CLOCK_METRICS,
+        ))  # fmt: skip
+    order = {"error": 0, "warning": 1, "info": 2}
+    return sorted(out, key=lambda m: order[m.level])
+
+
+def _check_steps(steps: Any) -> list[HealthMessage]:
+    if steps is None or steps == 0:
+        return [HealthMessage(
+            "no-steps", "warning",
+            "no ProfilerStep spans were found, so the window is the GPU activity span and impact "
+            "per step cannot be given; call prof.step() once per iteration (or use NVTX step ranges). "
+            "Findings have at most medium confidence",
+            confidence="medium",
+        )]  # fmt: skip
+    if steps < FEW_STEPS:
+        return [HealthMessage(
+            "few-steps", "info",
+            f"only {steps} step(s) in the trace, so one-off costs (warm-up, autotuning, first "
+            f"allocations) may dominate; profile at least {FEW_STEPS} steps after warm-up "
+            "(schedule(wait=1, warmup=1, active=3)). Findings have at most medium confidence",
+            confidence="medium",
+        )]  # fmt: skip
+    return []
+
+
+def _check_links(link_fraction: Any) -> list[HealthMessage]:
+    if link_fraction is None or link_fraction >= LINK_FRACTION_MEDIUM:
+        return []
+    low = link_fraction < LINK_FRACTION_LOW
+    return [HealthMessage(
+        "missing-launch-links", "warning",
+        f"only {link_fraction:.0%} of GPU ops are linked to the CPU call that launched them "
+        f"(expected >= {LINK_FRACTION_MEDIUM:.0%}), so idle time cannot be fully attributed to its "
+        "cause and communication kernels launched by collectives may be missed; findings that use "
+        f"idle causes or launch delays have {'low' if low else 'medium'} confidence. Traces from "
+        "torch < 1.10 or edited traces often lack the correlation ids",
+        confidence="low" if low else "medium", affects=_LINK_METRICS,
+    )]  # fmt: skip
+
+
+def _check_graphs(launches: Any, kernels: Any) -> list[HealthMessage]:
+    if not launches or kernels is None or kernels >= launches:
+        return []
+    return [HealthMessage(
+        "cuda-graph-under-recording", "warning",
+        f"{launches} CUDA graph launches but only {kernels} kernels recorded inside graphs: the "
+        "profiler did not record the work the graphs ran, so the GPU looks idler than it was and "
+        "every GPU-time number is a lower bound (low confidence). Profile with a PyTorch/CUPTI that "
+        "records graph kernels, or profile a few steps with graphs disabled",
+        confidence="low",
+    )]  # fmt: skip

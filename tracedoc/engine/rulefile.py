@@ -1,0 +1,458 @@
+"""Load and validate rule files.
+
+Input: directories of ``*.toml`` rule files (the shipped ``rules/`` first, then user directories).
+Output: a list of :class:`Rule` values, or a :class:`RuleError` that lists every problem found, each
+naming the file and field, what is wrong, and (for misspelt names) the closest valid name.
+
+A rule file holds one rule; see ``rules/README.md`` for the format.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracedoc.analyses.registry import METRICS
+from tracedoc.engine.expr import BOOL, NUM, STR, Expr, ExprError, compile_expr, suggest
+from tracedoc.engine.template import Template, compile_template
+from tracedoc.errors import TracedocError
+from tracedoc.resources import data_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+VERDICT_LABELS: tuple[str, ...] = (
+    "io_bound",
+    "comm_bound",
+    "small_batch_bound",
+    "sync_bound",
+    "h2d_copy_bound",
+    "low_tensor_core_use",
+    "memory_pressure",
+    "compute_bound",
+)
+ADVICE_LABEL = "advice"
+LABELS: tuple[str, ...] = VERDICT_LABELS + (ADVICE_LABEL,)
+SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
+EVIDENCE_TABLES: tuple[str, ...] = (
+    "top_gaps",
+    "top_kernels",
+    "top_operators",
+    "idle_causes",
+    "per_step",
+    "collectives",
+    "sync_calls",
+    "memcpy",
+    "memory_top_allocs",
+    "dataloader",
+)
+MAX_EVIDENCE_ROWS = 100
+UNSET_KEY = "unset"  # in a [[tests.*]] case: metric names whose value is None (TOML has no null)
+
+_ID_RE = re.compile(r"^[A-Z]+[0-9]{3,4}$")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+_PARAM_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+_REQUIRED = ("id", "name", "title", "label", "severity", "when", "message", "expect", "fixes", "docs")
+_OPTIONAL = ("impact", "params", "evidence", "requires_no_other_verdict", "requires_gpu", "tests")
+_DOCS_KEYS = ("what_it_detects", "why_it_matters", "references")
+
+
+def metric_type(name: str) -> str:
+    """Return the rule-language type of a registered metric, from its unit."""
+    unit = METRICS[name][0]
+    if unit == "bool":
+        return BOOL
+    if unit == "name":
+        return STR
+    return NUM
+
+
+METRIC_TYPES: dict[str, str] = {name: metric_type(name) for name in METRICS}
+
+
+def value_type(value: Any) -> str | None:
+    """Return the rule-language type of a Python value, or None if it has none."""
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, (int, float)):
+        return NUM
+    if isinstance(value, str):
+        return STR
+    return None
+
+
+class RuleError(TracedocError):
+    """One or more rule files are invalid. ``problems`` holds ``(where, what)`` pairs."""
+
+    def __init__(self, problems: Iterable[tuple[str, str]]):
+        self.problems = list(problems)
+        if len(self.problems) == 1:
+            where, what = self.problems[0]
+        else:
+            where = "rule files"
+            what = f"{len(self.problems)} problems:\n" + "\n".join(f"  {w}: {m}" for w, m in self.problems)
+        super().__init__(where, what, todo=None)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A named threshold of a rule."""
+
+    name: str
+    default: Any
+    unit: str
+    justification: str
+
+    @property
+    def type(self) -> str:
+        return value_type(self.default) or NUM
+
+
+@dataclass(frozen=True)
+class Fix:
+    text: Template
+    when: Expr | None = None
+
+
+@dataclass(frozen=True)
+class EvidenceSpec:
+    table: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A validated rule, ready to evaluate."""
+
+    id: str
+    name: str
+    title: str
+    label: str
+    severity: str
+    when: Expr
+    message: Template
+    expect: Template
+    fixes: tuple[Fix, ...]
+    docs: Mapping[str, Any]
+    path: Path
+    impact: Expr | None = None
+    params: Mapping[str, Param] = field(default_factory=dict)
+    evidence: tuple[EvidenceSpec, ...] = ()
+    requires_no_other_verdict: bool = False
+    requires_gpu: bool = True
+    tests: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
+
+    @property
+    def is_verdict(self) -> bool:
+        return self.label != ADVICE_LABEL
+
+    @property
+    def metrics_used(self) -> frozenset[str]:
+        """Metric names read by the condition, impact, message, fixes and expectation."""
+        names = set(self.when.names) | set(self.message.names) | set(self.expect.names)
+        if self.impact is not None:
+            names |= self.impact.names
+        for fix in self.fixes:
+            names |= fix.text.names
+            if fix.when is not None:
+                names |= fix.when.names
+        return frozenset(n for n in names if n in METRICS)
+
+
+class _FileChecker:
+    """Validate one parsed rule file, collecting problems instead of stopping at the first."""
+
+    def __init__(self, path: Path, data: Mapping[str, Any]):
+        self.path = path
+        self.data = data
+        self.problems: list[tuple[str, str]] = []
+        self.names: dict[str, str] = dict(METRIC_TYPES)
+
+    def problem(self, fld: str, what: str) -> None:
+        self.problems.append((f"{self.path}: {fld}", what))
+
+    def typed(self, fld: str, value: Any, typ: type | tuple[type, ...], what: str) -> bool:
+        if isinstance(value, typ) and not (typ is int and isinstance(value, bool)):
+            return True
+        self.problem(fld, f"expected {what}, got {type(value).__name__} {value!r}")
+        return False
+
+    def unknown_keys(self, fld: str, table: Mapping[str, Any], allowed: Iterable[str]) -> None:
+        allowed = list(allowed)
+        for key in table:
+            if key not in allowed:
+                self.problem(f"{fld}{key}" if fld else key, f"unknown field {key!r}{suggest(key, allowed)}")
+
+    def expr(self, fld: str, source: Any, typ: str | None = None) -> Expr | None:
+        if not self.typed(fld, source, str, "an expression string"):
+            return None
+        try:
+            expr = compile_expr(source, self.names)
+        except ExprError as exc:
+            self.problem(fld, str(exc))
+            return None
+        if typ == NUM and expr.type != NUM:
+            self.problem(fld, f"expected a numeric expression, got a {expr.type} one: {source!r}")
+            return None
+        return expr
+
+    def template(self, fld: str, source: Any) -> Template | None:
+        if not self.typed(fld, source, str, "a message string"):
+            return None
+        try:
+            return compile_template(source, self.names)
+        except ExprError as exc:
+            self.problem(fld, str(exc))
+            return None
+
+    def check(self) -> Rule | None:
+        data = self.data
+        self.unknown_keys("", data, _REQUIRED + _OPTIONAL)
+        for key in _REQUIRED:
+            if key not in data:
+                self.problem(key, "missing required field")
+        if any(key not in data for key in ("id", "name")):
+            return None
+        rid, name = data["id"], data["name"]
+        if self.typed("id", rid, str, "a string") and not _ID_RE.match(rid):
+            self.problem("id", f"{rid!r} is not a rule id: use capital letters then 3-4 digits, like 'TD301'")
+        if self.typed("name", name, str, "a string") and not _NAME_RE.match(name):
+            self.problem("name", f"{name!r} is not kebab-case, like 'dataloader-stall'")
+        self.typed("title", data.get("title", ""), str, "a string")
+        label, severity = data.get("label"), data.get("severity")
+        if label is not None and label not in LABELS:
+            self.problem("label", f"unknown label {label!r}{suggest(str(label), LABELS)}; one of: {', '.join(LABELS)}")
+        if severity is not None and severity not in SEVERITIES:
+            self.problem("severity", f"unknown severity {severity!r}; one of: {', '.join(SEVERITIES)}")
+        params = self.params(data.get("params", {}))
+        when = self.expr("when", data.get("when", "")) if "when" in data else None
+        impact = self.expr("impact", data["impact"], NUM) if "impact" in data else None
+        message = self.template("message", data["message"]) if "message" in data else None
+        expect = self.template("expect", data["expect"]) if "expect" in data else None
+        fixes = self.fixes(data.get("fixes", []))
+        evidence = self.evidence(data.get("evidence", []))
+        docs = self.docs(data.get("docs", {}))
+        flags = {}
+        for key, default in (("requires_no_other_verdict", False), ("requires_gpu", True)):
+            value = data.get(key, default)
+            flags[key] = value if self.typed(key, value, bool, "true or false") else default
+        if flags["requires_no_other_verdict"] and label == ADVICE_LABEL:
+            self.problem("requires_no_other_verdict", "only a verdict label can require that no other verdict fires")
+        tests = self.tests(data.get("tests", {}))
+        if self.problems:
+            return None
+        return Rule(
+            id=rid, name=name, title=data["title"], label=label, severity=severity, when=when,
+            message=message, expect=expect, fixes=fixes, docs=docs, path=self.path, impact=impact,
+            params=params, evidence=evidence, tests=tests, **flags,
+        )  # fmt: skip
+
+    def params(self, table: Any) -> dict[str, Param]:
+        out: dict[str, Param] = {}
+        if not self.typed("params", table, dict, "a table of parameters"):
+            return out
+        for pname, spec in table.items():
+            fld = f"params.{pname}"
+            if not _PARAM_RE.match(pname):
+                self.problem(fld, "parameter names are lower_snake_case")
+                continue
+            if pname in METRICS:
+                self.problem(fld, "a parameter may not shadow the metric of the same name")
+                continue
+            if not self.typed(fld, spec, dict, "a table with default, unit and justification"):
+                continue
+            self.unknown_keys(f"{fld}.", spec, ("default", "unit", "justification"))
+            missing = [k for k in ("default", "unit", "justification") if k not in spec]
+            if missing:
+                self.problem(fld, f"missing {', '.join(missing)}")
+                continue
+            if value_type(spec["default"]) is None:
+                self.problem(f"{fld}.default", f"expected a number, bool or string, got {spec['default']!r}")
+                continue
+            ok = self.typed(f"{fld}.unit", spec["unit"], str, "a string")
+            ok &= self.typed(f"{fld}.justification", spec["justification"], str, "a string")
+            if ok and not spec["justification"].strip():
+                self.problem(f"{fld}.justification", "say why this default was chosen")
+            param = Param(pname, spec["default"], spec["unit"], spec["justification"].strip())
+            out[pname] = param
+            self.names[pname] = param.type
+        return out
+
+    def fixes(self, items: Any) -> tuple[Fix, ...]:
+        if not self.typed("fixes", items, list, "an array of [[fixes]] tables"):
+            return ()
+        if not items:
+            self.problem("fixes", "a rule needs at least one fix")
+        out = []
+        for i, item in enumerate(items):
+            fld = f"fixes[{i}]"
+            if not self.typed(fld, item, dict, "a table with text and optional when"):
+                continue
+            self.unknown_keys(f"{fld}.", item, ("text", "when"))
+            if "text" not in item:
+                self.problem(f"{fld}.text", "missing required field")
+                continue
+            text = self.template(f"{fld}.text", item["text"])
+            when = self.expr(f"{fld}.when", item["when"]) if "when" in item else None
+            if text is not None:
+                out.append(Fix(text=text, when=when))
+        return tuple(out)
+
+    def evidence(self, items: Any) -> tuple[EvidenceSpec, ...]:
+        if not self.typed("evidence", items, list, "an array of [[evidence]] tables"):
+            return ()
+        out = []
+        for i, item in enumerate(items):
+            fld = f"evidence[{i}]"
+            if not self.typed(fld, item, dict, "a table with table and rows"):
+                continue
+            self.unknown_keys(f"{fld}.", item, ("table", "rows"))
+            table, rows = item.get("table"), item.get("rows", 10)
+            if table not in EVIDENCE_TABLES:
+                self.problem(f"{fld}.table", f"unknown evidence table {table!r}{suggest(str(table), EVIDENCE_TABLES)}")
+                continue
+            if self.typed(f"{fld}.rows", rows, int, "a row count"):
+                if not 1 <= rows <= MAX_EVIDENCE_ROWS:
+                    self.problem(f"{fld}.rows", f"row count {rows} outside 1..{MAX_EVIDENCE_ROWS}")
+                else:
+                    out.append(EvidenceSpec(table, rows))
+        return tuple(out)
+
+    def docs(self, table: Any) -> dict[str, Any]:
+        if not self.typed("docs", table, dict, "a [docs] table"):
+            return {}
+        self.unknown_keys("docs.", table, _DOCS_KEYS)
+        for key in _DOCS_KEYS:
+            value = table.get(key)
+            if value is None:
+                self.problem(f"docs.{key}", "missing required field")
+            elif key == "references":
+                if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
+                    self.problem("docs.references", "expected a non-empty array of strings")
+            elif not (isinstance(value, str) and value.strip()):
+                self.problem(f"docs.{key}", "expected non-empty text")
+        return {k: (v.strip() if isinstance(v, str) else v) for k, v in table.items()}
+
+    def tests(self, table: Any) -> dict[str, tuple[Mapping[str, Any], ...]]:
+        if not self.typed("tests", table, dict, "a [tests] table"):
+            return {}
+        self.unknown_keys("tests.", table, ("fires", "ok"))
+        out = {}
+        for kind in ("fires", "ok"):
+            cases = table.get(kind, [])
+            if not self.typed(f"tests.{kind}", cases, list, f"an array of [[tests.{kind}]] tables"):
+                continue
+            for i, case in enumerate(cases):
+                fld = f"tests.{kind}[{i}]"
+                if not self.typed(fld, case, dict, "a table of metric overrides"):
+                    continue
+                for key, value in case.items():
+                    if key == UNSET_KEY:
+                        self.unset(f"{fld}.{key}", value)
+                    elif key not in METRICS:
+                        self.problem(f"{fld}.{key}", f"unknown metric {key!r}{suggest(key, METRICS)}")
+                    elif value_type(value) != METRIC_TYPES[key]:
+                        self.problem(f"{fld}.{key}", f"expected a {METRIC_TYPES[key]} value, got {value!r}")
+            out[kind] = tuple(cases)
+        return out
+
+    def unset(self, fld: str, names: Any) -> None:
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            self.problem(fld, "expected an array of metric names to set to None")
+            return
+        for name in names:
+            if name not in METRICS:
+                self.problem(fld, f"unknown metric {name!r}{suggest(name, METRICS)}")
+
+
+def apply_test_case(baseline: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``baseline`` with a [[tests.*]] case applied (its ``unset`` names become None)."""
+    metrics = dict(baseline)
+    for key, value in case.items():
+        if key == UNSET_KEY:
+            metrics.update(dict.fromkeys(value))
+        else:
+            metrics[key] = value
+    return metrics
+
+
+_cache: dict[tuple[str, int, int], Rule] = {}
+
+
+def load_rule_file(path: Path) -> Rule:
+    """Load and validate one rule file; raise :class:`RuleError` listing its problems."""
+    path = Path(path)
+    try:
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+        if key in _cache:
+            return _cache[key]
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise RuleError([(str(path), f"cannot read rule file ({exc.strerror})")]) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleError([(str(path), f"not valid TOML: {exc}")]) from None
+    checker = _FileChecker(path, data)
+    rule = checker.check()
+    if rule is None:
+        raise RuleError(checker.problems)
+    _cache[key] = rule
+    return rule
+
+
+def rule_files(directory: Path) -> list[Path]:
+    """Return the ``*.toml`` files of a rule directory, sorted by name."""
+    return sorted(p for p in Path(directory).glob("*.toml") if p.is_file())
+
+
+def load_rules(extra_rule_dirs: Iterable[str | Path] = (), *, builtin: bool = True) -> list[Rule]:
+    """Load the shipped rules (unless ``builtin=False``) and every rule in ``extra_rule_dirs``.
+
+    Every file is validated; ids and names must be unique across all of them. All problems are
+    reported together in one :class:`RuleError`.
+    """
+    dirs: list[Path] = [data_dir("rules")] if builtin else []
+    problems: list[tuple[str, str]] = []
+    for extra in extra_rule_dirs:
+        extra = Path(extra)
+        if not extra.is_dir():
+            problems.append((str(extra), "rule directory does not exist; pass a directory of *.toml rule files to --rules"))
+        else:
+            dirs.append(extra)
+    rules: list[Rule] = []
+    seen_ids: dict[str, Path] = {}
+    seen_names: dict[str, Path] = {}
+    for directory in dirs:
+        for path in rule_files(directory):
+            try:
+                rule = load_rule_file(path)
+            except RuleError as exc:
+                problems.extend(exc.problems)
+                continue
+            if rule.id in seen_ids:
+                problems.append((f"{path}: id", f"duplicate rule id {rule.id!r}, also defined in {seen_ids[rule.id]}"))
+                continue
+            if rule.name in seen_names:
+                problems.append((f"{path}: name", f"duplicate rule name {rule.name!r}, also used in {seen_names[rule.name]}"))
+                continue
+            seen_ids[rule.id] = seen_names[rule.name] = path
+            rules.append(rule)
+    if problems:
+        raise RuleError(problems)
+    return rules
+
+
+def find_rule(rules: Iterable[Rule], key: str) -> Rule | None:
+    """Return the rule whose id (case-insensitive) or name is ``key``."""
+    for rule in rules:
+        if rule.id == key.upper() or rule.name == key:
+            return rule
+    return None
