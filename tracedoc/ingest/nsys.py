@@ -67,7 +67,9 @@ _DATALOADER_RE = re.compile(r"DataLoader|DataPipe", re.I)
 # ---------------------------------------------------------------------------------------------
 
 def _decode_text(raw: bytes) -> str:
-    """UTF-8 when valid; otherwise Latin-1 (every byte maps), so old Windows exports stay readable."""
+    """UTF-8 when valid; otherwise Latin-1, which maps every byte, so one stray byte (old Windows
+    exports carry OEM/ANSI code-page text) never fails the read. An accented letter from another
+    code page may come out as a different accented letter."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -428,7 +430,7 @@ def _read_nvtx(db: _Db, names: _Names, raw: _Raw) -> dict[str, np.ndarray]:
     name = np.where(inline != -1, inline, n["text_id"])
     return {"start": n["start"], "end": n["end"], "gtid": n["gtid"], "gpid": _gpid_of(n["gtid"]),
             "name": name, "kind": np.full(name.size, M.USER_ANNOTATION, dtype=np.int64),
-            "domain": n["domain"]}
+            "domain": n["domain"], "nest": (n["event_type"] != NVTX_PUSH_POP).astype(np.int64)}
 
 
 def texts_none(texts: list, rows: np.ndarray) -> np.ndarray:
@@ -448,6 +450,7 @@ def _read_osrt(db: _Db, raw: _Raw, enabled: bool, max_rows: int) -> dict[str, np
     o["gpid"] = _gpid_of(o["gtid"])
     o["kind"] = np.full(o["start"].size, M.CPU_OTHER, dtype=np.int64)
     o["domain"] = np.full(o["start"].size, -1, dtype=np.int64)
+    o["nest"] = np.zeros(o["start"].size, dtype=np.int64)
     return o
 
 
@@ -645,13 +648,31 @@ def _build(path: str, db: _Db, raw: _Raw, names: _Names, gpids: np.ndarray | Non
             "external_id": np.full(n, -1), "depth": np.zeros(n), "stack": np.full(n, -1)})
 
     trace = Trace(source=path, strings=st.strings, tables=tables, meta={}, warnings=list(raw.warnings))
-    set_cpu_depths(trace)
+    _set_depths(trace, cpu.get("nest") if _n(cpu) else None)
     trace.meta = _metadata(db, raw, info, trace, gpids, devices, cpu)
     _mark_steps(trace, options.get("step_range"))
     if not len(trace.gpu_ops):
         trace.warnings.append(f"{path}: no CUDA kernels, memcpys or memsets in the export "
                               "(was the run profiled with `-t cuda`?)")
     return trace
+
+
+def _set_depths(trace: Trace, nest: np.ndarray | None) -> None:
+    """Nesting depth per thread. Push/pop ranges and OS runtime calls nest strictly (group 0);
+    start/end ranges may overlap them without nesting, so they get depths among themselves (group 1)."""
+    if nest is None or not nest.any():
+        set_cpu_depths(trace)
+        return
+    c = trace.cpu_ops
+    depth = np.zeros(len(c), dtype=np.int64)
+    for group in (0, 1):
+        rows = np.flatnonzero(nest == group)
+        if not rows.size:
+            continue
+        part = Trace(source=trace.source, strings=trace.strings, tables={"cpu_ops": c.take(rows)})
+        set_cpu_depths(part)
+        depth[rows] = part.cpu_ops["depth"]
+    c["depth"] = depth
 
 
 def _sync_labels(sync_type: np.ndarray, call: np.ndarray, rt_names: np.ndarray | None, names: _Names) -> np.ndarray:
