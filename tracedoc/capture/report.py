@@ -1,0 +1,174 @@
+"""Writing captured traces atomically and the reports next to them.
+
+The analysis runs in a child process (``python -m tracedoc.capture.report PATH``) so that it never
+competes with the training process for memory or the GIL, and a crash in it cannot reach the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+TRACE_SUFFIX = ".pt.trace.json.gz"
+TMP_PREFIX = ".tracedoc-tmp-"
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+FILE_MODE = 0o666 & ~_umask()
+
+
+def say(msg: str) -> None:
+    """One line on stderr, prefixed ``tracedoc:``; never raises."""
+    try:
+        sys.stderr.write(f"tracedoc: {msg}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def atomic_write_bytes(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=d)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def gzip_into_place(src_json: str, final_path: str, level: int = 6) -> None:
+    """Compress ``src_json`` to ``final_path`` atomically, then remove ``src_json``.
+
+    The compressed bytes go to a temporary name in the destination directory; only a complete file
+    is renamed to ``final_path``.
+    """
+    d = os.path.dirname(os.path.abspath(final_path))
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".gz", dir=d)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "wb") as raw, open(src_json, "rb") as fin:
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=level,
+                               filename=os.path.basename(final_path)[:-3]) as gz:
+                shutil.copyfileobj(fin, gz, 1 << 20)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, final_path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+    finally:
+        _unlink(src_json)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def analysis_available() -> bool:
+    try:
+        return importlib.util.find_spec("tracedoc.api") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _write_reports(trace_path: str) -> list[str]:
+    """Analyse ``trace_path`` (a trace file or a directory of rank traces) and write the reports.
+
+    Writes ``<trace_path>.report.txt`` (the terminal summary) and ``<trace_path>.report.json``; this is
+    the one place where further formats (HTML through ``tracedoc.render``) plug in. Returns the paths
+    written. Raises on analysis errors; callers decide how to report them.
+    """
+    trace_path = trace_path.rstrip(os.sep) or trace_path
+    try:
+        from tracedoc.api import analyze
+    except ImportError as exc:
+        say(f"the analysis is not available in this build ({exc}); the trace is at {trace_path}, "
+            "analyse it later with `tracedoc analyze`")
+        return []
+    result = analyze(trace_path)
+    written = []
+    txt = trace_path + ".report.txt"
+    atomic_write_bytes(txt, result.to_text().encode())
+    written.append(txt)
+    js = trace_path + ".report.json"
+    atomic_write_bytes(js, json.dumps(result.to_dict(), indent=2, default=str).encode())
+    written.append(js)
+    # HTML report: when tracedoc.render lands, render `result` here and append its path.
+    return written
+
+
+def rank_files(directory: str) -> list[str]:
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(n for n in names if n.endswith(TRACE_SUFFIX) and not n.startswith("."))
+
+
+def wait_for_ranks(directory: str, world_size: int, timeout_s: float, poll_s: float = 0.2) -> list[str]:
+    """Wait until ``world_size`` rank traces are in ``directory`` or ``timeout_s`` passes."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        files = rank_files(directory)
+        if len(files) >= world_size or time.monotonic() >= deadline:
+            return files
+        time.sleep(poll_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="tracedoc-capture-report",
+                                description="Analyse a captured trace and write the reports next to it.")
+    p.add_argument("path")
+    p.add_argument("--world-size", type=int, default=0,
+                   help="PATH is a directory of rank traces: wait for this many files first")
+    p.add_argument("--timeout", type=float, default=300.0)
+    a = p.parse_args(argv)
+    try:
+        os.nice(10)
+    except (OSError, AttributeError):
+        pass
+    if a.world_size:
+        files = wait_for_ranks(a.path, a.world_size, a.timeout)
+        if not files:
+            say(f"{a.path}: no rank traces arrived within {a.timeout:.0f} s; nothing to analyse")
+            return 1
+        if len(files) < a.world_size:
+            say(f"{a.path}: {len(files)} of {a.world_size} rank traces arrived within {a.timeout:.0f} s; "
+                "analysing those")
+    try:
+        written = _write_reports(a.path)
+    except Exception as exc:  # the analysis failed: the trace is still there
+        say(f"the analysis of {a.path} failed ({type(exc).__name__}: {exc}); "
+            f"the trace is kept, run `tracedoc analyze {a.path}` to see the error")
+        return 1
+    if written:
+        say(f"report: {written[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
