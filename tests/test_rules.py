@@ -120,8 +120,8 @@ def test_rule_file_is_valid_and_documented(path: Path):
         assert rule.docs[key]
     for param in rule.params.values():
         assert param.justification and param.unit
-        # the message shows the threshold it used
-        assert param.name in rule.message.names or param.name in rule.when.names
+        used = rule.message.names | rule.when.names | (rule.impact.names if rule.impact else frozenset())
+        assert param.name in used, f"parameter {param.name} is never used"
     with path.open("rb") as fh:
         raw = tomllib.load(fh)
     thresholds_in_message = [p for p in rule.params if "{" + p in raw["message"]]
