@@ -11,8 +11,6 @@ nested value leaves the piece unbalanced, so a wrong cut can never go unnoticed.
 
 from __future__ import annotations
 
-import gzip
-import io
 import operator
 import os
 import re
@@ -400,41 +398,70 @@ _EVENTS_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
 class _Source:
-    """A byte stream over a plain or gzip file that remembers truncation instead of raising."""
+    """A byte stream over a plain or gzip file that records truncation instead of raising.
+
+    gzip is decompressed with zlib in blocks so that a stream cut off mid-write still yields every
+    byte before the cut (``gzip.GzipFile.read`` would discard the last block and raise).
+    """
+
+    _BLOCK = 1 << 20
 
     def __init__(self, path: str):
         self.path = path
         self.truncated_reason: str | None = None
         self.offset = 0
-        with open(path, "rb") as f:
-            magic = f.read(2)
-        self.gzipped = magic == b"\x1f\x8b"
         self.size = os.path.getsize(path)
-        self._f = gzip.open(path, "rb") if self.gzipped else open(path, "rb", buffering=0)
+        try:
+            self._f = open(path, "rb", buffering=0)
+        except OSError as exc:
+            raise TraceError(path, "cannot be opened", exc.strerror, "check the path and its permissions") from None
+        self.gzipped = self._f.read(2) == b"\x1f\x8b"
+        self._f.seek(0)
+        self._z = zlib.decompressobj(16 + zlib.MAX_WBITS) if self.gzipped else None
+        self._pending = b""
+        self._eof = False
 
     def read(self, n: int) -> bytes:
-        if self.truncated_reason:
-            return b""
-        try:
+        if not self.gzipped:
             data = self._f.read(n)
-        except EOFError:
-            self.truncated_reason = "the gzip stream ends early (the file was cut off while being written)"
-            return b""
-        except (gzip.BadGzipFile, zlib.error, OSError) as exc:
-            if self.offset == 0:
-                raise TraceError(self.path, "is not a readable gzip file", str(exc),
-                                 "re-copy the file, or check it with `gzip -t`") from None
-            self.truncated_reason = f"the gzip data is corrupt after {self.offset:,} bytes ({exc})"
-            return b""
+            self.offset += len(data)
+            return data
+        out = [self._pending]
+        have = len(self._pending)
+        while have < n and not self._eof:
+            block = self._f.read(self._BLOCK)
+            if not block:
+                self._eof = True
+                if not self._z.eof:
+                    self.truncated_reason = ("the gzip stream ends early (the file was cut off while being "
+                                             "written)")
+                break
+            try:
+                piece = self._z.decompress(block)
+                while self._z.eof and self._z.unused_data:  # concatenated gzip members
+                    rest = self._z.unused_data
+                    self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    piece += self._z.decompress(rest)
+            except zlib.error as exc:
+                self._eof = True
+                if self.offset == 0 and have == 0:
+                    raise TraceError(self.path, "is not a readable gzip file", str(exc),
+                                     "re-copy the file, or check it with `gzip -t`") from None
+                self.truncated_reason = f"the gzip data is corrupt after {self.offset + have:,} bytes ({exc})"
+                break
+            out.append(piece)
+            have += len(piece)
+        data = b"".join(out)
+        self._pending = data[n:]
+        data = data[:n]
         self.offset += len(data)
         return data
 
     def fraction(self) -> float:
         """How far through the file on disk we are (compressed bytes for gzip)."""
         try:
-            pos = self._f.fileobj.tell() if self.gzipped else self._f.tell()
-            return min(1.0, pos / max(1, self.size))
-        except (AttributeError, OSError, ValueError):
+            return min(1.0, self._f.tell() / max(1, self.size))
+        except (OSError, ValueError):
             return 0.0
 
     def close(self) -> None:
@@ -490,18 +517,24 @@ def _read(src: _Source, chunk_bytes: int, progress) -> Trace:
             return _read_whole(path, buf + _drain(src, chunk_bytes), src, reader)
         start = m.end()
     rest = buf[start:]
-    while True:
-        more = src.read(chunk_bytes) if len(rest) < chunk_bytes else b""
-        if more:
+    eof = False
+    while not eof:
+        while len(rest) < chunk_bytes:
+            more = src.read(chunk_bytes)
+            if not more:
+                eof = True
+                break
             rest += more
             if progress:
                 progress(src.fraction())
-        if not more and len(rest) < chunk_bytes:
+        if eof:
             break
         cut = _cut_and_decode(rest)
-        if cut is None:
+        if cut is None:  # no event boundary in what we hold yet: read on
+            more = src.read(chunk_bytes)
             if not more:
                 break
+            rest += more
             continue
         evs, next_start = cut
         reader.add(evs)
@@ -550,6 +583,9 @@ def _decode_tail(rest: bytes, bare_array: bool, reader: _Reader, path: str) -> t
             try:
                 reader.add(_decode_events(candidate))
                 return {}, None
+            except msgspec.ValidationError as exc:
+                raise TraceError(path, "is a JSON array whose entries are not trace events", str(exc),
+                                 "pass a Chrome trace written by torch.profiler") from None
             except msgspec.DecodeError:
                 pass
     else:
@@ -632,6 +668,13 @@ _MEM_KIND = {"pageable": M.MEM_PAGEABLE, "pinned": M.MEM_PINNED, "device": M.MEM
 
 
 def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Trace:
+    if reader.n_events == 0:
+        if truncated:
+            raise TraceError(path, "is cut off before its first complete event", truncated,
+                             "the profiler was probably killed while writing; capture the trace again")
+        raise TraceError(path, "has no events", "an empty traceEvents array",
+                         "the profiler recorded nothing: make sure prof.step() is called every iteration so the "
+                         "schedule reaches its active steps")
     tables = {name: Table.concat(name, parts) for name, parts in reader.parts.items()}
     strings = reader.strings.strings
     warnings: list[str] = []

@@ -1,0 +1,234 @@
+"""Kineto reader: every generation and form, exact timestamps, chunking, and bad input."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tracedoc
+from conftest import shared_traces
+from trace_builder import TraceBuilder, training_steps
+from tracedoc.errors import TraceError
+from tracedoc.ingest.kineto import read_kineto
+from tracedoc.model import trace as M
+
+
+def small_trace(**kw) -> TraceBuilder:
+    b = TraceBuilder(**kw)
+    training_steps(b, steps=2, kernels=4)
+    return b
+
+
+def test_json_and_gz_and_bare_array_read_the_same(tmp_path):
+    b = small_trace()
+    plain = b.write(tmp_path / "t.json")
+    gz = b.write(tmp_path / "t.pt.trace.json.gz")
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(b.to_dict()["traceEvents"]))
+    bare_open = tmp_path / "bare_open.json"  # Chrome allows the closing bracket to be missing
+    bare_open.write_text(json.dumps(b.to_dict()["traceEvents"])[:-1])
+    traces = [tracedoc.load(p) for p in (plain, gz, bare, bare_open)]
+    for t in traces:
+        assert len(t.gpu_ops) == 8 and len(t.runtime) == 8
+        assert np.array_equal(t.gpu_ops["start_ns"], traces[0].gpu_ops["start_ns"])
+    assert traces[0].meta["rank"] == 0
+    assert not traces[3].warnings or "ignored" not in traces[3].warnings[0]
+
+
+def test_tiny_chunks_give_identical_tables(tmp_path):
+    b = small_trace()
+    p = b.write(tmp_path / "t.json")
+    whole = read_kineto(str(p))
+    for chunk in (64, 300, 4096):
+        part = read_kineto(str(p), chunk_bytes=chunk)
+        for name in M.SCHEMAS:
+            a, c = whole.tables[name], part.tables[name]
+            assert len(a) == len(c), name
+            for col in M.SCHEMAS[name]:
+                av, cv = a[col], c[col]
+                if col in ("name", "stack", "cat", "collective", "dtype", "pg_name"):
+                    av = [whole.string(int(i)) for i in av]
+                    cv = [part.string(int(i)) for i in cv]
+                    assert av == cv
+                else:
+                    assert np.array_equal(av, cv, equal_nan=True), (name, col)
+
+
+def test_minified_trace_with_tiny_chunks(tmp_path):
+    b = small_trace()
+    p = tmp_path / "min.json"
+    p.write_text(json.dumps(b.to_dict(), separators=(",", ":")))
+    t = read_kineto(str(p), chunk_bytes=100)
+    assert len(t.gpu_ops) == 8
+
+
+def test_ns_precision_absolute_timestamps_are_exact(tmp_path):
+    p = tmp_path / "ns.json"
+    p.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
+                 '"ts": 1712195495519689.047, "dur": 1.281, "args": {"device": 0, "stream": 7}}]}')
+    t = tracedoc.load(p)
+    assert int(t.gpu_ops["start_ns"][0]) == 1712195495519689047
+    assert int(t.gpu_ops["end_ns"][0]) == 1712195495519689047 + 1281
+
+
+def test_relative_timestamps_keep_base_time(tmp_path):
+    b = small_trace(base_time_ns=1_700_000_000_000_000_000)
+    t = tracedoc.load(b.write(tmp_path / "rel.json"))
+    assert t.meta["time_origin_ns"] == 1_700_000_000_000_000_000
+    assert t.gpu_ops["start_ns"].max() < 10**13  # stored relative to the origin
+
+
+def test_legacy_categories_string_tids_and_lowercase_external_id(tmp_path):
+    b = small_trace(legacy=True)
+    t = tracedoc.load(b.write(tmp_path / "legacy.json"))
+    g = t.gpu_ops
+    assert len(g) == 8 and set(g["stream"].tolist()) == {7}
+    assert (g["external_id"] >= 0).all()
+    assert (g["launch"] >= 0).all()
+    assert len(t.cpu_ops) > 0 and (t.cpu_ops["kind"] == M.CPU_OP).any()
+
+
+def test_launch_links_fall_back_to_flows_without_correlation(tmp_path):
+    b = TraceBuilder()
+    b.kernel("k1", 100.0, 5.0, link=False)
+    b.kernel("k2", 200.0, 5.0, link=False)
+    t = tracedoc.load(b.write(tmp_path / "flows.json"))
+    launch = t.gpu_ops["launch"]
+    assert (launch >= 0).all()
+    # Each kernel links to the launch call 10 us before it (the builder's default).
+    assert np.array_equal(t.runtime["start_ns"][launch], t.gpu_ops["start_ns"] - 10_000)
+
+
+def test_cpu_depths(tmp_path):
+    b = TraceBuilder()
+    b.cpu_op("outer", 0.0, 100.0)
+    b.cpu_op("mid", 10.0, 50.0)
+    b.cpu_op("inner", 10.0, 20.0)
+    b.cpu_op("sibling", 60.0, 70.0)
+    b.cpu_op("other_thread", 15.0, 30.0, tid=2)
+    t = tracedoc.load(b.write(tmp_path / "d.json"))
+    depth = {t.string(int(n)): int(d) for n, d in zip(t.cpu_ops["name"], t.cpu_ops["depth"])}
+    assert depth == {"outer": 0, "mid": 1, "inner": 2, "sibling": 1, "other_thread": 0}
+
+
+def test_memcpy_kinds_from_names(tmp_path):
+    b = TraceBuilder()
+    b.memcpy(0.0, 10.0, "HtoD", "Pageable", "Device")
+    b.memcpy(20.0, 10.0, "DtoH", "Device", "Pinned")
+    t = tracedoc.load(b.write(tmp_path / "m.json"))
+    g = t.gpu_ops
+    assert g["copy_kind"].tolist() == [M.COPY_HTOD, M.COPY_DTOH]
+    assert g["src_kind"].tolist() == [M.MEM_PAGEABLE, M.MEM_DEVICE]
+    assert g["dst_kind"].tolist() == [M.MEM_DEVICE, M.MEM_PINNED]
+
+
+@pytest.mark.parametrize("name", ["mi250_rocm_minitoy.json.gz", "mtia_inference_rank0.json.gz",
+                                  "cpu_only_gloo_rank34.pt.trace.json.gz", "h100_2026_format.json"])
+def test_other_platforms_read_without_error(name):
+    t = tracedoc.load(shared_traces() / "kineto" / name)
+    assert t.meta["events"] > 0
+    if name.startswith("mtia"):
+        assert "mtia_ccp_events" in t.meta["other_categories"]
+        assert len(t.gpu_ops) == 0
+    if name.startswith("mi250"):
+        assert len(t.gpu_ops) > 0 and "AMD" in t.meta["devices"][0]["name"]
+
+
+def test_dataframe_accessors():
+    t = tracedoc.load(shared_traces() / "kineto" / "a100_alexnet.json.gz")
+    k = t.kernels_df
+    assert len(k) == 79
+    assert {"name", "start_ns", "end_ns", "dur_ns", "stream"} <= set(k.columns)
+    assert k["name"].astype(str).str.len().min() > 0
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "tracedoc", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+def assert_clean_error(proc, *needles):
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.strip().splitlines() if line.startswith("tracedoc: error")]
+    assert len(lines) == 1, proc.stderr
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+
+
+def test_not_json(tmp_path):
+    p = tmp_path / "notes.json"
+    p.write_text("hello, this is not json")
+    assert_clean_error(run_cli("analyze", str(p)), str(p), "not JSON")
+
+
+def test_json_that_is_not_a_trace(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text('{"lr": 0.1, "batch_size": 32}')
+    assert_clean_error(run_cli("analyze", str(p)), str(p), "no traceEvents", "lr")
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "empty.json"
+    p.write_text("")
+    assert_clean_error(run_cli("analyze", str(p)), str(p), "empty")
+
+
+def test_empty_trace_events(tmp_path):
+    p = tmp_path / "none.json"
+    p.write_text('{"schemaVersion": 1, "traceEvents": []}')
+    proc = run_cli("analyze", str(p))
+    assert_clean_error(proc, str(p), "no events")
+
+
+def test_corrupt_gzip(tmp_path):
+    p = tmp_path / "bad.json.gz"
+    p.write_bytes(b"\x1f\x8b\x08\x00" + os.urandom(200))
+    assert_clean_error(run_cli("analyze", str(p)), str(p), "gzip")
+
+
+def test_truncated_trace_reads_events_before_the_cut_and_warns(tmp_path):
+    b = small_trace()
+    data = json.dumps(b.to_dict(), indent=1).encode()
+    full = tracedoc.load(b.write(tmp_path / "full.json"))
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(data[: int(len(data) * 0.7)])
+    t = tracedoc.load(cut)
+    assert 0 < t.meta["events"] < full.meta["events"]
+    assert t.meta["truncated"]
+    proc = run_cli("analyze", str(cut))
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" in proc.stderr and "cut" in proc.stderr and str(cut) in proc.stderr
+    # Truncated gzip stream as well.
+    gz = tmp_path / "cut.json.gz"
+    gz.write_bytes(gzip.compress(data)[: int(len(gzip.compress(data)) * 0.7)])
+    t = tracedoc.load(gz)
+    assert 0 < t.meta["events"] < full.meta["events"] and t.meta["truncated"]
+
+
+def test_nonexistent_path(tmp_path):
+    assert_clean_error(run_cli("analyze", str(tmp_path / "nope.json")), "nope.json", "does not exist")
+
+
+def test_directory_without_traces(tmp_path):
+    (tmp_path / "README.txt").write_text("x")
+    assert_clean_error(run_cli("analyze", str(tmp_path)), str(tmp_path), "no trace files")
+
+
+def test_nsys_report_needs_export(tmp_path):
+    p = tmp_path / "run.nsys-rep"
+    p.write_bytes(b"\x00" * 10)
+    assert_clean_error(run_cli("analyze", str(p)), "nsys export --type sqlite")
+
+
+def test_python_api_raises_trace_error(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text("[1, 2")
+    with pytest.raises(TraceError):
+        tracedoc.load(p)
