@@ -1,0 +1,167 @@
+"""Guards for the benchmark scripts in benchmarks/ (no timing assertions: timings are benchmarks' job)."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "benchmarks"
+KINETO = REPO.parent / "shared" / "traces" / "kineto"
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("make_big_trace", BENCH / "make_big_trace.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("make_big_trace", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+gen = _load_generator()
+
+
+def _synthetic_trace(path: Path) -> Path:
+    """Two steps, a launch ↔ kernel pair per step linked by correlation and a flow, Kineto-style text."""
+    ev = ['{"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "ts": 1000.000, "args": {"name": "python"}}']
+    for i, (t, step) in enumerate([(1000.250, 41), (1500.500, 42)]):
+        corr = 100 + i
+        ev += [
+            f'{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{step}", "pid": 7, "tid": 7, '
+            f'"ts": {t:.3f}, "dur": 400.125, "args": {{"External id": {10 + 2 * i}}}}}',
+            f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": 7, '
+            f'"ts": {t + 10:.3f}, "dur": 5.333, "args": {{"External id": {11 + 2 * i}, "correlation": {corr}}}}}',
+            f'{{"ph": "s", "id": {corr}, "pid": 7, "tid": 7, "ts": {t + 10:.3f}, "cat": "ac2g", "name": "ac2g"}}',
+            f'{{"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7, '
+            f'"ts": {t + 20:.3f}, "dur": 300.001, "args": {{"External id": {11 + 2 * i}, "correlation": {corr}, '
+            f'"stream": 7, "device": 0, "est. achieved occupancy %": 0.5}}}}',
+            f'{{"ph": "f", "id": {corr}, "pid": 0, "tid": 7, "ts": {t + 20:.3f}, "cat": "ac2g", "name": "ac2g", "bp": "e"}}',
+        ]
+    path.write_text(
+        '{"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 4},\n'
+        ' "traceEvents": [\n' + ",\n".join(" " + e for e in ev) + '\n ], "traceName": "synthetic"}\n'
+    )
+    return path
+
+
+def _sources(tmp_path: Path) -> list[Path]:
+    out = [_synthetic_trace(tmp_path / "synthetic.json")]
+    for name in ("cuda_event_sync.json.gz", "triton_example.json.gz"):  # integer µs / 3-decimal µs styles
+        if (KINETO / name).exists():
+            out.append(KINETO / name)
+    return out
+
+
+def _read(path: Path) -> tuple[bytes, dict]:
+    raw = gzip.open(path, "rb").read() if path.name.endswith(".gz") else path.read_bytes()
+    return raw, json.loads(raw, parse_float=Decimal)
+
+
+def _end(e: dict):
+    return e["ts"] + (e.get("dur") or 0) if isinstance(e.get("dur"), (int, Decimal)) and e["dur"] > 0 else e["ts"]
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_generator_scales_a_trace_faithfully(tmp_path, which):
+    sources = _sources(tmp_path)
+    if which >= len(sources):
+        pytest.skip("shared traces not present")
+    src = sources[which]
+    src_raw, src_doc = _read(src)
+    src_ev = src_doc["traceEvents"]
+    n = len(src_ev)
+
+    out = tmp_path / "big.json"
+    res = gen.generate(src, out, size_mb=2 if len(src_raw) < 300_000 else 4 * len(src_raw) / 2**20)
+    raw, doc = _read(out)  # valid JSON
+    ev = doc["traceEvents"]
+    assert {k: v for k, v in doc.items() if k != "traceEvents"} == {k: v for k, v in src_doc.items() if k != "traceEvents"}
+    assert len(ev) % n == 0
+    copies = len(ev) // n
+    assert copies >= 2 and copies == res.copies and len(ev) == res.events
+
+    # timestamps keep the source's style: 3-decimal µs stay 3-decimal, integers stay integers
+    src_styles = {len(t.split(b".")[1]) if b"." in t else 0 for t in re.findall(rb'"ts": ?(-?[0-9.]+)', src_raw)}
+    out_styles = {len(t.split(b".")[1]) if b"." in t else 0 for t in re.findall(rb'"ts": ?(-?[0-9.]+)', raw)}
+    assert out_styles == src_styles
+
+    step_re = re.compile(r"ProfilerStep#(\d+)")
+    src_steps = {e["name"] for e in src_ev if step_re.fullmatch(str(e.get("name")))}
+    all_steps: set[str] = set()
+    shift = Decimal(res.shift_us)
+    prev_end = None
+    for k in range(copies):
+        chunk = ev[k * n:(k + 1) * n]
+        for a, b in zip(src_ev, chunk):
+            # ts shifted by exactly k * shift; every other field equal except ids and step names
+            if "ts" in a:
+                assert b["ts"] - a["ts"] == k * shift
+            for key in a:
+                if key in ("ts", "id", "name", "args"):
+                    continue
+                assert a[key] == b[key]
+            if "id" in a and a.get("ph") in ("s", "f", "t"):
+                assert b["id"] == a["id"] + k * res.id_offset
+            if isinstance(a.get("args"), dict):
+                for f, v in a["args"].items():
+                    if f in gen.ID_ARG_FIELDS and isinstance(v, int):
+                        assert b["args"][f] == v + k * res.id_offset
+                    else:
+                        assert b["args"][f] == v
+            if a["name"] not in src_steps:
+                assert b["name"] == a["name"]
+        steps = {e["name"] for e in chunk if step_re.fullmatch(str(e.get("name")))}
+        assert len(steps) == len(src_steps)
+        assert not (steps & all_steps), "step names repeat across copies"
+        all_steps |= steps
+        timed = [e for e in chunk if "ts" in e]
+        lo, hi = min(e["ts"] for e in timed), max(_end(e) for e in timed)
+        if prev_end is not None:
+            assert lo > prev_end, "copies overlap in time"
+        prev_end = hi
+        # links stay inside their copy: every flow start has its finish, every kernel its launch
+        starts = {e["id"] for e in chunk if e.get("ph") == "s"}
+        finishes = {e["id"] for e in chunk if e.get("ph") == "f"}
+        src_starts = {e["id"] for e in src_ev if e.get("ph") == "s"}
+        src_finishes = {e["id"] for e in src_ev if e.get("ph") == "f"}
+        assert len(starts & finishes) == len(src_starts & src_finishes)
+    if src_steps:
+        nums = sorted(int(step_re.fullmatch(s).group(1)) for s in all_steps)
+        assert len(nums) == len(set(nums)) == copies * len(src_steps)
+
+
+def test_generator_cli_exact_copies_and_gzip(tmp_path):
+    src = _synthetic_trace(tmp_path / "synthetic.json")
+    out = tmp_path / "x.json"
+    r = subprocess.run([sys.executable, str(BENCH / "make_big_trace.py"), "--source", str(src), "--copies", "3",
+                        "-o", str(out), "--gzip", "-q"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    _, doc = _read(out)
+    _, doc_gz = _read(Path(str(out) + ".gz"))
+    assert len(doc["traceEvents"]) == 3 * 11
+    assert doc == doc_gz
+    assert [e["name"] for e in doc["traceEvents"] if e["name"].startswith("ProfilerStep")] == [
+        "ProfilerStep#41", "ProfilerStep#42", "ProfilerStep#43", "ProfilerStep#44", "ProfilerStep#45", "ProfilerStep#46"]
+    assert gen.read_meta(out)["copies"] == 3
+
+
+def test_bench_load_runs_on_a_tiny_trace(tmp_path):
+    """The runner itself: children start, report, and the table prints (HTA left out: it needs PyPI)."""
+    src = _synthetic_trace(tmp_path / "synthetic.json")
+    out = tmp_path / "tiny.json"
+    gen.generate(src, out, copies=20)
+    r = subprocess.run([sys.executable, str(BENCH / "bench_load.py"), "--trace", str(out), "--skip-hta",
+                        "--timeout", "120", "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    row = next(line for line in r.stdout.splitlines() if line.strip().startswith("orjson.loads"))
+    assert re.search(r"orjson\.loads\s+\d+\.\d\d\s+[\d,]+\s+[\d,]+", row), r.stdout
+    assert "220 events" in r.stdout
+    assert "tracedoc load time / orjson.loads time" in r.stdout
