@@ -10,7 +10,7 @@ Public API::
 from tracedoc.engine.evaluate import SCHEMA_VERSION, Finding, Verdict, evaluate
 from tracedoc.engine.expr import ExprError, compile_expr
 from tracedoc.engine.health import HealthMessage, check_health
-from tracedoc.engine.params import ParamError, parse_assignments, read_pyproject, resolve_params
+from tracedoc.engine.params import ParamError, collect_params, parse_assignments, read_pyproject, resolve_params
 from tracedoc.engine.rulefile import (
     ADVICE_LABEL,
     EVIDENCE_TABLES,
@@ -21,6 +21,7 @@ from tracedoc.engine.rulefile import (
     RuleError,
     find_rule,
     load_rules,
+    rules_version,
 )
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "RuleError",
     "Verdict",
     "check_health",
+    "collect_params",
     "compile_expr",
     "evaluate",
     "find_rule",
@@ -45,4 +47,5 @@ __all__ = [
     "parse_assignments",
     "read_pyproject",
     "resolve_params",
+    "rules_version",
 ]

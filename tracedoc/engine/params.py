@@ -111,6 +111,18 @@ def read_pyproject(start: str | Path | None = None) -> tuple[dict[str, Any], lis
     return flatten(params), [path.parent / d for d in dirs], path
 
 
+def collect_params(cli_items: Iterable[str] = (), start: str | Path | None = None) -> dict[str, Any]:
+    """Merge ``[tool.tracedoc.params]`` from the nearest pyproject.toml with ``--param`` items
+    (the command line wins). Keys are ``RULE.param``; they are checked against the rules later, in
+    :func:`resolve_params`."""
+    from_file, _, _ = read_pyproject(start)
+    merged = dict(from_file)
+    for key, value in parse_assignments(cli_items).items():
+        merged.pop(key, None)  # re-insert so a command-line value is applied after any alias from the file
+        merged[key] = value
+    return merged
+
+
 def resolve_params(
     rules: Iterable[Rule], overrides: Mapping[str, Any] | None, where: str = "params"
 ) -> dict[str, dict[str, Any]]:

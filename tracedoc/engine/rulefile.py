@@ -9,6 +9,7 @@ A rule file holds one rule; see ``rules/README.md`` for the format.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 from collections.abc import Iterable, Mapping
@@ -51,6 +52,9 @@ EVIDENCE_TABLES: tuple[str, ...] = (
     "memcpy",
     "memory_top_allocs",
     "dataloader",
+    "stream_gaps",
+    "memory_per_device",
+    "launch",
 )
 MAX_EVIDENCE_ROWS = 100
 UNSET_KEY = "unset"  # in a [[tests.*]] case: metric names whose value is None (TOML has no null)
@@ -448,6 +452,15 @@ def load_rules(extra_rule_dirs: Iterable[str | Path] = (), *, builtin: bool = Tr
     if problems:
         raise RuleError(problems)
     return rules
+
+
+def rules_version(extra_rule_dirs: Iterable[str | Path] = ()) -> str:
+    """Return a short content hash of the rule files, so a report says which rules produced it."""
+    digest = hashlib.sha256()
+    for directory in [data_dir("rules"), *map(Path, extra_rule_dirs)]:
+        for path in rule_files(directory):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return f"sha256:{digest.hexdigest()[:12]}"
 
 
 def find_rule(rules: Iterable[Rule], key: str) -> Rule | None:

@@ -1,0 +1,171 @@
+"""Command-line wiring for the rules engine.
+
+``register(subparsers)`` adds ``tracedoc rules`` (list the rules) and ``tracedoc rules explain ID``
+(print one rule's documentation). ``add_engine_options(parser)`` adds ``--rules``, ``--param`` and
+``--fail-on`` to another command, and ``fail_on_exit_code`` turns a verdict into exit code 3 when a
+finding reaches the ``--fail-on`` level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from tracedoc.engine.expr import suggest
+from tracedoc.engine.params import collect_params
+from tracedoc.engine.rulefile import LABELS, SEVERITIES, Rule, find_rule, load_rules
+from tracedoc.errors import TracedocError, UsageError
+
+EXIT_FAIL_ON = 3
+
+
+def fail_on_value(text: str) -> str:
+    """argparse type for ``--fail-on``: a severity or a label."""
+    value = text.strip().lower()
+    if value not in SEVERITIES and value not in LABELS:
+        choices = ", ".join(SEVERITIES + LABELS)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a severity or label{suggest(value, SEVERITIES + LABELS)}; one of: {choices}")
+    return value
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--rules DIR``, ``--param RULE.name=value`` and ``--fail-on LEVEL`` to ``parser``.
+
+    They land in ``args.rules`` (list of directories), ``args.param`` (list of assignments) and
+    ``args.fail_on`` (None or a severity/label).
+    """
+    group = parser.add_argument_group("rules")
+    group.add_argument("--rules", metavar="DIR", action="append", default=[],
+                       help="also load the *.toml rule files in DIR (repeatable)")  # fmt: skip
+    group.add_argument("--param", metavar="RULE.name=value", action="append", default=[],
+                       help="override a rule threshold, e.g. TD301.stall_threshold=0.1 (repeatable); "
+                            "[tool.tracedoc.params] in pyproject.toml sets defaults")  # fmt: skip
+    group.add_argument("--fail-on", metavar="LEVEL", type=fail_on_value, default=None,
+                       help=f"exit with 3 when a finding has this label, or a severity at or above it "
+                            f"({', '.join(SEVERITIES)}; or a label such as io_bound)")  # fmt: skip
+
+
+def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """Return ``params`` and ``extra_rule_dirs`` for :func:`tracedoc.engine.evaluate` from parsed args
+    (pyproject.toml params merged with ``--param``)."""
+    return {"params": collect_params(getattr(args, "param", None) or []),
+            "extra_rule_dirs": tuple(getattr(args, "rules", None) or ())}  # fmt: skip
+
+
+def fail_on_exit_code(verdict: Any, fail_on: str | None) -> int:
+    """Return 3 when a finding of ``verdict`` has label ``fail_on`` or a severity at or above it, else 0."""
+    if not fail_on or verdict is None:
+        return 0
+    fail_on = fail_on.lower()
+    for finding in verdict.findings:
+        if fail_on in SEVERITIES:
+            if SEVERITIES.index(finding.severity) >= SEVERITIES.index(fail_on):
+                return EXIT_FAIL_ON
+        elif finding.label == fail_on:
+            return EXIT_FAIL_ON
+    if fail_on not in SEVERITIES and fail_on not in LABELS:
+        raise UsageError("--fail-on", f"{fail_on!r} is not a severity or label")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``tracedoc rules`` and ``tracedoc rules explain ID`` to a subparsers action."""
+    rules = subparsers.add_parser("rules", help="list the diagnosis rules, or explain one",
+                                  description="List the rules tracedoc evaluates; 'tracedoc rules explain ID' prints one rule's documentation.")  # fmt: skip
+    rules.add_argument("--rules", metavar="DIR", action="append", default=[], help="also load the rule files in DIR")
+    rules.set_defaults(func=cmd_rules_list)
+    sub = rules.add_subparsers(dest="rules_command", metavar="SUBCOMMAND")
+    explain = sub.add_parser("explain", help="print a rule's documentation, thresholds and fixes")
+    explain.add_argument("rule", metavar="ID", help="rule id or name, e.g. TD301 or dataloader-stall")
+    explain.add_argument("--rules", metavar="DIR", action="append", default=argparse.SUPPRESS,
+                         help="also load the rule files in DIR")  # fmt: skip
+    explain.set_defaults(func=cmd_rules_explain)
+
+
+def _console():
+    from rich.console import Console
+
+    # piped output is not cut to 80 columns: the rule table and docs stay readable in a file or ticket
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+
+
+def _guard(func):
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except TracedocError as exc:
+            print(f"tracedoc: error: {exc.message()}", file=sys.stderr)
+            return exc.exit_code
+
+    run.__name__ = func.__name__
+    run.__doc__ = func.__doc__
+    return run
+
+
+@_guard
+def cmd_rules_list(args: argparse.Namespace) -> int:
+    """Print every rule as a table: id, name, label, severity, title."""
+    from rich.table import Table
+
+    table = Table(title="tracedoc rules", title_justify="left")
+    for column in ("id", "name", "label", "severity", "title"):
+        table.add_column(column, no_wrap=column != "title", min_width=24 if column == "title" else None)
+    for rule in sorted(load_rules(getattr(args, "rules", ()) or ()), key=lambda r: r.id):
+        table.add_row(rule.id, rule.name, rule.label, rule.severity, rule.title, style=None)
+    _console().print(table)
+    return 0
+
+
+@_guard
+def cmd_rules_explain(args: argparse.Namespace) -> int:
+    """Print one rule's documentation, parameters and fixes."""
+    rules = load_rules(getattr(args, "rules", ()) or ())
+    rule = find_rule(rules, args.rule)
+    if rule is None:
+        keys = [r.id for r in rules] + [r.name for r in rules]
+        raise UsageError(f"tracedoc rules explain {args.rule}", f"no rule {args.rule!r}{suggest(args.rule, keys)}",
+                         todo="'tracedoc rules' lists them")  # fmt: skip
+    _console().print(*explain_lines(rule), sep="\n")
+    return 0
+
+
+def explain_lines(rule: Rule) -> Iterable[Any]:
+    """Yield rich renderables documenting ``rule``."""
+    from rich.markup import escape
+    from rich.text import Text
+
+    yield Text.assemble((f"{rule.id} {rule.name}", "bold"), f"  ({rule.label}, {rule.severity})")
+    yield Text(rule.title, style="italic")
+    yield ""
+    sections = (("What it detects", rule.docs["what_it_detects"]), ("Why it matters", rule.docs["why_it_matters"]))
+    for heading, text in sections:
+        yield Text(heading, style="bold underline")
+        yield Text(" ".join(text.split()))
+        yield ""
+    yield Text("Condition", style="bold underline")
+    yield Text(f"  when:   {rule.when.source}")
+    if rule.impact is not None:
+        yield Text(f"  impact: {rule.impact.source}  (fraction of the step)")
+    if rule.requires_no_other_verdict:
+        yield Text("  fires only when no other verdict rule fires")
+    yield ""
+    if rule.params:
+        yield Text("Parameters (override with --param " f"{rule.id}.NAME=VALUE)", style="bold underline")
+        for p in rule.params.values():
+            yield Text.assemble(("  " + p.name, "bold"), f" = {p.default!r} [{p.unit}]")
+            yield Text("    " + p.justification)
+        yield ""
+    yield Text("Fixes", style="bold underline")
+    for fix in rule.fixes:
+        cond = f"[dim](when {escape(fix.when.source)})[/dim] " if fix.when is not None else ""
+        yield f"  - {cond}{escape(fix.text.source)}"
+    yield ""
+    yield Text("Expect after the fix", style="bold underline")
+    yield Text("  " + rule.expect.source)
+    yield ""
+    yield Text("References", style="bold underline")
+    for ref in rule.docs["references"]:
+        yield Text("  " + ref)
+    yield Text(f"\nDefined in {rule.path}", style="dim")
