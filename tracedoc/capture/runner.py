@@ -79,8 +79,9 @@ def parse_command(cmd: list[str]) -> Target:
 def _trim_traceback(tb):
     """Drop the leading frames that belong to runpy and tracedoc.capture, as ``python script.py`` would show."""
     while tb is not None:
-        fn = os.path.abspath(tb.tb_frame.f_code.co_filename)
-        if fn == _RUNPY_FILE or fn.startswith(_CAPTURE_DIR + os.sep) or fn == "<frozen runpy>":
+        raw = tb.tb_frame.f_code.co_filename
+        fn = raw if raw.startswith("<") else os.path.abspath(raw)
+        if fn in (_RUNPY_FILE, "<frozen runpy>") or fn.startswith(_CAPTURE_DIR + os.sep):
             tb = tb.tb_next
         else:
             break
@@ -149,7 +150,9 @@ def run_target(target: Target) -> int:
         raise
     except BaseException as exc:
         try:
-            sys.excepthook(type(exc), exc, _trim_traceback(exc.__traceback__))
+            tb = _trim_traceback(exc.__traceback__)
+            exc.with_traceback(tb)
+            sys.excepthook(type(exc), exc, tb)
         except Exception:
             import traceback
 

@@ -378,7 +378,7 @@ class CaptureSession:
     def _close_profiler(self) -> None:
         prof = self._prof
         if prof is None:
-            if self._capture_ok and self._initial_pending and self._torch is not None:
+            if self._capture_ok and self._initial_pending and self._torch is not None and self.step_count:
                 self.warn("short", f"the script ended after {self.step_count} steps, before the capture "
                                    f"(skip {self.cfg.skip_first} + warm-up {self.cfg.warmup}); nothing "
                                    "was captured; lower --skip-first")
