@@ -46,6 +46,10 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
         rows = np.flatnonzero(m)
         parts_s.append(c["start_ns"][rows])
         parts_e.append(c["end_ns"][rows])
+        if frames:  # an op whose sync runtime call is already counted is the same sync, not another
+            counted = frames[0]["ext"].to_numpy()
+            ext = c["external_id"][rows]
+            rows = rows[~((ext >= 0) & np.isin(ext, counted))]
         frames.append(pd.DataFrame({"call": c["name"][rows], "ext": c["external_id"][rows],
                                     "dur": c["end_ns"][rows] - c["start_ns"][rows]}))
     if not parts_s:

@@ -1,0 +1,233 @@
+"""Hand-worked fixtures for every analysis; expected answers are derived here from the fixture."""
+
+import pytest
+
+import tracedoc
+from trace_builder import TraceBuilder
+from tracedoc.analyses import analyze_trace
+
+US = 1000  # ns per microsecond
+
+
+def analyse(b: TraceBuilder, tmp_path, name="t.json"):
+    return analyze_trace(tracedoc.load(b.write(tmp_path / name)))
+
+
+def test_overlapping_compute_and_nccl_on_two_streams(tmp_path):
+    b = TraceBuilder(world_size=2)
+    b.kernel("ampere_sgemm_128x64_tn", 0.0, 100.0, stream=7, launch_at=-20.0)
+    b.nccl(50.0, 100.0, stream=20, launch_at=-15.0)
+    r = analyse(b, tmp_path)
+    m = r.metrics
+    assert r.window.kind == "gpu" and m["window_ns"] == 150 * US
+    assert m["gpu_busy_fraction"] == pytest.approx(150 / 150)
+    assert m["compute_fraction"] == pytest.approx(100 / 150)
+    assert m["comm_fraction"] == pytest.approx(100 / 150)
+    assert m["exposed_comm_fraction"] == pytest.approx(50 / 150)
+    assert m["comm_overlap_fraction"] == pytest.approx(50 / 100)
+    coll = r.evidence["collectives"]
+    assert [c["collective"] for c in coll] == ["all_reduce"]
+    assert coll[0]["count"] == 1 and coll[0]["message_bytes_max"] == (1 << 20) * 4
+    # 4 MiB in 100 us = 41.94 GB/s algorithm bandwidth; bus bandwidth x 2(n-1)/n = x1 for n = 2.
+    assert coll[0]["algbw_gbps"] == pytest.approx((1 << 22) / (100 * US))
+    assert coll[0]["busbw_gbps"] == pytest.approx(coll[0]["algbw_gbps"])
+
+
+def test_comm_kernel_found_through_collective_op_not_name(tmp_path):
+    b = TraceBuilder()
+    b.kernel("void custom_allreduce_kernel<float>()", 0.0, 10.0, op="c10d::allreduce_")
+    b.kernel("void at::native::vectorized_elementwise_kernel<4>()", 10.0, 10.0, op="aten::add")
+    m = analyse(b, tmp_path).metrics
+    assert m["comm_fraction"] == pytest.approx(0.5) and m["compute_fraction"] == pytest.approx(0.5)
+
+
+def test_comm_only_stream_overlap_is_zero_not_undefined(tmp_path):
+    b = TraceBuilder()
+    b.nccl(0.0, 100.0)
+    b.nccl(200.0, 100.0)
+    r = analyse(b, tmp_path)
+    m = r.metrics
+    assert m["comm_overlap_fraction"] == 0.0
+    assert m["exposed_comm_fraction"] == pytest.approx(200 / 300)
+    # The gap on a communication stream is a wait on peers, never a host-launch delay.
+    assert [g["cause"] for g in r.evidence["top_gaps"]] == ["comm_wait"]
+
+
+def test_no_communication_overlap_is_undefined(tmp_path):
+    b = TraceBuilder()
+    b.kernel("k", 0.0, 10.0)
+    assert analyse(b, tmp_path).metrics["comm_overlap_fraction"] is None
+
+
+def idle_fixture() -> TraceBuilder:
+    """One 1000 us step; every idle cause appears once (see test_idle_causes for the arithmetic)."""
+    b = TraceBuilder()
+    b.step(1, 0.0, 1000.0)
+    b.dataloader(0.0, 300.0)
+    b.kernel("kA", 300.0, 100.0, launch_at=290.0)   # gap [0,300) is all DataLoader
+    b.kernel("kB", 500.0, 100.0, launch_at=450.0)   # gap [400,500): launched after it began -> host_launch
+    b.kernel("kC", 610.0, 90.0, launch_at=350.0)    # gap [600,610): launched before, < 30 us -> launch_latency
+    b.kernel("kD", 800.0, 100.0, launch_at=360.0)   # gap [700,800): launched before, sync [720,760) -> sync + other
+    b.sync(720.0, 760.0, op=None)
+    return b                                          # gap [900,1000): no next op -> other
+
+
+def test_idle_causes(tmp_path):
+    r = analyse(idle_fixture(), tmp_path)
+    m = r.metrics
+    assert r.window.kind == "steps" and m["window_ns"] == 1000 * US
+    busy = 100 + 100 + 90 + 100
+    assert m["gpu_busy_fraction"] == pytest.approx(busy / 1000)
+    causes = {c["cause"]: c["ns"] for c in r.evidence["idle_causes"]}
+    assert causes == {"dataloader": 300 * US, "host_launch": 100 * US, "sync": 40 * US,
+                      "launch_latency": 10 * US, "other": (60 + 100) * US}
+    assert sum(causes.values()) == (1000 - busy) * US
+    assert m["dataloader_stall_fraction"] == pytest.approx(0.3)
+    assert m["dataloader_fraction"] == pytest.approx(0.3)
+    assert m["dataloader_multiprocess"] is False
+    assert m["sync_calls"] == 1 and m["sync_fraction"] == pytest.approx(0.04)
+    step = r.per_step[0]
+    assert step["idle_ns"] == (1000 - busy) * US and step["dataloader_ns"] == 300 * US
+
+
+def test_step_extends_to_its_gpu_work_and_window_excludes_ops_outside(tmp_path):
+    b = TraceBuilder()
+    b.kernel("before", -500.0, 100.0, launch_at=-510.0)        # before the first step: outside the window
+    b.step(1, 0.0, 1000.0)
+    b.kernel("k1", 900.0, 300.0, launch_at=950.0 - 100.0)      # launched inside step 1, ends at 1200
+    b.step(2, 1000.0, 1500.0)
+    b.kernel("k2", 1250.0, 100.0, launch_at=1100.0)
+    b.kernel("after", 3000.0, 100.0, launch_at=2000.0)         # launched after the last step: outside
+    r = analyse(b, tmp_path)
+    steps = r.per_step
+    assert [s["step"] for s in steps] == ["ProfilerStep#1", "ProfilerStep#2"]
+    assert steps[0]["end_ns"] == 1200 * US          # max(CPU end 1000, GPU end 1200)
+    assert steps[1]["end_ns"] == 1500 * US
+    assert r.window.start_ns == 0 and r.window.end_ns == 1500 * US
+    assert r.metrics["gpu_busy_fraction"] == pytest.approx((300 + 100) / 1500)
+    assert r.metrics["step_time_p50_ns"] == pytest.approx((1200 * US + 500 * US) / 2)
+
+
+def test_single_step(tmp_path):
+    b = TraceBuilder()
+    b.step(7, 0.0, 100.0)
+    b.kernel("k", 10.0, 50.0, launch_at=5.0)
+    r = analyse(b, tmp_path)
+    assert r.metrics["steps"] == 1 and r.metrics["step_time_mean_ns"] == 100 * US
+
+
+def test_no_gpu_ops_uses_cpu_span(tmp_path):
+    b = TraceBuilder()
+    b.cpu_op("aten::add", 10.0, 20.0)
+    b.cpu_op("aten::mul", 30.0, 70.0)
+    r = analyse(b, tmp_path)
+    assert r.window.kind == "cpu" and r.window.length_ns == 60 * US
+    assert r.metrics["has_gpu_ops"] is False and r.metrics["gpu_busy_fraction"] == 0.0
+
+
+def test_kernel_statistics_and_launch_delay(tmp_path):
+    b = TraceBuilder()
+    durs = [2.0, 4.0, 8.0, 20.0, 40.0]
+    t = 0.0
+    for d in durs:
+        b.kernel("k", t, d, launch_at=t - 7.0, launch_dur=4.0)  # delay = start - (launch end) = 3 us
+        t += d + 1
+    m = analyse(b, tmp_path).metrics
+    assert m["kernel_count"] == 5
+    assert m["kernel_median_ns"] == 8 * US
+    assert m["kernels_under_10us_fraction"] == pytest.approx(3 / 5)
+    assert m["launch_delay_p50_ns"] == 3 * US
+    assert m["launch_link_fraction"] == 1.0
+
+
+def test_tensor_core_share(tmp_path):
+    b = TraceBuilder()
+    b.kernel("sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32", 0.0, 100.0)   # Tensor Cores
+    b.kernel("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_ffma", 100.0, 200.0)  # FFMA: not TC
+    b.kernel("void at::native::vectorized_elementwise_kernel<4>()", 300.0, 300.0)     # not TC
+    b.kernel("my_custom_fused_thing", 600.0, 400.0)                                  # unknown
+    m = analyse(b, tmp_path).metrics
+    assert m["tensor_core_fraction"] == pytest.approx(0.1)
+    assert m["tensor_core_unknown_fraction"] == pytest.approx(0.4)
+    assert m["tc_eligible_non_tc_fraction"] == pytest.approx(0.2)  # the ffma gemm could have used them
+
+
+def test_overlapping_kernels_on_several_streams_count_once(tmp_path):
+    b = TraceBuilder()
+    b.kernel("a", 0.0, 100.0, stream=7)
+    b.kernel("b", 50.0, 100.0, stream=8)
+    b.kernel("c", 60.0, 10.0, stream=9)
+    m = analyse(b, tmp_path).metrics
+    assert m["window_ns"] == 150 * US and m["gpu_busy_fraction"] == 1.0 and m["compute_fraction"] == 1.0
+
+
+def test_memory_peak_and_top_allocations(tmp_path):
+    b = TraceBuilder()
+    b.kernel("k", 0.0, 100.0)
+    gib = 1 << 30
+    b.cpu_op("aten::empty", 10.0, 20.0)
+    b.memory(15.0, 40 * gib, 40 * gib, 42 * gib)
+    b.cpu_op("aten::cat", 30.0, 40.0)
+    b.memory(35.0, 20 * gib, 60 * gib, 64 * gib)
+    b.memory(50.0, -20 * gib, 40 * gib, 64 * gib)
+    r = analyse(b, tmp_path)
+    m = r.metrics
+    assert m["memory_peak_allocated_bytes"] == 60 * gib
+    assert m["memory_peak_reserved_bytes"] == 64 * gib
+    assert m["memory_peak_fraction"] == pytest.approx(64 * gib / 85899345920)
+    top = r.evidence["memory_top_allocs"]
+    assert [(t["op"], t["total_bytes"]) for t in top] == [("aten::empty", 40 * gib), ("aten::cat", 20 * gib)]
+
+
+def test_sync_calls_name_the_op_that_caused_them(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0.0, 300.0)
+    b.kernel("k", 0.0, 100.0)
+    b.sync(110.0, 150.0, name="cudaStreamSynchronize", op="aten::_local_scalar_dense")
+    b.sync(210.0, 230.0, name="cudaMemcpy", op="aten::_local_scalar_dense")
+    b.cpu_op("aten::item", 250.0, 260.0)  # an .item() whose runtime call was not recorded
+    r = analyse(b, tmp_path)
+    assert r.metrics["sync_calls"] == 3  # 2 runtime calls (their wrapping ops are the same syncs) + 1 op
+    # CPU time blocked: [109,151) + [209,231) + [250,260) of a 300 us window
+    assert r.metrics["sync_fraction"] == pytest.approx((42 + 22 + 10) / 300)
+    assert r.metrics["sync_memcpy_count"] == 1
+    ops = {(row["op"], row["call"]) for row in r.evidence["sync_calls"]}
+    assert ("aten::_local_scalar_dense", "cudaStreamSynchronize") in ops
+
+
+def test_top_operators_attribute_gpu_time_through_external_id(tmp_path):
+    b = TraceBuilder()
+    b.kernel("gemm", 0.0, 300.0, op="aten::mm")
+    b.kernel("gemm", 300.0, 100.0, op="aten::mm")
+    b.kernel("add", 400.0, 100.0, op="aten::add")
+    r = analyse(b, tmp_path)
+    ops = {o["name"]: o["gpu_ns"] for o in r.evidence["top_operators"]}
+    assert ops == {"aten::mm": 400 * US, "aten::add": 100 * US}
+    assert r.evidence["top_kernels"][0]["name"] == "gemm" and r.evidence["top_kernels"][0]["count"] == 2
+
+
+def test_multiprocess_dataloader_detected(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0.0, 100.0)
+    b.dataloader(0.0, 10.0, multiprocess=True)
+    b.kernel("k", 20.0, 50.0, launch_at=12.0)
+    assert analyse(b, tmp_path).metrics["dataloader_multiprocess"] is True
+
+
+def test_directory_of_ranks(tmp_path):
+    d = tmp_path / "ranks"
+    d.mkdir()
+    for rank in (1, 0):
+        b = TraceBuilder(rank=rank, world_size=2)
+        b.step(1, 0.0, 100.0)
+        b.kernel("k", 10.0, 10.0 * (rank + 1), launch_at=5.0)
+        b.write(d / f"worker{rank}.pt.trace.json.gz")
+    nameless = TraceBuilder(rank=None)
+    nameless.step(1, 0.0, 100.0)
+    nameless.kernel("k", 10.0, 40.0, launch_at=5.0)
+    nameless.write(d / "job_rank5.json")
+    result = tracedoc.analyze(d, jobs=2)
+    assert [r.rank for r in result.ranks] == [0, 1, 5]
+    assert [round(r.metrics["gpu_busy_fraction"], 3) for r in result.ranks] == [0.1, 0.2, 0.4]
+    text = result.to_text()
+    assert "3 ranks" in text
