@@ -17,7 +17,7 @@ from ..model import trace as M
 from ..model.trace import Trace
 from . import breakdown as B
 from . import classify as C
-from . import comm, gaps, host, idle, kernels
+from . import comm, gaps, host, idle, kernels, timeline
 from .registry import METRICS
 from .window import Window, find_steps, find_window
 
@@ -49,7 +49,7 @@ class RankResult:
             "metrics": {k: _jsonable(v) for k, v in self.metrics.items()},
             "per_step": self.per_step, "per_device": self.per_device,
             "evidence": self.evidence, "warnings": self.warnings,
-            "environment": environment(self.meta),
+            "environment": environment(self.meta), "timeline": self.timeline,
         }
 
 
@@ -175,9 +175,10 @@ def analyze_trace(trace: Trace) -> RankResult:
     if accel and not len(g):
         warnings.append(f"{trace.source}: accelerator events of categories {', '.join(sorted(accel))} are present; "
                         "tracedoc's GPU analyses cover CUDA and ROCm kernels, memcpy and memset")
+    excerpts = timeline.excerpts(trace, steps, comm_mask, lo, hi, causes.sets, dl_spans, sync_spans)
     return RankResult(source=trace.source, rank=trace.meta.get("rank"), window=win, metrics=m, evidence=evidence,
                       per_step=per_step, per_device=per_device, meta=trace.meta, warnings=warnings,
-                      timeline={"steps": steps})
+                      timeline={"excerpts": excerpts})
 
 
 def _is_rocm(devices: list[dict]) -> bool:

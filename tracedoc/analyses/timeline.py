@@ -1,0 +1,106 @@
+"""Timeline excerpts for reports: the representative (median) step and the slowest step.
+
+Each excerpt lists, per GPU stream, the ops inside the step (downsampled: ops shorter than a pixel
+at report width are merged into runs), plus the CPU-side DataLoader spans, host syncs and the idle
+gaps by cause, all relative to the excerpt's start in nanoseconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import intervals as iv
+from ..model.trace import Trace
+
+MAX_OPS_PER_EXCERPT = 4000
+MERGE_RESOLUTION = 2000  # ops narrower than span / MERGE_RESOLUTION are merged with their neighbours
+
+
+def excerpts(trace: Trace, steps, comm_mask: np.ndarray, lo: int, hi: int, idle_sets: dict,
+             dataloader: iv.IntervalSet, sync: iv.IntervalSet) -> list[dict]:
+    spans: list[tuple[str, int, int]] = []
+    if len(steps):
+        d = steps.dur_ns
+        med = int(np.argsort(d, kind="stable")[len(d) // 2])
+        slow = int(np.argmax(d))
+        spans.append(("representative step", int(steps.cpu_start_ns[med]), int(steps.end_ns[med])))
+        if slow != med:
+            spans.append(("slowest step", int(steps.cpu_start_ns[slow]), int(steps.end_ns[slow])))
+        names = {int(steps.cpu_start_ns[i]): steps.names[i] for i in (med, slow)}
+    else:
+        names = {}
+        if hi > lo:
+            spans.append(("window", lo, hi))
+    return [_excerpt(trace, title, names.get(s), s, e, comm_mask, idle_sets, dataloader, sync)
+            for title, s, e in spans]
+
+
+def _excerpt(trace: Trace, title: str, step_name: str | None, lo: int, hi: int, comm_mask: np.ndarray,
+             idle_sets: dict, dataloader: iv.IntervalSet, sync: iv.IntervalSet) -> dict:
+    g = trace.gpu_ops
+    lanes = []
+    truncated = 0
+    if len(g):
+        sel = np.flatnonzero((g["start_ns"] < hi) & (g["end_ns"] > lo))
+        min_width = max(1, (hi - lo) // MERGE_RESOLUTION)
+        for dev, stream in sorted(set(zip(g["device"][sel].tolist(), g["stream"][sel].tolist()))):
+            rows = sel[(g["device"][sel] == dev) & (g["stream"][sel] == stream)]
+            rows = rows[np.argsort(g["start_ns"][rows], kind="stable")]
+            ops = _downsample(trace, rows, comm_mask, lo, hi, min_width)
+            lanes.append({"device": int(dev), "stream": int(stream), "ops": ops})
+        total = sum(len(lane["ops"]) for lane in lanes)
+        if total > MAX_OPS_PER_EXCERPT:
+            # Keep the longest ops of each lane in proportion; the count of what was left out is reported.
+            keep_frac = MAX_OPS_PER_EXCERPT / total
+            for lane in lanes:
+                ops = lane["ops"]
+                k = max(1, int(len(ops) * keep_frac))
+                if k < len(ops):
+                    truncated += len(ops) - k
+                    ops = sorted(sorted(ops, key=lambda o: o["end"] - o["start"], reverse=True)[:k],
+                                 key=lambda o: o["start"])
+                    lane["ops"] = ops
+
+    def rel(iset: iv.IntervalSet) -> list[list[int]]:
+        s, e = iv.clip(iset, lo, hi)
+        return [[int(a - lo), int(b - lo)] for a, b in zip(s.tolist(), e.tolist())][:2000]
+
+    return {
+        "title": title, "step": step_name, "start_ns": int(lo), "end_ns": int(hi), "length_ns": int(hi - lo),
+        "lanes": lanes, "ops_left_out": truncated,
+        "dataloader": rel(dataloader), "sync": rel(sync),
+        "idle": {cause: rel(s) for cause, s in idle_sets.items()},
+    }
+
+
+def _downsample(trace: Trace, rows: np.ndarray, comm_mask: np.ndarray, lo: int, hi: int, min_width: int) -> list[dict]:
+    g = trace.gpu_ops
+    s = np.maximum(g["start_ns"][rows], lo) - lo
+    e = np.minimum(g["end_ns"][rows], hi) - lo
+    kind = g["kind"][rows]
+    cat = np.where(comm_mask[rows], 3, kind)  # 0 kernel, 1 memcpy, 2 memset, 3 communication
+    out: list[dict] = []
+    i = 0
+    n = rows.size
+    # Runs of consecutive narrow ops become one "N ops" block; wide ops are kept as they are.
+    narrow = (e - s) < min_width
+    while i < n:
+        if not narrow[i]:
+            out.append({"start": int(s[i]), "end": int(e[i]), "name": trace.string(int(g["name"][rows[i]])),
+                        "cat": _CAT[int(cat[i])]})
+            i += 1
+            continue
+        j = i
+        while j + 1 < n and narrow[j + 1] and s[j + 1] - e[j] < min_width:
+            j += 1
+        if j == i:
+            out.append({"start": int(s[i]), "end": int(max(e[i], s[i] + 1)),
+                        "name": trace.string(int(g["name"][rows[i]])), "cat": _CAT[int(cat[i])]})
+        else:
+            out.append({"start": int(s[i]), "end": int(e[j]), "name": f"{j - i + 1} short ops",
+                        "cat": _CAT[int(np.bincount(cat[i:j + 1]).argmax())], "merged": j - i + 1})
+        i = j + 1
+    return out
+
+
+_CAT = {0: "compute", 1: "memcpy", 2: "memset", 3: "communication"}
