@@ -18,6 +18,8 @@ is dropped. ``meta["time_origin_ns"]`` maps trace time to Unix time: ``epoch = o
 
 from __future__ import annotations
 
+import itertools
+import operator
 import os
 import re
 import sqlite3
@@ -82,9 +84,10 @@ class _Db:
     def __init__(self, path: str):
         self.path = path
         self.conn = _connect(path)
-        self.conn.text_factory = _decode_text
         try:
+            self.conn.text_factory = _decode_text
             rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+            self.conn.text_factory = str
         except sqlite3.DatabaseError as exc:
             self.conn.close()
             raise _corrupt(path, exc) from None
@@ -112,6 +115,16 @@ class _Db:
             if c in cols:
                 return c
         return None
+
+    def small(self, sql: str, params: Iterable = ()) -> list[tuple]:
+        """All rows of a small query, decoding text leniently."""
+        self.conn.text_factory = _decode_text
+        try:
+            return self.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise _corrupt(self.path, exc) from None
+        finally:
+            self.conn.text_factory = str
 
     def execute(self, sql: str, params: Iterable = ()) -> sqlite3.Cursor:
         try:
@@ -141,26 +154,42 @@ class _Db:
             exprs.append(_q(col) if col else "NULL")
             text_names.append(out)
         sql = f"SELECT {', '.join(exprs)} FROM {_q(table)}" + (f" WHERE {where}" if where else "")
+        try:
+            arr, text_cols = self._fetch(sql, len(names), len(text_names))
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc).lower():
+                raise _corrupt(self.path, exc) from None
+            # Text that is not UTF-8 (old Windows exports): read this table again, decoding leniently.
+            self.conn.text_factory = _decode_text
+            try:
+                arr, text_cols = self._fetch(sql, len(names), len(text_names))
+            finally:
+                self.conn.text_factory = str
+        out: dict[str, Any] = {name: arr[:, i] for i, name in enumerate(names)}
+        out.update(zip(text_names, text_cols))
+        return out
+
+    def _fetch(self, sql: str, k: int, n_text: int) -> tuple[np.ndarray, list[list]]:
+        """Rows in chunks: integer columns flattened straight into int64 (no per-row numpy work)."""
         cur = self.execute(sql)
-        k = len(names)
         int_parts: list[np.ndarray] = []
-        text_parts: list[list] = [[] for _ in text_names]
+        text_cols: list[list] = [[] for _ in range(n_text)]
+        head = operator.itemgetter(slice(0, k))
         while True:
             try:
                 rows = cur.fetchmany(_FETCH_ROWS)
+            except sqlite3.OperationalError:
+                raise
             except sqlite3.DatabaseError as exc:
                 raise _corrupt(self.path, exc) from None
             if not rows:
                 break
-            cols = list(zip(*rows))
-            int_parts.append(np.array(cols[:k], dtype=np.int64).reshape(k, len(rows)))
-            for j in range(len(text_names)):
-                text_parts[j].extend(cols[k + j])
-        arr = np.concatenate(int_parts, axis=1) if int_parts else np.zeros((k, 0), dtype=np.int64)
-        out: dict[str, Any] = {name: arr[i] for i, name in enumerate(names)}
-        for j, name in enumerate(text_names):
-            out[name] = text_parts[j]
-        return out
+            flat = itertools.chain.from_iterable(map(head, rows) if n_text else rows)
+            int_parts.append(np.fromiter(flat, dtype=np.int64, count=len(rows) * k).reshape(len(rows), k))
+            for j in range(n_text):
+                text_cols[j].extend(map(operator.itemgetter(k + j), rows))
+        arr = np.concatenate(int_parts) if int_parts else np.zeros((0, k), dtype=np.int64)
+        return arr, text_cols
 
     def strings(self, ids: np.ndarray) -> dict[int, str]:
         """``StringIds`` values of the given ids (looked up through the primary key, in batches)."""
@@ -172,14 +201,14 @@ class _Db:
         for lo in range(0, len(ids), 500):
             batch = ids[lo:lo + 500]
             marks = ",".join("?" * len(batch))
-            for sid, value in self.execute(f"SELECT id, {_q(vcol)} FROM StringIds WHERE id IN ({marks})", batch):
+            for sid, value in self.small(f"SELECT id, {_q(vcol)} FROM StringIds WHERE id IN ({marks})", batch):
                 out[int(sid)] = "" if value is None else str(value)
         return out
 
     def key_values(self, *tables: str) -> dict[str, str]:
         for t in tables:
             if self.has(t) and {"name", "value"} <= set(self.columns(t)):
-                return {str(n): str(v) for n, v in self.execute(f"SELECT name, value FROM {_q(t)}") if n is not None}
+                return {str(n): str(v) for n, v in self.small(f"SELECT name, value FROM {_q(t)}") if n is not None}
         return {}
 
 
@@ -253,7 +282,7 @@ class _Names:
 
     def __init__(self, db: _Db):
         self.db = db
-        self.extra: dict[str, int] = {}
+        self.labels: dict[str, int] = {}
         self.extra_text: list[str] = []
         self.cache: dict[int, str] = {}
 
@@ -264,13 +293,18 @@ class _Names:
         if not values:
             return np.zeros(0, dtype=np.int64)
         codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
-        lut = np.array([self.add_text(str(u)) for u in uniques] + [-1], dtype=np.int64)
-        return lut[codes]
+        # A fresh block of ids for this call's distinct texts; duplicates across calls are merged
+        # later, when a trace interns them.
+        base = len(self.extra_text)
+        self.extra_text.extend(str(u) for u in uniques)
+        ids = -2 - (base + codes.astype(np.int64))
+        ids[codes < 0] = -1
+        return ids
 
     def add_text(self, s: str) -> int:
-        rid = self.extra.get(s)
+        rid = self.labels.get(s)
         if rid is None:
-            rid = self.extra[s] = -2 - len(self.extra_text)
+            rid = self.labels[s] = -2 - len(self.extra_text)
             self.extra_text.append(s)
         return rid
 
@@ -535,9 +569,10 @@ def _first_row(db: _Db, table: str, cols: tuple[str, ...]) -> dict[str, int]:
     present = [c for c in cols if c in db.columns(table)]
     if not present:
         return {}
-    row = db.execute(f"SELECT {', '.join(map(_q, present))} FROM {_q(table)} LIMIT 1").fetchone()
-    if row is None:
+    rows = db.small(f"SELECT {', '.join(map(_q, present))} FROM {_q(table)} LIMIT 1")
+    if not rows:
         return {}
+    row = rows[0]
     return {c: int(v) for c, v in zip(present, row) if isinstance(v, (int, float))}
 
 
@@ -714,7 +749,7 @@ def _read_info(db: _Db) -> dict:
         cols = db.columns("TARGET_INFO_GPU")
         want = [c for c in ("id", "deviceId", "name", "totalMemory", "smCount", "computeMajor", "computeMinor",
                             "cuDevice", "busLocation", "uuid", "chipName") if c in cols]
-        for row in db.execute(f"SELECT {', '.join(map(_q, want))} FROM TARGET_INFO_GPU"):
+        for row in db.small(f"SELECT {', '.join(map(_q, want))} FROM TARGET_INFO_GPU"):
             d = dict(zip(want, row))
             info["gpus"].append({
                 "gpu_id": d.get("id", d.get("deviceId")), "cuda_id": d.get("cuDevice"), "name": d.get("name"),
@@ -725,7 +760,7 @@ def _read_info(db: _Db) -> dict:
         cols = db.columns("TARGET_INFO_CUDA_GPU")
         want = [c for c in ("deviceId", "name", "globalMemorySize", "numMultiprocessors", "computeCapabilityMajor",
                             "computeCapabilityMinor", "pid", "pciBusId") if c in cols]
-        for row in db.execute(f"SELECT {', '.join(map(_q, want))} FROM TARGET_INFO_CUDA_GPU"):
+        for row in db.small(f"SELECT {', '.join(map(_q, want))} FROM TARGET_INFO_CUDA_GPU"):
             d = dict(zip(want, row))
             info["gpus"].append({
                 "gpu_id": d.get("deviceId"), "cuda_id": d.get("deviceId"), "name": d.get("name"),
@@ -735,10 +770,10 @@ def _read_info(db: _Db) -> dict:
     if db.has("TARGET_INFO_CUDA_DEVICE"):
         cols = db.columns("TARGET_INFO_CUDA_DEVICE")
         want = [c for c in ("gpuId", "cudaId", "pid", "numMultiprocessors", "uuid") if c in cols]
-        for row in db.execute(f"SELECT {', '.join(map(_q, want))} FROM TARGET_INFO_CUDA_DEVICE"):
+        for row in db.small(f"SELECT {', '.join(map(_q, want))} FROM TARGET_INFO_CUDA_DEVICE"):
             info["cuda_devices"].append(dict(zip(want, row)))
     if db.has("PROCESSES") and {"globalPid", "pid", "name"} <= set(db.columns("PROCESSES")):
-        for gpid, pid, name in db.execute("SELECT globalPid, pid, name FROM PROCESSES"):
+        for gpid, pid, name in db.small("SELECT globalPid, pid, name FROM PROCESSES"):
             if gpid is not None:
                 info["processes"][int(gpid)] = (pid, name)
     if db.has("ThreadNames") and {"nameId", "globalTid"} <= set(db.columns("ThreadNames")):
