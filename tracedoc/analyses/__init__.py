@@ -17,7 +17,7 @@ from ..model import trace as M
 from ..model.trace import Trace
 from . import breakdown as B
 from . import classify as C
-from . import comm, gaps, host, idle, kernels, timeline
+from . import comm, gaps, gpu_metrics, host, idle, kernels, timeline
 from .registry import METRICS
 from .window import Window, find_steps, find_window
 
@@ -152,6 +152,13 @@ def analyze_trace(trace: Trace) -> RankResult:
 
     per_step = _per_step(steps, sets, causes, dl_spans)
     per_device = _per_device(trace, comm_mask, lo, hi, gpu_devs, devices)
+    sm = {d["device"]: d for d in gpu_metrics.gpu_metrics(trace, lo, hi)}
+    for row in per_device:
+        extra = sm.get(row["device"], {})
+        row["sm_efficiency"] = extra.get("sm_efficiency")
+        row["est_occupancy"] = extra.get("est_occupancy")
+    m["sm_efficiency"] = per_device[0]["sm_efficiency"] if per_device else None
+    m["est_occupancy_mean"] = per_device[0]["est_occupancy"] if per_device else None
     evidence = {
         "idle_causes": [{"cause": c, "ns": ns, "fraction": ns / length if length > 0 else 0.0}
                         for c, ns in totals.items()],

@@ -31,15 +31,12 @@ def kernel_stats(trace: Trace) -> dict:
 
 
 def occupancy_stats(trace: Trace, rows: np.ndarray) -> dict:
-    """Duration-weighted est. blocks per SM and est. achieved occupancy over kernel rows."""
+    """Duration-weighted est. blocks per SM over kernel rows (occupancy comes from gpu_metrics)."""
     g = trace.gpu_ops
     dur = (g["end_ns"] - g["start_ns"])[rows].astype(np.float64)
-    out = {}
-    for key, col in (("blocks_per_sm_mean", "blocks_per_sm"), ("est_occupancy_mean", "est_occupancy")):
-        v = g[col][rows]
-        ok = ~np.isnan(v) & (dur > 0)
-        out[key] = float(np.average(v[ok], weights=dur[ok])) if ok.any() else None
-    return out
+    v = g["blocks_per_sm"][rows]
+    ok = ~np.isnan(v) & (dur > 0)
+    return {"blocks_per_sm_mean": float(np.average(v[ok], weights=dur[ok])) if ok.any() else None}
 
 
 def launch_stats(trace: Trace, lo: int, hi: int) -> dict:

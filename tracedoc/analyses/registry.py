@@ -46,6 +46,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "cpu_launch_overhead_fraction": ("fraction", "CPU time in launch calls / window"),
     "blocks_per_sm_mean": ("blocks", "duration-weighted mean of est. blocks per SM; None when unrecorded"),
     "est_occupancy_mean": ("percent", "duration-weighted mean est. achieved occupancy; None when unrecorded"),
+    "sm_efficiency": ("fraction", "est. SM efficiency over the window, TensorBoard-plugin definition: min(sum of blocks per SM of running kernels, 1), time-averaged; first GPU; None when unrecorded"),
     "graph_launches": ("count", "cudaGraphLaunch calls"),
     "graph_kernels": ("count", "kernels that ran inside CUDA graphs"),
     # Tensor Cores
