@@ -231,3 +231,13 @@ def test_directory_of_ranks(tmp_path):
     assert [round(r.metrics["gpu_busy_fraction"], 3) for r in result.ranks] == [0.1, 0.2, 0.4]
     text = result.to_text()
     assert "3 ranks" in text
+
+
+def test_graph_kernels_counted_through_their_graph_launch(tmp_path):
+    b = TraceBuilder()
+    b.kernel("fused_a", 0.0, 10.0, launch_name="cudaGraphLaunch")
+    b.kernel("plain", 20.0, 10.0)
+    b.kernel("fused_b", 40.0, 10.0, args={"graph id": 3})
+    m = analyse(b, tmp_path).metrics
+    assert m["graph_launches"] == 1
+    assert m["graph_kernels"] == 2

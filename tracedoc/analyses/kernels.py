@@ -70,7 +70,12 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
         else:
             out["clock_anomaly"] = False
         out["launch_link_fraction"] = float(linked.size / len(g))
-        out["graph_kernels"] = int(((g["graph_id"] >= 0) & (g["kind"] == M.KERNEL)).sum())
+        # Kernels inside graphs carry a graph id (2026 traces) or the correlation of their cudaGraphLaunch.
+        in_graph = g["graph_id"] >= 0
+        if len(r) and linked.size:
+            graph_call = C.name_mask(trace, C.GRAPH_LAUNCH_RE)[r["name"]]
+            in_graph[linked] |= graph_call[g["launch"][linked]]
+        out["graph_kernels"] = int((in_graph & (g["kind"] == M.KERNEL)).sum())
     else:
         out.update(launch_link_fraction=None, graph_kernels=0, clock_anomaly=False)
     return out
