@@ -235,6 +235,7 @@ def test_directory_of_ranks(tmp_path):
 
 def test_graph_kernels_counted_through_their_graph_launch(tmp_path):
     b = TraceBuilder()
+    b.step(1, -50.0, 100.0)
     b.kernel("fused_a", 0.0, 10.0, launch_name="cudaGraphLaunch")
     b.kernel("plain", 20.0, 10.0)
     b.kernel("fused_b", 40.0, 10.0, args={"graph id": 3})
