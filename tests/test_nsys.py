@@ -302,6 +302,7 @@ def test_nvtx_ranges_steps_dataloader_and_depth(tmp_path):
     assert it["depth"].tolist() == [0, 1]
     dl = c[names.str.contains("DataLoader")]
     assert list(zip(dl["start_ns"], dl["end_ns"])) == built["dataloader"]
+    assert t.meta["dataloader_ranges"] == len(built["dataloader"])
     assert t.meta["nvtx_domains"] == {"100/1": "NCCL"}
     assert t.meta["thread_names"]["100/101"] == "pt_autograd_0"
 

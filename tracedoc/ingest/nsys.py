@@ -179,7 +179,7 @@ class _Db:
             try:
                 rows = cur.fetchmany(_FETCH_ROWS)
             except sqlite3.OperationalError:
-                raise
+                raise  # read() tells a text-decoding failure from the rest
             except sqlite3.DatabaseError as exc:
                 raise _corrupt(self.path, exc) from None
             if not rows:
@@ -221,16 +221,15 @@ def _connect(path: str) -> sqlite3.Connection:
     last: Exception | None = None
     # mode=ro never writes; immutable=1 also skips locking, for files on read-only media.
     for suffix in ("?mode=ro", "?mode=ro&immutable=1"):
+        conn = None
         try:
             conn = sqlite3.connect(uri + suffix, uri=True)
             conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
             return conn
         except sqlite3.DatabaseError as exc:
             last = exc
-            try:
+            if conn is not None:
                 conn.close()
-            except Exception:  # noqa: BLE001 - connect itself may have failed
-                pass
     raise _corrupt(path, last) from None
 
 
@@ -448,7 +447,8 @@ def _read_nvtx(db: _Db, names: _Names, raw: _Raw) -> dict[str, np.ndarray]:
     if is_domain.any():
         rows = np.flatnonzero(is_domain)
         dom_ids = n["text_id"][rows]
-        resolved = db.strings(dom_ids[texts_none(texts, rows)]) if texts_none(texts, rows).any() else {}
+        no_text = np.fromiter((texts[i] is None for i in rows.tolist()), dtype=bool, count=rows.size)
+        resolved = db.strings(dom_ids[no_text]) if no_text.any() else {}
         dgpid = _gpid_of(n["gtid"][rows])
         for i, r in enumerate(rows.tolist()):
             label = texts[r] if texts[r] is not None else resolved.get(int(dom_ids[i]))
@@ -465,10 +465,6 @@ def _read_nvtx(db: _Db, names: _Names, raw: _Raw) -> dict[str, np.ndarray]:
     return {"start": n["start"], "end": n["end"], "gtid": n["gtid"], "gpid": _gpid_of(n["gtid"]),
             "name": name, "kind": np.full(name.size, M.USER_ANNOTATION, dtype=np.int64),
             "domain": n["domain"], "nest": (n["event_type"] != NVTX_PUSH_POP).astype(np.int64)}
-
-
-def texts_none(texts: list, rows: np.ndarray) -> np.ndarray:
-    return np.fromiter((texts[i] is None for i in rows.tolist()), dtype=bool, count=rows.size)
 
 
 def _read_osrt(db: _Db, raw: _Raw, enabled: bool, max_rows: int) -> dict[str, np.ndarray]:
@@ -686,6 +682,7 @@ def _build(path: str, db: _Db, raw: _Raw, names: _Names, gpids: np.ndarray | Non
     _set_depths(trace, cpu.get("nest") if _n(cpu) else None)
     trace.meta = _metadata(db, raw, info, trace, gpids, devices, cpu)
     _mark_steps(trace, options.get("step_range"))
+    trace.meta["dataloader_ranges"] = _count_dataloader(trace)
     if not len(trace.gpu_ops):
         trace.warnings.append(f"{path}: no CUDA kernels, memcpys or memsets in the export "
                               "(was the run profiled with `-t cuda`?)")
@@ -934,6 +931,18 @@ def _mark_steps(trace: Trace, step_range: str | None) -> None:
         chosen = families[best]
         trace.meta["step_range"] = label[best]
     trace.meta["step_names"] = sorted(trace.strings[i] for i in chosen)
+
+
+def _count_dataloader(trace: Trace) -> int:
+    """NVTX ranges of the input pipeline (``enumerate(DataLoader)#...``, DataPipe): kept as
+    USER_ANNOTATION cpu_ops under their own text; counted so reports can say they were seen."""
+    c = trace.cpu_ops
+    if not len(c):
+        return 0
+    mask = trace.string_ids(lambda s: _DATALOADER_RE.search(s) is not None)
+    names = c["name"]
+    ok = (names >= 0) & (c["kind"] == M.USER_ANNOTATION)
+    return int(mask[names[ok]].sum()) if mask.size else 0
 
 
 # ---------------------------------------------------------------------------------------------
