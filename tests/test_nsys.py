@@ -485,3 +485,25 @@ def test_corrupt_database_is_reported(tmp_path):
 def test_unknown_option_is_an_error():
     with pytest.raises(TraceError, match="unknown nsys reader option"):
         read_nsys(NSYS / "nsys2026_mock.sqlite", step_rnage="x")
+
+
+def test_truncated_export_is_reported(tmp_path):
+    data = (NSYS / "nsys2026_h100_2gpu_1s.sqlite").read_bytes()
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(data[: len(data) // 2])  # a copy that stopped half way
+    with pytest.raises(TraceError, match="corrupt or incomplete"):
+        load(cut)
+
+
+def test_reading_writes_nothing_next_to_the_export(tmp_path):
+    path, _ = _steps_fixture(tmp_path / "ro.sqlite")
+    before = {p.name: _digest(p) for p in tmp_path.iterdir()}
+    read_nsys(path)
+    read_nsys_ranks(path)
+    assert {p.name: _digest(p) for p in tmp_path.iterdir()} == before  # no -journal/-wal/-shm, same bytes
+
+
+def test_progress_reports_rising_fractions_up_to_one():
+    seen: list[float] = []
+    read_nsys(NSYS / "nsys2026_mock.sqlite", progress=seen.append)
+    assert seen == sorted(seen) and seen[-1] == 1.0 and all(0 < f <= 1 for f in seen)

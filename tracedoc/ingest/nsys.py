@@ -1062,17 +1062,17 @@ def read_nsys_ranks(path: str | os.PathLike, progress: Callable[[float], None] |
     db, raw, names, info = _load(path, progress, options)
     try:
         procs = _gpu_processes(raw)
+        out = []
         if not procs:
             t = _build(path, db, raw, names, None, options, info)
             t.meta["rank"], t.meta["world_size"] = 0, 1
-            return [t]
-        out = []
+            out.append(t)
         for rank, (gpid, _) in enumerate(procs):
             t = _build(path, db, raw, names, np.asarray([gpid], dtype=np.int64), options, info)
             t.meta["rank"], t.meta["world_size"] = rank, len(procs)
             out.append(t)
-        return out
     finally:
         db.close()
-        if progress:
-            progress(1.0)
+    if progress:
+        progress(1.0)
+    return out
