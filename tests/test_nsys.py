@@ -356,6 +356,9 @@ def test_two_processes_with_colliding_correlation_ids(tmp_path):
     assert any("pid 300" in w for w in busiest.warnings)
     with pytest.raises(TraceError, match="pid 4242"):
         read_nsys(path, pid=4242)
+    with pytest.raises(TraceError, match="not a process id"):
+        read_nsys(path, pid="rank0")
+    assert read_nsys(path, pid="300").meta["pid"] == 300  # as a CLI would pass it
 
 
 def test_two_gpus_in_one_process_stay_in_one_trace(tmp_path):

@@ -1011,7 +1011,12 @@ def read_nsys(path: str | os.PathLike, progress: Callable[[float], None] | None 
         if want == "all" or (want is None and not procs):
             gpids = None
         elif want is not None:
-            match = [g for g in _all_gpids(raw) if (g >> _PID_SHIFT) & _TID_MASK == int(want)]
+            try:
+                want = int(want)
+            except (TypeError, ValueError):
+                raise TraceError(path, f"pid={want!r} is not a process id", None,
+                                 "pass an integer OS pid, or pid='all'") from None
+            match = [g for g in _all_gpids(raw) if (g >> _PID_SHIFT) & _TID_MASK == want]
             if not match:
                 seen = ", ".join(str((g >> _PID_SHIFT) & _TID_MASK) for g, _ in procs) or "none with GPU work"
                 raise TraceError(path, f"has no process with pid {want}", f"pids {seen}",
