@@ -60,6 +60,7 @@ BASELINE: dict = {
     "cpu_launch_overhead_fraction": 0.1,
     "blocks_per_sm_mean": 8.0,
     "est_occupancy_mean": 45.0,
+    "sm_efficiency": 0.9,
     "graph_launches": 0,
     "graph_kernels": 0,
     "tensor_core_fraction": 0.7,

@@ -17,7 +17,8 @@ CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
 # A trace whose GPU ops are mostly unlinked to their launch calls cannot say why the GPU idled.
 LINK_FRACTION_MEDIUM = 0.9  # below this: some idle causes fall to "other"; medium confidence
 LINK_FRACTION_LOW = 0.5  # below this: most of them do; low confidence
-FEW_STEPS = 3  # fewer complete steps than this and warm-up may dominate the averages
+FEW_STEPS = 3
+GRAPH_BUSY_MEDIUM = 0.8  # graph kernels missing but GPU this busy: little can be hidden; medium confidence  # fewer complete steps than this and warm-up may dominate the averages
 
 # Metrics derived from launch<->kernel links (correlation ids / ac2g flows).
 _LINK_METRICS = frozenset({
@@ -89,7 +90,7 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
         ))  # fmt: skip
     out.extend(_check_steps(metrics.get("steps")))
     out.extend(_check_links(metrics.get("launch_link_fraction")))
-    out.extend(_check_graphs(metrics.get("graph_launches"), metrics.get("graph_kernels")))
+    out.extend(_check_graphs(metrics.get("graph_launches"), metrics.get("graph_kernels"), metrics.get("gpu_busy_fraction")))
     if metrics.get("truncated") is True:
         out.append(HealthMessage(
             "truncated-trace", "warning",
@@ -144,14 +145,20 @@ def _check_links(link_fraction: Any) -> list[HealthMessage]:
     )]  # fmt: skip
 
 
-def _check_graphs(launches: Any, kernels: Any) -> list[HealthMessage]:
+def _check_graphs(launches: Any, kernels: Any, busy: Any) -> list[HealthMessage]:
     if not launches or kernels is None or kernels >= launches:
         return []
+    # With the GPU busy most of the window, missing graph kernels cannot hide much idle time.
+    mostly_busy = busy is not None and busy >= GRAPH_BUSY_MEDIUM
+    consequence = (
+        f"the GPU is still busy {busy:.0%} of the window, so GPU-time numbers are at worst slightly low "
+        "(medium confidence)" if mostly_busy else
+        "so the GPU may look idler than it was and every GPU-time number is a lower bound (low confidence)"
+    )
     return [HealthMessage(
         "cuda-graph-under-recording", "warning",
-        f"{launches} CUDA graph launches but only {kernels} kernels recorded inside graphs: the "
-        "profiler did not record the work the graphs ran, so the GPU looks idler than it was and "
-        "every GPU-time number is a lower bound (low confidence). Profile with a PyTorch/CUPTI that "
-        "records graph kernels, or profile a few steps with graphs disabled",
-        confidence="low",
+        f"{launches} CUDA graph launches but only {kernels} kernels recorded as running inside graphs: the "
+        f"profiler may not have recorded the work the graphs ran; {consequence}. Profile with a "
+        "PyTorch/CUPTI that records graph kernels, or profile a few steps with graphs disabled",
+        confidence="medium" if mostly_busy else "low",
     )]  # fmt: skip
