@@ -510,3 +510,15 @@ def test_progress_reports_rising_fractions_up_to_one():
     seen: list[float] = []
     read_nsys(NSYS / "nsys2026_mock.sqlite", progress=seen.append)
     assert seen == sorted(seen) and seen[-1] == 1.0 and all(0 < f <= 1 for f in seen)
+
+
+@pytest.mark.parametrize("name,is_step", [
+    ("ProfilerStep#3", True), ("ProfilerStep#3, op_id = 17", True), ("step 5", True), ("Step_12", True),
+    ("train_step", True), ("training_step 3", True), ("iteration 7", True), ("iter:2", True),
+    ("optimizer.step", False), ("Optimizer.step#SGD.step", False), ("stepper", False),
+    ("train_step_fn", False), ("aten::add, op_id = 3", False), ("enumerate(DataLoader)#_Iter.__next__", False),
+])
+def test_step_names_are_whole_words(name, is_step):
+    from tracedoc.ingest.nsys import _STEP_FAMILY_RE
+
+    assert (_STEP_FAMILY_RE.match(name) is not None) == is_step
