@@ -13,7 +13,7 @@ import tracedoc
 from conftest import shared_traces
 from trace_builder import TraceBuilder, training_steps
 from tracedoc.errors import TraceError
-from tracedoc.ingest.kineto import read_kineto
+from tracedoc.ingest.kineto import LABEL_ID_BASE, read_kineto
 from tracedoc.model import trace as M
 
 
@@ -39,12 +39,14 @@ def test_json_and_gz_and_bare_array_read_the_same(tmp_path):
     assert not traces[3].warnings or "ignored" not in traces[3].warnings[0]
 
 
-def test_tiny_chunks_give_identical_tables(tmp_path):
+def test_tiny_chunks_and_worker_processes_give_identical_tables(tmp_path):
     b = small_trace()
+    b.cpu_op("labelled thread", 1.0, 2.0, tid="PyTorch Profiler")  # non-numeric tid, remapped across chunks
+    b.cpu_op("negative tid", 1.0, 2.0, tid=-19360190)
     p = b.write(tmp_path / "t.json")
-    whole = read_kineto(str(p))
-    for chunk in (64, 300, 4096):
-        part = read_kineto(str(p), chunk_bytes=chunk)
+    whole = read_kineto(str(p), workers=1)
+    for chunk, workers in ((64, 1), (300, 1), (4096, 1), (300, 2), (1000, 3)):
+        part = read_kineto(str(p), chunk_bytes=chunk, workers=workers)
         for name in M.SCHEMAS:
             a, c = whole.tables[name], part.tables[name]
             assert len(a) == len(c), name
@@ -54,8 +56,14 @@ def test_tiny_chunks_give_identical_tables(tmp_path):
                     av = [whole.string(int(i)) for i in av]
                     cv = [part.string(int(i)) for i in cv]
                     assert av == cv
+                elif col in ("pid", "tid"):  # text labels get ids from each read's own string table
+                    assert label_text(whole, av) == label_text(part, cv), (name, col)
                 else:
                     assert np.array_equal(av, cv, equal_nan=True), (name, col)
+
+
+def label_text(trace, ids):
+    return [trace.string(int(LABEL_ID_BASE - i)) if i <= LABEL_ID_BASE else int(i) for i in ids]
 
 
 def test_minified_trace_with_tiny_chunks(tmp_path):

@@ -25,7 +25,7 @@ from ..model import trace as M
 from ..model.numbers import decimal_text_to_scaled_int, to_float64, to_int64
 from ..model.trace import StringTable, Table, Trace
 
-CHUNK_BYTES = 32 * 1024 * 1024
+CHUNK_BYTES = 16 * 1024 * 1024
 _HEAD_LIMIT = 64 * 1024 * 1024
 
 _NULL = msgspec.Raw(b"0")
@@ -127,6 +127,8 @@ def _runtime_kind(cat: Any) -> int:
 
 
 _STREAM_RE = re.compile(r"^\s*stream\s+(\d+)", re.I)
+LABEL_ID_BASE = -(1 << 40)
+_STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name"}
 
 
 class _Reader:
@@ -145,8 +147,8 @@ class _Reader:
     def ids(self, values: list) -> np.ndarray:
         """pid/tid values (ints, digit strings, ``"stream 7"``, labels) to int64.
 
-        Non-numeric labels get stable negative ids (``-(string id + 2)``) so they never collide
-        with real process or thread ids.
+        Non-numeric labels get ids ``LABEL_ID_BASE - string id``, far below any real (possibly
+        negative) process or thread id.
         """
         try:
             return np.array(values, dtype=np.int64)
@@ -173,10 +175,39 @@ class _Reader:
         m = _STREAM_RE.match(s)
         if m:
             return int(m.group(1))
-        return -(self.strings.intern(s) + 2)
+        return LABEL_ID_BASE - self.strings.intern(s)
 
     def names(self, values: list) -> np.ndarray:
         return self.strings.intern_many(values)
+
+    # -- chunk results from worker processes ---------------------------------------------------
+    def export(self) -> dict:
+        return {"parts": self.parts, "strings": self.strings.strings, "meta_events": self.meta_events,
+                "n_events": self.n_events, "ignored": self.ignored_phases}
+
+    def merge(self, chunk: dict) -> None:
+        """Append another reader's columns, remapping its string ids into ours."""
+        lut = np.array([self.strings.intern(x) for x in chunk["strings"]] + [-1], dtype=np.int64)
+        offsets = {name: sum(len(t) for t in self.parts[name]) for name in ("gpu_ops", "cpu_ops")}
+        for name, parts in chunk["parts"].items():
+            for t in parts:
+                for col in t.columns:
+                    if col in _STRING_COLS:
+                        t[col] = lut[t[col]]
+                    elif col in ("pid", "tid") and (t[col] <= LABEL_ID_BASE).any():
+                        v = t[col].copy()
+                        label = v <= LABEL_ID_BASE
+                        v[label] = LABEL_ID_BASE - lut[LABEL_ID_BASE - v[label]]
+                        t[col] = v
+                if name == "collectives":
+                    src = t["source"]
+                    t["row"] = t["row"] + np.where(src == M.COLLECTIVE_FROM_KERNEL, offsets["gpu_ops"],
+                                                   offsets["cpu_ops"])
+                self.parts[name].append(t)
+        self.meta_events.extend(chunk["meta_events"])
+        self.n_events += chunk["n_events"]
+        for k, v in chunk["ignored"].items():
+            self.ignored_phases[k] = self.ignored_phases.get(k, 0) + v
 
     # -- per chunk -----------------------------------------------------------------------------
     def add(self, evs: list[Event]) -> None:
@@ -420,6 +451,7 @@ class _Source:
         self._z = zlib.decompressobj(16 + zlib.MAX_WBITS) if self.gzipped else None
         self._pending = b""
         self._eof = False
+        self.forced_workers: int | None = None
 
     def read(self, n: int) -> bytes:
         if not self.gzipped:
@@ -468,9 +500,15 @@ class _Source:
         self._f.close()
 
 
-def read_kineto(path: str, chunk_bytes: int = CHUNK_BYTES, progress: Callable[[float], None] | None = None) -> Trace:
-    """Read one Kineto Chrome-trace JSON file (plain or gzip) into a ``Trace``."""
+def read_kineto(path: str, chunk_bytes: int = CHUNK_BYTES, progress: Callable[[float], None] | None = None,
+                workers: int | None = None) -> Trace:
+    """Read one Kineto Chrome-trace JSON file (plain or gzip) into a ``Trace``.
+
+    Files larger than a few chunks are decoded by ``workers`` processes (default: CPU count, at
+    most 4); ``workers=1`` decodes in this process.
+    """
     src = _Source(path)
+    src.forced_workers = workers
     try:
         return _read(src, chunk_bytes, progress)
     finally:
@@ -517,34 +555,132 @@ def _read(src: _Source, chunk_bytes: int, progress) -> Trace:
             return _read_whole(path, buf + _drain(src, chunk_bytes), src, reader)
         start = m.end()
     rest = buf[start:]
-    eof = False
-    while not eof:
-        while len(rest) < chunk_bytes:
-            more = src.read(chunk_bytes)
-            if not more:
-                eof = True
-                break
-            rest += more
-            if progress:
-                progress(src.fraction())
+    workers = _worker_count(src, chunk_bytes)
+    if workers > 1:
+        done = _read_parallel(src, rest, chunk_bytes, reader, workers, progress)
+        if done is None:  # a cut the workers could not decode: start over, verifying every cut
+            src.close()
+            return read_kineto(path, chunk_bytes, progress, workers=1)
+        rest = done
+    else:
+        rest = _read_sequential(src, rest, chunk_bytes, reader, progress)
+    tail_meta, trunc = _decode_tail(rest, bare_array, reader, path)
+    if src.truncated_reason and not trunc:
+        trunc = src.truncated_reason
+    meta = {**head_meta, **tail_meta}
+    return _finish(reader, meta, path, trunc)
+
+
+def _worker_count(src: _Source, chunk_bytes: int) -> int:
+    if src.forced_workers is not None:
+        return src.forced_workers
+    if src.size < (4 if not src.gzipped else 1) * chunk_bytes:
+        return 1
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _fill(src: _Source, rest: bytes, chunk_bytes: int, progress) -> tuple[bytes, bool]:
+    """Read until ``rest`` holds a chunk; report whether the file is exhausted."""
+    parts = [rest]
+    have = len(rest)
+    while have < chunk_bytes:
+        more = src.read(chunk_bytes)
+        if not more:
+            return b"".join(parts), True
+        parts.append(more)
+        have += len(more)
+        if progress:
+            progress(src.fraction())
+    return b"".join(parts), False
+
+
+def _read_sequential(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader", progress) -> bytes:
+    """Decode chunk by chunk in this process, verifying each cut; return what follows the last cut."""
+    while True:
+        rest, eof = _fill(src, rest, chunk_bytes, progress)
         if eof:
-            break
+            return rest
         cut = _cut_and_decode(rest)
         if cut is None:  # no event boundary in what we hold yet: read on
             more = src.read(chunk_bytes)
             if not more:
-                break
+                return rest
             rest += more
             continue
         evs, next_start = cut
         reader.add(evs)
         del evs
         rest = rest[next_start:]
-    tail_meta, trunc = _decode_tail(rest, bare_array, reader, path)
-    if src.truncated_reason and not trunc:
-        trunc = src.truncated_reason
-    meta = {**head_meta, **tail_meta}
-    return _finish(reader, meta, path, trunc)
+
+
+def _find_cut(buf: bytes) -> tuple[int, int] | None:
+    """The last event boundary in ``buf`` (unverified): end of the piece before it, start of the rest."""
+    search_from = max(0, len(buf) - 4 * 1024 * 1024)
+    while True:
+        last = None
+        for last in _CUT_RE.finditer(buf, search_from):
+            pass
+        if last is not None:
+            return last.start(), last.end() - 1
+        if search_from == 0:
+            return None
+        search_from = max(0, search_from - 16 * 1024 * 1024)
+
+
+def _decode_piece(piece: bytes):
+    """Worker: decode one piece of events into columns. None when the cut was not an event boundary."""
+    try:
+        evs = _decode_events(b"[" + piece + b"]")
+    except msgspec.DecodeError:
+        return None
+    r = _Reader("")
+    r.add(evs)
+    return r.export()
+
+
+def _read_parallel(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader", workers: int,
+                   progress) -> bytes | None:
+    """Cut chunks here, decode them in worker processes, merge the columns in file order.
+
+    Returns what follows the last cut, or None if a worker could not decode its piece (then the
+    caller falls back to the verified sequential path).
+    """
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    from collections import deque
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    pending: deque = deque()
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        try:
+            while True:
+                rest, eof = _fill(src, rest, chunk_bytes, progress)
+                if eof:
+                    break
+                cut = _find_cut(rest)
+                if cut is None:
+                    more = src.read(chunk_bytes)
+                    if not more:
+                        break
+                    rest += more
+                    continue
+                piece_end, next_start = cut
+                pending.append(pool.submit(_decode_piece, rest[:piece_end]))
+                rest = rest[next_start:]
+                while len(pending) > workers + 1:
+                    chunk = pending.popleft().result()
+                    if chunk is None:
+                        return None
+                    reader.merge(chunk)
+            while pending:
+                chunk = pending.popleft().result()
+                if chunk is None:
+                    return None
+                reader.merge(chunk)
+        finally:
+            for f in pending:
+                f.cancel()
+    return rest
 
 
 def _drain(src: _Source, chunk_bytes: int) -> bytes:
