@@ -421,7 +421,7 @@ SCENARIOS = {
         gpu_busy_fraction=0.68, compute_fraction=0.66, idle_fraction=0.32, idle_sync_fraction=0.27,
         idle_host_launch_fraction=0.03, sync_fraction=0.3, sync_calls=100, sync_memcpy_count=100), "sync_bound"),
     "pageable_h2d_copy": (dict(
-        gpu_busy_fraction=0.85, compute_fraction=0.48, memcpy_fraction=0.37, h2d_fraction=0.36,
+        gpu_busy_fraction=0.85, compute_fraction=0.48, memcpy_fraction=0.37, h2d_fraction=0.36, exposed_h2d_fraction=0.35,
         pageable_memcpy_fraction=0.36, pageable_memcpy_count=200, idle_fraction=0.15, idle_other_fraction=0.1),
         "h2d_copy_bound"),
     "fp32_matmuls": (dict(tensor_core_fraction=0.0, tc_eligible_non_tc_fraction=0.7), "low_tensor_core_use"),

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from . import __version__
 from .analyses import RankResult, analyze_trace
-from .errors import TraceError
+from .errors import TraceError, UsageError
 from .ingest import load as _load_file
 from .ingest import sniff
 from .model.trace import Trace
@@ -138,8 +138,11 @@ def _analyze_file(path: str, options: dict) -> list[RankResult]:
     if sniff(path) == "nsys":
         from .ingest import nsys
 
-        traces = nsys.read_nsys_ranks(path, **options) if hasattr(nsys, "read_nsys_ranks") else [load(path, **options)]
+        traces = [load(path, **options)] if "pid" in options else nsys.read_nsys_ranks(path, **options)
     else:
+        if options:
+            raise UsageError(path, f"{', '.join('--' + k.replace('_', '-') for k in options)} applies to nsys "
+                             "SQLite exports only", None, "drop the option for torch.profiler traces")
         traces = [load(path)]
     out = []
     for t in traces:

@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-o", "--output", help="write the output to this file instead of stdout")
     a.add_argument("-j", "--jobs", type=int, default=None, help="processes for directories (default: CPU count)")
     a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
+    a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     try:
         from .engine.cli import add_engine_options
@@ -99,21 +100,21 @@ def cmd_analyze(args) -> int:
         path = args.path
     else:
         raise TracedocError("tracedoc analyze", "needs a trace path", None, "pass a file or directory, or --example")
-    params = None
-    if getattr(args, "param", None) or True:
-        try:
-            from .engine.params import collect_params
-        except ImportError:
-            params = None
-        else:
-            params = collect_params(getattr(args, "param", []) or [])
+    try:
+        from .engine.cli import engine_kwargs
+    except ImportError:
+        engine = {"params": None, "extra_rule_dirs": ()}
+    else:
+        engine = engine_kwargs(args)
     update, progress = _progress_callback(not args.no_progress and _big_input(path))
     options = {}
     if args.step_range:
         options["step_range"] = args.step_range
+    if args.pid:
+        options["pid"] = args.pid if args.pid == "all" else _int_arg("--pid", args.pid)
     command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
     try:
-        result = analyze(path, jobs=args.jobs, params=params, rule_dirs=tuple(getattr(args, "rules", []) or ()),
+        result = analyze(path, jobs=args.jobs, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
                          progress=update, command=command, **options)
     finally:
         if progress is not None:
@@ -133,6 +134,13 @@ def cmd_analyze(args) -> int:
 
         return max((fail_on_exit_code(v, fail_on) for v in result.verdicts if v is not None), default=EXIT_OK)
     return EXIT_OK
+
+
+def _int_arg(flag: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise TracedocError(flag, "expects a process id or 'all'", repr(text), "e.g. --pid 4242") from None
 
 
 def _big_input(path: str) -> bool:

@@ -102,6 +102,8 @@ def analyze_trace(trace: Trace) -> RankResult:
     sync_spans, sync_stats, sync_rows = host.sync_calls(trace, lo, hi)
     causes = idle.idle_causes(trace, sets.busy, lo, hi, dl_spans, sync_spans)
     totals = causes.totals()
+    idle_s, idle_e = causes.idle
+    m["idle_gap_max_ns"] = int((idle_e - idle_s).max()) if idle_s.size else 0
     for cause, ns in totals.items():
         m[f"idle_{cause}_fraction"] = ns / length if length > 0 else 0.0
     dl_in_window = iv.clip(dl_spans, lo, hi)
@@ -145,7 +147,7 @@ def analyze_trace(trace: Trace) -> RankResult:
     m["tensor_core_capable"] = (cc >= 7.0) if cc is not None and not _is_rocm(devices) else (
         True if _is_rocm(devices) and cc is not None and cc >= 9.0 else None)
     m["world_size"] = trace.meta.get("world_size")
-    m["backend"] = trace.meta.get("backend")
+    m["backend"] = cuda_backend(trace.meta.get("backend"))
     m["uses_data_parallel"] = host.uses_data_parallel(trace)
     m["has_gpu_ops"] = bool(len(g))
     m["truncated"] = bool(trace.meta.get("truncated"))
@@ -186,6 +188,17 @@ def analyze_trace(trace: Trace) -> RankResult:
     return RankResult(source=trace.source, rank=trace.meta.get("rank"), window=win, metrics=m, evidence=evidence,
                       per_step=per_step, per_device=per_device, meta=trace.meta, warnings=warnings,
                       timeline={"excerpts": excerpts})
+
+
+def cuda_backend(backend) -> str | None:
+    """The backend used for CUDA tensors: ``"cpu:gloo,cuda:nccl"`` -> ``"nccl"``."""
+    if not backend:
+        return None
+    text = str(backend)
+    if ":" not in text:
+        return text
+    pairs = dict(p.split(":", 1) for p in text.split(",") if ":" in p)
+    return pairs.get("cuda") or next(iter(pairs.values()), None)
 
 
 def _is_rocm(devices: list[dict]) -> bool:

@@ -71,13 +71,11 @@ def breakdown(sets: OpSets, lo: int, hi: int) -> dict[str, float | None]:
         "comm_overlap_fraction": (comm_ns - exposed_ns) / comm_ns if comm_ns > 0 else None,
         "memcpy_fraction": frac(iv.total(iv.clip(sets.memcpy, lo, hi))),
         "h2d_fraction": frac(iv.total(iv.clip(sets.h2d, lo, hi))),
+        "exposed_h2d_fraction": frac(iv.total(iv.subtract(iv.clip(sets.h2d, lo, hi), compute))),
         "pageable_memcpy_fraction": frac(iv.total(iv.clip(sets.pageable, lo, hi))),
         "memset_fraction": frac(iv.total(iv.clip(sets.memset, lo, hi))),
         "idle_fraction": frac(length - busy_ns) if length > 0 else 0.0,
     }
-    if length <= 0 and busy_ns == 0 and len(sets.busy[0]):
-        # A zero-length window around a single instantaneous op: all of it is busy.
-        pass
     return out
 
 

@@ -22,6 +22,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "comm_overlap_fraction": ("fraction", "share of communication time overlapped by compute; None without communication"),
     "memcpy_fraction": ("fraction", "union of memcpy ops / window"),
     "h2d_fraction": ("fraction", "union of host-to-device copies / window"),
+    "exposed_h2d_fraction": ("fraction", "host-to-device copy time not overlapped by compute / window"),
     "pageable_memcpy_fraction": ("fraction", "union of copies from or to pageable host memory / window"),
     "pageable_memcpy_count": ("count", "copies from or to pageable host memory"),
     "memset_fraction": ("fraction", "union of memset ops / window"),
@@ -37,9 +38,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "dataloader_stall_fraction": ("fraction", "DataLoader spans while the GPU is idle / window"),
     "dataloader_multiprocess": ("bool", "True when the iterator is multi-process, False single-process, None unknown"),
     # kernels and launches
-    "kernel_count": ("count", "kernels in the window"),
-    "kernel_median_ns": ("ns", "median kernel duration"),
-    "kernels_under_10us_fraction": ("fraction", "share of kernels shorter than 10 us (of kernel count)"),
+    "kernel_count": ("count", "kernels in the trace"),
+    "kernel_median_ns": ("ns", "median kernel duration over the trace's kernels"),
+    "kernels_under_10us_fraction": ("fraction", "share of the trace's kernels shorter than 10 us (of kernel count)"),
     "launches_per_ms": ("1/ms", "GPU op launches per millisecond of window"),
     "launch_delay_p50_ns": ("ns", "median of GPU op start minus end of its launch call"),
     "launch_delay_p95_ns": ("ns", "95th percentile launch delay"),
@@ -65,12 +66,13 @@ METRICS: dict[str, tuple[str, str]] = {
     "memory_peak_fraction": ("fraction", "peak reserved (else allocated) / device memory; None when unknown"),
     # gaps
     "gap_max_ns": ("ns", "longest gap between GPU ops on one stream"),
+    "idle_gap_max_ns": ("ns", "longest stretch with no GPU op on any stream of the device, inside the window"),
     "gap_p95_ns": ("ns", "95th percentile gap between GPU ops on a stream"),
     # environment
     "gpu_count": ("count", "devices with GPU ops"),
     "compute_capability": ("version", "major.minor of the first GPU, e.g. 8.0; None unknown"),
     "world_size": ("count", "ranks in the job; None unknown"),
-    "backend": ("name", "distributed backend (nccl, gloo, ...); None unknown"),
+    "backend": ("name", "distributed backend used for CUDA tensors (nccl, gloo, ...); None unknown"),
     "uses_data_parallel": ("bool", "torch.nn.DataParallel (single-process multi-GPU) ops are present"),
     # trace health
     "has_gpu_ops": ("bool", "the trace has CUDA/HIP kernels, memcpy or memset"),

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tracedoc.engine.expr import suggest
-from tracedoc.engine.params import collect_params
+from tracedoc.engine.params import collect_params, read_pyproject
 from tracedoc.engine.rulefile import LABELS, SEVERITIES, Rule, find_rule, load_rules
 from tracedoc.errors import TracedocError, UsageError
 
@@ -50,8 +50,9 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
 def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """Return ``params`` and ``extra_rule_dirs`` for :func:`tracedoc.engine.evaluate` from parsed args
     (pyproject.toml params merged with ``--param``)."""
+    _, pyproject_dirs, _ = read_pyproject()
     return {"params": collect_params(getattr(args, "param", None) or []),
-            "extra_rule_dirs": tuple(getattr(args, "rules", None) or ())}  # fmt: skip
+            "extra_rule_dirs": tuple(str(d) for d in pyproject_dirs) + tuple(getattr(args, "rules", None) or ())}
 
 
 def fail_on_exit_code(verdict: Any, fail_on: str | None) -> int:
