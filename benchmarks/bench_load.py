@@ -349,7 +349,7 @@ def check(label: str, value: float | None, op: str, bound: float, unit: str = ""
     if value is None:
         return f"  {label:<58} {'n/a':>9}   target {op} {bound:g}{unit}   ({why_missing or 'not measured'})"
     passed = {"<=": value <= bound, ">=": value >= bound, "<": value < bound}[op]
-    return (f"  {label:<58} {value:>9.2f}{unit}  target {op} {bound:g}{unit}   "
+    return (f"  {label:<58} {value:>9.2f}{unit:<1}  target {op} {bound:g}{unit}   "
             f"{'PASS' if passed else 'FAIL'}")
 
 
