@@ -3,13 +3,17 @@
 Idle is window minus busy. Causes are assigned in order, first match wins:
 
 1. ``dataloader``: idle time while a DataLoader ``__next__`` span is open (time-based);
-2. ``host_launch``: idle pieces whose next GPU op was launched after the piece began;
-3. ``sync``: remaining idle time while the CPU is blocked in a synchronizing call (time-based);
+2. ``host_launch``: idle pieces whose next GPU op was launched after the gap began (the CPU was
+   late) -- unless the CPU was blocked in a synchronizing call when the gap began: then the CPU was
+   not late but held back, and the piece goes to ``sync``;
+3. ``sync``: the pieces just described, plus remaining idle time while the CPU is blocked in a
+   synchronizing call (time-based);
 4. ``launch_latency``: remaining pieces shorter than 30 us whose next op was launched before;
 5. ``other``: the rest.
 
-A host sync usually shows up as ``host_launch``: the GPU drains, the sync returns, and only then
-does the CPU launch the next op. The sync analysis reports the CPU side separately.
+A ``.item()`` in the loop looks like this: the CPU blocks in the sync until the GPU drains, the gap
+begins while it is still blocked, and the GPU stays idle until the CPU has launched the next op.
+That whole gap is the sync's cost, so it counts as ``sync``, not as a late host.
 """
 
 from __future__ import annotations
@@ -53,6 +57,17 @@ def _next_op_launch(trace: Trace, at: np.ndarray) -> np.ndarray:
     return np.where(ok, l_sorted[posc], -1)
 
 
+def _inside(t: np.ndarray, iset: iv.IntervalSet) -> np.ndarray:
+    """Whether each time lies inside the normal-form interval set (ends inclusive: a sync that
+    returns the instant the GPU drains still held the CPU when the gap began)."""
+    s, e = iset
+    if not s.size or not t.size:
+        return np.zeros(t.size, dtype=bool)
+    i = np.searchsorted(s, t, side="right") - 1
+    ok = i >= 0
+    return ok & (t <= e[np.maximum(i, 0)])
+
+
 def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
                 dataloader: iv.IntervalSet, sync: iv.IntervalSet) -> IdleCauses:
     idle = iv.gaps(iv.clip(busy, lo, hi), lo, hi)
@@ -65,10 +80,15 @@ def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
     gap_end = idle[1][np.maximum(gap_idx, 0)] if r_s.size else r_e
     next_launch = _next_op_launch(trace, gap_end)
     has_next = next_launch >= 0
-    host = has_next & (next_launch > gap_start)
+    blocked = _inside(gap_start, sync)
+    late = has_next & (next_launch > gap_start)
+    host = late & ~blocked
+    held = late & blocked
     host_set = iv.union(r_s[host], r_e[host])
-    remaining = (r_s[~host], r_e[~host])
-    sync_set = iv.intersect(remaining, sync)
+    other_pieces = ~host & ~held
+    remaining = (r_s[other_pieces], r_e[other_pieces])
+    sync_set = iv.union(np.concatenate([r_s[held], iv.intersect(remaining, sync)[0]]),
+                        np.concatenate([r_e[held], iv.intersect(remaining, sync)[1]]))
     remaining2 = iv.subtract(remaining, sync_set)
     s2, e2 = remaining2
     gi2 = np.searchsorted(idle[0], s2, side="right") - 1

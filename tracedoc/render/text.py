@@ -74,7 +74,8 @@ def _verdict_lines(v, brief: bool) -> list[Any]:
         out.append(Text(f"Verdict: {', '.join(uniq)}" + (f"  (confidence {conf})" if conf else ""), style="bold red"))
     else:
         out.append(Text("Verdict: no finding" + (f"  (confidence {conf})" if conf else ""), style="bold green"))
-    for i, f in enumerate(findings[: 3 if brief else 6], 1):
+    shown = findings[: 3 if brief else 4]
+    for i, f in enumerate(shown, 1):
         impact = ""
         if getattr(f, "impact_ms_per_step", None) is not None:
             impact = f" — {f.impact_ms_per_step:.1f} ms/step"
@@ -82,10 +83,15 @@ def _verdict_lines(v, brief: bool) -> list[Any]:
             impact += f" ({fmt_pct(f.impact_fraction)} of the step)"
         out.append(Text(f"{i}. [{f.label}] {f.title}{impact}", style="bold"))
         out.append(Text(f"   {f.message}"))
-        for fix in (f.fixes or [])[: 2 if brief else 3]:
+        # The top finding gets its fixes in full; the others their first fix.
+        for fix in (f.fixes or [])[: (2 if brief else 3) if i == 1 else 1]:
             out.append(Text(f"   fix: {fix}"))
-        if getattr(f, "expect", None) and not brief:
+        if getattr(f, "expect", None) and i == 1 and not brief:
             out.append(Text(f"   next profile should show: {f.expect}", style="dim"))
+    if len(findings) > len(shown):
+        rest = findings[len(shown):]
+        out.append(Text(f"   +{len(rest)} more: " + ", ".join(f"{f.rule_id} {f.label}" for f in rest)
+                        + " (all of them in --format md, html or json)", style="dim"))
     return out
 
 
@@ -123,7 +129,7 @@ def _rank_block(r, v, brief: bool) -> list[Any]:
             out.append(Text(f"Memory: peak allocated {fmt_bytes(m['memory_peak_allocated_bytes'])}, reserved "
                             f"{fmt_bytes(m['memory_peak_reserved_bytes'])} of {fmt_bytes(m['device_memory_bytes'])}"))
         if not brief:
-            out.append(_top_table("Top kernels", r.evidence.get("top_kernels", [])[:5],
+            out.append(_top_table("Top kernels", r.evidence.get("top_kernels", [])[:4],
                                   [("name", "kernel"), ("count", "count"), ("total_ns", "time"), ("share", "share")]))
             out.append(_top_table("Top gaps", r.evidence.get("top_gaps", [])[:3],
                                   [("gap_ns", "gap"), ("stream", "stream"), ("cause", "cause"),
