@@ -134,7 +134,7 @@ def _rules_version() -> str | None:
         return None
 
 
-def _analyze_file(path: str, options: dict) -> list[RankResult]:
+def _analyze_file(path: str, options: dict, progress: Callable[[float], None] | None = None) -> list[RankResult]:
     if sniff(path) == "nsys":
         from .ingest import nsys
 
@@ -143,7 +143,7 @@ def _analyze_file(path: str, options: dict) -> list[RankResult]:
         if options:
             raise UsageError(path, f"{', '.join('--' + k.replace('_', '-') for k in options)} applies to nsys "
                              "SQLite exports only", None, "drop the option for torch.profiler traces")
-        traces = [load(path)]
+        traces = [load(path, progress=progress)]
     out = []
     for t in traces:
         if t.meta.get("rank") is None and len(traces) == 1:
@@ -161,9 +161,10 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     files = rank_files(path) if kind == "directory" else [path]
     results: list[RankResult] = []
     if len(files) == 1:
-        results.extend(_analyze_file(files[0], options))
+        by_fraction = (lambda f: progress(int(1000 * f), 1000)) if progress else None
+        results.extend(_analyze_file(files[0], options, by_fraction))
         if progress:
-            progress(1, 1)
+            progress(1000, 1000)
     else:
         workers = max(1, min(jobs or os.cpu_count() or 1, len(files)))
         with cf.ProcessPoolExecutor(max_workers=workers) as pool:

@@ -76,10 +76,10 @@ def _progress_callback(enabled: bool):
     if not enabled or not sys.stderr.isatty():
         return None, None
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-    progress = Progress(TextColumn("[bold]reading"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                        TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    progress = Progress(TextColumn("[bold]reading"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True), transient=True)
     state = {"task": None}
 
     def update(done: int, total: int) -> None:

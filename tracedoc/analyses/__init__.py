@@ -154,7 +154,7 @@ def analyze_trace(trace: Trace) -> RankResult:
 
     per_step = _per_step(steps, sets, causes, dl_spans)
     per_device = _per_device(trace, comm_mask, lo, hi, gpu_devs, devices)
-    sm = {d["device"]: d for d in gpu_metrics.gpu_metrics(trace, lo, hi)}
+    sm = {d["device"]: d for d in gpu_metrics.gpu_metrics(trace, lo, hi, timeline=False)}
     for row in per_device:
         extra = sm.get(row["device"], {})
         row["sm_efficiency"] = extra.get("sm_efficiency")
@@ -219,14 +219,26 @@ def _compute_capability(devices: list[dict], gpu_devs: list[int]) -> float | Non
 
 
 def _per_step(steps, sets, causes, dl_spans) -> list[dict]:
+    """Per-step breakdown in ns; every quantity for all steps at once via prefix sums."""
+    if not len(steps):
+        return []
+    lo, hi = steps.cpu_start_ns, steps.end_ns
+
+    def over(iset) -> list[int]:
+        return iv.overlap_per_interval(lo, hi, iset).tolist()
+
+    cols = {
+        "busy_ns": over(sets.busy), "compute_ns": over(sets.compute), "comm_ns": over(sets.comm),
+        "exposed_comm_ns": over(iv.subtract(sets.comm, sets.compute)), "memcpy_ns": over(sets.memcpy),
+        **{f"idle_{c}_ns": over(s) for c, s in causes.sets.items()},
+        "dataloader_ns": over(dl_spans),
+    }
     rows = []
     for i in range(len(steps)):
-        lo, hi = int(steps.cpu_start_ns[i]), int(steps.end_ns[i])
-        row = {"step": steps.names[i], "start_ns": lo, "end_ns": hi}
-        row.update(B.breakdown_ns(sets, lo, hi))
-        for cause, ns in causes.totals(lo, hi).items():
-            row[f"idle_{cause}_ns"] = ns
-        row["dataloader_ns"] = iv.total(iv.clip(dl_spans, lo, hi))
+        window = int(hi[i] - lo[i])
+        row = {"step": steps.names[i], "start_ns": int(lo[i]), "end_ns": int(hi[i]), "window_ns": window}
+        row.update({k: v[i] for k, v in cols.items()})
+        row["idle_ns"] = max(0, window - row["busy_ns"])
         rows.append(row)
     return rows
 

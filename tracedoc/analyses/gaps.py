@@ -46,8 +46,9 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, top: int 
     comm_time = pd.Series(np.where(comm_o, dur, 0), index=key).groupby(level=[0, 1]).sum()
     all_time = pd.Series(dur, index=key).groupby(level=[0, 1]).sum()
     comm_streams = set(comm_time.index[(comm_time > 0.5 * all_time.reindex(comm_time.index)).to_numpy()])
-    is_comm_stream = np.fromiter(((int(a), int(b)) in comm_streams for a, b in zip(d_o[rows], st_o[rows])),
-                                 dtype=bool, count=rows.size)
+    is_comm_stream = np.zeros(rows.size, dtype=bool)
+    for d, st in comm_streams:  # a loop over streams, not gaps
+        is_comm_stream |= (d_o[rows] == d) & (st_o[rows] == st)
     cause = np.where(is_comm_stream, "comm_wait",
                      np.where(launched[rows] > gap_start[rows], "host_launch",
                               np.where(gap_ns[rows] < LAUNCH_LATENCY_NS, "launch_latency", "other")))

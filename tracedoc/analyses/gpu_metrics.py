@@ -119,7 +119,7 @@ def _clip_timeline(points: np.ndarray, values: np.ndarray, lo: int, hi: int) -> 
     return p, v
 
 
-def gpu_metrics(trace: Trace, lo: int, hi: int, clip_timeline: bool = False) -> list[dict]:
+def gpu_metrics(trace: Trace, lo: int, hi: int, clip_timeline: bool = False, timeline: bool = True) -> list[dict]:
     """Per-device GPU utilization, est. SM efficiency, est. achieved occupancy and SM-efficiency timeline.
 
     One dict per device that ran at least one kernel (anywhere in the trace), sorted by device:
@@ -161,7 +161,7 @@ def gpu_metrics(trace: Trace, lo: int, hi: int, clip_timeline: bool = False) -> 
             "gpu_utilization": util,
             "sm_efficiency": sm_eff,
             "est_occupancy": est_occ,
-            "sm_efficiency_timeline": [(int(p), float(v)) for p, v in zip(points.tolist(), values.tolist())],
+            "sm_efficiency_timeline": list(zip(points.tolist(), values.tolist())) if timeline else None,
         })
     return out
 
