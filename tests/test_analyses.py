@@ -106,6 +106,11 @@ def test_step_extends_to_its_gpu_work_and_window_excludes_ops_outside(tmp_path):
     assert r.window.start_ns == 0 and r.window.end_ns == 1500 * US
     assert r.metrics["gpu_busy_fraction"] == pytest.approx((300 + 100) / 1500)
     assert r.metrics["step_time_p50_ns"] == pytest.approx((1200 * US + 500 * US) / 2)
+    stats = {row["quantity"]: row for row in r.evidence["step_stats"]}
+    assert stats["window_ns"]["total_ns"] == 1700 * US
+    assert stats["window_ns"]["p50_ns"] == pytest.approx(850 * US)
+    assert stats["window_ns"]["p95_ns"] == pytest.approx((500 + 0.95 * 700) * US)
+    assert stats["busy_ns"]["max_ns"] == 300 * US  # step 1: k1 [900,1200); step 2: k2 [1250,1350)
 
 
 def test_single_step(tmp_path):
@@ -137,6 +142,10 @@ def test_kernel_statistics_and_launch_delay(tmp_path):
     assert m["kernel_median_ns"] == 8 * US
     assert m["kernels_under_10us_fraction"] == pytest.approx(3 / 5)
     assert m["launch_delay_p50_ns"] == 3 * US
+    launch = analyse(b, tmp_path, "again.json").evidence["launch"][0]
+    assert launch["launch_delay_p5_ns"] == launch["launch_delay_p99_ns"] == 3 * US
+    assert launch["gpu_kernel_ns"] == sum(durs) * US
+    assert launch["launch_calls"] == 3  # the first two launches precede the window (it starts at the first op)
     assert m["launch_link_fraction"] == 1.0
 
 

@@ -175,8 +175,11 @@ def analyze_trace(trace: Trace) -> RankResult:
         "memory_curve": mem["curve"],
         "dataloader": [{"name": n} for n in dl_names],
         "per_step": per_step,
+        "step_stats": _step_stats(per_step),
         "launch": [{"launch_calls": ls.get("launch_calls"), "cpu_launch_overhead_ns": ls.get("cpu_launch_overhead_ns"),
-                    "clock_anomaly_count": ls.get("clock_anomaly_count", 0)}],
+                    "gpu_kernel_ns": int((g["end_ns"] - g["start_ns"])[kernel_rows].sum()) if len(g) else 0,
+                    "clock_anomaly_count": ls.get("clock_anomaly_count", 0),
+                    **_distribution("launch_delay", ls.get("launch_delays_ns"))}],
     }
     warnings = list(trace.warnings)
     other = trace.meta.get("other_categories") or {}
@@ -216,6 +219,31 @@ def _compute_capability(devices: list[dict], gpu_devs: list[int]) -> float | Non
             except (TypeError, ValueError):
                 return None
     return None
+
+
+_STEP_QUANTITIES = ("window_ns", "busy_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "memcpy_ns", "idle_ns",
+                    "idle_dataloader_ns", "idle_host_launch_ns", "idle_sync_ns", "idle_launch_latency_ns",
+                    "idle_other_ns", "dataloader_ns")
+
+
+def _step_stats(per_step: list[dict]) -> list[dict]:
+    """Total, p50 and p95 across steps of each per-step quantity."""
+    if not per_step:
+        return []
+    out = []
+    for q in _STEP_QUANTITIES:
+        v = np.array([row[q] for row in per_step], dtype=np.float64)
+        out.append({"quantity": q, "total_ns": int(v.sum()), "p50_ns": float(np.percentile(v, 50)),
+                    "p95_ns": float(np.percentile(v, 95)), "max_ns": int(v.max())})
+    return out
+
+
+def _distribution(name: str, values) -> dict:
+    """Percentiles of a duration sample, for evidence tables."""
+    if values is None or not len(values):
+        return {}
+    qs = (5, 25, 50, 75, 95, 99)
+    return {f"{name}_p{q}_ns": float(x) for q, x in zip(qs, np.percentile(values, qs))}
 
 
 def _per_step(steps, sets, causes, dl_spans) -> list[dict]:
