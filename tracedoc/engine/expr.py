@@ -104,6 +104,17 @@ class Expr:
         return value is not None and bool(value)
 
 
+def value_type(value: Any) -> str | None:
+    """Return the rule-language type of a Python value, or None if it has none."""
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, (int, float)):
+        return NUM
+    if isinstance(value, str):
+        return STR
+    return None
+
+
 def suggest(name: str, candidates: Any) -> str:
     """Return ``" (did you mean 'x'?)"`` for the closest candidate, or an empty string."""
     close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
@@ -145,13 +156,10 @@ class _Checker:
         value = node.value
         if value is None:
             return NONE
-        if isinstance(value, bool):
-            return BOOL
-        if isinstance(value, (int, float)):
-            return NUM
-        if isinstance(value, str):
-            return STR
-        raise self.fail(node, f"literal {value!r} is not allowed (numbers, True/False, None and strings are)")
+        kind = value_type(value)
+        if kind is None:
+            raise self.fail(node, f"literal {value!r} is not allowed (numbers, True/False, None and strings are)")
+        return kind
 
     def _check_Name(self, node: ast.Name) -> str:
         if node.id not in self.names:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tracedoc.analyses.registry import METRICS
-from tracedoc.engine.expr import BOOL, NUM, STR, Expr, ExprError, compile_expr, suggest
+from tracedoc.engine.expr import BOOL, NUM, STR, Expr, ExprError, compile_expr, suggest, value_type
 from tracedoc.engine.template import Template, compile_template
 from tracedoc.errors import TracedocError
 from tracedoc.resources import data_dir
@@ -79,17 +79,6 @@ def metric_type(name: str) -> str:
 
 
 METRIC_TYPES: dict[str, str] = {name: metric_type(name) for name in METRICS}
-
-
-def value_type(value: Any) -> str | None:
-    """Return the rule-language type of a Python value, or None if it has none."""
-    if isinstance(value, bool):
-        return BOOL
-    if isinstance(value, (int, float)):
-        return NUM
-    if isinstance(value, str):
-        return STR
-    return None
 
 
 class RuleError(TracedocError):
