@@ -414,7 +414,8 @@ SCENARIOS = {
         comm_overlap_fraction=0.34, world_size=16, backend="nccl", gpu_count=1), "comm_bound"),
     "thousand_tiny_kernels": (dict(
         gpu_busy_fraction=0.4, compute_fraction=0.39, idle_fraction=0.6, idle_host_launch_fraction=0.42,
-        idle_launch_latency_fraction=0.12, idle_other_fraction=0.04, kernel_count=100_000, kernel_median_ns=4_000,
+        idle_launch_latency_fraction=0.12, idle_short_launch_fraction=0.52, idle_other_fraction=0.04,
+        kernel_count=100_000, kernel_median_ns=4_000,
         kernels_under_10us_fraction=0.9, launches_per_ms=120.0, blocks_per_sm_mean=0.3,
         cpu_launch_overhead_fraction=0.7), "small_batch_bound"),
     "item_per_step_sync": (dict(

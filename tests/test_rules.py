@@ -77,6 +77,7 @@ BASELINE: dict = {
     "memory_peak_fraction": 0.625,
     "gap_max_ns": 2_000_000,
     "idle_gap_max_ns": 1_000_000,
+    "idle_short_launch_fraction": 0.02,
     "gap_p95_ns": 20_000,
     "gpu_count": 1,
     "compute_capability": 8.0,

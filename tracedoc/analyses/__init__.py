@@ -102,6 +102,7 @@ def analyze_trace(trace: Trace) -> RankResult:
     sync_spans, sync_stats, sync_rows = host.sync_calls(trace, lo, hi)
     causes = idle.idle_causes(trace, sets.busy, lo, hi, dl_spans, sync_spans)
     totals = causes.totals()
+    m["idle_short_launch_fraction"] = causes.launch_idle_in_short_gaps() / length if length > 0 else 0.0
     idle_s, idle_e = causes.idle
     m["idle_gap_max_ns"] = int((idle_e - idle_s).max()) if idle_s.size else 0
     for cause, ns in totals.items():

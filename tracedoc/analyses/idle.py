@@ -27,6 +27,7 @@ from ..model.trace import Trace
 from .window import launch_times
 
 LAUNCH_LATENCY_NS = 30_000
+SHORT_GAP_NS = 1_000_000
 CAUSES = ("dataloader", "host_launch", "sync", "launch_latency", "other")
 
 
@@ -34,6 +35,14 @@ CAUSES = ("dataloader", "host_launch", "sync", "launch_latency", "other")
 class IdleCauses:
     sets: dict[str, iv.IntervalSet]  # cause -> interval set inside the window
     idle: iv.IntervalSet
+
+    def launch_idle_in_short_gaps(self) -> int:
+        """host_launch + launch_latency time inside idle gaps shorter than ``SHORT_GAP_NS``."""
+        g_s, g_e = self.idle
+        short = iv.union(g_s[(g_e - g_s) < SHORT_GAP_NS], g_e[(g_e - g_s) < SHORT_GAP_NS])
+        launch = iv.union(np.concatenate([self.sets["host_launch"][0], self.sets["launch_latency"][0]]),
+                          np.concatenate([self.sets["host_launch"][1], self.sets["launch_latency"][1]]))
+        return iv.total(iv.intersect(launch, short))
 
     def totals(self, lo: int | None = None, hi: int | None = None) -> dict[str, int]:
         if lo is None:

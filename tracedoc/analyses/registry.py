@@ -33,6 +33,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "idle_sync_fraction": ("fraction", "idle while the CPU blocks in a synchronizing call / window"),
     "idle_launch_latency_fraction": ("fraction", "idle in gaps < 30 us between back-to-back launched ops / window"),
     "idle_other_fraction": ("fraction", "idle with no other cause / window"),
+    "idle_short_launch_fraction": ("fraction", "host_launch and launch_latency idle inside idle gaps shorter than 1 ms / window: the many-small-gaps signature of a launch-bound loop"),
     # DataLoader
     "dataloader_fraction": ("fraction", "union of DataLoader __next__ spans / window"),
     "dataloader_stall_fraction": ("fraction", "DataLoader spans while the GPU is idle / window"),
