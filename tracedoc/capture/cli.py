@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 
 from ..errors import TracedocError
 from .report import say
@@ -109,13 +110,38 @@ def cmd_run(a) -> int:
         session = None
     try:
         code = run_target(target)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if session is not None:
             _close(session, wait_reports=False)
+        _die_of_sigint(exc)
         raise
     if session is not None:
         _close(session, wait_reports=True)
     return code
+
+
+def _die_of_sigint(exc: KeyboardInterrupt) -> None:
+    """End the process the way CPython ends on an unhandled Ctrl-C: traceback, atexit, then SIGINT.
+
+    Done here rather than by re-raising so that the caller's own KeyboardInterrupt handling (a CLI
+    printing "interrupted") cannot change what the wrapped script's user sees or its exit status.
+    """
+    import atexit
+
+    from .runner import _trim_traceback
+
+    try:
+        tb = _trim_traceback(exc.__traceback__)
+        exc.with_traceback(tb)
+        sys.excepthook(type(exc), exc, tb)
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)  # the signal is delivered before this returns
+    except Exception:
+        pass
 
 
 def _close(session, wait_reports: bool) -> None:
