@@ -74,6 +74,7 @@ _COLUMN_LABELS = {
     "peak_allocated_bytes": "peak allocated", "peak_reserved_bytes": "peak reserved",
     "device_memory_bytes": "device memory", "peak_fraction": "peak / device", "ns": "time",
 }
+_WIDE_COLUMNS = frozenset({"name", "before", "after", "launched_by", "stack", "op", "call", "step", "causes_ns"})
 _TEXT_COLUMNS = frozenset({"name", "before", "after", "launched_by", "launch_call", "stack", "op", "call", "cause",
                            "category", "collective", "step", "tensor_core", "kind", "causes_ns"})
 
@@ -153,7 +154,7 @@ def build_table(title: str, rows: list[dict], columns: tuple[str, ...] | None, c
     shown = rows[:cap]
     return {
         "key": key, "title": title,
-        "columns": [{"key": c, "label": column_label(c),
+        "columns": [{"key": c, "label": column_label(c), "wide": c in _WIDE_COLUMNS,
                      "num": c not in _TEXT_COLUMNS and all(isinstance(r.get(c), (int, float)) or r.get(c) is None
                                                            for r in shown)} for c in columns],
         "rows": [[fmt_cell(c, r.get(c), origin_ns, name_chars) for c in columns] for r in shown],

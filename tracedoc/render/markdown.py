@@ -1,0 +1,61 @@
+"""GitHub-flavoured Markdown report: ``AnalysisResult`` -> a ticket comment under 65,000 characters.
+
+Uses the same view model as the HTML report (``tracedoc.render.html.build_report``) and renders
+``reports/templates/report.md.j2``. Trace strings are escaped for Markdown (``|``, backticks, ``<``
+and the characters that start emphasis or links), so a kernel name cannot break a table, open a code
+span or inject HTML. When the comment would be too long, tables are cut further and each says how
+many rows were left out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from .html import Caps, _environment_jinja, build_report
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..api import AnalysisResult
+
+MAX_MD_CHARS = 65_000
+_TARGET_MD_CHARS = 60_000
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
+
+
+def md_escape(value: Any) -> str:
+    """Escape text for a Markdown paragraph or table cell: nothing in it can format, link or inject HTML."""
+    text = str(value).replace("\r", " ").replace("\n", " ")
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def md_code(value: Any) -> str:
+    """Text for a fenced code block: a fence inside it cannot close the block."""
+    return str(value).replace("```", "`\u200b``")
+
+
+_SHRINK = (
+    {"table_rows": 10, "evidence_rows": 5, "steps": 20, "ranks": 64, "name_chars": 160, "timeline": False},
+    {"table_rows": 5, "evidence_rows": 3, "steps": 10, "ranks": 32, "name_chars": 120, "timeline": False},
+    {"table_rows": 3, "evidence_rows": 2, "steps": 5, "ranks": 16, "name_chars": 80, "timeline": False},
+    {"table_rows": 1, "evidence_rows": 1, "steps": 2, "ranks": 8, "name_chars": 60, "timeline": False},
+)
+
+
+def render_md(result: "AnalysisResult", caps: Caps = Caps()) -> str:
+    """A Markdown comment for ``result``, always under 65,000 characters."""
+    env = _environment_jinja("md")
+    env.filters["md"] = md_escape
+    env.filters["code"] = md_code
+    template = env.get_template("report.md.j2")
+    text = ""
+    for shrink in _SHRINK:
+        text = template.render(report=build_report(result, replace(caps, **shrink)))
+        if len(text) <= _TARGET_MD_CHARS:
+            return text
+    # Still too long (thousands of findings or huge messages): cut at a line and say so.
+    note = "\n\n_(report cut at 60,000 characters; run `tracedoc analyze --format json` for everything)_\n"
+    cut = text.rfind("\n", 0, _TARGET_MD_CHARS - len(note))
+    return text[: max(cut, 0)] + note
