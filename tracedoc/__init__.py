@@ -24,4 +24,6 @@ def analyze(path, **options):
     return _analyze(path, **options)
 
 
-__all__ = ["__version__", "analyze", "load", "load_dir"]
+from .capture import profile  # noqa: E402  (imports torch lazily)
+
+__all__ = ["__version__", "analyze", "load", "load_dir", "profile"]
