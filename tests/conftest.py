@@ -25,3 +25,8 @@ def builder():
     from trace_builder import TraceBuilder
 
     return TraceBuilder()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-gold", action="store_true", default=False,
+                     help="rewrite the gold files under tests/gold/ (and generated schema parts) from the current output")
