@@ -129,7 +129,7 @@ def fmt_cell(key: str, value: Any, origin_ns: int = 0, name_chars: int = 300) ->
         return "+" + fmt_ns(value - origin_ns)
     if key.endswith("_ns") or key == "ns":
         return fmt_ns(value)
-    if key.endswith("bytes") or key in ("allocated", "reserved"):
+    if "bytes" in key or key in ("allocated", "reserved"):
         return fmt_bytes(value)
     if key.endswith("fraction") or key == "share":
         return fmt_pct(value)

@@ -26,7 +26,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
 
 def md_escape(value: Any) -> str:
     """Escape text for a Markdown paragraph or table cell: nothing in it can format, link or inject HTML."""
-    text = str(value).replace("\r", " ").replace("\n", " ")
+    text = " ".join(str(value).splitlines())  # \n, \r and every other line break (U+2028, U+0085, ...)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MD_SPECIAL.sub(r"\\\1", text)
 
