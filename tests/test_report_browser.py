@@ -1,0 +1,185 @@
+"""The HTML report in a real browser: Debian's Chromium driven by Playwright, no browser download.
+
+Checks that the page opens from disk with no console errors and no network request at all, shows
+every finding, draws the timeline (and zooms and shows tooltips), renders within 2 s, and that
+hostile trace strings render as text without running any script. Screenshots go to the test's tmp
+directory and to tests/_output/ (git-ignored).
+
+Skips, with the reason, only when Playwright or Chromium is missing (CI installs Chromium via apt).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+
+CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")) if p
+                 and Path(p).exists()), None)
+if CHROMIUM is None:
+    pytest.skip("Chromium is not installed (apt-get install -y chromium)", allow_module_level=True)
+
+from test_reports import XSS, build_hostile_trace  # noqa: E402
+
+from tracedoc.api import analyze  # noqa: E402
+from tracedoc.cli import example_path  # noqa: E402
+from tracedoc.render import render_html  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+OUTPUT = TESTS / "_output"
+SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+RENDER_BUDGET_MS = 2000
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+class Page:
+    """A report opened from disk, with every request, console error, page error and dialog recorded."""
+
+    def __init__(self, browser, path: Path):
+        self.url = path.resolve().as_uri()
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.page = self.context.new_page()
+        self.blocked: list[str] = []
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.context.route("**/*", self._route)
+        self.page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        self.page.on("dialog", self._dialog)
+        self.page.goto(self.url)
+        self.page.wait_for_function("document.documentElement.getAttribute('data-timeline') !== null", timeout=15000)
+
+    def _route(self, route):
+        if route.request.url == self.url:
+            route.continue_()
+        else:
+            self.blocked.append(route.request.url)
+            route.abort()
+
+    def _dialog(self, dialog):
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def screenshot(self, tmp_path: Path, name: str, full_page: bool = False) -> Path:
+        shot = tmp_path / name
+        self.page.screenshot(path=str(shot), full_page=full_page)
+        OUTPUT.mkdir(exist_ok=True)
+        shutil.copy(shot, OUTPUT / name)
+        return shot
+
+    def close(self):
+        self.context.close()
+
+
+def open_report(browser, result, tmp_path: Path, name: str) -> Page:
+    path = tmp_path / name
+    path.write_text(render_html(result), encoding="utf-8")
+    return Page(browser, path)
+
+
+def test_comm_bound_real_trace(browser, tmp_path):
+    trace = SHARED_TRACES / "kineto" / "dlrm_128rank_rank0.json.gz"
+    result = analyze(trace)
+    page = open_report(browser, result, tmp_path, "dlrm_128rank_rank0.html")
+    pg = page.page
+    try:
+        assert page.errors == []
+        assert page.blocked == []
+        assert pg.get_attribute("html", "data-timeline") == "ready"
+        assert "comm_bound" in result.verdicts[0].labels
+        assert pg.locator("#verdict .label-comm_bound").is_visible()
+        for f in result.verdicts[0].findings:
+            card = pg.locator(f"#finding-{f.rule_id}")
+            assert card.is_visible(), f.rule_id
+            assert f.title in card.inner_text()
+        # the timeline is drawn: canvases have size and non-blank pixels
+        painted = pg.evaluate("""() => Array.from(document.querySelectorAll('canvas.tl-canvas')).map(c => {
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return [c.width, c.height, n]; })""")
+        assert painted and all(w > 300 and h > 50 and n > 1000 for w, h, n in painted), painted
+        # zoom with the button, then with the wheel; reset brings back the whole step
+        length = pg.evaluate("window.__tracedocTimelines[0].length")
+        pg.locator(".timeline button[data-zoom=in]").first.click()
+        pg.wait_for_timeout(50)
+        span = pg.evaluate("window.__tracedocTimelines[0].t1 - window.__tracedocTimelines[0].t0")
+        assert span == pytest.approx(length / 2)
+        box = pg.locator("canvas.tl-canvas").first.bounding_box()
+        pg.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 40)
+        pg.mouse.wheel(0, -300)
+        pg.wait_for_timeout(50)
+        assert pg.evaluate("window.__tracedocTimelines[0].t1 - window.__tracedocTimelines[0].t0") < span
+        pg.locator(".timeline button[data-zoom=reset]").first.click()
+        assert pg.evaluate("window.__tracedocTimelines[0].t1 - window.__tracedocTimelines[0].t0") == length
+        # hover over the first op of the first GPU lane: the tooltip names it
+        x, y, name = pg.evaluate("""() => { const t = window.__tracedocTimelines[0];
+            const li = t.lanes.findIndex(l => l.group === 'gpu'); const it = t.lanes[li].items.reduce(
+              (a, b) => (b[1] - b[0] > a[1] - a[0] ? b : a));
+            const x = 170 + ((it[0] + it[1]) / 2 - t.t0) / (t.t1 - t.t0) * t.plotWidth();
+            return [x, 22 + li * 22 + 9, t.strings[it[2]]]; }""")
+        pg.mouse.move(box["x"] + x, box["y"] + y)
+        tip = pg.locator(".tl-tip").first
+        tip.wait_for(state="visible", timeout=2000)
+        assert name in tip.inner_text()
+        pg.mouse.move(0, 0)
+        page.screenshot(tmp_path, "report_dlrm_128rank_rank0.png")
+        page.screenshot(tmp_path, "report_dlrm_128rank_rank0_full.png", full_page=True)
+        assert page.errors == [] and page.blocked == [] and page.dialogs == []
+    finally:
+        page.close()
+
+
+def test_idle_heavy_real_trace(browser, tmp_path):
+    result = analyze(SHARED_TRACES / "kineto" / "a100_2rank_nccl_rank0.json.gz")
+    page = open_report(browser, result, tmp_path, "a100_2rank_nccl_rank0.html")
+    try:
+        assert page.errors == [] and page.blocked == []
+        for f in result.verdicts[0].findings:
+            assert page.page.locator(f"#finding-{f.rule_id}").is_visible(), f.rule_id
+        assert page.page.locator(".timeline").count() == 2  # representative and slowest step
+        page.screenshot(tmp_path, "report_a100_2rank_nccl_rank0.png")
+    finally:
+        page.close()
+
+
+def test_example_renders_within_budget(browser, tmp_path):
+    page = open_report(browser, analyze(example_path()), tmp_path, "example.html")
+    try:
+        ms = page.page.evaluate("window.__tracedocRenderMs")
+        print(f"\nexample report: load to timeline drawn {ms:.0f} ms")
+        assert page.errors == [] and page.blocked == []
+        assert 0 < ms < RENDER_BUDGET_MS
+        page.screenshot(tmp_path, "report_example.png")
+    finally:
+        page.close()
+
+
+def test_hostile_names_render_as_text(browser, tmp_path):
+    result = analyze(build_hostile_trace().write(tmp_path / "hostile.pt.trace.json.gz"))
+    page = open_report(browser, result, tmp_path, "hostile.html")
+    pg = page.page
+    try:
+        assert pg.evaluate("typeof window.__pwned") == "undefined"
+        assert page.dialogs == []
+        assert page.errors == []
+        assert page.blocked == []  # an injected <img src=x> would have tried to load
+        assert pg.get_attribute("html", "data-timeline") == "ready"
+        text = pg.locator("#kernels").inner_text()
+        assert XSS in text  # shown literally, as text
+        assert "</script><script>window.__pwned=1</script>" in text
+        assert pg.locator("main script, main img, main iframe").count() == 0
+        assert pg.evaluate("document.scripts.length") == 2
+        page.screenshot(tmp_path, "report_hostile.png")
+    finally:
+        page.close()
