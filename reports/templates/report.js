@@ -122,6 +122,7 @@
       ctx.fillText(lane.label, 4, y + LANE_H / 2);
       ctx.restore();
       var items = lane.items, lastX = -1, lastCat = -1;
+      ctx.globalAlpha = 1;
       for (var i = 0; i < items.length; i++) {
         var it = items[i];
         if (it[1] < t0 || it[0] > this.t1) continue;
@@ -132,8 +133,12 @@
         lastX = Math.floor(x0);
         lastCat = it[3];
         ctx.fillStyle = this.colors[it[3]];
+        // a sub-pixel op is drawn one pixel wide but faint, so that dense runs of tiny ops or gaps
+        // read as a density rather than as solid blocks
+        ctx.globalAlpha = x1 - x0 >= 1 ? 1 : Math.max(0.3, x1 - x0);
         ctx.fillRect(x0, y + 1, w, LANE_H - 2);
       }
+      ctx.globalAlpha = 1;
     }
   };
 

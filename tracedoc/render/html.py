@@ -244,6 +244,7 @@ def build_rank(r, v, caps: Caps) -> dict:
         "window": {"length": fmt_ns(m.get("window_ns")), "description": r.window.describe(),
                    "kind": r.window.kind},
         "summary": _summary(m),
+        "window_bar": _window_bar(m),
         "has_gpu_ops": bool(m.get("has_gpu_ops")),
         "idle_causes": [{"cause": c, "label": _CAUSE_LABELS[c], "pct": fmt_pct(m.get(f"idle_{c}_fraction") or 0.0)}
                         for c in IDLE_CAUSES if (m.get(f"idle_{c}_fraction") or 0) >= 0.0005],
@@ -325,6 +326,18 @@ def _summary(m: dict) -> list[dict]:
         ("Tensor Core share", fmt_pct(m.get("tensor_core_fraction"))),
     ]
     return [{"label": a, "value": b} for a, b in items]
+
+
+def _window_bar(m: dict) -> list[dict]:
+    """The whole window as one stacked bar: compute, exposed comm, copies, idle by cause (fractions)."""
+    busy = m.get("gpu_busy_fraction") or 0.0
+    values = {"compute": m.get("compute_fraction") or 0.0, "exposed_comm": m.get("exposed_comm_fraction") or 0.0}
+    values["memcpy"] = max(0.0, busy - values["compute"] - values["exposed_comm"])
+    for c in IDLE_CAUSES:
+        values[f"idle_{c}"] = m.get(f"idle_{c}_fraction") or 0.0
+    return [{"key": k, "label": label, "pct": fmt_pct(values[k], 0 if values[k] >= 0.1 else 1),
+             "width": round(100 * min(1.0, values[k]), 3)}
+            for k, label in SEGMENTS if values[k] >= 0.005]
 
 
 def _steps(per_step: list[dict], caps: Caps) -> dict:
