@@ -229,7 +229,8 @@ def _labels(v) -> list[str]:
 def build_rank(r, v, caps: Caps) -> dict:
     m = r.metrics
     origin = int(r.window.start_ns)
-    findings = [_finding(f, caps, origin) for f in (getattr(v, "findings", None) or [])]
+    per = "step" if m.get("steps") else "window"  # without steps, impact is a share of the window
+    findings = [_finding(f, caps, origin, per) for f in (getattr(v, "findings", None) or [])]
     env = r.to_dict()["environment"]
     return {
         "rank": r.rank,
@@ -273,13 +274,20 @@ def _header_bits(r, env: dict) -> list[str]:
     return [shorten(b, 200) for b in bits]
 
 
-def _finding(f, caps: Caps, origin: int) -> dict:
+def _finding(f, caps: Caps, origin: int, per: str = "step") -> dict:
     frac = f.impact_fraction
+    ms = f.impact_ms_per_step
+    if ms is None:
+        impact_ms = None
+    elif per == "step":
+        impact_ms = f"{ms:.1f} ms/step"
+    else:
+        impact_ms = f"{fmt_ns(ms * 1e6)} of the window"
     return {
         "rule_id": f.rule_id, "name": f.name, "label": f.label, "severity": f.severity, "title": f.title,
         "message": f.message, "confidence": f.confidence, "is_verdict": f.is_verdict,
         "label_meaning": LABEL_MEANINGS.get(f.label, ""),
-        "impact_ms": None if f.impact_ms_per_step is None else f"{f.impact_ms_per_step:.1f} ms/step",
+        "impact_ms": impact_ms, "impact_of": f"the {per}",
         "impact_pct": None if frac is None else fmt_pct(frac),
         "impact_width": 0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
         "fixes": list(f.fixes), "expect": f.expect,
@@ -300,12 +308,13 @@ def _verdict(v, findings: list[dict]) -> dict:
     elif labels:
         status, headline = "findings", top["title"] if top else ""
     elif findings:
-        status, headline = "advice", "No bottleneck label; " + str(len(findings)) + " piece(s) of advice below."
+        status, headline = "advice", f"No bottleneck label. Top advice: {findings[0]['title']}" + (
+            f" ({findings[0]['impact_pct']} of {findings[0]['impact_of']})" if findings[0]["impact_pct"] else "")
     else:
         status, headline = "clean", "No rule fired: nothing in this trace explains lost step time."
     impact = None
     if top and status == "findings":
-        impact = " · ".join(x for x in (top["impact_ms"], top["impact_pct"] and f"{top['impact_pct']} of the step")
+        impact = " · ".join(x for x in (top["impact_ms"], top["impact_pct"] and f"{top['impact_pct']} of {top['impact_of']}")
                             if x)
     return {"status": status, "labels": labels, "confidence": v.confidence, "headline": headline,
             "impact": impact or None, "withheld": v.withheld,
