@@ -133,6 +133,8 @@ def test_comm_bound_real_trace(browser, tmp_path):
         tip.wait_for(state="visible", timeout=2000)
         assert name in tip.inner_text()
         pg.mouse.move(0, 0)
+        pg.locator("#timeline").screenshot(path=str(tmp_path / "timeline.png"))
+        pg.evaluate("window.scrollTo(0, 0)")
         page.screenshot(tmp_path, "report_dlrm_128rank_rank0.png")
         page.screenshot(tmp_path, "report_dlrm_128rank_rank0_full.png", full_page=True)
         assert page.errors == [] and page.blocked == [] and page.dialogs == []
