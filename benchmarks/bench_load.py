@@ -263,7 +263,12 @@ def run_child(python: str, tool: str, path: Path, timeout_s: float, mem_limit_kb
         res.maxrss_kb = peak_seen or None
         res.extra["stopped"] = True
         return res
-    res.maxrss_kb = payload.pop("maxrss_kb", None)
+    # The tool's own high-water mark misses worker processes (tracedoc decodes large files in a pool):
+    # report the larger of it and the sampled RSS sum over the whole process tree.
+    own_peak = payload.pop("maxrss_kb", None)
+    res.maxrss_kb = max(own_peak or 0, peak_seen) or None
+    res.extra["own_peak_kb"] = own_peak
+    res.extra["tree_peak_sampled_kb"] = peak_seen
     if payload.get("skipped"):
         res.note = "skipped: " + payload["skipped"]
         return res

@@ -240,3 +240,15 @@ def test_python_api_raises_trace_error(tmp_path):
     p.write_text("[1, 2")
     with pytest.raises(TraceError):
         tracedoc.load(p)
+
+
+def test_sha256_is_computed_while_reading(tmp_path):
+    import hashlib
+
+    b = small_trace()
+    for path, kw in ((b.write(tmp_path / "a.json"), {}), (b.write(tmp_path / "a.json.gz"), {}),
+                     (b.write(tmp_path / "b.json"), {"chunk_bytes": 300, "workers": 2})):
+        t = read_kineto(str(path), **kw)
+        assert t.meta["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    result = tracedoc.analyze(tmp_path / "a.json.gz")
+    assert result.hashes[str(tmp_path / "a.json.gz")] == hashlib.sha256((tmp_path / "a.json.gz").read_bytes()).hexdigest()

@@ -123,7 +123,7 @@ def compare_gold(request, name: str, actual: str) -> None:
         pytest.fail(f"{gold} is missing; run pytest --update-gold to create it")
     expected = gold.read_text(encoding="utf-8")
     if actual != expected:
-        ACTUAL.mkdir(parents=True, exist_ok=True)
+        (ACTUAL / name).parent.mkdir(parents=True, exist_ok=True)
         (ACTUAL / name).write_text(actual, encoding="utf-8")
         exp, act = expected.splitlines(), actual.splitlines()
         line = next((i for i, (a, b) in enumerate(zip(exp, act)) if a != b), min(len(exp), len(act)))

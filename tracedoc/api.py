@@ -177,7 +177,8 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
                     progress(done, len(files))
     results.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.source))
     verdicts = [_evaluate(r, params, rule_dirs) for r in results]
-    hashes = {f: sha256_of(f) for f in files}
+    known = {r.source: r.meta.get("sha256") for r in results}
+    hashes = {f: known.get(f) or sha256_of(f) for f in files}
     return AnalysisResult(inputs=files, ranks=results, verdicts=verdicts, command=command, hashes=hashes)
 
 

@@ -149,7 +149,8 @@ def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, top: int 
             "total_ns": int(row["total_ns"]), "mean_ns": float(row["mean_ns"]), "max_ns": int(row["max_ns"]),
             "share": float(row["total_ns"]) / grand,
             "category": "communication" if row["comm"] else ("compute" if kind == M.KERNEL else M.GPU_KIND_NAMES[kind]),
-            "tensor_core": {1: "yes", 0: "no", -1: "unknown"}[int(tc[int(sid)])] if kind == M.KERNEL else "n/a",
+            "tensor_core": ({1: "yes", 0: "no", -1: "unknown"}[int(tc[int(sid)])]
+                            if kind == M.KERNEL and not row["comm"] else "n/a"),
         })
     return rows
 

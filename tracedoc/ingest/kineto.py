@@ -11,11 +11,12 @@ nested value leaves the piece unbalanced, so a wrong cut can never go unnoticed.
 
 from __future__ import annotations
 
+import hashlib
 import operator
 import os
 import re
 import zlib
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import msgspec
 import numpy as np
@@ -452,16 +453,29 @@ class _Source:
         self._pending = b""
         self._eof = False
         self.forced_workers: int | None = None
+        self._sha = hashlib.sha256()  # of the file's bytes on disk, computed as they stream past
+
+    def sha256(self) -> str | None:
+        """SHA-256 of the file, once every byte of it has been read (None before)."""
+        if not self._eof:
+            return None
+        rest = self._f.read()  # whatever follows a corrupt gzip member
+        self._sha.update(rest)
+        return self._sha.hexdigest()
 
     def read(self, n: int) -> bytes:
         if not self.gzipped:
             data = self._f.read(n)
             self.offset += len(data)
+            self._sha.update(data)
+            if not data:
+                self._eof = True
             return data
         out = [self._pending]
         have = len(self._pending)
         while have < n and not self._eof:
             block = self._f.read(self._BLOCK)
+            self._sha.update(block)
             if not block:
                 self._eof = True
                 if not self._z.eof:
@@ -496,6 +510,10 @@ class _Source:
         except (OSError, ValueError):
             return 0.0
 
+    @property
+    def closed(self) -> bool:
+        return self._f.closed
+
     def close(self) -> None:
         self._f.close()
 
@@ -510,7 +528,10 @@ def read_kineto(path: str, chunk_bytes: int = CHUNK_BYTES, progress: Callable[[f
     src = _Source(path)
     src.forced_workers = workers
     try:
-        return _read(src, chunk_bytes, progress)
+        trace = _read(src, chunk_bytes, progress)
+        if trace.meta.get("sha256") is None and not src.closed:
+            trace.meta["sha256"] = src.sha256()
+        return trace
     finally:
         src.close()
 
