@@ -19,11 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -479,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="kill a child whose RSS passes this (default: 90%% of MemAvailable at start)")
     ap.add_argument("--skip-hta", action="store_true", help="measure only tracedoc and orjson")
     ap.add_argument("--no-install", action="store_true", help="do not create the HTA venv; skip HTA if it is missing")
-    ap.add_argument("--hta-venv", default=None, help=f"HTA virtual environment (default <out-dir>/hta-venv)")
+    ap.add_argument("--hta-venv", default=None, help="HTA virtual environment (default <out-dir>/hta-venv)")
     ap.add_argument("--python", default=sys.executable, help="interpreter with tracedoc and orjson (default: this one)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="runs per tool; the table shows the fastest time and the highest peak RSS (default 1)")

@@ -77,19 +77,3 @@ def breakdown(sets: OpSets, lo: int, hi: int) -> dict[str, float | None]:
         "idle_fraction": frac(length - busy_ns) if length > 0 else 0.0,
     }
     return out
-
-
-def breakdown_ns(sets: OpSets, lo: int, hi: int) -> dict[str, int]:
-    """The same quantities in ns, for per-step tables."""
-    compute = iv.clip(sets.compute, lo, hi)
-    comm = iv.clip(sets.comm, lo, hi)
-    busy = iv.total(iv.clip(sets.busy, lo, hi))
-    return {
-        "window_ns": hi - lo,
-        "busy_ns": busy,
-        "compute_ns": iv.total(compute),
-        "comm_ns": iv.total(comm),
-        "exposed_comm_ns": iv.total(iv.subtract(comm, compute)),
-        "memcpy_ns": iv.total(iv.clip(sets.memcpy, lo, hi)),
-        "idle_ns": max(0, hi - lo - busy),
-    }

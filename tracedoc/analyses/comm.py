@@ -7,7 +7,6 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..model import trace as M
 from ..model.trace import Trace
 
 _KERNEL_COLLECTIVE_RE = re.compile(

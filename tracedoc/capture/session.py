@@ -31,9 +31,8 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .monitor import StepMonitor
 from .report import TMP_PREFIX, TRACE_SUFFIX, analysis_available, gzip_into_place, say
@@ -635,7 +634,3 @@ class CaptureSession:
             return
         self._report_procs.append((proc, target))
         self.reports.append(target + ".report.txt")
-
-
-def format_exc_short(exc: BaseException) -> str:  # pragma: no cover - debugging aid
-    return "".join(traceback.format_exception_only(type(exc), exc)).strip()

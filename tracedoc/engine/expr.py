@@ -189,7 +189,7 @@ class _Checker:
         return NUM
 
     def _check_Compare(self, node: ast.Compare) -> str:
-        left, left_t = node.left, self.check(node.left)
+        left_t = self.check(node.left)
         for op, right in zip(node.ops, node.comparators):
             right_t = self.check(right)
             if isinstance(op, (ast.Is, ast.IsNot)):
@@ -205,7 +205,7 @@ class _Checker:
                 self.comparable(right, left_t, right_t)
             else:
                 raise self.fail(right, f"operator {type(op).__name__} is not allowed")
-            left, left_t = right, right_t
+            left_t = right_t
         return BOOL
 
     def _check_Call(self, node: ast.Call) -> str:

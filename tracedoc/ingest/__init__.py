@@ -9,7 +9,6 @@ from ..errors import TraceError
 from ..model.trace import Trace
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite3", ".db")
 
 
 def sniff(path: str) -> str:

@@ -713,7 +713,7 @@ def _drain(src: _Source, chunk_bytes: int) -> bytes:
         parts.append(d)
 
 
-def _cut_and_decode(buf: bytes, min_keep: int = 0) -> tuple[list[Event], int] | None:
+def _cut_and_decode(buf: bytes) -> tuple[list[Event], int] | None:
     """Decode the events before the last event boundary in ``buf``; return them and where the rest starts."""
     search_from = max(0, len(buf) - 4 * 1024 * 1024)
     tried = 0

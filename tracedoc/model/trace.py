@@ -169,12 +169,6 @@ class Trace:
         """Boolean lookup array over the string table: ``mask[name_ids]`` tests many rows at once."""
         return np.fromiter((bool(predicate(s)) for s in self.strings), dtype=bool, count=len(self.strings))
 
-    def find_string(self, text: str) -> int:
-        try:
-            return self.strings.index(text)
-        except ValueError:
-            return -1
-
     @property
     def rank(self) -> int | None:
         return self.meta.get("rank")

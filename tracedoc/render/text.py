@@ -10,6 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from ..analyses.idle import CAUSES
 from .format import fmt_bytes, fmt_ns, fmt_pct
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -113,7 +114,7 @@ def _rank_block(r, v, brief: bool) -> list[Any]:
     out.append(t)
     if m.get("has_gpu_ops"):
         causes = ", ".join(f"{c.replace('_', ' ')} {fmt_pct(m[f'idle_{c}_fraction'])}"
-                           for c in ("dataloader", "host_launch", "sync", "launch_latency", "other")
+                           for c in CAUSES
                            if (m.get(f"idle_{c}_fraction") or 0) >= 0.0005)
         if causes:
             out.append(Text(f"Idle by cause: {causes}"))
