@@ -134,7 +134,12 @@ def _rules_version() -> str | None:
         return None
 
 
-def _analyze_file(path: str, options: dict, progress: Callable[[float], None] | None = None) -> list[RankResult]:
+def _analyze_file(path: str, options: dict, progress: Callable[[float], None] | None = None,
+                  workers: int | None = None) -> list[RankResult]:
+    """Load and analyse one file (one rank, or one per process for a multi-process nsys export).
+
+    ``workers=1`` when ranks are already spread over a process pool: no nested decode pools.
+    """
     if sniff(path) == "nsys":
         from .ingest import nsys
 
@@ -143,7 +148,7 @@ def _analyze_file(path: str, options: dict, progress: Callable[[float], None] | 
         if options:
             raise UsageError(path, f"{', '.join('--' + k.replace('_', '-') for k in options)} applies to nsys "
                              "SQLite exports only", None, "drop the option for torch.profiler traces")
-        traces = [load(path, progress=progress)]
+        traces = [load(path, progress=progress, workers=workers)]
     out = []
     for t in traces:
         if t.meta.get("rank") is None and len(traces) == 1:
@@ -168,7 +173,7 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     else:
         workers = max(1, min(jobs or os.cpu_count() or 1, len(files)))
         with cf.ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(_analyze_file, f, options): f for f in files}
+            futures = {pool.submit(_analyze_file, f, options, None, 1): f for f in files}
             done = 0
             for fut in cf.as_completed(futures):
                 results.extend(fut.result())

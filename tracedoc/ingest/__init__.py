@@ -34,8 +34,13 @@ def sniff(path: str) -> str:
     return "kineto"
 
 
-def load(path: str | os.PathLike, progress: Callable[[float], None] | None = None, **options) -> Trace:
-    """Read one trace file of any supported format."""
+def load(path: str | os.PathLike, progress: Callable[[float], None] | None = None, workers: int | None = None,
+         **options) -> Trace:
+    """Read one trace file of any supported format.
+
+    ``workers`` bounds the processes a large Kineto file is decoded with (default: CPU count);
+    ``options`` are the nsys reader's (``step_range``, ``pid``, ...).
+    """
     path = os.fspath(path)
     kind = sniff(path)
     if kind == "directory":
@@ -48,4 +53,7 @@ def load(path: str | os.PathLike, progress: Callable[[float], None] | None = Non
         return read_nsys(path, progress=progress, **options)
     from .kineto import read_kineto
 
-    return read_kineto(path, progress=progress)
+    if options:
+        raise TraceError(path, f"options {', '.join(sorted(options))} apply to nsys SQLite exports only", None,
+                         "drop them for torch.profiler traces")
+    return read_kineto(path, progress=progress, workers=workers)

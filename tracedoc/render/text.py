@@ -170,15 +170,20 @@ def _cell(key: str, v: Any) -> str:
 def _rank_table(result) -> Any:
     t = Table(title=f"{len(result.ranks)} ranks", title_justify="left", title_style="bold", box=None,
               header_style="bold", pad_edge=False)
-    for col in ("rank", "file", "window", "busy", "compute", "exposed comm", "overlap", "DL stall", "verdict"):
-        t.add_column(col, justify="right" if col not in ("file", "verdict") else "left", overflow="ellipsis", no_wrap=True)
+    for col in ("rank", "file", "window", "busy", "compute", "exp. comm", "overlap", "DL stall", "verdict"):
+        if col == "file":
+            t.add_column(col, overflow="ellipsis", no_wrap=True, min_width=8, max_width=24)
+        elif col == "verdict":
+            t.add_column(col, overflow="fold", ratio=2, min_width=12)
+        else:
+            t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
     for r, v in zip(result.ranks, result.verdicts or [None] * len(result.ranks)):
         m = r.metrics
         labels = ", ".join(dict.fromkeys(f.label for f in (getattr(v, "findings", []) or [])
                                          if getattr(f, "is_verdict", True))) if v else ""
         if v is not None and getattr(v, "withheld", False):
             labels = "withheld"
-        t.add_row(str(r.rank), os.path.basename(r.source)[:30], fmt_ns(m["window_ns"]), fmt_pct(m["gpu_busy_fraction"]),
+        t.add_row(str(r.rank), os.path.basename(r.source), fmt_ns(m["window_ns"]), fmt_pct(m["gpu_busy_fraction"]),
                   fmt_pct(m["compute_fraction"]), fmt_pct(m["exposed_comm_fraction"]),
                   fmt_pct(m["comm_overlap_fraction"]), fmt_pct(m["dataloader_stall_fraction"]), labels or "—")
     return Group(t)
