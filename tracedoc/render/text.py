@@ -183,7 +183,10 @@ def _rank_table(result) -> Any:
                                          if getattr(f, "is_verdict", True))) if v else ""
         if v is not None and getattr(v, "withheld", False):
             labels = "withheld"
-        t.add_row(str(r.rank), os.path.basename(r.source), fmt_ns(m["window_ns"]), fmt_pct(m["gpu_busy_fraction"]),
+        name = os.path.basename(r.source)
+        if r.meta.get("pid") is not None and sum(x.source == r.source for x in result.ranks) > 1:
+            name = f"pid {r.meta['pid']} · {name}"  # one export, one rank per process
+        t.add_row(str(r.rank), name, fmt_ns(m["window_ns"]), fmt_pct(m["gpu_busy_fraction"]),
                   fmt_pct(m["compute_fraction"]), fmt_pct(m["exposed_comm_fraction"]),
                   fmt_pct(m["comm_overlap_fraction"]), fmt_pct(m["dataloader_stall_fraction"]), labels or "—")
     return Group(t)
