@@ -15,7 +15,7 @@ import warnings
 from importlib import resources
 
 from . import __version__
-from .errors import TracedocError, TraceWarning
+from .errors import TracedocError, TraceWarning, UsageError
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_FAIL_ON = 0, 1, 2, 3
 FORMATS = ("text", "json", "md", "html")
@@ -99,7 +99,7 @@ def cmd_analyze(args) -> int:
     elif args.path:
         path = args.path
     else:
-        raise TracedocError("tracedoc analyze", "needs a trace path", None, "pass a file or directory, or --example")
+        raise UsageError("tracedoc analyze", "needs a trace path", None, "pass a file or directory, or --example")
     try:
         from .engine.cli import engine_kwargs
     except ImportError:
