@@ -251,3 +251,34 @@ def test_graph_kernels_counted_through_their_graph_launch(tmp_path):
     m = analyse(b, tmp_path).metrics
     assert m["graph_launches"] == 1
     assert m["graph_kernels"] == 2
+
+
+def test_directory_of_ranks_on_a_dask_cluster(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    d = tmp_path / "ranks"
+    d.mkdir()
+    for rank in (0, 1):
+        b = TraceBuilder(rank=rank, world_size=2)
+        b.step(1, 0.0, 100.0)
+        b.kernel("k", 10.0, 10.0 * (rank + 1), launch_at=5.0)
+        b.write(d / f"rank{rank}.json")
+    local = tracedoc.analyze(d, jobs=1)
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
+        remote = tracedoc.analyze(d, scheduler=client)
+    assert [r.rank for r in remote.ranks] == [0, 1]
+    assert [r.metrics for r in remote.ranks] == [r.metrics for r in local.ranks]
+
+
+def test_unreachable_dask_scheduler_is_a_clear_error(tmp_path, monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr("tracedoc.api.DASK_CONNECT_TIMEOUT_S", 2)
+    d = tmp_path / "ranks"
+    d.mkdir()
+    for rank in (0, 1):
+        b = TraceBuilder(rank=rank, world_size=2)
+        b.kernel("k", 10.0, 10.0)
+        b.write(d / f"rank{rank}.json")
+    from tracedoc.errors import TraceError
+
+    with pytest.raises(TraceError, match="cannot reach the Dask scheduler"):
+        tracedoc.analyze(d, scheduler="tcp://127.0.0.1:1")

@@ -20,6 +20,7 @@ from .ingest import load as _load_file
 from .ingest import sniff
 from .model.trace import Trace
 
+DASK_CONNECT_TIMEOUT_S = 20
 SCHEMA_NAME = "tracedoc.analysis"
 SCHEMA_VERSION = 1
 
@@ -159,13 +160,20 @@ def _analyze_file(path: str, options: dict, progress: Callable[[float], None] | 
 
 def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | None = None,
             rule_dirs: tuple = (), progress: Callable[[int, int], None] | None = None,
-            command: str | None = None, **options) -> AnalysisResult:
-    """Analyse a trace file or a directory of rank traces; evaluate the rules when available."""
+            command: str | None = None, scheduler: str | None = None, **options) -> AnalysisResult:
+    """Analyse a trace file or a directory of rank traces; evaluate the rules when available.
+
+    Ranks fan out to a local process pool (``jobs`` processes), or, with ``scheduler`` set to a Dask
+    scheduler address (``tcp://host:8786``) or a ``distributed.Client``, to a Dask cluster whose
+    workers can read the same paths.
+    """
     path = os.fspath(path)
     kind = sniff(path)
     files = rank_files(path) if kind == "directory" else [path]
     results: list[RankResult] = []
-    if len(files) == 1:
+    if scheduler is not None and len(files) > 1:
+        results.extend(_analyze_on_dask(scheduler, files, options, progress))
+    elif len(files) == 1:
         by_fraction = (lambda f: progress(int(1000 * f), 1000)) if progress else None
         results.extend(_analyze_file(files[0], options, by_fraction))
         if progress:
@@ -185,6 +193,33 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     known = {r.source: r.meta.get("sha256") for r in results}
     hashes = {f: known.get(f) or sha256_of(f) for f in files}
     return AnalysisResult(inputs=files, ranks=results, verdicts=verdicts, command=command, hashes=hashes)
+
+
+def _analyze_on_dask(scheduler, files: list[str], options: dict, progress) -> list[RankResult]:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise UsageError("--scheduler", "needs Dask's distributed package", None,
+                         "pip install 'tracedoc[dask]'") from None
+    client = scheduler if isinstance(scheduler, Client) else None
+    own = client is None
+    if own:
+        try:
+            client = Client(scheduler, timeout=DASK_CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as exc:
+            raise TraceError(str(scheduler), "cannot reach the Dask scheduler", str(exc),
+                             "check the address (tcp://host:8786) and that the scheduler is running") from None
+    try:
+        futures = [client.submit(_analyze_file, f, options, None, 1, pure=False) for f in files]
+        out: list[RankResult] = []
+        for done, fut in enumerate(as_completed(futures), 1):
+            out.extend(fut.result())
+            if progress:
+                progress(done, len(files))
+        return out
+    finally:
+        if own:
+            client.close()
 
 
 def _evaluate(rank: RankResult, params: dict | None, rule_dirs: tuple):

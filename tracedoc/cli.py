@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("-f", "--format", choices=FORMATS, default="text", help="output format (default: text)")
     a.add_argument("-o", "--output", help="write the output to this file instead of stdout")
     a.add_argument("-j", "--jobs", type=int, default=None, help="processes for directories (default: CPU count)")
+    a.add_argument("--scheduler", metavar="ADDRESS",
+                   help="analyse the ranks of a directory on a Dask cluster (e.g. tcp://host:8786); "
+                        "its workers must see the same paths")
     a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
     a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
@@ -115,7 +118,7 @@ def cmd_analyze(args) -> int:
     command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
     try:
         result = analyze(path, jobs=args.jobs, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
-                         progress=update, command=command, **options)
+                         progress=update, command=command, scheduler=args.scheduler, **options)
     finally:
         if progress is not None:
             progress.stop()
