@@ -223,14 +223,20 @@ def test_multiprocess_dataloader_detected(tmp_path):
     assert analyse(b, tmp_path).metrics["dataloader_multiprocess"] is True
 
 
-def test_directory_of_ranks(tmp_path):
+def rank_dir(tmp_path, name="worker{}.pt.trace.json.gz"):
+    """Two rank traces; rank r's GPU is busy 10 * (r + 1) us of a 100 us step."""
     d = tmp_path / "ranks"
     d.mkdir()
     for rank in (1, 0):
         b = TraceBuilder(rank=rank, world_size=2)
         b.step(1, 0.0, 100.0)
         b.kernel("k", 10.0, 10.0 * (rank + 1), launch_at=5.0)
-        b.write(d / f"worker{rank}.pt.trace.json.gz")
+        b.write(d / name.format(rank))
+    return d
+
+
+def test_directory_of_ranks(tmp_path):
+    d = rank_dir(tmp_path)
     nameless = TraceBuilder(rank=None)
     nameless.step(1, 0.0, 100.0)
     nameless.kernel("k", 10.0, 40.0, launch_at=5.0)
@@ -255,13 +261,7 @@ def test_graph_kernels_counted_through_their_graph_launch(tmp_path):
 
 def test_directory_of_ranks_on_a_dask_cluster(tmp_path):
     distributed = pytest.importorskip("distributed")
-    d = tmp_path / "ranks"
-    d.mkdir()
-    for rank in (0, 1):
-        b = TraceBuilder(rank=rank, world_size=2)
-        b.step(1, 0.0, 100.0)
-        b.kernel("k", 10.0, 10.0 * (rank + 1), launch_at=5.0)
-        b.write(d / f"rank{rank}.json")
+    d = rank_dir(tmp_path, "rank{}.json")
     local = tracedoc.analyze(d, jobs=1)
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
         remote = tracedoc.analyze(d, scheduler=client)
@@ -272,12 +272,7 @@ def test_directory_of_ranks_on_a_dask_cluster(tmp_path):
 def test_unreachable_dask_scheduler_is_a_clear_error(tmp_path, monkeypatch):
     pytest.importorskip("distributed")
     monkeypatch.setattr("tracedoc.api.DASK_CONNECT_TIMEOUT_S", 2)
-    d = tmp_path / "ranks"
-    d.mkdir()
-    for rank in (0, 1):
-        b = TraceBuilder(rank=rank, world_size=2)
-        b.kernel("k", 10.0, 10.0)
-        b.write(d / f"rank{rank}.json")
+    d = rank_dir(tmp_path, "rank{}.json")
     from tracedoc.errors import TraceError
 
     with pytest.raises(TraceError, match="cannot reach the Dask scheduler"):
