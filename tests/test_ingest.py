@@ -252,3 +252,24 @@ def test_sha256_is_computed_while_reading(tmp_path):
         assert t.meta["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     result = tracedoc.analyze(tmp_path / "a.json.gz")
     assert result.hashes[str(tmp_path / "a.json.gz")] == hashlib.sha256((tmp_path / "a.json.gz").read_bytes()).hexdigest()
+
+
+def test_events_with_odd_args_keep_their_other_fields(tmp_path):
+    p = tmp_path / "odd.json"
+    p.write_text('{"traceEvents": ['
+                 '{"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": "oops"},'
+                 '{"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 5, "dur": 2, "args": [1]},'
+                 '{"ph": "X", "cat": "kernel", "name": "c", "pid": 0, "tid": 7, "ts": 9, "dur": 2,'
+                 ' "args": {"correlation": 4, "stream": 9}}]}')
+    t = tracedoc.load(p)
+    g = t.gpu_ops
+    assert [t.string(int(n)) for n in g["name"]] == ["a", "b", "c"]
+    assert g["correlation"].tolist() == [-1, -1, 4] and g["stream"].tolist() == [7, 7, 9]
+    assert any("2 events have an args value" in w for w in t.warnings)
+
+
+def test_array_of_non_events_is_an_error(tmp_path):
+    p = tmp_path / "nums.json"
+    p.write_text('{"traceEvents": [1, 2, 3]}')
+    with pytest.raises(TraceError, match="not an event object"):
+        tracedoc.load(p)

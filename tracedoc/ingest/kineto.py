@@ -87,7 +87,45 @@ class Event(msgspec.Struct):
     args: Optional[Args] = None
 
 
-_decode_events = msgspec.json.Decoder(list[Event]).decode
+class _LooseEvent(Event):
+    """The same event with ``args`` of any JSON type (the tolerant second try)."""
+
+    args: Any = None
+
+
+class _Events(list):
+    """Decoded events, with how many had an ``args`` value that had to be dropped."""
+
+    bad_args = 0
+
+
+_decode_strict = msgspec.json.Decoder(list[Event]).decode
+_decode_loose = msgspec.json.Decoder(list[_LooseEvent]).decode
+
+
+def _decode_events(data: bytes) -> list[Event]:
+    """Decode a JSON array of events; raise ``msgspec.DecodeError`` if it is not one.
+
+    Events whose ``args`` is not an object (or holds a field of an impossible shape) keep their
+    other fields and lose their args; the count is reported as a warning.
+    """
+    try:
+        return _decode_strict(data)
+    except msgspec.ValidationError:
+        loose = _decode_loose(data)  # still raises for entries that are not event objects
+    out = _Events()
+    for e in loose:
+        args = e.args
+        if args is not None:
+            try:
+                args = msgspec.convert(args, Args) if isinstance(args, dict) else None
+            except msgspec.ValidationError:
+                args = None
+            if args is None:
+                out.bad_args += 1
+        out.append(Event(ph=e.ph, cat=e.cat, name=e.name, pid=e.pid, tid=e.tid, ts=e.ts, dur=e.dur, id=e.id,
+                         args=args))
+    return out
 _decode_top = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_any = msgspec.json.Decoder().decode
 
@@ -141,6 +179,7 @@ class _Reader:
         self.parts: dict[str, list[Table]] = {name: [] for name in M.SCHEMAS}
         self.meta_events: list[tuple] = []
         self.n_events = 0
+        self.bad_args = 0
         self.ignored_phases: dict[str, int] = {}
         self._id_cache: dict[Any, int] = {}
 
@@ -184,7 +223,7 @@ class _Reader:
     # -- chunk results from worker processes ---------------------------------------------------
     def export(self) -> dict:
         return {"parts": self.parts, "strings": self.strings.strings, "meta_events": self.meta_events,
-                "n_events": self.n_events, "ignored": self.ignored_phases}
+                "n_events": self.n_events, "bad_args": self.bad_args, "ignored": self.ignored_phases}
 
     def merge(self, chunk: dict) -> None:
         """Append another reader's columns, remapping its string ids into ours."""
@@ -207,6 +246,7 @@ class _Reader:
                 self.parts[name].append(t)
         self.meta_events.extend(chunk["meta_events"])
         self.n_events += chunk["n_events"]
+        self.bad_args += chunk["bad_args"]
         for k, v in chunk["ignored"].items():
             self.ignored_phases[k] = self.ignored_phases.get(k, 0) + v
 
@@ -216,6 +256,7 @@ class _Reader:
         if n == 0:
             return
         self.n_events += n
+        self.bad_args += getattr(evs, "bad_args", 0)
         ph = [e.ph for e in evs]
         cat = [e.cat for e in evs]
         cls = np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
@@ -837,6 +878,9 @@ def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Tr
     warnings: list[str] = []
     if truncated:
         warnings.append(f"{path}: {truncated}; numbers cover only the events before the cut")
+    if reader.bad_args:
+        warnings.append(f"{path}: {reader.bad_args:,} events have an args value that is not an object of the "
+                        "usual fields; their other fields were read and their args ignored")
     if reader.ignored_phases:
         desc = ", ".join(f"{n} '{p}'" for p, n in sorted(reader.ignored_phases.items()))
         warnings.append(f"{path}: ignored events of phases tracedoc does not use ({desc})")
