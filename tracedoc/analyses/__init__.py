@@ -177,6 +177,8 @@ def analyze_trace(trace: Trace) -> RankResult:
         "dataloader": [{"name": n} for n in dl_names],
         "per_step": per_step,
         "step_stats": _step_stats(per_step),
+        "contents": [{"table": name, "rows": n} for name, n in trace.summary().items()]
+        + [{"table": f"other: {cat}", "rows": n} for cat, n in sorted((trace.meta.get("other_categories") or {}).items())],
         "launch": [{"launch_calls": ls.get("launch_calls"), "cpu_launch_overhead_ns": ls.get("cpu_launch_overhead_ns"),
                     "gpu_kernel_ns": int((g["end_ns"] - g["start_ns"])[kernel_rows].sum()) if len(g) else 0,
                     "clock_anomaly_count": ls.get("clock_anomaly_count", 0),

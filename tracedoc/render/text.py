@@ -105,14 +105,14 @@ def _rank_block(r, v, brief: bool) -> list[Any]:
     steps = m.get("steps") or 0
     step_txt = f"{steps} steps" + (f", step p50 {fmt_ns(m['step_time_p50_ns'])}" if steps else "")
     out.append(Text(f"Window: {fmt_ns(m['window_ns'])} ({r.window.describe()}); {step_txt}", style="dim"))
-    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for col in ("GPU busy", "compute", "comm", "exposed comm", "overlap", "memcpy", "idle"):
-        t.add_column(col, justify="right")
-    t.add_row(fmt_pct(m["gpu_busy_fraction"]), fmt_pct(m["compute_fraction"]), fmt_pct(m["comm_fraction"]),
-              fmt_pct(m["exposed_comm_fraction"]), fmt_pct(m["comm_overlap_fraction"]),
-              fmt_pct(m["memcpy_fraction"]), fmt_pct(m["idle_fraction"]))
-    out.append(t)
     if m.get("has_gpu_ops"):
+        t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+        for col in ("GPU busy", "compute", "comm", "exposed comm", "overlap", "memcpy", "idle"):
+            t.add_column(col, justify="right")
+        t.add_row(fmt_pct(m["gpu_busy_fraction"]), fmt_pct(m["compute_fraction"]), fmt_pct(m["comm_fraction"]),
+                  fmt_pct(m["exposed_comm_fraction"]), fmt_pct(m["comm_overlap_fraction"]),
+                  fmt_pct(m["memcpy_fraction"]), fmt_pct(m["idle_fraction"]))
+        out.append(t)
         causes = ", ".join(f"{c.replace('_', ' ')} {fmt_pct(m[f'idle_{c}_fraction'])}"
                            for c in CAUSES
                            if (m.get(f"idle_{c}_fraction") or 0) >= 0.0005)
@@ -136,8 +136,10 @@ def _rank_block(r, v, brief: bool) -> list[Any]:
                                   [("gap_ns", "gap"), ("stream", "stream"), ("cause", "cause"),
                                    ("after", "next op"), ("launched_by", "launched by")]))
     else:
-        out.append(Text(f"No GPU ops in this trace ({m.get('steps') or 0} steps, "
-                        f"{r.meta.get('events', 0):,} events); GPU metrics do not apply.", style="yellow"))
+        held = ", ".join(f"{row['rows']:,} {row['table'].replace('_', ' ')}" for row in r.evidence.get("contents", [])
+                         if row["rows"] and row["table"] not in ("gpu_ops", "other_spans"))
+        out.append(Text(f"No GPU ops in this trace, so GPU metrics do not apply. It holds {r.meta.get('events', 0):,} "
+                        f"events: {held or 'nothing tracedoc analyses'}; {m.get('steps') or 0} steps.", style="yellow"))
     return out
 
 
