@@ -46,8 +46,8 @@ class Window:
 
     def describe(self) -> str:
         return {"steps": "first step start to the end of the last step's GPU work",
-                "gpu": "first to last GPU op (the trace has no ProfilerStep spans)",
-                "cpu": "the CPU span (the trace has no GPU ops)"}[self.kind]
+                "gpu": "first to last GPU op; the trace has no step spans",
+                "cpu": "the CPU span; the trace has no GPU ops"}[self.kind]
 
 
 def launch_times(trace: Trace) -> np.ndarray:
