@@ -277,3 +277,18 @@ def test_unreachable_dask_scheduler_is_a_clear_error(tmp_path, monkeypatch):
 
     with pytest.raises(TraceError, match="cannot reach the Dask scheduler"):
         tracedoc.analyze(d, scheduler="tcp://127.0.0.1:1")
+
+
+def test_tensor_core_eligibility_skips_helpers_inside_conv_ops(tmp_path):
+    b = TraceBuilder(gpu="V100")
+    b.kernel("volta_scudnn_128x64_relu_interior_nn_v1", 0.0, 300.0, op="aten::cudnn_convolution")  # FP32 conv
+    b.kernel("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>()", 300.0, 100.0,
+             op="aten::cudnn_convolution")                                                       # layout helper
+    b.kernel("volta_h884cudnn_256x64_ldg8_relu_exp_small_nhwc_tn_v1", 400.0, 500.0, op="aten::cudnn_convolution")
+    b.kernel("void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>()", 900.0, 100.0,
+             op="aten::convolution_backward")                                                    # FP32 math
+    m = analyse(b, tmp_path).metrics
+    assert m["tensor_core_fraction"] == pytest.approx(0.5)
+    assert m["tensor_core_unknown_fraction"] == 0.0
+    assert m["tc_eligible_non_tc_fraction"] == pytest.approx(0.4)  # the scudnn conv and dgrad, not the helper
+    assert m["tensor_core_capable"] is True

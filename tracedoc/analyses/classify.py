@@ -24,14 +24,26 @@ TC_RE = re.compile(
     r"sm(80|86|89|90|100|120)_.*(gemm|conv)|cutlass.*(s|h|bf)16816|gmma|mma_|flash_fwd|flash_bwd|"
     r"fmha|flash::|cudnn_.*_hmma|ampere_.*(h|bf|s)16816|ampere_fp16|ampere_bf16|turing_fp16|volta_h884|"
     r"volta_fp16|hopper_|sm90_|cublasLt.*tensor)", re.I)
-# Kernels that are plainly not Tensor Core work (elementwise, reductions, copies, norms, softmax...).
-NON_TC_RE = re.compile(
+# Matrix math on CUDA cores (FP32/FP64 gemm and conv kernels): not Tensor Core work, but work that
+# could be (AMP, TF32).
+CUDA_CORE_MATH_RE = re.compile(
+    r"(ffma|sgemm|dgemm|gemmSN|gemv|scudnn|dcudnn|_s\d+gemm|winograd|implicit_convolve_sgemm|dgrad_engine|"
+    r"wgrad_alg|fprop_engine|conv2d_grouped_direct|depthwise)", re.I)
+# Helper kernels that are plainly not Tensor Core work and could not be (elementwise, reductions,
+# copies, layout conversion, norms, softmax, optimizers, index math...).
+HELPER_RE = re.compile(
     r"(elementwise|vectorized|reduce|reduction|softmax|layer_?norm|batch_?norm|norm_|index|scatter|gather|"
     r"copy|cat|fill|where|unrolled|pointwise|triton_(poi|red|per)|embedding|sort|topk|cumsum|dropout|"
     r"adam|sgd|multi_tensor|foreach|relu|gelu|silu|sigmoid|tanh|pool|upsample|arange|memcpy|memset|"
-    r"distribution|random|philox|transpose|permute|nchw|nhwc|compute_|ffma|gemv|gemmSN|sgemm|dgemm|"
-    r"winograd|implicit_convolve_sgemm|fft)", re.I)
-# Kernels of ops that could use Tensor Cores: matmul, conv, linear, bmm, attention.
+    r"distribution|random|philox|transpose|permute|nchw|nhwc|compute_|fft|bn_fw|bn_bw|_bn_|im2col|col2im|"
+    r"nll_loss|cross_entropy|adaptive_|Offsets?Kernel|splitKreduce|cub::|Scan|GammaBeta|_offsets|"
+    r"bounds_check|quantize|to_float|histogram|unique|masked|clamp|rms_?norm)", re.I)
+# Kernels templated on plain float (FP32) with no half/bf16/tf32/int8 type and no MMA marker: these run
+# on CUDA cores (TF32 Tensor Core kernels carry "tf32" in their names).
+FP32_TYPED_RE = re.compile(r"<\s*float\s*[,>]|\bfloat\s*,\s*float\b")
+LOW_PRECISION_RE = re.compile(r"\bhalf\b|__half|half_t|bf16|bfloat16|fp16|\bf16|f16f16|tf32|int8|fp8|e4m3|e5m2|"
+                              r"hmma|imma|wgmma|mma_sync", re.I)
+# Kernel names of matmul / conv / attention work, the kind Tensor Cores run.
 TC_ELIGIBLE_RE = re.compile(r"(gemm|gemv|conv|matmul|linear|bmm|attention|attn|fmha|mma|winograd|cudnn)", re.I)
 
 SYNC_CALL_RE = re.compile(
@@ -79,14 +91,25 @@ def comm_kernel_mask(trace: Trace) -> np.ndarray:
     return comm
 
 
-def tensor_core_class(trace: Trace) -> np.ndarray:
-    """Per string id: 1 Tensor Core kernel, 0 not, -1 unknown."""
-    out = np.full(len(trace.strings), -1, dtype=np.int8)
+def tensor_core_class(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per string id: Tensor Core use (1 yes, 0 no, -1 unknown) and whether the name is a helper
+    kernel (elementwise, copies, norms...) that could not use Tensor Cores in any case.
+
+    Checked in order: CUDA-core math (FFMA, SGEMM, FP32 cuDNN) is "no"; a Tensor Core marker (HMMA,
+    xmma, wgmma, tensorop, nvjet...) is "yes"; helpers are "no"; a kernel templated on plain float
+    with no low-precision type is "no"; anything else is unknown.
+    """
+    n = len(trace.strings)
+    tc = np.full(n, -1, dtype=np.int8)
+    helper = np.zeros(n, dtype=bool)
     for i, s in enumerate(trace.strings):
-        if TC_EXCLUDE_RE.search(s):
-            out[i] = 0
+        if TC_EXCLUDE_RE.search(s) or (CUDA_CORE_MATH_RE.search(s) and not TC_RE.search(s)):
+            tc[i] = 0
         elif TC_RE.search(s):
-            out[i] = 1
-        elif NON_TC_RE.search(s):
-            out[i] = 0
-    return out
+            tc[i] = 1
+        elif HELPER_RE.search(s):
+            tc[i] = 0
+            helper[i] = True
+        elif FP32_TYPED_RE.search(s) and not LOW_PRECISION_RE.search(s):
+            tc[i] = 0
+    return tc, helper

@@ -116,11 +116,14 @@ def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_o
     total = dur[compute].sum()
     if total <= 0:
         return out
-    tc = C.tensor_core_class(trace)[g["name"]]
+    tc_by_name, helper_by_name = C.tensor_core_class(trace)
+    tc, helper = tc_by_name[g["name"]], helper_by_name[g["name"]]
     eligible_name = C.name_mask(trace, C.TC_ELIGIBLE_RE)[g["name"]]
     eligible_op_ids = C.name_mask(trace, TC_ELIGIBLE_OP_RE)
     eligible_op = np.where(kernel_ops >= 0, eligible_op_ids[np.maximum(kernel_ops, 0)], False)
-    eligible = eligible_name | eligible_op
+    # Math launched by a matmul/conv/attention op, or named like it; helpers (layout conversion,
+    # bias adds, offsets) inside those ops could not have used Tensor Cores either way.
+    eligible = (eligible_name | eligible_op) & ~helper
     out["tensor_core_fraction"] = float(dur[compute & (tc == 1)].sum() / total)
     out["tensor_core_unknown_fraction"] = float(dur[compute & (tc == -1)].sum() / total)
     out["tc_eligible_non_tc_fraction"] = float(dur[compute & (tc == 0) & eligible].sum() / total)
@@ -135,7 +138,7 @@ def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, top: int 
     if not sel.any():
         return []
     dur = (g["end_ns"] - g["start_ns"])[sel]
-    tc = C.tensor_core_class(trace)
+    tc, _ = C.tensor_core_class(trace)
     df = pd.DataFrame({"name": g["name"][sel], "kind": g["kind"][sel], "dur": dur, "comm": comm_mask[sel]})
     agg = df.groupby("name").agg(count=("dur", "size"), total_ns=("dur", "sum"), mean_ns=("dur", "mean"),
                                  max_ns=("dur", "max"), kind=("kind", "first"), comm=("comm", "any"))
