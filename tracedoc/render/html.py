@@ -316,7 +316,10 @@ def _verdict(v, findings: list[dict]) -> dict:
     if top and status == "findings":
         impact = " · ".join(x for x in (top["impact_ms"], top["impact_pct"] and f"{top['impact_pct']} of {top['impact_of']}")
                             if x)
-    return {"status": status, "labels": labels, "confidence": v.confidence, "headline": headline,
+    # The box headlines the top finding, so it shows that finding's confidence (the trace-wide one,
+    # the lowest any health check allows, is in the trace health list).
+    confidence = top["confidence"] if status == "findings" and top else v.confidence
+    return {"status": status, "labels": labels, "confidence": confidence, "headline": headline,
             "impact": impact or None, "withheld": v.withheld,
             "label_meanings": [{"label": lb, "meaning": LABEL_MEANINGS.get(lb, "")} for lb in labels]}
 

@@ -67,7 +67,8 @@ def _verdict_lines(v, brief: bool) -> list[Any]:
         out.append(Text(f"⚠ trace health ({level}): {getattr(h, 'message', h)}", style="yellow"))
     findings = list(getattr(v, "findings", []) or [])
     labels = [f.label for f in findings if getattr(f, "is_verdict", True)]
-    conf = getattr(v, "confidence", None)
+    top = next((f for f in findings if getattr(f, "is_verdict", True)), None)
+    conf = getattr(top, "confidence", None) or getattr(v, "confidence", None)
     if getattr(v, "withheld", False):
         out.append(Text("Verdict withheld: " + (getattr(v, "withheld_reason", "") or "see trace health"), style="bold yellow"))
     elif labels:
