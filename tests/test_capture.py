@@ -81,9 +81,13 @@ def test_run_writes_gzip_trace_with_steps_dataloader_and_report(tmp_path):
     assert len(traces) == 1, (traces, r.stderr)
     name = traces[0].name
     assert name.startswith("tracedoc-rank0-") and name.endswith("-c0.pt.trace.json.gz")
-    names = _names(_load_trace(traces[0]))
+    doc = _load_trace(traces[0])
+    names = _names(doc)
     steps = {n for n in names if n.startswith("ProfilerStep#")}
     assert len(steps) >= 2, sorted(steps)
+    import torch
+
+    assert doc.get("torch_version") == torch.__version__
     assert any(n.startswith("enumerate(DataLoader)") for n in names)
     assert any(n.startswith("Optimizer.step#SGD") for n in names)
     _no_temp_files(out)

@@ -360,3 +360,10 @@ def test_md_of_a_huge_result_stays_under_65000_chars(example_result):
     print(f"\nMarkdown of the inflated result: {len(md):,} characters")
     assert len(md) < MAX_MD_CHARS
     assert "more rows not shown" in md and "## tracedoc verdict" in md
+
+
+def test_markdown_does_not_mention_people_from_trace_strings():
+    from tracedoc.render.markdown import md_escape
+
+    out = md_escape("kernel_@maintainer #12 <b>")
+    assert "@" not in out and "&#64;maintainer" in out and "\\#12" in out and "<b>" not in out

@@ -73,6 +73,7 @@ def environment(meta: dict) -> dict[str, Any]:
         "world_size": meta.get("world_size"), "rank": meta.get("rank"), "backend": meta.get("backend"),
         "nccl_version": meta.get("nccl_version"), "cuda_runtime_version": meta.get("cuda_runtime_version"),
         "cuda_driver_version": meta.get("cuda_driver_version"), "events": meta.get("events"),
+        "torch_version": (meta.get("extra") or {}).get("torch_version"),
     }
 
 

@@ -563,6 +563,8 @@ class CaptureSession:
                 "warmup": cfg.warmup, "active": cfg.active, "step_source": self._source or "dataloader"}
         if hasattr(prof, "preset_metadata_json"):
             prof.preset_metadata_json("tracedoc", json.dumps(meta))
+            # Kineto traces do not say which torch wrote them; reports show this.
+            prof.preset_metadata_json("torch_version", json.dumps(str(self._torch.__version__)))
         self._prof, self._prof_step, self._prof_skip = prof, 0, skip
         self._prof_total = skip + cfg.warmup + cfg.active
         prof.start()

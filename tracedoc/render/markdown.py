@@ -28,7 +28,8 @@ def md_escape(value: Any) -> str:
     """Escape text for a Markdown paragraph or table cell: nothing in it can format, link or inject HTML."""
     text = " ".join(str(value).splitlines())  # \n, \r and every other line break (U+2028, U+0085, ...)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", text)
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return text.replace("@", "&#64;")  # a trace string must not @-mention anyone in a ticket
 
 
 def md_code(value: Any) -> str:
