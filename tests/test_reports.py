@@ -22,7 +22,8 @@ from tracedoc import __version__
 from tracedoc.api import analyze
 from tracedoc.cli import example_path
 from tracedoc.render import render_html, render_md
-from tracedoc.render.html import MAX_HTML_BYTES, _environment_jinja, script_json
+from tracedoc.render.html import MAX_HTML_BYTES
+from tracedoc.render.templating import jinja_environment, script_json
 from tracedoc.render.markdown import MAX_MD_CHARS, md_escape
 
 TESTS = Path(__file__).resolve().parent
@@ -250,7 +251,7 @@ def test_script_json_escapes_breakers():
 def test_jinja_environment_is_strict_and_escaping():
     import jinja2
 
-    env = _environment_jinja("html")
+    env = jinja_environment("html")
     assert env.autoescape is True
     assert env.undefined is jinja2.StrictUndefined
     with pytest.raises(jinja2.UndefinedError):

@@ -1,6 +1,6 @@
 """GitHub-flavoured Markdown report: ``AnalysisResult`` -> a ticket comment under 65,000 characters.
 
-Uses the same view model as the HTML report (``tracedoc.render.html.build_report``) and renders
+Uses the same view model as the HTML report (``tracedoc.render.viewmodel.build_report``) and renders
 ``reports/templates/report.md.j2``. Trace strings are escaped for Markdown (``|``, backticks, ``<``
 and the characters that start emphasis or links), so a kernel name cannot break a table, open a code
 span or inject HTML. When the comment would be too long, tables are cut further and each says how
@@ -13,7 +13,8 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .html import Caps, _environment_jinja, build_report
+from .templating import jinja_environment
+from .viewmodel import Caps, build_report
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..api import AnalysisResult
@@ -47,7 +48,7 @@ _SHRINK = (
 
 def render_md(result: "AnalysisResult", caps: Caps = Caps()) -> str:
     """A Markdown comment for ``result``, always under 65,000 characters."""
-    env = _environment_jinja("md")
+    env = jinja_environment("md")
     env.filters["md"] = md_escape
     env.filters["code"] = md_code
     template = env.get_template("report.md.j2")

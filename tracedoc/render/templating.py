@@ -1,0 +1,37 @@
+"""Jinja environment and template assets shared by the HTML and Markdown reports.
+
+The environment autoescapes HTML and fails on undefined variables; templates and their CSS/JS live
+in the top-level ``reports/templates/`` (``tracedoc/_data/templates`` in the wheel).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def script_json(data: Any) -> str:
+    """JSON safe inside ``<script type="application/json">``: no ``<``, ``>``, ``&`` or U+2028/2029 left."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def jinja_environment(kind: str = "html"):
+    import jinja2
+
+    from ..resources import data_dir
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+                             autoescape=kind == "html", undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    return env
+
+
+def asset(name: str) -> str:
+    from ..resources import data_dir
+
+    text = (data_dir("templates") / name).read_text(encoding="utf-8")
+    if "</" in text and ("</script" in text.lower() or "</style" in text.lower()):
+        raise ValueError(f"reports/templates/{name} must not contain a closing script or style tag")
+    return text
