@@ -104,7 +104,9 @@ def test_run_writes_gzip_trace_with_steps_dataloader_and_report(tmp_path):
     if HAS_API:
         txt = Path(str(traces[0]) + ".report.txt")
         js = Path(str(traces[0]) + ".report.json")
-        assert txt.is_file() and js.is_file(), r.stderr
+        html = Path(str(traces[0]) + ".report.html")
+        assert txt.is_file() and js.is_file() and html.is_file(), r.stderr
+        assert "<!DOCTYPE html>" in html.read_text()
         assert txt.read_text().strip()
         report = json.loads(js.read_text())
         dl = dict(_find_numbers(report, "dataloader"))

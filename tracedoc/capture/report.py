@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import importlib.util
-import json
 import os
 import shutil
 import sys
@@ -98,9 +97,9 @@ def analysis_available() -> bool:
 def _write_reports(trace_path: str) -> list[str]:
     """Analyse ``trace_path`` (a trace file or a directory of rank traces) and write the reports.
 
-    Writes ``<trace_path>.report.txt`` (the terminal summary) and ``<trace_path>.report.json``; this is
-    the one place where further formats (HTML through ``tracedoc.render``) plug in. Returns the paths
-    written. Raises on analysis errors; callers decide how to report them.
+    Writes ``<trace_path>.report.txt`` (the terminal summary), ``.report.json`` (every metric and
+    finding) and ``.report.html`` (the self-contained report to attach to a ticket). Returns the
+    paths written. Raises on analysis errors; callers decide how to report them.
     """
     trace_path = trace_path.rstrip(os.sep) or trace_path
     try:
@@ -115,9 +114,13 @@ def _write_reports(trace_path: str) -> list[str]:
     atomic_write_bytes(txt, result.to_text().encode())
     written.append(txt)
     js = trace_path + ".report.json"
-    atomic_write_bytes(js, json.dumps(result.to_dict(), indent=2, default=str).encode())
+    atomic_write_bytes(js, result.to_json().encode())
     written.append(js)
-    # HTML report: when tracedoc.render lands, render `result` here and append its path.
+    from tracedoc.render import render_html
+
+    html = trace_path + ".report.html"
+    atomic_write_bytes(html, render_html(result).encode())
+    written.append(html)
     return written
 
 
