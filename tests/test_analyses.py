@@ -292,3 +292,19 @@ def test_tensor_core_eligibility_skips_helpers_inside_conv_ops(tmp_path):
     assert m["tensor_core_unknown_fraction"] == 0.0
     assert m["tc_eligible_non_tc_fraction"] == pytest.approx(0.4)  # the scudnn conv and dgrad, not the helper
     assert m["tensor_core_capable"] is True
+
+
+def test_sync_owns_a_gap_only_until_the_cpu_has_had_time_to_restart(tmp_path):
+    # .item() at the end of the step, then 59 ms of host work (say a checkpoint save) before the next launch.
+    b = TraceBuilder()
+    b.step(1, 0.0, 100_000.0)
+    b.kernel("k1", 0.0, 1_000.0, launch_at=-10.0)
+    b.sync(500.0, 1_005.0, op=None)                 # blocked when the GPU drains at 1000, returns at 1005
+    b.kernel("k2", 60_000.0, 1_000.0, launch_at=59_990.0)
+    r = analyse(b, tmp_path)
+    causes = {c["cause"]: c["ns"] for c in r.evidence["idle_causes"]}
+    restart = 10_000  # us: SYNC_RESTART_NS
+    assert causes["sync"] == (1_005 + restart - 1_000) * US
+    assert causes["host_launch"] == (60_000 - (1_005 + restart)) * US
+    assert causes["other"] == (100_000 - 61_000) * US
+    assert sum(causes.values()) == (100_000 - 2_000) * US

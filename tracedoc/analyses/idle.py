@@ -13,7 +13,10 @@ Idle is window minus busy. Causes are assigned in order, first match wins:
 
 A ``.item()`` in the loop looks like this: the CPU blocks in the sync until the GPU drains, the gap
 begins while it is still blocked, and the GPU stays idle until the CPU has launched the next op.
-That whole gap is the sync's cost, so it counts as ``sync``, not as a late host.
+That gap is the sync's cost (the queue drained, and the CPU restarts it from empty), so it counts
+as ``sync``, not as a late host -- up to ``SYNC_RESTART_NS`` after the sync returns. A longer wait
+after it (a checkpoint save, evaluation, logging) is the host's own work and counts as
+``host_launch``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from .window import launch_times
 
 LAUNCH_LATENCY_NS = 30_000
 SHORT_GAP_NS = 1_000_000
+SYNC_RESTART_NS = 10_000_000
 CAUSES = ("dataloader", "host_launch", "sync", "launch_latency", "other")
 
 
@@ -66,15 +70,15 @@ def _next_op_launch(trace: Trace, at: np.ndarray) -> np.ndarray:
     return np.where(ok, l_sorted[posc], -1)
 
 
-def _inside(t: np.ndarray, iset: iv.IntervalSet) -> np.ndarray:
-    """Whether each time lies inside the normal-form interval set (ends inclusive: a sync that
-    returns the instant the GPU drains still held the CPU when the gap began)."""
+def _inside(t: np.ndarray, iset: iv.IntervalSet) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each time lies inside the normal-form interval set, and the end of the interval that
+    holds it (ends inclusive: a sync that returns the instant the GPU drains still held the CPU
+    when the gap began)."""
     s, e = iset
     if not s.size or not t.size:
-        return np.zeros(t.size, dtype=bool)
-    i = np.searchsorted(s, t, side="right") - 1
-    ok = i >= 0
-    return ok & (t <= e[np.maximum(i, 0)])
+        return np.zeros(t.size, dtype=bool), np.zeros(t.size, dtype=np.int64)
+    i = np.maximum(np.searchsorted(s, t, side="right") - 1, 0)
+    return (t >= s[i]) & (t <= e[i]), e[i]
 
 
 def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
@@ -89,15 +93,17 @@ def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
     gap_end = idle[1][np.maximum(gap_idx, 0)] if r_s.size else r_e
     next_launch = _next_op_launch(trace, gap_end)
     has_next = next_launch >= 0
-    blocked = _inside(gap_start, sync)
+    blocked, sync_end = _inside(gap_start, sync)
     late = has_next & (next_launch > gap_start)
     host = late & ~blocked
     held = late & blocked
-    host_set = iv.union(r_s[host], r_e[host])
+    # A held piece is the sync's up to SYNC_RESTART_NS after the sync returned; the CPU's own.
+    held_until = np.clip(sync_end + SYNC_RESTART_NS, r_s, r_e)
+    host_set = iv.union(np.concatenate([r_s[host], held_until[held]]), np.concatenate([r_e[host], r_e[held]]))
     other_pieces = ~host & ~held
     remaining = (r_s[other_pieces], r_e[other_pieces])
-    sync_set = iv.union(np.concatenate([r_s[held], iv.intersect(remaining, sync)[0]]),
-                        np.concatenate([r_e[held], iv.intersect(remaining, sync)[1]]))
+    in_sync = iv.intersect(remaining, sync)
+    sync_set = iv.union(np.concatenate([r_s[held], in_sync[0]]), np.concatenate([held_until[held], in_sync[1]]))
     remaining2 = iv.subtract(remaining, sync_set)
     s2, e2 = remaining2
     gi2 = np.searchsorted(idle[0], s2, side="right") - 1
