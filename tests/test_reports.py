@@ -103,8 +103,13 @@ def hostile_result(tmp_path_factory):
 # -- gold files --------------------------------------------------------------------------------------
 
 
+_INLINED_ASSET = re.compile(r"(<style>|<script>)(.*?)(</style>|</script>)", re.S)
+
+
 def scrub(text: str, *paths: Path) -> str:
-    """Replace what changes between machines and releases: versions, digests, absolute paths."""
+    """Replace what changes between machines and releases: versions, digests, absolute paths; and
+    the inlined CSS and JS, which are the template assets verbatim (checked separately)."""
+    text = _INLINED_ASSET.sub(lambda m: f"{m.group(1)}[inlined asset]{m.group(3)}", text)
     for p in sorted({str(p) for p in paths} | {str(ROOT)}, key=len, reverse=True):
         text = text.replace(p, "PATH")
     text = re.sub(r"sha256:[0-9a-f]{12}", "sha256:RULES", text)
@@ -148,6 +153,16 @@ def test_gold_builder_comm_html(request, comm_result, comm_trace):
 
 def test_gold_builder_comm_md(request, comm_result, comm_trace):
     compare_gold(request, "builder_comm/report.md", scrub(render_md(comm_result), comm_trace.parent))
+
+
+def test_html_inlines_the_template_assets_verbatim(comm_result):
+    from tracedoc.resources import data_dir
+
+    page = render_html(comm_result)
+    blocks = [m.group(2) for m in _INLINED_ASSET.finditer(page)]
+    for asset in ("report.css", "report.js"):
+        text = (data_dir("templates") / asset).read_text(encoding="utf-8")
+        assert any(block.strip() == text.strip() for block in blocks), asset
 
 
 def test_scrub_removes_what_varies(comm_result, comm_trace):
