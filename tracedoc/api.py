@@ -170,6 +170,7 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     path = os.fspath(path)
     kind = sniff(path)
     files = rank_files(path) if kind == "directory" else [path]
+    rules = _load_rules(params, rule_dirs)  # a bad rule file or --param fails now, not after the ranks
     results: list[RankResult] = []
     if scheduler is not None and len(files) > 1:
         results.extend(_analyze_on_dask(scheduler, files, options, progress))
@@ -189,7 +190,7 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
                 if progress:
                     progress(done, len(files))
     results.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.source))
-    verdicts = [_evaluate(r, params, rule_dirs) for r in results]
+    verdicts = [_evaluate(r, params, rules) for r in results]
     known = {r.source: r.meta.get("sha256") for r in results}
     hashes = {f: known.get(f) or sha256_of(f) for f in files}
     return AnalysisResult(inputs=files, ranks=results, verdicts=verdicts, command=command, hashes=hashes)
@@ -222,9 +223,21 @@ def _analyze_on_dask(scheduler, files: list[str], options: dict, progress) -> li
             client.close()
 
 
-def _evaluate(rank: RankResult, params: dict | None, rule_dirs: tuple):
+def _load_rules(params: dict | None, rule_dirs: tuple):
+    """Load and validate the rules and the parameter overrides once, before any analysis."""
     try:
-        from .engine import evaluate
-    except ImportError:
+        from .engine import load_rules
+        from .engine.params import resolve_params
+    except ImportError:  # pragma: no cover - the engine ships with the package
         return None
-    return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, extra_rule_dirs=rule_dirs)
+    rules = load_rules(rule_dirs)
+    resolve_params(rules, params)
+    return rules
+
+
+def _evaluate(rank: RankResult, params: dict | None, rules):
+    if rules is None:  # pragma: no cover
+        return None
+    from .engine import evaluate
+
+    return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules)
