@@ -17,7 +17,7 @@ from ..model import trace as M
 from ..model.trace import Trace
 from . import breakdown as B
 from . import classify as C
-from . import comm, gaps, gpu_metrics, host, idle, kernels, timeline
+from . import comm, gaps, gpu_metrics, host, idle, kernels, links, timeline
 from .registry import METRICS
 from .window import Window, find_steps, find_window
 
@@ -83,7 +83,10 @@ def analyze_trace(trace: Trace) -> RankResult:
     win = find_window(trace, steps)
     lo, hi = win.start_ns, win.end_ns
     length = hi - lo
-    comm_mask = C.comm_kernel_mask(trace)
+    gpu_ext = links.gpu_external_ids(trace)
+    launching_ops = links.OpsByExternalId(trace, innermost=True)
+    comm_mask = C.comm_kernel_mask(trace, gpu_ext)
+    tc_classes = C.tensor_core_class(trace)
     sets = B.op_sets(trace, comm_mask)
     m: dict[str, Any] = {k: None for k in METRICS}
     m["window_ns"] = length
@@ -124,14 +127,14 @@ def analyze_trace(trace: Trace) -> RankResult:
     for k in ("launches_per_ms", "launch_delay_p50_ns", "launch_delay_p95_ns", "cpu_launch_overhead_fraction",
               "graph_launches", "graph_kernels", "launch_link_fraction", "clock_anomaly"):
         m[k] = ls.get(k)
-    kernel_ops = kernels._kernel_ops(trace)
-    m.update(kernels.tensor_cores(trace, comm_mask, lo, hi, kernel_ops))
+    kernel_ops = launching_ops.names_of(gpu_ext)
+    m.update(kernels.tensor_cores(trace, comm_mask, lo, hi, kernel_ops, tc_classes))
 
     mem = host.memory(trace)
     for k in ("memory_peak_allocated_bytes", "memory_peak_reserved_bytes", "device_memory_bytes",
               "memory_peak_fraction"):
         m[k] = mem[k]
-    gap = gaps.stream_gaps(trace, comm_mask, lo, hi)
+    gap = gaps.stream_gaps(trace, comm_mask, lo, hi, gpu_ext, launching_ops)
     if gap["all_ns"].size:
         m["gap_max_ns"] = int(gap["all_ns"].max())
         m["gap_p95_ns"] = float(np.percentile(gap["all_ns"], 95))
@@ -168,9 +171,9 @@ def analyze_trace(trace: Trace) -> RankResult:
                         for c, ns in totals.items()],
         "top_gaps": gap["top"],
         "stream_gaps": gap["streams"],
-        "top_kernels": kernels.top_kernels(trace, comm_mask, lo, hi),
+        "top_kernels": kernels.top_kernels(trace, comm_mask, lo, hi, tc_classes),
         "top_operators": kernels.top_operators(trace, kernel_ops, lo, hi),
-        "collectives": comm.collectives(trace, comm_mask, lo, hi, trace.meta.get("world_size")),
+        "collectives": comm.collectives(trace, comm_mask, gpu_ext, lo, hi, trace.meta.get("world_size")),
         "sync_calls": sync_rows,
         "memory_top_allocs": mem["top_allocs"],
         "memory_per_device": mem["per_device"],

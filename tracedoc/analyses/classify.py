@@ -68,8 +68,9 @@ def name_mask(trace: Trace, pattern: re.Pattern, exclude: re.Pattern | None = No
     return trace.string_ids(lambda s: pattern.search(s) is not None and not (exclude and exclude.search(s)))
 
 
-def comm_kernel_mask(trace: Trace) -> np.ndarray:
-    """Which GPU ops are communication kernels (by name, or linked to a collective op)."""
+def comm_kernel_mask(trace: Trace, gpu_ext: np.ndarray) -> np.ndarray:
+    """Which GPU ops are communication kernels (by name, or linked to a collective op through
+    ``gpu_ext``, the External ids from ``links.gpu_external_ids``)."""
     g = trace.gpu_ops
     if not len(g):
         return np.zeros(0, dtype=bool)
@@ -81,13 +82,7 @@ def comm_kernel_mask(trace: Trace) -> np.ndarray:
         coll_ops = name_mask(trace, COLLECTIVE_OP_RE)[c["name"]]
         coll_ext = np.unique(c["external_id"][coll_ops & (c["external_id"] >= 0)])
         if coll_ext.size:
-            ext = g["external_id"].copy()
-            # Fall back to the launch call's External id when the kernel carries none.
-            launch = g["launch"]
-            missing = (ext < 0) & (launch >= 0)
-            if missing.any():
-                ext[missing] = trace.runtime["external_id"][launch[missing]]
-            comm |= is_kernel & (ext >= 0) & np.isin(ext, coll_ext)
+            comm |= is_kernel & (gpu_ext >= 0) & np.isin(gpu_ext, coll_ext)
     return comm
 
 

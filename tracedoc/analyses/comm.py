@@ -40,15 +40,14 @@ def bus_factor(collective: str, n: int | None) -> float:
     return 1.0
 
 
-def collectives(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, world_size: int | None) -> list[dict]:
+def collectives(trace: Trace, comm_mask: np.ndarray, gpu_ext: np.ndarray, lo: int, hi: int,
+                world_size: int | None) -> list[dict]:
     g = trace.gpu_ops
     rows = np.flatnonzero(comm_mask & (g["start_ns"] < hi) & (g["end_ns"] > lo)) if len(g) else np.zeros(0, int)
     if not rows.size:
         return []
     # Collective type: from the collective args linked by External id, else from the kernel name.
-    ext = g["external_id"][rows]
-    launch = g["launch"][rows]
-    ext = np.where((ext < 0) & (launch >= 0), trace.runtime["external_id"][np.maximum(launch, 0)], ext)
+    ext = gpu_ext[rows]
     df = pd.DataFrame({"ext": ext, "name": g["name"][rows], "dur": g["end_ns"][rows] - g["start_ns"][rows]})
     coll = trace.collectives
     if len(coll):

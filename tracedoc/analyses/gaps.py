@@ -6,12 +6,14 @@ import numpy as np
 import pandas as pd
 
 from ..model.trace import Trace
+from .links import OpsByExternalId
 from .window import launch_times
 
 LAUNCH_LATENCY_NS = 30_000
 
 
-def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, top: int = 10) -> dict:
+def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: np.ndarray,
+                ops: OpsByExternalId, top: int = 10) -> dict:
     """Per-stream gap statistics and the top gaps inside ``[lo, hi)``.
 
     A gap on a stream that mostly runs communication kernels is a wait on peers or on another
@@ -71,26 +73,21 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, top: int 
         top_list.append({
             "device": int(d_o[r]), "stream": int(st_o[r]), "start_ns": int(gap_start[r]), "gap_ns": int(gap_ns[r]),
             "cause": cause_of[r], "before": trace.string(int(g["name"][prv])), "after": trace.string(int(g["name"][nxt])),
-            **_launching_op(trace, nxt),
+            **_launching_op(trace, nxt, gpu_ext, ops),
         })
     return {"streams": streams, "top": top_list, "all_ns": gap_ns[rows]}
 
 
-def _launching_op(trace: Trace, gpu_row: int) -> dict:
-    """The CPU op (innermost with the launch's External id) that launched a GPU op, and its stack."""
-    g, r, c = trace.gpu_ops, trace.runtime, trace.cpu_ops
+def _launching_op(trace: Trace, gpu_row: int, gpu_ext: np.ndarray, ops: OpsByExternalId) -> dict:
+    """The launch call and the CPU op (innermost with its External id) of a GPU op, and its stack."""
+    g, c = trace.gpu_ops, trace.cpu_ops
     out = {"launched_by": None, "launch_call": None, "stack": None}
     launch = int(g["launch"][gpu_row])
-    ext = int(g["external_id"][gpu_row])
     if launch >= 0:
-        out["launch_call"] = trace.string(int(r["name"][launch]))
-        if ext < 0:
-            ext = int(r["external_id"][launch])
-    if ext >= 0 and len(c):
-        rows = np.flatnonzero(c["external_id"] == ext)
-        if rows.size:
-            best = rows[np.argmax(c["depth"][rows])]
-            out["launched_by"] = trace.string(int(c["name"][best]))
-            if c["stack"][best] >= 0:
-                out["stack"] = trace.string(int(c["stack"][best]))
+        out["launch_call"] = trace.string(int(trace.runtime["name"][launch]))
+    row = int(ops.rows_of(gpu_ext[gpu_row:gpu_row + 1])[0])
+    if row >= 0:
+        out["launched_by"] = trace.string(int(c["name"][row]))
+        if c["stack"][row] >= 0:
+            out["stack"] = trace.string(int(c["stack"][row]))
     return out

@@ -9,6 +9,7 @@ from ..model import intervals as iv
 from ..model import trace as M
 from ..model.trace import Trace
 from . import classify as C
+from .links import OpsByExternalId
 
 
 def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[str]]:
@@ -60,25 +61,13 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
     stats["sync_ns"] = iv.total(iv.clip(spans, lo, hi))
     if len(df):
         # The op that caused each sync call: the outermost aten op with the same External id.
-        op_of_ext = _outer_op_by_ext(trace)
-        df["op"] = df["ext"].map(op_of_ext).fillna(-1).astype(np.int64)
+        df["op"] = OpsByExternalId(trace, innermost=False).names_of(df["ext"].to_numpy())
         agg = df.groupby(["op", "call"]).agg(count=("dur", "size"), total_ns=("dur", "sum"))
         agg = agg.sort_values("total_ns", ascending=False).head(10)
         for (op, call), row in agg.iterrows():
             rows_info.append({"op": trace.string(int(op)) if op >= 0 else None, "call": trace.string(int(call)),
                               "count": int(row["count"]), "total_ns": int(row["total_ns"])})
     return spans, stats, rows_info
-
-
-def _outer_op_by_ext(trace: Trace) -> dict[int, int]:
-    c = trace.cpu_ops
-    rows = np.flatnonzero((c["external_id"] >= 0) & (c["kind"] == M.CPU_OP))
-    if not rows.size:
-        return {}
-    order = rows[np.lexsort((c["depth"][rows], c["external_id"][rows]))]
-    e = c["external_id"][order]
-    first = np.append(True, e[1:] != e[:-1])
-    return dict(zip(e[first].tolist(), c["name"][order[first]].tolist()))
 
 
 def memory(trace: Trace) -> dict:

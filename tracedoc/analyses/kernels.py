@@ -81,32 +81,9 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
     return out
 
 
-def _kernel_ops(trace: Trace) -> np.ndarray:
-    """Name id of the CPU op that launched each GPU op (innermost op with its External id), -1 if none."""
-    g, c, r = trace.gpu_ops, trace.cpu_ops, trace.runtime
-    out = np.full(len(g), -1, dtype=np.int64)
-    if not len(g) or not len(c):
-        return out
-    ext = g["external_id"].copy()
-    missing = (ext < 0) & (g["launch"] >= 0)
-    if missing.any():
-        ext[missing] = r["external_id"][g["launch"][missing]]
-    ops = np.flatnonzero((c["external_id"] >= 0) & (c["kind"] == M.CPU_OP))
-    if not ops.size:
-        return out
-    # Innermost op per External id: sort by (ext, depth) and keep the last of each ext.
-    order = ops[np.lexsort((c["depth"][ops], c["external_id"][ops]))]
-    e_sorted = c["external_id"][order]
-    last = np.append(e_sorted[1:] != e_sorted[:-1], True)
-    uniq_ext, uniq_row = e_sorted[last], order[last]
-    pos = np.searchsorted(uniq_ext, ext)
-    posc = np.minimum(pos, max(uniq_ext.size - 1, 0))
-    hit = (ext >= 0) & (uniq_ext.size > 0) & (uniq_ext[posc] == ext)
-    out[hit] = c["name"][uniq_row[posc[hit]]]
-    return out
-
-
-def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_ops: np.ndarray) -> dict:
+def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_ops: np.ndarray,
+                 tc_classes: tuple[np.ndarray, np.ndarray]) -> dict:
+    """Tensor Core shares of compute time; ``tc_classes`` is ``classify.tensor_core_class(trace)``."""
     g = trace.gpu_ops
     out = {"tensor_core_fraction": None, "tensor_core_unknown_fraction": None, "tc_eligible_non_tc_fraction": None}
     if not len(g):
@@ -116,7 +93,7 @@ def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_o
     total = dur[compute].sum()
     if total <= 0:
         return out
-    tc_by_name, helper_by_name = C.tensor_core_class(trace)
+    tc_by_name, helper_by_name = tc_classes
     tc, helper = tc_by_name[g["name"]], helper_by_name[g["name"]]
     eligible_name = C.name_mask(trace, C.TC_ELIGIBLE_RE)[g["name"]]
     eligible_op_ids = C.name_mask(trace, TC_ELIGIBLE_OP_RE)
@@ -130,7 +107,8 @@ def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_o
     return out
 
 
-def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, top: int = 15) -> list[dict]:
+def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classes: tuple[np.ndarray, np.ndarray],
+                top: int = 15) -> list[dict]:
     g = trace.gpu_ops
     if not len(g):
         return []
@@ -138,7 +116,7 @@ def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, top: int 
     if not sel.any():
         return []
     dur = (g["end_ns"] - g["start_ns"])[sel]
-    tc, _ = C.tensor_core_class(trace)
+    tc, _ = tc_classes
     df = pd.DataFrame({"name": g["name"][sel], "kind": g["kind"][sel], "dur": dur, "comm": comm_mask[sel]})
     agg = df.groupby("name").agg(count=("dur", "size"), total_ns=("dur", "sum"), mean_ns=("dur", "mean"),
                                  max_ns=("dur", "max"), kind=("kind", "first"), comm=("comm", "any"))
