@@ -1,23 +1,64 @@
 import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+SHARED = Path(os.environ["TRACEDOC_SHARED"]) if os.environ.get("TRACEDOC_SHARED") else ROOT.parent / "shared"
 TRACES = SHARED / "traces"
+# CI sets this: there the shared traces must be present, and a run without them fails instead of skipping.
+REQUIRE_SHARED = os.environ.get("TRACEDOC_REQUIRE_SHARED", "") not in ("", "0")
+MISSING_REASON = (f"the shared real traces are not at {TRACES} (a checkout with ../shared beside it has them; "
+                  "TRACEDOC_SHARED=DIR points elsewhere)")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
+def have_shared() -> bool:
+    return (TRACES / "EXPECTED.json").is_file()
+
+
 def shared_traces() -> Path:
-    if not TRACES.is_dir():  # pragma: no cover - CI always has ../shared beside the checkout
-        raise RuntimeError(f"the shared traces are missing: expected {TRACES} beside the checkout")
+    """The shared traces folder; inside a test without it, the test is skipped with the reason."""
+    if not have_shared():
+        pytest.skip(MISSING_REASON)
     return TRACES
 
 
+def shared_names(sub: str, pattern: str = "*") -> list[str]:
+    """File names under the shared traces' ``sub`` folder, for parametrising ([] without the folder)."""
+    return sorted(p.name for p in (TRACES / sub).glob(pattern)) if have_shared() else []
+
+
 def expected_rows() -> list[dict]:
-    return json.loads((shared_traces() / "EXPECTED.json").read_text())["traces"]
+    """EXPECTED.json's rows ([] without the shared traces: parametrised tests then skip)."""
+    if not have_shared():
+        return []
+    return json.loads((TRACES / "EXPECTED.json").read_text())["traces"]
+
+
+def pytest_sessionstart(session):
+    if REQUIRE_SHARED and not have_shared():
+        raise pytest.UsageError(f"TRACEDOC_REQUIRE_SHARED is set but {MISSING_REASON}")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "shared: reads the shared real traces (skipped, with the reason, without them)")
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("shared") is not None and not have_shared():
+        pytest.skip(MISSING_REASON)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Parametrised tests over the shared traces get an explicit skip reason when the traces are absent."""
+    if have_shared():
+        return
+    for item in items:
+        if any(m.kwargs.get("reason", "").startswith("got empty parameter set") for m in item.iter_markers("skip")):
+            item.add_marker(pytest.mark.skip(reason=MISSING_REASON), append=False)
 
 
 @pytest.fixture

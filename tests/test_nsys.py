@@ -17,11 +17,11 @@ from tracedoc.ingest.nsys import read_nsys, read_nsys_ranks
 from tracedoc.model import intervals as I
 from tracedoc.model import trace as M
 
+from conftest import TRACES, shared_traces
 from nsys_builder import (SCHEMA_2021, SCHEMA_2022, SCHEMA_2026_1, SCHEMA_2026_2, Latin1, NsysDb,
                           global_tid)
 
-TRACES = Path(__file__).parents[1] / ".." / "shared" / "traces"
-NSYS = TRACES / "nsys"
+NSYS = TRACES / "nsys"  # tests that read it are marked `shared` (skipped without the traces)
 REAL = ["nsys2022_con_kernel.sqlite", "nsys2026_h100_2gpu_1s.sqlite", "nsys2026_mock.sqlite"]
 
 T0 = 1_000_000_000          # capture start on the target clock
@@ -42,6 +42,7 @@ def _digest(path: Path) -> str:
 # Real exports
 # ---------------------------------------------------------------------------------------------
 
+@pytest.mark.shared
 @pytest.mark.parametrize("name", REAL)
 def test_real_exports_load_and_are_not_modified(name):
     path = NSYS / name
@@ -52,6 +53,7 @@ def test_real_exports_load_and_are_not_modified(name):
     assert _digest(path) == before
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("name", REAL)
 def test_real_exports_match_expected_per_device(name):
     exp = _expected()[name]["devices"]
@@ -73,6 +75,7 @@ def test_real_exports_match_expected_per_device(name):
         assert abs(durs[durs.size // 2] / 1e3 - row["kernel_median_us"]) <= 0.01
 
 
+@pytest.mark.shared
 def test_h100_export_is_two_ranks_one_gpu_each():
     path = NSYS / "nsys2026_h100_2gpu_1s.sqlite"
     exp = _expected()["nsys2026_h100_2gpu_1s.sqlite"]["devices"]
@@ -91,6 +94,7 @@ def test_h100_export_is_two_ranks_one_gpu_each():
     assert any("pid 112" in w for w in one.warnings)
 
 
+@pytest.mark.shared
 def test_h100_launch_join_is_pid_qualified():
     """Every linked GPU op points at a runtime call of its own process with its correlation id."""
     t = read_nsys(NSYS / "nsys2026_h100_2gpu_1s.sqlite", pid="all")
@@ -103,6 +107,7 @@ def test_h100_launch_join_is_pid_qualified():
     assert np.all(r["start_ns"][rows] <= g["start_ns"][linked])
 
 
+@pytest.mark.shared
 def test_h100_nvtx_and_syncs():
     t = read_nsys(NSYS / "nsys2026_h100_2gpu_1s.sqlite", pid=111)
     c = t.cpu_ops
@@ -115,6 +120,7 @@ def test_h100_nvtx_and_syncs():
     assert t.meta["process_names"]["111"] == "python3"
 
 
+@pytest.mark.shared
 def test_mock_export_devices_time_and_sync():
     t = read_nsys(NSYS / "nsys2026_mock.sqlite")
     assert t.meta["devices"] == [{"id": 0, "name": "NVIDIA GeForce RTX 3080", "totalGlobalMem": 10736893952,
@@ -130,6 +136,7 @@ def test_mock_export_devices_time_and_sync():
     assert kern["blocks_per_sm"].tolist() == pytest.approx([1 / 68] * 2)
 
 
+@pytest.mark.shared
 def test_2022_export_latin1_metadata_and_links():
     t = read_nsys(NSYS / "nsys2022_con_kernel.sqlite")
     assert t.meta["export_version"] == "2.9.1"
@@ -485,11 +492,13 @@ def test_corrupt_database_is_reported(tmp_path):
     assert "nsys export" in str(err.value)
 
 
+@pytest.mark.shared
 def test_unknown_option_is_an_error():
     with pytest.raises(TraceError, match="unknown nsys reader option"):
         read_nsys(NSYS / "nsys2026_mock.sqlite", step_rnage="x")
 
 
+@pytest.mark.shared
 def test_truncated_export_is_reported(tmp_path):
     data = (NSYS / "nsys2026_h100_2gpu_1s.sqlite").read_bytes()
     cut = tmp_path / "cut.sqlite"
@@ -506,6 +515,7 @@ def test_reading_writes_nothing_next_to_the_export(tmp_path):
     assert {p.name: _digest(p) for p in tmp_path.iterdir()} == before  # no -journal/-wal/-shm, same bytes
 
 
+@pytest.mark.shared
 def test_progress_reports_rising_fractions_up_to_one():
     seen: list[float] = []
     read_nsys(NSYS / "nsys2026_mock.sqlite", progress=seen.append)

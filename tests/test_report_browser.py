@@ -22,6 +22,7 @@ CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shut
 if CHROMIUM is None:
     pytest.skip("Chromium is not installed (apt-get install -y chromium)", allow_module_level=True)
 
+from conftest import shared_traces  # noqa: E402
 from test_reports import XSS, build_hostile_trace  # noqa: E402
 
 from tracedoc.api import analyze  # noqa: E402
@@ -30,7 +31,6 @@ from tracedoc.render import render_html  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
 OUTPUT = TESTS / "_output"
-SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync"]
 RENDER_BUDGET_MS = 2000
@@ -90,7 +90,7 @@ def open_report(browser, result, tmp_path: Path, name: str) -> Page:
 
 
 def test_comm_bound_real_trace(browser, tmp_path):
-    trace = SHARED_TRACES / "kineto" / "dlrm_128rank_rank0.json.gz"
+    trace = shared_traces() / "kineto" / "dlrm_128rank_rank0.json.gz"
     result = analyze(trace)
     page = open_report(browser, result, tmp_path, "dlrm_128rank_rank0.html")
     pg = page.page
@@ -143,7 +143,7 @@ def test_comm_bound_real_trace(browser, tmp_path):
 
 
 def test_idle_heavy_real_trace(browser, tmp_path):
-    result = analyze(SHARED_TRACES / "kineto" / "a100_2rank_nccl_rank0.json.gz")
+    result = analyze(shared_traces() / "kineto" / "a100_2rank_nccl_rank0.json.gz")
     page = open_report(browser, result, tmp_path, "a100_2rank_nccl_rank0.html")
     try:
         assert page.errors == [] and page.blocked == []

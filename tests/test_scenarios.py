@@ -3,7 +3,7 @@
 import pytest
 
 import tracedoc
-from conftest import shared_traces
+from conftest import shared_names, shared_traces
 from trace_builder import TraceBuilder
 
 GEMM = "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32"
@@ -151,8 +151,7 @@ def test_cpu_only_and_mtia_get_health_message_and_no_gpu_verdict(name):
     assert any("GPU" in h.message for h in verdict.health)
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (shared_traces() / "kineto").glob("*")
-                                        if "expected" not in p.name))
+@pytest.mark.parametrize("name", [n for n in shared_names("kineto") if "expected" not in n])
 def test_text_summary_fits_a_screen(name):
     proc_text = tracedoc.analyze(shared_traces() / "kineto" / name).to_text()
     lines = proc_text.splitlines()
