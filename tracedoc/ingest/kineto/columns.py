@@ -1,0 +1,346 @@
+"""Decoded events -> numpy columns, chunk by chunk (the ``_Reader``), merged across worker processes."""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any, Callable
+
+import numpy as np
+
+from ...model import trace as M
+from ...model.numbers import decimal_text_to_scaled_int, to_float64, to_int64
+from ...model.trace import StringTable, Table
+from .decode import _EMPTY_ARGS, Args, Event
+
+# Event classes
+C_IGNORE, C_GPU, C_CPU, C_RUNTIME, C_GPU_ANNOT, C_SYNC, C_FLOW, C_INSTANT, C_META, C_OTHER = range(10)
+
+_GPU_CATS = {"kernel": M.KERNEL, "Kernel": M.KERNEL, "gpu_memcpy": M.MEMCPY, "Memcpy": M.MEMCPY,
+             "gpu_memset": M.MEMSET, "Memset": M.MEMSET}
+_CPU_CATS = {"cpu_op": M.CPU_OP, "Operator": M.CPU_OP, "user_annotation": M.USER_ANNOTATION,
+             "python_function": M.PYTHON_FUNCTION}
+_RUNTIME_CATS = {"cuda_runtime": M.RUNTIME, "Runtime": M.RUNTIME, "cuda_driver": M.DRIVER}
+
+
+def _classify(ph: Any, cat: Any) -> int:
+    if ph == "X":
+        if cat in _GPU_CATS:
+            return C_GPU
+        if cat in _CPU_CATS:
+            return C_CPU
+        if cat in _RUNTIME_CATS or (isinstance(cat, str) and cat.endswith("_runtime")):
+            return C_RUNTIME
+        if cat == "gpu_user_annotation":
+            return C_GPU_ANNOT
+        if cat == "cuda_sync":
+            return C_SYNC
+        return C_OTHER
+    if ph in ("s", "f", "t"):
+        return C_FLOW
+    if ph in ("i", "I"):
+        return C_INSTANT
+    if ph == "M":
+        return C_META
+    return C_IGNORE
+
+
+def _runtime_kind(cat: Any) -> int:
+    return _RUNTIME_CATS.get(cat, M.RUNTIME_OTHER)
+
+
+_STREAM_RE = re.compile(r"^\s*stream\s+(\d+)", re.I)
+LABEL_ID_BASE = -(1 << 40)
+_STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name"}
+
+
+class _Reader:
+    """Accumulates one file's columns chunk by chunk."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.strings = StringTable()
+        self.parts: dict[str, list[Table]] = {name: [] for name in M.SCHEMAS}
+        self.meta_events: list[tuple] = []
+        self.n_events = 0
+        self.bad_args = 0
+        self.ignored_phases: dict[str, int] = {}
+        self._id_cache: dict[Any, int] = {}
+
+    # -- helpers -------------------------------------------------------------------------------
+    def ids(self, values: list) -> np.ndarray:
+        """pid/tid values (ints, digit strings, ``"stream 7"``, labels) to int64.
+
+        Non-numeric labels get ids ``LABEL_ID_BASE - string id``, far below any real (possibly
+        negative) process or thread id.
+        """
+        try:
+            return np.array(values, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        cache = self._id_cache
+        out = np.empty(len(values), dtype=np.int64)
+        for i, v in enumerate(values):
+            r = cache.get(v)
+            if r is None:
+                r = self._id_of(v)
+                cache[v] = r
+            out[i] = r
+        return out
+
+    def _id_of(self, v: Any) -> int:
+        if isinstance(v, bool) or v is None:
+            return -1
+        if isinstance(v, (int, float)):
+            return int(v)
+        s = str(v)
+        if s.strip().lstrip("-").isdigit():
+            return int(s)
+        m = _STREAM_RE.match(s)
+        if m:
+            return int(m.group(1))
+        return LABEL_ID_BASE - self.strings.intern(s)
+
+    def names(self, values: list) -> np.ndarray:
+        return self.strings.intern_many(values)
+
+    # -- chunk results from worker processes ---------------------------------------------------
+    def export(self) -> dict:
+        return {"parts": self.parts, "strings": self.strings.strings, "meta_events": self.meta_events,
+                "n_events": self.n_events, "bad_args": self.bad_args, "ignored": self.ignored_phases}
+
+    def merge(self, chunk: dict) -> None:
+        """Append another reader's columns, remapping its string ids into ours."""
+        lut = np.array([self.strings.intern(x) for x in chunk["strings"]] + [-1], dtype=np.int64)
+        offsets = {name: sum(len(t) for t in self.parts[name]) for name in ("gpu_ops", "cpu_ops")}
+        for name, parts in chunk["parts"].items():
+            for t in parts:
+                for col in t.columns:
+                    if col in _STRING_COLS:
+                        t[col] = lut[t[col]]
+                    elif col in ("pid", "tid") and (t[col] <= LABEL_ID_BASE).any():
+                        v = t[col].copy()
+                        label = v <= LABEL_ID_BASE
+                        v[label] = LABEL_ID_BASE - lut[LABEL_ID_BASE - v[label]]
+                        t[col] = v
+                if name == "collectives":
+                    src = t["source"]
+                    t["row"] = t["row"] + np.where(src == M.COLLECTIVE_FROM_KERNEL, offsets["gpu_ops"],
+                                                   offsets["cpu_ops"])
+                self.parts[name].append(t)
+        self.meta_events.extend(chunk["meta_events"])
+        self.n_events += chunk["n_events"]
+        self.bad_args += chunk["bad_args"]
+        for k, v in chunk["ignored"].items():
+            self.ignored_phases[k] = self.ignored_phases.get(k, 0) + v
+
+    # -- per chunk -----------------------------------------------------------------------------
+    def add(self, evs: list[Event]) -> None:
+        n = len(evs)
+        if n == 0:
+            return
+        self.n_events += n
+        self.bad_args += getattr(evs, "bad_args", 0)
+        ph = [e.ph for e in evs]
+        cat = [e.cat for e in evs]
+        cls = np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
+        ts = decimal_text_to_scaled_int([e.ts for e in evs])
+        ts_min = np.iinfo(np.int64).min
+        ts[ts == ts_min] = 0
+        by_class = {c: np.flatnonzero(cls == c) for c in np.unique(cls).tolist()}
+        for c, idx in by_class.items():
+            if c == C_IGNORE:
+                for p in (ph[i] for i in idx.tolist()):
+                    self.ignored_phases[str(p)] = self.ignored_phases.get(str(p), 0) + 1
+                continue
+            sub = _take(evs, idx)
+            handler = self._handlers[c]
+            handler(self, sub, ts[idx], [cat[i] for i in idx.tolist()] if c in (C_GPU, C_CPU, C_RUNTIME, C_OTHER, C_FLOW) else None)
+
+    def _durations(self, sub: list[Event]) -> np.ndarray:
+        dur = decimal_text_to_scaled_int([e.dur for e in sub])
+        return np.maximum(dur, 0)
+
+    def _gpu(self, sub, ts, cats):
+        args = [e.args or _EMPTY_ARGS for e in sub]
+        n = len(sub)
+        end = ts + self._durations(sub)
+        pid = self.ids([e.pid for e in sub])
+        tid = self.ids([e.tid for e in sub])
+        device = to_int64([a.device for a in args])
+        stream = to_int64([a.stream for a in args])
+        device = np.where(device == -1, pid, device)
+        stream = np.where(stream == -1, tid, stream)
+        ext = _external_ids(args)
+        grid = _triples([a.grid for a in args])
+        block = _triples([a.block for a in args])
+        kind = np.fromiter((_GPU_CATS[c] for c in cats), dtype=np.uint8, count=n)
+        self.parts["gpu_ops"].append(Table("gpu_ops", {
+            "kind": kind, "device": device, "stream": stream, "start_ns": ts, "end_ns": end,
+            "name": self.names([e.name for e in sub]),
+            "correlation": to_int64([a.correlation for a in args]), "external_id": ext,
+            "pid": np.full(n, -1), "grid_x": grid[:, 0], "grid_y": grid[:, 1], "grid_z": grid[:, 2],
+            "block_x": block[:, 0], "block_y": block[:, 1], "block_z": block[:, 2],
+            "registers": to_int64([a.registers for a in args]),
+            "shared_mem": to_int64([a.shared_memory for a in args]),
+            "blocks_per_sm": to_float64([a.blocks_per_sm for a in args]),
+            "warps_per_sm": to_float64([a.warps_per_sm for a in args]),
+            "est_occupancy": to_float64([a.occupancy for a in args]),
+            "bytes": to_int64([a.bytes for a in args]),
+            "copy_kind": np.zeros(n), "src_kind": np.full(n, -1), "dst_kind": np.full(n, -1),
+            "graph_id": to_int64([a.graph_id for a in args]), "launch": np.full(n, -1),
+        }))
+        has_coll = [i for i, a in enumerate(args) if a.collective is not None]
+        if has_coll:
+            base = sum(len(t) for t in self.parts["gpu_ops"][:-1])
+            self._collectives(M.COLLECTIVE_FROM_KERNEL, [args[i] for i in has_coll],
+                              np.asarray(has_coll) + base, ext[has_coll])
+
+    def _cpu(self, sub, ts, cats):
+        args = [e.args or _EMPTY_ARGS for e in sub]
+        n = len(sub)
+        ext = _external_ids(args)
+        stacks = [a.call_stack for a in args]
+        self.parts["cpu_ops"].append(Table("cpu_ops", {
+            "kind": np.fromiter((_CPU_CATS[c] for c in cats), dtype=np.uint8, count=n),
+            "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
+            "name": self.names([e.name for e in sub]), "start_ns": ts,
+            "end_ns": ts + self._durations(sub), "external_id": ext, "depth": np.zeros(n),
+            "stack": self.names(stacks) if any(s is not None for s in stacks) else np.full(n, -1),
+        }))
+        has_coll = [i for i, a in enumerate(args) if a.collective is not None]
+        if has_coll:
+            base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
+            self._collectives(M.COLLECTIVE_FROM_CPU_OP, [args[i] for i in has_coll],
+                              np.asarray(has_coll) + base, ext[has_coll])
+
+    def _collectives(self, source, args, rows, ext):
+        self.parts["collectives"].append(Table("collectives", {
+            "source": np.full(len(args), source), "row": rows, "external_id": ext,
+            "collective": self.names([str(a.collective) for a in args]),
+            "in_nelems": to_int64([a.in_nelems for a in args]),
+            "out_nelems": to_int64([a.out_nelems for a in args]),
+            "group_size": to_int64([a.group_size for a in args]),
+            "dtype": self.names([None if a.dtype is None else str(a.dtype) for a in args]),
+            "pg_name": self.names([None if a.pg_name is None else str(a.pg_name) for a in args]),
+        }))
+
+    def _runtime(self, sub, ts, cats):
+        args = [e.args or _EMPTY_ARGS for e in sub]
+        self.parts["runtime"].append(Table("runtime", {
+            "kind": np.fromiter(map(_runtime_kind, cats), dtype=np.uint8, count=len(sub)),
+            "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
+            "name": self.names([e.name for e in sub]), "start_ns": ts,
+            "end_ns": ts + self._durations(sub),
+            "correlation": to_int64([a.correlation for a in args]),
+            "external_id": _external_ids(args), "cbid": to_int64([a.cbid for a in args]),
+        }))
+
+    def _device_stream(self, sub, args):
+        device = to_int64([a.device for a in args])
+        stream = to_int64([a.stream for a in args])
+        device = np.where(device == -1, self.ids([e.pid for e in sub]), device)
+        stream = np.where(stream == -1, self.ids([e.tid for e in sub]), stream)
+        return device, stream
+
+    def _gpu_annot(self, sub, ts, cats):
+        args = [e.args or _EMPTY_ARGS for e in sub]
+        device, stream = self._device_stream(sub, args)
+        self.parts["gpu_annotations"].append(Table("gpu_annotations", {
+            "device": device, "stream": stream, "name": self.names([e.name for e in sub]),
+            "start_ns": ts, "end_ns": ts + self._durations(sub), "external_id": _external_ids(args),
+        }))
+
+    def _sync(self, sub, ts, cats):
+        args = [e.args or _EMPTY_ARGS for e in sub]
+        device, stream = self._device_stream(sub, args)
+        self.parts["syncs"].append(Table("syncs", {
+            "device": device, "stream": stream, "name": self.names([e.name for e in sub]),
+            "start_ns": ts, "end_ns": ts + self._durations(sub),
+            "correlation": to_int64([a.correlation for a in args]),
+            "wait_on_stream": to_int64([a.wait_on_stream for a in args]),
+        }))
+
+    def _flow(self, sub, ts, cats):
+        phase = {"s": M.FLOW_START, "t": M.FLOW_STEP, "f": M.FLOW_END}
+        self.parts["flows"].append(Table("flows", {
+            "id": to_int64([e.id for e in sub]),
+            "phase": np.fromiter((phase[e.ph] for e in sub), dtype=np.uint8, count=len(sub)),
+            "cat": self.names([None if c is None else str(c) for c in cats]),
+            "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]), "ts_ns": ts,
+        }))
+
+    def _instant(self, sub, ts, cats):
+        keep = [i for i, e in enumerate(sub) if e.name == "[memory]"]
+        if not keep:
+            return
+        sub = [sub[i] for i in keep]
+        ts = ts[keep]
+        args = [e.args or _EMPTY_ARGS for e in sub]
+        self.parts["memory"].append(Table("memory", {
+            "ts_ns": ts, "device_type": to_int64([a.device_type for a in args]),
+            "device_id": to_int64([a.device_id for a in args]),
+            "bytes": to_int64([a.mem_bytes for a in args]),
+            "total_allocated": to_int64([a.total_allocated for a in args]),
+            "total_reserved": to_int64([a.total_reserved for a in args]),
+            "addr": to_int64([a.addr for a in args]),
+            "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
+        }))
+
+    def _meta(self, sub, ts, cats):
+        for e in sub:
+            a = e.args or _EMPTY_ARGS
+            self.meta_events.append((e.name, e.pid, e.tid, a.name, a.labels))
+
+    def _other(self, sub, ts, cats):
+        self.parts["other_spans"].append(Table("other_spans", {
+            "cat": self.names([None if c is None else str(c) for c in cats]),
+            "name": self.names([None if e.name is None else str(e.name) for e in sub]),
+            "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
+            "start_ns": ts, "end_ns": ts + self._durations(sub),
+        }))
+
+    _handlers: dict[int, Callable] = {
+        C_GPU: _gpu, C_CPU: _cpu, C_RUNTIME: _runtime, C_GPU_ANNOT: _gpu_annot, C_SYNC: _sync,
+        C_FLOW: _flow, C_INSTANT: _instant, C_META: _meta, C_OTHER: _other,
+    }
+
+
+def _take(evs: list, idx: np.ndarray) -> list:
+    if idx.size == 0:
+        return []
+    if idx.size == 1:
+        return [evs[int(idx[0])]]
+    if idx.size == len(evs):
+        return evs
+    return list(operator.itemgetter(*idx.tolist())(evs))
+
+
+def _external_ids(args: list[Args]) -> np.ndarray:
+    ext = to_int64([a.external_id for a in args])
+    missing = ext == -1
+    if missing.any():
+        legacy = to_int64([a.external_id_legacy for a in args])
+        ext = np.where(missing, legacy, ext)
+    return ext
+
+
+def _triples(values: list) -> np.ndarray:
+    n = len(values)
+    if n and all(v is None for v in values[:1]) and all(v is None for v in values):
+        return np.full((n, 3), -1, dtype=np.int64)
+    try:
+        arr = np.array(values, dtype=np.int64)
+        if arr.shape == (n, 3):
+            return arr
+    except (TypeError, ValueError):
+        pass
+    out = np.full((n, 3), -1, dtype=np.int64)
+    for i, v in enumerate(values):
+        if isinstance(v, (list, tuple)):
+            for j, x in enumerate(v[:3]):
+                try:
+                    out[i, j] = int(x)
+                except (TypeError, ValueError):
+                    pass
+    return out

@@ -1,0 +1,204 @@
+"""Finishing a Kineto trace: memcpy kinds, launch links, CPU depths and the file's metadata."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from ...errors import TraceError
+from ...model import trace as M
+from ...model.trace import Table, Trace
+from .columns import _Reader
+
+_MEMCPY_RE = re.compile(r"(HtoD|DtoH|DtoD|PtoP|HtoH)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.I)
+_COPY_KIND = {"htod": M.COPY_HTOD, "dtoh": M.COPY_DTOH, "dtod": M.COPY_DTOD, "ptop": M.COPY_PTOP}
+_MEM_KIND = {"pageable": M.MEM_PAGEABLE, "pinned": M.MEM_PINNED, "device": M.MEM_DEVICE,
+             "managed": M.MEM_MANAGED, "array": 3}
+
+
+def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Trace:
+    if reader.n_events == 0:
+        if truncated:
+            raise TraceError(path, "is cut off before its first complete event", truncated,
+                             "the profiler was probably killed while writing; capture the trace again")
+        raise TraceError(path, "has no events", "an empty traceEvents array",
+                         "the profiler recorded nothing: make sure prof.step() is called every iteration so the "
+                         "schedule reaches its active steps")
+    tables = {name: Table.concat(name, parts) for name, parts in reader.parts.items()}
+    strings = reader.strings.strings
+    warnings: list[str] = []
+    if truncated:
+        warnings.append(f"{path}: {truncated}; numbers cover only the events before the cut")
+    if reader.bad_args:
+        warnings.append(f"{path}: {reader.bad_args:,} events have an args value that is not an object of the "
+                        "usual fields; their other fields were read and their args ignored")
+    if reader.ignored_phases:
+        desc = ", ".join(f"{n} '{p}'" for p, n in sorted(reader.ignored_phases.items()))
+        warnings.append(f"{path}: ignored events of phases tracedoc does not use ({desc})")
+    trace = Trace(source=path, strings=strings, tables=tables, meta={}, warnings=warnings)
+    _memcpy_kinds(trace)
+    link_launches(trace)
+    set_cpu_depths(trace)
+    trace.meta = _metadata(meta, reader, trace, truncated)
+    return trace
+
+
+def _memcpy_kinds(trace: Trace) -> None:
+    g = trace.gpu_ops
+    if not len(g):
+        return
+    copies = np.flatnonzero(g["kind"] == M.MEMCPY)
+    if not copies.size:
+        return
+    uniq = np.unique(g["name"][copies])
+    kinds = {}
+    for sid in uniq.tolist():
+        m = _MEMCPY_RE.search(trace.string(sid))
+        if m:
+            kinds[sid] = (_COPY_KIND.get(m.group(1).lower(), M.COPY_UNKNOWN),
+                          _MEM_KIND.get((m.group(2) or "").lower(), -1),
+                          _MEM_KIND.get((m.group(3) or "").lower(), -1))
+    lut = np.full((len(trace.strings) + 1, 3), [M.COPY_UNKNOWN, -1, -1], dtype=np.int64)
+    for sid, v in kinds.items():
+        lut[sid] = v
+    names = g["name"][copies]
+    for col, j in (("copy_kind", 0), ("src_kind", 1), ("dst_kind", 2)):
+        arr = g[col].copy()
+        arr[copies] = lut[names, j]
+        g[col] = arr
+
+
+def link_launches(trace: Trace) -> None:
+    """Set ``gpu_ops.launch`` to the runtime row that launched each GPU op.
+
+    By correlation id first; for ops without one, by ``ac2g``-style flows (start on the runtime
+    call, end on the GPU op, both with the correlation id as flow id).
+    """
+    g, r = trace.gpu_ops, trace.runtime
+    if not len(g) or not len(r):
+        return
+    launch = np.full(len(g), -1, dtype=np.int64)
+    rc = r["correlation"]
+    valid = np.flatnonzero(rc >= 0)
+    if valid.size:
+        order = valid[np.argsort(rc[valid], kind="stable")]
+        sorted_c = rc[order]
+        gc = g["correlation"]
+        pos = np.searchsorted(sorted_c, gc)
+        pos_c = np.minimum(pos, sorted_c.size - 1)
+        hit = (gc >= 0) & (sorted_c[pos_c] == gc)
+        launch[hit] = order[pos_c[hit]]
+    missing = np.flatnonzero(launch == -1)
+    f = trace.flows
+    if missing.size and len(f):
+        launch[missing] = _link_by_flows(trace, missing)
+    g["launch"] = launch
+
+
+def _link_by_flows(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    import pandas as pd
+
+    f, r, g = trace.flows, trace.runtime, trace.gpu_ops
+    cat_ok = trace.string_ids(lambda s: s in ("ac2g", "async", "async_cpu_to_gpu", "launch"))
+    fc = f["cat"]
+    sel = (fc >= 0) & cat_ok[np.maximum(fc, 0)]
+    starts = pd.DataFrame({"id": f["id"][sel & (f["phase"] == M.FLOW_START)],
+                           "pid": f["pid"][sel & (f["phase"] == M.FLOW_START)],
+                           "tid": f["tid"][sel & (f["phase"] == M.FLOW_START)],
+                           "ts": f["ts_ns"][sel & (f["phase"] == M.FLOW_START)]})
+    ends = pd.DataFrame({"id": f["id"][sel & (f["phase"] == M.FLOW_END)],
+                         "dev": f["pid"][sel & (f["phase"] == M.FLOW_END)],
+                         "stream": f["tid"][sel & (f["phase"] == M.FLOW_END)],
+                         "ts": f["ts_ns"][sel & (f["phase"] == M.FLOW_END)]})
+    rt = pd.DataFrame({"rrow": np.arange(len(r)), "pid": r["pid"], "tid": r["tid"], "ts": r["start_ns"]})
+    gp = pd.DataFrame({"grow": rows, "dev": g["device"][rows], "stream": g["stream"][rows],
+                       "ts": g["start_ns"][rows]})
+    a = starts.merge(rt, on=["pid", "tid", "ts"]).drop_duplicates("id")
+    b = ends.merge(gp, on=["dev", "stream", "ts"]).drop_duplicates("grow")
+    j = b.merge(a[["id", "rrow"]], on="id")
+    out = np.full(rows.size, -1, dtype=np.int64)
+    if len(j):
+        pos = np.searchsorted(rows, j["grow"].to_numpy())
+        out[pos] = j["rrow"].to_numpy()
+    return out
+
+
+def set_cpu_depths(trace: Trace) -> None:
+    """Nesting depth of each CPU op within its thread (0 = outermost), without a per-op loop.
+
+    Ops sorted by (thread, start, -end): an op's depth is the number of earlier ops of its thread
+    that are still open at its start, i.e. its rank in the thread minus the ops that already ended.
+    """
+    c = trace.cpu_ops
+    n = len(c)
+    if not n:
+        return
+    pid, tid, s, e = c["pid"], c["tid"], c["start_ns"], c["end_ns"]
+    order = np.lexsort((-e, s, tid, pid))
+    p_o, t_o = pid[order], tid[order]
+    new_thread = np.ones(n, dtype=bool)
+    new_thread[1:] = (p_o[1:] != p_o[:-1]) | (t_o[1:] != t_o[:-1])
+    bounds = np.append(np.flatnonzero(new_thread), n)
+    depth = np.zeros(n, dtype=np.int64)
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        rows = order[lo:hi]
+        ss = s[rows]
+        closed = np.searchsorted(np.sort(e[rows]), ss, side="right")
+        depth[rows] = np.maximum(np.arange(hi - lo) - closed, 0)
+    c["depth"] = depth
+
+
+def _metadata(raw: dict, reader: _Reader, trace: Trace, truncated: str | None) -> dict:
+    dist = raw.get("distributedInfo") if isinstance(raw.get("distributedInfo"), dict) else {}
+    devices = raw.get("deviceProperties") or raw.get("computeProperties") or []
+    if not isinstance(devices, list):
+        devices = []
+    base = raw.get("baseTimeNanoseconds")
+    meta = {
+        "format": "kineto",
+        "schema_version": raw.get("schemaVersion"),
+        "rank": _int_or_none(dist.get("rank")),
+        "world_size": _int_or_none(dist.get("world_size")),
+        "backend": dist.get("backend"),
+        "nccl_version": dist.get("nccl_version"),
+        "pg_config": dist.get("pg_config"),
+        "devices": [d for d in devices if isinstance(d, dict)],
+        "cuda_runtime_version": raw.get("cuda_runtime_version"),
+        "cuda_driver_version": raw.get("cuda_driver_version"),
+        "cupti_version": raw.get("cupti_version"),
+        "display_time_unit": raw.get("displayTimeUnit"),
+        "time_origin_ns": int(base) if isinstance(base, (int, float)) else 0,
+        "trace_name": raw.get("traceName"),
+        "record_shapes": raw.get("record_shapes"),
+        "events": reader.n_events,
+        "truncated": truncated,
+        "other_categories": {},
+        "process_names": {},
+        "thread_names": {},
+        "extra": {k: v for k, v in raw.items() if k not in _KNOWN_KEYS and isinstance(v, (str, int, float))},
+    }
+    for name, pid, tid, arg_name, labels in reader.meta_events:
+        if name == "process_name" and arg_name is not None:
+            meta["process_names"][str(pid)] = str(arg_name)
+        elif name == "thread_name" and arg_name is not None:
+            meta["thread_names"][f"{pid}/{tid}"] = str(arg_name)
+        elif name == "process_labels" and labels is not None:
+            meta["process_names"].setdefault(f"labels:{pid}", str(labels))
+    o = trace.other_spans
+    if len(o):
+        cats, counts = np.unique(o["cat"], return_counts=True)
+        meta["other_categories"] = {trace.string(int(c)): int(k) for c, k in zip(cats, counts)}
+    return meta
+
+
+_KNOWN_KEYS = {"schemaVersion", "distributedInfo", "deviceProperties", "computeProperties",
+               "baseTimeNanoseconds", "displayTimeUnit", "traceName", "traceEvents"}
+
+
+def _int_or_none(v: Any) -> int | None:
+    try:
+        return int(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,98 @@
+"""The end of a Kineto file: trailing keys, and every complete event of a file cut off mid-write."""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+from ...errors import TraceError
+from ...model.trace import Trace
+from .columns import _Reader
+from .decode import Event, _decode_any, _decode_events, _decode_top
+from .metadata import _finish
+from .source import _Source
+
+_CUT_RE = re.compile(rb",\s*\{")
+
+
+def _decode_tail(rest: bytes, bare_array: bool, reader: _Reader, path: str) -> tuple[dict, str | None]:
+    """Decode what follows the last cut: the final events and, for object traces, trailing keys."""
+    if bare_array:
+        body = rest.rstrip()
+        for candidate in (b"[" + body, b"[" + body.rstrip(b",") + b"]"):
+            try:
+                reader.add(_decode_events(candidate))
+                return {}, None
+            except msgspec.ValidationError as exc:
+                raise TraceError(path, "is a JSON array whose entries are not trace events", str(exc),
+                                 "pass a Chrome trace written by torch.profiler") from None
+            except msgspec.DecodeError:
+                pass
+    else:
+        try:
+            top = _decode_top(b'{"traceEvents":[' + rest)
+        except msgspec.DecodeError:
+            top = None
+        if top is not None:
+            try:
+                evs = _decode_events(top.pop("traceEvents"))
+            except msgspec.ValidationError as exc:
+                raise TraceError(path, "has a traceEvents entry that is not an event object", str(exc),
+                                 "the file is not a Chrome trace written by torch.profiler") from None
+            reader.add(evs)
+            return {k: _decode_any(v) for k, v in top.items()}, None
+    # The file stops mid-event: keep every complete event before the cut.
+    good = _salvage(rest)
+    if good is not None:
+        evs, upto = good
+        reader.add(evs)
+    else:
+        upto = 0
+    return {}, (f"the JSON ends before the trace is complete; read {reader.n_events:,} events "
+                f"and dropped {len(rest) - upto:,} trailing bytes")
+
+
+def _salvage(buf: bytes) -> tuple[list[Event], int] | None:
+    """The longest prefix of ``buf`` that is a sequence of whole events."""
+    cuts = list(_CUT_RE.finditer(buf))
+    ends = [m.start() for m in cuts]
+    stripped = buf.rstrip()
+    ends.append(len(stripped))
+    for end in reversed(ends):
+        piece = buf[:end].rstrip().rstrip(b"]}").rstrip()
+        for candidate in (buf[:end], piece):
+            try:
+                return _decode_events(b"[" + candidate + b"]"), end
+            except msgspec.DecodeError:
+                continue
+    return None
+
+
+def _read_whole(path: str, data: bytes, src: _Source, reader: _Reader) -> Trace:
+    """Fallback for files without a findable ``traceEvents`` array: decode the document at once."""
+    try:
+        top = _decode_top(data)
+    except msgspec.DecodeError as exc:
+        try:
+            _decode_any(data)
+        except msgspec.DecodeError:
+            if src.truncated_reason:
+                raise TraceError(path, "is cut off before any trace events", src.truncated_reason,
+                                 "capture the trace again") from None
+            raise TraceError(path, "is not valid JSON", str(exc),
+                             "pass a torch.profiler trace (.json / .json.gz); if the profiler was killed "
+                             "mid-write, capture again") from None
+        raise TraceError(path, "is JSON but not a trace", "a top-level value that is not an object",
+                         "pass a torch.profiler trace with a traceEvents array") from None
+    if "traceEvents" not in top:
+        keys = ", ".join(list(top)[:6]) or "no keys"
+        raise TraceError(path, "is JSON but not a Chrome/Kineto trace: it has no traceEvents array",
+                         f"top-level keys: {keys}", "pass the file torch.profiler wrote (export_chrome_trace "
+                         "or tensorboard_trace_handler)")
+    try:
+        reader.add(_decode_events(top.pop("traceEvents")))
+    except msgspec.ValidationError as exc:
+        raise TraceError(path, "has a traceEvents value that is not a list of event objects", str(exc),
+                         "pass the file torch.profiler wrote") from None
+    return _finish(reader, {k: _decode_any(v) for k, v in top.items()}, path, src.truncated_reason)

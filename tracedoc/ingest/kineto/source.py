@@ -1,0 +1,97 @@
+"""The byte source of a Kineto file: plain or gzip, read in blocks, truncation recorded instead of raised."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import zlib
+
+from ...errors import TraceError
+
+class _Source:
+    """A byte stream over a plain or gzip file that records truncation instead of raising.
+
+    gzip is decompressed with zlib in blocks so that a stream cut off mid-write still yields every
+    byte before the cut (``gzip.GzipFile.read`` would discard the last block and raise).
+    """
+
+    _BLOCK = 1 << 20
+
+    def __init__(self, path: str):
+        self.path = path
+        self.truncated_reason: str | None = None
+        self.offset = 0
+        self.size = os.path.getsize(path)
+        try:
+            self._f = open(path, "rb", buffering=0)
+        except OSError as exc:
+            raise TraceError(path, "cannot be opened", exc.strerror, "check the path and its permissions") from None
+        self.gzipped = self._f.read(2) == b"\x1f\x8b"
+        self._f.seek(0)
+        self._z = zlib.decompressobj(16 + zlib.MAX_WBITS) if self.gzipped else None
+        self._pending = b""
+        self._eof = False
+        self.forced_workers: int | None = None
+        self._sha = hashlib.sha256()  # of the file's bytes on disk, computed as they stream past
+
+    def sha256(self) -> str | None:
+        """SHA-256 of the file, once every byte of it has been read (None before)."""
+        if not self._eof:
+            return None
+        rest = self._f.read()  # whatever follows a corrupt gzip member
+        self._sha.update(rest)
+        return self._sha.hexdigest()
+
+    def read(self, n: int) -> bytes:
+        if not self.gzipped:
+            data = self._f.read(n)
+            self.offset += len(data)
+            self._sha.update(data)
+            if not data:
+                self._eof = True
+            return data
+        out = [self._pending]
+        have = len(self._pending)
+        while have < n and not self._eof:
+            block = self._f.read(self._BLOCK)
+            self._sha.update(block)
+            if not block:
+                self._eof = True
+                if not self._z.eof:
+                    self.truncated_reason = ("the gzip stream ends early (the file was cut off while being "
+                                             "written)")
+                break
+            try:
+                piece = self._z.decompress(block)
+                while self._z.eof and self._z.unused_data:  # concatenated gzip members
+                    rest = self._z.unused_data
+                    self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    piece += self._z.decompress(rest)
+            except zlib.error as exc:
+                self._eof = True
+                if self.offset == 0 and have == 0:
+                    raise TraceError(self.path, "is not a readable gzip file", str(exc),
+                                     "re-copy the file, or check it with `gzip -t`") from None
+                self.truncated_reason = f"the gzip data is corrupt after {self.offset + have:,} bytes ({exc})"
+                break
+            out.append(piece)
+            have += len(piece)
+        data = b"".join(out)
+        self._pending = data[n:]
+        data = data[:n]
+        self.offset += len(data)
+        return data
+
+    def fraction(self) -> float:
+        """How far through the file on disk we are (compressed bytes for gzip)."""
+        try:
+            return min(1.0, self._f.tell() / max(1, self.size))
+        except (OSError, ValueError):
+            return 0.0
+
+    @property
+    def closed(self) -> bool:
+        return self._f.closed
+
+    def close(self) -> None:
+        self._f.close()

@@ -1,0 +1,237 @@
+"""Streaming a Kineto file in chunks: cut at event boundaries, decode here or in worker processes."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Callable
+
+import msgspec
+
+from ...errors import TraceError
+from ...model.trace import Trace
+from .columns import _Reader
+from .decode import Event, _decode_any, _decode_events, _decode_top
+from .metadata import _finish
+from .salvage import _CUT_RE, _decode_tail, _read_whole
+from .source import _Source
+
+CHUNK_BYTES = 16 * 1024 * 1024
+_HEAD_LIMIT = 64 * 1024 * 1024
+
+
+_EVENTS_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
+
+
+def read_kineto(path: str, chunk_bytes: int = CHUNK_BYTES, progress: Callable[[float], None] | None = None,
+                workers: int | None = None) -> Trace:
+    """Read one Kineto Chrome-trace JSON file (plain or gzip) into a ``Trace``.
+
+    Files larger than a few chunks are decoded by ``workers`` processes (default: CPU count, at
+    most 4); ``workers=1`` decodes in this process.
+    """
+    src = _Source(path)
+    src.forced_workers = workers
+    try:
+        trace = _read(src, chunk_bytes, progress)
+        if trace.meta.get("sha256") is None and not src.closed:
+            trace.meta["sha256"] = src.sha256()
+        return trace
+    finally:
+        src.close()
+
+
+def _read(src: _Source, chunk_bytes: int, progress) -> Trace:
+    path = src.path
+    reader = _Reader(path)
+    buf = src.read(min(chunk_bytes, _HEAD_LIMIT))
+    while buf.isspace() if buf else False:
+        more = src.read(chunk_bytes)
+        if not more:
+            break
+        buf += more
+    stripped = buf.lstrip()
+    if not stripped:
+        if src.truncated_reason:
+            raise TraceError(path, "holds no data before its gzip stream breaks off", None,
+                             "the profiler was probably killed before writing; capture the trace again")
+        raise TraceError(path, "is empty", "0 bytes of JSON", "capture the trace again")
+    first = stripped[:1]
+    if first not in (b"{", b"["):
+        raise TraceError(path, "is not JSON", repr(stripped[:40].decode("utf-8", "replace")),
+                         "pass a torch.profiler trace (.json / .json.gz) or an nsys SQLite export")
+    head_meta: dict[str, Any] = {}
+    bare_array = first == b"["
+    if bare_array:
+        start = buf.index(b"[") + 1
+    else:
+        m = _EVENTS_KEY_RE.search(buf)
+        while m is None and len(buf) < _HEAD_LIMIT and not src.truncated_reason:
+            more = src.read(chunk_bytes)
+            if not more:
+                break
+            buf += more
+            m = _EVENTS_KEY_RE.search(buf)
+        if m is None:
+            return _read_whole(path, buf + _drain(src, chunk_bytes), src, reader)
+        try:
+            head_meta = {k: _decode_any(v) for k, v in _decode_top(buf[: m.start()] + b'"_": null}').items()
+                         if k != "_"}
+        except msgspec.DecodeError:
+            return _read_whole(path, buf + _drain(src, chunk_bytes), src, reader)
+        start = m.end()
+    rest = buf[start:]
+    workers = _worker_count(src, chunk_bytes)
+    if workers > 1:
+        done = _read_parallel(src, rest, chunk_bytes, reader, workers, progress)
+        if done is None:  # a cut the workers could not decode: start over, verifying every cut
+            src.close()
+            return read_kineto(path, chunk_bytes, progress, workers=1)
+        rest = done
+    else:
+        rest = _read_sequential(src, rest, chunk_bytes, reader, progress)
+    tail_meta, trunc = _decode_tail(rest, bare_array, reader, path)
+    if src.truncated_reason and not trunc:
+        trunc = src.truncated_reason
+    meta = {**head_meta, **tail_meta}
+    return _finish(reader, meta, path, trunc)
+
+
+def _worker_count(src: _Source, chunk_bytes: int) -> int:
+    if src.forced_workers is not None:
+        return src.forced_workers
+    if src.size < (4 if not src.gzipped else 1) * chunk_bytes:
+        return 1
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _fill(src: _Source, rest: bytes, chunk_bytes: int, progress) -> tuple[bytes, bool]:
+    """Read until ``rest`` holds a chunk; report whether the file is exhausted."""
+    parts = [rest]
+    have = len(rest)
+    while have < chunk_bytes:
+        more = src.read(chunk_bytes)
+        if not more:
+            return b"".join(parts), True
+        parts.append(more)
+        have += len(more)
+        if progress:
+            progress(src.fraction())
+    return b"".join(parts), False
+
+
+def _read_sequential(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader", progress) -> bytes:
+    """Decode chunk by chunk in this process, verifying each cut; return what follows the last cut."""
+    while True:
+        rest, eof = _fill(src, rest, chunk_bytes, progress)
+        if eof:
+            return rest
+        cut = _cut_and_decode(rest)
+        if cut is None:  # no event boundary in what we hold yet: read on
+            more = src.read(chunk_bytes)
+            if not more:
+                return rest
+            rest += more
+            continue
+        evs, next_start = cut
+        reader.add(evs)
+        del evs
+        rest = rest[next_start:]
+
+
+def _find_cut(buf: bytes) -> tuple[int, int] | None:
+    """The last event boundary in ``buf`` (unverified): end of the piece before it, start of the rest."""
+    search_from = max(0, len(buf) - 4 * 1024 * 1024)
+    while True:
+        last = None
+        for last in _CUT_RE.finditer(buf, search_from):
+            pass
+        if last is not None:
+            return last.start(), last.end() - 1
+        if search_from == 0:
+            return None
+        search_from = max(0, search_from - 16 * 1024 * 1024)
+
+
+def _decode_piece(piece: bytes):
+    """Worker: decode one piece of events into columns. None when the cut was not an event boundary."""
+    try:
+        evs = _decode_events(b"[" + piece + b"]")
+    except msgspec.DecodeError:
+        return None
+    r = _Reader("")
+    r.add(evs)
+    return r.export()
+
+
+def _read_parallel(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader", workers: int,
+                   progress) -> bytes | None:
+    """Cut chunks here, decode them in worker processes, merge the columns in file order.
+
+    Returns what follows the last cut, or None if a worker could not decode its piece (then the
+    caller falls back to the verified sequential path).
+    """
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    from collections import deque
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    pending: deque = deque()
+    with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        try:
+            while True:
+                rest, eof = _fill(src, rest, chunk_bytes, progress)
+                if eof:
+                    break
+                cut = _find_cut(rest)
+                if cut is None:
+                    more = src.read(chunk_bytes)
+                    if not more:
+                        break
+                    rest += more
+                    continue
+                piece_end, next_start = cut
+                pending.append(pool.submit(_decode_piece, rest[:piece_end]))
+                rest = rest[next_start:]
+                while len(pending) > workers + 1:
+                    chunk = pending.popleft().result()
+                    if chunk is None:
+                        return None
+                    reader.merge(chunk)
+            while pending:
+                chunk = pending.popleft().result()
+                if chunk is None:
+                    return None
+                reader.merge(chunk)
+        finally:
+            for f in pending:
+                f.cancel()
+    return rest
+
+
+def _drain(src: _Source, chunk_bytes: int) -> bytes:
+    parts = []
+    while True:
+        d = src.read(chunk_bytes)
+        if not d:
+            return b"".join(parts)
+        parts.append(d)
+
+
+def _cut_and_decode(buf: bytes) -> tuple[list[Event], int] | None:
+    """Decode the events before the last event boundary in ``buf``; return them and where the rest starts."""
+    search_from = max(0, len(buf) - 4 * 1024 * 1024)
+    tried = 0
+    while True:
+        cuts = list(_CUT_RE.finditer(buf, search_from))
+        for m in reversed(cuts):
+            piece = buf[: m.start()]
+            try:
+                return _decode_events(b"[" + piece + b"]"), m.end() - 1
+            except msgspec.DecodeError:
+                tried += 1
+                if tried > 8:
+                    return None
+        if search_from == 0:
+            return None
+        search_from = max(0, search_from - 16 * 1024 * 1024)

@@ -1,0 +1,204 @@
+"""Database access: a read-only connection, the tables and columns a given export has, lenient text."""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import sqlite3
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from ...errors import TraceError
+
+_FETCH_ROWS = 1 << 18
+
+
+def _decode_text(raw: bytes) -> str:
+    """UTF-8 when valid; otherwise Latin-1, which maps every byte, so one stray byte (old Windows
+    exports carry OEM/ANSI code-page text) never fails the read. An accented letter from another
+    code page may come out as a different accented letter."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1", errors="replace")
+
+
+class _Db:
+    """A read-only connection plus the table/column names the file actually has."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.conn = _connect(path)
+        try:
+            self.conn.text_factory = _decode_text
+            rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+            self.conn.text_factory = str
+        except sqlite3.DatabaseError as exc:
+            self.conn.close()
+            raise _corrupt(path, exc) from None
+        self.tables = {r[0] for r in rows}
+        self._cols: dict[str, list[str]] = {}
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def has(self, table: str) -> bool:
+        return table in self.tables
+
+    def columns(self, table: str) -> list[str]:
+        if table not in self._cols:
+            if table not in self.tables:
+                self._cols[table] = []
+            else:
+                rows = self.execute(f"PRAGMA table_info({_q(table)})").fetchall()
+                self._cols[table] = [r[1] for r in rows]
+        return self._cols[table]
+
+    def pick(self, table: str, *candidates: str) -> str | None:
+        cols = set(self.columns(table))
+        for c in candidates:
+            if c in cols:
+                return c
+        return None
+
+    def small(self, sql: str, params: Iterable = ()) -> list[tuple]:
+        """All rows of a small query, decoding text leniently."""
+        self.conn.text_factory = _decode_text
+        try:
+            return self.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise _corrupt(self.path, exc) from None
+        finally:
+            self.conn.text_factory = str
+
+    def execute(self, sql: str, params: Iterable = ()) -> sqlite3.Cursor:
+        try:
+            return self.conn.execute(sql, tuple(params))
+        except sqlite3.DatabaseError as exc:
+            raise _corrupt(self.path, exc) from None
+
+    def count(self, table: str) -> int:
+        return int(self.execute(f"SELECT COUNT(*) FROM {_q(table)}").fetchone()[0])
+
+    def read(self, table: str, ints: dict[str, tuple], texts: dict[str, tuple] | None = None,
+             where: str = "") -> dict[str, Any]:
+        """Columns of ``table``: ``ints`` as int64 arrays (NULL/missing -> default), ``texts`` as lists.
+
+        ``ints`` maps an output name to ``(default, candidate column, ...)``; the first candidate
+        the table has is read, and a table without any gets the default in every row.
+        """
+        texts = texts or {}
+        exprs, names = [], []
+        for out, (default, *cands) in ints.items():
+            col = self.pick(table, *cands)
+            exprs.append(f"CAST(COALESCE({_q(col)}, {int(default)}) AS INTEGER)" if col else str(int(default)))
+            names.append(out)
+        text_names = []
+        for out, cands in texts.items():
+            col = self.pick(table, *cands)
+            exprs.append(_q(col) if col else "NULL")
+            text_names.append(out)
+        sql = f"SELECT {', '.join(exprs)} FROM {_q(table)}" + (f" WHERE {where}" if where else "")
+        try:
+            arr, text_cols = self._fetch(sql, len(names), len(text_names))
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc).lower():
+                raise _corrupt(self.path, exc) from None
+            # Text that is not UTF-8 (old Windows exports): read this table again, decoding leniently.
+            self.conn.text_factory = _decode_text
+            try:
+                arr, text_cols = self._fetch(sql, len(names), len(text_names))
+            finally:
+                self.conn.text_factory = str
+        out: dict[str, Any] = {name: arr[:, i] for i, name in enumerate(names)}
+        out.update(zip(text_names, text_cols))
+        return out
+
+    def _fetch(self, sql: str, k: int, n_text: int) -> tuple[np.ndarray, list[list]]:
+        """Rows in chunks: integer columns flattened straight into int64 (no per-row numpy work)."""
+        cur = self.execute(sql)
+        int_parts: list[np.ndarray] = []
+        text_cols: list[list] = [[] for _ in range(n_text)]
+        head = operator.itemgetter(slice(0, k))
+        while True:
+            try:
+                rows = cur.fetchmany(_FETCH_ROWS)
+            except sqlite3.OperationalError:
+                raise  # read() tells a text-decoding failure from the rest
+            except sqlite3.DatabaseError as exc:
+                raise _corrupt(self.path, exc) from None
+            if not rows:
+                break
+            flat = itertools.chain.from_iterable(map(head, rows) if n_text else rows)
+            int_parts.append(np.fromiter(flat, dtype=np.int64, count=len(rows) * k).reshape(len(rows), k))
+            for j in range(n_text):
+                text_cols[j].extend(map(operator.itemgetter(k + j), rows))
+        arr = np.concatenate(int_parts) if int_parts else np.zeros((0, k), dtype=np.int64)
+        return arr, text_cols
+
+    def strings(self, ids: np.ndarray) -> dict[int, str]:
+        """``StringIds`` values of the given ids (looked up through the primary key, in batches)."""
+        ids = [int(i) for i in np.unique(ids) if i >= 0]
+        out: dict[int, str] = {}
+        if not ids or not self.has("StringIds"):
+            return out
+        vcol = self.pick("StringIds", "value", "text") or "value"
+        for lo in range(0, len(ids), 500):
+            batch = ids[lo:lo + 500]
+            marks = ",".join("?" * len(batch))
+            for sid, value in self.small(f"SELECT id, {_q(vcol)} FROM StringIds WHERE id IN ({marks})", batch):
+                out[int(sid)] = "" if value is None else str(value)
+        return out
+
+    def key_values(self, *tables: str) -> dict[str, str]:
+        for t in tables:
+            if self.has(t) and {"name", "value"} <= set(self.columns(t)):
+                return {str(n): str(v) for n, v in self.small(f"SELECT name, value FROM {_q(t)}") if n is not None}
+        return {}
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    uri = Path(path).resolve().as_uri()
+    last: Exception | None = None
+    # mode=ro never writes; immutable=1 also skips locking, for files on read-only media.
+    for suffix in ("?mode=ro", "?mode=ro&immutable=1"):
+        conn = None
+        try:
+            conn = sqlite3.connect(uri + suffix, uri=True)
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            return conn
+        except sqlite3.DatabaseError as exc:
+            last = exc
+            if conn is not None:
+                conn.close()
+    raise _corrupt(path, last) from None
+
+
+def _corrupt(path: str, exc: Exception | None) -> TraceError:
+    return TraceError(path, "cannot be read as an SQLite database: it is corrupt or incomplete",
+                      str(exc) if exc else None,
+                      "export it again with `nsys export --type sqlite --force-overwrite true REPORT.nsys-rep` "
+                      "and check that the copy finished")
+
+
+def _check_kind(db: _Db) -> None:
+    """Reject nvprof databases and SQLite files that are not nsys exports."""
+    t = db.tables
+    if "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL" in t or any("_id_" in db.columns(x) for x in
+                                                           ("CUPTI_ACTIVITY_KIND_KERNEL", "StringTable") if x in t):
+        raise TraceError(db.path, "is an nvprof database, not an Nsight Systems export",
+                         "table CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL / `_id_` columns",
+                         "profile with Nsight Systems (`nsys profile -o run python train.py`), export with "
+                         "`nsys export --type sqlite run.nsys-rep`, or capture a torch.profiler trace")
+    nsys_like = "StringIds" in t or any(x.startswith(("CUPTI_", "NVTX_")) for x in t)
+    if not nsys_like:
+        shown = ", ".join(sorted(t)[:6]) or "no tables"
+        raise TraceError(db.path, "is an SQLite database but not an Nsight Systems export",
+                         f"tables: {shown}",
+                         "pass the file written by `nsys export --type sqlite`, or a torch.profiler JSON trace")
