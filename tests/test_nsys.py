@@ -529,6 +529,6 @@ def test_progress_reports_rising_fractions_up_to_one():
     ("train_step_fn", False), ("aten::add, op_id = 3", False), ("enumerate(DataLoader)#_Iter.__next__", False),
 ])
 def test_step_names_are_whole_words(name, is_step):
-    from tracedoc.ingest.nsys import _STEP_FAMILY_RE
+    from tracedoc.model.vocab import STEP_FAMILY_RE
 
-    assert (_STEP_FAMILY_RE.match(name) is not None) == is_step
+    assert (STEP_FAMILY_RE.match(name) is not None) == is_step

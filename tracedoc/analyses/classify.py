@@ -1,4 +1,4 @@
-"""Name-based classification: communication kernels, Tensor Core kernels, sync calls, launches.
+"""Name-based classification: communication kernels and Tensor Core kernels.
 
 Every classifier works on the string table once (a boolean lookup array indexed by name id), so
 classifying millions of rows costs one fancy-index, not a regex per row.
@@ -11,10 +11,8 @@ import re
 import numpy as np
 
 from ..model import trace as M
+from ..model import vocab as V
 from ..model.trace import Trace
-
-COMM_KERNEL_RE = re.compile(r"nccl|rccl|hccl", re.I)
-COLLECTIVE_OP_RE = re.compile(r"^(record_param_comms$|nccl:|c10d::|gloo:)")
 
 # Tensor Core kernel names, Volta -> Blackwell. FFMA (plain FP32 FMA) variants are excluded first.
 TC_EXCLUDE_RE = re.compile(r"ffma|_fp64_|dgemm|sgemm_(?!.*tensorop)", re.I)
@@ -46,24 +44,6 @@ LOW_PRECISION_RE = re.compile(r"\bhalf\b|__half|half_t|bf16|bfloat16|fp16|\bf16|
 # Kernel names of matmul / conv / attention work, the kind Tensor Cores run.
 TC_ELIGIBLE_RE = re.compile(r"(gemm|gemv|conv|matmul|linear|bmm|attention|attn|fmha|mma|winograd|cudnn)", re.I)
 
-SYNC_CALL_RE = re.compile(
-    r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|cudaStreamWaitEvent|"
-    r"hipStreamSynchronize|hipDeviceSynchronize|hipEventSynchronize|cuStreamSynchronize|cuCtxSynchronize|"
-    r"cuEventSynchronize|cudaMemcpy|hipMemcpy|cuMemcpyDtoH|cuMemcpyHtoD)(_v\d+)?$")
-SYNC_OP_RE = re.compile(r"^(aten::_local_scalar_dense|aten::item)$")
-SYNC_MEMCPY_RE = re.compile(r"^(cudaMemcpy|hipMemcpy|cuMemcpyDtoH|cuMemcpyHtoD)(_v\d+)?$")
-LAUNCH_CALL_RE = re.compile(
-    r"^(cudaLaunchKernel|cudaLaunchKernelExC|cudaLaunchCooperativeKernel|cuLaunchKernel|cuLaunchKernelEx|"
-    r"cudaMemcpyAsync|cudaMemsetAsync|cudaMemcpy|cudaMemset|hipLaunchKernel|hipExtLaunchKernel|"
-    r"hipModuleLaunchKernel|hipMemcpyAsync|hipMemsetAsync|cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch|"
-    r"cudaLaunchHostFunc|cudaLaunchKernel_ptsz)(_v\d+)?$")
-GRAPH_LAUNCH_RE = re.compile(r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v\d+)?$")
-DATALOADER_RE = re.compile(r"^enumerate\((DataLoader|DataPipe)\)#|DataLoader.*__next__|dataloader", re.I)
-MULTIPROC_RE = re.compile(r"_MultiProcessingDataLoaderIter", re.I)
-SINGLEPROC_RE = re.compile(r"_SingleProcessDataLoaderIter", re.I)
-DATA_PARALLEL_RE = re.compile(r"(^|\W)DataParallel|^Broadcast$|torch\.nn\.parallel\.(replicate|scatter_gather)", re.I)
-
-
 def name_mask(trace: Trace, pattern: re.Pattern, exclude: re.Pattern | None = None) -> np.ndarray:
     return trace.string_ids(lambda s: pattern.search(s) is not None and not (exclude and exclude.search(s)))
 
@@ -75,11 +55,11 @@ def comm_kernel_mask(trace: Trace, gpu_ext: np.ndarray) -> np.ndarray:
     if not len(g):
         return np.zeros(0, dtype=bool)
     is_kernel = g["kind"] == M.KERNEL
-    by_name = name_mask(trace, COMM_KERNEL_RE)[g["name"]]
+    by_name = name_mask(trace, V.COMM_KERNEL_RE)[g["name"]]
     comm = is_kernel & by_name
     c = trace.cpu_ops
     if len(c):
-        coll_ops = name_mask(trace, COLLECTIVE_OP_RE)[c["name"]]
+        coll_ops = name_mask(trace, V.COLLECTIVE_OP_RE)[c["name"]]
         coll_ext = np.unique(c["external_id"][coll_ops & (c["external_id"] >= 0)])
         if coll_ext.size:
             comm |= is_kernel & (gpu_ext >= 0) & np.isin(gpu_ext, coll_ext)

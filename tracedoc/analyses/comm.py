@@ -8,9 +8,8 @@ import numpy as np
 import pandas as pd
 
 from ..model.trace import Trace
+from ..model.vocab import KERNEL_COLLECTIVE_RE
 
-_KERNEL_COLLECTIVE_RE = re.compile(
-    r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv|AllToAll|Gather|Scatter)", re.I)
 _CANON = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
           "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "send_recv", "send": "send", "recv": "recv",
           "alltoall": "all_to_all", "gather": "gather", "scatter": "scatter"}
@@ -64,7 +63,7 @@ def collectives(trace: Trace, comm_mask: np.ndarray, gpu_ext: np.ndarray, lo: in
         df["group"] = -1
     by_kernel_name = {}
     for sid in np.unique(df["name"]).tolist():
-        m = _KERNEL_COLLECTIVE_RE.search(trace.string(sid))
+        m = KERNEL_COLLECTIVE_RE.search(trace.string(sid))
         by_kernel_name[sid] = canonical(m.group(1)) if m else "unknown"
     by_coll_name = {sid: canonical(trace.string(int(sid))) for sid in df["cname"].dropna().unique().tolist()}
     df["collective"] = np.where(df["cname"].notna(), df["cname"].map(by_coll_name), df["name"].map(by_kernel_name))

@@ -7,6 +7,7 @@ import pandas as pd
 
 from ..model import intervals as iv
 from ..model import trace as M
+from ..model import vocab as V
 from ..model.trace import Trace
 from . import classify as C
 from .links import OpsByExternalId
@@ -17,13 +18,13 @@ def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[st
     c = trace.cpu_ops
     if not len(c):
         return iv.empty(), None, []
-    names = C.name_mask(trace, C.DATALOADER_RE)
+    names = C.name_mask(trace, V.DATALOADER_RE)
     rows = np.flatnonzero(names[c["name"]] & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION, M.PYTHON_FUNCTION)))
     if not rows.size:
         return iv.empty(), None, []
     seen = [trace.string(int(i)) for i in np.unique(c["name"][rows])]
-    multi = any(C.MULTIPROC_RE.search(s) for s in seen)
-    single = any(C.SINGLEPROC_RE.search(s) for s in seen)
+    multi = any(V.MULTIPROC_DATALOADER_RE.search(s) for s in seen)
+    single = any(V.SINGLEPROC_DATALOADER_RE.search(s) for s in seen)
     kind = True if multi else (False if single else None)
     return iv.union(c["start_ns"][rows], c["end_ns"][rows]), kind, seen
 
@@ -35,15 +36,15 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
     stats = {"sync_calls": 0, "sync_ns": 0, "sync_memcpy_count": 0}
     frames = []
     if len(r):
-        m = C.name_mask(trace, C.SYNC_CALL_RE)[r["name"]] & (r["start_ns"] < hi) & (r["end_ns"] > lo)
+        m = C.name_mask(trace, V.SYNC_CALL_RE)[r["name"]] & (r["start_ns"] < hi) & (r["end_ns"] > lo)
         rows = np.flatnonzero(m)
         parts_s.append(r["start_ns"][rows])
         parts_e.append(r["end_ns"][rows])
-        stats["sync_memcpy_count"] = int(C.name_mask(trace, C.SYNC_MEMCPY_RE)[r["name"][rows]].sum())
+        stats["sync_memcpy_count"] = int(C.name_mask(trace, V.SYNC_MEMCPY_RE)[r["name"][rows]].sum())
         ext = r["external_id"][rows]
         frames.append(pd.DataFrame({"call": r["name"][rows], "ext": ext, "dur": r["end_ns"][rows] - r["start_ns"][rows]}))
     if len(c):
-        m = C.name_mask(trace, C.SYNC_OP_RE)[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
+        m = C.name_mask(trace, V.SYNC_OP_RE)[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
         rows = np.flatnonzero(m)
         parts_s.append(c["start_ns"][rows])
         parts_e.append(c["end_ns"][rows])
@@ -151,4 +152,4 @@ def uses_data_parallel(trace: Trace) -> bool:
     c = trace.cpu_ops
     if not len(c):
         return False
-    return bool(C.name_mask(trace, C.DATA_PARALLEL_RE)[np.unique(c["name"])].any())
+    return bool(C.name_mask(trace, V.DATA_PARALLEL_RE)[np.unique(c["name"])].any())

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import trace as M
+from ..model import vocab as V
 from ..model.trace import Trace
 from . import classify as C
 
@@ -44,7 +45,7 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
     length_ms = (hi - lo) / 1e6
     out: dict = {"launch_delay_p50_ns": None, "launch_delay_p95_ns": None, "launch_delays_ns": np.zeros(0)}
     if len(r):
-        is_launch = C.name_mask(trace, C.LAUNCH_CALL_RE)[r["name"]]
+        is_launch = C.name_mask(trace, V.LAUNCH_CALL_RE)[r["name"]]
         in_win = (r["start_ns"] >= lo) & (r["start_ns"] < hi)
         sel = is_launch & in_win
         out["launch_calls"] = int(sel.sum())
@@ -52,7 +53,7 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
         launch_ns = int((r["end_ns"] - r["start_ns"])[sel].sum())
         out["cpu_launch_overhead_ns"] = launch_ns
         out["cpu_launch_overhead_fraction"] = launch_ns / (hi - lo) if hi > lo else None
-        graph = C.name_mask(trace, C.GRAPH_LAUNCH_RE)[r["name"]]
+        graph = C.name_mask(trace, V.GRAPH_LAUNCH_RE)[r["name"]]
         out["graph_launches"] = int((graph & in_win).sum())
     else:
         out.update(launch_calls=0, launches_per_ms=None, cpu_launch_overhead_ns=0,
@@ -73,7 +74,7 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
         # Kernels inside graphs carry a graph id (2026 traces) or the correlation of their cudaGraphLaunch.
         in_graph = g["graph_id"] >= 0
         if len(r) and linked.size:
-            graph_call = C.name_mask(trace, C.GRAPH_LAUNCH_RE)[r["name"]]
+            graph_call = C.name_mask(trace, V.GRAPH_LAUNCH_RE)[r["name"]]
             in_graph[linked] |= graph_call[g["launch"][linked]]
         out["graph_kernels"] = int((in_graph & (g["kind"] == M.KERNEL)).sum())
     else:

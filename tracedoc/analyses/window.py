@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..model import trace as M
 from ..model.trace import Trace
-
-STEP_RE = re.compile(r"^ProfilerStep#(\d+)$")
-
+from ..model.vocab import PROFILER_STEP_RE
 
 @dataclass
 class Steps:
@@ -72,7 +69,7 @@ def step_name_mask(trace: Trace) -> np.ndarray:
             if 0 <= i < mask.size:
                 mask[i] = True
         return mask
-    return trace.string_ids(lambda s: STEP_RE.match(s) is not None)
+    return trace.string_ids(lambda s: PROFILER_STEP_RE.match(s) is not None)
 
 
 def find_steps(trace: Trace) -> Steps:

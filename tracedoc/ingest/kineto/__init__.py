@@ -14,7 +14,6 @@ file, truncated files), ``metadata`` (finishing the ``Trace``).
 """
 
 from .columns import LABEL_ID_BASE
-from .metadata import link_launches, set_cpu_depths
 from .stream import CHUNK_BYTES, read_kineto
 
-__all__ = ["CHUNK_BYTES", "LABEL_ID_BASE", "link_launches", "read_kineto", "set_cpu_depths"]
+__all__ = ["CHUNK_BYTES", "LABEL_ID_BASE", "read_kineto"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -10,9 +9,11 @@ import numpy as np
 from ...errors import TraceError
 from ...model import trace as M
 from ...model.trace import Table, Trace
+from ...model.vocab import MEMCPY_NAME_RE
+from ..depth import set_cpu_depths
+from ..launches import link_launches
 from .columns import _Reader
 
-_MEMCPY_RE = re.compile(r"(HtoD|DtoH|DtoD|PtoP|HtoH)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.I)
 _COPY_KIND = {"htod": M.COPY_HTOD, "dtoh": M.COPY_DTOH, "dtod": M.COPY_DTOD, "ptop": M.COPY_PTOP}
 _MEM_KIND = {"pageable": M.MEM_PAGEABLE, "pinned": M.MEM_PINNED, "device": M.MEM_DEVICE,
              "managed": M.MEM_MANAGED, "array": 3}
@@ -55,7 +56,7 @@ def _memcpy_kinds(trace: Trace) -> None:
     uniq = np.unique(g["name"][copies])
     kinds = {}
     for sid in uniq.tolist():
-        m = _MEMCPY_RE.search(trace.string(sid))
+        m = MEMCPY_NAME_RE.search(trace.string(sid))
         if m:
             kinds[sid] = (_COPY_KIND.get(m.group(1).lower(), M.COPY_UNKNOWN),
                           _MEM_KIND.get((m.group(2) or "").lower(), -1),
@@ -68,86 +69,6 @@ def _memcpy_kinds(trace: Trace) -> None:
         arr = g[col].copy()
         arr[copies] = lut[names, j]
         g[col] = arr
-
-
-def link_launches(trace: Trace) -> None:
-    """Set ``gpu_ops.launch`` to the runtime row that launched each GPU op.
-
-    By correlation id first; for ops without one, by ``ac2g``-style flows (start on the runtime
-    call, end on the GPU op, both with the correlation id as flow id).
-    """
-    g, r = trace.gpu_ops, trace.runtime
-    if not len(g) or not len(r):
-        return
-    launch = np.full(len(g), -1, dtype=np.int64)
-    rc = r["correlation"]
-    valid = np.flatnonzero(rc >= 0)
-    if valid.size:
-        order = valid[np.argsort(rc[valid], kind="stable")]
-        sorted_c = rc[order]
-        gc = g["correlation"]
-        pos = np.searchsorted(sorted_c, gc)
-        pos_c = np.minimum(pos, sorted_c.size - 1)
-        hit = (gc >= 0) & (sorted_c[pos_c] == gc)
-        launch[hit] = order[pos_c[hit]]
-    missing = np.flatnonzero(launch == -1)
-    f = trace.flows
-    if missing.size and len(f):
-        launch[missing] = _link_by_flows(trace, missing)
-    g["launch"] = launch
-
-
-def _link_by_flows(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    import pandas as pd
-
-    f, r, g = trace.flows, trace.runtime, trace.gpu_ops
-    cat_ok = trace.string_ids(lambda s: s in ("ac2g", "async", "async_cpu_to_gpu", "launch"))
-    fc = f["cat"]
-    sel = (fc >= 0) & cat_ok[np.maximum(fc, 0)]
-    starts = pd.DataFrame({"id": f["id"][sel & (f["phase"] == M.FLOW_START)],
-                           "pid": f["pid"][sel & (f["phase"] == M.FLOW_START)],
-                           "tid": f["tid"][sel & (f["phase"] == M.FLOW_START)],
-                           "ts": f["ts_ns"][sel & (f["phase"] == M.FLOW_START)]})
-    ends = pd.DataFrame({"id": f["id"][sel & (f["phase"] == M.FLOW_END)],
-                         "dev": f["pid"][sel & (f["phase"] == M.FLOW_END)],
-                         "stream": f["tid"][sel & (f["phase"] == M.FLOW_END)],
-                         "ts": f["ts_ns"][sel & (f["phase"] == M.FLOW_END)]})
-    rt = pd.DataFrame({"rrow": np.arange(len(r)), "pid": r["pid"], "tid": r["tid"], "ts": r["start_ns"]})
-    gp = pd.DataFrame({"grow": rows, "dev": g["device"][rows], "stream": g["stream"][rows],
-                       "ts": g["start_ns"][rows]})
-    a = starts.merge(rt, on=["pid", "tid", "ts"]).drop_duplicates("id")
-    b = ends.merge(gp, on=["dev", "stream", "ts"]).drop_duplicates("grow")
-    j = b.merge(a[["id", "rrow"]], on="id")
-    out = np.full(rows.size, -1, dtype=np.int64)
-    if len(j):
-        pos = np.searchsorted(rows, j["grow"].to_numpy())
-        out[pos] = j["rrow"].to_numpy()
-    return out
-
-
-def set_cpu_depths(trace: Trace) -> None:
-    """Nesting depth of each CPU op within its thread (0 = outermost), without a per-op loop.
-
-    Ops sorted by (thread, start, -end): an op's depth is the number of earlier ops of its thread
-    that are still open at its start, i.e. its rank in the thread minus the ops that already ended.
-    """
-    c = trace.cpu_ops
-    n = len(c)
-    if not n:
-        return
-    pid, tid, s, e = c["pid"], c["tid"], c["start_ns"], c["end_ns"]
-    order = np.lexsort((-e, s, tid, pid))
-    p_o, t_o = pid[order], tid[order]
-    new_thread = np.ones(n, dtype=bool)
-    new_thread[1:] = (p_o[1:] != p_o[:-1]) | (t_o[1:] != t_o[:-1])
-    bounds = np.append(np.flatnonzero(new_thread), n)
-    depth = np.zeros(n, dtype=np.int64)
-    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        rows = order[lo:hi]
-        ss = s[rows]
-        closed = np.searchsorted(np.sort(e[rows]), ss, side="right")
-        depth[rows] = np.maximum(np.arange(hi - lo) - closed, 0)
-    c["depth"] = depth
 
 
 def _metadata(raw: dict, reader: _Reader, trace: Trace, truncated: str | None) -> dict:

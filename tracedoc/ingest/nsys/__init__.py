@@ -28,11 +28,11 @@ import numpy as np
 
 from ...errors import TraceError
 from ...model.trace import Trace
-from .build import _build, link_by_correlation
+from ..launches import link_by_correlation
+from .build import _build
 from .db import _check_kind, _Db
 from .events import OSRT_MAX_ROWS, _PID_SHIFT, _TID_MASK, _n, _os_pid, _Raw, _read_all
 from .metadata import _read_info
-from .steps import _STEP_FAMILY_RE  # noqa: F401  (the step-name pattern, imported by tests)
 
 __all__ = ["OSRT_MAX_ROWS", "link_by_correlation", "read_nsys", "read_nsys_ranks"]
 

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from ...model import trace as M
+from ...model import vocab as V
 from ...model.trace import StringTable, Table, Trace
-from ..kineto import set_cpu_depths
+from ..depth import set_cpu_depths
+from ..launches import link_by_correlation
+from ..steps import count_dataloader_ranges, mark_steps
 from .db import _Db
 from .events import _n, _Names, _Raw, _os_pid, _os_tid
 from .metadata import _devices, _metadata, _sm_lookup
-from .steps import _count_dataloader, _mark_steps
 
-_CORR_BITS = 40
 _UINT32_NONE = 0xFFFFFFFF  # CUPTI's "no stream / no event" marker
-
-
-# Sync names follow the Kineto spellings so analyses treat both formats alike.
-_SYNC_BY_CALL = [
-    (re.compile(r"^cu(da)?StreamWaitEvent", re.I), "Stream Wait Event"),
-    (re.compile(r"^cu(da)?StreamSynchronize", re.I), "Stream Sync"),
-    (re.compile(r"^cu(da)?EventSynchronize", re.I), "Event Sync"),
-    (re.compile(r"^(cudaDeviceSynchronize|cuCtxSynchronize)", re.I), "Context Sync"),
-]
-_SYNC_BY_TYPE = {1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
 
 
 def _select(t: dict[str, np.ndarray], gpids: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -42,31 +31,6 @@ def _sorted(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return t
     order = np.lexsort((t["end"], t["start"]))
     return {k: v[order] for k, v in t.items()}
-
-
-def link_by_correlation(g_gpid: np.ndarray, g_corr: np.ndarray, r_gpid: np.ndarray,
-                        r_corr: np.ndarray) -> np.ndarray:
-    """Row in the runtime arrays of the call with the same (process, correlation id); -1 if none.
-
-    Correlation ids are unique only within a process, so the process is part of the key.
-    """
-    out = np.full(g_corr.size, -1, dtype=np.int64)
-    if not g_corr.size or not r_corr.size:
-        return out
-    procs, inv = np.unique(np.concatenate([g_gpid, r_gpid]), return_inverse=True)
-    inv = inv.reshape(-1).astype(np.int64)
-    corr_mask = (1 << _CORR_BITS) - 1
-    gk = (inv[:g_corr.size] << _CORR_BITS) | (g_corr & corr_mask)
-    rk = (inv[g_corr.size:] << _CORR_BITS) | (r_corr & corr_mask)
-    valid_r = np.flatnonzero(r_corr >= 0)
-    if not valid_r.size:
-        return out
-    order = valid_r[np.argsort(rk[valid_r], kind="stable")]
-    sk = rk[order]
-    pos = np.minimum(np.searchsorted(sk, gk), sk.size - 1)
-    hit = (g_corr >= 0) & (sk[pos] == gk)
-    out[hit] = order[pos[hit]]
-    return out
 
 
 def _build(path: str, db: _Db, raw: _Raw, names: _Names, gpids: np.ndarray | None, options: dict,
@@ -127,39 +91,21 @@ def _build(path: str, db: _Db, raw: _Raw, names: _Names, gpids: np.ndarray | Non
             "external_id": np.full(n, -1), "depth": np.zeros(n), "stack": np.full(n, -1)})
 
     trace = Trace(source=path, strings=st.strings, tables=tables, meta={}, warnings=list(raw.warnings))
-    _set_depths(trace, cpu.get("nest") if _n(cpu) else None)
+    set_cpu_depths(trace, cpu.get("nest") if _n(cpu) else None)
     trace.meta = _metadata(db, raw, info, trace, gpids, devices, cpu)
-    _mark_steps(trace, options.get("step_range"))
-    trace.meta["dataloader_ranges"] = _count_dataloader(trace)
+    mark_steps(trace, options.get("step_range"))
+    trace.meta["dataloader_ranges"] = count_dataloader_ranges(trace)
     if not len(trace.gpu_ops):
         trace.warnings.append(f"{path}: no CUDA kernels, memcpys or memsets in the export "
                               "(was the run profiled with `-t cuda`?)")
     return trace
 
 
-def _set_depths(trace: Trace, nest: np.ndarray | None) -> None:
-    """Nesting depth per thread. Push/pop ranges and OS runtime calls nest strictly (group 0);
-    start/end ranges may overlap them without nesting, so they get depths among themselves (group 1)."""
-    if nest is None or not nest.any():
-        set_cpu_depths(trace)
-        return
-    c = trace.cpu_ops
-    depth = np.zeros(len(c), dtype=np.int64)
-    for group in (0, 1):
-        rows = np.flatnonzero(nest == group)
-        if not rows.size:
-            continue
-        part = Trace(source=trace.source, strings=trace.strings, tables={"cpu_ops": c.take(rows)})
-        set_cpu_depths(part)
-        depth[rows] = part.cpu_ops["depth"]
-    c["depth"] = depth
-
-
 def _sync_labels(sync_type: np.ndarray, call: np.ndarray, rt_names: np.ndarray | None, names: _Names) -> np.ndarray:
     """Raw name ids of Kineto-style sync labels: from the API call that caused the sync when it is
     known (syncType numbering differs between nsys versions), else from ``syncType``."""
-    by_type = {t: names.add_text(s) for t, s in _SYNC_BY_TYPE.items()}
-    unknown = names.add_text("Sync")
+    by_type = {t: names.add_text(s) for t, s in V.SYNC_MARKER_BY_TYPE.items()}
+    unknown = names.add_text(V.SYNC_MARKER_UNKNOWN)
     uniq_t, inv_t = np.unique(sync_type, return_inverse=True)
     out = np.array([by_type.get(int(t), unknown) for t in uniq_t], dtype=np.int64)[inv_t.reshape(-1)]
     if rt_names is not None and rt_names.size:
@@ -173,7 +119,7 @@ def _sync_labels(sync_type: np.ndarray, call: np.ndarray, rt_names: np.ndarray |
             lut = np.full(uniq.size, -1, dtype=np.int64)
             for i, u in enumerate(uniq.tolist()):
                 text = names.text(int(u)) if u != -1 else ""
-                for pattern, label in _SYNC_BY_CALL:
+                for pattern, label in V.SYNC_MARKER_BY_CALL:
                     if pattern.match(text):
                         lut[i] = names.add_text(label)
                         break

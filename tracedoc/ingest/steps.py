@@ -1,26 +1,25 @@
-"""Steps of an nsys export: which NVTX ranges mark a step, and input-pipeline ranges."""
+"""Steps chosen by range name (nsys NVTX ranges), and input-pipeline ranges, for every reader.
+
+Torch.profiler traces name their steps ``ProfilerStep#N`` and need no choice; other sources name
+them freely, and ``mark_steps`` records which names are steps so that the analyses find them.
+"""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from ...model import trace as M
-from ...model.trace import Trace
-
-# Step ranges found by name: ProfilerStep#3, step 12, train_step, iteration_7, "iter 2", ...
-# An emit_nvtx suffix (", op_id = 17", ", seq = 3", ", sizes = [...]") is allowed after the name.
-_STEP_FAMILY_RE = re.compile(
-    r"^\s*(?P<fam>profiler[ _]?step|train(?:ing)?[ _\-]?step|step|train[ _\-]?iter(?:ation)?|iteration|iter)"
-    r"(?:[\s_#:=\-]*\d+)?\s*(?:,\s*(?:seq|op_id|sizes|stream)\b.*)?$",
-    re.I,
-)
-_DATALOADER_RE = re.compile(r"DataLoader|DataPipe", re.I)
+from ..model import trace as M
+from ..model import vocab as V
+from ..model.trace import Trace
 
 
-def _mark_steps(trace: Trace, step_range: str | None) -> None:
-    """Record which NVTX range names are steps in ``meta["step_names"]``; strings are not renamed."""
+def mark_steps(trace: Trace, step_range: str | None) -> None:
+    """Record which range names are steps in ``meta["step_names"]``; strings are not renamed.
+
+    ``step_range`` names the range (with an optional number and suffix); without it the ranges are
+    grouped into step families by name (``vocab.STEP_FAMILY_RE``) and ``ProfilerStep`` wins, else the
+    most frequent family.
+    """
     c = trace.cpu_ops
     ann = c["name"][c["kind"] == M.USER_ANNOTATION]
     if not ann.size:
@@ -30,7 +29,7 @@ def _mark_steps(trace: Trace, step_range: str | None) -> None:
         return
     ids, counts = np.unique(ann[ann >= 0], return_counts=True)
     if step_range:
-        pat = re.compile(r"^\s*" + re.escape(step_range.strip()) + r"(?:[\s_#:=\-]*\d+)?\s*(?:,.*)?$", re.I)
+        pat = V.user_step_range_re(step_range)
         chosen = [int(i) for i in ids.tolist() if pat.match(trace.strings[i])]
         trace.meta["step_range"] = step_range
         if not chosen:
@@ -42,9 +41,9 @@ def _mark_steps(trace: Trace, step_range: str | None) -> None:
         label: dict[str, str] = {}
         count: dict[str, int] = {}
         for sid, k in zip(ids.tolist(), counts.tolist()):
-            m = _STEP_FAMILY_RE.match(trace.strings[sid])
+            m = V.STEP_FAMILY_RE.match(trace.strings[sid])
             if m:
-                key = re.sub(r"[ _\-]", "", m.group("fam").lower())
+                key = V.STEP_FAMILY_SEPARATORS_RE.sub("", m.group("fam").lower())
                 families.setdefault(key, []).append(sid)
                 label.setdefault(key, m.group("fam"))
                 count[key] = count.get(key, 0) + k
@@ -61,13 +60,13 @@ def _mark_steps(trace: Trace, step_range: str | None) -> None:
     trace.meta["step_names"] = sorted(trace.strings[i] for i in chosen)
 
 
-def _count_dataloader(trace: Trace) -> int:
+def count_dataloader_ranges(trace: Trace) -> int:
     """NVTX ranges of the input pipeline (``enumerate(DataLoader)#...``, DataPipe): kept as
     USER_ANNOTATION cpu_ops under their own text; counted so reports can say they were seen."""
     c = trace.cpu_ops
     if not len(c):
         return 0
-    mask = trace.string_ids(lambda s: _DATALOADER_RE.search(s) is not None)
+    mask = trace.string_ids(lambda s: V.DATALOADER_RE.search(s) is not None)
     names = c["name"]
     ok = (names >= 0) & (c["kind"] == M.USER_ANNOTATION)
     return int(mask[names[ok]].sum()) if mask.size else 0
