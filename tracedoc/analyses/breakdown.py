@@ -13,6 +13,8 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model.trace import Trace
+from .gpu_metrics import gpu_metrics
+from .registry import Produced, analysis
 
 
 @dataclass
@@ -76,4 +78,103 @@ def breakdown(sets: OpSets, lo: int, hi: int) -> dict[str, float | None]:
         "memset_fraction": frac(iv.total(iv.clip(sets.memset, lo, hi))),
         "idle_fraction": frac(length - busy_ns) if length > 0 else 0.0,
     }
+    return out
+
+
+BREAKDOWN_METRICS = ("gpu_busy_fraction", "compute_fraction", "comm_fraction", "exposed_comm_fraction",
+                     "comm_overlap_fraction", "memcpy_fraction", "h2d_fraction", "exposed_h2d_fraction",
+                     "pageable_memcpy_fraction", "memset_fraction", "idle_fraction")
+
+
+@analysis(needs=("comm_mask",), provides=("op_sets",))
+def gpu_op_sets(trace: Trace, inputs) -> Produced:
+    return Produced(values={"op_sets": op_sets(trace, inputs["comm_mask"])})
+
+
+@analysis(needs=("op_sets", "window"), produces=BREAKDOWN_METRICS)
+def time_breakdown(trace: Trace, inputs) -> Produced:
+    sets, win = inputs["op_sets"], inputs["window"]
+    m = breakdown(sets, win.start_ns, win.end_ns)
+    if win.end_ns - win.start_ns <= 0 and len(trace.gpu_ops):
+        # A window of one instantaneous op is all busy by definition.
+        m["gpu_busy_fraction"] = 1.0
+        m["compute_fraction"] = 1.0 if len(sets.compute[0]) else 0.0
+    return Produced(metrics=m)
+
+
+@analysis(needs=("step_spans", "op_sets", "idle_sets", "dataloader_spans"), evidence=("per_step", "step_stats"))
+def step_breakdown(trace: Trace, inputs) -> Produced:
+    rows = per_step(inputs["step_spans"], inputs["op_sets"], inputs["idle_sets"], inputs["dataloader_spans"])
+    return Produced(evidence={"per_step": rows, "step_stats": step_stats(rows)})
+
+
+@analysis(needs=("comm_mask", "window"), provides=("per_device",), produces=("sm_efficiency", "est_occupancy_mean"))
+def device_breakdown(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    rows = per_device(trace, inputs["comm_mask"], win.start_ns, win.end_ns)
+    first = rows[0] if rows else {}
+    return Produced(metrics={"sm_efficiency": first.get("sm_efficiency"), "est_occupancy_mean": first.get("est_occupancy")},
+                    values={"per_device": rows})
+
+
+STEP_QUANTITIES = ("window_ns", "busy_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "memcpy_ns", "idle_ns",
+                   "idle_dataloader_ns", "idle_host_launch_ns", "idle_sync_ns", "idle_launch_latency_ns",
+                   "idle_other_ns", "dataloader_ns")
+
+
+def step_stats(per_step_rows: list[dict]) -> list[dict]:
+    """Total, p50 and p95 across steps of each per-step quantity."""
+    if not per_step_rows:
+        return []
+    out = []
+    for q in STEP_QUANTITIES:
+        v = np.array([row[q] for row in per_step_rows], dtype=np.float64)
+        out.append({"quantity": q, "total_ns": int(v.sum()), "p50_ns": float(np.percentile(v, 50)),
+                    "p95_ns": float(np.percentile(v, 95)), "max_ns": int(v.max())})
+    return out
+
+
+def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet) -> list[dict]:
+    """Per-step breakdown in ns; every quantity for all steps at once via prefix sums."""
+    if not len(steps):
+        return []
+    lo, hi = steps.cpu_start_ns, steps.end_ns
+
+    def over(iset) -> list[int]:
+        return iv.overlap_per_interval(lo, hi, iset).tolist()
+
+    cols = {
+        "busy_ns": over(sets.busy), "compute_ns": over(sets.compute), "comm_ns": over(sets.comm),
+        "exposed_comm_ns": over(iv.subtract(sets.comm, sets.compute)), "memcpy_ns": over(sets.memcpy),
+        **{f"idle_{c}_ns": over(s) for c, s in idle_sets.items()},
+        "dataloader_ns": over(dl_spans),
+    }
+    rows = []
+    for i in range(len(steps)):
+        window = int(hi[i] - lo[i])
+        row = {"step": steps.names[i], "start_ns": int(lo[i]), "end_ns": int(hi[i]), "window_ns": window}
+        row.update({k: v[i] for k, v in cols.items()})
+        row["idle_ns"] = max(0, window - row["busy_ns"])
+        rows.append(row)
+    return rows
+
+
+def per_device(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[dict]:
+    """Breakdown, SM efficiency and occupancy per device that ran GPU ops."""
+    g = trace.gpu_ops
+    devices = trace.meta.get("devices") or []
+    gpu_devs = sorted(set(np.unique(g["device"]).tolist())) if len(g) else []
+    by_id = {d.get("id"): d for d in devices}
+    sm = {d["device"]: d for d in gpu_metrics(trace, lo, hi, timeline=False)}
+    out = []
+    for dev in gpu_devs:
+        rows = g["device"] == dev
+        b = breakdown(op_sets(trace, comm_mask, rows), lo, hi)
+        d = by_id.get(dev, {})
+        extra = sm.get(dev, {})
+        out.append({"device": int(dev), "name": d.get("name"), "kernels": int((rows & (g["kind"] == M.KERNEL)).sum()),
+                    "streams": int(np.unique(g["stream"][rows]).size),
+                    **{k: b[k] for k in ("gpu_busy_fraction", "compute_fraction", "comm_fraction",
+                                          "exposed_comm_fraction", "comm_overlap_fraction")},
+                    "sm_efficiency": extra.get("sm_efficiency"), "est_occupancy": extra.get("est_occupancy")})
     return out

@@ -13,6 +13,7 @@ import numpy as np
 from ..model import trace as M
 from ..model import vocab as V
 from ..model.trace import Trace
+from .registry import Produced, analysis
 
 # Tensor Core kernel names, Volta -> Blackwell. FFMA (plain FP32 FMA) variants are excluded first.
 TC_EXCLUDE_RE = re.compile(r"ffma|_fp64_|dgemm|sgemm_(?!.*tensorop)", re.I)
@@ -88,3 +89,13 @@ def tensor_core_class(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
         elif FP32_TYPED_RE.search(s) and not LOW_PRECISION_RE.search(s):
             tc[i] = 0
     return tc, helper
+
+
+@analysis(needs=("gpu_ext",), provides=("comm_mask",))
+def communication_kernels(trace: Trace, inputs) -> Produced:
+    return Produced(values={"comm_mask": comm_kernel_mask(trace, inputs["gpu_ext"])})
+
+
+@analysis(provides=("tc_classes",))
+def tensor_core_classes(trace: Trace, inputs) -> Produced:
+    return Produced(values={"tc_classes": tensor_core_class(trace)})

@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..model.trace import Trace
 from ..model.vocab import KERNEL_COLLECTIVE_RE
+from .registry import Produced, analysis
 
 _CANON = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
           "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "send_recv", "send": "send", "recv": "recv",
@@ -88,3 +89,11 @@ def collectives(trace: Trace, comm_mask: np.ndarray, gpu_ext: np.ndarray, lo: in
         out.append(row)
     out.sort(key=lambda r: -r["total_ns"])
     return out
+
+
+@analysis(needs=("comm_mask", "gpu_ext", "window"), evidence=("collectives",))
+def collective_table(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    rows = collectives(trace, inputs["comm_mask"], inputs["gpu_ext"], win.start_ns, win.end_ns,
+                       trace.meta.get("world_size"))
+    return Produced(evidence={"collectives": rows})

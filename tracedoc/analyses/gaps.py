@@ -7,6 +7,7 @@ import pandas as pd
 
 from ..model.trace import Trace
 from .links import OpsByExternalId
+from .registry import Produced, analysis
 from .window import launch_times
 
 LAUNCH_LATENCY_NS = 30_000
@@ -91,3 +92,14 @@ def _launching_op(trace: Trace, gpu_row: int, gpu_ext: np.ndarray, ops: OpsByExt
         if c["stack"][row] >= 0:
             out["stack"] = trace.string(int(c["stack"][row]))
     return out
+
+
+@analysis(needs=("comm_mask", "window", "gpu_ext", "launching_ops"), produces=("gap_max_ns", "gap_p95_ns"),
+          evidence=("top_gaps", "stream_gaps"))
+def kernel_gaps(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    gap = stream_gaps(trace, inputs["comm_mask"], win.start_ns, win.end_ns, inputs["gpu_ext"], inputs["launching_ops"])
+    gaps_ns = gap["all_ns"]
+    m = {"gap_max_ns": int(gaps_ns.max()) if gaps_ns.size else None,
+         "gap_p95_ns": float(np.percentile(gaps_ns, 95)) if gaps_ns.size else None}
+    return Produced(metrics=m, evidence={"top_gaps": gap["top"], "stream_gaps": gap["streams"]})

@@ -11,6 +11,7 @@ from ..model import vocab as V
 from ..model.trace import Trace
 from . import classify as C
 from .links import OpsByExternalId
+from .registry import Produced, analysis
 
 
 def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[str]]:
@@ -153,3 +154,30 @@ def uses_data_parallel(trace: Trace) -> bool:
     if not len(c):
         return False
     return bool(C.name_mask(trace, V.DATA_PARALLEL_RE)[np.unique(c["name"])].any())
+
+
+@analysis(provides=("dataloader_spans",), produces=("dataloader_multiprocess",), evidence=("dataloader",))
+def input_pipeline(trace: Trace, inputs) -> Produced:
+    spans, multi, names = dataloader_spans(trace)
+    return Produced(metrics={"dataloader_multiprocess": multi}, evidence={"dataloader": [{"name": n} for n in names]},
+                    values={"dataloader_spans": spans})
+
+
+@analysis(needs=("window",), provides=("sync_spans",), produces=("sync_fraction", "sync_calls", "sync_memcpy_count"),
+          evidence=("sync_calls",))
+def host_syncs(trace: Trace, inputs) -> Produced:
+    lo, hi = inputs["window"].start_ns, inputs["window"].end_ns
+    spans, stats, rows = sync_calls(trace, lo, hi)
+    m = {"sync_fraction": stats["sync_ns"] / (hi - lo) if hi > lo else 0.0, "sync_calls": stats["sync_calls"],
+         "sync_memcpy_count": stats["sync_memcpy_count"]}
+    return Produced(metrics=m, evidence={"sync_calls": rows}, values={"sync_spans": spans})
+
+
+@analysis(produces=("memory_peak_allocated_bytes", "memory_peak_reserved_bytes", "device_memory_bytes",
+                    "memory_peak_fraction"), evidence=("memory_top_allocs", "memory_per_device", "memory_curve"))
+def device_memory(trace: Trace, inputs) -> Produced:
+    mem = memory(trace)
+    return Produced(metrics={k: mem[k] for k in ("memory_peak_allocated_bytes", "memory_peak_reserved_bytes",
+                                                 "device_memory_bytes", "memory_peak_fraction")},
+                    evidence={"memory_top_allocs": mem["top_allocs"], "memory_per_device": mem["per_device"],
+                              "memory_curve": mem["curve"]})

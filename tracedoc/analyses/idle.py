@@ -27,6 +27,7 @@ import numpy as np
 
 from ..model import intervals as iv
 from ..model.trace import Trace
+from .registry import Produced, analysis
 from .window import launch_times
 
 LAUNCH_LATENCY_NS = 30_000
@@ -119,3 +120,27 @@ def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
         "other": iv.union(s2[~latency], e2[~latency]),
     }
     return IdleCauses(sets=sets, idle=idle)
+
+
+@analysis(needs=("op_sets", "window", "dataloader_spans", "sync_spans"), provides=("idle_sets",),
+          produces=("idle_short_launch_fraction", "idle_gap_max_ns", *(f"idle_{c}_fraction" for c in CAUSES),
+                    "dataloader_fraction", "dataloader_stall_fraction"),
+          evidence=("idle_causes",))
+def idle_time(trace: Trace, inputs) -> Produced:
+    lo, hi = inputs["window"].start_ns, inputs["window"].end_ns
+    length = hi - lo
+    dl_spans = inputs["dataloader_spans"]
+    causes = idle_causes(trace, inputs["op_sets"].busy, lo, hi, dl_spans, inputs["sync_spans"])
+    totals = causes.totals()
+
+    def frac(ns: int) -> float:
+        return ns / length if length > 0 else 0.0
+
+    idle_s, idle_e = causes.idle
+    m = {"idle_short_launch_fraction": frac(causes.launch_idle_in_short_gaps()),
+         "idle_gap_max_ns": int((idle_e - idle_s).max()) if idle_s.size else 0,
+         **{f"idle_{cause}_fraction": frac(ns) for cause, ns in totals.items()},
+         "dataloader_fraction": frac(iv.total(iv.clip(dl_spans, lo, hi))),
+         "dataloader_stall_fraction": frac(totals["dataloader"])}
+    rows = [{"cause": c, "ns": ns, "fraction": frac(ns)} for c, ns in totals.items()]
+    return Produced(metrics=m, evidence={"idle_causes": rows}, values={"idle_sets": causes.sets})

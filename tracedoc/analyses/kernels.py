@@ -11,6 +11,7 @@ from ..model import trace as M
 from ..model import vocab as V
 from ..model.trace import Trace
 from . import classify as C
+from .registry import Produced, analysis
 
 TC_ELIGIBLE_OP_RE = re.compile(
     r"^aten::(mm|matmul|addmm|addmv|bmm|baddbmm|linear|conv\w*|_convolution\w*|cudnn_convolution\w*|"
@@ -161,3 +162,63 @@ def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: i
                      "gpu_ops": int(row["gpu_ops"]), "gpu_ns": int(row["gpu_ns"]),
                      "share": float(row["gpu_ns"]) / grand})
     return rows
+
+
+def _window_kernel_rows(trace: Trace, lo: int, hi: int) -> np.ndarray:
+    g = trace.gpu_ops
+    if not len(g):
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero((g["kind"] == M.KERNEL) & (g["start_ns"] < hi) & (g["end_ns"] > lo))
+
+
+@analysis(needs=("window",), produces=("kernel_count", "kernel_median_ns", "kernels_under_10us_fraction",
+                                       "blocks_per_sm_mean"))
+def kernel_statistics(trace: Trace, inputs) -> Produced:
+    rows = _window_kernel_rows(trace, inputs["window"].start_ns, inputs["window"].end_ns)
+    return Produced(metrics={**kernel_stats(trace), **occupancy_stats(trace, rows)})
+
+
+LAUNCH_METRICS = ("launches_per_ms", "launch_delay_p50_ns", "launch_delay_p95_ns", "cpu_launch_overhead_fraction",
+                  "graph_launches", "graph_kernels", "launch_link_fraction", "clock_anomaly")
+
+
+@analysis(needs=("window",), produces=LAUNCH_METRICS, evidence=("launch",))
+def launches(trace: Trace, inputs) -> Produced:
+    lo, hi = inputs["window"].start_ns, inputs["window"].end_ns
+    ls = launch_stats(trace, lo, hi)
+    g = trace.gpu_ops
+    rows = _window_kernel_rows(trace, lo, hi)
+    row = {"launch_calls": ls.get("launch_calls"), "cpu_launch_overhead_ns": ls.get("cpu_launch_overhead_ns"),
+           "gpu_kernel_ns": int((g["end_ns"] - g["start_ns"])[rows].sum()) if len(g) else 0,
+           "clock_anomaly_count": ls.get("clock_anomaly_count", 0),
+           **_distribution("launch_delay", ls.get("launch_delays_ns"))}
+    return Produced(metrics={k: ls.get(k) for k in LAUNCH_METRICS}, evidence={"launch": [row]})
+
+
+def _distribution(name: str, values) -> dict:
+    """Percentiles of a duration sample, for evidence tables."""
+    if values is None or not len(values):
+        return {}
+    qs = (5, 25, 50, 75, 95, 99)
+    return {f"{name}_p{q}_ns": float(x) for q, x in zip(qs, np.percentile(values, qs))}
+
+
+@analysis(needs=("comm_mask", "window", "kernel_ops", "tc_classes"),
+          produces=("tensor_core_fraction", "tensor_core_unknown_fraction", "tc_eligible_non_tc_fraction"))
+def tensor_core_use(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    return Produced(metrics=tensor_cores(trace, inputs["comm_mask"], win.start_ns, win.end_ns, inputs["kernel_ops"],
+                                         inputs["tc_classes"]))
+
+
+@analysis(needs=("comm_mask", "window", "tc_classes"), evidence=("top_kernels",))
+def kernel_table(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    return Produced(evidence={"top_kernels": top_kernels(trace, inputs["comm_mask"], win.start_ns, win.end_ns,
+                                                         inputs["tc_classes"])})
+
+
+@analysis(needs=("kernel_ops", "window"), evidence=("top_operators",))
+def operator_table(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    return Produced(evidence={"top_operators": top_operators(trace, inputs["kernel_ops"], win.start_ns, win.end_ns)})

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..model import trace as M
 from ..model.trace import Trace
+from .registry import Produced, analysis
 
 
 def gpu_external_ids(trace: Trace) -> np.ndarray:
@@ -50,3 +51,11 @@ class OpsByExternalId:
         """Name id of the op for each External id (-1 where none)."""
         rows = self.rows_of(ext)
         return np.where(rows >= 0, self._names[np.maximum(rows, 0)] if self._names.size else -1, -1)
+
+
+@analysis(provides=("gpu_ext", "launching_ops", "kernel_ops"))
+def external_id_links(trace: Trace, inputs) -> Produced:
+    """External id of each GPU op, the innermost CPU op of each id, and each GPU op's launching op name."""
+    gpu_ext = gpu_external_ids(trace)
+    ops = OpsByExternalId(trace, innermost=True)
+    return Produced(values={"gpu_ext": gpu_ext, "launching_ops": ops, "kernel_ops": ops.names_of(gpu_ext)})

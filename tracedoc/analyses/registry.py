@@ -1,11 +1,24 @@
-"""Every per-rank metric tracedoc computes: name -> (unit, meaning).
+"""What the analyses produce and who produces it.
 
-Rules may reference exactly these names; the engine validates rule files against this table.
-Fractions are of the analysis window unless the meaning says otherwise. A value of ``None``
-means "not measurable on this trace" (e.g. overlap with no communication), never zero.
+``METRICS``: every per-rank metric, name -> (unit, meaning). Rules may reference exactly these
+names; the engine validates rule files against this table. Fractions are of the analysis window
+unless the meaning says otherwise. A value of ``None`` means "not measurable on this trace" (e.g.
+overlap with no communication), never zero.
+
+``EVIDENCE``: every evidence table (lists of row dicts that reports show and rules cite).
+
+``ANALYSES``: the analyses, each registered with ``@analysis(produces=..., evidence=..., needs=...)``
+on a function ``(trace, inputs) -> dict``. ``inputs`` holds exactly the named values it needs;
+the dict it returns holds exactly the metrics, evidence tables and values (``provides``) it
+declares. ``tracedoc.analyses.pipeline`` runs the analyses a request needs, in dependency order,
+and raises :class:`ContractError` when an analysis returns more or less than it declared.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 METRICS: dict[str, tuple[str, str]] = {
     # window and steps
@@ -83,6 +96,86 @@ METRICS: dict[str, tuple[str, str]] = {
 }
 
 
+EVIDENCE: dict[str, str] = {
+    "idle_causes": "Idle time by cause (dataloader, host_launch, sync, launch_latency, other).",
+    "top_gaps": "Longest gaps between GPU ops on one stream, with the ops on both sides and the CPU op that "
+                "launched the second.",
+    "stream_gaps": "Gap statistics per stream.",
+    "top_kernels": "Kernels (and copies) by total time in the window.",
+    "top_operators": "CPU operators by the GPU time of the ops they launched.",
+    "collectives": "Collectives by type: count, time, message sizes, bandwidth.",
+    "sync_calls": "Synchronizing calls grouped by operator and call.",
+    "memcpy": "Copies by direction: count, time, bytes, pageable and pinned host memory where recorded, "
+              "achieved GB/s, and the ops and calls that issued them.",
+    "memory_top_allocs": "Largest allocations by operator.",
+    "memory_per_device": "Peak memory per device.",
+    "memory_curve": "Allocated and reserved bytes over time (ts_ns in the trace's clock).",
+    "dataloader": "DataLoader iterator span names seen.",
+    "per_step": "Same rows as the rank's per_step.",
+    "step_stats": "Total, p50, p95 and max across steps of each per-step quantity.",
+    "contents": "Rows per table of the trace, and events of categories tracedoc does not analyse.",
+    "launch": "One row of launch totals.",
+}
+
+
 def describe(name: str) -> str:
     unit, meaning = METRICS[name]
     return f"{name} [{unit}]: {meaning}"
+
+
+class ContractError(RuntimeError):
+    """An analysis broke its declaration (a bug in tracedoc, not bad input)."""
+
+
+@dataclass
+class Produced:
+    """What one analysis (or a whole run) returns: metrics, evidence tables and values, by name."""
+
+    metrics: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, list[dict]] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A registered analysis: the function and what it declares."""
+
+    name: str
+    run: Callable[[Any, Mapping[str, Any]], Produced]
+    produces: tuple[str, ...]  # metric names (keys of METRICS)
+    evidence: tuple[str, ...]  # evidence table names (keys of EVIDENCE)
+    provides: tuple[str, ...]  # values other analyses or the result read
+    needs: tuple[str, ...]  # values it reads, provided by other analyses
+    on_demand: bool  # run only when one of its outputs is asked for by name
+
+
+ANALYSES: dict[str, Analysis] = {}
+# Who produces what: metric, evidence table and value names -> the producing analysis's name.
+PRODUCERS: dict[str, dict[str, str]] = {"metrics": {}, "evidence": {}, "values": {}}
+
+
+def analysis(*, produces: tuple[str, ...] = (), evidence: tuple[str, ...] = (), provides: tuple[str, ...] = (),
+             needs: tuple[str, ...] = (), on_demand: bool = False) -> Callable:
+    """Register ``fn(trace, inputs) -> Produced`` as an analysis with its declared inputs and outputs.
+
+    ``inputs`` maps each name in ``needs`` to the value another analysis provides. ``on_demand``
+    analyses (costly ones) are left out of a full run unless an output of theirs is asked for. Every
+    output has one producer; a metric or evidence table must be described in ``METRICS`` / ``EVIDENCE``.
+    """
+
+    def register(fn: Callable) -> Callable:
+        name = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
+        entry = Analysis(name, fn, tuple(produces), tuple(evidence), tuple(provides), tuple(needs), on_demand)
+        undescribed = [m for m in entry.produces if m not in METRICS] + [t for t in entry.evidence if t not in EVIDENCE]
+        if undescribed:
+            raise ContractError(f"analysis {name} declares {', '.join(map(repr, undescribed))}, which "
+                                "registry.METRICS / EVIDENCE do not describe")
+        for kind, names in (("metrics", entry.produces), ("evidence", entry.evidence), ("values", entry.provides)):
+            for out in names:
+                other = PRODUCERS[kind].setdefault(out, name)
+                if other != name:
+                    raise ContractError(f"{kind} {out!r} is produced by both {other} and {name}")
+        ANALYSES[name] = entry
+        return fn
+
+    return register

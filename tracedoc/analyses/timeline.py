@@ -11,6 +11,7 @@ import numpy as np
 
 from ..model import intervals as iv
 from ..model.trace import Trace
+from .registry import Produced, analysis
 
 MAX_OPS_PER_EXCERPT = 4000
 MERGE_RESOLUTION = 2000  # ops narrower than span / MERGE_RESOLUTION are merged with their neighbours
@@ -104,3 +105,12 @@ def _downsample(trace: Trace, rows: np.ndarray, comm_mask: np.ndarray, lo: int, 
 
 
 _CAT = {0: "compute", 1: "memcpy", 2: "memset", 3: "communication"}
+
+
+@analysis(needs=("step_spans", "comm_mask", "window", "idle_sets", "dataloader_spans", "sync_spans"),
+          provides=("timeline",))
+def timeline_excerpts(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    rows = excerpts(trace, inputs["step_spans"], inputs["comm_mask"], win.start_ns, win.end_ns, inputs["idle_sets"],
+                    inputs["dataloader_spans"], inputs["sync_spans"])
+    return Produced(values={"timeline": {"excerpts": rows}})

@@ -9,6 +9,7 @@ import numpy as np
 from ..model import trace as M
 from ..model.trace import Trace
 from ..model.vocab import PROFILER_STEP_RE
+from .registry import Produced, analysis
 
 @dataclass
 class Steps:
@@ -119,3 +120,17 @@ def find_window(trace: Trace, steps: Steps) -> Window:
     if spans:
         return Window(min(int(t["start_ns"].min()) for t in spans), max(int(t["end_ns"].max()) for t in spans), "cpu")
     return Window(0, 0, "cpu")
+
+
+@analysis(provides=("step_spans", "window"),
+          produces=("window_ns", "steps", "step_time_mean_ns", "step_time_p50_ns", "step_time_p95_ns"))
+def steps_and_window(trace: Trace, inputs) -> Produced:
+    steps = find_steps(trace)
+    win = find_window(trace, steps)
+    m = {"window_ns": win.end_ns - win.start_ns, "steps": len(steps), "step_time_mean_ns": None,
+         "step_time_p50_ns": None, "step_time_p95_ns": None}
+    if len(steps):
+        d = steps.dur_ns
+        m.update(step_time_mean_ns=float(d.mean()), step_time_p50_ns=float(np.percentile(d, 50)),
+                 step_time_p95_ns=float(np.percentile(d, 95)))
+    return Produced(metrics=m, values={"step_spans": steps, "window": win})

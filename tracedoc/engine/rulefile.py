@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracedoc.analyses.registry import METRICS
+from tracedoc.analyses.pipeline import declared
+from tracedoc.analyses.registry import EVIDENCE, METRICS
 from tracedoc.engine.expr import BOOL, NUM, STR, Expr, ExprError, compile_expr, suggest, value_type
 from tracedoc.engine.template import Template, compile_template
 from tracedoc.errors import TracedocError
@@ -41,21 +42,8 @@ VERDICT_LABELS: tuple[str, ...] = (
 ADVICE_LABEL = "advice"
 LABELS: tuple[str, ...] = VERDICT_LABELS + (ADVICE_LABEL,)
 SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
-EVIDENCE_TABLES: tuple[str, ...] = (
-    "top_gaps",
-    "top_kernels",
-    "top_operators",
-    "idle_causes",
-    "per_step",
-    "collectives",
-    "sync_calls",
-    "memcpy",
-    "memory_top_allocs",
-    "dataloader",
-    "stream_gaps",
-    "memory_per_device",
-    "launch",
-)
+# Evidence tables a rule may cite: those some analysis declares it produces (``@analysis(evidence=...)``).
+EVIDENCE_TABLES: tuple[str, ...] = tuple(name for name in EVIDENCE if name in declared("evidence"))
 MAX_EVIDENCE_ROWS = 100
 UNSET_KEY = "unset"  # in a [[tests.*]] case: metric names whose value is None (TOML has no null)
 
@@ -309,7 +297,8 @@ class _FileChecker:
             self.unknown_keys(f"{fld}.", item, ("table", "rows"))
             table, rows = item.get("table"), item.get("rows", 10)
             if table not in EVIDENCE_TABLES:
-                self.problem(f"{fld}.table", f"unknown evidence table {table!r}{suggest(str(table), EVIDENCE_TABLES)}")
+                self.problem(f"{fld}.table", f"unknown evidence table {table!r}{suggest(str(table), EVIDENCE_TABLES)}"
+                                             "; no analysis produces it")
                 continue
             if self.typed(f"{fld}.rows", rows, int, "a row count"):
                 if not 1 <= rows <= MAX_EVIDENCE_ROWS:

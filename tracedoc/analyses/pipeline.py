@@ -1,0 +1,109 @@
+"""Run the analyses a request needs, in dependency order, and check each against its declaration.
+
+Input: a ``Trace`` and the metrics, evidence tables and values wanted (default: everything the
+registered analyses produce, except ``on_demand`` ones). Output: one :class:`Produced` with them.
+An analysis runs only when something wanted needs it, directly or through the values it provides.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Iterable
+from types import MappingProxyType
+
+from ..model.trace import Trace
+from .registry import ANALYSES, PRODUCERS, Analysis, ContractError, Produced
+
+_KINDS = ("metrics", "evidence", "values")
+
+
+_registered = False
+
+
+def register_all() -> None:
+    """Import every module of this package (once), so every ``@analysis`` in it is registered."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    package = __name__.rsplit(".", 1)[0]
+    path = importlib.import_module(package).__path__
+    for info in pkgutil.walk_packages(path, package + "."):
+        importlib.import_module(info.name)
+
+
+def declared(kind: str) -> tuple[str, ...]:
+    """Every name of ``kind`` (``metrics``, ``evidence`` or ``values``) some analysis declares it produces."""
+    register_all()
+    return tuple(PRODUCERS[kind])
+
+
+def default_request() -> dict[str, tuple[str, ...]]:
+    """Every output of the analyses that are not on demand."""
+    register_all()
+    request: dict[str, tuple[str, ...]] = {}
+    for kind, attr in zip(_KINDS, ("produces", "evidence", "provides")):
+        request[kind] = tuple(n for a in ANALYSES.values() if not a.on_demand for n in getattr(a, attr))
+    return request
+
+
+def plan(metrics: Iterable[str] = (), evidence: Iterable[str] = (), values: Iterable[str] = ()) -> list[Analysis]:
+    """The analyses that produce what is asked for and what they need, each after its inputs."""
+    register_all()
+    order: list[Analysis] = []
+    state: dict[str, str] = {}  # analysis name -> "visiting" | "done"
+
+    def visit(kind: str, name: str, wanted_by: str) -> None:
+        producer = PRODUCERS[kind].get(name)
+        if producer is None:
+            raise ContractError(f"{wanted_by} asks for {kind} {name!r}, which no analysis produces")
+        if state.get(producer) == "done":
+            return
+        if state.get(producer) == "visiting":
+            raise ContractError(f"analyses depend on each other in a cycle through {producer}")
+        state[producer] = "visiting"
+        entry = ANALYSES[producer]
+        for need in entry.needs:
+            visit("values", need, producer)
+        state[producer] = "done"
+        order.append(entry)
+
+    for kind, names in zip(_KINDS, (metrics, evidence, values)):
+        for name in names:
+            visit(kind, name, "the request")
+    return order
+
+
+def run_analyses(trace: Trace, metrics: Iterable[str] | None = None, evidence: Iterable[str] | None = None,
+                 values: Iterable[str] | None = None) -> Produced:
+    """Run what ``metrics``, ``evidence`` and ``values`` need (None: the default request for that kind)."""
+    default = default_request()
+    asked = {kind: tuple(default[kind] if names is None else names)
+             for kind, names in zip(_KINDS, (metrics, evidence, values))}
+    out = Produced()
+    for entry in plan(**asked):
+        inputs = MappingProxyType({name: out.values[name] for name in entry.needs})
+        produced = entry.run(trace, inputs)
+        check(entry, produced)
+        out.metrics.update(produced.metrics)
+        out.evidence.update(produced.evidence)
+        out.values.update(produced.values)
+    return out
+
+
+def check(entry: Analysis, produced: Produced) -> None:
+    """Raise :class:`ContractError` unless ``produced`` holds exactly what ``entry`` declares."""
+    if not isinstance(produced, Produced):
+        raise ContractError(f"analysis {entry.name} returned {type(produced).__name__}, not Produced")
+    problems = []
+    for kind, declared in zip(_KINDS, (entry.produces, entry.evidence, entry.provides)):
+        got = getattr(produced, kind)
+        extra = sorted(set(got) - set(declared))
+        missing = sorted(set(declared) - set(got))
+        if extra:
+            problems.append(f"undeclared {kind} {', '.join(extra)}")
+        if missing:
+            problems.append(f"declared {kind} {', '.join(missing)} not returned")
+    if problems:
+        raise ContractError(f"analysis {entry.name}: " + "; ".join(problems))

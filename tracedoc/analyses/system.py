@@ -1,0 +1,74 @@
+"""The system a trace ran on and what the trace holds: devices, job size, backend, health flags."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.trace import Trace
+from . import host
+from .registry import Produced, analysis
+
+
+@analysis(produces=("gpu_count", "compute_capability", "tensor_core_capable", "world_size", "backend",
+                    "uses_data_parallel", "has_gpu_ops", "truncated"))
+def system(trace: Trace, inputs) -> Produced:
+    g = trace.gpu_ops
+    devices = trace.meta.get("devices") or []
+    gpu_devs = sorted(set(np.unique(g["device"]).tolist())) if len(g) else []
+    cc = compute_capability(devices, gpu_devs)
+    rocm = is_rocm(devices)
+    if cc is None:
+        capable = None
+    elif rocm:
+        capable = True if cc >= 9.0 else None
+    else:
+        capable = cc >= 7.0
+    return Produced(metrics={
+        "gpu_count": len(gpu_devs), "compute_capability": cc, "tensor_core_capable": capable,
+        "world_size": trace.meta.get("world_size"), "backend": cuda_backend(trace.meta.get("backend")),
+        "uses_data_parallel": host.uses_data_parallel(trace), "has_gpu_ops": bool(len(g)),
+        "truncated": bool(trace.meta.get("truncated")),
+    })
+
+
+@analysis(evidence=("contents",), provides=("warnings",))
+def contents(trace: Trace, inputs) -> Produced:
+    """Rows per table, event categories left unanalysed, and the reader's warnings."""
+    other = trace.meta.get("other_categories") or {}
+    rows = [{"table": name, "rows": n} for name, n in trace.summary().items()]
+    rows += [{"table": f"other: {cat}", "rows": n} for cat, n in sorted(other.items())]
+    warnings = list(trace.warnings)
+    accel = {k: v for k, v in other.items() if k.startswith(("mtia", "xpu", "privateuse1"))}
+    if accel and not len(trace.gpu_ops):
+        warnings.append(f"{trace.source}: accelerator events of categories {', '.join(sorted(accel))} are present; "
+                        "tracedoc's GPU analyses cover CUDA and ROCm kernels, memcpy and memset")
+    return Produced(evidence={"contents": rows}, values={"warnings": warnings})
+
+
+def cuda_backend(backend) -> str | None:
+    """The backend used for CUDA tensors: ``"cpu:gloo,cuda:nccl"`` -> ``"nccl"``."""
+    if not backend:
+        return None
+    text = str(backend)
+    if ":" not in text:
+        return text
+    pairs = dict(p.split(":", 1) for p in text.split(",") if ":" in p)
+    return pairs.get("cuda") or next(iter(pairs.values()), None)
+
+
+def is_rocm(devices: list[dict]) -> bool:
+    return any("AMD" in str(d.get("name", "")) or "Radeon" in str(d.get("name", "")) or
+               "Instinct" in str(d.get("name", "")) for d in devices)
+
+
+def compute_capability(devices: list[dict], gpu_devs: list[int]) -> float | None:
+    """major.minor of the first device that ran GPU ops (else the first described), as a number."""
+    by_id = {d.get("id"): d for d in devices}
+    for dev in gpu_devs + [d.get("id") for d in devices]:
+        d = by_id.get(dev)
+        if d and d.get("computeMajor") is not None:
+            try:
+                return float(f"{int(d['computeMajor'])}.{int(d.get('computeMinor') or 0)}")
+            except (TypeError, ValueError):
+                return None
+    return None
