@@ -35,7 +35,7 @@ def test_json_and_gz_and_bare_array_read_the_same(tmp_path):
     for t in traces:
         assert len(t.gpu_ops) == 8 and len(t.runtime) == 8
         assert np.array_equal(t.gpu_ops["start_ns"], traces[0].gpu_ops["start_ns"])
-    assert traces[0].meta["rank"] == 0
+    assert traces[0].meta.rank == 0
     assert not traces[3].warnings or "ignored" not in traces[3].warnings[0]
 
 
@@ -86,7 +86,7 @@ def test_ns_precision_absolute_timestamps_are_exact(tmp_path):
 def test_relative_timestamps_keep_base_time(tmp_path):
     b = small_trace(base_time_ns=1_700_000_000_000_000_000)
     t = tracedoc.load(b.write(tmp_path / "rel.json"))
-    assert t.meta["time_origin_ns"] == 1_700_000_000_000_000_000
+    assert t.meta.time_origin_ns == 1_700_000_000_000_000_000
     assert t.gpu_ops["start_ns"].max() < 10**13  # stored relative to the origin
 
 
@@ -138,12 +138,12 @@ def test_memcpy_kinds_from_names(tmp_path):
                                   "cpu_only_gloo_rank34.pt.trace.json.gz", "h100_2026_format.json"])
 def test_other_platforms_read_without_error(name):
     t = tracedoc.load(shared_traces() / "kineto" / name)
-    assert t.meta["events"] > 0
+    assert t.meta.events > 0
     if name.startswith("mtia"):
-        assert "mtia_ccp_events" in t.meta["other_categories"]
+        assert "mtia_ccp_events" in t.meta.other_categories
         assert len(t.gpu_ops) == 0
     if name.startswith("mi250"):
-        assert len(t.gpu_ops) > 0 and "AMD" in t.meta["devices"][0]["name"]
+        assert len(t.gpu_ops) > 0 and "AMD" in t.meta.devices[0].name
 
 
 def test_dataframe_accessors():
@@ -208,8 +208,8 @@ def test_truncated_trace_reads_events_before_the_cut_and_warns(tmp_path):
     cut = tmp_path / "cut.json"
     cut.write_bytes(data[: int(len(data) * 0.7)])
     t = tracedoc.load(cut)
-    assert 0 < t.meta["events"] < full.meta["events"]
-    assert t.meta["truncated"]
+    assert 0 < t.meta.events < full.meta.events
+    assert t.meta.truncated
     proc = run_cli("analyze", str(cut))
     assert proc.returncode == 0, proc.stderr
     assert "warning" in proc.stderr and "cut" in proc.stderr and str(cut) in proc.stderr
@@ -217,7 +217,7 @@ def test_truncated_trace_reads_events_before_the_cut_and_warns(tmp_path):
     gz = tmp_path / "cut.json.gz"
     gz.write_bytes(gzip.compress(data)[: int(len(gzip.compress(data)) * 0.7)])
     t = tracedoc.load(gz)
-    assert 0 < t.meta["events"] < full.meta["events"] and t.meta["truncated"]
+    assert 0 < t.meta.events < full.meta.events and t.meta.truncated
 
 
 def test_nonexistent_path(tmp_path):
@@ -249,7 +249,7 @@ def test_sha256_is_computed_while_reading(tmp_path):
     for path, kw in ((b.write(tmp_path / "a.json"), {}), (b.write(tmp_path / "a.json.gz"), {}),
                      (b.write(tmp_path / "b.json"), {"chunk_bytes": 300, "workers": 2})):
         t = read_kineto(str(path), **kw)
-        assert t.meta["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert t.meta.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     result = tracedoc.analyze(tmp_path / "a.json.gz")
     assert result.hashes[str(tmp_path / "a.json.gz")] == hashlib.sha256((tmp_path / "a.json.gz").read_bytes()).hexdigest()
 

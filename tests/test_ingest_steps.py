@@ -86,10 +86,10 @@ def test_one_dataloader_vocabulary_for_readers_and_analyses():
 def test_mark_steps_prefers_profiler_steps_then_the_most_frequent_family():
     t = _named_trace(["iteration 1", "iteration 2", "train_step 1", "train_step 2", "train_step 3", "forward"])
     mark_steps(t, None)
-    assert t.meta["step_names"] == ["train_step 1", "train_step 2", "train_step 3"]
+    assert t.meta.step_names == ["train_step 1", "train_step 2", "train_step 3"]
     t = _named_trace(["ProfilerStep#1", "train_step 1", "train_step 2"])
     mark_steps(t, None)
-    assert t.meta["step_names"] == ["ProfilerStep#1"]
+    assert t.meta.step_names == ["ProfilerStep#1"]
     t = _named_trace(["fwd 1", "fwd 2", "train_step 1"])
     mark_steps(t, "fwd")
-    assert t.meta["step_names"] == ["fwd 1", "fwd 2"]
+    assert t.meta.step_names == ["fwd 1", "fwd 2"]

@@ -48,7 +48,7 @@ def test_real_exports_load_and_are_not_modified(name):
     path = NSYS / name
     before = _digest(path)
     trace = load(path)
-    assert trace.meta["format"] == "nsys"
+    assert trace.meta.format == "nsys"
     assert len(trace.gpu_ops) > 0
     assert _digest(path) == before
 
@@ -80,17 +80,17 @@ def test_h100_export_is_two_ranks_one_gpu_each():
     path = NSYS / "nsys2026_h100_2gpu_1s.sqlite"
     exp = _expected()["nsys2026_h100_2gpu_1s.sqlite"]["devices"]
     ranks = read_nsys_ranks(path)
-    assert [t.meta["rank"] for t in ranks] == [0, 1]
-    assert [t.meta["pid"] for t in ranks] == [111, 112]
+    assert [t.meta.rank for t in ranks] == [0, 1]
+    assert [t.meta.pid for t in ranks] == [111, 112]
     for t in ranks:
         g = t.gpu_ops
         (dev,) = np.unique(g["device"]).tolist()
         assert int((g["kind"] == M.KERNEL).sum()) == exp[str(dev)]["kernels"]
-        assert set(np.unique(t.runtime["pid"]).tolist()) == {t.meta["pid"]}
-        assert t.meta["world_size"] == 2
+        assert set(np.unique(t.runtime["pid"]).tolist()) == {t.meta.pid}
+        assert t.meta.world_size == 2
     # read_nsys picks one process and says which ones it left out.
     one = read_nsys(path)
-    assert one.meta["pid"] == 111 and one.meta["rank"] == 0
+    assert one.meta.pid == 111 and one.meta.rank == 0
     assert any("pid 112" in w for w in one.warnings)
 
 
@@ -116,20 +116,20 @@ def test_h100_nvtx_and_syncs():
     assert c["depth"].max() > 0
     names = set(t.df("syncs")["name"].astype(str))
     assert names == {"Stream Wait Event", "Stream Sync"}
-    assert t.meta["thread_names"]["111/111"] == "python3"
-    assert t.meta["process_names"]["111"] == "python3"
+    assert t.meta.thread_names["111/111"] == "python3"
+    assert t.meta.process_names["111"] == "python3"
 
 
 @pytest.mark.shared
 def test_mock_export_devices_time_and_sync():
     t = read_nsys(NSYS / "nsys2026_mock.sqlite")
-    assert t.meta["devices"] == [{"id": 0, "name": "NVIDIA GeForce RTX 3080", "totalGlobalMem": 10736893952,
+    assert [d.properties for d in t.meta.devices] == [{"id": 0, "name": "NVIDIA GeForce RTX 3080", "totalGlobalMem": 10736893952,
                                   "computeMajor": 8, "computeMinor": 6, "numSms": 68}]
     # Zero-based export: its events lie below ANALYSIS_DETAILS.startTime and are all kept.
-    assert t.meta["clock"] == "zero-based"
-    assert t.meta["time_origin_ns"] == 1776781226557295056
+    assert t.meta.clock == "zero-based"
+    assert t.meta.time_origin_ns == 1776781226557295056
     assert len(t.runtime) == 9
-    assert t.meta["export_version"] == "3.24.14"
+    assert t.meta.versions.nsys_export_schema == "3.24.14"
     (sync_name,) = t.df("syncs")["name"].astype(str).tolist()
     assert sync_name == "Stream Sync"  # from its cudaStreamSynchronize call
     kern = t.kernels_df
@@ -139,12 +139,12 @@ def test_mock_export_devices_time_and_sync():
 @pytest.mark.shared
 def test_2022_export_latin1_metadata_and_links():
     t = read_nsys(NSYS / "nsys2022_con_kernel.sqlite")
-    assert t.meta["export_version"] == "2.9.1"
+    assert t.meta.versions.nsys_export_schema == "2.9.1"
     # The user name holds byte 0xE1 (ß in the Windows OEM code page), which is not UTF-8: it is
     # read as Latin-1 instead of failing the whole export.
-    assert t.meta["extra"]["EXPORT_USER"] == "Alexander Gei\xe1"
-    assert t.meta["devices"][0]["name"].startswith("GeForce GTX 1060")
-    assert len(t.meta["devices"]) == 1  # the Intel and Microsoft adapters are not CUDA devices
+    assert t.meta.extra["EXPORT_USER"] == "Alexander Gei\xe1"
+    assert t.meta.devices[0].name.startswith("GeForce GTX 1060")
+    assert len(t.meta.devices) == 1  # the Intel and Microsoft adapters are not CUDA devices
     kern = t.kernels_df
     # Two kernels of this file carry correlation ids no API call has; all others must link.
     conn = sqlite3.connect(f"file:{NSYS / 'nsys2022_con_kernel.sqlite'}?mode=ro", uri=True)
@@ -208,7 +208,7 @@ def test_nccl_kernels_overlap_compute_on_second_stream(tmp_path):
     r = t.runtime
     assert np.all(g["launch"] >= 0)
     assert np.array_equal(r["correlation"][g["launch"]], g["correlation"])
-    assert t.meta["devices"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert t.meta.devices[0].name == "NVIDIA H100 80GB HBM3"
 
 
 def test_pageable_async_memcpy_and_memset(tmp_path):
@@ -297,8 +297,8 @@ def test_nvtx_ranges_steps_dataloader_and_depth(tmp_path):
     assert "a mark" not in set(names)
     assert (names == "ncclAllReduce").sum() == 1
     # detection by name: train_step (3) wins over iteration (2); nothing is renamed
-    assert t.meta["step_range"] == "train_step"
-    assert t.meta["step_names"] == ["train_step 0", "train_step 1", "train_step 2"]
+    assert t.meta.step_range == "train_step"
+    assert t.meta.step_names == ["train_step 0", "train_step 1", "train_step 2"]
     steps = c[names.str.startswith("train_step")].sort_values("start_ns")
     assert list(zip(steps["start_ns"], steps["end_ns"])) == built["train_step"]
     assert (steps["depth"] == 0).all()
@@ -309,24 +309,24 @@ def test_nvtx_ranges_steps_dataloader_and_depth(tmp_path):
     assert it["depth"].tolist() == [0, 1]
     dl = c[names.str.contains("DataLoader")]
     assert list(zip(dl["start_ns"], dl["end_ns"])) == built["dataloader"]
-    assert t.meta["dataloader_ranges"] == len(built["dataloader"])
-    assert t.meta["nvtx_domains"] == {"100/1": "NCCL"}
-    assert t.meta["thread_names"]["100/101"] == "pt_autograd_0"
+    assert t.meta.dataloader_ranges == len(built["dataloader"])
+    assert t.meta.nvtx_domains == {"100/1": "NCCL"}
+    assert t.meta.thread_names["100/101"] == "pt_autograd_0"
 
 
 def test_step_range_option_and_profiler_step_preference(tmp_path):
     path, built = _steps_fixture(tmp_path / "steps.sqlite")
     t = read_nsys(path, step_range="iteration")
-    assert t.meta["step_range"] == "iteration"
-    assert t.meta["step_names"] == ["iteration 0", "iteration 1"]
+    assert t.meta.step_range == "iteration"
+    assert t.meta.step_names == ["iteration 0", "iteration 1"]
     none = read_nsys(path, step_range="no_such_range")
-    assert none.meta["step_names"] == []
+    assert none.meta.step_names == []
     assert any("no_such_range" in w for w in none.warnings)
 
     path2, _ = _steps_fixture(tmp_path / "steps_ps.sqlite", profiler_step=True)
     t2 = read_nsys(path2)
-    assert t2.meta["step_range"] == "ProfilerStep"
-    assert t2.meta["step_names"] == ["ProfilerStep#7"]
+    assert t2.meta.step_range == "ProfilerStep"
+    assert t2.meta.step_names == ["ProfilerStep#7"]
 
 
 def test_two_processes_with_colliding_correlation_ids(tmp_path):
@@ -343,13 +343,13 @@ def test_two_processes_with_colliding_correlation_ids(tmp_path):
     path = db.close()
 
     ranks = read_nsys_ranks(path)
-    assert [t.meta["pid"] for t in ranks] == [200, 300]  # ordered by pid
-    assert [t.meta["rank"] for t in ranks] == [0, 1]
+    assert [t.meta.pid for t in ranks] == [200, 300]  # ordered by pid
+    assert [t.meta.rank for t in ranks] == [0, 1]
     for t in ranks:
         g, r = t.gpu_ops, t.runtime
         assert np.all(g["launch"] >= 0)
         for corr, row in zip(g["correlation"].tolist(), g["launch"].tolist()):
-            assert int(r["start_ns"][row]) == launches[(t.meta["pid"], corr)]
+            assert int(r["start_ns"][row]) == launches[(t.meta.pid, corr)]
 
     both = read_nsys(path, pid="all")
     g, r = both.gpu_ops, both.runtime
@@ -358,14 +358,14 @@ def test_two_processes_with_colliding_correlation_ids(tmp_path):
     assert got == launches
 
     busiest = read_nsys(path)
-    assert busiest.meta["pid"] == 200  # 3 GPU ops against 2
+    assert busiest.meta.pid == 200  # 3 GPU ops against 2
     assert len(busiest.gpu_ops) == 3
     assert any("pid 300" in w for w in busiest.warnings)
     with pytest.raises(TraceError, match="pid 4242"):
         read_nsys(path, pid=4242)
     with pytest.raises(TraceError, match="not a process id"):
         read_nsys(path, pid="rank0")
-    assert read_nsys(path, pid="300").meta["pid"] == 300  # as a CLI would pass it
+    assert read_nsys(path, pid="300").meta.pid == 300  # as a CLI would pass it
 
 
 def test_two_gpus_in_one_process_stay_in_one_trace(tmp_path):
@@ -378,9 +378,9 @@ def test_two_gpus_in_one_process_stay_in_one_trace(tmp_path):
         db.kernel(100, s + 2_000, s + 9_000, corr, "k", device=dev)
     t = read_nsys(db.close())
     assert np.bincount(t.gpu_ops["device"]).tolist() == [1, 2]
-    assert [d["id"] for d in t.meta["devices"]] == [0, 1]
-    assert [d["name"] for d in t.meta["devices"]] == ["GPU A", "GPU B"]
-    assert t.meta["rank"] is None and not any("processes with GPU work" in w for w in t.warnings)
+    assert [d.id for d in t.meta.devices] == [0, 1]
+    assert [d.name for d in t.meta.devices] == ["GPU A", "GPU B"]
+    assert t.meta.rank is None and not any("processes with GPU work" in w for w in t.warnings)
 
 
 def test_latin1_bytes_are_decoded(tmp_path):
@@ -393,8 +393,8 @@ def test_latin1_bytes_are_decoded(tmp_path):
     t = read_nsys(db.close(), pid=101)
     assert t.df("gpu_ops")["name"].astype(str).tolist() == ["kern_für"]
     assert t.df("cpu_ops")["name"].astype(str).tolist() == ["Schritt für Schritt"]
-    assert t.meta["process_names"]["101"] == "Prozeß"
-    assert t.meta["extra"]["EXPORT_USER"] == "Jürgen"
+    assert t.meta.process_names["101"] == "Prozeß"
+    assert t.meta.extra["EXPORT_USER"] == "Jürgen"
 
 
 @pytest.mark.parametrize("schema", [SCHEMA_2021, SCHEMA_2022, SCHEMA_2026_1, SCHEMA_2026_2])
@@ -413,11 +413,11 @@ def test_every_generation_with_missing_optional_tables(tmp_path, schema):
     assert sorted(t.gpu_ops["stream"].tolist()) == [1, 2, 3]
     assert np.all(t.gpu_ops["launch"] >= 0)
     assert len(t.cpu_ops) == 0 and len(t.syncs) == 0
-    assert t.meta["clock"] == "unknown" and t.meta["time_origin_ns"] == 0
-    assert t.meta["export_version"] is None
+    assert t.meta.clock == "unknown" and t.meta.time_origin_ns == 0
+    assert t.meta.versions.nsys_export_schema is None
     if schema == SCHEMA_2021:
-        assert t.meta["devices"][0]["name"] == "Tesla V100-SXM2-16GB"
-        assert t.meta["devices"][0]["numSms"] == 80
+        assert t.meta.devices[0].name == "Tesla V100-SXM2-16GB"
+        assert t.meta.devices[0].sm_count == 80
 
 
 def test_time_rules_drop_nonpositive_and_precapture_events(tmp_path):
@@ -433,10 +433,10 @@ def test_time_rules_drop_nonpositive_and_precapture_events(tmp_path):
     assert sorted(names) == ["pthread_cond_wait", "straddles"]
     straddle = t.cpu_ops_df[t.cpu_ops_df["name"].astype(str) == "straddles"]
     assert straddle["start_ns"].tolist() == [T0 - 100_000]
-    assert t.meta["dropped_events"] == {"start_not_positive": 1, "before_capture": 1}
-    assert t.meta["clock"] == "target"
-    assert t.meta["time_origin_ns"] == UTC - T0
-    assert t.meta["capture_start_ns"] == T0
+    assert t.meta.dropped_events == {"start_not_positive": 1, "before_capture": 1}
+    assert t.meta.clock == "target"
+    assert t.meta.time_origin_ns == UTC - T0
+    assert t.meta.capture_start_ns == T0
     osrt = t.cpu_ops_df[t.cpu_ops_df["kind"] == M.CPU_OTHER]
     assert osrt["name"].astype(str).tolist() == ["pthread_cond_wait"]
     assert osrt["depth"].tolist() == [1]  # inside "straddles" on the same thread

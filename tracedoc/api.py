@@ -62,9 +62,9 @@ def load_dir(directory: str | os.PathLike, **options) -> list[Trace]:
     """Read every rank file in a directory (sequentially; ``analyze`` parallelises)."""
     traces = [load(p, **options) for p in rank_files(os.fspath(directory))]
     for t in traces:
-        if t.meta.get("rank") is None:
-            t.meta["rank"] = rank_from_name(t.source)
-    return sorted(traces, key=lambda t: (t.meta.get("rank") is None, t.meta.get("rank") or 0, t.source))
+        if t.meta.rank is None:
+            t.meta.rank = rank_from_name(t.source)
+    return sorted(traces, key=lambda t: (t.meta.rank is None, t.meta.rank or 0, t.source))
 
 
 def sha256_of(path: str) -> str:
@@ -152,8 +152,8 @@ def _analyze_file(path: str, options: dict, progress: Callable[[float], None] | 
         traces = [load(path, progress=progress, workers=workers)]
     out = []
     for t in traces:
-        if t.meta.get("rank") is None and len(traces) == 1:
-            t.meta["rank"] = rank_from_name(path)
+        if t.meta.rank is None and len(traces) == 1:
+            t.meta.rank = rank_from_name(path)
         out.append(analyze_trace(t))
     return out
 

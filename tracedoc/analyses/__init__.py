@@ -81,8 +81,8 @@ def analyze_trace(trace: Trace, metrics: Iterable[str] | None = None,
     ran produces are None. ``pipeline.run_analyses`` checks each analysis against its declaration."""
     out = run_analyses(trace, metrics, evidence, values=("window", "per_device", "warnings", "timeline"))
     per_step = out.evidence.get("per_step") or []
-    return RankResult(source=trace.source, rank=trace.meta.get("rank"), window=out.values["window"],
+    return RankResult(source=trace.source, rank=trace.meta.rank, window=out.values["window"],
                       metrics={k: out.metrics.get(k) for k in METRICS},
                       evidence={k: out.evidence[k] for k in EVIDENCE if k in out.evidence},
-                      per_step=per_step, per_device=out.values["per_device"], meta=trace.meta,
+                      per_step=per_step, per_device=out.values["per_device"], meta=trace.meta.to_dict(),
                       warnings=out.values["warnings"], timeline=out.values["timeline"])

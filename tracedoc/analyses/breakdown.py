@@ -113,7 +113,8 @@ def device_breakdown(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
     rows = per_device(trace, inputs["comm_mask"], win.start_ns, win.end_ns)
     first = rows[0] if rows else {}
-    return Produced(metrics={"sm_efficiency": first.get("sm_efficiency"), "est_occupancy_mean": first.get("est_occupancy")},
+    return Produced(metrics={"sm_efficiency": first.get("sm_efficiency"),
+                             "est_occupancy_mean": first.get("est_occupancy")},
                     values={"per_device": rows})
 
 
@@ -162,17 +163,16 @@ def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet) -> 
 def per_device(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[dict]:
     """Breakdown, SM efficiency and occupancy per device that ran GPU ops."""
     g = trace.gpu_ops
-    devices = trace.meta.get("devices") or []
     gpu_devs = sorted(set(np.unique(g["device"]).tolist())) if len(g) else []
-    by_id = {d.get("id"): d for d in devices}
     sm = {d["device"]: d for d in gpu_metrics(trace, lo, hi, timeline=False)}
     out = []
     for dev in gpu_devs:
         rows = g["device"] == dev
         b = breakdown(op_sets(trace, comm_mask, rows), lo, hi)
-        d = by_id.get(dev, {})
+        d = trace.meta.device(dev)
         extra = sm.get(dev, {})
-        out.append({"device": int(dev), "name": d.get("name"), "kernels": int((rows & (g["kind"] == M.KERNEL)).sum()),
+        out.append({"device": int(dev), "name": d.name if d else None,
+                    "kernels": int((rows & (g["kind"] == M.KERNEL)).sum()),
                     "streams": int(np.unique(g["stream"][rows]).size),
                     **{k: b[k] for k in ("gpu_busy_fraction", "compute_fraction", "comm_fraction",
                                           "exposed_comm_fraction", "comm_overlap_fraction")},

@@ -95,5 +95,5 @@ def collectives(trace: Trace, comm_mask: np.ndarray, gpu_ext: np.ndarray, lo: in
 def collective_table(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
     rows = collectives(trace, inputs["comm_mask"], inputs["gpu_ext"], win.start_ns, win.end_ns,
-                       trace.meta.get("world_size"))
+                       trace.meta.world_size)
     return Produced(evidence={"collectives": rows})

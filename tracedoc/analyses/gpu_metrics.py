@@ -59,14 +59,6 @@ from ..model.trace import Trace
 _EPS = 1e-12
 
 
-def _sm_count(dev: dict) -> int | None:
-    for key in ("numSms", "multiProcessorCount"):
-        v = dev.get(key)
-        if isinstance(v, (int, float)) and v > 0:
-            return int(v)
-    return None
-
-
 def sm_efficiency_steps(starts: np.ndarray, ends: np.ndarray, blocks_per_sm: np.ndarray
                         ) -> tuple[np.ndarray, np.ndarray]:
     """The SM-efficiency step function of a set of kernels.
@@ -134,7 +126,7 @@ def gpu_metrics(trace: Trace, lo: int, hi: int, clip_timeline: bool = False, tim
     lo, hi = int(lo), int(hi)
     length = hi - lo
     kern = (g["kind"] == M.KERNEL) & (g["device"] >= 0)
-    by_id = {d.get("id"): d for d in trace.meta.get("devices", []) if isinstance(d, dict)}
+    by_id = {d.id: d for d in trace.meta.devices}
     out = []
     for dev in np.unique(g["device"][kern]):
         rows = np.flatnonzero(kern & (g["device"] == dev))
@@ -156,7 +148,7 @@ def gpu_metrics(trace: Trace, lo: int, hi: int, clip_timeline: bool = False, tim
 
         out.append({
             "device": int(dev),
-            "sm_count": _sm_count(by_id.get(int(dev), {})),
+            "sm_count": by_id[int(dev)].sm_count if int(dev) in by_id else None,
             "kernels_in_window": int((clipped > 0).sum()),
             "gpu_utilization": util,
             "sm_efficiency": sm_eff,

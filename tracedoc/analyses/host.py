@@ -75,14 +75,13 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
 def memory(trace: Trace) -> dict:
     """Peak allocated/reserved per device from ``[memory]`` events, vs device memory."""
     mem = trace.memory
-    devices = {int(d.get("id", i)): d for i, d in enumerate(trace.meta.get("devices") or []) if isinstance(d, dict)}
+    devices = {d.id if d.id is not None else i: d for i, d in enumerate(trace.meta.devices)}
     out: dict = {"memory_peak_allocated_bytes": None, "memory_peak_reserved_bytes": None,
                  "device_memory_bytes": None, "memory_peak_fraction": None, "per_device": [], "top_allocs": [],
                  "curve": []}
     gpu_devs = np.unique(trace.gpu_ops["device"]) if len(trace.gpu_ops) else np.zeros(0, dtype=np.int64)
     if gpu_devs.size and int(gpu_devs[0]) in devices:
-        total = devices[int(gpu_devs[0])].get("totalGlobalMem")
-        out["device_memory_bytes"] = int(total) if isinstance(total, (int, float)) else None
+        out["device_memory_bytes"] = devices[int(gpu_devs[0])].memory_bytes
     if not len(mem):
         return out
     is_gpu = mem["device_type"] == 1
@@ -95,8 +94,7 @@ def memory(trace: Trace) -> dict:
         reserved = mem["total_reserved"][rows]
         peak_a = int(alloc.max()) if (alloc >= 0).any() else None
         peak_r = int(reserved.max()) if (reserved >= 0).any() else None
-        total = devices.get(int(dev), {}).get("totalGlobalMem")
-        total = int(total) if isinstance(total, (int, float)) else None
+        total = devices[int(dev)].memory_bytes if int(dev) in devices else None
         peak = peak_r if peak_r is not None else peak_a
         frac = peak / total if (peak is not None and total) else None
         out["per_device"].append({"device": int(dev), "peak_allocated_bytes": peak_a, "peak_reserved_bytes": peak_r,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.meta import TraceMeta
 from ..model.trace import Trace
 from . import host
 from .registry import Produced, analysis
@@ -12,11 +13,10 @@ from .registry import Produced, analysis
 @analysis(produces=("gpu_count", "compute_capability", "tensor_core_capable", "world_size", "backend",
                     "uses_data_parallel", "has_gpu_ops", "truncated"))
 def system(trace: Trace, inputs) -> Produced:
-    g = trace.gpu_ops
-    devices = trace.meta.get("devices") or []
+    g, meta = trace.gpu_ops, trace.meta
     gpu_devs = sorted(set(np.unique(g["device"]).tolist())) if len(g) else []
-    cc = compute_capability(devices, gpu_devs)
-    rocm = is_rocm(devices)
+    cc = compute_capability(meta, gpu_devs)
+    rocm = any(d.is_rocm for d in meta.devices)
     if cc is None:
         capable = None
     elif rocm:
@@ -25,16 +25,16 @@ def system(trace: Trace, inputs) -> Produced:
         capable = cc >= 7.0
     return Produced(metrics={
         "gpu_count": len(gpu_devs), "compute_capability": cc, "tensor_core_capable": capable,
-        "world_size": trace.meta.get("world_size"), "backend": cuda_backend(trace.meta.get("backend")),
+        "world_size": meta.world_size, "backend": cuda_backend(meta.backend),
         "uses_data_parallel": host.uses_data_parallel(trace), "has_gpu_ops": bool(len(g)),
-        "truncated": bool(trace.meta.get("truncated")),
+        "truncated": bool(meta.truncated),
     })
 
 
 @analysis(evidence=("contents",), provides=("warnings",))
 def contents(trace: Trace, inputs) -> Produced:
     """Rows per table, event categories left unanalysed, and the reader's warnings."""
-    other = trace.meta.get("other_categories") or {}
+    other = trace.meta.other_categories
     rows = [{"table": name, "rows": n} for name, n in trace.summary().items()]
     rows += [{"table": f"other: {cat}", "rows": n} for cat, n in sorted(other.items())]
     warnings = list(trace.warnings)
@@ -56,19 +56,10 @@ def cuda_backend(backend) -> str | None:
     return pairs.get("cuda") or next(iter(pairs.values()), None)
 
 
-def is_rocm(devices: list[dict]) -> bool:
-    return any("AMD" in str(d.get("name", "")) or "Radeon" in str(d.get("name", "")) or
-               "Instinct" in str(d.get("name", "")) for d in devices)
-
-
-def compute_capability(devices: list[dict], gpu_devs: list[int]) -> float | None:
+def compute_capability(meta: TraceMeta, gpu_devs: list[int]) -> float | None:
     """major.minor of the first device that ran GPU ops (else the first described), as a number."""
-    by_id = {d.get("id"): d for d in devices}
-    for dev in gpu_devs + [d.get("id") for d in devices]:
-        d = by_id.get(dev)
-        if d and d.get("computeMajor") is not None:
-            try:
-                return float(f"{int(d['computeMajor'])}.{int(d.get('computeMinor') or 0)}")
-            except (TypeError, ValueError):
-                return None
+    for dev in gpu_devs + [d.id for d in meta.devices]:
+        d = meta.device(dev)
+        if d is not None and d.compute_major is not None:
+            return d.compute_capability
     return None

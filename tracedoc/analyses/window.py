@@ -61,7 +61,7 @@ def launch_times(trace: Trace) -> np.ndarray:
 
 def step_name_mask(trace: Trace) -> np.ndarray:
     """Boolean lookup over the string table: which names are step spans."""
-    explicit = trace.meta.get("step_names")
+    explicit = trace.meta.step_names
     if explicit:
         wanted = {s for s in explicit if isinstance(s, str)}
         ids = {s for s in explicit if isinstance(s, int)}

@@ -14,7 +14,7 @@ from ..model.trace import Trace
 
 
 def mark_steps(trace: Trace, step_range: str | None) -> None:
-    """Record which range names are steps in ``meta["step_names"]``; strings are not renamed.
+    """Record which range names are steps in ``meta.step_names``; strings are not renamed.
 
     ``step_range`` names the range (with an optional number and suffix); without it the ranges are
     grouped into step families by name (``vocab.STEP_FAMILY_RE``) and ``ProfilerStep`` wins, else the
@@ -23,7 +23,7 @@ def mark_steps(trace: Trace, step_range: str | None) -> None:
     c = trace.cpu_ops
     ann = c["name"][c["kind"] == M.USER_ANNOTATION]
     if not ann.size:
-        trace.meta["step_range"] = step_range
+        trace.meta.step_range = step_range
         if step_range:
             trace.warnings.append(f"{trace.source}: step_range={step_range!r} given, but the export has no NVTX ranges")
         return
@@ -31,7 +31,7 @@ def mark_steps(trace: Trace, step_range: str | None) -> None:
     if step_range:
         pat = V.user_step_range_re(step_range)
         chosen = [int(i) for i in ids.tolist() if pat.match(trace.strings[i])]
-        trace.meta["step_range"] = step_range
+        trace.meta.step_range = step_range
         if not chosen:
             common = ", ".join(repr(trace.strings[int(i)]) for i in ids[np.argsort(-counts)][:5])
             trace.warnings.append(f"{trace.source}: no NVTX range matches step_range={step_range!r}; "
@@ -48,16 +48,16 @@ def mark_steps(trace: Trace, step_range: str | None) -> None:
                 label.setdefault(key, m.group("fam"))
                 count[key] = count.get(key, 0) + k
         if not families:
-            trace.meta["step_range"] = None
-            trace.meta["step_names"] = []
+            trace.meta.step_range = None
+            trace.meta.step_names = []
             return
         if "profilerstep" in families:
             best = "profilerstep"
         else:
             best = max(families, key=lambda f: (count[f], -min(families[f])))
         chosen = families[best]
-        trace.meta["step_range"] = label[best]
-    trace.meta["step_names"] = sorted(trace.strings[i] for i in chosen)
+        trace.meta.step_range = label[best]
+    trace.meta.step_names = sorted(trace.strings[i] for i in chosen)
 
 
 def count_dataloader_ranges(trace: Trace) -> int:

@@ -1,18 +1,20 @@
 """The in-memory trace model every reader produces and every analysis consumes.
 
 A ``Trace`` is a set of columnar tables (numpy arrays of equal length) plus a string table and
-metadata. Times are int64 nanoseconds on the trace's own clock; ``meta["time_origin_ns"]`` maps
-them to the Unix epoch when the source says how. Names are int32 ids into ``Trace.strings``.
+metadata (``model.meta.TraceMeta``). Times are int64 nanoseconds on the trace's own clock;
+``meta.time_origin_ns`` maps them to the Unix epoch when the source says how. Names are int32 ids
+into ``Trace.strings``.
 Missing integers are ``-1``; missing floats are NaN.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from .meta import TraceMeta
 
 # GPU op kinds
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -152,7 +154,7 @@ class Trace:
     source: str
     strings: list[str]
     tables: dict[str, Table]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: TraceMeta = field(default_factory=TraceMeta)
     warnings: list[str] = field(default_factory=list)
 
     def __getattr__(self, item: str) -> Table:
@@ -171,7 +173,7 @@ class Trace:
 
     @property
     def rank(self) -> int | None:
-        return self.meta.get("rank")
+        return self.meta.rank
 
     def df(self, table: str) -> pd.DataFrame:
         """A pandas view of one table; string-id columns become categoricals of their text."""

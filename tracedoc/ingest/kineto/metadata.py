@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
 from ...errors import TraceError
 from ...model import trace as M
+from ...model.meta import Device, ProcessGroup, TraceMeta, Versions, int_or_none, torch_version
 from ...model.trace import Table, Trace
 from ...model.vocab import MEMCPY_NAME_RE
 from ..depth import set_cpu_depths
@@ -38,7 +38,7 @@ def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Tr
     if reader.ignored_phases:
         desc = ", ".join(f"{n} '{p}'" for p, n in sorted(reader.ignored_phases.items()))
         warnings.append(f"{path}: ignored events of phases tracedoc does not use ({desc})")
-    trace = Trace(source=path, strings=strings, tables=tables, meta={}, warnings=warnings)
+    trace = Trace(source=path, strings=strings, tables=tables, warnings=warnings)
     _memcpy_kinds(trace)
     link_launches(trace)
     set_cpu_depths(trace)
@@ -71,55 +71,42 @@ def _memcpy_kinds(trace: Trace) -> None:
         g[col] = arr
 
 
-def _metadata(raw: dict, reader: _Reader, trace: Trace, truncated: str | None) -> dict:
+def _metadata(raw: dict, reader: _Reader, trace: Trace, truncated: str | None) -> TraceMeta:
     dist = raw.get("distributedInfo") if isinstance(raw.get("distributedInfo"), dict) else {}
     devices = raw.get("deviceProperties") or raw.get("computeProperties") or []
     if not isinstance(devices, list):
         devices = []
+    groups = dist.get("pg_config")
     base = raw.get("baseTimeNanoseconds")
-    meta = {
-        "format": "kineto",
-        "schema_version": raw.get("schemaVersion"),
-        "rank": _int_or_none(dist.get("rank")),
-        "world_size": _int_or_none(dist.get("world_size")),
-        "backend": dist.get("backend"),
-        "nccl_version": dist.get("nccl_version"),
-        "pg_config": dist.get("pg_config"),
-        "devices": [d for d in devices if isinstance(d, dict)],
-        "cuda_runtime_version": raw.get("cuda_runtime_version"),
-        "cuda_driver_version": raw.get("cuda_driver_version"),
-        "cupti_version": raw.get("cupti_version"),
-        "display_time_unit": raw.get("displayTimeUnit"),
-        "time_origin_ns": int(base) if isinstance(base, (int, float)) else 0,
-        "trace_name": raw.get("traceName"),
-        "record_shapes": raw.get("record_shapes"),
-        "events": reader.n_events,
-        "truncated": truncated,
-        "other_categories": {},
-        "process_names": {},
-        "thread_names": {},
-        "extra": {k: v for k, v in raw.items() if k not in _KNOWN_KEYS and isinstance(v, (str, int, float))},
-    }
+    backend = dist.get("backend")
+    extra = {k: v for k, v in raw.items() if k not in _KNOWN_KEYS and isinstance(v, (str, int, float))}
+    meta = TraceMeta(
+        format="kineto", schema_version=raw.get("schemaVersion"),
+        rank=int_or_none(dist.get("rank")), world_size=int_or_none(dist.get("world_size")),
+        backend=None if backend is None else str(backend),
+        devices=[Device.from_properties(d) for d in devices if isinstance(d, dict)],
+        process_groups=[ProcessGroup.from_properties(g) for g in groups if isinstance(g, dict)]
+        if isinstance(groups, list) else None,
+        versions=Versions(cuda_runtime=raw.get("cuda_runtime_version"), cuda_driver=raw.get("cuda_driver_version"),
+                          cupti=raw.get("cupti_version"), nccl=dist.get("nccl_version"), torch=torch_version(extra)),
+        display_time_unit=raw.get("displayTimeUnit"),
+        time_origin_ns=int(base) if isinstance(base, (int, float)) else 0,
+        trace_name=raw.get("traceName"), record_shapes=raw.get("record_shapes"), events=reader.n_events,
+        truncated=truncated, extra=extra,
+    )
     for name, pid, tid, arg_name, labels in reader.meta_events:
         if name == "process_name" and arg_name is not None:
-            meta["process_names"][str(pid)] = str(arg_name)
+            meta.process_names[str(pid)] = str(arg_name)
         elif name == "thread_name" and arg_name is not None:
-            meta["thread_names"][f"{pid}/{tid}"] = str(arg_name)
+            meta.thread_names[f"{pid}/{tid}"] = str(arg_name)
         elif name == "process_labels" and labels is not None:
-            meta["process_names"].setdefault(f"labels:{pid}", str(labels))
+            meta.process_names.setdefault(f"labels:{pid}", str(labels))
     o = trace.other_spans
     if len(o):
         cats, counts = np.unique(o["cat"], return_counts=True)
-        meta["other_categories"] = {trace.string(int(c)): int(k) for c, k in zip(cats, counts)}
+        meta.other_categories = {trace.string(int(c)): int(k) for c, k in zip(cats, counts)}
     return meta
 
 
 _KNOWN_KEYS = {"schemaVersion", "distributedInfo", "deviceProperties", "computeProperties",
                "baseTimeNanoseconds", "displayTimeUnit", "traceName", "traceEvents"}
-
-
-def _int_or_none(v: Any) -> int | None:
-    try:
-        return int(v) if v is not None else None
-    except (TypeError, ValueError):
-        return None

@@ -34,8 +34,8 @@ def read_kineto(path: str, chunk_bytes: int = CHUNK_BYTES, progress: Callable[[f
     src.forced_workers = workers
     try:
         trace = _read(src, chunk_bytes, progress)
-        if trace.meta.get("sha256") is None and not src.closed:
-            trace.meta["sha256"] = src.sha256()
+        if trace.meta.sha256 is None and not src.closed:
+            trace.meta.sha256 = src.sha256()
         return trace
     finally:
         src.close()

@@ -13,7 +13,7 @@ Time: values stay the export's raw nanoseconds. Events with ``start <= 0`` are d
 rules filter them: they are NCCL-init and similar records logged before the capture started), and so
 are events that end before ``ANALYSIS_DETAILS.startTime`` when the events are on that clock. Some
 exports are zero-based instead (their events all lie below ``startTime``); then only ``start <= 0``
-is dropped. ``meta["time_origin_ns"]`` maps trace time to Unix time: ``epoch = origin + t``.
+is dropped. ``meta.time_origin_ns`` maps trace time to Unix time: ``epoch = origin + t``.
 
 Modules: ``db`` (connection, columns), ``events`` (raw columns of the whole file, time rules),
 ``build`` (one ``Trace`` per set of processes), ``metadata`` (devices, names), ``steps`` (NVTX steps).
@@ -124,7 +124,7 @@ def read_nsys(path: str | os.PathLike, progress: Callable[[float], None] | None 
                     f"{(procs[best][0] >> _PID_SHIFT) & _TID_MASK} ({procs[best][1]:,} GPU ops) and left out "
                     f"{others}; use read_nsys_ranks() / `tracedoc analyze` on all ranks, or pid=N / pid='all'")
         trace = _build(path, db, raw, names, gpids, options, info)
-        trace.meta["rank"], trace.meta["world_size"] = rank, world
+        trace.meta.rank, trace.meta.world_size = rank, world
         if warn:
             trace.warnings.insert(0, warn)
     finally:
@@ -144,7 +144,7 @@ def _all_gpids(raw: _Raw) -> list[int]:
 
 def read_nsys_ranks(path: str | os.PathLike, progress: Callable[[float], None] | None = None,
                     **options) -> list[Trace]:
-    """One ``Trace`` per process with GPU work, ordered by OS pid; ``meta["rank"]`` is that order.
+    """One ``Trace`` per process with GPU work, ordered by OS pid; ``meta.rank`` is that order.
 
     An export without GPU work gives a single trace of every process.
     """
@@ -157,11 +157,11 @@ def read_nsys_ranks(path: str | os.PathLike, progress: Callable[[float], None] |
         out = []
         if not procs:
             t = _build(path, db, raw, names, None, options, info)
-            t.meta["rank"], t.meta["world_size"] = 0, 1
+            t.meta.rank, t.meta.world_size = 0, 1
             out.append(t)
         for rank, (gpid, _) in enumerate(procs):
             t = _build(path, db, raw, names, np.asarray([gpid], dtype=np.int64), options, info)
-            t.meta["rank"], t.meta["world_size"] = rank, len(procs)
+            t.meta.rank, t.meta.world_size = rank, len(procs)
             out.append(t)
     finally:
         db.close()

@@ -90,11 +90,11 @@ def _build(path: str, db: _Db, raw: _Raw, names: _Names, gpids: np.ndarray | Non
             "name": names.to_trace(cpu["name"], st), "start_ns": cpu["start"], "end_ns": cpu["end"],
             "external_id": np.full(n, -1), "depth": np.zeros(n), "stack": np.full(n, -1)})
 
-    trace = Trace(source=path, strings=st.strings, tables=tables, meta={}, warnings=list(raw.warnings))
+    trace = Trace(source=path, strings=st.strings, tables=tables, warnings=list(raw.warnings))
     set_cpu_depths(trace, cpu.get("nest") if _n(cpu) else None)
     trace.meta = _metadata(db, raw, info, trace, gpids, devices, cpu)
     mark_steps(trace, options.get("step_range"))
-    trace.meta["dataloader_ranges"] = count_dataloader_ranges(trace)
+    trace.meta.dataloader_ranges = count_dataloader_ranges(trace)
     if not len(trace.gpu_ops):
         trace.warnings.append(f"{path}: no CUDA kernels, memcpys or memsets in the export "
                               "(was the run profiled with `-t cuda`?)")

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ...model.meta import Device, TraceMeta, Versions, int_or_none
 from ...model.trace import Trace
 from .db import _Db, _q
 from .events import _PID_SHIFT, _TID_MASK, _Raw, _n, _os_pid
@@ -55,8 +56,8 @@ def _read_info(db: _Db) -> dict:
     return info
 
 
-def _devices(info: dict, gpu: dict[str, np.ndarray], gpids: np.ndarray | None) -> list[dict]:
-    """Device dicts (Kineto ``deviceProperties`` keys) for the devices this trace's GPU ops ran on."""
+def _devices(info: dict, gpu: dict[str, np.ndarray], gpids: np.ndarray | None) -> list[Device]:
+    """The devices this trace's GPU ops ran on (properties under Kineto ``deviceProperties`` keys)."""
     used = sorted(set(np.unique(gpu["device"]).tolist())) if _n(gpu) else []
     os_pids = set(_os_pid(np.asarray(gpids)).tolist()) if gpids is not None else None
     by_gpu_id = {g["gpu_id"]: g for g in info["gpus"]}
@@ -81,29 +82,23 @@ def _devices(info: dict, gpu: dict[str, np.ndarray], gpids: np.ndarray | None) -
     out = []
     for d in ids:
         g = props.get(d, {})
-        out.append({"id": int(d), "name": g.get("name"), "totalGlobalMem": _int(g.get("totalGlobalMem")),
-                    "computeMajor": _int(g.get("computeMajor")), "computeMinor": _int(g.get("computeMinor")),
-                    "numSms": _int(g.get("numSms"))})
+        out.append(Device.from_properties({
+            "id": int(d), "name": g.get("name"), "totalGlobalMem": int_or_none(g.get("totalGlobalMem")),
+            "computeMajor": int_or_none(g.get("computeMajor")), "computeMinor": int_or_none(g.get("computeMinor")),
+            "numSms": int_or_none(g.get("numSms"))}))
     return out
 
 
-def _int(v: Any) -> int | None:
-    try:
-        return int(v) if v is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _sm_lookup(devices: list[dict], device: np.ndarray) -> np.ndarray:
+def _sm_lookup(devices: list[Device], device: np.ndarray) -> np.ndarray:
     out = np.full(device.size, -1, dtype=np.int64)
     for d in devices:
-        if d.get("numSms"):
-            out[device == d["id"]] = d["numSms"]
+        if d.sm_count:
+            out[device == d.id] = d.sm_count
     return out
 
 
-def _metadata(db: _Db, raw: _Raw, info: dict, trace: Trace, gpids: np.ndarray | None, devices: list[dict],
-              cpu: dict) -> dict:
+def _metadata(db: _Db, raw: _Raw, info: dict, trace: Trace, gpids: np.ndarray | None, devices: list[Device],
+              cpu: dict) -> TraceMeta:
     export = info["export"]
     selected = None if gpids is None else set(np.asarray(gpids).tolist())
     process_names, thread_names = {}, {}
@@ -122,37 +117,14 @@ def _metadata(db: _Db, raw: _Raw, info: dict, trace: Trace, gpids: np.ndarray | 
     if selected is not None and len(selected) == 1:
         pid = int((next(iter(selected)) >> _PID_SHIFT) & _TID_MASK)
     n_events = sum(len(t) for t in trace.tables.values())
-    return {
-        "format": "nsys",
-        "schema_version": None,
-        "export_version": export.get("EXPORT_SCHEMA_VERSION"),
-        "nsys_version": export.get("EXPORT_PRODUCT_VERSION"),
-        "rank": None,
-        "world_size": None,
-        "pid": pid,
-        "backend": None,
-        "nccl_version": None,
-        "pg_config": None,
-        "devices": devices,
-        "cuda_runtime_version": None,
-        "cuda_driver_version": None,
-        "cupti_version": None,
-        "display_time_unit": "ns",
-        "time_origin_ns": raw.meta.get("time_origin_ns", 0),
-        "clock": raw.meta.get("clock"),
-        "capture_start_ns": raw.meta.get("capture_start_ns"),
-        "capture_end_ns": raw.meta.get("capture_end_ns"),
-        "dropped_events": raw.meta.get("dropped_events"),
-        "trace_name": export.get("EXPORT_INPUT_FILE") or export.get("EXPORT_PARAM_INPUT_FILE"),
-        "record_shapes": None,
-        "events": n_events,
-        "file_events": raw.n_events,
-        "truncated": None,
-        "other_categories": {},
-        "process_names": process_names,
-        "thread_names": thread_names,
-        "nvtx_domains": domains,
-        "step_range": None,
-        "step_names": [],
-        "extra": {k: v for k, v in export.items() if k.startswith("EXPORT_") and "PATH" not in k},
-    }
+    return TraceMeta(
+        format="nsys", pid=pid, devices=devices,
+        versions=Versions(nsys=export.get("EXPORT_PRODUCT_VERSION"),
+                          nsys_export_schema=export.get("EXPORT_SCHEMA_VERSION")),
+        display_time_unit="ns", time_origin_ns=raw.meta.get("time_origin_ns", 0), clock=raw.meta.get("clock"),
+        capture_start_ns=raw.meta.get("capture_start_ns"), capture_end_ns=raw.meta.get("capture_end_ns"),
+        dropped_events=raw.meta.get("dropped_events"),
+        trace_name=export.get("EXPORT_INPUT_FILE") or export.get("EXPORT_PARAM_INPUT_FILE"),
+        events=n_events, file_events=raw.n_events, process_names=process_names, thread_names=thread_names,
+        nvtx_domains=domains, extra={k: v for k, v in export.items() if k.startswith("EXPORT_") and "PATH" not in k},
+    )
