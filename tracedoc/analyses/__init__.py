@@ -1,13 +1,12 @@
 """Analyses: pure functions from a ``Trace`` to metrics and evidence tables.
 
-``analyze_trace`` runs them all for one rank and returns a ``RankResult``: a flat ``metrics`` dict
+``analyze_trace`` runs them all for one rank and returns a ``RankAnalysis``: a flat ``metrics`` dict
 whose keys are exactly ``registry.METRICS``, evidence tables (lists of dicts) for reports and
 rules, per-step and per-device rows, and the window used.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,66 +17,12 @@ from ..model.trace import Trace
 from . import breakdown as B
 from . import classify as C
 from . import comm, gaps, gpu_metrics, host, idle, kernels, links, timeline
+from .rank import RankAnalysis, environment  # noqa: F401  (re-exported)
 from .registry import METRICS
 from .window import Window, find_steps, find_window
 
 
-@dataclass
-class RankResult:
-    source: str
-    rank: int | None
-    window: Window
-    metrics: dict[str, Any]
-    evidence: dict[str, list[dict]]
-    per_step: list[dict]
-    per_device: list[dict]
-    meta: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
-    timeline: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def step_time_ns(self) -> float | None:
-        v = self.metrics.get("step_time_mean_ns")
-        return float(v) if v else (float(self.window.length_ns) or None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source, "rank": self.rank,
-            "window": {"start_ns": self.window.start_ns, "end_ns": self.window.end_ns,
-                       "length_ns": self.window.length_ns, "kind": self.window.kind,
-                       "description": self.window.describe()},
-            "metrics": {k: _jsonable(v) for k, v in self.metrics.items()},
-            "per_step": self.per_step, "per_device": self.per_device,
-            "evidence": self.evidence, "warnings": self.warnings,
-            "environment": environment(self.meta), "timeline": self.timeline,
-        }
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating,)):
-        return float(v)
-    if isinstance(v, np.bool_):
-        return bool(v)
-    return v
-
-
-def environment(meta: dict) -> dict[str, Any]:
-    devices = meta.get("devices") or []
-    first = devices[0] if devices else {}
-    return {
-        "format": meta.get("format"), "gpu": first.get("name"), "device_count": len(devices),
-        "compute_capability": (f"{first.get('computeMajor')}.{first.get('computeMinor')}"
-                               if first.get("computeMajor") is not None else None),
-        "world_size": meta.get("world_size"), "rank": meta.get("rank"), "backend": meta.get("backend"),
-        "nccl_version": meta.get("nccl_version"), "cuda_runtime_version": meta.get("cuda_runtime_version"),
-        "cuda_driver_version": meta.get("cuda_driver_version"), "events": meta.get("events"),
-        "torch_version": (meta.get("extra") or {}).get("torch_version"),
-    }
-
-
-def analyze_trace(trace: Trace) -> RankResult:
+def analyze_trace(trace: Trace) -> RankAnalysis:
     g = trace.gpu_ops
     steps = find_steps(trace)
     win = find_window(trace, steps)
@@ -195,7 +140,7 @@ def analyze_trace(trace: Trace) -> RankResult:
         warnings.append(f"{trace.source}: accelerator events of categories {', '.join(sorted(accel))} are present; "
                         "tracedoc's GPU analyses cover CUDA and ROCm kernels, memcpy and memset")
     excerpts = timeline.excerpts(trace, steps, comm_mask, lo, hi, causes.sets, dl_spans, sync_spans)
-    return RankResult(source=trace.source, rank=trace.meta.get("rank"), window=win, metrics=m, evidence=evidence,
+    return RankAnalysis(source=trace.source, rank=trace.meta.get("rank"), window=win, metrics=m, evidence=evidence,
                       per_step=per_step, per_device=per_device, meta=trace.meta, warnings=warnings,
                       timeline={"excerpts": excerpts})
 

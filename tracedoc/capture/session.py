@@ -35,7 +35,7 @@ import warnings
 from dataclasses import dataclass
 
 from .monitor import StepMonitor
-from .report import TMP_PREFIX, TRACE_SUFFIX, analysis_available, gzip_into_place, say
+from .report import TMP_PREFIX, TRACE_SUFFIX, gzip_into_place, say
 
 _ACTIVE: "CaptureSession | None" = None
 _LOCK = threading.Lock()
@@ -203,7 +203,6 @@ class CaptureSession:
         self._trigger_key = None
         self._worker = _Worker()
         self._report_procs: list[tuple[subprocess.Popen, str]] = []
-        self._report_note_done = False
         self.rank, self.world = rank_and_world()
         self.monitor: StepMonitor | None = None
         self._outdir_ok = False
@@ -613,14 +612,8 @@ class CaptureSession:
             return
         if group is not None and self.rank != 0:
             return
-        if not analysis_available():
-            if not self._report_note_done:
-                self._report_note_done = True
-                say("the analysis (tracedoc.api) is not available in this build; traces are written "
-                    "without reports; analyse them later with `tracedoc analyze`")
-            return
         target = group if group is not None else final
-        cmd = [sys.executable, "-c", "import sys; from tracedoc.capture.report import main; sys.exit(main())", target]
+        cmd = [sys.executable, "-m", "tracedoc.cli.capture_report", target]
         if group is not None:
             cmd += ["--world-size", str(self.world), "--timeout", str(self.cfg.dist_timeout_s)]
         env = dict(os.environ)

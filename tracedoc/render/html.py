@@ -18,7 +18,7 @@ from .templating import asset, jinja_environment, script_json
 from .viewmodel import Caps, build_report
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api import AnalysisResult
+    from ..result import AnalysisResult
 
 MAX_HTML_BYTES = 5 * 1024 * 1024
 _TARGET_HTML_BYTES = 4_500_000  # leave room under the 5 MB promise

@@ -17,7 +17,7 @@ from .templating import jinja_environment
 from .viewmodel import Caps, build_report
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api import AnalysisResult
+    from ..result import AnalysisResult
 
 MAX_MD_CHARS = 65_000
 _TARGET_MD_CHARS = 60_000

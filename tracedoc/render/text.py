@@ -14,7 +14,7 @@ from ..analyses.idle import CAUSES
 from .format import fmt_bytes, fmt_ns, fmt_pct
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api import AnalysisResult
+    from ..result import AnalysisResult
 
 
 def renderables(result: "AnalysisResult") -> list[Any]:
@@ -47,7 +47,7 @@ def _top_impact(verdict) -> float:
 
 
 def _header(r) -> Text:
-    env = r.to_dict()["environment"]
+    env = r.environment
     bits = [os.path.basename(r.source)]
     if r.rank is not None:
         bits.append(f"rank {r.rank}" + (f" of {env['world_size']}" if env.get("world_size") else ""))
@@ -139,7 +139,7 @@ def _rank_block(r, v, brief: bool) -> list[Any]:
     else:
         held = ", ".join(f"{row['rows']:,} {row['table'].replace('_', ' ')}" for row in r.evidence.get("contents", [])
                          if row["rows"] and row["table"] not in ("gpu_ops", "other_spans"))
-        out.append(Text(f"No GPU ops in this trace, so GPU metrics do not apply. It holds {r.meta.get('events', 0):,} "
+        out.append(Text(f"No GPU ops in this trace, so GPU metrics do not apply. It holds {r.environment.get('events') or 0:,} "
                         f"events: {held or 'nothing tracedoc analyses'}; {m.get('steps') or 0} steps.", style="yellow"))
     return out
 
@@ -187,8 +187,8 @@ def _rank_table(result) -> Any:
         if v is not None and getattr(v, "withheld", False):
             labels = "withheld"
         name = os.path.basename(r.source)
-        if r.meta.get("pid") is not None and sum(x.source == r.source for x in result.ranks) > 1:
-            name = f"pid {r.meta['pid']} · {name}"  # one export, one rank per process
+        if r.environment.get("pid") is not None and sum(x.source == r.source for x in result.ranks) > 1:
+            name = f"pid {r.environment['pid']} · {name}"  # one export, one rank per process
         t.add_row(str(r.rank), name, fmt_ns(m["window_ns"]), fmt_pct(m["gpu_busy_fraction"]),
                   fmt_pct(m["compute_fraction"]), fmt_pct(m["exposed_comm_fraction"]),
                   fmt_pct(m["comm_overlap_fraction"]), fmt_pct(m["dataloader_stall_fraction"]), labels or "—")

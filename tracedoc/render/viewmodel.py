@@ -18,7 +18,7 @@ from ..model import intervals as iv
 from .format import fmt_bytes, fmt_ns, fmt_pct
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api import AnalysisResult
+    from ..result import AnalysisResult
 
 _CAUSE_LABELS = {"dataloader": "idle: DataLoader", "host_launch": "idle: host launch", "sync": "idle: host sync",
                  "launch_latency": "idle: launch latency", "other": "idle: other"}
@@ -166,9 +166,6 @@ def version_text(v: Any) -> str | None:
 
 def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> dict:
     """The report view model: everything the HTML and Markdown templates show, already formatted."""
-    from .. import __version__
-    from ..api import _rules_version
-
     verdicts = list(result.verdicts or [None] * len(result.ranks))
     focus = _focus_rank(verdicts) if result.ranks else None
     inputs = [{"name": os.path.basename(p), "path": p, "sha256": result.hashes.get(p) or "not computed"}
@@ -183,8 +180,8 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> dict:
     return {
         "title": f"tracedoc · {name}" if result.inputs else "tracedoc",
         "input_name": name,
-        "tracedoc_version": __version__,
-        "rules_version": _rules_version() or "unknown",
+        "tracedoc_version": result.tracedoc_version,
+        "rules_version": result.rules_version or "unknown",
         "command": command,
         "inputs": inputs,
         "rank_count": len(result.ranks),
@@ -221,7 +218,7 @@ def build_rank(r, v, caps: Caps) -> dict:
     origin = int(r.window.start_ns)
     per = "step" if m.get("steps") else "window"  # without steps, impact is a share of the window
     findings = [_finding(f, caps, origin, per) for f in (getattr(v, "findings", None) or [])]
-    env = r.to_dict()["environment"]
+    env = r.environment
     return {
         "rank": r.rank,
         "source_name": os.path.basename(r.source),
@@ -411,12 +408,10 @@ def _memory(m: dict, curve: list[dict], origin: int, caps: Caps) -> dict:
 
 def _environment(r, env: dict) -> list[dict]:
     m = r.metrics
-    extra = r.meta.get("extra") or {}
-    torch = next((extra[k] for k in ("torch_version", "pytorch_version", "torchVersion") if extra.get(k)), None)
-    devices = r.meta.get("devices") or []
+    torch = env.get("torch_version")
     rows = [
         ("GPU", env.get("gpu") or "not recorded"),
-        ("devices in the trace", f"{len(devices)} described, {m.get('gpu_count') or 0} with GPU ops"),
+        ("devices in the trace", f"{env.get('device_count') or 0} described, {m.get('gpu_count') or 0} with GPU ops"),
         ("compute capability", env.get("compute_capability") or "unknown"),
         ("world size", env.get("world_size") if env.get("world_size") is not None else "unknown"),
         ("rank", r.rank if r.rank is not None else "unknown"),
