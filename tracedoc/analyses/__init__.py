@@ -19,7 +19,7 @@ from . import classify as C
 from . import comm, gaps, gpu_metrics, host, idle, kernels, links, timeline
 from .rank import RankAnalysis, environment  # noqa: F401  (re-exported)
 from .registry import METRICS
-from .window import Window, find_steps, find_window
+from .window import find_steps, find_window
 
 
 def analyze_trace(trace: Trace) -> RankAnalysis:

@@ -14,7 +14,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .templating import jinja_environment
-from .viewmodel import Caps, build_report
+from .viewmodel import build_report
+from .views import Caps
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
