@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
 
 
-@dataclass(frozen=True)
-class Renderer:
+class Renderer(NamedTuple):  # a NamedTuple, not a dataclass: the CLI reads this table at start-up
     name: str
     extensions: tuple[str, ...]
     binary: bool
