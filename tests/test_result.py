@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import tracedoc
-from conftest import TRACES
+from conftest import MISSING_REASON, TRACES, shared_names
 from trace_builder import TraceBuilder
 from tracedoc.cli import example_path, main
 from tracedoc.engine import Finding, HealthMessage, Verdict
@@ -16,11 +16,9 @@ from tracedoc.render import render_html, render_md, render_text
 from tracedoc.result import SCHEMA_NAME, AnalysisResult, load
 
 
-def _shared(kind: str, pattern: str) -> list[str]:
-    d = TRACES / kind
-    if not d.is_dir():
-        return []
-    return sorted(p.name for p in d.glob(pattern) if "expected" not in p.name and "gpu_metrics" not in p.name)
+def _shared(kind: str, pattern: str) -> list:
+    names = [n for n in shared_names(kind, pattern) if "expected" not in n and "gpu_metrics" not in n]
+    return names or [pytest.param("-", marks=pytest.mark.skip(reason=MISSING_REASON))]
 
 
 def assert_round_trips(result: AnalysisResult, tmp_path: Path) -> AnalysisResult:
@@ -39,14 +37,12 @@ def assert_round_trips(result: AnalysisResult, tmp_path: Path) -> AnalysisResult
     return loaded
 
 
-@pytest.mark.parametrize("name", _shared("kineto", "*.json*") or
-                         [pytest.param("-", marks=pytest.mark.skip(reason="../shared/traces is absent"))])
+@pytest.mark.parametrize("name", _shared("kineto", "*.json*"))
 def test_kineto_report_round_trips(name, tmp_path):
     assert_round_trips(tracedoc.analyze(TRACES / "kineto" / name), tmp_path)
 
 
-@pytest.mark.parametrize("name", _shared("nsys", "*.sqlite") or
-                         [pytest.param("-", marks=pytest.mark.skip(reason="../shared/traces is absent"))])
+@pytest.mark.parametrize("name", _shared("nsys", "*.sqlite"))
 def test_nsys_report_round_trips(name, tmp_path):
     assert_round_trips(tracedoc.analyze(TRACES / "nsys" / name), tmp_path)
 
