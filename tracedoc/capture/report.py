@@ -13,6 +13,8 @@ import sys
 import tempfile
 import time
 
+from ..exits import EXIT_ERROR, EXIT_OK
+
 TRACE_SUFFIX = ".pt.trace.json.gz"
 TMP_PREFIX = ".tracedoc-tmp-"
 
@@ -143,7 +145,7 @@ def report_when_ready(path: str, world_size: int = 0, timeout_s: float = 300.0) 
         files = wait_for_ranks(path, world_size, timeout_s)
         if not files:
             say(f"{path}: no rank traces arrived within {timeout_s:.0f} s; nothing to analyse")
-            return 1
+            return EXIT_ERROR
         if len(files) < world_size:
             say(f"{path}: {len(files)} of {world_size} rank traces arrived within {timeout_s:.0f} s; "
                 "analysing those")
@@ -152,7 +154,7 @@ def report_when_ready(path: str, world_size: int = 0, timeout_s: float = 300.0) 
     except Exception as exc:  # the analysis failed: the trace is still there
         say(f"the analysis of {path} failed ({type(exc).__name__}: {exc}); "
             f"the trace is kept, run `tracedoc analyze {path}` to see the error")
-        return 1
+        return EXIT_ERROR
     if written:
         say(f"report: {written[0]}")
-    return 0
+    return EXIT_OK

@@ -4,7 +4,7 @@ Thin by design: every command calls into the stages. One module per command, eac
 ``register(subparsers)``, listed once in ``COMMANDS``; a new command is a new module added there.
 Modules here import only argparse and light constants at import time, so ``tracedoc --help`` and
 ``--version`` stay fast; each command imports what it runs when it runs. Bad input is reported as
-one line on stderr with a non-zero exit (``tracedoc.cli.exits``), never as a traceback.
+one line on stderr with a non-zero exit (``tracedoc.exits``), never as a traceback.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..version import __version__
 from . import analyze, rules, run, trigger
 from .analyze import example_path
 from .common import Parser, print_error, show_warning
-from .exits import EXIT_ERROR, EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from ..exits import EXIT_ERROR, EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 COMMANDS = (analyze, rules, run, trigger)
 

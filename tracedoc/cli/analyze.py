@@ -10,13 +10,16 @@ import argparse
 import os
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, renderer, renderer_for_path
 from .common import write_atomic
-from .exits import EXIT_FAIL_ON, EXIT_OK
+from ..exits import EXIT_FAIL_ON, EXIT_OK
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..engine.evaluate import Verdict
 
 BIG_INPUT_BYTES = 20 * 1024 * 1024  # a progress bar for inputs larger than this (or directories)
 
@@ -89,7 +92,7 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
             "extra_rule_dirs": tuple(str(d) for d in pyproject_dirs) + tuple(getattr(args, "rules", None) or ())}
 
 
-def fail_on_exit_code(verdict: Any, fail_on: str | None) -> int:
+def fail_on_exit_code(verdict: "Verdict | None", fail_on: str | None) -> int:
     """3 when a finding of ``verdict`` has label ``fail_on`` or a severity at or above it, else 0."""
     if not fail_on or verdict is None:
         return EXIT_OK

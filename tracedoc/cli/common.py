@@ -8,7 +8,7 @@ import sys
 import warnings
 
 from ..errors import TracedocError, TraceWarning
-from .exits import EXIT_USAGE
+from ..exits import EXIT_USAGE
 
 
 class Parser(argparse.ArgumentParser):

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TracedocError, UsageError
+from ..exits import EXIT_OK
 from .common import print_error
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,7 +61,7 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
     for rule in sorted(load_rules(getattr(args, "rules", ()) or ()), key=lambda r: r.id):
         table.add_row(rule.id, rule.name, rule.label, rule.severity, rule.title, style=None)
     _console().print(table)
-    return 0
+    return EXIT_OK
 
 
 @_guard
@@ -76,7 +77,7 @@ def cmd_rules_explain(args: argparse.Namespace) -> int:
         raise UsageError(f"tracedoc rules explain {args.rule}", f"no rule {args.rule!r}{suggest(args.rule, keys)}",
                          todo="'tracedoc rules' lists them")  # fmt: skip
     _console().print(*explain_lines(rule), sep="\n")
-    return 0
+    return EXIT_OK
 
 
 def explain_lines(rule: "Rule") -> Iterable[Any]:

@@ -9,7 +9,7 @@ import sys
 import time
 
 from ..errors import TracedocError
-from .exits import EXIT_USAGE
+from ..exits import EXIT_USAGE
 
 DEFAULT_OUTDIR = "tracedoc_traces"
 

@@ -7,7 +7,7 @@ import signal
 import sys
 from typing import Any
 
-from .exits import EXIT_ERROR, EXIT_OK
+from ..exits import EXIT_ERROR, EXIT_OK
 
 
 def register(subparsers: Any) -> None:
