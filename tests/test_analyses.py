@@ -5,6 +5,7 @@ import pytest
 import tracedoc
 from trace_builder import TraceBuilder
 from tracedoc.analyses import analyze_trace
+from tracedoc.render.text import render_text
 
 US = 1000  # ns per microsecond
 
@@ -244,7 +245,7 @@ def test_directory_of_ranks(tmp_path):
     result = tracedoc.analyze(d, jobs=2)
     assert [r.rank for r in result.ranks] == [0, 1, 5]
     assert [round(r.metrics["gpu_busy_fraction"], 3) for r in result.ranks] == [0.1, 0.2, 0.4]
-    text = result.to_text()
+    text = render_text(result)
     assert "3 ranks" in text
 
 

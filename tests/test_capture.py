@@ -316,7 +316,7 @@ def test_parse_command_forms():
 
 def test_tracedoc_capture_imports_without_torch():
     code = ("import sys; sys.modules['torch'] = None\n"
-            "import tracedoc, tracedoc.capture, tracedoc.capture.cli, tracedoc.capture.session\n"
+            "import tracedoc, tracedoc.capture, tracedoc.cli.run, tracedoc.capture.session\n"
             "assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]\n")
     r = _run(["-c", code], timeout=30)
     assert r.returncode == 0, r.stderr

@@ -19,7 +19,8 @@ from tracedoc.engine import (
     load_rules,
     rules_version,
 )
-from tracedoc.engine.cli import add_engine_options, fail_on_exit_code, register
+from tracedoc.cli.analyze import add_engine_options, fail_on_exit_code
+from tracedoc.cli.rules import register
 from tracedoc.engine.params import parse_assignments, parse_value
 from tracedoc.engine.rulefile import load_rule_file
 from tracedoc.engine.template import compile_template

@@ -3,6 +3,7 @@
 import pytest
 
 import tracedoc
+from tracedoc.render.text import render_text
 from conftest import shared_names, shared_traces
 from trace_builder import TraceBuilder
 
@@ -153,7 +154,7 @@ def test_cpu_only_and_mtia_get_health_message_and_no_gpu_verdict(name):
 
 @pytest.mark.parametrize("name", [n for n in shared_names("kineto") if "expected" not in n])
 def test_text_summary_fits_a_screen(name):
-    proc_text = tracedoc.analyze(shared_traces() / "kineto" / name).to_text()
+    proc_text = render_text(tracedoc.analyze(shared_traces() / "kineto" / name))
     lines = proc_text.splitlines()
     assert len(lines) <= 60, f"{len(lines)} lines"
     assert "Verdict" in proc_text

@@ -1,6 +1,14 @@
-"""tracedoc: reads GPU profiler traces and says why a training or inference job is slow."""
+"""tracedoc: reads GPU profiler traces and says why a training or inference job is slow.
 
-__version__ = "0.1.0"
+The entry points import their stage on first use, so ``import tracedoc`` (and ``tracedoc --version``)
+loads nothing heavy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .version import __version__
 
 
 def load(path, **options):
@@ -24,6 +32,19 @@ def analyze(path, **options):
     return _analyze(path, **options)
 
 
-from .capture import profile  # noqa: E402  (imports torch lazily)
+def load_report(path):
+    """Read a report saved with ``tracedoc analyze --format json`` back into an ``AnalysisResult``."""
+    from .result import load as _load_report
 
-__all__ = ["__version__", "analyze", "load", "load_dir", "profile"]
+    return _load_report(path)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "profile":  # the capture context manager; imports torch only when a session starts
+        from .capture import profile
+
+        return profile
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["__version__", "analyze", "load", "load_dir", "load_report", "profile"]

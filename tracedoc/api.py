@@ -10,19 +10,19 @@ import concurrent.futures as cf
 import hashlib
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
-from . import __version__
-from .analyses import RankResult, analyze_trace
+from .analyses import RankAnalysis, analyze_trace
+from .engine.evaluate import Verdict, evaluate
+from .engine.params import resolve_params
+from .engine.rulefile import Rule, load_rules, rules_version
 from .errors import TraceError, UsageError
 from .ingest import load as _load_file
 from .ingest import sniff
 from .model.trace import Trace
+from .result import AnalysisResult, RankResult
 
 DASK_CONNECT_TIMEOUT_S = 20
-SCHEMA_NAME = "tracedoc.analysis"
-SCHEMA_VERSION = 1
 
 _RANK_NAME_RES = (re.compile(r"rank[_\-]?(\d+)", re.I), re.compile(r"(?:^|[_\-.])r(\d+)(?:[_\-.]|$)"),
                   re.compile(r"(?:^|[_\-.])(\d+)\.(?:pt\.)?trace\.json", re.I))
@@ -75,68 +75,15 @@ def sha256_of(path: str) -> str:
     return h.hexdigest()
 
 
-@dataclass
-class AnalysisResult:
-    """What ``tracedoc analyze`` prints: per-rank results and their verdicts."""
-
-    inputs: list[str]
-    ranks: list[RankResult]
-    verdicts: list[Any] = field(default_factory=list)  # one engine Verdict per rank (None without the engine)
-    command: str | None = None
-    hashes: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def metrics(self) -> dict[str, Any]:
-        """The first rank's metrics (the common single-trace case)."""
-        return self.ranks[0].metrics if self.ranks else {}
-
-    def to_dict(self) -> dict[str, Any]:
-        ranks = []
-        for r, v in zip(self.ranks, self.verdicts or [None] * len(self.ranks)):
-            d = r.to_dict()
-            d["verdict"] = v.to_dict() if v is not None and hasattr(v, "to_dict") else None
-            ranks.append(d)
-        return {
-            "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "tracedoc_version": __version__,
-            "rules_version": _rules_version(),
-            "inputs": [{"path": p, "sha256": self.hashes.get(p)} for p in self.inputs],
-            "command": self.command,
-            "ranks": ranks,
-        }
-
-    def to_json(self) -> str:
-        import orjson
-
-        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
-                            default=_json_default).decode()
-
-    def to_text(self, width: int = 100) -> str:
-        from .render.text import render_text
-
-        return render_text(self, width=width)
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "item"):
-        return obj.item()
-    if isinstance(obj, set):
-        return sorted(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
 def _rules_version() -> str | None:
     try:
-        from .engine import rules_version
-    except ImportError:
-        return None
-    try:
         return rules_version()
-    except Exception:  # noqa: BLE001 - version is informational only
+    except Exception:  # noqa: BLE001 - the version is informational only
         return None
 
 
 def _analyze_file(path: str, options: dict, progress: Callable[[float], None] | None = None,
-                  workers: int | None = None) -> list[RankResult]:
+                  workers: int | None = None) -> list[RankAnalysis]:
     """Load and analyse one file (one rank, or one per process for a multi-process nsys export).
 
     ``workers=1`` when ranks are already spread over a process pool: no nested decode pools.
@@ -171,7 +118,7 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     kind = sniff(path)
     files = rank_files(path) if kind == "directory" else [path]
     rules = _load_rules(params, rule_dirs)  # a bad rule file or --param fails now, not after the ranks
-    results: list[RankResult] = []
+    results: list[RankAnalysis] = []
     if scheduler is not None and len(files) > 1:
         results.extend(_analyze_on_dask(scheduler, files, options, progress))
     elif len(files) == 1:
@@ -190,13 +137,13 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
                 if progress:
                     progress(done, len(files))
     results.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.source))
-    verdicts = [_evaluate(r, params, rules) for r in results]
+    ranks = [RankResult.from_analysis(r, _evaluate(r, params, rules)) for r in results]
     known = {r.source: r.meta.get("sha256") for r in results}
     hashes = {f: known.get(f) or sha256_of(f) for f in files}
-    return AnalysisResult(inputs=files, ranks=results, verdicts=verdicts, command=command, hashes=hashes)
+    return AnalysisResult.of(files, ranks, command=command, hashes=hashes, rules_version=_rules_version())
 
 
-def _analyze_on_dask(scheduler, files: list[str], options: dict, progress) -> list[RankResult]:
+def _analyze_on_dask(scheduler, files: list[str], options: dict, progress) -> list[RankAnalysis]:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -212,7 +159,7 @@ def _analyze_on_dask(scheduler, files: list[str], options: dict, progress) -> li
                              "check the address (tcp://host:8786) and that the scheduler is running") from None
     try:
         futures = [client.submit(_analyze_file, f, options, None, 1, pure=False) for f in files]
-        out: list[RankResult] = []
+        out: list[RankAnalysis] = []
         for done, fut in enumerate(as_completed(futures), 1):
             out.extend(fut.result())
             if progress:
@@ -223,21 +170,12 @@ def _analyze_on_dask(scheduler, files: list[str], options: dict, progress) -> li
             client.close()
 
 
-def _load_rules(params: dict | None, rule_dirs: tuple):
+def _load_rules(params: dict | None, rule_dirs: tuple) -> list[Rule]:
     """Load and validate the rules and the parameter overrides once, before any analysis."""
-    try:
-        from .engine import load_rules
-        from .engine.params import resolve_params
-    except ImportError:  # pragma: no cover - the engine ships with the package
-        return None
     rules = load_rules(rule_dirs)
     resolve_params(rules, params)
     return rules
 
 
-def _evaluate(rank: RankResult, params: dict | None, rules):
-    if rules is None:  # pragma: no cover
-        return None
-    from .engine import evaluate
-
+def _evaluate(rank: RankAnalysis, params: dict | None, rules: list[Rule]) -> Verdict:
     return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules)

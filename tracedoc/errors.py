@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import warnings
 
+from .exits import EXIT_ERROR, EXIT_USAGE
+
 
 class TracedocError(Exception):
     """Base class for errors tracedoc reports to the user."""
 
-    exit_code = 1
+    exit_code = EXIT_ERROR
 
     def __init__(self, where: str, what: str, seen: str | None = None, todo: str | None = None):
         self.where = where
@@ -37,7 +39,7 @@ class TraceError(TracedocError):
 
 
 class UsageError(TracedocError):
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class TraceWarning(UserWarning):

@@ -1,6 +1,6 @@
 """Capture: profile a training job on demand and analyse the trace at once.
 
-``tracedoc run -- python train.py`` (see :mod:`tracedoc.capture.cli`), ``tracedoc.profile(...)`` inside a
+``tracedoc run -- python train.py`` (see :mod:`tracedoc.cli.run`), ``tracedoc.profile(...)`` inside a
 script, and ``load_monitor(path)`` for the step monitor's ``steps.jsonl``. torch is imported only when
 a session starts, so this package imports without it.
 """

@@ -1,15 +1,16 @@
 """``python -m tracedoc.capture run|trigger ...`` — the capture commands without the main CLI."""
 
-import argparse
 import sys
 
-from .cli import register
+from ..cli import run, trigger
+from ..cli.common import Parser
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tracedoc.capture")
-    sub = parser.add_subparsers(dest="command", required=True)
-    register(sub)
+    parser = Parser(prog="python -m tracedoc.capture")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for command in (run, trigger):
+        command.register(sub)
     args = parser.parse_args(argv)
     return args.func(args)
 

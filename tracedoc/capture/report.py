@@ -1,19 +1,19 @@
 """Writing captured traces atomically and the reports next to them.
 
-The analysis runs in a child process (``python -m tracedoc.capture.report PATH``) so that it never
+The analysis runs in a child process (``python -m tracedoc.cli.capture_report PATH``) so that it never
 competes with the training process for memory or the GIL, and a crash in it cannot reach the job.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
-import importlib.util
 import os
 import shutil
 import sys
 import tempfile
 import time
+
+from ..exits import EXIT_ERROR, EXIT_OK
 
 TRACE_SUFFIX = ".pt.trace.json.gz"
 TMP_PREFIX = ".tracedoc-tmp-"
@@ -87,13 +87,6 @@ def _unlink(path: str) -> None:
         pass
 
 
-def analysis_available() -> bool:
-    try:
-        return importlib.util.find_spec("tracedoc.api") is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def _write_reports(trace_path: str) -> list[str]:
     """Analyse ``trace_path`` (a trace file or a directory of rank traces) and write the reports.
 
@@ -102,16 +95,13 @@ def _write_reports(trace_path: str) -> list[str]:
     paths written. Raises on analysis errors; callers decide how to report them.
     """
     trace_path = trace_path.rstrip(os.sep) or trace_path
-    try:
-        from tracedoc.api import analyze
-    except ImportError as exc:
-        say(f"the analysis is not available in this build ({exc}); the trace is at {trace_path}, "
-            "analyse it later with `tracedoc analyze`")
-        return []
+    from tracedoc.api import analyze
+    from tracedoc.render.text import render_text
+
     result = analyze(trace_path)
     written = []
     txt = trace_path + ".report.txt"
-    atomic_write_bytes(txt, result.to_text().encode())
+    atomic_write_bytes(txt, render_text(result).encode())
     written.append(txt)
     js = trace_path + ".report.json"
     atomic_write_bytes(js, result.to_json().encode())
@@ -142,36 +132,29 @@ def wait_for_ranks(directory: str, world_size: int, timeout_s: float, poll_s: fl
         time.sleep(poll_s)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="tracedoc-capture-report",
-                                description="Analyse a captured trace and write the reports next to it.")
-    p.add_argument("path")
-    p.add_argument("--world-size", type=int, default=0,
-                   help="PATH is a directory of rank traces: wait for this many files first")
-    p.add_argument("--timeout", type=float, default=300.0)
-    a = p.parse_args(argv)
+def report_when_ready(path: str, world_size: int = 0, timeout_s: float = 300.0) -> int:
+    """Analyse ``path`` at low priority and write its reports; for a directory, wait for ``world_size`` ranks.
+
+    Returns the process exit status (0 written, 1 nothing to analyse or the analysis failed).
+    """
     try:
         os.nice(10)
     except (OSError, AttributeError):
         pass
-    if a.world_size:
-        files = wait_for_ranks(a.path, a.world_size, a.timeout)
+    if world_size:
+        files = wait_for_ranks(path, world_size, timeout_s)
         if not files:
-            say(f"{a.path}: no rank traces arrived within {a.timeout:.0f} s; nothing to analyse")
-            return 1
-        if len(files) < a.world_size:
-            say(f"{a.path}: {len(files)} of {a.world_size} rank traces arrived within {a.timeout:.0f} s; "
+            say(f"{path}: no rank traces arrived within {timeout_s:.0f} s; nothing to analyse")
+            return EXIT_ERROR
+        if len(files) < world_size:
+            say(f"{path}: {len(files)} of {world_size} rank traces arrived within {timeout_s:.0f} s; "
                 "analysing those")
     try:
-        written = _write_reports(a.path)
+        written = _write_reports(path)
     except Exception as exc:  # the analysis failed: the trace is still there
-        say(f"the analysis of {a.path} failed ({type(exc).__name__}: {exc}); "
-            f"the trace is kept, run `tracedoc analyze {a.path}` to see the error")
-        return 1
+        say(f"the analysis of {path} failed ({type(exc).__name__}: {exc}); "
+            f"the trace is kept, run `tracedoc analyze {path}` to see the error")
+        return EXIT_ERROR
     if written:
         say(f"report: {written[0]}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return EXIT_OK

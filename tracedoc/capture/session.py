@@ -24,18 +24,21 @@ from __future__ import annotations
 import functools
 import json
 import os
-import queue
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import warnings
-from dataclasses import dataclass
 
+from .batch import batch_counts
+from .config import CaptureConfig, rank_and_world
+from .hooks import install_hooks, uninstall_hooks
 from .monitor import StepMonitor
-from .report import TMP_PREFIX, TRACE_SUFFIX, analysis_available, gzip_into_place, say
+from .output import Worker, start_report, trace_path
+from .report import TMP_PREFIX, gzip_into_place, say
+
+__all__ = ["CaptureConfig", "CaptureSession", "active_session"]
 
 _ACTIVE: "CaptureSession | None" = None
 _LOCK = threading.Lock()
@@ -43,128 +46,6 @@ _LOCK = threading.Lock()
 
 def active_session() -> "CaptureSession | None":
     return _ACTIVE
-
-
-@dataclass
-class CaptureConfig:
-    outdir: str = "tracedoc_traces"
-    skip_first: int = 5
-    warmup: int = 1
-    active: int = 3
-    initial: bool = True               # capture once on schedule; False: only on trigger
-    activities: tuple[str, ...] | None = None   # None: cpu, plus cuda when available
-    record_shapes: bool = False
-    profile_memory: bool = False
-    with_stack: bool = False
-    trigger_file: str | None = None    # None: <outdir>/TRIGGER; "" disables the file trigger
-    signal: bool = True                # SIGUSR2 triggers a capture
-    poll_interval_s: float = 0.1
-    monitor: bool = True
-    monitor_interval_s: float = 10.0
-    batch_size: int | None = None
-    report: bool = True
-    dist_timeout_s: float = 300.0
-    wait_reports: bool = True          # at close, wait for the analyses to finish
-
-    def validate(self) -> None:
-        for name in ("skip_first", "warmup"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.active < 1:
-            raise ValueError(f"active must be >= 1, got {self.active}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-
-
-def _env_int(name: str) -> int | None:
-    v = os.environ.get(name)
-    try:
-        return int(v) if v not in (None, "") else None
-    except ValueError:
-        return None
-
-
-def rank_and_world() -> tuple[int, int]:
-    rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
-    if rank is None or world is None:
-        dist = sys.modules.get("torch.distributed")
-        try:
-            if dist is not None and dist.is_available() and dist.is_initialized():
-                return dist.get_rank(), dist.get_world_size()
-        except Exception:
-            pass
-    return (rank or 0), (world or 1)
-
-
-def run_tag() -> str:
-    """A name every rank of one distributed job agrees on without communicating."""
-    for name in ("TRACEDOC_RUN_ID", "TORCHELASTIC_RUN_ID"):
-        v = os.environ.get(name, "")
-        if v and v.lower() != "none":
-            return "".join(c if c.isalnum() or c in "-_." else "_" for c in v)[:64]
-    # torchrun without a rendezvous id: local ranks share the agent process as parent. Multi-node jobs
-    # without an id should set TRACEDOC_RUN_ID (documented in the CLI help).
-    return f"{os.environ.get('MASTER_PORT', 'x')}-{os.getppid()}"
-
-
-def _first_tensor(obj, torch, depth: int = 0):
-    if isinstance(obj, torch.Tensor):
-        return obj
-    if depth >= 3:
-        return None
-    if isinstance(obj, dict):
-        if "input_ids" in obj and isinstance(obj["input_ids"], torch.Tensor):
-            return obj["input_ids"]
-        items = obj.values()
-    elif isinstance(obj, (list, tuple)):
-        items = obj
-    else:
-        return None
-    for x in items:
-        t = _first_tensor(x, torch, depth + 1)
-        if t is not None:
-            return t
-    return None
-
-
-def _batch_counts(obj, torch) -> tuple[int | None, int | None]:
-    """(samples, tokens) of a batch: the first tensor's leading dimension; tokens for integer 2-D ids."""
-    t = _first_tensor(obj, torch)
-    if t is None or t.dim() == 0:
-        return None, None
-    samples = int(t.shape[0])
-    tokens = None
-    if t.dim() == 2 and not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool:
-        tokens = samples * int(t.shape[1])
-    return samples, tokens
-
-
-class _Worker:
-    """One daemon thread that finishes traces (gzip + rename) off the training thread."""
-
-    def __init__(self) -> None:
-        self.q: queue.Queue = queue.Queue()
-        self.thread: threading.Thread | None = None
-
-    def submit(self, fn, *args) -> None:
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._loop, name="tracedoc-capture", daemon=True)
-            self.thread.start()
-        self.q.put((fn, args))
-
-    def _loop(self) -> None:
-        while True:
-            fn, args = self.q.get()
-            try:
-                fn(*args)
-            except Exception as exc:  # pragma: no cover - fn reports its own failures
-                say(f"internal error in the capture worker ({type(exc).__name__}: {exc})")
-            finally:
-                self.q.task_done()
-
-    def join(self) -> None:
-        if self.thread is not None:
-            self.q.join()
 
 
 class CaptureSession:
@@ -201,9 +82,8 @@ class CaptureSession:
         self._next_poll = 0.0
         self._trigger_path: str | None = None
         self._trigger_key = None
-        self._worker = _Worker()
+        self._worker = Worker()
         self._report_procs: list[tuple[subprocess.Popen, str]] = []
-        self._report_note_done = False
         self.rank, self.world = rank_and_world()
         self.monitor: StepMonitor | None = None
         self._outdir_ok = False
@@ -253,7 +133,7 @@ class CaptureSession:
             self.warn("torch", f"cannot import torch ({type(exc).__name__}: {exc}); nothing will be profiled")
             return self
         try:
-            self._install_hooks()
+            install_hooks(self)
         except Exception as exc:
             self._capture_failed("installing the step hooks", exc)
         return self
@@ -266,83 +146,6 @@ class CaptureSession:
         except (ValueError, OSError) as exc:
             self.warn("signal", f"cannot install the SIGUSR2 trigger ({exc}); use the trigger file")
 
-    def _install_hooks(self) -> None:
-        torch = self._torch
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-
-        self._handles.append(register_optimizer_step_post_hook(self._on_opt_post_hook))
-
-        from torch.utils.data import dataloader as dl
-
-        cls = dl._BaseDataLoaderIter
-        orig_next = cls.__dict__["__next__"]
-        session = self
-
-        @functools.wraps(orig_next)
-        def __next__(it):
-            if session._source is None and session._loader_prev_ok:
-                session._boundary()
-            try:
-                batch = orig_next(it)
-            except StopIteration:
-                session._loader_prev_ok = False
-                raise
-            session._loader_prev_ok = True
-            session._count_batch(batch)
-            return batch
-
-        cls.__next__ = __next__
-        self._restore.append((cls, "__next__", orig_next))
-
-        if self.cfg.batch_size is None:
-            from torch.nn.modules import module as mm
-
-            box: list = []
-
-            def fwd_pre_hook(mod, args):
-                # one-shot: the first (outermost) module call tells the batch size; then the global hook
-                # is removed so that modules go back to the fast call path.
-                try:
-                    if box:
-                        box[0].remove()
-                        box.clear()
-                    s, t = _batch_counts(args, torch)
-                    session._fwd_samples, session._fwd_tokens = s, t
-                except Exception:
-                    pass
-                return None
-
-            box.append(mm.register_module_forward_pre_hook(fwd_pre_hook))
-            self._handles.append(box[0])
-
-    def _uninstall(self) -> None:
-        for h in self._handles:
-            try:
-                h.remove()
-            except Exception:
-                pass
-        self._handles.clear()
-        for obj, name, orig in self._restore:
-            try:
-                if isinstance(obj, type):
-                    setattr(obj, name, orig)
-                elif getattr(obj, name, None) is not None and getattr(getattr(obj, name), "_tracedoc_wrapped", False):
-                    # only undo our own wrapper, and only if nobody wrapped it since
-                    if orig is None:
-                        delattr(obj, name)
-                    else:
-                        setattr(obj, name, orig)
-            except Exception:
-                pass
-        self._restore.clear()
-        if self._prev_sigusr2 is not None:
-            try:
-                if signal.getsignal(signal.SIGUSR2) == self._on_signal:
-                    signal.signal(signal.SIGUSR2, self._prev_sigusr2)
-            except (ValueError, OSError):
-                pass
-            self._prev_sigusr2 = None
-
     def close(self, wait_reports: bool | None = None) -> None:
         """Stop profiling (saving a capture in progress), flush the monitor, finish traces and reports."""
         global _ACTIVE
@@ -352,7 +155,7 @@ class CaptureSession:
         try:
             self._close_profiler()
         finally:
-            self._uninstall()
+            uninstall_hooks(self)
             with _LOCK:
                 if _ACTIVE is self:
                     _ACTIVE = None
@@ -456,7 +259,7 @@ class CaptureSession:
 
     def _count_batch(self, batch) -> None:
         try:
-            s, t = _batch_counts(batch, self._torch)
+            s, t = batch_counts(batch, self._torch)
         except Exception:
             return
         if s is not None:
@@ -571,13 +374,7 @@ class CaptureSession:
 
     def _trace_target(self, idx: int) -> tuple[str | None, str]:
         self.rank, self.world = rank_and_world()
-        t = time.time()
-        ts = time.strftime("%Y%m%d-%H%M%S", time.localtime(t)) + f"-{int(t * 1000) % 1000:03d}"
-        if self.world > 1:
-            group = os.path.join(self.cfg.outdir, f"tracedoc-{run_tag()}-c{idx}")
-            os.makedirs(group, exist_ok=True)
-            return group, os.path.join(group, f"rank{self.rank}-{ts}{TRACE_SUFFIX}")
-        return None, os.path.join(self.cfg.outdir, f"tracedoc-rank{self.rank}-{ts}-c{idx}{TRACE_SUFFIX}")
+        return trace_path(self.cfg.outdir, self.rank, self.world, idx)
 
     def _on_trace_ready(self, prof) -> None:
         # Runs inside prof.step()/prof.stop() on the training thread: export, then hand off the rest.
@@ -613,24 +410,9 @@ class CaptureSession:
             return
         if group is not None and self.rank != 0:
             return
-        if not analysis_available():
-            if not self._report_note_done:
-                self._report_note_done = True
-                say("the analysis (tracedoc.api) is not available in this build; traces are written "
-                    "without reports; analyse them later with `tracedoc analyze`")
-            return
         target = group if group is not None else final
-        cmd = [sys.executable, "-c", "import sys; from tracedoc.capture.report import main; sys.exit(main())", target]
-        if group is not None:
-            cmd += ["--world-size", str(self.world), "--timeout", str(self.cfg.dist_timeout_s)]
-        env = dict(os.environ)
-        pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-            env.pop(k, None)
         try:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env,
-                                    close_fds=True)
+            proc = start_report(target, self.world if group is not None else None, self.cfg.dist_timeout_s)
         except OSError as exc:
             self.warn("report", f"could not start the analysis ({exc}); run `tracedoc analyze {target}`")
             return

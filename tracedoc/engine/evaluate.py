@@ -60,6 +60,15 @@ class Finding:
             "evidence": {k: [dict(r) for r in v] for k, v in self.evidence.items()},
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Finding":
+        """The finding a saved report holds (the inverse of ``to_dict``)."""
+        return cls(rule_id=d["rule_id"], name=d["name"], title=d["title"], label=d["label"], severity=d["severity"],
+                   message=d["message"], impact_fraction=d["impact_fraction"],
+                   impact_ms_per_step=d["impact_ms_per_step"],
+                   evidence={k: [dict(r) for r in v] for k, v in d["evidence"].items()}, fixes=list(d["fixes"]),
+                   expect=d["expect"], confidence=d["confidence"], params=dict(d.get("params") or {}))
+
 
 @dataclass
 class Verdict:
@@ -95,6 +104,18 @@ class Verdict:
             "health": [m.to_dict() for m in self.health],
             "findings": [f.to_dict() for f in self.findings],
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
+        """The verdict a saved report holds; ``labels`` is derived from the findings again."""
+        return cls(findings=[Finding.from_dict(f) for f in d["findings"]],
+                   health=[HealthMessage.from_dict(h) for h in d["health"]], confidence=d["confidence"],
+                   withheld=d["withheld"], step_time_ns=d["step_time_ns"])
+
+    @property
+    def top_impact_fraction(self) -> float:
+        """The largest share of the step any finding explains (0 without findings)."""
+        return max(((f.impact_fraction or 0.0) for f in self.findings), default=0.0)
 
 
 def _plain(value: Any) -> Any:

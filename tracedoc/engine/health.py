@@ -63,6 +63,12 @@ class HealthMessage:
             "withhold": self.withhold,
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "HealthMessage":
+        affects = d.get("affects")
+        return cls(code=d["code"], level=d["level"], message=d["message"], confidence=d["confidence"],
+                   affects=None if affects is None else frozenset(affects), withhold=bool(d.get("withhold")))
+
 
 def lowest(confidences: Iterable[str]) -> str:
     """Return the lowest of some confidence levels ("high" when given none)."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from tracedoc.analyses.pipeline import declared
 from tracedoc.analyses.registry import EVIDENCE, METRICS
+from tracedoc.labels import ADVICE_LABEL, LABELS, SEVERITIES, VERDICT_LABELS  # noqa: F401
 from tracedoc.engine.expr import BOOL, NUM, STR, Expr, ExprError, compile_expr, suggest, value_type
 from tracedoc.engine.template import Template, compile_template
 from tracedoc.errors import TracedocError
@@ -29,19 +30,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-VERDICT_LABELS: tuple[str, ...] = (
-    "io_bound",
-    "comm_bound",
-    "small_batch_bound",
-    "sync_bound",
-    "h2d_copy_bound",
-    "low_tensor_core_use",
-    "memory_pressure",
-    "compute_bound",
-)
-ADVICE_LABEL = "advice"
-LABELS: tuple[str, ...] = VERDICT_LABELS + (ADVICE_LABEL,)
-SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
 # Evidence tables a rule may cite: those some analysis declares it produces (``@analysis(evidence=...)``).
 EVIDENCE_TABLES: tuple[str, ...] = tuple(name for name in EVIDENCE if name in declared("evidence"))
 MAX_EVIDENCE_ROWS = 100

@@ -46,10 +46,8 @@ def load(path: str | os.PathLike, progress: Callable[[float], None] | None = Non
     if kind == "directory":
         raise TraceError(path, "is a directory", None, "use tracedoc.load_dir() or `tracedoc analyze DIR` for per-rank traces")
     if kind == "nsys":
-        try:
-            from .nsys import read_nsys
-        except ImportError:  # pragma: no cover - reader ships with the package
-            raise TraceError(path, "is a SQLite file, and this build of tracedoc has no nsys reader") from None
+        from .nsys import read_nsys
+
         return read_nsys(path, progress=progress, **options)
     from .kineto import read_kineto
 

@@ -15,20 +15,21 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .templating import asset, jinja_environment, script_json
-from .viewmodel import Caps, build_report
+from .viewmodel import build_report
+from .views import Caps, ReportView
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api import AnalysisResult
+    from ..result import AnalysisResult
 
 MAX_HTML_BYTES = 5 * 1024 * 1024
 _TARGET_HTML_BYTES = 4_500_000  # leave room under the 5 MB promise
 
 
-def render_page(view: dict) -> str:
+def render_page(view: ReportView) -> str:
     import markupsafe
 
     env = jinja_environment("html")
-    data = {"timeline": view["ranks"][0]["timeline"] if view["ranks"] and view["ranks"][0]["timeline"] else None}
+    data = {"timeline": view.ranks[0].timeline if view.ranks and view.ranks[0].timeline else None}
     return env.get_template("report.html.j2").render(
         report=view,
         css=markupsafe.Markup(asset("report.css")),

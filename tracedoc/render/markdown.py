@@ -14,10 +14,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .templating import jinja_environment
-from .viewmodel import Caps, build_report
+from .viewmodel import build_report
+from .views import Caps
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api import AnalysisResult
+    from ..result import AnalysisResult
 
 MAX_MD_CHARS = 65_000
 _TARGET_MD_CHARS = 60_000

@@ -1,35 +1,36 @@
-"""Terminal summary: verdict first, then the numbers behind it, in under a screen."""
+"""Terminal summary: verdict first, then the numbers behind it, in under a screen.
+
+Reads the same view model as the Markdown and HTML reports (``build_report``); this module only
+chooses what fits on a screen and lays it out with rich.
+"""
 
 from __future__ import annotations
 
 import io
-import os
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from ..analyses.idle import CAUSES
-from .format import fmt_bytes, fmt_ns, fmt_pct
+from .viewmodel import build_report
+from .views import Caps, FindingView, RankView, ReportView, TableView
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api import AnalysisResult
+    from ..result import AnalysisResult
+
+TEXT_CAPS = Caps(timeline=False)
+BREAKDOWN = ("gpu_busy", "compute", "comm", "exposed_comm", "comm_overlap", "memcpy", "idle")
+BREAKDOWN_HEADERS = {"gpu_busy": "GPU busy", "comm": "comm", "comm_overlap": "overlap"}
+FINDINGS_SHOWN = {True: 3, False: 4}  # brief (one rank of many) / full
+FIXES_OF_TOP = {True: 2, False: 3}
+WARNINGS_SHOWN = 3
+RANK_COLUMNS = ("rank", "file", "step p50", "GPU busy", "compute", "exposed comm", "DL stall", "verdict")  # fit 100 columns
+_RIGHT = frozenset({"count", "total_ns", "share", "gap_ns", "stream"})
 
 
 def renderables(result: "AnalysisResult") -> list[Any]:
-    out: list[Any] = []
-    if len(result.ranks) > 1:
-        out.append(_rank_table(result))
-        # Verdict of the worst rank in full, the others by label in the table.
-        worst = max(range(len(result.ranks)), key=lambda i: _top_impact(result.verdicts[i] if result.verdicts else None))
-        out.append(Text(f"\nDetails for rank {result.ranks[worst].rank} ({os.path.basename(result.ranks[worst].source)}):",
-                        style="bold"))
-        out.extend(_rank_block(result.ranks[worst], result.verdicts[worst] if result.verdicts else None, brief=True))
-        return out
-    for r, v in zip(result.ranks, result.verdicts or [None] * len(result.ranks)):
-        out.extend(_rank_block(r, v, brief=False))
-    return out
+    return view_renderables(build_report(result, TEXT_CAPS))
 
 
 def render_text(result: "AnalysisResult", width: int = 100) -> str:
@@ -40,112 +41,93 @@ def render_text(result: "AnalysisResult", width: int = 100) -> str:
     return buf.getvalue()
 
 
-def _top_impact(verdict) -> float:
-    if verdict is None or not getattr(verdict, "findings", None):
-        return 0.0
-    return max((f.impact_fraction or 0.0) for f in verdict.findings)
+def view_renderables(view: ReportView) -> list[Any]:
+    if not view.ranks:
+        return [Text("tracedoc: no ranks were analysed", style="yellow")]
+    if view.multi_rank and view.rank_table is not None:
+        return [_rank_table(view),
+                Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
+                *_rank_block(view.ranks[0], brief=True)]
+    return _rank_block(view.ranks[0], brief=False)
 
 
-def _header(r) -> Text:
-    env = r.to_dict()["environment"]
-    bits = [os.path.basename(r.source)]
-    if r.rank is not None:
-        bits.append(f"rank {r.rank}" + (f" of {env['world_size']}" if env.get("world_size") else ""))
-    if env.get("gpu"):
-        bits.append(f"{env['gpu']}" + (f" ×{r.metrics.get('gpu_count')}" if (r.metrics.get("gpu_count") or 0) > 1 else ""))
-    if env.get("backend"):
-        bits.append(str(env["backend"]))
-    return Text("tracedoc · " + " · ".join(bits), style="bold")
-
-
-def _verdict_lines(v, brief: bool) -> list[Any]:
+def _verdict_lines(r: RankView, brief: bool) -> list[Any]:
+    v = r.verdict
     out: list[Any] = []
-    if v is None:
+    if v.status == "none":
         return out
-    for h in getattr(v, "health", []) or []:
-        level = getattr(h, "level", "warning")
-        out.append(Text(f"⚠ trace health ({level}): {getattr(h, 'message', h)}", style="yellow"))
-    findings = list(getattr(v, "findings", []) or [])
-    labels = [f.label for f in findings if getattr(f, "is_verdict", True)]
-    top = next((f for f in findings if getattr(f, "is_verdict", True)), None)
-    conf = getattr(top, "confidence", None) or getattr(v, "confidence", None)
-    if getattr(v, "withheld", False):
-        out.append(Text("Verdict withheld: " + (getattr(v, "withheld_reason", "") or "see trace health"), style="bold yellow"))
-    elif labels:
-        uniq = list(dict.fromkeys(labels))
-        out.append(Text(f"Verdict: {', '.join(uniq)}" + (f"  (confidence {conf})" if conf else ""), style="bold red"))
+    for h in r.health:
+        out.append(Text(f"⚠ trace health ({h.level}): {h.message}", style="yellow"))
+    conf = f"  (confidence {v.confidence})" if v.confidence else ""
+    if v.status == "withheld":
+        out.append(Text("Verdict withheld: see trace health", style="bold yellow"))  # its message is just above
+    elif v.labels:
+        out.append(Text(f"Verdict: {', '.join(v.labels)}{conf}", style="bold red"))
     else:
-        out.append(Text("Verdict: no finding" + (f"  (confidence {conf})" if conf else ""), style="bold green"))
-    shown = findings[: 3 if brief else 4]
+        out.append(Text(f"Verdict: no finding{conf}", style="bold green"))
+    shown = r.findings[: FINDINGS_SHOWN[brief]]
     for i, f in enumerate(shown, 1):
-        impact = ""
-        if getattr(f, "impact_ms_per_step", None) is not None:
-            impact = f" — {f.impact_ms_per_step:.1f} ms/step"
-        if getattr(f, "impact_fraction", None) is not None:
-            impact += f" ({fmt_pct(f.impact_fraction)} of the step)"
-        out.append(Text(f"{i}. [{f.label}] {f.title}{impact}", style="bold"))
+        out.append(Text(f"{i}. [{f.label}] {f.title}{_impact(f)}", style="bold"))
         out.append(Text(f"   {f.message}"))
         # The top finding gets its fixes in full; the others their first fix.
-        for fix in (f.fixes or [])[: (2 if brief else 3) if i == 1 else 1]:
+        for fix in f.fixes[: FIXES_OF_TOP[brief] if i == 1 else 1]:
             out.append(Text(f"   fix: {fix}"))
-        if getattr(f, "expect", None) and i == 1 and not brief:
+        if f.expect and i == 1 and not brief:
             out.append(Text(f"   next profile should show: {f.expect}", style="dim"))
-    if len(findings) > len(shown):
-        rest = findings[len(shown):]
+    rest = r.findings[len(shown):]
+    if rest:
         out.append(Text(f"   +{len(rest)} more: " + ", ".join(f"{f.rule_id} {f.label}" for f in rest)
                         + " (all of them in --format md, html or json)", style="dim"))
     return out
 
 
-def _rank_block(r, v, brief: bool) -> list[Any]:
-    m = r.metrics
-    out: list[Any] = [_header(r)]
-    out.extend(_verdict_lines(v, brief))
-    for w in r.warnings[:3]:
+def _impact(f: FindingView) -> str:
+    text = f" — {f.impact_ms}" if f.impact_ms else ""
+    if f.impact_pct:
+        text += f" ({f.impact_pct} of {f.impact_of})"
+    return text
+
+
+def _rank_block(r: RankView, brief: bool) -> list[Any]:
+    out: list[Any] = [Text("tracedoc · " + " · ".join(r.header), style="bold")]
+    out.extend(_verdict_lines(r, brief))
+    for w in r.warnings[:WARNINGS_SHOWN]:
         out.append(Text(f"warning: {w}", style="yellow"))
-    steps = m.get("steps") or 0
-    step_txt = f"{steps} steps" + (f", step p50 {fmt_ns(m['step_time_p50_ns'])}" if steps else "")
-    out.append(Text(f"Window: {fmt_ns(m['window_ns'])} ({r.window.describe()}); {step_txt}", style="dim"))
-    if m.get("has_gpu_ops"):
-        t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        for col in ("GPU busy", "compute", "comm", "exposed comm", "overlap", "memcpy", "idle"):
-            t.add_column(col, justify="right")
-        t.add_row(fmt_pct(m["gpu_busy_fraction"]), fmt_pct(m["compute_fraction"]), fmt_pct(m["comm_fraction"]),
-                  fmt_pct(m["exposed_comm_fraction"]), fmt_pct(m["comm_overlap_fraction"]),
-                  fmt_pct(m["memcpy_fraction"]), fmt_pct(m["idle_fraction"]))
-        out.append(t)
-        causes = ", ".join(f"{c.replace('_', ' ')} {fmt_pct(m[f'idle_{c}_fraction'])}"
-                           for c in CAUSES
-                           if (m.get(f"idle_{c}_fraction") or 0) >= 0.0005)
-        if causes:
-            out.append(Text(f"Idle by cause: {causes}"))
-        out.append(Text(
-            f"Kernels: {m['kernel_count']:,}, median {fmt_ns(m['kernel_median_ns'])}, "
-            f"{fmt_pct(m['kernels_under_10us_fraction'])} under 10 µs; launch delay p50 {fmt_ns(m['launch_delay_p50_ns'])}; "
-            f"Tensor Cores {fmt_pct(m['tensor_core_fraction'])} of compute"
-            + (f" ({fmt_pct(m['tensor_core_unknown_fraction'])} unknown)" if (m.get("tensor_core_unknown_fraction") or 0) > 0.05 else "")))
-        if m.get("dataloader_fraction"):
-            out.append(Text(f"DataLoader: {fmt_pct(m['dataloader_fraction'])} of the window, "
-                            f"stalling the GPU {fmt_pct(m['dataloader_stall_fraction'])}"))
-        if m.get("memory_peak_allocated_bytes"):
-            out.append(Text(f"Memory: peak allocated {fmt_bytes(m['memory_peak_allocated_bytes'])}, reserved "
-                            f"{fmt_bytes(m['memory_peak_reserved_bytes'])} of {fmt_bytes(m['device_memory_bytes'])}"))
-        if not brief:
-            out.append(_top_table("Top kernels", r.evidence.get("top_kernels", [])[:4],
-                                  [("name", "kernel"), ("count", "count"), ("total_ns", "time"), ("share", "share")]))
-            out.append(_top_table("Top gaps", r.evidence.get("top_gaps", [])[:3],
-                                  [("gap_ns", "gap"), ("stream", "stream"), ("cause", "cause"),
-                                   ("after", "next op"), ("launched_by", "launched by")]))
-    else:
-        held = ", ".join(f"{row['rows']:,} {row['table'].replace('_', ' ')}" for row in r.evidence.get("contents", [])
-                         if row["rows"] and row["table"] not in ("gpu_ops", "other_spans"))
-        out.append(Text(f"No GPU ops in this trace, so GPU metrics do not apply. It holds {r.meta.get('events', 0):,} "
-                        f"events: {held or 'nothing tracedoc analyses'}; {m.get('steps') or 0} steps.", style="yellow"))
+    w = r.window
+    step_txt = f"{w.steps} steps" + (f", step p50 {w.step_p50}" if w.steps else "")
+    out.append(Text(f"Window: {w.length} ({w.description}); {step_txt}", style="dim"))
+    if not r.has_gpu_ops:
+        out.append(Text(f"No GPU ops in this trace, so GPU metrics do not apply. It holds {r.events} events: "
+                        f"{', '.join(r.contents) or 'nothing tracedoc analyses'}; {w.steps} steps.", style="yellow"))
+        return out
+    summary = {item.key: item for item in r.summary}
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for key in BREAKDOWN:
+        t.add_column(BREAKDOWN_HEADERS.get(key, summary[key].label), justify="right")
+    t.add_row(*(summary[key].value for key in BREAKDOWN))
+    out.append(t)
+    if r.idle_causes:
+        out.append(Text("Idle by cause: " + ", ".join(f"{c.cause.replace('_', ' ')} {c.pct}" for c in r.idle_causes)))
+    k, tc = r.kernels, r.tensor_cores
+    out.append(Text(f"Kernels: {k.count}, median {k.median}, {k.under_10us} under 10 µs; launch delay p50 "
+                    f"{k.launch_delay_p50}; Tensor Cores {tc.share} of compute"
+                    + (f" ({tc.unknown} unknown)" if tc.unknown_notable else "")))
+    if r.dataloader is not None:
+        out.append(Text(f"DataLoader: {r.dataloader.share} of the window, stalling the GPU {r.dataloader.stall}"))
+    if r.memory.has_data:
+        out.append(Text(f"Memory: peak allocated {r.memory.peak_allocated}, reserved {r.memory.peak_reserved} "
+                        f"of {r.memory.device_memory}"))
+    if not brief:
+        out.append(_top_table("Top kernels", r.tables["top_kernels"], 4,
+                              [("name", "kernel"), ("count", "count"), ("total_ns", "time"), ("share", "share")]))
+        out.append(_top_table("Top gaps", r.tables["top_gaps"], 3,
+                              [("gap_ns", "gap"), ("stream", "stream"), ("cause", "cause"), ("after", "next op"),
+                               ("launched_by", "launched by")]))
     return out
 
 
-def _top_table(title: str, rows: list[dict], cols: list[tuple[str, str]]) -> Any:
-    if not rows:
+def _top_table(title: str, table: TableView, rows: int, cols: list[tuple[str, str]]) -> Any:
+    if not table.rows:
         return Text("")
     t = Table(title=title, title_justify="left", title_style="bold", box=None, show_header=True,
               header_style="dim", pad_edge=False)
@@ -153,43 +135,28 @@ def _top_table(title: str, rows: list[dict], cols: list[tuple[str, str]]) -> Any
         wide = key in ("name", "after", "launched_by")
         t.add_column(label, overflow="ellipsis", no_wrap=True, max_width=60 if wide else None,
                      min_width=None if wide else len(label) + 7 if key in ("gap_ns", "total_ns") else None,
-                     ratio=1 if wide else None,
-                     justify="right" if key in ("count", "total_ns", "share", "gap_ns", "stream") else "left")
-    for row in rows:
-        t.add_row(*[_cell(key, row.get(key)) for key, _ in cols])
+                     ratio=1 if wide else None, justify="right" if key in _RIGHT else "left")
+    columns = [table.cells(key)[:rows] for key, _ in cols]
+    for row in zip(*columns):
+        t.add_row(*row)
     return t
 
 
-def _cell(key: str, v: Any) -> str:
-    if v is None:
-        return "—"
-    if key.endswith("_ns"):
-        return fmt_ns(v)
-    if key == "share":
-        return fmt_pct(v)
-    return str(v)
-
-
-def _rank_table(result) -> Any:
-    t = Table(title=f"{len(result.ranks)} ranks", title_justify="left", title_style="bold", box=None,
+def _rank_table(view: ReportView) -> Any:
+    rt = view.rank_table
+    t = Table(title=f"{view.rank_count} ranks", title_justify="left", title_style="bold", box=None,
               header_style="bold", pad_edge=False)
-    for col in ("rank", "file", "window", "busy", "compute", "exp. comm", "overlap", "DL stall", "verdict"):
+    keep = [rt.columns.index(c) for c in RANK_COLUMNS]
+    for col in RANK_COLUMNS:
         if col == "file":
             t.add_column(col, overflow="ellipsis", no_wrap=True, min_width=8, max_width=24)
         elif col == "verdict":
             t.add_column(col, overflow="fold", ratio=2, min_width=12)
         else:
             t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
-    for r, v in zip(result.ranks, result.verdicts or [None] * len(result.ranks)):
-        m = r.metrics
-        labels = ", ".join(dict.fromkeys(f.label for f in (getattr(v, "findings", []) or [])
-                                         if getattr(f, "is_verdict", True))) if v else ""
-        if v is not None and getattr(v, "withheld", False):
-            labels = "withheld"
-        name = os.path.basename(r.source)
-        if r.meta.get("pid") is not None and sum(x.source == r.source for x in result.ranks) > 1:
-            name = f"pid {r.meta['pid']} · {name}"  # one export, one rank per process
-        t.add_row(str(r.rank), name, fmt_ns(m["window_ns"]), fmt_pct(m["gpu_busy_fraction"]),
-                  fmt_pct(m["compute_fraction"]), fmt_pct(m["exposed_comm_fraction"]),
-                  fmt_pct(m["comm_overlap_fraction"]), fmt_pct(m["dataloader_stall_fraction"]), labels or "—")
-    return Group(t)
+    for row in rt.rows:
+        t.add_row(*(row[i] for i in keep))
+    items: list[Any] = [t]
+    if rt.left_out:
+        items.append(Text(f"{rt.left_out} more ranks in --format md, html or json", style="dim"))
+    return Group(*items)

@@ -1,4 +1,4 @@
-"""``tracedoc run`` and ``tracedoc trigger``: argparse wiring. ``register(subparsers)`` adds both."""
+"""``tracedoc run``: run a training script with step monitoring and on-demand profiling."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import time
 
 from ..errors import TracedocError
-from .report import say
+from ..exits import EXIT_USAGE
 
 DEFAULT_OUTDIR = "tracedoc_traces"
 
@@ -26,7 +26,7 @@ Multi-node jobs launched without a rendezvous id should set TRACEDOC_RUN_ID to o
 
 
 def register(subparsers) -> None:
-    """Add the ``run`` and ``trigger`` subcommands to an argparse subparsers object."""
+    """Add the ``run`` subcommand to an argparse subparsers object."""
     p = subparsers.add_parser(
         "run", help="run a training script with step monitoring and on-demand profiling",
         description="Run a Python training script unchanged, in this process, with profiling hooks: one "
@@ -65,18 +65,9 @@ def register(subparsers) -> None:
                    help="-- python SCRIPT.py ARGS | -- python -m MODULE ARGS")
     p.set_defaults(func=cmd_run)
 
-    t = subparsers.add_parser(
-        "trigger", help="capture the next steps of a running `tracedoc run` job",
-        description="Ask a running job to capture its next --active steps: a PID gets SIGUSR2; a directory "
-                    "(the job's --outdir) or file gets touched (the trigger file every rank watches).")
-    t.add_argument("targets", nargs="+", metavar="PID|OUTDIR|FILE")
-    t.add_argument("--force", action="store_true",
-                   help="signal the PID even if it does not seem to handle SIGUSR2 (the default action kills it)")
-    t.set_defaults(func=cmd_trigger)
-
 
 def _config_from_args(a):
-    from .session import CaptureConfig
+    from ..capture.session import CaptureConfig
 
     acts = tuple(x for x in a.activities.split(",") if x.strip()) if a.activities else None
     return CaptureConfig(
@@ -88,8 +79,9 @@ def _config_from_args(a):
 
 
 def cmd_run(a) -> int:
-    from .runner import parse_command, run_target
-    from .session import CaptureSession
+    from ..capture.report import say
+    from ..capture.runner import parse_command, run_target
+    from ..capture.session import CaptureSession
 
     try:
         target = parse_command(a.command)
@@ -100,7 +92,7 @@ def cmd_run(a) -> int:
         return exc.exit_code
     except ValueError as exc:
         sys.stderr.write(f"tracedoc run: {exc}\n")
-        return 2
+        return EXIT_USAGE
 
     session = None
     try:
@@ -128,7 +120,7 @@ def _die_of_sigint(exc: KeyboardInterrupt) -> None:
     """
     import atexit
 
-    from .runner import _trim_traceback
+    from ..capture.runner import _trim_traceback
 
     try:
         tb = _trim_traceback(exc.__traceback__)
@@ -145,59 +137,11 @@ def _die_of_sigint(exc: KeyboardInterrupt) -> None:
 
 
 def _close(session, wait_reports: bool) -> None:
+    from ..capture.report import say
+
     try:
         session.close(wait_reports=wait_reports)
     except KeyboardInterrupt:
         raise
     except Exception as exc:
         say(f"could not finish the capture ({type(exc).__name__}: {exc})")
-
-
-def _catches_sigusr2(pid: int) -> bool | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("SigCgt:"):
-                    mask = int(line.split()[1], 16)
-                    return bool(mask & (1 << (signal.SIGUSR2 - 1)))
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def cmd_trigger(a) -> int:
-    status = 0
-    for target in a.targets:
-        if target.isdigit():
-            pid = int(target)
-            catches = _catches_sigusr2(pid)
-            if catches is False and not a.force:
-                sys.stderr.write(f"tracedoc trigger: process {pid} does not handle SIGUSR2, so the signal would "
-                                 "end it; is it running under `tracedoc run`? (for torchrun jobs pass the "
-                                 "--outdir instead; --force sends it anyway)\n")
-                status = 1
-                continue
-            try:
-                os.kill(pid, signal.SIGUSR2)
-            except ProcessLookupError:
-                sys.stderr.write(f"tracedoc trigger: no process {pid}\n")
-                status = 1
-                continue
-            except PermissionError:
-                sys.stderr.write(f"tracedoc trigger: not allowed to signal process {pid}\n")
-                status = 1
-                continue
-            print(f"tracedoc: asked process {pid} for a capture (SIGUSR2)")
-        else:
-            path = os.path.join(target, "TRIGGER") if os.path.isdir(target) else target
-            try:
-                with open(path, "a"):
-                    pass
-                os.utime(path, None)
-            except OSError as exc:
-                sys.stderr.write(f"tracedoc trigger: cannot touch {path} ({exc.strerror}); pass the job's "
-                                 "--outdir or its --trigger-file\n")
-                status = 1
-                continue
-            print(f"tracedoc: touched {path}; every process watching it captures its next steps")
-    return status

@@ -1,0 +1,119 @@
+"""The package's imports follow the data flow: a module imports only from its own layer or lower ones.
+
+model < ingest < analyses < job/diff/logs < engine < result < render < api < capture < cli, with the
+leaf modules every layer may use (errors, exits, version, labels, resources) below them all. Imports inside
+functions count too: a lazy import is still a dependency.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "tracedoc"
+
+BASE = 0
+LAYERS = {
+    "errors": BASE, "exits": BASE, "version": BASE, "labels": BASE, "resources": BASE,
+    "model": 1, "ingest": 2, "analyses": 3, "job": 4, "diff": 4, "logs": 4, "engine": 5, "result": 6,
+    "render": 7, "api": 8, "capture": 9, "cli": 10,
+}
+TOP = max(LAYERS.values())
+# Entry points sit above everything: the package root's lazy accessors and the ``python -m`` modules.
+ENTRY_POINTS = {"__init__", "__main__"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of a ``tracedoc.X...`` module; None for what is not tracedoc."""
+    parts = module.split(".")
+    if parts[0] != "tracedoc":
+        return None
+    if len(parts) == 1 or parts[1] in ENTRY_POINTS:
+        return TOP
+    if parts[-1] == "__main__":
+        return TOP
+    if parts[1] not in LAYERS:
+        raise AssertionError(f"{module}: no layer assigned; add its top-level name to LAYERS")
+    return LAYERS[parts[1]]
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import in ``path``, relative ones resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    here = module_name(path).split(".")
+    package = here[:-1]  # the package a relative import starts from (for __init__ too: its own package)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if not node.module:  # from . import a, b: submodules (or attributes of the package)
+                out.extend((node.lineno, submodule_or_package(target, alias.name)) for alias in node.names)
+            else:
+                out.append((node.lineno, target))
+    return out
+
+
+def submodule_or_package(package: str, name: str) -> str:
+    rel = Path(*package.split(".")[1:], name)
+    exists = (PACKAGE / rel).is_dir() or (PACKAGE / rel).with_suffix(".py").is_file()
+    return f"{package}.{name}" if exists else package
+
+
+def all_modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "_data" not in p.parts)
+
+
+def test_resolves_relative_imports():
+    path = PACKAGE / "render" / "html.py"
+    mods = {m for _, m in imported_modules(path)}
+    assert {"tracedoc.render.templating", "tracedoc.render.viewmodel", "tracedoc.result"} <= mods
+
+
+@pytest.mark.parametrize("path", all_modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_follow_the_layers(path):
+    me = module_name(path)
+    mine = TOP if path.name == "__main__.py" else layer_of(me)
+    wrong = []
+    for line, target in imported_modules(path):
+        theirs = layer_of(target)
+        if theirs is not None and theirs > mine:
+            wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target} (layer {theirs} > {mine})")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("path", all_modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_import_guard_around_the_package_itself(path):
+    """``try: import ... except ImportError`` only for optional dependencies, never for tracedoc's own
+    modules: a guard there turns a real import bug into "not available"."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    here = module_name(path).split(".")[:-1]
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try):
+            continue
+        catches = {ast.unparse(h.type) for h in node.handlers if h.type is not None}
+        if not catches & {"ImportError", "ModuleNotFoundError", "(ImportError, ValueError)"}:
+            continue
+        for stmt in node.body:
+            for sub in ast.walk(stmt):
+                if isinstance(sub, ast.ImportFrom) and (sub.level or (sub.module or "").startswith("tracedoc")):
+                    pytest.fail(f"{path.relative_to(PACKAGE.parent)}:{sub.lineno}: tracedoc's own module imported "
+                                f"under an ImportError guard ({here})")
+                if isinstance(sub, ast.Import) and any(a.name.startswith("tracedoc") for a in sub.names):
+                    pytest.fail(f"{path.relative_to(PACKAGE.parent)}:{sub.lineno}: tracedoc module under an ImportError guard")
+
+
+def test_every_module_is_small():
+    big = {str(p.relative_to(PACKAGE.parent)): n for p in all_modules()
+           if (n := len(p.read_text(encoding="utf-8").splitlines())) > 550}
+    assert not big, big

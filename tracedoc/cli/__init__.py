@@ -1,0 +1,55 @@
+"""Command line: ``tracedoc analyze``, ``tracedoc rules``, ``tracedoc run`` and ``tracedoc trigger``.
+
+Thin by design: every command calls into the stages. One module per command, each with a
+``register(subparsers)``, listed once in ``COMMANDS``; a new command is a new module added there.
+Modules here import only argparse and light constants at import time, so ``tracedoc --help`` and
+``--version`` stay fast; each command imports what it runs when it runs. Bad input is reported as
+one line on stderr with a non-zero exit (``tracedoc.exits``), never as a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+from ..errors import TracedocError
+from ..version import __version__
+from . import analyze, rules, run, trigger
+from .analyze import example_path
+from .common import Parser, print_error, show_warning
+from ..exits import EXIT_ERROR, EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+
+COMMANDS = (analyze, rules, run, trigger)
+
+__all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_FAIL_ON", "EXIT_OK", "EXIT_USAGE", "build_parser", "example_path", "main"]
+
+
+def build_parser() -> Parser:
+    p = Parser(prog="tracedoc", description="Reads GPU profiler traces and says why a job is slow.")
+    p.add_argument("--version", action="version", version=f"tracedoc {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    for command in COMMANDS:
+        command.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    warnings.showwarning = show_warning
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.func(args) or 0)
+    except TracedocError as exc:
+        return print_error(exc)
+    except KeyboardInterrupt:
+        print("tracedoc: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except MemoryError:
+        print("tracedoc: error: out of memory while analysing; try a smaller trace window or a machine with "
+              "more memory", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:
+        return EXIT_OK

@@ -1,0 +1,204 @@
+"""``tracedoc analyze``: analyse a trace file or a directory of rank traces and print or write a report.
+
+Also the rules options every analysing command takes (``--rules``, ``--param``, ``--fail-on``) and
+the ``--fail-on`` exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..labels import LABELS, SEVERITIES
+from ..errors import TracedocError, UsageError
+from ..render import FORMATS, renderer, renderer_for_path
+from .common import write_atomic
+from ..exits import EXIT_FAIL_ON, EXIT_OK
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..engine.evaluate import Verdict
+
+BIG_INPUT_BYTES = 20 * 1024 * 1024  # a progress bar for inputs larger than this (or directories)
+
+
+def example_path() -> str:
+    """The built-in example trace shipped with the package."""
+    from importlib import resources
+
+    return str(resources.files("tracedoc") / "examples" / "dataloader_starved.pt.trace.json.gz")
+
+
+def register(sub: Any) -> None:
+    a = sub.add_parser("analyze", help="analyse a trace file or a directory of rank traces",
+                       description="Analyse a torch.profiler trace (.json/.json.gz), an nsys SQLite export, "
+                                   "or a directory of per-rank traces.")
+    a.add_argument("path", nargs="?", help="trace file or directory (omit with --example)")
+    a.add_argument("--example", action="store_true", help="analyse the built-in example trace")
+    a.add_argument("-f", "--format", choices=FORMATS, default=None,
+                   help="output format (default: from the -o file's extension, else text)")
+    a.add_argument("-o", "--output", help="write the output to this file instead of stdout "
+                                          "(.html, .md, .json or .txt choose the format)")
+    a.add_argument("-j", "--jobs", type=int, default=None, help="processes for directories (default: CPU count)")
+    a.add_argument("--scheduler", metavar="ADDRESS",
+                   help="analyse the ranks of a directory on a Dask cluster (e.g. tcp://host:8786); "
+                        "its workers must see the same paths")
+    a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
+    a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
+    a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    add_engine_options(a)
+    a.set_defaults(func=cmd_analyze)
+
+
+# -- rules options ------------------------------------------------------------------------------------
+
+
+def fail_on_value(text: str) -> str:
+    """argparse type for ``--fail-on``: a severity or a label."""
+    value = text.strip().lower()
+    if value not in SEVERITIES and value not in LABELS:
+        from ..engine.expr import suggest
+
+        choices = ", ".join(SEVERITIES + LABELS)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a severity or label{suggest(value, SEVERITIES + LABELS)}; one of: {choices}")
+    return value
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """Add ``--rules DIR``, ``--param RULE.name=value`` and ``--fail-on LEVEL`` to ``parser``.
+
+    They land in ``args.rules`` (list of directories), ``args.param`` (list of assignments) and
+    ``args.fail_on`` (None or a severity/label).
+    """
+    group = parser.add_argument_group("rules")
+    group.add_argument("--rules", metavar="DIR", action="append", default=[],
+                       help="also load the *.toml rule files in DIR (repeatable)")  # fmt: skip
+    group.add_argument("--param", metavar="RULE.name=value", action="append", default=[],
+                       help="override a rule threshold, e.g. TD301.stall_threshold=0.1 (repeatable); "
+                            "[tool.tracedoc.params] in pyproject.toml sets defaults")  # fmt: skip
+    group.add_argument("--fail-on", metavar="LEVEL", type=fail_on_value, default=None,
+                       help=f"exit with 3 when a finding has this label, or a severity at or above it "
+                            f"({', '.join(SEVERITIES)}; or a label such as io_bound)")  # fmt: skip
+
+
+def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """``params`` and ``extra_rule_dirs`` from parsed args (pyproject.toml params merged with ``--param``)."""
+    from ..engine.params import collect_params, read_pyproject
+
+    _, pyproject_dirs, _ = read_pyproject()
+    return {"params": collect_params(getattr(args, "param", None) or []),
+            "extra_rule_dirs": tuple(str(d) for d in pyproject_dirs) + tuple(getattr(args, "rules", None) or ())}
+
+
+def fail_on_exit_code(verdict: "Verdict | None", fail_on: str | None) -> int:
+    """3 when a finding of ``verdict`` has label ``fail_on`` or a severity at or above it, else 0."""
+    if not fail_on or verdict is None:
+        return EXIT_OK
+    fail_on = fail_on.lower()
+    if fail_on not in SEVERITIES and fail_on not in LABELS:
+        raise UsageError("--fail-on", f"{fail_on!r} is not a severity or label")
+    for finding in verdict.findings:
+        if fail_on in SEVERITIES:
+            if SEVERITIES.index(finding.severity) >= SEVERITIES.index(fail_on):
+                return EXIT_FAIL_ON
+        elif finding.label == fail_on:
+            return EXIT_FAIL_ON
+    return EXIT_OK
+
+
+# -- the command -------------------------------------------------------------------------------------
+
+
+def cmd_analyze(args) -> int:
+    from ..api import analyze
+
+    if args.example:
+        path = example_path()
+    elif args.path:
+        path = args.path
+    else:
+        raise UsageError("tracedoc analyze", "needs a trace path", None, "pass a file or directory, or --example")
+    fmt = output_format(args.format, args.output)
+    engine = engine_kwargs(args)
+    update, progress = _progress_callback(not args.no_progress and _big_input(path))
+    options = {}
+    if args.step_range:
+        options["step_range"] = args.step_range
+    if args.pid:
+        options["pid"] = args.pid if args.pid == "all" else _int_arg("--pid", args.pid)
+    command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
+    try:
+        result = analyze(path, jobs=args.jobs, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
+                         progress=update, command=command, scheduler=args.scheduler, **options)
+    finally:
+        if progress is not None:
+            progress.stop()
+    for r in result.ranks:
+        for w in r.warnings:
+            print(f"tracedoc: warning: {w}", file=sys.stderr)
+    if args.output:
+        write_atomic(args.output, renderer(fmt).render(result))
+        print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
+    elif fmt == "text" and sys.stdout.isatty():
+        _print_to_terminal(result)
+    else:
+        text = renderer(fmt).render(result)
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if args.fail_on:
+        return max((fail_on_exit_code(v, args.fail_on) for v in result.verdicts if v is not None), default=EXIT_OK)
+    return EXIT_OK
+
+
+def output_format(fmt: str | None, output: str | None) -> str:
+    """``--format`` when given, else the one ``-o``'s extension names, else text."""
+    if fmt:
+        return fmt
+    by_path = renderer_for_path(output) if output else None
+    return by_path.name if by_path else "text"
+
+
+def _print_to_terminal(result) -> None:
+    """The terminal summary in colour, sized to the terminal."""
+    from rich.console import Console
+
+    from ..render.text import renderables
+
+    console = Console()
+    for item in renderables(result):
+        console.print(item)
+
+
+def _progress_callback(enabled: bool):
+    """A rich progress bar on stderr for inputs that take more than a moment; None when not a TTY."""
+    if not enabled or not sys.stderr.isatty():
+        return None, None
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    progress = Progress(TextColumn("[bold]reading"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True), transient=True)
+    state = {"task": None}
+
+    def update(done: int, total: int) -> None:
+        if state["task"] is None:
+            progress.start()
+            state["task"] = progress.add_task("read", total=total)
+        progress.update(state["task"], completed=done, total=total)
+
+    return update, progress
+
+
+def _int_arg(flag: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise TracedocError(flag, "expects a process id or 'all'", repr(text), "e.g. --pid 4242") from None
+
+
+def _big_input(path: str) -> bool:
+    try:
+        return os.path.isdir(path) or os.path.getsize(path) > BIG_INPUT_BYTES
+    except OSError:
+        return False

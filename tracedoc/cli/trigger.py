@@ -1,0 +1,71 @@
+"""``tracedoc trigger``: ask a running ``tracedoc run`` job to capture its next steps."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Any
+
+from ..exits import EXIT_ERROR, EXIT_OK
+
+
+def register(subparsers: Any) -> None:
+    t = subparsers.add_parser(
+        "trigger", help="capture the next steps of a running `tracedoc run` job",
+        description="Ask a running job to capture its next --active steps: a PID gets SIGUSR2; a directory "
+                    "(the job's --outdir) or file gets touched (the trigger file every rank watches).")
+    t.add_argument("targets", nargs="+", metavar="PID|OUTDIR|FILE")
+    t.add_argument("--force", action="store_true",
+                   help="signal the PID even if it does not seem to handle SIGUSR2 (the default action kills it)")
+    t.set_defaults(func=cmd_trigger)
+
+
+def _catches_sigusr2(pid: int) -> bool | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    mask = int(line.split()[1], 16)
+                    return bool(mask & (1 << (signal.SIGUSR2 - 1)))
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def cmd_trigger(a) -> int:
+    status = EXIT_OK
+    for target in a.targets:
+        if target.isdigit():
+            pid = int(target)
+            catches = _catches_sigusr2(pid)
+            if catches is False and not a.force:
+                sys.stderr.write(f"tracedoc trigger: process {pid} does not handle SIGUSR2, so the signal would "
+                                 "end it; is it running under `tracedoc run`? (for torchrun jobs pass the "
+                                 "--outdir instead; --force sends it anyway)\n")
+                status = EXIT_ERROR
+                continue
+            try:
+                os.kill(pid, signal.SIGUSR2)
+            except ProcessLookupError:
+                sys.stderr.write(f"tracedoc trigger: no process {pid}\n")
+                status = EXIT_ERROR
+                continue
+            except PermissionError:
+                sys.stderr.write(f"tracedoc trigger: not allowed to signal process {pid}\n")
+                status = EXIT_ERROR
+                continue
+            print(f"tracedoc: asked process {pid} for a capture (SIGUSR2)")
+        else:
+            path = os.path.join(target, "TRIGGER") if os.path.isdir(target) else target
+            try:
+                with open(path, "a"):
+                    pass
+                os.utime(path, None)
+            except OSError as exc:
+                sys.stderr.write(f"tracedoc trigger: cannot touch {path} ({exc.strerror}); pass the job's "
+                                 "--outdir or its --trigger-file\n")
+                status = EXIT_ERROR
+                continue
+            print(f"tracedoc: touched {path}; every process watching it captures its next steps")
+    return status

@@ -1,0 +1,7 @@
+"""Exit codes of every tracedoc command (DESIGN.md: Outputs); errors carry theirs (``errors.py``)."""
+
+EXIT_OK = 0
+EXIT_ERROR = 1  # a TracedocError (bad input, unreadable file, failed analysis)
+EXIT_USAGE = 2  # bad arguments
+EXIT_FAIL_ON = 3  # a finding at or above --fail-on
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT

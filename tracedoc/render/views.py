@@ -1,0 +1,239 @@
+"""The report's view model as typed values: everything a renderer shows, already formatted as text.
+
+``tracedoc.render.viewmodel.build_report`` builds one ``ReportView`` per result; the terminal,
+Markdown and HTML renderers all read it, so a number is chosen and formatted in one place. The
+timeline is the exception: it is the page script's data (plain JSON), built in ``render.timeline``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Caps:
+    """How much of each table a report shows; smaller caps make smaller reports."""
+
+    table_rows: int = 50
+    evidence_rows: int = 10
+    steps: int = 200
+    ranks: int = 256
+    name_chars: int = 300
+    curve_points: int = 600
+    timeline: bool = True
+    slowest_excerpt: bool = True
+
+
+@dataclass
+class Column:
+    key: str
+    label: str
+    wide: bool  # free text that may wrap (names, stacks)
+    num: bool  # right-aligned numbers
+
+
+@dataclass
+class TableView:
+    key: str
+    title: str
+    columns: list[Column]
+    rows: list[list[str]]
+    total: int
+    left_out: int
+
+    def cells(self, key: str) -> list[str]:
+        """One column's cells ("—" for every row when the table does not show that column)."""
+        keys = [c.key for c in self.columns]
+        if key not in keys:
+            return ["—"] * len(self.rows)
+        i = keys.index(key)
+        return [row[i] for row in self.rows]
+
+
+@dataclass
+class Item:
+    """A labelled value: a summary tile, an environment row."""
+
+    label: str
+    value: str
+    key: str = ""
+
+
+@dataclass
+class IdleCause:
+    cause: str
+    label: str
+    pct: str
+
+
+@dataclass
+class Segment:
+    """A part of a stacked bar; ``width`` in percent of the bar's full length."""
+
+    key: str
+    label: str
+    pct: str
+    width: float
+    ns: int = 0
+    time: str = ""
+
+
+@dataclass
+class StepBar:
+    step: str
+    time: str
+    width: float
+    segments: list[Segment]
+    cells: list[str]
+
+
+@dataclass
+class StepsView:
+    bars: list[StepBar]
+    total: int
+    left_out: int
+    legend: list[dict[str, str]]
+    columns: list[str]
+
+
+@dataclass
+class HealthView:
+    code: str
+    level: str
+    message: str
+    confidence: str
+
+
+@dataclass
+class FindingView:
+    rule_id: str
+    name: str
+    label: str
+    severity: str
+    title: str
+    message: str
+    confidence: str
+    is_verdict: bool
+    label_meaning: str
+    impact_ms: str | None  # "5.2 ms/step", or a time "of the window" for traces without steps
+    impact_of: str  # "the step" or "the window"
+    impact_pct: str | None
+    impact_width: float
+    fixes: list[str]
+    expect: str
+    evidence: list[TableView]
+
+
+@dataclass
+class VerdictView:
+    status: str  # findings | advice | clean | withheld | none
+    labels: list[str]
+    confidence: str | None
+    headline: str
+    impact: str | None
+    withheld: str | None
+    label_meanings: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class TensorCoreView:
+    share: str
+    unknown: str
+    eligible_off_tc: str
+    capable: str
+    width: float
+    unknown_width: float
+    unknown_notable: bool  # more than 5% of compute in kernels whose Tensor Core use is unknown
+
+
+@dataclass
+class MemoryView:
+    peak_allocated: str
+    peak_reserved: str
+    device_memory: str
+    peak_fraction: str
+    has_data: bool
+    curve: dict[str, Any] | None = None  # SVG polylines of allocated and reserved memory
+
+
+@dataclass
+class KernelsView:
+    count: str
+    median: str
+    under_10us: str
+    launch_delay_p50: str
+
+
+@dataclass
+class DataLoaderView:
+    share: str  # of the window the main thread spends in DataLoader.__next__
+    stall: str  # of the window the GPU idles meanwhile
+
+
+@dataclass
+class WindowView:
+    length: str
+    description: str
+    kind: str
+    steps: int
+    step_p50: str | None
+
+
+@dataclass
+class RankView:
+    rank: int | None
+    source_name: str
+    header: list[str]
+    verdict: VerdictView
+    findings: list[FindingView]
+    health: list[HealthView]
+    warnings: list[str]
+    warnings_left_out: int
+    window: WindowView
+    summary: list[Item]
+    window_bar: list[Segment]
+    has_gpu_ops: bool
+    idle_causes: list[IdleCause]
+    steps: StepsView
+    timeline: dict[str, Any] | None
+    tables: dict[str, TableView]
+    tensor_cores: TensorCoreView
+    memory: MemoryView
+    kernels: KernelsView
+    dataloader: DataLoaderView | None
+    contents: list[str]  # what a trace without GPU ops holds ("1,024 cpu ops", ...)
+    events: str
+    environment: list[Item]
+    metrics: list[dict[str, str]]
+
+
+@dataclass
+class RankTableView:
+    columns: list[str]
+    rows: list[list[str]]
+    total: int
+    left_out: int
+
+
+@dataclass
+class InputView:
+    name: str
+    path: str
+    sha256: str
+
+
+@dataclass
+class ReportView:
+    title: str
+    input_name: str
+    tracedoc_version: str
+    rules_version: str
+    command: str
+    inputs: list[InputView]
+    rank_count: int
+    multi_rank: bool
+    rank_table: RankTableView | None
+    focus_rank: int | None
+    focus_source_name: str | None
+    ranks: list[RankView]  # the rank shown in detail (the focus rank), when there is one
