@@ -64,6 +64,7 @@ BASELINE: dict = {
     "sm_efficiency": 0.9,
     "graph_launches": 0,
     "graph_kernels": 0,
+    "graph_kernel_fraction": 0.0,
     "tensor_core_fraction": 0.7,
     "tensor_core_unknown_fraction": 0.05,
     "tc_eligible_non_tc_fraction": 0.02,

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import intervals as iv
+from ..model import vocab as V
 from ..model.trace import Trace
+from . import classify as C
 from .registry import Produced, analysis
 from .window import launch_times
 
@@ -40,6 +42,9 @@ CAUSES = ("dataloader", "host_launch", "sync", "launch_latency", "other")
 class IdleCauses:
     sets: dict[str, iv.IntervalSet]  # cause -> interval set inside the window
     idle: iv.IntervalSet
+    # launch_latency pieces before an op of a CUDA graph the host had already launched: the gap is
+    # inside a graph replay (GPU-side scheduling), not the host launching late.
+    in_graph: iv.IntervalSet = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
     def launch_idle_in_short_gaps(self) -> int:
         """host_launch + launch_latency time inside idle gaps shorter than ``SHORT_GAP_NS``."""
@@ -47,7 +52,7 @@ class IdleCauses:
         short = iv.union(g_s[(g_e - g_s) < SHORT_GAP_NS], g_e[(g_e - g_s) < SHORT_GAP_NS])
         launch = iv.union(np.concatenate([self.sets["host_launch"][0], self.sets["launch_latency"][0]]),
                           np.concatenate([self.sets["host_launch"][1], self.sets["launch_latency"][1]]))
-        return iv.total(iv.intersect(launch, short))
+        return iv.total(iv.intersect(iv.subtract(launch, self.in_graph), short))
 
     def totals(self, lo: int | None = None, hi: int | None = None) -> dict[str, int]:
         if lo is None:
@@ -57,9 +62,15 @@ class IdleCauses:
 
 def _next_op_launch(trace: Trace, at: np.ndarray) -> np.ndarray:
     """For each time in ``at``: the earliest launch among GPU ops starting exactly there (-1 if none)."""
+    return _next_op(trace, at)[0]
+
+
+def _next_op(trace: Trace, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each time in ``at``: the earliest launch among GPU ops starting exactly there and that
+    op's row (-1 and -1 if none)."""
     g = trace.gpu_ops
     if not len(g) or not at.size:
-        return np.full(at.size, -1, dtype=np.int64)
+        return np.full(at.size, -1, dtype=np.int64), np.full(at.size, -1, dtype=np.int64)
     starts = g["start_ns"]
     launched = launch_times(trace)
     order = np.lexsort((launched, starts))
@@ -68,7 +79,17 @@ def _next_op_launch(trace: Trace, at: np.ndarray) -> np.ndarray:
     ok = pos < s_sorted.size
     posc = np.minimum(pos, s_sorted.size - 1)
     ok &= s_sorted[posc] == at
-    return np.where(ok, l_sorted[posc], -1)
+    return np.where(ok, l_sorted[posc], -1), np.where(ok, order[posc], -1)
+
+
+def graph_op_mask(trace: Trace) -> np.ndarray:
+    """Which GPU ops ran inside a CUDA graph: a graph id, or launched by a graph launch call."""
+    g, r = trace.gpu_ops, trace.runtime
+    in_graph = g["graph_id"] >= 0
+    linked = np.flatnonzero(g["launch"] >= 0)
+    if len(r) and linked.size:
+        in_graph[linked] |= C.name_mask(trace, V.GRAPH_LAUNCH_RE)[r["name"]][g["launch"][linked]]
+    return in_graph
 
 
 def _inside(t: np.ndarray, iset: iv.IntervalSet) -> tuple[np.ndarray, np.ndarray]:
@@ -110,8 +131,11 @@ def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
     gi2 = np.searchsorted(idle[0], s2, side="right") - 1
     g_len = (idle[1] - idle[0])[np.maximum(gi2, 0)] if s2.size else s2
     g_end2 = idle[1][np.maximum(gi2, 0)] if s2.size else s2
-    nl2 = _next_op_launch(trace, g_end2)
+    nl2, next_row = _next_op(trace, g_end2)
     latency = (nl2 >= 0) & (g_len < LAUNCH_LATENCY_NS)
+    graph = latency & (next_row >= 0)
+    if graph.any():
+        graph[graph] = graph_op_mask(trace)[next_row[graph]]
     sets = {
         "dataloader": dl,
         "host_launch": host_set,
@@ -119,7 +143,7 @@ def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
         "launch_latency": iv.union(s2[latency], e2[latency]),
         "other": iv.union(s2[~latency], e2[~latency]),
     }
-    return IdleCauses(sets=sets, idle=idle)
+    return IdleCauses(sets=sets, idle=idle, in_graph=iv.union(s2[graph], e2[graph]))
 
 
 @analysis(needs=("op_sets", "window", "dataloader_spans", "sync_spans"), provides=("idle_sets",),

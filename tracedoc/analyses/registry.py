@@ -24,9 +24,9 @@ METRICS: dict[str, tuple[str, str]] = {
     # window and steps
     "window_ns": ("ns", "length of the analysis window"),
     "steps": ("count", "ProfilerStep spans (or NVTX step ranges) in the window"),
-    "step_time_mean_ns": ("ns", "mean step length"),
-    "step_time_p50_ns": ("ns", "median step length"),
-    "step_time_p95_ns": ("ns", "95th percentile step length"),
+    "step_time_mean_ns": ("ns", "mean step time: interval between consecutive step completions"),
+    "step_time_p50_ns": ("ns", "median step time (interval between consecutive step completions)"),
+    "step_time_p95_ns": ("ns", "95th percentile step time (interval between consecutive step completions)"),
     # time breakdown
     "gpu_busy_fraction": ("fraction", "union of GPU ops (kernels, memcpy, memset) / window"),
     "compute_fraction": ("fraction", "union of compute kernels / window"),
@@ -64,6 +64,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "sm_efficiency": ("fraction", "est. SM efficiency over the window, TensorBoard-plugin definition: min(sum of blocks per SM of running kernels, 1), time-averaged; first GPU; None when unrecorded"),
     "graph_launches": ("count", "cudaGraphLaunch calls"),
     "graph_kernels": ("count", "kernels that ran inside CUDA graphs"),
+    "graph_kernel_fraction": ("fraction", "kernels that ran inside CUDA graphs / kernels; None without kernels"),
     # Tensor Cores
     "tensor_core_fraction": ("fraction", "compute time in Tensor Core kernels / compute time"),
     "tensor_core_unknown_fraction": ("fraction", "compute time in kernels whose Tensor Core use is unknown / compute time"),

@@ -207,11 +207,17 @@ def _window_bar(m: dict) -> list[Segment]:
             for k, label in SEGMENTS if values[k] >= 0.005]
 
 
+def _step_time(row: dict) -> int:
+    """A step row's step time (interval between completions); its span in reports saved before that."""
+    v = row.get("step_time_ns")
+    return int(v if v is not None else (row.get("window_ns") or 0))
+
+
 def _steps(per_step: list[dict], caps: Caps) -> StepsView:
     rows = list(per_step or [])
     shown_idx = list(range(min(len(rows), caps.steps)))
     if len(rows) > caps.steps and caps.steps > 0:
-        slow = max(range(len(rows)), key=lambda i: rows[i].get("window_ns") or 0)
+        slow = max(range(len(rows)), key=lambda i: _step_time(rows[i]))
         if slow not in shown_idx:
             shown_idx[-1] = slow
     longest = max((rows[i].get("window_ns") or 0 for i in shown_idx), default=0) or 1
@@ -228,9 +234,9 @@ def _steps(per_step: list[dict], caps: Caps) -> StepsView:
                             pct=fmt_pct(values[k] / total if total else 0.0),
                             width=round(100 * values[k] / longest, 3))
                     for k, label in SEGMENTS if values[k] > 0]
-        bars.append(StepBar(step=shorten(row.get("step", f"step {i}"), 120), time=fmt_ns(total),
+        bars.append(StepBar(step=shorten(row.get("step", f"step {i}"), 120), time=fmt_ns(_step_time(row)),
                             width=round(100 * total / longest, 3), segments=segments,
-                            cells=[fmt_ns(total)] + [fmt_pct(values[k] / total if total else 0.0)
+                            cells=[fmt_ns(_step_time(row))] + [fmt_pct(values[k] / total if total else 0.0)
                                                      for k, _ in SEGMENTS]))
     return StepsView(bars=bars, total=len(rows), left_out=len(rows) - len(bars),
                      legend=[{"key": k, "label": label} for k, label in SEGMENTS

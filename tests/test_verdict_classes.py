@@ -1,0 +1,98 @@
+"""Verdicts on the trace shapes common in the wild: CPU running ahead of the GPU, CUDA-graph replays,
+implicit synchronisation, no step spans, GPU-only and tiny traces.
+
+Every expected number is worked out by hand from the hand-built timeline in the test.
+"""
+
+import pytest
+
+import tracedoc
+from trace_builder import TraceBuilder
+
+US = 1000  # ns per microsecond
+
+
+def analyse(b: TraceBuilder, tmp_path, name="t.json"):
+    return tracedoc.analyze(b.write(tmp_path / name)).ranks[0]
+
+
+# -- step time is throughput ---------------------------------------------------------------------
+
+def cpu_runs_ahead(b: TraceBuilder, steps: int = 6, cpu_step_us: float = 1000.0, kernels: int = 10,
+                   kernel_us: float = 1000.0) -> None:
+    """A GPU-bound loop without a host sync: the CPU launches a step's kernels in ``cpu_step_us``
+    while the GPU needs ``kernels * kernel_us``, so each step's span reaches further into the queue."""
+    gpu_t = 5.0
+    for i in range(steps):
+        s = i * cpu_step_us
+        b.step(i + 1, s, s + cpu_step_us)
+        for k in range(kernels):
+            launch = s + k * cpu_step_us / kernels
+            b.kernel("volta_sgemm_128x64_nn", max(gpu_t, launch + 5.0), kernel_us, launch_at=launch, launch_dur=4.0)
+            gpu_t = max(gpu_t, launch + 5.0) + kernel_us
+
+
+def test_cpu_running_ahead_gives_the_true_period(tmp_path):
+    b = TraceBuilder()
+    cpu_runs_ahead(b)
+    r = analyse(b, tmp_path)
+    # The GPU runs kernels back to back from t=5 us: step i completes at 5 + 10,000 (i + 1) us.
+    # Step time: first step 10,005 - 0; every later step 10,000 us -- the GPU period.
+    times = [row["step_time_ns"] for row in r.per_step]
+    assert times == [10_005 * US] + [10_000 * US] * 5
+    assert r.metrics["step_time_p50_ns"] == 10_000 * US
+    assert r.metrics["step_time_mean_ns"] == pytest.approx((6 * 10_000 + 5) * US / 6)
+    # The spans overlap and grow with the queue (step 6: 5,000 -> 60,005 us); they are not the step time.
+    assert r.per_step[5]["window_ns"] == (60_005 - 5_000) * US
+    assert r.verdict is not None and "small_batch_bound" not in r.verdict.labels
+    for f in r.verdict.findings:  # every ms-per-step impact is a share of the 10 ms period, never of a span
+        if f.impact_fraction is not None and f.impact_ms_per_step is not None:
+            assert f.impact_ms_per_step == pytest.approx(f.impact_fraction * r.metrics["step_time_mean_ns"] / 1e6)
+
+
+def graph_replay_loop(b: TraceBuilder, steps: int = 6, kernels: int = 200, period_us: float = 5.0,
+                      kernel_us: float = 4.25, cpu_step_us: float = 300.0) -> None:
+    """Each step replays one CUDA graph of ``kernels`` short kernels (85% busy inside the graph);
+    the CPU only launches the graph and runs ahead."""
+    graph_us = kernels * period_us
+    for i in range(steps):
+        s = i * cpu_step_us
+        b.step(i + 1, s, s + cpu_step_us)
+        g0 = 5.0 + i * graph_us
+        b.graph_replay(s + 1.0, [(f"triton_poi_fused_{j % 7}", g0 + j * period_us, kernel_us) for j in range(kernels)])
+
+
+def test_cuda_graph_replay_is_not_many_small_launches(tmp_path):
+    b = TraceBuilder()
+    graph_replay_loop(b)
+    r = analyse(b, tmp_path)
+    m = r.metrics
+    assert m["graph_launches"] == 6 and m["graph_kernels"] == 1200 and m["graph_kernel_fraction"] == 1.0
+    # Busy 4.25 of every 5 us: 85%, and all kernels are under 10 us.
+    assert m["gpu_busy_fraction"] == pytest.approx(0.85, abs=0.002)
+    assert m["kernels_under_10us_fraction"] == 1.0
+    # The 0.75 us gaps inside a replayed graph are GPU-side, not the host launching late; only the
+    # 5 us before the first graph (window start 0, launched at 1 us) is.
+    assert m["idle_short_launch_fraction"] == pytest.approx(5 / 6004.25)
+    assert "small_batch_bound" not in r.verdict.labels
+    assert not any(f.rule_id == "TD103" for f in r.verdict.findings)
+    # Graph i runs [5 + 1000 i, 5 + 1000 i + 999.25): step time is the 1 ms graph period.
+    assert [row["step_time_ns"] for row in r.per_step] == [1_004_250] + [1_000_000] * 5
+    assert m["step_time_p50_ns"] == 1_000_000
+
+
+def test_kernels_launched_one_by_one_with_the_same_gaps_are_small_batch(tmp_path):
+    """The near miss of the graph test: the same kernels each with its own launch call, launched late."""
+    b = TraceBuilder()
+    t = 0.0
+    for i in range(4):
+        b.step(i + 1, t, t + 1000.0)
+        for j in range(100):
+            launch = t + j * 10.0
+            b.kernel("elementwise_kernel", launch + 6.0, 4.0, launch_at=launch, launch_dur=5.0)
+        t += 1000.0
+    r = analyse(b, tmp_path)
+    assert r.metrics["graph_kernel_fraction"] == 0.0
+    # Each 10 us: 4 us kernel, 6 us of idle waiting for the next launch (the call starts after the gap begins).
+    assert r.metrics["idle_short_launch_fraction"] == pytest.approx(0.6, abs=0.01)
+    assert "small_batch_bound" in r.verdict.labels
