@@ -71,6 +71,8 @@ BASELINE: dict = {
     "tensor_core_capable": True,
     "sync_fraction": 0.001,
     "sync_calls": 2,
+    "implicit_sync_calls": 0,
+    "implicit_sync_fraction": 0.0,
     "sync_memcpy_count": 0,
     "memory_peak_allocated_bytes": 40 * 2**30,
     "memory_peak_reserved_bytes": 50 * 2**30,
@@ -94,7 +96,7 @@ BASELINE: dict = {
 EVIDENCE = {
     name: [{"row": i} for i in range(20)]
     for name in ("top_gaps", "top_kernels", "top_operators", "idle_causes", "per_step", "collectives",
-                 "sync_calls", "memcpy", "memory_top_allocs", "dataloader")
+                 "sync_calls", "implicit_syncs", "memcpy", "memory_top_allocs", "dataloader")
 }  # fmt: skip
 
 ALL_RULES = load_rules()

@@ -96,3 +96,68 @@ def test_kernels_launched_one_by_one_with_the_same_gaps_are_small_batch(tmp_path
     # Each 10 us: 4 us kernel, 6 us of idle waiting for the next launch (the call starts after the gap begins).
     assert r.metrics["idle_short_launch_fraction"] == pytest.approx(0.6, abs=0.01)
     assert "small_batch_bound" in r.verdict.labels
+
+
+# -- implicit synchronisation --------------------------------------------------------------------
+
+def hipfree_loop(b: TraceBuilder, steps: int = 5, step_us: float = 12_000.0) -> None:
+    """Per step: 10 kernels of 1 ms launched up front, then a hipFree (caching allocator bypassed)
+    that blocks from +200 us until 50 us after the GPU drains at +10,010 us; the next step's launches
+    start at the next step boundary."""
+    for i in range(steps):
+        s = i * step_us
+        b.step(i + 1, s, s + step_us)
+        for j in range(10):
+            b.kernel("Cijk_Ailk_Bljk_SB_MT64x64x16", s + 10.0 + j * 1000.0, 1000.0, launch_at=s + j * 20.0,
+                     launch_dur=5.0, launch_name="hipLaunchKernel")
+        ext = b.cpu_op("aten::empty", s + 199.0, s + 10_061.0)
+        b.runtime("hipFree", s + 200.0, s + 10_060.0, ext=ext)
+
+
+def test_hipfree_per_step_is_sync_bound(tmp_path):
+    b = TraceBuilder(gpu="A100")
+    hipfree_loop(b)
+    r = analyse(b, tmp_path)
+    m = r.metrics
+    # Window 0 -> 60,000 us. Idle: 10 us before the first kernel (launched at 0: launch latency);
+    # 4 step boundaries of 2,000 us (GPU drained at +10,010 while the CPU was still in hipFree): sync;
+    # after the last step 50 us still inside hipFree (sync) and 1,940 us with nothing pending (other).
+    assert m["idle_sync_fraction"] == pytest.approx((4 * 2000 + 50) / 60_000)
+    assert m["idle_host_launch_fraction"] == 0.0
+    assert m["implicit_sync_calls"] == 5
+    assert m["implicit_sync_fraction"] == pytest.approx(5 * 9_860 / 60_000)
+    assert r.verdict.labels[0] == "sync_bound"
+    assert "small_batch_bound" not in r.verdict.labels
+    rows = r.evidence["implicit_syncs"]
+    assert rows == [{"op": "aten::empty", "call": "hipFree", "count": 5, "total_ns": 5 * 9_860 * US, "per_step": 1.0}]
+    td501 = next(f for f in r.verdict.findings if f.rule_id == "TD501")
+    assert td501.evidence["implicit_syncs"][0]["call"] == "hipFree"
+    assert any("caching allocator" in fix for fix in td501.fixes)
+    assert r.metrics["step_time_p50_ns"] == 12_000 * US
+
+
+def test_cudamalloc_is_an_implicit_sync_only_while_the_allocator_frees(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0.0, 1000.0)
+    b.kernel("k", 10.0, 500.0, launch_at=0.0)
+    b.runtime("cudaMalloc", 100.0, 200.0)
+    b.runtime("cudaHostAlloc", 300.0, 320.0)
+    r = analyse(b, tmp_path, "grow.json")
+    assert r.metrics["implicit_sync_calls"] == 1  # cudaHostAlloc; the cache growing is not pressure
+    b.runtime("cudaFree", 400.0, 450.0)
+    r = analyse(b, tmp_path, "pressure.json")
+    assert r.metrics["implicit_sync_calls"] == 3
+    assert {row["call"] for row in r.evidence["implicit_syncs"]} == {"cudaMalloc", "cudaHostAlloc", "cudaFree"}
+
+
+def test_pageable_async_copy_and_empty_cache_are_implicit_syncs(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0.0, 2000.0)
+    b.memcpy(100.0, 300.0, src="Pageable", launch_at=50.0, launch_dur=360.0)  # call returns after the copy
+    b.memcpy(600.0, 100.0, src="Pinned", launch_at=550.0)                      # pinned: asynchronous
+    b.cpu_op("torch/cuda/memory.py(192): empty_cache", 900.0, 1100.0, cat="python_function")
+    r = analyse(b, tmp_path)
+    assert r.metrics["implicit_sync_calls"] == 2
+    calls = {row["call"]: row for row in r.evidence["implicit_syncs"]}
+    assert calls["cudaMemcpyAsync"]["total_ns"] == 360 * US
+    assert calls["torch/cuda/memory.py(192): empty_cache"]["total_ns"] == 200 * US

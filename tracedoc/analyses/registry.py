@@ -74,6 +74,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "sync_fraction": ("fraction", "CPU time in synchronizing calls / window"),
     "sync_calls": ("count", "synchronizing calls (stream/device/event sync, sync memcpy, .item())"),
     "sync_memcpy_count": ("count", "synchronous cudaMemcpy calls"),
+    "implicit_sync_calls": ("count", "calls that synchronize as a side effect (cudaFree/hipFree, cudaHostAlloc, empty_cache, pageable-copy launches, cudaMalloc while the allocator frees)"),
+    "implicit_sync_fraction": ("fraction", "CPU time in implicitly synchronizing calls / window"),
     # memory
     "memory_peak_allocated_bytes": ("bytes", "peak allocated device memory from [memory] events"),
     "memory_peak_reserved_bytes": ("bytes", "peak reserved device memory from [memory] events"),
@@ -106,6 +108,7 @@ EVIDENCE: dict[str, str] = {
     "top_operators": "CPU operators by the GPU time of the ops they launched.",
     "collectives": "Collectives by type: count, time, message sizes, bandwidth.",
     "sync_calls": "Synchronizing calls grouped by operator and call.",
+    "implicit_syncs": "Implicitly synchronizing calls grouped by the operator that triggered them and call, with calls per step.",
     "memcpy": "Copies by direction: count, time, bytes, pageable and pinned host memory where recorded, "
               "achieved GB/s, and the ops and calls that issued them.",
     "memory_top_allocs": "Largest allocations by operator.",
