@@ -161,3 +161,39 @@ def test_pageable_async_copy_and_empty_cache_are_implicit_syncs(tmp_path):
     calls = {row["call"]: row for row in r.evidence["implicit_syncs"]}
     assert calls["cudaMemcpyAsync"]["total_ns"] == 360 * US
     assert calls["torch/cuda/memory.py(192): empty_cache"]["total_ns"] == 200 * US
+
+
+# -- tiny traces ---------------------------------------------------------------------------------
+
+def test_thirteen_event_trace_withholds_the_verdict(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0.0, 100.0)
+    b.cpu_op("aten::add", 10.0, 30.0)
+    b.kernel("vectorized_elementwise_kernel", 40.0, 3.0, launch_at=20.0, op="aten::mul")
+    b.runtime("cudaDeviceSynchronize", 30.0, 45.0)
+    doc = b.to_dict()
+    assert len(doc["traceEvents"]) == 8  # + 5 metadata rows below: 13 events
+    doc["traceEvents"] += [{"ph": "M", "name": "process_name", "pid": p, "args": {"name": n}}
+                           for p, n in ((1000, "python"), (0, "GPU 0"))]
+    doc["traceEvents"] += [{"ph": "M", "name": "thread_name", "pid": 1000, "tid": 1000, "args": {"name": "main"}},
+                           {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
+                           {"ph": "M", "name": "process_sort_index", "pid": 0, "args": {"sort_index": 0}}]
+    import json
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(doc))
+    r = tracedoc.analyze(path).ranks[0]
+    assert r.metrics["gpu_op_count"] == 1
+    assert r.verdict.withheld and "only 1 GPU op" in r.verdict.withheld
+    assert not r.verdict.labels
+    assert any(h.code == "tiny-trace" and h.level == "error" for h in r.verdict.health)
+    assert r.metrics["gpu_busy_fraction"] is not None  # the numbers are still reported
+
+
+def test_twenty_kernels_are_enough_for_a_verdict(tmp_path):
+    b = TraceBuilder()
+    b.step(1, 0.0, 25_000.0)
+    for j in range(20):
+        b.kernel("volta_sgemm_128x64_nn", 10.0 + j * 1000.0, 1000.0, launch_at=j * 10.0)
+    r = analyse(b, tmp_path)
+    assert not r.verdict.withheld
+    assert r.verdict.labels  # 80% busy with one long GEMM after another: a verdict is given

@@ -93,6 +93,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "uses_data_parallel": ("bool", "torch.nn.DataParallel (single-process multi-GPU) ops are present"),
     # trace health
     "has_gpu_ops": ("bool", "the trace has CUDA/HIP kernels, memcpy or memset"),
+    "gpu_op_count": ("count", "kernels, memcpy and memset in the trace"),
     "launch_link_fraction": ("fraction", "GPU ops linked to their launch call; None without GPU ops"),
     "truncated": ("bool", "the file ended before the trace was complete"),
     "clock_anomaly": ("bool", "GPU ops start before their launch call by more than 1 ms (clock skew)"),

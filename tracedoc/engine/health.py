@@ -18,6 +18,9 @@ CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
 LINK_FRACTION_MEDIUM = 0.9  # below this: some idle causes fall to "other"; medium confidence
 LINK_FRACTION_LOW = 0.5  # below this: most of them do; low confidence
 FEW_STEPS = 3
+# Fewer GPU ops than this is a unit test or a toy, not a workload: one op moves every share (kernels
+# under 10 us, idle by cause) by 5 points or more, so no pattern can be told from chance.
+TINY_GPU_OPS = 20
 GRAPH_BUSY_MEDIUM = 0.8  # graph kernels missing but GPU this busy: little can be hidden; medium confidence  # fewer complete steps than this and warm-up may dominate the averages
 
 # Metrics derived from launch<->kernel links (correlation ids / ac2g flows).
@@ -85,6 +88,16 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
             "the trace has no GPU kernels, memcpy or memset, so there is no GPU verdict; "
             "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and make sure the "
             "model runs on the GPU",
+            confidence="low", withhold=True,
+        ))  # fmt: skip
+        return out
+    n_ops = metrics.get("gpu_op_count")
+    if has_gpu and n_ops is not None and n_ops < TINY_GPU_OPS:
+        out.append(HealthMessage(
+            "tiny-trace", "error",
+            f"the trace holds only {n_ops} GPU op(s) (kernels, copies, memsets), fewer than "
+            f"{TINY_GPU_OPS}: too little to tell a bottleneck from chance, so the verdict is withheld; "
+            "the metrics are still reported. Profile a few steps of the real workload after warm-up",
             confidence="low", withhold=True,
         ))  # fmt: skip
         return out
