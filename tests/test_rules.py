@@ -66,6 +66,7 @@ BASELINE: dict = {
     "graph_kernels": 0,
     "graph_kernel_fraction": 0.0,
     "gpu_op_count": 100_000,
+    "has_host_events": True,
     "tensor_core_fraction": 0.7,
     "tensor_core_unknown_fraction": 0.05,
     "tc_eligible_non_tc_fraction": 0.02,

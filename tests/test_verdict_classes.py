@@ -197,3 +197,29 @@ def test_twenty_kernels_are_enough_for_a_verdict(tmp_path):
     r = analyse(b, tmp_path)
     assert not r.verdict.withheld
     assert r.verdict.labels  # 80% busy with one long GEMM after another: a verdict is given
+
+
+# -- GPU-only traces -----------------------------------------------------------------------------
+
+def test_gpu_only_trace_is_not_small_batch_bound(tmp_path):
+    """Only kernel events (a trace exported without CPU activity): 6 us kernels every 6.75 us."""
+    b = TraceBuilder()
+    for j in range(400):
+        b.kernel("vectorized_elementwise_kernel", j * 6.75, 6.0)
+    doc = b.to_dict()
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    import json
+    path = tmp_path / "gpu_only.json"
+    path.write_text(json.dumps(doc))
+    r = tracedoc.analyze(path).ranks[0]
+    m = r.metrics
+    assert m["has_host_events"] is False
+    # Window: 0 -> 399 * 6.75 + 6 = 2,699.25 us, busy 400 * 6 = 2,400 us: 88.9%.
+    assert m["gpu_busy_fraction"] == pytest.approx(2400 / 2699.25)
+    # No launch calls: the idle has no known cause; nothing is blamed on the host.
+    assert m["idle_host_launch_fraction"] == 0.0 and m["idle_launch_latency_fraction"] == 0.0
+    assert m["idle_other_fraction"] == pytest.approx(299.25 / 2699.25)
+    assert "small_batch_bound" not in r.verdict.labels
+    health = {h.code: h for h in r.verdict.health}
+    assert "gpu-only-trace" in health and "cannot be seen" in health["gpu-only-trace"].message
+    assert "can still be judged" in health["gpu-only-trace"].message

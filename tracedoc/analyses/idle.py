@@ -67,7 +67,8 @@ def _next_op_launch(trace: Trace, at: np.ndarray) -> np.ndarray:
 
 def _next_op(trace: Trace, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For each time in ``at``: the earliest launch among GPU ops starting exactly there and that
-    op's row (-1 and -1 if none)."""
+    op's row (-1 and -1 if none). An op not linked to its launch call has no known launch time (-1):
+    whether the host was late for it cannot be told (a GPU-only trace has no launch calls at all)."""
     g = trace.gpu_ops
     if not len(g) or not at.size:
         return np.full(at.size, -1, dtype=np.int64), np.full(at.size, -1, dtype=np.int64)
@@ -79,7 +80,8 @@ def _next_op(trace: Trace, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ok = pos < s_sorted.size
     posc = np.minimum(pos, s_sorted.size - 1)
     ok &= s_sorted[posc] == at
-    return np.where(ok, l_sorted[posc], -1), np.where(ok, order[posc], -1)
+    known = ok & (g["launch"][order[posc]] >= 0)
+    return np.where(known, l_sorted[posc], -1), np.where(ok, order[posc], -1)
 
 
 def graph_op_mask(trace: Trace) -> np.ndarray:

@@ -94,6 +94,7 @@ METRICS: dict[str, tuple[str, str]] = {
     # trace health
     "has_gpu_ops": ("bool", "the trace has CUDA/HIP kernels, memcpy or memset"),
     "gpu_op_count": ("count", "kernels, memcpy and memset in the trace"),
+    "has_host_events": ("bool", "the trace has CPU ops or runtime (launch/sync) calls"),
     "launch_link_fraction": ("fraction", "GPU ops linked to their launch call; None without GPU ops"),
     "truncated": ("bool", "the file ended before the trace was complete"),
     "clock_anomaly": ("bool", "GPU ops start before their launch call by more than 1 ms (clock skew)"),

@@ -29,6 +29,12 @@ _LINK_METRICS = frozenset({
     "idle_other_fraction", "launch_delay_p50_ns", "launch_delay_p95_ns", "comm_fraction",
     "exposed_comm_fraction", "comm_overlap_fraction", "compute_fraction",
 })  # fmt: skip
+# Metrics only the host side of a trace can give.
+_HOST_METRICS = frozenset({
+    "idle_dataloader_fraction", "idle_host_launch_fraction", "idle_sync_fraction", "idle_launch_latency_fraction",
+    "idle_short_launch_fraction", "dataloader_stall_fraction", "sync_fraction", "implicit_sync_fraction",
+    "cpu_launch_overhead_fraction", "launch_delay_p50_ns", "launch_delay_p95_ns",
+})  # fmt: skip
 # Metrics that depend on CPU and GPU clocks agreeing.
 _CLOCK_METRICS = frozenset({
     "idle_dataloader_fraction", "idle_host_launch_fraction", "idle_sync_fraction",
@@ -101,6 +107,16 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
             confidence="low", withhold=True,
         ))  # fmt: skip
         return out
+    if has_gpu and metrics.get("has_host_events") is False:
+        out.append(HealthMessage(
+            "gpu-only-trace", "warning",
+            "the trace has GPU ops but no CPU ops or runtime calls, so host-side causes (late launches, "
+            "syncs, the input pipeline) cannot be seen and GPU idle time has no known cause; GPU busy "
+            "time, kernel durations, Tensor Core use and communication can still be judged. Findings "
+            "that rest on host-side causes have low confidence. Profile with ProfilerActivity.CPU as "
+            "well to see why the GPU idles",
+            confidence="low", affects=_HOST_METRICS,
+        ))  # fmt: skip
     if has_gpu is None:
         out.append(HealthMessage(
             "gpu-activity-unknown", "warning",
