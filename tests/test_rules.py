@@ -98,7 +98,7 @@ BASELINE: dict = {
 EVIDENCE = {
     name: [{"row": i} for i in range(20)]
     for name in ("top_gaps", "top_kernels", "top_operators", "idle_causes", "per_step", "collectives",
-                 "sync_calls", "implicit_syncs", "memcpy", "memory_top_allocs", "dataloader")
+                 "sync_calls", "implicit_syncs", "launch", "idle_other_cpu_ops", "memcpy", "memory_top_allocs", "dataloader")
 }  # fmt: skip
 
 ALL_RULES = load_rules()

@@ -223,3 +223,47 @@ def test_gpu_only_trace_is_not_small_batch_bound(tmp_path):
     health = {h.code: h for h in r.verdict.health}
     assert "gpu-only-trace" in health and "cannot be seen" in health["gpu-only-trace"].message
     assert "can still be judged" in health["gpu-only-trace"].message
+
+
+# -- the largest measured cause always becomes a finding -----------------------------------------
+
+def test_other_idle_lists_the_cpu_ops_running_during_it(tmp_path):
+    b = TraceBuilder()
+    for i in range(10):
+        t = i * 10_000.0
+        b.step(i + 1, t, t + 10_000.0)
+        b.kernel("volta_sgemm_128x64_nn", t + 10.0, 2000.0, launch_at=t)
+        # Launched before the GPU drained (so not a late host), but queued behind a wait until +7,000.
+        b.kernel("volta_sgemm_128x64_nn", t + 7000.0, 2000.0, launch_at=t + 100.0)
+        b.cpu_op("checkpoint.save", t + 2500.0, t + 6000.0)
+        b.cpu_op("aten::copy_", t + 2600.0, t + 5000.0)  # nested inside the save: not listed on its own
+        b.cpu_op("logging.info", t + 6000.0, t + 6500.0)
+    r = analyse(b, tmp_path)
+    # Per step idle: [0,10) the first step's launch latency (later steps: host late, launched at the
+    # boundary after the GPU drained at +9,000); [2010,7000) other (next op launched at +100, long
+    # before); [9000,10000) of the last step other (nothing pending).
+    assert r.metrics["idle_other_fraction"] == pytest.approx((10 * 4990 + 1000) / 100_000)
+    rows = r.evidence["idle_other_cpu_ops"]
+    assert rows == [{"op": "checkpoint.save", "count": 10, "idle_overlap_ns": 35_000 * US},
+                    {"op": "logging.info", "count": 10, "idle_overlap_ns": 5_000 * US}]
+    td101 = next(f for f in r.verdict.findings if f.rule_id == "TD101")
+    assert td101.evidence["idle_other_cpu_ops"][0]["op"] == "checkpoint.save"
+
+
+def test_dlrm_host_launch_idle_gets_a_finding():
+    from conftest import shared_traces
+    r = tracedoc.analyze(shared_traces() / "kineto" / "dlrm_128rank_rank0.json.gz").ranks[0]
+    assert r.metrics["idle_host_launch_fraction"] == pytest.approx(0.296, abs=0.005)
+    f = next(f for f in r.verdict.findings if f.rule_id == "TD104")
+    assert f.impact_fraction > 0.2 and f.fixes
+    assert "comm_bound" in r.verdict.labels
+
+
+def test_v100_resnet_launch_overhead_gets_a_finding():
+    from conftest import shared_traces
+    r = tracedoc.analyze(shared_traces() / "kineto" / "v100_resnet_ns_rank0.pt.trace.json.gz").ranks[0]
+    assert r.metrics["cpu_launch_overhead_fraction"] > 0.5
+    f = next(f for f in r.verdict.findings if f.rule_id == "TD105")
+    assert f.fixes and "launch calls" in f.message
+    # GPU busy 97.7%: the overhead costs little GPU time today, so it does not outrank the label.
+    assert f.impact_fraction < 0.05 and r.verdict.labels[0] == "low_tensor_core_use"

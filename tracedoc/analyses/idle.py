@@ -26,11 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import intervals as iv
+from ..model import trace as M
 from ..model import vocab as V
 from ..model.trace import Trace
 from . import classify as C
 from .registry import Produced, analysis
-from .window import launch_times
+from .window import launch_times, step_name_mask
 
 LAUNCH_LATENCY_NS = 30_000
 SHORT_GAP_NS = 1_000_000
@@ -148,10 +149,43 @@ def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
     return IdleCauses(sets=sets, idle=idle, in_graph=iv.union(s2[graph], e2[graph]))
 
 
+def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[dict]:
+    """The outermost CPU ops (step spans left out) running during ``iset``, by time overlapping it."""
+    c = trace.cpu_ops
+    if not len(c) or not iset[0].size:
+        return []
+    kinds = np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION, M.PYTHON_FUNCTION))
+    rows = np.flatnonzero(kinds & ~step_name_mask(trace)[c["name"]])
+    if not rows.size:
+        return []
+    # Outermost per thread: an op that starts after every earlier op on its thread has ended.
+    rows = rows[np.lexsort((-c["end_ns"][rows], c["start_ns"][rows], c["tid"][rows], c["pid"][rows]))]
+    s, e = c["start_ns"][rows], c["end_ns"][rows]
+    thread = np.unique(np.stack([c["pid"][rows], c["tid"][rows]]), axis=1, return_inverse=True)[1].ravel()
+    first = np.r_[True, thread[1:] != thread[:-1]]
+    # Running max of ends within each thread: offset each thread's ends above the previous threads'.
+    span = int(e.max() - s.min()) + 1
+    shifted = e - s.min() + thread.astype(np.int64) * span
+    prev_max = np.maximum.accumulate(np.r_[np.int64(-1), shifted[:-1]])
+    outer = first | (s - s.min() + thread.astype(np.int64) * span >= prev_max)
+    rows, s, e = rows[outer], s[outer], e[outer]
+    overlap = iv.overlap_per_interval(s, e, iset)
+    hit = overlap > 0
+    if not hit.any():
+        return []
+    names = c["name"][rows][hit]
+    total = np.bincount(np.unique(names, return_inverse=True)[1].ravel(), weights=overlap[hit])
+    count = np.bincount(np.unique(names, return_inverse=True)[1].ravel())
+    uniq = np.unique(names)
+    order = np.argsort(-total, kind="stable")[:top]
+    return [{"op": trace.string(int(uniq[i])), "count": int(count[i]), "idle_overlap_ns": int(total[i])}
+            for i in order]
+
+
 @analysis(needs=("op_sets", "window", "dataloader_spans", "sync_spans"), provides=("idle_sets",),
           produces=("idle_short_launch_fraction", "idle_gap_max_ns", *(f"idle_{c}_fraction" for c in CAUSES),
                     "dataloader_fraction", "dataloader_stall_fraction"),
-          evidence=("idle_causes",))
+          evidence=("idle_causes", "idle_other_cpu_ops"))
 def idle_time(trace: Trace, inputs) -> Produced:
     lo, hi = inputs["window"].start_ns, inputs["window"].end_ns
     length = hi - lo
@@ -169,4 +203,6 @@ def idle_time(trace: Trace, inputs) -> Produced:
          "dataloader_fraction": frac(iv.total(iv.clip(dl_spans, lo, hi))),
          "dataloader_stall_fraction": frac(totals["dataloader"])}
     rows = [{"cause": c, "ns": ns, "fraction": frac(ns)} for c, ns in totals.items()]
-    return Produced(metrics=m, evidence={"idle_causes": rows}, values={"idle_sets": causes.sets})
+    return Produced(metrics=m, evidence={"idle_causes": rows,
+                                         "idle_other_cpu_ops": cpu_ops_during(trace, causes.sets["other"])},
+                    values={"idle_sets": causes.sets})

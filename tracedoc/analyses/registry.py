@@ -103,6 +103,7 @@ METRICS: dict[str, tuple[str, str]] = {
 
 EVIDENCE: dict[str, str] = {
     "idle_causes": "Idle time by cause (dataloader, host_launch, sync, launch_latency, other).",
+    "idle_other_cpu_ops": "The outermost CPU ops running while the GPU idled for no identified cause, by overlapping time.",
     "top_gaps": "Longest gaps between GPU ops on one stream, with the ops on both sides and the CPU op that "
                 "launched the second.",
     "stream_gaps": "Gap statistics per stream.",
