@@ -1,0 +1,160 @@
+"""JSON training logs: JSON Lines (one object per step; also the ``steps.jsonl`` that ``tracedoc run``
+writes) and Hugging Face ``trainer_state.json`` (its ``log_history``).
+
+JSON Lines are decoded in one typed pass (msgspec, only the fields that map to canonical names), so
+a million-line log reads in about a second. ``NaN``, ``Infinity`` and ``-Infinity`` literals, which
+Python's ``json`` writes for non-finite floats, are values.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from .errors import LogError, excerpt
+from .records import build_series, usable_groups
+from .series import LogSeries, match_keys
+
+SAMPLE_LINES = 2000
+_NONFINITE_RE = re.compile(rb"(?<=[:\[,])(\s*)(-?(?:NaN|Infinity))(?=\s*[,\]}])")
+_MONITOR_TYPES = ("interval", "summary")
+
+
+def loads_lenient(text: bytes | str) -> Any:
+    """Decode JSON that may hold NaN/Infinity literals."""
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return json.loads(text)
+
+
+def quote_nonfinite(data: bytes) -> bytes:
+    """Turn bare NaN/Infinity literals into strings, which the columns read back as floats."""
+    if b"NaN" not in data and b"Infinity" not in data:
+        return data
+    return _NONFINITE_RE.sub(rb'\1"\2"', data)
+
+
+def read_jsonl(source: str, data: bytes) -> LogSeries:
+    warnings: list[str] = []
+    lines = data.split(b"\n", SAMPLE_LINES)
+    sample: list[dict] = []
+    for line in lines[:SAMPLE_LINES]:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = loads_lenient(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            sample.append(obj)
+    if not sample:
+        raise LogError(source, "no JSON object found in the first lines of this JSON Lines log",
+                       excerpt(data), "write one JSON object per line, e.g. {\"step\": 1, \"loss\": 2.3}")
+    keys: dict[str, None] = {}
+    for obj in sample:
+        keys.update(dict.fromkeys(obj))
+    monitor = "schema" in keys and any(obj.get("type") in _MONITOR_TYPES for obj in sample)
+    wanted = dict(match_keys(keys))
+    extra = [k for k in ("type", "rank") if k in keys]
+    if not usable_groups(keys):
+        build_series(source, "JSON Lines", keys, lambda k: [], 0)  # raises, naming the fields seen
+    attrs = list(wanted.values()) + [k for k in extra if k not in wanted.values()]
+    rows, bad = _decode_rows(source, data, attrs, warnings)
+    columns = {key: [getattr(r, f"f{i}") for r in rows] for i, key in enumerate(attrs)}
+    keep = None
+    if "type" in columns:
+        types = columns["type"]
+        keep = np.fromiter((t not in ("summary",) for t in types), dtype=bool, count=len(types))
+    if "rank" in columns:
+        ranks = [r for r in columns["rank"] if isinstance(r, int)]
+        if len(set(ranks)) > 1:
+            first = min(ranks)
+            warnings.append(f"records of {len(set(ranks))} ranks in one file; rank {first} is analysed")
+            mine = np.fromiter((r == first or r is None for r in columns["rank"]), dtype=bool, count=len(rows))
+            keep = mine if keep is None else keep & mine
+    if keep is not None and not keep.all():
+        idx = np.flatnonzero(keep)
+        columns = {k: [v[i] for i in idx] for k, v in columns.items()}
+    count = len(next(iter(columns.values()))) if columns else 0
+    fmt = "tracedoc step monitor" if monitor else "JSON Lines"
+    return build_series(source, fmt, wanted.values(), lambda k: columns[k], count, warnings=warnings)
+
+
+def _decode_rows(source: str, data: bytes, attrs: list[str], warnings: list[str]) -> tuple[list, int]:
+    fields = [(f"f{i}", Any, None) for i in range(len(attrs))]
+    struct = msgspec.defstruct("LogRecord", fields, rename={f"f{i}": k for i, k in enumerate(attrs)})
+    decoder = msgspec.json.Decoder(struct)
+    data = quote_nonfinite(data)
+    try:
+        return decoder.decode_lines(data), 0
+    except msgspec.DecodeError:
+        pass
+    rows, bad_lines = [], []
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(decoder.decode(line))
+        except msgspec.DecodeError:
+            bad_lines.append(number)
+    last = max((i for i, line in enumerate(lines, 1) if line.strip()), default=0)
+    truncated = bool(bad_lines) and bad_lines[-1] == last and not data.rstrip(b" \t").endswith(b"\n")
+    if truncated:
+        bad_lines.pop()
+        warnings.append(f"the last line ({last}) is cut off; it is left out")
+    if bad_lines:
+        first = bad_lines[0]
+        seen = f"line {first}: {excerpt(lines[first - 1])}"
+        if len(bad_lines) > len(rows):
+            raise LogError(source, f"{len(bad_lines)} of {len(bad_lines) + len(rows)} lines are not JSON objects, "
+                           "so this is not a JSON Lines log (mixed formats?)", seen,
+                           "give tracedoc one log format per file")
+        warnings.append(f"{len(bad_lines)} lines are not JSON objects and are left out (first: {seen[:120]})")
+    return rows, len(bad_lines)
+
+
+def read_trainer_state(source: str, obj: dict) -> LogSeries:
+    """Hugging Face ``trainer_state.json``: train, eval and final entries of ``log_history``."""
+    history = obj.get("log_history")
+    if not isinstance(history, list) or not history:
+        raise LogError(source, "trainer_state.json has an empty log_history", f"keys {sorted(obj)[:10]}",
+                       "set logging_steps so that the Trainer logs during training")
+    rows = [r for r in history if isinstance(r, dict) and "train_runtime" not in r]
+    header = {k: v for k, v in obj.items() if k != "log_history" and not isinstance(v, (list, dict))}
+    return records_series(source, "Hugging Face trainer_state.json", rows, header=header)
+
+
+def records_series(source: str, fmt: str, rows: list[dict], header: dict | None = None) -> LogSeries:
+    keys: dict[str, None] = {}
+    for r in rows:
+        keys.update(dict.fromkeys(r))
+    return build_series(source, fmt, keys, lambda k: [r.get(k) for r in rows], len(rows), header=header)
+
+
+def read_json_document(source: str, data: bytes) -> LogSeries:
+    """A whole-file JSON document: trainer_state.json, or a list of step records."""
+    try:
+        obj = loads_lenient(data)
+    except ValueError as exc:
+        raise LogError(source, "is not valid JSON", f"{exc}; starts {excerpt(data)}",
+                       "a truncated trainer_state.json can be re-saved from the last checkpoint") from None
+    if isinstance(obj, dict) and "log_history" in obj:
+        return read_trainer_state(source, obj)
+    if isinstance(obj, list) and obj and all(isinstance(r, dict) for r in obj):
+        return records_series(source, "JSON records", obj)
+    if isinstance(obj, dict) and any(isinstance(v, list) and len(v) > 1 for v in obj.values()):
+        lengths = {len(v) for v in obj.values() if isinstance(v, list)}
+        if len(lengths) == 1:  # columns: {"step": [...], "loss": [...]}
+            n = lengths.pop()
+            cols = {k: v for k, v in obj.items() if isinstance(v, list)}
+            return build_series(source, "JSON columns", cols, lambda k: cols[k], n)
+    shown = sorted(obj)[:10] if isinstance(obj, dict) else type(obj).__name__
+    raise LogError(source, "is JSON but not a training log tracedoc knows", f"top level {shown}",
+                   "pass a trainer_state.json (with log_history), JSON Lines, or a list of step records")
