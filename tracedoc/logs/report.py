@@ -1,0 +1,128 @@
+"""One training log (and its config) -> a :class:`LogResult`: metrics, anomalies, config checks and the
+findings of the ``scope = "log"`` rules, evaluated by the same engine as trace findings."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .analysis import LogAnalysis, LogOptions, analyze_series
+from .config import check_config, gather
+from .reader import read_log, resolve_path
+from .registry import LOG_METRICS
+from .series import LogSeries
+
+SCHEMA_NAME = "tracedoc.log"
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class LogResult:
+    source: str
+    series: LogSeries
+    analysis: LogAnalysis
+    config_checks: list[dict[str, Any]]
+    verdict: Any = None
+    sha256: str | None = None
+    command: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.analysis.metrics
+
+    @property
+    def anomalies(self) -> list[dict[str, Any]]:
+        return self.analysis.anomalies
+
+    @property
+    def findings(self) -> list[Any]:
+        return list(self.verdict.findings) if self.verdict is not None else []
+
+    @property
+    def labels(self) -> list[str]:
+        return self.verdict.labels if self.verdict is not None else []
+
+    def to_dict(self) -> dict[str, Any]:
+        from .. import __version__
+
+        verdict = self.verdict.to_dict() if self.verdict is not None else {}
+        return {
+            "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "tracedoc_version": __version__,
+            "input": {"path": self.source, "sha256": self.sha256, "format": self.series.format},
+            "command": self.command,
+            "fields": dict(self.series.fields_seen),
+            "units": dict(self.series.units),
+            "metrics": {k: _plain(self.metrics.get(k)) for k in LOG_METRICS},
+            "anomalies": [{k: _plain(v) for k, v in a.items()} for a in self.anomalies],
+            "config_checks": self.config_checks,
+            "lr_schedule": (self.analysis.evidence.get("lr_schedule") or [None])[0],
+            "labels": verdict.get("labels", []),
+            "findings": verdict.get("findings", []),
+            "notes": list(self.analysis.notes),
+            "warnings": list(self.warnings),
+        }
+
+    def to_json(self) -> str:
+        import orjson
+
+        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2).decode()
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not np.isfinite(v):
+        return None
+    return v
+
+
+def _sha256(path: str) -> str | None:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def analyze_log(path: str | os.PathLike, *, config: list[str] | tuple[str, ...] = (), options: LogOptions = LogOptions(),
+                params: dict | None = None, rule_dirs: tuple = (), rules: list | None = None,
+                compute_capability: float | None = None, gpu_name: str | None = None,
+                command: str | None = None, fmt: str | None = None) -> LogResult:
+    """Read a training log, analyse it, check its config, and evaluate the log rules."""
+    source = resolve_path(os.fspath(path))
+    series = read_log(source, fmt)
+    analysis = analyze_series(series, options)
+    settings, sources = gather(series.header, list(config))
+    scales = series.col("loss_scale")
+    cfg_metrics, rows = check_config(settings, sources, compute_capability=compute_capability, gpu_name=gpu_name,
+                                     logged_loss_scales=scales[np.isfinite(scales)].tolist() if scales is not None else None)
+    analysis.metrics.update(cfg_metrics)
+    if analysis.metrics.get("precision") is None:
+        if settings.get("bf16") is True:
+            analysis.metrics["precision"] = "bf16"
+        elif settings.get("fp16") is True:
+            analysis.metrics["precision"] = "fp16"
+    analysis.evidence["config_checks"] = rows
+    for k in LOG_METRICS:
+        analysis.metrics.setdefault(k, None)
+    verdict = evaluate_log(analysis, params=params, rule_dirs=rule_dirs, rules=rules)
+    return LogResult(source=source, series=series, analysis=analysis, config_checks=rows, verdict=verdict,
+                     sha256=_sha256(source), command=command, warnings=list(series.warnings))
+
+
+def evaluate_log(analysis: LogAnalysis, *, params: dict | None = None, rule_dirs: tuple = (), rules: list | None = None):
+    from ..engine import evaluate, load_rules
+
+    if rules is None:
+        rules = load_rules(rule_dirs)
+    st = analysis.metrics.get("step_time_p50_s")
+    return evaluate(analysis.metrics, analysis.evidence, st * 1e9 if st else None, params=params, rules=rules,
+                    scope="log")
