@@ -3,9 +3,11 @@ config, and evaluate the ``scope = "log"`` rules.
 
 Public API::
 
-    from tracedoc.logs import analyze_log, read_log
-    result = analyze_log("steps.jsonl", config=["ds_config.json"])
-    result.anomalies, result.findings, result.labels, result.to_dict()
+    from tracedoc.logs import build_log_result, read_log
+    result = build_log_result("steps.jsonl", config=["ds_config.json"])
+    result.metrics, result.anomalies, result.config_checks
+
+``tracedoc.api.analyze_log`` does the same and adds the findings of the log rules.
 
 Layer: like ``tracedoc.analyses`` (may import ``tracedoc.model``); the engine sits above it. Imports
 here are lazy so that the rule loader can read ``registry.LOG_METRICS`` cheaply.
@@ -15,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["LogOptions", "LogResult", "analyze_log", "read_log"]
+__all__ = ["LogOptions", "LogResult", "build_log_result", "read_log"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("analyze_log", "LogResult"):
+    if name in ("build_log_result", "LogResult"):
         from . import report
 
         return getattr(report, name)

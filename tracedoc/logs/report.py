@@ -1,5 +1,9 @@
-"""One training log (and its config) -> a :class:`LogResult`: metrics, anomalies, config checks and the
-findings of the ``scope = "log"`` rules, evaluated by the same engine as trace findings."""
+"""One training log (and its config) -> a :class:`LogResult`: metrics, anomalies and config checks.
+
+The findings come from the ``scope = "log"`` rules, evaluated by the same engine as trace findings;
+the engine sits above this package, so :func:`tracedoc.api.analyze_log` evaluates them and sets
+``verdict`` (any object with ``findings``, ``labels`` and ``to_dict()``).
+"""
 
 from __future__ import annotations
 
@@ -30,6 +34,12 @@ class LogResult:
     sha256: str | None = None
     command: str | None = None
     warnings: list[str] = field(default_factory=list)
+    tracedoc_version: str | None = None
+
+    @property
+    def step_time_ns(self) -> float | None:
+        st = self.metrics.get("step_time_p50_s")
+        return st * 1e9 if st else None
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -48,11 +58,9 @@ class LogResult:
         return self.verdict.labels if self.verdict is not None else []
 
     def to_dict(self) -> dict[str, Any]:
-        from .. import __version__
-
         verdict = self.verdict.to_dict() if self.verdict is not None else {}
         return {
-            "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "tracedoc_version": __version__,
+            "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "tracedoc_version": self.tracedoc_version,
             "input": {"path": self.source, "sha256": self.sha256, "format": self.series.format},
             "command": self.command,
             "fields": dict(self.series.fields_seen),
@@ -92,11 +100,10 @@ def _sha256(path: str) -> str | None:
     return h.hexdigest()
 
 
-def analyze_log(path: str | os.PathLike, *, config: list[str] | tuple[str, ...] = (), options: LogOptions = LogOptions(),
-                params: dict | None = None, rule_dirs: tuple = (), rules: list | None = None,
-                compute_capability: float | None = None, gpu_name: str | None = None,
-                command: str | None = None, fmt: str | None = None) -> LogResult:
-    """Read a training log, analyse it, check its config, and evaluate the log rules."""
+def build_log_result(path: str | os.PathLike, *, config: list[str] | tuple[str, ...] = (),
+                     options: LogOptions = LogOptions(), compute_capability: float | None = None,
+                     gpu_name: str | None = None, command: str | None = None, fmt: str | None = None) -> LogResult:
+    """Read a training log, analyse it and check its config (the log header and ``config`` files)."""
     source = resolve_path(os.fspath(path))
     series = read_log(source, fmt)
     analysis = analyze_series(series, options)
@@ -113,16 +120,5 @@ def analyze_log(path: str | os.PathLike, *, config: list[str] | tuple[str, ...] 
     analysis.evidence["config_checks"] = rows
     for k in LOG_METRICS:
         analysis.metrics.setdefault(k, None)
-    verdict = evaluate_log(analysis, params=params, rule_dirs=rule_dirs, rules=rules)
-    return LogResult(source=source, series=series, analysis=analysis, config_checks=rows, verdict=verdict,
+    return LogResult(source=source, series=series, analysis=analysis, config_checks=rows,
                      sha256=_sha256(source), command=command, warnings=list(series.warnings))
-
-
-def evaluate_log(analysis: LogAnalysis, *, params: dict | None = None, rule_dirs: tuple = (), rules: list | None = None):
-    from ..engine import evaluate, load_rules
-
-    if rules is None:
-        rules = load_rules(rule_dirs)
-    st = analysis.metrics.get("step_time_p50_s")
-    return evaluate(analysis.metrics, analysis.evidence, st * 1e9 if st else None, params=params, rules=rules,
-                    scope="log")
