@@ -9,7 +9,7 @@ Python's ``json`` writes for non-finite floats, are values.
 from __future__ import annotations
 
 import json
-import re
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -20,7 +20,8 @@ from .records import build_series, usable_groups
 from .series import LogSeries, match_keys
 
 SAMPLE_LINES = 2000
-_NONFINITE_RE = re.compile(rb"(?<=[:\[,])(\s*)(-?(?:NaN|Infinity))(?=\s*[,\]}])")
+# bare non-finite literals -> strings the columns read back as floats; "-Infinity" first, as "-Inf"
+_NONFINITE = ((b"-Infinity", b'"-Inf"'), (b"Infinity", b'"Infinity"'), (b"NaN", b'"NaN"'))
 _MONITOR_TYPES = ("interval", "summary")
 
 
@@ -33,10 +34,13 @@ def loads_lenient(text: bytes | str) -> Any:
 
 
 def quote_nonfinite(data: bytes) -> bytes:
-    """Turn bare NaN/Infinity literals into strings, which the columns read back as floats."""
-    if b"NaN" not in data and b"Infinity" not in data:
-        return data
-    return _NONFINITE_RE.sub(rb'\1"\2"', data)
+    """Quote bare NaN/Infinity literals so that a strict decoder takes them; the columns read the strings
+    back as floats. A line where this breaks a string that held those words is decoded leniently on its own."""
+    if b"Inf" not in data:
+        return data.replace(b"NaN", b'"NaN"')
+    for bare, quoted in _NONFINITE:
+        data = data.replace(bare, quoted)
+    return data
 
 
 def read_jsonl(source: str, data: bytes) -> LogSeries:
@@ -65,8 +69,11 @@ def read_jsonl(source: str, data: bytes) -> LogSeries:
     if not usable_groups(keys):
         build_series(source, "JSON Lines", keys, lambda k: [], 0)  # raises, naming the fields seen
     attrs = list(wanted.values()) + [k for k in extra if k not in wanted.values()]
-    rows, bad = _decode_rows(source, data, attrs, warnings)
-    columns = {key: [getattr(r, f"f{i}") for r in rows] for i, key in enumerate(attrs)}
+    kinds = {k: Any for k in attrs if k in ("type", "rank")
+             or any(isinstance(obj.get(k), (list, dict, bool)) or isinstance(obj.get(k), str)
+                    and obj.get(k) not in ("NaN", "Infinity", "-Infinity") for obj in sample)}
+    rows, bad = _decode_rows(source, data, attrs, kinds, warnings)
+    columns = {key: list(map(attrgetter(f"f{i}"), rows)) for i, key in enumerate(attrs)}
     keep = None
     if "type" in columns:
         types = columns["type"]
@@ -86,13 +93,16 @@ def read_jsonl(source: str, data: bytes) -> LogSeries:
     return build_series(source, fmt, wanted.values(), lambda k: columns[k], count, warnings=warnings)
 
 
-def _decode_rows(source: str, data: bytes, attrs: list[str], warnings: list[str]) -> tuple[list, int]:
-    fields = [(f"f{i}", Any, None) for i in range(len(attrs))]
-    struct = msgspec.defstruct("LogRecord", fields, rename={f"f{i}": k for i, k in enumerate(attrs)})
+def _decode_rows(source: str, data: bytes, attrs: list[str], kinds: dict[str, Any],
+                 warnings: list[str]) -> tuple[list, int]:
+    # scalars typed (faster than Any); lists (per-GPU values) and objects (the step monitor's summaries)
+    # only where the sample showed them
+    fields = [(f"f{i}", kinds.get(k, float | str | None), None) for i, k in enumerate(attrs)]
+    struct = msgspec.defstruct("LogRecord", fields, rename={f"f{i}": k for i, k in enumerate(attrs)}, gc=False)
     decoder = msgspec.json.Decoder(struct)
-    data = quote_nonfinite(data)
+    quoted = quote_nonfinite(data)
     try:
-        return decoder.decode_lines(data), 0
+        return decoder.decode_lines(quoted), 0
     except msgspec.DecodeError:
         pass
     rows, bad_lines = [], []
@@ -101,9 +111,12 @@ def _decode_rows(source: str, data: bytes, attrs: list[str], warnings: list[str]
         if not line.strip():
             continue
         try:
-            rows.append(decoder.decode(line))
+            rows.append(decoder.decode(quote_nonfinite(line)))
         except msgspec.DecodeError:
-            bad_lines.append(number)
+            try:  # odd spacing around NaN, or a string that held the word
+                rows.append(msgspec.convert(json.loads(line), struct, strict=False))
+            except (ValueError, msgspec.ValidationError):
+                bad_lines.append(number)
     last = max((i for i, line in enumerate(lines, 1) if line.strip()), default=0)
     truncated = bool(bad_lines) and bad_lines[-1] == last and not data.rstrip(b" \t").endswith(b"\n")
     if truncated:

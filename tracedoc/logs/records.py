@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .errors import LogError
-from .series import THROUGHPUT_UNITS, LogSeries, list_minimum, match_keys, to_float_column
+from .series import THROUGHPUT_UNITS, LogSeries, list_columns, list_minimum, match_keys, to_float_column
 
 GIB = 2**30
 _THROUGHPUT_ORDER = ("tokens_per_s", "samples_per_s", "steps_per_s", "throughput")
@@ -45,6 +45,12 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
     def put(name: str, group: str, scale: float = 1.0) -> None:
         key = found[group]
         raw = values(key)
+        lists = list_columns(raw) if name == "gpu_util_percent" else None
+        if lists is not None:  # the common per-GPU case: every row a list of the same length
+            columns[name], columns["gpu_util_min_percent"], pres = lists
+            present[name] = present["gpu_util_min_percent"] = pres
+            seen[name] = seen["gpu_util_min_percent"] = key
+            return
         col, pres = to_float_column(raw)
         if scale != 1.0:
             col = col * scale

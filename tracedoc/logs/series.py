@@ -9,7 +9,9 @@ NaN in ``columns`` and False in ``present``.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -156,11 +158,17 @@ def to_float_column(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """Values as logged -> (float64 array, present mask). None is absent; "NaN"/"Infinity" strings,
     numbers and numeric strings are values; lists (per-GPU values) become their mean; dicts with a
     ``mean`` (the step monitor's summaries) become that mean."""
-    present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
     try:
-        return np.array(values, dtype=np.float64), present
+        col = np.array(values, dtype=np.float64)  # None -> NaN; "NaN"/"Infinity" strings -> NaN/inf
     except (TypeError, ValueError):
-        pass
+        col = None
+    if col is not None and col.ndim == 1:
+        present = np.ones(col.size, dtype=bool)
+        nan_at = np.flatnonzero(np.isnan(col))
+        if nan_at.size:  # a NaN is a logged NaN, or a value that was not logged (None)
+            present[nan_at] = [values[i] is not None for i in nan_at.tolist()]
+        return col, present
+    present = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
     out = np.full(len(values), np.nan)
     for i, v in enumerate(values):
         x = scalar(v)
@@ -190,9 +198,29 @@ def scalar(v: Any) -> float | None:
     return None
 
 
+def list_columns(values: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per-GPU lists of the same length in every row: (mean, min, present) per row, vectorised;
+    None when the values are not all such lists."""
+    if not values or not isinstance(values[0], list) or not values[0]:
+        return None
+    width = len(values[0])
+    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values)) if all(
+        isinstance(v, list) for v in values) else None
+    if lengths is None or np.any(lengths != width):
+        return None
+    try:
+        table = np.fromiter(chain.from_iterable(values), dtype=np.float64, count=width * len(values))
+    except (TypeError, ValueError):
+        return None
+    table = table.reshape(len(values), width)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows are marked absent below
+        return np.nanmean(table, axis=1), np.nanmin(table, axis=1), ~np.all(np.isnan(table), axis=1)
+
+
 def list_minimum(values: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
     """For per-GPU lists: the least busy GPU per row; None when no value is a list."""
-    if not any(isinstance(v, (list, tuple)) for v in values[:1000]) and not any(isinstance(v, (list, tuple)) for v in values):
+    if not any(isinstance(v, (list, tuple)) for v in values):
         return None
     out = np.full(len(values), np.nan)
     present = np.zeros(len(values), dtype=bool)
