@@ -65,11 +65,13 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
                  "nan_iterations", "loss_scale", "tflops", "mfu_percent"):
         if name in found:
             put(name, name)
-    for group in _THROUGHPUT_ORDER:
+    for group in _THROUGHPUT_ORDER:  # the first throughput field that holds a value
         if group in found:
             put("throughput", group)
-            units["throughput"] = THROUGHPUT_UNITS[group]
-            break
+            if present["throughput"].any():
+                units["throughput"] = THROUGHPUT_UNITS[group]
+                break
+            del columns["throughput"], present["throughput"], seen["throughput"]
     if "step_time_s" in found:
         put("step_time_s", "step_time_s")
     elif "step_time_ms" in found:
