@@ -8,7 +8,9 @@ Definitions (DESIGN.md, log anomalies):
   the trailing window, *and* x - m above ``spike_min_rise_fraction`` x |m|; contiguous points are
   one episode (a plateau is one episode, marked persistent when the loss stays up).
 - **throughput dip**: after warm-up, throughput below P10 and more than ``dip_p10_margin`` under the
-  median, or below ``dip_fraction`` x the trailing or the run median; contiguous points are one episode.
+  median, or below ``dip_fraction`` x the trailing or the run median; in both cases also more than
+  ``dip_noise_z`` robust sigmas (1.4826 MAD) under the median, so that the tail of ordinary noise is
+  not a dip. Contiguous points are one episode.
 - **periodic stall**: slow points that recur every k steps (see :func:`detect.find_period`).
 - **time lost** of a slow point: (1/throughput - 1/median) x the steps it covers.
 """
@@ -33,6 +35,7 @@ class LogOptions:
     grad_spike_min_ratio: float = 2.0
     dip_fraction: float = 0.8
     dip_p10_margin: float = 0.05
+    dip_noise_z: float = 5.0  # and more than this many robust sigmas (1.4826 MAD) under the median
     low_gpu_util_percent: float = 50.0
     divergence_rise_fraction: float = 0.1
 
@@ -214,8 +217,9 @@ def _throughput(series, options, warm, stride, m, anomalies, evidence, charts, n
         m["step_time_p50_s"] = 1.0 / p50
     w = _window(int(ok.sum()), options.window) or 5
     med, _ = detect.trailing_reference(np.where(ok, tp, np.nan), w)
+    sigma = detect.MAD_TO_SIGMA * float(np.median(np.abs(vals - p50)))
     with np.errstate(invalid="ignore"):
-        dip = steady & (((tp < p10) & (tp < (1 - options.dip_p10_margin) * p50))
+        dip = steady & (tp < p50 - options.dip_noise_z * sigma) & (((tp < p10) & (tp < (1 - options.dip_p10_margin) * p50))
                         | (tp < options.dip_fraction * med) | (tp < options.dip_fraction * p50))
         lost = np.where(dip, np.maximum(1.0 / tp - 1.0 / p50, 0.0) * stride, 0.0)
     total = float(np.sum(np.where(steady, stride / np.where(ok, tp, np.inf), 0.0))) or 1.0

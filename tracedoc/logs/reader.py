@@ -62,11 +62,11 @@ def sniff(data: bytes) -> str:
     if not stripped:
         raise LogError("", "is empty", None, "point tracedoc at the training log after the run has logged steps")
     first = stripped.split("\n", 1)[0].strip()
-    if first.startswith("{") and (first.endswith("}") or "\n" not in stripped.strip()) and first.count("{") >= 1:
-        if _one_object_per_line(stripped):
-            return "jsonl"
-        return "json"
-    if stripped.startswith("[") or stripped.startswith("{"):
+    if first.startswith("{") and first.endswith("}"):
+        if "\n" not in stripped.strip() and "log_history" in first:
+            return "json"  # a one-line trainer_state.json
+        return "jsonl"  # the JSON Lines reader reports lines of other formats
+    if stripped.startswith("{") or re.match(r"\[\s*(\{|\])", stripped):
         return "json"
     if _MEGATRON_RE.search(head):
         return "megatron"
@@ -81,19 +81,6 @@ def sniff(data: bytes) -> str:
     raise LogError("", "is not a training log format tracedoc knows", f"first line {excerpt(first)}",
                    "tracedoc reads JSON Lines, trainer_state.json, Megatron-LM, DeepSpeed and torchtitan logs, "
                    "Lightning metrics.csv and CSV with a header row")
-
-
-def _one_object_per_line(text: str) -> bool:
-    lines = [ln.strip() for ln in text.split("\n")[:50] if ln.strip()]
-    if len(lines) == 1:
-        import json
-
-        try:
-            json.loads(lines[0])
-        except ValueError:
-            return False
-        return True
-    return sum(ln.startswith("{") and ln.endswith("}") for ln in lines[:-1]) >= max(1, (len(lines) - 1) // 2)
 
 
 def _is_number(text: str) -> bool:

@@ -49,9 +49,9 @@ def read_megatron(source: str, text: str) -> LogSeries:
             continue
         m = MEGATRON_SIZES_RE.search(line)
         if m:
-            header["world_size"] = int(m.group(1))
+            header.setdefault("world_size", int(m.group(1)))  # the arguments block, when present, wins
             for name, value in re.findall(r"([a-z\-]+) size:\s*(\d+)", m.group(2)):
-                header[name.replace("-", "_") + "_size"] = int(value)
+                header.setdefault(name.replace("-", "_") + "_size", int(value))
             continue
         m = MEGATRON_MEMORY_RE.search(line)
         if m:
@@ -100,8 +100,8 @@ DS_TIMER_RE = re.compile(r"global_step=(\d+), RunningAvgSamplesPerSec=([^,\s]+),
                          r"(?:, MemAllocated=([\d.]+)GB, MaxMemAllocated=([\d.]+)GB)?")
 DS_OVERFLOW_RE = re.compile(r"OVERFLOW!.*?Attempted loss scale: ([^,\s]+), reducing to ([^,\s]+)"
                             r"|fp16 dynamic loss scale overflow!")
-GENERIC_PAIR_RE = re.compile(r"\b([A-Za-z_][\w/ ]{0,40}?)\s*[=:]\s*(-?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|nan|NaN|inf|Infinity|-inf))")
-_USER_STEP_RE = re.compile(r"\b(?:step|global_step|iteration|iter)\s*[=:]\s*(\d+)", re.I)
+GENERIC_PAIR_RE = re.compile(r"\b([A-Za-z_][\w/]*)\s*[=:]\s*(-?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|nan|NaN|inf|Infinity|-inf))")
+_USER_STEP_RE = re.compile(r"\b(?:step|global_step|iteration|iter)\s*[=:]?\s*(\d+)", re.I)
 
 
 def read_deepspeed(source: str, text: str) -> LogSeries:

@@ -1,0 +1,236 @@
+"""Console logs (Megatron-LM, DeepSpeed, torchtitan) written line by line in each framework's format
+with known values, and bad input: empty logs, no recognisable fields, a cut-off last line, mixed formats."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from tracedoc.api import analyze_log
+from tracedoc.logs.errors import LogError
+from tracedoc.logs.reader import read_log
+
+MEGATRON_ARGS = """\
+------------------------ arguments ------------------------
+  bf16 ............................................ True
+  fp16 ............................................ False
+  global_batch_size ............................... {gbs}
+  micro_batch_size ................................ 2
+  num_attention_heads ............................. 32
+  seq_length ...................................... 4096
+  tensor_model_parallel_size ...................... {tp}
+  pipeline_model_parallel_size .................... 2
+  context_parallel_size ........................... 1
+  world_size ...................................... 16
+  loss_scale ...................................... None
+-------------------- end of arguments ---------------------
+"""
+
+
+def megatron_line(it, total, ms, lr, loss, gnorm, skipped=0, nan=0, gbs=64):
+    return (f" [2025-04-13 23:41:12] iteration {it:>8}/{total:>8} | consumed samples: {it * gbs:>12} | "
+            f"elapsed time per iteration (ms): {ms:.1f} | throughput per GPU (TFLOP/s/GPU): 312.4 | "
+            f"learning rate: {lr:.6E} | global batch size: {gbs:>5} | lm loss: {loss:.6E} | loss scale: 1.0 | "
+            f"grad norm: {gnorm:.3f} | num zeros: 0.0 | params norm: 250.1 | number of skipped iterations: {skipped:>3} | "
+            f"number of nan iterations: {nan:>3} |")
+
+
+def write_megatron(path, n=60, gbs=64, tp=2, nan_at=(), slow_every=None):
+    lines = [f"using world size: 16, data-parallel size: {16 // (tp * 2)}, context-parallel size: 1, "
+             f"tensor-model-parallel size: {tp}, pipeline-model-parallel size: 2", MEGATRON_ARGS.format(gbs=gbs, tp=tp)]
+    for i in range(1, n + 1):
+        it = 10 * i
+        ms = 1000.0 + (i % 3)
+        if slow_every and it % slow_every == 0:
+            ms = 3000.0
+        loss = float("nan") if it in nan_at else 7.0 - i * 0.01
+        lines.append(megatron_line(it, 10 * n, ms, 3e-4, loss, 1.5, nan=int(it in nan_at), gbs=gbs))
+        if i == 1:
+            lines.append("[Rank 0] (after 10 iterations) memory (MB) | allocated: 1000.0 | max allocated: 2048.0 | "
+                         "reserved: 3000.0 | max reserved: 3000.0")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_megatron_log_fields_header_and_nan(tmp_path):
+    path = write_megatron(tmp_path / "megatron.log", nan_at=(200,))
+    series = read_log(path)
+    assert series.format == "Megatron-LM"
+    assert series.step.tolist() == list(range(10, 601, 10))
+    assert series.columns["step_time_s"][0] == pytest.approx(1.001)
+    assert series.columns["throughput"][0] == pytest.approx(64 / 1.001)  # samples/s = global batch / time
+    assert series.units["throughput"] == "samples/s"
+    assert series.columns["loss"][1] == pytest.approx(6.98)
+    assert series.columns["memory_bytes"][0] == 2048 * 2**20
+    assert series.header["tensor_model_parallel_size"] == 2 and series.header["bf16"] is True
+    result = analyze_log(path)
+    assert [a.get("step") for a in result.anomalies if a["kind"] == "nan"] == [200, 200]  # the loss and the counter
+    assert result.metrics["nan_iterations"] == 1
+    assert result.metrics["precision"] == "bf16"
+    checks = {r["check"]: r["ok"] for r in result.config_checks}
+    assert checks == {"parallel sizes": True, "batch arithmetic": True, "divisible by TP / CP": True}
+
+
+def test_megatron_periodic_slow_iterations(tmp_path):
+    path = write_megatron(tmp_path / "megatron.log", n=200, slow_every=200)
+    result = analyze_log(path)
+    assert result.metrics["periodic_stall_period_steps"] == 200
+    assert [a["step"] for a in result.anomalies if a["kind"] == "periodic_stall"] == list(range(200, 2001, 200))
+    assert "periodic_stall" in result.labels
+
+
+def test_megatron_header_config_errors(tmp_path):
+    """TP 3 x PP 2 does not divide 16 ranks (Megatron's own line then says DP 2: 3 x 2 x 2 = 12), and TP 3
+    does not divide 32 heads."""
+    path = write_megatron(tmp_path / "megatron.log", gbs=100, tp=3)
+    result = analyze_log(path)
+    m = result.metrics
+    assert m["parallel_mismatch"] is True and "16" in m["parallel_text"]
+    assert m["tp_divisibility_problem"] is True and "heads 32 not divisible by TP 3" in m["tp_divisibility_text"]
+    assert {"TD701", "TD703"} <= {f.rule_id for f in result.findings}
+    assert "config_error" in result.labels
+
+
+DEEPSPEED_LOG = """\
+[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[5e-05, 5e-05], mom=[(0.9, 0.999), (0.9, 0.999)]
+[2024-01-01 10:00:00,000] [INFO] [timer.py:260:stop] epoch=0/micro_step=40/global_step=10, RunningAvgSamplesPerSec=25.03, CurrSamplesPerSec=25.70, MemAllocated=4.32GB, MaxMemAllocated=38.49GB
+step 10 loss: 2.5000
+[2024-01-01 10:00:01,000] [INFO] [fused_optimizer.py:344:_update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768
+[2024-01-01 10:00:02,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=20, skipped=3, lr=[4.9e-05, 4.9e-05], mom=[(0.9, 0.999), (0.9, 0.999)]
+[2024-01-01 10:00:02,000] [INFO] [timer.py:260:stop] epoch=0/micro_step=80/global_step=20, RunningAvgSamplesPerSec=24.00, CurrSamplesPerSec=12.00, MemAllocated=4.32GB, MaxMemAllocated=38.49GB
+step 20 loss: nan
+"""
+
+
+def test_deepspeed_log(tmp_path):
+    path = tmp_path / "ds.log"
+    path.write_text(DEEPSPEED_LOG)
+    series = read_log(path)
+    assert series.format == "DeepSpeed"
+    assert series.step.tolist() == [10, 20]
+    np.testing.assert_allclose(series.columns["throughput"], [25.70, 12.00])
+    np.testing.assert_allclose(series.columns["lr"], [5e-05, 4.9e-05])
+    np.testing.assert_allclose(series.columns["skipped_iterations"], [0, 3])  # running total -> per interval
+    assert series.columns["memory_bytes"][0] == pytest.approx(38.49 * 2**30)
+    assert series.columns["loss"][0] == 2.5 and np.isnan(series.columns["loss"][1])
+    result = analyze_log(path)
+    assert result.metrics["overflow_messages"] == 1
+    assert result.metrics["skipped_iterations"] == 3
+
+
+def test_torchtitan_log_with_colour_codes(tmp_path):
+    lines = [f"\x1b[31m[titan] 2026-01-01 10:00:{i:02d},000 - root - INFO - \x1b[36mstep: {i:2}  \x1b[32mloss: "
+             f"{8 - i * 0.1:.5f}  \x1b[33mgrad_norm: {1 + i * 0.01:.4f}  \x1b[34mmemory: 40.12GiB(50.00%)  "
+             f"\x1b[35mtps: {9000 + i:,}  \x1b[36mtflops: 250.31  \x1b[35mmfu: 25.31%\x1b[39m" for i in range(1, 31)]
+    path = tmp_path / "titan.log"
+    path.write_text("\n".join(["[titan] Peak FLOPS used for computing MFU: 9.890e+14"] + lines) + "\n")
+    series = read_log(path)
+    assert series.format == "torchtitan"
+    assert series.step.tolist() == list(range(1, 31))
+    np.testing.assert_allclose(series.columns["throughput"], [9000 + i for i in range(1, 31)])
+    assert series.units["throughput"] == "tokens/s"
+    np.testing.assert_allclose(series.columns["loss"], [8 - i * 0.1 for i in range(1, 31)], rtol=1e-6)
+    assert series.columns["memory_bytes"][0] == pytest.approx(40.12 * 2**30)
+    assert series.columns["mfu_percent"][0] == 25.31
+
+
+def test_gzipped_jsonl(tmp_path):
+    path = tmp_path / "log.jsonl.gz"
+    path.write_bytes(gzip.compress(b"".join(json.dumps({"step": i, "loss": 1.0 / i}).encode() + b"\n"
+                                            for i in range(1, 51))))
+    assert len(read_log(path)) == 50
+
+
+def test_aliases_are_mapped(tmp_path):
+    path = tmp_path / "wandb.jsonl"
+    path.write_text("".join(json.dumps({"_step": i, "train/loss": 2.0, "train/learning_rate": 1e-4,
+                                        "perf/tokens_per_second": 1000.0}) + "\n" for i in range(5)))
+    series = read_log(path)
+    assert series.fields_seen["loss"] == "train/loss" and series.fields_seen["step"] == "_step"
+    assert series.fields_seen["lr"] == "train/learning_rate"
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+
+def test_empty_log(tmp_path):
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n\n")
+    with pytest.raises(LogError, match="is empty"):
+        read_log(path)
+
+
+def test_no_recognisable_fields_names_what_was_seen(tmp_path):
+    path = tmp_path / "other.jsonl"
+    path.write_text('{"foo": 1, "bar": 2}\n{"foo": 3, "bar": 4}\n')
+    with pytest.raises(LogError) as exc:
+        read_log(path)
+    assert "no training-log field recognised" in str(exc.value) and "'foo'" in str(exc.value)
+
+
+def test_unknown_text_names_the_first_line(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("hello world\nthis is not a log\n")
+    with pytest.raises(LogError) as exc:
+        read_log(path)
+    assert "not a training log format" in str(exc.value) and "hello world" in str(exc.value)
+
+
+def test_truncated_last_line_is_a_warning(tmp_path):
+    path = tmp_path / "cut.jsonl"
+    path.write_text("".join(json.dumps({"step": i, "loss": 1.0}) + "\n" for i in range(1, 11)) + '{"step": 11, "lo')
+    series = read_log(path)
+    assert len(series) == 10
+    assert series.warnings == ["the last line (11) is cut off; it is left out"]
+
+
+def test_truncated_csv_row_is_a_warning(tmp_path):
+    path = tmp_path / "cut.csv"
+    path.write_text("step,loss,lr\n1,2.0,0.1\n2,1.9,0.1\n3,1.")
+    series = read_log(path)
+    assert series.step.tolist() == [1, 2] and "cut off" in series.warnings[0]
+
+
+def test_a_few_foreign_lines_are_a_warning_with_the_count(tmp_path):
+    lines = [json.dumps({"step": i, "loss": 1.0}) for i in range(1, 101)]
+    lines[50:50] = ["Traceback (most recent call last):", "  oops"]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    series = read_log(path)
+    assert len(series) == 100
+    assert series.warnings and series.warnings[0].startswith("2 lines are not JSON objects")
+    assert "line 51" in series.warnings[0]
+
+
+def test_mixed_formats_is_an_error(tmp_path):
+    lines = []
+    for i in range(1, 21):
+        lines.append(json.dumps({"step": i, "loss": 1.0}))
+        lines.append(megatron_line(i, 20, 1000.0, 1e-4, 2.0, 1.0))
+        lines.append(megatron_line(i, 20, 1000.0, 1e-4, 2.0, 1.0))
+    path = tmp_path / "mixed.log"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(LogError, match="mixed formats"):
+        read_log(path)
+
+
+def test_binary_garbage(tmp_path):
+    path = tmp_path / "garbage.bin"
+    path.write_bytes(bytes(range(256)) * 10)
+    with pytest.raises(LogError, match="not a training log format"):
+        read_log(path)
+
+
+def test_directory_without_a_log(tmp_path):
+    with pytest.raises(LogError, match="directory without a training log"):
+        read_log(tmp_path)
+
+
+def test_header_only_csv(tmp_path):
+    path = tmp_path / "h.csv"
+    path.write_text("step,loss\n")
+    with pytest.raises(LogError, match="no rows"):
+        read_log(path)
