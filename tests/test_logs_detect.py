@@ -218,7 +218,7 @@ def test_trailing_reference_matches_a_direct_median():
     x = rng.normal(5, 1, 400)
     w = 40
     med, mad = detect.trailing_reference(x, w)
-    block = w // 4
+    block = w // 2
     for i in range(w, 400, 7):
         start = w + (i - w) // block * block  # the reference refreshes at block starts
         window = x[start - w:start]

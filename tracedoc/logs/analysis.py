@@ -216,7 +216,7 @@ def _throughput(series, options, warm, stride, m, anomalies, evidence, charts, n
     if m["step_time_p50_s"] is None and unit == "steps/s":
         m["step_time_p50_s"] = 1.0 / p50
     w = _window(int(ok.sum()), options.window) or 5
-    med, _ = detect.trailing_reference(np.where(ok, tp, np.nan), w)
+    med, _ = detect.trailing_reference(np.where(ok, tp, np.nan), w, with_mad=False)
     sigma = detect.MAD_TO_SIGMA * float(np.median(np.abs(vals - p50)))
     with np.errstate(invalid="ignore"):
         dip = steady & (tp < p50 - options.dip_noise_z * sigma) & (((tp < p10) & (tp < (1 - options.dip_p10_margin) * p50))

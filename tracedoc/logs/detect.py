@@ -42,10 +42,10 @@ def forward_fill(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def trailing_reference(x: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+def trailing_reference(x: np.ndarray, window: int, with_mad: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Median and MAD of the ``window`` points before each point (the point itself excluded).
 
-    The reference is recomputed every ``window // 4`` points (a block), so a point is compared with
+    The reference is recomputed every ``window // 2`` points (a block), so a point is compared with
     a window that ends at most a block before it; points before the first full window get NaN.
     Non-finite points are forward-filled so that they do not poison the window.
     """
@@ -55,7 +55,7 @@ def trailing_reference(x: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarr
     if n <= window or window < 3:
         return med, mad
     filled = forward_fill(x)
-    block = max(1, window // 4)
+    block = max(1, window // 2)
     starts = np.arange(window, n, block)
     windows = sliding_window_view(filled, window)
     meds, mads = [], []
@@ -63,9 +63,11 @@ def trailing_reference(x: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarr
         w = windows[starts[i:i + _CHUNK_BLOCKS] - window]
         m = np.median(w, axis=1)
         meds.append(m)
-        mads.append(np.median(np.abs(w - m[:, None]), axis=1))
+        if with_mad:
+            mads.append(np.median(np.abs(w - m[:, None]), axis=1))
     med[window:] = np.repeat(np.concatenate(meds), block)[: n - window]
-    mad[window:] = np.repeat(np.concatenate(mads), block)[: n - window]
+    if with_mad:
+        mad[window:] = np.repeat(np.concatenate(mads), block)[: n - window]
     return med, mad
 
 

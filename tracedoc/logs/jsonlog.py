@@ -16,7 +16,7 @@ import msgspec
 import numpy as np
 
 from .errors import LogError, excerpt
-from .records import build_series, usable_groups
+from .records import Converted, build_series, usable_groups
 from .series import LogSeries, match_keys
 
 SAMPLE_LINES = 2000
@@ -73,7 +73,23 @@ def read_jsonl(source: str, data: bytes) -> LogSeries:
              or any(isinstance(obj.get(k), (list, dict, bool)) or isinstance(obj.get(k), str)
                     and obj.get(k) not in ("NaN", "Infinity", "-Infinity") for obj in sample)}
     rows, bad = _decode_rows(source, data, attrs, kinds, warnings)
-    columns = {key: list(map(attrgetter(f"f{i}"), rows)) for i, key in enumerate(attrs)}
+    columns: dict[str, Any] = {}
+    for i, key in enumerate(attrs):
+        get = attrgetter(f"f{i}")
+        if key not in kinds:  # typed float | str | None: straight into an array when all are floats
+            try:
+                col = np.fromiter(map(get, rows), dtype=np.float64, count=len(rows))
+            except (TypeError, ValueError):
+                pass
+            else:  # numpy reads None as NaN: a NaN is a logged NaN only where the record held a value
+                present = np.ones(col.size, dtype=bool)
+                nan_at = np.flatnonzero(np.isnan(col))
+                if nan_at.size:
+                    present[nan_at] = [get(rows[i]) is not None for i in nan_at.tolist()]
+                columns[key] = Converted(col, present)
+                continue
+        columns[key] = list(map(get, rows))
+    del rows
     keep = None
     if "type" in columns:
         types = columns["type"]
@@ -87,7 +103,8 @@ def read_jsonl(source: str, data: bytes) -> LogSeries:
             keep = mine if keep is None else keep & mine
     if keep is not None and not keep.all():
         idx = np.flatnonzero(keep)
-        columns = {k: [v[i] for i in idx] for k, v in columns.items()}
+        columns = {k: (Converted(v.values[idx], v.present[idx]) if isinstance(v, Converted) else [v[i] for i in idx])
+                   for k, v in columns.items()}
     count = len(next(iter(columns.values()))) if columns else 0
     fmt = "tracedoc step monitor" if monitor else "JSON Lines"
     return build_series(source, fmt, wanted.values(), lambda k: columns[k], count, warnings=warnings)

@@ -16,6 +16,24 @@ from .errors import LogError
 from .series import THROUGHPUT_UNITS, LogSeries, list_columns, list_minimum, match_keys, to_float_column
 
 GIB = 2**30
+
+
+class Converted:
+    """A column a reader already converted to float64, with its present mask."""
+
+    __slots__ = ("values", "present")
+
+    def __init__(self, values: np.ndarray, present: np.ndarray):
+        self.values, self.present = values, present
+
+    def __len__(self) -> int:
+        return int(self.values.size)
+
+
+def _convert(raw: Any) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(raw, Converted):
+        return raw.values, raw.present
+    return to_float_column(raw)
 _THROUGHPUT_ORDER = ("tokens_per_s", "samples_per_s", "steps_per_s", "throughput")
 
 
@@ -45,17 +63,17 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
     def put(name: str, group: str, scale: float = 1.0) -> None:
         key = found[group]
         raw = values(key)
-        lists = list_columns(raw) if name == "gpu_util_percent" else None
+        lists = list_columns(raw) if name == "gpu_util_percent" and not isinstance(raw, Converted) else None
         if lists is not None:  # the common per-GPU case: every row a list of the same length
             columns[name], columns["gpu_util_min_percent"], pres = lists
             present[name] = present["gpu_util_min_percent"] = pres
             seen[name] = seen["gpu_util_min_percent"] = key
             return
-        col, pres = to_float_column(raw)
+        col, pres = _convert(raw)
         if scale != 1.0:
             col = col * scale
         columns[name], present[name], seen[name] = col, pres, key
-        if name == "gpu_util_percent":
+        if name == "gpu_util_percent" and not isinstance(raw, Converted):
             low = list_minimum(raw)
             if low is not None:
                 columns["gpu_util_min_percent"], present["gpu_util_min_percent"] = low
@@ -82,7 +100,7 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
         put("memory_bytes", "memory_gib", GIB)
 
     if "step" in found:
-        step_f, step_ok = to_float_column(values(found["step"]))
+        step_f, step_ok = _convert(values(found["step"]))
         seen["step"] = found["step"]
         if not step_ok.all():
             missing = int((~step_ok).sum())

@@ -204,9 +204,11 @@ def list_columns(values: list[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     if not values or not isinstance(values[0], list) or not values[0]:
         return None
     width = len(values[0])
-    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values)) if all(
-        isinstance(v, list) for v in values) else None
-    if lengths is None or np.any(lengths != width):
+    try:  # len() of a None, a number or a dict row fails or differs: not the per-GPU-list case
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    except TypeError:
+        return None
+    if np.any(lengths != width):
         return None
     try:
         table = np.fromiter(chain.from_iterable(values), dtype=np.float64, count=width * len(values))
