@@ -234,3 +234,30 @@ def test_header_only_csv(tmp_path):
     path.write_text("step,loss\n")
     with pytest.raises(LogError, match="no rows"):
         read_log(path)
+
+
+@pytest.mark.parametrize("bad_line", [False, True])
+def test_parallel_decode_equals_one_pass(tmp_path, monkeypatch, bad_line):
+    from tracedoc.logs import jsonlog
+
+    rng = np.random.default_rng(12)
+    lines = [json.dumps({"step": i, "loss": float("nan") if i in (7, 500) else float(rng.normal(2, 0.1)),
+                         "tokens_per_sec": float(rng.normal(1000, 10)), "gpu_util": [90, int(rng.integers(50, 99))]})
+             for i in range(1, 2001)]
+    if bad_line:
+        lines[1000] = "not json"
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    one = read_log(path, jobs=1)
+    monkeypatch.setattr(jsonlog, "PARALLEL_MIN_BYTES", 1)
+    calls = []
+    real = jsonlog._decode_parallel
+    monkeypatch.setattr(jsonlog, "_decode_parallel", lambda *a: calls.append(a) or real(*a))
+    many = read_log(path, jobs=3)
+    assert calls, "the parallel path ran"
+    assert many.step.tolist() == one.step.tolist() and len(one) == (1999 if bad_line else 2000)
+    for name in ("loss", "throughput", "gpu_util_percent", "gpu_util_min_percent"):
+        np.testing.assert_array_equal(many.columns[name], one.columns[name])
+        np.testing.assert_array_equal(many.present[name], one.present[name])
+    assert np.isnan(one.columns["loss"][[6, 499]]).all() and one.present["loss"][[6, 499]].all()
+    assert many.warnings == one.warnings

@@ -9,6 +9,7 @@ Python's ``json`` writes for non-finite floats, are values.
 from __future__ import annotations
 
 import json
+import os
 from operator import attrgetter
 from typing import Any
 
@@ -16,10 +17,11 @@ import msgspec
 import numpy as np
 
 from .errors import LogError, excerpt
-from .records import Converted, build_series, usable_groups
-from .series import LogSeries, match_keys
+from .records import Converted, PerGpu, build_series, usable_groups
+from .series import LogSeries, list_columns, match_keys, to_float_column
 
 SAMPLE_LINES = 2000
+PARALLEL_MIN_BYTES = 64 * 2**20  # below this a second process costs more than it saves
 # bare non-finite literals -> strings the columns read back as floats; "-Infinity" first, as "-Inf"
 _NONFINITE = ((b"-Infinity", b'"-Inf"'), (b"Infinity", b'"Infinity"'), (b"NaN", b'"NaN"'))
 _MONITOR_TYPES = ("interval", "summary")
@@ -43,7 +45,8 @@ def quote_nonfinite(data: bytes) -> bytes:
     return data
 
 
-def read_jsonl(source: str, data: bytes) -> LogSeries:
+def read_jsonl(source: str, data: bytes, jobs: int = 1) -> LogSeries:
+    """Read JSON Lines; with ``jobs`` > 1 a large plain file is decoded in that many processes."""
     warnings: list[str] = []
     lines = data.split(b"\n", SAMPLE_LINES)
     sample: list[dict] = []
@@ -72,7 +75,43 @@ def read_jsonl(source: str, data: bytes) -> LogSeries:
     kinds = {k: Any for k in attrs if k in ("type", "rank")
              or any(isinstance(obj.get(k), (list, dict, bool)) or isinstance(obj.get(k), str)
                     and obj.get(k) not in ("NaN", "Infinity", "-Infinity") for obj in sample)}
-    rows, bad = _decode_rows(source, data, attrs, kinds, warnings)
+    columns = None
+    if jobs > 1 and len(data) >= PARALLEL_MIN_BYTES and _plain_file(source, len(data)):
+        columns = _decode_parallel(source, len(data), attrs, kinds, jobs)
+    if columns is None:
+        columns = _decode_fast(data, attrs, kinds)
+    if columns is None:  # some line does not decode: line by line, saying which
+        columns = _columns(_decode_lines_one_by_one(source, data, attrs, kinds, warnings), attrs, kinds)
+    keep = None
+    if "type" in columns:
+        types = columns["type"]
+        keep = np.fromiter((t not in ("summary",) for t in types), dtype=bool, count=len(types))
+    if "rank" in columns:
+        ranks = [r for r in columns["rank"] if isinstance(r, int)]
+        if len(set(ranks)) > 1:
+            first = min(ranks)
+            warnings.append(f"records of {len(set(ranks))} ranks in one file; rank {first} is analysed")
+            mine = np.fromiter((r == first or r is None for r in columns["rank"]), dtype=bool,
+                               count=len(columns["rank"]))
+            keep = mine if keep is None else keep & mine
+    if keep is not None and not keep.all():
+        idx = np.flatnonzero(keep)
+        columns = {k: (Converted(v.values[idx], v.present[idx]) if isinstance(v, Converted) else [v[i] for i in idx])
+                   for k, v in columns.items()}
+    count = len(next(iter(columns.values()))) if columns else 0
+    fmt = "tracedoc step monitor" if monitor else "JSON Lines"
+    return build_series(source, fmt, wanted.values(), lambda k: columns[k], count, warnings=warnings)
+
+
+def _record_type(attrs: list[str], kinds: dict[str, Any]):
+    # scalars typed (faster than Any); lists (per-GPU values) and objects (the step monitor's summaries)
+    # only where the sample showed them
+    fields = [(f"f{i}", kinds.get(k, float | str | None), None) for i, k in enumerate(attrs)]
+    return msgspec.defstruct("LogRecord", fields, rename={f"f{i}": k for i, k in enumerate(attrs)}, gc=False)
+
+
+def _columns(rows: list, attrs: list[str], kinds: dict[str, Any]) -> dict[str, Any]:
+    """Decoded records -> one column per key: a :class:`Converted` array where every value is a number."""
     columns: dict[str, Any] = {}
     for i, key in enumerate(attrs):
         get = attrgetter(f"f{i}")
@@ -89,39 +128,81 @@ def read_jsonl(source: str, data: bytes) -> LogSeries:
                 columns[key] = Converted(col, present)
                 continue
         columns[key] = list(map(get, rows))
-    del rows
-    keep = None
-    if "type" in columns:
-        types = columns["type"]
-        keep = np.fromiter((t not in ("summary",) for t in types), dtype=bool, count=len(types))
-    if "rank" in columns:
-        ranks = [r for r in columns["rank"] if isinstance(r, int)]
-        if len(set(ranks)) > 1:
-            first = min(ranks)
-            warnings.append(f"records of {len(set(ranks))} ranks in one file; rank {first} is analysed")
-            mine = np.fromiter((r == first or r is None for r in columns["rank"]), dtype=bool, count=len(rows))
-            keep = mine if keep is None else keep & mine
-    if keep is not None and not keep.all():
-        idx = np.flatnonzero(keep)
-        columns = {k: (Converted(v.values[idx], v.present[idx]) if isinstance(v, Converted) else [v[i] for i in idx])
-                   for k, v in columns.items()}
-    count = len(next(iter(columns.values()))) if columns else 0
-    fmt = "tracedoc step monitor" if monitor else "JSON Lines"
-    return build_series(source, fmt, wanted.values(), lambda k: columns[k], count, warnings=warnings)
+    return columns
 
 
-def _decode_rows(source: str, data: bytes, attrs: list[str], kinds: dict[str, Any],
-                 warnings: list[str]) -> tuple[list, int]:
-    # scalars typed (faster than Any); lists (per-GPU values) and objects (the step monitor's summaries)
-    # only where the sample showed them
-    fields = [(f"f{i}", kinds.get(k, float | str | None), None) for i, k in enumerate(attrs)]
-    struct = msgspec.defstruct("LogRecord", fields, rename={f"f{i}": k for i, k in enumerate(attrs)}, gc=False)
-    decoder = msgspec.json.Decoder(struct)
-    quoted = quote_nonfinite(data)
+def _decode_fast(data: bytes, attrs: list[str], kinds: dict[str, Any]) -> dict[str, Any] | None:
+    """One typed pass over all lines; None when some line does not decode."""
+    decoder = msgspec.json.Decoder(_record_type(attrs, kinds))
     try:
-        return decoder.decode_lines(quoted), 0
+        rows = decoder.decode_lines(quote_nonfinite(data))
     except msgspec.DecodeError:
-        pass
+        return None
+    return _columns(rows, attrs, kinds)
+
+
+def _decode_chunk(path: str, start: int, end: int, attrs: list[str], kinds: dict[str, Any]) -> dict[str, Any] | None:
+    """A worker's byte range -> columns, with per-GPU lists and summary objects reduced to arrays so that
+    little but numpy arrays travel back."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        columns = _decode_fast(fh.read(end - start), attrs, kinds)
+    if columns is None:
+        return None
+    for key, col in columns.items():
+        if isinstance(col, list) and key not in ("type", "rank"):
+            lists = list_columns(col)
+            columns[key] = PerGpu(*lists) if lists is not None else Converted(*to_float_column(col))
+    return columns
+
+
+def _plain_file(path: str, size: int) -> bool:
+    try:
+        return os.path.getsize(path) == size  # not decompressed: byte ranges of the file are lines of the log
+    except OSError:
+        return False
+
+
+def _decode_parallel(path: str, size: int, attrs: list[str], kinds: dict[str, Any], jobs: int) -> dict[str, Any] | None:
+    """Decode ``jobs`` line-aligned byte ranges of the file in worker processes; None if any range fails."""
+    import concurrent.futures as cf
+
+    with open(path, "rb") as fh:
+        bounds = [0]
+        for k in range(1, jobs):
+            fh.seek(max(bounds[-1], size * k // jobs))
+            rest = fh.read(1 << 20)
+            cut = rest.find(b"\n")
+            if cut >= 0:
+                bounds.append(fh.tell() - len(rest) + cut + 1)
+        bounds.append(size)
+    ranges = [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    try:
+        with cf.ProcessPoolExecutor(max_workers=len(ranges)) as pool:
+            parts = list(pool.map(_decode_chunk, [path] * len(ranges), *zip(*ranges),
+                                  [attrs] * len(ranges), [kinds] * len(ranges)))
+    except (OSError, cf.process.BrokenProcessPool):
+        return None
+    if any(p is None for p in parts):
+        return None
+    out: dict[str, Any] = {}
+    for key in attrs:
+        cols = [p[key] for p in parts]
+        if all(isinstance(c, Converted) for c in cols):
+            out[key] = Converted(np.concatenate([c.values for c in cols]), np.concatenate([c.present for c in cols]))
+        elif all(isinstance(c, PerGpu) for c in cols):
+            out[key] = PerGpu(*(np.concatenate([getattr(c, f) for c in cols]) for f in ("mean", "minimum", "present")))
+        elif all(isinstance(c, list) for c in cols):
+            out[key] = [v for c in cols for v in c]
+        else:  # ranges disagree (lists in one, scalars in another): read it in one pass instead
+            return None
+    return out
+
+
+def _decode_lines_one_by_one(source: str, data: bytes, attrs: list[str], kinds: dict[str, Any],
+                             warnings: list[str]) -> list:
+    struct = _record_type(attrs, kinds)
+    decoder = msgspec.json.Decoder(struct)
     rows, bad_lines = [], []
     lines = data.split(b"\n")
     for number, line in enumerate(lines, 1):
@@ -147,7 +228,7 @@ def _decode_rows(source: str, data: bytes, attrs: list[str], kinds: dict[str, An
                            "so this is not a JSON Lines log (mixed formats?)", seen,
                            "give tracedoc one log format per file")
         warnings.append(f"{len(bad_lines)} lines are not JSON objects and are left out (first: {seen[:120]})")
-    return rows, len(bad_lines)
+    return rows
 
 
 def read_trainer_state(source: str, obj: dict) -> LogSeries:

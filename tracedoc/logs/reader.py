@@ -91,8 +91,9 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def read_log(path: str | os.PathLike, fmt: str | None = None) -> LogSeries:
-    """Read a training log (file or run directory) into a :class:`LogSeries`."""
+def read_log(path: str | os.PathLike, fmt: str | None = None, jobs: int = 1) -> LogSeries:
+    """Read a training log (file or run directory) into a :class:`LogSeries`; ``jobs`` > 1 decodes a
+    large JSON Lines file in that many processes."""
     path = resolve_path(os.fspath(path))
     data = read_bytes(path)
     try:
@@ -104,7 +105,7 @@ def read_log(path: str | os.PathLike, fmt: str | None = None) -> LogSeries:
     if kind == "jsonl":
         from .jsonlog import read_jsonl
 
-        series = read_jsonl(path, data)
+        series = read_jsonl(path, data, jobs)
     elif kind == "json":
         from .jsonlog import read_json_document
 

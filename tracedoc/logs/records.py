@@ -30,6 +30,18 @@ class Converted:
         return int(self.values.size)
 
 
+class PerGpu:
+    """Per-GPU values already reduced to the mean and the least busy GPU per record."""
+
+    __slots__ = ("mean", "minimum", "present")
+
+    def __init__(self, mean: np.ndarray, minimum: np.ndarray, present: np.ndarray):
+        self.mean, self.minimum, self.present = mean, minimum, present
+
+    def __len__(self) -> int:
+        return int(self.mean.size)
+
+
 def _convert(raw: Any) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(raw, Converted):
         return raw.values, raw.present
@@ -63,7 +75,11 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
     def put(name: str, group: str, scale: float = 1.0) -> None:
         key = found[group]
         raw = values(key)
-        lists = list_columns(raw) if name == "gpu_util_percent" and not isinstance(raw, Converted) else None
+        if isinstance(raw, PerGpu):
+            lists = (raw.mean, raw.minimum, raw.present) if name == "gpu_util_percent" else None
+            raw = Converted(raw.mean, raw.present)
+        else:
+            lists = list_columns(raw) if name == "gpu_util_percent" and not isinstance(raw, Converted) else None
         if lists is not None:  # the common per-GPU case: every row a list of the same length
             columns[name], columns["gpu_util_min_percent"], pres = lists
             present[name] = present["gpu_util_min_percent"] = pres

@@ -102,10 +102,11 @@ def _sha256(path: str) -> str | None:
 
 def build_log_result(path: str | os.PathLike, *, config: list[str] | tuple[str, ...] = (),
                      options: LogOptions = LogOptions(), compute_capability: float | None = None,
-                     gpu_name: str | None = None, command: str | None = None, fmt: str | None = None) -> LogResult:
+                     gpu_name: str | None = None, command: str | None = None, fmt: str | None = None,
+                     jobs: int = 1) -> LogResult:
     """Read a training log, analyse it and check its config (the log header and ``config`` files)."""
     source = resolve_path(os.fspath(path))
-    series = read_log(source, fmt)
+    series = read_log(source, fmt, jobs)
     analysis = analyze_series(series, options)
     settings, sources = gather(series.header, list(config))
     scales = series.col("loss_scale")
