@@ -147,3 +147,15 @@ def test_run_directory_with_an_unreadable_step_log_warns(tmp_path):
     (run / "steps.jsonl").write_text("")
     result = analyze(run)
     assert any("step log not analysed" in w for w in result.ranks[0].warnings)
+
+
+def test_json_output_validates_against_the_log_schema(tmp_path):
+    import jsonschema
+
+    from tracedoc.logs.registry import LOG_METRICS
+
+    schema = json.loads((ROOT / "tracedoc" / "schema" / "log.schema.json").read_text())
+    assert list(schema["$defs"]["metrics"]["properties"]) == list(LOG_METRICS)
+    for log in (write_log(tmp_path / "train.jsonl"), write_log(tmp_path / "clean.jsonl", nan_at=(), spike_at=())):
+        doc = json.loads(tracedoc("logs", log, "--format", "json").stdout)
+        jsonschema.validate(doc, schema)
