@@ -261,3 +261,20 @@ def test_parallel_decode_equals_one_pass(tmp_path, monkeypatch, bad_line):
         np.testing.assert_array_equal(many.present[name], one.present[name])
     assert np.isnan(one.columns["loss"][[6, 499]]).all() and one.present["loss"][[6, 499]].all()
     assert many.warnings == one.warnings
+
+
+def test_hf_trainer_console_dicts(tmp_path):
+    lines = ["***** Running training *****", "  Num examples = 1000"]
+    for i in range(1, 41):
+        loss = "nan" if i == 30 else f"{2.0 - i * 0.01:.4f}"
+        lines.append(f" 10%|#         | {i * 10}/400 [00:10<01:30,  4.0it/s]{{'loss': {loss}, 'grad_norm': 0.9, "
+                     f"'learning_rate': 2e-05, 'epoch': {i / 40:.2f}}}")
+    lines.append("{'eval_loss': 1.7, 'eval_runtime': 3.2, 'epoch': 1.0}")
+    lines.append("{'train_runtime': 100.0, 'train_samples_per_second': 40.0, 'train_loss': 1.8, 'epoch': 1.0}")
+    path = tmp_path / "output.log"
+    path.write_text("\n".join(lines) + "\n")
+    series = read_log(path)
+    assert series.format == "Hugging Face Trainer console"
+    assert len(series) == 40 and series.step.tolist() == list(range(40))
+    assert series.columns["loss"][0] == pytest.approx(1.99) and np.isnan(series.columns["loss"][29])
+    assert any("carry no step" in w for w in series.warnings)

@@ -16,10 +16,11 @@ from .errors import LogError, excerpt
 from .series import LogSeries
 
 HEAD_BYTES = 64 * 1024
-FORMATS = ("jsonl", "json", "megatron", "deepspeed", "torchtitan", "csv")
+FORMATS = ("jsonl", "json", "megatron", "deepspeed", "torchtitan", "hf-console", "csv")
 
 _MEGATRON_RE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per iteration|-+ arguments -+")
 _DEEPSPEED_RE = re.compile(r"RunningAvgSamplesPerSec=|\bstep=\d+, skipped=\d+, lr=\[|\[deepspeed\]|OVERFLOW! Rank")
+_HF_CONSOLE_RE = re.compile(r"\{'(?:loss|eval_loss|learning_rate)': ")
 _TITAN_RE = re.compile(r"\[titan\]|\bstep:\s*\d+\s+loss:\s*\S+\s+(?:grad_norm|memory|tps)")
 
 
@@ -74,6 +75,8 @@ def sniff(data: bytes) -> str:
         return "torchtitan"
     if _DEEPSPEED_RE.search(head):
         return "deepspeed"
+    if _HF_CONSOLE_RE.search(head):
+        return "hf-console"
     if "," in first or "\t" in first or ";" in first:
         cells = re.split(r"[,;\t]", first)
         if len(cells) >= 2 and all(c.strip() and not _is_number(c) for c in cells):
@@ -118,7 +121,7 @@ def read_log(path: str | os.PathLike, fmt: str | None = None, jobs: int = 1) -> 
         from . import textlog
 
         reader = {"megatron": textlog.read_megatron, "deepspeed": textlog.read_deepspeed,
-                  "torchtitan": textlog.read_torchtitan}[kind]
+                  "torchtitan": textlog.read_torchtitan, "hf-console": textlog.read_hf_console}[kind]
         series = reader(path, data.decode("utf-8", "replace"))
     if len(series) == 0:
         raise LogError(path, f"holds no logged steps ({series.format})", None,

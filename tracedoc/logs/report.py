@@ -78,7 +78,8 @@ class LogResult:
     def to_json(self) -> str:
         import orjson
 
-        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2).decode()
+        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
+                            default=_plain).decode()
 
 
 def _plain(v: Any) -> Any:

@@ -176,6 +176,29 @@ def read_torchtitan(source: str, text: str) -> LogSeries:
     return _records(source, "torchtitan", records, header)
 
 
+# ---- Hugging Face Trainer console ----------------------------------------------------------------
+HF_DICT_RE = re.compile(r"\{'(?:loss|eval_loss|train_loss|learning_rate|grad_norm)': [^{}]*\}")
+_HF_PAIR_RE = re.compile(r"'([^']+)':\s*([^,}]+)")
+
+
+def read_hf_console(source: str, text: str) -> LogSeries:
+    """The dicts the Trainer prints (``{'loss': 1.23, 'grad_norm': 0.9, 'learning_rate': 2e-05, 'epoch': 0.1}``);
+    they carry no step, so records are numbered, and the final summary dict is left out."""
+    records = []
+    for m in HF_DICT_RE.finditer(ANSI_RE.sub("", text)):
+        rec = {k: parse_number(v.strip().strip("'")) for k, v in _HF_PAIR_RE.findall(m.group(0))}
+        if "train_runtime" not in rec and "loss" in rec:
+            records.append(rec)
+    if not records:
+        raise LogError(source, "has Trainer metric dicts but none with a training loss", excerpt(text),
+                       "pass the trainer_state.json from the output directory instead")
+    series = _records(source, "Hugging Face Trainer console", records, {})
+    series.warnings = [w for w in series.warnings if not w.startswith("no step field")]
+    series.warnings.append("the Trainer's console dicts carry no step: logged records are numbered 0, 1, ...; "
+                           "trainer_state.json has the steps")
+    return series
+
+
 def _records(source: str, fmt: str, records: list[dict[str, Any]], header: dict[str, Any]) -> LogSeries:
     keys: dict[str, None] = {}
     for r in records:
