@@ -278,3 +278,16 @@ def test_hf_trainer_console_dicts(tmp_path):
     assert len(series) == 40 and series.step.tolist() == list(range(40))
     assert series.columns["loss"][0] == pytest.approx(1.99) and np.isnan(series.columns["loss"][29])
     assert any("carry no step" in w for w in series.warnings)
+
+
+def test_cut_off_megatron_line_and_foreign_json_lines(tmp_path):
+    path = write_megatron(tmp_path / "megatron.log", n=30)
+    text = path.read_text()
+    last = text.rstrip("\n").rsplit("\n", 1)[1]
+    text = text.rstrip("\n")[: -len(last)] + last[: len(last) // 2]  # the writer died mid-line
+    text = text.replace(MEGATRON_ARGS.format(gbs=64, tp=2), MEGATRON_ARGS.format(gbs=64, tp=2) + '{"step": 1}\n')
+    path.write_text(text)
+    series = read_log(path)
+    assert series.step[-1] == 290
+    assert series.warnings[:2] == [f"the last line ({len(text.splitlines())}) is cut off; it is left out",
+                                   "1 lines are JSON objects, another log format; they are left out"]

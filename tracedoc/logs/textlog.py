@@ -16,6 +16,19 @@ from .series import LogSeries, normalise_key, parse_number
 
 ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
+
+def complete_lines(text: str, warnings: list[str], record_re: re.Pattern) -> list[str]:
+    """The log's lines, without a last record line that was cut off mid-write; lines of JSON objects
+    (another log format in the same file) are counted in a warning."""
+    lines = text.splitlines()
+    if lines and not text.endswith(("\n", "\r")) and record_re.search(lines[-1]):
+        warnings.append(f"the last line ({len(lines)}) is cut off; it is left out")
+        lines.pop()
+    foreign = sum(1 for ln in lines if ln.startswith("{") and ln.rstrip().endswith("}"))
+    if foreign:
+        warnings.append(f"{foreign} lines are JSON objects, another log format; they are left out")
+    return lines
+
 # ---- Megatron-LM -------------------------------------------------------------------------------
 MEGATRON_ITER_RE = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 MEGATRON_ARG_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*) \.{2,} (.*?)\s*$")
@@ -28,7 +41,8 @@ def read_megatron(source: str, text: str) -> LogSeries:
     header: dict[str, Any] = {}
     memory: dict[int, float] = {}
     in_args = False
-    for line in text.splitlines():
+    warnings: list[str] = []
+    for line in complete_lines(text, warnings, MEGATRON_ITER_RE):
         if "arguments" in line and line.strip().startswith("-"):
             in_args = "end of arguments" not in line
             continue
@@ -69,6 +83,7 @@ def read_megatron(source: str, text: str) -> LogSeries:
         if rec["iteration"] in memory:
             rec["memory_bytes"] = memory[rec["iteration"]]
     series = _records(source, "Megatron-LM", records, header)
+    series.warnings[:0] = warnings
     series.header["precision"] = "bf16" if header.get("bf16") else ("fp16" if header.get("fp16") else series.header.get("precision"))
     return series
 
@@ -109,7 +124,8 @@ def read_deepspeed(source: str, text: str) -> LogSeries:
     events: list[dict[str, Any]] = []
     prev_skipped = 0
     last_step = 0
-    for line in text.splitlines():
+    warnings: list[str] = []
+    for line in complete_lines(text, warnings, re.compile(r"step=\d+|global_step=\d+")):
         m = DS_STEP_RE.search(line)
         if m:
             step, skipped = int(m.group(1)), int(m.group(2))
@@ -145,6 +161,7 @@ def read_deepspeed(source: str, text: str) -> LogSeries:
         raise LogError(source, "looks like a DeepSpeed log but has no 'step=N, skipped=..' or timer lines",
                        excerpt(text), "set steps_per_print in the DeepSpeed config so that steps are logged")
     series = _records(source, "DeepSpeed", list(by_step.values()), {})
+    series.warnings[:0] = warnings
     series.events = events
     if events:
         series.header["precision"] = "fp16"
@@ -159,7 +176,8 @@ TITAN_PAIR_RE = re.compile(r"\b([a-z_]+):\s*(-?[\d,]*\.?\d+(?:[eE][-+]?\d+)?|nan
 def read_torchtitan(source: str, text: str) -> LogSeries:
     records = []
     header: dict[str, Any] = {}
-    for raw in text.splitlines():
+    warnings: list[str] = []
+    for raw in complete_lines(text, warnings, TITAN_STEP_RE):
         line = ANSI_RE.sub("", raw)
         m = TITAN_STEP_RE.search(line)
         if m:
@@ -173,7 +191,9 @@ def read_torchtitan(source: str, text: str) -> LogSeries:
     if not records:
         raise LogError(source, "looks like a torchtitan log but has no 'step: N  loss: ...' lines", excerpt(text),
                        "pass the log of rank 0")
-    return _records(source, "torchtitan", records, header)
+    series = _records(source, "torchtitan", records, header)
+    series.warnings[:0] = warnings
+    return series
 
 
 # ---- Hugging Face Trainer console ----------------------------------------------------------------
