@@ -159,3 +159,28 @@ def test_json_output_validates_against_the_log_schema(tmp_path):
     for log in (write_log(tmp_path / "train.jsonl"), write_log(tmp_path / "clean.jsonl", nan_at=(), spike_at=())):
         doc = json.loads(tracedoc("logs", log, "--format", "json").stdout)
         jsonschema.validate(doc, schema)
+
+
+def test_markdown_escapes_log_strings(tmp_path):
+    evil = tmp_path / "a|b`c@team<x>.jsonl"
+    write_log(evil)
+    md = tracedoc("logs", evil, "--format", "md").stdout
+    assert "a\\|b\\`c&#64;team&lt;x&gt;" in md and "@team" not in md and "<x>" not in md
+    assert "| nan | step 150 |" in md
+
+
+def test_html_charts_are_well_formed_svg_inside_their_box(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    log = write_log(tmp_path / "train.jsonl")
+    page = tracedoc("logs", log, "--format", "html").stdout
+    svgs = re.findall(r"<svg.*?</svg>", page, re.S)
+    assert len(svgs) == 2
+    for svg in svgs:
+        root = ET.fromstring(svg)
+        _, _, w, h = map(float, root.get("viewBox").split())
+        for line in root.iter("polyline"):
+            pts = np.array([p.split(",") for p in line.get("points").split()], dtype=float)
+            assert len(pts) > 10
+            assert (pts[:, 0] >= 0).all() and (pts[:, 0] <= w).all() and (pts[:, 1] >= 0).all() and (pts[:, 1] <= h).all()
+            assert np.all(np.diff(pts[:, 0]) >= 0), "x follows the steps"

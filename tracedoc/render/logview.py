@@ -74,8 +74,7 @@ def render_log_text(result: "LogResult") -> str:
     anomalies = result.anomalies
     out += ["", f"Anomalies ({len(anomalies)})"]
     for a in anomalies[:MAX_ANOMALY_ROWS]:
-        extra = ", ".join(f"{k}={_fmt(v)}" for k, v in a.items() if k not in ("kind", "step", "start_step", "end_step"))
-        out.append(f"  {a['kind']:<17} {_where(a):<20} {extra}")
+        out.append(f"  {a['kind']:<17} {_where(a):<20} {_details(a)}")
     if len(anomalies) > MAX_ANOMALY_ROWS:
         out.append(f"  ... {len(anomalies) - MAX_ANOMALY_ROWS} more (use --format json)")
     out += ["", f"Findings: {', '.join(result.labels) or 'none'}"]
@@ -91,36 +90,22 @@ def render_log_text(result: "LogResult") -> str:
     return "\n".join(out) + "\n"
 
 
-def render_log_md(result: "LogResult") -> str:
-    from .markdown import md_escape as e
+def _details(a: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={_fmt(v)}" for k, v in a.items() if k not in ("kind", "step", "start_step", "end_step"))
 
-    m = result.metrics
-    out = [f"### tracedoc logs: `{e(result.source)}`", ""]
-    labels = ", ".join(f"`{lab}`" for lab in result.labels) or "no finding"
-    out += [f"**Verdict:** {labels}", ""]
-    out += [f"- {e(line)}" for line in summary_lines(result)] + [""]
-    for f in result.findings:
-        out.append(f"#### {f.rule_id} {e(f.title)} ({f.label}, {f.severity})")
-        out.append(e(f.message))
-        out += [f"- fix: {e(x)}" for x in f.fixes]
-        out += [f"- expect: {e(f.expect)}", ""]
-    if result.config_checks:
-        out += ["| check | ok | detail | fix |", "|---|---|---|---|"]
-        out += [f"| {e(r['check'])} | {'yes' if r['ok'] else '**no**'} | {e(r['detail'])} | {e(r['fix'] or '')} |"
-                for r in result.config_checks]
-        out.append("")
-    if result.anomalies:
-        out += [f"<details><summary>{len(result.anomalies)} anomalies</summary>", "",
-                "| kind | where | details |", "|---|---|---|"]
-        for a in result.anomalies[:MAX_ANOMALY_ROWS]:
-            extra = ", ".join(f"{k}={_fmt(v)}" for k, v in a.items() if k not in ("kind", "step", "start_step", "end_step"))
-            out.append(f"| {a['kind']} | {_where(a)} | {e(extra)} |")
-        out += ["", "</details>", ""]
-    for note in result.analysis.notes + result.warnings:
-        out.append(f"> {e(note)}")
-    if m["log_points"]:
-        out.append(f"\n_{m['log_points']} logged steps; `tracedoc logs --format json` has every number._")
-    return "\n".join(out) + "\n"
+
+def render_log_md(result: "LogResult") -> str:
+    from .markdown import md_escape
+    from .templating import jinja_environment
+
+    env = jinja_environment("md")
+    env.filters["md"] = md_escape
+    view = {"source": result.source, "labels": result.labels, "summary": summary_lines(result),
+            "findings": [f.to_dict() for f in result.findings], "config_checks": result.config_checks,
+            "anomalies": result.anomalies[:MAX_ANOMALY_ROWS], "anomaly_count": len(result.anomalies),
+            "notes": result.analysis.notes, "warnings": result.warnings, "points": result.metrics["log_points"],
+            "where": _where, "details": _details}
+    return env.get_template("log.md.j2").render(report=view)
 
 
 # ---- charts ----------------------------------------------------------------------------------
