@@ -20,7 +20,8 @@ from .errors import LogError, excerpt
 from .records import Converted, PerGpu, build_series, usable_groups
 from .series import LogSeries, list_columns, match_keys, to_float_column
 
-SAMPLE_LINES = 2000
+SAMPLE_LINES = 2000  # the keys and value kinds of a log are read from its first lines
+SAMPLE_BYTES = 4 * 2**20
 PARALLEL_MIN_BYTES = 64 * 2**20  # below this a second process costs more than it saves
 # bare non-finite literals -> strings the columns read back as floats; "-Infinity" first, as "-Inf"
 _NONFINITE = ((b"-Infinity", b'"-Inf"'), (b"Infinity", b'"Infinity"'), (b"NaN", b'"NaN"'))
@@ -48,9 +49,8 @@ def quote_nonfinite(data: bytes) -> bytes:
 def read_jsonl(source: str, data: bytes, jobs: int = 1) -> LogSeries:
     """Read JSON Lines; with ``jobs`` > 1 a large plain file is decoded in that many processes."""
     warnings: list[str] = []
-    lines = data.split(b"\n", SAMPLE_LINES)
     sample: list[dict] = []
-    for line in lines[:SAMPLE_LINES]:
+    for line in data[:SAMPLE_BYTES].split(b"\n")[:SAMPLE_LINES]:
         line = line.strip()
         if not line:
             continue
