@@ -291,3 +291,18 @@ def test_cut_off_megatron_line_and_foreign_json_lines(tmp_path):
     assert series.step[-1] == 290
     assert series.warnings[:2] == [f"the last line ({len(text.splitlines())}) is cut off; it is left out",
                                    "1 lines are JSON objects, another log format; they are left out"]
+
+
+def test_torchrun_rank_prefixes_keep_one_rank(tmp_path):
+    lines = []
+    for step in range(1, 21):
+        for rank in (1, 0, 2):  # ranks print in any order
+            loss = 5.0 - step * 0.1 + rank  # each rank's loss differs, so the kept rank is visible
+            lines.append(f"[rank{rank}]:[titan] 2026-05-18 16:04:46,338 - root - INFO - step: {step:2}  loss: {loss:8.5f}  "
+                         f"grad_norm:  0.8319  memory:  9.46GiB(64.99%)  tps: 7,282  tflops: 0.52  mfu: 0.17%")
+    path = tmp_path / "titan.log"
+    path.write_text("\n".join(lines) + "\n")
+    series = read_log(path)
+    assert series.step.tolist() == list(range(1, 21))
+    np.testing.assert_allclose(series.columns["loss"], [5.0 - s * 0.1 for s in range(1, 21)], atol=1e-5)
+    assert series.warnings == ["lines of 3 ranks in one file; rank 0 is analysed"]

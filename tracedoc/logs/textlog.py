@@ -27,7 +27,29 @@ def complete_lines(text: str, warnings: list[str], record_re: re.Pattern) -> lis
     foreign = sum(1 for ln in lines if ln.startswith("{") and ln.rstrip().endswith("}"))
     if foreign:
         warnings.append(f"{foreign} lines are JSON objects, another log format; they are left out")
-    return lines
+    return one_rank(lines, warnings)
+
+
+RANK_PREFIX_RE = re.compile(r"^\[(?:rank|default)(\d+)\]:")
+
+
+def one_rank(lines: list[str], warnings: list[str]) -> list[str]:
+    """torchrun --tee prefixes every rank's output with ``[rankN]:``; with several ranks in one file the
+    lowest rank's lines (and unprefixed ones) are kept, without the prefix."""
+    ranks = {int(m.group(1)) for m in map(RANK_PREFIX_RE.match, lines[:20000]) if m}
+    if not ranks:
+        return lines
+    first = min(ranks)
+    if len(ranks) > 1:
+        warnings.append(f"lines of {len(ranks)} ranks in one file; rank {first} is analysed")
+    out = []
+    for ln in lines:
+        m = RANK_PREFIX_RE.match(ln)
+        if m is None:
+            out.append(ln)
+        elif int(m.group(1)) == first:
+            out.append(ln[m.end():])
+    return out
 
 # ---- Megatron-LM -------------------------------------------------------------------------------
 MEGATRON_ITER_RE = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)\s*\|")
