@@ -306,3 +306,30 @@ def test_torchrun_rank_prefixes_keep_one_rank(tmp_path):
     assert series.step.tolist() == list(range(1, 21))
     np.testing.assert_allclose(series.columns["loss"], [5.0 - s * 0.1 for s in range(1, 21)], atol=1e-5)
     assert series.warnings == ["lines of 3 ranks in one file; rank 0 is analysed"]
+
+
+def test_older_deepspeed_timer_lines(tmp_path):
+    lines = []
+    for step in range(10, 101, 10):
+        lines.append(f"[2022-03-11 02:06:58,985] [INFO] [logging.py:69:log_dist] [Rank 0] step={step}, skipped=0, "
+                     f"lr=[5e-05], mom=[[0.9, 0.999]]")
+        lines.append(f"[2022-03-11 02:06:58,985] [INFO] [timer.py:189:stop] 0/{step}, SamplesPerSec={80 + step / 10}, "
+                     f"MemAllocated=0.26GB, MaxMemAllocated=9.02GB")
+    path = tmp_path / "ds_old.log"
+    path.write_text("\n".join(lines) + "\n")
+    series = read_log(path)
+    assert series.format == "DeepSpeed" and series.step.tolist() == list(range(10, 101, 10))
+    np.testing.assert_allclose(series.columns["throughput"], [80 + s / 10 for s in range(10, 101, 10)])
+    assert series.columns["memory_bytes"][0] == pytest.approx(9.02 * 2**30)
+
+
+def test_megatron_deepspeed_lines_with_samples_per_second_first(tmp_path):
+    lines = [f" samples/sec: {7.5 + i / 100:.3f} | iteration {i:8d}/   10000 | elapsed time per iteration (ms): 4100.0 | "
+             f"learning rate: 2.111E-06 | approx flops per GPU: 112.9TFLOPS | lm_loss: {11 - i / 100:.6E} | "
+             f"number of skipped iterations:   0 | number of nan iterations:   0 |" for i in range(1, 41)]
+    path = tmp_path / "mds.log"
+    path.write_text("\n".join(lines) + "\n")
+    series = read_log(path)
+    assert series.format == "Megatron-LM" and series.units["throughput"] == "samples/s"
+    np.testing.assert_allclose(series.columns["throughput"], [7.5 + i / 100 for i in range(1, 41)], rtol=1e-3)
+    np.testing.assert_allclose(series.columns["loss"], [11 - i / 100 for i in range(1, 41)], rtol=1e-6)

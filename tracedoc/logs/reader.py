@@ -19,7 +19,7 @@ HEAD_BYTES = 64 * 1024
 FORMATS = ("jsonl", "json", "megatron", "deepspeed", "torchtitan", "hf-console", "csv")
 
 _MEGATRON_RE = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*elapsed time per iteration|-+ arguments -+")
-_DEEPSPEED_RE = re.compile(r"RunningAvgSamplesPerSec=|\bstep=\d+, skipped=\d+, lr=\[|\[deepspeed\]|OVERFLOW! Rank")
+_DEEPSPEED_RE = re.compile(r"SamplesPerSec=|\bstep=\d+, skipped=\d+, lr=\[|\[deepspeed\]|OVERFLOW! Rank")
 _HF_CONSOLE_RE = re.compile(r"\{'(?:loss|eval_loss|learning_rate)': ")
 _TITAN_RE = re.compile(r"\[titan\]|\bstep:\s*\d+\s+loss:\s*\S+\s+(?:grad_norm|memory|tps)")
 

@@ -47,7 +47,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
                   "grad_norm_total", "gradnorm", "grad_norm_step"),
     "tokens_per_s": ("tokens_per_sec", "tokens_per_s", "tokens_per_second", "tps", "throughput_tps", "tok_per_s",
                      "train_tokens_per_second", "tokens_s", "tokens_per_sec_per_gpu", "wps"),
-    "samples_per_s": ("samples_per_sec", "samples_per_s", "samples_per_second", "train_samples_per_second",
+    "samples_per_s": ("samples_per_sec", "samples_per_s", "samples_sec", "samples_per_second", "train_samples_per_second",
                       "currsamplespersec", "sps", "images_per_sec", "img_per_sec", "examples_per_sec"),
     "steps_per_s": ("steps_per_sec", "steps_per_s", "steps_per_second", "it_per_s", "it_s", "iters_per_sec"),
     "throughput": ("throughput",),

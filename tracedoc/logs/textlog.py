@@ -77,7 +77,7 @@ def read_megatron(source: str, text: str) -> LogSeries:
         if m:
             rec: dict[str, Any] = {"iteration": int(m.group(1))}
             header.setdefault("train_iters", int(m.group(2)))
-            for part in line[m.end():].split("|"):
+            for part in (line[:m.start()] + "|" + line[m.end():]).split("|"):  # Megatron-DeepSpeed puts samples/sec first
                 name, sep, value = part.partition(":")
                 if sep:
                     rec[name.strip()] = parse_number(value)
@@ -133,8 +133,11 @@ def _arg_value(text: str) -> Any:
 
 # ---- DeepSpeed ---------------------------------------------------------------------------------
 DS_STEP_RE = re.compile(r"\bstep=(\d+), skipped=(\d+), lr=\[([^\]]*)\]")
-DS_TIMER_RE = re.compile(r"global_step=(\d+), RunningAvgSamplesPerSec=([^,\s]+), CurrSamplesPerSec=([^,\s]+)"
-                         r"(?:, MemAllocated=([\d.]+)GB, MaxMemAllocated=([\d.]+)GB)?")
+# timer lines: "epoch=0/micro_step=40/global_step=10, RunningAvgSamplesPerSec=.., CurrSamplesPerSec=.., ..."
+# and, in older releases, "0/40, SamplesPerSec=.." or "0/40, RunningAvgSamplesPerSec=.., CurrSamplesPerSec=.."
+DS_TIMER_RE = re.compile(r"(?:global_step=(\d+)|\]\s+\d+/(\d+)),\s*(?:RunningAvgSamplesPerSec=[^,\s]+,\s*"
+                         r"CurrSamplesPerSec=([^,\s]+)|SamplesPerSec=([^,\s]+))"
+                         r"(?:,\s*MemAllocated=([\d.]+)GB,\s*MaxMemAllocated=([\d.]+)GB)?")
 DS_OVERFLOW_RE = re.compile(r"OVERFLOW!.*?Attempted loss scale: ([^,\s]+), reducing to ([^,\s]+)"
                             r"|fp16 dynamic loss scale overflow!")
 GENERIC_PAIR_RE = re.compile(r"\b([A-Za-z_][\w/]*)\s*[=:]\s*(-?(?:\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?|nan|NaN|inf|Infinity|-inf))")
@@ -160,11 +163,11 @@ def read_deepspeed(source: str, text: str) -> LogSeries:
             continue
         m = DS_TIMER_RE.search(line)
         if m:
-            step = int(m.group(1))
+            step = int(m.group(1) or m.group(2))
             rec = by_step.setdefault(step, {"step": step})
-            rec["CurrSamplesPerSec"] = parse_number(m.group(3))
-            if m.group(5):
-                rec["max_memory_allocated_gb"] = parse_number(m.group(5))
+            rec["CurrSamplesPerSec"] = parse_number(m.group(3) or m.group(4))
+            if m.group(6):
+                rec["max_memory_allocated_gb"] = parse_number(m.group(6))
             last_step = step
             continue
         m = DS_OVERFLOW_RE.search(line)
