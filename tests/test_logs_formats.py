@@ -333,3 +333,11 @@ def test_megatron_deepspeed_lines_with_samples_per_second_first(tmp_path):
     assert series.format == "Megatron-LM" and series.units["throughput"] == "samples/s"
     np.testing.assert_allclose(series.columns["throughput"], [7.5 + i / 100 for i in range(1, 41)], rtol=1e-3)
     np.testing.assert_allclose(series.columns["loss"], [11 - i / 100 for i in range(1, 41)], rtol=1e-6)
+
+
+def test_fractional_step_values_are_not_truncated_into_duplicates(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text("".join(json.dumps({"iter": i / 4, "loss": 2.0 - i / 100}) + "\n" for i in range(40)))
+    series = read_log(path)
+    assert len(series) == 40 and series.step.tolist() == list(range(40))
+    assert "fractional values" in series.warnings[0]

@@ -124,7 +124,11 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
             for name in columns:
                 columns[name], present[name] = columns[name][step_ok], present[name][step_ok]
             step_f = step_f[step_ok]
-        step = step_f.astype(np.int64)
+        if step_f.size and not np.array_equal(step_f, np.floor(step_f)):
+            warnings.append(f"{found['step']!r} holds fractional values (an epoch?); record numbers are used as steps")
+            step = np.arange(step_f.size, dtype=np.int64)
+        else:
+            step = step_f.astype(np.int64)
     else:
         warnings.append("no step field (step, iteration, global_step, ...); record numbers are used as steps")
         step = np.arange(count, dtype=np.int64)
