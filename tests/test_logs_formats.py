@@ -341,3 +341,16 @@ def test_fractional_step_values_are_not_truncated_into_duplicates(tmp_path):
     series = read_log(path)
     assert len(series) == 40 and series.step.tolist() == list(range(40))
     assert "fractional values" in series.warnings[0]
+
+
+@pytest.mark.parametrize("nan_every", [1, 3, 700])
+def test_nan_literals_many_or_few(tmp_path, nan_every):
+    """Few NaN lines are decoded around, many are quoted in one pass: the same values either way."""
+    n = 3000
+    path = tmp_path / "n.jsonl"
+    path.write_text("".join(json.dumps({"step": i, "loss": float("nan") if i % nan_every == 0 else 1.0,
+                                        "note": "NaN in a string stays a string"}) + "\n" for i in range(1, n + 1)))
+    series = read_log(path)
+    want = np.array([i % nan_every == 0 for i in range(1, n + 1)])
+    np.testing.assert_array_equal(np.isnan(series.columns["loss"]), want)
+    assert series.present["loss"].all() and len(series) == n

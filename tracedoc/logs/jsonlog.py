@@ -135,10 +135,40 @@ def _decode_fast(data: bytes, attrs: list[str], kinds: dict[str, Any]) -> dict[s
     """One typed pass over all lines; None when some line does not decode."""
     decoder = msgspec.json.Decoder(_record_type(attrs, kinds))
     try:
-        rows = decoder.decode_lines(quote_nonfinite(data))
+        rows = _decode_around_nan(decoder, data)
+        if rows is None:
+            rows = decoder.decode_lines(quote_nonfinite(data))
     except msgspec.DecodeError:
         return None
     return _columns(rows, attrs, kinds)
+
+
+def _decode_around_nan(decoder: msgspec.json.Decoder, data: bytes, most: int = 1000) -> list | None:
+    """With a few NaN lines, decode the stretches between them in place and only those lines quoted,
+    instead of copying the whole log to quote them; None when there are none or too many."""
+    if b"Inf" in data:
+        return None
+    hits, at = [], data.find(b"NaN")  # the first NaN of each line that has one
+    while at >= 0:
+        hits.append(at)
+        if len(hits) > most:
+            return None
+        eol = data.find(b"\n", at)
+        if eol < 0:
+            break
+        at = data.find(b"NaN", eol + 1)
+    if not hits:
+        return None
+    view, rows, pos = memoryview(data), [], 0
+    for hit in hits:
+        start = data.rfind(b"\n", 0, hit) + 1
+        end = data.find(b"\n", hit)
+        end = len(data) if end < 0 else end
+        rows.extend(decoder.decode_lines(view[pos:start]))
+        rows.append(decoder.decode(quote_nonfinite(data[start:end])))
+        pos = min(end + 1, len(data))
+    rows.extend(decoder.decode_lines(view[pos:]))
+    return rows
 
 
 def _decode_chunk(path: str, start: int, end: int, attrs: list[str], kinds: dict[str, Any]) -> dict[str, Any] | None:
