@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from tracedoc.api import analyze
 from tracedoc.cli import example_path
