@@ -154,7 +154,9 @@ def test_json_output_validates_against_the_log_schema(tmp_path):
     from tracedoc.logs.registry import LOG_METRICS
 
     schema = json.loads((ROOT / "tracedoc" / "schema" / "log.schema.json").read_text())
-    assert list(schema["$defs"]["metrics"]["properties"]) == list(LOG_METRICS)
+    props = schema["$defs"]["metrics"]["properties"]
+    assert list(props) == list(LOG_METRICS)
+    assert all(props[k]["description"] == f"[{u}] {m}" for k, (u, m) in LOG_METRICS.items()), "schema follows the registry"
     for log in (write_log(tmp_path / "train.jsonl"), write_log(tmp_path / "clean.jsonl", nan_at=(), spike_at=())):
         doc = json.loads(tracedoc("logs", log, "--format", "json").stdout)
         jsonschema.validate(doc, schema)

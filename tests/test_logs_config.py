@@ -155,3 +155,14 @@ def test_unknown_config_is_a_clear_error(tmp_path):
 def test_log_header_is_a_config_source():
     settings, sources = gather({"tensor_model_parallel_size": 2, "world_size": 4}, [])
     assert sources == ["log header"] and settings["world_size"] == 4
+
+
+def test_layers_must_divide_over_pipeline_stages():
+    # 30 layers over PP 4: 7.5 layers a stage; with 2 virtual stages, 8 chunks
+    m, rows = check_config({"pipeline_model_parallel_size": 4, "num_layers": 30, "world_size": 8}, ["x"])
+    assert m["tp_divisibility_problem"] is True and "30 layers not divisible by PP 4" in m["tp_divisibility_text"]
+    m, _ = check_config({"pipeline_model_parallel_size": 4, "num_layers": 32, "world_size": 8,
+                         "virtual_pipeline_model_parallel_size": 3}, ["x"])
+    assert "32 layers not divisible by PP 4 x virtual stages 3" in m["tp_divisibility_text"]
+    m, _ = check_config({"pipeline_model_parallel_size": 4, "num_layers": 32, "world_size": 8}, ["x"])
+    assert m["tp_divisibility_problem"] is False

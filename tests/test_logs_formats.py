@@ -71,7 +71,7 @@ def test_megatron_log_fields_header_and_nan(tmp_path):
     assert result.metrics["nan_iterations"] == 1
     assert result.metrics["precision"] == "bf16"
     checks = {r["check"]: r["ok"] for r in result.config_checks}
-    assert checks == {"parallel sizes": True, "batch arithmetic": True, "divisible by TP / CP": True}
+    assert checks == {"parallel sizes": True, "batch arithmetic": True, "divisible by TP / PP / CP": True}
 
 
 def test_megatron_periodic_slow_iterations(tmp_path):

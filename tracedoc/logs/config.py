@@ -11,7 +11,7 @@ Semantics (Megatron-LM ``validate_args``, DeepSpeed config asserts):
 world = TP x PP x CP x DP (DP derived as world / (TP PP CP) when not given, which must divide);
 EP divides DP x CP; global batch = micro x DP x grad-accum (Megatron derives grad-accum, which must be
 a whole number); heads and query groups % TP == 0; seq % TP == 0 with sequence parallelism; seq %
-(2 CP) == 0 with context parallelism; fp16 with a fixed loss scale of 1 is fp16 without loss scaling;
+(2 CP) == 0 with context parallelism; layers % (PP x virtual stages) == 0; fp16 with a fixed loss scale of 1 is fp16 without loss scaling;
 bf16 needs compute capability >= 8.0.
 """
 
@@ -46,6 +46,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "heads": ("num_attention_heads", "n_heads", "num_heads", "n_head"),
     "groups": ("num_query_groups", "num_key_value_heads", "n_kv_heads"),
     "sp": ("sequence_parallel", "sequence_parallelism"),
+    "layers": ("num_layers", "n_layers", "num_hidden_layers", "n_layer"),
+    "vpp": ("num_layers_per_virtual_pipeline_stage", "virtual_pipeline_model_parallel_size"),
     "gpu": ("gpu", "gpu_name", "device_name", "gpu_type"),
 }
 # GPUs without native bf16 (compute capability < 8.0), by name fragment
@@ -235,12 +237,12 @@ def check_config(settings: dict[str, Any], sources: list[str], *, compute_capabi
             fix = f"set global_batch_size to {lo} or {lo + micro * dp}"
         m.update(batch_mismatch=bad, batch_text=text, batch_fix=fix if bad else None)
         rows.append({"check": "batch arithmetic", "ok": not bad, "detail": text, "fix": fix if bad else None})
-    _divisibility(s, tp, cp, m, rows)
+    _divisibility(s, tp, cp, pp, m, rows)
     _precision(s, m, rows, compute_capability, gpu_name, logged_loss_scales)
     return m, rows
 
 
-def _divisibility(s, tp, cp, m, rows) -> None:
+def _divisibility(s, tp, cp, pp, m, rows) -> None:
     seq, heads, groups = _int(_get(s, "seq")), _int(_get(s, "heads")), _int(_get(s, "groups"))
     sp = _get(s, "sp")
     problems, fixes, checked = [], [], False
@@ -257,6 +259,15 @@ def _divisibility(s, tp, cp, m, rows) -> None:
                 problems.append(f"sequence length {seq} not divisible by TP {tp}"
                                 + (" (sequence parallelism splits it)" if sp else ""))
                 fixes.append(f"set seq_length to {(seq // tp + 1) * tp}, a multiple of TP {tp}")
+    layers, vpp = _int(_get(s, "layers")), _int(s.get("virtual_pipeline_model_parallel_size"))
+    if pp and pp > 1 and layers:
+        checked = True
+        stages = pp * (vpp or 1)
+        if layers % stages:
+            what = f"PP {pp} x virtual stages {vpp}" if vpp else f"PP {pp}"
+            problems.append(f"{layers} layers not divisible by {what}")
+            fixes.append(f"set num_layers to a multiple of {stages}, or pipeline_model_parallel_size to a divisor "
+                         f"of {layers}")
     if cp and cp > 1 and seq:
         checked = True
         if seq % (2 * cp):
@@ -266,7 +277,7 @@ def _divisibility(s, tp, cp, m, rows) -> None:
         bad = bool(problems)
         m.update(tp_divisibility_problem=bad, tp_divisibility_text="; ".join(problems) if bad else "sizes divide",
                  tp_divisibility_fix="; ".join(fixes) if bad else None)
-        rows.append({"check": "divisible by TP / CP", "ok": not bad, "detail": "; ".join(problems) or "sizes divide",
+        rows.append({"check": "divisible by TP / PP / CP", "ok": not bad, "detail": "; ".join(problems) or "sizes divide",
                      "fix": "; ".join(fixes) or None})
 
 

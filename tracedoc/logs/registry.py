@@ -61,7 +61,8 @@ LOG_METRICS: dict[str, tuple[str, str]] = {
     "batch_mismatch": ("bool", "global batch != micro batch x DP x gradient accumulation"),
     "batch_text": ("name", "the batch arithmetic"),
     "batch_fix": ("name", "the config line that makes the batch consistent"),
-    "tp_divisibility_problem": ("bool", "sequence length or attention heads / query groups not divisible by TP (or 2 x CP)"),
+    "tp_divisibility_problem": ("bool", "sequence length or attention heads / query groups not divisible by TP "
+                                        "(or 2 x CP), or layers not divisible by the pipeline stages"),
     "tp_divisibility_text": ("name", "which size does not divide, and by what"),
     "tp_divisibility_fix": ("name", "the config line to change"),
     "fp16_without_loss_scaling": ("bool", "fp16 training with a fixed loss scale of 1 (no loss scaling)"),
