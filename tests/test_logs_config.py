@@ -166,3 +166,16 @@ def test_layers_must_divide_over_pipeline_stages():
     assert "32 layers not divisible by PP 4 x virtual stages 3" in m["tp_divisibility_text"]
     m, _ = check_config({"pipeline_model_parallel_size": 4, "num_layers": 32, "world_size": 8}, ["x"])
     assert m["tp_divisibility_problem"] is False
+
+
+def test_clipping_fraction_from_the_config_threshold(tmp_path):
+    grads = [0.5, 1.5, 2.0, 0.8, 3.0, 1.2, 1.1, 0.9, 1.3, 1.4] * 5  # 35 of 50 above 1.0
+    path = tmp_path / "g.jsonl"
+    path.write_text("".join(json.dumps({"step": i + 1, "loss": 2.0, "grad_norm": g}) + "\n" for i, g in enumerate(grads)))
+    cfg = tmp_path / "training_args.json"
+    cfg.write_text(json.dumps({"per_device_train_batch_size": 8, "max_grad_norm": 1.0}))
+    result = analyze_log(path, config=[str(cfg)])
+    assert result.metrics["grad_clip_value"] == 1.0
+    assert result.metrics["grad_clip_fraction"] == pytest.approx(35 / 50)
+    assert "TD606" in rule_ids(result)
+    assert analyze_log(path).metrics["grad_clip_fraction"] is None  # no threshold, no fraction

@@ -49,6 +49,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "layers": ("num_layers", "n_layers", "num_hidden_layers", "n_layer"),
     "vpp": ("num_layers_per_virtual_pipeline_stage", "virtual_pipeline_model_parallel_size"),
     "gpu": ("gpu", "gpu_name", "device_name", "gpu_type"),
+    "clip": ("clip_grad", "max_grad_norm", "gradient_clipping", "grad_clip", "max_norm", "training_max_norm",
+             "gradient_clip_val"),
 }
 # GPUs without native bf16 (compute capability < 8.0), by name fragment
 NO_BF16_GPUS = ("v100", "t4", "p100", "p40", "p4", "k80", "m60", "titan v", "titan rtx", "rtx 20", "quadro rtx",
@@ -307,6 +309,12 @@ def _precision(s, m, rows, compute_capability, gpu_name, logged_loss_scales) -> 
             detail = f"bf16 on {name or 'a GPU'} (compute capability {cc:.1f})"
             rows.append({"check": "bf16 support", "ok": not bad, "detail": detail,
                          "fix": "use fp16 with dynamic loss scaling on this GPU, or run on Ampere or newer" if bad else None})
+
+
+def clip_value(settings: dict[str, Any]) -> float | None:
+    """The gradient-clipping threshold the config sets; None when unset or off (0)."""
+    v = _num(_get(settings, "clip"))
+    return v if v is not None and v > 0 else None
 
 
 def _num(v: Any) -> float | None:

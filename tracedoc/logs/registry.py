@@ -33,6 +33,8 @@ LOG_METRICS: dict[str, tuple[str, str]] = {
     "divergence": ("bool", "the loss trends up to the end of the log (or ends in NaN); None without a loss"),
     "divergence_start_step": ("step", "step where the rise begins (the smoothed minimum)"),
     "divergence_rise_fraction": ("fraction", "(final smoothed loss - its minimum) / |minimum|"),
+    "grad_clip_value": ("1", "gradient-clipping threshold from the config (clip_grad, max_grad_norm, gradient_clipping)"),
+    "grad_clip_fraction": ("fraction", "share of logged steps whose gradient norm exceeds the clipping threshold"),
     "lr_schedule": ("name", "shape of the learning-rate schedule, e.g. 'warm-up to step 100, then cosine decay'"),
     "lr_jump_count": ("count", "upward jumps (> 10%) of the learning rate after its peak"),
     # throughput

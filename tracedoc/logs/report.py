@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .analysis import LogAnalysis, LogOptions, analyze_series
-from .config import check_config, gather
+from .config import check_config, clip_value, gather
 from .reader import read_log, resolve_path
 from .registry import LOG_METRICS
 from .series import LogSeries
@@ -120,6 +120,10 @@ def build_log_result(path: str | os.PathLike, *, config: list[str] | tuple[str, 
         elif settings.get("fp16") is True:
             analysis.metrics["precision"] = "fp16"
     analysis.evidence["config_checks"] = rows
+    clip, grad = clip_value(settings), series.col("grad_norm")
+    analysis.metrics["grad_clip_value"] = clip
+    if clip is not None and grad is not None and np.isfinite(grad).any():
+        analysis.metrics["grad_clip_fraction"] = float(np.mean(grad[np.isfinite(grad)] > clip))
     for k in LOG_METRICS:
         analysis.metrics.setdefault(k, None)
     return LogResult(source=source, series=series, analysis=analysis, config_checks=rows,
