@@ -354,3 +354,15 @@ def test_nan_literals_many_or_few(tmp_path, nan_every):
     want = np.array([i % nan_every == 0 for i in range(1, n + 1)])
     np.testing.assert_array_equal(np.isnan(series.columns["loss"]), want)
     assert series.present["loss"].all() and len(series) == n
+
+
+def test_resumed_run_keeps_the_later_values(tmp_path):
+    first = [{"step": s, "loss": 3.0} for s in range(1, 101)]
+    second = [{"step": s, "loss": 2.0} for s in range(51, 151)]  # resumed from the step-50 checkpoint
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in first + second))
+    series = read_log(path)
+    assert series.step.tolist() == list(range(1, 151))
+    assert (series.columns["loss"][:50] == 3.0).all() and (series.columns["loss"][50:] == 2.0).all()
+    assert series.warnings == ["the step counter goes back from 100 to 51 (a resumed run?); for steps logged twice "
+                               "the later values are used"]
