@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,7 +108,10 @@ def build_log_result(path: str | os.PathLike, *, config: list[str] | tuple[str, 
                      jobs: int = 1) -> LogResult:
     """Read a training log, analyse it and check its config (the log header and ``config`` files)."""
     source = resolve_path(os.fspath(path))
-    series = read_log(source, fmt, jobs)
+    with ThreadPoolExecutor(1) as pool:  # hashlib releases the GIL: the hash runs beside the decode
+        digest = pool.submit(_sha256, source)
+        series = read_log(source, fmt, jobs)
+        sha256 = digest.result()
     analysis = analyze_series(series, options)
     settings, sources = gather(series.header, list(config))
     scales = series.col("loss_scale")
@@ -127,4 +131,4 @@ def build_log_result(path: str | os.PathLike, *, config: list[str] | tuple[str, 
     for k in LOG_METRICS:
         analysis.metrics.setdefault(k, None)
     return LogResult(source=source, series=series, analysis=analysis, config_checks=rows,
-                     sha256=_sha256(source), command=command, warnings=list(series.warnings))
+                     sha256=sha256, command=command, warnings=list(series.warnings))
