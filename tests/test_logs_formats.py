@@ -249,7 +249,11 @@ def test_parallel_decode_equals_one_pass(tmp_path, monkeypatch, bad_line):
     path = tmp_path / "p.jsonl"
     path.write_text("\n".join(lines) + "\n")
     one = read_log(path, jobs=1)
+    from tracedoc.logs import reader
+
     monkeypatch.setattr(jsonlog, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(reader, "SAMPLE_BYTES", 5000)  # the parent reads only this head of the file
     calls = []
     real = jsonlog._decode_parallel
     monkeypatch.setattr(jsonlog, "_decode_parallel", lambda *a: calls.append(a) or real(*a))

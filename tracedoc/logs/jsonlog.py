@@ -46,8 +46,13 @@ def quote_nonfinite(data: bytes) -> bytes:
     return data
 
 
-def read_jsonl(source: str, data: bytes, jobs: int = 1) -> LogSeries:
-    """Read JSON Lines; with ``jobs`` > 1 a large plain file is decoded in that many processes."""
+def read_jsonl(source: str, data: bytes, jobs: int = 1, size: int | None = None) -> LogSeries:
+    """Read JSON Lines; with ``jobs`` > 1 a large plain file is decoded in that many processes.
+
+    ``data`` may be just the head of a file of ``size`` bytes: the workers read their own byte ranges,
+    and the whole file is read here only if they cannot decode it.
+    """
+    size = len(data) if size is None else size
     warnings: list[str] = []
     sample: list[dict] = []
     for line in data[:SAMPLE_BYTES].split(b"\n")[:SAMPLE_LINES]:
@@ -76,8 +81,11 @@ def read_jsonl(source: str, data: bytes, jobs: int = 1) -> LogSeries:
              or any(isinstance(obj.get(k), (list, dict, bool)) or isinstance(obj.get(k), str)
                     and obj.get(k) not in ("NaN", "Infinity", "-Infinity") for obj in sample)}
     columns = None
-    if jobs > 1 and len(data) >= PARALLEL_MIN_BYTES and _plain_file(source, len(data)):
-        columns = _decode_parallel(source, len(data), attrs, kinds, jobs)
+    if jobs > 1 and size >= PARALLEL_MIN_BYTES and _plain_file(source, size):
+        columns = _decode_parallel(source, size, attrs, kinds, jobs)
+    if columns is None and len(data) < size:
+        with open(source, "rb") as fh:
+            data = fh.read()
     if columns is None:
         columns = _decode_fast(data, attrs, kinds)
     if columns is None:  # some line does not decode: line by line, saying which

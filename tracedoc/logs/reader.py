@@ -13,6 +13,7 @@ import os
 import re
 
 from .errors import LogError, excerpt
+from .jsonlog import PARALLEL_MIN_BYTES, SAMPLE_BYTES
 from .series import LogSeries
 
 HEAD_BYTES = 64 * 1024
@@ -54,6 +55,21 @@ def read_bytes(path: str) -> bytes:
         except (OSError, EOFError) as exc:
             raise LogError(path, "is a damaged gzip file", str(exc), "re-copy the log") from None
     return data
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _read_head(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(SAMPLE_BYTES)
+    except OSError:
+        return None
 
 
 def sniff(data: bytes) -> str:
@@ -98,17 +114,21 @@ def read_log(path: str | os.PathLike, fmt: str | None = None, jobs: int = 1) -> 
     """Read a training log (file or run directory) into a :class:`LogSeries`; ``jobs`` > 1 decodes a
     large JSON Lines file in that many processes."""
     path = resolve_path(os.fspath(path))
-    data = read_bytes(path)
+    size = _file_size(path)
+    head = _read_head(path) if jobs > 1 and size >= PARALLEL_MIN_BYTES else None
+    data = head if head is not None and head[:2] != b"\x1f\x8b" else read_bytes(path)
     try:
         kind = fmt or sniff(data)
     except LogError as exc:
         raise LogError(path, exc.what, exc.seen, exc.todo) from None
+    if data is head and kind != "jsonl":  # only JSON Lines are decoded in byte ranges
+        data = read_bytes(path)
     if kind not in FORMATS:
         raise LogError(path, f"unknown log format {kind!r}", None, f"one of: {', '.join(FORMATS)}")
     if kind == "jsonl":
         from .jsonlog import read_jsonl
 
-        series = read_jsonl(path, data, jobs)
+        series = read_jsonl(path, data, jobs, size if data is head else None)
     elif kind == "json":
         from .jsonlog import read_json_document
 
