@@ -370,3 +370,26 @@ def test_resumed_run_keeps_the_later_values(tmp_path):
     assert (series.columns["loss"][:50] == 3.0).all() and (series.columns["loss"][50:] == 2.0).all()
     assert series.warnings == ["the step counter goes back from 100 to 51 (a resumed run?); for steps logged twice "
                                "the later values are used"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_step_monitor_of_two_ranks_keeps_rank_zero(tmp_path, monkeypatch, jobs):
+    from tracedoc.logs import jsonlog, reader
+
+    monkeypatch.setattr(jsonlog, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 1)
+    recs = []
+    for step in range(1, 301):
+        for rank in (1, 0):
+            recs.append({"type": "interval", "schema": 1, "rank": rank, "step": step, "steps": 1,
+                         "step_time_s": {"mean": 0.1 + rank, "p50": 0.1, "p90": 0.1, "max": 0.1},
+                         "samples_per_s": 100.0 + rank, "gpu_util_percent": [50.0 + rank, 60.0]})
+    recs.append({"type": "summary", "schema": 1, "rank": 0, "step": 300, "steps": 300, "samples_per_s": 1.0})
+    path = tmp_path / "steps.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    series = read_log(path, jobs=jobs)
+    assert series.format == "tracedoc step monitor" and series.step.tolist() == list(range(1, 301))
+    assert (series.columns["throughput"] == 100.0).all()  # rank 0, and not the summary's 1.0
+    assert (series.columns["step_time_s"] == 0.1).all()
+    assert (series.columns["gpu_util_percent"] == 55.0).all() and (series.columns["gpu_util_min_percent"] == 50.0).all()
+    assert "records of 2 ranks in one file; rank 0 is analysed" in series.warnings

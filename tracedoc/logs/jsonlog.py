@@ -90,10 +90,18 @@ def read_jsonl(source: str, data: bytes, jobs: int = 1, size: int | None = None)
         columns = _decode_fast(data, attrs, kinds)
     if columns is None:  # some line does not decode: line by line, saying which
         columns = _columns(_decode_lines_one_by_one(source, data, attrs, kinds, warnings), attrs, kinds)
+    columns = _interval_records_of_one_rank(columns, warnings)
+    count = len(next(iter(columns.values()))) if columns else 0
+    fmt = "tracedoc step monitor" if monitor else "JSON Lines"
+    return build_series(source, fmt, wanted.values(), lambda k: columns[k], count, warnings=warnings)
+
+
+def _interval_records_of_one_rank(columns: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """Drop the step monitor's summary records, and keep one rank where ranks share the file."""
     keep = None
     if "type" in columns:
         types = columns["type"]
-        keep = np.fromiter((t not in ("summary",) for t in types), dtype=bool, count=len(types))
+        keep = np.fromiter((t != "summary" for t in types), dtype=bool, count=len(types))
     if "rank" in columns:
         ranks = [r for r in columns["rank"] if isinstance(r, int)]
         if len(set(ranks)) > 1:
@@ -102,13 +110,18 @@ def read_jsonl(source: str, data: bytes, jobs: int = 1, size: int | None = None)
             mine = np.fromiter((r == first or r is None for r in columns["rank"]), dtype=bool,
                                count=len(columns["rank"]))
             keep = mine if keep is None else keep & mine
-    if keep is not None and not keep.all():
-        idx = np.flatnonzero(keep)
-        columns = {k: (Converted(v.values[idx], v.present[idx]) if isinstance(v, Converted) else [v[i] for i in idx])
-                   for k, v in columns.items()}
-    count = len(next(iter(columns.values()))) if columns else 0
-    fmt = "tracedoc step monitor" if monitor else "JSON Lines"
-    return build_series(source, fmt, wanted.values(), lambda k: columns[k], count, warnings=warnings)
+    if keep is None or keep.all():
+        return columns
+    idx = np.flatnonzero(keep)
+
+    def subset(col: Any) -> Any:
+        if isinstance(col, Converted):
+            return Converted(col.values[idx], col.present[idx])
+        if isinstance(col, PerGpu):
+            return PerGpu(col.mean[idx], col.minimum[idx], col.present[idx])
+        return [col[i] for i in idx]
+
+    return {k: subset(v) for k, v in columns.items()}
 
 
 def _record_type(attrs: list[str], kinds: dict[str, Any]):
