@@ -118,3 +118,21 @@ def test_every_log_rule_file_is_documented():
         if rule.scope == "log":
             assert rule.requires_gpu is False, f"{rule.id}: a log rule must not wait for a GPU verdict"
             assert rule.docs["references"]
+
+
+def test_every_log_metric_has_a_producer(tmp_path):
+    """The log analyses and the config checks write every registered log metric (None where not
+    measurable), so that a rule never reads a name nothing produces."""
+    import json
+
+    from tracedoc.logs.analysis import analyze_series
+    from tracedoc.logs.config import check_config
+    from tracedoc.logs.reader import read_log
+
+    path = tmp_path / "l.jsonl"
+    path.write_text("".join(json.dumps({"step": i, "loss": 2.0, "grad_norm": 1.0, "lr": 1e-4, "tokens_per_sec": 1e3,
+                                        "gpu_util": 90}) + "\n" for i in range(1, 200)))
+    series = read_log(path)
+    produced = set(analyze_series(series).metrics)
+    produced |= set(check_config({}, [])[0]) | {"grad_clip_value", "grad_clip_fraction"}  # the last two: report.py
+    assert produced == set(LOG_METRICS)
