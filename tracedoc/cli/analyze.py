@@ -48,6 +48,8 @@ def register(sub: Any) -> None:
     a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
     a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    a.add_argument("--log", metavar="FILE", help="a training log whose findings join the trace report "
+                                                 "(a tracedoc run directory brings its steps.jsonl)")
     add_engine_options(a)
     a.set_defaults(func=cmd_analyze)
 
@@ -131,7 +133,7 @@ def cmd_analyze(args) -> int:
     command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
     try:
         result = analyze(path, jobs=args.jobs, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
-                         progress=update, command=command, scheduler=args.scheduler, **options)
+                         progress=update, command=command, scheduler=args.scheduler, log=args.log, **options)
     finally:
         if progress is not None:
             progress.stop()
