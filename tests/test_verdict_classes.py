@@ -267,3 +267,68 @@ def test_v100_resnet_launch_overhead_gets_a_finding():
     assert f.fixes and "launch calls" in f.message
     # GPU busy 97.7%: the overhead costs little GPU time today, so it does not outrank the label.
     assert f.impact_fraction < 0.05 and r.verdict.labels[0] == "low_tensor_core_use"
+
+
+# -- no step spans -------------------------------------------------------------------------------
+
+def test_no_step_trace_with_host_launch_starvation_is_labelled_per_iteration(tmp_path):
+    """An inference loop annotated with vLLM's execute_model and no prof.step(): 100 kernels of 5 us
+    per iteration, each launched 20 us after the last (the GPU waits 15 us for every launch)."""
+    b = TraceBuilder()
+    for i in range(5):
+        t = i * 2500.0
+        b.annotation("execute_model", t, t + 2000.0)
+        for j in range(100):
+            launch = t + j * 20.0
+            b.kernel("triton_poi_fused_add_0", launch + 8.0, 5.0, launch_at=launch, launch_dur=5.0)
+    r = analyse(b, tmp_path)
+    m = r.metrics
+    assert m["steps"] == 0 and m["iterations"] == 5 and m["iteration_name"] == "execute_model"
+    # Completions at 2,000 + 2,500 i (CPU end after the last kernel at +1,993): 2,000 then 2,500 us.
+    assert m["step_time_p50_ns"] == 2500 * US
+    assert m["step_time_mean_ns"] == pytest.approx((2000 + 4 * 2500) / 5 * US)
+    # The window is still the GPU span: 8 us -> 4 * 2,500 + 1,993 us.
+    assert r.window.kind == "gpu" and m["window_ns"] == (11_993 - 8) * US
+    assert r.verdict.labels[0] == "small_batch_bound"
+    top = r.verdict.findings[0]
+    assert top.impact_ms_per_step == pytest.approx(top.impact_fraction * 2.4)
+    assert top.impact_ms_per_step > 0.5
+    health = next(h for h in r.verdict.health if h.code == "no-steps")
+    assert "execute_model" in health.message and "window" in health.message
+
+
+def test_optimizer_steps_mark_iterations_without_step_spans(tmp_path):
+    b = TraceBuilder()
+    for i in range(4):
+        t = i * 10_000.0
+        for j in range(8):
+            b.kernel("volta_sgemm_128x64_nn", t + 10.0 + j * 1000.0, 1000.0, launch_at=t + j * 5.0)
+        b.cpu_op("Optimizer.step#SGD.step", t + 8_500.0, t + 9_000.0)
+    r = analyse(b, tmp_path)
+    m = r.metrics
+    # Iterations run between consecutive Optimizer.step ends (9,000 + 10,000 i): 3 of 10 ms.
+    assert m["steps"] == 0 and m["iterations"] == 3 and m["iteration_name"] == "Optimizer.step#SGD.step"
+    assert m["step_time_p50_ns"] == 10_000 * US
+
+
+def test_trace_without_any_iteration_is_one_span_named_in_health(tmp_path):
+    b = TraceBuilder()
+    for j in range(30):
+        b.kernel("volta_sgemm_128x64_nn", j * 100.0, 50.0, launch_at=j * 100.0 - 5)
+    r = analyse(b, tmp_path)
+    assert r.metrics["iterations"] == 0 and r.metrics["step_time_p50_ns"] is None
+    health = next(h for h in r.verdict.health if h.code == "no-steps")
+    assert "one span" in health.message and "share of that window" in health.message
+
+
+def test_no_step_report_says_per_iteration_never_zero_ms_per_step(tmp_path):
+    from tracedoc.render.text import render_text
+    b = TraceBuilder()
+    for i in range(5):
+        t = i * 2500.0
+        b.annotation("execute_model", t, t + 2000.0)
+        for j in range(100):
+            b.kernel("triton_poi_fused_add_0", t + j * 20.0 + 8.0, 5.0, launch_at=t + j * 20.0, launch_dur=5.0)
+    text = render_text(tracedoc.analyze(b.write(tmp_path / "t.json")))
+    assert "ms/iteration" in text
+    assert "ms/step" not in text and "0.0 ms/" not in text

@@ -24,6 +24,8 @@ METRICS: dict[str, tuple[str, str]] = {
     # window and steps
     "window_ns": ("ns", "length of the analysis window"),
     "steps": ("count", "ProfilerStep spans (or NVTX step ranges) in the window"),
+    "iterations": ("count", "iterations the step time is measured over: the steps, or without step spans the repeating annotation or Optimizer.step stretches the trace shows"),
+    "iteration_name": ("name", "without step spans, the repeating op the iterations were detected from; None otherwise"),
     "step_time_mean_ns": ("ns", "mean step time: interval between consecutive step completions"),
     "step_time_p50_ns": ("ns", "median step time (interval between consecutive step completions)"),
     "step_time_p95_ns": ("ns", "95th percentile step time (interval between consecutive step completions)"),

@@ -123,7 +123,7 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
             "whether the trace has GPU ops could not be determined; findings have low confidence",
             confidence="low",
         ))  # fmt: skip
-    out.extend(_check_steps(metrics.get("steps")))
+    out.extend(_check_steps(metrics.get("steps"), metrics.get("iterations"), metrics.get("iteration_name")))
     out.extend(_check_links(metrics.get("launch_link_fraction")))
     out.extend(_check_graphs(metrics.get("graph_launches"), metrics.get("graph_kernels"), metrics.get("gpu_busy_fraction")))
     if metrics.get("truncated") is True:
@@ -145,13 +145,23 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
     return sorted(out, key=lambda m: order[m.level])
 
 
-def _check_steps(steps: Any) -> list[HealthMessage]:
+def _check_steps(steps: Any, iterations: Any = None, iteration_name: Any = None) -> list[HealthMessage]:
+    if (steps is None or steps == 0) and iterations and iteration_name:
+        return [HealthMessage(
+            "no-steps", "warning",
+            f"no ProfilerStep spans were found; {iterations} iterations were detected from the repeating "
+            f"'{iteration_name}', so the step time is the interval between their completions, while the "
+            "window is the GPU activity span (first to last GPU op). Call prof.step() once per iteration "
+            "to be sure. Findings have at most medium confidence",
+            confidence="medium",
+        )]  # fmt: skip
     if steps is None or steps == 0:
         return [HealthMessage(
             "no-steps", "warning",
-            "no ProfilerStep spans were found, so the window is the GPU activity span and impact "
-            "per step cannot be given; call prof.step() once per iteration (or use NVTX step ranges). "
-            "Findings have at most medium confidence",
+            "no ProfilerStep spans and no repeating iteration were found, so the trace is analysed as "
+            "one span, the GPU activity window (first to last GPU op), and impact is a share of that "
+            "window; call prof.step() once per iteration (or use NVTX step ranges). Findings have at "
+            "most medium confidence",
             confidence="medium",
         )]  # fmt: skip
     if steps < FEW_STEPS:

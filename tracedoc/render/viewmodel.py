@@ -74,7 +74,8 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
     v = r.verdict
     env = r.environment
     origin = int(r.window.start_ns)
-    per = "step" if m.get("steps") else "window"  # without steps, impact is a share of the window
+    # Without steps, impact is per detected iteration, else a share of the window.
+    per = "step" if m.get("steps") else ("iteration" if m.get("iterations") else "window")
     findings = [_finding(f, caps, origin, per) for f in (v.findings if v is not None else [])]
     return RankView(
         rank=r.rank,
@@ -134,8 +135,8 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
     ms = f.impact_ms_per_step
     if ms is None:
         impact_ms = None
-    elif per == "step":
-        impact_ms = f"{ms:.1f} ms/step"
+    elif per in ("step", "iteration"):
+        impact_ms = f"{ms:.1f} ms/{per}" if ms >= 0.05 else f"{fmt_ns(ms * 1e6)}/{per}"
     else:
         impact_ms = f"{fmt_ns(ms * 1e6)} of the window"
     return FindingView(
