@@ -29,6 +29,8 @@ RULE_FILES = rule_files(RULES_DIR)
 BASELINE: dict = {
     "window_ns": 1_000_000_000,
     "steps": 10,
+    "iterations": 10,
+    "iteration_name": None,
     "step_time_mean_ns": 100_000_000,
     "step_time_p50_ns": 100_000_000,
     "step_time_p95_ns": 105_000_000,
