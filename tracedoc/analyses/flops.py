@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..model import trace as M
 from ..model.trace import Trace
-from . import flop_formulas as F
+from . import opflops as F
 from .peaks import DevicePeak, device_peak
 
 BACKWARD_FRAME_RE = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
@@ -48,15 +48,26 @@ class _Counted:
     gpu_ns: np.ndarray  # int64 kernel time launched inside the op
 
 
-def _thread_keys(trace: Trace) -> tuple[np.ndarray, int, int]:
-    """A per-thread code for every cpu op, plus (origin, span) so that ``code * span + (t - origin)``
-    orders times of different threads into disjoint ranges."""
-    c = trace.cpu_ops
-    pairs = np.stack([c["pid"], c["tid"]], axis=1)
-    _, code = np.unique(pairs, axis=0, return_inverse=True)
-    origin = int(min(c["start_ns"].min(), c["end_ns"].min()))
-    span = int(max(c["start_ns"].max(), c["end_ns"].max())) - origin + 2
-    return code.reshape(-1).astype(np.int64), origin, span
+class _ThreadClock:
+    """Places times of different threads on disjoint ranges of one axis, ``code * span + (t - origin)``,
+    so that per-thread interval containment is one sorted search over all threads at once."""
+
+    def __init__(self, trace: Trace):
+        c, r = trace.cpu_ops, trace.runtime
+        pid = np.concatenate([c["pid"], r["pid"]])
+        tid = np.concatenate([c["tid"], r["tid"]])
+        _, code = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
+        code = code.reshape(-1).astype(np.int64)
+        self.cpu_code, self.rt_code = code[:len(c)], code[len(c):]
+        times = [a for a in (c["start_ns"], c["end_ns"], r["start_ns"], r["end_ns"]) if a.size]
+        self.origin = int(min(a.min() for a in times))
+        self.span = int(max(a.max() for a in times)) - self.origin + 2
+
+    def cpu(self, rows: np.ndarray, col: str, trace: Trace) -> np.ndarray:
+        return self.cpu_code[rows] * self.span + (trace.cpu_ops[col][rows] - self.origin)
+
+    def runtime(self, rows: np.ndarray, col: str, trace: Trace) -> np.ndarray:
+        return self.rt_code[rows] * self.span + (trace.runtime[col][rows] - self.origin)
 
 
 def _enclosing(outer_s: np.ndarray, outer_e: np.ndarray, q_s: np.ndarray, q_e: np.ndarray) -> np.ndarray:
@@ -97,14 +108,14 @@ def _resolve(trace: Trace) -> tuple[list, dict]:
     for name, dims, _, _, _ in combos:
         idx = F.conv_backward_shape_indices(name)
         if idx is not None:
-            go, x, w = (F._tensor(dims, i) for i in idx)
+            go, x, w = (F.tensor_shape(dims, i) for i in idx)
             if go and x and w:
                 conv_out[(tuple(x), tuple(w))] = go
     results = []
     for name, dims, types, concrete, f in combos:
         out = None
         if name in F.CONV_FORWARD_OPS:
-            x, w = F._tensor(dims, 0), F._tensor(dims, 1)
+            x, w = F.tensor_shape(dims, 0), F.tensor_shape(dims, 1)
             out = conv_out.get((tuple(x), tuple(w))) if x and w else None
         # A backward whose output mask was not recorded (torch < 2.1) computed both gradients, except
         # for a first layer whose input needs none: assuming both overcounts only that layer.
@@ -114,15 +125,14 @@ def _resolve(trace: Trace) -> tuple[list, dict]:
     return [results[i] for i in codes], {"combos": len(combos)}
 
 
-def _counted_ops(trace: Trace, resolved: list, keys) -> tuple[np.ndarray, np.ndarray]:
-    """Shapes rows that count: resolved and not inside another resolved op of the same thread."""
-    s, c = trace.op_shapes, trace.cpu_ops
-    code, origin, span = keys
+def _counted_ops(trace: Trace, resolved: list, clock: _ThreadClock) -> tuple[np.ndarray, np.ndarray]:
+    """Shapes rows that count: resolved and not inside another resolved op of the same thread
+    (sorted by start on the thread clock, which is returned too)."""
+    s = trace.op_shapes
     ok = np.fromiter((not isinstance(r, str) for r in resolved), dtype=bool, count=len(resolved))
     cand = np.flatnonzero(ok)
     rows = s["row"][cand]
-    ks = code[rows] * span + (c["start_ns"][rows] - origin)
-    ke = code[rows] * span + (c["end_ns"][rows] - origin)
+    ks, ke = clock.cpu(rows, "start_ns", trace), clock.cpu(rows, "end_ns", trace)
     order = np.lexsort((-ke, ks))
     ke_sorted = ke[order]
     prev_max = np.maximum.accumulate(ke_sorted)
@@ -133,15 +143,13 @@ def _counted_ops(trace: Trace, resolved: list, keys) -> tuple[np.ndarray, np.nda
     return cand[keep], ks[keep]
 
 
-def _in_backward(trace: Trace, rows: np.ndarray, keys) -> np.ndarray:
+def _in_backward(trace: Trace, rows: np.ndarray, clock: _ThreadClock) -> np.ndarray:
     """Whether each cpu op row runs inside an autograd backward frame of its thread."""
     c = trace.cpu_ops
-    code, origin, span = keys
     frames = np.flatnonzero(trace.string_ids(lambda n: BACKWARD_FRAME_RE.search(n) is not None)[c["name"]])
     if not frames.size or not rows.size:
         return np.zeros(rows.size, dtype=bool)
-    fs = code[frames] * span + (c["start_ns"][frames] - origin)
-    fe = code[frames] * span + (c["end_ns"][frames] - origin)
+    fs, fe = clock.cpu(frames, "start_ns", trace), clock.cpu(frames, "end_ns", trace)
     order = np.argsort(fs, kind="stable")
     fs, fe = fs[order], fe[order]
     # union of frames (nested frames merge)
@@ -150,9 +158,7 @@ def _in_backward(trace: Trace, rows: np.ndarray, keys) -> np.ndarray:
     new[1:] = fs[1:] > run_end[:-1]
     us = fs[new]
     ue = np.maximum.reduceat(fe, np.flatnonzero(new))
-    qs = code[rows] * span + (c["start_ns"][rows] - origin)
-    qe = code[rows] * span + (c["end_ns"][rows] - origin)
-    return _enclosing(us, ue, qs, qe) >= 0
+    return _enclosing(us, ue, clock.cpu(rows, "start_ns", trace), clock.cpu(rows, "end_ns", trace)) >= 0
 
 
 def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, gpu_ext: np.ndarray,
@@ -171,34 +177,29 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
     if statement is not None:
         return m, _evidence(statement, device, peak_row, [], [], [], [])
 
-    keys = _thread_keys(trace)
+    clock = _ThreadClock(trace)
     resolved, _ = _resolve(trace)
-    idx, ks = _counted_ops(trace, resolved, keys)
+    idx, ks = _counted_ops(trace, resolved, clock)
     s = trace.op_shapes
     rows = s["row"][idx]
     res = [resolved[i] for i in idx]
-    recomputed = _in_backward(trace, rows, keys) & np.isin(c["name"][rows], _name_ids(trace, F.FORWARD_ONLY_OPS))
+    in_backward = _in_backward(trace, rows, clock)
+    recomputed = in_backward & np.isin(c["name"][rows], _name_ids(trace, F.FORWARD_ONLY_OPS))
+    # A matrix product's pass is where it runs (mm computes gradients inside backward nodes).
+    phase = np.array([F.BACKWARD if bw and r.op_class == F.MATMUL else r.phase for r, bw in zip(res, in_backward)],
+                     dtype=object)
     counted = _Counted(
         rows=rows, name=c["name"][rows],
         op_class=np.array([r.op_class for r in res], dtype=object),
-        phase=np.array([r.phase for r in res], dtype=object),
+        phase=phase,
         dtype=np.array([r.dtype for r in res], dtype=object),
         flops=np.array([0.0 if rc else r.flops for r, rc in zip(res, recomputed)], dtype=np.float64),
         hw_flops=np.array([r.hardware_flops for r in res], dtype=np.float64),
         bytes=np.array([r.bytes for r in res], dtype=np.float64),
         recomputed=recomputed, gpu_ns=np.zeros(rows.size, dtype=np.int64))
 
-    # Kernels -> the counted op they ran under (through the innermost launching op).
-    kernel_owner = np.full(len(g), -1, dtype=np.int64)
+    kernel_owner = _kernel_owners(trace, rows, ks, clock, kernel, gpu_ext, launching_ops)
     if len(g) and rows.size:
-        op_rows = launching_ops.rows_of(gpu_ext)
-        has = (op_rows >= 0) & kernel
-        q = op_rows[has]
-        code, origin, span = keys
-        qs = code[q] * span + (c["start_ns"][q] - origin)
-        qe = code[q] * span + (c["end_ns"][q] - origin)
-        ke = code[rows] * span + (c["end_ns"][rows] - origin)
-        kernel_owner[has] = _enclosing(ks, ke, qs, qe)
         owned = (kernel_owner >= 0) & compute
         counted.gpu_ns = np.bincount(kernel_owner[owned], weights=dur[owned], minlength=rows.size).astype(np.int64)
         _mark_tf32(counted, kernel_owner, compute, g, tc_classes, peak_row)
@@ -230,18 +231,42 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
         fp32 = (counted.dtype == "fp32")
         m["fp32_flops_fraction"] = float(counted.flops[fp32].sum() / total_model)
     if compute_ns:
-        m["small_gemm_fraction"] = _small_gemm_ns(counted, peak_row) / compute_ns if peak_row else None
+        m["small_gemm_fraction"] = float(_small_gemm_ns(counted, peak_row) / compute_ns) if peak_row else None
         m["unfused_attention_fraction"] = _softmax_ns(trace, gpu_ext, launching_ops, compute, dur) / compute_ns
 
     by_class = _by_op_class(trace, counted, peak_row)
     by_kernel = _by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, dominant)
-    missing = _not_counted(trace, resolved, idx, kernel_owner, compute, dur, launching_ops, gpu_ext, keys, compute_ns)
+    missing = _not_counted(trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns)
     per_step = _per_step_rows(steps, step_flops, peak)
     summary = _summary_row(m, device, peak_row, dominant, counted, known_ns, compute_ns, n_steps, len(g) > 0)
     return m, _evidence(None, device, peak_row, [summary], by_class, by_kernel, missing, per_step)
 
 
 # -- pieces --------------------------------------------------------------------------------------
+
+def _kernel_owners(trace: Trace, rows, ks, clock: _ThreadClock, kernel, gpu_ext, launching_ops) -> np.ndarray:
+    """Index into the counted ops of the op each kernel was launched inside (-1 none).
+
+    The launch call's span lies inside the op on the launching thread; kernels with no linked launch
+    call fall back to the op their External id names.
+    """
+    g = trace.gpu_ops
+    owner = np.full(len(g), -1, dtype=np.int64)
+    if not len(g) or not rows.size:
+        return owner
+    ke = clock.cpu(rows, "end_ns", trace)
+    launch = g["launch"]
+    by_call = kernel & (launch >= 0)
+    if by_call.any():
+        call = launch[by_call]
+        owner[by_call] = _enclosing(ks, ke, clock.runtime(call, "start_ns", trace), clock.runtime(call, "end_ns", trace))
+    op_rows = launching_ops.rows_of(gpu_ext)
+    by_ext = kernel & (owner < 0) & (op_rows >= 0)
+    if by_ext.any():
+        q = op_rows[by_ext]
+        owner[by_ext] = _enclosing(ks, ke, clock.cpu(q, "start_ns", trace), clock.cpu(q, "end_ns", trace))
+    return owner
+
 
 def _device(trace: Trace) -> str | None:
     devices = trace.meta.get("devices") or []
@@ -381,8 +406,7 @@ def _by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak
     return sorted(out, key=lambda r: -r["gpu_ns"])
 
 
-def _not_counted(trace: Trace, resolved, counted_idx, owner, compute, dur, launching_ops, gpu_ext, keys,
-                 compute_ns) -> list[dict]:
+def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu_ext, compute_ns) -> list[dict]:
     """Top-level matmul/conv/attention ops left uncounted (with why), and the GPU time of other ops."""
     s, c = trace.op_shapes, trace.cpu_ops
     out: list[dict] = []
@@ -424,7 +448,7 @@ def _per_step_rows(steps, step_flops, peak) -> list[dict]:
 
 def _summary_row(m, device, peak_row, dominant, counted: _Counted, known_ns, compute_ns, n_steps, has_gpu) -> dict:
     if not has_gpu:
-        note = "no GPU ops: the rate is the host's; MFU needs a GPU"
+        note = "the trace has no GPU kernels: TFLOP/s over the step time only; MFU needs the GPU's kernels"
     elif device is None:
         note = "the trace does not name its GPU: TFLOP/s only, no MFU"
     elif peak_row is None:

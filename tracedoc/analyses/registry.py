@@ -69,6 +69,18 @@ METRICS: dict[str, tuple[str, str]] = {
     "tensor_core_unknown_fraction": ("fraction", "compute time in kernels whose Tensor Core use is unknown / compute time"),
     "tc_eligible_non_tc_fraction": ("fraction", "compute time in matmul/conv/attention kernels not on Tensor Cores / compute time"),
     "tensor_core_capable": ("bool", "the device has Tensor Cores (compute capability >= 7.0); None unknown"),
+    # model FLOPs and MFU (from recorded shapes; None when the trace records none)
+    "model_flops_per_step": ("FLOPs", "FLOPs of the model's matmul/conv/attention ops per step, forward and backward as recorded, recomputation excluded; None without shapes or steps"),
+    "hardware_flops_per_step": ("FLOPs", "FLOPs the GPU executed per step: model FLOPs plus recomputation (activation checkpointing, fused attention backward)"),
+    "achieved_tflops": ("TFLOP/s", "model FLOPs / step time (window length without steps)"),
+    "mfu": ("fraction", "achieved_tflops / the device's dense peak for the dtype carrying most FLOPs; None for an unknown GPU"),
+    "hfu": ("fraction", "hardware FLOPs per second / the same peak as mfu"),
+    "peak_tflops": ("TFLOP/s", "dense peak used for mfu (device and dtype in the flops_summary evidence)"),
+    "tensor_core_mfu": ("fraction", "achieved_tflops / the device's dense bf16/fp16 Tensor Core peak: the rate against what mixed precision can reach"),
+    "flops_counted_fraction": ("fraction", "compute kernel time launched by ops whose FLOPs are counted / compute kernel time"),
+    "fp32_flops_fraction": ("fraction", "share of model FLOPs in fp32 ops that did not run on Tensor Cores (not TF32)"),
+    "small_gemm_fraction": ("fraction", "compute time in matrix products whose shapes are memory-bound on this device (arithmetic intensity below peak / memory bandwidth) / compute time"),
+    "unfused_attention_fraction": ("fraction", "compute time in explicit softmax and unfused (math) attention ops / compute time"),
     # host sync
     "sync_fraction": ("fraction", "CPU time in synchronizing calls / window"),
     "sync_calls": ("count", "synchronizing calls (stream/device/event sync, sync memcpy, .item())"),

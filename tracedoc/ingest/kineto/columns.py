@@ -11,6 +11,7 @@ import numpy as np
 from ...model import trace as M
 from ...model.numbers import decimal_text_to_scaled_int, to_float64, to_int64
 from ...model.trace import StringTable, Table
+from ...analyses.opflops import needs_shapes
 from .decode import _EMPTY_ARGS, Args, Event
 
 # Event classes
@@ -51,7 +52,7 @@ def _runtime_kind(cat: Any) -> int:
 
 _STREAM_RE = re.compile(r"^\s*stream\s+(\d+)", re.I)
 LABEL_ID_BASE = -(1 << 40)
-_STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name"}
+_STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "dims", "types", "concrete"}
 
 
 class _Reader:
@@ -66,6 +67,7 @@ class _Reader:
         self.bad_args = 0
         self.ignored_phases: dict[str, int] = {}
         self._id_cache: dict[Any, int] = {}
+        self._wants_shapes: dict[int, bool] = {}
 
     # -- helpers -------------------------------------------------------------------------------
     def ids(self, values: list) -> np.ndarray:
@@ -127,6 +129,8 @@ class _Reader:
                     src = t["source"]
                     t["row"] = t["row"] + np.where(src == M.COLLECTIVE_FROM_KERNEL, offsets["gpu_ops"],
                                                    offsets["cpu_ops"])
+                elif name == "op_shapes":
+                    t["row"] = t["row"] + offsets["cpu_ops"]
                 self.parts[name].append(t)
         self.meta_events.extend(chunk["meta_events"])
         self.n_events += chunk["n_events"]
@@ -208,11 +212,33 @@ class _Reader:
             "end_ns": ts + self._durations(sub), "external_id": ext, "depth": np.zeros(n),
             "stack": self.names(stacks) if any(s is not None for s in stacks) else np.full(n, -1),
         }))
+        names = self.parts["cpu_ops"][-1]["name"]
+        base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
+        self._shapes(args, names, base)
         has_coll = [i for i, a in enumerate(args) if a.collective is not None]
         if has_coll:
-            base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
             self._collectives(M.COLLECTIVE_FROM_CPU_OP, [args[i] for i in has_coll],
                               np.asarray(has_coll) + base, ext[has_coll])
+
+    def _shapes(self, args: list[Args], names: np.ndarray, base: int) -> None:
+        """Recorded shapes of the ops FLOPs are counted for; other ops' shapes stay undecoded."""
+        wants = self._wants_shapes
+        for sid in np.unique(names).tolist():
+            if sid not in wants:
+                wants[sid] = sid >= 0 and needs_shapes(self.strings.strings[sid])
+        keep = [i for i, sid in enumerate(names.tolist()) if wants[sid] and args[i].input_dims]
+        if not keep:
+            return
+        sel = [args[i] for i in keep]
+
+        def text(raws):
+            return self.names([bytes(r).decode("utf-8", "replace") if r else None for r in raws])
+
+        self.parts["op_shapes"].append(Table("op_shapes", {
+            "row": np.asarray(keep, dtype=np.int64) + base, "dims": text([a.input_dims for a in sel]),
+            "types": text([a.input_type for a in sel]), "concrete": text([a.concrete_inputs for a in sel]),
+            "flops": to_float64([a.flops for a in sel]),
+        }))
 
     def _collectives(self, source, args, rows, ext):
         self.parts["collectives"].append(Table("collectives", {
