@@ -81,6 +81,14 @@ METRICS: dict[str, tuple[str, str]] = {
     "fp32_flops_fraction": ("fraction", "share of model FLOPs in fp32 ops that did not run on Tensor Cores (not TF32)"),
     "small_gemm_fraction": ("fraction", "compute time in matrix products whose shapes are memory-bound on this device (arithmetic intensity below peak / memory bandwidth) / compute time"),
     "unfused_attention_fraction": ("fraction", "compute time in explicit softmax and unfused (math) attention ops / compute time"),
+    # model-formula estimates (tracedoc analyze --model CONFIG --tokens-per-step N; None otherwise)
+    "formula_flops_per_step": ("FLOPs", "training FLOPs per step from the model config: 3 x forward per token x tokens per step"),
+    "formula_mfu": ("fraction", "formula FLOPs per second / the same dense peak as mfu (the 16-bit Tensor Core peak when the trace gives no dtype)"),
+    "tokens_per_s": ("1/s", "tokens per step / step time"),
+    "samples_per_s": ("1/s", "sequences per step / step time"),
+    "trace_to_formula_flops_ratio": ("x", "model_flops_per_step counted from the trace / formula_flops_per_step"),
+    "memory_estimate_bytes": ("bytes", "estimated weights + gradients + optimizer states + activations per GPU"),
+    "max_micro_batch": ("count", "largest micro-batch whose memory estimate fits the device"),
     # host sync
     "sync_fraction": ("fraction", "CPU time in synchronizing calls / window"),
     "sync_calls": ("count", "synchronizing calls (stream/device/event sync, sync memcpy, .item())"),
