@@ -67,7 +67,7 @@ class _Reader:
         self.bad_args = 0
         self.ignored_phases: dict[str, int] = {}
         self._id_cache: dict[Any, int] = {}
-        self._wants_shapes: dict[int, bool] = {}
+        self._wants_shapes = np.zeros(0, dtype=bool)  # per string id: a name whose shapes FLOPs need
 
     # -- helpers -------------------------------------------------------------------------------
     def ids(self, values: list) -> np.ndarray:
@@ -223,10 +223,13 @@ class _Reader:
     def _shapes(self, args: list[Args], names: np.ndarray, base: int) -> None:
         """Recorded shapes of the ops FLOPs are counted for; other ops' shapes stay undecoded."""
         wants = self._wants_shapes
-        for sid in np.unique(names).tolist():
-            if sid not in wants:
-                wants[sid] = sid >= 0 and needs_shapes(self.strings.strings[sid])
-        keep = [i for i, sid in enumerate(names.tolist()) if wants[sid] and args[i].input_dims]
+        strings = self.strings.strings
+        if wants.size < len(strings):  # classify names interned since the last chunk
+            wants = self._wants_shapes = np.concatenate(
+                [wants, np.fromiter((needs_shapes(x) for x in strings[wants.size:]), dtype=bool,
+                                    count=len(strings) - wants.size)])
+        cand = np.flatnonzero(wants[np.maximum(names, 0)] & (names >= 0))
+        keep = [i for i in cand.tolist() if args[i].input_dims]
         if not keep:
             return
         sel = [args[i] for i in keep]
