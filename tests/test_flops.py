@@ -3,6 +3,7 @@ that cannot give MFU (no shapes, unknown GPU)."""
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
 import subprocess
@@ -168,3 +169,32 @@ def test_unknown_gpu_gives_tflops_without_mfu():
     assert rank.metrics["mfu"] is None and rank.metrics["peak_tflops"] is None
     note = rank.evidence["flops_summary"][0]["note"]
     assert "AMD Radeon Graphics" in note and "no MFU" in note
+
+
+# -- capture records shapes by default ----------------------------------------------------------
+
+def test_tracedoc_profile_records_shapes_so_reports_have_flops(tmp_path):
+    torch = pytest.importorskip("torch")
+    import tracedoc.capture as capture
+
+    model = torch.nn.Linear(8, 2)
+    with capture.profile(str(tmp_path), skip_first=1, warmup=1, active=2, report=False, signal=False,
+                         trigger_file="", monitor=False) as prof:
+        for _ in range(6):
+            model(torch.randn(4, 8)).sum().backward()
+            prof.step()
+    m = tracedoc.analyze(prof.traces[0]).ranks[0].metrics
+    # per step: linear forward 2*4*8*2 + bias 4*2 = 136; weight gradient mm 2*2*4*8 = 128 (the input
+    # needs no gradient)
+    assert m["model_flops_per_step"] == 136 + 128
+
+
+def test_tracedoc_run_flag_turns_shapes_off():
+    from tracedoc.capture.cli import register
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    register(sub)
+    run = sub.choices["run"]
+    assert run.parse_args(["--", "x"]).record_shapes is True
+    assert run.parse_args(["--no-record-shapes", "--", "x"]).record_shapes is False
+    assert run.parse_args(["--with-flops", "--", "x"]).with_flops is True

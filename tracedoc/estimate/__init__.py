@@ -8,9 +8,8 @@ set beside the trace's measured peak, with the largest micro-batch that fits the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..analyses.peaks import device_peak
 from .config import ModelSpec, load_model_spec
 from .formulas import flops_per_token, param_count
 from .memory import USABLE_FRACTION, TrainSetup, estimate_memory, largest_micro_batch
@@ -57,8 +56,12 @@ def _compare(ratio: float | None, counted_fraction) -> str:
 
 def apply_estimate(rank, request: EstimateRequest) -> None:
     """Fill the formula metrics and the ``model_estimate`` / ``memory_estimate`` evidence of a rank."""
+    from ..analyses.peaks import device_peak
+
     spec, setup, tokens = request.spec, request.setup, request.tokens_per_step
     m = rank.metrics
+    if setup.dp_size is None:
+        setup = replace(setup, dp_size=m.get("world_size") or 1)
     step_ns = _step_time_ns(rank.per_step)
     per_token = flops_per_token(spec, setup.seq_len)
     formula = per_token.training * tokens

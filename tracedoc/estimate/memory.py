@@ -44,7 +44,7 @@ class TrainSetup:
     precision: str = "bf16-master"
     optimizer: str = "adamw"
     zero_stage: int = 0
-    dp_size: int = 1
+    dp_size: int | None = None  # None: the trace's world size (1 when unknown)
     checkpointing: bool = False
     fused_attention: bool = True
 
@@ -58,7 +58,7 @@ class TrainSetup:
         if self.zero_stage not in (0, 1, 2, 3):
             raise UsageError("--zero-stage", "must be 0, 1, 2 or 3", str(self.zero_stage), None)
         for name in ("micro_batch", "seq_len", "dp_size"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')}", "must be at least 1", str(getattr(self, name)), None)
         return self
 
@@ -99,7 +99,7 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryEstimate:
     setup = setup.validated()
     n = param_count(spec, setup.seq_len).total
     w_b, g_b, master_b = PRECISIONS[setup.precision]
-    dp = setup.dp_size
+    dp = setup.dp_size or 1
     opt = n * (OPTIMIZERS[setup.optimizer] + master_b)
     grads = n * g_b
     weights = n * w_b
