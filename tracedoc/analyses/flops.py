@@ -285,18 +285,21 @@ def _name_ids(trace: Trace, names) -> np.ndarray:
     return np.flatnonzero(trace.string_ids(lambda n: n in names))
 
 
-def _no_shapes_statement(trace: Trace) -> str | None:
+def _no_shapes_statement(trace: Trace) -> tuple[str, str] | None:
+    """(short reason, full statement) when the trace gives nothing to count FLOPs from."""
     c = trace.cpu_ops
     shapes = trace.tables.get("op_shapes")
     flop_ops = trace.string_ids(F.needs_shapes)[c["name"]] if len(c) else np.zeros(0, dtype=bool)
     if shapes is not None and len(shapes):
         return None
     if not len(c):
-        return "the trace has no CPU operators, so there are no shapes to count FLOPs from"
+        return "no CPU operators", "the trace has no CPU operators, so there are no shapes to count FLOPs from"
     if not flop_ops.any():
-        return "the trace has no matmul, convolution or attention operators to count FLOPs from"
-    return (f"{int(flop_ops.sum())} matmul/convolution/attention operators have no recorded shapes: profile with "
-            "record_shapes=True (tracedoc run and tracedoc.profile do by default) to get FLOPs and MFU")
+        return "no matmul/conv/attention ops", \
+            "the trace has no matmul, convolution or attention operators to count FLOPs from"
+    return "no shapes recorded", (
+        f"{int(flop_ops.sum())} matmul/convolution/attention operators have no recorded shapes: profile with "
+        "record_shapes=True (tracedoc run and tracedoc.profile do by default) to get FLOPs and MFU")
 
 
 def _mark_tf32(counted: _Counted, owner, compute, g, tc_classes, peak_row) -> None:
@@ -448,23 +451,26 @@ def _per_step_rows(steps, step_flops, peak) -> list[dict]:
 
 def _summary_row(m, device, peak_row, dominant, counted: _Counted, known_ns, compute_ns, n_steps, has_gpu) -> dict:
     if not has_gpu:
-        note = "the trace has no GPU kernels: TFLOP/s over the step time only; MFU needs the GPU's kernels"
+        missing, note = "no GPU kernels", "the trace has no GPU kernels: TFLOP/s over the step time only; MFU needs " \
+            "the GPU's kernels"
     elif device is None:
-        note = "the trace does not name its GPU: TFLOP/s only, no MFU"
+        missing, note = "GPU not named", "the trace does not name its GPU: TFLOP/s only, no MFU"
     elif peak_row is None:
-        note = f"{device} is not in tracedoc's peak table: TFLOP/s only, no MFU"
+        missing, note = "GPU not in peak table", f"{device} is not in tracedoc's peak table: TFLOP/s only, no MFU"
     elif m["peak_tflops"] is None:
+        missing = f"no {dominant or 'known-dtype'} peak"
         note = f"{peak_row.name} has no {dominant or 'known-dtype'} peak in the table: TFLOP/s only, no MFU"
     else:
-        note = f"MFU against the {peak_row.name} dense {dominant} peak ({peak_row.source})"
+        missing, note = None, f"MFU against the {peak_row.name} dense {dominant} peak ({peak_row.source})"
     if not counted.rows.size:
+        missing = "no resolvable shapes"
         note = "no matmul/convolution/attention op has shapes that resolve to FLOPs; " + note
     return {"model_flops_per_step": m["model_flops_per_step"], "hardware_flops_per_step": m["hardware_flops_per_step"],
             "achieved_tflops": m["achieved_tflops"], "mfu": m["mfu"], "hfu": m["hfu"], "dtype": dominant,
             "peak_tflops": m["peak_tflops"], "device": device, "peak_device": peak_row.name if peak_row else None,
             "peak_source": peak_row.source if peak_row else None, "counted_ops": int(counted.rows.size),
             "recomputed_ops": int(counted.recomputed.sum()), "counted_gpu_ns": known_ns, "compute_gpu_ns": compute_ns,
-            "counted_fraction": m["flops_counted_fraction"], "steps": n_steps, "note": note}
+            "counted_fraction": m["flops_counted_fraction"], "steps": n_steps, "mfu_missing": missing, "note": note}
 
 
 def _evidence(statement, device, peak_row, summary, by_class, by_kernel, missing, per_step=()) -> dict:
@@ -474,6 +480,6 @@ def _evidence(statement, device, peak_row, summary, by_class, by_kernel, missing
                     "peak_device": peak_row.name if peak_row else None,
                     "peak_source": peak_row.source if peak_row else None, "counted_ops": 0, "recomputed_ops": 0,
                     "counted_gpu_ns": 0, "compute_gpu_ns": None, "counted_fraction": None, "steps": None,
-                    "note": statement}]
+                    "mfu_missing": statement[0], "note": statement[1]}]
     return {"flops_summary": summary, "flops_by_op_class": by_class, "flops_by_kernel_class": by_kernel,
             "flops_not_counted": missing, "flops_per_step": list(per_step)}

@@ -22,7 +22,7 @@ def mfu_text(m: dict, evidence: dict) -> str:
     """MFU with the peak, dtype and device it was measured against, or why there is none."""
     row = (evidence.get("flops_summary") or [{}])[0]
     if m.get("mfu") is None:
-        return "n/a" + (f" ({row['note']})" if row.get("note") else "")
+        return "n/a" + (f" ({row['mfu_missing']})" if row.get("mfu_missing") else "")
     text = f"{fmt_pct(m['mfu'])} of the {row.get('peak_device')} dense {row.get('dtype')} peak, " \
            f"{m['peak_tflops']:g} TFLOP/s"
     if m.get("hfu") is not None and m["hfu"] > m["mfu"] * 1.005:
@@ -33,8 +33,10 @@ def mfu_text(m: dict, evidence: dict) -> str:
 def efficiency_items(m: dict, evidence: dict) -> list[tuple[str, str]]:
     """Summary label/value pairs; empty when the trace has nothing to count FLOPs from."""
     row = (evidence.get("flops_summary") or [{}])[0]
-    if m.get("achieved_tflops") is None and not row.get("note"):
+    if not row:
         return []
+    if m.get("achieved_tflops") is None and m.get("formula_flops_per_step") is None:
+        return [("MFU", mfu_text(m, evidence))]
     items = [("model FLOPs/step", fmt_flops(m.get("model_flops_per_step"))),
              ("achieved", fmt_tflops(m.get("achieved_tflops"))),
              ("MFU", mfu_text(m, evidence)),
@@ -49,8 +51,10 @@ def efficiency_items(m: dict, evidence: dict) -> list[tuple[str, str]]:
 
 
 def efficiency_line(m: dict, evidence: dict) -> str | None:
-    """One line for the terminal summary."""
-    items = efficiency_items(m, evidence)
-    if not items:
+    """One line for the terminal summary (the full statement when there is nothing to count)."""
+    row = (evidence.get("flops_summary") or [{}])[0]
+    if not row:
         return None
-    return "Model FLOPs: " + "; ".join(f"{label} {value}" for label, value in items)
+    if m.get("achieved_tflops") is None and m.get("formula_flops_per_step") is None:
+        return f"Model FLOPs: n/a: {row.get('note')}"
+    return "Model FLOPs: " + "; ".join(f"{label} {value}" for label, value in efficiency_items(m, evidence))
