@@ -147,3 +147,44 @@ def test_estimate_beside_a_real_trace(tmp_path):
     assert "formula" in row["comparison"]
     parts = {r["part"]: r for r in rank.evidence["memory_estimate"]}
     assert parts["total (estimate)"]["bytes"] == m["memory_estimate_bytes"]
+
+
+def _cli(*args):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    return subprocess.run([sys.executable, "-m", "tracedoc", *args], capture_output=True, text=True, env=env,
+                          cwd=root, timeout=300)
+
+
+def test_cli_model_estimate_in_the_report(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA2_7B))
+    trace = str(shared_traces() / "kineto" / "v100_2rank_rank1.json.gz")
+    out = _cli("analyze", trace, "--model", str(cfg), "--tokens-per-step", "4096", "--seq-len", "2048",
+               "--zero-stage", "3", "-f", "md")
+    assert out.returncode == 0, out.stderr
+    assert "tokens/s" in out.stdout and "model MFU (formula)" in out.stdout and "MFU" in out.stdout
+    doc = json.loads(_cli("analyze", trace, "--model", str(cfg), "--tokens-per-step", "4096", "-f", "json").stdout)
+    m = doc["ranks"][0]["metrics"]
+    # 7B at 4096 context (the config's maximum) by hand: 3 * (32*(134,217,728 + 270,532,608 + 4*4096*4096/2)
+    # + 262,144,000) per token
+    per_token = 3 * (32 * (134_217_728 + 270_532_608 + 4 * 4096 * 4096 // 2) + 262_144_000)
+    assert m["formula_flops_per_step"] == per_token * 4096
+    assert m["model_flops_per_step"] is not None and m["mfu"] is not None
+
+
+def test_cli_estimate_usage_errors(tmp_path):
+    trace = str(shared_traces() / "kineto" / "mi250_rocm_minitoy.json.gz")
+    out = _cli("analyze", trace, "--model", "hidden=64,layers=2", "--tokens-per-step", "8")
+    assert out.returncode == 2 and "params lack num_heads" in out.stderr and "Traceback" not in out.stderr
+    out = _cli("analyze", trace, "--model", "hidden=64,layers=2,heads=2,vocab=10")
+    assert out.returncode == 2 and "--tokens-per-step" in out.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2")
+    out = _cli("analyze", trace, "--model", str(bad), "--tokens-per-step", "8")
+    assert out.returncode == 2 and "not a readable JSON model config" in out.stderr

@@ -198,3 +198,94 @@ def test_tracedoc_run_flag_turns_shapes_off():
     assert run.parse_args(["--", "x"]).record_shapes is True
     assert run.parse_args(["--no-record-shapes", "--", "x"]).record_shapes is False
     assert run.parse_args(["--with-flops", "--", "x"]).with_flops is True
+
+
+# -- GPU traces built by hand: dtype, TF32, peaks and the low_mfu verdict --------------------------
+
+def _gemm_steps(kernel_name: str, in_type: str, kernels_per_step: int = 1):
+    """Three 10 ms steps; in each, one aten::linear [4096,4096] x [4096,4096]^T + bias whose kernel runs
+    9 ms, launched from inside the op (linked by the launch call's time, as a 2022 trace is)."""
+    from trace_builder import TraceBuilder
+
+    b = TraceBuilder(gpu="A100")
+    for i in range(3):
+        s = 1_000_000.0 + i * 10_000.0
+        b.step(i + 1, s, s + 10_000.0)
+        b.cpu_op("aten::linear", s + 10.0, s + 60.0, args={
+            "Input Dims": [[4096, 4096], [4096, 4096], [4096]], "Input type": [in_type] * 3,
+            "Concrete Inputs": ["", "", ""]})
+        dur = 9_000.0 / kernels_per_step
+        for k in range(kernels_per_step):
+            b.kernel(kernel_name, s + 500.0 + k * dur, dur, launch_at=s + 20.0 + k, launch_dur=2.0)
+    return b
+
+
+LINEAR_FLOPS = 2 * 4096**3 + 4096 * 4096  # 137,455,730,688 per step
+STEP_S = 0.010
+
+
+def test_fp32_gemms_on_a100_fire_low_mfu_with_the_fp32_fix(tmp_path):
+    b = _gemm_steps("ampere_sgemm_128x64_nn", "float")
+    result = tracedoc.analyze(b.write(tmp_path / "fp32.pt.trace.json"))
+    rank, verdict = result.ranks[0], result.verdicts[0]
+    m = rank.metrics
+    achieved = LINEAR_FLOPS / STEP_S / 1e12  # 13.75 TFLOP/s
+    assert m["model_flops_per_step"] == LINEAR_FLOPS
+    assert m["achieved_tflops"] == pytest.approx(achieved)
+    assert m["peak_tflops"] == 19.5 and m["mfu"] == pytest.approx(achieved / 19.5)  # 70% of the FP32 peak...
+    assert m["tensor_core_mfu"] == pytest.approx(achieved / 312)  # ...but 4.4% of what bf16 reaches
+    assert m["fp32_flops_fraction"] == 1.0 and m["flops_counted_fraction"] == 1.0
+    # the kernel class: CUDA-core fp32 at 137.46 GFLOP / 9 ms = 15.27 TFLOP/s
+    row = rank.evidence["flops_by_kernel_class"][0]
+    assert row["kernel_class"] == "CUDA core" and row["tflops"] == pytest.approx(LINEAR_FLOPS / 0.009 / 1e12)
+    fired = {f.label: f for f in verdict.findings}
+    assert "low_mfu" in fired and "compute_bound" not in fired
+    assert any("autocast" in fix for fix in fired["low_mfu"].fixes)
+
+
+def test_tf32_kernels_make_fp32_ops_tf32(tmp_path):
+    b = _gemm_steps("sm80_xmma_gemm_tf32f32_tf32f32_f32_tn_n_tilesize128x128x32", "float")
+    m = tracedoc.analyze(b.write(tmp_path / "tf32.pt.trace.json")).ranks[0]
+    assert m.evidence["flops_summary"][0]["dtype"] == "tf32"
+    assert m.metrics["peak_tflops"] == 156 and m.metrics["fp32_flops_fraction"] == 0.0
+
+
+def test_bf16_at_a_healthy_rate_does_not_fire(tmp_path):
+    # the same GEMM in bf16 in 0.9 ms kernels, ten per step (a bigger batch): 10 x 137 GFLOP per 10 ms step
+    from trace_builder import TraceBuilder
+
+    b = TraceBuilder(gpu="A100")
+    for i in range(3):
+        s = 1_000_000.0 + i * 10_000.0
+        b.step(i + 1, s, s + 10_000.0)
+        for k in range(10):
+            b.cpu_op("aten::linear", s + 10.0 + 30 * k, s + 35.0 + 30 * k, args={
+                "Input Dims": [[4096, 4096], [4096, 4096], [4096]], "Input type": ["c10::BFloat16"] * 3})
+            b.kernel("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32", s + 300.0 + 950 * k, 900.0,
+                     launch_at=s + 20.0 + 30 * k, launch_dur=2.0)
+    result = tracedoc.analyze(b.write(tmp_path / "bf16.pt.trace.json"))
+    m = result.ranks[0].metrics
+    assert m["mfu"] == pytest.approx(10 * LINEAR_FLOPS / STEP_S / 1e12 / 312)  # 44%
+    assert "low_mfu" not in {f.label for f in result.verdicts[0].findings}
+
+
+def test_small_gemms_and_explicit_softmax_are_named(tmp_path):
+    from trace_builder import TraceBuilder
+
+    b = TraceBuilder(gpu="A100")
+    gemm = "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize64x64x32"
+    for i in range(2):
+        s = 1_000_000.0 + i * 1_000.0
+        b.step(i + 1, s, s + 1_000.0)
+        # bf16 (64x64)(64x64): 2*64^3 FLOPs over 3*64*64*2 bytes = 21 FLOP/B, below the A100 ridge
+        # 312 TFLOP/s / 2.0 TB/s = 156 FLOP/B: memory-bound by shape
+        b.cpu_op("aten::mm", s + 10, s + 20, args={"Input Dims": [[64, 64], [64, 64]],
+                                                   "Input type": ["c10::BFloat16"] * 2})
+        b.kernel(gemm, s + 100, 300.0, launch_at=s + 12, launch_dur=2.0)
+        b.cpu_op("aten::_softmax", s + 30, s + 40)
+        b.kernel("void softmax_warp_forward<c10::BFloat16>", s + 400, 100.0, launch_at=s + 32, launch_dur=2.0)
+    m = tracedoc.analyze(b.write(tmp_path / "small.pt.trace.json")).ranks[0].metrics
+    # compute time per step: 300 us GEMM + 100 us softmax
+    assert m["small_gemm_fraction"] == pytest.approx(300 / 400)
+    assert m["unfused_attention_fraction"] == pytest.approx(100 / 400)
+    assert m["flops_counted_fraction"] == pytest.approx(300 / 400)

@@ -143,21 +143,24 @@ def _counted_ops(trace: Trace, resolved: list, clock: _ThreadClock) -> tuple[np.
     return cand[keep], ks[keep]
 
 
+def _union_on_clock(trace: Trace, rows: np.ndarray, clock: _ThreadClock) -> tuple[np.ndarray, np.ndarray]:
+    """The union of cpu op spans (nested ones merge), on the thread clock, sorted."""
+    fs, fe = clock.cpu(rows, "start_ns", trace), clock.cpu(rows, "end_ns", trace)
+    order = np.argsort(fs, kind="stable")
+    fs, fe = fs[order], fe[order]
+    run_end = np.maximum.accumulate(fe)
+    new = np.ones(fs.size, dtype=bool)
+    new[1:] = fs[1:] > run_end[:-1]
+    return fs[new], np.maximum.reduceat(fe, np.flatnonzero(new))
+
+
 def _in_backward(trace: Trace, rows: np.ndarray, clock: _ThreadClock) -> np.ndarray:
     """Whether each cpu op row runs inside an autograd backward frame of its thread."""
     c = trace.cpu_ops
     frames = np.flatnonzero(trace.string_ids(lambda n: BACKWARD_FRAME_RE.search(n) is not None)[c["name"]])
     if not frames.size or not rows.size:
         return np.zeros(rows.size, dtype=bool)
-    fs, fe = clock.cpu(frames, "start_ns", trace), clock.cpu(frames, "end_ns", trace)
-    order = np.argsort(fs, kind="stable")
-    fs, fe = fs[order], fe[order]
-    # union of frames (nested frames merge)
-    run_end = np.maximum.accumulate(fe)
-    new = np.ones(fs.size, dtype=bool)
-    new[1:] = fs[1:] > run_end[:-1]
-    us = fs[new]
-    ue = np.maximum.reduceat(fe, np.flatnonzero(new))
+    us, ue = _union_on_clock(trace, frames, clock)
     return _enclosing(us, ue, clock.cpu(rows, "start_ns", trace), clock.cpu(rows, "end_ns", trace)) >= 0
 
 
@@ -232,7 +235,7 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
         m["fp32_flops_fraction"] = float(counted.flops[fp32].sum() / total_model)
     if compute_ns:
         m["small_gemm_fraction"] = float(_small_gemm_ns(counted, peak_row) / compute_ns) if peak_row else None
-        m["unfused_attention_fraction"] = _softmax_ns(trace, gpu_ext, launching_ops, compute, dur) / compute_ns
+        m["unfused_attention_fraction"] = _softmax_ns(trace, clock, gpu_ext, launching_ops, compute, dur) / compute_ns
 
     by_class = _by_op_class(trace, counted, peak_row)
     by_kernel = _by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, dominant)
@@ -341,22 +344,32 @@ def _per_step_flops(steps, start, counted: _Counted, lo: int, hi: int):
 def _small_gemm_ns(counted: _Counted, peak_row: DevicePeak | None) -> float:
     """Kernel time of matrix products whose shapes are memory-bound on this device (arithmetic
     intensity below the ridge point peak / bandwidth for their dtype)."""
-    total = 0.0
-    for i in np.flatnonzero((counted.op_class == F.MATMUL) & (counted.gpu_ns > 0) & (counted.bytes > 0)):
-        ridge = peak_row.ridge_flops_per_byte(counted.dtype[i]) if peak_row else None
-        if ridge and counted.hw_flops[i] / counted.bytes[i] < ridge:
-            total += counted.gpu_ns[i]
-    return total
+    if peak_row is None or not counted.rows.size:
+        return 0.0
+    by_dtype = {d: peak_row.ridge_flops_per_byte(d) or np.nan for d in set(counted.dtype.tolist())}
+    ridge = np.array([by_dtype[d] for d in counted.dtype], dtype=np.float64)
+    ok = (counted.op_class == F.MATMUL) & (counted.gpu_ns > 0) & (counted.bytes > 0) & ~np.isnan(ridge)
+    intensity = np.divide(counted.hw_flops, counted.bytes, out=np.zeros(counted.rows.size), where=counted.bytes > 0)
+    return float(counted.gpu_ns[ok & (intensity < ridge)].sum())
 
 
-def _softmax_ns(trace: Trace, gpu_ext, launching_ops, compute, dur) -> float:
+def _softmax_ns(trace: Trace, clock: _ThreadClock, gpu_ext, launching_ops, compute, dur) -> float:
     """Kernel time of explicit softmax and unfused (math) attention ops: the memory-bound part of
     attention that fused kernels (FlashAttention) keep on chip."""
-    if not len(trace.gpu_ops):
+    g, c = trace.gpu_ops, trace.cpu_ops
+    if not len(g):
         return 0.0
-    names = launching_ops.names_of(gpu_ext)
     soft = trace.string_ids(lambda n: SOFTMAX_OP_RE.match(n) is not None)
-    hit = (names >= 0) & soft[np.maximum(names, 0)] & compute
+    ops = np.flatnonzero(soft[c["name"]])
+    if not ops.size:
+        return 0.0
+    us, ue = _union_on_clock(trace, ops, clock)
+    hit = np.zeros(len(g), dtype=bool)
+    by_call = compute & (g["launch"] >= 0)
+    call = g["launch"][by_call]
+    hit[by_call] = _enclosing(us, ue, clock.runtime(call, "start_ns", trace), clock.runtime(call, "end_ns", trace)) >= 0
+    names = launching_ops.names_of(gpu_ext)
+    hit |= compute & ~by_call & (names >= 0) & soft[np.maximum(names, 0)]
     return float(dur[hit].sum())
 
 
