@@ -289,3 +289,22 @@ def test_small_gemms_and_explicit_softmax_are_named(tmp_path):
     assert m["small_gemm_fraction"] == pytest.approx(300 / 400)
     assert m["unfused_attention_fraction"] == pytest.approx(100 / 400)
     assert m["flops_counted_fraction"] == pytest.approx(300 / 400)
+
+
+def test_reader_keeps_flops_args_and_shapes_only_of_flop_ops(tmp_path):
+    from trace_builder import TraceBuilder
+
+    b = TraceBuilder(gpu="V100")
+    b.step(1, 1000.0, 2000.0)
+    # an older torch: conv2d with a "flops" arg and no Concrete Inputs (stride/padding unknown)
+    b.cpu_op("aten::conv2d", 1010.0, 1100.0, args={
+        "Input Dims": [[8, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []],
+        "Input type": ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+        "flops": 12_345_678})
+    b.cpu_op("aten::relu", 1200.0, 1210.0, args={"Input Dims": [[8, 16, 32, 32]], "Input type": ["float"]})
+    path = b.write(tmp_path / "old.pt.trace.json")
+    t = tracedoc.load(path)
+    assert len(t.op_shapes) == 1  # relu's shapes are not kept
+    assert t.op_shapes["flops"][0] == 12_345_678
+    assert json.loads(t.string(int(t.op_shapes["dims"][0])))[1] == [16, 3, 3, 3]
+    assert tracedoc.analyze(path).ranks[0].metrics["model_flops_per_step"] == 12_345_678

@@ -295,6 +295,9 @@ def _no_shapes_statement(trace: Trace) -> tuple[str, str] | None:
     flop_ops = trace.string_ids(F.needs_shapes)[c["name"]] if len(c) else np.zeros(0, dtype=bool)
     if shapes is not None and len(shapes):
         return None
+    if trace.meta.get("format") == "nsys":
+        return "nsys records no shapes", ("Nsight Systems exports record no operator shapes: FLOPs and MFU need a "
+                                          "torch.profiler trace with record_shapes=True (or --model for the formula)")
     if not len(c):
         return "no CPU operators", "the trace has no CPU operators, so there are no shapes to count FLOPs from"
     if not flop_ops.any():
