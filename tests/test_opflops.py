@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tracedoc.analyses.opflops import BACKWARD, FORWARD, causal_fraction, conv_output_shape, op_flops
-from tracedoc.analyses.peaks import device_peak
+from tracedoc.model.peaks import device_peak
 
 F32 = "float"
 

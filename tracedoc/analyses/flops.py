@@ -21,7 +21,7 @@ import pandas as pd
 from ..model import trace as M
 from ..model.trace import Trace
 from . import opflops as F
-from .peaks import DevicePeak, device_peak
+from ..model.peaks import DevicePeak, device_peak
 
 BACKWARD_FRAME_RE = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
 SOFTMAX_OP_RE = re.compile(r"^aten::(_?softmax|_softmax_backward_data|_masked_softmax\w*|"

@@ -56,7 +56,7 @@ def _compare(ratio: float | None, counted_fraction) -> str:
 
 def apply_estimate(rank, request: EstimateRequest) -> None:
     """Fill the formula metrics and the ``model_estimate`` / ``memory_estimate`` evidence of a rank."""
-    from ..analyses.peaks import device_peak
+    from ..model.peaks import device_peak
 
     spec, setup, tokens = request.spec, request.setup, request.tokens_per_step
     m = rank.metrics
