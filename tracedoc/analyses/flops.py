@@ -24,6 +24,7 @@ from . import opflops as F
 from ..model.peaks import DevicePeak, device_peak
 
 BACKWARD_FRAME_RE = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
+COMPILED_RE = re.compile(r"^CompiledFunction|Torch-Compiled Region|^## Call CompiledFxGraph")
 SOFTMAX_OP_RE = re.compile(r"^aten::(_?softmax|_softmax_backward_data|_masked_softmax\w*|"
                            r"_scaled_dot_product_attention_math)$")
 
@@ -239,7 +240,7 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
 
     by_class = _by_op_class(trace, counted, peak_row)
     by_kernel = _by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, dominant)
-    missing = _not_counted(trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns)
+    missing = _not_counted(trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns, clock)
     per_step = _per_step_rows(steps, step_flops, peak)
     summary = _summary_row(m, device, peak_row, dominant, counted, known_ns, compute_ns, n_steps, len(g) > 0)
     return m, _evidence(None, device, peak_row, [summary], by_class, by_kernel, missing, per_step)
@@ -425,7 +426,27 @@ def _by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak
     return sorted(out, key=lambda r: -r["gpu_ns"])
 
 
-def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu_ext, compute_ns) -> list[dict]:
+def _innermost_op_names(trace: Trace, clock: _ThreadClock, calls: np.ndarray) -> np.ndarray:
+    """Name id of the deepest cpu_op around each runtime call on its thread (-1 none): for traces whose
+    External ids do not link kernels to ops. Ops of one depth do not overlap on a thread, so each depth
+    is one sorted search; the deepest hit wins."""
+    c = trace.cpu_ops
+    out = np.full(calls.size, -1, dtype=np.int64)
+    qs, qe = clock.runtime(calls, "start_ns", trace), clock.runtime(calls, "end_ns", trace)
+    ops = np.flatnonzero(c["kind"] == M.CPU_OP)
+    depth = c["depth"][ops]
+    for d in np.unique(depth).tolist():
+        rows = ops[depth == d]
+        ks = clock.cpu(rows, "start_ns", trace)
+        order = np.argsort(ks, kind="stable")
+        rows, ks = rows[order], ks[order]
+        hit = _enclosing(ks, clock.cpu(rows, "end_ns", trace), qs, qe)
+        out[hit >= 0] = c["name"][rows[hit[hit >= 0]]]
+    return out
+
+
+def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu_ext, compute_ns,
+                 clock: _ThreadClock) -> list[dict]:
     """Top-level matmul/conv/attention ops left uncounted (with why), and the GPU time of other ops."""
     s, c = trace.op_shapes, trace.cpu_ops
     out: list[dict] = []
@@ -438,13 +459,18 @@ def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu
     if len(trace.gpu_ops) and compute_ns:
         rest = compute & (owner < 0)
         names = launching_ops.names_of(gpu_ext)
+        unnamed = rest & (names < 0) & (trace.gpu_ops["launch"] >= 0)
+        if unnamed.any():
+            names = names.copy()
+            names[unnamed] = _innermost_op_names(trace, clock, trace.gpu_ops["launch"][unnamed])
         df = pd.DataFrame({"name": names[rest], "ns": dur[rest]})
         agg = df.groupby("name")["ns"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(10)
         for name, row in agg.iterrows():
             op = trace.string(int(name)) if name >= 0 else "(kernels with no launching op)"
+            reason = "a torch.compile graph: the ops inside it record no shapes" if COMPILED_RE.search(op) else \
+                "no FLOP model (elementwise, reduction, copy or unmodelled op)"
             out.append({"op": op, "calls": int(row["size"]), "gpu_ns": int(row["sum"]),
-                        "gpu_fraction": float(row["sum"]) / compute_ns,
-                        "reason": "no FLOP model (elementwise, reduction, copy or unmodelled op)"})
+                        "gpu_fraction": float(row["sum"]) / compute_ns, "reason": reason})
     return out
 
 
