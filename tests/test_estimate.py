@@ -188,3 +188,13 @@ def test_cli_estimate_usage_errors(tmp_path):
     bad.write_text("[1, 2")
     out = _cli("analyze", trace, "--model", str(bad), "--tokens-per-step", "8")
     assert out.returncode == 2 and "not a readable JSON model config" in out.stderr
+
+
+def test_a_formula_faster_than_the_gpu_is_called_out(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA2_7B))
+    req = EstimateRequest(spec=load_model_spec(str(cfg)), tokens_per_step=4096, setup=TrainSetup(seq_len=2048))
+    rank = tracedoc.analyze(str(shared_traces() / "kineto" / "v100_2rank_rank1.json.gz"), estimate=req).ranks[0]
+    # 4096 tokens of a 7B model in a ~0.12 s step on one V100 would take ~90x its peak
+    assert rank.metrics["formula_mfu"] > 1
+    assert any("does not describe this trace" in w for w in rank.warnings)

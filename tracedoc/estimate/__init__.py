@@ -88,6 +88,11 @@ def apply_estimate(rank, request: EstimateRequest) -> None:
         "peak_tflops": peak, "trace_to_formula_flops_ratio": ratio,
         "comparison": _compare(ratio, m.get("flops_counted_fraction")),
     }]
+    if m["formula_mfu"] is not None and m["formula_mfu"] > 1:
+        rank.warnings.append(
+            f"--model: the formula's {formula:.3g} FLOPs per step would need {m['formula_mfu']:.0%} of the GPU's "
+            f"{peak:g} TFLOP/s peak in the measured step time; the model config or --tokens-per-step does not "
+            "describe this trace (tokens per step are this rank's)")
     mem = estimate_memory(spec, setup)
     m["memory_estimate_bytes"] = mem.total_bytes
     device_bytes = m.get("device_memory_bytes")

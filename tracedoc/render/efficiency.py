@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .format import fmt_pct
+from .format import fmt_bytes, fmt_pct
 
 
 def fmt_flops(v: float | None) -> str:
@@ -46,8 +46,18 @@ def efficiency_items(m: dict, evidence: dict) -> list[tuple[str, str]]:
                   ("samples/s", "n/a" if m.get("samples_per_s") is None else f"{m['samples_per_s']:,.1f}"),
                   ("model MFU (formula)", fmt_pct(m.get("formula_mfu"))),
                   ("trace / formula FLOPs", "n/a" if m.get("trace_to_formula_flops_ratio") is None
-                   else f"{m['trace_to_formula_flops_ratio']:.2f}x")]
+                   else f"{m['trace_to_formula_flops_ratio']:.2f}x"),
+                  ("memory (estimate)", _memory_text(m))]
     return items
+
+
+def _memory_text(m: dict) -> str:
+    text = fmt_bytes(m.get("memory_estimate_bytes"))
+    if m.get("memory_peak_allocated_bytes") is not None:
+        text += f" vs {fmt_bytes(m['memory_peak_allocated_bytes'])} measured peak"
+    if m.get("max_micro_batch") is not None:
+        text += f"; largest micro-batch that fits: {m['max_micro_batch']}"
+    return text
 
 
 def efficiency_line(m: dict, evidence: dict) -> str | None:
