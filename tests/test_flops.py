@@ -308,3 +308,38 @@ def test_reader_keeps_flops_args_and_shapes_only_of_flop_ops(tmp_path):
     assert t.op_shapes["flops"][0] == 12_345_678
     assert json.loads(t.string(int(t.op_shapes["dims"][0])))[1] == [16, 3, 3, 3]
     assert tracedoc.analyze(path).ranks[0].metrics["model_flops_per_step"] == 12_345_678
+
+
+def test_thread_clock_keeps_order_when_epoch_times_would_overflow():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from tracedoc.analyses.flops import _ThreadClock
+    from tracedoc.model.trace import Table
+
+    epoch = 1_700_000_000_000_000_000  # ns since 1970: times this large x 10 threads overflow int64
+    starts = np.array([0, epoch, epoch + 10] + [epoch + 100 * i for i in range(10)], dtype=np.int64)
+    ends = starts + 5
+    tids = np.arange(starts.size, dtype=np.int64) % 10
+    table = Table("cpu_ops", {"start_ns": starts, "end_ns": ends, "pid": np.zeros(starts.size), "tid": tids})
+    clock = _ThreadClock(SimpleNamespace(cpu_ops=table, runtime=Table("runtime")))
+    rows = np.arange(starts.size)
+    s, e = clock.cpu(rows, "start_ns", None), clock.cpu(rows, "end_ns", None)
+    assert (e > s).all()
+    for t in range(10):  # order within a thread is kept, and threads do not interleave
+        mine = tids == t
+        assert (np.argsort(s[mine], kind="stable") == np.argsort(starts[mine], kind="stable")).all()
+        assert s[mine].min() > (e[tids == t - 1].max() if t else -1)
+
+
+def test_rank_compressed_clock_gives_the_same_numbers(monkeypatch):
+    from tracedoc.analyses.flops import _ThreadClock
+
+    path = str(shared_traces() / "kineto" / "v100_2rank_rank1.json.gz")
+    plain = tracedoc.analyze(path).ranks[0]
+    monkeypatch.setattr(_ThreadClock, "LIMIT", 0)
+    ranked = tracedoc.analyze(path).ranks[0]
+    for k in ("model_flops_per_step", "achieved_tflops", "mfu", "flops_counted_fraction", "small_gemm_fraction"):
+        assert ranked.metrics[k] == plain.metrics[k]
+    assert ranked.evidence["flops_not_counted"] == plain.evidence["flops_not_counted"]

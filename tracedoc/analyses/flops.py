@@ -50,8 +50,15 @@ class _Counted:
 
 
 class _ThreadClock:
-    """Places times of different threads on disjoint ranges of one axis, ``code * span + (t - origin)``,
-    so that per-thread interval containment is one sorted search over all threads at once."""
+    """Places times of different threads on disjoint ranges of one axis, ``code * span + t``, so that
+    per-thread interval containment is one sorted search over all threads at once.
+
+    When the trace's time range times its thread count would overflow int64 (a stray event at time 0
+    beside epoch timestamps), times are replaced by their rank among all times, which keeps every
+    comparison and needs a span of only the number of distinct times.
+    """
+
+    LIMIT = 2**62
 
     def __init__(self, trace: Trace):
         c, r = trace.cpu_ops, trace.runtime
@@ -60,15 +67,23 @@ class _ThreadClock:
         _, code = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
         code = code.reshape(-1).astype(np.int64)
         self.cpu_code, self.rt_code = code[:len(c)], code[len(c):]
-        times = [a for a in (c["start_ns"], c["end_ns"], r["start_ns"], r["end_ns"]) if a.size]
-        self.origin = int(min(a.min() for a in times))
-        self.span = int(max(a.max() for a in times)) - self.origin + 2
+        cols = (c["start_ns"], c["end_ns"], r["start_ns"], r["end_ns"])
+        lo = min((int(a.min()) for a in cols if a.size), default=0)
+        hi = max((int(a.max()) for a in cols if a.size), default=0)
+        threads = int(code.max()) + 1 if code.size else 1
+        if (hi - lo + 2) * threads < self.LIMIT:
+            self.span = hi - lo + 2
+            self.times = tuple(a - lo for a in cols)
+        else:
+            values, ranks = np.unique(np.concatenate(cols), return_inverse=True)
+            self.span = values.size + 1
+            self.times = tuple(np.split(ranks.reshape(-1).astype(np.int64), np.cumsum([a.size for a in cols])[:-1]))
 
     def cpu(self, rows: np.ndarray, col: str, trace: Trace) -> np.ndarray:
-        return self.cpu_code[rows] * self.span + (trace.cpu_ops[col][rows] - self.origin)
+        return self.cpu_code[rows] * self.span + self.times[0 if col == "start_ns" else 1][rows]
 
     def runtime(self, rows: np.ndarray, col: str, trace: Trace) -> np.ndarray:
-        return self.rt_code[rows] * self.span + (trace.runtime[col][rows] - self.origin)
+        return self.rt_code[rows] * self.span + self.times[2 if col == "start_ns" else 3][rows]
 
 
 def _enclosing(outer_s: np.ndarray, outer_e: np.ndarray, q_s: np.ndarray, q_e: np.ndarray) -> np.ndarray:
