@@ -315,7 +315,7 @@ def test_thread_clock_keeps_order_when_epoch_times_would_overflow():
 
     import numpy as np
 
-    from tracedoc.analyses.flops import _ThreadClock
+    from tracedoc.analyses.nesting import ThreadClock
     from tracedoc.model.trace import Table
 
     epoch = 1_700_000_000_000_000_000  # ns since 1970: times this large x 10 threads overflow int64
@@ -323,9 +323,9 @@ def test_thread_clock_keeps_order_when_epoch_times_would_overflow():
     ends = starts + 5
     tids = np.arange(starts.size, dtype=np.int64) % 10
     table = Table("cpu_ops", {"start_ns": starts, "end_ns": ends, "pid": np.zeros(starts.size), "tid": tids})
-    clock = _ThreadClock(SimpleNamespace(cpu_ops=table, runtime=Table("runtime")))
+    clock = ThreadClock(SimpleNamespace(cpu_ops=table, runtime=Table("runtime")))
     rows = np.arange(starts.size)
-    s, e = clock.cpu(rows, "start_ns", None), clock.cpu(rows, "end_ns", None)
+    s, e = clock.cpu(rows, "start_ns"), clock.cpu(rows, "end_ns")
     assert (e > s).all()
     for t in range(10):  # order within a thread is kept, and threads do not interleave
         mine = tids == t
@@ -334,11 +334,11 @@ def test_thread_clock_keeps_order_when_epoch_times_would_overflow():
 
 
 def test_rank_compressed_clock_gives_the_same_numbers(monkeypatch):
-    from tracedoc.analyses.flops import _ThreadClock
+    from tracedoc.analyses.nesting import ThreadClock
 
     path = str(shared_traces() / "kineto" / "v100_2rank_rank1.json.gz")
     plain = tracedoc.analyze(path).ranks[0]
-    monkeypatch.setattr(_ThreadClock, "LIMIT", 0)
+    monkeypatch.setattr(ThreadClock, "LIMIT", 0)
     ranked = tracedoc.analyze(path).ranks[0]
     for k in ("model_flops_per_step", "achieved_tflops", "mfu", "flops_counted_fraction", "small_gemm_fraction"):
         assert ranked.metrics[k] == plain.metrics[k]

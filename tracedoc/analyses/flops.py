@@ -22,6 +22,7 @@ from ..model import trace as M
 from ..model.trace import Trace
 from . import opflops as F
 from ..model.peaks import DevicePeak, device_peak
+from .nesting import ThreadClock, enclosing, innermost_op_names, kernel_owners, union_on_clock
 
 BACKWARD_FRAME_RE = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
 COMPILED_RE = re.compile(r"^CompiledFunction|Torch-Compiled Region|^## Call CompiledFxGraph")
@@ -47,53 +48,6 @@ class _Counted:
     bytes: np.ndarray  # float64
     recomputed: np.ndarray  # bool
     gpu_ns: np.ndarray  # int64 kernel time launched inside the op
-
-
-class _ThreadClock:
-    """Places times of different threads on disjoint ranges of one axis, ``code * span + t``, so that
-    per-thread interval containment is one sorted search over all threads at once.
-
-    When the trace's time range times its thread count would overflow int64 (a stray event at time 0
-    beside epoch timestamps), times are replaced by their rank among all times, which keeps every
-    comparison and needs a span of only the number of distinct times.
-    """
-
-    LIMIT = 2**62
-
-    def __init__(self, trace: Trace):
-        c, r = trace.cpu_ops, trace.runtime
-        pid = np.concatenate([c["pid"], r["pid"]])
-        tid = np.concatenate([c["tid"], r["tid"]])
-        _, code = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
-        code = code.reshape(-1).astype(np.int64)
-        self.cpu_code, self.rt_code = code[:len(c)], code[len(c):]
-        cols = (c["start_ns"], c["end_ns"], r["start_ns"], r["end_ns"])
-        lo = min((int(a.min()) for a in cols if a.size), default=0)
-        hi = max((int(a.max()) for a in cols if a.size), default=0)
-        threads = int(code.max()) + 1 if code.size else 1
-        if (hi - lo + 2) * threads < self.LIMIT:
-            self.span = hi - lo + 2
-            self.times = tuple(a - lo for a in cols)
-        else:
-            values, ranks = np.unique(np.concatenate(cols), return_inverse=True)
-            self.span = values.size + 1
-            self.times = tuple(np.split(ranks.reshape(-1).astype(np.int64), np.cumsum([a.size for a in cols])[:-1]))
-
-    def cpu(self, rows: np.ndarray, col: str, trace: Trace) -> np.ndarray:
-        return self.cpu_code[rows] * self.span + self.times[0 if col == "start_ns" else 1][rows]
-
-    def runtime(self, rows: np.ndarray, col: str, trace: Trace) -> np.ndarray:
-        return self.rt_code[rows] * self.span + self.times[2 if col == "start_ns" else 3][rows]
-
-
-def _enclosing(outer_s: np.ndarray, outer_e: np.ndarray, q_s: np.ndarray, q_e: np.ndarray) -> np.ndarray:
-    """For non-overlapping ``outer`` intervals sorted by start: index of the one containing each query
-    interval, -1 where none."""
-    if not outer_s.size or not q_s.size:
-        return np.full(q_s.size, -1, dtype=np.int64)
-    idx = np.searchsorted(outer_s, q_s, side="right") - 1
-    ok = (idx >= 0) & (outer_e[np.maximum(idx, 0)] >= q_e)
-    return np.where(ok, idx, -1)
 
 
 def _parse(trace: Trace, sid: int, cache: dict) -> list:
@@ -141,14 +95,14 @@ def _resolve(trace: Trace) -> tuple[list, dict]:
     return [results[i] for i in codes], {"combos": len(combos)}
 
 
-def _counted_ops(trace: Trace, resolved: list, clock: _ThreadClock) -> tuple[np.ndarray, np.ndarray]:
+def _counted_ops(trace: Trace, resolved: list, clock: ThreadClock) -> tuple[np.ndarray, np.ndarray]:
     """Shapes rows that count: resolved and not inside another resolved op of the same thread
     (sorted by start on the thread clock, which is returned too)."""
     s = trace.op_shapes
     ok = np.fromiter((not isinstance(r, str) for r in resolved), dtype=bool, count=len(resolved))
     cand = np.flatnonzero(ok)
     rows = s["row"][cand]
-    ks, ke = clock.cpu(rows, "start_ns", trace), clock.cpu(rows, "end_ns", trace)
+    ks, ke = clock.cpu(rows, "start_ns"), clock.cpu(rows, "end_ns")
     order = np.lexsort((-ke, ks))
     ke_sorted = ke[order]
     prev_max = np.maximum.accumulate(ke_sorted)
@@ -159,25 +113,14 @@ def _counted_ops(trace: Trace, resolved: list, clock: _ThreadClock) -> tuple[np.
     return cand[keep], ks[keep]
 
 
-def _union_on_clock(trace: Trace, rows: np.ndarray, clock: _ThreadClock) -> tuple[np.ndarray, np.ndarray]:
-    """The union of cpu op spans (nested ones merge), on the thread clock, sorted."""
-    fs, fe = clock.cpu(rows, "start_ns", trace), clock.cpu(rows, "end_ns", trace)
-    order = np.argsort(fs, kind="stable")
-    fs, fe = fs[order], fe[order]
-    run_end = np.maximum.accumulate(fe)
-    new = np.ones(fs.size, dtype=bool)
-    new[1:] = fs[1:] > run_end[:-1]
-    return fs[new], np.maximum.reduceat(fe, np.flatnonzero(new))
-
-
-def _in_backward(trace: Trace, rows: np.ndarray, clock: _ThreadClock) -> np.ndarray:
+def _in_backward(trace: Trace, rows: np.ndarray, clock: ThreadClock) -> np.ndarray:
     """Whether each cpu op row runs inside an autograd backward frame of its thread."""
     c = trace.cpu_ops
     frames = np.flatnonzero(trace.string_ids(lambda n: BACKWARD_FRAME_RE.search(n) is not None)[c["name"]])
     if not frames.size or not rows.size:
         return np.zeros(rows.size, dtype=bool)
-    us, ue = _union_on_clock(trace, frames, clock)
-    return _enclosing(us, ue, clock.cpu(rows, "start_ns", trace), clock.cpu(rows, "end_ns", trace)) >= 0
+    us, ue = union_on_clock(trace, frames, clock)
+    return enclosing(us, ue, clock.cpu(rows, "start_ns"), clock.cpu(rows, "end_ns")) >= 0
 
 
 def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, gpu_ext: np.ndarray,
@@ -196,7 +139,7 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
     if statement is not None:
         return m, _evidence(statement, device, peak_row, [], [], [], [])
 
-    clock = _ThreadClock(trace)
+    clock = ThreadClock(trace)
     resolved, _ = _resolve(trace)
     idx, ks = _counted_ops(trace, resolved, clock)
     s = trace.op_shapes
@@ -217,7 +160,7 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
         bytes=np.array([r.bytes for r in res], dtype=np.float64),
         recomputed=recomputed, gpu_ns=np.zeros(rows.size, dtype=np.int64))
 
-    kernel_owner = _kernel_owners(trace, rows, ks, clock, kernel, gpu_ext, launching_ops)
+    kernel_owner = kernel_owners(trace, rows, ks, clock, kernel, gpu_ext, launching_ops)
     if len(g) and rows.size:
         owned = (kernel_owner >= 0) & compute
         counted.gpu_ns = np.bincount(kernel_owner[owned], weights=dur[owned], minlength=rows.size).astype(np.int64)
@@ -262,30 +205,6 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
 
 
 # -- pieces --------------------------------------------------------------------------------------
-
-def _kernel_owners(trace: Trace, rows, ks, clock: _ThreadClock, kernel, gpu_ext, launching_ops) -> np.ndarray:
-    """Index into the counted ops of the op each kernel was launched inside (-1 none).
-
-    The launch call's span lies inside the op on the launching thread; kernels with no linked launch
-    call fall back to the op their External id names.
-    """
-    g = trace.gpu_ops
-    owner = np.full(len(g), -1, dtype=np.int64)
-    if not len(g) or not rows.size:
-        return owner
-    ke = clock.cpu(rows, "end_ns", trace)
-    launch = g["launch"]
-    by_call = kernel & (launch >= 0)
-    if by_call.any():
-        call = launch[by_call]
-        owner[by_call] = _enclosing(ks, ke, clock.runtime(call, "start_ns", trace), clock.runtime(call, "end_ns", trace))
-    op_rows = launching_ops.rows_of(gpu_ext)
-    by_ext = kernel & (owner < 0) & (op_rows >= 0)
-    if by_ext.any():
-        q = op_rows[by_ext]
-        owner[by_ext] = _enclosing(ks, ke, clock.cpu(q, "start_ns", trace), clock.cpu(q, "end_ns", trace))
-    return owner
-
 
 def _device(trace: Trace) -> str | None:
     devices = trace.meta.get("devices") or []
@@ -372,7 +291,7 @@ def _small_gemm_ns(counted: _Counted, peak_row: DevicePeak | None) -> float:
     return float(counted.gpu_ns[ok & (intensity < ridge)].sum())
 
 
-def _softmax_ns(trace: Trace, clock: _ThreadClock, gpu_ext, launching_ops, compute, dur) -> float:
+def _softmax_ns(trace: Trace, clock: ThreadClock, gpu_ext, launching_ops, compute, dur) -> float:
     """Kernel time of explicit softmax and unfused (math) attention ops: the memory-bound part of
     attention that fused kernels (FlashAttention) keep on chip."""
     g, c = trace.gpu_ops, trace.cpu_ops
@@ -382,11 +301,11 @@ def _softmax_ns(trace: Trace, clock: _ThreadClock, gpu_ext, launching_ops, compu
     ops = np.flatnonzero(soft[c["name"]])
     if not ops.size:
         return 0.0
-    us, ue = _union_on_clock(trace, ops, clock)
+    us, ue = union_on_clock(trace, ops, clock)
     hit = np.zeros(len(g), dtype=bool)
     by_call = compute & (g["launch"] >= 0)
     call = g["launch"][by_call]
-    hit[by_call] = _enclosing(us, ue, clock.runtime(call, "start_ns", trace), clock.runtime(call, "end_ns", trace)) >= 0
+    hit[by_call] = enclosing(us, ue, clock.runtime(call, "start_ns"), clock.runtime(call, "end_ns")) >= 0
     names = launching_ops.names_of(gpu_ext)
     hit |= compute & ~by_call & (names >= 0) & soft[np.maximum(names, 0)]
     return float(dur[hit].sum())
@@ -441,27 +360,8 @@ def _by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak
     return sorted(out, key=lambda r: -r["gpu_ns"])
 
 
-def _innermost_op_names(trace: Trace, clock: _ThreadClock, calls: np.ndarray) -> np.ndarray:
-    """Name id of the deepest cpu_op around each runtime call on its thread (-1 none): for traces whose
-    External ids do not link kernels to ops. Ops of one depth do not overlap on a thread, so each depth
-    is one sorted search; the deepest hit wins."""
-    c = trace.cpu_ops
-    out = np.full(calls.size, -1, dtype=np.int64)
-    qs, qe = clock.runtime(calls, "start_ns", trace), clock.runtime(calls, "end_ns", trace)
-    ops = np.flatnonzero(c["kind"] == M.CPU_OP)
-    depth = c["depth"][ops]
-    for d in np.unique(depth).tolist():
-        rows = ops[depth == d]
-        ks = clock.cpu(rows, "start_ns", trace)
-        order = np.argsort(ks, kind="stable")
-        rows, ks = rows[order], ks[order]
-        hit = _enclosing(ks, clock.cpu(rows, "end_ns", trace), qs, qe)
-        out[hit >= 0] = c["name"][rows[hit[hit >= 0]]]
-    return out
-
-
 def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu_ext, compute_ns,
-                 clock: _ThreadClock) -> list[dict]:
+                 clock: ThreadClock) -> list[dict]:
     """Top-level matmul/conv/attention ops left uncounted (with why), and the GPU time of other ops."""
     s, c = trace.op_shapes, trace.cpu_ops
     out: list[dict] = []
@@ -477,7 +377,7 @@ def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu
         unnamed = rest & (names < 0) & (trace.gpu_ops["launch"] >= 0)
         if unnamed.any():
             names = names.copy()
-            names[unnamed] = _innermost_op_names(trace, clock, trace.gpu_ops["launch"][unnamed])
+            names[unnamed] = innermost_op_names(trace, clock, trace.gpu_ops["launch"][unnamed])
         df = pd.DataFrame({"name": names[rest], "ns": dur[rest]})
         agg = df.groupby("name")["ns"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(10)
         for name, row in agg.iterrows():
