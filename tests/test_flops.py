@@ -343,3 +343,28 @@ def test_rank_compressed_clock_gives_the_same_numbers(monkeypatch):
     for k in ("model_flops_per_step", "achieved_tflops", "mfu", "flops_counted_fraction", "small_gemm_fraction"):
         assert ranked.metrics[k] == plain.metrics[k]
     assert ranked.evidence["flops_not_counted"] == plain.evidence["flops_not_counted"]
+
+
+def test_unresolved_ops_counted_through_their_parent_or_children_are_not_listed(tmp_path):
+    from trace_builder import TraceBuilder
+
+    b = TraceBuilder(gpu="A100")
+    b.step(1, 1000.0, 3000.0)
+    conv_args = {"Input Dims": [[2, 3, 8, 8], [8, 3, 3, 3], [8], [], [], [], []],
+                 "Input type": ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+                 "Concrete Inputs": ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"]}
+    b.cpu_op("aten::conv2d", 1010.0, 1100.0, args=conv_args)
+    # inside it, a cuDNN call recorded without its arguments: counted through the conv2d
+    b.cpu_op("aten::cudnn_convolution", 1020.0, 1090.0, args={"Input Dims": [[2, 3, 8, 8], [8, 3, 3, 3]],
+                                                              "Input type": ["float", "float"]})
+    # an einsum without its equation around a bmm that resolves: counted through the bmm
+    b.cpu_op("aten::einsum", 1200.0, 1300.0, args={"Input Dims": [[], [[2, 4, 5], [2, 5, 3]], []],
+                                                   "Input type": ["", "TensorList", ""]})
+    b.cpu_op("aten::bmm", 1210.0, 1290.0, args={"Input Dims": [[2, 4, 5], [2, 5, 3]], "Input type": ["float"] * 2})
+    # a lone matmul with mismatched shapes: not counted, and listed with why
+    b.cpu_op("aten::mm", 1400.0, 1450.0, args={"Input Dims": [[2, 3], [4, 5]], "Input type": ["float"] * 2})
+    rank = tracedoc.analyze(b.write(tmp_path / "nest.pt.trace.json")).ranks[0]
+    # conv2d 14080 (out [2,8,4,4]: 2*256*27 + 256) + bmm 2*2*4*3*5 = 240
+    assert rank.metrics["model_flops_per_step"] == 14_080 + 240
+    listed = [r["op"] for r in rank.evidence["flops_not_counted"] if r["gpu_ns"] is None]
+    assert listed == ["aten::mm"]

@@ -198,7 +198,8 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
 
     by_class = _by_op_class(trace, counted, peak_row)
     by_kernel = _by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, dominant)
-    missing = _not_counted(trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns, clock)
+    missing = _not_counted(trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns, clock, ks,
+                           clock.cpu(rows, "end_ns"))
     per_step = _per_step_rows(steps, step_flops, peak)
     summary = _summary_row(m, device, peak_row, dominant, counted, known_ns, compute_ns, n_steps, len(g) > 0)
     return m, _evidence(None, device, peak_row, [summary], by_class, by_kernel, missing, per_step)
@@ -361,11 +362,21 @@ def _by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak
 
 
 def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu_ext, compute_ns,
-                 clock: ThreadClock) -> list[dict]:
-    """Top-level matmul/conv/attention ops left uncounted (with why), and the GPU time of other ops."""
+                 clock: ThreadClock, ks: np.ndarray, ke: np.ndarray) -> list[dict]:
+    """Matmul/conv/attention ops left uncounted (with why), and the GPU time of other ops.
+
+    An unresolved op inside a counted one (a cuDNN call under a counted conv2d), or around counted
+    ones (an einsum whose bmm children count), is counted through them and not listed.
+    """
     s, c = trace.op_shapes, trace.cpu_ops
     out: list[dict] = []
     bad = np.flatnonzero(np.fromiter((isinstance(r, str) for r in resolved), dtype=bool, count=len(resolved)))
+    if bad.size and ks.size:
+        bs, be = clock.cpu(s["row"][bad], "start_ns"), clock.cpu(s["row"][bad], "end_ns")
+        inside = enclosing(ks, ke, bs, be) >= 0
+        first = np.searchsorted(ks, bs, side="left")
+        around = (first < ks.size) & (ks[np.minimum(first, ks.size - 1)] <= be)
+        bad = bad[~inside & ~around]
     if bad.size:
         df = pd.DataFrame({"name": c["name"][s["row"][bad]], "reason": [resolved[i] for i in bad]})
         for (name, reason), grp in df.groupby(["name", "reason"], sort=False):
