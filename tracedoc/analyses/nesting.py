@@ -28,7 +28,9 @@ class ThreadClock:
         c, r = trace.cpu_ops, trace.runtime
         pid = np.concatenate([c["pid"], r["pid"]])
         tid = np.concatenate([c["tid"], r["tid"]])
-        _, code = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
+        _, pid_code = np.unique(pid, return_inverse=True)
+        tids, tid_code = np.unique(tid, return_inverse=True)
+        _, code = np.unique(pid_code.astype(np.int64) * max(1, tids.size) + tid_code, return_inverse=True)
         code = code.reshape(-1).astype(np.int64)
         self.cpu_code, self.rt_code = code[:len(c)], code[len(c):]
         cols = (c["start_ns"], c["end_ns"], r["start_ns"], r["end_ns"])
