@@ -131,7 +131,7 @@ def from_hf_config(cfg: dict, source: str = "config.json") -> ModelSpec:
                                   ("num_attention_heads", heads), ("vocab_size", vocab)) if v is None]
         raise UsageError(source, f"lacks {', '.join(missing)}", f"model_type {mt or 'unset'}",
                          "pass the model's Hugging Face config.json, or explicit params")
-    kv = get("num_key_value_heads", "multi_query_group_num", "n_head_kv", default=heads)
+    kv = get("num_key_value_heads", "num_kv_heads", "multi_query_group_num", "n_head_kv", default=heads)
     if cfg.get("multi_query") is True:
         kv = 1
     head_dim = get("head_dim", "kv_channels", default=h // heads)
