@@ -368,3 +368,24 @@ def test_unresolved_ops_counted_through_their_parent_or_children_are_not_listed(
     assert rank.metrics["model_flops_per_step"] == 14_080 + 240
     listed = [r["op"] for r in rank.evidence["flops_not_counted"] if r["gpu_ns"] is None]
     assert listed == ["aten::mm"]
+
+
+@pytest.mark.parametrize("kernels, passes", [
+    (["sm80_xmma_wgrad_implicit_gemm_indexed_f32f32_tf32f32"], 1),  # first layer: weight gradient only
+    (["sm80_xmma_dgrad_implicit_gemm_f32f32_tf32f32", "sm80_xmma_wgrad_implicit_gemm_f32f32_tf32f32"], 2),
+    (["some_conv_backward_kernel"], 2),  # names that do not say: both assumed
+])
+def test_conv_backward_without_output_mask_reads_the_kernels(tmp_path, kernels, passes):
+    from trace_builder import TraceBuilder
+
+    b = TraceBuilder(gpu="A100")
+    b.step(1, 1000.0, 3000.0)
+    # torch < 2.1: no Concrete Inputs, so no output mask
+    b.cpu_op("aten::convolution_backward", 1010.0, 1100.0, args={
+        "Input Dims": [[2, 8, 4, 4], [2, 3, 8, 8], [8, 3, 3, 3]] + [[]] * 8,
+        "Input type": ["float"] * 3 + [""] * 8})
+    for k, name in enumerate(kernels):
+        b.kernel(name, 1200.0 + 100 * k, 50.0, launch_at=1020.0 + 10 * k, launch_dur=2.0)
+    m = tracedoc.analyze(b.write(tmp_path / "bwd.pt.trace.json")).ranks[0].metrics
+    # one pass: 2 * 256 outputs * 27 = 13824
+    assert m["model_flops_per_step"] == passes * 13_824

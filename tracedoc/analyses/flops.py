@@ -63,9 +63,10 @@ def _parse(trace: Trace, sid: int, cache: dict) -> list:
     return cache[sid]
 
 
-def _resolve(trace: Trace) -> tuple[list, dict]:
+def _resolve(trace: Trace) -> tuple[list, np.ndarray]:
     """op_flops for every shapes row (an OpFlops or a reason string), computing each distinct
-    (name, dims, types, concrete, flops) combination once."""
+    (name, dims, types, concrete, flops) combination once; and which rows are convolution backwards
+    whose output mask was not recorded (counted with both gradients)."""
     s, c = trace.op_shapes, trace.cpu_ops
     names = c["name"][s["row"]]
     key = pd.DataFrame({"n": names, "d": s["dims"], "t": s["types"], "c": s["concrete"], "f": s["flops"]})
@@ -81,7 +82,7 @@ def _resolve(trace: Trace) -> tuple[list, dict]:
             go, x, w = (F.tensor_shape(dims, i) for i in idx)
             if go and x and w:
                 conv_out[(tuple(x), tuple(w))] = go
-    results = []
+    results, assumed = [], []
     for name, dims, types, concrete, f in combos:
         out = None
         if name in F.CONV_FORWARD_OPS:
@@ -92,7 +93,25 @@ def _resolve(trace: Trace) -> tuple[list, dict]:
         hint = (True, True) if name in F.CONV_BACKWARD_OPS else None
         results.append(F.op_flops(name, dims, types, concrete, flops_arg=f if f >= 0 else None, conv_out=out,
                                   mask_hint=hint))
-    return [results[i] for i in codes], {"combos": len(combos)}
+        assumed.append(hint is not None and F.conv_backward_mask(name, concrete) is None)
+    return [results[i] for i in codes], np.asarray(assumed, dtype=bool)[codes] if combos else np.zeros(0, bool)
+
+
+_DGRAD_RE = re.compile(r"dgrad", re.I)
+_WGRAD_RE = re.compile(r"wgrad", re.I)
+
+
+def _halve_one_gradient(trace: Trace, counted: "_Counted", assumed: np.ndarray, owner, compute) -> None:
+    """A convolution backward counted with both gradients (mask not recorded) whose kernels show only
+    one kind (cuDNN names carry dgrad / wgrad) computed only that one: half the count."""
+    g = trace.gpu_ops
+    for i in np.flatnonzero(assumed).tolist():
+        names = {trace.string(int(n)) for n in g["name"][(owner == i) & compute]}
+        dgrad = any(_DGRAD_RE.search(n) for n in names)
+        wgrad = any(_WGRAD_RE.search(n) for n in names)
+        if dgrad != wgrad:
+            counted.flops[i] /= 2
+            counted.hw_flops[i] /= 2
 
 
 def _counted_ops(trace: Trace, resolved: list, clock: ThreadClock) -> tuple[np.ndarray, np.ndarray]:
@@ -140,7 +159,7 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
         return m, _evidence(statement, device, peak_row, [], [], [], [])
 
     clock = ThreadClock(trace)
-    resolved, _ = _resolve(trace)
+    resolved, mask_assumed = _resolve(trace)
     idx, ks = _counted_ops(trace, resolved, clock)
     s = trace.op_shapes
     rows = s["row"][idx]
@@ -165,6 +184,7 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
         owned = (kernel_owner >= 0) & compute
         counted.gpu_ns = np.bincount(kernel_owner[owned], weights=dur[owned], minlength=rows.size).astype(np.int64)
         _mark_tf32(counted, kernel_owner, compute, g, tc_classes, peak_row)
+        _halve_one_gradient(trace, counted, mask_assumed[idx], kernel_owner, compute)
 
     known_ns = int(dur[(kernel_owner >= 0) & compute].sum()) if len(g) else 0
     m["flops_counted_fraction"] = known_ns / compute_ns if compute_ns else None

@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 
 from .attention import ATTENTION_ARGS, attention_flops, causal_fraction
-from .common import ATTENTION, BACKWARD, CONV, FORWARD, MATMUL, OpFlops, dtype_of, tensor_shape
+from .common import (ATTENTION, BACKWARD, CONV, FORWARD, MATMUL, OpFlops, bool_list, concrete_arg, dtype_of,
+                     tensor_shape)
 from .conv import (CONV_BACKWARD_ARGS, CONV_BACKWARD_SINGLE, CONV_FORWARD_ARGS, conv_backward_flops,
                    conv_backward_single_flops, conv_forward_flops, conv_output_shape)
 from .matmul import MATMUL_FORMULAS, MAX_INPUTS
@@ -46,6 +47,12 @@ def conv_backward_shape_indices(name: str) -> tuple[int, int, int] | None:
     """(grad_output, input, weight) input positions of a convolution backward op, None for other ops."""
     spec = CONV_BACKWARD_ARGS.get(name)
     return spec[:3] if spec else None
+
+
+def conv_backward_mask(name: str, concrete: list) -> list[bool] | None:
+    """The recorded output mask (input grad, weight grad, bias grad) of a convolution backward, if any."""
+    spec = CONV_BACKWARD_ARGS.get(name)
+    return bool_list(concrete_arg(concrete, spec[4])) if spec and isinstance(concrete, list) else None
 
 
 def needs_shapes(name: str) -> bool:
