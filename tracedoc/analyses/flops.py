@@ -351,7 +351,7 @@ def _by_op_class(trace: Trace, counted: _Counted, peak_row) -> list[dict]:
         out.append({"op_class": f"{cls} {phase}", "dtype": dtype, "ops": int(len(grp)),
                     "model_flops": float(grp["flops"].sum()), "hardware_flops": float(grp["hw"].sum()),
                     "gpu_ns": int(ns), "tflops": tflops, "peak_tflops": peak,
-                    "peak_fraction": tflops / peak if tflops is not None and peak else None})
+                    "of_peak_fraction": tflops / peak if tflops is not None and peak else None})
     return sorted(out, key=lambda r: -r["hardware_flops"])
 
 
@@ -377,7 +377,7 @@ def _by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak
         peak = peak_row.peak_tflops(dtype) if peak_row else None
         out.append({"kernel_class": k, "dtype": dtype, "kernels": int(len(grp)), "flops": float(grp["flops"].sum()),
                     "gpu_ns": int(ns), "tflops": tflops, "peak_tflops": peak,
-                    "peak_fraction": tflops / peak if tflops is not None and peak else None})
+                    "of_peak_fraction": tflops / peak if tflops is not None and peak else None})
     return sorted(out, key=lambda r: -r["gpu_ns"])
 
 
