@@ -237,7 +237,7 @@ def test_fp32_gemms_on_a100_fire_low_mfu_with_the_fp32_fix(tmp_path):
     assert m["fp32_flops_fraction"] == 1.0 and m["flops_counted_fraction"] == 1.0
     # the kernel class: CUDA-core fp32 at 137.46 GFLOP / 9 ms = 15.27 TFLOP/s
     row = rank.evidence["flops_by_kernel_class"][0]
-    assert row["kernel_class"] == "CUDA core" and row["tflops"] == pytest.approx(LINEAR_FLOPS / 0.009 / 1e12)
+    assert row["kernel_class"] == "GEMM kernel on CUDA cores" and row["tflops"] == pytest.approx(LINEAR_FLOPS / 0.009 / 1e12)
     fired = {f.label: f for f in verdict.findings}
     assert "low_mfu" in fired and "compute_bound" not in fired
     assert any("autocast" in fix for fix in fired["low_mfu"].fixes)

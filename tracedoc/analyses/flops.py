@@ -217,7 +217,7 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
         m["unfused_attention_fraction"] = _softmax_ns(trace, clock, gpu_ext, launching_ops, compute, dur) / compute_ns
 
     by_class = _by_op_class(trace, counted, peak_row)
-    by_kernel = _by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, dominant)
+    by_kernel = _by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, trace.strings)
     missing = _not_counted(trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns, clock, ks,
                            clock.cpu(rows, "end_ns"))
     per_step = _per_step_rows(steps, step_flops, peak)
@@ -355,8 +355,18 @@ def _by_op_class(trace: Trace, counted: _Counted, peak_row) -> list[dict]:
     return sorted(out, key=lambda r: -r["hardware_flops"])
 
 
-def _by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak_row, dominant) -> list[dict]:
-    """FLOPs split over each op's kernels by their duration; grouped by Tensor Core use."""
+_FAMILIES = ((re.compile(r"flash|fmha|attention|attn", re.I), "attention kernel"),
+             (re.compile(r"conv|fprop|dgrad|wgrad|winograd|implicit_gemm|cudnn", re.I), "convolution kernel"),
+             (re.compile(r"gemm|gemv|matmul|nvjet|cutlass|xmma|wgmma|mma", re.I), "GEMM kernel"))
+
+
+def _kernel_family(name: str) -> str:
+    return next((label for rx, label in _FAMILIES if rx.search(name)), "other kernel")
+
+
+def _by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak_row, trace_strings) -> list[dict]:
+    """FLOPs split over each op's kernels by their duration; grouped by what the kernel's name says it
+    computes (GEMM, convolution, attention) and whether it runs on Tensor Cores."""
     sel = np.flatnonzero((owner >= 0) & compute)
     if not sel.size:
         return []
@@ -365,9 +375,12 @@ def _by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak
     share = np.where(op_ns > 0, dur[sel] / np.maximum(op_ns, 1), 0.0)
     flops = counted.hw_flops[op] * share
     tc, helper = tc_classes
-    cls = np.where(helper[g["name"][sel]], "helper (elementwise, layout)",
-                   np.select([tc[g["name"][sel]] == 1, tc[g["name"][sel]] == 0], ["Tensor Core", "CUDA core"],
-                             "unclassified"))
+    names = g["name"][sel]
+    unit = np.select([tc[names] == 1, tc[names] == 0], [" on Tensor Cores", " on CUDA cores"], "")
+    ids, inverse = np.unique(names, return_inverse=True)
+    family = np.array(["helper (elementwise, layout)" if helper[n] else _kernel_family(trace_strings[n])
+                       for n in ids.tolist()], dtype=object)[inverse.reshape(-1)]
+    cls = np.where(np.asarray([f.startswith("helper") for f in family]), family, family + unit)
     df = pd.DataFrame({"cls": cls, "flops": flops, "ns": dur[sel], "dtype": [d or "unknown" for d in
                                                                             counted.dtype[op]]})
     out = []
