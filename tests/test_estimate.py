@@ -198,3 +198,8 @@ def test_a_formula_faster_than_the_gpu_is_called_out(tmp_path):
     # 4096 tokens of a 7B model in a ~0.12 s step on one V100 would take ~90x its peak
     assert rank.metrics["formula_mfu"] > 1
     assert any("does not describe this trace" in w for w in rank.warnings)
+
+
+def test_latent_attention_configs_are_refused_not_miscounted():
+    with pytest.raises(UsageError, match="multi-head latent attention"):
+        from_hf_config(dict(LLAMA2_7B, model_type="deepseek_v3", kv_lora_rank=512))

@@ -131,6 +131,9 @@ def from_hf_config(cfg: dict, source: str = "config.json") -> ModelSpec:
                                   ("num_attention_heads", heads), ("vocab_size", vocab)) if v is None]
         raise UsageError(source, f"lacks {', '.join(missing)}", f"model_type {mt or 'unset'}",
                          "pass the model's Hugging Face config.json, or explicit params")
+    if get("kv_lora_rank", "q_lora_rank") is not None:
+        raise UsageError(source, "uses multi-head latent attention (kv_lora_rank), which the formulas do not model",
+                         f"model_type {mt or 'unset'}", "pass explicit params of an equivalent model, or leave out --model")
     kv = get("num_key_value_heads", "num_kv_heads", "multi_query_group_num", "n_head_kv", default=heads)
     if cfg.get("multi_query") is True:
         kv = 1
