@@ -190,7 +190,7 @@ def test_tracedoc_profile_records_shapes_so_reports_have_flops(tmp_path):
 
 
 def test_tracedoc_run_flag_turns_shapes_off():
-    from tracedoc.capture.cli import register
+    from tracedoc.cli.run import register
 
     sub = argparse.ArgumentParser().add_subparsers()
     register(sub)

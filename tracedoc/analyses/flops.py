@@ -23,6 +23,7 @@ from ..model.trace import Trace
 from . import opflops as F
 from ..model.peaks import DevicePeak, device_peak
 from .nesting import ThreadClock, enclosing, innermost_op_names, kernel_owners, union_on_clock
+from .registry import Produced, analysis
 
 BACKWARD_FRAME_RE = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
 COMPILED_RE = re.compile(r"^CompiledFunction|Torch-Compiled Region|^## Call CompiledFxGraph")
@@ -225,19 +226,26 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
     return m, _evidence(None, device, peak_row, [summary], by_class, by_kernel, missing, per_step)
 
 
+EVIDENCE_NAMES = ("flops_summary", "flops_by_op_class", "flops_by_kernel_class", "flops_not_counted", "flops_per_step")
+
+
+@analysis(needs=("step_spans", "window", "comm_mask", "gpu_ext", "launching_ops", "tc_classes"),
+          produces=METRIC_NAMES, evidence=EVIDENCE_NAMES)
+def flop_rates(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    metrics, evidence = analyze_flops(trace, inputs["step_spans"], win.start_ns, win.end_ns, inputs["comm_mask"],
+                                      inputs["gpu_ext"], inputs["launching_ops"], inputs["tc_classes"])
+    return Produced(metrics=metrics, evidence=evidence)
+
+
 # -- pieces --------------------------------------------------------------------------------------
 
 def _device(trace: Trace) -> str | None:
-    devices = trace.meta.get("devices") or []
+    """Name of the first described GPU that ran ops (else the first named one)."""
     g = trace.gpu_ops
     used = set(np.unique(g["device"]).tolist()) if len(g) else set()
-    for d in devices:
-        if d.get("id") in used and d.get("name"):
-            return str(d["name"])
-    for d in devices:
-        if d.get("name"):
-            return str(d["name"])
-    return None
+    named = [d for d in trace.meta.devices if d.name]
+    return next((d.name for d in named if d.id in used), named[0].name if named else None)
 
 
 def _name_ids(trace: Trace, names) -> np.ndarray:
@@ -251,7 +259,7 @@ def _no_shapes_statement(trace: Trace) -> tuple[str, str] | None:
     flop_ops = trace.string_ids(F.needs_shapes)[c["name"]] if len(c) else np.zeros(0, dtype=bool)
     if shapes is not None and len(shapes):
         return None
-    if trace.meta.get("format") == "nsys":
+    if trace.meta.format == "nsys":
         return "nsys records no shapes", ("Nsight Systems exports record no operator shapes: FLOPs and MFU need a "
                                           "torch.profiler trace with record_shapes=True (or --model for the formula)")
     if not len(c):
