@@ -249,3 +249,11 @@ def test_fp32_and_tf32_are_distinct_dense_peaks():
     # datasheet: FP32 19.5, TF32 312 with sparsity -> 156 dense
     assert a100.peak_tflops("fp32") == 19.5 and a100.peak_tflops("tf32") == 156
     assert device_peak("Tesla V100-SXM2-16GB").peak_tflops("fp16") == 125
+
+
+def test_the_reader_keeps_shapes_of_every_op_a_formula_counts():
+    from tracedoc.analyses.opflops import FLOP_OPS
+    from tracedoc.ingest.kineto.columns import SHAPE_OP_RE
+
+    assert [n for n in FLOP_OPS if not SHAPE_OP_RE.match(n)] == []
+    assert not SHAPE_OP_RE.match("aten::relu") and not SHAPE_OP_RE.match("aten::add_")

@@ -412,6 +412,7 @@ def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu
     s, c = trace.op_shapes, trace.cpu_ops
     out: list[dict] = []
     bad = np.flatnonzero(np.fromiter((isinstance(r, str) for r in resolved), dtype=bool, count=len(resolved)))
+    bad = bad[trace.string_ids(F.needs_shapes)[c["name"][s["row"][bad]]]]  # ops with a formula only
     if bad.size and ks.size:
         bs, be = clock.cpu(s["row"][bad], "start_ns"), clock.cpu(s["row"][bad], "end_ns")
         inside = enclosing(ks, ke, bs, be) >= 0

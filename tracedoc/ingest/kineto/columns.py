@@ -11,7 +11,6 @@ import numpy as np
 from ...model import trace as M
 from ...model.numbers import decimal_text_to_scaled_int, to_float64, to_int64
 from ...model.trace import StringTable, Table
-from ...analyses.opflops import needs_shapes
 from .decode import _EMPTY_ARGS, Args, Event
 
 # Event classes
@@ -50,6 +49,9 @@ def _runtime_kind(cat: Any) -> int:
     return _RUNTIME_CATS.get(cat, M.RUNTIME_OTHER)
 
 
+# Ops whose recorded shapes are kept (FLOPs are counted from them): matrix products, convolutions and
+# attention, by name. Broad on purpose; the FLOP formulas decide what they can count.
+SHAPE_OP_RE = re.compile(r"^(aten|flash_attn)::\w*(mm|mv|matmul|linear|einsum|conv|attention|attn)\w*$")
 _STREAM_RE = re.compile(r"^\s*stream\s+(\d+)", re.I)
 LABEL_ID_BASE = -(1 << 40)
 _STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "dims", "types", "concrete"}
@@ -226,7 +228,7 @@ class _Reader:
         strings = self.strings.strings
         if wants.size < len(strings):  # classify names interned since the last chunk
             wants = self._wants_shapes = np.concatenate(
-                [wants, np.fromiter((needs_shapes(x) for x in strings[wants.size:]), dtype=bool,
+                [wants, np.fromiter((SHAPE_OP_RE.match(x) is not None for x in strings[wants.size:]), dtype=bool,
                                     count=len(strings) - wants.size)])
         cand = np.flatnonzero(wants[np.maximum(names, 0)] & (names >= 0))
         keep = [i for i in cand.tolist() if args[i].input_dims]
