@@ -11,6 +11,7 @@ VERDICT_LABELS: tuple[str, ...] = (
     "low_tensor_core_use",
     "memory_pressure",
     "compute_bound",
+    "straggler_bound",
 )
 ADVICE_LABEL = "advice"
 LABELS: tuple[str, ...] = VERDICT_LABELS + (ADVICE_LABEL,)

@@ -23,6 +23,7 @@ from tracedoc.labels import ADVICE_LABEL, LABELS, SEVERITIES, VERDICT_LABELS  # 
 from tracedoc.engine.expr import BOOL, NUM, STR, Expr, ExprError, compile_expr, suggest, value_type
 from tracedoc.engine.template import Template, compile_template
 from tracedoc.errors import TracedocError
+from tracedoc.job.view import JOB_EVIDENCE
 from tracedoc.resources import data_dir
 
 if sys.version_info >= (3, 11):
@@ -31,7 +32,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 # Evidence tables a rule may cite: those some analysis declares it produces (``@analysis(evidence=...)``).
-EVIDENCE_TABLES: tuple[str, ...] = tuple(name for name in EVIDENCE if name in declared("evidence"))
+EVIDENCE_TABLES: tuple[str, ...] = tuple(name for name in EVIDENCE if name in declared("evidence")) + JOB_EVIDENCE
 MAX_EVIDENCE_ROWS = 100
 UNSET_KEY = "unset"  # in a [[tests.*]] case: metric names whose value is None (TOML has no null)
 

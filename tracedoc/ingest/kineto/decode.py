@@ -10,6 +10,7 @@ from typing import Any, Optional
 import msgspec
 
 _NULL = msgspec.Raw(b"0")
+NO_RAW = msgspec.Raw(b"null")  # a raw field that was absent
 
 
 class Args(msgspec.Struct, frozen=True):
@@ -45,6 +46,12 @@ class Args(msgspec.Struct, frozen=True):
     group_size: Any = msgspec.field(default=None, name="Group size")
     dtype: Any = None
     pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    seq: Any = msgspec.field(default=None, name="Seq")
+    seq_lower: Any = msgspec.field(default=None, name="seq")
+    # shapes of collective ops from torch versions without collective args (kept raw: parsed for those ops only)
+    input_dims: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
     # cuda_sync
     wait_on_stream: Any = None
     # M events
