@@ -263,11 +263,12 @@ def test_text_report_puts_the_job_verdict_first(gpu_job):
     assert lines.index(next(x for x in lines if x.startswith("Verdict: straggler_bound"))) < 3
     assert text.index("Straggler: rank 3") < text.index("Ranks in the job")
     assert "Per-rank details: --rank N" in text and "Details for rank" not in text
-    gpu_job.focus_rank = 0
+    saved = gpu_job.job.focus_index
+    gpu_job.job.focus_index, gpu_job.job.focus_asked = 0, True  # what --rank 0 does
     try:
         assert "Details for rank 0" in render_text(gpu_job, width=140)
     finally:
-        gpu_job.focus_rank = None
+        gpu_job.job.focus_index, gpu_job.job.focus_asked = saved, False
 
 
 def test_markdown_and_html_lead_with_the_job(gpu_job):
@@ -335,12 +336,12 @@ def test_nsys_export_with_nccl_nvtx_ranges_gets_a_job_view(tmp_path):
 
 
 def test_job_view_round_trips_through_json(gpu_job):
-    from tracedoc.job import JobView
+    from tracedoc.result import AnalysisResult
 
-    d = json.loads(gpu_job.to_json())["job"]
-    back = JobView.from_dict(d).to_dict()
-    d.pop("verdict"), d.pop("failed")
-    assert json.loads(json.dumps(back)) == d
+    d = json.loads(gpu_job.to_json())
+    back = json.loads(AnalysisResult.from_dict(d).to_json())
+    assert back["job"] == d["job"]
+    assert back["job"]["straggler_ranks"] == [3]
 
 
 def test_process_groups_and_sequence_numbers(tmp_path):

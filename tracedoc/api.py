@@ -24,7 +24,7 @@ from .ingest import sniff
 from .model.trace import Trace
 from .job import build_job
 from .job.fanout import analyze_file, fan_out
-from .job.view import top_collective
+from .job.view import JOB_METRICS, top_collective
 from .result import AnalysisResult, JobResult, RankResult
 
 _RANK_NAME_RES = (re.compile(r"rank[_\-]?(\d+)", re.I), re.compile(r"(?:^|[_\-.])r(\d+)(?:[_\-.]|$)"),
@@ -123,8 +123,11 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     else:
         for o in outputs:
             o.result.metrics.update({"comm_top_collective": top_collective(o.tables)})
+    for r in results:  # the job metrics are None for a lone trace: every registered name is present
+        for name in JOB_METRICS:
+            r.metrics.setdefault(name, None)
     ranks = [RankResult.from_analysis(r, _evaluate(r, params, rules)) for r in results]
-    known = {r.source: r.meta.sha256 for r in results}
+    known = {r.source: r.meta.get("sha256") for r in results}
     bad = {f["source"] for f in failed}
     hashes = {f: known.get(f) or (None if f in bad else sha256_of(f)) for f in files}
     result = AnalysisResult.of(files, ranks, command=command, hashes=hashes, rules_version=_rules_version())

@@ -20,7 +20,8 @@ from ..analyses import breakdown as B
 from ..analyses import classify as C
 from ..analyses import host, links
 from ..analyses.comm import DTYPE_BYTES
-from ..analyses.window import STEP_RE, find_steps
+from ..analyses.window import find_steps
+from ..model.vocab import PROFILER_STEP_RE as STEP_RE
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model.trace import Trace

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from .format import fmt_pct
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..api import AnalysisResult
+    from ..result import AnalysisResult
 
 MAX_HEATMAP_RANKS = 256
 MAX_HEATMAP_STEPS = 64
@@ -67,7 +67,7 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
               "—" if c["busbw_p50_gbps"] is None else f"{c['busbw_p50_gbps']:.1f}"] for c in job.collective_rows]
     return {
         "labels": labels,
-        "confidence": v.confidence if v is not None else None,
+        "confidence": (v.findings[0].confidence if v.findings else v.confidence) if v is not None else None,
         "findings": findings,
         "summary": summary,
         "stragglers": stragglers,
