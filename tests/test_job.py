@@ -102,7 +102,7 @@ def test_job_verdict_is_straggler_bound_not_comm_bound(gpu_job):
     assert labels[0] == "straggler_bound"
     assert "comm_bound" not in labels
     finding = job["verdict"]["findings"][0]
-    assert finding["rule_id"] == "TD601"
+    assert finding["rule_id"] == "TD620"
     assert "Rank 3" in finding["message"] and "5.0 ms per step" in finding["message"]
     assert any("Rank 3 computes longer" in f for f in finding["fixes"])
     # every rank sees 30% exposed communication, but the job says it is waiting: no comm_bound anywhere
