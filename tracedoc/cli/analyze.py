@@ -52,6 +52,8 @@ def register(sub: Any) -> None:
     a.add_argument("--log", metavar="FILE", help="a training log whose findings join the trace report "
                                                  "(a tracedoc run directory brings its steps.jsonl)")
     add_estimate_options(a)
+    a.add_argument("--rank", type=int, default=None, metavar="N",
+                   help="directories: show rank N's details after the job verdict")
     add_engine_options(a)
     a.set_defaults(func=cmd_analyze)
 
@@ -143,6 +145,16 @@ def cmd_analyze(args) -> int:
     for r in result.ranks:
         for w in r.warnings:
             print(f"tracedoc: warning: {w}", file=sys.stderr)
+    for f in (result.job.failed if result.job is not None else []):
+        print(f"tracedoc: warning: left out of the job: {f['error']}", file=sys.stderr)
+    if args.rank is not None:
+        have = [r.rank for r in result.ranks]
+        if args.rank not in have:
+            raise UsageError("--rank", f"rank {args.rank} is not in {path}", f"ranks {have[:16]}",
+                             "pick one of the ranks listed")
+        if result.job is not None:
+            result.job.focus_index = have.index(args.rank)
+            result.job.focus_asked = True
     if args.output:
         write_atomic(args.output, renderer(fmt).render(result))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
@@ -152,7 +164,8 @@ def cmd_analyze(args) -> int:
         text = renderer(fmt).render(result)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if args.fail_on:
-        return max((fail_on_exit_code(v, args.fail_on) for v in result.verdicts if v is not None), default=EXIT_OK)
+        verdicts = list(result.verdicts) + ([result.job.verdict] if result.job is not None else [])
+        return max((fail_on_exit_code(v, args.fail_on) for v in verdicts if v is not None), default=EXIT_OK)
     return EXIT_OK
 
 

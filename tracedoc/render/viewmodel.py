@@ -47,14 +47,18 @@ IDLE_CAUSE_SHOWN = 0.0005  # idle causes under 0.05% of the window are left out 
 
 def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> ReportView:
     """The report view model: everything the renderers show, already formatted."""
-    focus = result.focus
+    from dataclasses import replace as _replace
+
+    from .jobview import build_job_view, focus_of, paired_excerpts
+
+    focus, focus_reason = focus_of(result)
     inputs = [InputView(name=os.path.basename(p), path=p, sha256=result.hashes.get(p) or "not computed")
               for p in result.inputs]
     command = result.command or ("tracedoc analyze " + shlex.quote(result.inputs[0]) if len(result.inputs) == 1
                                  else "tracedoc analyze <directory of the rank traces>")
     name = (os.path.basename(os.path.dirname(result.inputs[0])) + "/" if len(result.inputs) > 1 and result.inputs
             else "") + (inputs[0].name if len(inputs) == 1 else f"{len(inputs)} rank files")
-    return ReportView(
+    view = ReportView(
         title=f"tracedoc · {name}" if result.inputs else "tracedoc",
         input_name=name,
         tracedoc_version=result.tracedoc_version,
@@ -67,7 +71,15 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> ReportView:
         focus_rank=None if focus is None else focus.rank,
         focus_source_name=None if focus is None else os.path.basename(focus.source),
         ranks=[build_rank(focus, caps)] if focus is not None else [],
+        job=build_job_view(result, caps.ranks),
+        job_rank_rows=min(caps.ranks, 64),
+        focus_reason=focus_reason,
+        focus_asked=bool(result.job is not None and result.job.focus_asked),
     )
+    paired = paired_excerpts(result, focus) if caps.timeline and focus is not None else None
+    if paired:  # the straggler's step beside the median rank's
+        view.ranks[0] = _replace(view.ranks[0], timeline=build_timeline(paired, _replace(caps, slowest_excerpt=True)))
+    return view
 
 
 def build_rank(r: "RankResult", caps: Caps) -> RankView:
