@@ -20,6 +20,7 @@ from .analyses.rank import RankAnalysis, environment
 from .analyses.window import Window
 from .engine.evaluate import Verdict
 from .errors import TraceError
+from .job.view import JobView
 from .version import __version__
 
 SCHEMA_NAME = "tracedoc.analysis"
@@ -130,17 +131,30 @@ class JobResult:
 
     ranks: list[RankRow]
     focus_index: int  # the rank whose top finding explains the most of its step
+    view: JobView | None = None  # collectives matched across ranks, waits, stragglers (tracedoc.job)
+    verdict: Verdict | None = None  # the job verdict: job rules and the median rank's metrics
+    failed: list[dict] = field(default_factory=list)  # rank files that could not be read
+    focus_asked: bool = False  # focus_index set by --rank N
 
     @classmethod
     def from_ranks(cls, ranks: list[RankResult]) -> "JobResult":
         return cls(ranks=[RankRow.of(r) for r in ranks], focus_index=focus_index(ranks))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ranks": [r.to_dict() for r in self.ranks], "focus_index": self.focus_index}
+        out: dict[str, Any] = {"ranks": [r.to_dict() for r in self.ranks], "focus_index": self.focus_index}
+        if self.view is not None:
+            out.update(self.view.to_dict())
+            out["verdict"] = self.verdict.to_dict() if self.verdict is not None else None
+            out["failed"] = list(self.failed)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "JobResult":
-        return cls(ranks=[RankRow.from_dict(r) for r in d["ranks"]], focus_index=int(d["focus_index"]))
+        view = JobView.from_dict(d) if "straggler_ranks" in d else None
+        verdict = Verdict.from_dict(d["verdict"]) if view is not None and d.get("verdict") is not None \
+            and hasattr(Verdict, "from_dict") else None
+        return cls(ranks=[RankRow.from_dict(r) for r in d["ranks"]], focus_index=int(d["focus_index"]),
+                   view=view, verdict=verdict, failed=list(d.get("failed") or []))
 
 
 def focus_index(ranks: list[RankResult]) -> int:

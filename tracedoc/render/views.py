@@ -206,6 +206,7 @@ class RankView:
     events: str
     environment: list[Item]
     metrics: list[dict[str, str]]
+    efficiency: str | None = None  # one line on model FLOPs, TFLOP/s and MFU (None: nothing to say)
 
 
 @dataclass
@@ -237,3 +238,7 @@ class ReportView:
     focus_rank: int | None
     focus_source_name: str | None
     ranks: list[RankView]  # the rank shown in detail (the focus rank), when there is one
+    job: dict | None = None  # a directory's job view (tracedoc/render/jobview.py), shown first
+    job_rank_rows: int = 64
+    focus_reason: str = ""
+    focus_asked: bool = False  # the focus rank was asked for (--rank N)

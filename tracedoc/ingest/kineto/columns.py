@@ -7,6 +7,7 @@ import re
 from typing import Any, Callable
 
 import numpy as np
+import orjson
 
 from ...model import trace as M
 from ...model.numbers import decimal_text_to_scaled_int, to_float64, to_int64
@@ -49,9 +50,16 @@ def _runtime_kind(cat: Any) -> int:
     return _RUNTIME_CATS.get(cat, M.RUNTIME_OTHER)
 
 
+# Ops whose recorded shapes are kept (FLOPs are counted from them): matrix products, convolutions and
+# attention, by name. Broad on purpose; the FLOP formulas decide what they can count.
+SHAPE_OP_RE = re.compile(r"^(aten|flash_attn)::\w*(mm|mv|matmul|linear|einsum|conv|attention|attn)\w*$")
 _STREAM_RE = re.compile(r"^\s*stream\s+(\d+)", re.I)
 LABEL_ID_BASE = -(1 << 40)
-_STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name"}
+_STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "pg_ranks", "dims", "types", "concrete"}
+# CPU ops of collectives whose first input is the message (record_param_comms, nccl:*, gloo:*): their
+# shapes give the size on torch versions that record no collective args. (c10d::*_base_ ops take
+# the output tensor first, so their shapes are not used.)
+_COLLECTIVE_OP_RE = re.compile(r"^(record_param_comms$|nccl:|gloo:)")
 
 
 class _Reader:
@@ -66,6 +74,7 @@ class _Reader:
         self.bad_args = 0
         self.ignored_phases: dict[str, int] = {}
         self._id_cache: dict[Any, int] = {}
+        self._wants_shapes = np.zeros(0, dtype=bool)  # per string id: a name whose shapes FLOPs need
 
     # -- helpers -------------------------------------------------------------------------------
     def ids(self, values: list) -> np.ndarray:
@@ -127,6 +136,8 @@ class _Reader:
                     src = t["source"]
                     t["row"] = t["row"] + np.where(src == M.COLLECTIVE_FROM_KERNEL, offsets["gpu_ops"],
                                                    offsets["cpu_ops"])
+                elif name == "op_shapes":
+                    t["row"] = t["row"] + offsets["cpu_ops"]
                 self.parts[name].append(t)
         self.meta_events.extend(chunk["meta_events"])
         self.n_events += chunk["n_events"]
@@ -208,22 +219,73 @@ class _Reader:
             "end_ns": ts + self._durations(sub), "external_id": ext, "depth": np.zeros(n),
             "stack": self.names(stacks) if any(s is not None for s in stacks) else np.full(n, -1),
         }))
+        names = self.parts["cpu_ops"][-1]["name"]
+        base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
+        self._shapes(args, names, base)
         has_coll = [i for i, a in enumerate(args) if a.collective is not None]
+        base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
         if has_coll:
-            base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
             self._collectives(M.COLLECTIVE_FROM_CPU_OP, [args[i] for i in has_coll],
                               np.asarray(has_coll) + base, ext[has_coll])
+        shaped = self._collective_op_rows(self.parts["cpu_ops"][-1]["name"])
+        shaped = [i for i in shaped.tolist() if args[i].collective is None and len(args[i].input_dims) > 4]
+        if shaped:
+            sizes = [_first_input(args[i]) for i in shaped]
+            keep = [k for k, (nelems, _) in enumerate(sizes) if nelems >= 0]
+            if keep:
+                rows = np.asarray([shaped[k] for k in keep])
+                self._collectives(M.COLLECTIVE_FROM_CPU_OP, [args[i] for i in rows], rows + base, ext[rows],
+                                  names=[sub[i].name for i in rows], shapes=[sizes[k] for k in keep])
 
-    def _collectives(self, source, args, rows, ext):
-        self.parts["collectives"].append(Table("collectives", {
+    def _shapes(self, args: list[Args], names: np.ndarray, base: int) -> None:
+        """Recorded shapes of the ops FLOPs are counted for; other ops' shapes stay undecoded."""
+        wants = self._wants_shapes
+        strings = self.strings.strings
+        if wants.size < len(strings):  # classify names interned since the last chunk
+            wants = self._wants_shapes = np.concatenate(
+                [wants, np.fromiter((SHAPE_OP_RE.match(x) is not None for x in strings[wants.size:]), dtype=bool,
+                                    count=len(strings) - wants.size)])
+        cand = np.flatnonzero(wants[np.maximum(names, 0)] & (names >= 0))
+        keep = [i for i in cand.tolist() if args[i].input_dims]
+        if not keep:
+            return
+        sel = [args[i] for i in keep]
+
+        def text(raws):
+            return self.names([bytes(r).decode("utf-8", "replace") if r else None for r in raws])
+
+        self.parts["op_shapes"].append(Table("op_shapes", {
+            "row": np.asarray(keep, dtype=np.int64) + base, "dims": text([a.input_dims for a in sel]),
+            "types": text([a.input_type for a in sel]), "concrete": text([a.concrete_inputs for a in sel]),
+            "flops": to_float64([a.flops for a in sel]),
+        }))
+
+    def _collective_op_rows(self, name_ids: np.ndarray) -> np.ndarray:
+        """Rows whose name is a collective CPU op (looked up once per distinct name)."""
+        cache = self.__dict__.setdefault("_coll_names", {})
+        uniq = np.unique(name_ids)
+        for sid in uniq.tolist():
+            if sid not in cache:
+                cache[sid] = sid >= 0 and _COLLECTIVE_OP_RE.match(self.strings.strings[sid]) is not None
+        hits = [sid for sid in uniq.tolist() if cache[sid]]
+        return np.flatnonzero(np.isin(name_ids, hits)) if hits else np.zeros(0, dtype=np.int64)
+
+    def _collectives(self, source, args, rows, ext, names=None, shapes=None):
+        cols = {
             "source": np.full(len(args), source), "row": rows, "external_id": ext,
-            "collective": self.names([str(a.collective) for a in args]),
+            "collective": self.names([str(a.collective) for a in args] if names is None else names),
             "in_nelems": to_int64([a.in_nelems for a in args]),
             "out_nelems": to_int64([a.out_nelems for a in args]),
             "group_size": to_int64([a.group_size for a in args]),
             "dtype": self.names([None if a.dtype is None else str(a.dtype) for a in args]),
             "pg_name": self.names([None if a.pg_name is None else str(a.pg_name) for a in args]),
-        }))
+            "pg_ranks": self.names([_ranks_text(a.pg_ranks) for a in args]),
+            "seq": to_int64([a.seq if a.seq is not None else a.seq_lower for a in args]),
+        }
+        if shapes is not None:  # sizes from the op's first input: nelems and dtype
+            cols["in_nelems"] = np.asarray([n for n, _ in shapes], dtype=np.int64)
+            cols["dtype"] = self.names([t for _, t in shapes])
+        self.parts["collectives"].append(Table("collectives", cols))
 
     def _runtime(self, sub, ts, cats):
         args = [e.args or _EMPTY_ARGS for e in sub]
@@ -304,6 +366,35 @@ class _Reader:
         C_GPU: _gpu, C_CPU: _cpu, C_RUNTIME: _runtime, C_GPU_ANNOT: _gpu_annot, C_SYNC: _sync,
         C_FLOW: _flow, C_INSTANT: _instant, C_META: _meta, C_OTHER: _other,
     }
+
+
+def _ranks_text(ranks: Any) -> str | None:
+    """``Process Group Ranks`` (a list, or its text) as ``"0,1,2,3"``."""
+    if ranks is None:
+        return None
+    if isinstance(ranks, str):
+        ranks = re.findall(r"-?\d+", ranks)
+    try:
+        return ",".join(str(int(r)) for r in ranks)
+    except (TypeError, ValueError):
+        return None
+
+
+def _first_input(args: Args) -> tuple[int, str | None]:
+    """Elements and dtype of a collective op's first input, from ``Input Dims``/``Input type``; -1 unknown."""
+    try:
+        dims = orjson.loads(bytes(args.input_dims))
+        types = orjson.loads(bytes(args.input_type))
+    except orjson.JSONDecodeError:
+        return -1, None
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or not dims[0]:
+        return -1, None
+    try:
+        nelems = int(np.prod([int(d) for d in dims[0]]))
+    except (TypeError, ValueError):
+        return -1, None
+    dtype = types[0] if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else None
+    return nelems, dtype
 
 
 def _take(evs: list, idx: np.ndarray) -> list:
