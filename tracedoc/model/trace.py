@@ -170,9 +170,21 @@ class Trace:
     def string(self, sid: int) -> str:
         return self.strings[sid] if 0 <= sid < len(self.strings) else ""
 
-    def string_ids(self, predicate) -> np.ndarray:
-        """Boolean lookup array over the string table: ``mask[name_ids]`` tests many rows at once."""
-        return np.fromiter((bool(predicate(s)) for s in self.strings), dtype=bool, count=len(self.strings))
+    def string_ids(self, predicate, ids: np.ndarray | None = None) -> np.ndarray:
+        """Boolean lookup array over the string table: ``mask[name_ids]`` tests many rows at once.
+
+        With ``ids`` (a column of string ids), the predicate runs only on the distinct strings that
+        column uses and every other entry is False: a table of per-event strings (NVTX op names with
+        an ``op_id``) costs one call per string a column holds, not one per string in the trace.
+        """
+        strings = self.strings
+        if ids is None:
+            return np.fromiter((bool(predicate(s)) for s in strings), dtype=bool, count=len(strings))
+        mask = np.zeros(len(strings), dtype=bool)
+        used = np.unique(ids)
+        used = used[(used >= 0) & (used < len(strings))]
+        mask[used] = np.fromiter((bool(predicate(strings[i])) for i in used.tolist()), dtype=bool, count=used.size)
+        return mask
 
     @property
     def rank(self) -> int | None:
