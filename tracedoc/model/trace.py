@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from .meta import TraceMeta
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # GPU op kinds
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -192,6 +196,8 @@ class Trace:
 
     def df(self, table: str) -> pd.DataFrame:
         """A pandas view of one table; string-id columns become categoricals of their text."""
+        import pandas as pd
+
         t = self.tables[table]
         cats = pd.Index(self.strings) if self.strings else pd.Index([], dtype=object)
         data = {}
@@ -254,6 +260,10 @@ class StringTable:
         """Ids for a list of strings (None -> -1), hashing each distinct value once."""
         if not values:
             return np.zeros(0, dtype=np.int32)
-        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
-        lut = np.array([self.intern(str(u)) for u in uniques] + [-1], dtype=np.int32)
-        return lut[codes]
+        try:
+            distinct = dict.fromkeys(values)  # first-appearance order, as ids are handed out
+        except TypeError:  # an unhashable value (a list where a name belongs): intern its text
+            values = [v if v is None or isinstance(v, str) else str(v) for v in values]
+            distinct = dict.fromkeys(values)
+        ids = {v: (-1 if v is None or v != v else self.intern(str(v))) for v in distinct}
+        return np.fromiter(map(ids.__getitem__, values), dtype=np.int32, count=len(values))
