@@ -118,6 +118,10 @@ def to_int64(values: list, missing: int = MISSING_INT) -> np.ndarray:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
         pass
+    try:  # the usual reason: absent values among numbers
+        return np.array([missing if v is None else v for v in values], dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        pass
     out = np.empty(len(values), dtype=np.int64)
     for i, v in enumerate(values):
         try:
@@ -131,6 +135,10 @@ def to_float64(values: list) -> np.ndarray:
     """Python numbers/None/numeric strings to float64, NaN for absent or unparsable."""
     try:
         return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        pass
+    try:  # the usual reason: absent values among numbers
+        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
     except (TypeError, ValueError):
         pass
     out = np.empty(len(values), dtype=np.float64)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 from typing import Any, Callable
@@ -326,7 +327,7 @@ class _Reader:
         phase = {"s": M.FLOW_START, "t": M.FLOW_STEP, "f": M.FLOW_END}
         self.parts["flows"].append(Table("flows", {
             "id": to_int64([e.id for e in sub]),
-            "phase": np.fromiter((phase[e.ph] for e in sub), dtype=np.uint8, count=len(sub)),
+            "phase": _kinds([e.ph for e in sub], phase.__getitem__),
             "cat": self.names([None if c is None else str(c) for c in cats]),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]), "ts_ns": ts,
         }))
@@ -391,10 +392,15 @@ def _triples(values: list) -> np.ndarray:
     if n and all(v is None for v in values[:1]) and all(v is None for v in values):
         return np.full((n, 3), -1, dtype=np.int64)
     try:
+        if set(map(type, values)) == {list} and min(map(len, values)) == 3 == max(map(len, values)):
+            return np.fromiter(itertools.chain.from_iterable(values), dtype=np.int64, count=3 * n).reshape(n, 3)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    try:
         arr = np.array(values, dtype=np.int64)
         if arr.shape == (n, 3):
             return arr
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     out = np.full((n, 3), -1, dtype=np.int64)
     for i, v in enumerate(values):
