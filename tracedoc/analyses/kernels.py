@@ -46,7 +46,7 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
     length_ms = (hi - lo) / 1e6
     out: dict = {"launch_delay_p50_ns": None, "launch_delay_p95_ns": None, "launch_delays_ns": np.zeros(0)}
     if len(r):
-        is_launch = C.name_mask(trace, V.LAUNCH_CALL_RE)[r["name"]]
+        is_launch = C.name_mask(trace, V.LAUNCH_CALL_RE, ids=r["name"])[r["name"]]
         in_win = (r["start_ns"] >= lo) & (r["start_ns"] < hi)
         sel = is_launch & in_win
         out["launch_calls"] = int(sel.sum())
@@ -54,7 +54,7 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
         launch_ns = int((r["end_ns"] - r["start_ns"])[sel].sum())
         out["cpu_launch_overhead_ns"] = launch_ns
         out["cpu_launch_overhead_fraction"] = launch_ns / (hi - lo) if hi > lo else None
-        graph = C.name_mask(trace, V.GRAPH_LAUNCH_RE)[r["name"]]
+        graph = C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=r["name"])[r["name"]]
         out["graph_launches"] = int((graph & in_win).sum())
     else:
         out.update(launch_calls=0, launches_per_ms=None, cpu_launch_overhead_ns=0,
@@ -75,7 +75,7 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
         # Kernels inside graphs carry a graph id (2026 traces) or the correlation of their cudaGraphLaunch.
         in_graph = g["graph_id"] >= 0
         if len(r) and linked.size:
-            graph_call = C.name_mask(trace, V.GRAPH_LAUNCH_RE)[r["name"]]
+            graph_call = C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=r["name"])[r["name"]]
             in_graph[linked] |= graph_call[g["launch"][linked]]
         out["graph_kernels"] = int((in_graph & (g["kind"] == M.KERNEL)).sum())
     else:
@@ -97,8 +97,8 @@ def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_o
         return out
     tc_by_name, helper_by_name = tc_classes
     tc, helper = tc_by_name[g["name"]], helper_by_name[g["name"]]
-    eligible_name = C.name_mask(trace, C.TC_ELIGIBLE_RE)[g["name"]]
-    eligible_op_ids = C.name_mask(trace, TC_ELIGIBLE_OP_RE)
+    eligible_name = C.name_mask(trace, C.TC_ELIGIBLE_RE, ids=g["name"])[g["name"]]
+    eligible_op_ids = C.name_mask(trace, TC_ELIGIBLE_OP_RE, ids=kernel_ops)
     eligible_op = np.where(kernel_ops >= 0, eligible_op_ids[np.maximum(kernel_ops, 0)], False)
     # Math launched by a matmul/conv/attention op, or named like it; helpers (layout conversion,
     # bias adds, offsets) inside those ops could not have used Tensor Cores either way.
