@@ -240,4 +240,6 @@ def _evaluate(rank: RankResult, params: dict | None, rules):
         return None
     from .engine import evaluate
 
-    return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules)
+    what_ifs, unavailable = rank.what_ifs()
+    return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules, what_ifs=what_ifs,
+                    what_if_unavailable=unavailable)

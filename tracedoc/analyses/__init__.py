@@ -18,6 +18,7 @@ from ..model.trace import Trace
 from . import breakdown as B
 from . import classify as C
 from . import comm, gaps, gpu_metrics, host, idle, kernels, links, timeline
+from .critical_path import critical_path
 from .registry import METRICS
 from .window import Window, find_steps, find_window
 
@@ -34,6 +35,17 @@ class RankResult:
     meta: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     timeline: dict[str, Any] = field(default_factory=dict)
+    critical_path: Any = None  # critical_path.CriticalPath
+
+    def what_ifs(self) -> tuple[dict[str, dict], str | None]:
+        """Predicted step time per verdict label (the fix's replay), and why there is none when not."""
+        from .critical_path.whatif import LABEL_FIX
+
+        cp = self.critical_path
+        if cp is None or not cp.available:
+            return {}, (cp.reason if cp is not None else None)
+        return ({label: cp.predictions[fix].to_dict() for label, fix in LABEL_FIX.items() if fix in cp.predictions},
+                None)
 
     @property
     def step_time_ns(self) -> float | None:
@@ -50,6 +62,7 @@ class RankResult:
             "per_step": self.per_step, "per_device": self.per_device,
             "evidence": self.evidence, "warnings": self.warnings,
             "environment": environment(self.meta), "timeline": self.timeline,
+            "critical_path": self.critical_path.to_dict() if self.critical_path is not None else None,
         }
 
 
@@ -195,9 +208,10 @@ def analyze_trace(trace: Trace) -> RankResult:
         warnings.append(f"{trace.source}: accelerator events of categories {', '.join(sorted(accel))} are present; "
                         "tracedoc's GPU analyses cover CUDA and ROCm kernels, memcpy and memset")
     excerpts = timeline.excerpts(trace, steps, comm_mask, lo, hi, causes.sets, dl_spans, sync_spans)
+    cp = critical_path(trace, steps, comm_mask, launch_link_fraction=m["launch_link_fraction"])
     return RankResult(source=trace.source, rank=trace.meta.get("rank"), window=win, metrics=m, evidence=evidence,
                       per_step=per_step, per_device=per_device, meta=trace.meta, warnings=warnings,
-                      timeline={"excerpts": excerpts})
+                      timeline={"excerpts": excerpts}, critical_path=cp)
 
 
 def cuda_backend(backend) -> str | None:

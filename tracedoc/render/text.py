@@ -84,6 +84,8 @@ def _verdict_lines(v, brief: bool) -> list[Any]:
         if getattr(f, "impact_fraction", None) is not None:
             impact += f" ({fmt_pct(f.impact_fraction)} of the step)"
         out.append(Text(f"{i}. [{f.label}] {f.title}{impact}", style="bold"))
+        if getattr(f, "what_if_text", None):
+            out.append(Text(f"   if fixed: {f.what_if_text}"))
         out.append(Text(f"   {f.message}"))
         # The top finding gets its fixes in full; the others their first fix.
         for fix in (f.fixes or [])[: (2 if brief else 3) if i == 1 else 1]:

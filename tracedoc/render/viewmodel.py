@@ -281,6 +281,8 @@ def _finding(f, caps: Caps, origin: int, per: str = "step") -> dict:
         "impact_pct": None if frac is None else fmt_pct(frac),
         "impact_width": 0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
         "fixes": list(f.fixes), "expect": f.expect,
+        "what_if": getattr(f, "what_if_text", None),
+        "what_if_method": (f.what_if or {}).get("method") if getattr(f, "what_if", None) else None,
         "evidence": [build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
                                  key=table)
                      for table, rows in f.evidence.items() if rows],

@@ -106,110 +106,118 @@ def step_times(g: G.Graph, t: np.ndarray) -> np.ndarray:
     return np.diff(np.r_[t[g.step_start_point[0]], done])
 
 
+# hop categories (codes into HOP_CATEGORIES); CPU hops are split further by what the thread was in
+HOP_CATEGORIES = ("compute", "comm", "memcpy", "launch_overhead", "idle", "cpu", "sync", "comm_transfer")
+_H = {name: i for i, name in enumerate(HOP_CATEGORIES)}
+_EDGE_CATEGORY = {G.E_LAUNCH: _H["launch_overhead"], G.E_SYNC: _H["sync"], G.E_EVENT: _H["sync"],
+                  G.E_FORK: _H["cpu"], G.E_JOIN: _H["cpu"], G.E_ARRIVAL: _H["comm_transfer"]}
+
+
 @dataclass
-class Hop:
-    """One edge of a critical path, in recorded time."""
+class Path:
+    """One step's critical path: its points, latest first, and per hop (point i+1 -> point i) the
+    recorded interval and category code (``HOP_CATEGORIES``)."""
 
-    src: int
-    dst: int
-    start_ns: int
-    end_ns: int
-    kind: str  # "order" or a cross edge name
+    points: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    category: np.ndarray
+    first_is_arrival: bool
+
+    def __len__(self) -> int:
+        return int(self.start_ns.size)
 
 
-def critical_paths(g: G.Graph) -> list[list[Hop]]:
+def critical_paths(g: G.Graph) -> list[Path]:
     """For each step, the path (latest first) that set its completion, cut at the previous one."""
     t = g.time
     comp = completions(g, t)
     done = np.maximum.accumulate(comp)
     starts = np.r_[t[g.step_start_point[0]], done[:-1]]
+    binding, src, times = g.binding.tolist(), g.src.tolist(), t.tolist()
+    op_cat = _op_categories(g)
     paths = []
-    member_pts = [g.step_end_point]
     for i in range(len(comp)):
         if comp[i] < done[i] or done[i] <= starts[i]:
-            paths.append([])
+            paths.append(_hops(g, np.zeros(1, dtype=np.int64), op_cat))
             continue
-        mine = g.op_end_point[g.op_step == i]
-        cand = np.r_[g.step_end_point[i], mine]
+        cand = np.r_[g.step_end_point[i], g.op_end_point[g.op_step == i]]
         p = int(cand[np.argmax(t[cand])])
-        paths.append(_walk(g, p, int(starts[i])))
-    del member_pts
+        paths.append(_hops(g, _walk(binding, src, times, p, int(starts[i])), op_cat))
     return paths
 
 
-def _walk(g: G.Graph, p: int, stop_ns: int) -> list[Hop]:
-    hops: list[Hop] = []
-    binding, src, etype, time = g.binding.tolist(), g.src, g.etype, g.time
-    while time[p] > stop_ns:
+def _walk(binding: list, src: list, times: list, p: int, stop_ns: int) -> np.ndarray:
+    pts = [p]
+    while times[p] > stop_ns:
         b = binding[p]
         if b == -2:
             break
-        q = p - 1 if b == -1 else int(src[b])
-        hops.append(Hop(q, p, int(time[q]), int(time[p]), "order" if b == -1 else G.EDGE_NAMES[int(etype[b])]))
-        p = q
-    return hops
+        p = p - 1 if b == -1 else src[b]
+        pts.append(p)
+    return np.array(pts, dtype=np.int64)
 
 
-def breakdown(trace: Trace, g: G.Graph, path: list[Hop], start_ns: int, end_ns: int) -> dict:
+def _op_categories(g: G.Graph) -> np.ndarray:
+    """Per GPU op of the graph: compute, comm or memcpy (memset counts with copies)."""
+    memcpy = np.isin(g.op_kind, (M.MEMCPY, M.MEMSET))
+    return np.where(g.op_is_comm, _H["comm"], np.where(memcpy, _H["memcpy"], _H["compute"]))
+
+
+def _hops(g: G.Graph, pts: np.ndarray, op_cat: np.ndarray) -> Path:
+    dst, src = pts[:-1], pts[1:]
+    b = g.binding[dst]
+    kind = g.kind[dst]
+    start, end = g.time[src], g.time[dst]
+    cat = np.full(dst.size, _H["cpu"])
+    gpu_end = (b == -1) & (kind == G.GPU_E)
+    if gpu_end.any():
+        cat[gpu_end] = op_cat[np.searchsorted(g.op_rows, g.ref[dst[gpu_end]])]
+    gap = (b == -1) & (kind == G.GPU_S)
+    cat[gap] = np.where(end[gap] - start[gap] < LAUNCH_GAP_NS, _H["launch_overhead"], _H["idle"])
+    cross = b >= 0
+    if cross.any():
+        lut = np.array([_EDGE_CATEGORY[k] for k in range(len(G.EDGE_NAMES))])
+        cat[cross] = lut[g.etype[b[cross]]]
+    return Path(pts, start, end, cat, bool(pts.size and g.kind[pts[-1]] == G.EXTERNAL))
+
+
+def breakdown(trace: Trace, g: G.Graph, path: Path, start_ns: int, end_ns: int) -> dict:
     """Split ``[start_ns, end_ns]`` (one step) along its critical path into causes, in ns.
 
-    The parts sum to ``end_ns - start_ns`` exactly: every hop covers the time between its two
-    points, the hops are contiguous, and time before the path's first point is idle (or, before a
-    collective's last arrival, waiting for the other ranks).
+    The parts sum to ``end_ns - start_ns`` exactly: the hops are contiguous, a hop that steps back in
+    time (timestamps rounded to 1 us) only removes the overlap from the hop before it, and time before
+    the path's first point is idle (or, before a collective's last arrival, waiting for the others).
     """
     out = {c: 0 for c in CATEGORIES}
-    cpu_hops: dict[int, list[tuple[int, int]]] = {}
-    covered_from = end_ns
-    debt = 0  # a hop that goes back in time (timestamps rounded to 1 us) overlaps the hop before it
-    for h in path:
-        s, e = max(h.start_ns, start_ns), min(h.end_ns, end_ns)
-        covered_from = min(covered_from, s)
-        if h.end_ns < h.start_ns:
-            debt += h.start_ns - h.end_ns
-            continue
-        take = min(debt, max(e - s, 0))
-        e -= take
-        debt -= take
-        if e <= s:
-            continue
-        d = e - s
-        kind_dst = int(g.kind[h.dst])
-        if h.kind == "order":
-            if kind_dst == G.GPU_E:
-                out[_op_category(g, h.dst)] += d
-            elif kind_dst == G.GPU_S:
-                out["launch_overhead" if d < LAUNCH_GAP_NS else "idle"] += d
-            else:
-                cpu_hops.setdefault(int(g.chain[h.dst]), []).append((s, e))
-        elif h.kind == "launch":
-            out["launch_overhead"] += d
-        elif h.kind in ("sync", "event_wait"):
-            out["sync"] += d
-        elif h.kind == "collective_arrival":
-            out["comm_transfer"] += d
-        else:  # fork / join: thread hand-off
-            out["cpu"] += d
-    first_kind = int(g.kind[path[-1].src]) if path else -1
-    lead = max(covered_from - start_ns, 0) if path else end_ns - start_ns
-    out["comm_wait" if first_kind == G.EXTERNAL else "idle"] += lead
     ops: dict[str, int] = {}
-    for th, spans in cpu_hops.items():
-        _cpu_makeup(trace, g, th, spans, out, ops)
+    if len(path):
+        # effective interval: clipped to the step and to the start of every later hop
+        later_start = np.minimum.accumulate(np.r_[end_ns, path.start_ns[:-1]])
+        eff_end = np.minimum(path.end_ns, later_start)
+        eff_start = np.maximum(path.start_ns, start_ns)
+        d = np.maximum(eff_end - eff_start, 0)
+        sums = np.bincount(path.category, weights=d, minlength=len(HOP_CATEGORIES)).astype(np.int64)
+        for name, code in _H.items():
+            if name != "cpu":
+                out[name] += int(sums[code])
+        covered_from = int(min(eff_start.min(), end_ns))
+        cpu = (path.category == _H["cpu"]) & (d > 0)
+        is_order = g.binding[path.points[:-1]] == -1
+        for th in np.unique(g.chain[path.points[:-1][cpu & is_order]]).tolist():
+            sel = cpu & is_order & (g.chain[path.points[:-1]] == th)
+            _cpu_makeup(trace, g, th, eff_start[sel], eff_start[sel] + d[sel], out, ops)
+        out["cpu"] += int(d[cpu & ~is_order].sum())  # thread hand-offs
+    else:
+        covered_from = end_ns
+    out["comm_wait" if path.first_is_arrival else "idle"] += max(covered_from - start_ns, 0)
     out["cpu_ops"] = [{"op": k, "ns": v} for k, v in sorted(ops.items(), key=lambda kv: -kv[1])]
     return out
 
 
-def _op_category(g: G.Graph, point: int) -> str:
-    i = np.searchsorted(g.op_rows, g.ref[point])
-    if g.op_is_comm[i]:
-        return "comm"
-    return "memcpy" if g.op_kind[i] in (M.MEMCPY, M.MEMSET) else "compute"
-
-
-def _cpu_makeup(trace: Trace, g: G.Graph, th: int, spans: list[tuple[int, int]], out: dict, ops: dict) -> None:
+def _cpu_makeup(trace: Trace, g: G.Graph, th: int, s: np.ndarray, e: np.ndarray, out: dict, ops: dict) -> None:
     """CPU time on the path on one thread: DataLoader, sync, launch calls, then top-level ops."""
-    arr = np.array(spans, dtype=np.int64)
-    rest = iv.union(arr[:, 0] + g.origin_ns, arr[:, 1] + g.origin_ns)
+    rest = iv.union(s + g.origin_ns, e + g.origin_ns)
     for name, sets in (("dataloader", g.dataloader), ("sync", g.sync_spans), ("launch_overhead", g.launch_spans)):
         part = iv.intersect(rest, sets.get(th, iv.empty()))
         out[name] += iv.total(part)
@@ -219,8 +227,8 @@ def _cpu_makeup(trace: Trace, g: G.Graph, th: int, spans: list[tuple[int, int]],
     top = g.top_ops.get(th)
     in_ops = 0
     if top is not None and top[0].size and total:
-        s, e, names = top  # outermost ops of the thread: disjoint
-        per_op = iv.overlap_per_interval(s, e, rest)
+        op_s, op_e, names = top  # outermost ops of the thread: disjoint
+        per_op = iv.overlap_per_interval(op_s, op_e, rest)
         hit = per_op > 0
         for nid, ns in zip(*_group_sum(names[hit], per_op[hit])):
             name = trace.string(int(nid))
