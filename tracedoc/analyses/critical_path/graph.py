@@ -7,7 +7,7 @@ chain edge (program order on a thread, FIFO order on a stream, an op's own durat
 edges join chains: launch call -> GPU op, GPU op -> the synchronising call that waited for it,
 GPU op -> the op another stream held back until it finished (event wait), thread -> thread where
 one thread waits for another (the autograd thread), and, from the job view, the last rank's
-arrival -> a collective kernel.
+arrival -> the end of the collective kernel.
 
 Every edge weight is derived from the trace so that replaying the graph reproduces the recorded
 times exactly: each point's time is the maximum over its incoming edges of (source time + weight),
@@ -37,7 +37,7 @@ SYNC_TOLERANCE_NS = 2_000  # Kineto rounds to microseconds: a waited-for op may 
 BLOCKED_OVERLAP_FRACTION = 0.1  # a thread doing less than this much op work during another's burst waits on it
 
 # point kinds
-CPU_S, CPU_E, GPU_S, GPU_E, EXTERNAL = 0, 1, 2, 3, 4
+CPU_S, CPU_E, GPU_S, GPU_E = 0, 1, 2, 3
 # span kinds on CPU threads (bit flags: cudaMemcpy is a launch and a sync)
 SPAN_LAUNCH, SPAN_SYNC, SPAN_DATALOADER, SPAN_STEP = 1, 2, 4, 8
 # cross edge types
@@ -69,7 +69,7 @@ class Graph:
     origin_ns: int
     time: np.ndarray          # recorded time of each point, ns relative to ``origin_ns``
     chain: np.ndarray         # chain id of each point (non-decreasing)
-    kind: np.ndarray          # CPU_S / CPU_E / GPU_S / GPU_E / EXTERNAL
+    kind: np.ndarray          # CPU_S / CPU_E / GPU_S / GPU_E
     ref: np.ndarray           # gpu_ops row (GPU points) or span index (CPU points), -1 otherwise
     chain_w: np.ndarray       # weight of the edge from the previous point of the chain (0 at heads)
     head: np.ndarray          # first point of its chain
@@ -103,8 +103,9 @@ class Graph:
     op_end_point: np.ndarray | None = None
     binding: np.ndarray | None = None      # per point: -1 chain edge, -2 floor, else the cross edge that set it
     launch_latency_ns: int = 0
-    arrival_points: np.ndarray | None = None  # external points of collective arrivals (job view)
-    arrival_on_time: np.ndarray | None = None
+    arrival_edges: np.ndarray | None = None   # cross edges carrying a wait for the last rank (job view)
+    arrival_wait_ns: np.ndarray | None = None
+    arrival_cut_ns: np.ndarray | None = None  # per arrival edge: the straggler's share of the wait
 
     def __len__(self) -> int:
         return int(self.time.size)
@@ -258,8 +259,7 @@ class _Builder:
         self.n = 0
         self.edges: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []  # src, dst, base lag, type
         self.notes: list[str] = []
-        self.arrival_ops: tuple[np.ndarray, np.ndarray] | None = None
-        self.n_external = 0
+        self.arrival_ops: tuple[np.ndarray, ...] | None = None
 
     def _points(self, t, chain_key, kind, ref, prio, floor) -> np.ndarray:
         ids = np.arange(self.n, self.n + t.size)
@@ -309,30 +309,30 @@ class _Builder:
         self.op_launched = launch_times(self.trace)[ops]
 
     def add_arrivals(self, arrivals: Arrivals) -> None:
-        pos = np.searchsorted(self.ops, arrivals.gpu_row)
-        pos = np.minimum(pos, max(self.ops.size - 1, 0))
-        ok = self.ops.size > 0
-        hit = (self.ops[pos] == arrivals.gpu_row) if ok else np.zeros(arrivals.gpu_row.size, dtype=bool)
+        """A collective kernel ends a transfer after the last rank arrived: its own duration is the
+        transfer, and an edge from its start carries the wait for the last rank (relative to its
+        own arrival, so the other ranks keep their lateness when this one moves)."""
+        if not self.ops.size or not arrivals.gpu_row.size:
+            return
+        pos = np.minimum(np.searchsorted(self.ops, arrivals.gpu_row), self.ops.size - 1)
+        hit = self.ops[pos] == arrivals.gpu_row
         if not hit.any():
             return
-        at = arrivals.last_arrival_ns[hit] - self.origin
-        n = int(hit.sum())
-        chain = self.n_threads + len(self.stream_names) + np.arange(n)
-        self.n_external = n
-        self.arrival_points = self._points(at, chain, np.full(n, EXTERNAL), self.ops[pos[hit]], np.zeros(n), at)
-        self.arrival_on_time = arrivals.on_time_arrival_ns[hit] - self.origin
         g = self.trace.gpu_ops
-        end = g["end_ns"][self.ops[pos[hit]]] - self.origin
-        # the kernel's own share: from the later of its start and the last arrival to its end
-        transfer = np.maximum(end - np.maximum(at, g["start_ns"][self.ops[pos[hit]]] - self.origin), 0)
-        self.arrival_ops = (pos[hit], transfer)
+        rows = self.ops[pos[hit]]
+        own = g["start_ns"][rows]
+        wait = np.maximum(arrivals.last_arrival_ns[hit] - own, 0)
+        transfer = np.maximum(g["end_ns"][rows] - own - wait, 0)
+        on_time = np.minimum(np.maximum(arrivals.on_time_arrival_ns[hit] - own, 0), wait)
+        self.arrival_ops = (pos[hit], wait, transfer, on_time)
 
     def link_arrivals(self) -> None:
-        """Last rank's arrival -> collective kernel end, weighted by the transfer."""
+        """Collective kernel start -> its end, weighted by the wait for the last rank plus the transfer."""
         if self.arrival_ops is None:
             return
-        op_idx, transfer = self.arrival_ops
-        self.edge(self.rank[self.arrival_points], self.rank[self.op_e[op_idx]], transfer, E_ARRIVAL)
+        op_idx, wait, transfer, _ = self.arrival_ops
+        self.edge(self.rank[self.op_s[op_idx]], self.rank[self.op_e[op_idx]], wait + transfer, E_ARRIVAL)
+
 
     def finish_points(self) -> None:
         t = np.concatenate(self.t)
@@ -546,7 +546,7 @@ class _Builder:
         base[self.join_points] = 0
         base[self.fork_points] = 0
         if self.arrival_ops is not None:
-            op_idx, transfer = self.arrival_ops
+            op_idx, _, transfer, _ = self.arrival_ops
             base[self.rank[self.op_e[op_idx]]] = transfer
         base[self.head] = 0
         w = np.minimum(base, dt)
@@ -579,13 +579,15 @@ class _Builder:
         graph.binding = binding
         graph.launch_latency_ns = self.launch_latency_ns
         if self.arrival_ops is not None:
-            graph.arrival_points = self.rank[self.arrival_points]
-            graph.arrival_on_time = self.arrival_on_time
+            _, wait, _, on_time = self.arrival_ops
+            graph.arrival_edges = np.flatnonzero(etype == E_ARRIVAL)
+            graph.arrival_cut_ns = wait - on_time  # the lateness the straggler adds to each wait
+            graph.arrival_wait_ns = wait
         return graph
 
     def _graph(self, w, src, dst, lag, etype, steps: Steps) -> Graph:
         sp = self.spans
-        c_names = self.thread_names + self.stream_names + [f"arrival {i}" for i in range(self.n_external)]
+        c_names = self.thread_names + self.stream_names
         step_rows = np.flatnonzero(sp["kind"] == SPAN_STEP)
         step_rows = step_rows[np.argsort(sp["start"][step_rows], kind="stable")]
         lo = steps.cpu_start_ns

@@ -122,7 +122,7 @@ class Path:
     start_ns: np.ndarray
     end_ns: np.ndarray
     category: np.ndarray
-    first_is_arrival: bool
+    edge: np.ndarray  # cross edge of each hop, -1 for chain order
 
     def __len__(self) -> int:
         return int(self.start_ns.size)
@@ -179,7 +179,7 @@ def _hops(g: G.Graph, pts: np.ndarray, op_cat: np.ndarray) -> Path:
     if cross.any():
         lut = np.array([_EDGE_CATEGORY[k] for k in range(len(G.EDGE_NAMES))])
         cat[cross] = lut[g.etype[b[cross]]]
-    return Path(pts, start, end, cat, bool(pts.size and g.kind[pts[-1]] == G.EXTERNAL))
+    return Path(pts, start, end, cat, np.where(cross, b, -1))
 
 
 def breakdown(trace: Trace, g: G.Graph, path: Path, start_ns: int, end_ns: int) -> dict:
@@ -198,6 +198,12 @@ def breakdown(trace: Trace, g: G.Graph, path: Path, start_ns: int, end_ns: int) 
         eff_start = np.maximum(path.start_ns, start_ns)
         d = np.maximum(eff_end - eff_start, 0)
         sums = np.bincount(path.category, weights=d, minlength=len(HOP_CATEGORIES)).astype(np.int64)
+        if g.arrival_edges is not None:  # a collective's hop: first the wait for the last rank
+            arrival = np.flatnonzero(np.isin(path.edge, g.arrival_edges))
+            wait = g.arrival_wait_ns[np.searchsorted(g.arrival_edges, path.edge[arrival])]
+            waited = int(np.minimum(wait, d[arrival]).sum())
+            out["comm_wait"] += waited
+            sums[_H["comm_transfer"]] -= waited
         for name, code in _H.items():
             if name != "cpu":
                 out[name] += int(sums[code])
@@ -210,7 +216,7 @@ def breakdown(trace: Trace, g: G.Graph, path: Path, start_ns: int, end_ns: int) 
         out["cpu"] += int(d[cpu & ~is_order].sum())  # thread hand-offs
     else:
         covered_from = end_ns
-    out["comm_wait" if path.first_is_arrival else "idle"] += max(covered_from - start_ns, 0)
+    out["idle"] += max(covered_from - start_ns, 0)
     out["cpu_ops"] = [{"op": k, "ns": v} for k, v in sorted(ops.items(), key=lambda kv: -kv[1])]
     return out
 

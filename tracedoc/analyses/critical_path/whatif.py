@@ -13,8 +13,8 @@ recorded duration (Daydream's approach):
   their stream or through events -- while the step still ends only when they have finished;
 - ``launch``: CUDA-graph replay: on each thread, the CPU time from a step's first launch to its last
   (split at syncs and DataLoader waits, which a graph cannot capture) shrinks to one launch call;
-- ``straggler``: collectives start when the last rank *without* the straggler's lateness arrived
-  (needs the job view's matched arrivals).
+- ``straggler``: each collective waits only as long as the last rank *other than* the straggler
+  made it wait (needs the job view's matched arrivals).
 """
 
 from __future__ import annotations
@@ -204,10 +204,10 @@ def _capture_regions(g: G.Graph, th: int, launches: iv.IntervalSet) -> iv.Interv
 
 
 def _straggler(g: G.Graph):
-    if g.arrival_points is None or not g.arrival_points.size:
+    if g.arrival_edges is None or not g.arrival_edges.size:
         return None
     m = Model.of(g)
-    m.floor[g.arrival_points] = np.minimum(g.arrival_on_time, m.floor[g.arrival_points])
+    m.lag[g.arrival_edges] -= g.arrival_cut_ns
     return m, None
 
 
