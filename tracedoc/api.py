@@ -84,6 +84,7 @@ class AnalysisResult:
     verdicts: list[Any] = field(default_factory=list)  # one engine Verdict per rank (None without the engine)
     command: str | None = None
     hashes: dict[str, str] = field(default_factory=dict)
+    overlay_href: str | None = None  # the Perfetto overlay written beside an HTML report
 
     @property
     def metrics(self) -> dict[str, Any]:

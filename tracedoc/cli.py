@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
     a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    a.add_argument("--perfetto", metavar="OUT.json",
+                   help="also write the trace with tracedoc's tracks (idle causes, critical path, findings) "
+                        "for ui.perfetto.dev or chrome://tracing")
     try:
         from .engine.cli import add_engine_options
     except ImportError:
@@ -125,6 +128,13 @@ def cmd_analyze(args) -> int:
     for r in result.ranks:
         for w in r.warnings:
             print(f"tracedoc: warning: {w}", file=sys.stderr)
+    if getattr(args, "perfetto", None):
+        from .render.perfetto import write_perfetto
+
+        write_perfetto(result, args.perfetto)
+        print(f"tracedoc: wrote the Perfetto overlay to {args.perfetto}", file=sys.stderr)
+        if args.output and os.path.dirname(os.path.abspath(args.output)) == os.path.dirname(os.path.abspath(args.perfetto)):
+            result.overlay_href = os.path.basename(args.perfetto)  # the HTML report links to it
     text = _render(result, args.format)
     if args.output:
         _write_atomic(args.output, text)

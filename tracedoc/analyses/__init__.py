@@ -36,6 +36,7 @@ class RankResult:
     warnings: list[str] = field(default_factory=list)
     timeline: dict[str, Any] = field(default_factory=dict)
     critical_path: Any = None  # critical_path.CriticalPath
+    idle_intervals: dict[str, Any] = field(default_factory=dict)  # cause -> interval set (trace overlay)
 
     def what_ifs(self) -> tuple[dict[str, dict], str | None]:
         """Predicted step time per verdict label (the fix's replay), and why there is none when not."""
@@ -209,9 +210,11 @@ def analyze_trace(trace: Trace) -> RankResult:
                         "tracedoc's GPU analyses cover CUDA and ROCm kernels, memcpy and memset")
     excerpts = timeline.excerpts(trace, steps, comm_mask, lo, hi, causes.sets, dl_spans, sync_spans)
     cp = critical_path(trace, steps, comm_mask, launch_link_fraction=m["launch_link_fraction"])
+    for ex in excerpts:  # the report's timeline highlights the critical path
+        ex["critical"] = cp.intervals_in(ex["start_ns"], ex["end_ns"])
     return RankResult(source=trace.source, rank=trace.meta.get("rank"), window=win, metrics=m, evidence=evidence,
                       per_step=per_step, per_device=per_device, meta=trace.meta, warnings=warnings,
-                      timeline={"excerpts": excerpts}, critical_path=cp)
+                      timeline={"excerpts": excerpts}, critical_path=cp, idle_intervals=causes.sets)
 
 
 def cuda_backend(backend) -> str | None:

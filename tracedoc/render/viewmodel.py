@@ -192,6 +192,7 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> dict:
         "rank_table": _rank_table(result, verdicts, caps) if len(result.ranks) > 1 else None,
         "focus_rank": None if focus is None else result.ranks[focus].rank,
         "ranks": ranks,
+        "overlay_href": getattr(result, "overlay_href", None),
     }
 
 
@@ -456,9 +457,10 @@ def _rank_table(result, verdicts: list, caps: Caps) -> dict:
 
 _TIMELINE_LABELS = {"dataloader": "DataLoader wait (CPU)", "sync": "host sync (CPU)", "memset": "memset",
                     **{f"idle_{c}": label for c, label in _CAUSE_LABELS.items()},
-                    "comm_overlapped": "comm overlapped by compute", "comm_exposed": "exposed comm"}
+                    "comm_overlapped": "comm overlapped by compute", "comm_exposed": "exposed comm",
+                    "critical": "critical path"}
 TIMELINE_CATS = ("compute", "communication", "memcpy", "memset", "dataloader", "sync",
-                 *(f"idle_{c}" for c in IDLE_CAUSES), "comm_overlapped", "comm_exposed")
+                 *(f"idle_{c}" for c in IDLE_CAUSES), "comm_overlapped", "comm_exposed", "critical")
 
 
 def _timeline(excerpts: list[dict], caps: Caps) -> dict:
@@ -477,6 +479,10 @@ def _timeline(excerpts: list[dict], caps: Caps) -> dict:
     out = []
     for ex in excerpts[: 2 if caps.slowest_excerpt else 1]:
         lanes = []
+        if ex.get("critical"):
+            lanes.append({"label": "critical path", "group": "critical",
+                          "items": [[s, e, sid(f"critical path · {what.replace('_', ' ')}"), cat["critical"]]
+                                    for s, e, what in ex["critical"]]})
         if ex.get("dataloader"):
             lanes.append({"label": "CPU · DataLoader", "group": "cpu",
                           "items": [[s, e, sid("DataLoader __next__"), cat["dataloader"]] for s, e in ex["dataloader"]]})

@@ -34,11 +34,22 @@ class CriticalPath:
     predictions: dict[str, W.Prediction] = field(default_factory=dict)
     segments: dict[str, np.ndarray] = field(default_factory=dict)  # the paths, for the trace overlay
     chain_names: list[str] = field(default_factory=list)
+    chain_keys: list[tuple[str, int, int]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"available": self.available, "reason": self.reason, "steps": self.steps,
                 "what_if": {k: p.to_dict() for k, p in self.predictions.items()}, "notes": self.notes}
+
+    def intervals_in(self, lo: int, hi: int, limit: int = 2000) -> list[list]:
+        """The path's segments inside ``[lo, hi)``, relative to ``lo``: ``[start, end, category]``."""
+        seg = self.segments
+        if not self.available or not seg or not seg["start_ns"].size:
+            return []
+        sel = np.flatnonzero((seg["start_ns"] < hi) & (seg["end_ns"] > lo))[:limit]
+        s = np.maximum(seg["start_ns"][sel], lo) - lo
+        e = np.minimum(seg["end_ns"][sel], hi) - lo
+        return [[int(a), int(b), S.HOP_CATEGORIES[int(c)]] for a, b, c in zip(s, e, seg["category"][sel])]
 
     def what_if_for(self, label: str) -> W.Prediction | None:
         fix = W.LABEL_FIX.get(label)
@@ -65,7 +76,7 @@ def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray, arrivals: A
         row["cpu_ops"] = b["cpu_ops"][:5]
         rows.append(row)
     return CriticalPath(True, None, rows, W.predict_all(g), _segments(paths, g, starts), g.chain_names,
-                        list(g.notes))
+                        g.chain_keys, list(g.notes))
 
 
 def _segments(paths: list[S.Path], g: G.Graph, starts: np.ndarray) -> dict[str, np.ndarray]:

@@ -79,6 +79,7 @@ class Graph:
     lag: np.ndarray
     etype: np.ndarray
     chain_names: list[str]
+    chain_keys: list[tuple[str, int, int]]  # ("cpu", pid, tid) or ("gpu", device, stream)
     # CPU spans (launch calls, syncs, DataLoader waits, steps) the CPU points belong to
     span_start: np.ndarray
     span_end: np.ndarray
@@ -283,7 +284,9 @@ class _Builder:
         pos[order] = np.arange(keys.size)
         self.thread_chain = pos[inv]
         self.n_threads = keys.size
-        self.thread_names = [f"thread {int(keys[i]) & 0xFFFFFFFF}" for i in order]
+        first = np.unique(inv, return_index=True)[1]  # a span of each thread, in key order
+        self.thread_keys = [("cpu", int(pid[first[i]]), int(tid[first[i]])) for i in order]
+        self.thread_names = [f"thread {k[2]}" for k in self.thread_keys]
         s, e, n = spans["start"] - self.origin, spans["end"] - self.origin, spans["start"].size
         zero = e == s
         self.span_s = self._points(s, self.thread_chain, np.full(n, CPU_S), np.arange(n), np.ones(n), np.full(n, NEG))
@@ -296,7 +299,10 @@ class _Builder:
         keys, inv = np.unique(key, return_inverse=True)
         self.stream_chain = self.n_threads + inv
         self.stream_keys = keys
-        self.stream_names = [f"GPU {int(k) >> 40} stream {int(k) & ((1 << 40) - 1)}" for k in keys]
+        dev, stream = g["device"][ops], g["stream"][ops]
+        first = np.unique(inv, return_index=True)[1]
+        self.stream_keys_out = [("gpu", int(dev[i]), int(stream[i])) for i in first]
+        self.stream_names = [f"GPU {k[1]} stream {k[2]}" for k in self.stream_keys_out]
         s, e = g["start_ns"][ops] - self.origin, g["end_ns"][ops] - self.origin
         n = ops.size
         floor = np.where(pinned, s, NEG)
@@ -596,6 +602,7 @@ class _Builder:
         op_step[self.op_pinned] = -1
         g = Graph(origin_ns=self.origin, time=self.T, chain=self.chain, kind=self.kind, ref=self.ref, chain_w=w,
                   head=self.head, floor=self.floor, src=src, dst=dst, lag=lag, etype=etype, chain_names=c_names,
+                  chain_keys=self.thread_keys + self.stream_keys_out,
                   span_start=sp["start"], span_end=sp["end"], span_kind=sp["kind"], span_thread=self.thread_chain,
                   span_runtime=sp["runtime"], op_rows=self.ops, op_start_point=self.rank[self.op_s],
                   op_step=op_step, op_is_comm=self.op_comm, op_kind=self.trace.gpu_ops["kind"][self.ops],
