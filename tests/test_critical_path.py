@@ -308,3 +308,27 @@ def test_breakdown_sums_to_the_step_time_on_shared_traces(name):
         assert all(row[f"{c}_ns"] >= 0 for c in S.CATEGORIES)
     for p in cp.predictions.values():
         assert 0 <= p.step_ms_after <= p.step_ms_before
+
+
+# -- a captured run ------------------------------------------------------------------------------
+def test_captured_cpu_run_dataloader_sleep(tmp_path):
+    """A real torch.profiler capture of a tiny CPU training loop with a 30 ms sleep per batch in data
+    loading; the same loop without it is the measured "after". Pairs alternate so machine load hits
+    both alike; the medians are compared."""
+    pytest.importorskip("torch")
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent / "capture_scripts" / "loader_pair.py"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path), "0.03", "5"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    preds = [predicted(tmp_path / f"before{i}.pt.trace.json", "dataloader") for i in range(5)]
+    afters = [measured_step_ms(tmp_path / f"after{i}.pt.trace.json") for i in range(5)]
+    befores = [measured_step_ms(tmp_path / f"before{i}.pt.trace.json") for i in range(5)]
+    assert [p.step_ms_before for p in preds] == pytest.approx(befores, rel=1e-6)
+    assert float(np.median(befores)) > float(np.median(afters)) + 25.0  # the sleep is there
+    assert_close(float(np.median([p.step_ms_after for p in preds])), float(np.median(afters)))
