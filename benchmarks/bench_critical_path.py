@@ -10,7 +10,6 @@ share: critical path / (analyze without it). The target (DESIGN.md) is at most 3
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path

@@ -31,21 +31,15 @@ from ...model import trace as M
 from ...model.trace import Trace
 from .. import classify as C
 from ..window import Steps, launch_times
+from .edges import CrossEdges
+from .kinds import (CPU_E, CPU_S, E_ARRIVAL, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_SYNC, EDGE_NAMES, GPU_E, GPU_S,
+                    NEG, SPAN_DATALOADER, SPAN_LAUNCH, SPAN_STEP, SPAN_SYNC)
+from .spans import cpu_spans, host_sync_mask, main_thread, outermost, step_mask
 
-NEG = -(1 << 50)  # "no bound" for point times (about 13 days before the origin)
-SYNC_TOLERANCE_NS = 2_000  # Kineto rounds to microseconds: a waited-for op may end 1 us after the call
-BLOCKED_OVERLAP_FRACTION = 0.1  # a thread doing less than this much op work during another's burst waits on it
-
-# point kinds
-CPU_S, CPU_E, GPU_S, GPU_E = 0, 1, 2, 3
-# span kinds on CPU threads (bit flags: cudaMemcpy is a launch and a sync)
-SPAN_LAUNCH, SPAN_SYNC, SPAN_DATALOADER, SPAN_STEP = 1, 2, 4, 8
-# cross edge types
-E_LAUNCH, E_SYNC, E_EVENT, E_FORK, E_JOIN, E_ARRIVAL = 0, 1, 2, 3, 4, 5
-EDGE_NAMES = {E_LAUNCH: "launch", E_SYNC: "sync", E_EVENT: "event_wait", E_FORK: "fork", E_JOIN: "join",
-              E_ARRIVAL: "collective_arrival"}
-
-_HOST_SYNC_RE_EXTRA = ("cudaFree", "hipFree", "cuMemFree", "cuMemFree_v2")
+# the constants are read through this module by the other stages
+__all__ = ["Arrivals", "Graph", "build_graph", "host_sync_mask", "CPU_E", "CPU_S", "GPU_E", "GPU_S", "NEG",
+           "E_ARRIVAL", "E_EVENT", "E_FORK", "E_JOIN", "E_LAUNCH", "E_SYNC", "EDGE_NAMES", "SPAN_DATALOADER",
+           "SPAN_LAUNCH", "SPAN_STEP", "SPAN_SYNC"]
 
 
 @dataclass
@@ -135,27 +129,20 @@ class Graph:
         return G
 
 
-def host_sync_mask(trace: Trace) -> np.ndarray:
-    """Per string id: a runtime call that blocks the host until GPU work is done."""
-    sync = C.name_mask(trace, C.SYNC_CALL_RE)
-    wait = trace.string_ids(lambda s: s.startswith(("cudaStreamWaitEvent", "hipStreamWaitEvent")))
-    free = trace.string_ids(lambda s: s in _HOST_SYNC_RE_EXTRA)
-    return (sync & ~wait) | free
-
 
 def build_graph(trace: Trace, steps: Steps, comm_mask: np.ndarray, arrivals: Arrivals | None = None) -> Graph:
     """Build the dependency graph of the trace's steps (all steps, so that a step's work queued
     behind the previous one is modelled). ``steps`` must be non-empty."""
     lo = int(steps.cpu_start_ns.min())
     last_cpu_end = int(steps.cpu_end_ns.max())
-    g, r, c = trace.gpu_ops, trace.runtime, trace.cpu_ops
+    g = trace.gpu_ops
     launched = launch_times(trace) if len(g) else np.zeros(0, dtype=np.int64)
     in_win = (launched >= lo) & (launched < last_cpu_end) if len(g) else np.zeros(0, dtype=bool)
     pinned = (launched < lo) & (g["end_ns"] > lo) if len(g) else in_win
     ops = np.flatnonzero(in_win | pinned)
     b = _Builder(trace, lo)
-    main_thread = _main_thread(trace, steps)
-    spans = _cpu_spans(trace, steps, ops, lo, last_cpu_end, main_thread)
+    main = main_thread(trace, steps)
+    spans = cpu_spans(trace, steps, ops, lo, last_cpu_end, main)
     b.add_spans(spans)
     b.add_ops(ops, pinned[ops], comm_mask[ops] if comm_mask.size else np.zeros(ops.size, dtype=bool))
     if arrivals is not None:
@@ -171,81 +158,8 @@ def build_graph(trace: Trace, steps: Steps, comm_mask: np.ndarray, arrivals: Arr
     return graph
 
 
-def _main_thread(trace: Trace, steps: Steps) -> tuple[int, int]:
-    c = trace.cpu_ops
-    first = np.flatnonzero(c["start_ns"] == steps.cpu_start_ns[0])
-    row = int(first[0]) if first.size else 0
-    return int(c["pid"][row]), int(c["tid"][row])
 
-
-def _cpu_spans(trace: Trace, steps: Steps, ops: np.ndarray, lo: int, hi: int, main: tuple[int, int]) -> dict:
-    """Launch calls of the graph's ops, host syncs, ``.item()`` ops, DataLoader waits and steps."""
-    g, r, c = trace.gpu_ops, trace.runtime, trace.cpu_ops
-    parts = []
-    if len(r):
-        launch_rows = np.unique(g["launch"][ops][g["launch"][ops] >= 0]) if ops.size else np.zeros(0, np.int64)
-        sync = host_sync_mask(trace)[r["name"]] & (r["start_ns"] >= lo) & (r["start_ns"] < hi)
-        rows = np.union1d(launch_rows, np.flatnonzero(sync))
-        kind = np.where(np.isin(rows, launch_rows), SPAN_LAUNCH, 0) | np.where(sync[rows], SPAN_SYNC, 0)
-        parts.append((r["start_ns"][rows], r["end_ns"][rows], kind, r["pid"][rows], r["tid"][rows], rows))
-    if len(c):
-        in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi)
-        item = C.name_mask(trace, C.SYNC_OP_RE)[c["name"]] & in_win & (c["kind"] == M.CPU_OP)
-        item_rows = _ops_without_runtime_sync(trace, np.flatnonzero(item))
-        dl = C.name_mask(trace, C.DATALOADER_RE)[c["name"]] & in_win & (c["kind"] != M.PYTHON_FUNCTION)
-        dl_rows = _outermost(c, np.flatnonzero(dl))
-        for rows, kind in ((item_rows, SPAN_SYNC), (dl_rows, SPAN_DATALOADER)):
-            parts.append((c["start_ns"][rows], c["end_ns"][rows], np.full(rows.size, kind), c["pid"][rows],
-                          c["tid"][rows], np.full(rows.size, -1)))
-    n = len(steps)
-    parts.append((steps.cpu_start_ns, steps.cpu_end_ns, np.full(n, SPAN_STEP), np.full(n, main[0]),
-                  np.full(n, main[1]), np.full(n, -1)))
-    cat = [np.concatenate([p[i] for p in parts]) for i in range(6)]
-    return {"start": cat[0].astype(np.int64), "end": np.maximum(cat[1], cat[0]).astype(np.int64),
-            "kind": cat[2].astype(np.int64), "pid": cat[3].astype(np.int64), "tid": cat[4].astype(np.int64),
-            "runtime": cat[5].astype(np.int64), "main": main}
-
-
-def _outermost(c, rows: np.ndarray) -> np.ndarray:
-    """Rows not contained in an earlier row of the same thread (nested DataLoader marks count once)."""
-    if not rows.size:
-        return rows
-    order = rows[np.lexsort((-c["end_ns"][rows], c["start_ns"][rows], c["tid"][rows], c["pid"][rows]))]
-    key = c["pid"][order] * (1 << 32) + c["tid"][order]
-    end = c["end_ns"][order]
-    new_thread = np.r_[True, key[1:] != key[:-1]]
-    # running max of ends within each thread: offset per thread keeps threads apart
-    grp = np.cumsum(new_thread) - 1
-    span = int(end.max() - end.min()) + 1 if end.size else 1
-    run = np.maximum.accumulate(end - end.min() + grp * span) - grp * span + end.min()
-    keep = new_thread.copy()
-    keep[1:] |= c["start_ns"][order][1:] >= run[:-1]
-    return order[keep]
-
-
-def _ops_without_runtime_sync(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """``.item()``-style ops that hold no host-sync runtime call (those are the sync themselves)."""
-    r, c = trace.runtime, trace.cpu_ops
-    if not rows.size or not len(r):
-        return rows
-    sync_rows = np.flatnonzero(host_sync_mask(trace)[r["name"]])
-    if not sync_rows.size:
-        return rows
-    key_r = r["pid"][sync_rows] * (1 << 32) + (r["tid"][sync_rows] & 0xFFFFFFFF)
-    key_c = c["pid"][rows] * (1 << 32) + (c["tid"][rows] & 0xFFFFFFFF)
-    keys, inv = np.unique(np.r_[key_r, key_c], return_inverse=True)
-    t0 = min(int(r["start_ns"][sync_rows].min()), int(c["start_ns"][rows].min()))
-    span = max(int(r["start_ns"][sync_rows].max()), int(c["end_ns"][rows].max())) - t0 + 1
-    # (thread, time) as one sortable number: the first sync call at or after each op's start
-    calls = np.sort(inv[:sync_rows.size] * span + (r["start_ns"][sync_rows] - t0))
-    op_start = inv[sync_rows.size:] * span + (c["start_ns"][rows] - t0)
-    op_end = inv[sync_rows.size:] * span + (c["end_ns"][rows] - t0)
-    j = np.minimum(np.searchsorted(calls, op_start, side="left"), calls.size - 1)
-    inside = (calls[j] >= op_start) & (calls[j] <= op_end)
-    return rows[~inside]
-
-
-class _Builder:
+class _Builder(CrossEdges):
     """Collects points and cross edges, then sorts the points into chains and weighs the edges."""
 
     def __init__(self, trace: Trace, origin: int):
@@ -332,14 +246,6 @@ class _Builder:
         on_time = np.minimum(np.maximum(arrivals.on_time_arrival_ns[hit] - own, 0), wait)
         self.arrival_ops = (pos[hit], wait, transfer, on_time)
 
-    def link_arrivals(self) -> None:
-        """Collective kernel start -> its end, weighted by the wait for the last rank plus the transfer."""
-        if self.arrival_ops is None:
-            return
-        op_idx, wait, transfer, _ = self.arrival_ops
-        self.edge(self.rank[self.op_s[op_idx]], self.rank[self.op_e[op_idx]], wait + transfer, E_ARRIVAL)
-
-
     def finish_points(self) -> None:
         t = np.concatenate(self.t)
         chain = np.concatenate(self.chain_key)
@@ -364,180 +270,6 @@ class _Builder:
             self.edges.append((src, dst, np.broadcast_to(np.asarray(base, np.int64), src.shape).copy(), etype))
 
     # -- cross edges -------------------------------------------------------------------------
-    def link_launches(self) -> None:
-        """Launch call start -> GPU op start. The base weight is the typical launch latency."""
-        sp = self.spans
-        if not self.ops.size or not sp["runtime"].size:
-            self.launch_latency_ns = 0
-            return
-        rt = sp["runtime"]
-        rows = np.flatnonzero(rt >= 0)
-        sorter = rows[np.argsort(rt[rows], kind="stable")]
-        linked = self.op_launch >= 0
-        pos = np.searchsorted(rt[sorter], self.op_launch[linked])
-        pos = np.minimum(pos, max(sorter.size - 1, 0))
-        hit = sorter.size > 0
-        found = (rt[sorter[pos]] == self.op_launch[linked]) if hit else np.zeros(pos.size, dtype=bool)
-        op_idx = np.flatnonzero(linked)[found]
-        span_idx = sorter[pos[found]]
-        src = self.rank[self.span_s[span_idx]]
-        dst = self.rank[self.op_s[op_idx]]
-        lag = self.T[dst] - self.T[src]
-        latency = np.maximum(lag, 0)
-        # launch latency: the typical delay of an op launched onto an idle stream
-        prev_end = np.where(self.head[dst], NEG, self.T[np.maximum(dst - 1, 0)])
-        idle = self.T[src] >= prev_end
-        pool = latency[idle] if idle.any() else latency
-        self.launch_latency_ns = int(np.median(pool)) if pool.size else 0
-        self.edge(src, dst, np.minimum(latency, self.launch_latency_ns), E_LAUNCH)
-        self.launch_pairs = (span_idx, op_idx)
-        unlinked = int((~linked).sum()) + int((~found).sum())
-        if unlinked:
-            self.notes.append(f"{unlinked} of {self.ops.size} GPU ops have no launch call in the graph; "
-                              "they follow their stream only")
-
-    def _last_launched(self, chain_id: int, before: np.ndarray) -> np.ndarray:
-        """Per query time: the op of a stream chain launched last at or before it (-1 if none)."""
-        sel = np.flatnonzero(self.stream_chain == chain_id)
-        if not sel.size:
-            return np.full(before.size, -1)
-        order = sel[np.argsort(self.op_launched[sel], kind="stable")]
-        i = np.searchsorted(self.op_launched[order], before, side="right") - 1
-        return np.where(i >= 0, order[np.maximum(i, 0)], -1)
-
-    def _sync_stream_info(self) -> tuple[dict, dict]:
-        """From GPU-side sync markers: runtime row -> (waited stream key or -1, marker name)."""
-        s, r = self.trace.syncs, self.trace.runtime
-        if not len(s) or not len(r):
-            return {}, {}
-        order = np.argsort(r["correlation"], kind="stable")
-        pos = np.minimum(np.searchsorted(r["correlation"][order], s["correlation"]), len(r) - 1)
-        hit = (r["correlation"][order][pos] == s["correlation"]) & (s["correlation"] >= 0)
-        waited = {}
-        waiting = {}
-        for i in np.flatnonzero(hit).tolist():
-            row = int(order[pos[i]])
-            name = self.trace.string(int(s["name"][i]))
-            dev = int(s["device"][i]) if s["device"][i] >= 0 else 0
-            if "Wait" in name:
-                waiting[row] = (dev * (1 << 40) + int(s["stream"][i]), dev * (1 << 40) + int(s["wait_on_stream"][i]))
-            elif int(s["wait_on_stream"][i]) >= 0:
-                waited[row] = dev * (1 << 40) + int(s["wait_on_stream"][i])
-            elif "Stream" in name and int(s["stream"][i]) >= 0:
-                waited[row] = dev * (1 << 40) + int(s["stream"][i])
-        return waited, waiting
-
-    def link_syncs(self) -> None:
-        """GPU op end -> end of the host call that waited for it: per stream, the op launched last
-        before the call, when it finished by the time the call returned."""
-        sp = self.spans
-        syncs = np.flatnonzero(sp["kind"] & SPAN_SYNC)
-        self.sync_has_edge = np.zeros(sp["start"].size, dtype=bool)
-        if not syncs.size or not self.ops.size:
-            return
-        waited, _ = self._sync_stream_info()
-        start = sp["start"][syncs] - self.origin
-        end = sp["end"][syncs] - self.origin
-        restrict = np.array([waited.get(int(row), -1) for row in sp["runtime"][syncs]], dtype=np.int64) \
-            if waited else np.full(syncs.size, -1)
-        g_end = self.T[self.rank[self.op_e]]
-        for ci, key in enumerate(self.stream_keys.tolist()):
-            op = self._last_launched(self.n_threads + ci, start + self.origin)
-            ok = (op >= 0) & ((restrict < 0) | (restrict == key))
-            ok[ok] &= g_end[op[ok]] <= end[ok] + SYNC_TOLERANCE_NS
-            if ok.any():
-                self.edge(self.rank[self.op_e[op[ok]]], self.rank[self.span_e[syncs[ok]]], 0, E_SYNC)
-                self.sync_has_edge[syncs[ok]] = True
-
-    def link_event_waits(self) -> None:
-        """Op before the recorded event on one stream -> next op launched onto the waiting stream."""
-        r = self.trace.runtime
-        if not len(r) or not self.ops.size or len(self.stream_keys) < 2:
-            return
-        _, waiting = self._sync_stream_info()
-        is_wait = self.trace.string_ids(lambda s: s.startswith(("cudaStreamWaitEvent", "hipStreamWaitEvent")))
-        lo, hi = self.origin, self.origin + int(self.T.max()) + 1
-        rows = np.flatnonzero(is_wait[r["name"]] & (r["start_ns"] >= lo) & (r["start_ns"] < hi))
-        if not rows.size:
-            return
-        at = r["start_ns"][rows]
-        g_s, g_e = self.T[self.rank[self.op_s]], self.T[self.rank[self.op_e]]
-        # the waiting stream's next op: from the marker, else the next op launched after the call
-        launch_order = np.argsort(self.op_launched, kind="stable")
-        nxt = np.searchsorted(self.op_launched[launch_order], at, side="left")
-        dst = np.where(nxt < launch_order.size, launch_order[np.minimum(nxt, launch_order.size - 1)], -1)
-        src_key = np.full(rows.size, -1, dtype=np.int64)
-        for i, row in enumerate(rows.tolist()):
-            if row in waiting:
-                wait_key, from_key = waiting[row]
-                ci = np.flatnonzero(self.stream_keys == wait_key)
-                dst[i] = self._next_on(self.n_threads + int(ci[0]), at[i]) if ci.size else -1
-                src_key[i] = from_key
-        best_src = np.full(rows.size, -1)
-        best_end = np.full(rows.size, NEG)
-        for ci, key in enumerate(self.stream_keys.tolist()):
-            op = self._last_launched(self.n_threads + ci, at)
-            ok = (op >= 0) & (dst >= 0)
-            ok[ok] &= (self.stream_chain[op[ok]] != self.stream_chain[dst[ok]])
-            ok &= (src_key < 0) | (src_key == key)
-            ok[ok] &= g_e[op[ok]] <= g_s[dst[ok]] + SYNC_TOLERANCE_NS
-            better = ok & (np.where(ok, g_e[np.maximum(op, 0)], NEG) > best_end)
-            best_src[better], best_end[better] = op[better], g_e[op[better]]
-        ok = best_src >= 0
-        self.edge(self.rank[self.op_e[best_src[ok]]], self.rank[self.op_s[dst[ok]]], 0, E_EVENT)
-
-    def _next_on(self, chain_id: int, at: int) -> int:
-        sel = np.flatnonzero(self.stream_chain == chain_id)
-        if not sel.size:
-            return -1
-        order = sel[np.argsort(self.op_launched[sel], kind="stable")]
-        i = np.searchsorted(self.op_launched[order], at, side="left")
-        return int(order[i]) if i < order.size else -1
-
-    def link_threads(self) -> None:
-        """A burst of another thread's work while the main thread does nothing is a hand-off: the
-        main thread waits for it (the autograd thread runs backward while the caller blocks)."""
-        self.join_points = np.zeros(0, dtype=np.int64)
-        self.fork_points = np.zeros(0, dtype=np.int64)
-        if self.n_threads < 2:
-            return
-        main = np.flatnonzero(self.chain == 0)
-        main_t = self.T[main]
-        busy = self._op_coverage(self.spans["main"])
-        forks, joins, f_src, j_dst = [], [], [], []
-        for th in range(1, self.n_threads):
-            pts = np.flatnonzero(self.chain == th)
-            idx = np.searchsorted(main_t, self.T[pts], side="right") - 1
-            valid = (idx >= 0) & (idx + 1 < main.size)
-            brk = np.r_[True, idx[1:] != idx[:-1]]
-            first = np.flatnonzero(brk & valid)
-            last = np.r_[np.flatnonzero(brk)[1:] - 1, pts.size - 1]
-            last = last[np.searchsorted(np.flatnonzero(brk), first)]
-            b_s, b_e = self.T[pts[first]], self.T[pts[last]]
-            work = iv.overlap_per_interval(b_s + self.origin, b_e + self.origin, busy)
-            blocked = work <= BLOCKED_OVERLAP_FRACTION * np.maximum(b_e - b_s, 1)
-            first, last = first[blocked], last[blocked]
-            forks.append(pts[first])
-            f_src.append(main[idx[first]])
-            joins.append(main[idx[first] + 1])
-            j_dst.append(pts[last])
-        self.fork_points = np.concatenate(forks)
-        self.join_points = np.concatenate(joins)
-        self.edge(np.concatenate(f_src), self.fork_points, 0, E_FORK)
-        self.edge(np.concatenate(j_dst), self.join_points, 0, E_JOIN)
-
-    def _op_coverage(self, thread: tuple[int, int]) -> iv.IntervalSet:
-        """Time the thread spends inside recorded ops other than step and DataLoader marks."""
-        c = self.trace.cpu_ops
-        if not len(c):
-            return iv.empty()
-        marks = C.name_mask(self.trace, C.DATALOADER_RE) | _step_mask(self.trace)
-        sel = (c["pid"] == thread[0]) & (c["tid"] == thread[1]) & ~marks[c["name"]] & (c["kind"] == M.CPU_OP)
-        r = self.trace.runtime
-        rsel = (r["pid"] == thread[0]) & (r["tid"] == thread[1]) if len(r) else np.zeros(0, dtype=bool)
-        return iv.union(np.r_[c["start_ns"][sel], r["start_ns"][rsel]], np.r_[c["end_ns"][sel], r["end_ns"][rsel]])
-
-    # -- weights -----------------------------------------------------------------------------
     def weigh(self, steps: Steps) -> Graph:
         """Chain and cross weights such that replaying the graph gives the recorded times."""
         T, n = self.T, self.T.size
@@ -546,7 +278,6 @@ class _Builder:
         base = dt.copy()
         gpu_s = self.kind == GPU_S
         base[gpu_s] = 0  # a stream starts its next op as soon as it may
-        sp = self.spans
         sync_e = self.rank[self.span_e[np.flatnonzero(self.sync_has_edge)]]
         base[sync_e] = 0  # a waiting call's time is the GPU's, not the CPU's
         base[self.join_points] = 0
@@ -624,9 +355,9 @@ class _Builder:
         c = self.trace.cpu_ops
         if not len(c):
             return
-        marks = C.name_mask(self.trace, C.DATALOADER_RE) | _step_mask(self.trace)
+        marks = C.name_mask(self.trace, C.DATALOADER_RE) | step_mask(self.trace)
         rows = np.flatnonzero((c["kind"] == M.CPU_OP) & ~marks[c["name"]])
-        top = _outermost(c, rows)
+        top = outermost(c, rows)
         key = c["pid"][top] * (1 << 32) + (c["tid"][top] & 0xFFFFFFFF)
         thread_key = sp["pid"] * (1 << 32) + (sp["tid"] & 0xFFFFFFFF)
         for th in range(self.n_threads):
@@ -637,7 +368,3 @@ class _Builder:
         g.main_chain = 0
 
 
-def _step_mask(trace: Trace) -> np.ndarray:
-    from ..window import step_name_mask
-
-    return step_name_mask(trace)
