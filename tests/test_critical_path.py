@@ -163,7 +163,7 @@ def comm_loop(tmp_path, bucketed: bool, dataloader_us: float = 0.0, comm_us: flo
         tl.kernel(t + 40.0, 1000.0, after=c_end)
         t += 60.0
         b.step(i + 1, s, t)
-    return b.write(tmp_path / f"comm{int(bucketed)}_{int(dataloader_us)}.pt.trace.json.gz")
+    return b.write(tmp_path / f"comm{int(bucketed)}_{int(dataloader_us)}_{int(comm_us)}.pt.trace.json.gz")
 
 
 def test_exposed_comm_on_the_path(tmp_path):
