@@ -178,4 +178,6 @@ def _load_rules(params: dict | None, rule_dirs: tuple) -> list[Rule]:
 
 
 def _evaluate(rank: RankAnalysis, params: dict | None, rules: list[Rule]) -> Verdict:
-    return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules)
+    what_ifs, unavailable = rank.what_ifs()
+    return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules, what_ifs=what_ifs,
+                    what_if_unavailable=unavailable)

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .analyses.critical_path import CriticalPath
 from .analyses.rank import RankAnalysis, environment
 from .analyses.window import Window
 from .engine.evaluate import Verdict
@@ -41,6 +42,9 @@ class RankResult:
     warnings: list[str] = field(default_factory=list)
     timeline: dict[str, Any] = field(default_factory=dict)
     verdict: Verdict | None = None
+    critical_path: CriticalPath | None = None  # per-step critical paths and what-if predictions
+    # cause -> idle interval set, for the Perfetto overlay of a fresh analysis; not saved
+    idle_intervals: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_analysis(cls, analysis: RankAnalysis, verdict: Verdict | None) -> "RankResult":
@@ -48,7 +52,8 @@ class RankResult:
                    metrics={k: plain(v) for k, v in analysis.metrics.items()}, evidence=analysis.evidence,
                    per_step=analysis.per_step, per_device=analysis.per_device,
                    environment=environment(analysis.meta), warnings=list(analysis.warnings),
-                   timeline=analysis.timeline, verdict=verdict)
+                   timeline=analysis.timeline, verdict=verdict, critical_path=analysis.critical_path,
+                   idle_intervals=analysis.idle_intervals)
 
     @property
     def step_time_ns(self) -> float | None:
@@ -70,6 +75,7 @@ class RankResult:
             "per_step": self.per_step, "per_device": self.per_device,
             "evidence": self.evidence, "warnings": self.warnings,
             "environment": self.environment, "timeline": self.timeline,
+            "critical_path": self.critical_path.to_dict() if self.critical_path is not None else None,
             "verdict": self.verdict.to_dict() if self.verdict is not None else None,
         }
 
@@ -80,7 +86,9 @@ class RankResult:
                    metrics=dict(d["metrics"]), evidence=dict(d["evidence"]), per_step=list(d["per_step"]),
                    per_device=list(d["per_device"]), environment=dict(d["environment"]),
                    warnings=list(d["warnings"]), timeline=dict(d["timeline"]),
-                   verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") is not None else None)
+                   verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") is not None else None,
+                   critical_path=(CriticalPath.from_dict(d["critical_path"]) if d.get("critical_path") is not None
+                                  else None))
 
 
 @dataclass

@@ -41,6 +41,12 @@ def occupancy_stats(trace: Trace, rows: np.ndarray) -> dict:
     return {"blocks_per_sm_mean": float(np.average(v[ok], weights=dur[ok])) if ok.any() else None}
 
 
+def launch_link_fraction(trace: Trace) -> float | None:
+    """Share of GPU ops linked to their launch call; None without GPU ops."""
+    g = trace.gpu_ops
+    return float(np.count_nonzero(g["launch"] >= 0) / len(g)) if len(g) else None
+
+
 def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
     g, r = trace.gpu_ops, trace.runtime
     length_ms = (hi - lo) / 1e6
@@ -71,7 +77,7 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
             out["clock_anomaly_count"] = int(skew.sum())
         else:
             out["clock_anomaly"] = False
-        out["launch_link_fraction"] = float(linked.size / len(g))
+        out["launch_link_fraction"] = launch_link_fraction(trace)
         # Kernels inside graphs carry a graph id (2026 traces) or the correlation of their cudaGraphLaunch.
         in_graph = g["graph_id"] >= 0
         if len(r) and linked.size:

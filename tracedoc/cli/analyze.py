@@ -48,6 +48,9 @@ def register(sub: Any) -> None:
     a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
     a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    a.add_argument("--perfetto", metavar="OUT.json",
+                   help="also write the trace with tracedoc's tracks (idle causes, critical path, findings) "
+                        "for ui.perfetto.dev or chrome://tracing")
     add_engine_options(a)
     a.set_defaults(func=cmd_analyze)
 
@@ -138,8 +141,16 @@ def cmd_analyze(args) -> int:
     for r in result.ranks:
         for w in r.warnings:
             print(f"tracedoc: warning: {w}", file=sys.stderr)
+    render_options = {}
+    if args.perfetto:
+        from ..render.perfetto import write_perfetto
+
+        write_perfetto(result, args.perfetto)
+        print(f"tracedoc: wrote the Perfetto overlay to {args.perfetto}", file=sys.stderr)
+        if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):
+            render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:
-        write_atomic(args.output, renderer(fmt).render(result))
+        write_atomic(args.output, renderer(fmt).render(result, **render_options))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
     elif fmt == "text" and sys.stdout.isatty():
         _print_to_terminal(result)
@@ -149,6 +160,10 @@ def cmd_analyze(args) -> int:
     if args.fail_on:
         return max((fail_on_exit_code(v, args.fail_on) for v in result.verdicts if v is not None), default=EXIT_OK)
     return EXIT_OK
+
+
+def _same_folder(a: str, b: str) -> bool:
+    return os.path.dirname(os.path.abspath(a)) == os.path.dirname(os.path.abspath(b))
 
 
 def output_format(fmt: str | None, output: str | None) -> str:

@@ -44,8 +44,9 @@ TENSOR_CORE_UNKNOWN_NOTABLE = 0.05  # above this share of compute, "unknown" Ten
 IDLE_CAUSE_SHOWN = 0.0005  # idle causes under 0.05% of the window are left out of the lists
 
 
-def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> ReportView:
-    """The report view model: everything the renderers show, already formatted."""
+def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: str | None = None) -> ReportView:
+    """The report view model: everything the renderers show, already formatted. ``overlay_href``: the
+    Perfetto overlay written beside the report, which the HTML page links to."""
     focus = result.focus
     inputs = [InputView(name=os.path.basename(p), path=p, sha256=result.hashes.get(p) or "not computed")
               for p in result.inputs]
@@ -66,6 +67,7 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> ReportView:
         focus_rank=None if focus is None else focus.rank,
         focus_source_name=None if focus is None else os.path.basename(focus.source),
         ranks=[build_rank(focus, caps)] if focus is not None else [],
+        overlay_href=overlay_href,
     )
 
 
@@ -146,6 +148,7 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
         impact_pct=None if frac is None else fmt_pct(frac),
         impact_width=0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
         fixes=list(f.fixes), expect=f.expect,
+        what_if=f.what_if_text, what_if_method=(f.what_if or {}).get("method"),
         evidence=[build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
                               key=table)
                   for table, rows in f.evidence.items() if rows],
