@@ -241,3 +241,27 @@ def _evaluate(rank: RankResult, params: dict | None, rules):
     from .engine import evaluate
 
     return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules)
+
+
+def diff(before, after, *, jobs: int | None = None, noise_pct: float | None = None, **options):
+    """Compare two runs: each a trace file, a rank directory or a saved ``--format json`` report
+    (or an ``AnalysisResult`` / report dict). Traces are analysed first; returns a ``DiffResult``."""
+    from .diff import NOISE_FLOOR_PCT, diff_sides
+
+    sides = [_diff_side(x, label, jobs, options) for x, label in ((before, "before"), (after, "after"))]
+    return diff_sides(sides[0], sides[1], NOISE_FLOOR_PCT if noise_pct is None else noise_pct)
+
+
+def _diff_side(value, label: str, jobs: int | None, options: dict):
+    from .diff import Side, check_report, is_report
+    from .diff.inputs import read_report
+
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        if is_report(path):
+            return Side(path=path, kind="report", report=read_report(path))
+        return Side(path=path, kind="trace", report=analyze(path, jobs=jobs, **options).to_dict())
+    report = value.to_dict() if hasattr(value, "to_dict") else value
+    inputs = report.get("inputs") if isinstance(report, dict) else None
+    where = inputs[0].get("path") if inputs and isinstance(inputs[0], dict) and inputs[0].get("path") else label
+    return Side(path=where, kind="report", report=check_report(report, where))

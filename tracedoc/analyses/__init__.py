@@ -173,6 +173,8 @@ def analyze_trace(trace: Trace) -> RankResult:
         "stream_gaps": gap["streams"],
         "top_kernels": kernels.top_kernels(trace, comm_mask, lo, hi, tc_classes),
         "top_operators": kernels.top_operators(trace, kernel_ops, lo, hi),
+        "kernel_totals": kernels.kernel_totals(trace, comm_mask, lo, hi),
+        "operator_totals": kernels.operator_totals(trace, kernel_ops, lo, hi),
         "collectives": comm.collectives(trace, comm_mask, gpu_ext, lo, hi, trace.meta.get("world_size")),
         "sync_calls": sync_rows,
         "memory_top_allocs": mem["top_allocs"],

@@ -160,3 +160,53 @@ def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: i
                      "gpu_ops": int(row["gpu_ops"]), "gpu_ns": int(row["gpu_ns"]),
                      "share": float(row["gpu_ns"]) / grand})
     return rows
+
+
+def kernel_totals(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[dict]:
+    """Every GPU op name in the window with its count and total time: the table a diff aligns.
+
+    Compact on purpose (name, kind, category, count, total_ns); ``top_kernels`` carries the detail
+    of the largest ones.
+    """
+    g = trace.gpu_ops
+    if not len(g):
+        return []
+    sel = (g["start_ns"] < hi) & (g["end_ns"] > lo)
+    if not sel.any():
+        return []
+    df = pd.DataFrame({"name": g["name"][sel], "kind": g["kind"][sel], "dur": (g["end_ns"] - g["start_ns"])[sel],
+                       "comm": comm_mask[sel]})
+    agg = df.groupby("name").agg(count=("dur", "size"), total_ns=("dur", "sum"), kind=("kind", "first"),
+                                 comm=("comm", "any")).sort_values("total_ns", ascending=False)
+    kinds = agg["kind"].to_numpy()
+    comm = agg["comm"].to_numpy()
+    return [{"name": trace.string(int(sid)), "kind": M.GPU_KIND_NAMES[int(k)],
+             "category": "communication" if c else ("compute" if k == M.KERNEL else M.GPU_KIND_NAMES[int(k)]),
+             "count": int(n), "total_ns": int(t)}
+            for sid, k, c, n, t in zip(agg.index.to_numpy(), kinds, comm, agg["count"].to_numpy(),
+                                       agg["total_ns"].to_numpy())]
+
+
+def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int) -> list[dict]:
+    """Every CPU operator name that starts in the window: calls, inclusive CPU time, and the GPU ops
+    (and their time) it launched directly (innermost operator of each launch)."""
+    c, g = trace.cpu_ops, trace.gpu_ops
+    if not len(c):
+        return []
+    in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi) & (c["kind"] == M.CPU_OP)
+    if not in_win.any():
+        return []
+    cpu = pd.DataFrame({"op": c["name"][in_win], "dur": c["end_ns"][in_win] - c["start_ns"][in_win]})
+    agg = cpu.groupby("op").agg(calls=("dur", "size"), cpu_ns=("dur", "sum"))
+    if len(g):
+        launched = (g["start_ns"] < hi) & (g["end_ns"] > lo) & (kernel_ops >= 0)
+        gpu = pd.DataFrame({"op": kernel_ops[launched], "dur": (g["end_ns"] - g["start_ns"])[launched]})
+        gagg = gpu.groupby("op").agg(gpu_ops=("dur", "size"), gpu_ns=("dur", "sum"))
+        agg = agg.join(gagg, how="left")
+    else:
+        agg["gpu_ops"] = 0
+        agg["gpu_ns"] = 0
+    agg = agg.fillna(0).sort_values(["cpu_ns"], ascending=False)
+    return [{"name": trace.string(int(sid)), "calls": int(n), "cpu_ns": int(cn), "gpu_ops": int(go), "gpu_ns": int(gn)}
+            for sid, n, cn, go, gn in zip(agg.index.to_numpy(), agg["calls"].to_numpy(), agg["cpu_ns"].to_numpy(),
+                                          agg["gpu_ops"].to_numpy(), agg["gpu_ns"].to_numpy())]
