@@ -1,8 +1,8 @@
-"""Command line: ``tracedoc analyze``, ``tracedoc rules``, ``tracedoc run``/``trigger``.
+"""Command line: ``tracedoc analyze``, ``tracedoc diff``, ``tracedoc rules``, ``tracedoc run``/``trigger``.
 
 Thin by design: every command calls into the stages. Bad input is reported as one line on stderr
 with a non-zero exit, never as a traceback. Exit codes: 0 ok, 1 error, 2 usage, 3 a finding at or
-above ``--fail-on``.
+above ``--fail-on`` (``diff``: the regression gate failed).
 """
 
 from __future__ import annotations
@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         register_rules(sub)
+    from .diffcli import register as register_diff
+
+    register_diff(sub)
     try:
         from .capture.cli import register as register_capture
     except ImportError:

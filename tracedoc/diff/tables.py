@@ -103,12 +103,21 @@ def _status(before: float, after: float, present_before: bool, present_after: bo
 
 
 def kernel_deltas(before: dict, after: dict, steps_before: int, steps_after: int) -> list[KernelDelta]:
-    """Every kernel group of either run, largest absolute change in time per step first."""
-    b = _group_kernels(kernel_table(before)[0])
-    a = _group_kernels(kernel_table(after)[0])
+    """Every kernel group of either run, largest absolute change in time per step first.
+
+    A side whose report lists only its top kernels says nothing about a kernel smaller than its
+    smallest listed one: such a kernel, absent there, is left out rather than called new or vanished.
+    """
+    rows_b, complete_b = kernel_table(before)
+    rows_a, complete_a = kernel_table(after)
+    b, a = _group_kernels(rows_b), _group_kernels(rows_a)
+    floor_b = _listed_floor(rows_b, complete_b, steps_before)
+    floor_a = _listed_floor(rows_a, complete_a, steps_after)
     out = []
     for key in set(b) | set(a):
         gb, ga = b.get(key), a.get(key)
+        if gb is None and ga["total_ns"] / steps_after < floor_b or ga is None and gb["total_ns"] / steps_before < floor_a:
+            continue
         cb, ca = (gb or {}).get("count", 0), (ga or {}).get("count", 0)
         tb, ta = (gb or {}).get("total_ns", 0), (ga or {}).get("total_ns", 0)
         ref = ga if ga and (not gb or ga["total_ns"] >= gb["total_ns"]) else gb
@@ -120,6 +129,13 @@ def kernel_deltas(before: dict, after: dict, steps_before: int, steps_after: int
             status=_status(tb / steps_before, ta / steps_after, gb is not None, ga is not None)))
     out.sort(key=lambda k: (-abs(k.delta_ms), -abs(k.delta_count), k.name))
     return out
+
+
+def _listed_floor(rows: list[dict], complete: bool, steps: int) -> float:
+    """Per-step time below which a kernel may be missing from a top-N table (0 for a full table)."""
+    if complete or not rows:
+        return 0.0
+    return min(int(r.get("total_ns") or 0) for r in rows) / steps
 
 
 def operator_deltas(before: dict, after: dict, steps_before: int, steps_after: int) -> list[OperatorDelta]:
