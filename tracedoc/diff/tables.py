@@ -110,14 +110,17 @@ def kernel_deltas(before: dict, after: dict, steps_before: int, steps_after: int
     """
     rows_b, complete_b = kernel_table(before)
     rows_a, complete_a = kernel_table(after)
-    b, a = _group_kernels(rows_b), _group_kernels(rows_a)
+    names_b, names_a = {r.get("name") for r in rows_b}, {r.get("name") for r in rows_a}
     floor_b = _listed_floor(rows_b, complete_b, steps_before)
     floor_a = _listed_floor(rows_a, complete_a, steps_after)
+    if not complete_b:
+        rows_a = [r for r in rows_a if r.get("name") in names_b or (r.get("total_ns") or 0) / steps_after >= floor_b]
+    if not complete_a:
+        rows_b = [r for r in rows_b if r.get("name") in names_a or (r.get("total_ns") or 0) / steps_before >= floor_a]
+    b, a = _group_kernels(rows_b), _group_kernels(rows_a)
     out = []
     for key in set(b) | set(a):
         gb, ga = b.get(key), a.get(key)
-        if gb is None and ga["total_ns"] / steps_after < floor_b or ga is None and gb["total_ns"] / steps_before < floor_a:
-            continue
         cb, ca = (gb or {}).get("count", 0), (ga or {}).get("count", 0)
         tb, ta = (gb or {}).get("total_ns", 0), (ga or {}).get("total_ns", 0)
         ref = ga if ga and (not gb or ga["total_ns"] >= gb["total_ns"]) else gb
@@ -139,11 +142,19 @@ def _listed_floor(rows: list[dict], complete: bool, steps: int) -> float:
 
 
 def operator_deltas(before: dict, after: dict, steps_before: int, steps_after: int) -> list[OperatorDelta]:
-    b = {str(r["name"]): r for r in operator_table(before)[0]}
-    a = {str(r["name"]): r for r in operator_table(after)[0]}
+    """Every CPU operator of either run (left out as for kernels when a report lists only its top ones)."""
+    rows_b, complete_b = operator_table(before)
+    rows_a, complete_a = operator_table(after)
+    b = {str(r["name"]): r for r in rows_b}
+    a = {str(r["name"]): r for r in rows_a}
+    floor_b = _listed_floor([{"total_ns": r.get("gpu_ns")} for r in rows_b], complete_b, steps_before)
+    floor_a = _listed_floor([{"total_ns": r.get("gpu_ns")} for r in rows_a], complete_a, steps_after)
     out = []
     for name in set(b) | set(a):
         rb, ra = b.get(name) or {}, a.get(name) or {}
+        if not rb and (ra.get("gpu_ns") or 0) / steps_after <= floor_b and not complete_b or \
+                not ra and (rb.get("gpu_ns") or 0) / steps_before <= floor_a and not complete_a:
+            continue
         od = OperatorDelta(
             name=name, calls_before=(rb.get("calls") or 0) / steps_before, calls_after=(ra.get("calls") or 0) / steps_after,
             cpu_ms_before=(rb.get("cpu_ns") or 0) / steps_before / 1e6, cpu_ms_after=(ra.get("cpu_ns") or 0) / steps_after / 1e6,
