@@ -174,17 +174,18 @@ def kernel_totals(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list
     sel = (g["start_ns"] < hi) & (g["end_ns"] > lo)
     if not sel.any():
         return []
-    df = pd.DataFrame({"name": g["name"][sel], "kind": g["kind"][sel], "dur": (g["end_ns"] - g["start_ns"])[sel],
-                       "comm": comm_mask[sel]})
-    agg = df.groupby("name").agg(count=("dur", "size"), total_ns=("dur", "sum"), kind=("kind", "first"),
-                                 comm=("comm", "any")).sort_values("total_ns", ascending=False)
-    kinds = agg["kind"].to_numpy()
-    comm = agg["comm"].to_numpy()
-    return [{"name": trace.string(int(sid)), "kind": M.GPU_KIND_NAMES[int(k)],
-             "category": "communication" if c else ("compute" if k == M.KERNEL else M.GPU_KIND_NAMES[int(k)]),
-             "count": int(n), "total_ns": int(t)}
-            for sid, k, c, n, t in zip(agg.index.to_numpy(), kinds, comm, agg["count"].to_numpy(),
-                                       agg["total_ns"].to_numpy())]
+    names = g["name"][sel]
+    ids, inverse = np.unique(names, return_inverse=True)
+    count = np.bincount(inverse)
+    total = np.bincount(inverse, weights=(g["end_ns"] - g["start_ns"])[sel].astype(np.float64))
+    kind = np.zeros(ids.size, dtype=g["kind"].dtype)
+    kind[inverse[::-1]] = g["kind"][sel][::-1]  # the first row's kind of each name
+    comm = np.bincount(inverse, weights=comm_mask[sel].astype(np.float64)) > 0
+    order = np.argsort(-total, kind="stable")
+    return [{"name": trace.string(int(ids[i])), "kind": M.GPU_KIND_NAMES[int(kind[i])],
+             "category": "communication" if comm[i] else ("compute" if kind[i] == M.KERNEL else
+                                                          M.GPU_KIND_NAMES[int(kind[i])]),
+             "count": int(count[i]), "total_ns": int(total[i])} for i in order]
 
 
 def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int) -> list[dict]:
@@ -196,17 +197,18 @@ def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int) -> l
     in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi) & (c["kind"] == M.CPU_OP)
     if not in_win.any():
         return []
-    cpu = pd.DataFrame({"op": c["name"][in_win], "dur": c["end_ns"][in_win] - c["start_ns"][in_win]})
-    agg = cpu.groupby("op").agg(calls=("dur", "size"), cpu_ns=("dur", "sum"))
+    ids, inverse = np.unique(c["name"][in_win], return_inverse=True)
+    calls = np.bincount(inverse)
+    cpu_ns = np.bincount(inverse, weights=(c["end_ns"] - c["start_ns"])[in_win].astype(np.float64))
+    gpu_ops = np.zeros(ids.size, dtype=np.int64)
+    gpu_ns = np.zeros(ids.size, dtype=np.float64)
     if len(g):
         launched = (g["start_ns"] < hi) & (g["end_ns"] > lo) & (kernel_ops >= 0)
-        gpu = pd.DataFrame({"op": kernel_ops[launched], "dur": (g["end_ns"] - g["start_ns"])[launched]})
-        gagg = gpu.groupby("op").agg(gpu_ops=("dur", "size"), gpu_ns=("dur", "sum"))
-        agg = agg.join(gagg, how="left")
-    else:
-        agg["gpu_ops"] = 0
-        agg["gpu_ns"] = 0
-    agg = agg.fillna(0).sort_values(["cpu_ns"], ascending=False)
-    return [{"name": trace.string(int(sid)), "calls": int(n), "cpu_ns": int(cn), "gpu_ops": int(go), "gpu_ns": int(gn)}
-            for sid, n, cn, go, gn in zip(agg.index.to_numpy(), agg["calls"].to_numpy(), agg["cpu_ns"].to_numpy(),
-                                          agg["gpu_ops"].to_numpy(), agg["gpu_ns"].to_numpy())]
+        op = kernel_ops[launched]
+        pos = np.searchsorted(ids, op)
+        known = (pos < ids.size) & (ids[np.minimum(pos, ids.size - 1)] == op)
+        np.add.at(gpu_ops, pos[known], 1)
+        np.add.at(gpu_ns, pos[known], (g["end_ns"] - g["start_ns"])[launched][known].astype(np.float64))
+    order = np.argsort(-cpu_ns, kind="stable")
+    return [{"name": trace.string(int(ids[i])), "calls": int(calls[i]), "cpu_ns": int(cpu_ns[i]),
+             "gpu_ops": int(gpu_ops[i]), "gpu_ns": int(gpu_ns[i])} for i in order]
