@@ -387,3 +387,25 @@ def test_kernel_and_operator_totals_agree_with_the_top_tables():
     for row in ev["top_operators"]:
         o = ops[row["name"]]
         assert (o["calls"], o["cpu_ns"], o["gpu_ops"], o["gpu_ns"]) == (row["calls"], row["cpu_ns"], row["gpu_ops"], row["gpu_ns"])
+
+
+def test_verdict_needs_the_change_to_clear_the_noise_floor_and_the_steps_spread():
+    from tracedoc.diff.model import verdict_of
+    from tracedoc.diff.steps import StepProfile, split_ns
+
+    def profile(intervals_ms):
+        ns = tuple(int(x * 1e6) for x in intervals_ms)
+        step = int(sorted(ns)[len(ns) // 2])
+        return StepProfile(step_ns=step, steps=len(ns), basis="steps", category_ns=split_ns(step, {"compute": 1}),
+                           intervals_ns=ns)
+
+    base = profile([10, 10, 10, 10, 10, 10, 10])
+    assert verdict_of(base, profile([10.1] * 7)) == "within_noise"  # +1% < the 2% floor
+    assert verdict_of(base, profile([10.5] * 7)) == "regression"  # +5%, every step
+    assert verdict_of(base, profile([9.0] * 7)) == "improvement"
+    # Medians 10 -> 10.5 (+5%), but half the steps of both runs take 8 or 13 ms: resampled medians
+    # swing across the whole range, so the change is not told apart from the spread.
+    noisy_b = profile([8, 13, 8, 10, 13, 8, 13])
+    noisy_a = profile([8, 13, 8, 10.5, 13, 8, 13])
+    assert verdict_of(noisy_b, noisy_a) == "within_noise"
+    assert verdict_of(profile([10] * 3), profile([10.5] * 3)) == "regression"  # too few steps for an interval

@@ -12,7 +12,7 @@ from typing import Any
 
 from .. import __version__
 from .metrics import LabelChange, MetricDelta
-from .steps import CATEGORIES, StepProfile, attribution_ns
+from .steps import CATEGORIES, StepProfile, attribution_ns, median_change_interval_ns
 from .tables import KernelDelta, OperatorDelta
 
 DIFF_SCHEMA = "tracedoc.diff"
@@ -26,14 +26,16 @@ def step_change_pct(before: StepProfile, after: StepProfile) -> float | None:
 
 
 def verdict_of(before: StepProfile, after: StepProfile, noise_pct: float = NOISE_FLOOR_PCT) -> str:
-    """``regression``, ``improvement``, ``within_noise`` (|change| below the noise floor), ``no_change``
+    """``regression``, ``improvement``, ``within_noise`` (|change| below the noise floor, or, with
+    enough steps on both sides, a 95% interval of the change that includes zero), ``no_change``
     (identical step time) or ``unknown`` (no step time on the base side)."""
     if after.step_ns == before.step_ns:
         return "no_change"
     pct = step_change_pct(before, after)
     if pct is None:
         return "unknown"
-    if abs(pct) < noise_pct:
+    interval = median_change_interval_ns(before, after)
+    if abs(pct) < noise_pct or (interval is not None and interval[0] <= 0 <= interval[1]):
         return "within_noise"
     return "regression" if pct > 0 else "improvement"
 
@@ -122,6 +124,14 @@ class DiffResult:
         return attribution_ns(self.before, self.after)
 
     @property
+    def step_interval_ms(self) -> tuple[float, float] | None:
+        """95% bootstrap interval of the step-time change (single rank pair with >= 5 steps a side)."""
+        if len(self.pairs) != 1:
+            return None
+        iv = median_change_interval_ns(self.before, self.after)
+        return (iv[0] / 1e6, iv[1] / 1e6) if iv is not None else None
+
+    @property
     def focus_pair(self) -> RankDiff:
         return self.pairs[self.focus]
 
@@ -141,6 +151,7 @@ class DiffResult:
             "after": {"path": self.after_path, "kind": self.after_kind, "environment": self.environment.get("after")},
             "step_ms": _step_ms(self.before, self.after),
             "step_pct": self.step_pct,
+            "step_delta_interval_ms": list(self.step_interval_ms) if self.step_interval_ms else None,
             "verdict": self.verdict,
             "noise_floor_pct": self.noise_pct,
             "led_by": self.led_by(),

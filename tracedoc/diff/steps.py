@@ -24,6 +24,7 @@ import numpy as np
 CATEGORIES = ("compute", "exposed_comm", "memcpy", "dataloader", "host_launch", "sync", "launch_latency", "other")
 IDLE_CAUSES = ("dataloader", "host_launch", "sync", "launch_latency", "other")
 OUTLIER_SPAN_FACTOR = 3.0
+MIN_STEPS_FOR_INTERVAL = 5
 
 
 @dataclass
@@ -34,7 +35,7 @@ class StepProfile:
     steps: int  # steps summarised; 0 when the whole window stands for one step
     basis: str  # "steps" or "window"
     category_ns: dict[str, int]
-    spread_ns: tuple[float, float] | None = None  # p10 and p90 of the completion intervals
+    intervals_ns: tuple[int, ...] = ()  # the completion intervals the median is of
 
     @property
     def per_step_divisor(self) -> int:
@@ -80,9 +81,8 @@ def _profile_from_steps(rows: list[dict]) -> StepProfile:
         if keep:
             for k, v in step_categories_ns(row).items():
                 totals[k] += v
-    spread = (float(np.percentile(intervals, 10)), float(np.percentile(intervals, 90)))
     return StepProfile(step_ns=round(step), steps=len(rows), basis="steps",
-                       category_ns=split_ns(round(step), totals), spread_ns=spread)
+                       category_ns=split_ns(round(step), totals), intervals_ns=tuple(int(x) for x in intervals))
 
 
 def _profile_from_window(m: dict[str, Any]) -> StepProfile:
@@ -127,6 +127,21 @@ def mean_profile(profiles: list[StepProfile]) -> StepProfile:
     basis = "steps" if all(p.basis == "steps" for p in profiles) else "window"
     return StepProfile(step_ns=step, steps=round(sum(p.steps for p in profiles) / len(profiles)), basis=basis,
                        category_ns=split_ns(step, weights))
+
+
+def median_change_interval_ns(before: StepProfile, after: StepProfile, min_steps: int = MIN_STEPS_FOR_INTERVAL,
+                              resamples: int = 2000, level: float = 0.95) -> tuple[float, float] | None:
+    """A bootstrap interval for the change of the median step time (None with fewer than
+    ``min_steps`` steps on a side). Deterministic: the resampling is seeded."""
+    b, a = np.asarray(before.intervals_ns, dtype=np.float64), np.asarray(after.intervals_ns, dtype=np.float64)
+    if b.size < min_steps or a.size < min_steps:
+        return None
+    rng = np.random.default_rng(0)
+    med_b = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
+    med_a = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(med_a - med_b, [tail, 100 - tail])
+    return float(lo), float(hi)
 
 
 def attribution_ns(before: StepProfile, after: StepProfile) -> dict[str, int]:

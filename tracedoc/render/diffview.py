@@ -194,8 +194,10 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
 def _basis(d: "DiffResult") -> str:
     if d.before.basis == "steps" and d.after.basis == "steps":
         n = f" over {len(d.pairs)} ranks" if len(d.pairs) > 1 else ""
+        iv = d.step_interval_ms
+        ci = f"; 95% interval of the change {iv[0]:+.3f} to {iv[1]:+.3f} ms" if iv else ""
         return (f"median step time (interval between step completions) of {d.before.steps} and {d.after.steps} "
-                f"steps{n}; per-step tables divide window totals by the step count")
+                f"steps{n}{ci}; per-step tables divide window totals by the step count")
     return "no step spans on at least one side: a whole analysis window counts as one step there"
 
 
