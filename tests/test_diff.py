@@ -409,3 +409,27 @@ def test_verdict_needs_the_change_to_clear_the_noise_floor_and_the_steps_spread(
     noisy_a = profile([8, 13, 8, 10.5, 13, 8, 13])
     assert verdict_of(noisy_b, noisy_a) == "within_noise"
     assert verdict_of(profile([10] * 3), profile([10.5] * 3)) == "regression"  # too few steps for an interval
+
+
+def test_exposed_comm_splits_into_wait_and_transfer_when_the_job_view_has_waits(tmp_path):
+    """Reports whose job view measured each rank's wait per step: exposed comm = wait + transfer."""
+    from tracedoc.diff import Side, diff_sides
+
+    b = TraceBuilder()
+    s = 1_000_000.0
+    for i in range(4):  # per step: 1000 us compute, then 600 us of all-reduce nothing overlaps
+        b.kernel(BIG, s + 21.0, 1000.0, launch_at=s + 1.0, op="aten::add")
+        b.nccl(s + 1021.0, 600.0, launch_at=s + 6.0)
+        b.step(i + 1, s, s + 1621.0)
+        s += 1621.0
+    report = json.loads(analyze(b.write(tmp_path / "c.json")).to_json())
+    rank = report["ranks"][0]["rank"]
+    before = dict(report, job={"rank_table": [{"rank": rank, "wait_ms_per_step": 0.45}]})
+    after = dict(report, job={"view": {"rank_table": [{"rank": rank, "wait_ms_per_step": 0.1}]}})
+    d = diff_sides(Side("b.json", "report", before), Side("a.json", "report", after))
+    split = d.to_dict()["exposed_comm_split"]
+    assert split["wait_ms"] == pytest.approx({"before": 0.45, "after": 0.1, "delta": -0.35})
+    assert split["transfer_ms"] == pytest.approx({"before": 0.15, "after": 0.5, "delta": 0.35})
+    assert "  wait" in render_diff_text(d)
+    plain = diff_sides(Side("b.json", "report", report), Side("a.json", "report", report))
+    assert plain.to_dict()["exposed_comm_split"] is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .comm import rank_waits_ms, split_exposed_ns
 from .inputs import Side
 from .metrics import label_change, metric_deltas
 from .model import NOISE_FLOOR_PCT, DiffResult, RankDiff
@@ -23,7 +24,8 @@ _ENV_FIELDS = (("gpu", "GPU"), ("device_count", "device count"), ("world_size", 
 
 def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) -> DiffResult:
     pairs, warnings = align_ranks(before.ranks, after.ranks, before.path, after.path)
-    diffs = [diff_ranks(b, a) for b, a in pairs]
+    waits_b, waits_a = rank_waits_ms(before.report), rank_waits_ms(after.report)
+    diffs = [diff_ranks(b, a, waits_b.get(b.get("rank")), waits_a.get(a.get("rank"))) for b, a in pairs]
     for d, (b, a) in zip(diffs, pairs):
         warnings.extend(comparability_warnings(b, a, d, before.path, after.path, many=len(pairs) > 1))
     focus = max(range(len(diffs)), key=lambda i: (abs(diffs[i].step_delta_ns), -i))
@@ -35,10 +37,14 @@ def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) ->
                       environment={"before": env_b, "after": env_a}, noise_pct=noise_pct)
 
 
-def diff_ranks(before: dict[str, Any], after: dict[str, Any]) -> RankDiff:
+def diff_ranks(before: dict[str, Any], after: dict[str, Any], wait_before_ms: float | None = None,
+               wait_after_ms: float | None = None) -> RankDiff:
     pb, pa = step_profile(before), step_profile(after)
     nb, na = pb.per_step_divisor, pa.per_step_divisor
-    return RankDiff(rank_before=before.get("rank"), rank_after=after.get("rank"), before=pb, after=pa,
+    split_b = split_exposed_ns(pb.category_ns["exposed_comm"], wait_before_ms)
+    split_a = split_exposed_ns(pa.category_ns["exposed_comm"], wait_after_ms)
+    return RankDiff(comm_split={"before": split_b, "after": split_a} if split_b and split_a else None,
+                    rank_before=before.get("rank"), rank_after=after.get("rank"), before=pb, after=pa,
                     kernels=kernel_deltas(before, after, nb, na), operators=operator_deltas(before, after, nb, na),
                     metrics=metric_deltas(before.get("metrics") or {}, after.get("metrics") or {}),
                     labels=label_change(before, after),

@@ -53,6 +53,7 @@ class RankDiff:
     metrics: list[MetricDelta]
     labels: LabelChange
     kernels_complete: bool = True  # both reports carry every kernel name (not only the top 15)
+    comm_split: dict[str, tuple[int, int]] | None = None  # "before"/"after" -> (wait_ns, transfer_ns) of exposed comm
 
     @property
     def attribution_ns(self) -> dict[str, int]:
@@ -88,6 +89,7 @@ class RankDiff:
             "vanished_kernels": [k.to_dict() for k in self.vanished_kernels[:rows]],
             "operators": [o.to_dict() for o in self.operators[:rows]],
             "kernels_complete": self.kernels_complete,
+            "exposed_comm_split": _split(self.comm_split),
         }
 
 
@@ -124,6 +126,15 @@ class DiffResult:
         return attribution_ns(self.before, self.after)
 
     @property
+    def comm_split(self) -> dict[str, tuple[int, int]] | None:
+        """Exposed communication as (wait, transfer) ns per side, averaged over the pairs that have it."""
+        have = [p.comm_split for p in self.pairs if p.comm_split]
+        if not have:
+            return None
+        return {side: (round(sum(h[side][0] for h in have) / len(have)), round(sum(h[side][1] for h in have) / len(have)))
+                for side in ("before", "after")}
+
+    @property
     def step_interval_ms(self) -> tuple[float, float] | None:
         """95% bootstrap interval of the step-time change (single rank pair with >= 5 steps a side)."""
         if len(self.pairs) != 1:
@@ -157,6 +168,7 @@ class DiffResult:
             "led_by": self.led_by(),
             "attribution": _attribution(self.before, self.after),
             "composition_ms": _composition(self.before, self.after),
+            "exposed_comm_split": _split(self.comm_split),
             "focus": {"rank_before": focus.rank_before, "rank_after": focus.rank_after},
             "labels": focus.labels.to_dict(),
             "metrics": [m.to_dict() for m in focus.metrics],
@@ -182,3 +194,13 @@ def _attribution(before: StepProfile, after: StepProfile) -> list[dict[str, Any]
 def _composition(before: StepProfile, after: StepProfile) -> list[dict[str, Any]]:
     return [{"category": c, "before_ms": before.category_ns[c] / 1e6, "after_ms": after.category_ns[c] / 1e6}
             for c in CATEGORIES]
+
+
+def _split(split: dict[str, tuple[int, int]] | None) -> dict[str, dict[str, float]] | None:
+    if not split:
+        return None
+    out = {}
+    for i, part in enumerate(("wait_ms", "transfer_ms")):
+        b, a = split["before"][i], split["after"][i]
+        out[part] = {"before": b / 1e6, "after": a / 1e6, "delta": (a - b) / 1e6}
+    return out

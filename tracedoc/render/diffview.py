@@ -134,10 +134,18 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
     focus = d.focus_pair
     longest = max(d.before.step_ns, d.after.step_ns, 1)
     att = d.attribution_ns
-    cats = [CategoryRow(category=c, before_ms=_ms(d.before.category_ns[c]), after_ms=_ms(d.after.category_ns[c]),
-                        delta_ms=_signed_ms(att[c]), before_pct=100 * d.before.category_ns[c] / longest,
-                        after_pct=100 * d.after.category_ns[c] / longest, sign=(att[c] > 0) - (att[c] < 0))
-            for c in att]
+    cats = []
+    for c in att:
+        cats.append(CategoryRow(category=c, before_ms=_ms(d.before.category_ns[c]), after_ms=_ms(d.after.category_ns[c]),
+                                delta_ms=_signed_ms(att[c]), before_pct=100 * d.before.category_ns[c] / longest,
+                                after_pct=100 * d.after.category_ns[c] / longest, sign=(att[c] > 0) - (att[c] < 0)))
+        split = d.comm_split
+        if c == "exposed_comm" and split:
+            for i, part in enumerate(("  wait", "  transfer")):
+                b, a = split["before"][i], split["after"][i]
+                cats.append(CategoryRow(category=part, before_ms=_ms(b), after_ms=_ms(a), delta_ms=_signed_ms(a - b),
+                                        before_pct=100 * b / longest, after_pct=100 * a / longest,
+                                        sign=(a > b) - (a < b)))
 
     def cut(name: str) -> str:
         return name if len(name) <= name_chars else name[: name_chars - 1] + "…"
