@@ -433,3 +433,19 @@ def test_exposed_comm_splits_into_wait_and_transfer_when_the_job_view_has_waits(
     assert "  wait" in render_diff_text(d)
     plain = diff_sides(Side("b.json", "report", report), Side("a.json", "report", report))
     assert plain.to_dict()["exposed_comm_split"] is None
+
+
+def test_markdown_of_a_huge_diff_stays_a_ticket_comment(tmp_path):
+    before, after = TraceBuilder(), TraceBuilder()
+    for b, tag in ((before, "old"), (after, "new")):
+        s = 1_000_000.0
+        b.step(1, s, s + 3000 * 12.0 + 100)
+        for k in range(3000):
+            b.kernel(f"void {tag}_kernel_family_k{k}_" + "x" * 300 + "<float>(int)", s + 20 + 12.0 * k, 10.0,
+                     launch_at=s + 12.0 * k + 1, op=f"aten::{tag}_op_{k}")
+    d = diff(before.write(tmp_path / "b.json"), after.write(tmp_path / "a.json"))
+    assert len(d.focus_pair.new_kernels) == 3000 and len(d.focus_pair.vanished_kernels) == 3000
+    md = render_diff_md(d)
+    assert len(md) < MAX_MD_CHARS and "more rows not shown" in md
+    assert len(render_diff_html(d).encode()) < 5 * 1024 * 1024
+    assert len(json.dumps(d.to_dict())) < 2_000_000

@@ -74,22 +74,23 @@ class RankDiff:
     def metric(self, name: str) -> MetricDelta | None:
         return next((m for m in self.metrics if m.name == name), None)
 
-    def to_dict(self, rows: int = TABLE_ROWS_JSON) -> dict[str, Any]:
+    def to_dict(self, rows: int = TABLE_ROWS_JSON, compact: bool = False) -> dict[str, Any]:
+        """The pair's diff; ``compact`` (one entry per rank of a job) keeps only metrics that moved."""
         return {
             "rank_before": self.rank_before, "rank_after": self.rank_after,
             "step_ms": _step_ms(self.before, self.after),
             "attribution": _attribution(self.before, self.after),
             "composition_ms": _composition(self.before, self.after),
+            "exposed_comm_split": _split(self.comm_split),
             "steps": {"before": self.before.steps, "after": self.after.steps,
                       "basis": {"before": self.before.basis, "after": self.after.basis}},
             "labels": self.labels.to_dict(),
-            "metrics": [m.to_dict() for m in self.metrics],
+            "metrics": [m.to_dict() for m in self.metrics if not compact or m.change not in ("same", "unknown")],
             "kernels": [k.to_dict() for k in self.kernels[:rows]],
             "new_kernels": [k.to_dict() for k in self.new_kernels[:rows]],
             "vanished_kernels": [k.to_dict() for k in self.vanished_kernels[:rows]],
             "operators": [o.to_dict() for o in self.operators[:rows]],
             "kernels_complete": self.kernels_complete,
-            "exposed_comm_split": _split(self.comm_split),
         }
 
 
@@ -176,7 +177,7 @@ class DiffResult:
             "new_kernels": [k.to_dict() for k in focus.new_kernels[:TABLE_ROWS_JSON]],
             "vanished_kernels": [k.to_dict() for k in focus.vanished_kernels[:TABLE_ROWS_JSON]],
             "operators": [o.to_dict() for o in focus.operators[:TABLE_ROWS_JSON]],
-            "ranks": [p.to_dict(rows=10) for p in self.pairs],
+            "ranks": [p.to_dict(rows=5, compact=True) for p in self.pairs],
             "warnings": self.warnings,
         }
 
