@@ -165,7 +165,7 @@ def test_json_names_ci_scripts_read(loops, tmp_path):
     out = tmp_path / "d.json"
     assert main(["diff", str(loops["base"]), str(loops["tiny"]), "-o", str(out)]) == 0
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "tracedoc.diff"
+    assert doc["schema"] == "tracedoc.diff" and doc["schema_version"] == 1 and isinstance(doc["tracedoc_version"], str)
     assert set(doc["step_ms"]) == {"before", "after", "delta"}
     assert [set(r) for r in doc["attribution"]] == [{"category", "delta_ms"}] * len(CATEGORIES)
     assert [r["category"] for r in doc["attribution"]] == list(CATEGORIES) == [
@@ -228,7 +228,7 @@ def test_gate_on_a_pair_of_ranks(loops):
 def _capture(out: Path, sleep: float) -> Path:
     import os
 
-    torch = pytest.importorskip("torch")  # noqa: F841
+    pytest.importorskip("torch")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
                                                               "MASTER_PORT", "TORCHELASTIC_RUN_ID")}
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -249,7 +249,9 @@ def diff(before, after, *, jobs: int | None = None, noise_pct: float | None = No
     from .diff import NOISE_FLOOR_PCT, diff_sides
 
     sides = [_diff_side(x, label, jobs, options) for x, label in ((before, "before"), (after, "after"))]
-    return diff_sides(sides[0], sides[1], NOISE_FLOOR_PCT if noise_pct is None else noise_pct)
+    result = diff_sides(sides[0], sides[1], NOISE_FLOOR_PCT if noise_pct is None else noise_pct)
+    result.tracedoc_version = __version__
+    return result
 
 
 def _diff_side(value, label: str, jobs: int | None, options: dict):

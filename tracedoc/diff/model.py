@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import __version__
 from .metrics import LabelChange, MetricDelta
 from .steps import CATEGORIES, StepProfile, attribution_ns, median_change_interval_ns
 from .tables import KernelDelta, OperatorDelta
@@ -109,6 +108,7 @@ class DiffResult:
     warnings: list[str] = field(default_factory=list)
     environment: dict[str, dict[str, Any]] = field(default_factory=dict)  # "before"/"after" -> environment
     noise_pct: float = NOISE_FLOOR_PCT
+    tracedoc_version: str | None = None  # filled in by tracedoc.api.diff
 
     @property
     def step_delta_ns(self) -> int:
@@ -158,7 +158,7 @@ class DiffResult:
     def to_dict(self) -> dict[str, Any]:
         focus = self.focus_pair
         return {
-            "schema": DIFF_SCHEMA, "schema_version": DIFF_SCHEMA_VERSION, "tracedoc_version": __version__,
+            "schema": DIFF_SCHEMA, "schema_version": DIFF_SCHEMA_VERSION, "tracedoc_version": self.tracedoc_version,
             "before": {"path": self.before_path, "kind": self.before_kind, "environment": self.environment.get("before")},
             "after": {"path": self.after_path, "kind": self.after_kind, "environment": self.environment.get("after")},
             "step_ms": _step_ms(self.before, self.after),
