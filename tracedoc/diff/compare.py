@@ -26,8 +26,13 @@ def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) ->
     pairs, warnings = align_ranks(before.ranks, after.ranks, before.path, after.path)
     waits_b, waits_a = rank_waits_ms(before.report), rank_waits_ms(after.report)
     diffs = [diff_ranks(b, a, waits_b.get(b.get("rank")), waits_a.get(a.get("rank"))) for b, a in pairs]
-    for d, (b, a) in zip(diffs, pairs):
-        warnings.extend(comparability_warnings(b, a, d, before.path, after.path, many=len(pairs) > 1))
+    per_pair = [comparability_warnings(b, a, d, before.path, after.path) for d, (b, a) in zip(diffs, pairs)]
+    for i, found in enumerate(per_pair):  # said once when every pair has it, else per rank
+        for w in found:
+            if all(w in other for other in per_pair):
+                warnings.append(w)
+            else:
+                warnings.append(f"rank {diffs[i].rank_before}: {w}")
     focus = max(range(len(diffs)), key=lambda i: (abs(diffs[i].step_delta_ns), -i))
     env_b = (pairs[0][0].get("environment") or {})
     env_a = (pairs[0][1].get("environment") or {})
@@ -82,8 +87,7 @@ def align_ranks(before: list[dict], after: list[dict], where_b: str, where_a: st
     return list(zip(before[:n], after[:n])), warnings
 
 
-def comparability_warnings(before: dict, after: dict, d: RankDiff, where_b: str, where_a: str,
-                           many: bool = False) -> list[str]:
+def comparability_warnings(before: dict, after: dict, d: RankDiff, where_b: str, where_a: str) -> list[str]:
     """What differs between the two runs beyond the change being measured."""
     out = []
     eb, ea = before.get("environment") or {}, after.get("environment") or {}
@@ -92,27 +96,26 @@ def comparability_warnings(before: dict, after: dict, d: RankDiff, where_b: str,
         if vb is not None and va is not None and vb != va:
             out.append(f"the runs differ in {label}: {vb} before, {va} after; the numbers are still compared, "
                        "but part of the change may come from that")
-    prefix = f"rank {d.rank_before}: " if many else ""
     overlap = name_overlap(before, after)
     ops = operator_overlap(before, after)
     if overlap is not None and overlap < MIN_NAME_OVERLAP:
-        out.append(f"{prefix}only {overlap:.0%} of kernel names are shared between the runs: they may be "
+        out.append(f"only {overlap:.0%} of kernel names are shared between the runs: they may be "
                    "different models or code paths, so kernel deltas mix unrelated work")
     elif ops is not None and ops < MIN_NAME_OVERLAP:
-        out.append(f"{prefix}only {ops:.0%} of CPU operator names are shared between the runs: they may be "
+        out.append(f"only {ops:.0%} of CPU operator names are shared between the runs: they may be "
                    "different models or code paths")
     mb, ma = before.get("metrics") or {}, after.get("metrics") or {}
     if bool(mb.get("has_gpu_ops")) != bool(ma.get("has_gpu_ops")):
         which = where_a if mb.get("has_gpu_ops") else where_b
-        out.append(f"{prefix}{which} has no GPU activity while the other run has; compare runs on the same device kind")
+        out.append(f"{which} has no GPU activity while the other run has; compare runs on the same device kind")
     if d.before.basis != d.after.basis:
-        out.append(f"{prefix}one run has step spans and the other does not; a whole analysis window stands in for a "
+        out.append("one run has step spans and the other does not; a whole analysis window stands in for a "
                    "step there, so the step times are not like for like")
     elif d.before.basis == "window":
-        out.append(f"{prefix}neither run has step spans (ProfilerStep#N or an NVTX step range); the whole analysis "
+        out.append("neither run has step spans (ProfilerStep#N or an NVTX step range); the whole analysis "
                    "windows are compared as one step each")
     if not d.kernels_complete:
-        out.append(f"{prefix}a report without the full kernel table (written by an older tracedoc) lists only its "
+        out.append("a report without the full kernel table (written by an older tracedoc) lists only its "
                    "top kernels; new and vanished kernels are judged from those")
     return out
 
