@@ -1,4 +1,4 @@
-"""Python API: ``load``, ``load_dir`` and ``analyze``.
+"""Python API: ``load``, ``load_dir``, ``analyze`` and ``diff``.
 
 ``analyze`` accepts a trace file or a directory of per-rank traces; ranks are read and analysed in
 parallel processes (per-rank work is a pure function of the file).
@@ -21,6 +21,8 @@ from .ingest import load as _load_file
 from .ingest import sniff
 from .model.trace import Trace
 from .result import AnalysisResult, RankResult
+from .result import load as load_report
+from .version import __version__
 
 DASK_CONNECT_TIMEOUT_S = 20
 
@@ -181,3 +183,31 @@ def _evaluate(rank: RankAnalysis, params: dict | None, rules: list[Rule]) -> Ver
     what_ifs, unavailable = rank.what_ifs()
     return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules, what_ifs=what_ifs,
                     what_if_unavailable=unavailable)
+
+
+def diff(before, after, *, jobs: int | None = None, noise_pct: float | None = None, **options):
+    """Compare two runs: each a trace file, a rank directory or a saved ``--format json`` report
+    (or an ``AnalysisResult`` / report dict). Traces are analysed first; returns a ``DiffResult``."""
+    from .diff import NOISE_FLOOR_PCT, diff_sides
+
+    sides = [_diff_side(x, label, jobs, options) for x, label in ((before, "before"), (after, "after"))]
+    result = diff_sides(sides[0], sides[1], NOISE_FLOOR_PCT if noise_pct is None else noise_pct)
+    result.tracedoc_version = __version__
+    return result
+
+
+def _diff_side(value, label: str, jobs: int | None, options: dict):
+    """One side as the diff reads it: the report's dict form, read back through ``AnalysisResult``."""
+    from .diff import Side, check_report, is_report
+
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        if is_report(path):
+            return Side(path=path, kind="report", report=check_report(load_report(path).to_dict(), path))
+        return Side(path=path, kind="trace", report=analyze(path, jobs=jobs, **options).to_dict())
+    if not isinstance(value, AnalysisResult):
+        inputs = value.get("inputs") if isinstance(value, dict) else None
+        first = inputs[0] if isinstance(inputs, list) and inputs and isinstance(inputs[0], dict) else {}
+        value = AnalysisResult.from_dict(value, where=first.get("path") or label)
+    where = value.inputs[0] if value.inputs else label
+    return Side(path=where, kind="report", report=check_report(value.to_dict(), where))

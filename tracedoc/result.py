@@ -206,8 +206,11 @@ class AnalysisResult:
             raise TraceError(where, f"is not a tracedoc report (schema {SCHEMA_NAME!r})", f"schema {seen}",
                              "pass the JSON written by `tracedoc analyze --format json`")
         if d.get("schema_version") != SCHEMA_VERSION:
-            raise TraceError(where, f"has report schema version {d.get('schema_version')!r}, this tracedoc "
-                             f"reads version {SCHEMA_VERSION}", None, "analyse the trace again with this tracedoc")
+            wrote = d.get("tracedoc_version")
+            raise TraceError(where, f"is a report of schema version {d.get('schema_version')!r}; this tracedoc "
+                             f"reads version {SCHEMA_VERSION}", f"written by tracedoc {wrote}" if wrote else None,
+                             "analyse the trace again with this tracedoc, or read the report with the version "
+                             "that wrote it")
         try:
             return cls(inputs=[i["path"] for i in d["inputs"]], ranks=[RankResult.from_dict(r) for r in d["ranks"]],
                        command=d["command"], hashes={i["path"]: i["sha256"] for i in d["inputs"]},
@@ -229,15 +232,20 @@ class AnalysisResult:
 
 
 def load(path: str | os.PathLike) -> AnalysisResult:
-    """Read a report saved by ``tracedoc analyze --format json`` (or ``AnalysisResult.save``)."""
+    """Read a report saved by ``tracedoc analyze --format json`` (or ``AnalysisResult.save``; gzip too)."""
+    import gzip
+
     import orjson
 
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
-            data = orjson.loads(f.read())
-    except OSError as exc:
-        raise TraceError(path, "cannot be read", exc.strerror, "check the path") from None
+            raw = f.read()
+        data = orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except OSError as exc:  # gzip.BadGzipFile and EOFError of a cut-off gzip file included
+        raise TraceError(path, "cannot be read", getattr(exc, "strerror", None) or str(exc), "check the path") from None
+    except EOFError as exc:
+        raise TraceError(path, "is a gzip file cut short", str(exc) or None, "write the report again") from None
     except orjson.JSONDecodeError as exc:
         raise TraceError(path, "is not valid JSON", str(exc), "pass a report written with --format json") from None
     return AnalysisResult.from_dict(data, where=path)
