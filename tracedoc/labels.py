@@ -11,6 +11,11 @@ VERDICT_LABELS: tuple[str, ...] = (
     "low_tensor_core_use",
     "memory_pressure",
     "compute_bound",
+    # from training logs and configs
+    "unstable_training",
+    "throughput_regression",
+    "periodic_stall",
+    "config_error",
 )
 ADVICE_LABEL = "advice"
 LABELS: tuple[str, ...] = VERDICT_LABELS + (ADVICE_LABEL,)

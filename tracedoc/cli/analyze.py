@@ -51,6 +51,8 @@ def register(sub: Any) -> None:
     a.add_argument("--perfetto", metavar="OUT.json",
                    help="also write the trace with tracedoc's tracks (idle causes, critical path, findings) "
                         "for ui.perfetto.dev or chrome://tracing")
+    a.add_argument("--log", metavar="FILE", help="a training log whose findings join the trace report "
+                                                 "(a tracedoc run directory brings its steps.jsonl)")
     add_engine_options(a)
     a.set_defaults(func=cmd_analyze)
 
@@ -134,7 +136,7 @@ def cmd_analyze(args) -> int:
     command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
     try:
         result = analyze(path, jobs=args.jobs, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
-                         progress=update, command=command, scheduler=args.scheduler, **options)
+                         progress=update, command=command, scheduler=args.scheduler, log=args.log, **options)
     finally:
         if progress is not None:
             progress.stop()

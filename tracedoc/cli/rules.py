@@ -56,10 +56,10 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
     from ..engine.rulefile import load_rules
 
     table = Table(title="tracedoc rules", title_justify="left")
-    for column in ("id", "name", "label", "severity", "title"):
+    for column in ("id", "name", "scope", "label", "severity", "title"):
         table.add_column(column, no_wrap=column != "title", min_width=24 if column == "title" else None)
     for rule in sorted(load_rules(getattr(args, "rules", ()) or ()), key=lambda r: r.id):
-        table.add_row(rule.id, rule.name, rule.label, rule.severity, rule.title, style=None)
+        table.add_row(rule.id, rule.name, rule.scope, rule.label, rule.severity, rule.title, style=None)
     _console().print(table)
     return EXIT_OK
 
@@ -85,7 +85,7 @@ def explain_lines(rule: "Rule") -> Iterable[Any]:
     from rich.markup import escape
     from rich.text import Text
 
-    yield Text.assemble((f"{rule.id} {rule.name}", "bold"), f"  ({rule.label}, {rule.severity})")
+    yield Text.assemble((f"{rule.id} {rule.name}", "bold"), f"  ({rule.label}, {rule.severity}; {rule.scope} rule)")
     yield Text(rule.title, style="italic")
     yield ""
     sections = (("What it detects", rule.docs["what_it_detects"]), ("Why it matters", rule.docs["why_it_matters"]))
