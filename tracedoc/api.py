@@ -109,7 +109,7 @@ def _analyze_file(path: str, options: dict, progress: Callable[[float], None] | 
 
 def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | None = None,
             rule_dirs: tuple = (), progress: Callable[[int, int], None] | None = None,
-            command: str | None = None, scheduler: str | None = None, log: str | None = None,
+            command: str | None = None, scheduler: str | None = None, log: str | None = None, estimate=None,
             **options) -> AnalysisResult:
     """Analyse a trace file or a directory of rank traces; evaluate the rules when available.
 
@@ -119,6 +119,8 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
 
     ``log`` names a training log whose findings join the first rank's; a ``tracedoc run`` directory
     brings its own ``steps.jsonl``.
+    ``estimate`` (an ``estimate.EstimateRequest``) adds the model formula's FLOPs, tokens/s and
+    memory beside each rank's measurements.
     """
     path = os.fspath(path)
     kind = sniff(path)
@@ -143,6 +145,11 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
                 if progress:
                     progress(done, len(files))
     results.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.source))
+    if estimate is not None:
+        from .estimate import apply_estimate
+
+        for r in results:
+            apply_estimate(r, estimate)
     ranks = [RankResult.from_analysis(r, _evaluate(r, params, rules)) for r in results]
     known = {r.source: r.meta.get("sha256") for r in results}
     hashes = {f: known.get(f) or sha256_of(f) for f in files}

@@ -10,6 +10,7 @@ VERDICT_LABELS: tuple[str, ...] = (
     "h2d_copy_bound",
     "low_tensor_core_use",
     "memory_pressure",
+    "low_mfu",
     "compute_bound",
     # from training logs and configs
     "unstable_training",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, renderer, renderer_for_path
+from ..estimate.cli import add_estimate_options, estimate_request
 from .common import write_atomic
 from ..exits import EXIT_FAIL_ON, EXIT_OK
 
@@ -53,6 +54,7 @@ def register(sub: Any) -> None:
                         "for ui.perfetto.dev or chrome://tracing")
     a.add_argument("--log", metavar="FILE", help="a training log whose findings join the trace report "
                                                  "(a tracedoc run directory brings its steps.jsonl)")
+    add_estimate_options(a)
     add_engine_options(a)
     a.set_defaults(func=cmd_analyze)
 
@@ -136,7 +138,8 @@ def cmd_analyze(args) -> int:
     command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
     try:
         result = analyze(path, jobs=args.jobs, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
-                         progress=update, command=command, scheduler=args.scheduler, log=args.log, **options)
+                         progress=update, command=command, scheduler=args.scheduler, log=args.log,
+                         estimate=estimate_request(args), **options)
     finally:
         if progress is not None:
             progress.stop()
