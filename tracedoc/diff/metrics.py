@@ -39,6 +39,18 @@ DIRECTIONS: dict[str, str | None] = {
     "gap_max_ns": LOWER, "idle_gap_max_ns": LOWER, "gap_p95_ns": LOWER,
     "gpu_count": None, "compute_capability": None, "world_size": None,
     "launch_link_fraction": None,
+    # efficiency: FLOPs counted from the trace or a model formula
+    "model_flops_per_step": None, "hardware_flops_per_step": None, "formula_flops_per_step": None,
+    "achieved_tflops": HIGHER, "mfu": HIGHER, "hfu": HIGHER, "tensor_core_mfu": HIGHER, "formula_mfu": HIGHER,
+    "peak_tflops": None, "flops_counted_fraction": None, "trace_to_formula_flops_ratio": None,
+    "fp32_flops_fraction": LOWER, "small_gemm_fraction": LOWER, "unfused_attention_fraction": LOWER,
+    "tokens_per_s": HIGHER, "samples_per_s": HIGHER, "memory_estimate_bytes": None, "max_micro_batch": None,
+    # the job view across ranks
+    "job_ranks": None, "collectives_matched": None, "job_step_time_p50_ns": LOWER,
+    "comm_wait_fraction": LOWER, "comm_busbw_gbps": HIGHER, "link_busbw_gbps": None,
+    "straggler_count": LOWER, "straggler_rank": None, "straggler_cause_ms_per_step": LOWER,
+    "straggler_wait_ms_per_step": LOWER, "straggler_wait_fraction": LOWER,
+    "straggler_arrived_last_fraction": LOWER,
 }
 
 # Changes smaller than these are shown as unchanged: 0.5 percentage points of a fraction, 2% of others.
