@@ -332,3 +332,5 @@ def test_no_step_report_says_per_iteration_never_zero_ms_per_step(tmp_path):
     text = render_text(tracedoc.analyze(b.write(tmp_path / "t.json")))
     assert "ms/iteration" in text
     assert "ms/step" not in text and "0.0 ms/" not in text
+    # the fix's prediction is per iteration too: mean iteration (2,000 + 4 * 2,500) / 5 = 2,400 us
+    assert "if fixed: iteration 2.4 ms →" in text and "if fixed: step" not in text

@@ -1,4 +1,4 @@
-"""Python API: ``load``, ``load_dir`` and ``analyze``.
+"""Python API: ``load``, ``load_dir``, ``analyze`` and ``diff``.
 
 ``analyze`` accepts a trace file or a directory of per-rank traces; ranks are read and analysed in
 parallel processes (per-rank work is a pure function of the file).
@@ -26,6 +26,7 @@ from .job.fanout import analyze_file, fan_out
 from .job.view import JOB_METRICS, top_collective
 from .model.trace import Trace
 from .result import AnalysisResult, JobResult, RankResult
+from .result import load as load_report
 from .version import __version__
 
 
@@ -195,7 +196,9 @@ def _load_rules(params: dict | None, rule_dirs: tuple) -> list[Rule]:
 
 
 def _evaluate(rank: RankAnalysis, params: dict | None, rules: list[Rule]) -> Verdict:
-    return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules)
+    what_ifs, unavailable = rank.what_ifs()
+    return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules, what_ifs=what_ifs,
+                    what_if_unavailable=unavailable)
 
 
 def analyze_log(path: str | os.PathLike, *, config: tuple | list = (), params: dict | None = None,
@@ -215,3 +218,31 @@ def analyze_log(path: str | os.PathLike, *, config: tuple | list = (), params: d
                               rules=rules, scope="log")
     result.tracedoc_version = __version__
     return result
+
+
+def diff(before, after, *, jobs: int | None = None, noise_pct: float | None = None, **options):
+    """Compare two runs: each a trace file, a rank directory or a saved ``--format json`` report
+    (or an ``AnalysisResult`` / report dict). Traces are analysed first; returns a ``DiffResult``."""
+    from .diff import NOISE_FLOOR_PCT, diff_sides
+
+    sides = [_diff_side(x, label, jobs, options) for x, label in ((before, "before"), (after, "after"))]
+    result = diff_sides(sides[0], sides[1], NOISE_FLOOR_PCT if noise_pct is None else noise_pct)
+    result.tracedoc_version = __version__
+    return result
+
+
+def _diff_side(value, label: str, jobs: int | None, options: dict):
+    """One side as the diff reads it: the report's dict form, read back through ``AnalysisResult``."""
+    from .diff import Side, check_report, is_report
+
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        if is_report(path):
+            return Side(path=path, kind="report", report=check_report(load_report(path).to_dict(), path))
+        return Side(path=path, kind="trace", report=analyze(path, jobs=jobs, **options).to_dict())
+    if not isinstance(value, AnalysisResult):
+        inputs = value.get("inputs") if isinstance(value, dict) else None
+        first = inputs[0] if isinstance(inputs, list) and inputs and isinstance(inputs[0], dict) else {}
+        value = AnalysisResult.from_dict(value, where=first.get("path") or label)
+    where = value.inputs[0] if value.inputs else label
+    return Side(path=where, kind="report", report=check_report(value.to_dict(), where))

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .analyses.critical_path import CriticalPath
 from .analyses.rank import RankAnalysis, environment
 from .analyses.window import Window
 from .engine.evaluate import Verdict
@@ -42,6 +43,9 @@ class RankResult:
     warnings: list[str] = field(default_factory=list)
     timeline: dict[str, Any] = field(default_factory=dict)
     verdict: Verdict | None = None
+    critical_path: CriticalPath | None = None  # per-step critical paths and what-if predictions
+    # cause -> idle interval set, for the Perfetto overlay of a fresh analysis; not saved
+    idle_intervals: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_analysis(cls, analysis: RankAnalysis, verdict: Verdict | None) -> "RankResult":
@@ -49,7 +53,8 @@ class RankResult:
                    metrics={k: plain(v) for k, v in analysis.metrics.items()}, evidence=analysis.evidence,
                    per_step=analysis.per_step, per_device=analysis.per_device,
                    environment=environment(analysis.meta), warnings=list(analysis.warnings),
-                   timeline=analysis.timeline, verdict=verdict)
+                   timeline=analysis.timeline, verdict=verdict, critical_path=analysis.critical_path,
+                   idle_intervals=analysis.idle_intervals)
 
     @property
     def step_time_ns(self) -> float | None:
@@ -71,6 +76,7 @@ class RankResult:
             "per_step": self.per_step, "per_device": self.per_device,
             "evidence": self.evidence, "warnings": self.warnings,
             "environment": self.environment, "timeline": self.timeline,
+            "critical_path": self.critical_path.to_dict() if self.critical_path is not None else None,
             "verdict": self.verdict.to_dict() if self.verdict is not None else None,
         }
 
@@ -81,7 +87,9 @@ class RankResult:
                    metrics=dict(d["metrics"]), evidence=dict(d["evidence"]), per_step=list(d["per_step"]),
                    per_device=list(d["per_device"]), environment=dict(d["environment"]),
                    warnings=list(d["warnings"]), timeline=dict(d["timeline"]),
-                   verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") is not None else None)
+                   verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") is not None else None,
+                   critical_path=(CriticalPath.from_dict(d["critical_path"]) if d.get("critical_path") is not None
+                                  else None))
 
 
 @dataclass
@@ -212,8 +220,11 @@ class AnalysisResult:
             raise TraceError(where, f"is not a tracedoc report (schema {SCHEMA_NAME!r})", f"schema {seen}",
                              "pass the JSON written by `tracedoc analyze --format json`")
         if d.get("schema_version") != SCHEMA_VERSION:
-            raise TraceError(where, f"has report schema version {d.get('schema_version')!r}, this tracedoc "
-                             f"reads version {SCHEMA_VERSION}", None, "analyse the trace again with this tracedoc")
+            wrote = d.get("tracedoc_version")
+            raise TraceError(where, f"is a report of schema version {d.get('schema_version')!r}; this tracedoc "
+                             f"reads version {SCHEMA_VERSION}", f"written by tracedoc {wrote}" if wrote else None,
+                             "analyse the trace again with this tracedoc, or read the report with the version "
+                             "that wrote it")
         try:
             return cls(inputs=[i["path"] for i in d["inputs"]], ranks=[RankResult.from_dict(r) for r in d["ranks"]],
                        command=d["command"], hashes={i["path"]: i["sha256"] for i in d["inputs"]},
@@ -235,15 +246,20 @@ class AnalysisResult:
 
 
 def load(path: str | os.PathLike) -> AnalysisResult:
-    """Read a report saved by ``tracedoc analyze --format json`` (or ``AnalysisResult.save``)."""
+    """Read a report saved by ``tracedoc analyze --format json`` (or ``AnalysisResult.save``; gzip too)."""
+    import gzip
+
     import orjson
 
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
-            data = orjson.loads(f.read())
-    except OSError as exc:
-        raise TraceError(path, "cannot be read", exc.strerror, "check the path") from None
+            raw = f.read()
+        data = orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except OSError as exc:  # gzip.BadGzipFile and EOFError of a cut-off gzip file included
+        raise TraceError(path, "cannot be read", getattr(exc, "strerror", None) or str(exc), "check the path") from None
+    except EOFError as exc:
+        raise TraceError(path, "is a gzip file cut short", str(exc) or None, "write the report again") from None
     except orjson.JSONDecodeError as exc:
         raise TraceError(path, "is not valid JSON", str(exc), "pass a report written with --format json") from None
     return AnalysisResult.from_dict(data, where=path)

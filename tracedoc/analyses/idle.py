@@ -91,7 +91,7 @@ def graph_op_mask(trace: Trace) -> np.ndarray:
     in_graph = g["graph_id"] >= 0
     linked = np.flatnonzero(g["launch"] >= 0)
     if len(r) and linked.size:
-        in_graph[linked] |= C.name_mask(trace, V.GRAPH_LAUNCH_RE)[r["name"]][g["launch"][linked]]
+        in_graph[linked] |= C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=r["name"])[r["name"]][g["launch"][linked]]
     return in_graph
 
 

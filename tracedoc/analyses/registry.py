@@ -146,6 +146,9 @@ EVIDENCE: dict[str, str] = {
     "stream_gaps": "Gap statistics per stream.",
     "top_kernels": "Kernels (and copies) by total time in the window.",
     "top_operators": "CPU operators by the GPU time of the ops they launched.",
+    "kernel_totals": "Every GPU op name in the window: kind, category, count and total time (what a diff aligns).",
+    "operator_totals": "Every CPU operator name starting in the window: calls, CPU time, and the GPU ops it "
+                       "launched and their time (what a diff aligns).",
     "collectives": "Collectives by type: count, time, message sizes, bandwidth.",
     "sync_calls": "Synchronizing calls grouped by operator and call.",
     "implicit_syncs": "Implicitly synchronizing calls grouped by the operator that triggered them and call, with calls per step.",

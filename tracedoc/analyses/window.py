@@ -126,7 +126,7 @@ def find_iterations(trace: Trace) -> tuple[Steps, str | None]:
     if not len(c):
         return empty, None
     ann = np.flatnonzero((c["kind"] == M.USER_ANNOTATION) & (c["depth"] == 0) &
-                         ~C.name_mask(trace, V.DATALOADER_RE)[c["name"]])
+                         ~C.name_mask(trace, V.DATALOADER_RE, ids=c["name"])[c["name"]])
     best, best_cover = None, 0
     for name in np.unique(c["name"][ann]).tolist():
         rows = ann[c["name"][ann] == name]
@@ -139,8 +139,9 @@ def find_iterations(trace: Trace) -> tuple[Steps, str | None]:
         if cover > best_cover:
             best, best_cover = rows, cover
     if best is not None:
-        return _as_steps(trace, c["start_ns"][best], c["end_ns"][best], c["name"][best]), trace.string(int(c["name"][best[0]]))
-    opt = np.flatnonzero(C.name_mask(trace, ITERATION_END_RE)[c["name"]] & (c["kind"] == M.CPU_OP))
+        name = trace.string(int(c["name"][best[0]]))
+        return _as_steps(trace, c["start_ns"][best], c["end_ns"][best], c["name"][best]), name
+    opt = np.flatnonzero(C.name_mask(trace, ITERATION_END_RE, ids=c["name"])[c["name"]] & (c["kind"] == M.CPU_OP))
     if opt.size > MIN_ITERATIONS:
         ends = np.sort(c["end_ns"][opt])
         name = trace.string(int(c["name"][opt[0]]))

@@ -49,6 +49,9 @@ def register(sub: Any) -> None:
     a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
     a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    a.add_argument("--perfetto", metavar="OUT.json",
+                   help="also write the trace with tracedoc's tracks (idle causes, critical path, findings) "
+                        "for ui.perfetto.dev or chrome://tracing")
     a.add_argument("--log", metavar="FILE", help="a training log whose findings join the trace report "
                                                  "(a tracedoc run directory brings its steps.jsonl)")
     add_estimate_options(a)
@@ -155,8 +158,16 @@ def cmd_analyze(args) -> int:
         if result.job is not None:
             result.job.focus_index = have.index(args.rank)
             result.job.focus_asked = True
+    render_options = {}
+    if args.perfetto:
+        from ..render.perfetto import write_perfetto
+
+        write_perfetto(result, args.perfetto)
+        print(f"tracedoc: wrote the Perfetto overlay to {args.perfetto}", file=sys.stderr)
+        if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):
+            render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:
-        write_atomic(args.output, renderer(fmt).render(result))
+        write_atomic(args.output, renderer(fmt).render(result, **render_options))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
     elif fmt == "text" and sys.stdout.isatty():
         _print_to_terminal(result)
@@ -167,6 +178,10 @@ def cmd_analyze(args) -> int:
         verdicts = list(result.verdicts) + ([result.job.verdict] if result.job is not None else [])
         return max((fail_on_exit_code(v, args.fail_on) for v in verdicts if v is not None), default=EXIT_OK)
     return EXIT_OK
+
+
+def _same_folder(a: str, b: str) -> bool:
+    return os.path.dirname(os.path.abspath(a)) == os.path.dirname(os.path.abspath(b))
 
 
 def output_format(fmt: str | None, output: str | None) -> str:

@@ -110,6 +110,8 @@ def _verdict_lines(r: RankView, brief: bool) -> list[Any]:
     shown = r.findings[: FINDINGS_SHOWN[brief]]
     for i, f in enumerate(shown, 1):
         out.append(Text(f"{i}. [{f.label}] {f.title}{_impact(f)}", style="bold"))
+        if f.what_if:
+            out.append(Text(f"   if fixed: {f.what_if}"))
         out.append(Text(f"   {f.message}"))
         # The top finding gets its fixes in full; the others their first fix.
         for fix in f.fixes[: FIXES_OF_TOP[brief] if i == 1 else 1]:

@@ -45,8 +45,9 @@ TENSOR_CORE_UNKNOWN_NOTABLE = 0.05  # above this share of compute, "unknown" Ten
 IDLE_CAUSE_SHOWN = 0.0005  # idle causes under 0.05% of the window are left out of the lists
 
 
-def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> ReportView:
-    """The report view model: everything the renderers show, already formatted."""
+def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: str | None = None) -> ReportView:
+    """The report view model: everything the renderers show, already formatted. ``overlay_href``: the
+    Perfetto overlay written beside the report, which the HTML page links to."""
     from dataclasses import replace as _replace
 
     from .jobview import build_job_view, focus_of, paired_excerpts
@@ -75,6 +76,7 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> ReportView:
         job_rank_rows=min(caps.ranks, 64),
         focus_reason=focus_reason,
         focus_asked=bool(result.job is not None and result.job.focus_asked),
+        overlay_href=overlay_href,
     )
     paired = paired_excerpts(result, focus) if caps.timeline and focus is not None else None
     if paired:  # the straggler's step beside the median rank's
@@ -161,6 +163,8 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
         impact_pct=None if frac is None else fmt_pct(frac),
         impact_width=0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
         fixes=list(f.fixes), expect=f.expect,
+        what_if=f.what_if_line(per if per in ("step", "iteration") else "step"),
+        what_if_method=(f.what_if or {}).get("method"),
         evidence=[build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
                               key=table)
                   for table, rows in f.evidence.items() if rows],

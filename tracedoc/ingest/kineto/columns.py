@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 from typing import Any, Callable
@@ -48,6 +49,36 @@ def _classify(ph: Any, cat: Any) -> int:
 
 def _runtime_kind(cat: Any) -> int:
     return _RUNTIME_CATS.get(cat, M.RUNTIME_OTHER)
+
+
+def _codes(values: list) -> tuple[np.ndarray, list] | None:
+    """Dense codes of a list of hashable values and the distinct values (None if one is unhashable)."""
+    try:
+        distinct = list(set(values))
+    except TypeError:
+        return None
+    lut = {v: i for i, v in enumerate(distinct)}
+    return np.fromiter(map(lut.__getitem__, values), dtype=np.int32, count=len(values)), distinct
+
+
+def _classes(ph: list, cat: list) -> np.ndarray:
+    """``_classify`` of every event, evaluated once per distinct (phase, category) pair."""
+    n = len(ph)
+    ph_codes, cat_codes = _codes(ph), _codes(cat)
+    if ph_codes is None or cat_codes is None:
+        return np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
+    (pc, phs), (cc, cats) = ph_codes, cat_codes
+    table = np.array([[_classify(p, c) for c in cats] for p in phs], dtype=np.int8).reshape(len(phs), len(cats))
+    return table[pc, cc]
+
+
+def _kinds(cats: list, by_cat: Callable[[Any], int]) -> np.ndarray:
+    """``by_cat`` of every category in ``cats``, evaluated once per distinct category."""
+    codes = _codes(cats)
+    if codes is None:
+        return np.fromiter(map(by_cat, cats), dtype=np.uint8, count=len(cats))
+    idx, distinct = codes
+    return np.array([by_cat(c) for c in distinct], dtype=np.uint8)[idx]
 
 
 # Ops whose recorded shapes are kept (FLOPs are counted from them): matrix products, convolutions and
@@ -154,7 +185,7 @@ class _Reader:
         self.bad_args += getattr(evs, "bad_args", 0)
         ph = [e.ph for e in evs]
         cat = [e.cat for e in evs]
-        cls = np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
+        cls = _classes(ph, cat)
         ts = decimal_text_to_scaled_int([e.ts for e in evs])
         ts_min = np.iinfo(np.int64).min
         ts[ts == ts_min] = 0
@@ -185,7 +216,7 @@ class _Reader:
         ext = _external_ids(args)
         grid = _triples([a.grid for a in args])
         block = _triples([a.block for a in args])
-        kind = np.fromiter((_GPU_CATS[c] for c in cats), dtype=np.uint8, count=n)
+        kind = _kinds(cats, _GPU_CATS.__getitem__)
         self.parts["gpu_ops"].append(Table("gpu_ops", {
             "kind": kind, "device": device, "stream": stream, "start_ns": ts, "end_ns": end,
             "name": self.names([e.name for e in sub]),
@@ -213,7 +244,7 @@ class _Reader:
         ext = _external_ids(args)
         stacks = [a.call_stack for a in args]
         self.parts["cpu_ops"].append(Table("cpu_ops", {
-            "kind": np.fromiter((_CPU_CATS[c] for c in cats), dtype=np.uint8, count=n),
+            "kind": _kinds(cats, _CPU_CATS.__getitem__),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "name": self.names([e.name for e in sub]), "start_ns": ts,
             "end_ns": ts + self._durations(sub), "external_id": ext, "depth": np.zeros(n),
@@ -290,7 +321,7 @@ class _Reader:
     def _runtime(self, sub, ts, cats):
         args = [e.args or _EMPTY_ARGS for e in sub]
         self.parts["runtime"].append(Table("runtime", {
-            "kind": np.fromiter(map(_runtime_kind, cats), dtype=np.uint8, count=len(sub)),
+            "kind": _kinds(cats, _runtime_kind),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "name": self.names([e.name for e in sub]), "start_ns": ts,
             "end_ns": ts + self._durations(sub),
@@ -327,7 +358,7 @@ class _Reader:
         phase = {"s": M.FLOW_START, "t": M.FLOW_STEP, "f": M.FLOW_END}
         self.parts["flows"].append(Table("flows", {
             "id": to_int64([e.id for e in sub]),
-            "phase": np.fromiter((phase[e.ph] for e in sub), dtype=np.uint8, count=len(sub)),
+            "phase": _kinds([e.ph for e in sub], phase.__getitem__),
             "cat": self.names([None if c is None else str(c) for c in cats]),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]), "ts_ns": ts,
         }))
@@ -421,10 +452,15 @@ def _triples(values: list) -> np.ndarray:
     if n and all(v is None for v in values[:1]) and all(v is None for v in values):
         return np.full((n, 3), -1, dtype=np.int64)
     try:
+        if set(map(type, values)) == {list} and min(map(len, values)) == 3 == max(map(len, values)):
+            return np.fromiter(itertools.chain.from_iterable(values), dtype=np.int64, count=3 * n).reshape(n, 3)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    try:
         arr = np.array(values, dtype=np.int64)
         if arr.shape == (n, 3):
             return arr
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     out = np.full((n, 3), -1, dtype=np.int64)
     for i, v in enumerate(values):
