@@ -206,3 +206,30 @@ def test_healthy_baseline_is_compute_bound_only():
     assert [f.label for f in verdict.findings] == ["compute_bound"], [f.rule_id for f in verdict.findings]
     assert verdict.confidence == "high"
     assert verdict.health == []
+
+
+# Exposed communication on 8 ranks; the fixes follow the collective that takes the time.
+COMM_BOUND = {"comm_fraction": 0.45, "exposed_comm_fraction": 0.4, "comm_overlap_fraction": 0.1,
+              "compute_fraction": 0.5, "world_size": 8, "backend": "nccl", "comm_wait_fraction": 0.1}
+
+
+@pytest.mark.parametrize("collective, wanted", [
+    ("all_reduce", "bucket_cap_mb"),
+    ("all_to_all", "TrainPipelineSparseDist"),
+    ("all_gather", "backward_prefetch=BACKWARD_PRE"),
+    ("reduce_scatter", "HYBRID_SHARD"),
+    ("send_recv", "interleaved 1F1B"),
+    ("recv", "micro-batches"),
+])
+def test_comm_fixes_follow_the_collective(collective: str, wanted: str):
+    metrics = apply_test_case(BASELINE, {**COMM_BOUND, "comm_top_collective": collective})
+    verdict = evaluate(metrics, EVIDENCE, metrics["step_time_mean_ns"], rules=ALL_RULES)
+    (finding,) = [f for f in verdict.findings if f.rule_id == "TD201"]
+    assert finding.label == "comm_bound"
+    text = " ".join(finding.fixes)
+    assert wanted in text
+    # DDP gradient-bucket and no_sync advice is for all-reduce only; the FSDP shard advice is not for it
+    assert ("bucket_cap_mb" in text) == (collective == "all_reduce")
+    assert ("no_sync" in text) == (collective == "all_reduce")
+    assert ("HYBRID_SHARD" in text) == (collective in ("all_gather", "reduce_scatter"))
+    assert ("TrainPipelineSparseDist" in text) == (collective == "all_to_all")

@@ -334,3 +334,44 @@ def test_no_step_report_says_per_iteration_never_zero_ms_per_step(tmp_path):
     assert "ms/step" not in text and "0.0 ms/" not in text
     # the fix's prediction is per iteration too: mean iteration (2,000 + 4 * 2,500) / 5 = 2,400 us
     assert "if fixed: iteration 2.4 ms →" in text and "if fixed: step" not in text
+
+
+# -- shared real traces: one-shot profiles and unit-test traces ----------------------------------
+
+def _expected(name: str) -> dict:
+    from conftest import expected_rows
+    return next(row for row in expected_rows() if row["trace"] == name)
+
+
+def test_shared_one_shot_profile_without_steps_is_one_span_whose_largest_cause_is_a_finding():
+    """a100_alexnet: a one-shot profile with no ProfilerStep and nothing that repeats; the GPU is idle
+    95% of the window while the host launches late (cuDNN autotuning, allocations)."""
+    from conftest import shared_traces
+    from tracedoc.render.text import render_text
+    result = tracedoc.analyze(shared_traces() / "kineto" / "a100_alexnet.json.gz")
+    r = result.ranks[0]
+    m = r.metrics
+    assert m["steps"] == 0 and m["iterations"] == 0 and m["step_time_p50_ns"] is None
+    assert m["window_ns"] == pytest.approx(_expected("a100_alexnet.json.gz")["window_us"] * US)
+    health = next(h for h in r.verdict.health if h.code == "no-steps")
+    assert "one span" in health.message
+    top = r.verdict.findings[0]
+    assert top.rule_id == "TD104" and top.fixes
+    assert top.impact_fraction == pytest.approx(m["idle_host_launch_fraction"] - m["idle_short_launch_fraction"])
+    assert top.impact_fraction > 0.9
+    # impact is a share of the one span: the window, never a per-step number or a step-time prediction
+    assert top.impact_ms_per_step == pytest.approx(top.impact_fraction * m["window_ns"] / 1e6)
+    assert top.what_if is None
+    text = render_text(result)
+    assert "of the window" in text and "ms/step" not in text
+
+
+@pytest.mark.parametrize("name", ["triton_example.json.gz", "h100_2026_format.json", "cuda_event_sync.json.gz",
+                                  "mi250_rocm_minitoy.json.gz"])
+def test_shared_unit_test_traces_withhold_the_verdict(name):
+    from conftest import shared_traces
+    r = tracedoc.analyze(shared_traces() / "kineto" / name).ranks[0]
+    assert r.metrics["kernel_count"] == _expected(name)["kernels"]
+    assert r.metrics["gpu_op_count"] < 20
+    assert r.verdict.withheld and not r.verdict.labels
+    assert any(h.code == "tiny-trace" and h.level == "error" for h in r.verdict.health)
