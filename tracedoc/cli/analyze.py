@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, renderer, renderer_for_path
-from .common import write_atomic
+from .common import add_output_options, text_options, write_atomic
 from ..exits import EXIT_FAIL_ON, EXIT_OK
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,6 +49,7 @@ def register(sub: Any) -> None:
     a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     add_engine_options(a)
+    add_output_options(a)
     a.set_defaults(func=cmd_analyze)
 
 
@@ -141,8 +142,10 @@ def cmd_analyze(args) -> int:
     if args.output:
         write_atomic(args.output, renderer(fmt).render(result))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
-    elif fmt == "text" and sys.stdout.isatty():
-        _print_to_terminal(result)
+    elif fmt == "text":
+        from ..render.text import print_text
+
+        print_text(result, text_options(args))
     else:
         text = renderer(fmt).render(result)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -157,17 +160,6 @@ def output_format(fmt: str | None, output: str | None) -> str:
         return fmt
     by_path = renderer_for_path(output) if output else None
     return by_path.name if by_path else "text"
-
-
-def _print_to_terminal(result) -> None:
-    """The terminal summary in colour, sized to the terminal."""
-    from rich.console import Console
-
-    from ..render.text import renderables
-
-    console = Console()
-    for item in renderables(result):
-        console.print(item)
 
 
 def _progress_callback(enabled: bool):

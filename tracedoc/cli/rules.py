@@ -20,20 +20,33 @@ def register(subparsers: Any) -> None:
     rules = subparsers.add_parser("rules", help="list the diagnosis rules, or explain one",
                                   description="List the rules tracedoc evaluates; 'tracedoc rules explain ID' prints one rule's documentation.")  # fmt: skip
     rules.add_argument("--rules", metavar="DIR", action="append", default=[], help="also load the rule files in DIR")
+    _add_layout_options(rules)
     rules.set_defaults(func=cmd_rules_list)
     sub = rules.add_subparsers(dest="rules_command", metavar="SUBCOMMAND")
     explain = sub.add_parser("explain", help="print a rule's documentation, thresholds and fixes")
     explain.add_argument("rule", metavar="ID", help="rule id or name, e.g. TD301 or dataloader-stall")
     explain.add_argument("--rules", metavar="DIR", action="append", default=argparse.SUPPRESS,
                          help="also load the rule files in DIR")  # fmt: skip
+    _add_layout_options(explain, argparse.SUPPRESS)
     explain.set_defaults(func=cmd_rules_explain)
 
 
-def _console():
-    from rich.console import Console
+def _add_layout_options(parser: argparse.ArgumentParser, default: Any = None) -> None:
+    from .common import _positive_int
 
-    # piped output is not cut to 80 columns: the rule table and docs stay readable in a file or ticket
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+    parser.add_argument("--width", metavar="N", type=_positive_int, default=default,
+                        help="lay the output out for N columns (default: the terminal's width, 100 off a terminal)")
+    parser.add_argument("--no-color", action="store_true", default=default if default is not None else False,
+                        help="no colour even on a terminal (so does NO_COLOR)")
+
+
+def _console(args: argparse.Namespace | None = None):
+    """The same layout as the analysis summary: fit a terminal; off one, wrap and never cut."""
+    from ..render.console import TextOptions, make_console
+
+    options = TextOptions.for_stream(sys.stdout, width=getattr(args, "width", None),
+                                     no_color=bool(getattr(args, "no_color", False)))
+    return make_console(options), options
 
 
 def _guard(func):
@@ -55,12 +68,14 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
 
     from ..engine.rulefile import load_rules
 
+    console, options = _console(args)
     table = Table(title="tracedoc rules", title_justify="left")
     for column in ("id", "name", "label", "severity", "title"):
-        table.add_column(column, no_wrap=column != "title", min_width=24 if column == "title" else None)
+        table.add_column(column, no_wrap=column != "title", min_width=24 if column == "title" else None,
+                         overflow="fold" if column == "title" else options.overflow)
     for rule in sorted(load_rules(getattr(args, "rules", ()) or ()), key=lambda r: r.id):
         table.add_row(rule.id, rule.name, rule.label, rule.severity, rule.title, style=None)
-    _console().print(table)
+    console.print(table)
     return EXIT_OK
 
 
@@ -76,7 +91,7 @@ def cmd_rules_explain(args: argparse.Namespace) -> int:
         keys = [r.id for r in rules] + [r.name for r in rules]
         raise UsageError(f"tracedoc rules explain {args.rule}", f"no rule {args.rule!r}{suggest(args.rule, keys)}",
                          todo="'tracedoc rules' lists them")  # fmt: skip
-    _console().print(*explain_lines(rule), sep="\n")
+    _console(args)[0].print(*explain_lines(rule), sep="\n")
     return EXIT_OK
 
 
