@@ -39,6 +39,18 @@ class Finding:
     confidence: str
     params: dict[str, Any] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        impact = f", {self.impact_fraction:.1%} of the step" if self.impact_fraction is not None else ""
+        return f"<Finding {self.rule_id} {self.label}{impact}: {self.title}>"
+
+    def table(self, name: str):
+        """One of this finding's evidence tables as a pandas DataFrame."""
+        import pandas as pd
+
+        if name not in self.evidence:
+            raise KeyError(f"no evidence table {name!r} in {self.rule_id}; tables: {', '.join(sorted(self.evidence)) or 'none'}")
+        return pd.DataFrame(self.evidence[name])
+
     @property
     def is_verdict(self) -> bool:
         return self.label != ADVICE_LABEL
@@ -79,6 +91,11 @@ class Verdict:
     confidence: str
     withheld: str | None = None
     step_time_ns: float | None = None
+
+    def __repr__(self) -> str:
+        state = f"withheld: {self.withheld}" if self.withheld else ", ".join(self.labels) or "no finding"
+        return (f"<Verdict {state[:200]} (confidence {self.confidence}; {len(self.findings)} findings, "
+                f"{len(self.health)} health messages)>")
 
     @property
     def labels(self) -> list[str]:
