@@ -99,8 +99,9 @@ class RankResult:
         """The largest share of the step a finding explains (0 without verdict or findings)."""
         return self.verdict.top_impact_fraction if self.verdict is not None else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, timeline: bool = True) -> dict[str, Any]:
+        """The rank's JSON object; ``timeline=False`` leaves out the timeline excerpts (the bulk of it)."""
+        out = {
             "source": self.source, "rank": self.rank,
             "window": {"start_ns": self.window.start_ns, "end_ns": self.window.end_ns,
                        "length_ns": self.window.length_ns, "kind": self.window.kind,
@@ -111,6 +112,9 @@ class RankResult:
             "environment": self.environment, "timeline": self.timeline,
             "verdict": self.verdict.to_dict() if self.verdict is not None else None,
         }
+        if not timeline or not self.timeline:  # optional in the schema: absent rather than empty
+            del out["timeline"]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RankResult":
@@ -118,7 +122,7 @@ class RankResult:
         return cls(source=d["source"], rank=d["rank"], window=Window(w["start_ns"], w["end_ns"], w["kind"]),
                    metrics=dict(d["metrics"]), evidence=dict(d["evidence"]), per_step=list(d["per_step"]),
                    per_device=list(d["per_device"]), environment=dict(d["environment"]),
-                   warnings=list(d["warnings"]), timeline=dict(d["timeline"]),
+                   warnings=list(d["warnings"]), timeline=dict(d.get("timeline") or {}),
                    verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") is not None else None)
 
 
@@ -267,13 +271,14 @@ class AnalysisResult:
             return None
         return self.ranks[self.job.focus_index if self.job is not None else focus_index(self.ranks)]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, timeline: bool = True) -> dict[str, Any]:
+        """The schema-versioned document; ``timeline=False`` leaves out each rank's timeline excerpts."""
         return {
             "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "tracedoc_version": self.tracedoc_version,
             "rules_version": self.rules_version,
             "inputs": [{"path": p, "sha256": self.hashes.get(p)} for p in self.inputs],
             "command": self.command,
-            "ranks": [r.to_dict() for r in self.ranks],
+            "ranks": [r.to_dict(timeline=timeline) for r in self.ranks],
             "job": self.job.to_dict() if self.job is not None else None,
         }
 
@@ -295,10 +300,10 @@ class AnalysisResult:
             raise TraceError(where, "is a tracedoc report with a missing or malformed field",
                              f"{type(exc).__name__}: {exc}", "write it again with `tracedoc analyze --format json`") from None
 
-    def to_json(self) -> str:
+    def to_json(self, timeline: bool = True) -> str:
         import orjson
 
-        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
+        return orjson.dumps(self.to_dict(timeline=timeline), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
                             default=_json_default).decode()
 
     def save(self, path: str | os.PathLike) -> None:

@@ -48,6 +48,9 @@ def register(sub: Any) -> None:
     a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
     a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    a.add_argument("--timeline", action="store_true",
+                   help="-f json: include each rank's timeline excerpts (left out by default: they are most of "
+                        "the document)")
     add_engine_options(a)
     add_output_options(a)
     a.set_defaults(func=cmd_analyze)
@@ -139,15 +142,16 @@ def cmd_analyze(args) -> int:
     for r in result.ranks:
         for w in r.warnings:
             print(f"tracedoc: warning: {w}", file=sys.stderr)
+    render_options = {"timeline": True} if fmt == "json" and args.timeline else {}
     if args.output:
-        write_atomic(args.output, renderer(fmt).render(result))
+        write_atomic(args.output, renderer(fmt).render(result, **render_options))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
     elif fmt == "text":
         from ..render.text import print_text
 
         print_text(result, text_options(args))
     else:
-        text = renderer(fmt).render(result)
+        text = renderer(fmt).render(result, **render_options)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if args.fail_on:
         return max((fail_on_exit_code(v, args.fail_on) for v in result.verdicts if v is not None), default=EXIT_OK)
