@@ -63,7 +63,7 @@ def test_top_sets_the_rows_of_each_table(capsys):
     _, out = run_cli(capsys, "analyze", example_path(), "--top", "1")
     lines = out.splitlines()
     i = lines.index("Top kernels")
-    assert lines[i + 1].startswith("kernel")
+    assert lines[i + 1].split() == ["count", "time", "share", "kernel"]  # numbers first, the long name last
     assert lines[i + 3] in ("Top gaps", "")  # header, one row, then the next table
     _, out0 = run_cli(capsys, "analyze", example_path(), "--top", "0")
     assert "Top kernels" not in out0
@@ -113,3 +113,19 @@ def test_plural():
     assert plural(1, "step") == "1 step"
     assert plural(0, "step") == "0 steps"
     assert plural(1024, "rank") == "1,024 ranks"
+
+
+def test_off_a_terminal_each_table_row_is_one_line(capsys):
+    from conftest import shared_traces
+
+    from tracedoc import analyze
+
+    path = shared_traces() / "kineto" / "v100_resnet_ns_rank0.pt.trace.json.gz"
+    code, out = run_cli(capsys, "analyze", str(path), "--top", "4")
+    lines = out.splitlines()
+    i = lines.index("Top kernels")
+    rows = lines[i + 2: i + 6]
+    names = [r["name"] for r in analyze(str(path)).focus.evidence["top_kernels"][:4]]
+    for line, name in zip(rows, names):
+        assert line.rstrip().endswith(name)  # the whole kernel name, on its row's line
+    assert all(line == line.rstrip() for line in lines)  # no padding at line ends

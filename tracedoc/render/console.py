@@ -1,8 +1,9 @@
 """One place that decides how text output is laid out: width, colour, and whether cells may be cut.
 
 On a terminal the summary fits the terminal's width (long names end in "…") and is coloured.
-Off a terminal (a pipe, a CI log, a file) nothing is cut: sentences stay on one line, table columns
-wrap instead of truncating, and there is no colour. ``NO_COLOR`` (https://no-color.org) and
+Off a terminal (a pipe, a CI log, a file) nothing is cut: sentences stay on one line, a table widens
+to keep each row on one line, and there is no colour; with ``--width N`` long cells wrap within their
+column instead. ``NO_COLOR`` (https://no-color.org) and
 ``--no-color`` turn colour off everywhere; ``--width N`` sets the width in both cases.
 """
 
@@ -54,3 +55,23 @@ def make_console(options: TextOptions, file: IO[str] | None = None) -> Any:
     return Console(file=file, width=width, color_system="auto" if options.color else None,
                    force_terminal=options.color or None, no_color=not options.color, highlight=False,
                    soft_wrap=not options.terminal)
+
+
+def print_item(console: Any, item: Any, options: TextOptions) -> None:
+    """Print one renderable; off a terminal with no ``--width``, a table wider than the console widens it."""
+    from rich.console import Group
+    from rich.table import Table
+
+    if options.terminal:
+        console.print(item)
+        return
+    base = console.width
+    if options.width is None and isinstance(item, (Table, Group)):
+        console.width = max(base, console.measure(item, options=console.options.update_width(100_000)).maximum)
+    try:
+        with console.capture() as captured:
+            console.print(item)
+    finally:
+        console.width = base
+    text = captured.get()
+    console.file.write("".join(line.rstrip() + "\n" for line in text.splitlines()))  # no padding at line ends

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .format import plural
-from .console import TextOptions, make_console
+from .console import TextOptions, make_console, print_item
 from .viewmodel import build_report
 from .views import Caps, FindingView, RankView, ReportView, TableView
 
@@ -32,6 +32,7 @@ TABLE_ROWS = {"top_kernels": 4, "top_gaps": 3}  # rows without --top; --verbose 
 VERBOSE_ROWS = 10
 RANK_COLUMNS = ("rank", "file", "step p50", "GPU busy", "compute", "exposed comm", "DL stall", "verdict")  # fit 100 columns
 _RIGHT = frozenset({"count", "total_ns", "share", "gap_ns", "stream"})
+_WIDE = ("name", "after", "launched_by")
 
 
 def renderables(result: "AnalysisResult", options: TextOptions = TextOptions()) -> list[Any]:
@@ -45,7 +46,7 @@ def render_text(result: "AnalysisResult", width: int | None = None, options: Tex
     buf = io.StringIO()
     console = make_console(options, buf)
     for item in renderables(result, options):
-        console.print(item)
+        print_item(console, item, options)
     return buf.getvalue()
 
 
@@ -53,7 +54,7 @@ def print_text(result: "AnalysisResult", options: TextOptions) -> None:
     """Print the summary to stdout laid out for it (a terminal or not)."""
     console = make_console(options)
     for item in renderables(result, options):
-        console.print(item)
+        print_item(console, item, options)
 
 
 def view_renderables(view: ReportView, options: TextOptions = TextOptions()) -> list[Any]:
@@ -172,9 +173,11 @@ def _top_table(title: str, table: TableView, rows: int, options: TextOptions, co
         return Text("")
     t = Table(title=title, title_justify="left", title_style="bold", box=None, show_header=True,
               header_style="dim", pad_edge=False)
+    if not options.terminal:  # rows stay whole on one line: numbers first, then the long names
+        cols = sorted(cols, key=lambda c: c[0] in _WIDE)
     columns = [table.cells(key)[:rows] for key, _ in cols]
     for (key, label), cells in zip(cols, columns):
-        wide = key in ("name", "after", "launched_by")
+        wide = key in _WIDE
         # Narrow columns (numbers, streams, causes) never shrink below their longest cell; on a terminal
         # long names end in "…", elsewhere they wrap within their column.
         t.add_column(label, overflow=options.overflow if wide else "fold", no_wrap=options.terminal or not wide,
