@@ -46,3 +46,24 @@ def test_no_rule_explanation_shows_a_raw_template_field(capsys, rule):
 def test_unknown_rule_or_label_is_a_usage_error(capsys):
     code, _, err = explain(capsys, "io_bund")
     assert code == 2 and "io_bound" in err  # suggests the label
+
+
+def test_a_trace_without_gpu_ops_is_told_what_it_holds():
+    from tracedoc.engine.health import check_health
+
+    (h,) = check_health({"has_gpu_ops": False, "profiler_range_events": 77, "runtime_calls": 1862})
+    assert "CUPTI range profiler" in h.message and "77" in h.message and "1,862" in h.message
+    assert "activities=[" not in h.message and h.withhold
+    (h,) = check_health({"has_gpu_ops": False, "profiler_range_events": 0, "runtime_calls": 12})
+    assert "12 CUDA runtime calls" in h.message and "ProfilerActivity.CUDA" in h.message
+    (h,) = check_health({"has_gpu_ops": False, "profiler_range_events": 0, "runtime_calls": 0})
+    assert "CPU activity only" in h.message
+
+
+def test_cupti_counters_trace_names_the_range_profiler(capsys):
+    from conftest import shared_traces
+
+    assert main(["analyze", str(shared_traces() / "kineto" / "cupti_counters.json.gz")]) == 0
+    out = capsys.readouterr().out
+    assert "CUPTI range profiler" in out and "77 per-kernel hardware-counter records" in out
+    assert "activities=[ProfilerActivity.CPU" not in out

@@ -92,6 +92,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "has_gpu_ops": ("bool", "the trace has CUDA/HIP kernels, memcpy or memset"),
     "launch_link_fraction": ("fraction", "GPU ops linked to their launch call; None without GPU ops"),
     "truncated": ("bool", "the file ended before the trace was complete"),
+    "runtime_calls": ("count", "CUDA/HIP runtime and driver API calls recorded on the host"),
+    "profiler_range_events": ("count", "CUPTI range-profiler records (per-kernel hardware counters, no kernel timings)"),
     "clock_anomaly": ("bool", "GPU ops start before their launch call by more than 1 ms (clock skew)"),
 }
 

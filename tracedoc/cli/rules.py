@@ -79,7 +79,9 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
                          overflow="fold" if column == "title" else options.overflow)
     for rule in sorted(load_rules(getattr(args, "rules", ()) or ()), key=lambda r: r.id):
         table.add_row(rule.id, rule.name, rule.label, rule.severity, rule.title, style=None)
-    console.print(table)
+    from ..render.console import print_item
+
+    print_item(console, table, options)
     return EXIT_OK
 
 
