@@ -99,6 +99,7 @@ METRICS: dict[str, tuple[str, str]] = {
 
 
 EVIDENCE: dict[str, str] = {
+    "host_operators": "Traces without GPU ops: CPU operators by self time (and total time) in the window.",
     "idle_causes": "Idle time by cause (dataloader, host_launch, sync, launch_latency, other).",
     "top_gaps": "Longest gaps between GPU ops on one stream, with the ops on both sides and the CPU op that "
                 "launched the second.",

@@ -17,6 +17,7 @@ MAIN_TABLES = {
     "top_kernels": ("Top kernels", ("name", "category", "tensor_core", "count", "total_ns", "mean_ns", "max_ns",
                                     "share")),
     "top_operators": ("Top operators", ("name", "calls", "cpu_ns", "gpu_ops", "gpu_ns", "share")),
+    "host_operators": ("Host time by operator", ("name", "calls", "self_ns", "cpu_ns", "share")),
     "collectives": ("Collectives", ("collective", "count", "total_ns", "mean_ns", "message_bytes_p50",
                                     "message_bytes_max", "algbw_gbps", "busbw_gbps")),
     "sync_calls": ("Synchronizing calls", ("op", "call", "count", "total_ns")),
@@ -26,7 +27,7 @@ MAIN_TABLES = {
 }
 _COLUMN_LABELS = {
     "gap_ns": "gap", "start_ns": "at", "end_ns": "until", "ts_ns": "at", "total_ns": "time", "mean_ns": "mean",
-    "max_ns": "max", "p50_ns": "p50", "p95_ns": "p95", "cpu_ns": "CPU time", "gpu_ns": "GPU time",
+    "max_ns": "max", "p50_ns": "p50", "p95_ns": "p95", "cpu_ns": "CPU time", "self_ns": "self time", "gpu_ns": "GPU time",
     "gpu_ops": "GPU ops", "before": "previous op", "after": "next op", "launched_by": "launched by",
     "launch_call": "launch call", "comm_stream": "comm stream", "causes_ns": "by cause",
     "tensor_core": "Tensor Cores", "message_bytes_p50": "msg p50", "message_bytes_max": "msg max",

@@ -135,6 +135,7 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
     if not r.has_gpu_ops:
         out.append(Text(f"No GPU ops in this trace, so GPU metrics do not apply. It holds {r.events} events: "
                         f"{', '.join(r.contents) or 'nothing tracedoc analyses'}; {plural(w.steps, 'step')}.", style="yellow"))
+        out.extend(Text(line) for line in cpu_only_lines(r))
         return out
     summary = {item.key: item for item in r.summary}
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
@@ -208,3 +209,33 @@ def _rank_table(view: ReportView, options: TextOptions = TextOptions()) -> Any:
     if rt.left_out:
         items.append(Text(f"{rt.left_out} more ranks in --format md, html or json", style="dim"))
     return Group(*items)
+
+
+def cpu_only_lines(r: RankView) -> list[str]:
+    """What a profile without GPU ops still tells: the DataLoader's share and host time by operator."""
+    out = []
+    if r.dataloader is not None:
+        out.append(f"DataLoader: the main thread spends {r.dataloader.share} of the window in DataLoader.__next__")
+    ops = r.tables.get("host_operators")
+    if ops is not None and ops.rows:
+        top = ", ".join(f"{n} {s}" for n, s in zip(ops.cells("name")[:5], ops.cells("share")[:5]))
+        out.append(f"Host time by operator (self time, share of the window): {top}")
+    return out
+
+
+def answer_lines(result: "AnalysisResult") -> list[str]:
+    """The answer in a few plain lines: the verdict line, then the top finding with its first fix, or for
+    a profile without GPU ops what it can tell. Printed when a capture's report is written."""
+    view = build_report(result, PIPE_CAPS)
+    if not view.ranks:
+        return ["no ranks were analysed"]
+    r = view.ranks[0]
+    lines = [verdict_line(view).plain]
+    if not r.has_gpu_ops:
+        return lines + (cpu_only_lines(r) or ["the trace holds no DataLoader or CPU operator time to report either"])
+    top = next((f for f in r.findings if f.is_verdict), r.findings[0] if r.findings else None)
+    if top is not None:
+        lines.append(f"top finding: [{top.label}] {top.title}{_impact(top)}")
+        if top.fixes:
+            lines.append(f"fix: {top.fixes[0]}")
+    return lines
