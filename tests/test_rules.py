@@ -87,6 +87,8 @@ BASELINE: dict = {
     "has_gpu_ops": True,
     "launch_link_fraction": 1.0,
     "truncated": False,
+    "profiler_range_events": 0,
+    "runtime_calls": 100,
     "clock_anomaly": False,
 }
 

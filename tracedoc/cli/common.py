@@ -70,7 +70,8 @@ def text_options(args: argparse.Namespace):
 
     return TextOptions.for_stream(sys.stdout, width=getattr(args, "width", None),
                                   no_color=getattr(args, "no_color", False), quiet=getattr(args, "quiet", False),
-                                  verbose=getattr(args, "verbose", False), top=getattr(args, "top", None))
+                                  verbose=getattr(args, "verbose", False), top=getattr(args, "top", None),
+                                  warnings_shown=True)  # the commands print them on stderr as they load
 
 
 def _positive_int(text: str) -> int:

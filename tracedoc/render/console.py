@@ -27,6 +27,7 @@ class TextOptions:
     quiet: bool = False  # the verdict line only
     verbose: bool = False  # every finding with every fix, every warning, longer tables
     top: int | None = None  # rows of each table (None: a few, more with verbose)
+    warnings_shown: bool = False  # the reader's warnings were already printed (on stderr): not again
 
     @classmethod
     def for_stream(cls, stream: IO[str] | None = None, *, width: int | None = None, no_color: bool = False,

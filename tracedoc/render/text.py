@@ -110,6 +110,9 @@ def _verdict_lines(r: RankView, brief: bool, verbose: bool = False) -> list[Any]
             out.append(Text(f"   fix: {fix}"))
         if f.expect and (verbose or (i == 1 and not brief)):
             out.append(Text(f"   next profile should show: {f.expect}", style="dim"))
+    if r.minor_findings:
+        out.append(Text(f"   minor (under {r.minor_threshold}): "
+                        + "; ".join(f"{f.rule_id} {f.title}{_impact(f)}" for f in r.minor_findings), style="dim"))
     rest = r.findings[len(shown):]
     if rest:
         out.append(Text(f"   +{len(rest)} more: " + ", ".join(f"{f.rule_id} {f.label}" for f in rest)
@@ -127,7 +130,8 @@ def _impact(f: FindingView) -> str:
 def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) -> list[Any]:
     out: list[Any] = [Text("tracedoc · " + " · ".join(r.header), style="bold")]
     out.extend(_verdict_lines(r, brief, options.verbose))
-    for w in r.warnings if options.verbose else r.warnings[:WARNINGS_SHOWN]:
+    warnings = [] if options.warnings_shown else r.warnings if options.verbose else r.warnings[:WARNINGS_SHOWN]
+    for w in warnings:
         out.append(Text(f"warning: {w}", style="yellow"))
     w = r.window
     step_txt = plural(w.steps, "step") + (f", step p50 {w.step_p50}" if w.steps else "")
@@ -139,15 +143,16 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
         return out
     summary = {item.key: item for item in r.summary}
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for key in BREAKDOWN:
+    shown = [key for key in BREAKDOWN if key in summary]  # no communication columns on a single GPU
+    for key in shown:
         t.add_column(BREAKDOWN_HEADERS.get(key, summary[key].label), justify="right")
-    t.add_row(*(summary[key].value for key in BREAKDOWN))
+    t.add_row(*(summary[key].value for key in shown))
     out.append(t)
     if r.idle_causes:
         out.append(Text("Idle by cause: " + ", ".join(f"{c.cause.replace('_', ' ')} {c.pct}" for c in r.idle_causes)))
     k, tc = r.kernels, r.tensor_cores
     out.append(Text(f"Kernels: {k.count}, median {k.median}, {k.under_10us} under 10 µs; launch delay p50 "
-                    f"{k.launch_delay_p50}; Tensor Cores {tc.share} of compute"
+                    f"{k.launch_delay_p50}{_queue_note(r)}; Tensor Cores {tc.share} of compute"
                     + (f" ({tc.unknown} unknown)" if tc.unknown_notable else "")))
     if r.dataloader is not None:
         out.append(Text(f"DataLoader: {r.dataloader.share} of the window, stalling the GPU {r.dataloader.stall}"))
@@ -161,6 +166,17 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
                               [("gap_ns", "gap"), ("stream", "stream"), ("cause", "cause"), ("after", "next op"),
                                ("launched_by", "launched by")]))
     return out
+
+
+QUEUE_DELAY_NS = 1_000_000  # a median launch delay above 1 ms is queueing behind GPU work, not launch cost
+
+
+def _queue_note(r: RankView) -> str:
+    """What a long median launch delay means: the launch queue's depth while the GPU is busy."""
+    if r.kernels.launch_delay_p50_ns is None or r.kernels.launch_delay_p50_ns < QUEUE_DELAY_NS:
+        return ""
+    return (" (time kernels wait in the launch queue: the CPU runs ahead of a busy GPU, which is healthy; "
+            "it is not launch overhead)")
 
 
 def _rows(options: TextOptions, key: str) -> int:

@@ -40,6 +40,10 @@ LABEL_MEANINGS = {
     "compute_bound": "the GPU is busy with compute (healthy)",
     "advice": "worth a look, not a bottleneck label",
 }
+# A finding that explains less than this share of the step (of the window without steps) is "minor":
+# reports list it apart, and the verdict names only the labels of findings above it. Findings whose
+# impact cannot be measured are never minor.
+MIN_IMPACT_FRACTION = 0.02
 TENSOR_CORE_UNKNOWN_NOTABLE = 0.05  # above this share of compute, "unknown" Tensor Core use is worth saying
 IDLE_CAUSE_SHOWN = 0.0005  # idle causes under 0.05% of the window are left out of the lists
 
@@ -75,12 +79,14 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
     env = r.environment
     origin = int(r.window.start_ns)
     per = "step" if m.get("steps") else "window"  # without steps, impact is a share of the window
-    findings = [_finding(f, caps, origin, per) for f in (v.findings if v is not None else [])]
+    every = [_finding(f, caps, origin, per) for f in (v.findings if v is not None else [])]
+    findings = [f for f in every if not f.minor]
     return RankView(
+        minor_findings=[f for f in every if f.minor], minor_threshold=f"{fmt_pct(MIN_IMPACT_FRACTION, 0)} of the {per}",
         rank=r.rank,
         source_name=os.path.basename(r.source),
         header=_header_bits(r),
-        verdict=_verdict(v, findings),
+        verdict=_verdict(v, findings, every),
         findings=findings,
         health=[HealthView(code=h.code, level=h.level, message=h.message, confidence=h.confidence)
                 for h in (v.health if v is not None else [])],
@@ -103,7 +109,8 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
         memory=_memory(m, r.evidence.get("memory_curve") or [], origin, caps),
         kernels=KernelsView(count=fmt_cell("count", m.get("kernel_count")), median=fmt_ns(m.get("kernel_median_ns")),
                             under_10us=fmt_pct(m.get("kernels_under_10us_fraction")),
-                            launch_delay_p50=fmt_ns(m.get("launch_delay_p50_ns"))),
+                            launch_delay_p50=fmt_ns(m.get("launch_delay_p50_ns")),
+                            launch_delay_p50_ns=m.get("launch_delay_p50_ns")),
         dataloader=(DataLoaderView(share=fmt_pct(m["dataloader_fraction"]),
                                    stall=fmt_pct(m.get("dataloader_stall_fraction")))
                     if m.get("dataloader_fraction") else None),
@@ -145,18 +152,20 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
         impact_ms=impact_ms, impact_of=f"the {per}",
         impact_pct=None if frac is None else fmt_pct(frac),
         impact_width=0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
-        fixes=list(f.fixes), expect=f.expect,
+        fixes=list(f.fixes), expect=f.expect, minor=frac is not None and frac < MIN_IMPACT_FRACTION,
         evidence=[build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
                               key=table)
                   for table, rows in f.evidence.items() if rows],
     )
 
 
-def _verdict(v: Verdict | None, findings: list[FindingView]) -> VerdictView:
+def _verdict(v: Verdict | None, findings: list[FindingView], every: list[FindingView] | None = None) -> VerdictView:
     if v is None:
         return VerdictView(status="none", labels=[], confidence=None, headline="The rules engine did not run.",
                            impact=None, withheld=None)
-    labels = list(v.labels)
+    major = {f.label for f in findings}
+    # the verdict names the labels that matter: those with a finding above the minimum impact
+    labels = [lb for lb in v.labels if lb in major or not any(f.label == lb for f in (every or []))]
     top = next((f for f in findings if f.is_verdict), findings[0] if findings else None)
     if v.withheld:
         status, headline = "withheld", "Verdict withheld: " + v.withheld
@@ -165,6 +174,9 @@ def _verdict(v: Verdict | None, findings: list[FindingView]) -> VerdictView:
     elif findings:
         status, headline = "advice", f"No bottleneck label. Top advice: {findings[0].title}" + (
             f" ({findings[0].impact_pct} of {findings[0].impact_of})" if findings[0].impact_pct else "")
+    elif every:
+        status, headline = "advice", (f"Only minor findings: none explains {fmt_pct(MIN_IMPACT_FRACTION, 0)} or more "
+                                      "of the step time.")
     else:
         status, headline = "clean", "No rule fired: nothing in this trace explains lost step time."
     impact = None
@@ -192,7 +204,12 @@ def _summary(m: dict) -> list[Item]:
         ("dataloader_stall", "DataLoader stall", fmt_pct(m.get("dataloader_stall_fraction"))),
         ("tensor_core", "Tensor Core share", fmt_pct(m.get("tensor_core_fraction"))),
     ]
-    return [Item(key=k, label=a, value=b) for k, a, b in items]
+    # a single-GPU run without communication kernels has no communication to show
+    single = not m.get("comm_fraction") and (m.get("world_size") or 1) <= 1 and (m.get("gpu_count") or 0) <= 1
+    return [Item(key=k, label=a, value=b) for k, a, b in items if not (single and k in COMM_ITEMS)]
+
+
+COMM_ITEMS = ("comm", "exposed_comm", "comm_overlap")
 
 
 def _window_bar(m: dict) -> list[Segment]:

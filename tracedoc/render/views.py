@@ -123,6 +123,7 @@ class FindingView:
     fixes: list[str]
     expect: str
     evidence: list[TableView]
+    minor: bool = False  # explains less than viewmodel.MIN_IMPACT_FRACTION of the step (or window)
 
 
 @dataclass
@@ -163,6 +164,7 @@ class KernelsView:
     median: str
     under_10us: str
     launch_delay_p50: str
+    launch_delay_p50_ns: float | None = None
 
 
 @dataclass
@@ -206,6 +208,8 @@ class RankView:
     events: str
     environment: list[Item]
     metrics: list[dict[str, str]]
+    minor_findings: list[FindingView] = field(default_factory=list)  # listed apart, under their impact
+    minor_threshold: str = ""  # "2% of the step"
 
 
 @dataclass
