@@ -68,6 +68,24 @@ BASELINE: dict = {
     "tensor_core_unknown_fraction": 0.05,
     "tc_eligible_non_tc_fraction": 0.02,
     "tensor_core_capable": True,
+    "model_flops_per_step": 3.2e13,
+    "hardware_flops_per_step": 3.2e13,
+    "achieved_tflops": 140.0,
+    "mfu": 0.45,
+    "hfu": 0.45,
+    "peak_tflops": 312.0,
+    "tensor_core_mfu": 0.45,
+    "flops_counted_fraction": 0.8,
+    "fp32_flops_fraction": 0.01,
+    "small_gemm_fraction": 0.05,
+    "unfused_attention_fraction": 0.0,
+    "formula_flops_per_step": None,
+    "formula_mfu": None,
+    "tokens_per_s": None,
+    "samples_per_s": None,
+    "trace_to_formula_flops_ratio": None,
+    "memory_estimate_bytes": None,
+    "max_micro_batch": None,
     "sync_fraction": 0.001,
     "sync_calls": 2,
     "sync_memcpy_count": 0,
@@ -95,7 +113,8 @@ BASELINE: dict = {
 EVIDENCE = {
     name: [{"row": i} for i in range(20)]
     for name in ("top_gaps", "top_kernels", "top_operators", "idle_causes", "per_step", "collectives",
-                 "sync_calls", "memcpy", "memory_top_allocs", "dataloader")
+                 "sync_calls", "memcpy", "memory_top_allocs", "dataloader", "flops_summary", "flops_by_op_class",
+                 "flops_by_kernel_class")
 }  # fmt: skip
 
 ALL_RULES = load_rules()
@@ -104,6 +123,8 @@ ALL_RULES = load_rules()
 def _cases(kind: str):
     for path in RULE_FILES:
         rule = load_rule_file(path)
+        if rule.scope != "trace":  # log rules run on log metrics: tests/test_log_rules.py
+            continue
         for i, case in enumerate(rule.tests.get(kind, ())):
             yield pytest.param(rule.id, case, id=f"{rule.id}-{kind}{i}")
 

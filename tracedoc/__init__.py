@@ -32,6 +32,13 @@ def analyze(path, **options):
     return _analyze(path, **options)
 
 
+def analyze_log(path, **options):
+    """Analyse a training log (and ``config=[...]`` files); returns a ``LogResult`` with anomalies and findings."""
+    from .api import analyze_log as _analyze_log
+
+    return _analyze_log(path, **options)
+
+
 def load_report(path):
     """Read a report saved with ``tracedoc analyze --format json`` back into an ``AnalysisResult``."""
     from .result import load as _load_report
@@ -47,4 +54,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["__version__", "analyze", "load", "load_dir", "load_report", "profile"]
+__all__ = ["__version__", "analyze", "analyze_log", "load", "load_dir", "load_report", "profile"]

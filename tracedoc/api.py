@@ -10,17 +10,18 @@ import concurrent.futures as cf
 import hashlib
 import os
 import re
-from typing import Callable
+from typing import Any, Callable
 
 from .analyses import RankAnalysis, analyze_trace
 from .engine.evaluate import Verdict, evaluate
 from .engine.params import resolve_params
 from .engine.rulefile import Rule, load_rules, rules_version
-from .errors import TraceError, UsageError
+from .errors import TraceError, TracedocError, UsageError
 from .ingest import load as _load_file
 from .ingest import sniff
 from .model.trace import Trace
 from .result import AnalysisResult, RankResult
+from .version import __version__
 
 DASK_CONNECT_TIMEOUT_S = 20
 
@@ -107,12 +108,18 @@ def _analyze_file(path: str, options: dict, progress: Callable[[float], None] | 
 
 def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | None = None,
             rule_dirs: tuple = (), progress: Callable[[int, int], None] | None = None,
-            command: str | None = None, scheduler: str | None = None, **options) -> AnalysisResult:
+            command: str | None = None, scheduler: str | None = None, log: str | None = None, estimate=None,
+            **options) -> AnalysisResult:
     """Analyse a trace file or a directory of rank traces; evaluate the rules when available.
 
     Ranks fan out to a local process pool (``jobs`` processes), or, with ``scheduler`` set to a Dask
     scheduler address (``tcp://host:8786``) or a ``distributed.Client``, to a Dask cluster whose
     workers can read the same paths.
+
+    ``log`` names a training log whose findings join the first rank's; a ``tracedoc run`` directory
+    brings its own ``steps.jsonl``.
+    ``estimate`` (an ``estimate.EstimateRequest``) adds the model formula's FLOPs, tokens/s and
+    memory beside each rank's measurements.
     """
     path = os.fspath(path)
     kind = sniff(path)
@@ -137,10 +144,37 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
                 if progress:
                     progress(done, len(files))
     results.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.source))
+    if estimate is not None:
+        from .estimate import apply_estimate
+
+        for r in results:
+            apply_estimate(r, estimate)
     ranks = [RankResult.from_analysis(r, _evaluate(r, params, rules)) for r in results]
     known = {r.source: r.meta.get("sha256") for r in results}
     hashes = {f: known.get(f) or sha256_of(f) for f in files}
-    return AnalysisResult.of(files, ranks, command=command, hashes=hashes, rules_version=_rules_version())
+    result = AnalysisResult.of(files, ranks, command=command, hashes=hashes, rules_version=_rules_version())
+    step_log = os.path.join(path, "steps.jsonl") if kind == "directory" else None
+    if log is not None or (step_log and os.path.isfile(step_log)):
+        _attach_log(result, log or step_log, params, rule_dirs, required=log is not None)
+    return result
+
+
+def _attach_log(result: AnalysisResult, log: str, params: dict | None, rule_dirs: tuple, required: bool) -> None:
+    """Add a training log's findings to the first rank's verdict and its anomalies to its evidence."""
+    if not result.ranks or result.ranks[0].verdict is None:
+        return
+    first = result.ranks[0]
+    try:
+        log_result = analyze_log(log, params=params, rule_dirs=rule_dirs,
+                                 compute_capability=first.metrics.get("compute_capability"))
+    except TracedocError as exc:
+        if required:
+            raise
+        first.warnings.append(f"step log not analysed: {exc.message()}")
+        return
+    first.verdict.findings.extend(log_result.findings)
+    first.evidence["log_anomalies"] = [dict(a, source=log_result.source) for a in log_result.anomalies[:200]]
+    first.warnings.extend(f"{log_result.source}: {w}" for w in log_result.warnings)
 
 
 def _analyze_on_dask(scheduler, files: list[str], options: dict, progress) -> list[RankAnalysis]:
@@ -179,3 +213,22 @@ def _load_rules(params: dict | None, rule_dirs: tuple) -> list[Rule]:
 
 def _evaluate(rank: RankAnalysis, params: dict | None, rules: list[Rule]) -> Verdict:
     return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules)
+
+
+def analyze_log(path: str | os.PathLike, *, config: tuple | list = (), params: dict | None = None,
+                rule_dirs: tuple = (), compute_capability: float | None = None, gpu_name: str | None = None,
+                command: str | None = None, options: Any = None, jobs: int | None = None):
+    """Analyse a training log (and its config files): anomalies, config checks and the findings of the
+    ``scope = "log"`` rules. Returns a ``tracedoc.logs.LogResult``. A large JSON Lines log is decoded in
+    ``jobs`` processes (default: the CPU count, at most 4)."""
+    from .logs.analysis import LogOptions
+    from .logs.report import build_log_result
+
+    rules = _load_rules(params, rule_dirs)
+    result = build_log_result(path, config=tuple(config), options=options or LogOptions(),
+                              compute_capability=compute_capability, gpu_name=gpu_name, command=command,
+                              jobs=jobs or min(4, os.cpu_count() or 1))
+    result.verdict = evaluate(result.metrics, result.analysis.evidence, result.step_time_ns, params=params,
+                              rules=rules, scope="log")
+    result.tracedoc_version = __version__
+    return result

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, renderer, renderer_for_path
+from ..estimate.cli import add_estimate_options, estimate_request
 from .common import add_output_options, text_options, write_atomic
 from ..exits import EXIT_FAIL_ON, EXIT_OK
 
@@ -51,6 +52,9 @@ def register(sub: Any) -> None:
     a.add_argument("--timeline", action="store_true",
                    help="-f json: include each rank's timeline excerpts (left out by default: they are most of "
                         "the document)")
+    a.add_argument("--log", metavar="FILE", help="a training log whose findings join the trace report "
+                                                 "(a tracedoc run directory brings its steps.jsonl)")
+    add_estimate_options(a)
     add_engine_options(a)
     add_output_options(a)
     a.set_defaults(func=cmd_analyze)
@@ -135,7 +139,8 @@ def cmd_analyze(args) -> int:
     command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
     try:
         result = analyze(path, jobs=args.jobs, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
-                         progress=update, command=command, scheduler=args.scheduler, **options)
+                         progress=update, command=command, scheduler=args.scheduler, log=args.log,
+                         estimate=estimate_request(args), **options)
     finally:
         if progress is not None:
             progress.stop()

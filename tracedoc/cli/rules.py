@@ -74,11 +74,11 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
 
     console, options = _console(args)
     table = Table(title="tracedoc rules", title_justify="left")
-    for column in ("id", "name", "label", "severity", "title"):
+    for column in ("id", "name", "scope", "label", "severity", "title"):
         table.add_column(column, no_wrap=column != "title", min_width=24 if column == "title" else None,
                          overflow="fold" if column == "title" else options.overflow)
     for rule in sorted(load_rules(getattr(args, "rules", ()) or ()), key=lambda r: r.id):
-        table.add_row(rule.id, rule.name, rule.label, rule.severity, rule.title, style=None)
+        table.add_row(rule.id, rule.name, rule.scope, rule.label, rule.severity, rule.title, style=None)
     from ..render.console import print_item
 
     print_item(console, table, options)
@@ -140,7 +140,7 @@ def explain_lines(rule: "Rule", values: dict[str, Any] | None = None) -> Iterabl
     from rich.text import Text
 
     values = {p.name: p.default for p in rule.params.values()} | dict(values or {})
-    yield Text.assemble((f"{rule.id} {rule.name}", "bold"), f"  ({rule.label}, {rule.severity})")
+    yield Text.assemble((f"{rule.id} {rule.name}", "bold"), f"  ({rule.label}, {rule.severity}; {rule.scope} rule)")
     yield Text(rule.title, style="italic")
     yield ""
     sections = (("What it detects", rule.docs["what_it_detects"]), ("Why it matters", rule.docs["why_it_matters"]))

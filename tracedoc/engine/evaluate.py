@@ -16,7 +16,7 @@ from typing import Any
 
 from tracedoc.engine.health import HealthMessage, check_health, lowest
 from tracedoc.engine.params import resolve_params
-from tracedoc.engine.rulefile import ADVICE_LABEL, SEVERITIES, Rule, load_rules
+from tracedoc.engine.rulefile import ADVICE_LABEL, SCOPE_TRACE, SEVERITIES, Rule, load_rules
 
 SCHEMA_VERSION = 1
 
@@ -152,22 +152,26 @@ def evaluate(
     extra_rule_dirs: Iterable[str | Path] = (),
     *,
     rules: list[Rule] | None = None,
+    scope: str = SCOPE_TRACE,
 ) -> Verdict:
     """Run trace-health checks, then every rule; return findings ranked by impact.
 
     ``params`` maps ``"RULE.param"`` (rule id or name) to a value and overrides defaults.
     ``step_time_ns`` (default: the ``step_time_mean_ns`` metric) converts impact fractions into
     milliseconds per step. ``rules`` replaces loading from disk (for tests and embedding).
+    Only the rules of ``scope`` are evaluated: ``"trace"`` (per-rank trace metrics) or ``"log"``
+    (training-log metrics); trace-health checks run for traces only.
     """
     if rules is None:
         rules = load_rules(extra_rule_dirs)
     values = resolve_params(rules, params)
+    rules = [rule for rule in rules if rule.scope == scope]
     env_metrics = {name: _plain(value) for name, value in metrics.items()}
     if step_time_ns is None:
         step_time_ns = env_metrics.get("step_time_mean_ns")
     step_time_ns = _plain(step_time_ns)
     evidence = evidence or {}
-    health = check_health(env_metrics)
+    health = check_health(env_metrics) if scope == SCOPE_TRACE else []
     withheld = next((m.message for m in health if m.withhold), None)
 
     findings: list[Finding] = []

@@ -23,6 +23,7 @@ from tracedoc.labels import ADVICE_LABEL, LABELS, SEVERITIES, VERDICT_LABELS  # 
 from tracedoc.engine.expr import BOOL, NUM, STR, Expr, ExprError, compile_expr, suggest, value_type
 from tracedoc.engine.template import Template, compile_template
 from tracedoc.errors import TracedocError
+from tracedoc.logs.registry import LOG_METRICS
 from tracedoc.resources import data_dir
 
 if sys.version_info >= (3, 11):
@@ -32,6 +33,22 @@ else:  # pragma: no cover - Python 3.10
 
 # Evidence tables a rule may cite: those some analysis declares it produces (``@analysis(evidence=...)``).
 EVIDENCE_TABLES: tuple[str, ...] = tuple(name for name in EVIDENCE if name in declared("evidence"))
+LOG_EVIDENCE_TABLES: tuple[str, ...] = (
+    "anomalies",
+    "nan_steps",
+    "loss_spikes",
+    "throughput_dips",
+    "periodic_stalls",
+    "lr_schedule",
+    "config_checks",
+)
+# What a rule reads: per-rank trace metrics, or the metrics of a training log and its config. A rule
+# is evaluated only on its own scope's metrics.
+SCOPE_TRACE, SCOPE_LOG = "trace", "log"
+SCOPES: dict[str, tuple[dict[str, tuple[str, str]], tuple[str, ...]]] = {
+    SCOPE_TRACE: (METRICS, EVIDENCE_TABLES),
+    SCOPE_LOG: (LOG_METRICS, LOG_EVIDENCE_TABLES),
+}
 MAX_EVIDENCE_ROWS = 100
 UNSET_KEY = "unset"  # in a [[tests.*]] case: metric names whose value is None (TOML has no null)
 
@@ -40,13 +57,13 @@ _NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 _PARAM_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 _REQUIRED = ("id", "name", "title", "label", "severity", "when", "message", "expect", "fixes", "docs")
-_OPTIONAL = ("impact", "params", "evidence", "requires_no_other_verdict", "requires_gpu", "tests")
+_OPTIONAL = ("impact", "params", "evidence", "requires_no_other_verdict", "requires_gpu", "tests", "scope")
 _DOCS_KEYS = ("what_it_detects", "why_it_matters", "references")
 
 
-def metric_type(name: str) -> str:
+def metric_type(name: str, registry: Mapping[str, tuple[str, str]] = METRICS) -> str:
     """Return the rule-language type of a registered metric, from its unit."""
-    unit = METRICS[name][0]
+    unit = registry[name][0]
     if unit == "bool":
         return BOOL
     if unit == "name":
@@ -55,6 +72,8 @@ def metric_type(name: str) -> str:
 
 
 METRIC_TYPES: dict[str, str] = {name: metric_type(name) for name in METRICS}
+LOG_METRIC_TYPES: dict[str, str] = {name: metric_type(name, LOG_METRICS) for name in LOG_METRICS}
+_SCOPE_TYPES = {SCOPE_TRACE: METRIC_TYPES, SCOPE_LOG: LOG_METRIC_TYPES}
 
 
 class RuleError(TracedocError):
@@ -117,6 +136,7 @@ class Rule:
     requires_no_other_verdict: bool = False
     requires_gpu: bool = True
     tests: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
+    scope: str = SCOPE_TRACE
 
     @property
     def is_verdict(self) -> bool:
@@ -132,7 +152,7 @@ class Rule:
             names |= fix.text.names
             if fix.when is not None:
                 names |= fix.when.names
-        return frozenset(n for n in names if n in METRICS)
+        return frozenset(n for n in names if n in SCOPES[self.scope][0])
 
 
 class _FileChecker:
@@ -142,7 +162,14 @@ class _FileChecker:
         self.path = path
         self.data = data
         self.problems: list[tuple[str, str]] = []
-        self.names: dict[str, str] = dict(METRIC_TYPES)
+        scope = data.get("scope", SCOPE_TRACE)
+        if scope not in SCOPES:
+            self.problem("scope", f"unknown scope {scope!r}{suggest(str(scope), SCOPES)}; one of: {', '.join(SCOPES)}")
+            scope = SCOPE_TRACE
+        self.scope = scope
+        self.registry, self.tables = SCOPES[scope]
+        self.metric_types = _SCOPE_TYPES[scope]
+        self.names: dict[str, str] = dict(self.metric_types)
 
     def problem(self, fld: str, what: str) -> None:
         self.problems.append((f"{self.path}: {fld}", what))
@@ -220,7 +247,7 @@ class _FileChecker:
         return Rule(
             id=rid, name=name, title=data["title"], label=label, severity=severity, when=when,
             message=message, expect=expect, fixes=fixes, docs=docs, path=self.path, impact=impact,
-            params=params, evidence=evidence, tests=tests, **flags,
+            params=params, evidence=evidence, tests=tests, scope=self.scope, **flags,
         )  # fmt: skip
 
     def params(self, table: Any) -> dict[str, Param]:
@@ -232,7 +259,7 @@ class _FileChecker:
             if not _PARAM_RE.match(pname):
                 self.problem(fld, "parameter names are lower_snake_case")
                 continue
-            if pname in METRICS:
+            if pname in self.registry:
                 self.problem(fld, "a parameter may not shadow the metric of the same name")
                 continue
             if not self.typed(fld, spec, dict, "a table with default, unit and justification"):
@@ -284,9 +311,9 @@ class _FileChecker:
                 continue
             self.unknown_keys(f"{fld}.", item, ("table", "rows"))
             table, rows = item.get("table"), item.get("rows", 10)
-            if table not in EVIDENCE_TABLES:
-                self.problem(f"{fld}.table", f"unknown evidence table {table!r}{suggest(str(table), EVIDENCE_TABLES)}"
-                                             "; no analysis produces it")
+            if table not in self.tables:
+                why = "no analysis produces it" if self.scope == SCOPE_TRACE else "the log analyses do not produce it"
+                self.problem(f"{fld}.table", f"unknown evidence table {table!r}{suggest(str(table), self.tables)}; {why}")
                 continue
             if self.typed(f"{fld}.rows", rows, int, "a row count"):
                 if not 1 <= rows <= MAX_EVIDENCE_ROWS:
@@ -326,10 +353,10 @@ class _FileChecker:
                 for key, value in case.items():
                     if key == UNSET_KEY:
                         self.unset(f"{fld}.{key}", value)
-                    elif key not in METRICS:
-                        self.problem(f"{fld}.{key}", f"unknown metric {key!r}{suggest(key, METRICS)}")
-                    elif value_type(value) != METRIC_TYPES[key]:
-                        self.problem(f"{fld}.{key}", f"expected a {METRIC_TYPES[key]} value, got {value!r}")
+                    elif key not in self.registry:
+                        self.problem(f"{fld}.{key}", f"unknown {self.scope} metric {key!r}{suggest(key, self.registry)}")
+                    elif value_type(value) != self.metric_types[key]:
+                        self.problem(f"{fld}.{key}", f"expected a {self.metric_types[key]} value, got {value!r}")
             out[kind] = tuple(cases)
         return out
 
@@ -338,8 +365,8 @@ class _FileChecker:
             self.problem(fld, "expected an array of metric names to set to None")
             return
         for name in names:
-            if name not in METRICS:
-                self.problem(fld, f"unknown metric {name!r}{suggest(name, METRICS)}")
+            if name not in self.registry:
+                self.problem(fld, f"unknown {self.scope} metric {name!r}{suggest(name, self.registry)}")
 
 
 def apply_test_case(baseline: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:

@@ -78,6 +78,9 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "in_nelems": "int64", "out_nelems": "int64", "group_size": "int64", "dtype": "int32",
         "pg_name": "int32",
     },
+    "op_shapes": {  # recorded shapes of matmul/conv/attention cpu ops (JSON text as string ids)
+        "row": "int64", "dims": "int32", "types": "int32", "concrete": "int32", "flops": "float64",
+    },
     "other_spans": {  # X events of categories tracedoc does not analyse (kept so reports can say so)
         "cat": "int32", "name": "int32", "pid": "int64", "tid": "int64", "start_ns": "int64",
         "end_ns": "int64",
@@ -145,7 +148,7 @@ class Table:
         return sum(a.nbytes for a in self.columns.values())
 
 
-_STRING_COLUMNS = {"name", "stack", "cat", "collective", "dtype", "pg_name"}
+_STRING_COLUMNS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "dims", "types", "concrete"}
 
 
 @dataclass

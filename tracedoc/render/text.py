@@ -154,6 +154,8 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
     out.append(Text(f"Kernels: {k.count}, median {k.median}, {k.under_10us} under 10 µs; launch delay p50 "
                     f"{k.launch_delay_p50}{_queue_note(r)}; Tensor Cores {tc.share} of compute"
                     + (f" ({tc.unknown} unknown)" if tc.unknown_notable else "")))
+    if r.efficiency:
+        out.append(Text(r.efficiency))
     if r.dataloader is not None:
         out.append(Text(f"DataLoader: {r.dataloader.share} of the window, stalling the GPU {r.dataloader.stall}"))
     if r.memory.has_data:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..analyses.idle import CAUSES as IDLE_CAUSES
 from ..engine.evaluate import Finding, Verdict
 from .cells import MAIN_TABLES, build_table, fmt_cell, shorten, version_text
+from .efficiency import efficiency_items, efficiency_line
 from .format import fmt_bytes, fmt_ns, fmt_pct
 from .timeline import CAUSE_LABELS, build_timeline
 from .views import (Caps, DataLoaderView, FindingView, HealthView, IdleCause, InputView, Item, KernelsView,
@@ -95,7 +96,8 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
         window=WindowView(length=fmt_ns(m.get("window_ns")), description=r.window.describe(), kind=r.window.kind,
                           steps=int(m.get("steps") or 0),
                           step_p50=fmt_ns(m.get("step_time_p50_ns")) if m.get("steps") else None),
-        summary=_summary(m),
+        summary=_summary(m) + [Item(key=f"flops:{a}", label=a, value=b) for a, b in efficiency_items(m, r.evidence)],
+        efficiency=efficiency_line(m, r.evidence),
         window_bar=_window_bar(m),
         has_gpu_ops=bool(m.get("has_gpu_ops")),
         idle_causes=[IdleCause(cause=c, label=CAUSE_LABELS[c], pct=fmt_pct(m.get(f"idle_{c}_fraction") or 0.0))

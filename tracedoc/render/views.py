@@ -208,6 +208,7 @@ class RankView:
     events: str
     environment: list[Item]
     metrics: list[dict[str, str]]
+    efficiency: str | None = None  # one line on model FLOPs, TFLOP/s and MFU (None: nothing to say)
     minor_findings: list[FindingView] = field(default_factory=list)  # listed apart, under their impact
     minor_threshold: str = ""  # "2% of the step"
 

@@ -49,9 +49,12 @@ def _runtime_kind(cat: Any) -> int:
     return _RUNTIME_CATS.get(cat, M.RUNTIME_OTHER)
 
 
+# Ops whose recorded shapes are kept (FLOPs are counted from them): matrix products, convolutions and
+# attention, by name. Broad on purpose; the FLOP formulas decide what they can count.
+SHAPE_OP_RE = re.compile(r"^(aten|flash_attn)::\w*(mm|mv|matmul|linear|einsum|conv|attention|attn)\w*$")
 _STREAM_RE = re.compile(r"^\s*stream\s+(\d+)", re.I)
 LABEL_ID_BASE = -(1 << 40)
-_STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name"}
+_STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "dims", "types", "concrete"}
 
 
 class _Reader:
@@ -66,6 +69,7 @@ class _Reader:
         self.bad_args = 0
         self.ignored_phases: dict[str, int] = {}
         self._id_cache: dict[Any, int] = {}
+        self._wants_shapes = np.zeros(0, dtype=bool)  # per string id: a name whose shapes FLOPs need
 
     # -- helpers -------------------------------------------------------------------------------
     def ids(self, values: list) -> np.ndarray:
@@ -127,6 +131,8 @@ class _Reader:
                     src = t["source"]
                     t["row"] = t["row"] + np.where(src == M.COLLECTIVE_FROM_KERNEL, offsets["gpu_ops"],
                                                    offsets["cpu_ops"])
+                elif name == "op_shapes":
+                    t["row"] = t["row"] + offsets["cpu_ops"]
                 self.parts[name].append(t)
         self.meta_events.extend(chunk["meta_events"])
         self.n_events += chunk["n_events"]
@@ -208,11 +214,36 @@ class _Reader:
             "end_ns": ts + self._durations(sub), "external_id": ext, "depth": np.zeros(n),
             "stack": self.names(stacks) if any(s is not None for s in stacks) else np.full(n, -1),
         }))
+        names = self.parts["cpu_ops"][-1]["name"]
+        base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
+        self._shapes(args, names, base)
         has_coll = [i for i, a in enumerate(args) if a.collective is not None]
         if has_coll:
-            base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
             self._collectives(M.COLLECTIVE_FROM_CPU_OP, [args[i] for i in has_coll],
                               np.asarray(has_coll) + base, ext[has_coll])
+
+    def _shapes(self, args: list[Args], names: np.ndarray, base: int) -> None:
+        """Recorded shapes of the ops FLOPs are counted for; other ops' shapes stay undecoded."""
+        wants = self._wants_shapes
+        strings = self.strings.strings
+        if wants.size < len(strings):  # classify names interned since the last chunk
+            wants = self._wants_shapes = np.concatenate(
+                [wants, np.fromiter((SHAPE_OP_RE.match(x) is not None for x in strings[wants.size:]), dtype=bool,
+                                    count=len(strings) - wants.size)])
+        cand = np.flatnonzero(wants[np.maximum(names, 0)] & (names >= 0))
+        keep = [i for i in cand.tolist() if args[i].input_dims]
+        if not keep:
+            return
+        sel = [args[i] for i in keep]
+
+        def text(raws):
+            return self.names([bytes(r).decode("utf-8", "replace") if r else None for r in raws])
+
+        self.parts["op_shapes"].append(Table("op_shapes", {
+            "row": np.asarray(keep, dtype=np.int64) + base, "dims": text([a.input_dims for a in sel]),
+            "types": text([a.input_type for a in sel]), "concrete": text([a.concrete_inputs for a in sel]),
+            "flops": to_float64([a.flops for a in sel]),
+        }))
 
     def _collectives(self, source, args, rows, ext):
         self.parts["collectives"].append(Table("collectives", {

@@ -10,6 +10,7 @@ from typing import Any, Optional
 import msgspec
 
 _NULL = msgspec.Raw(b"0")
+_NO_RAW = msgspec.Raw(b"")
 
 
 class Args(msgspec.Struct, frozen=True):
@@ -50,9 +51,16 @@ class Args(msgspec.Struct, frozen=True):
     # M events
     name: Any = None
     labels: Any = None
+    # recorded shapes (record_shapes=True) and FLOPs (with_flops=True): kept as undecoded JSON text,
+    # decoded later only for the matmul/conv/attention ops that need them
+    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
+    flops: Any = None
 
 
 _EMPTY_ARGS = Args()
+_RAW_FIELDS = ("Input Dims", "Input type", "Concrete Inputs")
 
 
 class Event(msgspec.Struct):
@@ -98,6 +106,9 @@ def _decode_events(data: bytes) -> list[Event]:
         args = e.args
         if args is not None:
             try:
+                if isinstance(args, dict) and any(k in args for k in _RAW_FIELDS):
+                    args = {k: msgspec.Raw(msgspec.json.encode(v)) if k in _RAW_FIELDS else v
+                            for k, v in args.items()}
                 args = msgspec.convert(args, Args) if isinstance(args, dict) else None
             except msgspec.ValidationError:
                 args = None

@@ -1,0 +1,57 @@
+"""``tracedoc logs``: analyse a training log (and its config) and print or write a report."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Any
+
+from ..errors import UsageError
+from ..exits import EXIT_OK
+from ..render import FORMATS
+from .analyze import add_engine_options, engine_kwargs, fail_on_exit_code, output_format
+from .common import write_atomic
+
+MIN_WINDOW = 5
+
+
+def register(sub: Any) -> None:
+    g = sub.add_parser("logs", help="analyse a training log (loss, throughput, NaN, spikes, dips) and its config",
+                       description="Analyse a training log: JSON Lines, trainer_state.json, Megatron-LM, DeepSpeed, "
+                                   "torchtitan, Lightning metrics.csv, CSV, or a tracedoc run directory.")
+    g.add_argument("path", help="log file, or a tracedoc run / Hugging Face output directory")
+    g.add_argument("--config", metavar="FILE", action="append", default=[],
+                   help="Megatron arguments, DeepSpeed or TrainingArguments JSON, YAML config or torchrun env "
+                        "(repeatable)")
+    g.add_argument("-f", "--format", choices=FORMATS, default=None,
+                   help="output format (default: from the -o file's extension, else text)")
+    g.add_argument("-o", "--output", help="write the output to this file instead of stdout")
+    g.add_argument("--window", type=int, default=50, help="moving-average / trailing-median window in log points")
+    g.add_argument("--gpu", metavar="NAME", help="the GPU the job ran on, for the bf16 check (e.g. V100)")
+    g.add_argument("-j", "--jobs", type=int, default=None, help="processes for a large JSON Lines log "
+                                                               "(default: CPU count, at most 4)")
+    add_engine_options(g)
+    g.set_defaults(func=cmd_logs)
+
+
+def cmd_logs(args) -> int:
+    from ..api import analyze_log
+    from ..logs.analysis import LogOptions
+    from ..render.logview import render_log
+
+    if args.window < MIN_WINDOW:
+        raise UsageError("--window", f"must be at least {MIN_WINDOW} log points", repr(args.window), "e.g. --window 50")
+    fmt = output_format(args.format, args.output)
+    engine = engine_kwargs(args)
+    command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
+    result = analyze_log(args.path, config=args.config, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
+                         gpu_name=args.gpu, command=command, options=LogOptions(window=args.window), jobs=args.jobs)
+    for w in result.warnings:
+        print(f"tracedoc: warning: {result.source}: {w}", file=sys.stderr)
+    text = render_log(result, fmt)
+    if args.output:
+        write_atomic(args.output, text)
+        print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return fail_on_exit_code(result.verdict, args.fail_on) if args.fail_on else EXIT_OK
