@@ -9,10 +9,21 @@ from tracedoc.render.text import render_text
 from tracedoc.render.viewmodel import MIN_IMPACT_FRACTION, build_report
 
 
-def with_impacts(result, impacts):
-    """The result with its findings' impact fractions replaced (by rule id)."""
+def with_impacts(result, impacts, shares=None):
+    """The result with its findings' impact fractions (the predicted gain) replaced by rule id, and with
+    ``shares`` the cause's share of the step today beside a replayed prediction (none without)."""
+    shares = shares or {}
     v = result.focus.verdict
-    v.findings[:] = [replace(f, impact_fraction=impacts.get(f.rule_id, f.impact_fraction)) for f in v.findings]
+
+    def what_if(f):
+        if f.rule_id not in impacts:
+            return f.what_if
+        w = {"step_ms_before": 10.0, "step_ms_after": 10.0 * (1 - impacts[f.rule_id]),
+             "gain_ms": 10.0 * impacts[f.rule_id], "method": "critical-path replay over 3 steps"}
+        return {**w, "share_fraction": shares[f.rule_id]} if f.rule_id in shares else w
+
+    v.findings[:] = [replace(f, impact_fraction=impacts.get(f.rule_id, f.impact_fraction), what_if=what_if(f))
+                     for f in v.findings]
     return result
 
 
@@ -33,6 +44,18 @@ def test_findings_under_the_minimum_impact_are_minor_and_leave_the_verdict():
     html = result.to_html()
     n = len(view.minor_findings)
     assert n >= 1 and f"Minor findings ({n}, each under 2% of the step)" in html
+
+
+def test_a_cause_with_a_large_share_stays_when_the_replay_predicts_little_gain():
+    result = analyze(example_path())
+    top = next(f for f in result.focus.verdict.findings if f.label == "io_bound")
+    with_impacts(result, {top.rule_id: 0.0}, shares={top.rule_id: 0.25})
+    view = build_report(result).ranks[0]
+    assert top.rule_id in [f.rule_id for f in view.findings] and "io_bound" in view.verdict.labels
+    with_impacts(result, {top.rule_id: 0.0}, shares={top.rule_id: 0.01})  # small today as well: minor
+    view = build_report(result).ranks[0]
+    assert top.rule_id in [f.rule_id for f in view.minor_findings]
+    assert "if fixed: step 10 ms" in result.to_markdown()  # the minor list shows the replay's prediction
 
 
 def test_findings_at_the_minimum_stay_in_the_list():

@@ -108,13 +108,28 @@ BASELINE: dict = {
     "profiler_range_events": 0,
     "runtime_calls": 100,
     "clock_anomaly": False,
+    # a single trace: no job view
+    "job_ranks": None,
+    "collectives_matched": None,
+    "job_step_time_p50_ns": None,
+    "comm_wait_fraction": None,
+    "comm_top_collective": None,
+    "comm_busbw_gbps": None,
+    "link_busbw_gbps": None,
+    "straggler_count": None,
+    "straggler_rank": None,
+    "straggler_cause": None,
+    "straggler_cause_ms_per_step": None,
+    "straggler_wait_ms_per_step": None,
+    "straggler_wait_fraction": None,
+    "straggler_arrived_last_fraction": None,
 }
 
 EVIDENCE = {
     name: [{"row": i} for i in range(20)]
     for name in ("top_gaps", "top_kernels", "top_operators", "idle_causes", "per_step", "collectives",
                  "sync_calls", "memcpy", "memory_top_allocs", "dataloader", "flops_summary", "flops_by_op_class",
-                 "flops_by_kernel_class")
+                 "flops_by_kernel_class", "job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
 }  # fmt: skip
 
 ALL_RULES = load_rules()

@@ -17,6 +17,7 @@ VERDICT_LABELS: tuple[str, ...] = (
     "throughput_regression",
     "periodic_stall",
     "config_error",
+    "straggler_bound",
 )
 ADVICE_LABEL = "advice"
 LABELS: tuple[str, ...] = VERDICT_LABELS + (ADVICE_LABEL,)

@@ -115,6 +115,21 @@ METRICS: dict[str, tuple[str, str]] = {
     "runtime_calls": ("count", "CUDA/HIP runtime and driver API calls recorded on the host"),
     "profiler_range_events": ("count", "CUPTI range-profiler records (per-kernel hardware counters, no kernel timings)"),
     "clock_anomaly": ("bool", "GPU ops start before their launch call by more than 1 ms (clock skew)"),
+    # job view (tracedoc.job): None for a single trace; ranks of a job see the comm_*/link_* ones
+    "job_ranks": ("count", "ranks in the job view"),
+    "collectives_matched": ("count", "collective instances found on every member rank of their group"),
+    "job_step_time_p50_ns": ("ns", "median over ranks of each rank's median step time"),
+    "comm_wait_fraction": ("fraction", "share of the job's communication time spent waiting for the last rank to arrive (wait / (wait + transfer)), over matched collectives"),
+    "comm_top_collective": ("name", "collective type with the most transfer time in the job (all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, ...)"),
+    "comm_busbw_gbps": ("GB/s", "median bus bandwidth of the top collective's matched instances of 1 MB or more, from their transfer time"),
+    "link_busbw_gbps": ("GB/s", "typical bus bandwidth the job's links give (nccl-tests figures: NVLink by GPU inside one host, InfiniBand across hosts); None unknown"),
+    "straggler_count": ("count", "ranks that arrive last at most matched collectives and cost the others a significant wait"),
+    "straggler_rank": ("rank", "the straggler that costs the others the most wait"),
+    "straggler_cause": ("name", "category in which the straggler's time before its collectives exceeds the median rank's: compute, copy, dataloader, sync, host, other, unknown"),
+    "straggler_cause_ms_per_step": ("ms", "how much longer per step the straggler spends in its cause category than the median rank"),
+    "straggler_wait_ms_per_step": ("ms", "wait per step each other rank spends for the straggler"),
+    "straggler_wait_fraction": ("fraction", "straggler_wait_ms_per_step / the job's median step time"),
+    "straggler_arrived_last_fraction": ("fraction", "share of matched collectives the straggler arrives last at"),
 }
 
 
@@ -126,6 +141,9 @@ EVIDENCE: dict[str, str] = {
     "stream_gaps": "Gap statistics per stream.",
     "top_kernels": "Kernels (and copies) by total time in the window.",
     "top_operators": "CPU operators by the GPU time of the ops they launched.",
+    "kernel_totals": "Every GPU op name in the window: kind, category, count and total time (what a diff aligns).",
+    "operator_totals": "Every CPU operator name starting in the window: calls, CPU time, and the GPU ops it "
+                       "launched and their time (what a diff aligns).",
     "collectives": "Collectives by type: count, time, message sizes, bandwidth.",
     "sync_calls": "Synchronizing calls grouped by operator and call.",
     "memcpy": "Copies by direction: count, time, bytes, pageable and pinned host memory where recorded, "

@@ -52,9 +52,14 @@ def register(sub: Any) -> None:
     a.add_argument("--timeline", action="store_true",
                    help="-f json: include each rank's timeline excerpts (left out by default: they are most of "
                         "the document)")
+    a.add_argument("--perfetto", metavar="OUT.json",
+                   help="also write the trace with tracedoc's tracks (idle causes, critical path, findings) "
+                        "for ui.perfetto.dev or chrome://tracing")
     a.add_argument("--log", metavar="FILE", help="a training log whose findings join the trace report "
                                                  "(a tracedoc run directory brings its steps.jsonl)")
     add_estimate_options(a)
+    a.add_argument("--rank", type=int, default=None, metavar="N",
+                   help="directories: show rank N's details after the job verdict")
     add_engine_options(a)
     add_output_options(a)
     a.set_defaults(func=cmd_analyze)
@@ -147,7 +152,24 @@ def cmd_analyze(args) -> int:
     for r in result.ranks:
         for w in r.warnings:
             print(f"tracedoc: warning: {w}", file=sys.stderr)
+    for f in (result.job.failed if result.job is not None else []):
+        print(f"tracedoc: warning: left out of the job: {f['error']}", file=sys.stderr)
+    if args.rank is not None:
+        have = [r.rank for r in result.ranks]
+        if args.rank not in have:
+            raise UsageError("--rank", f"rank {args.rank} is not in {path}", f"ranks {have[:16]}",
+                             "pick one of the ranks listed")
+        if result.job is not None:
+            result.job.focus_index = have.index(args.rank)
+            result.job.focus_asked = True
     render_options = {"timeline": True} if fmt == "json" and args.timeline else {}
+    if args.perfetto:
+        from ..render.perfetto import write_perfetto
+
+        write_perfetto(result, args.perfetto)
+        print(f"tracedoc: wrote the Perfetto overlay to {args.perfetto}", file=sys.stderr)
+        if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):
+            render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:
         write_atomic(args.output, renderer(fmt).render(result, **render_options))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
@@ -159,8 +181,13 @@ def cmd_analyze(args) -> int:
         text = renderer(fmt).render(result, **render_options)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if args.fail_on:
-        return max((fail_on_exit_code(v, args.fail_on) for v in result.verdicts if v is not None), default=EXIT_OK)
+        verdicts = list(result.verdicts) + ([result.job.verdict] if result.job is not None else [])
+        return max((fail_on_exit_code(v, args.fail_on) for v in verdicts if v is not None), default=EXIT_OK)
     return EXIT_OK
+
+
+def _same_folder(a: str, b: str) -> bool:
+    return os.path.dirname(os.path.abspath(a)) == os.path.dirname(os.path.abspath(b))
 
 
 def output_format(fmt: str | None, output: str | None) -> str:

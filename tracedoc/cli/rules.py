@@ -81,6 +81,9 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
         table.add_row(rule.id, rule.name, rule.scope, rule.label, rule.severity, rule.title, style=None)
     from ..render.console import print_item
 
+    if not options.terminal:  # --width narrower than the table: widen it as far as its unwrappable cells need
+        need = console.measure(table, options=console.options.update_width(100_000)).minimum
+        console.width = max(console.width, need)
     print_item(console, table, options)
     return EXIT_OK
 

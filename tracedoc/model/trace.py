@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from .meta import TraceMeta
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # GPU op kinds
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -76,7 +80,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "collectives": {  # collective metadata carried by record_param_comms ops and NCCL kernels
         "source": "uint8", "row": "int64", "external_id": "int64", "collective": "int32",
         "in_nelems": "int64", "out_nelems": "int64", "group_size": "int64", "dtype": "int32",
-        "pg_name": "int32",
+        "pg_name": "int32", "pg_ranks": "int32", "seq": "int64",  # pg_ranks: "0,1,2,3"; seq: per-group sequence number
     },
     "op_shapes": {  # recorded shapes of matmul/conv/attention cpu ops (JSON text as string ids)
         "row": "int64", "dims": "int32", "types": "int32", "concrete": "int32", "flops": "float64",
@@ -148,7 +152,8 @@ class Table:
         return sum(a.nbytes for a in self.columns.values())
 
 
-_STRING_COLUMNS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "dims", "types", "concrete"}
+_STRING_COLUMNS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "pg_ranks", "dims", "types",
+                   "concrete"}
 
 
 @dataclass
@@ -171,9 +176,21 @@ class Trace:
     def string(self, sid: int) -> str:
         return self.strings[sid] if 0 <= sid < len(self.strings) else ""
 
-    def string_ids(self, predicate) -> np.ndarray:
-        """Boolean lookup array over the string table: ``mask[name_ids]`` tests many rows at once."""
-        return np.fromiter((bool(predicate(s)) for s in self.strings), dtype=bool, count=len(self.strings))
+    def string_ids(self, predicate, ids: np.ndarray | None = None) -> np.ndarray:
+        """Boolean lookup array over the string table: ``mask[name_ids]`` tests many rows at once.
+
+        With ``ids`` (a column of string ids), the predicate runs only on the distinct strings that
+        column uses and every other entry is False: a table of per-event strings (NVTX op names with
+        an ``op_id``) costs one call per string a column holds, not one per string in the trace.
+        """
+        strings = self.strings
+        if ids is None:
+            return np.fromiter((bool(predicate(s)) for s in strings), dtype=bool, count=len(strings))
+        mask = np.zeros(len(strings), dtype=bool)
+        used = np.unique(ids)
+        used = used[(used >= 0) & (used < len(strings))]
+        mask[used] = np.fromiter((bool(predicate(strings[i])) for i in used.tolist()), dtype=bool, count=used.size)
+        return mask
 
     @property
     def rank(self) -> int | None:
@@ -203,6 +220,8 @@ class Trace:
         """
         if table not in self.tables:
             raise KeyError(f"no table {table!r} in this trace; tables: {', '.join(self.tables)}")
+        import pandas as pd
+
         t = self.tables[table]
         cats = pd.Index(self.strings) if self.strings else pd.Index([], dtype=object)
         data = {}
@@ -256,6 +275,8 @@ _ENUM_COLUMNS: dict[tuple[str, str], dict[int, str]] = {
 def _enum_categorical(codes: np.ndarray, names: dict[int, str]) -> pd.Categorical:
     """Integer codes as a categorical of their names; a code with no name keeps its number as text,
     and -1 (missing) is NaN unless it has a name."""
+    import pandas as pd
+
     values = np.unique(codes)
     labels = [names.get(int(v), str(int(v))) if (int(v) != -1 or -1 in names) else None for v in values]
     categories = list(dict.fromkeys([*(n for k, n in names.items() if k != -1 or -1 in names),
@@ -288,6 +309,10 @@ class StringTable:
         """Ids for a list of strings (None -> -1), hashing each distinct value once."""
         if not values:
             return np.zeros(0, dtype=np.int32)
-        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
-        lut = np.array([self.intern(str(u)) for u in uniques] + [-1], dtype=np.int32)
-        return lut[codes]
+        try:
+            distinct = dict.fromkeys(values)  # first-appearance order, as ids are handed out
+        except TypeError:  # an unhashable value (a list where a name belongs): intern its text
+            values = [v if v is None or isinstance(v, str) else str(v) for v in values]
+            distinct = dict.fromkeys(values)
+        ids = {v: (-1 if v is None or v != v else self.intern(str(v))) for v in distinct}
+        return np.fromiter(map(ids.__getitem__, values), dtype=np.int32, count=len(values))

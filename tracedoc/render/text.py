@@ -62,6 +62,14 @@ def view_renderables(view: ReportView, options: TextOptions = TextOptions()) -> 
         return [Text("tracedoc: no ranks were analysed", style="yellow")]
     if options.quiet:
         return [verdict_line(view)]
+    if view.job is not None:
+        out = _job_block(view.job, options)
+        if view.rank_table is not None:
+            out.append(_rank_table(view, options))
+        if not view.focus_asked:
+            return [*out, Text("Per-rank details: --rank N", style="dim")]
+        return [*out, Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
+                *_rank_block(view.ranks[0], brief=False, options=options)]
     if view.multi_rank and view.rank_table is not None:
         return [_rank_table(view, options),
                 Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
@@ -71,6 +79,11 @@ def view_renderables(view: ReportView, options: TextOptions = TextOptions()) -> 
 
 def verdict_line(view: ReportView) -> Text:
     """One line: the verdict, its confidence and the top finding's impact (``--quiet``)."""
+    if view.job is not None:
+        job = view.job
+        conf = f" (confidence {job['confidence']})" if job["confidence"] else ""
+        return (Text(f"Job verdict: {', '.join(job['labels'])}{conf}", style="bold red") if job["labels"]
+                else Text("Job verdict: no job-level finding", style="bold green"))
     r = view.ranks[0]
     v = r.verdict
     where = f"rank {view.focus_rank}: " if view.multi_rank else ""
@@ -85,6 +98,42 @@ def verdict_line(view: ReportView) -> Text:
     top = next((f for f in r.findings if f.is_verdict), None)
     impact = _impact(top) if top is not None else ""
     return Text(f"{where}Verdict: {', '.join(v.labels)}{conf}{impact}", style="bold red")
+
+
+def _job_block(job: dict, options: TextOptions = TextOptions()) -> list[Any]:
+    """The job verdict first: labels, the top findings with fixes, stragglers, what limits the view."""
+    labels = job["labels"]
+    out: list[Any] = [Text(f"tracedoc · job of {len(job['rank_table']['rows']) + job['rank_table']['left_out']} ranks",
+                           style="bold")]
+    out.append(Text(f"Verdict: {', '.join(labels)}" + (f"  (confidence {job['confidence']})" if job["confidence"] else ""),
+                    style="bold red") if labels else Text("Verdict: no job-level finding", style="bold green"))
+    for i, f in enumerate(job["findings"][:3], 1):
+        out.append(Text(f"{i}. [{f['label']}] {f['title']}" + (f" — {f['impact']}" if f["impact"] else ""), style="bold"))
+        out.append(Text(f"   {f['message']}"))
+        for fix in f["fixes"][: 2 if i == 1 else 1]:
+            out.append(Text(f"   fix: {fix}"))
+        if i == 1 and f.get("expect"):
+            out.append(Text(f"   next profile should show: {f['expect']}", style="dim"))
+    for line in job["summary"]:
+        out.append(Text(line, style="dim"))
+    for s in job["stragglers"]:
+        out.append(Text("Straggler: " + s["line"], style="bold"))
+    for issue in job["issues"][:6]:
+        out.append(Text("note: " + issue, style="yellow"))
+    if len(job["issues"]) > 6:
+        out.append(Text(f"note: {len(job['issues']) - 6} more (--format json lists them all)", style="yellow"))
+    t = Table(title="Ranks in the job", title_justify="left", title_style="bold", box=None, header_style="bold",
+              pad_edge=False)
+    for col in job["rank_table"]["columns"]:
+        t.add_column(col, justify="right", no_wrap=options.terminal, overflow=options.overflow)
+    for row in job["rank_table"]["rows"][:32]:
+        t.add_row(*row)
+    out.append(t)
+    more = len(job["rank_table"]["rows"]) + job["rank_table"]["left_out"] - 32
+    if more > 0:
+        out.append(Text(f"{more} more ranks in --format json/html", style="dim"))
+    out.append(Text(""))
+    return out
 
 
 def _verdict_lines(r: RankView, brief: bool, verbose: bool = False) -> list[Any]:
@@ -104,6 +153,8 @@ def _verdict_lines(r: RankView, brief: bool, verbose: bool = False) -> list[Any]
     shown = r.findings if verbose else r.findings[: FINDINGS_SHOWN[brief]]
     for i, f in enumerate(shown, 1):
         out.append(Text(f"{i}. [{f.label}] {f.title}{_impact(f)}", style="bold"))
+        if f.what_if:
+            out.append(Text(f"   if fixed: {f.what_if}"))
         out.append(Text(f"   {f.message}"))
         # The top finding gets its fixes in full; the others their first fix (all of them with --verbose).
         for fix in f.fixes if verbose else f.fixes[: FIXES_OF_TOP[brief] if i == 1 else 1]:

@@ -42,23 +42,30 @@ LABEL_MEANINGS = {
     "advice": "worth a look, not a bottleneck label",
 }
 # A finding that explains less than this share of the step (of the window without steps) is "minor":
-# reports list it apart, and the verdict names only the labels of findings above it. Findings whose
-# impact cannot be measured are never minor.
+# reports list it apart, and the verdict names only the labels of findings above it. Where a critical-path
+# replay predicts the fix's gain, a finding is minor only when both that gain and the cause's share of the
+# step today are under it (a cause that takes a large share stays, with the replay's prediction beside it).
+# Findings whose impact cannot be measured are never minor.
 MIN_IMPACT_FRACTION = 0.02
 TENSOR_CORE_UNKNOWN_NOTABLE = 0.05  # above this share of compute, "unknown" Tensor Core use is worth saying
 IDLE_CAUSE_SHOWN = 0.0005  # idle causes under 0.05% of the window are left out of the lists
 
 
-def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> ReportView:
-    """The report view model: everything the renderers show, already formatted."""
-    focus = result.focus
+def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: str | None = None) -> ReportView:
+    """The report view model: everything the renderers show, already formatted. ``overlay_href``: the
+    Perfetto overlay written beside the report, which the HTML page links to."""
+    from dataclasses import replace as _replace
+
+    from .jobview import build_job_view, focus_of, paired_excerpts
+
+    focus, focus_reason = focus_of(result)
     inputs = [InputView(name=os.path.basename(p), path=p, sha256=result.hashes.get(p) or "not computed")
               for p in result.inputs]
     command = result.command or ("tracedoc analyze " + shlex.quote(result.inputs[0]) if len(result.inputs) == 1
                                  else "tracedoc analyze <directory of the rank traces>")
     name = (os.path.basename(os.path.dirname(result.inputs[0])) + "/" if len(result.inputs) > 1 and result.inputs
             else "") + (inputs[0].name if len(inputs) == 1 else f"{len(inputs)} rank files")
-    return ReportView(
+    view = ReportView(
         title=f"tracedoc · {name}" if result.inputs else "tracedoc",
         input_name=name,
         tracedoc_version=result.tracedoc_version,
@@ -71,7 +78,16 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> ReportView:
         focus_rank=None if focus is None else focus.rank,
         focus_source_name=None if focus is None else os.path.basename(focus.source),
         ranks=[build_rank(focus, caps)] if focus is not None else [],
+        job=build_job_view(result, caps.ranks),
+        job_rank_rows=min(caps.ranks, 64),
+        focus_reason=focus_reason,
+        focus_asked=bool(result.job is not None and result.job.focus_asked),
+        overlay_href=overlay_href,
     )
+    paired = paired_excerpts(result, focus) if caps.timeline and focus is not None else None
+    if paired:  # the straggler's step beside the median rank's
+        view.ranks[0] = _replace(view.ranks[0], timeline=build_timeline(paired, _replace(caps, slowest_excerpt=True)))
+    return view
 
 
 def build_rank(r: "RankResult", caps: Caps) -> RankView:
@@ -154,11 +170,20 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
         impact_ms=impact_ms, impact_of=f"the {per}",
         impact_pct=None if frac is None else fmt_pct(frac),
         impact_width=0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
-        fixes=list(f.fixes), expect=f.expect, minor=frac is not None and frac < MIN_IMPACT_FRACTION,
+        fixes=list(f.fixes), expect=f.expect, minor=_minor(f),
+        what_if=f.what_if_text, what_if_method=(f.what_if or {}).get("method"),
         evidence=[build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
                               key=table)
                   for table, rows in f.evidence.items() if rows],
     )
+
+
+def _minor(f: Finding) -> bool:
+    """Under the minimum impact both as today's share of the step and as the replay's predicted gain."""
+    if f.impact_fraction is None:
+        return False
+    share = (f.what_if or {}).get("share_fraction")
+    return max(f.impact_fraction, share or 0.0) < MIN_IMPACT_FRACTION
 
 
 def _verdict(v: Verdict | None, findings: list[FindingView], every: list[FindingView] | None = None) -> VerdictView:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 from typing import Any, Callable
 
 import numpy as np
+import orjson
 
 from ...model import trace as M
 from ...model.numbers import decimal_text_to_scaled_int, to_float64, to_int64
@@ -49,12 +51,46 @@ def _runtime_kind(cat: Any) -> int:
     return _RUNTIME_CATS.get(cat, M.RUNTIME_OTHER)
 
 
+def _codes(values: list) -> tuple[np.ndarray, list] | None:
+    """Dense codes of a list of hashable values and the distinct values (None if one is unhashable)."""
+    try:
+        distinct = list(set(values))
+    except TypeError:
+        return None
+    lut = {v: i for i, v in enumerate(distinct)}
+    return np.fromiter(map(lut.__getitem__, values), dtype=np.int32, count=len(values)), distinct
+
+
+def _classes(ph: list, cat: list) -> np.ndarray:
+    """``_classify`` of every event, evaluated once per distinct (phase, category) pair."""
+    n = len(ph)
+    ph_codes, cat_codes = _codes(ph), _codes(cat)
+    if ph_codes is None or cat_codes is None:
+        return np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
+    (pc, phs), (cc, cats) = ph_codes, cat_codes
+    table = np.array([[_classify(p, c) for c in cats] for p in phs], dtype=np.int8).reshape(len(phs), len(cats))
+    return table[pc, cc]
+
+
+def _kinds(cats: list, by_cat: Callable[[Any], int]) -> np.ndarray:
+    """``by_cat`` of every category in ``cats``, evaluated once per distinct category."""
+    codes = _codes(cats)
+    if codes is None:
+        return np.fromiter(map(by_cat, cats), dtype=np.uint8, count=len(cats))
+    idx, distinct = codes
+    return np.array([by_cat(c) for c in distinct], dtype=np.uint8)[idx]
+
+
 # Ops whose recorded shapes are kept (FLOPs are counted from them): matrix products, convolutions and
 # attention, by name. Broad on purpose; the FLOP formulas decide what they can count.
 SHAPE_OP_RE = re.compile(r"^(aten|flash_attn)::\w*(mm|mv|matmul|linear|einsum|conv|attention|attn)\w*$")
 _STREAM_RE = re.compile(r"^\s*stream\s+(\d+)", re.I)
 LABEL_ID_BASE = -(1 << 40)
-_STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "dims", "types", "concrete"}
+_STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "pg_ranks", "dims", "types", "concrete"}
+# CPU ops of collectives whose first input is the message (record_param_comms, nccl:*, gloo:*): their
+# shapes give the size on torch versions that record no collective args. (c10d::*_base_ ops take
+# the output tensor first, so their shapes are not used.)
+_COLLECTIVE_OP_RE = re.compile(r"^(record_param_comms$|nccl:|gloo:)")
 
 
 class _Reader:
@@ -149,7 +185,7 @@ class _Reader:
         self.bad_args += getattr(evs, "bad_args", 0)
         ph = [e.ph for e in evs]
         cat = [e.cat for e in evs]
-        cls = np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
+        cls = _classes(ph, cat)
         ts = decimal_text_to_scaled_int([e.ts for e in evs])
         ts_min = np.iinfo(np.int64).min
         ts[ts == ts_min] = 0
@@ -180,7 +216,7 @@ class _Reader:
         ext = _external_ids(args)
         grid = _triples([a.grid for a in args])
         block = _triples([a.block for a in args])
-        kind = np.fromiter((_GPU_CATS[c] for c in cats), dtype=np.uint8, count=n)
+        kind = _kinds(cats, _GPU_CATS.__getitem__)
         self.parts["gpu_ops"].append(Table("gpu_ops", {
             "kind": kind, "device": device, "stream": stream, "start_ns": ts, "end_ns": end,
             "name": self.names([e.name for e in sub]),
@@ -208,7 +244,7 @@ class _Reader:
         ext = _external_ids(args)
         stacks = [a.call_stack for a in args]
         self.parts["cpu_ops"].append(Table("cpu_ops", {
-            "kind": np.fromiter((_CPU_CATS[c] for c in cats), dtype=np.uint8, count=n),
+            "kind": _kinds(cats, _CPU_CATS.__getitem__),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "name": self.names([e.name for e in sub]), "start_ns": ts,
             "end_ns": ts + self._durations(sub), "external_id": ext, "depth": np.zeros(n),
@@ -218,9 +254,19 @@ class _Reader:
         base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
         self._shapes(args, names, base)
         has_coll = [i for i, a in enumerate(args) if a.collective is not None]
+        base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
         if has_coll:
             self._collectives(M.COLLECTIVE_FROM_CPU_OP, [args[i] for i in has_coll],
                               np.asarray(has_coll) + base, ext[has_coll])
+        shaped = self._collective_op_rows(self.parts["cpu_ops"][-1]["name"])
+        shaped = [i for i in shaped.tolist() if args[i].collective is None and len(args[i].input_dims) > 4]
+        if shaped:
+            sizes = [_first_input(args[i]) for i in shaped]
+            keep = [k for k, (nelems, _) in enumerate(sizes) if nelems >= 0]
+            if keep:
+                rows = np.asarray([shaped[k] for k in keep])
+                self._collectives(M.COLLECTIVE_FROM_CPU_OP, [args[i] for i in rows], rows + base, ext[rows],
+                                  names=[sub[i].name for i in rows], shapes=[sizes[k] for k in keep])
 
     def _shapes(self, args: list[Args], names: np.ndarray, base: int) -> None:
         """Recorded shapes of the ops FLOPs are counted for; other ops' shapes stay undecoded."""
@@ -245,21 +291,37 @@ class _Reader:
             "flops": to_float64([a.flops for a in sel]),
         }))
 
-    def _collectives(self, source, args, rows, ext):
-        self.parts["collectives"].append(Table("collectives", {
+    def _collective_op_rows(self, name_ids: np.ndarray) -> np.ndarray:
+        """Rows whose name is a collective CPU op (looked up once per distinct name)."""
+        cache = self.__dict__.setdefault("_coll_names", {})
+        uniq = np.unique(name_ids)
+        for sid in uniq.tolist():
+            if sid not in cache:
+                cache[sid] = sid >= 0 and _COLLECTIVE_OP_RE.match(self.strings.strings[sid]) is not None
+        hits = [sid for sid in uniq.tolist() if cache[sid]]
+        return np.flatnonzero(np.isin(name_ids, hits)) if hits else np.zeros(0, dtype=np.int64)
+
+    def _collectives(self, source, args, rows, ext, names=None, shapes=None):
+        cols = {
             "source": np.full(len(args), source), "row": rows, "external_id": ext,
-            "collective": self.names([str(a.collective) for a in args]),
+            "collective": self.names([str(a.collective) for a in args] if names is None else names),
             "in_nelems": to_int64([a.in_nelems for a in args]),
             "out_nelems": to_int64([a.out_nelems for a in args]),
             "group_size": to_int64([a.group_size for a in args]),
             "dtype": self.names([None if a.dtype is None else str(a.dtype) for a in args]),
             "pg_name": self.names([None if a.pg_name is None else str(a.pg_name) for a in args]),
-        }))
+            "pg_ranks": self.names([_ranks_text(a.pg_ranks) for a in args]),
+            "seq": to_int64([a.seq if a.seq is not None else a.seq_lower for a in args]),
+        }
+        if shapes is not None:  # sizes from the op's first input: nelems and dtype
+            cols["in_nelems"] = np.asarray([n for n, _ in shapes], dtype=np.int64)
+            cols["dtype"] = self.names([t for _, t in shapes])
+        self.parts["collectives"].append(Table("collectives", cols))
 
     def _runtime(self, sub, ts, cats):
         args = [e.args or _EMPTY_ARGS for e in sub]
         self.parts["runtime"].append(Table("runtime", {
-            "kind": np.fromiter(map(_runtime_kind, cats), dtype=np.uint8, count=len(sub)),
+            "kind": _kinds(cats, _runtime_kind),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "name": self.names([e.name for e in sub]), "start_ns": ts,
             "end_ns": ts + self._durations(sub),
@@ -296,7 +358,7 @@ class _Reader:
         phase = {"s": M.FLOW_START, "t": M.FLOW_STEP, "f": M.FLOW_END}
         self.parts["flows"].append(Table("flows", {
             "id": to_int64([e.id for e in sub]),
-            "phase": np.fromiter((phase[e.ph] for e in sub), dtype=np.uint8, count=len(sub)),
+            "phase": _kinds([e.ph for e in sub], phase.__getitem__),
             "cat": self.names([None if c is None else str(c) for c in cats]),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]), "ts_ns": ts,
         }))
@@ -337,6 +399,35 @@ class _Reader:
     }
 
 
+def _ranks_text(ranks: Any) -> str | None:
+    """``Process Group Ranks`` (a list, or its text) as ``"0,1,2,3"``."""
+    if ranks is None:
+        return None
+    if isinstance(ranks, str):
+        ranks = re.findall(r"-?\d+", ranks)
+    try:
+        return ",".join(str(int(r)) for r in ranks)
+    except (TypeError, ValueError):
+        return None
+
+
+def _first_input(args: Args) -> tuple[int, str | None]:
+    """Elements and dtype of a collective op's first input, from ``Input Dims``/``Input type``; -1 unknown."""
+    try:
+        dims = orjson.loads(bytes(args.input_dims))
+        types = orjson.loads(bytes(args.input_type))
+    except orjson.JSONDecodeError:
+        return -1, None
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or not dims[0]:
+        return -1, None
+    try:
+        nelems = int(np.prod([int(d) for d in dims[0]]))
+    except (TypeError, ValueError):
+        return -1, None
+    dtype = types[0] if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else None
+    return nelems, dtype
+
+
 def _take(evs: list, idx: np.ndarray) -> list:
     if idx.size == 0:
         return []
@@ -361,10 +452,15 @@ def _triples(values: list) -> np.ndarray:
     if n and all(v is None for v in values[:1]) and all(v is None for v in values):
         return np.full((n, 3), -1, dtype=np.int64)
     try:
+        if set(map(type, values)) == {list} and min(map(len, values)) == 3 == max(map(len, values)):
+            return np.fromiter(itertools.chain.from_iterable(values), dtype=np.int64, count=3 * n).reshape(n, 3)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    try:
         arr = np.array(values, dtype=np.int64)
         if arr.shape == (n, 3):
             return arr
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     out = np.full((n, 3), -1, dtype=np.int64)
     for i, v in enumerate(values):

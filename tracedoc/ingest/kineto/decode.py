@@ -46,13 +46,17 @@ class Args(msgspec.Struct, frozen=True):
     group_size: Any = msgspec.field(default=None, name="Group size")
     dtype: Any = None
     pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    seq: Any = msgspec.field(default=None, name="Seq")
+    seq_lower: Any = msgspec.field(default=None, name="seq")
     # cuda_sync
     wait_on_stream: Any = None
     # M events
     name: Any = None
     labels: Any = None
     # recorded shapes (record_shapes=True) and FLOPs (with_flops=True): kept as undecoded JSON text,
-    # decoded later only for the matmul/conv/attention ops that need them
+    # decoded later only for the ops that need them (matmul/conv/attention for FLOPs; collective ops of
+    # torch versions without collective args, for their message size)
     input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
     concrete_inputs: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")

@@ -18,6 +18,7 @@ from .source import _Source
 
 CHUNK_BYTES = 16 * 1024 * 1024
 _HEAD_LIMIT = 64 * 1024 * 1024
+_CUT_WINDOW = 256 * 1024
 
 
 _EVENTS_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -141,7 +142,7 @@ def _read_sequential(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Read
 
 def _find_cut(buf: bytes) -> tuple[int, int] | None:
     """The last event boundary in ``buf`` (unverified): end of the piece before it, start of the rest."""
-    search_from = max(0, len(buf) - 4 * 1024 * 1024)
+    search_from = max(0, len(buf) - _CUT_WINDOW)  # the last cut is near the end
     while True:
         last = None
         for last in _CUT_RE.finditer(buf, search_from):
@@ -220,7 +221,7 @@ def _drain(src: _Source, chunk_bytes: int) -> bytes:
 
 def _cut_and_decode(buf: bytes) -> tuple[list[Event], int] | None:
     """Decode the events before the last event boundary in ``buf``; return them and where the rest starts."""
-    search_from = max(0, len(buf) - 4 * 1024 * 1024)
+    search_from = max(0, len(buf) - _CUT_WINDOW)  # the last cut is near the end
     tried = 0
     while True:
         cuts = list(_CUT_RE.finditer(buf, search_from))
