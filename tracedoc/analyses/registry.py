@@ -141,6 +141,12 @@ EVIDENCE: dict[str, str] = {
     "stream_gaps": "Gap statistics per stream.",
     "top_kernels": "Kernels (and copies) by total time in the window.",
     "top_operators": "CPU operators by the GPU time of the ops they launched.",
+    "kernel_classes": "GPU op time by what the ops compute (GEMM, convolution, attention, elementwise, reduction, "
+                      "communication, memory copies and sets, other): count, time, share of GPU op time.",
+    "operators_by_shape": "CPU operators grouped by name and recorded input shapes (shapes are kept for matmul, "
+                          "convolution and attention ops): calls, CPU time, the GPU ops they launched and their time.",
+    "operators_by_module": "nn.Module spans (recorded with with_stack or with_modules) grouped by module: calls, "
+                           "CPU time, and the GPU time of the ops launched inside them (innermost module).",
     "kernel_totals": "Every GPU op name in the window: kind, category, count and total time (what a diff aligns).",
     "operator_totals": "Every CPU operator name starting in the window: calls, CPU time, and the GPU ops it "
                        "launched and their time (what a diff aligns).",
