@@ -193,3 +193,43 @@ def test_hostile_names_render_as_text(browser, tmp_path):
         page.screenshot(tmp_path, "report_hostile.png")
     finally:
         page.close()
+
+
+def test_tables_stay_inside_their_section_at_1400px(browser, tmp_path):
+    """Top gaps between kernels with long C++ names: at 1400 px the table fits its section (short names,
+    wrapping cells) and the page never scrolls sideways."""
+    from trace_builder import TraceBuilder
+
+    long = ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, "
+            "float, float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
+            "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > const&)"
+            "::{lambda(int)#1}>(int, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, float, float, "
+            "at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&))")
+    b = TraceBuilder()
+    t = 0.0
+    for n in range(3):
+        b.step(n + 1, t, t + 3_000.0)
+        for k in range(6):
+            b.kernel(long.replace("MulFunctor", f"Mul{k}Functor"), t + 200.0 + 400.0 * k, 100.0,
+                     op="aten::mul", launch_at=t + 150.0 + 400.0 * k)
+        t += 3_000.0
+    result = analyze(b.write(tmp_path / "longnames.pt.trace.json.gz"))
+    page = open_report(browser, result, tmp_path, "longnames.html")
+    pg = page.page
+    try:
+        pg.set_viewport_size({"width": 1400, "height": 900})
+        sizes = pg.evaluate("""() => {
+            const section = document.querySelector('#gaps').getBoundingClientRect();
+            const wrap = document.querySelector('#table-top_gaps');
+            const kernels = document.querySelector('#table-top_kernels');
+            return {section: section.right, wrap: wrap.getBoundingClientRect().right,
+                    table: wrap.querySelector('table').getBoundingClientRect().right,
+                    kernels: kernels.querySelector('table').getBoundingClientRect().right,
+                    page: document.documentElement.scrollWidth, view: window.innerWidth}; }""")
+        assert sizes["page"] <= sizes["view"]
+        assert sizes["wrap"] <= sizes["section"] + 0.5 and sizes["table"] <= sizes["section"] + 0.5, sizes
+        assert sizes["kernels"] <= sizes["section"] + 0.5, sizes
+        assert pg.locator("#table-top_gaps td.wide").first.get_attribute("title").startswith("void at::native::")
+        page.screenshot(tmp_path, "report_longnames_1400.png", full_page=True)
+    finally:
+        page.close()

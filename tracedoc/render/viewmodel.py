@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 
 from ..analyses.idle import CAUSES as IDLE_CAUSES
 from ..engine.evaluate import Finding, Verdict
+from .charts import gpu_figures, kernel_class_bar, memory_view
 from .cells import MAIN_TABLES, build_table, fmt_cell, shorten, version_text
 from .efficiency import efficiency_items, efficiency_line
-from .format import fmt_bytes, fmt_ns, fmt_pct
+from .format import fmt_ns, fmt_pct
 from .timeline import CAUSE_LABELS, build_timeline
 from .views import (Caps, DataLoaderView, FindingView, HealthView, IdleCause, InputView, Item, KernelsView,
-                    MemoryView, RankTableView, RankView, ReportView, Segment, StepBar, StepsView, TensorCoreView,
+                    RankTableView, RankView, ReportView, Segment, StepBar, StepsView, TensorCoreView,
                     VerdictView, WindowView)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,7 +125,9 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
                                  key=key)
                 for key, (title, cols) in MAIN_TABLES.items()},
         tensor_cores=_tensor_cores(m),
-        memory=_memory(m, r.evidence.get("memory_curve") or [], origin, caps),
+        memory=memory_view(m, r.evidence.get("memory_curve") or [], origin, caps),
+        gpu_figures=gpu_figures(m),
+        kernel_classes=kernel_class_bar(r.evidence.get("kernel_classes") or []),
         kernels=KernelsView(count=fmt_cell("count", m.get("kernel_count")), median=fmt_ns(m.get("kernel_median_ns")),
                             under_10us=fmt_pct(m.get("kernels_under_10us_fraction")),
                             launch_delay_p50=fmt_ns(m.get("launch_delay_p50_ns")),
@@ -291,34 +294,6 @@ def _tensor_cores(m: dict) -> TensorCoreView:
         width=round(100 * max(0.0, min(1.0, m.get("tensor_core_fraction") or 0.0)), 2),
         unknown_width=round(100 * max(0.0, min(1.0, unknown or 0.0)), 2),
         unknown_notable=(unknown or 0) > TENSOR_CORE_UNKNOWN_NOTABLE)
-
-
-def _memory(m: dict, curve: list[dict], origin: int, caps: Caps) -> MemoryView:
-    out = MemoryView(peak_allocated=fmt_bytes(m.get("memory_peak_allocated_bytes")),
-                     peak_reserved=fmt_bytes(m.get("memory_peak_reserved_bytes")),
-                     device_memory=fmt_bytes(m.get("device_memory_bytes")),
-                     peak_fraction=fmt_pct(m.get("memory_peak_fraction")),
-                     has_data=bool(m.get("memory_peak_allocated_bytes") or curve))
-    if not curve:
-        return out
-    dev = curve[0].get("device")
-    pts = [p for p in curve if p.get("device") == dev]
-    if len(pts) > caps.curve_points:
-        step = len(pts) / caps.curve_points
-        pts = [pts[int(i * step)] for i in range(caps.curve_points)] + [pts[-1]]
-    t0, t1 = pts[0]["ts_ns"], pts[-1]["ts_ns"]
-    top = max(max(p.get("reserved") or 0, p.get("allocated") or 0) for p in pts) or 1
-    w, h = 600.0, 120.0
-
-    def line(key: str) -> str:
-        xs = [(p["ts_ns"] - t0) / (t1 - t0) * w if t1 > t0 else w * i / max(1, len(pts) - 1)
-              for i, p in enumerate(pts)]
-        return " ".join(f"{x:.1f},{h - (p.get(key) or 0) / top * h:.1f}" for x, p in zip(xs, pts))
-
-    out.curve = {"allocated": line("allocated"), "reserved": line("reserved"), "device": dev,
-                 "top": fmt_bytes(top), "span": fmt_ns(t1 - t0), "start": "+" + fmt_ns(t0 - origin),
-                 "points": len(pts)}
-    return out
 
 
 def _environment(r: "RankResult") -> list[Item]:

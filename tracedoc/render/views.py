@@ -41,6 +41,7 @@ class TableView:
     rows: list[list[str]]
     total: int
     left_out: int
+    short: list[list[str]] = field(default_factory=list)  # per cell: a kernel name's short form ("" if none)
 
     def cells(self, key: str) -> list[str]:
         """One column's cells ("—" for every row when the table does not show that column)."""
@@ -213,6 +214,8 @@ class RankView:
     efficiency: str | None = None  # one line on model FLOPs, TFLOP/s and MFU (None: nothing to say)
     minor_findings: list[FindingView] = field(default_factory=list)  # listed apart, under their impact
     minor_threshold: str = ""  # "2% of the step"
+    gpu_figures: list[Item] = field(default_factory=list)  # GPU utilisation, SM efficiency, occupancy
+    kernel_classes: list[Segment] = field(default_factory=list)  # GPU op time by class, one stacked bar
 
 
 @dataclass
