@@ -165,10 +165,10 @@ def test_replay_over_groups_counts_each_delay_once():
 
 
 @pytest.mark.parametrize("span", [10**6, 4 * 10**18])
-def test_last_instance_left_before_a_time(span):
+def test_last_instance_begun_before_a_time(span):
     import numpy as np
 
-    from tracedoc.job.whatif import _Left
+    from tracedoc.job.whatif import _Began
 
     rng = np.random.default_rng(3)
     n = 200
@@ -178,9 +178,9 @@ def test_last_instance_left_before_a_time(span):
     q_rank = rng.integers(0, 6, 300)  # rank 5 has no instance
     q_time = np.r_[rng.integers(0, span, 290), end[:10]]
     q_rank[290:] = rank[:10]
-    left = _Left(rank, end, inst)
+    began = _Began(rank, end, inst)
     for strict in (True, False):
-        got = left.before(q_rank, q_time, strict)
+        got = began.before(q_rank, q_time, strict)
         for r, tq, g in zip(q_rank, q_time, got):
             ok = (rank == r) & ((end < tq) if strict else (end <= tq))
             want = -1 if not ok.any() else inst[ok][np.argmax(end[ok])]

@@ -11,8 +11,11 @@ dependency graphs. The model is lockstep:
   of the *other* members (its "on-time" arrival), so a collective begins at the other ranks' latest
   arrival.
 
-Let ``d(k)`` be how much earlier instance ``k`` ends in the replay and ``p(r, k)`` the instance rank
-``r`` left last before arriving at ``k`` (``d = 0`` when none). Each member arrives ``d(p(r, k))``
+Let ``d(k)`` be how much earlier instance ``k`` starts (and ends) in the replay and ``p(r, k)`` the
+instance rank ``r`` took part in that began last before ``r`` arrived at ``k`` -- began: its last
+member arrived; not ended, as a CPU backend's work end is recorded after the caller has moved on,
+and in-flight instances on other streams move the rank as well (``d = 0`` when none). Each member
+arrives ``d(p(r, k))``
 earlier; the last of the non-straggler members sets the new start, so::
 
     d(k) = min over members r != straggler of ( wait(r, k) + d(p(r, k)) )
@@ -20,7 +23,7 @@ earlier; the last of the non-straggler members sets the new start, so::
 with ``wait(r, k)`` = last arrival - own arrival, as measured. A delay is therefore counted once:
 lateness at a step's first collective shifts every later arrival of every rank, and the recorded
 waits at the step's later collectives already contain it. A step's completion on rank ``r`` moves
-by ``d`` of the last instance the rank left before it; the prediction is the mean step time
+by ``d`` of the last instance the rank took part in that began before it; the prediction is the mean step time
 (DESIGN.md: the span from the first step's start to the last completion over the steps) of each
 rank after the shift, the median over ranks, before and after.
 
@@ -49,8 +52,8 @@ def straggler_removed(t: Timing, ranks: list[RankTables], straggler: int) -> tup
     if not with_steps:
         return None, "the ranks recorded no steps"
     m = t.last_ns.size
-    left = _Left(t.rank, t.end_ns, t.inst)
-    earlier = _replay(t.inst, t.rank, t.wait_ns, left.before(t.rank, t.arrival_ns, strict=True), t.last_ns,
+    began = _Began(t.rank, t.last_ns[t.inst], t.inst)
+    earlier = _replay(t.inst, t.rank, t.wait_ns, began.before(t.rank, t.arrival_ns, strict=True), t.last_ns,
                       straggler, m)
     # per rank, its first step's start and every completion (aligned clock), as one query table
     parts = []
@@ -61,7 +64,7 @@ def straggler_removed(t: Timing, ranks: list[RankTables], straggler: int) -> tup
     sizes = np.array([p.size for p in parts])
     q_time = np.concatenate(parts)
     q_rank = np.repeat(np.array([rt.rank for rt in with_steps], dtype=np.int64), sizes)
-    moved = q_time - earlier[left.before(q_rank, q_time, strict=False)]  # index -1: no instance, 0 ns
+    moved = q_time - earlier[began.before(q_rank, q_time, strict=False)]  # index -1: no instance, 0 ns
     first = np.r_[0, np.cumsum(sizes)[:-1]]
     steps = sizes - 1
     span_before = _span(q_time, first, sizes)
@@ -84,33 +87,34 @@ def _span(points: np.ndarray, first: np.ndarray, sizes: np.ndarray) -> np.ndarra
     return (latest - points[first]).astype(np.float64)
 
 
-class _Left:
-    """Which matched instance a rank left last before a given time: the rows sorted by (rank, end) as
-    one integer key, rank code x the span of the times + time (dense time codes where that overflows)."""
+class _Began:
+    """The matched instance a rank took part in that began (its last member arrived) last before a
+    given time. Rows sorted by (rank, start) as one integer key: rank code x the span of the times +
+    time, or dense time codes where that would overflow."""
 
-    def __init__(self, rank: np.ndarray, end: np.ndarray, inst: np.ndarray):
-        self.rank, self.end, self.inst = rank, end, inst
+    def __init__(self, rank: np.ndarray, start: np.ndarray, inst: np.ndarray):
+        self.rank, self.start, self.inst = rank, start, inst
         self.ranks = np.unique(rank)
-        self.lo = int(end.min()) if end.size else 0
-        self.width = (int(end.max()) - self.lo + 2) if end.size else 1
+        self.lo = int(start.min()) if start.size else 0
+        self.width = (int(start.max()) - self.lo + 2) if start.size else 1
         self.sorted_key = self.order = None
 
     def before(self, q_rank: np.ndarray, q_time: np.ndarray, strict: bool) -> np.ndarray:
-        """Per query (rank, time): the instance whose end on that rank is the latest ``<`` the time
+        """Per query (rank, time): the rank's instance whose start is the latest ``<`` the time
         (``<=`` unless ``strict``); -1 when none (also for a rank without instances)."""
         r_code = np.searchsorted(self.ranks, q_rank)
         known = (r_code < self.ranks.size) & (self.ranks[np.minimum(r_code, self.ranks.size - 1)] == q_rank)
         if (self.ranks.size + 1) * self.width < 2 ** 62:
             if self.sorted_key is None:
-                key = np.searchsorted(self.ranks, self.rank) * self.width + (self.end - self.lo)
+                key = np.searchsorted(self.ranks, self.rank) * self.width + (self.start - self.lo)
                 self.order = np.argsort(key, kind="stable")
                 self.sorted_key = key[self.order]
             sorted_key, order, width = self.sorted_key, self.order, self.width
             q_key = r_code * width + np.clip(q_time - self.lo, -1, width - 1)
             q_key = np.where(q_time < self.lo, r_code * width - 1, q_key)
         else:
-            n = self.end.size
-            _, code = np.unique(np.concatenate([self.end, q_time]), return_inverse=True)
+            n = self.start.size
+            _, code = np.unique(np.concatenate([self.start, q_time]), return_inverse=True)
             width = int(code.max()) + 2
             key = np.searchsorted(self.ranks, self.rank) * width + code[:n]
             order = np.argsort(key, kind="stable")
@@ -126,7 +130,7 @@ class _Left:
 
 def _replay(inst, rank, wait, prev, last_ns, straggler: int, m: int) -> np.ndarray:
     """``d(k)`` per instance (ns), index ``m`` = no instance (0): how much earlier each matched
-    instance ends with the straggler on time."""
+    instance starts and ends with the straggler on time."""
     prev = np.where(prev >= 0, prev, m)
     # the straggler does not bound an instance it shares with other ranks
     others = rank != straggler
@@ -138,8 +142,8 @@ def _replay(inst, rank, wait, prev, last_ns, straggler: int, m: int) -> np.ndarr
     chained = _replay_chains(inst, wait, prev, bounds, m)
     if chained is not None:
         return chained
-    # members left different instances last (several groups): replay in order of last arrival; an
-    # instance's predecessors end before its last arrival (an unreplayed one counts as not moved)
+    # members came from different instances (several groups): replay in order of start; an instance's
+    # predecessors began before it
     earlier = np.zeros(m + 1, dtype=np.int64)
     for k in np.argsort(last_ns, kind="stable").tolist():
         lo, hi = bounds[k], bounds[k + 1]
@@ -149,10 +153,9 @@ def _replay(inst, rank, wait, prev, last_ns, straggler: int, m: int) -> np.ndarr
 
 
 def _replay_chains(inst, wait, prev, bounds, m: int) -> np.ndarray | None:
-    """The replay when every instance's bounding members all left the same instance before it (one
+    """The replay when every instance's bounding members all took part in the same instance before it (one
     group, or groups in sequence): ``d(k) = min wait(k) + d(p(k))`` summed along the chains by pointer
-    doubling (log2 of the chain length passes). None when members left different instances, or the
-    chains loop (clocks too far apart to order the instances)."""
+    doubling (log2 of the chain length passes). None when members came from different instances."""
     p = np.full(m + 1, m, dtype=np.int64)
     lo = bounds[:-1]
     has = bounds[1:] > lo
