@@ -108,6 +108,20 @@ def test_straggler_finding_carries_the_prediction_and_ranks_by_its_gain(pair):
     assert impacts == sorted(impacts, reverse=True)
 
 
+def test_reports_show_the_prediction_under_the_job_verdict(pair):
+    from tracedoc.render import render_html, render_md
+    from tracedoc.render.text import render_text
+
+    _, late = pair["late"]
+    w = late.to_dict()["job"]["straggler_what_if"]
+    before, after = round(w["step_ms_before"]), round(w["step_ms_after"])
+    text = render_text(late, width=200)
+    assert text.index(f"if fixed: step {before} ms → ~{after} ms") < text.index("Ranks in the job")
+    md = render_md(late)
+    assert md.index("If fixed: **step") < md.index("## tracedoc verdict") and "job replay of" in md
+    assert "job replay of" in render_html(late)
+
+
 def test_job_without_a_straggler_has_no_straggler_what_if(pair):
     _, on_time = pair["on_time"]
     job = on_time.to_dict()["job"]
