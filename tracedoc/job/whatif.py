@@ -1,35 +1,38 @@
 """What-if for the job view: the job's step time once a straggler's lateness is removed.
 
-The ranks' traces are gone by the time collectives are matched (each rank was analysed in its own
-worker), so the prediction is a replay of the matched instances' timing, not of the ranks'
-dependency graphs. The model is lockstep:
+Input: the matched instances' timing (``timing.Timing``: per member its arrival and wait, per
+instance its last arrival, clocks aligned) and each rank's step table. Output: the prediction
+``{step_ms_before, step_ms_after, gain_ms, method}`` that the ``straggler_bound`` finding carries.
 
-- every rank's time between two of its collectives is its own *work*, fixed: what a rank does after
-  a collective starts when the collective ends, so a collective that ends earlier moves the rank's
-  next arrival (and its step completion) earlier by as much;
-- removing the straggler's lateness: the straggler reaches each collective no later than the last
-  of the *other* members (its "on-time" arrival), so a collective begins at the other ranks' latest
-  arrival.
+Why not the critical-path replay (``analyses/critical_path``, whose graph takes ``Arrivals``): the
+ranks' traces and graphs live in their workers and are gone by the time the job step matches
+collectives across ranks; shipping graphs back would break the job step's O(ranks x collectives)
+budget. The job step replays the collectives themselves instead, in lockstep:
 
-Let ``d(k)`` be how much earlier instance ``k`` starts (and ends) in the replay and ``p(r, k)`` the
-instance rank ``r`` took part in that began last before ``r`` arrived at ``k`` -- began: its last
-member arrived; not ended, as a CPU backend's work end is recorded after the caller has moved on,
-and in-flight instances on other streams move the rank as well (``d = 0`` when none). Each member
-arrives ``d(p(r, k))``
-earlier; the last of the non-straggler members sets the new start, so::
+- each rank's time between two of its collectives is its own work, kept as recorded; what a rank
+  does after a collective starts when the collective does, so a collective that starts (and ends)
+  earlier moves the rank's next arrival, and its step completion, earlier by as much;
+- with the straggler on time, it reaches each collective no later than the last of the other
+  members, so a collective starts at the latest arrival of the members other than the straggler.
+
+Let ``d(k)`` be how much earlier instance ``k`` starts in the replay, and ``p(r, k)`` the instance
+rank ``r`` took part in that began (its last member arrived) last before ``r`` arrived at ``k``:
+began, not ended, because a CPU backend's work end is recorded after the caller has moved on
+(``d = 0`` when there is none). Each member arrives ``d(p(r, k))`` earlier, and the last of the
+members other than the straggler sets the start::
 
     d(k) = min over members r != straggler of ( wait(r, k) + d(p(r, k)) )
 
-with ``wait(r, k)`` = last arrival - own arrival, as measured. A delay is therefore counted once:
-lateness at a step's first collective shifts every later arrival of every rank, and the recorded
-waits at the step's later collectives already contain it. A step's completion on rank ``r`` moves
-by ``d`` of the last instance the rank took part in that began before it; the prediction is the mean step time
-(DESIGN.md: the span from the first step's start to the last completion over the steps) of each
-rank after the shift, the median over ranks, before and after.
+with ``wait(r, k)`` = last arrival - own arrival, as measured. A delay is counted once: lateness
+at a step's first collective moves every later arrival of every rank, and the waits recorded at the
+step's later collectives already hold it. A rank's step completion moves by ``d`` of the last
+instance it took part in that began before it. The prediction is each rank's mean step time (the
+span from its first step's start to its last completion over its steps, DESIGN.md), the median
+over ranks, before and after.
 
-The model overstates the gain where a victim's work after a collective does not wait for it (its
-next step held back by its own input pipeline, say), and ignores lateness the straggler shows
-outside matched collectives.
+Limits: it overstates the gain where a rank's work after a collective does not wait for it (its
+next step held back by its own input pipeline, say); lateness outside matched collectives is not
+seen; with several stragglers the top one alone is put on time (the next one then sets the pace).
 """
 
 from __future__ import annotations
