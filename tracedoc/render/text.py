@@ -109,6 +109,8 @@ def _job_block(job: dict, options: TextOptions = TextOptions()) -> list[Any]:
                     style="bold red") if labels else Text("Verdict: no job-level finding", style="bold green"))
     for i, f in enumerate(job["findings"][:3], 1):
         out.append(Text(f"{i}. [{f['label']}] {f['title']}" + (f" — {f['impact']}" if f["impact"] else ""), style="bold"))
+        if f.get("what_if"):
+            out.append(Text(f"   if fixed: {f['what_if']}"))
         out.append(Text(f"   {f['message']}"))
         for fix in f["fixes"][: 2 if i == 1 else 1]:
             out.append(Text(f"   fix: {fix}"))
