@@ -72,7 +72,7 @@ def test_torchrun_straggler_prediction_is_near_the_balanced_job(runs):
     balanced = analyze(runs["balanced"], jobs=2).to_dict()["job"]
     w = slow["straggler_what_if"]
     (finding,) = [f for f in slow["verdict"]["findings"] if f["rule_id"] == "TD620"]
-    assert finding["what_if"] == w and "replay" in w["method"]
+    assert {k: finding["what_if"][k] for k in w} == w and "replay" in w["method"]
     measured = sorted(v["p50"] for v in balanced["step_ms_by_rank"].values())[2]
     print(f"torchrun: before {w['step_ms_before']:.1f} ms, predicted {w['step_ms_after']:.1f} ms, "
           f"balanced run measured {measured:.1f} ms (p50), gain {w['gain_ms']:.1f} ms")
