@@ -295,6 +295,15 @@ def blocked_idle(trace: Trace, calls: BlockingCalls, idle: iv.IntervalSet, host_
     s, e, names = calls.start_ns[mine], calls.end_ns[mine], calls.name[mine]
     pid, tid = calls.pid[mine], calls.tid[mine]
     blocked = iv.intersect(idle, iv.union(s, e))
+    # One sync is one row: an op around a sync call (``.item()`` around cudaStreamSynchronize) gives
+    # way to the call, which it then names as its op. Sorted by thread, start, end descending, an
+    # op is directly followed by the call it holds.
+    order = np.lexsort((-e, s, tid, pid))
+    nxt = order[1:]
+    holds = (pid[order[:-1]] == pid[nxt]) & (tid[order[:-1]] == tid[nxt]) & (e[nxt] <= e[order[:-1]])
+    inner = np.ones(s.size, dtype=bool)
+    inner[order[:-1][holds]] = False
+    s, e, names, pid, tid = s[inner], e[inner], names[inner], pid[inner], tid[inner]
     idle_ns = iv.overlap_per_interval(s, e, blocked)
     order = np.argsort(-idle_ns, kind="stable")[:top]
     order = order[idle_ns[order] > 0]
