@@ -49,6 +49,11 @@ BASELINE: dict = {
     "idle_dataloader_fraction": 0.005,
     "idle_host_launch_fraction": 0.01,
     "idle_sync_fraction": 0.005,
+    "idle_blocked_in_sync_fraction": 0.004,
+    "idle_host_late_blocked_fraction": 0.0,
+    "sync_blocked_longest_call_ns": 400_000,
+    "sync_blocked_longest_call_fraction": 0.1,
+    "sync_blocked_longest_call": "cudaStreamSynchronize in aten::_local_scalar_dense",
     "idle_launch_latency_fraction": 0.01,
     "idle_other_fraction": 0.02,
     "dataloader_fraction": 0.02,
@@ -135,7 +140,7 @@ BASELINE: dict = {
 EVIDENCE = {
     name: [{"row": i} for i in range(20)]
     for name in ("top_gaps", "top_kernels", "top_operators", "idle_causes", "per_step", "collectives",
-                 "sync_calls", "implicit_syncs", "launch", "idle_other_cpu_ops", "memcpy", "memory_top_allocs", "dataloader", "flops_summary", "flops_by_op_class",
+                 "sync_calls", "implicit_syncs", "sync_blocked_calls", "launch", "idle_other_cpu_ops", "memcpy", "memory_top_allocs", "dataloader", "flops_summary", "flops_by_op_class",
                  "flops_by_kernel_class", "job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
 }  # fmt: skip
 

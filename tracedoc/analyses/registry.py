@@ -98,6 +98,11 @@ METRICS: dict[str, tuple[str, str]] = {
     "sync_memcpy_count": ("count", "synchronous cudaMemcpy calls"),
     "implicit_sync_calls": ("count", "calls that synchronize as a side effect (cudaFree/hipFree, cudaHostAlloc, empty_cache, pageable-copy launches, cudaMalloc while the allocator frees)"),
     "implicit_sync_fraction": ("fraction", "CPU time in implicitly synchronizing calls / window"),
+    "idle_blocked_in_sync_fraction": ("fraction", "GPU idle while a launching thread is blocked in a synchronizing call, explicit or implicit (frees, allocations under pressure, pinned allocations, pageable copies, empty_cache), whatever idle cause the canonical split gave it / window"),
+    "idle_host_late_blocked_fraction": ("fraction", "host_launch idle in gaps of 1 ms or more while a launching thread is blocked in a synchronizing call / window: the part of the host-late idle that is a sync stall"),
+    "sync_blocked_longest_call_ns": ("ns", "GPU idle time inside the one synchronizing call (on a launching thread) that holds the most of it"),
+    "sync_blocked_longest_call_fraction": ("fraction", "sync_blocked_longest_call_ns / the idle time while blocked in synchronizing calls (of that idle, not of the window); None when there is none"),
+    "sync_blocked_longest_call": ("name", "that call and the innermost CPU op around it, e.g. 'cudaFree in aten::cudnn_convolution'; None when there is none"),
     # memory
     "memory_peak_allocated_bytes": ("bytes", "peak allocated device memory from [memory] events"),
     "memory_peak_reserved_bytes": ("bytes", "peak reserved device memory from [memory] events"),
@@ -161,6 +166,8 @@ EVIDENCE: dict[str, str] = {
     "collectives": "Collectives by type: count, time, message sizes, bandwidth.",
     "sync_calls": "Synchronizing calls grouped by operator and call.",
     "implicit_syncs": "Implicitly synchronizing calls grouped by the operator that triggered them and call, with calls per step.",
+    "sync_blocked_calls": "The synchronizing calls on the launching threads that hold the most GPU idle time: call, the "
+                          "innermost CPU op and user annotation around it, start, duration and the idle time inside it.",
     "memcpy": "Copies by direction: count, time, bytes, pageable and pinned host memory where recorded, "
               "achieved GB/s, and the ops and calls that issued them.",
     "memory_top_allocs": "Largest allocations by operator.",

@@ -36,6 +36,8 @@ DIRECTIONS: dict[str, str | None] = {
     "tensor_core_fraction": HIGHER, "tensor_core_unknown_fraction": None, "tc_eligible_non_tc_fraction": LOWER,
     "sync_fraction": LOWER, "sync_calls": LOWER, "sync_memcpy_count": LOWER,
     "implicit_sync_calls": LOWER, "implicit_sync_fraction": LOWER,
+    "idle_blocked_in_sync_fraction": LOWER, "idle_host_late_blocked_fraction": LOWER,
+    "sync_blocked_longest_call_ns": LOWER, "sync_blocked_longest_call_fraction": None,
     "memory_peak_allocated_bytes": LOWER, "memory_peak_reserved_bytes": LOWER, "device_memory_bytes": None,
     "memory_peak_fraction": LOWER,
     "gap_max_ns": LOWER, "idle_gap_max_ns": LOWER, "gap_p95_ns": LOWER,

@@ -207,9 +207,12 @@ def evaluate(
     findings: list[Finding] = []
     deferred: list[Rule] = []
 
-    def predict(finding: Finding) -> Finding:  # step-time what-ifs are for trace findings only
+    def predict(finding: Finding, rule: Rule) -> Finding:  # step-time what-ifs are for trace findings only
         if scope != SCOPE_TRACE:
             return finding
+        if not rule.replays_label_fix:  # the label's replay does not model this rule's fix
+            return _with_what_if(finding, None, f"the {finding.label} replay does not model this finding's fix",
+                                 step_time_ns)
         return _with_what_if(finding, what_ifs, what_if_unavailable, step_time_ns)
 
     for rule in rules:
@@ -220,12 +223,12 @@ def evaluate(
             continue
         finding = _apply(rule, env_metrics, values[rule.id], evidence, step_time_ns, health)
         if finding is not None:
-            findings.append(predict(finding))
+            findings.append(predict(finding, rule))
     if not any(f.is_verdict for f in findings):
         for rule in deferred:
             finding = _apply(rule, env_metrics, values[rule.id], evidence, step_time_ns, health)
             if finding is not None:
-                findings.append(predict(finding))
+                findings.append(predict(finding, rule))
     findings.sort(key=_rank_key)
     return Verdict(
         findings=findings,

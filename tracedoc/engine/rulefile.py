@@ -58,7 +58,8 @@ _NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 _PARAM_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 _REQUIRED = ("id", "name", "title", "label", "severity", "when", "message", "expect", "fixes", "docs")
-_OPTIONAL = ("impact", "params", "evidence", "requires_no_other_verdict", "requires_gpu", "tests", "scope")
+_OPTIONAL = ("impact", "params", "evidence", "requires_no_other_verdict", "requires_gpu", "replays_label_fix", "tests",
+             "scope")
 _DOCS_KEYS = ("what_it_detects", "why_it_matters", "references")
 
 
@@ -136,6 +137,7 @@ class Rule:
     evidence: tuple[EvidenceSpec, ...] = ()
     requires_no_other_verdict: bool = False
     requires_gpu: bool = True
+    replays_label_fix: bool = True
     tests: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
     scope: str = SCOPE_TRACE
 
@@ -237,7 +239,7 @@ class _FileChecker:
         evidence = self.evidence(data.get("evidence", []))
         docs = self.docs(data.get("docs", {}))
         flags = {}
-        for key, default in (("requires_no_other_verdict", False), ("requires_gpu", True)):
+        for key, default in (("requires_no_other_verdict", False), ("requires_gpu", True), ("replays_label_fix", True)):
             value = data.get(key, default)
             flags[key] = value if self.typed(key, value, bool, "true or false") else default
         if flags["requires_no_other_verdict"] and label == ADVICE_LABEL:

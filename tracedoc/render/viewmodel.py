@@ -175,7 +175,7 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
         impact_pct=None if frac is None else fmt_pct(frac),
         impact_width=0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
         fixes=list(f.fixes), expect=f.expect, minor=_minor(f),
-        what_if=f.what_if_line(per if per in ("step", "iteration") else "step"),
+        what_if=f.what_if_line(per if per in ("step", "iteration") else "window"),
         what_if_method=(f.what_if or {}).get("method"),
         evidence=[build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
                               key=table)
