@@ -13,6 +13,7 @@ import re
 from typing import Any, Callable
 
 from .analyses import RankAnalysis, analyze_trace
+from .checks import check_rank, check_verdict
 from .engine.evaluate import Verdict, evaluate
 from .engine.params import resolve_params
 from .engine.rulefile import Rule, load_rules, rules_version
@@ -142,7 +143,11 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
                 if progress:
                     progress(done, len(files))
     results.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.source))
+    for r in results:
+        check_rank(r)
     ranks = [RankResult.from_analysis(r, _evaluate(r, params, rules)) for r in results]
+    for r in ranks:
+        check_verdict(r, r.verdict)
     known = {r.source: r.meta.get("sha256") for r in results}
     hashes = {f: known.get(f) or sha256_of(f) for f in files}
     result = AnalysisResult.of(files, ranks, command=command, hashes=hashes, rules_version=_rules_version())
