@@ -7,8 +7,12 @@ text: each token's digits are weighted by a power of ten and summed per token wi
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
 import numpy as np
 
+BAD_NUMBER = np.iinfo(np.int64).min  # a token that is not a finite number within int64 once scaled
+_INT64_MAX = int(np.iinfo(np.int64).max)
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 _SEP = 32  # b" "
 
@@ -16,7 +20,9 @@ _SEP = 32  # b" "
 def decimal_text_to_scaled_int(tokens: list, scale_digits: int = 3) -> np.ndarray:
     """Parse number tokens (bytes-like, e.g. ``msgspec.Raw``) into round(value * 10**scale_digits).
 
-    Tokens with an exponent or a non-number (``null``) fall back to Python's float parser.
+    Tokens with an exponent, a non-number (``null``, ``"12"``, ``Infinity``) or too many digits are
+    parsed exactly one by one; a token that is not a finite number, or whose scaled value does not
+    fit int64, becomes ``BAD_NUMBER`` (never a wrapped or clipped value).
     """
     n = len(tokens)
     if n == 0:
@@ -46,18 +52,31 @@ def decimal_text_to_scaled_int(tokens: list, scale_digits: int = 3) -> np.ndarra
     fd_digit = a[fd_idx]
     vals += (fd_ok & (fd_digit >= 53) & (fd_digit <= 57)).astype(np.int64)
     neg = a[starts] == 45
+    # Too many integer digits for int64, or a 19-digit sum that wrapped: exact slow path below.
+    int_digits = dot_pos - starts - neg
+    wrapped = vals < 0
     vals[neg] = -vals[neg]
     # Anything that is not plain digits with an optional sign and dot: parse it the slow way.
     odd = ~(digit | (a == 46) | (a == 45) | (a == _SEP))
-    if odd.any():
-        scale = 10.0**scale_digits
-        for t in np.unique(tok_of[odd]):
-            text = bytes(tokens[t])
-            try:
-                vals[t] = int(round(float(text) * scale))
-            except ValueError:
-                vals[t] = np.iinfo(np.int64).min
+    slow = np.unique(tok_of[odd]) if odd.any() else np.zeros(0, dtype=np.int64)
+    big = np.flatnonzero((int_digits + scale_digits > 19) | wrapped)
+    if big.size:
+        slow = np.union1d(slow, big)
+    for t in slow.tolist():
+        vals[t] = _exact_scaled(bytes(tokens[t]), scale_digits)
     return vals
+
+
+def _exact_scaled(text: bytes, scale_digits: int) -> int:
+    """round(value * 10**scale_digits), half away from zero, or BAD_NUMBER."""
+    try:
+        d = Decimal(text.decode("ascii").strip())
+    except (InvalidOperation, UnicodeDecodeError, ValueError):
+        return BAD_NUMBER
+    if not d.is_finite() or (d and d.adjusted() + scale_digits > 19):  # far out of range: no huge ints
+        return BAD_NUMBER
+    v = int(d.scaleb(scale_digits).to_integral_value(rounding=ROUND_HALF_UP))
+    return v if -_INT64_MAX <= v <= _INT64_MAX else BAD_NUMBER
 
 
 MISSING_INT = -1
@@ -84,10 +103,12 @@ def to_float64(values: list) -> np.ndarray:
         return np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
         pass
+    except OverflowError:  # an integer beyond float range
+        pass
     out = np.empty(len(values), dtype=np.float64)
     for i, v in enumerate(values):
         try:
             out[i] = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             out[i] = np.nan
     return out

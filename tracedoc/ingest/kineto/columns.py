@@ -9,12 +9,16 @@ from typing import Any, Callable
 import numpy as np
 
 from ...model import trace as M
-from ...model.numbers import decimal_text_to_scaled_int, to_float64, to_int64
+from ...model.numbers import BAD_NUMBER, decimal_text_to_scaled_int, to_float64, to_int64
 from ...model.trace import StringTable, Table
 from .decode import _EMPTY_ARGS, Args, Event
 
 # Event classes
-C_IGNORE, C_GPU, C_CPU, C_RUNTIME, C_GPU_ANNOT, C_SYNC, C_FLOW, C_INSTANT, C_META, C_OTHER = range(10)
+C_IGNORE, C_GPU, C_CPU, C_RUNTIME, C_GPU_ANNOT, C_SYNC, C_FLOW, C_INSTANT, C_META, C_OTHER, C_DROPPED = range(11)
+_SPAN_CLASSES = np.array([C_GPU, C_CPU, C_RUNTIME, C_GPU_ANNOT, C_SYNC, C_OTHER], dtype=np.int8)
+# No clock of a real trace reads beyond ~146 years from its origin; below this bound ts + dur cannot
+# overflow int64, so every end computed from a kept event is exact.
+MAX_ABS_TIME_NS = 1 << 62
 
 _GPU_CATS = {"kernel": M.KERNEL, "Kernel": M.KERNEL, "gpu_memcpy": M.MEMCPY, "Memcpy": M.MEMCPY,
              "gpu_memset": M.MEMSET, "Memset": M.MEMSET}
@@ -51,6 +55,7 @@ def _runtime_kind(cat: Any) -> int:
 
 _STREAM_RE = re.compile(r"^\s*stream\s+(\d+)", re.I)
 LABEL_ID_BASE = -(1 << 40)
+_COUNTS = ("bad_times", "wrong_types", "bad_utf8", "nonfinite")
 _STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name"}
 
 
@@ -64,6 +69,11 @@ class _Reader:
         self.meta_events: list[tuple] = []
         self.n_events = 0
         self.bad_args = 0
+        self.bad_times = 0  # events dropped: timestamp or duration not a possible time
+        self.bad_time_example: str | None = None
+        self.wrong_types = 0  # fields of the wrong JSON type, read as absent
+        self.bad_utf8 = 0  # invalid UTF-8 sequences decoded as U+FFFD
+        self.nonfinite = 0  # Infinity/NaN written where JSON needs a number
         self.ignored_phases: dict[str, int] = {}
         self._id_cache: dict[Any, int] = {}
 
@@ -81,6 +91,10 @@ class _Reader:
         cache = self._id_cache
         out = np.empty(len(values), dtype=np.int64)
         for i, v in enumerate(values):
+            if isinstance(v, (list, dict)):
+                self.wrong_types += 1
+                out[i] = -1
+                continue
             r = cache.get(v)
             if r is None:
                 r = self._id_of(v)
@@ -102,12 +116,21 @@ class _Reader:
         return LABEL_ID_BASE - self.strings.intern(s)
 
     def names(self, values: list) -> np.ndarray:
-        return self.strings.intern_many(values)
+        try:
+            return self.strings.intern_many(values)
+        except TypeError:  # a list or object where a string belongs: read as absent
+            return self.strings.intern_many(self._scalars(values))
+
+    def _scalars(self, values: list) -> list:
+        clean = [None if isinstance(v, (list, dict)) else v for v in values]
+        self.wrong_types += sum(1 for v in values if isinstance(v, (list, dict)))
+        return clean
 
     # -- chunk results from worker processes ---------------------------------------------------
     def export(self) -> dict:
         return {"parts": self.parts, "strings": self.strings.strings, "meta_events": self.meta_events,
-                "n_events": self.n_events, "bad_args": self.bad_args, "ignored": self.ignored_phases}
+                "n_events": self.n_events, "bad_args": self.bad_args, "ignored": self.ignored_phases,
+                "counts": {k: getattr(self, k) for k in _COUNTS}, "bad_time_example": self.bad_time_example}
 
     def merge(self, chunk: dict) -> None:
         """Append another reader's columns, remapping its string ids into ours."""
@@ -131,6 +154,9 @@ class _Reader:
         self.meta_events.extend(chunk["meta_events"])
         self.n_events += chunk["n_events"]
         self.bad_args += chunk["bad_args"]
+        for k, v in chunk["counts"].items():
+            setattr(self, k, getattr(self, k) + v)
+        self.bad_time_example = self.bad_time_example or chunk["bad_time_example"]
         for k, v in chunk["ignored"].items():
             self.ignored_phases[k] = self.ignored_phases.get(k, 0) + v
 
@@ -141,30 +167,55 @@ class _Reader:
             return
         self.n_events += n
         self.bad_args += getattr(evs, "bad_args", 0)
+        self.bad_utf8 += getattr(evs, "bad_utf8", 0)
+        self.nonfinite += getattr(evs, "nonfinite", 0)
         ph = [e.ph for e in evs]
         cat = [e.cat for e in evs]
-        cls = np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
+        try:
+            cls = np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
+        except TypeError:  # a list or object as ph or cat: read as absent
+            ph, cat = self._scalars(ph), self._scalars(cat)
+            cls = np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
         ts = decimal_text_to_scaled_int([e.ts for e in evs])
-        ts_min = np.iinfo(np.int64).min
-        ts[ts == ts_min] = 0
+        dur = decimal_text_to_scaled_int([e.dur for e in evs])
+        self._drop_impossible_times(evs, cls, ts, dur)
         by_class = {c: np.flatnonzero(cls == c) for c in np.unique(cls).tolist()}
         for c, idx in by_class.items():
+            if c == C_DROPPED:
+                continue
             if c == C_IGNORE:
                 for p in (ph[i] for i in idx.tolist()):
-                    self.ignored_phases[str(p)] = self.ignored_phases.get(str(p), 0) + 1
+                    if isinstance(p, (list, dict)):
+                        self.wrong_types += 1
+                    else:
+                        self.ignored_phases[str(p)[:20]] = self.ignored_phases.get(str(p)[:20], 0) + 1
                 continue
             sub = _take(evs, idx)
             handler = self._handlers[c]
-            handler(self, sub, ts[idx], [cat[i] for i in idx.tolist()] if c in (C_GPU, C_CPU, C_RUNTIME, C_OTHER, C_FLOW) else None)
+            handler(self, sub, ts[idx], [cat[i] for i in idx.tolist()] if c in (C_GPU, C_CPU, C_RUNTIME, C_OTHER, C_FLOW) else None,
+                    dur[idx])
 
-    def _durations(self, sub: list[Event]) -> np.ndarray:
-        dur = decimal_text_to_scaled_int([e.dur for e in sub])
-        return np.maximum(dur, 0)
+    def _drop_impossible_times(self, evs: list[Event], cls: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> None:
+        """Mark events whose time is not a possible time (missing, non-finite, out of range, negative
+        duration) as dropped, and count them; metadata events carry no time and are kept."""
+        timed = (cls != C_META) & (cls != C_IGNORE)
+        bad = timed & ((ts == BAD_NUMBER) | (ts >= MAX_ABS_TIME_NS) | (ts <= -MAX_ABS_TIME_NS))
+        spans = np.isin(cls, _SPAN_CLASSES)
+        bad |= spans & ((dur == BAD_NUMBER) | (dur < 0) | (dur >= MAX_ABS_TIME_NS))
+        if not bad.any():
+            return
+        cls[bad] = C_DROPPED
+        self.bad_times += int(bad.sum())
+        if self.bad_time_example is None:
+            i = int(np.flatnonzero(bad)[0])
+            e = evs[i]
+            self.bad_time_example = f'"ts": {bytes(e.ts)[:40].decode("utf-8", "replace")}, ' \
+                                    f'"dur": {bytes(e.dur)[:40].decode("utf-8", "replace")}'
 
-    def _gpu(self, sub, ts, cats):
+    def _gpu(self, sub, ts, cats, dur):
         args = [e.args or _EMPTY_ARGS for e in sub]
         n = len(sub)
-        end = ts + self._durations(sub)
+        end = ts + dur
         pid = self.ids([e.pid for e in sub])
         tid = self.ids([e.tid for e in sub])
         device = to_int64([a.device for a in args])
@@ -196,7 +247,7 @@ class _Reader:
             self._collectives(M.COLLECTIVE_FROM_KERNEL, [args[i] for i in has_coll],
                               np.asarray(has_coll) + base, ext[has_coll])
 
-    def _cpu(self, sub, ts, cats):
+    def _cpu(self, sub, ts, cats, dur):
         args = [e.args or _EMPTY_ARGS for e in sub]
         n = len(sub)
         ext = _external_ids(args)
@@ -205,7 +256,7 @@ class _Reader:
             "kind": np.fromiter((_CPU_CATS[c] for c in cats), dtype=np.uint8, count=n),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "name": self.names([e.name for e in sub]), "start_ns": ts,
-            "end_ns": ts + self._durations(sub), "external_id": ext, "depth": np.zeros(n),
+            "end_ns": ts + dur, "external_id": ext, "depth": np.zeros(n),
             "stack": self.names(stacks) if any(s is not None for s in stacks) else np.full(n, -1),
         }))
         has_coll = [i for i, a in enumerate(args) if a.collective is not None]
@@ -225,13 +276,13 @@ class _Reader:
             "pg_name": self.names([None if a.pg_name is None else str(a.pg_name) for a in args]),
         }))
 
-    def _runtime(self, sub, ts, cats):
+    def _runtime(self, sub, ts, cats, dur):
         args = [e.args or _EMPTY_ARGS for e in sub]
         self.parts["runtime"].append(Table("runtime", {
             "kind": np.fromiter(map(_runtime_kind, cats), dtype=np.uint8, count=len(sub)),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "name": self.names([e.name for e in sub]), "start_ns": ts,
-            "end_ns": ts + self._durations(sub),
+            "end_ns": ts + dur,
             "correlation": to_int64([a.correlation for a in args]),
             "external_id": _external_ids(args), "cbid": to_int64([a.cbid for a in args]),
         }))
@@ -243,25 +294,25 @@ class _Reader:
         stream = np.where(stream == -1, self.ids([e.tid for e in sub]), stream)
         return device, stream
 
-    def _gpu_annot(self, sub, ts, cats):
+    def _gpu_annot(self, sub, ts, cats, dur):
         args = [e.args or _EMPTY_ARGS for e in sub]
         device, stream = self._device_stream(sub, args)
         self.parts["gpu_annotations"].append(Table("gpu_annotations", {
             "device": device, "stream": stream, "name": self.names([e.name for e in sub]),
-            "start_ns": ts, "end_ns": ts + self._durations(sub), "external_id": _external_ids(args),
+            "start_ns": ts, "end_ns": ts + dur, "external_id": _external_ids(args),
         }))
 
-    def _sync(self, sub, ts, cats):
+    def _sync(self, sub, ts, cats, dur):
         args = [e.args or _EMPTY_ARGS for e in sub]
         device, stream = self._device_stream(sub, args)
         self.parts["syncs"].append(Table("syncs", {
             "device": device, "stream": stream, "name": self.names([e.name for e in sub]),
-            "start_ns": ts, "end_ns": ts + self._durations(sub),
+            "start_ns": ts, "end_ns": ts + dur,
             "correlation": to_int64([a.correlation for a in args]),
             "wait_on_stream": to_int64([a.wait_on_stream for a in args]),
         }))
 
-    def _flow(self, sub, ts, cats):
+    def _flow(self, sub, ts, cats, dur):
         phase = {"s": M.FLOW_START, "t": M.FLOW_STEP, "f": M.FLOW_END}
         self.parts["flows"].append(Table("flows", {
             "id": to_int64([e.id for e in sub]),
@@ -270,7 +321,7 @@ class _Reader:
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]), "ts_ns": ts,
         }))
 
-    def _instant(self, sub, ts, cats):
+    def _instant(self, sub, ts, cats, dur):
         keep = [i for i, e in enumerate(sub) if e.name == "[memory]"]
         if not keep:
             return
@@ -287,17 +338,17 @@ class _Reader:
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
         }))
 
-    def _meta(self, sub, ts, cats):
+    def _meta(self, sub, ts, cats, dur):
         for e in sub:
             a = e.args or _EMPTY_ARGS
             self.meta_events.append((e.name, e.pid, e.tid, a.name, a.labels))
 
-    def _other(self, sub, ts, cats):
+    def _other(self, sub, ts, cats, dur):
         self.parts["other_spans"].append(Table("other_spans", {
             "cat": self.names([None if c is None else str(c) for c in cats]),
             "name": self.names([None if e.name is None else str(e.name) for e in sub]),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
-            "start_ns": ts, "end_ns": ts + self._durations(sub),
+            "start_ns": ts, "end_ns": ts + dur,
         }))
 
     _handlers: dict[int, Callable] = {

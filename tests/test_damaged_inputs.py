@@ -1,0 +1,217 @@
+"""Minimised reproducers of damaged inputs: each ends in numbers with a counted warning, or one clear error.
+
+Every trace here is built in the test (small, by hand), never copied from the shared traces.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import sqlite3
+import time
+
+import numpy as np
+import pytest
+
+from trace_builder import TraceBuilder, training_steps
+from tracedoc.api import analyze
+from tracedoc.checks import BUG_PREFIX
+from tracedoc.errors import TraceError
+from tracedoc.model.numbers import BAD_NUMBER, decimal_text_to_scaled_int
+
+
+def small_trace() -> dict:
+    b = TraceBuilder()
+    training_steps(b, steps=3, kernels=5)
+    return b.to_dict()
+
+
+def kernels_of(doc: dict) -> list[dict]:
+    return [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+
+
+def write_with_tokens(path, doc: dict, tokens: dict[str, str]) -> str:
+    """Write ``doc`` as JSON, then put raw tokens (``1e400``, ``Infinity``) where placeholders are."""
+    text = json.dumps(doc)
+    for placeholder, token in tokens.items():
+        text = text.replace(f'"{placeholder}"', token)
+    path.write_text(text)
+    return str(path)
+
+
+def clean(result) -> None:
+    """The property every result must have: no invariant violation anywhere, valid JSON."""
+    for r in result.ranks:
+        assert not [w for w in r.warnings if w.startswith(BUG_PREFIX)], r.warnings
+    json.loads(result.to_json(), parse_constant=lambda c: pytest.fail(f"JSON constant {c}"))
+
+
+# --- numbers that cannot be times -------------------------------------------------------------------
+
+
+def test_exact_parse_refuses_what_is_not_a_finite_int64():
+    toks = [b"1712195495519689.047", b"1e400", b"Infinity", b"NaN", b"9223372036854775808",
+            b"18446744073709551621", b"-9223372036854775809", b'"12"', b"null", b"1.5e3", b"9223372036854775.807",
+            b"9999999999999999.999", b"-1712195495519689.047"]
+    got = decimal_text_to_scaled_int(toks).tolist()
+    assert got[0] == 1712195495519689047  # the exact fast path is unchanged
+    assert got[1:9] == [BAD_NUMBER] * 8
+    assert got[9] == 1_500_000  # exponent form, exact
+    assert got[10] == 9223372036854775807  # int64 max exactly
+    assert got[11] == BAD_NUMBER  # 19 digits whose sum wraps int64: detected, not a negative time
+    assert got[12] == -1712195495519689047
+
+
+@pytest.mark.parametrize("token", ["1e400", "Infinity", "-Infinity", "NaN", "18446744073709551621",
+                                   "9223372036854775808", '"soon"', "[1]", "null"])
+def test_impossible_timestamps_are_dropped_and_counted(tmp_path, token):
+    doc = small_trace()
+    ks = kernels_of(doc)
+    for i, k in enumerate(ks[:4]):
+        k["ts"] = f"__tok{i}__"
+    res = analyze(write_with_tokens(tmp_path / "t.json", doc, {f"__tok{i}__": token for i in range(4)}))
+    rank = res.ranks[0]
+    assert rank.metrics["kernel_count"] == len(ks) - 4
+    warning = next(w for w in rank.warnings if "impossible timestamps" in w)
+    assert "dropped 4 events" in warning
+    if token in ("Infinity", "-Infinity", "NaN"):
+        assert any("4 values are written as Infinity or NaN" in w for w in rank.warnings)
+    clean(res)
+
+
+def test_negative_durations_are_dropped_not_clipped(tmp_path):
+    doc = small_trace()
+    ks = kernels_of(doc)
+    ks[0]["dur"] = -400.0
+    ks[1]["dur"] = "__big__"
+    res = analyze(write_with_tokens(tmp_path / "t.json", doc, {"__big__": "1e400"}))
+    rank = res.ranks[0]
+    assert rank.metrics["kernel_count"] == len(ks) - 2
+    assert any("dropped 2 events with impossible timestamps" in w for w in rank.warnings)
+    clean(res)
+
+
+def test_ts_plus_dur_cannot_overflow(tmp_path):
+    doc = small_trace()
+    ks = kernels_of(doc)
+    ks[0]["ts"], ks[0]["dur"] = 9.2e15, 9.2e15  # each in int64 ns, their sum is not
+    res = analyze(write_with_tokens(tmp_path / "t.json", doc, {}))
+    assert any("dropped 1 events" in w for w in res.ranks[0].warnings)
+    assert res.ranks[0].window.end_ns >= res.ranks[0].window.start_ns
+    clean(res)
+
+
+def test_literal_infinity_everywhere_says_what_was_seen(tmp_path):
+    doc = small_trace()
+    for e in doc["traceEvents"]:
+        if "ts" in e and e.get("ph") != "M":
+            e["ts"] = "__inf__"
+    path = write_with_tokens(tmp_path / "t.json", doc, {"__inf__": "Infinity"})
+    with pytest.raises(TraceError) as info:
+        analyze(path)
+    msg = info.value.message()
+    assert "cut off" not in msg
+    assert "no events with a possible timestamp" in msg and "Infinity" in msg
+
+
+# --- wrong types, optional fields, invalid text --------------------------------------------------------
+
+
+@pytest.mark.parametrize("field, value", [("name", ["a", "b"]), ("name", {"k": 1}), ("cat", ["kernel"]),
+                                          ("cat", {"x": 1}), ("pid", [1]), ("tid", {"t": 2}), ("ph", ["X"])])
+def test_wrong_typed_fields_read_as_absent_and_counted(tmp_path, field, value):
+    doc = small_trace()
+    for k in kernels_of(doc)[:3]:
+        k[field] = value
+    res = analyze(write_with_tokens(tmp_path / "t.json", doc, {}))
+    assert any("3 fields have the wrong JSON type" in w for w in res.ranks[0].warnings), res.ranks[0].warnings
+    clean(res)
+
+
+def test_optional_fields_on_some_events_only(tmp_path):
+    doc = small_trace()
+    rng = np.random.default_rng(3)
+    for e in doc["traceEvents"]:
+        for key in ("args", "dur", "pid", "tid", "id", "cat", "name"):
+            if key in e and rng.random() < 0.3:
+                del e[key]
+        if rng.random() < 0.3 and isinstance(e.get("args"), dict):
+            e["args"]["grid"] = [1, 2] if rng.random() < 0.5 else [1, 2, 3, 4]
+    res = analyze(write_with_tokens(tmp_path / "t.json", doc, {}))
+    clean(res)
+
+
+def test_invalid_utf8_is_replaced_and_counted(tmp_path):
+    doc = small_trace()
+    kernels_of(doc)[0]["name"] = "__k__"
+    doc["deviceProperties"][0]["name"] = "__dev__"
+    text = json.dumps(doc).encode()
+    text = text.replace(b'"__k__"', b'"gemm_\xff\xfe_kernel"').replace(b'"__dev__"', b'"A100\xc3"')
+    text = text.replace(b'"traceName": "', b'"traceName": "\\ud800')
+    path = tmp_path / "t.json"
+    path.write_bytes(text)
+    res = analyze(str(path))
+    rank = res.ranks[0]
+    assert any("4 invalid UTF-8 sequences" in w for w in rank.warnings), rank.warnings  # ff, fe, c3, \ud800
+    assert "gemm_\ufffd\ufffd_kernel" in [k["name"] for k in rank.evidence["top_kernels"]]
+    clean(res)
+
+
+def test_deep_nesting_is_refused_with_a_message(tmp_path):
+    doc = small_trace()
+    text = json.dumps(doc).replace('"traceEvents": [', '"traceEvents": [' + "[" * 50_000 + "]" * 50_000 + ",", 1)
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    with pytest.raises(TraceError, match="nests arrays or objects more deeply than any trace"):
+        analyze(str(path))
+
+
+def test_damaged_metadata_is_read_as_unknown(tmp_path):
+    doc = small_trace()
+    doc["distributedInfo"] = {"rank": 2**70, "world_size": -3, "backend": ["nccl"]}
+    doc["deviceProperties"] = [{"id": "zero", "computeMajor": [8], "totalGlobalMem": -1, "name": {"n": 1}}, "x"]
+    doc["baseTimeNanoseconds"] = "__big__"
+    doc["someCounter"] = "__huge__"
+    res = analyze(write_with_tokens(tmp_path / "t.json", doc, {"__big__": "1e400", "__huge__": "2" + "0" * 30}))
+    m = res.ranks[0].metrics
+    assert m["world_size"] is None and m["compute_capability"] is None and m["device_memory_bytes"] is None
+    assert res.ranks[0].rank is None
+    clean(res)
+
+
+# --- gzip streams and malformed JSON ---------------------------------------------------------------------
+
+
+def test_two_concatenated_traces_are_named_as_such(tmp_path):
+    data = json.dumps(small_trace()).encode()
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(data) + gzip.compress(data))
+    with pytest.raises(TraceError) as info:
+        analyze(str(path))
+    msg = info.value.message()
+    assert "holds 2 gzip members" in msg and f"decompressed byte {len(data):,}" in msg
+    assert "truncated" not in msg and "ends before" not in msg
+
+
+def test_a_trace_split_over_gzip_members_reads_whole(tmp_path):
+    data = json.dumps(small_trace()).encode()
+    whole = tmp_path / "whole.json"
+    whole.write_bytes(data)
+    split = tmp_path / "split.json.gz"
+    split.write_bytes(gzip.compress(data[:3000]) + gzip.compress(data[3000:]) + b"\0" * 512)
+    a, b = analyze(str(whole)), analyze(str(split))
+    assert a.ranks[0].metrics == b.ranks[0].metrics
+    assert b.ranks[0].warnings == []
+
+
+def test_malformed_json_mid_file_says_where_not_truncated(tmp_path):
+    data = bytearray(json.dumps(small_trace()).encode())
+    at = data.index(b'"ph"', len(data) // 2)
+    data[at] = 0x01
+    path = tmp_path / "t.json"
+    path.write_bytes(bytes(data))
+    res = analyze(str(path))
+    warning = next(w for w in res.ranks[0].warnings if "malformed" in w)
+    assert "\\x01" in warning and "ends before" not in warning
+    clean(res)
