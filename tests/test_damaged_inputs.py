@@ -180,6 +180,20 @@ def test_damaged_metadata_is_read_as_unknown(tmp_path):
     clean(res)
 
 
+def test_long_names_are_classified_in_bounded_time(tmp_path):
+    doc = small_trace()
+    huge = "ab(" * (8 * 1024 * 1024 // 3)
+    kernels_of(doc)[0]["name"] = huge
+    next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op")["name"] = huge
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    t0 = time.perf_counter()
+    res = analyze(str(path))
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 20, elapsed  # 47 s before names were matched on a bounded prefix
+    clean(res)
+
+
 # --- gzip streams and malformed JSON ---------------------------------------------------------------------
 
 
@@ -215,3 +229,15 @@ def test_malformed_json_mid_file_says_where_not_truncated(tmp_path):
     warning = next(w for w in res.ranks[0].warnings if "malformed" in w)
     assert "\\x01" in warning and "ends before" not in warning
     clean(res)
+
+
+# --- special files ------------------------------------------------------------------------------------------
+
+
+def test_a_fifo_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "t.json"
+    os.mkfifo(fifo)
+    t0 = time.perf_counter()
+    with pytest.raises(TraceError, match=r"is a named pipe \(FIFO\), not a trace file"):
+        analyze(str(fifo))
+    assert time.perf_counter() - t0 < 5

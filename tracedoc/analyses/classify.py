@@ -79,6 +79,7 @@ def tensor_core_class(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     tc = np.full(n, -1, dtype=np.int8)
     helper = np.zeros(n, dtype=bool)
     for i, s in enumerate(trace.strings):
+        s = s[:M.MATCH_CHARS]
         if TC_EXCLUDE_RE.search(s) or (CUDA_CORE_MATH_RE.search(s) and not TC_RE.search(s)):
             tc[i] = 0
         elif TC_RE.search(s):

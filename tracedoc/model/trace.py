@@ -93,6 +93,10 @@ def _missing(dtype: str):
     return 0 if dtype.startswith("uint") else -1
 
 
+# Name patterns look at most this many leading characters of a string (real kernel names, C++
+# templates included, stay under ~6,000): an 8 MB name in a damaged file costs what a long one does.
+MATCH_CHARS = 16_384
+
 class Table:
     """Equal-length numpy columns with a fixed schema."""
 
@@ -168,8 +172,12 @@ class Trace:
         return self.strings[sid] if 0 <= sid < len(self.strings) else ""
 
     def string_ids(self, predicate) -> np.ndarray:
-        """Boolean lookup array over the string table: ``mask[name_ids]`` tests many rows at once."""
-        return np.fromiter((bool(predicate(s)) for s in self.strings), dtype=bool, count=len(self.strings))
+        """Boolean lookup array over the string table: ``mask[name_ids]`` tests many rows at once.
+
+        The predicate sees at most the first ``MATCH_CHARS`` characters of each string, so a
+        pattern's cost is bounded however long a name in the file is."""
+        return np.fromiter((bool(predicate(s[:MATCH_CHARS])) for s in self.strings), dtype=bool,
+                           count=len(self.strings))
 
     @property
     def rank(self) -> int | None:
