@@ -241,3 +241,67 @@ def test_a_fifo_is_refused_at_once(tmp_path):
     with pytest.raises(TraceError, match=r"is a named pipe \(FIFO\), not a trace file"):
         analyze(str(fifo))
     assert time.perf_counter() - t0 < 5
+
+
+# --- nsys exports --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def nsys_db(tmp_path):
+    from test_nsys import T0, _base
+
+    db = _base(tmp_path / "n.sqlite")
+    db.gpu(0, "NVIDIA H100 80GB HBM3", 85_000_000_000, 132, 9, 0)
+    for i in range(6):
+        s = T0 + 1_000_000 + i * 100_000
+        db.runtime(100, 100, s - 20_000, s - 15_000, i + 1, "cudaLaunchKernel_v7000")
+        db.kernel(100, s, s + 60_000, i + 1, f"sm90_xmma_gemm_{i}")
+    return db.close()
+
+
+def _mutate(path: str, *sql: str) -> None:
+    conn = sqlite3.connect(path)
+    for s in sql:
+        conn.execute(s)
+    conn.commit()
+    conn.close()
+
+
+def test_nsys_rows_ending_before_they_start_are_dropped_and_counted(nsys_db):
+    _mutate(nsys_db, 'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "start" - 1000 WHERE rowid <= 2',
+            'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = "start" - 1000000000 WHERE rowid = 3')
+    res = analyze(nsys_db)
+    rank = res.ranks[0]
+    assert rank.metrics["kernel_count"] == 4
+    assert any("dropped 3 events with impossible timestamps" in w for w in rank.warnings)
+    assert rank.metrics["kernel_median_ns"] == 60_000
+    clean(res)
+
+
+@pytest.mark.parametrize("value", ["'abc'", "1e400", "-1e400", "X'00ff'", "9223372036854775807"])
+def test_nsys_garbage_in_integer_columns(nsys_db, value):
+    _mutate(nsys_db, f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = {value} WHERE rowid = 1',
+            f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "gridX" = {value} WHERE rowid = 2',
+            f'UPDATE TARGET_INFO_GPU SET "totalMemory" = {value}, "smCount" = {value}')
+    clean(analyze(nsys_db))
+
+
+def test_nsys_text_that_is_not_utf8_or_a_blob(nsys_db):
+    _mutate(nsys_db, "UPDATE StringIds SET value = CAST(X'41ff42' AS TEXT) WHERE value LIKE 'sm90_xmma_gemm_1'",
+            "UPDATE StringIds SET value = X'00ff41' WHERE value LIKE 'sm90_xmma_gemm_2'",
+            "UPDATE TARGET_INFO_GPU SET name = X'4869ff'")
+    res = analyze(nsys_db)
+    text = res.to_json()
+    assert "A\u00ffB" in json.loads(text)["ranks"][0]["evidence"]["top_kernels"][0]["name"] or "A\\u00ffB" in text \
+        or "A\u00ffB" in text
+    assert any("not valid UTF-8" in w for w in res.ranks[0].warnings)
+    clean(res)
+
+
+def test_nsys_wal_export_gets_no_side_files_and_stays_identical(nsys_db, tmp_path):
+    _mutate(nsys_db, "PRAGMA journal_mode=WAL")
+    before = open(nsys_db, "rb").read()
+    listing = sorted(os.listdir(tmp_path))
+    clean(analyze(nsys_db))
+    assert sorted(os.listdir(tmp_path)) == listing  # no -shm / -wal created beside the input
+    assert open(nsys_db, "rb").read() == before

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...model import trace as M
 from ...model.trace import StringTable
+from ..values import int_value
 from .db import _Db, _q
 
 _TID_MASK = 0xFFFFFF
@@ -20,6 +21,7 @@ NVTX_PUSH_POP, NVTX_START_END, NVTX_DOMAIN_CREATE = 59, 60, 75
 
 
 OSRT_MAX_ROWS = 5_000_000
+MAX_TIME_NS = 1 << 62
 
 
 @dataclass
@@ -262,6 +264,7 @@ def _read_all(db: _Db, progress, osrt: bool, osrt_max_rows: int) -> tuple[_Raw, 
         step()
         if progress:
             progress((i + 1) / (len(steps) + 1))
+    raw.warnings.extend(db.warnings)
     raw.n_events = sum(len(d.get("start", ())) for d in (raw.gpu, raw.runtime, raw.syncs, raw.cpu))
     _fill_missing_gpids(raw, db.path)
     _apply_time_rules(db, raw)
@@ -290,7 +293,7 @@ def _apply_time_rules(db: _Db, raw: _Raw) -> None:
     session = _first_row(db, "TARGET_INFO_SESSION_START_TIME", ("utcEpochNs", "systemClockNs"))
     cap_start, cap_stop = details.get("startTime"), details.get("stopTime")
     ends = [t["end"] for t in (raw.gpu, raw.runtime, raw.syncs, raw.cpu) if t and t["end"].size]
-    latest = max((int(e.max()) for e in ends), default=None)
+    latest = max((int(e[e < MAX_TIME_NS].max()) for e in ends if (e < MAX_TIME_NS).any()), default=None)
     if cap_start is not None and latest is not None and latest < cap_start:
         clock = "zero-based"
         origin = session.get("utcEpochNs", 0)
@@ -302,28 +305,36 @@ def _apply_time_rules(db: _Db, raw: _Raw) -> None:
         origin = session["utcEpochNs"] - sys_ns if "utcEpochNs" in session and sys_ns is not None else 0
         cap_lo, cap_hi = cap_start, cap_stop
         filter_from = cap_start
-    dropped_nonpos = dropped_before = 0
+    dropped_nonpos = dropped_before = dropped_impossible = 0
     for name in ("gpu", "runtime", "syncs", "cpu"):
         t = getattr(raw, name)
         if not t:
             continue
         nonpos = t["start"] <= 0
-        before = (t["end"] < filter_from) & ~nonpos if filter_from is not None else np.zeros_like(nonpos)
-        drop = nonpos | before
+        # Not a possible time: an end before the start, or beyond ~146 years of nanoseconds (what a
+        # REAL or text value casts to, or a wrapped integer).
+        impossible = ~nonpos & ((t["end"] < t["start"]) | (t["start"] >= MAX_TIME_NS) | (t["end"] >= MAX_TIME_NS))
+        before = (t["end"] < filter_from) & ~nonpos & ~impossible if filter_from is not None else np.zeros_like(nonpos)
+        drop = nonpos | before | impossible
         dropped_nonpos += int(nonpos.sum())
         dropped_before += int(before.sum())
+        dropped_impossible += int(impossible.sum())
         if drop.any():
             keep = np.flatnonzero(~drop)
             setattr(raw, name, {k: v[keep] for k, v in t.items()})
     if dropped_nonpos:
         raw.warnings.append(f"{db.path}: dropped {dropped_nonpos:,} events with start <= 0 "
                             "(recorded before the capture started)")
+    if dropped_impossible:
+        raw.warnings.append(f"{db.path}: dropped {dropped_impossible:,} events with impossible timestamps (end "
+                            "before start, or a value that is not a time); numbers cover the other events")
     if dropped_before:
         raw.warnings.append(f"{db.path}: dropped {dropped_before:,} events that ended before the capture "
                             f"start (ANALYSIS_DETAILS.startTime = {filter_from})")
     raw.meta.update({"clock": clock, "time_origin_ns": int(origin or 0), "capture_start_ns": cap_lo,
                      "capture_end_ns": cap_hi, "utc_epoch_ns": session.get("utcEpochNs"),
-                     "dropped_events": {"start_not_positive": dropped_nonpos, "before_capture": dropped_before}})
+                     "dropped_events": {"start_not_positive": dropped_nonpos, "before_capture": dropped_before,
+                                        "impossible_time": dropped_impossible}})
 
 
 def _first_row(db: _Db, table: str, cols: tuple[str, ...]) -> dict[str, int]:
@@ -334,4 +345,4 @@ def _first_row(db: _Db, table: str, cols: tuple[str, ...]) -> dict[str, int]:
     if not rows:
         return {}
     row = rows[0]
-    return {c: int(v) for c, v in zip(present, row) if isinstance(v, (int, float))}
+    return {c: n for c, v in zip(present, row) if (n := int_value(v)) is not None}
