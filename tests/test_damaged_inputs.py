@@ -53,7 +53,7 @@ def clean(result) -> None:
 def test_exact_parse_refuses_what_is_not_a_finite_int64():
     toks = [b"1712195495519689.047", b"1e400", b"Infinity", b"NaN", b"9223372036854775808",
             b"18446744073709551621", b"-9223372036854775809", b'"12"', b"null", b"1.5e3", b"9223372036854775.807",
-            b"9999999999999999.999", b"-1712195495519689.047"]
+            b"9999999999999999.999", b"-1712195495519689.047", b'{"": null}', b'"1 2"', b"7"]
     got = decimal_text_to_scaled_int(toks).tolist()
     assert got[0] == 1712195495519689047  # the exact fast path is unchanged
     assert got[1:9] == [BAD_NUMBER] * 8
@@ -61,6 +61,7 @@ def test_exact_parse_refuses_what_is_not_a_finite_int64():
     assert got[10] == 9223372036854775807  # int64 max exactly
     assert got[11] == BAD_NUMBER  # 19 digits whose sum wraps int64: detected, not a negative time
     assert got[12] == -1712195495519689047
+    assert got[13:] == [BAD_NUMBER, BAD_NUMBER, 7000]  # tokens with spaces inside do not shift the others
 
 
 @pytest.mark.parametrize("token", ["1e400", "Infinity", "-Infinity", "NaN", "18446744073709551621",
@@ -305,3 +306,70 @@ def test_nsys_wal_export_gets_no_side_files_and_stays_identical(nsys_db, tmp_pat
     clean(analyze(nsys_db))
     assert sorted(os.listdir(tmp_path)) == listing  # no -shm / -wal created beside the input
     assert open(nsys_db, "rb").read() == before
+
+
+def test_nsys_corrupt_page_whose_error_message_is_not_utf8(nsys_db):
+    data = bytearray(open(nsys_db, "rb").read())
+    # Garble the schema text on the first page: SQLite's error message then quotes invalid UTF-8.
+    at = data.index(b"CREATE TABLE")
+    data[at + 13: at + 40] = bytes([0x8B]) * 27
+    open(nsys_db, "wb").write(bytes(data))
+    with pytest.raises(TraceError, match="cannot be read as an SQLite database"):
+        analyze(nsys_db)
+
+
+def test_duplicated_launch_calls_do_not_push_the_launch_share_past_the_window(tmp_path):
+    doc = small_trace()
+    base = analyze(write_with_tokens(tmp_path / "a.json", doc, {})).ranks[0].metrics["cpu_launch_overhead_fraction"]
+    runtime = [e for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime"]
+    for e in runtime:  # the same calls again on a second thread
+        doc["traceEvents"].append({**e, "tid": e["tid"] + 1})
+    res = analyze(write_with_tokens(tmp_path / "b.json", doc, {}))
+    assert res.ranks[0].metrics["cpu_launch_overhead_fraction"] == pytest.approx(base)
+    assert res.ranks[0].evidence["launch"][0]["launch_calls"] == 2 * len(
+        [e for e in runtime if e["name"].startswith("cudaLaunch")])
+    clean(res)
+
+
+def test_events_without_a_name_match_no_name_pattern(tmp_path):
+    doc = small_trace()
+    ks = kernels_of(doc)
+    for k in ks[:2]:
+        del k["name"]
+    # The last string interned (an event of another category, read last) is an NCCL kernel name: a
+    # kernel without a name (id -1) must not borrow its class.
+    doc["traceEvents"].append({"ph": "X", "cat": "custom", "name": "ncclDevKernel_AllReduce", "ts": ks[0]["ts"],
+                               "dur": 1.0, "pid": 1, "tid": 1})
+    res = analyze(write_with_tokens(tmp_path / "t.json", doc, {}))
+    m = res.ranks[0].metrics
+    assert m["kernel_count"] == len(ks)
+    assert m["comm_fraction"] == 0.0
+    clean(res)
+
+
+def test_a_single_nameless_kernel(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 0.0}]}')
+    clean(analyze(str(path)))
+
+
+@pytest.mark.parametrize("field, value", [("pid", [False]), ("tid", [[1, 2]]), ("args", {"device": [0]}),
+                                          ("args", {"correlation": [[1], [2]]}), ("args", {"grid": [[1, 2, 3]]})])
+def test_nested_lists_never_make_columns_of_another_shape(tmp_path, field, value):
+    doc = small_trace()
+    for k in kernels_of(doc):  # every kernel of the chunk: the fast whole-column path sees only lists
+        k[field] = value if field != "args" else {**k.get("args", {}), **value}
+    res = analyze(write_with_tokens(tmp_path / "t.json", doc, {}))
+    assert res.ranks[0].metrics["kernel_count"] == len(kernels_of(doc))
+    clean(res)
+
+
+@pytest.mark.parametrize("value", ["9223372036854775808", "-9223372036854775809", "1e300", '"99999999999999999999999"',
+                                   '"stream 99999999999999999999"'])
+def test_ids_beyond_int64_read_as_absent(tmp_path, value):
+    doc = small_trace()
+    kernels_of(doc)[0]["pid"] = "__id__"
+    kernels_of(doc)[1]["tid"] = "__id__"
+    res = analyze(write_with_tokens(tmp_path / "t.json", doc, {"__id__": value}))
+    assert res.ranks[0].metrics["kernel_count"] == len(kernels_of(doc))
+    clean(res)

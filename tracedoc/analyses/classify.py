@@ -76,8 +76,8 @@ def tensor_core_class(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     with no low-precision type is "no"; anything else is unknown.
     """
     n = len(trace.strings)
-    tc = np.full(n, -1, dtype=np.int8)
-    helper = np.zeros(n, dtype=bool)
+    tc = np.full(n + 1, -1, dtype=np.int8)  # the extra entry: rows without a name (id -1) are unknown
+    helper = np.zeros(n + 1, dtype=bool)
     for i, s in enumerate(trace.strings):
         s = s[:M.MATCH_CHARS]
         if TC_EXCLUDE_RE.search(s) or (CUDA_CORE_MATH_RE.search(s) and not TC_RE.search(s)):

@@ -30,6 +30,8 @@ def decimal_text_to_scaled_int(tokens: list, scale_digits: int = 3) -> np.ndarra
     joined = b" ".join(tokens) + b" "
     a = np.frombuffer(joined, dtype=np.uint8)
     seps = np.flatnonzero(a == _SEP)
+    if seps.size != n:  # a token with a space inside (an object or string, never a number): not a number
+        return decimal_text_to_scaled_int([b"null" if b" " in bytes(t) else t for t in tokens], scale_digits)
     starts = np.empty(n, dtype=np.int64)
     starts[0] = 0
     starts[1:] = seps[:-1] + 1
@@ -83,9 +85,12 @@ MISSING_INT = -1
 
 
 def to_int64(values: list, missing: int = MISSING_INT) -> np.ndarray:
-    """Python ints/floats/None/numeric strings to int64, ``missing`` for absent or unparsable."""
+    """Python ints/floats/None/numeric strings to int64, ``missing`` for absent or unparsable
+    (a list or object is unparsable: the result is always one value per input)."""
     try:
-        return np.array(values, dtype=np.int64)
+        arr = np.array(values, dtype=np.int64)
+        if arr.shape == (len(values),):
+            return arr
     except (TypeError, ValueError, OverflowError):
         pass
     out = np.empty(len(values), dtype=np.int64)
@@ -98,12 +103,12 @@ def to_int64(values: list, missing: int = MISSING_INT) -> np.ndarray:
 
 
 def to_float64(values: list) -> np.ndarray:
-    """Python numbers/None/numeric strings to float64, NaN for absent or unparsable."""
+    """Python numbers/None/numeric strings to float64, NaN for absent or unparsable (one per input)."""
     try:
-        return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        pass
-    except OverflowError:  # an integer beyond float range
+        arr = np.array(values, dtype=np.float64)
+        if arr.shape == (len(values),):
+            return arr
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
         pass
     out = np.empty(len(values), dtype=np.float64)
     for i, v in enumerate(values):

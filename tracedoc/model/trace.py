@@ -175,9 +175,12 @@ class Trace:
         """Boolean lookup array over the string table: ``mask[name_ids]`` tests many rows at once.
 
         The predicate sees at most the first ``MATCH_CHARS`` characters of each string, so a
-        pattern's cost is bounded however long a name in the file is."""
-        return np.fromiter((bool(predicate(s[:MATCH_CHARS])) for s in self.strings), dtype=bool,
-                           count=len(self.strings))
+        pattern's cost is bounded however long a name in the file is. The array has one entry more
+        than the table, always False, so that ``mask[-1]`` (a row without a name) matches nothing."""
+        out = np.zeros(len(self.strings) + 1, dtype=bool)
+        out[:-1] = np.fromiter((bool(predicate(s[:MATCH_CHARS])) for s in self.strings), dtype=bool,
+                               count=len(self.strings))
+        return out
 
     @property
     def rank(self) -> int | None:

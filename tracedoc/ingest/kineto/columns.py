@@ -11,6 +11,7 @@ import numpy as np
 from ...model import trace as M
 from ...model.numbers import BAD_NUMBER, decimal_text_to_scaled_int, to_float64, to_int64
 from ...model.trace import StringTable, Table
+from ..values import int_value
 from .decode import _EMPTY_ARGS, Args, Event
 
 # Event classes
@@ -85,7 +86,9 @@ class _Reader:
         negative) process or thread id.
         """
         try:
-            return np.array(values, dtype=np.int64)
+            arr = np.array(values, dtype=np.int64)
+            if arr.shape == (len(values),):  # nested lists make a 2-D array: not ids
+                return arr
         except (TypeError, ValueError, OverflowError):
             pass
         cache = self._id_cache
@@ -106,14 +109,21 @@ class _Reader:
         if isinstance(v, bool) or v is None:
             return -1
         if isinstance(v, (int, float)):
-            return int(v)
+            return self._checked_id(int_value(v))
         s = str(v)
-        if s.strip().lstrip("-").isdigit():
-            return int(s)
-        m = _STREAM_RE.match(s)
-        if m:
+        if s.strip().lstrip("-").isdigit() and len(s) < 20:
+            return self._checked_id(int_value(int(s)))
+        m = _STREAM_RE.match(s[:64])
+        if m and len(m.group(1)) < 19:
             return int(m.group(1))
         return LABEL_ID_BASE - self.strings.intern(s)
+
+    def _checked_id(self, n: int | None) -> int:
+        """An id within range (far above the label ids), else absent and counted."""
+        if n is None or n <= LABEL_ID_BASE:
+            self.wrong_types += 1
+            return -1
+        return n
 
     def names(self, values: list) -> np.ndarray:
         try:
@@ -384,7 +394,7 @@ def _triples(values: list) -> np.ndarray:
         arr = np.array(values, dtype=np.int64)
         if arr.shape == (n, 3):
             return arr
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         pass
     out = np.full((n, 3), -1, dtype=np.int64)
     for i, v in enumerate(values):
@@ -392,6 +402,6 @@ def _triples(values: list) -> np.ndarray:
             for j, x in enumerate(v[:3]):
                 try:
                     out[i, j] = int(x)
-                except (TypeError, ValueError):
+                except (TypeError, ValueError, OverflowError):
                     pass
     return out

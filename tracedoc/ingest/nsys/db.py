@@ -14,6 +14,8 @@ import numpy as np
 from ...errors import TraceError
 
 _FETCH_ROWS = 1 << 18
+# A corrupt page can garble SQLite's error message itself (it quotes schema text): that is corruption too.
+_DB_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
 
 
 def _decode_text(raw: bytes) -> str:
@@ -44,7 +46,7 @@ class _Db:
             self.conn.text_factory = self._lenient_text
             rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
             self.conn.text_factory = str
-        except sqlite3.DatabaseError as exc:
+        except _DB_ERRORS as exc:
             self.conn.close()
             raise _corrupt(path, exc) from None
         self.tables = {r[0] for r in rows}
@@ -96,7 +98,7 @@ class _Db:
         self.conn.text_factory = self._lenient_text
         try:
             return [tuple(map(self._plain, row)) for row in self.execute(sql, params).fetchall()]
-        except sqlite3.DatabaseError as exc:
+        except _DB_ERRORS as exc:
             raise _corrupt(self.path, exc) from None
         finally:
             self.conn.text_factory = str
@@ -104,7 +106,7 @@ class _Db:
     def execute(self, sql: str, params: Iterable = ()) -> sqlite3.Cursor:
         try:
             return self.conn.execute(sql, tuple(params))
-        except sqlite3.DatabaseError as exc:
+        except _DB_ERRORS as exc:
             raise _corrupt(self.path, exc) from None
 
     def count(self, table: str) -> int:
@@ -138,6 +140,8 @@ class _Db:
             self.conn.text_factory = self._lenient_text
             try:
                 arr, text_cols = self._fetch(sql, len(names), len(text_names))
+            except sqlite3.OperationalError as again:
+                raise _corrupt(self.path, again) from None
             finally:
                 self.conn.text_factory = str
         out: dict[str, Any] = {name: arr[:, i] for i, name in enumerate(names)}
@@ -155,7 +159,7 @@ class _Db:
                 rows = cur.fetchmany(_FETCH_ROWS)
             except sqlite3.OperationalError:
                 raise  # read() tells a text-decoding failure from the rest
-            except sqlite3.DatabaseError as exc:
+            except _DB_ERRORS as exc:
                 raise _corrupt(self.path, exc) from None
             if not rows:
                 break
@@ -203,7 +207,7 @@ def _connect(path: str) -> sqlite3.Connection:
         conn = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True)
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         return conn
-    except sqlite3.DatabaseError as exc:
+    except _DB_ERRORS as exc:
         if conn is not None:
             conn.close()
         raise _corrupt(path, exc) from None
