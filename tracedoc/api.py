@@ -17,7 +17,7 @@ from .checks import check_rank, check_verdict
 from .engine.evaluate import Verdict, evaluate
 from .engine.params import resolve_params
 from .engine.rulefile import Rule, load_rules, rules_version
-from .errors import TraceError, TracedocError, UsageError
+from .errors import TraceError, TracedocError, UsageError, warn
 from .ingest import load as _load_file
 from .ingest import sniff
 from .model.trace import Trace
@@ -125,8 +125,9 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     files = rank_files(path) if kind == "directory" else [path]
     rules = _load_rules(params, rule_dirs)  # a bad rule file or --param fails now, not after the ranks
     results: list[RankAnalysis] = []
+    failed: dict[str, str] = {}  # rank file -> why it could not be analysed
     if scheduler is not None and len(files) > 1:
-        results.extend(_analyze_on_dask(scheduler, files, options, progress))
+        results.extend(_analyze_on_dask(scheduler, files, options, progress, failed))
     elif len(files) == 1:
         by_fraction = (lambda f: progress(int(1000 * f), 1000)) if progress else None
         results.extend(_analyze_file(files[0], options, by_fraction))
@@ -138,19 +139,26 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
             futures = {pool.submit(_analyze_file, f, options, None, 1): f for f in files}
             done = 0
             for fut in cf.as_completed(futures):
-                results.extend(fut.result())
+                _collect(fut, futures[fut], results, failed)
                 done += 1
                 if progress:
                     progress(done, len(files))
+    if failed and not results:
+        raise TraceError(path, f"none of its {len(files)} rank files could be analysed",
+                         "; ".join(list(failed.values())[:3]), "check the files named above")
+    for f, why in failed.items():
+        warn(f, f"rank file not analysed, the other {len(files) - len(failed)} were: {why}")
     results.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.source))
+    _flag_duplicate_ranks(results)
     for r in results:
         check_rank(r)
     ranks = [RankResult.from_analysis(r, _evaluate(r, params, rules)) for r in results]
     for r in ranks:
         check_verdict(r, r.verdict)
     known = {r.source: r.meta.get("sha256") for r in results}
-    hashes = {f: known.get(f) or sha256_of(f) for f in files}
-    result = AnalysisResult.of(files, ranks, command=command, hashes=hashes, rules_version=_rules_version())
+    hashes = {f: known.get(f) or _sha256_or_none(f) for f in files}
+    result = AnalysisResult.of(files, ranks, command=command, hashes=hashes, rules_version=_rules_version(),
+                               failed=failed)
     step_log = os.path.join(path, "steps.jsonl") if kind == "directory" else None
     if log is not None or (step_log and os.path.isfile(step_log)):
         _attach_log(result, log or step_log, params, rule_dirs, required=log is not None)
@@ -175,7 +183,41 @@ def _attach_log(result: AnalysisResult, log: str, params: dict | None, rule_dirs
     first.warnings.extend(f"{log_result.source}: {w}" for w in log_result.warnings)
 
 
-def _analyze_on_dask(scheduler, files: list[str], options: dict, progress) -> list[RankAnalysis]:
+def _collect(fut, path: str, results: list[RankAnalysis], failed: dict[str, str]) -> None:
+    """One rank's results, or why it failed: a bad rank file costs that rank, never the job."""
+    try:
+        results.extend(fut.result())
+    except TracedocError as exc:
+        failed[path] = exc.message()
+    except cf.process.BrokenProcessPool:
+        failed[path] = f"{path}: not read: a worker process died while the ranks were read (out of memory, or killed)"
+
+
+def _flag_duplicate_ranks(results: list[RankAnalysis]) -> None:
+    """Two files claiming one rank: say so on each, naming the other (both stay in the result).
+
+    nsys exports are left out: their rank is a process's order within its own file."""
+    by_rank: dict[int, list[RankAnalysis]] = {}
+    for r in results:
+        if r.rank is not None and r.meta.get("format") != "nsys":
+            by_rank.setdefault(r.rank, []).append(r)
+    for rank, same in by_rank.items():
+        if len(same) > 1 and len({r.source for r in same}) > 1:
+            for r in same:
+                others = ", ".join(o.source for o in same if o is not r)
+                r.warnings.append(f"{r.source}: claims rank {rank}, as does {others}; both are shown, but a job has "
+                                  "one file per rank: check for a copy or a rank from another run")
+
+
+def _sha256_or_none(path: str) -> str | None:
+    try:
+        return sha256_of(path)
+    except OSError:
+        return None
+
+
+def _analyze_on_dask(scheduler, files: list[str], options: dict, progress,
+                     failed: dict[str, str]) -> list[RankAnalysis]:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -190,10 +232,10 @@ def _analyze_on_dask(scheduler, files: list[str], options: dict, progress) -> li
             raise TraceError(str(scheduler), "cannot reach the Dask scheduler", str(exc),
                              "check the address (tcp://host:8786) and that the scheduler is running") from None
     try:
-        futures = [client.submit(_analyze_file, f, options, None, 1, pure=False) for f in files]
+        futures = {client.submit(_analyze_file, f, options, None, 1, pure=False): f for f in files}
         out: list[RankAnalysis] = []
         for done, fut in enumerate(as_completed(futures), 1):
-            out.extend(fut.result())
+            _collect(fut, futures[fut], out, failed)
             if progress:
                 progress(done, len(files))
         return out

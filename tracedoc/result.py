@@ -159,6 +159,7 @@ class AnalysisResult:
     job: JobResult | None = None
     tracedoc_version: str = __version__
     rules_version: str | None = None
+    failed: dict[str, str] = field(default_factory=dict)  # rank file -> why it could not be analysed
 
     @classmethod
     def of(cls, inputs: list[str], ranks: list[RankResult], **kwargs) -> "AnalysisResult":
@@ -185,7 +186,8 @@ class AnalysisResult:
         return {
             "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "tracedoc_version": self.tracedoc_version,
             "rules_version": self.rules_version,
-            "inputs": [{"path": p, "sha256": self.hashes.get(p)} for p in self.inputs],
+            "inputs": [{"path": p, "sha256": self.hashes.get(p), **({"error": self.failed[p]} if p in self.failed else {})}
+                       for p in self.inputs],
             "command": self.command,
             "ranks": [r.to_dict() for r in self.ranks],
             "job": self.job.to_dict() if self.job is not None else None,
@@ -203,6 +205,7 @@ class AnalysisResult:
         try:
             return cls(inputs=[i["path"] for i in d["inputs"]], ranks=[RankResult.from_dict(r) for r in d["ranks"]],
                        command=d["command"], hashes={i["path"]: i["sha256"] for i in d["inputs"]},
+                       failed={i["path"]: i["error"] for i in d["inputs"] if i.get("error")},
                        job=JobResult.from_dict(d["job"]) if d.get("job") is not None else None,
                        tracedoc_version=d["tracedoc_version"], rules_version=d["rules_version"])
         except (KeyError, TypeError, ValueError) as exc:
