@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, renderer, renderer_for_path
-from .common import write_atomic
+from .common import check_output_path, write_atomic
 from ..exits import EXIT_FAIL_ON, EXIT_OK
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -141,6 +141,7 @@ def cmd_analyze(args) -> int:
         for w in r.warnings:
             print(f"tracedoc: warning: {w}", file=sys.stderr)
     if args.output:
+        check_output_path(args.output, result.inputs)
         write_atomic(args.output, renderer(fmt).render(result))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
     elif fmt == "text" and sys.stdout.isatty():
