@@ -373,3 +373,18 @@ def test_ids_beyond_int64_read_as_absent(tmp_path, value):
     res = analyze(write_with_tokens(tmp_path / "t.json", doc, {"__id__": value}))
     assert res.ranks[0].metrics["kernel_count"] == len(kernels_of(doc))
     clean(res)
+
+
+def test_a_utf8_byte_order_mark_is_skipped(tmp_path):
+    data = json.dumps(small_trace()).encode()
+    plain, bom = tmp_path / "a.json", tmp_path / "b.json"
+    plain.write_bytes(data)
+    bom.write_bytes(b"\xef\xbb\xbf \n" + data)
+    assert analyze(str(bom)).ranks[0].metrics == analyze(str(plain)).ranks[0].metrics
+
+
+def test_utf16_is_named(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_bytes(json.dumps(small_trace()).encode("utf-16"))
+    with pytest.raises(TraceError, match="is UTF-16 text; JSON traces are UTF-8"):
+        analyze(str(path))

@@ -18,6 +18,7 @@ from .source import _Source, concatenated_members
 
 CHUNK_BYTES = 16 * 1024 * 1024
 _HEAD_LIMIT = 64 * 1024 * 1024
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 _EVENTS_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -54,7 +55,13 @@ def _read(src: _Source, chunk_bytes: int, progress) -> Trace:
         if not more:
             break
         buf += more
-    stripped = buf.lstrip()
+    buf = buf.lstrip()
+    while buf.startswith(_UTF8_BOM):  # allowed before JSON text (RFC 8259 lets a reader skip it)
+        buf = buf[len(_UTF8_BOM):].lstrip()
+    if buf.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise TraceError(path, "is UTF-16 text; JSON traces are UTF-8", "a UTF-16 byte-order mark",
+                         "convert it, e.g. `iconv -f UTF-16 -t UTF-8 in.json > out.json`")
+    stripped = buf
     if not stripped:
         if src.truncated_reason:
             raise TraceError(path, "holds no data before its gzip stream breaks off", None,
