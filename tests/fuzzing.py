@@ -1,0 +1,534 @@
+"""Seeded mutations of real traces, and the one property every mutant must satisfy.
+
+``generate(seed, n)`` yields ``Case`` values: a mutation class, what was done, and the files to write
+(a trace, or a directory of ranks). ``run_case(path)`` analyses one written case in this process and
+classifies the outcome:
+
+- ``result``: numbers, every invariant of ``tracedoc.checks`` holds, the JSON is valid JSON;
+- ``error``: one ``TracedocError`` (the CLI prints it as one line);
+- ``traceback``: any other exception (a crash the user would see);
+- ``hang``: no answer within the time limit;
+- ``violation``: numbers that break an invariant, JSON with NaN/Infinity, or an input file changed.
+
+The tests run a few hundred cases; ``benchmarks/fuzz_campaign.py`` runs thousands and prints a table.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import tempfile
+import warnings
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import orjson
+
+SHARED = Path(os.environ["TRACEDOC_SHARED"]) if os.environ.get("TRACEDOC_SHARED") else \
+    Path(__file__).resolve().parents[2] / "shared"
+TRACES = SHARED / "traces"
+# Small real traces (tens of KB of JSON): fast to analyse thousands of times.
+KINETO_SOURCES = ("h100_2026_format.json", "triton_example.json.gz", "cuda_event_sync.json.gz",
+                  "cpu_only_gloo_rank34.pt.trace.json.gz", "cuda_event_sync_multi_stream.json.gz",
+                  "mi250_rocm_minitoy.json.gz")
+NSYS_SOURCES = ("nsys2026_mock.sqlite", "nsys2022_con_kernel.sqlite")
+OUTCOMES = ("result", "error", "traceback", "hang", "violation")
+FIFO = object()  # a file entry that is a named pipe, not bytes
+SUBDIR = object()  # a file entry that is an (empty) directory
+
+
+@dataclass
+class Case:
+    cls: str
+    detail: str
+    files: dict[str, object] = field(default_factory=dict)  # relative name -> bytes | FIFO | SUBDIR
+    target: str = ""  # relative path analysed; "" is the case directory itself
+
+    def write(self, root: Path) -> Path:
+        root.mkdir(parents=True, exist_ok=True)
+        for name, content in self.files.items():
+            p = root / name
+            if content is FIFO:
+                os.mkfifo(p)
+            elif content is SUBDIR:
+                p.mkdir()
+            else:
+                p.write_bytes(content)  # type: ignore[arg-type]
+        return root / self.target if self.target else root
+
+
+def have_sources() -> bool:
+    return all((TRACES / "kineto" / n).is_file() for n in KINETO_SOURCES) and \
+        all((TRACES / "nsys" / n).is_file() for n in NSYS_SOURCES)
+
+
+_cache: dict[str, bytes] = {}
+
+
+def kineto_json(name: str) -> bytes:
+    if name not in _cache:
+        data = (TRACES / "kineto" / name).read_bytes()
+        _cache[name] = gzip.decompress(data) if name.endswith(".gz") else data
+    return _cache[name]
+
+
+# --- byte-level mutations of Kineto JSON ---------------------------------------------------------
+
+WEIRD_NUMBERS = (b"1e400", b"-1e400", b"Infinity", b"-Infinity", b"NaN", b"9223372036854775808",
+                 b"18446744073709551621", b"-9223372036854775809", b"1" + b"0" * 40, b"-5", b"1e18",
+                 b'"123.5"', b"true", b"null", b"[]", b"{}", b'"abc"', b"1.7976931348623157e308")
+WEIRD_VALUES = (b"[1, 2]", b'{"a": 1}', b"17", b"null", b"true", b'""', b'["x", {"y": []}]', b"-1", b"1e400")
+BAD_UTF8 = (b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80\x80", b"\xe2\x82", b"\xc0\xaf")
+
+
+def _string_starts(data: bytes, rng: random.Random, k: int) -> list[int]:
+    """Positions just inside k random JSON string values (after a ``": "``)."""
+    marks = [i + 4 for i in _find_all(data, b'": "', limit=5000)]
+    return sorted(rng.sample(marks, min(k, len(marks)))) if marks else [len(data) // 2]
+
+
+def _find_all(data: bytes, needle: bytes, limit: int) -> list[int]:
+    out, i = [], data.find(needle)
+    while i >= 0 and len(out) < limit:
+        out.append(i)
+        i = data.find(needle, i + 1)
+    return out
+
+
+def _insert(data: bytes, positions: list[int], pieces: list[bytes]) -> bytes:
+    out, last = [], 0
+    for pos, piece in zip(positions, pieces):
+        out += [data[last:pos], piece]
+        last = pos
+    out.append(data[last:])
+    return b"".join(out)
+
+
+def m_truncate(rng, data):
+    cut = rng.choice([rng.randrange(0, 40), rng.randrange(1, len(data)), len(data) - rng.randrange(1, 40)])
+    return f"cut at {cut} of {len(data)}", data[:max(0, cut)]
+
+
+def m_byte_flip(rng, data):
+    b = bytearray(data)
+    k = rng.randint(1, 8)
+    for _ in range(k):
+        b[rng.randrange(len(b))] = rng.choice([rng.randrange(256), *b'{}[]",:0-.eE\\'])
+    return f"{k} bytes changed", bytes(b)
+
+
+def m_control_chars(rng, data):
+    k = rng.randint(1, 5)
+    if rng.random() < 0.5:
+        pos = _string_starts(data, rng, k)
+        pieces = [bytes([rng.randrange(0, 32)]) for _ in pos]
+        return f"raw control characters in {len(pos)} strings", _insert(data, pos, pieces)
+    pos = _string_starts(data, rng, k)
+    return "escaped control characters in strings", _insert(data, pos, [b"\\u0000\\u001b[31m\\r\\b"] * len(pos))
+
+
+def m_invalid_utf8(rng, data):
+    where = rng.choice(["events", "head", "tail", "everywhere"])
+    starts = _string_starts(data, rng, 200)
+    if where == "head":
+        starts = starts[:3]
+    elif where == "tail":
+        starts = starts[-3:]
+    elif where == "events":
+        starts = rng.sample(starts, min(len(starts), rng.randint(1, 6)))
+    pieces = [rng.choice(BAD_UTF8) if rng.random() < 0.85 else b"\\ud800" for _ in starts]
+    return f"invalid UTF-8 in {len(starts)} strings ({where})", _insert(data, sorted(starts), pieces)
+
+
+def m_bom(rng, data):
+    kind = rng.choice(["utf8", "utf8+ws", "utf16le", "utf16be", "utf16-encoded", "double"])
+    bom = {"utf8": b"\xef\xbb\xbf", "utf8+ws": b"\xef\xbb\xbf \n", "utf16le": b"\xff\xfe", "utf16be": b"\xfe\xff",
+           "double": b"\xef\xbb\xbf\xef\xbb\xbf"}.get(kind)
+    if kind == "utf16-encoded":
+        return kind, data.decode("utf-8", "replace").encode("utf-16")
+    return f"{kind} BOM", bom + data
+
+
+def m_gzip(rng, data):
+    kind = rng.choice(["two-members", "split-members", "truncated", "trailing-garbage", "zero-padding",
+                       "double-gzip", "bad-crc", "empty", "bad-header", "raw-deflate"])
+    gz = gzip.compress(data, compresslevel=rng.choice([1, 6, 9]))
+    if kind == "two-members":
+        out = gz + gzip.compress(data)
+    elif kind == "split-members":
+        cut = rng.randrange(1, len(data))
+        out = gzip.compress(data[:cut]) + gzip.compress(data[cut:])
+    elif kind == "truncated":
+        out = gz[:rng.randrange(1, len(gz))]
+    elif kind == "trailing-garbage":
+        out = gz + bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
+    elif kind == "zero-padding":
+        out = gz + b"\0" * rng.randint(1, 4096)
+    elif kind == "double-gzip":
+        out = gzip.compress(gz)
+    elif kind == "bad-crc":
+        b = bytearray(gz)
+        b[-8] ^= 0xFF
+        out = bytes(b)
+    elif kind == "empty":
+        out = gzip.compress(b"")
+    elif kind == "bad-header":
+        b = bytearray(gz)
+        b[rng.randrange(2, 10)] ^= 0xFF
+        out = bytes(b)
+    else:
+        out = zlib.compress(data)
+    return kind, out
+
+
+def m_deep_nesting(rng, data):
+    depth = rng.choice([100, 1000, 10_000, 100_000])
+    opener, closer = rng.choice([(b"[", b"]"), (b'{"a":', b"}")])
+    nested = opener * depth + b"1" + closer * depth
+    where = rng.choice(["args", "event", "top"])
+    if where == "top":
+        return f"document nested {depth} deep", nested
+    pos = data.find(b'"traceEvents"')
+    if where == "event" and pos >= 0:
+        bracket = data.find(b"[", pos) + 1
+        return f"an event nested {depth} deep", data[:bracket] + nested + b"," + data[bracket:]
+    i = data.find(b'"args": {')
+    if i < 0:
+        i = data.find(b'"args":{')
+    if i < 0:
+        return f"document nested {depth} deep", nested
+    j = data.find(b"{", i) + 1
+    return f"an args value nested {depth} deep", data[:j] + b'"deep": ' + nested + b", " + data[j:]
+
+
+# --- structural mutations (parsed, changed, written back) -----------------------------------------
+
+def _events_of(doc) -> list:
+    if isinstance(doc, list):
+        return doc
+    ev = doc.get("traceEvents") if isinstance(doc, dict) else None
+    return ev if isinstance(ev, list) else []
+
+
+def _dumps(doc, tokens: dict[str, bytes]) -> bytes:
+    out = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()  # big ints too
+    for placeholder, token in tokens.items():
+        out = out.replace(b'"' + placeholder.encode() + b'"', token)
+    return out
+
+
+def m_json_structure(rng, data):
+    doc = orjson.loads(data)
+    kind = rng.choice(["no-traceEvents", "traceEvents-object", "traceEvents-string", "event-not-object",
+                       "bare-array", "top-scalar", "device-properties", "distributed-info", "trailing-garbage",
+                       "two-documents", "empty-events", "duplicate-events", "shuffled", "schema-version",
+                       "duplicate-key"])
+    events = _events_of(doc)
+    if kind == "no-traceEvents" and isinstance(doc, dict):
+        doc.pop("traceEvents", None)
+    elif kind == "traceEvents-object" and isinstance(doc, dict):
+        doc["traceEvents"] = {"0": events[:3]}
+    elif kind == "traceEvents-string" and isinstance(doc, dict):
+        doc["traceEvents"] = rng.choice(["x", 5, None, True])
+    elif kind == "event-not-object" and events:
+        for _ in range(rng.randint(1, 3)):
+            events[rng.randrange(len(events))] = rng.choice([5, "x", None, [], [1, {"ph": "X"}], True])
+    elif kind == "bare-array":
+        doc = events
+    elif kind == "top-scalar":
+        doc = rng.choice([1, "trace", None, True, 1.5])
+    elif kind == "device-properties" and isinstance(doc, dict):
+        doc["deviceProperties"] = rng.choice([["x", 1], {"a": 1}, [{"id": "zero", "computeMajor": [8],
+                                              "totalGlobalMem": -1, "name": {"n": 1}}], "A100", None])
+    elif kind == "distributed-info" and isinstance(doc, dict):
+        doc["distributedInfo"] = rng.choice([{"rank": "one", "world_size": -3}, {"rank": 2**70, "world_size": 0},
+                                             [1, 2], "nccl", {"rank": -1, "world_size": {"x": 1}, "backend": [1]}])
+    elif kind == "schema-version" and isinstance(doc, dict):
+        doc["schemaVersion"] = rng.choice([None, "1", [1], 10**30])
+        doc["baseTimeNanoseconds"] = rng.choice([None, "x", -1, 2**80, 1.5])
+    elif kind == "empty-events" and isinstance(doc, dict):
+        doc["traceEvents"] = []
+    elif kind == "duplicate-events":
+        events.extend(events[: rng.randint(1, len(events) or 1)])
+    elif kind == "shuffled":
+        rng.shuffle(events)
+    out = _dumps(doc, {})
+    if kind == "trailing-garbage":
+        out += rng.choice([b" garbage", b"}", b"]]", b"\0\0", b",{}"])
+    elif kind == "two-documents":
+        out += b"\n" + out
+    elif kind == "duplicate-key" and out.startswith(b"{"):
+        out = b'{"traceEvents": [],' + out[1:]
+    return kind, out
+
+
+_EVENT_FIELDS = ("ts", "dur", "name", "cat", "ph", "pid", "tid", "id", "args")
+_ARG_FIELDS = ("External id", "correlation", "device", "stream", "grid", "block", "Collective name",
+               "In msg nelems", "Group size", "Bytes", "Total Allocated", "Device Id", "est. achieved occupancy %",
+               "blocks per SM", "registers per thread", "graph id", "wait_on_stream", "labels", "name")
+
+
+def m_event_shapes(rng, data):
+    doc = orjson.loads(data)
+    events = [e for e in _events_of(doc) if isinstance(e, dict)]
+    if not events:
+        return "no events", data
+    kind = rng.choice(["ts-weird", "dur-weird", "name-type", "cat-type", "field-type", "args-field-type",
+                       "optional-fields", "end-before-start", "ph-weird", "huge-name", "all-same-ts"])
+    tokens: dict[str, bytes] = {}
+    picked = rng.sample(events, min(len(events), rng.randint(1, 12)))
+    for n, e in enumerate(picked):
+        ph = f"__tok{n}__"
+        if kind in ("ts-weird", "dur-weird"):
+            tokens[ph] = rng.choice(WEIRD_NUMBERS)
+            e["ts" if kind == "ts-weird" else "dur"] = ph
+        elif kind in ("name-type", "cat-type"):
+            e["name" if kind == "name-type" else "cat"] = rng.choice([["a", "b"], {"k": 1}, 5, None, True, 1.5])
+        elif kind == "field-type":
+            key = rng.choice(_EVENT_FIELDS)
+            tokens[ph] = rng.choice(WEIRD_VALUES + WEIRD_NUMBERS)
+            e[key] = ph
+        elif kind == "args-field-type":
+            args = e.setdefault("args", {}) if isinstance(e.get("args"), dict) else e.__setitem__("args", {}) or e["args"]
+            tokens[ph] = rng.choice(WEIRD_VALUES + WEIRD_NUMBERS)
+            args[rng.choice(_ARG_FIELDS)] = ph
+        elif kind == "optional-fields":
+            for key in rng.sample(_EVENT_FIELDS, rng.randint(1, 3)):
+                e.pop(key, None)
+        elif kind == "end-before-start":
+            if "dur" in e:
+                e["dur"] = -abs(e["dur"] if isinstance(e["dur"], (int, float)) else 1) - rng.randint(1, 10**6)
+        elif kind == "ph-weird":
+            e["ph"] = rng.choice(["", "XX", "x", "B", "E", "C", "b", "e", 1, None, "M"])
+        elif kind == "huge-name":
+            e["name"] = "ab(" * rng.randint(10_000, 100_000)
+    if kind == "all-same-ts":
+        for e in events:
+            e["ts"] = 1
+    return f"{kind} on {len(picked)} events", _dumps(doc, tokens)
+
+
+KINETO_MUTATIONS: dict[str, Callable] = {
+    "truncation": m_truncate, "byte_flip": m_byte_flip, "control_chars": m_control_chars,
+    "invalid_utf8": m_invalid_utf8, "bom": m_bom, "gzip": m_gzip, "json_structure": m_json_structure,
+    "deep_nesting": m_deep_nesting, "event_shapes": m_event_shapes,
+}
+
+
+# --- nsys databases ---------------------------------------------------------------------------------
+
+_NSYS_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS", "OSRT_API")
+_GARBAGE = ("'abc'", "X'00ff'", "1e400", "-1e400", "9223372036854775807", "-9223372036854775808", "NULL",
+            "-5", "1.5", "''", "CAST(X'ff' AS TEXT)")
+
+
+def _some(rng: random.Random, k: int, of: int) -> str:
+    """A deterministic SQL condition true for about k in ``of`` rows (SQLite's random() is unseeded)."""
+    return f"(rowid * {rng.randrange(1, 997, 2)} + {rng.randrange(of)}) % {of} < {k}"
+
+
+def _update(conn: sqlite3.Connection, sql: str) -> None:
+    try:
+        conn.execute(sql)
+    except sqlite3.IntegrityError:  # a NOT NULL or CHECK column: the file stays as it was
+        pass
+
+
+def mutate_nsys(rng: random.Random, src: Path) -> tuple[str, str, bytes]:
+    """One mutated copy of an nsys export: (class, detail, bytes)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "m.sqlite"
+        shutil.copyfile(src, path)
+        os.chmod(path, 0o644)
+        cls = rng.choice(["nsys_text", "nsys_int_garbage", "nsys_end_before_start", "nsys_schema", "nsys_file"])
+        conn = sqlite3.connect(path)
+        tables = [t for t in _NSYS_TABLES if conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (t,)).fetchone()]
+        table = rng.choice(tables)
+        cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+        detail = ""
+        if cls == "nsys_text":
+            kind = rng.choice(["invalid-utf8", "blob", "huge", "null"])
+            value = {"invalid-utf8": "CAST(X'41ff42c3' AS TEXT)", "blob": "X'00ff41'",
+                     "huge": "'" + "x(" * 50_000 + "'", "null": "''"}[kind]
+            frac = rng.choice([0.01, 0.2, 1.0])
+            _update(conn, f"UPDATE StringIds SET value = {value} WHERE {_some(rng, int(frac * 1000), 1000)}")
+            if "text" in cols and table == "NVTX_EVENTS":
+                _update(conn, f"UPDATE NVTX_EVENTS SET text = {value} WHERE text IS NOT NULL")
+            detail = f"StringIds {kind} in {frac:.0%} of rows"
+        elif cls == "nsys_int_garbage":
+            col = rng.choice([c for c in cols if c not in ("text",)])
+            value = rng.choice(_GARBAGE)
+            _update(conn, f'UPDATE "{table}" SET "{col}" = {value} WHERE {_some(rng, rng.randint(1, 10), 10)}')
+            detail = f"{table}.{col} = {value}"
+        elif cls == "nsys_end_before_start":
+            k = rng.choice([1, 10, 1000, 10**9])
+            _update(conn, f'UPDATE "{table}" SET "end" = "start" - {k} WHERE {_some(rng, rng.randint(1, 10), 10)}')
+            detail = f"{table}: end = start - {k}"
+        elif cls == "nsys_schema":
+            kind = rng.choice(["drop-table", "drop-strings", "empty-table", "wal"])
+            if kind == "drop-table":
+                conn.execute(f'DROP TABLE "{table}"')
+            elif kind == "drop-strings":
+                conn.execute("DROP TABLE StringIds")
+            elif kind == "empty-table":
+                conn.execute(f'DELETE FROM "{table}"')
+            else:
+                conn.execute("PRAGMA journal_mode=WAL")
+            detail = f"{kind} {table}"
+        conn.commit()
+        conn.close()
+        data = path.read_bytes()
+    if cls == "nsys_file":
+        kind = rng.choice(["truncated", "page-flip", "header-only"])
+        if kind == "truncated":
+            data = data[:rng.randrange(100, len(data))]
+        elif kind == "page-flip":
+            b = bytearray(data)
+            for _ in range(rng.randint(1, 20)):
+                b[rng.randrange(100, len(b))] = rng.randrange(256)
+            data = bytes(b)
+        else:
+            data = data[:100]
+        detail = kind
+    return cls, detail, data
+
+
+# --- directories of ranks and special files ---------------------------------------------------------
+
+def directory_case(rng: random.Random) -> Case:
+    a, b = rng.sample(KINETO_SOURCES, 2)
+    good = {"rank0.json": kineto_json(a), "rank1.json": kineto_json(b)}
+    kind = rng.choice(["empty-rank", "corrupt-gzip", "corrupt-sqlite", "truncated-rank", "not-a-trace",
+                       "duplicate-rank", "mixed-formats", "subdir", "fifo-rank", "all-bad"])
+    files: dict[str, object] = dict(good)
+    if kind == "empty-rank":
+        files["rank2.json"] = b""
+    elif kind == "corrupt-gzip":
+        files["rank2.json.gz"] = b"\x1f\x8b\x08\x00" + bytes(rng.randrange(256) for _ in range(200))
+    elif kind == "corrupt-sqlite":
+        files["rank2.sqlite"] = b"SQLite format 3\x00" + bytes(rng.randrange(256) for _ in range(3000))
+    elif kind == "truncated-rank":
+        files["rank2.json"] = kineto_json(a)[: rng.randrange(1, 2000)]
+    elif kind == "not-a-trace":
+        files["rank2.json"] = b'{"loss": [1.0, 0.5]}'
+    elif kind == "duplicate-rank":
+        files["rank_1.json.gz"] = gzip.compress(kineto_json(b))
+    elif kind == "mixed-formats":
+        files["rank2.sqlite"] = (TRACES / "nsys" / rng.choice(NSYS_SOURCES)).read_bytes()
+    elif kind == "subdir":
+        files["rank2.json"] = SUBDIR
+    elif kind == "fifo-rank":
+        files["rank2.json"] = FIFO
+    else:
+        files = {"rank0.json": b"", "rank1.json.gz": b"\x1f\x8b garbage"}
+    return Case("directory", kind, files, "")
+
+
+def special_case(rng: random.Random) -> Case:
+    kind = rng.choice(["fifo", "directory-named-json", "empty", "whitespace", "nul-bytes"])
+    if kind == "fifo":
+        return Case("special_file", kind, {"t.json": FIFO}, "t.json")
+    if kind == "directory-named-json":
+        return Case("special_file", kind, {"t.json": SUBDIR}, "t.json")
+    content = {"empty": b"", "whitespace": b" \n\t" * 100, "nul-bytes": b"\0" * 1000}[kind]
+    return Case("special_file", kind, {"t.json": content}, "t.json")
+
+
+CLASSES = tuple(KINETO_MUTATIONS) + ("nsys", "directory", "special_file")
+
+
+def generate(seed: int, n: int, classes: tuple[str, ...] = CLASSES) -> Iterator[Case]:
+    """``n`` cases, the classes taken in turn, every choice from ``random.Random(seed)``."""
+    rng = random.Random(seed)
+    for i in range(n):
+        cls = classes[i % len(classes)]
+        if cls == "nsys":
+            src = rng.choice(NSYS_SOURCES)
+            sub, detail, data = mutate_nsys(rng, TRACES / "nsys" / src)
+            yield Case(sub, f"{src}: {detail}", {"t.sqlite": data}, "t.sqlite")
+        elif cls == "directory":
+            yield directory_case(rng)
+        elif cls == "special_file":
+            yield special_case(rng)
+        else:
+            src = rng.choice(KINETO_SOURCES)
+            detail, data = KINETO_MUTATIONS[cls](rng, kineto_json(src))
+            name = "t.json.gz" if cls == "gzip" else "t.json"
+            yield Case(cls, f"{src}: {detail}", {name: data}, name)
+
+
+# --- running one case ---------------------------------------------------------------------------------
+
+class _Hang(BaseException):
+    pass
+
+
+def _alarm(signum, frame):
+    raise _Hang()
+
+
+def _fingerprint(root: Path) -> dict[str, str]:
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_fifo():
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+        elif not p.is_file():
+            out[str(p.relative_to(root))] = "fifo" if p.is_fifo() else "dir"
+    return out
+
+
+def run_case(case: Case, root: Path, timeout_s: int = 30, render_html: bool = False) -> tuple[str, str]:
+    """Write ``case`` under ``root``, analyse it, and return (outcome, message)."""
+    from tracedoc.api import analyze
+    from tracedoc.checks import BUG_PREFIX, violations_in
+    from tracedoc.errors import TracedocError
+
+    path = case.write(root)
+    before = _fingerprint(root)
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout_s)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = analyze(path, jobs=2)
+            text = result.to_json()
+            result.to_text()
+            if render_html:
+                from tracedoc.render import render_html as html, render_md as md
+
+                html(result)
+                md(result)
+    except _Hang:
+        return "hang", f"no answer within {timeout_s} s"
+    except TracedocError as exc:
+        return "error", exc.message()
+    except Exception as exc:  # noqa: BLE001 - what this harness is for
+        return "traceback", f"{type(exc).__name__}: {str(exc)[:300]}"
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    problems: list[str] = []
+    try:
+        doc = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"JSON constant {c}")))
+    except ValueError as exc:
+        problems.append(f"invalid JSON output: {exc}")
+    else:
+        for rank in doc["ranks"]:
+            problems += violations_in(rank)
+            problems += [w for w in rank["warnings"] if w.startswith(BUG_PREFIX)]
+    after = _fingerprint(root)
+    if after != before:
+        problems.append(f"the input changed: {sorted(set(after.items()) ^ set(before.items()))[:4]}")
+    if problems:
+        return "violation", problems[0]
+    return "result", ""
