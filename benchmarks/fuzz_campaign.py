@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=30, help="seconds before a case counts as a hang")
     ap.add_argument("--html-every", type=int, default=25, help="also render HTML/Markdown for every Nth case")
+    ap.add_argument("--cli-every", type=int, default=0, help="run every Nth case through `tracedoc analyze` "
+                    "(in this process) instead of the API; 0: never")
     ap.add_argument("--keep", type=Path, help="copy the inputs of bad cases here")
     args = ap.parse_args(argv)
     if not fuzzing.have_sources():
@@ -45,10 +47,12 @@ def main(argv: list[str] | None = None) -> int:
         for i, case in enumerate(fuzzing.generate(args.seed, args.cases)):
             root = Path(tmp) / f"c{i}"
             t0 = time.perf_counter()
-            outcome, message = fuzzing.run_case(case, root, args.timeout, render_html=i % args.html_every == 0)
+            via_cli = bool(args.cli_every) and i % args.cli_every == 0
+            outcome, message = fuzzing.run_case(case, root, args.timeout, render_html=i % args.html_every == 0,
+                                                via_cli=via_cli)
             dt = time.perf_counter() - t0
             slowest = max(slowest, (dt, f"{case.cls}: {case.detail}"))
-            table[case.cls][outcome] += 1
+            table[case.cls + (" (cli)" if via_cli else "")][outcome] += 1
             if outcome == "error":
                 errors_seen[message.split(":", 1)[-1].strip()[:60]] += 1
             if outcome in BAD:

@@ -469,6 +469,27 @@ def generate(seed: int, n: int, classes: tuple[str, ...] = CLASSES) -> Iterator[
 
 # --- running one case ---------------------------------------------------------------------------------
 
+def _run_cli(path: Path) -> tuple[str, str]:
+    """``tracedoc analyze PATH --format json`` in this process: ("result", stdout) or the outcome and stderr."""
+    import contextlib
+    import io
+
+    from tracedoc.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["analyze", str(path), "--format", "json", "--no-progress", "-j", "2"])
+    stderr = err.getvalue()
+    if "Traceback" in stderr:
+        return "traceback", stderr[-300:]
+    if rc in (1, 2):
+        errors = [ln for ln in stderr.splitlines() if ln.startswith("tracedoc: error: ")]
+        return ("error", errors[0]) if len(errors) == 1 else ("traceback", f"exit {rc}: {stderr[-300:]}")
+    if rc not in (0, 3):
+        return "traceback", f"exit {rc}: {stderr[-300:]}"
+    return "result", out.getvalue()
+
+
 class _Hang(BaseException):
     pass
 
@@ -487,8 +508,10 @@ def _fingerprint(root: Path) -> dict[str, str]:
     return out
 
 
-def run_case(case: Case, root: Path, timeout_s: int = 30, render_html: bool = False) -> tuple[str, str]:
-    """Write ``case`` under ``root``, analyse it, and return (outcome, message)."""
+def run_case(case: Case, root: Path, timeout_s: int = 30, render_html: bool = False,
+             via_cli: bool = False) -> tuple[str, str]:
+    """Write ``case`` under ``root``, analyse it (through the API, or ``tracedoc analyze --format json``
+    in this process), and return (outcome, message)."""
     from tracedoc.api import analyze
     from tracedoc.checks import BUG_PREFIX, violations_in
     from tracedoc.errors import TracedocError
@@ -498,16 +521,21 @@ def run_case(case: Case, root: Path, timeout_s: int = 30, render_html: bool = Fa
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout_s)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            result = analyze(path, jobs=2)
-            text = result.to_json()
-            result.to_text()
-            if render_html:
-                from tracedoc.render import render_html as html, render_md as md
+        if via_cli:
+            outcome, text = _run_cli(path)
+            if outcome != "result":
+                return outcome, text
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = analyze(path, jobs=2)
+                text = result.to_json()
+                result.to_text()
+                if render_html:
+                    from tracedoc.render import render_html as html, render_md as md
 
-                html(result)
-                md(result)
+                    html(result)
+                    md(result)
     except _Hang:
         return "hang", f"no answer within {timeout_s} s"
     except TracedocError as exc:

@@ -24,7 +24,8 @@ def test_mutants_of_real_traces(tmp_path):
     seen: collections.Counter = collections.Counter()
     bad = []
     for i, case in enumerate(fuzzing.generate(seed=20261123, n=FAST_CASES)):
-        outcome, message = fuzzing.run_case(case, tmp_path / f"c{i}", timeout_s=30, render_html=i % 12 == 0)
+        outcome, message = fuzzing.run_case(case, tmp_path / f"c{i}", timeout_s=30, render_html=i % 12 == 0,
+                                            via_cli=i % 9 == 4)
         seen[(case.cls, outcome)] += 1
         if outcome not in ("result", "error"):
             bad.append(f"#{i} {case.cls} [{outcome}] {case.detail}: {message}")
