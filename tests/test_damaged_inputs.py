@@ -388,3 +388,27 @@ def test_utf16_is_named(tmp_path):
     path.write_bytes(json.dumps(small_trace()).encode("utf-16"))
     with pytest.raises(TraceError, match="is UTF-16 text; JSON traces are UTF-8"):
         analyze(str(path))
+
+
+@pytest.mark.parametrize("value", ["-9223372036854775808", "-5", "-2"])
+def test_nsys_negative_string_ids_are_no_name(nsys_db, value):
+    _mutate(nsys_db, f'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "nameId" = {value} WHERE rowid <= 2',
+            f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "shortName" = {value}, "demangledName" = {value} WHERE rowid = 1')
+    res = analyze(nsys_db)
+    assert res.ranks[0].metrics["kernel_count"] == 6
+    assert "" in [k["name"] for k in res.ranks[0].evidence["top_kernels"]] or \
+        len(res.ranks[0].evidence["top_kernels"]) == 6
+    clean(res)
+
+
+def test_nsys_schema_text_that_is_not_utf8_is_corruption(nsys_db):
+    data = bytearray(open(nsys_db, "rb").read())
+    at = data.index(b"INTEGER")
+    data[at + 6] = 0xFF  # the declared type of a column, in sqlite_master
+    open(nsys_db, "wb").write(bytes(data))
+    try:
+        res = analyze(nsys_db)
+    except TraceError as exc:
+        assert "SQLite" in exc.message()
+    else:
+        clean(res)

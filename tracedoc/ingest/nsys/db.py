@@ -82,8 +82,8 @@ class _Db:
             if table not in self.tables:
                 self._cols[table] = []
             else:
-                rows = self.execute(f"PRAGMA table_info({_q(table)})").fetchall()
-                self._cols[table] = [r[1] for r in rows]
+                rows = self.small(f"PRAGMA table_info({_q(table)})")
+                self._cols[table] = [str(r[1]) for r in rows]
         return self._cols[table]
 
     def pick(self, table: str, *candidates: str) -> str | None:

@@ -88,6 +88,12 @@ class _Names:
         return lut[inv.reshape(-1)]
 
 
+def _string_ids(ids: np.ndarray) -> np.ndarray:
+    """StringIds ids from the file: a negative one is no name (-1), never one of this reader's own
+    ids (<= -2, texts it made)."""
+    return np.where(ids < 0, -1, ids)
+
+
 def _gpid_of(gtid: np.ndarray) -> np.ndarray:
     return np.where(gtid >= 0, gtid & _GPID_MASK, -1)
 
@@ -148,7 +154,8 @@ def _gpu_part(d: dict[str, np.ndarray], kind: int, n: int) -> dict[str, np.ndarr
         return d[key] if key in d else np.full(n, default, dtype=np.int64)
 
     if kind == M.KERNEL:
-        name = np.where(d["demangled"] >= 0, d["demangled"], d["short"]) if "demangled" in d else col("short")
+        short = _string_ids(col("short"))
+        name = np.where(d["demangled"] >= 0, d["demangled"], short) if "demangled" in d else short
     else:
         name = d["name"]
     return {
@@ -189,6 +196,7 @@ def _read_runtime(db: _Db) -> dict[str, np.ndarray]:
     r = db.read(t, {"start": (-1, "start"), "end": (-1, "end"), "event_class": (-1, "eventClass"),
                     "gtid": (-1, "globalTid"), "corr": (-1, "correlationId"), "name": (-1, "nameId")})
     r["gpid"] = _gpid_of(r["gtid"])
+    r["name"] = _string_ids(r["name"])
     return r
 
 
@@ -228,7 +236,7 @@ def _read_nvtx(db: _Db, names: _Names, raw: _Raw) -> dict[str, np.ndarray]:
         texts = [texts[i] for i in rows.tolist()]
     # COALESCE(text, StringIds[textId]): inline text first, the shared string id otherwise.
     inline = names.add_texts(texts)
-    name = np.where(inline != -1, inline, n["text_id"])
+    name = np.where(inline != -1, inline, _string_ids(n["text_id"]))
     return {"start": n["start"], "end": n["end"], "gtid": n["gtid"], "gpid": _gpid_of(n["gtid"]),
             "name": name, "kind": np.full(name.size, M.USER_ANNOTATION, dtype=np.int64),
             "domain": n["domain"], "nest": (n["event_type"] != NVTX_PUSH_POP).astype(np.int64)}
@@ -245,6 +253,7 @@ def _read_osrt(db: _Db, raw: _Raw, enabled: bool, max_rows: int) -> dict[str, np
         return {}
     o = db.read(t, {"start": (-1, "start"), "end": (-1, "end"), "gtid": (-1, "globalTid"), "name": (-1, "nameId")})
     o["gpid"] = _gpid_of(o["gtid"])
+    o["name"] = _string_ids(o["name"])
     o["kind"] = np.full(o["start"].size, M.CPU_OTHER, dtype=np.int64)
     o["domain"] = np.full(o["start"].size, -1, dtype=np.int64)
     o["nest"] = np.zeros(o["start"].size, dtype=np.int64)
