@@ -94,11 +94,6 @@ class _Repairs:
     nonfinite = 0
 
 
-def _count_replacement(exc: UnicodeDecodeError) -> tuple[str, int]:
-    _count_replacement.n += 1  # type: ignore[attr-defined]
-    return "\ufffd", exc.end
-
-
 def _lenient(decode, data: bytes, repairs) -> tuple[Any, bytes]:
     """``decode(data)``; on invalid UTF-8, an Infinity/NaN literal or a lone surrogate escape, repair
     the bytes (counted on ``repairs``) and try again. Returns the value and the bytes decoded."""
@@ -123,15 +118,9 @@ def _lenient(decode, data: bytes, repairs) -> tuple[Any, bytes]:
 
 
 def _fix_utf8(data: bytes) -> tuple[bytes, int]:
-    import codecs
-
-    _count_replacement.n = 0  # type: ignore[attr-defined]
-    try:
-        codecs.lookup_error("tracedoc-count")
-    except LookupError:
-        codecs.register_error("tracedoc-count", _count_replacement)
-    text = data.decode("utf-8", "tracedoc-count")
-    return text.encode("utf-8", "surrogatepass"), _count_replacement.n  # type: ignore[attr-defined]
+    """The bytes with each invalid UTF-8 sequence replaced by U+FFFD, and how many were replaced."""
+    text = data.decode("utf-8", "replace")
+    return text.encode("utf-8"), text.count("\ufffd") - data.count("\ufffd".encode())
 
 
 def _fix_literals(data: bytes, message: str, repairs) -> bytes | None:
