@@ -30,7 +30,9 @@ _RIGHT = frozenset({"count", "total_ns", "share", "gap_ns", "stream"})
 
 
 def renderables(result: "AnalysisResult") -> list[Any]:
-    return view_renderables(build_report(result, TEXT_CAPS))
+    failed = [Text(f"not analysed: {os.path.basename(path)}: {why}", style="yellow")  # unreadable rank files
+              for path, why in (getattr(result, "failed", None) or {}).items()]
+    return failed + view_renderables(build_report(result, TEXT_CAPS))
 
 
 def render_text(result: "AnalysisResult", width: int = 100) -> str:
