@@ -282,14 +282,14 @@ def run_case(case: Case, root: Path, timeout_s: int = 30, render_html: bool = Fa
             if outcome != "result":
                 return outcome, text
         else:
+            from tracedoc.render import render_html as html, render_md as md, render_text
+
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = analyze(path, jobs=2)
                 text = result.to_json()
-                result.to_text()
+                render_text(result)
                 if render_html:
-                    from tracedoc.render import render_html as html, render_md as md
-
                     html(result)
                     md(result)
     except _Hang:

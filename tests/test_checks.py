@@ -64,7 +64,7 @@ def test_evidence_rows_are_checked_by_column_meaning(result):
 
 
 def test_a_violation_is_visible_in_every_output_and_json_stays_valid(result):
-    from tracedoc.render import render_html, render_md
+    from tracedoc.render import render_html, render_md, render_text
 
     rank = result.ranks[0]
     rank.metrics["idle_fraction"] = math.inf
@@ -73,7 +73,7 @@ def test_a_violation_is_visible_in_every_output_and_json_stays_valid(result):
     doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert doc["ranks"][0]["metrics"]["idle_fraction"] is None
     assert any(w.startswith(BUG_PREFIX) for w in doc["ranks"][0]["warnings"])
-    for out in (result.to_text(), render_md(result), render_html(result)):
+    for out in (render_text(result), render_md(result), render_html(result)):
         assert BUG_PREFIX in out
 
 

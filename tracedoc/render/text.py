@@ -6,6 +6,7 @@ chooses what fits on a screen and lays it out with rich.
 
 from __future__ import annotations
 
+import os
 import io
 from typing import TYPE_CHECKING, Any
 
