@@ -165,3 +165,15 @@ def test_bench_load_runs_on_a_tiny_trace(tmp_path):
     assert re.search(r"orjson\.loads\s+\d+\.\d\d\s+[\d,]+\s+[\d,]+", row), r.stdout
     assert "220 events" in r.stdout
     assert "tracedoc load time / orjson.loads time" in r.stdout
+
+
+def test_bench_critical_path_runs_on_a_small_trace(tmp_path):
+    from trace_builder import TraceBuilder, training_steps
+
+    b = TraceBuilder()
+    training_steps(b, steps=3, kernels=6, dataloader_us=2000.0)
+    out = b.write(tmp_path / "small.pt.trace.json.gz")
+    r = subprocess.run([sys.executable, str(BENCH / "bench_critical_path.py"), str(out), "--repeat", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"added to analyze: -?\d+\.\d%", r.stdout), r.stdout

@@ -153,3 +153,15 @@ def test_expected_labels():
     with tempfile.TemporaryDirectory() as d:
         assert exposed_allreduce().nsys(Path(d) / "a.sqlite").verdicts[0].labels[0] == "comm_bound"
         assert dataloader_starved().nsys(Path(d) / "b.sqlite").verdicts[0].labels[0] == "io_bound"
+
+
+@pytest.mark.parametrize("build", [dataloader_starved, exposed_allreduce, sync_and_pageable_copy],
+                         ids=lambda f: f.__name__)
+def test_same_critical_path_and_what_ifs_from_both_formats(build, tmp_path):
+    sc = build()
+    kin = sc.kineto(tmp_path / "scenario.pt.trace.json").ranks[0].critical_path.to_dict()
+    nsy = sc.nsys(tmp_path / "scenario.sqlite").ranks[0].critical_path.to_dict()
+    assert kin["available"] and nsy["available"]
+    for a, b in zip(kin["steps"], nsy["steps"]):
+        assert {k: v for k, v in a.items() if k.endswith("_ns")} == {k: v for k, v in b.items() if k.endswith("_ns")}
+    assert kin["what_if"] == nsy["what_if"] and kin["what_if"]

@@ -64,6 +64,19 @@ def test_exact_parse_refuses_what_is_not_a_finite_int64():
     assert got[13:] == [BAD_NUMBER, BAD_NUMBER, 7000]  # tokens with spaces inside do not shift the others
 
 
+def test_plain_decimals_that_overflow_once_scaled_are_refused_too():
+    # Only digits, dots and signs: the integer fast path, which must not wrap when it scales to ns.
+    toks = [b"1712195495519689.047", b"9999999999999999", b"9223372036854775.808", b"-9223372036854775.807",
+            b"12.3455", b"-12.3455", b"9223372036854775"]
+    got = decimal_text_to_scaled_int(toks).tolist()
+    assert got[0] == 1712195495519689047
+    assert got[1] == BAD_NUMBER  # 9,999,999,999,999,999,000 > int64 max
+    assert got[2] == BAD_NUMBER  # one past int64 max
+    assert got[3] == -9223372036854775807
+    assert got[4:6] == [12346, -12346]  # half away from zero on the first dropped digit
+    assert got[6] == 9223372036854775000
+
+
 @pytest.mark.parametrize("token", ["1e400", "Infinity", "-Infinity", "NaN", "18446744073709551621",
                                    "9223372036854775808", '"soon"', "[1]", "null"])
 def test_impossible_timestamps_are_dropped_and_counted(tmp_path, token):

@@ -1,6 +1,6 @@
 """The package's imports follow the data flow: a module imports only from its own layer or lower ones.
 
-model < ingest < analyses < job/diff/logs < engine < result < render < api < capture < cli, with the
+model < ingest < analyses < job/diff/logs/estimate < engine < result < render < api < capture < cli, with the
 leaf modules every layer may use (errors, exits, version, labels, resources) below them all. Imports inside
 functions count too: a lazy import is still a dependency.
 """
@@ -15,7 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tracedoc"
 BASE = 0
 LAYERS = {
     "errors": BASE, "exits": BASE, "version": BASE, "labels": BASE, "resources": BASE,
-    "model": 1, "ingest": 2, "analyses": 3, "job": 4, "diff": 4, "logs": 4, "engine": 5, "result": 6, "checks": 6,
+    "model": 1, "ingest": 2, "analyses": 3, "job": 4, "diff": 4, "logs": 4, "estimate": 4,
+    "engine": 5, "result": 6, "checks": 6,
     "render": 7, "api": 8, "capture": 9, "cli": 10,
 }
 TOP = max(LAYERS.values())

@@ -28,7 +28,7 @@ def test_kineto_devices_are_typed(tmp_path):
     d = meta.device(1)
     assert (d.name, d.compute_major, d.compute_minor, d.sm_count, d.memory_bytes) == \
         ("Tesla V100-SXM2-32GB", 7, 0, 80, 34089730048)
-    assert d.compute_capability == 7.0 and d.peak_flops is None and not d.is_rocm
+    assert d.compute_capability == 7.0 and d.peak_flops["fp16"] == 125e12 and not d.is_rocm  # V100 datasheet
     assert d.properties["warpSize"] == 32  # what the trace recorded is kept
     assert meta.device(5) is None
 

@@ -10,7 +10,8 @@ from trace_builder import TraceBuilder, training_steps
 from tracedoc.api import analyze
 from tracedoc.cli import main
 from tracedoc.errors import TraceError
-from tracedoc.render import render_text
+from tracedoc.render import render_html, render_md, render_text
+from tracedoc.result import AnalysisResult
 
 
 def write_rank(path, rank: int, compress: bool = False):
@@ -41,6 +42,10 @@ def test_bad_rank_files_cost_only_their_ranks(job_dir):
     errors = {i["path"]: i.get("error") for i in doc["inputs"]}
     assert errors[str(job_dir / "rank0.json")] is None and "is empty" in errors[str(job_dir / "rank2.json")]
     assert "not analysed: rank2.json" in render_text(res)
+    # one record, shown everywhere: the job view lists it and uses only the ranks read
+    assert "failed" not in doc["job"] and doc["job"]["ranks_used"] == [0, 1]
+    assert "not analysed: rank3.json.gz" in render_md(res) and "not analysed: rank3.json.gz" in render_html(res)
+    assert AnalysisResult.from_dict(doc).failed == res.failed
     said = "\n".join(str(w.message) for w in caught)
     assert "rank file not analysed, the other 2 were" in said and "rank3.json.gz" in said
 
@@ -58,7 +63,7 @@ def test_a_directory_of_only_bad_ranks_is_one_error(tmp_path):
     d.mkdir()
     (d / "rank0.json").write_bytes(b"")
     (d / "rank1.json.gz").write_bytes(b"\x1f\x8b garbage")
-    with pytest.raises(TraceError, match="none of its 2 rank files could be analysed"):
+    with pytest.raises(TraceError, match=r"no rank file could be read \(2 tried\)"):
         analyze(d, jobs=2)
 
 

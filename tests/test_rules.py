@@ -68,6 +68,24 @@ BASELINE: dict = {
     "tensor_core_unknown_fraction": 0.05,
     "tc_eligible_non_tc_fraction": 0.02,
     "tensor_core_capable": True,
+    "model_flops_per_step": 3.2e13,
+    "hardware_flops_per_step": 3.2e13,
+    "achieved_tflops": 140.0,
+    "mfu": 0.45,
+    "hfu": 0.45,
+    "peak_tflops": 312.0,
+    "tensor_core_mfu": 0.45,
+    "flops_counted_fraction": 0.8,
+    "fp32_flops_fraction": 0.01,
+    "small_gemm_fraction": 0.05,
+    "unfused_attention_fraction": 0.0,
+    "formula_flops_per_step": None,
+    "formula_mfu": None,
+    "tokens_per_s": None,
+    "samples_per_s": None,
+    "trace_to_formula_flops_ratio": None,
+    "memory_estimate_bytes": None,
+    "max_micro_batch": None,
     "sync_fraction": 0.001,
     "sync_calls": 2,
     "sync_memcpy_count": 0,
@@ -88,12 +106,28 @@ BASELINE: dict = {
     "launch_link_fraction": 1.0,
     "truncated": False,
     "clock_anomaly": False,
+    # a single trace: no job view
+    "job_ranks": None,
+    "collectives_matched": None,
+    "job_step_time_p50_ns": None,
+    "comm_wait_fraction": None,
+    "comm_top_collective": None,
+    "comm_busbw_gbps": None,
+    "link_busbw_gbps": None,
+    "straggler_count": None,
+    "straggler_rank": None,
+    "straggler_cause": None,
+    "straggler_cause_ms_per_step": None,
+    "straggler_wait_ms_per_step": None,
+    "straggler_wait_fraction": None,
+    "straggler_arrived_last_fraction": None,
 }
 
 EVIDENCE = {
     name: [{"row": i} for i in range(20)]
     for name in ("top_gaps", "top_kernels", "top_operators", "idle_causes", "per_step", "collectives",
-                 "sync_calls", "memcpy", "memory_top_allocs", "dataloader")
+                 "sync_calls", "memcpy", "memory_top_allocs", "dataloader", "flops_summary", "flops_by_op_class",
+                 "flops_by_kernel_class", "job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
 }  # fmt: skip
 
 ALL_RULES = load_rules()

@@ -80,6 +80,17 @@ class TraceBuilder:
             ext = self.cpu_op(op, start - 1, end + 1)
         self.runtime(name, start, end, ext=ext)
 
+    def stream_wait(self, at: float, stream: int, wait_on_stream: int, device: int = 0) -> None:
+        """``cudaStreamWaitEvent``: ``stream``'s next op waits for ``wait_on_stream``'s last one, with
+        the GPU-side marker torch >= 2.1 records (category ``cuda_sync``)."""
+        corr = self._corr
+        self._corr += 1
+        self.runtime("cudaStreamWaitEvent", at, at + 2.0, corr=corr)
+        self.events.append({"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": device, "tid": stream,
+                            "ts": at + 1.0, "dur": 1.0,
+                            "args": {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": wait_on_stream,
+                                     "stream": stream, "correlation": corr, "device": device}})
+
     def memory(self, ts: float, nbytes: int, allocated: int, reserved: int, device: int = 0) -> None:
         self.events.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": PID,
                             "tid": MAIN_TID, "ts": ts,

@@ -1,4 +1,4 @@
-"""Python API: ``load``, ``load_dir`` and ``analyze``.
+"""Python API: ``load``, ``load_dir``, ``analyze`` and ``diff``.
 
 ``analyze`` accepts a trace file or a directory of per-rank traces; ranks are read and analysed in
 parallel processes (per-rank work is a pure function of the file).
@@ -6,25 +6,30 @@ parallel processes (per-rank work is a pure function of the file).
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import hashlib
 import os
 import re
 from typing import Any, Callable
 
-from .analyses import RankAnalysis, analyze_trace
+from dataclasses import replace
+
+from .analyses import RankAnalysis
 from .checks import check_rank, check_verdict
 from .engine.evaluate import Verdict, evaluate
+from .engine.health import lowest
 from .engine.params import resolve_params
 from .engine.rulefile import Rule, load_rules, rules_version
-from .errors import TraceError, TracedocError, UsageError, warn
+from .errors import TraceError, TracedocError, warn
 from .ingest import load as _load_file
 from .ingest import sniff
+from .job import build_job
+from .job.fanout import analyze_file, fan_out
+from .job.view import JOB_METRICS, top_collective
 from .model.trace import Trace
-from .result import AnalysisResult, RankResult
+from .result import AnalysisResult, JobResult, RankResult
+from .result import load as load_report
 from .version import __version__
 
-DASK_CONNECT_TIMEOUT_S = 20
 
 _RANK_NAME_RES = (re.compile(r"rank[_\-]?(\d+)", re.I), re.compile(r"(?:^|[_\-.])r(\d+)(?:[_\-.]|$)"),
                   re.compile(r"(?:^|[_\-.])(\d+)\.(?:pt\.)?trace\.json", re.I))
@@ -84,81 +89,74 @@ def _rules_version() -> str | None:
         return None
 
 
-def _analyze_file(path: str, options: dict, progress: Callable[[float], None] | None = None,
-                  workers: int | None = None) -> list[RankAnalysis]:
-    """Load and analyse one file (one rank, or one per process for a multi-process nsys export).
-
-    ``workers=1`` when ranks are already spread over a process pool: no nested decode pools.
-    """
-    if sniff(path) == "nsys":
-        from .ingest import nsys
-
-        traces = [load(path, **options)] if "pid" in options else nsys.read_nsys_ranks(path, **options)
-    else:
-        if options:
-            raise UsageError(path, f"{', '.join('--' + k.replace('_', '-') for k in options)} applies to nsys "
-                             "SQLite exports only", None, "drop the option for torch.profiler traces")
-        traces = [load(path, progress=progress, workers=workers)]
-    out = []
-    for t in traces:
-        if t.meta.rank is None and len(traces) == 1:
-            t.meta.rank = rank_from_name(path)
-        out.append(analyze_trace(t))
-    return out
-
-
 def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | None = None,
             rule_dirs: tuple = (), progress: Callable[[int, int], None] | None = None,
-            command: str | None = None, scheduler: str | None = None, log: str | None = None,
+            command: str | None = None, scheduler: str | None = None, log: str | None = None, estimate=None,
             **options) -> AnalysisResult:
     """Analyse a trace file or a directory of rank traces; evaluate the rules when available.
 
     Ranks fan out to a local process pool (``jobs`` processes), or, with ``scheduler`` set to a Dask
     scheduler address (``tcp://host:8786``) or a ``distributed.Client``, to a Dask cluster whose
-    workers can read the same paths.
+    workers can read the same paths. A directory also gets the job view (``result.job.view``):
+    collectives matched across ranks, waits, the straggler and its cause, and a job verdict.
 
     ``log`` names a training log whose findings join the first rank's; a ``tracedoc run`` directory
     brings its own ``steps.jsonl``.
+    ``estimate`` (an ``estimate.EstimateRequest``) adds the model formula's FLOPs, tokens/s and
+    memory beside each rank's measurements.
     """
     path = os.fspath(path)
     kind = sniff(path)
     files = rank_files(path) if kind == "directory" else [path]
     rules = _load_rules(params, rule_dirs)  # a bad rule file or --param fails now, not after the ranks
-    results: list[RankAnalysis] = []
-    failed: dict[str, str] = {}  # rank file -> why it could not be analysed
-    if scheduler is not None and len(files) > 1:
-        results.extend(_analyze_on_dask(scheduler, files, options, progress, failed))
-    elif len(files) == 1:
+    failed: dict[str, str] = {}  # rank file -> why it could not be analysed (JSON: inputs[].error)
+    if kind != "directory":
         by_fraction = (lambda f: progress(int(1000 * f), 1000)) if progress else None
-        results.extend(_analyze_file(files[0], options, by_fraction))
+        outputs = analyze_file(files[0], options, by_fraction, rank_of=rank_from_name, lead_in=False)
         if progress:
             progress(1000, 1000)
     else:
-        workers = max(1, min(jobs or os.cpu_count() or 1, len(files)))
-        with cf.ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(_analyze_file, f, options, None, 1): f for f in files}
-            done = 0
-            for fut in cf.as_completed(futures):
-                _collect(fut, futures[fut], results, failed)
-                done += 1
-                if progress:
-                    progress(done, len(files))
-    if failed and not results:
-        raise TraceError(path, f"none of its {len(files)} rank files could be analysed",
-                         "; ".join(list(failed.values())[:3]), "check the files named above")
+        done = fan_out(files, options, jobs=jobs, scheduler=scheduler, progress=progress, rank_of=rank_from_name)
+        outputs = done.outputs
+        failed = {f["source"]: f["error"] for f in done.failed}  # rank file -> why it could not be analysed
     for f, why in failed.items():
-        warn(f, f"rank file not analysed, the other {len(files) - len(failed)} were: {why}")
-    results.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.source))
+        warn(f, f"rank file not analysed, the other {len(files) - len(failed)} were: {why.removeprefix(f + ': ')}")
+    outputs.sort(key=lambda o: (o.result.rank is None, o.result.rank if o.result.rank is not None else 0,
+                                o.result.source))
+    results = [o.result for o in outputs]
     _flag_duplicate_ranks(results)
+    view = job_verdict = None
+    if kind == "directory" or len(outputs) > 1:
+        unreadable = {r for r in map(rank_from_name, failed) if r is not None}
+        view = build_job([o.tables for o in outputs], unreadable_ranks=unreadable)
+        context = view.rank_context()
+        for r in results:
+            r.metrics.update(context)
+        job_verdict = _evaluate_job(view, results, params, rules)
+    else:
+        for o in outputs:
+            o.result.metrics.update({"comm_top_collective": top_collective(o.tables)})
+    for r in results:  # the job metrics are None for a lone trace: every registered name is present
+        for name in JOB_METRICS:
+            r.metrics.setdefault(name, None)
+    if estimate is not None:
+        from .estimate import apply_estimate
+
+        for r in results:
+            apply_estimate(r, estimate)
     for r in results:
         check_rank(r)
     ranks = [RankResult.from_analysis(r, _evaluate(r, params, rules)) for r in results]
     for r in ranks:
         check_verdict(r, r.verdict)
     known = {r.source: r.meta.get("sha256") for r in results}
-    hashes = {f: known.get(f) or _sha256_or_none(f) for f in files}
+    hashes = {f: known.get(f) or (None if f in failed else _sha256_or_none(f)) for f in files}
     result = AnalysisResult.of(files, ranks, command=command, hashes=hashes, rules_version=_rules_version(),
                                failed=failed)
+    if view is not None:
+        if result.job is None:
+            result.job = JobResult.from_ranks(ranks)
+        result.job.view, result.job.verdict = view, job_verdict
     step_log = os.path.join(path, "steps.jsonl") if kind == "directory" else None
     if log is not None or (step_log and os.path.isfile(step_log)):
         _attach_log(result, log or step_log, params, rule_dirs, required=log is not None)
@@ -181,16 +179,6 @@ def _attach_log(result: AnalysisResult, log: str, params: dict | None, rule_dirs
     first.verdict.findings.extend(log_result.findings)
     first.evidence["log_anomalies"] = [dict(a, source=log_result.source) for a in log_result.anomalies[:200]]
     first.warnings.extend(f"{log_result.source}: {w}" for w in log_result.warnings)
-
-
-def _collect(fut, path: str, results: list[RankAnalysis], failed: dict[str, str]) -> None:
-    """One rank's results, or why it failed: a bad rank file costs that rank, never the job."""
-    try:
-        results.extend(fut.result())
-    except TracedocError as exc:
-        failed[path] = exc.message()
-    except cf.process.BrokenProcessPool:
-        failed[path] = f"{path}: not read: a worker process died while the ranks were read (out of memory, or killed)"
 
 
 def _flag_duplicate_ranks(results: list[RankAnalysis]) -> None:
@@ -216,32 +204,19 @@ def _sha256_or_none(path: str) -> str | None:
         return None
 
 
-def _analyze_on_dask(scheduler, files: list[str], options: dict, progress,
-                     failed: dict[str, str]) -> list[RankAnalysis]:
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise UsageError("--scheduler", "needs Dask's distributed package", None,
-                         "pip install 'tracedoc[dask]'") from None
-    client = scheduler if isinstance(scheduler, Client) else None
-    own = client is None
-    if own:
-        try:
-            client = Client(scheduler, timeout=DASK_CONNECT_TIMEOUT_S)
-        except (OSError, TimeoutError) as exc:
-            raise TraceError(str(scheduler), "cannot reach the Dask scheduler", str(exc),
-                             "check the address (tcp://host:8786) and that the scheduler is running") from None
-    try:
-        futures = {client.submit(_analyze_file, f, options, None, 1, pure=False): f for f in files}
-        out: list[RankAnalysis] = []
-        for done, fut in enumerate(as_completed(futures), 1):
-            _collect(fut, futures[fut], out, failed)
-            if progress:
-                progress(done, len(files))
-        return out
-    finally:
-        if own:
-            client.close()
+def _evaluate_job(view, results: list[RankAnalysis], params: dict | None, rules: list[Rule]) -> Verdict:
+    """The job verdict: job rules and the median rank's metrics, with the job's communication split."""
+    median = next((r for r in results if r.rank == view.median_rank), results[0] if results else None)
+    metrics = {**(median.metrics if median else {}), **view.metrics}
+    evidence = {**(median.evidence if median else {}), **view.evidence}
+    step = view.metrics.get("job_step_time_p50_ns") or (median.step_time_ns if median else None)
+    verdict = evaluate(metrics, evidence, step, params=params, rules=rules)
+    # rules on job metrics alone do not lose confidence because the ranks have no GPU work
+    job_only = {r.id for r in rules if r.metrics_used and r.metrics_used <= set(view.metrics)}
+    kept = [h for h in verdict.health if not h.withhold]
+    verdict.findings = [replace(f, confidence=lowest(h.confidence for h in kept if h.applies_to(view.metrics)))
+                        if f.rule_id in job_only else f for f in verdict.findings]
+    return verdict
 
 
 def _load_rules(params: dict | None, rule_dirs: tuple) -> list[Rule]:
@@ -252,7 +227,9 @@ def _load_rules(params: dict | None, rule_dirs: tuple) -> list[Rule]:
 
 
 def _evaluate(rank: RankAnalysis, params: dict | None, rules: list[Rule]) -> Verdict:
-    return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules)
+    what_ifs, unavailable = rank.what_ifs()
+    return evaluate(rank.metrics, rank.evidence, rank.step_time_ns, params=params, rules=rules, what_ifs=what_ifs,
+                    what_if_unavailable=unavailable)
 
 
 def analyze_log(path: str | os.PathLike, *, config: tuple | list = (), params: dict | None = None,
@@ -272,3 +249,31 @@ def analyze_log(path: str | os.PathLike, *, config: tuple | list = (), params: d
                               rules=rules, scope="log")
     result.tracedoc_version = __version__
     return result
+
+
+def diff(before, after, *, jobs: int | None = None, noise_pct: float | None = None, **options):
+    """Compare two runs: each a trace file, a rank directory or a saved ``--format json`` report
+    (or an ``AnalysisResult`` / report dict). Traces are analysed first; returns a ``DiffResult``."""
+    from .diff import NOISE_FLOOR_PCT, diff_sides
+
+    sides = [_diff_side(x, label, jobs, options) for x, label in ((before, "before"), (after, "after"))]
+    result = diff_sides(sides[0], sides[1], NOISE_FLOOR_PCT if noise_pct is None else noise_pct)
+    result.tracedoc_version = __version__
+    return result
+
+
+def _diff_side(value, label: str, jobs: int | None, options: dict):
+    """One side as the diff reads it: the report's dict form, read back through ``AnalysisResult``."""
+    from .diff import Side, check_report, is_report
+
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        if is_report(path):
+            return Side(path=path, kind="report", report=check_report(load_report(path).to_dict(), path))
+        return Side(path=path, kind="trace", report=analyze(path, jobs=jobs, **options).to_dict())
+    if not isinstance(value, AnalysisResult):
+        inputs = value.get("inputs") if isinstance(value, dict) else None
+        first = inputs[0] if isinstance(inputs, list) and inputs and isinstance(inputs[0], dict) else {}
+        value = AnalysisResult.from_dict(value, where=first.get("path") or label)
+    where = value.inputs[0] if value.inputs else label
+    return Side(path=where, kind="report", report=check_report(value.to_dict(), where))

@@ -10,12 +10,14 @@ VERDICT_LABELS: tuple[str, ...] = (
     "h2d_copy_bound",
     "low_tensor_core_use",
     "memory_pressure",
+    "low_mfu",
     "compute_bound",
     # from training logs and configs
     "unstable_training",
     "throughput_regression",
     "periodic_stall",
     "config_error",
+    "straggler_bound",
 )
 ADVICE_LABEL = "advice"
 LABELS: tuple[str, ...] = VERDICT_LABELS + (ADVICE_LABEL,)

@@ -16,10 +16,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .analyses.critical_path import CriticalPath
 from .analyses.rank import RankAnalysis, environment
 from .analyses.window import Window
 from .engine.evaluate import Verdict
 from .errors import TraceError
+from .job.view import JobView
 from .version import __version__
 
 SCHEMA_NAME = "tracedoc.analysis"
@@ -41,6 +43,9 @@ class RankResult:
     warnings: list[str] = field(default_factory=list)
     timeline: dict[str, Any] = field(default_factory=dict)
     verdict: Verdict | None = None
+    critical_path: CriticalPath | None = None  # per-step critical paths and what-if predictions
+    # cause -> idle interval set, for the Perfetto overlay of a fresh analysis; not saved
+    idle_intervals: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_analysis(cls, analysis: RankAnalysis, verdict: Verdict | None) -> "RankResult":
@@ -48,7 +53,8 @@ class RankResult:
                    metrics={k: plain(v) for k, v in analysis.metrics.items()}, evidence=analysis.evidence,
                    per_step=analysis.per_step, per_device=analysis.per_device,
                    environment=environment(analysis.meta), warnings=list(analysis.warnings),
-                   timeline=analysis.timeline, verdict=verdict)
+                   timeline=analysis.timeline, verdict=verdict, critical_path=analysis.critical_path,
+                   idle_intervals=analysis.idle_intervals)
 
     @property
     def step_time_ns(self) -> float | None:
@@ -70,6 +76,7 @@ class RankResult:
             "per_step": self.per_step, "per_device": self.per_device,
             "evidence": self.evidence, "warnings": self.warnings,
             "environment": self.environment, "timeline": self.timeline,
+            "critical_path": self.critical_path.to_dict() if self.critical_path is not None else None,
             "verdict": self.verdict.to_dict() if self.verdict is not None else None,
         }
 
@@ -80,7 +87,9 @@ class RankResult:
                    metrics=dict(d["metrics"]), evidence=dict(d["evidence"]), per_step=list(d["per_step"]),
                    per_device=list(d["per_device"]), environment=dict(d["environment"]),
                    warnings=list(d["warnings"]), timeline=dict(d["timeline"]),
-                   verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") is not None else None)
+                   verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") is not None else None,
+                   critical_path=(CriticalPath.from_dict(d["critical_path"]) if d.get("critical_path") is not None
+                                  else None))
 
 
 @dataclass
@@ -130,17 +139,28 @@ class JobResult:
 
     ranks: list[RankRow]
     focus_index: int  # the rank whose top finding explains the most of its step
+    view: JobView | None = None  # collectives matched across ranks, waits, stragglers (tracedoc.job)
+    verdict: Verdict | None = None  # the job verdict: job rules and the median rank's metrics
+    focus_asked: bool = False  # focus_index set by --rank N
 
     @classmethod
     def from_ranks(cls, ranks: list[RankResult]) -> "JobResult":
         return cls(ranks=[RankRow.of(r) for r in ranks], focus_index=focus_index(ranks))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ranks": [r.to_dict() for r in self.ranks], "focus_index": self.focus_index}
+        out: dict[str, Any] = {"ranks": [r.to_dict() for r in self.ranks], "focus_index": self.focus_index}
+        if self.view is not None:
+            out.update(self.view.to_dict())
+            out["verdict"] = self.verdict.to_dict() if self.verdict is not None else None
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "JobResult":
-        return cls(ranks=[RankRow.from_dict(r) for r in d["ranks"]], focus_index=int(d["focus_index"]))
+        view = JobView.from_dict(d) if "straggler_ranks" in d else None
+        verdict = Verdict.from_dict(d["verdict"]) if view is not None and d.get("verdict") is not None \
+            and hasattr(Verdict, "from_dict") else None
+        return cls(ranks=[RankRow.from_dict(r) for r in d["ranks"]], focus_index=int(d["focus_index"]),
+                   view=view, verdict=verdict)
 
 
 def focus_index(ranks: list[RankResult]) -> int:
@@ -159,7 +179,9 @@ class AnalysisResult:
     job: JobResult | None = None
     tracedoc_version: str = __version__
     rules_version: str | None = None
-    failed: dict[str, str] = field(default_factory=dict)  # rank file -> why it could not be analysed
+    # rank file -> why it could not be analysed: the one record of failed ranks (JSON inputs[].error;
+    # the reports list them with the job view, which leaves them out of matching and stragglers)
+    failed: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, inputs: list[str], ranks: list[RankResult], **kwargs) -> "AnalysisResult":
@@ -200,8 +222,11 @@ class AnalysisResult:
             raise TraceError(where, f"is not a tracedoc report (schema {SCHEMA_NAME!r})", f"schema {seen}",
                              "pass the JSON written by `tracedoc analyze --format json`")
         if d.get("schema_version") != SCHEMA_VERSION:
-            raise TraceError(where, f"has report schema version {d.get('schema_version')!r}, this tracedoc "
-                             f"reads version {SCHEMA_VERSION}", None, "analyse the trace again with this tracedoc")
+            wrote = d.get("tracedoc_version")
+            raise TraceError(where, f"is a report of schema version {d.get('schema_version')!r}; this tracedoc "
+                             f"reads version {SCHEMA_VERSION}", f"written by tracedoc {wrote}" if wrote else None,
+                             "analyse the trace again with this tracedoc, or read the report with the version "
+                             "that wrote it")
         try:
             return cls(inputs=[i["path"] for i in d["inputs"]], ranks=[RankResult.from_dict(r) for r in d["ranks"]],
                        command=d["command"], hashes={i["path"]: i["sha256"] for i in d["inputs"]},
@@ -224,15 +249,20 @@ class AnalysisResult:
 
 
 def load(path: str | os.PathLike) -> AnalysisResult:
-    """Read a report saved by ``tracedoc analyze --format json`` (or ``AnalysisResult.save``)."""
+    """Read a report saved by ``tracedoc analyze --format json`` (or ``AnalysisResult.save``; gzip too)."""
+    import gzip
+
     import orjson
 
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
-            data = orjson.loads(f.read())
-    except OSError as exc:
-        raise TraceError(path, "cannot be read", exc.strerror, "check the path") from None
+            raw = f.read()
+        data = orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+    except OSError as exc:  # gzip.BadGzipFile and EOFError of a cut-off gzip file included
+        raise TraceError(path, "cannot be read", getattr(exc, "strerror", None) or str(exc), "check the path") from None
+    except EOFError as exc:
+        raise TraceError(path, "is a gzip file cut short", str(exc) or None, "write the report again") from None
     except orjson.JSONDecodeError as exc:
         raise TraceError(path, "is not valid JSON", str(exc), "pass a report written with --format json") from None
     return AnalysisResult.from_dict(data, where=path)

@@ -3,7 +3,8 @@
 Options (argv): --steps N, --sleep S (seconds per sample in __getitem__), --exit CODE,
 --step-sleep S (extra sleep per step, to give triggers time), --wait-file PATH (after each step,
 if PATH exists... used by tests), --ddp (gloo process group from torchrun env), --out FILE (write
-mean step time in seconds), --no-optimizer (inference loop: steps from DataLoader iteration).
+mean step time in seconds), --no-optimizer (inference loop: steps from DataLoader iteration),
+--sleep-rank R (apply --sleep only on global rank R: one slow input pipeline in a DDP job).
 """
 
 import argparse
@@ -42,6 +43,7 @@ def main():
     p.add_argument("--ready-file", default=None, help="created after the first step")
     p.add_argument("--stop-file", default=None, help="run until this file exists (or --steps)")
     p.add_argument("--width", type=int, default=64)
+    p.add_argument("--sleep-rank", type=int, default=None)
     a = p.parse_args()
 
     torch.manual_seed(0)
@@ -52,7 +54,10 @@ def main():
         dist.init_process_group("gloo")
         model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    loader = DataLoader(SlowData(a.steps * a.batch, a.sleep), batch_size=a.batch, num_workers=0)
+    sleep = a.sleep
+    if a.sleep_rank is not None and int(os.environ.get("RANK", "0")) != a.sleep_rank:
+        sleep = 0.0
+    loader = DataLoader(SlowData(a.steps * a.batch, sleep), batch_size=a.batch, num_workers=0)
     times = []
     t_prev = time.perf_counter()
     for i, (x, y) in enumerate(loader):

@@ -20,10 +20,12 @@ def analyze_trace(trace: Trace, metrics: Iterable[str] | None = None,
     """Run the analyses for one rank: all of them by default, or those the named metrics and evidence
     tables (and the result's window, devices, warnings and timeline) need; metrics no analysis that
     ran produces are None. ``pipeline.run_analyses`` checks each analysis against its declaration."""
-    out = run_analyses(trace, metrics, evidence, values=("window", "per_device", "warnings", "timeline"))
+    out = run_analyses(trace, metrics, evidence,
+                       values=("window", "per_device", "warnings", "timeline", "critical_path", "idle_sets"))
     per_step = out.evidence.get("per_step") or []
     return RankAnalysis(source=trace.source, rank=trace.meta.rank, window=out.values["window"],
                         metrics={k: out.metrics.get(k) for k in METRICS},
                         evidence={k: out.evidence[k] for k in EVIDENCE if k in out.evidence},
                         per_step=per_step, per_device=out.values["per_device"], meta=trace.meta.to_dict(),
-                        warnings=out.values["warnings"], timeline=out.values["timeline"])
+                        warnings=out.values["warnings"], timeline=out.values["timeline"],
+                        critical_path=out.values["critical_path"], idle_intervals=out.values["idle_sets"])

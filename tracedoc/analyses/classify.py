@@ -45,8 +45,11 @@ LOW_PRECISION_RE = re.compile(r"\bhalf\b|__half|half_t|bf16|bfloat16|fp16|\bf16|
 # Kernel names of matmul / conv / attention work, the kind Tensor Cores run.
 TC_ELIGIBLE_RE = re.compile(r"(gemm|gemv|conv|matmul|linear|bmm|attention|attn|fmha|mma|winograd|cudnn)", re.I)
 
-def name_mask(trace: Trace, pattern: re.Pattern, exclude: re.Pattern | None = None) -> np.ndarray:
-    return trace.string_ids(lambda s: pattern.search(s) is not None and not (exclude and exclude.search(s)))
+def name_mask(trace: Trace, pattern: re.Pattern, exclude: re.Pattern | None = None,
+              ids: np.ndarray | None = None) -> np.ndarray:
+    """Per string id: does the name match ``pattern`` (and not ``exclude``)? With ``ids``, only the
+    strings that column uses are tested (the rest read False)."""
+    return trace.string_ids(lambda s: pattern.search(s) is not None and not (exclude and exclude.search(s)), ids)
 
 
 def comm_kernel_mask(trace: Trace, gpu_ext: np.ndarray) -> np.ndarray:
@@ -56,11 +59,11 @@ def comm_kernel_mask(trace: Trace, gpu_ext: np.ndarray) -> np.ndarray:
     if not len(g):
         return np.zeros(0, dtype=bool)
     is_kernel = g["kind"] == M.KERNEL
-    by_name = name_mask(trace, V.COMM_KERNEL_RE)[g["name"]]
+    by_name = name_mask(trace, V.COMM_KERNEL_RE, ids=g["name"])[g["name"]]
     comm = is_kernel & by_name
     c = trace.cpu_ops
     if len(c):
-        coll_ops = name_mask(trace, V.COLLECTIVE_OP_RE)[c["name"]]
+        coll_ops = name_mask(trace, V.COLLECTIVE_OP_RE, ids=c["name"])[c["name"]]
         coll_ext = np.unique(c["external_id"][coll_ops & (c["external_id"] >= 0)])
         if coll_ext.size:
             comm |= is_kernel & (gpu_ext >= 0) & np.isin(gpu_ext, coll_ext)
@@ -68,8 +71,9 @@ def comm_kernel_mask(trace: Trace, gpu_ext: np.ndarray) -> np.ndarray:
 
 
 def tensor_core_class(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Per string id: Tensor Core use (1 yes, 0 no, -1 unknown) and whether the name is a helper
-    kernel (elementwise, copies, norms...) that could not use Tensor Cores in any case.
+    """Per string id of a GPU op name: Tensor Core use (1 yes, 0 no, -1 unknown) and whether the name
+    is a helper kernel (elementwise, copies, norms...) that could not use Tensor Cores in any case.
+    Only the distinct names of ``gpu_ops`` are classified (other strings read -1 / False).
 
     Checked in order: CUDA-core math (FFMA, SGEMM, FP32 cuDNN) is "no"; a Tensor Core marker (HMMA,
     xmma, wgmma, tensorop, nvjet...) is "yes"; helpers are "no"; a kernel templated on plain float
@@ -78,8 +82,10 @@ def tensor_core_class(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     n = len(trace.strings)
     tc = np.full(n + 1, -1, dtype=np.int8)  # the extra entry: rows without a name (id -1) are unknown
     helper = np.zeros(n + 1, dtype=bool)
-    for i, s in enumerate(trace.strings):
-        s = s[:M.MATCH_CHARS]
+    strings = trace.strings
+    used = np.unique(trace.gpu_ops["name"]) if len(trace.gpu_ops) else np.zeros(0, dtype=np.int64)
+    for i in used[(used >= 0) & (used < n)].tolist():
+        s = strings[i][:M.MATCH_CHARS]
         if TC_EXCLUDE_RE.search(s) or (CUDA_CORE_MATH_RE.search(s) and not TC_RE.search(s)):
             tc[i] = 0
         elif TC_RE.search(s):

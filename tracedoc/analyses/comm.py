@@ -17,7 +17,8 @@ _CANON = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter":
 DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
                "c10::half": 2, "c10::bfloat16": 2, "int": 4, "int32": 4, "long": 8, "int64": 8, "byte": 1,
                "uint8": 1, "char": 1, "int8": 1, "bool": 1, "short": 2, "int16": 2,
-               "float8_e4m3fn": 1, "float8_e5m2": 1}
+               "float8_e4m3fn": 1, "float8_e5m2": 1, "unsigned char": 1, "signed char": 1, "long int": 8,
+               "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1, "complexfloat": 8, "complexdouble": 16}
 
 
 def canonical(name: str) -> str:

@@ -19,7 +19,7 @@ def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[st
     c = trace.cpu_ops
     if not len(c):
         return iv.empty(), None, []
-    names = C.name_mask(trace, V.DATALOADER_RE)
+    names = C.name_mask(trace, V.DATALOADER_RE, ids=c["name"])
     rows = np.flatnonzero(names[c["name"]] & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION, M.PYTHON_FUNCTION)))
     if not rows.size:
         return iv.empty(), None, []
@@ -37,15 +37,15 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
     stats = {"sync_calls": 0, "sync_ns": 0, "sync_memcpy_count": 0}
     frames = []
     if len(r):
-        m = C.name_mask(trace, V.SYNC_CALL_RE)[r["name"]] & (r["start_ns"] < hi) & (r["end_ns"] > lo)
+        m = C.name_mask(trace, V.SYNC_CALL_RE, ids=r["name"])[r["name"]] & (r["start_ns"] < hi) & (r["end_ns"] > lo)
         rows = np.flatnonzero(m)
         parts_s.append(r["start_ns"][rows])
         parts_e.append(r["end_ns"][rows])
-        stats["sync_memcpy_count"] = int(C.name_mask(trace, V.SYNC_MEMCPY_RE)[r["name"][rows]].sum())
+        stats["sync_memcpy_count"] = int(C.name_mask(trace, V.SYNC_MEMCPY_RE, ids=r["name"][rows])[r["name"][rows]].sum())
         ext = r["external_id"][rows]
         frames.append(pd.DataFrame({"call": r["name"][rows], "ext": ext, "dur": r["end_ns"][rows] - r["start_ns"][rows]}))
     if len(c):
-        m = C.name_mask(trace, V.SYNC_OP_RE)[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
+        m = C.name_mask(trace, V.SYNC_OP_RE, ids=c["name"])[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
         rows = np.flatnonzero(m)
         parts_s.append(c["start_ns"][rows])
         parts_e.append(c["end_ns"][rows])
@@ -151,7 +151,7 @@ def uses_data_parallel(trace: Trace) -> bool:
     c = trace.cpu_ops
     if not len(c):
         return False
-    return bool(C.name_mask(trace, V.DATA_PARALLEL_RE)[np.unique(c["name"])].any())
+    return bool(C.name_mask(trace, V.DATA_PARALLEL_RE, ids=c["name"])[np.unique(c["name"])].any())
 
 
 @analysis(provides=("dataloader_spans",), produces=("dataloader_multiprocess",), evidence=("dataloader",))

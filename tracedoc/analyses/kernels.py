@@ -42,12 +42,70 @@ def occupancy_stats(trace: Trace, rows: np.ndarray) -> dict:
     return {"blocks_per_sm_mean": float(np.average(v[ok], weights=dur[ok])) if ok.any() else None}
 
 
+def kernel_totals(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[dict]:
+    """Every GPU op name in the window with its count and total time: the table a diff aligns.
+
+    Compact on purpose (name, kind, category, count, total_ns); ``top_kernels`` carries the detail
+    of the largest ones.
+    """
+    g = trace.gpu_ops
+    if not len(g):
+        return []
+    sel = (g["start_ns"] < hi) & (g["end_ns"] > lo)
+    if not sel.any():
+        return []
+    names = g["name"][sel]
+    ids, inverse = np.unique(names, return_inverse=True)
+    count = np.bincount(inverse)
+    total = np.bincount(inverse, weights=(g["end_ns"] - g["start_ns"])[sel].astype(np.float64))
+    kind = np.zeros(ids.size, dtype=g["kind"].dtype)
+    kind[inverse[::-1]] = g["kind"][sel][::-1]  # the first row's kind of each name
+    comm = np.bincount(inverse, weights=comm_mask[sel].astype(np.float64)) > 0
+    order = np.argsort(-total, kind="stable")
+    return [{"name": trace.string(int(ids[i])), "kind": M.GPU_KIND_NAMES[int(kind[i])],
+             "category": "communication" if comm[i] else ("compute" if kind[i] == M.KERNEL else
+                                                          M.GPU_KIND_NAMES[int(kind[i])]),
+             "count": int(count[i]), "total_ns": int(total[i])} for i in order]
+
+
+def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int) -> list[dict]:
+    """Every CPU operator name that starts in the window: calls, inclusive CPU time, and the GPU ops
+    (and their time) it launched directly (innermost operator of each launch)."""
+    c, g = trace.cpu_ops, trace.gpu_ops
+    if not len(c):
+        return []
+    in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi) & (c["kind"] == M.CPU_OP)
+    if not in_win.any():
+        return []
+    ids, inverse = np.unique(c["name"][in_win], return_inverse=True)
+    calls = np.bincount(inverse)
+    cpu_ns = np.bincount(inverse, weights=(c["end_ns"] - c["start_ns"])[in_win].astype(np.float64))
+    gpu_ops = np.zeros(ids.size, dtype=np.int64)
+    gpu_ns = np.zeros(ids.size, dtype=np.float64)
+    if len(g):
+        launched = (g["start_ns"] < hi) & (g["end_ns"] > lo) & (kernel_ops >= 0)
+        op = kernel_ops[launched]
+        pos = np.searchsorted(ids, op)
+        known = (pos < ids.size) & (ids[np.minimum(pos, ids.size - 1)] == op)
+        np.add.at(gpu_ops, pos[known], 1)
+        np.add.at(gpu_ns, pos[known], (g["end_ns"] - g["start_ns"])[launched][known].astype(np.float64))
+    order = np.argsort(-cpu_ns, kind="stable")
+    return [{"name": trace.string(int(ids[i])), "calls": int(calls[i]), "cpu_ns": int(cpu_ns[i]),
+             "gpu_ops": int(gpu_ops[i]), "gpu_ns": int(gpu_ns[i])} for i in order]
+
+
+def launch_link_fraction(trace: Trace) -> float | None:
+    """Share of GPU ops linked to their launch call; None without GPU ops."""
+    g = trace.gpu_ops
+    return float(np.count_nonzero(g["launch"] >= 0) / len(g)) if len(g) else None
+
+
 def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
     g, r = trace.gpu_ops, trace.runtime
     length_ms = (hi - lo) / 1e6
     out: dict = {"launch_delay_p50_ns": None, "launch_delay_p95_ns": None, "launch_delays_ns": np.zeros(0)}
     if len(r):
-        is_launch = C.name_mask(trace, V.LAUNCH_CALL_RE)[r["name"]]
+        is_launch = C.name_mask(trace, V.LAUNCH_CALL_RE, ids=r["name"])[r["name"]]
         in_win = (r["start_ns"] >= lo) & (r["start_ns"] < hi)
         sel = is_launch & in_win
         out["launch_calls"] = int(sel.sum())
@@ -58,7 +116,7 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
         # several threads or running past the window's end never make it exceed the window.
         busy = iv.total(iv.clip(iv.union(r["start_ns"][sel], r["end_ns"][sel]), lo, hi))
         out["cpu_launch_overhead_fraction"] = busy / (hi - lo) if hi > lo else None
-        graph = C.name_mask(trace, V.GRAPH_LAUNCH_RE)[r["name"]]
+        graph = C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=r["name"])[r["name"]]
         out["graph_launches"] = int((graph & in_win).sum())
     else:
         out.update(launch_calls=0, launches_per_ms=None, cpu_launch_overhead_ns=0,
@@ -75,11 +133,11 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
             out["clock_anomaly_count"] = int(skew.sum())
         else:
             out["clock_anomaly"] = False
-        out["launch_link_fraction"] = float(linked.size / len(g))
+        out["launch_link_fraction"] = launch_link_fraction(trace)
         # Kernels inside graphs carry a graph id (2026 traces) or the correlation of their cudaGraphLaunch.
         in_graph = g["graph_id"] >= 0
         if len(r) and linked.size:
-            graph_call = C.name_mask(trace, V.GRAPH_LAUNCH_RE)[r["name"]]
+            graph_call = C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=r["name"])[r["name"]]
             in_graph[linked] |= graph_call[g["launch"][linked]]
         out["graph_kernels"] = int((in_graph & (g["kind"] == M.KERNEL)).sum())
     else:
@@ -101,8 +159,8 @@ def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_o
         return out
     tc_by_name, helper_by_name = tc_classes
     tc, helper = tc_by_name[g["name"]], helper_by_name[g["name"]]
-    eligible_name = C.name_mask(trace, C.TC_ELIGIBLE_RE)[g["name"]]
-    eligible_op_ids = C.name_mask(trace, TC_ELIGIBLE_OP_RE)
+    eligible_name = C.name_mask(trace, C.TC_ELIGIBLE_RE, ids=g["name"])[g["name"]]
+    eligible_op_ids = C.name_mask(trace, TC_ELIGIBLE_OP_RE, ids=kernel_ops)
     eligible_op = np.where(kernel_ops >= 0, eligible_op_ids[np.maximum(kernel_ops, 0)], False)
     # Math launched by a matmul/conv/attention op, or named like it; helpers (layout conversion,
     # bias adds, offsets) inside those ops could not have used Tensor Cores either way.
@@ -226,3 +284,16 @@ def kernel_table(trace: Trace, inputs) -> Produced:
 def operator_table(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
     return Produced(evidence={"top_operators": top_operators(trace, inputs["kernel_ops"], win.start_ns, win.end_ns)})
+
+
+@analysis(needs=("comm_mask", "window"), evidence=("kernel_totals",))
+def kernel_total_table(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    return Produced(evidence={"kernel_totals": kernel_totals(trace, inputs["comm_mask"], win.start_ns, win.end_ns)})
+
+
+@analysis(needs=("kernel_ops", "window"), evidence=("operator_totals",))
+def operator_total_table(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    return Produced(evidence={"operator_totals": operator_totals(trace, inputs["kernel_ops"], win.start_ns,
+                                                                 win.end_ns)})

@@ -25,6 +25,15 @@ class RankAnalysis:
     meta: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     timeline: dict[str, Any] = field(default_factory=dict)
+    critical_path: Any = None  # critical_path.CriticalPath
+    idle_intervals: dict[str, Any] = field(default_factory=dict)  # cause -> interval set (the trace overlay)
+
+    def what_ifs(self) -> tuple[dict[str, dict], str | None]:
+        """Predicted step time per verdict label (the fix's replay), and why there is none when not."""
+        cp = self.critical_path
+        if cp is None or not cp.available:
+            return {}, (cp.reason if cp is not None else None)
+        return cp.what_ifs(), None
 
     @property
     def step_time_ns(self) -> float | None:

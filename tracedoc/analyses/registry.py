@@ -69,6 +69,26 @@ METRICS: dict[str, tuple[str, str]] = {
     "tensor_core_unknown_fraction": ("fraction", "compute time in kernels whose Tensor Core use is unknown / compute time"),
     "tc_eligible_non_tc_fraction": ("fraction", "compute time in matmul/conv/attention kernels not on Tensor Cores / compute time"),
     "tensor_core_capable": ("bool", "the device has Tensor Cores (compute capability >= 7.0); None unknown"),
+    # model FLOPs and MFU (from recorded shapes; None when the trace records none)
+    "model_flops_per_step": ("FLOPs", "FLOPs of the model's matmul/conv/attention ops per step, forward and backward as recorded, recomputation excluded; None without shapes or steps"),
+    "hardware_flops_per_step": ("FLOPs", "FLOPs the GPU executed per step: model FLOPs plus recomputation (activation checkpointing, fused attention backward)"),
+    "achieved_tflops": ("TFLOP/s", "model FLOPs / step time (window length without steps)"),
+    "mfu": ("fraction", "achieved_tflops / the device's dense peak for the dtype carrying most FLOPs; None for an unknown GPU"),
+    "hfu": ("fraction", "hardware FLOPs per second / the same peak as mfu"),
+    "peak_tflops": ("TFLOP/s", "dense peak used for mfu (device and dtype in the flops_summary evidence)"),
+    "tensor_core_mfu": ("fraction", "achieved_tflops / the device's dense bf16/fp16 Tensor Core peak: the rate against what mixed precision can reach"),
+    "flops_counted_fraction": ("fraction", "compute kernel time launched by ops whose FLOPs are counted / compute kernel time"),
+    "fp32_flops_fraction": ("fraction", "share of model FLOPs in fp32 ops that did not run on Tensor Cores (not TF32)"),
+    "small_gemm_fraction": ("fraction", "compute time in matrix products whose shapes are memory-bound on this device (arithmetic intensity below peak / memory bandwidth) / compute time"),
+    "unfused_attention_fraction": ("fraction", "compute time in explicit softmax and unfused (math) attention ops / compute time"),
+    # model-formula estimates (tracedoc analyze --model CONFIG --tokens-per-step N; None otherwise)
+    "formula_flops_per_step": ("FLOPs", "training FLOPs per step from the model config: 3 x forward per token x tokens per step"),
+    "formula_mfu": ("fraction", "formula FLOPs per second / the same dense peak as mfu (the 16-bit Tensor Core peak when the trace gives no dtype)"),
+    "tokens_per_s": ("1/s", "tokens per step / step time"),
+    "samples_per_s": ("1/s", "sequences per step / step time"),
+    "trace_to_formula_flops_ratio": ("x", "model_flops_per_step counted from the trace / formula_flops_per_step"),
+    "memory_estimate_bytes": ("bytes", "estimated weights + gradients + optimizer states + activations per GPU"),
+    "max_micro_batch": ("count", "largest micro-batch whose memory estimate fits the device"),
     # host sync
     "sync_fraction": ("fraction", "CPU time in synchronizing calls / window"),
     "sync_calls": ("count", "synchronizing calls (stream/device/event sync, sync memcpy, .item())"),
@@ -93,6 +113,21 @@ METRICS: dict[str, tuple[str, str]] = {
     "launch_link_fraction": ("fraction", "GPU ops linked to their launch call; None without GPU ops"),
     "truncated": ("bool", "the file ended before the trace was complete"),
     "clock_anomaly": ("bool", "GPU ops start before their launch call by more than 1 ms (clock skew)"),
+    # job view (tracedoc.job): None for a single trace; ranks of a job see the comm_*/link_* ones
+    "job_ranks": ("count", "ranks in the job view"),
+    "collectives_matched": ("count", "collective instances found on every member rank of their group"),
+    "job_step_time_p50_ns": ("ns", "median over ranks of each rank's median step time"),
+    "comm_wait_fraction": ("fraction", "share of the job's communication time spent waiting for the last rank to arrive (wait / (wait + transfer)), over matched collectives"),
+    "comm_top_collective": ("name", "collective type with the most transfer time in the job (all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, ...)"),
+    "comm_busbw_gbps": ("GB/s", "median bus bandwidth of the top collective's matched instances of 1 MB or more, from their transfer time"),
+    "link_busbw_gbps": ("GB/s", "typical bus bandwidth the job's links give (nccl-tests figures: NVLink by GPU inside one host, InfiniBand across hosts); None unknown"),
+    "straggler_count": ("count", "ranks that arrive last at most matched collectives and cost the others a significant wait"),
+    "straggler_rank": ("rank", "the straggler that costs the others the most wait"),
+    "straggler_cause": ("name", "category in which the straggler's time before its collectives exceeds the median rank's: compute, copy, dataloader, sync, host, other, unknown"),
+    "straggler_cause_ms_per_step": ("ms", "how much longer per step the straggler spends in its cause category than the median rank"),
+    "straggler_wait_ms_per_step": ("ms", "wait per step each other rank spends for the straggler"),
+    "straggler_wait_fraction": ("fraction", "straggler_wait_ms_per_step / the job's median step time"),
+    "straggler_arrived_last_fraction": ("fraction", "share of matched collectives the straggler arrives last at"),
 }
 
 
@@ -103,6 +138,9 @@ EVIDENCE: dict[str, str] = {
     "stream_gaps": "Gap statistics per stream.",
     "top_kernels": "Kernels (and copies) by total time in the window.",
     "top_operators": "CPU operators by the GPU time of the ops they launched.",
+    "kernel_totals": "Every GPU op name in the window: kind, category, count and total time (what a diff aligns).",
+    "operator_totals": "Every CPU operator name starting in the window: calls, CPU time, and the GPU ops it "
+                       "launched and their time (what a diff aligns).",
     "collectives": "Collectives by type: count, time, message sizes, bandwidth.",
     "sync_calls": "Synchronizing calls grouped by operator and call.",
     "memcpy": "Copies by direction: count, time, bytes, pageable and pinned host memory where recorded, "
@@ -115,6 +153,16 @@ EVIDENCE: dict[str, str] = {
     "step_stats": "Total, p50, p95 and max across steps of each per-step quantity.",
     "contents": "Rows per table of the trace, and events of categories tracedoc does not analyse.",
     "launch": "One row of launch totals.",
+    "flops_summary": "One row: model and hardware FLOPs per step, achieved TFLOP/s, MFU and HFU, the dtype, peak, "
+                     "device and datasheet they are measured against, the share of compute time with known FLOPs, "
+                     "and what the numbers rest on or why there are none.",
+    "flops_by_op_class": "Counted ops by class (matmul, conv, attention), pass (forward, backward, recompute) and "
+                         "dtype: FLOPs, kernel time, TFLOP/s and the share of that dtype's peak.",
+    "flops_by_kernel_class": "Kernels of counted ops by Tensor Core use and dtype: FLOPs (each op's split over its "
+                             "kernels by duration), time, TFLOP/s, share of peak.",
+    "flops_not_counted": "Matmul/conv/attention ops whose recorded shapes do not resolve (with the reason), and the "
+                         "operators whose kernels take compute time without a FLOP model.",
+    "flops_per_step": "Per step: model FLOPs, step time (completion to completion), achieved TFLOP/s and MFU.",
 }
 
 

@@ -15,7 +15,12 @@ class CaptureConfig:
     active: int = 3
     initial: bool = True               # capture once on schedule; False: only on trigger
     activities: tuple[str, ...] | None = None   # None: cpu, plus cuda when available
-    record_shapes: bool = False
+    # Shapes give FLOPs and MFU; their cost on the tiny CPU loop was within the noise (+-4% CPU time per
+    # step, benchmarks/bench_shapes_overhead.py).
+    record_shapes: bool = True
+    # torch's own FLOP estimates cost +11-15% there, and torch 2.13 does not write them into the trace
+    # (tracedoc counts FLOPs from the shapes): opt-in.
+    with_flops: bool = False
     profile_memory: bool = False
     with_stack: bool = False
     trigger_file: str | None = None    # None: <outdir>/TRIGGER; "" disables the file trigger

@@ -360,8 +360,8 @@ class CaptureSession:
             warnings.simplefilter("ignore")
             sched = tp.schedule(wait=0, warmup=cfg.warmup, active=cfg.active, repeat=1, skip_first=skip)
             prof = tp.profile(activities=self._activities(), schedule=sched, on_trace_ready=self._on_trace_ready,
-                              record_shapes=cfg.record_shapes, profile_memory=cfg.profile_memory,
-                              with_stack=cfg.with_stack)
+                              record_shapes=cfg.record_shapes, with_flops=cfg.with_flops,
+                              profile_memory=cfg.profile_memory, with_stack=cfg.with_stack)
         meta = {"capture": self._capture_idx, "first_step": self.step_count, "skip_first": skip,
                 "warmup": cfg.warmup, "active": cfg.active, "step_source": self._source or "dataloader"}
         if hasattr(prof, "preset_metadata_json"):

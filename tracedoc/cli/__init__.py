@@ -1,4 +1,4 @@
-"""Command line: ``tracedoc analyze``, ``logs``, ``rules``, ``run`` and ``trigger``.
+"""Command line: ``tracedoc analyze``, ``diff``, ``logs``, ``rules``, ``run`` and ``trigger``.
 
 Thin by design: every command calls into the stages. One module per command, each with a
 ``register(subparsers)``, listed once in ``COMMANDS``; a new command is a new module added there.
@@ -14,12 +14,12 @@ import warnings
 
 from ..errors import TracedocError
 from ..version import __version__
-from . import analyze, logs, rules, run, trigger
+from . import analyze, diff, logs, rules, run, trigger
 from .analyze import example_path
 from .common import Parser, print_error, show_warning
 from ..exits import EXIT_ERROR, EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
-COMMANDS = (analyze, logs, rules, run, trigger)
+COMMANDS = (analyze, diff, logs, rules, run, trigger)
 
 __all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_FAIL_ON", "EXIT_OK", "EXIT_USAGE", "build_parser", "example_path", "main"]
 

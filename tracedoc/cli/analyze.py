@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, renderer, renderer_for_path
+from ..estimate.cli import add_estimate_options, estimate_request
 from .common import check_output_path, write_atomic
 from ..exits import EXIT_FAIL_ON, EXIT_OK
 
@@ -48,8 +49,14 @@ def register(sub: Any) -> None:
     a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
     a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    a.add_argument("--perfetto", metavar="OUT.json",
+                   help="also write the trace with tracedoc's tracks (idle causes, critical path, findings) "
+                        "for ui.perfetto.dev or chrome://tracing")
     a.add_argument("--log", metavar="FILE", help="a training log whose findings join the trace report "
                                                  "(a tracedoc run directory brings its steps.jsonl)")
+    add_estimate_options(a)
+    a.add_argument("--rank", type=int, default=None, metavar="N",
+                   help="directories: show rank N's details after the job verdict")
     add_engine_options(a)
     a.set_defaults(func=cmd_analyze)
 
@@ -133,16 +140,34 @@ def cmd_analyze(args) -> int:
     command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
     try:
         result = analyze(path, jobs=args.jobs, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
-                         progress=update, command=command, scheduler=args.scheduler, log=args.log, **options)
+                         progress=update, command=command, scheduler=args.scheduler, log=args.log,
+                         estimate=estimate_request(args), **options)
     finally:
         if progress is not None:
             progress.stop()
     for r in result.ranks:
         for w in r.warnings:
             print(f"tracedoc: warning: {w}", file=sys.stderr)
+    if args.rank is not None:
+        have = [r.rank for r in result.ranks]
+        if args.rank not in have:
+            raise UsageError("--rank", f"rank {args.rank} is not in {path}", f"ranks {have[:16]}",
+                             "pick one of the ranks listed")
+        if result.job is not None:
+            result.job.focus_index = have.index(args.rank)
+            result.job.focus_asked = True
+    render_options = {}
+    if args.perfetto:
+        from ..render.perfetto import write_perfetto
+
+        check_output_path(args.perfetto, result.inputs, "--perfetto")
+        write_perfetto(result, args.perfetto)
+        print(f"tracedoc: wrote the Perfetto overlay to {args.perfetto}", file=sys.stderr)
+        if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):
+            render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:
         check_output_path(args.output, result.inputs)
-        write_atomic(args.output, renderer(fmt).render(result))
+        write_atomic(args.output, renderer(fmt).render(result, **render_options))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
     elif fmt == "text" and sys.stdout.isatty():
         _print_to_terminal(result)
@@ -150,8 +175,13 @@ def cmd_analyze(args) -> int:
         text = renderer(fmt).render(result)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if args.fail_on:
-        return max((fail_on_exit_code(v, args.fail_on) for v in result.verdicts if v is not None), default=EXIT_OK)
+        verdicts = list(result.verdicts) + ([result.job.verdict] if result.job is not None else [])
+        return max((fail_on_exit_code(v, args.fail_on) for v in verdicts if v is not None), default=EXIT_OK)
     return EXIT_OK
+
+
+def _same_folder(a: str, b: str) -> bool:
+    return os.path.dirname(os.path.abspath(a)) == os.path.dirname(os.path.abspath(b))
 
 
 def output_format(fmt: str | None, output: str | None) -> str:

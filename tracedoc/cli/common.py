@@ -28,17 +28,18 @@ _NOT_A_FILE = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def check_output_path(path: str, inputs: list[str]) -> None:
-    """``-o`` writes a new file or replaces a regular one; never an input, a link, a device or a pipe."""
+def check_output_path(path: str, inputs: list[str], option: str = "--output") -> None:
+    """``-o`` (or another ``option`` naming a file to write) writes a new file or replaces a regular
+    one; never an input, a link, a device or a pipe."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise TracedocError(path, "cannot be checked as an --output path", exc.strerror, "choose another path") from None
+        raise TracedocError(path, f"cannot be checked as an {option} path", exc.strerror, "choose another path") from None
     for test, kind in _NOT_A_FILE:
         if test(st.st_mode):
-            raise UsageError(path, f"is {kind}; --output writes only a new file or replaces a regular one", None,
+            raise UsageError(path, f"is {kind}; {option} writes only a new file or replaces a regular one", None,
                              "name a file path, or leave -o out to write to stdout")
     for inp in inputs:
         try:
@@ -46,7 +47,7 @@ def check_output_path(path: str, inputs: list[str]) -> None:
         except OSError:
             same = False
         if same:
-            raise UsageError(path, "is the trace being analysed; --output would overwrite it", None,
+            raise UsageError(path, f"is the trace being analysed; {option} would overwrite it", None,
                              "write the report to another path")
 
 

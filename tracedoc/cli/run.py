@@ -44,7 +44,10 @@ def register(subparsers) -> None:
     g = p.add_argument_group("profiler")
     g.add_argument("--activities", default=None, metavar="LIST",
                    help="comma-separated profiler activities (cpu,cuda,xpu,...; default: cpu, plus cuda when available)")
-    g.add_argument("--record-shapes", action="store_true")
+    g.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=True,
+                   help="record operator input shapes, from which reports count FLOPs and MFU (default: on)")
+    g.add_argument("--with-flops", action="store_true",
+                   help="also record torch's FLOP estimates (costs more per step; tracedoc counts FLOPs from shapes)")
     g.add_argument("--profile-memory", action="store_true")
     g.add_argument("--with-stack", action="store_true")
     g = p.add_argument_group("triggers")
@@ -72,7 +75,8 @@ def _config_from_args(a):
     acts = tuple(x for x in a.activities.split(",") if x.strip()) if a.activities else None
     return CaptureConfig(
         outdir=a.outdir, skip_first=a.skip_first, warmup=a.warmup, active=a.active, initial=not a.wait_for_trigger,
-        activities=acts, record_shapes=a.record_shapes, profile_memory=a.profile_memory, with_stack=a.with_stack,
+        activities=acts, record_shapes=a.record_shapes, with_flops=a.with_flops, profile_memory=a.profile_memory,
+        with_stack=a.with_stack,
         trigger_file="" if a.no_trigger_file else a.trigger_file, signal=not a.no_signal,
         monitor=not a.no_monitor, monitor_interval_s=a.monitor_interval, batch_size=a.batch_size,
         report=not a.no_report, dist_timeout_s=a.dist_timeout)

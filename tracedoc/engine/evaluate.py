@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +38,23 @@ class Finding:
     expect: str
     confidence: str
     params: dict[str, Any] = field(default_factory=dict)
+    what_if: dict[str, Any] | None = None  # {step_ms_before, step_ms_after, gain_ms, method}
 
     @property
     def is_verdict(self) -> bool:
         return self.label != ADVICE_LABEL
+
+    @property
+    def what_if_text(self) -> str | None:
+        """``step 176 ms → ~121 ms, −31%`` (an upper bound says so)."""
+        w = self.what_if
+        if not w or not w.get("step_ms_before"):
+            return None
+        before, after = w["step_ms_before"], w["step_ms_after"]
+        pct = 100.0 * (after - before) / before
+        bound = w["method"].startswith("upper bound")
+        return (f"step {_ms(before)} → {'≥ ' if bound else '~'}{_ms(after)}, "
+                f"{'up to ' if bound else ''}−{abs(pct):.0f}%" + (" (upper bound)" if bound else ""))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +71,7 @@ class Finding:
             "fixes": list(self.fixes),
             "expect": self.expect,
             "evidence": {k: [dict(r) for r in v] for k, v in self.evidence.items()},
+            "what_if": dict(self.what_if) if self.what_if is not None else None,
         }
 
     @classmethod
@@ -67,7 +81,12 @@ class Finding:
                    message=d["message"], impact_fraction=d["impact_fraction"],
                    impact_ms_per_step=d["impact_ms_per_step"],
                    evidence={k: [dict(r) for r in v] for k, v in d["evidence"].items()}, fixes=list(d["fixes"]),
-                   expect=d["expect"], confidence=d["confidence"], params=dict(d.get("params") or {}))
+                   expect=d["expect"], confidence=d["confidence"], params=dict(d.get("params") or {}),
+                   what_if=dict(d["what_if"]) if d.get("what_if") is not None else None)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.0f} ms" if value >= 10 else f"{value:.2g} ms"
 
 
 @dataclass
@@ -136,8 +155,15 @@ def evaluate(
     *,
     rules: list[Rule] | None = None,
     scope: str = SCOPE_TRACE,
+    what_ifs: Mapping[str, Mapping[str, Any]] | None = None,
+    what_if_unavailable: str | None = None,
 ) -> Verdict:
     """Run trace-health checks, then every rule; return findings ranked by impact.
+
+    ``what_ifs`` maps a verdict label to the replayed prediction of its fix
+    (``{step_ms_before, step_ms_after, gain_ms, method}``): the finding's impact becomes the
+    predicted gain. A finding without one keeps its share of the step, reported as an upper bound
+    (``what_if_unavailable`` says why no replay was possible).
 
     ``params`` maps ``"RULE.param"`` (rule id or name) to a value and overrides defaults.
     ``step_time_ns`` (default: the ``step_time_mean_ns`` metric) converts impact fractions into
@@ -159,6 +185,12 @@ def evaluate(
 
     findings: list[Finding] = []
     deferred: list[Rule] = []
+
+    def predict(finding: Finding) -> Finding:  # step-time what-ifs are for trace findings only
+        if scope != SCOPE_TRACE:
+            return finding
+        return _with_what_if(finding, what_ifs, what_if_unavailable, step_time_ns)
+
     for rule in rules:
         if withheld is not None and rule.requires_gpu:
             continue
@@ -167,12 +199,12 @@ def evaluate(
             continue
         finding = _apply(rule, env_metrics, values[rule.id], evidence, step_time_ns, health)
         if finding is not None:
-            findings.append(finding)
+            findings.append(predict(finding))
     if not any(f.is_verdict for f in findings):
         for rule in deferred:
             finding = _apply(rule, env_metrics, values[rule.id], evidence, step_time_ns, health)
             if finding is not None:
-                findings.append(finding)
+                findings.append(predict(finding))
     findings.sort(key=_rank_key)
     return Verdict(
         findings=findings,
@@ -181,6 +213,24 @@ def evaluate(
         withheld=withheld,
         step_time_ns=step_time_ns,
     )
+
+
+def _with_what_if(finding: Finding, what_ifs: Mapping[str, Mapping[str, Any]] | None, unavailable: str | None,
+                  step_time_ns: float | None) -> Finding:
+    """Attach the predicted step time of the finding's fix; its impact becomes the predicted gain."""
+    predicted = (what_ifs or {}).get(finding.label)
+    if predicted is not None and predicted.get("step_ms_before"):
+        gain = max(float(predicted["gain_ms"]), 0.0)
+        return replace(finding, what_if=dict(predicted), impact_ms_per_step=gain,
+                       impact_fraction=min(gain / float(predicted["step_ms_before"]), 1.0))
+    if finding.impact_fraction is None or not step_time_ns or not finding.is_verdict:
+        return finding
+    before = float(step_time_ns) / 1e6
+    why = unavailable or "no replay models this fix"
+    return replace(finding, what_if={"step_ms_before": round(before, 4),
+                                     "step_ms_after": round(before * (1.0 - finding.impact_fraction), 4),
+                                     "gain_ms": round(before * finding.impact_fraction, 4),
+                                     "method": f"upper bound: today's share of the step ({why})"})
 
 
 def _rank_key(finding: Finding) -> tuple[Any, ...]:

@@ -24,6 +24,7 @@ from tracedoc.engine.expr import BOOL, NUM, STR, Expr, ExprError, compile_expr, 
 from tracedoc.engine.template import Template, compile_template
 from tracedoc.errors import TracedocError
 from tracedoc.logs.registry import LOG_METRICS
+from tracedoc.job.view import JOB_EVIDENCE
 from tracedoc.resources import data_dir
 
 if sys.version_info >= (3, 11):
@@ -32,7 +33,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 # Evidence tables a rule may cite: those some analysis declares it produces (``@analysis(evidence=...)``).
-EVIDENCE_TABLES: tuple[str, ...] = tuple(name for name in EVIDENCE if name in declared("evidence"))
+EVIDENCE_TABLES: tuple[str, ...] = tuple(name for name in EVIDENCE if name in declared("evidence")) + JOB_EVIDENCE
 LOG_EVIDENCE_TABLES: tuple[str, ...] = (
     "anomalies",
     "nan_steps",

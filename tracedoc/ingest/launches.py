@@ -77,7 +77,7 @@ def _link_by_flows(trace: Trace, rows: np.ndarray) -> np.ndarray:
     import pandas as pd
 
     f, r, g = trace.flows, trace.runtime, trace.gpu_ops
-    cat_ok = trace.string_ids(lambda s: s in LAUNCH_FLOW_CATEGORIES)
+    cat_ok = trace.string_ids(lambda s: s in LAUNCH_FLOW_CATEGORIES, f["cat"])
     fc = f["cat"]
     sel = (fc >= 0) & cat_ok[np.maximum(fc, 0)]
     is_start = sel & (f["phase"] == M.FLOW_START)

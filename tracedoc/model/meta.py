@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .peaks import device_peak
+
 TORCH_VERSION_KEYS = ("torch_version", "pytorch_version", "torchVersion")
 
 
@@ -34,7 +36,7 @@ class Device:
     compute_minor: int | None = None
     sm_count: int | None = None
     memory_bytes: int | None = None
-    peak_flops: dict[str, float] | None = None  # dense peak FLOP/s by dtype; not recorded by traces
+    peak_flops: dict[str, float] | None = None  # dense peak FLOP/s by dtype, from model/peaks.py (datasheets)
     properties: dict[str, Any] = field(default_factory=dict)  # as recorded (Kineto deviceProperties keys)
 
     @classmethod
@@ -45,10 +47,12 @@ class Device:
         memory = d.get("totalGlobalMem")
         memory = int(memory) if isinstance(memory, (int, float)) and not isinstance(memory, bool) else None
         name = d.get("name")
+        peak = device_peak(None if name is None else str(name))
         return cls(id=int_or_none(d.get("id")), name=None if name is None else str(name),
                    compute_major=int_or_none(d.get("computeMajor")), compute_minor=int_or_none(d.get("computeMinor")),
                    sm_count=sms,
                    memory_bytes=memory,
+                   peak_flops={k: v * 1e12 for k, v in peak.tflops.items()} if peak else None,
                    properties=dict(d))
 
     @property

@@ -20,14 +20,65 @@ _SEP = 32  # b" "
 def decimal_text_to_scaled_int(tokens: list, scale_digits: int = 3) -> np.ndarray:
     """Parse number tokens (bytes-like, e.g. ``msgspec.Raw``) into round(value * 10**scale_digits).
 
-    Tokens with an exponent, a non-number (``null``, ``"12"``, ``Infinity``) or too many digits are
-    parsed exactly one by one; a token that is not a finite number, or whose scaled value does not
-    fit int64, becomes ``BAD_NUMBER`` (never a wrapped or clipped value).
+    Digits past ``scale_digits`` decimals are dropped, rounding half up (away from zero) on the
+    first dropped digit. Tokens with an exponent, a non-number (``null``, ``"12"``, ``Infinity``) or
+    too many digits are parsed exactly one by one; a token that is not a finite number, or whose
+    scaled value does not fit int64, becomes ``BAD_NUMBER`` (never a wrapped or clipped value).
     """
     n = len(tokens)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    joined = b" ".join(tokens) + b" "
+    joined = b" ".join(tokens)
+    plain = _plain_decimals(joined, n, scale_digits)
+    if plain is not None:
+        return plain
+    return _digitwise(tokens, joined + b" ", n, scale_digits)
+
+
+def _plain_decimals(joined: bytes, n: int, scale_digits: int) -> np.ndarray | None:
+    """The common case, every token an optionally signed decimal of at most 18 digits: the digits
+    with the dot removed are read as one integer each, then scaled by the token's decimal count.
+    None when any token is not of that form."""
+    a = np.frombuffer(joined, dtype=np.uint8)
+    if not (((a - np.uint8(48)) < 10) | (a == 46) | (a == 45) | (a == _SEP)).all():
+        return None
+    seps = np.flatnonzero(a == _SEP)
+    if seps.size != n - 1:
+        return None
+    ends = np.empty(n, dtype=np.int64)
+    ends[:-1] = seps
+    ends[-1] = a.size
+    dots = np.flatnonzero(a == 46)
+    decimals = np.zeros(n, dtype=np.int64)
+    if dots.size:
+        tok = np.searchsorted(seps, dots)
+        if dots.size > 1 and (np.diff(tok) == 0).any():  # two dots in one token
+            return None
+        decimals[tok] = ends[tok] - dots - 1
+    try:
+        digits = np.fromiter(map(int, joined.replace(b".", b"").split(b" ")), dtype=np.int64, count=n)
+    except (ValueError, OverflowError):
+        return None
+    kept = decimals <= scale_digits
+    dropped = decimals - scale_digits
+    if (dropped > 18).any():
+        return None
+    mult = _POW10[np.where(kept, scale_digits - decimals, 0)]
+    if (np.abs(digits) > _INT64_MAX // mult).any():  # would not fit int64 once scaled (or is int64's min)
+        return None
+    out = digits * mult
+    if kept.all():
+        return out
+    cut = ~kept
+    mag = np.abs(digits[cut])
+    unit = _POW10[dropped[cut]]
+    q = mag // unit + (mag % unit >= unit // 2)  # the first dropped digit is 5 or more
+    out[cut] = np.where(digits[cut] < 0, -q, q)
+    return out
+
+
+def _digitwise(tokens: list, joined: bytes, n: int, scale_digits: int) -> np.ndarray:
+    """Any tokens: each byte weighted by its power of ten, summed per token with ``reduceat``."""
     a = np.frombuffer(joined, dtype=np.uint8)
     seps = np.flatnonzero(a == _SEP)
     if seps.size != n:  # a token with a space inside (an object or string, never a number): not a number
@@ -93,6 +144,12 @@ def to_int64(values: list, missing: int = MISSING_INT) -> np.ndarray:
             return arr
     except (TypeError, ValueError, OverflowError):
         pass
+    try:  # the usual reason: absent values among numbers
+        arr = np.array([missing if v is None else v for v in values], dtype=np.int64)
+        if arr.shape == (len(values),):
+            return arr
+    except (TypeError, ValueError, OverflowError):
+        pass
     out = np.empty(len(values), dtype=np.int64)
     for i, v in enumerate(values):
         try:
@@ -109,6 +166,12 @@ def to_float64(values: list) -> np.ndarray:
         if arr.shape == (len(values),):
             return arr
     except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
+        pass
+    try:  # the usual reason: absent values among numbers
+        arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+        if arr.shape == (len(values),):
+            return arr
+    except (TypeError, ValueError, OverflowError):
         pass
     out = np.empty(len(values), dtype=np.float64)
     for i, v in enumerate(values):

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from .meta import TraceMeta
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # GPU op kinds
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -75,7 +79,10 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "collectives": {  # collective metadata carried by record_param_comms ops and NCCL kernels
         "source": "uint8", "row": "int64", "external_id": "int64", "collective": "int32",
         "in_nelems": "int64", "out_nelems": "int64", "group_size": "int64", "dtype": "int32",
-        "pg_name": "int32",
+        "pg_name": "int32", "pg_ranks": "int32", "seq": "int64",  # pg_ranks: "0,1,2,3"; seq: per-group sequence number
+    },
+    "op_shapes": {  # recorded shapes of matmul/conv/attention cpu ops (JSON text as string ids)
+        "row": "int64", "dims": "int32", "types": "int32", "concrete": "int32", "flops": "float64",
     },
     "other_spans": {  # X events of categories tracedoc does not analyse (kept so reports can say so)
         "cat": "int32", "name": "int32", "pid": "int64", "tid": "int64", "start_ns": "int64",
@@ -148,7 +155,8 @@ class Table:
         return sum(a.nbytes for a in self.columns.values())
 
 
-_STRING_COLUMNS = {"name", "stack", "cat", "collective", "dtype", "pg_name"}
+_STRING_COLUMNS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "pg_ranks", "dims", "types",
+                   "concrete"}
 
 
 @dataclass
@@ -171,16 +179,28 @@ class Trace:
     def string(self, sid: int) -> str:
         return self.strings[sid] if 0 <= sid < len(self.strings) else ""
 
-    def string_ids(self, predicate) -> np.ndarray:
+    def string_ids(self, predicate, ids: np.ndarray | None = None) -> np.ndarray:
         """Boolean lookup array over the string table: ``mask[name_ids]`` tests many rows at once.
 
         The predicate sees at most the first ``MATCH_CHARS`` characters of each string, so a
         pattern's cost is bounded however long a name in the file is. The array has one entry more
-        than the table, always False, so that ``mask[-1]`` (a row without a name) matches nothing."""
-        out = np.zeros(len(self.strings) + 1, dtype=bool)
-        out[:-1] = np.fromiter((bool(predicate(s[:MATCH_CHARS])) for s in self.strings), dtype=bool,
-                               count=len(self.strings))
-        return out
+        than the table, always False, so that ``mask[-1]`` (a row without a name) matches nothing.
+
+        With ``ids`` (a column of string ids), the predicate runs only on the distinct strings that
+        column uses and every other entry is False: a table of per-event strings (NVTX op names with
+        an ``op_id``) costs one call per string a column holds, not one per string in the trace.
+        """
+        strings = self.strings
+        mask = np.zeros(len(strings) + 1, dtype=bool)
+        if ids is None:
+            mask[:-1] = np.fromiter((bool(predicate(s[:MATCH_CHARS])) for s in strings), dtype=bool,
+                                    count=len(strings))
+            return mask
+        used = np.unique(ids)
+        used = used[(used >= 0) & (used < len(strings))]
+        mask[used] = np.fromiter((bool(predicate(strings[i][:MATCH_CHARS])) for i in used.tolist()),
+                                 dtype=bool, count=used.size)
+        return mask
 
     @property
     def rank(self) -> int | None:
@@ -188,6 +208,8 @@ class Trace:
 
     def df(self, table: str) -> pd.DataFrame:
         """A pandas view of one table; string-id columns become categoricals of their text."""
+        import pandas as pd
+
         t = self.tables[table]
         cats = pd.Index(self.strings) if self.strings else pd.Index([], dtype=object)
         data = {}
@@ -247,9 +269,12 @@ class StringTable:
         return sid
 
     def intern_many(self, values: list) -> np.ndarray:
-        """Ids for a list of strings (None -> -1), hashing each distinct value once."""
+        """Ids for a list of strings (None -> -1), hashing each distinct value once.
+
+        Raises ``TypeError`` for an unhashable value (a list or object where a name belongs): the
+        reader decides what such a field means (it reads it as absent and counts it)."""
         if not values:
             return np.zeros(0, dtype=np.int32)
-        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
-        lut = np.array([self.intern(str(u)) for u in uniques] + [-1], dtype=np.int32)
-        return lut[codes]
+        distinct = dict.fromkeys(values)  # first-appearance order, as ids are handed out
+        ids = {v: (-1 if v is None or v != v else self.intern(str(v))) for v in distinct}
+        return np.fromiter(map(ids.__getitem__, values), dtype=np.int32, count=len(values))

@@ -49,11 +49,12 @@ _SHRINK = (
 )
 
 
-def render_html(result: "AnalysisResult", caps: Caps = Caps()) -> str:
-    """One self-contained HTML page for ``result``; shrinks its tables until it is under 5 MB."""
+def render_html(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: str | None = None) -> str:
+    """One self-contained HTML page for ``result``; shrinks its tables until it is under 5 MB.
+    ``overlay_href``: a Perfetto overlay written beside the page, which it links to."""
     page = ""
     for shrink in _SHRINK:
-        page = render_page(build_report(result, replace(caps, **shrink)))
+        page = render_page(build_report(result, replace(caps, **shrink), overlay_href))
         if len(page.encode("utf-8")) <= _TARGET_HTML_BYTES:
             return page
     return page

@@ -6,7 +6,6 @@ chooses what fits on a screen and lays it out with rich.
 
 from __future__ import annotations
 
-import os
 import io
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +30,7 @@ _RIGHT = frozenset({"count", "total_ns", "share", "gap_ns", "stream"})
 
 
 def renderables(result: "AnalysisResult") -> list[Any]:
-    failed = [Text(f"not analysed: {os.path.basename(path)}: {why}", style="yellow")  # unreadable rank files
-              for path, why in (getattr(result, "failed", None) or {}).items()]
-    return failed + view_renderables(build_report(result, TEXT_CAPS))
+    return view_renderables(build_report(result, TEXT_CAPS))
 
 
 def render_text(result: "AnalysisResult", width: int = 100) -> str:
@@ -47,11 +44,53 @@ def render_text(result: "AnalysisResult", width: int = 100) -> str:
 def view_renderables(view: ReportView) -> list[Any]:
     if not view.ranks:
         return [Text("tracedoc: no ranks were analysed", style="yellow")]
+    if view.job is not None:
+        out = [*_job_block(view.job), _rank_table(view)] if view.rank_table is not None else _job_block(view.job)
+        if not view.focus_asked:
+            return [*out, Text("Per-rank details: --rank N", style="dim")]
+        return [*out, Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
+                *_rank_block(view.ranks[0], brief=False)]
     if view.multi_rank and view.rank_table is not None:
         return [_rank_table(view),
                 Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
                 *_rank_block(view.ranks[0], brief=True)]
     return _rank_block(view.ranks[0], brief=False)
+
+
+def _job_block(job: dict) -> list[Any]:
+    """The job verdict first: labels, the top findings with fixes, stragglers, what limits the view."""
+    labels = job["labels"]
+    out: list[Any] = [Text(f"tracedoc · job of {len(job['rank_table']['rows']) + job['rank_table']['left_out']} ranks",
+                           style="bold")]
+    out.append(Text(f"Verdict: {', '.join(labels)}" + (f"  (confidence {job['confidence']})" if job["confidence"] else ""),
+                    style="bold red") if labels else Text("Verdict: no job-level finding", style="bold green"))
+    for i, f in enumerate(job["findings"][:3], 1):
+        out.append(Text(f"{i}. [{f['label']}] {f['title']}" + (f" — {f['impact']}" if f["impact"] else ""), style="bold"))
+        out.append(Text(f"   {f['message']}"))
+        for fix in f["fixes"][: 2 if i == 1 else 1]:
+            out.append(Text(f"   fix: {fix}"))
+        if i == 1 and f.get("expect"):
+            out.append(Text(f"   next profile should show: {f['expect']}", style="dim"))
+    for line in job["summary"]:
+        out.append(Text(line, style="dim"))
+    for s in job["stragglers"]:
+        out.append(Text("Straggler: " + s["line"], style="bold"))
+    for issue in job["issues"][:6]:
+        out.append(Text("note: " + issue, style="yellow"))
+    if len(job["issues"]) > 6:
+        out.append(Text(f"note: {len(job['issues']) - 6} more (--format json lists them all)", style="yellow"))
+    t = Table(title="Ranks in the job", title_justify="left", title_style="bold", box=None, header_style="bold",
+              pad_edge=False)
+    for col in job["rank_table"]["columns"]:
+        t.add_column(col, justify="right", no_wrap=True)
+    for row in job["rank_table"]["rows"][:32]:
+        t.add_row(*row)
+    out.append(t)
+    more = len(job["rank_table"]["rows"]) + job["rank_table"]["left_out"] - 32
+    if more > 0:
+        out.append(Text(f"{more} more ranks in --format json/html", style="dim"))
+    out.append(Text(""))
+    return out
 
 
 def _verdict_lines(r: RankView, brief: bool) -> list[Any]:
@@ -71,6 +110,8 @@ def _verdict_lines(r: RankView, brief: bool) -> list[Any]:
     shown = r.findings[: FINDINGS_SHOWN[brief]]
     for i, f in enumerate(shown, 1):
         out.append(Text(f"{i}. [{f.label}] {f.title}{_impact(f)}", style="bold"))
+        if f.what_if:
+            out.append(Text(f"   if fixed: {f.what_if}"))
         out.append(Text(f"   {f.message}"))
         # The top finding gets its fixes in full; the others their first fix.
         for fix in f.fixes[: FIXES_OF_TOP[brief] if i == 1 else 1]:
@@ -115,6 +156,8 @@ def _rank_block(r: RankView, brief: bool) -> list[Any]:
     out.append(Text(f"Kernels: {k.count}, median {k.median}, {k.under_10us} under 10 µs; launch delay p50 "
                     f"{k.launch_delay_p50}; Tensor Cores {tc.share} of compute"
                     + (f" ({tc.unknown} unknown)" if tc.unknown_notable else "")))
+    if r.efficiency:
+        out.append(Text(r.efficiency))
     if r.dataloader is not None:
         out.append(Text(f"DataLoader: {r.dataloader.share} of the window, stalling the GPU {r.dataloader.stall}"))
     if r.memory.has_data:

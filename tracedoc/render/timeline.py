@@ -17,9 +17,10 @@ CAUSE_LABELS = {"dataloader": "idle: DataLoader", "host_launch": "idle: host lau
                 "launch_latency": "idle: launch latency", "other": "idle: other"}
 _TIMELINE_LABELS = {"dataloader": "DataLoader wait (CPU)", "sync": "host sync (CPU)", "memset": "memset",
                     **{f"idle_{c}": label for c, label in CAUSE_LABELS.items()},
-                    "comm_overlapped": "comm overlapped by compute", "comm_exposed": "exposed comm"}
+                    "comm_overlapped": "comm overlapped by compute", "comm_exposed": "exposed comm",
+                    "critical": "critical path"}
 TIMELINE_CATS = ("compute", "communication", "memcpy", "memset", "dataloader", "sync",
-                 *(f"idle_{c}" for c in IDLE_CAUSES), "comm_overlapped", "comm_exposed")
+                 *(f"idle_{c}" for c in IDLE_CAUSES), "comm_overlapped", "comm_exposed", "critical")
 
 
 def build_timeline(excerpts: list[dict], caps: Caps) -> dict:
@@ -38,6 +39,10 @@ def build_timeline(excerpts: list[dict], caps: Caps) -> dict:
     out = []
     for ex in excerpts[: 2 if caps.slowest_excerpt else 1]:
         lanes = []
+        if ex.get("critical"):
+            lanes.append({"label": "critical path", "group": "critical",
+                          "items": [[s, e, sid(f"critical path · {what.replace('_', ' ')}"), cat["critical"]]
+                                    for s, e, what in ex["critical"]]})
         if ex.get("dataloader"):
             lanes.append({"label": "CPU · DataLoader", "group": "cpu",
                           "items": [[s, e, sid("DataLoader __next__"), cat["dataloader"]] for s, e in ex["dataloader"]]})

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..analyses.idle import CAUSES as IDLE_CAUSES
 from ..engine.evaluate import Finding, Verdict
 from .cells import MAIN_TABLES, build_table, fmt_cell, shorten, version_text
+from .efficiency import efficiency_items, efficiency_line
 from .format import fmt_bytes, fmt_ns, fmt_pct
 from .timeline import CAUSE_LABELS, build_timeline
 from .views import (Caps, DataLoaderView, FindingView, HealthView, IdleCause, InputView, Item, KernelsView,
@@ -44,16 +45,21 @@ TENSOR_CORE_UNKNOWN_NOTABLE = 0.05  # above this share of compute, "unknown" Ten
 IDLE_CAUSE_SHOWN = 0.0005  # idle causes under 0.05% of the window are left out of the lists
 
 
-def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> ReportView:
-    """The report view model: everything the renderers show, already formatted."""
-    focus = result.focus
+def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: str | None = None) -> ReportView:
+    """The report view model: everything the renderers show, already formatted. ``overlay_href``: the
+    Perfetto overlay written beside the report, which the HTML page links to."""
+    from dataclasses import replace as _replace
+
+    from .jobview import build_job_view, focus_of, paired_excerpts
+
+    focus, focus_reason = focus_of(result)
     inputs = [InputView(name=os.path.basename(p), path=p, sha256=result.hashes.get(p) or "not computed")
               for p in result.inputs]
     command = result.command or ("tracedoc analyze " + shlex.quote(result.inputs[0]) if len(result.inputs) == 1
                                  else "tracedoc analyze <directory of the rank traces>")
     name = (os.path.basename(os.path.dirname(result.inputs[0])) + "/" if len(result.inputs) > 1 and result.inputs
             else "") + (inputs[0].name if len(inputs) == 1 else f"{len(inputs)} rank files")
-    return ReportView(
+    view = ReportView(
         title=f"tracedoc · {name}" if result.inputs else "tracedoc",
         input_name=name,
         tracedoc_version=result.tracedoc_version,
@@ -66,7 +72,16 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps()) -> ReportView:
         focus_rank=None if focus is None else focus.rank,
         focus_source_name=None if focus is None else os.path.basename(focus.source),
         ranks=[build_rank(focus, caps)] if focus is not None else [],
+        job=build_job_view(result, caps.ranks),
+        job_rank_rows=min(caps.ranks, 64),
+        focus_reason=focus_reason,
+        focus_asked=bool(result.job is not None and result.job.focus_asked),
+        overlay_href=overlay_href,
     )
+    paired = paired_excerpts(result, focus) if caps.timeline and focus is not None else None
+    if paired:  # the straggler's step beside the median rank's
+        view.ranks[0] = _replace(view.ranks[0], timeline=build_timeline(paired, _replace(caps, slowest_excerpt=True)))
+    return view
 
 
 def build_rank(r: "RankResult", caps: Caps) -> RankView:
@@ -89,7 +104,8 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
         window=WindowView(length=fmt_ns(m.get("window_ns")), description=r.window.describe(), kind=r.window.kind,
                           steps=int(m.get("steps") or 0),
                           step_p50=fmt_ns(m.get("step_time_p50_ns")) if m.get("steps") else None),
-        summary=_summary(m),
+        summary=_summary(m) + [Item(key=f"flops:{a}", label=a, value=b) for a, b in efficiency_items(m, r.evidence)],
+        efficiency=efficiency_line(m, r.evidence),
         window_bar=_window_bar(m),
         has_gpu_ops=bool(m.get("has_gpu_ops")),
         idle_causes=[IdleCause(cause=c, label=CAUSE_LABELS[c], pct=fmt_pct(m.get(f"idle_{c}_fraction") or 0.0))
@@ -146,6 +162,7 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
         impact_pct=None if frac is None else fmt_pct(frac),
         impact_width=0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
         fixes=list(f.fixes), expect=f.expect,
+        what_if=f.what_if_text, what_if_method=(f.what_if or {}).get("method"),
         evidence=[build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
                               key=table)
                   for table, rows in f.evidence.items() if rows],

@@ -122,6 +122,8 @@ class FindingView:
     impact_width: float
     fixes: list[str]
     expect: str
+    what_if: str | None  # "step 176 ms → ~121 ms, −31%": the step time predicted once fixed
+    what_if_method: str | None  # how it was predicted (a replay, or an upper bound and why)
     evidence: list[TableView]
 
 
@@ -206,6 +208,7 @@ class RankView:
     events: str
     environment: list[Item]
     metrics: list[dict[str, str]]
+    efficiency: str | None = None  # one line on model FLOPs, TFLOP/s and MFU (None: nothing to say)
 
 
 @dataclass
@@ -237,3 +240,8 @@ class ReportView:
     focus_rank: int | None
     focus_source_name: str | None
     ranks: list[RankView]  # the rank shown in detail (the focus rank), when there is one
+    job: dict | None = None  # a directory's job view (tracedoc/render/jobview.py), shown first
+    job_rank_rows: int = 64
+    focus_reason: str = ""
+    focus_asked: bool = False  # the focus rank was asked for (--rank N)
+    overlay_href: str | None = None  # the Perfetto overlay written beside an HTML report

@@ -12,6 +12,7 @@ from ...model import trace as M
 from ...model.numbers import BAD_NUMBER, decimal_text_to_scaled_int, to_float64, to_int64
 from ...model.trace import StringTable, Table
 from ..values import int_value
+from .argvalues import _external_ids, _first_input, _ranks_text, _triples
 from .decode import _EMPTY_ARGS, Args, Event
 
 # Event classes
@@ -54,10 +55,47 @@ def _runtime_kind(cat: Any) -> int:
     return _RUNTIME_CATS.get(cat, M.RUNTIME_OTHER)
 
 
+def _codes(values: list) -> tuple[np.ndarray, list] | None:
+    """Dense codes of a list of hashable values and the distinct values (None if one is unhashable)."""
+    try:
+        distinct = list(set(values))
+    except TypeError:
+        return None
+    lut = {v: i for i, v in enumerate(distinct)}
+    return np.fromiter(map(lut.__getitem__, values), dtype=np.int32, count=len(values)), distinct
+
+
+def _classes(ph: list, cat: list) -> np.ndarray:
+    """``_classify`` of every event, evaluated once per distinct (phase, category) pair."""
+    n = len(ph)
+    ph_codes, cat_codes = _codes(ph), _codes(cat)
+    if ph_codes is None or cat_codes is None:
+        return np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
+    (pc, phs), (cc, cats) = ph_codes, cat_codes
+    table = np.array([[_classify(p, c) for c in cats] for p in phs], dtype=np.int8).reshape(len(phs), len(cats))
+    return table[pc, cc]
+
+
+def _kinds(cats: list, by_cat: Callable[[Any], int]) -> np.ndarray:
+    """``by_cat`` of every category in ``cats``, evaluated once per distinct category."""
+    codes = _codes(cats)
+    if codes is None:
+        return np.fromiter(map(by_cat, cats), dtype=np.uint8, count=len(cats))
+    idx, distinct = codes
+    return np.array([by_cat(c) for c in distinct], dtype=np.uint8)[idx]
+
+
+# Ops whose recorded shapes are kept (FLOPs are counted from them): matrix products, convolutions and
+# attention, by name. Broad on purpose; the FLOP formulas decide what they can count.
+SHAPE_OP_RE = re.compile(r"^(aten|flash_attn)::\w*(mm|mv|matmul|linear|einsum|conv|attention|attn)\w*$")
 _STREAM_RE = re.compile(r"^\s*stream\s+(\d+)", re.I)
 LABEL_ID_BASE = -(1 << 40)
 _COUNTS = ("bad_times", "wrong_types", "bad_utf8", "nonfinite")
-_STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name"}
+_STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "pg_ranks", "dims", "types", "concrete"}
+# CPU ops of collectives whose first input is the message (record_param_comms, nccl:*, gloo:*): their
+# shapes give the size on torch versions that record no collective args. (c10d::*_base_ ops take
+# the output tensor first, so their shapes are not used.)
+_COLLECTIVE_OP_RE = re.compile(r"^(record_param_comms$|nccl:|gloo:)")
 
 
 class _Reader:
@@ -77,6 +115,7 @@ class _Reader:
         self.nonfinite = 0  # Infinity/NaN written where JSON needs a number
         self.ignored_phases: dict[str, int] = {}
         self._id_cache: dict[Any, int] = {}
+        self._wants_shapes = np.zeros(0, dtype=bool)  # per string id: a name whose shapes FLOPs need
 
     # -- helpers -------------------------------------------------------------------------------
     def ids(self, values: list) -> np.ndarray:
@@ -160,6 +199,8 @@ class _Reader:
                     src = t["source"]
                     t["row"] = t["row"] + np.where(src == M.COLLECTIVE_FROM_KERNEL, offsets["gpu_ops"],
                                                    offsets["cpu_ops"])
+                elif name == "op_shapes":
+                    t["row"] = t["row"] + offsets["cpu_ops"]
                 self.parts[name].append(t)
         self.meta_events.extend(chunk["meta_events"])
         self.n_events += chunk["n_events"]
@@ -182,10 +223,10 @@ class _Reader:
         ph = [e.ph for e in evs]
         cat = [e.cat for e in evs]
         try:
-            cls = np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
+            cls = _classes(ph, cat)
         except TypeError:  # a list or object as ph or cat: read as absent
             ph, cat = self._scalars(ph), self._scalars(cat)
-            cls = np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
+            cls = _classes(ph, cat)
         ts = decimal_text_to_scaled_int([e.ts for e in evs])
         dur = decimal_text_to_scaled_int([e.dur for e in evs])
         self._drop_impossible_times(evs, cls, ts, dur)
@@ -235,7 +276,7 @@ class _Reader:
         ext = _external_ids(args)
         grid = _triples([a.grid for a in args])
         block = _triples([a.block for a in args])
-        kind = np.fromiter((_GPU_CATS[c] for c in cats), dtype=np.uint8, count=n)
+        kind = _kinds(cats, _GPU_CATS.__getitem__)
         self.parts["gpu_ops"].append(Table("gpu_ops", {
             "kind": kind, "device": device, "stream": stream, "start_ns": ts, "end_ns": end,
             "name": self.names([e.name for e in sub]),
@@ -263,33 +304,84 @@ class _Reader:
         ext = _external_ids(args)
         stacks = [a.call_stack for a in args]
         self.parts["cpu_ops"].append(Table("cpu_ops", {
-            "kind": np.fromiter((_CPU_CATS[c] for c in cats), dtype=np.uint8, count=n),
+            "kind": _kinds(cats, _CPU_CATS.__getitem__),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "name": self.names([e.name for e in sub]), "start_ns": ts,
             "end_ns": ts + dur, "external_id": ext, "depth": np.zeros(n),
             "stack": self.names(stacks) if any(s is not None for s in stacks) else np.full(n, -1),
         }))
+        names = self.parts["cpu_ops"][-1]["name"]
+        base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
+        self._shapes(args, names, base)
         has_coll = [i for i, a in enumerate(args) if a.collective is not None]
+        base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
         if has_coll:
-            base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
             self._collectives(M.COLLECTIVE_FROM_CPU_OP, [args[i] for i in has_coll],
                               np.asarray(has_coll) + base, ext[has_coll])
+        shaped = self._collective_op_rows(self.parts["cpu_ops"][-1]["name"])
+        shaped = [i for i in shaped.tolist() if args[i].collective is None and len(args[i].input_dims) > 4]
+        if shaped:
+            sizes = [_first_input(args[i]) for i in shaped]
+            keep = [k for k, (nelems, _) in enumerate(sizes) if nelems >= 0]
+            if keep:
+                rows = np.asarray([shaped[k] for k in keep])
+                self._collectives(M.COLLECTIVE_FROM_CPU_OP, [args[i] for i in rows], rows + base, ext[rows],
+                                  names=[sub[i].name for i in rows], shapes=[sizes[k] for k in keep])
 
-    def _collectives(self, source, args, rows, ext):
-        self.parts["collectives"].append(Table("collectives", {
+    def _shapes(self, args: list[Args], names: np.ndarray, base: int) -> None:
+        """Recorded shapes of the ops FLOPs are counted for; other ops' shapes stay undecoded."""
+        wants = self._wants_shapes
+        strings = self.strings.strings
+        if wants.size < len(strings):  # classify names interned since the last chunk
+            wants = self._wants_shapes = np.concatenate(
+                [wants, np.fromiter((SHAPE_OP_RE.match(x[:M.MATCH_CHARS]) is not None for x in strings[wants.size:]), dtype=bool,
+                                    count=len(strings) - wants.size)])
+        cand = np.flatnonzero(np.append(wants, False)[names])  # a row without a name (-1) reads the False
+        keep = [i for i in cand.tolist() if args[i].input_dims]
+        if not keep:
+            return
+        sel = [args[i] for i in keep]
+
+        def text(raws):
+            return self.names([bytes(r).decode("utf-8", "replace") if r else None for r in raws])
+
+        self.parts["op_shapes"].append(Table("op_shapes", {
+            "row": np.asarray(keep, dtype=np.int64) + base, "dims": text([a.input_dims for a in sel]),
+            "types": text([a.input_type for a in sel]), "concrete": text([a.concrete_inputs for a in sel]),
+            "flops": to_float64([a.flops for a in sel]),
+        }))
+
+    def _collective_op_rows(self, name_ids: np.ndarray) -> np.ndarray:
+        """Rows whose name is a collective CPU op (looked up once per distinct name)."""
+        cache = self.__dict__.setdefault("_coll_names", {})
+        uniq = np.unique(name_ids)
+        for sid in uniq.tolist():
+            if sid not in cache:
+                cache[sid] = sid >= 0 and _COLLECTIVE_OP_RE.match(self.strings.strings[sid][:M.MATCH_CHARS]) is not None
+        hits = [sid for sid in uniq.tolist() if cache[sid]]
+        return np.flatnonzero(np.isin(name_ids, hits)) if hits else np.zeros(0, dtype=np.int64)
+
+    def _collectives(self, source, args, rows, ext, names=None, shapes=None):
+        cols = {
             "source": np.full(len(args), source), "row": rows, "external_id": ext,
-            "collective": self.names([str(a.collective) for a in args]),
+            "collective": self.names([str(a.collective) for a in args] if names is None else names),
             "in_nelems": to_int64([a.in_nelems for a in args]),
             "out_nelems": to_int64([a.out_nelems for a in args]),
             "group_size": to_int64([a.group_size for a in args]),
             "dtype": self.names([None if a.dtype is None else str(a.dtype) for a in args]),
             "pg_name": self.names([None if a.pg_name is None else str(a.pg_name) for a in args]),
-        }))
+            "pg_ranks": self.names([_ranks_text(a.pg_ranks) for a in args]),
+            "seq": to_int64([a.seq if a.seq is not None else a.seq_lower for a in args]),
+        }
+        if shapes is not None:  # sizes from the op's first input: nelems and dtype
+            cols["in_nelems"] = np.asarray([n for n, _ in shapes], dtype=np.int64)
+            cols["dtype"] = self.names([t for _, t in shapes])
+        self.parts["collectives"].append(Table("collectives", cols))
 
     def _runtime(self, sub, ts, cats, dur):
         args = [e.args or _EMPTY_ARGS for e in sub]
         self.parts["runtime"].append(Table("runtime", {
-            "kind": np.fromiter(map(_runtime_kind, cats), dtype=np.uint8, count=len(sub)),
+            "kind": _kinds(cats, _runtime_kind),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "name": self.names([e.name for e in sub]), "start_ns": ts,
             "end_ns": ts + dur,
@@ -326,7 +418,7 @@ class _Reader:
         phase = {"s": M.FLOW_START, "t": M.FLOW_STEP, "f": M.FLOW_END}
         self.parts["flows"].append(Table("flows", {
             "id": to_int64([e.id for e in sub]),
-            "phase": np.fromiter((phase[e.ph] for e in sub), dtype=np.uint8, count=len(sub)),
+            "phase": _kinds([e.ph for e in sub], phase.__getitem__),
             "cat": self.names([None if c is None else str(c) for c in cats]),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]), "ts_ns": ts,
         }))
@@ -375,33 +467,3 @@ def _take(evs: list, idx: np.ndarray) -> list:
     if idx.size == len(evs):
         return evs
     return list(operator.itemgetter(*idx.tolist())(evs))
-
-
-def _external_ids(args: list[Args]) -> np.ndarray:
-    ext = to_int64([a.external_id for a in args])
-    missing = ext == -1
-    if missing.any():
-        legacy = to_int64([a.external_id_legacy for a in args])
-        ext = np.where(missing, legacy, ext)
-    return ext
-
-
-def _triples(values: list) -> np.ndarray:
-    n = len(values)
-    if n and all(v is None for v in values[:1]) and all(v is None for v in values):
-        return np.full((n, 3), -1, dtype=np.int64)
-    try:
-        arr = np.array(values, dtype=np.int64)
-        if arr.shape == (n, 3):
-            return arr
-    except (TypeError, ValueError, OverflowError):
-        pass
-    out = np.full((n, 3), -1, dtype=np.int64)
-    for i, v in enumerate(values):
-        if isinstance(v, (list, tuple)):
-            for j, x in enumerate(v[:3]):
-                try:
-                    out[i, j] = int(x)
-                except (TypeError, ValueError, OverflowError):
-                    pass
-    return out

@@ -17,6 +17,7 @@ _NONFINITE_RE = re.compile(rb"(?<=[:\[,])(\s*)(-?Infinity|NaN)(?=\s*[,}\]])")
 _MALFORMED_AT_RE = re.compile(r"\(byte (\d+)\)")
 _LONE_SURROGATE_RE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
                                 rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_NO_RAW = msgspec.Raw(b"")
 
 
 class Args(msgspec.Struct, frozen=True):
@@ -52,14 +53,25 @@ class Args(msgspec.Struct, frozen=True):
     group_size: Any = msgspec.field(default=None, name="Group size")
     dtype: Any = None
     pg_name: Any = msgspec.field(default=None, name="Process Group Name")
+    pg_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    seq: Any = msgspec.field(default=None, name="Seq")
+    seq_lower: Any = msgspec.field(default=None, name="seq")
     # cuda_sync
     wait_on_stream: Any = None
     # M events
     name: Any = None
     labels: Any = None
+    # recorded shapes (record_shapes=True) and FLOPs (with_flops=True): kept as undecoded JSON text,
+    # decoded later only for the ops that need them (matmul/conv/attention for FLOPs; collective ops of
+    # torch versions without collective args, for their message size)
+    input_dims: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=_NO_RAW, name="Concrete Inputs")
+    flops: Any = None
 
 
 _EMPTY_ARGS = Args()
+_RAW_FIELDS = ("Input Dims", "Input type", "Concrete Inputs")
 
 
 class Event(msgspec.Struct):
@@ -169,6 +181,9 @@ def _decode_events(data: bytes) -> list[Event]:
         args = e.args
         if args is not None:
             try:
+                if isinstance(args, dict) and any(k in args for k in _RAW_FIELDS):
+                    args = {k: msgspec.Raw(msgspec.json.encode(v)) if k in _RAW_FIELDS else v
+                            for k, v in args.items()}
                 args = msgspec.convert(args, Args) if isinstance(args, dict) else None
             except msgspec.ValidationError:
                 args = None

@@ -19,6 +19,7 @@ from .source import _Source, concatenated_members
 CHUNK_BYTES = 16 * 1024 * 1024
 _HEAD_LIMIT = 64 * 1024 * 1024
 _UTF8_BOM = b"\xef\xbb\xbf"
+_CUT_WINDOW = 256 * 1024
 
 
 _EVENTS_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -153,7 +154,7 @@ def _read_sequential(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Read
 
 def _find_cut(buf: bytes) -> tuple[int, int] | None:
     """The last event boundary in ``buf`` (unverified): end of the piece before it, start of the rest."""
-    search_from = max(0, len(buf) - 4 * 1024 * 1024)
+    search_from = max(0, len(buf) - _CUT_WINDOW)  # the last cut is near the end
     while True:
         last = None
         for last in _CUT_RE.finditer(buf, search_from):
@@ -232,7 +233,7 @@ def _drain(src: _Source, chunk_bytes: int) -> bytes:
 
 def _cut_and_decode(buf: bytes) -> tuple[list[Event], int] | None:
     """Decode the events before the last event boundary in ``buf``; return them and where the rest starts."""
-    search_from = max(0, len(buf) - 4 * 1024 * 1024)
+    search_from = max(0, len(buf) - _CUT_WINDOW)  # the last cut is near the end
     tried = 0
     while True:
         cuts = list(_CUT_RE.finditer(buf, search_from))

@@ -50,18 +50,15 @@ class _Names:
 
     def add_texts(self, values: list) -> np.ndarray:
         """Raw ids for inline texts (None -> -1), hashing each distinct text once."""
-        import pandas as pd
-
         if not values:
             return np.zeros(0, dtype=np.int64)
-        codes, uniques = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
-        # A fresh block of ids for this call's distinct texts; duplicates across calls are merged
-        # later, when a trace interns them.
+        # A fresh block of ids for this call's distinct texts (first-appearance order); duplicates
+        # across calls are merged later, when a trace interns them.
         base = len(self.extra_text)
-        self.extra_text.extend(str(u) for u in uniques)
-        ids = -2 - (base + codes.astype(np.int64))
-        ids[codes < 0] = -1
-        return ids
+        distinct = [v for v in dict.fromkeys(values) if v is not None and v == v]
+        self.extra_text.extend(str(u) for u in distinct)
+        lut = {v: -2 - (base + i) for i, v in enumerate(distinct)}
+        return np.fromiter((lut.get(v, -1) for v in values), dtype=np.int64, count=len(values))
 
     def add_text(self, s: str) -> int:
         rid = self.labels.get(s)

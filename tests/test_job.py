@@ -1,0 +1,386 @@
+"""Job view: collectives matched across ranks, waits, the straggler and its cause, bad directories.
+
+Expected numbers are worked out by hand from the fixtures' parameters, or recomputed from the raw
+JSON of the shared traces, never taken from tracedoc's own output.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import shared_traces
+from trace_builder import TraceBuilder
+
+from tracedoc.api import analyze
+
+# -- a hand-built 4-rank GPU job with known waits --------------------------------------------------
+# Per step (20 ms apart): rank r computes COMPUTE_US[r] then enters an all-reduce kernel. Rank 0
+# starts every step 3 ms early (its ProfilerStep spans are the longest) and waits; rank 3 computes
+# 4 ms longer and arrives last. The all-reduce ends TRANSFER_US after rank 3 arrives.
+STEP_US, STEPS, TRANSFER_US = 20_000.0, 4, 2_000.0
+EARLY_US = {0: 3_000.0, 1: 0.0, 2: 0.0, 3: 0.0}
+COMPUTE_US = {0: 5_000.0, 1: 5_000.0, 2: 5_000.0, 3: 9_000.0}
+NELEMS = 1 << 24  # float: 64 MiB
+
+
+def arrival_us(rank: int, base: float) -> float:
+    return base - EARLY_US[rank] + 100.0 + COMPUTE_US[rank]
+
+
+def write_gpu_job(d: Path, shift_us: dict[int, float] | None = None, hosts: dict[int, str] | None = None) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    for rank in range(4):
+        b = TraceBuilder(rank=rank, world_size=4)
+        if hosts:
+            b.extra_meta["host_name"] = hosts[rank]
+        sh = (shift_us or {}).get(rank, 0.0)
+        for k in range(STEPS):
+            base = 1_000_000.0 + k * STEP_US
+            b.step(k + 1, base - EARLY_US[rank] + sh, base + 15_000.0 + sh)
+            b.kernel("ampere_sgemm_128x64_tn", base - EARLY_US[rank] + 100.0 + sh, COMPUTE_US[rank], op="aten::mm")
+            start = arrival_us(rank, base)
+            b.nccl(start + sh, arrival_us(3, base) + TRANSFER_US - start, nelems=NELEMS)
+        b.write(d / f"rank{rank}.pt.trace.json.gz")
+    return d
+
+
+@pytest.fixture(scope="module")
+def gpu_job(tmp_path_factory):
+    d = write_gpu_job(tmp_path_factory.mktemp("gpujob") / "run")
+    return analyze(d, jobs=1)
+
+
+def test_straggler_is_the_late_arriver_not_the_longest_step(gpu_job):
+    job = gpu_job.to_dict()["job"]
+    # the victim: rank 0 has the longest ProfilerStep spans and the most wait
+    spans = {r.rank: max(s["end_ns"] - s["start_ns"] for s in r.per_step) for r in gpu_job.ranks}
+    assert max(spans, key=spans.get) == 0
+    assert job["straggler_ranks"] == [3]
+    assert 0 not in job["straggler_ranks"]
+    s = job["stragglers"][0]
+    assert s["arrived_last_fraction"] == 1.0
+    # each other rank waits (7 + 4 + 4) / 3 ms per step for rank 3
+    waits_ms = {r: (arrival_us(3, 0) - arrival_us(r, 0)) / 1e3 for r in range(4)}
+    assert waits_ms == {0: 7.0, 1: 4.0, 2: 4.0, 3: 0.0}
+    assert s["wait_cost_ms_per_step"] == pytest.approx((7.0 + 4.0 + 4.0) / 3)
+    assert s["cause"] == "compute"
+    assert s["cause_ms_per_step"] == pytest.approx((COMPUTE_US[3] - COMPUTE_US[1]) / 1e3)
+    table = {row["rank"]: row for row in job["rank_table"]}
+    for r in range(4):
+        assert table[r]["wait_ms_per_step"] == pytest.approx(waits_ms[r])
+
+
+def test_wait_transfer_split_and_bus_bandwidth(gpu_job):
+    job = gpu_job.to_dict()["job"]
+    assert job["collectives_matched"] == STEPS
+    assert job["match_key"] == "group+step+type+size+order"
+    assert job["timing"] == "gpu"
+    wait = sum((arrival_us(3, 0) - arrival_us(r, 0)) for r in range(4))
+    total = sum((arrival_us(3, 0) + TRANSFER_US - arrival_us(r, 0)) for r in range(4))
+    assert job["wait_fraction_of_comm"] == pytest.approx(wait / total)  # 15 / 23
+    (row,) = job["collectives"]
+    assert row["collective"] == "all_reduce" and row["count"] == STEPS
+    assert row["transfer_p50_ms"] == pytest.approx(TRANSFER_US / 1e3)
+    nbytes = NELEMS * 4
+    assert row["bytes"] == nbytes
+    assert row["busbw_p50_gbps"] == pytest.approx(nbytes / (TRANSFER_US * 1e3) * 2 * 3 / 4)
+    # step times are completion intervals: 20 ms after the first step
+    for r in range(4):
+        assert job["step_ms_by_rank"][str(r)]["p50"] == pytest.approx(STEP_US / 1e3)
+
+
+def test_job_verdict_is_straggler_bound_not_comm_bound(gpu_job):
+    job = gpu_job.to_dict()["job"]
+    labels = job["verdict"]["labels"]
+    assert labels[0] == "straggler_bound"
+    assert "comm_bound" not in labels
+    finding = job["verdict"]["findings"][0]
+    assert finding["rule_id"] == "TD620"
+    assert "Rank 3" in finding["message"] and "5.0 ms per step" in finding["message"]
+    assert any("Rank 3 computes longer" in f for f in finding["fixes"])
+    # every rank sees 30% exposed communication, but the job says it is waiting: no comm_bound anywhere
+    for v in gpu_job.verdicts:
+        assert "comm_bound" not in v.labels
+
+
+def test_clock_offsets_between_hosts_are_estimated_and_removed(tmp_path):
+    d = write_gpu_job(tmp_path / "run", shift_us={2: 500.0, 3: 500.0}, hosts={0: "a", 1: "a", 2: "b", 3: "b"})
+    job = analyze(d, jobs=1).to_dict()["job"]
+    assert "b +500 us" in job["clock"]
+    wait = sum((arrival_us(3, 0) - arrival_us(r, 0)) for r in range(4))
+    total = sum((arrival_us(3, 0) + TRANSFER_US - arrival_us(r, 0)) for r in range(4))
+    assert job["wait_fraction_of_comm"] == pytest.approx(wait / total)
+    assert job["straggler_ranks"] == [3]
+
+
+def test_one_host_needs_no_offsets(tmp_path):
+    d = write_gpu_job(tmp_path / "run", hosts={r: "node1" for r in range(4)})
+    job = analyze(d, jobs=1).to_dict()["job"]
+    assert job["clock"].startswith("all ranks on host node1")
+
+
+def test_balanced_job_names_no_straggler(tmp_path):
+    saved = dict(COMPUTE_US)
+    try:
+        COMPUTE_US[3] = COMPUTE_US[1]
+        EARLY_US[0], early = 0.0, EARLY_US[0]
+        job = analyze(write_gpu_job(tmp_path / "run"), jobs=1).to_dict()["job"]
+    finally:
+        COMPUTE_US.update(saved)
+        EARLY_US[0] = early
+    assert job["straggler_ranks"] == []
+    assert "straggler_bound" not in job["verdict"]["labels"]
+
+
+def test_single_file_has_no_job_section():
+    doc = analyze(shared_traces() / "kineto" / "dlrm_128rank_rank0.json.gz").to_dict()
+    assert doc["job"] is None
+    assert len(doc["ranks"]) == 1
+
+
+# -- the shared DLRM pair: real matching ------------------------------------------------------------
+
+_TYPES = {"nccl:all_reduce": "all_reduce", "nccl:all_to_all": "all_to_all", "nccl:_all_gather_base": "all_gather"}
+
+
+def _raw_keys(path: Path) -> Counter:
+    """Matching keys recomputed from the raw JSON: (step, type, size, k-th of that signature in the step).
+
+    The collective calls are the ``nccl:*`` annotations; the size is the first input's element count
+    (all-to-all: its dtype, as ``all_to_allv`` sizes differ per rank); the step is the ProfilerStep
+    whose span (up to the next step's start) holds the call.
+    """
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    steps = sorted((e["ts"], int(e["name"].split("#")[1])) for e in events if e["name"].startswith("ProfilerStep#"))
+    keys: Counter = Counter()
+    seen: Counter = Counter()
+    for e in sorted((e for e in events if e["name"] in _TYPES), key=lambda e: e["ts"]):
+        step = [n for ts, n in steps if ts <= e["ts"]][-1]
+        typ = _TYPES[e["name"]]
+        size = e["args"]["Input type"][0] if typ == "all_to_all" else math.prod(e["args"]["Input Dims"][0])
+        sig = (step, typ, size)
+        keys[(*sig, seen[sig])] += 1
+        seen[sig] += 1
+    return keys
+
+
+def test_dlrm_pair_matches_by_step_type_size_and_order():
+    paths = [shared_traces() / "kineto" / f"dlrm_128rank_rank{r}.json.gz" for r in (0, 1)]
+    k0, k1 = _raw_keys(paths[0]), _raw_keys(paths[1])
+    expected = len(set(k0) & set(k1))
+    calls = sum(k0.values()) + sum(k1.values())
+    assert (expected, calls) == (6, 20)  # the counts the raw files give; the job view must agree
+    with tempfile.TemporaryDirectory() as tmp:
+        for p in paths:
+            os.symlink(p, Path(tmp) / p.name)
+        job = analyze(tmp, jobs=1).to_dict()["job"]
+    assert job["collectives_matched"] == expected
+    assert job["match_key"] == "group+step+type+size+order"
+    assert job["unmatched_calls"] == calls - 2 * expected
+    reported = sum(sum(r["calls_by_rank"].values()) for r in job["disagreements"])
+    assert reported == calls - 2 * expected
+    assert job["missing_ranks"] == list(range(2, 128))
+    # with 126 ranks absent no straggler is named, and the report says why
+    assert job["straggler_ranks"] == []
+    if job["late_among_present"]:
+        assert any("cannot be named" in i for i in job["issues"])
+    assert 0 < job["wait_fraction_of_comm"] < 1
+    # the time goes to the embedding all-to-all: no DDP-bucket advice for it
+    assert job["metrics"]["comm_top_collective"] == "all_to_all"
+
+
+def test_single_dlrm_rank_gets_all_to_all_advice_not_ddp_buckets():
+    result = analyze(shared_traces() / "kineto" / "dlrm_128rank_rank0.json.gz")
+    (finding,) = [f for f in result.verdicts[0].findings if f.rule_id == "TD201"]
+    text = " ".join(finding.fixes)
+    assert "all-to-all" in text
+    assert "bucket_cap_mb" not in text
+
+
+# -- bad directories ---------------------------------------------------------------------------------
+
+def _rank(d: Path, rank: int, world: int = 2, first_step: int = 1, name: str | None = None) -> None:
+    b = TraceBuilder(rank=rank, world_size=world)
+    for k in range(3):
+        base = 1_000_000.0 + k * STEP_US
+        b.step(first_step + k, base, base + 15_000.0)
+        b.kernel("ampere_sgemm_128x64_tn", base + 100.0, 5_000.0, op="aten::mm")
+        b.nccl(base + 5_200.0 + 300.0 * rank, 1_000.0)
+    b.write(d / (name or f"rank{rank}.pt.trace.json.gz"))
+
+
+def test_mixed_jobs_duplicates_and_bad_files_cost_only_their_ranks(tmp_path):
+    _rank(tmp_path, 0)
+    _rank(tmp_path, 1)
+    _rank(tmp_path, 1, name="rank1-again.pt.trace.json.gz")
+    _rank(tmp_path, 5, world=8)
+    (tmp_path / "rank2.pt.trace.json.gz").write_bytes(b"")
+    (tmp_path / "rank3.pt.trace.json.gz").write_bytes(b"\x1f\x8b\x08\x00garbage")
+    result = analyze(tmp_path, jobs=1)
+    job = result.to_dict()["job"]
+    assert job["ranks_used"] == [0, 1]
+    issues = " | ".join(job["issues"])
+    assert "mixes jobs" in issues and "world size 2" in issues
+    assert "rank 1 appears twice" in issues
+    failed = {i["path"].rsplit("/", 1)[1] for i in result.to_dict()["inputs"] if i.get("error")}
+    assert failed == {"rank2.pt.trace.json.gz", "rank3.pt.trace.json.gz"}
+    assert 2 not in job["ranks_used"] and 3 not in job["ranks_used"]
+    assert {e["rank"] for e in job["excluded"]} == {1, 5}
+    assert job["collectives_matched"] == 3  # best effort: the two ranks that agree
+
+
+def test_an_unreadable_member_rank_is_named_as_such_and_is_no_straggler(tmp_path):
+    for rank in (0, 1, 2):
+        _rank(tmp_path, rank, world=4)
+    (tmp_path / "rank3.pt.trace.json.gz").write_bytes(b"")
+    result = analyze(tmp_path, jobs=1)
+    job = result.to_dict()["job"]
+    assert job["ranks_used"] == [0, 1, 2] and 3 not in job["straggler_ranks"]
+    assert {r["rank"] for r in job["rank_table"]} == {0, 1, 2}
+    assert list(result.failed) == [str(tmp_path / "rank3.pt.trace.json.gz")]
+    assert any("1 member rank of the job's groups is in an unreadable file (3)" in i for i in job["issues"]), job["issues"]
+    assert job["missing_ranks"] == [3]  # absent for matching: no straggler is named for the ranks present
+
+
+def test_ranks_with_different_steps_are_reported(tmp_path):
+    _rank(tmp_path, 0, first_step=1)
+    _rank(tmp_path, 1, first_step=2)
+    job = analyze(tmp_path, jobs=1).to_dict()["job"]
+    assert any("recorded different steps" in i for i in job["issues"])
+    assert job["heatmap"]["steps"] == [2, 3]
+
+
+def test_directory_with_no_readable_rank_is_one_clear_error(tmp_path):
+    from tracedoc.errors import TraceError
+
+    (tmp_path / "rank0.pt.trace.json.gz").write_bytes(b"")
+    (tmp_path / "rank1.pt.trace.json.gz").write_bytes(b"")
+    with pytest.raises(TraceError, match="no rank file could be read"):
+        analyze(tmp_path, jobs=1)
+
+
+# -- output ------------------------------------------------------------------------------------------
+
+def test_text_report_puts_the_job_verdict_first(gpu_job):
+    from tracedoc.render.text import render_text
+
+    text = render_text(gpu_job, width=140)
+    lines = text.splitlines()
+    assert lines[0].startswith("tracedoc · job of 4 ranks")
+    assert lines.index(next(x for x in lines if x.startswith("Verdict: straggler_bound"))) < 3
+    assert text.index("Straggler: rank 3") < text.index("Ranks in the job")
+    assert "Per-rank details: --rank N" in text and "Details for rank" not in text
+    saved = gpu_job.job.focus_index
+    gpu_job.job.focus_index, gpu_job.job.focus_asked = 0, True  # what --rank 0 does
+    try:
+        assert "Details for rank 0" in render_text(gpu_job, width=140)
+    finally:
+        gpu_job.job.focus_index, gpu_job.job.focus_asked = saved, False
+
+
+def test_markdown_and_html_lead_with_the_job(gpu_job):
+    from tracedoc.render import render_html, render_md
+
+    md = render_md(gpu_job)
+    assert md.lstrip().startswith("## tracedoc job verdict: `straggler_bound`")
+    assert md.index("job verdict") < md.index("## tracedoc verdict")
+    page = render_html(gpu_job)
+    assert page.index('id="job"') < page.index('id="verdict"')
+    assert "Step time (ms), rank x step" in page and "Wait in collectives (ms), rank x step" in page
+    assert "rank 3 (straggler)" in page and "(median rank)" in page
+    # the rank shown in detail is the straggler unless --rank says otherwise, its timeline beside the median rank's
+    assert "details for rank 3" in page
+    assert "rank 3 (straggler) · " in page and "rank 1 (median rank) · " in page
+
+
+def test_cli_rank_option(tmp_path):
+    import subprocess
+    import sys
+
+    d = write_gpu_job(tmp_path / "run")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    ok = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", str(d), "--rank", "2", "-j", "1"],
+                        capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith("tracedoc · job of 4 ranks") and "Details for rank 2" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", str(d), "--rank", "7", "-j", "1"],
+                         capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    assert bad.returncode == 2 and "rank 7 is not in" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_nsys_export_with_nccl_nvtx_ranges_gets_a_job_view(tmp_path):
+    """Two processes of one nsys export; NCCL's own NVTX ranges (ncclAllReduce) hold the kernel launch."""
+    from nsys_builder import NsysDb
+
+    t0, ms = 1_000_000_000, 1_000_000
+    db = NsysDb(tmp_path / "job.sqlite")
+    db.session(t0, t0 + 100 * ms, 1_760_000_000_000_000_000)
+    corr = 1
+    for pid, late_ms in ((200, 0), (300, 6)):  # process 300 (rank 1) computes 6 ms longer every step
+        db.process(pid, f"python-{pid}")
+        for step in range(4):
+            base = t0 + step * 20 * ms
+            db.nvtx(pid, pid, base, base + 18 * ms, text=f"ProfilerStep#{step + 1}")
+            db.runtime(pid, pid, base + 10_000, base + 20_000, corr, "cudaLaunchKernel_v7000")
+            db.kernel(pid, base + 100_000, base + (4 + late_ms) * ms, corr, "ampere_sgemm_128x64_tn")
+            corr += 1
+            arrive = base + (4 + late_ms) * ms + 10_000
+            db.nvtx(pid, pid, base + 50_000, base + 70_000, text="ncclAllReduce")
+            db.runtime(pid, pid, base + 55_000, base + 60_000, corr, "cudaLaunchKernel_v7000")
+            db.kernel(pid, arrive, base + 11 * ms, corr, "ncclDevKernel_AllReduce_Sum_f32_RING_LL", stream=20)
+            corr += 1
+    result = analyze(db.close())
+    job = result.to_dict()["job"]
+    assert job["ranks_used"] == [0, 1]
+    assert job["collectives_matched"] == 4 and job["timing"] == "gpu"
+    # two ranks, four steps: last every step has a 1/16 chance, but 6 ms late every step is steady
+    assert job["straggler_ranks"] == [1]
+    assert job["stragglers"][0]["cause"] == "compute"
+    rows = {r["rank"]: r for r in job["rank_table"]}
+    assert rows[0]["wait_ms_per_step"] == pytest.approx(6.0)
+    assert rows[1]["arrived_last_fraction"] == 1.0
+
+
+def test_job_view_round_trips_through_json(gpu_job):
+    from tracedoc.result import AnalysisResult
+
+    d = json.loads(gpu_job.to_json())
+    back = json.loads(AnalysisResult.from_dict(d).to_json())
+    assert back["job"] == d["job"]
+    assert back["job"]["straggler_ranks"] == [3]
+
+
+def test_process_groups_and_sequence_numbers(tmp_path):
+    """Newer torch: Process Group Name/Ranks and Seq on the NCCL kernels. Two pair groups inside one
+    world group; rank 3 lost its third world all-reduce (a dropped event), which must be reported."""
+    pairs = {0: ("1", [0, 1]), 1: ("1", [0, 1]), 2: ("2", [2, 3]), 3: ("2", [2, 3])}
+    for rank in range(4):
+        b = TraceBuilder(rank=rank, world_size=4)
+        calls = [("0", [0, 1, 2, 3], seq) for seq in (1, 2, 3) if not (rank == 3 and seq == 3)]
+        calls += [(pairs[rank][0], pairs[rank][1], seq) for seq in (1, 2)]
+        t = 1_000_000.0
+        for pg, members, seq in calls:
+            b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 50.0 * rank, 500.0, stream=20, op="record_param_comms",
+                     args={"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024,
+                           "Group size": len(members), "dtype": "Float", "Process Group Name": pg,
+                           "Process Group Ranks": members, "Seq": seq})
+            t += 1_000.0
+        b.write(tmp_path / f"rank{rank}.pt.trace.json.gz")
+    job = analyze(tmp_path, jobs=1).to_dict()["job"]
+    assert job["match_key"] == "group+seq"
+    assert job["match_keys_by_group"] == {"0": "group+seq", "1": "group+seq", "2": "group+seq"}
+    assert job["collectives_matched"] == 2 + 2 + 2  # world seq 1-2, each pair group seq 1-2
+    assert job["unmatched_calls"] == 3  # world seq 3 on ranks 0, 1 and 2
+    (dis,) = job["disagreements"]
+    assert dis["group"] == "0" and dis["ranks_without"] == [3]
+    assert sorted(dis["calls_by_rank"]) == ["0", "1", "2"]
+    assert job["missing_ranks"] == []

@@ -1,0 +1,72 @@
+"""A real 4-process DDP job (CPU torch, gloo) captured with ``tracedoc run``: one rank's input pipeline
+sleeps every step; the directory analysis names that rank as the straggler with an input-pipeline
+cause and labels the job straggler_bound. The same job without the sleep is not labelled.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from test_capture import ROOT, TRAIN, _env, _free_port, _traces  # noqa: E402
+
+from tracedoc.api import analyze  # noqa: E402
+
+SLOW_RANK = 2
+
+
+def _start(out: Path, *extra: str, report: bool = True) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "4", "--master_addr", "127.0.0.1",
+           "--master_port", str(_free_port()), "-m", "tracedoc.capture", "run", "-o", str(out),
+           "--skip-first", "1", "--warmup", "1", "--active", "4", "--dist-timeout", "30", "--no-monitor",
+           *([] if report else ["--no-report"]), "--", str(TRAIN), "--steps", "7", "--ddp", *extra]
+    return subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Both jobs at once (the sleeping rank leaves the CPU to the others): slow input on one rank, and balanced."""
+    base = tmp_path_factory.mktemp("ddp")
+    # 8 samples x 3 ms: rank 2 spends ~24 ms per step in DataLoader.__next__, the others ~0.5 ms
+    procs = {"slow": _start(base / "slow", "--sleep", "0.003", "--sleep-rank", str(SLOW_RANK)),
+             "balanced": _start(base / "balanced", report=False)}
+    groups = {}
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=150)
+        assert proc.returncode == 0, out
+        traces = _traces(base / name)
+        assert len(traces) == 4, (traces, out)
+        (groups[name],) = {t.parent for t in traces}
+    return groups
+
+
+def test_torchrun_rank_with_slow_input_is_the_straggler(runs):
+    group = runs["slow"]
+    result = analyze(group, jobs=2)
+    job = result.to_dict()["job"]
+    assert job["ranks_used"] == [0, 1, 2, 3]
+    assert job["timing"] == "cpu"
+    assert job["collectives_matched"] >= 4  # one DDP all-reduce per profiled step
+    assert job["straggler_ranks"] == [SLOW_RANK]
+    s = job["stragglers"][0]
+    assert s["cause"] == "dataloader"
+    assert s["cause_ms_per_step"] > 15.0  # most of the 24 ms of sleep per step
+    assert job["verdict"]["labels"][0] == "straggler_bound"
+    assert "Rank 2" in job["verdict"]["findings"][0]["message"]
+    assert job["wait_fraction_of_comm"] > 0.5
+    # the report written by tracedoc run for the directory carries the same job view
+    report = json.loads(Path(str(group) + ".report.json").read_text())
+    assert report["job"]["straggler_ranks"] == [SLOW_RANK]
+
+
+def test_torchrun_balanced_job_is_not_straggler_bound(runs):
+    job = analyze(runs["balanced"], jobs=2).to_dict()["job"]
+    assert job["collectives_matched"] >= 4
+    assert job["straggler_ranks"] == []
+    assert "straggler_bound" not in job["verdict"]["labels"]

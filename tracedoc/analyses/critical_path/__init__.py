@@ -1,0 +1,121 @@
+"""Critical path of every step and what-if predictions (DESIGN.md: Critical path, What-if).
+
+Three small pure stages: ``graph`` (the dependency graph as edge arrays), ``solve`` (replay, paths
+and their breakdown) and ``whatif`` (the step replayed after one fix). ``critical_path`` runs them
+for one rank and returns a plain :class:`CriticalPath` value; registered as the analysis that provides
+``critical_path`` (and the ``critical`` intervals of each timeline excerpt).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...model.trace import Trace
+from ..kernels import launch_link_fraction as _launch_link_fraction
+from ..registry import Produced, analysis
+from ..window import Steps
+from . import graph as G
+from . import solve as S
+from . import whatif as W
+from .graph import Arrivals
+
+MIN_LINK_FRACTION = 0.5  # below this share of GPU ops linked to their launch, replays are not trusted
+
+__all__ = ["Arrivals", "CriticalPath", "critical_path"]
+
+
+@dataclass
+class CriticalPath:
+    """One rank's critical-path result: per-step breakdowns, predictions per fix, path segments."""
+
+    available: bool
+    reason: str | None = None
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    predictions: dict[str, W.Prediction] = field(default_factory=dict)
+    # The paths and their chains, for the trace overlay; not saved with a report.
+    segments: dict[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+    chain_names: list[str] = field(default_factory=list, compare=False, repr=False)
+    chain_keys: list[tuple[str, int, int]] = field(default_factory=list, compare=False, repr=False)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"available": self.available, "reason": self.reason, "steps": self.steps,
+                "what_if": {k: p.to_dict() for k, p in self.predictions.items()}, "notes": self.notes}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CriticalPath":
+        """The value a saved report holds (the inverse of ``to_dict``; the overlay's segments are not saved)."""
+        return cls(available=bool(d["available"]), reason=d["reason"], steps=[dict(row) for row in d["steps"]],
+                   predictions={fix: W.Prediction(fix, float(p["step_ms_before"]), float(p["step_ms_after"]),
+                                                  p["method"]) for fix, p in d["what_if"].items()},
+                   notes=list(d["notes"]))
+
+    def what_ifs(self) -> dict[str, dict]:
+        """Predicted step time per verdict label (the replay of the label's fix)."""
+        if not self.available:
+            return {}
+        return {label: self.predictions[fix].to_dict() for label, fix in W.LABEL_FIX.items() if fix in self.predictions}
+
+    def intervals_in(self, lo: int, hi: int, limit: int = 2000) -> list[list]:
+        """The path's segments inside ``[lo, hi)``, relative to ``lo``: ``[start, end, category]``."""
+        seg = self.segments
+        if not self.available or not seg or not seg["start_ns"].size:
+            return []
+        sel = np.flatnonzero((seg["start_ns"] < hi) & (seg["end_ns"] > lo))[:limit]
+        s = np.maximum(seg["start_ns"][sel], lo) - lo
+        e = np.minimum(seg["end_ns"][sel], hi) - lo
+        return [[int(a), int(b), S.HOP_CATEGORIES[int(c)]] for a, b, c in zip(s, e, seg["category"][sel])]
+
+    def what_if_for(self, label: str) -> W.Prediction | None:
+        fix = W.LABEL_FIX.get(label)
+        return self.predictions.get(fix) if fix else None
+
+
+def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray, arrivals: Arrivals | None = None,
+                  launch_link_fraction: float | None = None) -> CriticalPath:
+    """Build the graph of the trace's steps, its critical paths, breakdowns and what-ifs."""
+    if not len(steps):
+        return CriticalPath(False, "the trace has no steps to replay")
+    if launch_link_fraction is not None and launch_link_fraction < MIN_LINK_FRACTION:
+        return CriticalPath(False, f"only {launch_link_fraction:.0%} of GPU ops are linked to their launch call")
+    g = G.build_graph(trace, steps, comm_mask, arrivals)
+    paths = S.critical_paths(g)
+    done = np.maximum.accumulate(S.completions(g, g.time))
+    starts = np.r_[g.time[g.step_start_point[0]], done[:-1]]
+    rows = []
+    for i, path in enumerate(paths):
+        b = S.breakdown(trace, g, path, int(starts[i]), int(done[i]))
+        row = {"step": steps.names[i], "start_ns": int(starts[i]) + g.origin_ns,
+               "completion_ns": int(done[i]) + g.origin_ns, "step_ns": int(done[i] - starts[i])}
+        row.update({f"{c}_ns": int(b[c]) for c in S.CATEGORIES})
+        row["cpu_ops"] = b["cpu_ops"][:5]
+        rows.append(row)
+    return CriticalPath(True, None, rows, W.predict_all(g), _segments(paths, g, starts), g.chain_names,
+                        g.chain_keys, list(g.notes))
+
+
+@analysis(needs=("step_spans", "comm_mask"), provides=("critical_path",))
+def step_critical_paths(trace: Trace, inputs) -> Produced:
+    """Each step's critical path and the what-if predictions, unless too few GPU ops are linked to a launch."""
+    return Produced(values={"critical_path": critical_path(trace, inputs["step_spans"], inputs["comm_mask"],
+                                                           launch_link_fraction=_launch_link_fraction(trace))})
+
+
+def _segments(paths: list[S.Path], g: G.Graph, starts: np.ndarray) -> dict[str, np.ndarray]:
+    """The critical paths as flat arrays (absolute ns) for the trace overlay."""
+    parts = {k: [] for k in ("step", "start_ns", "end_ns", "category", "chain", "from_chain")}
+    for i, p in enumerate(paths):
+        if not len(p):
+            continue
+        s = np.maximum(p.start_ns, starts[i])
+        keep = p.end_ns > s
+        parts["step"].append(np.full(int(keep.sum()), i))
+        parts["start_ns"].append(s[keep] + g.origin_ns)
+        parts["end_ns"].append(p.end_ns[keep] + g.origin_ns)
+        parts["category"].append(p.category[keep])
+        parts["chain"].append(g.chain[p.points[:-1][keep]])
+        parts["from_chain"].append(g.chain[p.points[1:][keep]])
+    return {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64))[::-1] for k, v in parts.items()}

@@ -1,0 +1,495 @@
+"""Model FLOPs, achieved TFLOP/s and MFU from the shapes a trace records (DESIGN.md: Model FLOPs).
+
+Each matmul/conv/attention op with recorded shapes gets its FLOPs (``flop_formulas``); an op counts
+once, at the outermost op whose FLOPs resolve (an ``aten::linear`` and the ``aten::addmm`` inside it
+are one product). Backward ops are counted as recorded (no "3x forward"). Forward ops that run again
+inside a backward pass are recomputation (activation checkpointing): they count as hardware FLOPs,
+not model FLOPs. Each counted op owns the GPU kernels launched inside it, which gives the share of
+GPU time whose FLOPs are known, TF32 use (fp32 ops whose kernels run on Tensor Cores), and rates per
+op class and per kernel class.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from ..model import trace as M
+from ..model.trace import Trace
+from . import opflops as F
+from ..model.peaks import DevicePeak, device_peak
+from .nesting import ThreadClock, enclosing, innermost_op_names, kernel_owners, union_on_clock
+from .registry import Produced, analysis
+
+BACKWARD_FRAME_RE = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
+COMPILED_RE = re.compile(r"^CompiledFunction|Torch-Compiled Region|^## Call CompiledFxGraph")
+SOFTMAX_OP_RE = re.compile(r"^aten::(_?softmax|_softmax_backward_data|_masked_softmax\w*|"
+                           r"_scaled_dot_product_attention_math)$")
+
+METRIC_NAMES = ("model_flops_per_step", "hardware_flops_per_step", "achieved_tflops", "mfu", "hfu", "peak_tflops",
+                "tensor_core_mfu", "flops_counted_fraction", "fp32_flops_fraction", "small_gemm_fraction",
+                "unfused_attention_fraction")
+
+
+@dataclass
+class _Counted:
+    """The ops whose FLOPs are counted (one entry per op), as columns."""
+
+    rows: np.ndarray  # cpu_ops row
+    name: np.ndarray  # name id
+    op_class: np.ndarray  # object
+    phase: np.ndarray  # object
+    dtype: np.ndarray  # object (None unknown)
+    flops: np.ndarray  # float64 model FLOPs (0 for recomputed ops)
+    hw_flops: np.ndarray  # float64 hardware FLOPs
+    bytes: np.ndarray  # float64
+    recomputed: np.ndarray  # bool
+    gpu_ns: np.ndarray  # int64 kernel time launched inside the op
+
+
+def _parse(trace: Trace, sid: int, cache: dict) -> list:
+    if sid < 0:
+        return []
+    v = cache.get(sid)
+    if v is None:
+        try:
+            v = orjson.loads(trace.strings[sid])
+        except (orjson.JSONDecodeError, IndexError):
+            v = []
+        cache[sid] = v if isinstance(v, list) else []
+    return cache[sid]
+
+
+def _resolve(trace: Trace) -> tuple[list, np.ndarray]:
+    """op_flops for every shapes row (an OpFlops or a reason string), computing each distinct
+    (name, dims, types, concrete, flops) combination once; and which rows are convolution backwards
+    whose output mask was not recorded (counted with both gradients)."""
+    s, c = trace.op_shapes, trace.cpu_ops
+    names = c["name"][s["row"]]
+    key = pd.DataFrame({"n": names, "d": s["dims"], "t": s["types"], "c": s["concrete"], "f": s["flops"]})
+    codes, uniq = pd.factorize(pd.MultiIndex.from_frame(key.fillna(-1.0)))
+    cache: dict = {}
+    combos = [(trace.string(int(n)), _parse(trace, int(d), cache), _parse(trace, int(t), cache),
+               _parse(trace, int(cc), cache), float(f)) for n, d, t, cc, f in uniq]
+    # Output sizes of forward convolutions, from the grad_output of their backward ops.
+    conv_out: dict = {}
+    for name, dims, _, _, _ in combos:
+        idx = F.conv_backward_shape_indices(name)
+        if idx is not None:
+            go, x, w = (F.tensor_shape(dims, i) for i in idx)
+            if go and x and w:
+                conv_out[(tuple(x), tuple(w))] = go
+    results, assumed = [], []
+    for name, dims, types, concrete, f in combos:
+        out = None
+        if name in F.CONV_FORWARD_OPS:
+            x, w = F.tensor_shape(dims, 0), F.tensor_shape(dims, 1)
+            out = conv_out.get((tuple(x), tuple(w))) if x and w else None
+        # A backward whose output mask was not recorded (torch < 2.1) computed both gradients, except
+        # for a first layer whose input needs none: assuming both overcounts only that layer.
+        hint = (True, True) if name in F.CONV_BACKWARD_OPS else None
+        results.append(F.op_flops(name, dims, types, concrete, flops_arg=f if f >= 0 else None, conv_out=out,
+                                  mask_hint=hint))
+        assumed.append(hint is not None and F.conv_backward_mask(name, concrete) is None)
+    return [results[i] for i in codes], np.asarray(assumed, dtype=bool)[codes] if combos else np.zeros(0, bool)
+
+
+_DGRAD_RE = re.compile(r"dgrad", re.I)
+_WGRAD_RE = re.compile(r"wgrad", re.I)
+
+
+def _halve_one_gradient(trace: Trace, counted: "_Counted", assumed: np.ndarray, owner, compute) -> None:
+    """A convolution backward counted with both gradients (mask not recorded) whose kernels show only
+    one kind (cuDNN names carry dgrad / wgrad) computed only that one: half the count."""
+    g = trace.gpu_ops
+    for i in np.flatnonzero(assumed).tolist():
+        names = {trace.string(int(n)) for n in g["name"][(owner == i) & compute]}
+        dgrad = any(_DGRAD_RE.search(n) for n in names)
+        wgrad = any(_WGRAD_RE.search(n) for n in names)
+        if dgrad != wgrad:
+            counted.flops[i] /= 2
+            counted.hw_flops[i] /= 2
+
+
+def _counted_ops(trace: Trace, resolved: list, clock: ThreadClock) -> tuple[np.ndarray, np.ndarray]:
+    """Shapes rows that count: resolved and not inside another resolved op of the same thread
+    (sorted by start on the thread clock, which is returned too)."""
+    s = trace.op_shapes
+    ok = np.fromiter((not isinstance(r, str) for r in resolved), dtype=bool, count=len(resolved))
+    cand = np.flatnonzero(ok)
+    rows = s["row"][cand]
+    ks, ke = clock.cpu(rows, "start_ns"), clock.cpu(rows, "end_ns")
+    order = np.lexsort((-ke, ks))
+    ke_sorted = ke[order]
+    prev_max = np.maximum.accumulate(ke_sorted)
+    nested = np.zeros(order.size, dtype=bool)
+    nested[1:] = prev_max[:-1] >= ke_sorted[1:]
+    keep = order[~nested]
+    keep = keep[np.argsort(ks[keep], kind="stable")]
+    return cand[keep], ks[keep]
+
+
+def _in_backward(trace: Trace, rows: np.ndarray, clock: ThreadClock) -> np.ndarray:
+    """Whether each cpu op row runs inside an autograd backward frame of its thread."""
+    c = trace.cpu_ops
+    frames = np.flatnonzero(trace.string_ids(lambda n: BACKWARD_FRAME_RE.search(n) is not None)[c["name"]])
+    if not frames.size or not rows.size:
+        return np.zeros(rows.size, dtype=bool)
+    us, ue = union_on_clock(trace, frames, clock)
+    return enclosing(us, ue, clock.cpu(rows, "start_ns"), clock.cpu(rows, "end_ns")) >= 0
+
+
+def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, gpu_ext: np.ndarray,
+                  launching_ops, tc_classes) -> tuple[dict, dict]:
+    """Metrics (``METRIC_NAMES``) and evidence tables for model FLOPs, rates and MFU."""
+    m: dict = {k: None for k in METRIC_NAMES}
+    g, c = trace.gpu_ops, trace.cpu_ops
+    device = _device(trace)
+    peak_row = device_peak(device) if device else None
+    kernel = (g["kind"] == M.KERNEL) & ~comm_mask if len(g) else np.zeros(0, dtype=bool)
+    in_win = (g["start_ns"] < hi) & (g["end_ns"] > lo) if len(g) else kernel
+    compute = kernel & in_win
+    dur = (g["end_ns"] - g["start_ns"]).astype(np.int64) if len(g) else np.zeros(0, dtype=np.int64)
+    compute_ns = int(dur[compute].sum())
+    statement = _no_shapes_statement(trace)
+    if statement is not None:
+        return m, _evidence(statement, device, peak_row, [], [], [], [])
+
+    clock = ThreadClock(trace)
+    resolved, mask_assumed = _resolve(trace)
+    idx, ks = _counted_ops(trace, resolved, clock)
+    s = trace.op_shapes
+    rows = s["row"][idx]
+    res = [resolved[i] for i in idx]
+    in_backward = _in_backward(trace, rows, clock)
+    recomputed = in_backward & np.isin(c["name"][rows], _name_ids(trace, F.FORWARD_ONLY_OPS))
+    # A matrix product's pass is where it runs (mm computes gradients inside backward nodes).
+    phase = np.array([F.BACKWARD if bw and r.op_class == F.MATMUL else r.phase for r, bw in zip(res, in_backward)],
+                     dtype=object)
+    counted = _Counted(
+        rows=rows, name=c["name"][rows],
+        op_class=np.array([r.op_class for r in res], dtype=object),
+        phase=phase,
+        dtype=np.array([r.dtype for r in res], dtype=object),
+        flops=np.array([0.0 if rc else r.flops for r, rc in zip(res, recomputed)], dtype=np.float64),
+        hw_flops=np.array([r.hardware_flops for r in res], dtype=np.float64),
+        bytes=np.array([r.bytes for r in res], dtype=np.float64),
+        recomputed=recomputed, gpu_ns=np.zeros(rows.size, dtype=np.int64))
+
+    kernel_owner = kernel_owners(trace, rows, ks, clock, kernel, gpu_ext, launching_ops)
+    if len(g) and rows.size:
+        owned = (kernel_owner >= 0) & compute
+        counted.gpu_ns = np.bincount(kernel_owner[owned], weights=dur[owned], minlength=rows.size).astype(np.int64)
+        _mark_tf32(counted, kernel_owner, compute, g, tc_classes, peak_row)
+        _halve_one_gradient(trace, counted, mask_assumed[idx], kernel_owner, compute)
+
+    known_ns = int(dur[(kernel_owner >= 0) & compute].sum()) if len(g) else 0
+    m["flops_counted_fraction"] = known_ns / compute_ns if compute_ns else None
+
+    # Per step: ops by the step their CPU start falls in; time = completion-to-completion.
+    start = c["start_ns"][rows]
+    step_flops, step_hw, time_ns = _per_step_flops(steps, start, counted, lo, hi)
+    n_steps = len(steps) if len(steps) else 0
+    dominant = _dominant_dtype(counted)
+    peak = peak_row.peak_tflops(dominant) if peak_row and dominant else None
+    if time_ns > 0:
+        total, total_hw = float(step_flops.sum()), float(step_hw.sum())
+        if n_steps:
+            m["model_flops_per_step"] = total / n_steps
+            m["hardware_flops_per_step"] = total_hw / n_steps
+        m["achieved_tflops"] = total / time_ns / 1e3
+        achieved_hw = total_hw / time_ns / 1e3
+        if peak and len(g):
+            m["peak_tflops"] = peak
+            m["mfu"] = m["achieved_tflops"] / peak
+            m["hfu"] = achieved_hw / peak
+        if peak_row and peak_row.tensor_core_tflops and len(g):
+            m["tensor_core_mfu"] = m["achieved_tflops"] / peak_row.tensor_core_tflops
+    total_model = float(counted.flops.sum())
+    if total_model > 0:
+        fp32 = (counted.dtype == "fp32")
+        m["fp32_flops_fraction"] = float(counted.flops[fp32].sum() / total_model)
+    if compute_ns:
+        m["small_gemm_fraction"] = float(_small_gemm_ns(counted, peak_row) / compute_ns) if peak_row else None
+        m["unfused_attention_fraction"] = _softmax_ns(trace, clock, gpu_ext, launching_ops, compute, dur) / compute_ns
+
+    by_class = _by_op_class(trace, counted, peak_row)
+    by_kernel = _by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, trace.strings)
+    missing = _not_counted(trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns, clock, ks,
+                           clock.cpu(rows, "end_ns"))
+    per_step = _per_step_rows(steps, step_flops, peak)
+    summary = _summary_row(m, device, peak_row, dominant, counted, known_ns, compute_ns, n_steps, len(g) > 0)
+    return m, _evidence(None, device, peak_row, [summary], by_class, by_kernel, missing, per_step)
+
+
+EVIDENCE_NAMES = ("flops_summary", "flops_by_op_class", "flops_by_kernel_class", "flops_not_counted", "flops_per_step")
+
+
+@analysis(needs=("step_spans", "window", "comm_mask", "gpu_ext", "launching_ops", "tc_classes"),
+          produces=METRIC_NAMES, evidence=EVIDENCE_NAMES)
+def flop_rates(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    metrics, evidence = analyze_flops(trace, inputs["step_spans"], win.start_ns, win.end_ns, inputs["comm_mask"],
+                                      inputs["gpu_ext"], inputs["launching_ops"], inputs["tc_classes"])
+    return Produced(metrics=metrics, evidence=evidence)
+
+
+# -- pieces --------------------------------------------------------------------------------------
+
+def _device(trace: Trace) -> str | None:
+    """Name of the first described GPU that ran ops (else the first named one)."""
+    g = trace.gpu_ops
+    used = set(np.unique(g["device"]).tolist()) if len(g) else set()
+    named = [d for d in trace.meta.devices if d.name]
+    return next((d.name for d in named if d.id in used), named[0].name if named else None)
+
+
+def _name_ids(trace: Trace, names) -> np.ndarray:
+    return np.flatnonzero(trace.string_ids(lambda n: n in names))
+
+
+def _no_shapes_statement(trace: Trace) -> tuple[str, str] | None:
+    """(short reason, full statement) when the trace gives nothing to count FLOPs from."""
+    c = trace.cpu_ops
+    shapes = trace.tables.get("op_shapes")
+    flop_ops = trace.string_ids(F.needs_shapes)[c["name"]] if len(c) else np.zeros(0, dtype=bool)
+    if shapes is not None and len(shapes):
+        return None
+    if trace.meta.format == "nsys":
+        return "nsys records no shapes", ("Nsight Systems exports record no operator shapes: FLOPs and MFU need a "
+                                          "torch.profiler trace with record_shapes=True (or --model for the formula)")
+    if not len(c):
+        return "no CPU operators", "the trace has no CPU operators, so there are no shapes to count FLOPs from"
+    if not flop_ops.any():
+        return "no matmul/conv/attention ops", \
+            "the trace has no matmul, convolution or attention operators to count FLOPs from"
+    return "no shapes recorded", (
+        f"{int(flop_ops.sum())} matmul/convolution/attention operators have no recorded shapes: profile with "
+        "record_shapes=True (tracedoc run and tracedoc.profile do by default) to get FLOPs and MFU")
+
+
+def _mark_tf32(counted: _Counted, owner, compute, g, tc_classes, peak_row) -> None:
+    """fp32 ops whose kernels run on Tensor Cores used TF32 (fp32 inputs reach Tensor Cores only so)."""
+    tc = tc_classes[0][g["name"]]
+    on_tc = (owner >= 0) & compute & (tc == 1)
+    if not on_tc.any():
+        return
+    hit = np.zeros(counted.rows.size, dtype=bool)
+    hit[np.unique(owner[on_tc])] = True
+    counted.dtype[hit & (counted.dtype == "fp32")] = "tf32"
+
+
+def _dominant_dtype(counted: _Counted) -> str | None:
+    if not counted.rows.size:
+        return None
+    df = pd.DataFrame({"d": counted.dtype, "f": counted.hw_flops}).dropna()
+    if df.empty:
+        return None
+    return str(df.groupby("d")["f"].sum().idxmax())
+
+
+def _per_step_flops(steps, start, counted: _Counted, lo: int, hi: int):
+    if len(steps):
+        s, e = steps.cpu_start_ns, steps.cpu_end_ns
+        order = np.argsort(s, kind="stable")
+        idx = np.searchsorted(s[order], start, side="right") - 1
+        ok = (idx >= 0) & (start < e[order][np.maximum(idx, 0)])
+        step_of = np.where(ok, order[np.maximum(idx, 0)], -1)
+        sel = step_of >= 0
+        flops = np.bincount(step_of[sel], weights=counted.flops[sel], minlength=len(steps))
+        hw = np.bincount(step_of[sel], weights=counted.hw_flops[sel], minlength=len(steps))
+        time_ns = int(steps.end_ns.max() - steps.cpu_start_ns.min())
+        return flops, hw, time_ns
+    sel = (start >= lo) & (start < hi)
+    return np.array([counted.flops[sel].sum()]), np.array([counted.hw_flops[sel].sum()]), int(hi - lo)
+
+
+def _small_gemm_ns(counted: _Counted, peak_row: DevicePeak | None) -> float:
+    """Kernel time of matrix products whose shapes are memory-bound on this device (arithmetic
+    intensity below the ridge point peak / bandwidth for their dtype)."""
+    if peak_row is None or not counted.rows.size:
+        return 0.0
+    by_dtype = {d: peak_row.ridge_flops_per_byte(d) or np.nan for d in set(counted.dtype.tolist())}
+    ridge = np.array([by_dtype[d] for d in counted.dtype], dtype=np.float64)
+    ok = (counted.op_class == F.MATMUL) & (counted.gpu_ns > 0) & (counted.bytes > 0) & ~np.isnan(ridge)
+    intensity = np.divide(counted.hw_flops, counted.bytes, out=np.zeros(counted.rows.size), where=counted.bytes > 0)
+    return float(counted.gpu_ns[ok & (intensity < ridge)].sum())
+
+
+def _softmax_ns(trace: Trace, clock: ThreadClock, gpu_ext, launching_ops, compute, dur) -> float:
+    """Kernel time of explicit softmax and unfused (math) attention ops: the memory-bound part of
+    attention that fused kernels (FlashAttention) keep on chip."""
+    g, c = trace.gpu_ops, trace.cpu_ops
+    if not len(g):
+        return 0.0
+    soft = trace.string_ids(lambda n: SOFTMAX_OP_RE.match(n) is not None)
+    ops = np.flatnonzero(soft[c["name"]])
+    if not ops.size:
+        return 0.0
+    us, ue = union_on_clock(trace, ops, clock)
+    hit = np.zeros(len(g), dtype=bool)
+    by_call = compute & (g["launch"] >= 0)
+    call = g["launch"][by_call]
+    hit[by_call] = enclosing(us, ue, clock.runtime(call, "start_ns"), clock.runtime(call, "end_ns")) >= 0
+    names = launching_ops.names_of(gpu_ext)
+    hit |= compute & ~by_call & (names >= 0) & soft[np.maximum(names, 0)]
+    return float(dur[hit].sum())
+
+
+def _rate(flops: float, ns: float) -> float | None:
+    return flops / ns / 1e3 if ns > 0 else None
+
+
+def _by_op_class(trace: Trace, counted: _Counted, peak_row) -> list[dict]:
+    if not counted.rows.size:
+        return []
+    df = pd.DataFrame({"cls": counted.op_class, "phase": counted.phase,
+                       "dtype": [d or "unknown" for d in counted.dtype], "flops": counted.flops,
+                       "hw": counted.hw_flops, "ns": counted.gpu_ns, "re": counted.recomputed})
+    df["phase"] = np.where(df["re"], "recompute", df["phase"])
+    out = []
+    for (cls, phase, dtype), grp in df.groupby(["cls", "phase", "dtype"], sort=False):
+        ns = float(grp["ns"].sum())
+        tflops = _rate(float(grp["hw"].sum()), ns)
+        peak = peak_row.peak_tflops(dtype) if peak_row else None
+        out.append({"op_class": f"{cls} {phase}", "dtype": dtype, "ops": int(len(grp)),
+                    "model_flops": float(grp["flops"].sum()), "hardware_flops": float(grp["hw"].sum()),
+                    "gpu_ns": int(ns), "tflops": tflops, "peak_tflops": peak,
+                    "of_peak_fraction": tflops / peak if tflops is not None and peak else None})
+    return sorted(out, key=lambda r: -r["hardware_flops"])
+
+
+_FAMILIES = ((re.compile(r"flash|fmha|attention|attn", re.I), "attention kernel"),
+             (re.compile(r"conv|fprop|dgrad|wgrad|winograd|implicit_gemm|cudnn", re.I), "convolution kernel"),
+             (re.compile(r"gemm|gemv|matmul|nvjet|cutlass|xmma|wgmma|mma", re.I), "GEMM kernel"))
+
+
+def _kernel_family(name: str) -> str:
+    return next((label for rx, label in _FAMILIES if rx.search(name)), "other kernel")
+
+
+def _by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak_row, trace_strings) -> list[dict]:
+    """FLOPs split over each op's kernels by their duration; grouped by what the kernel's name says it
+    computes (GEMM, convolution, attention) and whether it runs on Tensor Cores."""
+    sel = np.flatnonzero((owner >= 0) & compute)
+    if not sel.size:
+        return []
+    op = owner[sel]
+    op_ns = counted.gpu_ns[op].astype(np.float64)
+    share = np.where(op_ns > 0, dur[sel] / np.maximum(op_ns, 1), 0.0)
+    flops = counted.hw_flops[op] * share
+    tc, helper = tc_classes
+    names = g["name"][sel]
+    unit = np.select([tc[names] == 1, tc[names] == 0], [" on Tensor Cores", " on CUDA cores"], "")
+    ids, inverse = np.unique(names, return_inverse=True)
+    family = np.array(["helper (elementwise, layout)" if helper[n] else _kernel_family(trace_strings[n])
+                       for n in ids.tolist()], dtype=object)[inverse.reshape(-1)]
+    cls = np.where(np.asarray([f.startswith("helper") for f in family]), family, family + unit)
+    df = pd.DataFrame({"cls": cls, "flops": flops, "ns": dur[sel], "dtype": [d or "unknown" for d in
+                                                                            counted.dtype[op]]})
+    out = []
+    for (k, dtype), grp in df.groupby(["cls", "dtype"], sort=False):
+        ns = float(grp["ns"].sum())
+        tflops = _rate(float(grp["flops"].sum()), ns)
+        peak = peak_row.peak_tflops(dtype) if peak_row else None
+        out.append({"kernel_class": k, "dtype": dtype, "kernels": int(len(grp)), "flops": float(grp["flops"].sum()),
+                    "gpu_ns": int(ns), "tflops": tflops, "peak_tflops": peak,
+                    "of_peak_fraction": tflops / peak if tflops is not None and peak else None})
+    return sorted(out, key=lambda r: -r["gpu_ns"])
+
+
+def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu_ext, compute_ns,
+                 clock: ThreadClock, ks: np.ndarray, ke: np.ndarray) -> list[dict]:
+    """Matmul/conv/attention ops left uncounted (with why), and the GPU time of other ops.
+
+    An unresolved op inside a counted one (a cuDNN call under a counted conv2d), or around counted
+    ones (an einsum whose bmm children count), is counted through them and not listed.
+    """
+    s, c = trace.op_shapes, trace.cpu_ops
+    out: list[dict] = []
+    bad = np.flatnonzero(np.fromiter((isinstance(r, str) for r in resolved), dtype=bool, count=len(resolved)))
+    bad = bad[trace.string_ids(F.needs_shapes)[c["name"][s["row"][bad]]]]  # ops with a formula only
+    if bad.size and ks.size:
+        bs, be = clock.cpu(s["row"][bad], "start_ns"), clock.cpu(s["row"][bad], "end_ns")
+        inside = enclosing(ks, ke, bs, be) >= 0
+        first = np.searchsorted(ks, bs, side="left")
+        around = (first < ks.size) & (ks[np.minimum(first, ks.size - 1)] <= be)
+        bad = bad[~inside & ~around]
+    if bad.size:
+        df = pd.DataFrame({"name": c["name"][s["row"][bad]], "reason": [resolved[i] for i in bad]})
+        for (name, reason), grp in df.groupby(["name", "reason"], sort=False):
+            out.append({"op": trace.string(int(name)), "calls": int(len(grp)), "gpu_ns": None,
+                        "gpu_fraction": None, "reason": reason})
+    if len(trace.gpu_ops) and compute_ns:
+        rest = compute & (owner < 0)
+        names = launching_ops.names_of(gpu_ext)
+        unnamed = rest & (names < 0) & (trace.gpu_ops["launch"] >= 0)
+        if unnamed.any():
+            names = names.copy()
+            names[unnamed] = innermost_op_names(trace, clock, trace.gpu_ops["launch"][unnamed])
+        df = pd.DataFrame({"name": names[rest], "ns": dur[rest]})
+        agg = df.groupby("name")["ns"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(10)
+        for name, row in agg.iterrows():
+            op = trace.string(int(name)) if name >= 0 else "(kernels with no launching op)"
+            reason = "a torch.compile graph: the ops inside it record no shapes" if COMPILED_RE.search(op) else \
+                "no FLOP model (elementwise, reduction, copy or unmodelled op)"
+            out.append({"op": op, "calls": int(row["size"]), "gpu_ns": int(row["sum"]),
+                        "gpu_fraction": float(row["sum"]) / compute_ns, "reason": reason})
+    return out
+
+
+def _per_step_rows(steps, step_flops, peak) -> list[dict]:
+    if not len(steps):
+        return []
+    ends = steps.end_ns
+    order = np.argsort(ends, kind="stable")
+    prev = np.empty(len(steps), dtype=np.int64)
+    prev[order[1:]] = ends[order[:-1]]
+    prev[order[0]] = steps.cpu_start_ns[order[0]]
+    out = []
+    for i in range(len(steps)):
+        t = int(ends[i] - prev[i])
+        tf = _rate(float(step_flops[i]), t)
+        out.append({"step": steps.names[i], "model_flops": float(step_flops[i]), "step_time_ns": t,
+                    "achieved_tflops": tf, "mfu": tf / peak if tf is not None and peak else None})
+    return out
+
+
+def _summary_row(m, device, peak_row, dominant, counted: _Counted, known_ns, compute_ns, n_steps, has_gpu) -> dict:
+    if not has_gpu:
+        missing, note = "no GPU kernels", "the trace has no GPU kernels: TFLOP/s over the step time only; MFU needs " \
+            "the GPU's kernels"
+    elif device is None:
+        missing, note = "GPU not named", "the trace does not name its GPU: TFLOP/s only, no MFU"
+    elif peak_row is None:
+        missing, note = "GPU not in peak table", f"{device} is not in tracedoc's peak table: TFLOP/s only, no MFU"
+    elif m["peak_tflops"] is None:
+        missing = f"no {dominant or 'known-dtype'} peak"
+        note = f"{peak_row.name} has no {dominant or 'known-dtype'} peak in the table: TFLOP/s only, no MFU"
+    else:
+        missing, note = None, f"MFU against the {peak_row.name} dense {dominant} peak ({peak_row.source})"
+    if not counted.rows.size:
+        missing = "no resolvable shapes"
+        note = "no matmul/convolution/attention op has shapes that resolve to FLOPs; " + note
+    return {"model_flops_per_step": m["model_flops_per_step"], "hardware_flops_per_step": m["hardware_flops_per_step"],
+            "achieved_tflops": m["achieved_tflops"], "mfu": m["mfu"], "hfu": m["hfu"], "dtype": dominant,
+            "peak_tflops": m["peak_tflops"], "device": device, "peak_device": peak_row.name if peak_row else None,
+            "peak_source": peak_row.source if peak_row else None, "counted_ops": int(counted.rows.size),
+            "recomputed_ops": int(counted.recomputed.sum()), "counted_gpu_ns": known_ns, "compute_gpu_ns": compute_ns,
+            "counted_fraction": m["flops_counted_fraction"], "steps": n_steps, "mfu_missing": missing, "note": note}
+
+
+def _evidence(statement, device, peak_row, summary, by_class, by_kernel, missing, per_step=()) -> dict:
+    if statement is not None:
+        summary = [{"model_flops_per_step": None, "hardware_flops_per_step": None, "achieved_tflops": None,
+                    "mfu": None, "hfu": None, "dtype": None, "peak_tflops": None, "device": device,
+                    "peak_device": peak_row.name if peak_row else None,
+                    "peak_source": peak_row.source if peak_row else None, "counted_ops": 0, "recomputed_ops": 0,
+                    "counted_gpu_ns": 0, "compute_gpu_ns": None, "counted_fraction": None, "steps": None,
+                    "mfu_missing": statement[0], "note": statement[1]}]
+    return {"flops_summary": summary, "flops_by_op_class": by_class, "flops_by_kernel_class": by_kernel,
+            "flops_not_counted": missing, "flops_per_step": list(per_step)}

@@ -1,0 +1,94 @@
+"""``tracedoc diff BASE NEW``: what changed between two runs, and a regression gate for CI.
+
+Each side is a trace file, a directory of rank traces, or a report saved with ``tracedoc analyze
+--format json``. Exit codes (``tracedoc.exits``) as the rest of the CLI, and ``EXIT_GATE`` when the
+gate failed (``--fail-on-regression PCT`` on step time, ``--fail-if EXPR`` on a metric delta), with
+the reason on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..exits import EXIT_GATE, EXIT_OK
+from ..render import FORMATS, renderer_for_path
+from .common import check_output_path, write_atomic
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects a percentage such as 5 or 2.5, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expects a percentage of 0 or more, got {text!r}")
+    return value
+
+
+def register(sub) -> None:
+    d = sub.add_parser("diff", help="compare two runs (traces or saved JSON reports); gate CI on regressions",
+                       description="Compare two runs: each a trace file, a directory of rank traces, or a report "
+                                   "saved with `tracedoc analyze --format json`. Says how the step time changed "
+                                   "and why (the change split over compute, exposed communication, memcpy and "
+                                   "idle by cause), which kernels and operators moved, came or went, and which "
+                                   "labels and metrics changed.")
+    d.add_argument("before", metavar="BASE", help="the baseline run: trace, rank directory or JSON report")
+    d.add_argument("after", metavar="NEW", help="the run to judge: trace, rank directory or JSON report")
+    d.add_argument("-f", "--format", choices=FORMATS, default=None,
+                   help="output format (default: text, or from the -o file's suffix)")
+    d.add_argument("-o", "--output", help="write the output to this file instead of stdout")
+    d.add_argument("-j", "--jobs", type=int, default=None, help="processes for rank directories (default: CPU count)")
+    d.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
+    d.add_argument("--noise", metavar="PCT", type=_percent, default=None,
+                   help="step-time changes smaller than this are 'within noise' (default: 2)")
+    gate = d.add_argument_group("gate")
+    gate.add_argument("--fail-on-regression", metavar="PCT", type=_percent, default=None,
+                      help="exit with 3 when the step time grew by more than PCT percent")
+    gate.add_argument("--fail-if", metavar="EXPR", action="append", default=[],
+                      help="exit with 3 when EXPR holds on the metric deltas, e.g. 'exposed_comm_fraction > +0.05' "
+                           "(names: any metric (its change), METRIC_before, METRIC_after, step_ms, step_pct, "
+                           "CATEGORY_ms); repeatable")
+    d.set_defaults(func=cmd_diff)
+
+
+def _conditions(sources: list[str]) -> list:
+    from ..diff import gate_names
+    from ..engine.expr import NUM, ExprError, compile_expr
+    from ..errors import UsageError
+
+    names = dict.fromkeys(gate_names(), NUM)
+    out = []
+    for source in sources:
+        try:
+            out.append(compile_expr(source, names))
+        except ExprError as exc:
+            raise UsageError("--fail-if", str(exc), None, "write a condition on metric deltas, e.g. "
+                             "'exposed_comm_fraction > +0.05' or 'step_pct > 5'") from None
+    return out
+
+
+def cmd_diff(args) -> int:
+    from ..api import diff
+    from ..diff import gate_failures
+    from ..render.diff import DIFF_RENDERERS
+
+    conditions = _conditions(args.fail_if)  # a bad expression fails before any trace is read
+    by_path = renderer_for_path(args.output) if args.output else None
+    fmt = args.format or (by_path.name if by_path else "text")
+    options = {"step_range": args.step_range} if args.step_range else {}
+    result = diff(args.before, args.after, jobs=args.jobs, noise_pct=args.noise, **options)
+    for w in result.warnings:
+        print(f"tracedoc: warning: {w}", file=sys.stderr)
+    text = DIFF_RENDERERS[fmt](result)
+    if args.output:
+        check_output_path(args.output, [args.before, args.after])
+        write_atomic(args.output, text)
+        print(f"tracedoc: wrote {fmt} diff to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    reasons = gate_failures(result, args.fail_on_regression, conditions)
+    for reason in reasons:
+        print(f"tracedoc: gate failed: {reason}", file=sys.stderr)
+    return EXIT_GATE if reasons else EXIT_OK
+

@@ -1,0 +1,130 @@
+"""Two reports compared: ranks aligned, each pair diffed, comparability checked.
+
+Ranks are aligned by rank number (by order when the numbers are unknown; a single rank on each side
+is paired whatever its number, with a warning when the numbers differ). Runs that differ in GPU,
+device count, world size, framework version or in most of their kernels and operators are still
+compared; the result carries a warning that says what differs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .comm import rank_waits_ms, split_exposed_ns
+from .inputs import Side
+from .metrics import label_change, metric_deltas
+from .model import NOISE_FLOOR_PCT, DiffResult, RankDiff
+from .steps import mean_profile, step_profile
+from .tables import kernel_deltas, kernel_table, name_overlap, operator_deltas, operator_overlap
+
+MIN_NAME_OVERLAP = 0.5
+_ENV_FIELDS = (("gpu", "GPU"), ("device_count", "device count"), ("world_size", "world size"),
+               ("backend", "backend"), ("torch_version", "torch version"), ("format", "trace format"))
+
+
+def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) -> DiffResult:
+    pairs, warnings = align_ranks(before.ranks, after.ranks, before.path, after.path)
+    waits_b, waits_a = rank_waits_ms(before.report), rank_waits_ms(after.report)
+    diffs = [diff_ranks(b, a, waits_b.get(b.get("rank")), waits_a.get(a.get("rank"))) for b, a in pairs]
+    per_pair = [comparability_warnings(b, a, d, before.path, after.path) for d, (b, a) in zip(diffs, pairs)]
+    for i, found in enumerate(per_pair):  # said once when every pair has it, else per rank
+        for w in found:
+            if all(w in other for other in per_pair):
+                warnings.append(w)
+            else:
+                warnings.append(f"rank {diffs[i].rank_before}: {w}")
+    focus = max(range(len(diffs)), key=lambda i: (abs(diffs[i].step_delta_ns), -i))
+    env_b = (pairs[0][0].get("environment") or {})
+    env_a = (pairs[0][1].get("environment") or {})
+    return DiffResult(before_path=before.path, after_path=after.path, before_kind=before.kind, after_kind=after.kind,
+                      before=mean_profile([d.before for d in diffs]), after=mean_profile([d.after for d in diffs]),
+                      pairs=diffs, focus=focus, warnings=_dedupe(warnings),
+                      environment={"before": env_b, "after": env_a}, noise_pct=noise_pct)
+
+
+def diff_ranks(before: dict[str, Any], after: dict[str, Any], wait_before_ms: float | None = None,
+               wait_after_ms: float | None = None) -> RankDiff:
+    pb, pa = step_profile(before), step_profile(after)
+    nb, na = pb.per_step_divisor, pa.per_step_divisor
+    split_b = split_exposed_ns(pb.category_ns["exposed_comm"], wait_before_ms)
+    split_a = split_exposed_ns(pa.category_ns["exposed_comm"], wait_after_ms)
+    return RankDiff(comm_split={"before": split_b, "after": split_a} if split_b and split_a else None,
+                    rank_before=before.get("rank"), rank_after=after.get("rank"), before=pb, after=pa,
+                    kernels=kernel_deltas(before, after, nb, na), operators=operator_deltas(before, after, nb, na),
+                    metrics=metric_deltas(before.get("metrics") or {}, after.get("metrics") or {}),
+                    labels=label_change(before, after),
+                    kernels_complete=kernel_table(before)[1] and kernel_table(after)[1])
+
+
+def align_ranks(before: list[dict], after: list[dict], where_b: str, where_a: str
+                ) -> tuple[list[tuple[dict, dict]], list[str]]:
+    """Pairs of rank entries to compare, and warnings about ranks left out."""
+    warnings: list[str] = []
+    nums_b = [r.get("rank") for r in before]
+    nums_a = [r.get("rank") for r in after]
+    if len(before) == 1 and len(after) == 1:
+        if nums_b[0] != nums_a[0] and None not in (nums_b[0], nums_a[0]):
+            warnings.append(f"comparing rank {nums_b[0]} of {where_b} with rank {nums_a[0]} of {where_a}")
+        return [(before[0], after[0])], warnings
+    numbered = None not in nums_b and None not in nums_a and len(set(nums_b)) == len(nums_b) \
+        and len(set(nums_a)) == len(nums_a)
+    if numbered:
+        by_a = {r["rank"]: r for r in after}
+        pairs = [(r, by_a[r["rank"]]) for r in before if r["rank"] in by_a]
+        only_b = sorted(set(nums_b) - set(nums_a))
+        only_a = sorted(set(nums_a) - set(nums_b))
+        if only_b:
+            warnings.append(f"ranks {_ranks(only_b)} of {where_b} have no counterpart in {where_a} and are left out")
+        if only_a:
+            warnings.append(f"ranks {_ranks(only_a)} of {where_a} have no counterpart in {where_b} and are left out")
+        if pairs:
+            return pairs, warnings
+        warnings.append("no rank numbers in common; ranks are paired in order instead")
+    n = min(len(before), len(after))
+    if len(before) != len(after):
+        warnings.append(f"{where_b} has {len(before)} ranks and {where_a} {len(after)}; the first {n} of each are "
+                        "compared in order")
+    return list(zip(before[:n], after[:n])), warnings
+
+
+def comparability_warnings(before: dict, after: dict, d: RankDiff, where_b: str, where_a: str) -> list[str]:
+    """What differs between the two runs beyond the change being measured."""
+    out = []
+    eb, ea = before.get("environment") or {}, after.get("environment") or {}
+    for key, label in _ENV_FIELDS:
+        vb, va = eb.get(key), ea.get(key)
+        if vb is not None and va is not None and vb != va:
+            out.append(f"the runs differ in {label}: {vb} before, {va} after; the numbers are still compared, "
+                       "but part of the change may come from that")
+    overlap = name_overlap(before, after)
+    ops = operator_overlap(before, after)
+    if overlap is not None and overlap < MIN_NAME_OVERLAP:
+        out.append(f"only {overlap:.0%} of kernel names are shared between the runs: they may be "
+                   "different models or code paths, so kernel deltas mix unrelated work")
+    elif ops is not None and ops < MIN_NAME_OVERLAP:
+        out.append(f"only {ops:.0%} of CPU operator names are shared between the runs: they may be "
+                   "different models or code paths")
+    mb, ma = before.get("metrics") or {}, after.get("metrics") or {}
+    if bool(mb.get("has_gpu_ops")) != bool(ma.get("has_gpu_ops")):
+        which = where_a if mb.get("has_gpu_ops") else where_b
+        out.append(f"{which} has no GPU activity while the other run has; compare runs on the same device kind")
+    if d.before.basis != d.after.basis:
+        out.append("one run has step spans and the other does not; a whole analysis window stands in for a "
+                   "step there, so the step times are not like for like")
+    elif d.before.basis == "window":
+        out.append("neither run has step spans (ProfilerStep#N or an NVTX step range); the whole analysis "
+                   "windows are compared as one step each")
+    if not d.kernels_complete:
+        out.append("a report without the full kernel table (written by an older tracedoc) lists only its "
+                   "top kernels; new and vanished kernels are judged from those")
+    return out
+
+
+def _ranks(nums: list[int]) -> str:
+    shown = ", ".join(str(n) for n in nums[:8])
+    return shown + (f" and {len(nums) - 8} more" if len(nums) > 8 else "")
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    seen: set[str] = set()
+    return [x for x in items if not (x in seen or seen.add(x))]

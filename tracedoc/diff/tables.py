@@ -1,0 +1,184 @@
+"""Kernels and CPU operators of two runs aligned by name, as per-step deltas.
+
+Kernels are keyed by their normalised name (``names.normalise_kernel``), CPU operators by name.
+Totals come from the report's ``kernel_totals`` / ``operator_totals`` evidence (every name in the
+window); reports written before those tables existed fall back to ``top_kernels`` /
+``top_operators`` (the 15 largest), and the diff says so. Per-step values divide window totals by
+the number of steps the side has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .names import normalise_kernel
+
+
+@dataclass
+class KernelDelta:
+    name: str  # normalised
+    example: str  # one raw name of the group (the largest)
+    category: str  # compute, communication, memcpy, memset
+    count_before: float  # per step
+    count_after: float
+    ms_before: float  # time per step
+    ms_after: float
+    mean_us_before: float | None
+    mean_us_after: float | None
+    status: str  # "new", "vanished", "changed", "same"
+
+    @property
+    def delta_ms(self) -> float:
+        return self.ms_after - self.ms_before
+
+    @property
+    def delta_count(self) -> float:
+        return self.count_after - self.count_before
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "delta_ms": self.delta_ms, "delta_count": self.delta_count}
+
+
+@dataclass
+class OperatorDelta:
+    name: str
+    calls_before: float  # per step
+    calls_after: float
+    cpu_ms_before: float  # inclusive CPU time per step
+    cpu_ms_after: float
+    gpu_ms_before: float  # GPU time it launched directly, per step
+    gpu_ms_after: float
+    status: str
+
+    @property
+    def delta_cpu_ms(self) -> float:
+        return self.cpu_ms_after - self.cpu_ms_before
+
+    @property
+    def delta_gpu_ms(self) -> float:
+        return self.gpu_ms_after - self.gpu_ms_before
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "delta_cpu_ms": self.delta_cpu_ms, "delta_gpu_ms": self.delta_gpu_ms}
+
+
+def kernel_table(rank: dict[str, Any]) -> tuple[list[dict], bool]:
+    """The rank's per-name GPU op totals, and whether the table is complete."""
+    ev = rank.get("evidence") or {}
+    if "kernel_totals" in ev:
+        return ev["kernel_totals"] or [], True
+    return ev.get("top_kernels") or [], False
+
+
+def operator_table(rank: dict[str, Any]) -> tuple[list[dict], bool]:
+    ev = rank.get("evidence") or {}
+    if "operator_totals" in ev:
+        return ev["operator_totals"] or [], True
+    return [{"name": r.get("name"), "calls": r.get("calls", 0), "cpu_ns": r.get("cpu_ns", 0),
+             "gpu_ops": r.get("gpu_ops", 0), "gpu_ns": r.get("gpu_ns", 0)} for r in ev.get("top_operators") or []], False
+
+
+def _group_kernels(rows: list[dict]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for r in rows:
+        name = str(r.get("name", ""))
+        key = normalise_kernel(name)
+        g = out.setdefault(key, {"count": 0, "total_ns": 0, "example": name, "example_ns": -1,
+                                 "category": r.get("category") or r.get("kind") or "compute"})
+        total = int(r.get("total_ns") or 0)
+        g["count"] += int(r.get("count") or 0)
+        g["total_ns"] += total
+        if total > g["example_ns"]:
+            g["example"], g["example_ns"] = name, total
+    return out
+
+
+def _status(before: float, after: float, present_before: bool, present_after: bool) -> str:
+    if present_after and not present_before:
+        return "new"
+    if present_before and not present_after:
+        return "vanished"
+    return "same" if before == after else "changed"
+
+
+def kernel_deltas(before: dict, after: dict, steps_before: int, steps_after: int) -> list[KernelDelta]:
+    """Every kernel group of either run, largest absolute change in time per step first.
+
+    A side whose report lists only its top kernels says nothing about a kernel smaller than its
+    smallest listed one: such a kernel, absent there, is left out rather than called new or vanished.
+    """
+    rows_b, complete_b = kernel_table(before)
+    rows_a, complete_a = kernel_table(after)
+    names_b, names_a = {r.get("name") for r in rows_b}, {r.get("name") for r in rows_a}
+    floor_b = _listed_floor(rows_b, complete_b, steps_before)
+    floor_a = _listed_floor(rows_a, complete_a, steps_after)
+    if not complete_b:
+        rows_a = [r for r in rows_a if r.get("name") in names_b or (r.get("total_ns") or 0) / steps_after >= floor_b]
+    if not complete_a:
+        rows_b = [r for r in rows_b if r.get("name") in names_a or (r.get("total_ns") or 0) / steps_before >= floor_a]
+    b, a = _group_kernels(rows_b), _group_kernels(rows_a)
+    out = []
+    for key in set(b) | set(a):
+        gb, ga = b.get(key), a.get(key)
+        cb, ca = (gb or {}).get("count", 0), (ga or {}).get("count", 0)
+        tb, ta = (gb or {}).get("total_ns", 0), (ga or {}).get("total_ns", 0)
+        ref = ga if ga and (not gb or ga["total_ns"] >= gb["total_ns"]) else gb
+        out.append(KernelDelta(
+            name=key, example=ref["example"], category=ref["category"],
+            count_before=cb / steps_before, count_after=ca / steps_after,
+            ms_before=tb / steps_before / 1e6, ms_after=ta / steps_after / 1e6,
+            mean_us_before=tb / cb / 1e3 if cb else None, mean_us_after=ta / ca / 1e3 if ca else None,
+            status=_status(tb / steps_before, ta / steps_after, gb is not None, ga is not None)))
+    out.sort(key=lambda k: (-abs(k.delta_ms), -abs(k.delta_count), k.name))
+    return out
+
+
+def _listed_floor(rows: list[dict], complete: bool, steps: int) -> float:
+    """Per-step time below which a kernel may be missing from a top-N table (0 for a full table)."""
+    if complete or not rows:
+        return 0.0
+    return min(int(r.get("total_ns") or 0) for r in rows) / steps
+
+
+def operator_deltas(before: dict, after: dict, steps_before: int, steps_after: int) -> list[OperatorDelta]:
+    """Every CPU operator of either run (left out as for kernels when a report lists only its top ones)."""
+    rows_b, complete_b = operator_table(before)
+    rows_a, complete_a = operator_table(after)
+    b = {str(r["name"]): r for r in rows_b}
+    a = {str(r["name"]): r for r in rows_a}
+    floor_b = _listed_floor([{"total_ns": r.get("gpu_ns")} for r in rows_b], complete_b, steps_before)
+    floor_a = _listed_floor([{"total_ns": r.get("gpu_ns")} for r in rows_a], complete_a, steps_after)
+    out = []
+    for name in set(b) | set(a):
+        rb, ra = b.get(name) or {}, a.get(name) or {}
+        if not rb and (ra.get("gpu_ns") or 0) / steps_after <= floor_b and not complete_b or \
+                not ra and (rb.get("gpu_ns") or 0) / steps_before <= floor_a and not complete_a:
+            continue
+        od = OperatorDelta(
+            name=name, calls_before=(rb.get("calls") or 0) / steps_before, calls_after=(ra.get("calls") or 0) / steps_after,
+            cpu_ms_before=(rb.get("cpu_ns") or 0) / steps_before / 1e6, cpu_ms_after=(ra.get("cpu_ns") or 0) / steps_after / 1e6,
+            gpu_ms_before=(rb.get("gpu_ns") or 0) / steps_before / 1e6, gpu_ms_after=(ra.get("gpu_ns") or 0) / steps_after / 1e6,
+            status="same")
+        od.status = _status(od.cpu_ms_before + od.gpu_ms_before + od.calls_before,
+                            od.cpu_ms_after + od.gpu_ms_after + od.calls_after, bool(rb), bool(ra))
+        out.append(od)
+    out.sort(key=lambda o: (-max(abs(o.delta_gpu_ms), abs(o.delta_cpu_ms)), o.name))
+    return out
+
+
+def name_overlap(before: dict, after: dict) -> float | None:
+    """Shared kernel groups over the smaller run's distinct groups (None when either has none)."""
+    b = set(_group_kernels(kernel_table(before)[0]))
+    a = set(_group_kernels(kernel_table(after)[0]))
+    if not a or not b:
+        return None
+    return len(a & b) / min(len(a), len(b))
+
+
+def operator_overlap(before: dict, after: dict) -> float | None:
+    b = {str(r["name"]) for r in operator_table(before)[0]}
+    a = {str(r["name"]) for r in operator_table(after)[0]}
+    if not a or not b:
+        return None
+    return len(a & b) / min(len(a), len(b))

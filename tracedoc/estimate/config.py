@@ -1,0 +1,176 @@
+"""Transformer model specs from a Hugging Face ``config.json`` or explicit ``key=value`` params.
+
+Families: GPT (GPT-2, GPT-NeoX, GPT-J, OPT style: one up and one down MLP matrix), LLaMA (GQA,
+SwiGLU), Qwen (v1 and Qwen2/2.5/3, SwiGLU) and Mixtral-style mixture of experts (Mixtral,
+Qwen-MoE, DeepSeek-style shared experts).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from ..errors import UsageError
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    family: str  # "gpt", "llama", "qwen", "moe"
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    ffn_size: int  # per MLP matrix (dense layers; per expert for MoE when moe_ffn_size is 0)
+    vocab_size: int
+    gated_mlp: bool  # SwiGLU/GeGLU: three MLP matrices instead of two
+    tie_embeddings: bool
+    max_seq_len: int | None = None
+    num_experts: int = 0  # routed experts (0: dense)
+    experts_per_token: int = 0
+    moe_ffn_size: int = 0  # per routed expert
+    shared_ffn_size: int = 0  # total size of always-active shared experts per layer
+    learned_positions: bool = False  # GPT-2 style position embedding table
+    source: str = ""
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+
+_EXPLICIT_KEYS = {
+    "family": "family", "hidden": "hidden_size", "hidden_size": "hidden_size", "layers": "num_layers",
+    "num_layers": "num_layers", "heads": "num_heads", "num_heads": "num_heads", "kv_heads": "num_kv_heads",
+    "num_kv_heads": "num_kv_heads", "head_dim": "head_dim", "ffn": "ffn_size", "ffn_size": "ffn_size",
+    "vocab": "vocab_size", "vocab_size": "vocab_size", "swiglu": "gated_mlp", "gated_mlp": "gated_mlp",
+    "tie_embeddings": "tie_embeddings", "seq_len": "max_seq_len", "experts": "num_experts",
+    "num_experts": "num_experts", "top_k": "experts_per_token", "experts_per_token": "experts_per_token",
+    "moe_ffn": "moe_ffn_size", "moe_ffn_size": "moe_ffn_size", "shared_ffn": "shared_ffn_size",
+    "shared_ffn_size": "shared_ffn_size",
+}
+
+
+def load_model_spec(text: str) -> ModelSpec:
+    """A spec from a config.json path or explicit params (``hidden=4096,layers=32,heads=32,...``)."""
+    if os.path.exists(text):
+        try:
+            with open(text, encoding="utf-8") as f:
+                cfg = json.load(f)
+        except (OSError, ValueError) as exc:
+            raise UsageError(text, "is not a readable JSON model config", str(exc),
+                             "pass a Hugging Face config.json or key=value params") from None
+        if not isinstance(cfg, dict):
+            raise UsageError(text, "is not a JSON object", type(cfg).__name__, "pass a Hugging Face config.json")
+        return from_hf_config(cfg, source=text)
+    if "=" in text:
+        return from_params(text)
+    raise UsageError(f"--model {text}", "is neither a file nor key=value params", None,
+                     "pass a Hugging Face config.json path or e.g. hidden=4096,layers=32,heads=32,ffn=11008,"
+                     "vocab=32000,swiglu=true")
+
+
+def _value(key: str, raw: str):
+    low = raw.strip().lower()
+    if key in ("family",):
+        return low
+    if low in ("true", "yes", "1") and key in ("gated_mlp", "tie_embeddings"):
+        return True
+    if low in ("false", "no", "0") and key in ("gated_mlp", "tie_embeddings"):
+        return False
+    try:
+        return int(float(low))
+    except ValueError:
+        raise UsageError(f"--model {key}={raw}", "needs a number", raw, "e.g. layers=32") from None
+
+
+def from_params(text: str) -> ModelSpec:
+    given: dict = {}
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        k, _, v = part.partition("=")
+        key = _EXPLICIT_KEYS.get(k.strip().lower())
+        if key is None:
+            raise UsageError(f"--model {part}", "is not a known model param", k.strip(),
+                             f"use one of {', '.join(sorted(set(_EXPLICIT_KEYS)))}")
+        given[key] = _value(key, v)
+    for need in ("hidden_size", "num_layers", "num_heads", "vocab_size"):
+        if need not in given:
+            raise UsageError("--model", f"params lack {need}", text, "give hidden, layers, heads, ffn and vocab")
+    h, heads = given["hidden_size"], given["num_heads"]
+    gated = bool(given.get("gated_mlp", False))
+    experts = given.get("num_experts", 0)
+    family = given.get("family") or ("moe" if experts else "llama" if gated else "gpt")
+    return _checked(ModelSpec(
+        family=family, hidden_size=h, num_layers=given["num_layers"], num_heads=heads,
+        num_kv_heads=given.get("num_kv_heads", heads), head_dim=given.get("head_dim", h // heads),
+        ffn_size=given.get("ffn_size", 4 * h), vocab_size=given["vocab_size"], gated_mlp=gated,
+        tie_embeddings=bool(given.get("tie_embeddings", False)), max_seq_len=given.get("max_seq_len"),
+        num_experts=experts, experts_per_token=given.get("experts_per_token", 0),
+        moe_ffn_size=given.get("moe_ffn_size", 0), shared_ffn_size=given.get("shared_ffn_size", 0),
+        source="explicit params"), "--model")
+
+
+def from_hf_config(cfg: dict, source: str = "config.json") -> ModelSpec:
+    """Read the fields each family names differently; unknown model types fall back on common keys."""
+    mt = str(cfg.get("model_type", "")).lower()
+
+    def get(*keys, default=None):
+        for k in keys:
+            if cfg.get(k) is not None:
+                return cfg[k]
+        return default
+
+    h = get("hidden_size", "n_embd", "d_model", "hidden_dim")
+    layers = get("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    heads = get("num_attention_heads", "n_head", "num_heads", "n_heads")
+    vocab = get("vocab_size", "padded_vocab_size")
+    if None in (h, layers, heads, vocab):
+        missing = [n for n, v in (("hidden_size", h), ("num_hidden_layers", layers),
+                                  ("num_attention_heads", heads), ("vocab_size", vocab)) if v is None]
+        raise UsageError(source, f"lacks {', '.join(missing)}", f"model_type {mt or 'unset'}",
+                         "pass the model's Hugging Face config.json, or explicit params")
+    if get("kv_lora_rank", "q_lora_rank") is not None:
+        raise UsageError(source, "uses multi-head latent attention (kv_lora_rank), which the formulas do not model",
+                         f"model_type {mt or 'unset'}", "pass explicit params of an equivalent model, or leave out --model")
+    kv = get("num_key_value_heads", "num_kv_heads", "multi_query_group_num", "n_head_kv", default=heads)
+    if cfg.get("multi_query") is True:
+        kv = 1
+    head_dim = get("head_dim", "kv_channels", default=h // heads)
+    gated = mt in ("llama", "mistral", "mixtral", "qwen", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
+                   "gemma2", "deepseek_v2", "deepseek_v3", "phi3", "olmo", "olmo2", "internlm2", "yi") or \
+        str(get("hidden_act", "activation_function", default="")).lower() in ("silu", "swiglu")
+    ffn = get("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", default=None)
+    if mt == "qwen" and ffn is not None:
+        ffn = ffn // 2  # Qwen v1 configs give the size of the two gate/up halves together
+    if ffn is None:
+        ffn = 4 * h
+    experts = get("num_local_experts", "num_experts", "n_routed_experts", default=0) or 0
+    top_k = get("num_experts_per_tok", "moe_top_k", "num_experts_per_token", default=0) or 0
+    moe_ffn = get("moe_intermediate_size", default=0) or 0
+    shared = get("shared_expert_intermediate_size", default=0) or 0
+    if not shared and get("n_shared_experts"):
+        shared = int(get("n_shared_experts")) * (moe_ffn or ffn)
+    family = "moe" if experts else ("qwen" if mt.startswith("qwen") else "llama" if gated else "gpt")
+    spec = ModelSpec(
+        family=family, hidden_size=int(h), num_layers=int(layers), num_heads=int(heads), num_kv_heads=int(kv),
+        head_dim=int(head_dim), ffn_size=int(ffn), vocab_size=int(vocab), gated_mlp=bool(gated),
+        tie_embeddings=bool(get("tie_word_embeddings", default=mt in ("gpt2",))),
+        max_seq_len=get("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length"),
+        num_experts=int(experts), experts_per_token=int(top_k), moe_ffn_size=int(moe_ffn),
+        shared_ffn_size=int(shared), learned_positions=mt in ("gpt2", "opt", "gpt_bigcode"), source=source)
+    return _checked(spec, source)
+
+
+def _checked(spec: ModelSpec, where: str) -> ModelSpec:
+    for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "head_dim", "ffn_size", "vocab_size"):
+        if getattr(spec, name) <= 0:
+            raise UsageError(where, f"{name} must be positive", str(getattr(spec, name)), "fix the model config")
+    if spec.num_heads % spec.num_kv_heads:
+        raise UsageError(where, "attention heads are not a multiple of key/value heads",
+                         f"{spec.num_heads} heads, {spec.num_kv_heads} kv heads", "fix the model config")
+    if spec.num_experts and not 0 < spec.experts_per_token <= spec.num_experts:
+        raise UsageError(where, "a mixture of experts needs experts per token between 1 and the expert count",
+                         f"{spec.experts_per_token} of {spec.num_experts}", "set num_experts_per_tok")
+    return spec

@@ -1,0 +1,310 @@
+"""The job view: build it from the ranks' compact tables, and what rules and reports read from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .checks import admit
+from .instances import RankTables
+from .hardware import link_busbw_gbps
+from .match import group_members, match, stack
+from .straggler import cause_of, find_stragglers, lead_per_step, rank_stats
+from .timing import time_instances
+
+TOP_COLLECTIVE_ROWS = 20
+# Metrics (names in the registry) the job view produces, for the job verdict and every rank of a job
+JOB_METRICS: tuple[str, ...] = (
+    "job_ranks", "collectives_matched", "job_step_time_p50_ns", "comm_wait_fraction", "comm_top_collective",
+    "comm_busbw_gbps", "link_busbw_gbps", "straggler_count", "straggler_rank", "straggler_cause",
+    "straggler_cause_ms_per_step", "straggler_wait_ms_per_step", "straggler_wait_fraction",
+    "straggler_arrived_last_fraction")
+# Evidence tables of the job view that job rules may cite
+JOB_EVIDENCE: tuple[str, ...] = ("job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
+
+
+@dataclass
+class JobView:
+    ranks: list[int]
+    issues: list[str] = field(default_factory=list)
+    excluded: list[dict] = field(default_factory=list)
+    collectives_matched: int = 0
+    match_key: str | None = None
+    keys_by_group: dict[str, str] = field(default_factory=dict)
+    disagreements: list[dict] = field(default_factory=list)
+    unmatched_calls: int = 0
+    missing_ranks: list[int] = field(default_factory=list)
+    wait_fraction_of_comm: float | None = None
+    comm_wait_ns: int = 0
+    comm_ns: int = 0
+    timing_mode: str | None = None
+    clock_note: str = ""
+    step_ms_by_rank: dict[int, dict[str, float]] = field(default_factory=dict)
+    heatmap: dict[str, Any] = field(default_factory=dict)
+    straggler_ranks: list[int] = field(default_factory=list)
+    stragglers: list[dict] = field(default_factory=list)
+    median_rank: int | None = None
+    late_among_present: list[int] = field(default_factory=list)
+    rank_rows: list[dict] = field(default_factory=list)
+    collective_rows: list[dict] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def evidence(self) -> dict[str, list[dict]]:
+        return {"job_ranks": self.rank_rows, "job_collectives": self.collective_rows,
+                "straggler_cause": self.stragglers[0]["breakdown"] if self.stragglers else [],
+                "job_disagreements": self.disagreements}
+
+    def rank_context(self) -> dict[str, Any]:
+        """Job metrics every rank's rules see (communication split, top collective, bandwidth)."""
+        return {k: self.metrics.get(k) for k in ("comm_wait_fraction", "comm_top_collective", "comm_busbw_gbps",
+                                                 "link_busbw_gbps")}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ranks_used": self.ranks, "straggler_ranks": self.straggler_ranks, "stragglers": self.stragglers,
+            "collectives_matched": self.collectives_matched, "match_key": self.match_key,
+            "match_keys_by_group": self.keys_by_group, "unmatched_calls": self.unmatched_calls,
+            "disagreements": self.disagreements, "missing_ranks": self.missing_ranks,
+            "wait_fraction_of_comm": self.wait_fraction_of_comm, "comm_wait_ns": self.comm_wait_ns,
+            "comm_ns": self.comm_ns, "timing": self.timing_mode, "clock": self.clock_note,
+            "step_ms_by_rank": {str(r): v for r, v in self.step_ms_by_rank.items()},
+            "median_rank": self.median_rank, "late_among_present": self.late_among_present, "rank_table": self.rank_rows, "collectives": self.collective_rows,
+            "heatmap": self.heatmap, "issues": self.issues, "excluded": self.excluded,
+            "metrics": self.metrics,
+        }
+
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "JobView":
+        """The view back from ``to_dict()`` output (a saved ``--format json`` report's ``job``)."""
+        return cls(
+            ranks=list(d.get("ranks_used") or []), issues=list(d.get("issues") or []), excluded=list(d.get("excluded") or []),
+            collectives_matched=int(d.get("collectives_matched") or 0), match_key=d.get("match_key"),
+            keys_by_group=dict(d.get("match_keys_by_group") or {}), disagreements=list(d.get("disagreements") or []),
+            unmatched_calls=int(d.get("unmatched_calls") or 0), missing_ranks=list(d.get("missing_ranks") or []),
+            wait_fraction_of_comm=d.get("wait_fraction_of_comm"), comm_wait_ns=int(d.get("comm_wait_ns") or 0),
+            comm_ns=int(d.get("comm_ns") or 0), timing_mode=d.get("timing"), clock_note=d.get("clock") or "",
+            step_ms_by_rank={int(k): v for k, v in (d.get("step_ms_by_rank") or {}).items()},
+            heatmap=dict(d.get("heatmap") or {}), straggler_ranks=list(d.get("straggler_ranks") or []),
+            stragglers=list(d.get("stragglers") or []), median_rank=d.get("median_rank"),
+            late_among_present=list(d.get("late_among_present") or []), rank_rows=list(d.get("rank_table") or []),
+            collective_rows=list(d.get("collectives") or []), metrics=dict(d.get("metrics") or {}))
+
+
+def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset()) -> JobView:
+    """Join the ranks' compact tables: match, time, find stragglers. O(ranks x collectives).
+
+    ``unreadable_ranks``: ranks whose file is in the directory but could not be read (the result's
+    ``failed``); like absent ranks they are in no match and cannot be named stragglers."""
+    ranks, issues, excluded = admit(tables)
+    view = JobView(ranks=[rt.rank for rt in ranks], issues=issues, excluded=excluded)
+    common_steps = _step_tables(ranks, view)
+    stacked = stack(ranks)
+    members, expected = group_members(ranks, stacked.groups)
+    present = set(view.ranks)
+    view.missing_ranks = sorted({r for exp in expected.values() for r in exp} - present)[:4096]
+    if view.missing_ranks:
+        n = len(view.missing_ranks)
+        bad = sorted(set(view.missing_ranks) & set(unreadable_ranks))
+        absent = [r for r in view.missing_ranks if r not in set(bad)]
+        where = " or ".join(part for part in (f"not in the directory ({_ranges(absent)})" if absent else "",
+                                              f"in an unreadable file ({_ranges(bad)})" if bad else "") if part)
+        view.issues.append(f"{n} member rank{'s' if n > 1 else ''} of the job's groups "
+                           f"{'are' if n > 1 else 'is'} {where}: collectives "
+                           "are matched and waits measured among the ranks present")
+    m = match(stacked, members, expected)
+    view.collectives_matched, view.match_key, view.keys_by_group = m.count, m.key, m.keys_by_group
+    view.disagreements, view.unmatched_calls = m.disagreements, m.unmatched_calls
+    if m.unmatched_calls:
+        view.issues.append(f"{m.unmatched_calls} collective call{'s' if m.unmatched_calls > 1 else ''} found on some "
+                           "member ranks but not all (see the disagreements table)")
+    t = time_instances(stacked, m, ranks)
+    view.timing_mode, view.clock_note = t.mode if t.inst.size else None, t.clock_note
+    if t.untimed:
+        view.issues.append(f"{t.untimed} matched collectives lack a GPU kernel or CPU call on some rank; "
+                           "their waits are not measured")
+    if t.inst.size:
+        dur = np.maximum(t.end_ns - t.arrival_ns, 0)
+        view.comm_ns = int(dur.sum())
+        view.comm_wait_ns = int(np.minimum(t.wait_ns, dur).sum())
+        view.wait_fraction_of_comm = view.comm_wait_ns / view.comm_ns if view.comm_ns else None
+    step_ns = _job_step_ns(view)
+    stats = rank_stats(t)
+    lead = lead_per_step(ranks, stacked, t)
+    found = find_stragglers(stats, step_ns, len(ranks))
+    view.median_rank = _median_rank(view, stats)
+    if found and view.missing_ranks:
+        # with member ranks absent, the last arriver present may itself wait for an absent one
+        late = ", ".join(f"rank {s.rank} ({s.last_share:.0%} of collectives)" for s in found[:4])
+        view.issues.append(f"among the ranks present, {late} arrived last; with {len(view.missing_ranks)} ranks absent "
+                           "the job's straggler cannot be named: analyse a directory holding every rank")
+        view.late_among_present = [s.rank for s in found]
+        found = []
+    for s in found:
+        late_ps = s.lateness_ns / s.steps
+        cause = cause_of(s.rank, lead, late_ps)
+        view.stragglers.append({
+            "rank": s.rank, "arrived_last_fraction": s.last_share, "arrived_last": s.arrived_last,
+            "instances": s.instances, "wait_cost_ms_per_step": s.caused_wait_ns / s.steps / 1e6,
+            "lateness_ms_per_step": late_ps / 1e6, "cause": cause["cause"], "cause_text": cause["text"],
+            "cause_ms_per_step": cause["excess_ms_per_step"], "breakdown": cause["breakdown"],
+            "kernels_per_step": cause["kernels_per_step"], "median_kernels_per_step": cause["median_kernels_per_step"],
+        })
+    view.straggler_ranks = [s["rank"] for s in view.stragglers]
+    view.rank_rows = _rank_rows(view, stats, lead)
+    view.collective_rows = _collective_rows(stacked, t)
+    view.heatmap = _heatmap(view, ranks, t, common_steps)
+    view.metrics = _metrics(view, ranks, stacked, t, step_ns)
+    return view
+
+
+# -- pieces ---------------------------------------------------------------------------------------
+
+def _step_tables(ranks: list[RankTables], view: JobView) -> list[int]:
+    sets = {rt.rank: set(rt.steps["number"].tolist()) for rt in ranks}
+    for rt in ranks:
+        st = rt.steps["step_time_ns"]
+        if st.size:
+            view.step_ms_by_rank[rt.rank] = {"p50": float(np.percentile(st, 50)) / 1e6,
+                                             "p95": float(np.percentile(st, 95)) / 1e6, "steps": int(st.size)}
+    with_steps = [s for s in sets.values() if s]
+    if not with_steps:
+        return []
+    common = set.intersection(*with_steps)
+    if any(s != with_steps[0] for s in with_steps) or len(with_steps) < len(sets):
+        desc = "; ".join(f"rank {r}: {_ranges(sorted(s)) or 'none'}" for r, s in list(sets.items())[:6])
+        view.issues.append(f"ranks recorded different steps ({desc}{' ...' if len(sets) > 6 else ''}); the rank x step "
+                           f"table uses the {len(common)} step{'s' if len(common) != 1 else ''} every rank has")
+    return sorted(common)
+
+
+def _job_step_ns(view: JobView) -> float | None:
+    p50 = [v["p50"] for v in view.step_ms_by_rank.values()]
+    return float(np.median(p50)) * 1e6 if p50 else None
+
+
+def _median_rank(view: JobView, stats) -> int | None:
+    """The rank whose total wait is the median (ties: lowest rank): the job's typical rank."""
+    if stats:
+        order = sorted(stats, key=lambda s: (s.wait_ns, s.rank))
+        return order[(len(order) - 1) // 2].rank
+    if view.step_ms_by_rank:
+        order = sorted(view.step_ms_by_rank, key=lambda r: (view.step_ms_by_rank[r]["p50"], r))
+        return order[(len(order) - 1) // 2]
+    return view.ranks[0] if view.ranks else None
+
+
+def _rank_rows(view: JobView, stats, lead) -> list[dict]:
+    by = {s.rank: s for s in stats}
+    rows = []
+    for r in view.ranks:
+        s = by.get(r)
+        st = view.step_ms_by_rank.get(r, {})
+        rows.append({"rank": r, "step_p50_ms": st.get("p50"), "step_p95_ms": st.get("p95"),
+                     "wait_ms_per_step": s.wait_ns / s.steps / 1e6 if s else None,
+                     "arrived_last_fraction": s.last_share if s else None,
+                     "lateness_ms_per_step": s.lateness_ns / s.steps / 1e6 if s else None,
+                     "dataloader_ms_per_step": lead.get(r, {}).get("dataloader", 0.0) / 1e6 if r in lead else None,
+                     "straggler": r in view.straggler_ranks})
+    return rows
+
+
+def _collective_rows(stacked, t) -> list[dict]:
+    if not t.last_rank.size:
+        return []
+    out = []
+    key = t.type * (1 << 40) + np.maximum(t.bytes, 0)
+    for k in np.unique(key).tolist():
+        sel = key == k
+        ctype = stacked.types[int(t.type[sel][0])]
+        bw = t.busbw_gbps[sel]
+        members = t.inst[np.isin(t.inst, np.flatnonzero(sel))]
+        waits = t.wait_ns[np.isin(t.inst, np.flatnonzero(sel))]
+        out.append({"collective": ctype, "bytes": int(t.bytes[sel][0]) if t.bytes[sel][0] >= 0 else None,
+                    "count": int(sel.sum()), "group_size": int(t.group_size[sel].max()),
+                    "transfer_p50_ms": float(np.median(t.transfer_ns[sel])) / 1e6,
+                    "skew_p50_ms": float(np.median(t.skew_ns[sel])) / 1e6,
+                    "wait_mean_ms": float(waits.mean()) / 1e6 if members.size else None,
+                    "busbw_p50_gbps": float(np.nanmedian(bw)) if np.isfinite(bw).any() else None})
+    out.sort(key=lambda r: -(r["transfer_p50_ms"] * r["count"]))
+    return out[:TOP_COLLECTIVE_ROWS]
+
+
+def _heatmap(view: JobView, ranks, t, steps: list[int]) -> dict:
+    """Rank x step matrices of step time and of wait (ms), for the common steps."""
+    if not steps:
+        return {}
+    idx = {s: i for i, s in enumerate(steps)}
+    step_ms = np.full((len(ranks), len(steps)), np.nan)
+    wait_ms = np.zeros((len(ranks), len(steps)))
+    row_of = {rt.rank: i for i, rt in enumerate(ranks)}
+    for rt in ranks:
+        for num, st in zip(rt.steps["number"].tolist(), rt.steps["step_time_ns"].tolist()):
+            if num in idx:
+                step_ms[row_of[rt.rank], idx[num]] = st / 1e6
+    if t.inst.size:
+        step_arr = np.asarray(steps, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(step_arr, t.step), step_arr.size - 1)
+        rank_arr = np.asarray([rt.rank for rt in ranks], dtype=np.int64)
+        order = np.argsort(rank_arr, kind="stable")
+        rpos = order[np.minimum(np.searchsorted(rank_arr[order], t.rank), rank_arr.size - 1)]
+        ok = (step_arr[pos] == t.step) & (rank_arr[rpos] == t.rank)
+        np.add.at(wait_ms, (rpos[ok], pos[ok]), t.wait_ns[ok] / 1e6)
+    return {"ranks": [rt.rank for rt in ranks], "steps": steps,
+            "step_ms": [[None if np.isnan(v) else round(float(v), 4) for v in row] for row in step_ms],
+            "wait_ms": [[round(float(v), 4) for v in row] for row in wait_ms]}
+
+
+def _metrics(view: JobView, ranks, stacked, t, step_ns) -> dict[str, Any]:
+    top = view.stragglers[0] if view.stragglers else None
+    m: dict[str, Any] = {
+        "job_ranks": len(view.ranks), "collectives_matched": view.collectives_matched,
+        "job_step_time_p50_ns": step_ns, "comm_wait_fraction": view.wait_fraction_of_comm,
+        "straggler_count": len(view.stragglers),
+        "straggler_rank": top["rank"] if top else None,
+        "straggler_cause": top["cause"] if top else None,
+        "straggler_wait_ms_per_step": top["wait_cost_ms_per_step"] if top else None,
+        "straggler_wait_fraction": top["wait_cost_ms_per_step"] * 1e6 / step_ns if top and step_ns else None,
+        "straggler_arrived_last_fraction": top["arrived_last_fraction"] if top else None,
+        "straggler_cause_ms_per_step": top["cause_ms_per_step"] if top else None,
+    }
+    # the collective type with the most transfer time, and its bus bandwidth (messages >= 1 MB)
+    m["comm_top_collective"] = None
+    m["comm_busbw_gbps"] = None
+    if t.last_rank.size:
+        time_by_type = np.bincount(t.type, weights=t.transfer_ns.astype(np.float64), minlength=len(stacked.types))
+        top_type = int(np.argmax(time_by_type))
+        m["comm_top_collective"] = stacked.types[top_type]
+        sel = (t.type == top_type) & (t.bytes >= 1 << 20) & np.isfinite(t.busbw_gbps)
+        if sel.any():
+            m["comm_busbw_gbps"] = float(np.median(t.busbw_gbps[sel]))
+    m["link_busbw_gbps"] = link_busbw_gbps(ranks)
+    return m
+
+
+def top_collective(tables: RankTables) -> str | None:
+    """One rank's collective type with the most time (GPU kernel span, else CPU call to work end)."""
+    c = tables.collectives
+    if not len(tables):
+        return None
+    dur = np.where(c["gpu_start_ns"] >= 0, c["gpu_end_ns"] - c["gpu_start_ns"], c["work_end_ns"] - c["call_start_ns"])
+    by_type = np.bincount(c["type"], weights=np.maximum(dur, 0).astype(np.float64), minlength=len(tables.types))
+    return tables.types[int(np.argmax(by_type))] if by_type.sum() > 0 else None
+
+
+def _ranges(nums: list[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"``."""
+    if not nums:
+        return ""
+    out, start, prev = [], nums[0], nums[0]
+    for x in nums[1:] + [None]:
+        if x is not None and x == prev + 1:
+            prev = x
+            continue
+        out.append(f"{start}-{prev}" if prev != start else f"{start}")
+        if x is not None:
+            start = prev = x
+    return ", ".join(out[:12]) + (" ..." if len(out) > 12 else "")

@@ -1,0 +1,236 @@
+"""View model of a diff: ``DiffResult`` -> typed rows that the text, Markdown and HTML renderers format.
+
+Numbers are formatted here once, so the three outputs say the same thing; trace strings stay raw
+and each renderer escapes them for its medium.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..analyses.registry import METRICS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..diff.model import DiffResult
+
+VERDICT_WORDS = {"regression": "regression", "improvement": "improvement", "within_noise": "within noise",
+                 "no_change": "no change", "unknown": "step time unknown"}
+
+
+@dataclass
+class CategoryRow:
+    category: str
+    before_ms: str
+    after_ms: str
+    delta_ms: str
+    before_pct: float  # bar widths: share of the longer of the two steps, 0-100
+    after_pct: float
+    sign: int  # +1 slower, -1 faster, 0 unchanged
+
+
+@dataclass
+class KernelRow:
+    name: str
+    status: str
+    count: str  # "20 → 320"
+    ms: str  # "8.000 → 8.600"
+    delta_ms: str
+    mean_us: str
+
+
+@dataclass
+class OperatorRow:
+    name: str
+    status: str
+    calls: str
+    cpu_ms: str
+    gpu_ms: str
+    delta: str
+
+
+@dataclass
+class MetricRow:
+    name: str
+    before: str
+    after: str
+    delta: str
+    change: str  # better / worse / changed
+    meaning: str
+
+
+@dataclass
+class RankRow:
+    rank: str
+    before_ms: str
+    after_ms: str
+    delta: str
+    top: str
+
+
+@dataclass
+class DiffView:
+    before_path: str
+    after_path: str
+    before_kind: str
+    after_kind: str
+    verdict: str
+    verdict_words: str
+    headline: str
+    step_before: str
+    step_after: str
+    step_delta: str
+    step_pct: str
+    basis: str
+    categories: list[CategoryRow]
+    kernels: list[KernelRow]
+    new_kernels: list[KernelRow]
+    vanished_kernels: list[KernelRow]
+    operators: list[OperatorRow]
+    labels_gone: list[str]
+    labels_new: list[str]
+    labels_kept: list[str]
+    metrics: list[MetricRow]
+    ranks: list[RankRow]
+    focus: str
+    warnings: list[str] = field(default_factory=list)
+    left_out: dict[str, int] = field(default_factory=dict)
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def _signed_ms(ns: float) -> str:
+    return f"{ns / 1e6:+.3f}"
+
+
+def _num(v: float | None, unit: str) -> str:
+    if v is None:
+        return "n/a"
+    if unit == "fraction":
+        return f"{100 * v:.1f}%"
+    if unit == "ns":
+        return f"{v / 1e6:.3f} ms" if abs(v) >= 1e5 else f"{v / 1e3:.1f} µs"
+    if unit == "bytes":
+        return f"{v / 2**20:.1f} MiB"
+    return f"{v:.4g}"
+
+
+def _delta(v: float | None, unit: str) -> str:
+    if v is None:
+        return "n/a"
+    if unit == "fraction":
+        return f"{100 * v:+.1f} pp"
+    text = _num(abs(v), unit)
+    return ("+" if v >= 0 else "-") + text
+
+
+def _count(v: float) -> str:
+    return f"{v:.0f}" if abs(v - round(v)) < 0.05 or abs(v) >= 100 else f"{v:.1f}"
+
+
+def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> DiffView:
+    focus = d.focus_pair
+    longest = max(d.before.step_ns, d.after.step_ns, 1)
+    att = d.attribution_ns
+    cats = []
+    for c in att:
+        cats.append(CategoryRow(category=c, before_ms=_ms(d.before.category_ns[c]), after_ms=_ms(d.after.category_ns[c]),
+                                delta_ms=_signed_ms(att[c]), before_pct=100 * d.before.category_ns[c] / longest,
+                                after_pct=100 * d.after.category_ns[c] / longest, sign=(att[c] > 0) - (att[c] < 0)))
+        split = d.comm_split
+        if c == "exposed_comm" and split:
+            for i, part in enumerate(("  wait", "  transfer")):
+                b, a = split["before"][i], split["after"][i]
+                cats.append(CategoryRow(category=part, before_ms=_ms(b), after_ms=_ms(a), delta_ms=_signed_ms(a - b),
+                                        before_pct=100 * b / longest, after_pct=100 * a / longest,
+                                        sign=(a > b) - (a < b)))
+
+    def cut(name: str) -> str:
+        return name if len(name) <= name_chars else name[: name_chars - 1] + "…"
+
+    def krow(k) -> KernelRow:
+        mean = f"{k.mean_us_before:.1f} → {k.mean_us_after:.1f}" if k.mean_us_before and k.mean_us_after else \
+            f"{(k.mean_us_after or k.mean_us_before or 0):.1f}"
+        return KernelRow(name=cut(k.name), status=k.status, count=f"{_count(k.count_before)} → {_count(k.count_after)}",
+                         ms=f"{k.ms_before:.3f} → {k.ms_after:.3f}", delta_ms=f"{k.delta_ms:+.3f}", mean_us=mean)
+
+    moved = [k for k in focus.kernels if k.status == "changed"]
+    ops = [o for o in focus.operators if o.status != "same"]
+    notable = [m for m in focus.metrics if m.change in ("better", "worse", "changed")]
+    notable.sort(key=lambda m: ({"worse": 0, "better": 1, "changed": 2}[m.change], m.name))
+    ranks = []
+    if len(d.pairs) > 1:
+        for p in d.pairs:
+            a = p.attribution_ns
+            top = max(a, key=lambda c: abs(a[c]))
+            ranks.append(RankRow(rank=str(p.rank_before) if p.rank_before == p.rank_after else f"{p.rank_before} / {p.rank_after}",
+                                 before_ms=_ms(p.before.step_ns), after_ms=_ms(p.after.step_ns),
+                                 delta=_signed_ms(p.step_delta_ns), top=f"{top} {_signed_ms(a[top])} ms" if a[top] else "-"))
+    pct = d.step_pct
+    return DiffView(
+        before_path=d.before_path, after_path=d.after_path, before_kind=d.before_kind, after_kind=d.after_kind,
+        verdict=d.verdict, verdict_words=VERDICT_WORDS[d.verdict], headline=headline(d),
+        step_before=_ms(d.before.step_ns), step_after=_ms(d.after.step_ns), step_delta=_signed_ms(d.step_delta_ns),
+        step_pct=f"{pct:+.1f}%" if pct is not None else "n/a",
+        basis=_basis(d),
+        categories=cats,
+        kernels=[krow(k) for k in moved[:rows]],
+        new_kernels=[krow(k) for k in focus.new_kernels[:rows]],
+        vanished_kernels=[krow(k) for k in focus.vanished_kernels[:rows]],
+        operators=[OperatorRow(name=cut(o.name), status=o.status,
+                               calls=f"{_count(o.calls_before)} → {_count(o.calls_after)}",
+                               cpu_ms=f"{o.cpu_ms_before:.3f} → {o.cpu_ms_after:.3f}",
+                               gpu_ms=f"{o.gpu_ms_before:.3f} → {o.gpu_ms_after:.3f}",
+                               delta=f"cpu {o.delta_cpu_ms:+.3f}, gpu {o.delta_gpu_ms:+.3f}") for o in ops[:rows]],
+        labels_gone=focus.labels.gone, labels_new=focus.labels.new, labels_kept=focus.labels.kept,
+        metrics=[MetricRow(name=m.name, before=_num(m.before, m.unit), after=_num(m.after, m.unit),
+                           delta=_delta(m.delta, m.unit), change=m.change, meaning=METRICS[m.name][1])
+                 for m in notable[: rows * 2]],
+        ranks=ranks[: rows * 4],
+        focus=(f"rank {focus.rank_before}" if focus.rank_before == focus.rank_after else
+               f"rank {focus.rank_before} vs rank {focus.rank_after}") if focus.rank_before is not None else "",
+        warnings=list(d.warnings),
+        left_out={"kernels": max(0, len(moved) - rows), "new_kernels": max(0, len(focus.new_kernels) - rows),
+                  "vanished_kernels": max(0, len(focus.vanished_kernels) - rows),
+                  "operators": max(0, len(ops) - rows), "metrics": max(0, len(notable) - rows * 2),
+                  "ranks": max(0, len(ranks) - rows * 4)},
+    )
+
+
+def _basis(d: "DiffResult") -> str:
+    if d.before.basis == "steps" and d.after.basis == "steps":
+        n = f" over {len(d.pairs)} ranks" if len(d.pairs) > 1 else ""
+        iv = d.step_interval_ms
+        ci = f"; 95% interval of the change {iv[0]:+.3f} to {iv[1]:+.3f} ms" if iv else ""
+        return (f"median step time (interval between step completions) of {d.before.steps} and {d.after.steps} "
+                f"steps{n}{ci}; per-step tables divide window totals by the step count")
+    return "no step spans on at least one side: a whole analysis window counts as one step there"
+
+
+def headline(d: "DiffResult") -> str:
+    """One sentence: the step change, its verdict, what led it and the kernels that came or went."""
+    pct = d.step_pct
+    change = f"{_ms(d.before.step_ns)} → {_ms(d.after.step_ns)} ms per step"
+    if pct is not None:
+        change += f" ({pct:+.1f}%)"
+    text = f"Step time {change}: {VERDICT_WORDS[d.verdict]}"
+    att = d.attribution_ns
+    led = d.led_by()
+    if led and d.verdict in ("regression", "improvement"):
+        text += ", led by " + ", ".join(f"{c} {_signed_ms(att[c])} ms" for c in led[:3])
+    focus = d.focus_pair
+    new = [k for k in focus.new_kernels if k.ms_after > 0 or k.count_after > 0]
+    if new and d.verdict != "no_change":
+        top = new[0]
+        text += (f"; {len(new)} new kernel{'s' if len(new) != 1 else ''} ({_count(sum(k.count_after for k in new))} "
+                 f"launches, {sum(k.ms_after for k in new):.3f} ms per step; largest {top.name})")
+    gone = focus.vanished_kernels
+    if gone and d.verdict != "no_change":
+        text += f"; {len(gone)} kernel{'s' if len(gone) != 1 else ''} gone"
+    if focus.labels.gone:
+        text += "; label" + ("s " if len(focus.labels.gone) > 1 else " ") + ", ".join(focus.labels.gone) + " gone"
+    if focus.labels.new:
+        text += "; new label" + ("s " if len(focus.labels.new) > 1 else " ") + ", ".join(focus.labels.new)
+    return text + "."

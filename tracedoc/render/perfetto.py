@@ -1,0 +1,194 @@
+"""Perfetto / chrome://tracing overlay: the original trace plus tracedoc's tracks.
+
+Input: an ``AnalysisResult`` of one torch.profiler trace file. Output: a Chrome trace JSON holding the
+original file's events unchanged, plus one ``tracedoc`` process with three kinds of track:
+
+- ``GPU idle · by cause``: each idle interval of the window, named and coloured by its cause;
+- ``critical path``: each step's critical path as slices (named by what the path was doing), and
+  flow arrows on the original tracks where the path crosses from one thread or stream to another
+  (a launch, a sync, an event wait);
+- ``finding · <label>``: one slice per step for each finding, carrying its message and what-if.
+
+The file opens in ui.perfetto.dev and chrome://tracing (JSON object format, ``ph`` X/M/s/f events,
+microsecond timestamps on the trace's own clock).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from typing import TYPE_CHECKING, Any
+
+from ..errors import TracedocError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..result import AnalysisResult
+
+# chrome://tracing reserved colour names (Perfetto colours slices by name)
+IDLE_COLOURS = {"dataloader": "thread_state_iowait", "host_launch": "yellow", "sync": "terrible",
+                "launch_latency": "olive", "other": "grey"}
+PATH_COLOURS = {"compute": "good", "comm": "rail_response", "comm_wait": "bad", "comm_transfer": "rail_response",
+                "memcpy": "rail_load", "cpu": "thread_state_running", "launch_overhead": "yellow",
+                "dataloader": "thread_state_iowait", "sync": "terrible", "idle": "grey"}
+MAX_FLOWS = 20_000
+MAX_FINDING_STEPS = 200
+TRACK_IDLE, TRACK_PATH, TRACK_FINDINGS = 1, 2, 10
+
+
+def write_perfetto(result: "AnalysisResult", out_path: str) -> str:
+    """Write the overlay of ``result``'s one trace file to ``out_path`` (``.gz`` compresses)."""
+    import orjson
+
+    if len(result.inputs) != 1 or len(result.ranks) != 1:
+        raise UsageError("--perfetto", "overlays one trace file", f"{len(result.inputs)} inputs, "
+                         f"{len(result.ranks)} ranks", "run tracedoc analyze on one rank's file with --perfetto")
+    rank = result.ranks[0]
+    fmt = rank.environment.get("format")
+    if fmt != "kineto":
+        raise UsageError("--perfetto", "needs a torch.profiler Chrome trace to overlay",
+                         f"a {fmt} file", "export the run with torch.profiler, or open the "
+                         "nsys report in Nsight Systems")
+    doc = _read_json(result.inputs[0])
+    events = doc.get("traceEvents") if isinstance(doc, dict) else None
+    if not isinstance(events, list):
+        raise TracedocError(result.inputs[0], "has no traceEvents array to overlay", None,
+                            "pass the torch.profiler trace file itself")
+    verdict = result.verdicts[0] if result.verdicts else None
+    added = overlay_events(rank, verdict, events)
+    doc["traceEvents"] = events + added
+    data = orjson.dumps(doc)
+    tmp = f"{out_path}.tmp-{os.getpid()}"
+    try:
+        if out_path.endswith(".gz"):
+            with gzip.open(tmp, "wb", compresslevel=6) as f:
+                f.write(data)
+        else:
+            with open(tmp, "wb") as f:
+                f.write(data)
+        os.replace(tmp, out_path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise TracedocError(out_path, "cannot be written", exc.strerror, "choose another --perfetto path") from None
+    return out_path
+
+
+def _read_json(path: str) -> Any:
+    import orjson
+
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise TracedocError(path, "is not complete JSON, so it cannot be overlaid", str(exc).split(":")[0],
+                            "overlay an intact copy of the trace") from None
+
+
+def overlay_events(rank, verdict, original: list) -> list[dict]:
+    """tracedoc's events for one rank: metadata, idle causes, critical path and findings."""
+    pid = _free_pid(original)
+    out: list[dict] = [_meta(pid, None, "process_name", "tracedoc"), _meta(pid, None, "process_sort_index", -1)]
+    out += [_meta(pid, TRACK_IDLE, "thread_name", "GPU idle · by cause"),
+            _meta(pid, TRACK_PATH, "thread_name", "critical path")]
+    for cause, (s, e) in sorted((rank.idle_intervals or {}).items()):
+        for a, b in zip(s.tolist(), e.tolist()):
+            out.append(_slice(pid, TRACK_IDLE, f"idle: {cause}", a, b, "tracedoc.idle", IDLE_COLOURS.get(cause)))
+    cp = rank.critical_path
+    if cp is not None and cp.available and cp.segments:
+        out += _path_events(pid, cp, _track_lookup(original))
+    out += _finding_events(pid, rank, verdict)
+    return out
+
+
+def _path_events(pid: int, cp, tracks: dict) -> list[dict]:
+    from ..analyses.critical_path.solve import HOP_CATEGORIES
+
+    seg = cp.segments
+    out = []
+    flows = 0
+    names = cp.chain_names
+    for i, (step, s, e, cat, chain, src) in enumerate(zip(
+            seg["step"].tolist(), seg["start_ns"].tolist(), seg["end_ns"].tolist(), seg["category"].tolist(),
+            seg["chain"].tolist(), seg["from_chain"].tolist())):
+        what = HOP_CATEGORIES[cat]
+        out.append(_slice(pid, TRACK_PATH, what, s, e, "tracedoc.critical_path", PATH_COLOURS.get(what),
+                          {"step": cp.steps[step]["step"], "on": names[chain], "from": names[src]}))
+        if chain != src and flows < MAX_FLOWS:
+            a, b = tracks.get(cp.chain_keys[src]), tracks.get(cp.chain_keys[chain])
+            if a is not None and b is not None:
+                flows += 1
+                common = {"cat": "tracedoc.critical_path", "name": "critical path", "id": f"tdcp{i}"}
+                out.append({**common, "ph": "s", "pid": a[0], "tid": a[1], "ts": s / 1000})
+                out.append({**common, "ph": "f", "bp": "e", "pid": b[0], "tid": b[1], "ts": e / 1000})
+    return out
+
+
+def _finding_events(pid: int, rank, verdict) -> list[dict]:
+    if verdict is None or not verdict.findings:
+        return []
+    cp = rank.critical_path
+    steps = cp.steps if cp is not None and cp.available else []
+    spans = [(row["start_ns"], row["completion_ns"], row["step"]) for row in steps[:MAX_FINDING_STEPS]] or \
+        [(rank.window.start_ns, rank.window.end_ns, "window")]
+    out = []
+    for k, f in enumerate(verdict.findings):
+        tid = TRACK_FINDINGS + k
+        out.append(_meta(pid, tid, "thread_name", f"finding · {f.label} · {f.rule_id}"))
+        args = {"message": f.message, "what_if": f.what_if_text, "impact_ms_per_step": f.impact_ms_per_step,
+                "fixes": list(f.fixes)[:3]}
+        for s, e, name in spans:
+            out.append(_slice(pid, tid, f"[{f.label}] {f.title}", s, e, "tracedoc.finding", "bad" if f.is_verdict
+                              else "generic_work", {**args, "step": name}))
+    return out
+
+
+def _slice(pid: int, tid: int, name: str, s_ns: int, e_ns: int, cat: str, colour: str | None,
+           args: dict | None = None) -> dict:
+    ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": s_ns / 1000,
+          "dur": max(e_ns - s_ns, 0) / 1000}
+    if colour:
+        ev["cname"] = colour
+    if args:
+        ev["args"] = args
+    return ev
+
+
+def _meta(pid: int, tid: int | None, name: str, value) -> dict:
+    ev = {"ph": "M", "pid": pid, "name": name, "args": {"sort_index" if name.endswith("sort_index") else "name": value}}
+    if tid is not None:
+        ev["tid"] = tid
+    return ev
+
+
+def _free_pid(events: list) -> int:
+    used = {e.get("pid") for e in events if isinstance(e, dict)}
+    pid = 0x7D0C
+    while pid in used or str(pid) in used:
+        pid += 1
+    return pid
+
+
+def _track_lookup(events: list) -> dict:
+    """(kind, a, b) chain key -> the (pid, tid) the original file uses for that thread or stream."""
+    out: dict = {}
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        cat = str(e.get("cat", "")).lower()
+        try:
+            if "stream" in args and ("kernel" in cat or "memcpy" in cat or "memset" in cat):
+                key = ("gpu", int(args.get("device", e.get("pid"))), int(args["stream"]))
+            elif cat in ("cuda_runtime", "runtime", "cuda_driver", "cpu_op", "operator", "user_annotation"):
+                key = ("cpu", int(e.get("pid")), int(e.get("tid")))
+            else:
+                continue
+        except (TypeError, ValueError):
+            continue
+        out.setdefault(key, (e.get("pid"), e.get("tid")))
+    return out
