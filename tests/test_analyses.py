@@ -106,7 +106,10 @@ def test_step_extends_to_its_gpu_work_and_window_excludes_ops_outside(tmp_path):
     assert steps[1]["end_ns"] == 1500 * US
     assert r.window.start_ns == 0 and r.window.end_ns == 1500 * US
     assert r.metrics["gpu_busy_fraction"] == pytest.approx((300 + 100) / 1500)
-    assert r.metrics["step_time_p50_ns"] == pytest.approx((1200 * US + 500 * US) / 2)
+    # Step time is the interval between completions: step 1 completes at 1200 (1200 - 0),
+    # step 2 at 1500 (1500 - 1200 = 300).
+    assert [s["step_time_ns"] for s in steps] == [1200 * US, 300 * US]
+    assert r.metrics["step_time_p50_ns"] == pytest.approx((1200 * US + 300 * US) / 2)
     stats = {row["quantity"]: row for row in r.evidence["step_stats"]}
     assert stats["window_ns"]["total_ns"] == 1700 * US
     assert stats["window_ns"]["p50_ns"] == pytest.approx(850 * US)

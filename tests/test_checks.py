@@ -86,6 +86,15 @@ def test_bounds_follow_names():
     assert bounds_of("name") is None
 
 
+def test_metric_bounds_follow_units_except_where_the_meaning_allows_more():
+    from tracedoc.checks import metric_bounds
+
+    assert metric_bounds("mfu") == (0.0, 1.0)  # measured FLOP/s above the peak would be a counting bug
+    assert metric_bounds("gpu_busy_fraction") == (0.0, 1.0)
+    assert metric_bounds("formula_mfu") == (0.0, math.inf)  # a config that does not describe the trace
+    assert metric_bounds("kernel_count") == (0.0, math.inf)
+
+
 def test_the_shipped_example_passes(tmp_path):
     from tracedoc.cli import example_path
 

@@ -162,15 +162,17 @@ def test_subset_leaves_other_metrics_unset(tmp_path):
 
 
 def copy_heavy() -> TraceBuilder:
-    """Two 10 ms steps; each has 2 pageable and 1 pinned HtoD copy from the input pipeline, and the
-    first a synchronous pageable DtoH copy of the loss."""
+    """Two 10 ms steps; each has 2 pageable and 1 pinned HtoD copy from the input pipeline, 9 ms of
+    GEMMs (10 kernels, enough GPU ops for a verdict), and the first a synchronous pageable DtoH copy
+    of the loss."""
     b = TraceBuilder()
     for i, s in enumerate((1_000_000.0, 1_010_000.0)):
         b.step(i + 1, s, s + 10_000.0)
         b.memcpy(s + 100, 100.0, src="Pageable", nbytes=1 << 20, op="aten::copy_")
         b.memcpy(s + 300, 100.0, src="Pageable", nbytes=1 << 20, op="aten::copy_")
         b.memcpy(s + 500, 50.0, src="Pinned", nbytes=2 << 20, op="aten::to")
-        b.kernel("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", s + 600, 9_000.0, op="aten::mm")
+        for k in range(10):
+            b.kernel("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", s + 600 + k * 900.0, 900.0, op="aten::mm")
         if i == 0:
             b.memcpy(s + 9_700, 200.0, direction="DtoH", src="Device", dst="Pageable", nbytes=1 << 20,
                      op="aten::_local_scalar_dense", launch_name="cudaMemcpy", launch_at=s + 9_650, launch_dur=260.0)

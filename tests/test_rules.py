@@ -29,6 +29,8 @@ RULE_FILES = rule_files(RULES_DIR)
 BASELINE: dict = {
     "window_ns": 1_000_000_000,
     "steps": 10,
+    "iterations": 10,
+    "iteration_name": None,
     "step_time_mean_ns": 100_000_000,
     "step_time_p50_ns": 100_000_000,
     "step_time_p95_ns": 105_000_000,
@@ -64,6 +66,9 @@ BASELINE: dict = {
     "sm_efficiency": 0.9,
     "graph_launches": 0,
     "graph_kernels": 0,
+    "graph_kernel_fraction": 0.0,
+    "gpu_op_count": 100_000,
+    "has_host_events": True,
     "tensor_core_fraction": 0.7,
     "tensor_core_unknown_fraction": 0.05,
     "tc_eligible_non_tc_fraction": 0.02,
@@ -88,6 +93,8 @@ BASELINE: dict = {
     "max_micro_batch": None,
     "sync_fraction": 0.001,
     "sync_calls": 2,
+    "implicit_sync_calls": 0,
+    "implicit_sync_fraction": 0.0,
     "sync_memcpy_count": 0,
     "memory_peak_allocated_bytes": 40 * 2**30,
     "memory_peak_reserved_bytes": 50 * 2**30,
@@ -126,7 +133,7 @@ BASELINE: dict = {
 EVIDENCE = {
     name: [{"row": i} for i in range(20)]
     for name in ("top_gaps", "top_kernels", "top_operators", "idle_causes", "per_step", "collectives",
-                 "sync_calls", "memcpy", "memory_top_allocs", "dataloader", "flops_summary", "flops_by_op_class",
+                 "sync_calls", "implicit_syncs", "launch", "idle_other_cpu_ops", "memcpy", "memory_top_allocs", "dataloader", "flops_summary", "flops_by_op_class",
                  "flops_by_kernel_class", "job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
 }  # fmt: skip
 
@@ -199,3 +206,30 @@ def test_healthy_baseline_is_compute_bound_only():
     assert [f.label for f in verdict.findings] == ["compute_bound"], [f.rule_id for f in verdict.findings]
     assert verdict.confidence == "high"
     assert verdict.health == []
+
+
+# Exposed communication on 8 ranks; the fixes follow the collective that takes the time.
+COMM_BOUND = {"comm_fraction": 0.45, "exposed_comm_fraction": 0.4, "comm_overlap_fraction": 0.1,
+              "compute_fraction": 0.5, "world_size": 8, "backend": "nccl", "comm_wait_fraction": 0.1}
+
+
+@pytest.mark.parametrize("collective, wanted", [
+    ("all_reduce", "bucket_cap_mb"),
+    ("all_to_all", "TrainPipelineSparseDist"),
+    ("all_gather", "backward_prefetch=BACKWARD_PRE"),
+    ("reduce_scatter", "HYBRID_SHARD"),
+    ("send_recv", "interleaved 1F1B"),
+    ("recv", "micro-batches"),
+])
+def test_comm_fixes_follow_the_collective(collective: str, wanted: str):
+    metrics = apply_test_case(BASELINE, {**COMM_BOUND, "comm_top_collective": collective})
+    verdict = evaluate(metrics, EVIDENCE, metrics["step_time_mean_ns"], rules=ALL_RULES)
+    (finding,) = [f for f in verdict.findings if f.rule_id == "TD201"]
+    assert finding.label == "comm_bound"
+    text = " ".join(finding.fixes)
+    assert wanted in text
+    # DDP gradient-bucket and no_sync advice is for all-reduce only; the FSDP shard advice is not for it
+    assert ("bucket_cap_mb" in text) == (collective == "all_reduce")
+    assert ("no_sync" in text) == (collective == "all_reduce")
+    assert ("HYBRID_SHARD" in text) == (collective in ("all_gather", "reduce_scatter"))
+    assert ("TrainPipelineSparseDist" in text) == (collective == "all_to_all")

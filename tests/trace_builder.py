@@ -138,6 +138,22 @@ class TraceBuilder:
             kw["args"] = {**kw.get("args", {}), **extra}
         return self.gpu_op("kernel", name, start, dur, **kw)
 
+    def graph_replay(self, launch_at: float, kernels: list[tuple[str, float, float]], launch_dur: float = 10.0,
+                     stream: int = 7, device: int = 0, name: str = "cudaGraphLaunch") -> int:
+        """One graph launch call that runs many kernels (name, start, dur), all sharing its correlation id."""
+        corr = self._corr
+        self._corr += 1
+        self.runtime(name, launch_at, launch_at + launch_dur, corr=corr)
+        flow_cat = "async" if self.legacy else "ac2g"
+        self.events.append({"ph": "s", "id": corr, "pid": PID, "tid": MAIN_TID, "ts": launch_at, "cat": flow_cat,
+                            "name": flow_cat})
+        tid: Any = f"stream {stream}" if self.legacy else stream
+        for kname, start, dur in kernels:
+            self.events.append({"ph": "X", "cat": "Kernel" if self.legacy else "kernel", "name": kname, "pid": device,
+                                "tid": tid, "ts": start, "dur": dur,
+                                "args": {"device": device, "context": 1, "stream": stream, "correlation": corr}})
+        return corr
+
     def nccl(self, start: float, dur: float, collective: str = "AllReduce", nelems: int = 1 << 20,
              dtype: str = "Float", stream: int = 20, **kw) -> int:
         name = f"ncclDevKernel_{collective}_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"

@@ -118,7 +118,7 @@ def device_breakdown(trace: Trace, inputs) -> Produced:
                     values={"per_device": rows})
 
 
-STEP_QUANTITIES = ("window_ns", "busy_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "memcpy_ns", "idle_ns",
+STEP_QUANTITIES = ("step_time_ns", "window_ns", "busy_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "memcpy_ns", "idle_ns",
                    "idle_dataloader_ns", "idle_host_launch_ns", "idle_sync_ns", "idle_launch_latency_ns",
                    "idle_other_ns", "dataloader_ns")
 
@@ -150,10 +150,14 @@ def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet) -> 
         **{f"idle_{c}_ns": over(s) for c, s in idle_sets.items()},
         "dataloader_ns": over(dl_spans),
     }
+    step_time = steps.step_time_ns.tolist()
     rows = []
     for i in range(len(steps)):
         window = int(hi[i] - lo[i])
-        row = {"step": steps.names[i], "start_ns": int(lo[i]), "end_ns": int(hi[i]), "window_ns": window}
+        # window_ns is the step's own span (what the per-step quantities are measured over);
+        # step_time_ns is the interval since the previous step completed (throughput).
+        row = {"step": steps.names[i], "start_ns": int(lo[i]), "end_ns": int(hi[i]), "step_time_ns": step_time[i],
+               "window_ns": window}
         row.update({k: v[i] for k, v in cols.items()})
         row["idle_ns"] = max(0, window - row["busy_ns"])
         rows.append(row)

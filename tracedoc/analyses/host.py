@@ -30,11 +30,13 @@ def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[st
     return iv.union(c["start_ns"][rows], c["end_ns"][rows]), kind, seen
 
 
-def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, list[dict]]:
-    """Synchronizing CPU calls: runtime sync APIs, synchronous memcpy, and ``.item()``-style ops."""
+def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, list[dict], list[dict]]:
+    """Synchronizing CPU calls: runtime sync APIs, synchronous memcpy, ``.item()``-style ops, and the
+    implicit syncs (``implicit_syncs``). Returns the union of their spans, counts, the explicit-sync
+    table and the implicit-sync table."""
     r, c = trace.runtime, trace.cpu_ops
     parts_s, parts_e, rows_info = [], [], []
-    stats = {"sync_calls": 0, "sync_ns": 0, "sync_memcpy_count": 0}
+    stats = {"sync_calls": 0, "sync_ns": 0, "sync_memcpy_count": 0, "implicit_sync_calls": 0, "implicit_sync_ns": 0}
     frames = []
     if len(r):
         m = C.name_mask(trace, V.SYNC_CALL_RE, ids=r["name"])[r["name"]] & (r["start_ns"] < hi) & (r["end_ns"] > lo)
@@ -55,21 +57,71 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
             rows = rows[~((ext >= 0) & np.isin(ext, counted))]
         frames.append(pd.DataFrame({"call": c["name"][rows], "ext": c["external_id"][rows],
                                     "dur": c["end_ns"][rows] - c["start_ns"][rows]}))
-    if not parts_s:
-        return iv.empty(), stats, rows_info
+    imp_s, imp_e, imp_frame = implicit_syncs(trace, lo, hi)
+    parts_s.append(imp_s)
+    parts_e.append(imp_e)
+    implicit_rows = _by_op_and_call(trace, imp_frame)
+    stats["implicit_sync_calls"] = int(len(imp_frame))
+    stats["implicit_sync_ns"] = iv.total(iv.clip(iv.union(imp_s, imp_e), lo, hi))
     spans = iv.union(np.concatenate(parts_s), np.concatenate(parts_e))
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     stats["sync_calls"] = int(len(df))
     stats["sync_ns"] = iv.total(iv.clip(spans, lo, hi))
-    if len(df):
-        # The op that caused each sync call: the outermost aten op with the same External id.
-        df["op"] = OpsByExternalId(trace, innermost=False).names_of(df["ext"].to_numpy())
-        agg = df.groupby(["op", "call"]).agg(count=("dur", "size"), total_ns=("dur", "sum"))
-        agg = agg.sort_values("total_ns", ascending=False).head(10)
-        for (op, call), row in agg.iterrows():
-            rows_info.append({"op": trace.string(int(op)) if op >= 0 else None, "call": trace.string(int(call)),
-                              "count": int(row["count"]), "total_ns": int(row["total_ns"])})
-    return spans, stats, rows_info
+    rows_info = _by_op_and_call(trace, df)
+    return spans, stats, rows_info, implicit_rows
+
+
+def implicit_syncs(trace: Trace, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    """Calls that block the host until the device drains as a side effect: freeing device or pinned
+    memory (``cudaFree``/``hipFree``), pinned host allocation (``cudaHostAlloc``), ``empty_cache``,
+    the launch call of a copy from or to pageable memory, and ``cudaMalloc`` when the caching
+    allocator is also freeing (it releases its cache and retries the allocation when memory runs
+    short; in steady state it reuses blocks and calls neither). Explicit syncs are not repeated."""
+    r, c = trace.runtime, trace.cpu_ops
+    starts, ends, frames = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], []
+    if len(r):
+        in_win = (r["start_ns"] < hi) & (r["end_ns"] > lo)
+        names = C.name_mask(trace, V.IMPLICIT_SYNC_CALL_RE, ids=r["name"])[r["name"]]
+        allocs = C.name_mask(trace, V.ALLOC_CALL_RE, ids=r["name"])[r["name"]]
+        if not (in_win & C.name_mask(trace, V.FREE_CALL_RE, ids=r["name"])[r["name"]]).any():
+            names &= ~allocs  # cudaMalloc alone: the allocator growing its cache, not memory pressure
+        implicit = names & in_win
+        g = trace.gpu_ops
+        if len(g):  # the launch call of a pageable copy waits for the copy (cudaMemcpyAsync included)
+            pageable = (g["kind"] == M.MEMCPY) & (g["launch"] >= 0) & (
+                (g["src_kind"] == M.MEM_PAGEABLE) | (g["dst_kind"] == M.MEM_PAGEABLE))
+            calls = g["launch"][pageable]
+            explicit = C.name_mask(trace, V.SYNC_CALL_RE, ids=r["name"][calls])
+            implicit[calls] |= in_win[calls] & ~explicit[r["name"][calls]]
+        rows = np.flatnonzero(implicit)
+        starts.append(r["start_ns"][rows])
+        ends.append(r["end_ns"][rows])
+        frames.append(pd.DataFrame({"call": r["name"][rows], "ext": r["external_id"][rows],
+                                    "dur": r["end_ns"][rows] - r["start_ns"][rows]}))
+    if len(c):
+        named = C.name_mask(trace, V.IMPLICIT_SYNC_OP_RE, ids=c["name"])
+        m = named[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
+        rows = np.flatnonzero(m)
+        starts.append(c["start_ns"][rows])
+        ends.append(c["end_ns"][rows])
+        frames.append(pd.DataFrame({"call": c["name"][rows], "ext": np.full(rows.size, -1, dtype=np.int64),
+                                    "dur": c["end_ns"][rows] - c["start_ns"][rows], "op": c["name"][rows]}))
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["call", "ext", "dur"])
+    return np.concatenate(starts), np.concatenate(ends), frame
+
+
+def _by_op_and_call(trace: Trace, df: pd.DataFrame, top: int = 10) -> list[dict]:
+    """Calls grouped by the op that caused them (the outermost aten op with the same External id)."""
+    if not len(df):
+        return []
+    ops = OpsByExternalId(trace, innermost=False).names_of(df["ext"].to_numpy())
+    if "op" in df:  # rows that are ops themselves name themselves
+        ops = np.where(df["op"].isna().to_numpy(), ops, df["op"].fillna(-1).to_numpy(dtype=np.int64))
+    df = df.assign(op=ops)
+    agg = df.groupby(["op", "call"]).agg(count=("dur", "size"), total_ns=("dur", "sum"))
+    agg = agg.sort_values("total_ns", ascending=False).head(top)
+    return [{"op": trace.string(int(op)) if op >= 0 else None, "call": trace.string(int(call)),
+             "count": int(row["count"]), "total_ns": int(row["total_ns"])} for (op, call), row in agg.iterrows()]
 
 
 def memory(trace: Trace) -> dict:
@@ -161,14 +213,21 @@ def input_pipeline(trace: Trace, inputs) -> Produced:
                     values={"dataloader_spans": spans})
 
 
-@analysis(needs=("window",), provides=("sync_spans",), produces=("sync_fraction", "sync_calls", "sync_memcpy_count"),
-          evidence=("sync_calls",))
+@analysis(needs=("window", "step_spans"), provides=("sync_spans",),
+          produces=("sync_fraction", "sync_calls", "sync_memcpy_count", "implicit_sync_calls",
+                    "implicit_sync_fraction"),
+          evidence=("sync_calls", "implicit_syncs"))
 def host_syncs(trace: Trace, inputs) -> Produced:
     lo, hi = inputs["window"].start_ns, inputs["window"].end_ns
-    spans, stats, rows = sync_calls(trace, lo, hi)
-    m = {"sync_fraction": stats["sync_ns"] / (hi - lo) if hi > lo else 0.0, "sync_calls": stats["sync_calls"],
-         "sync_memcpy_count": stats["sync_memcpy_count"]}
-    return Produced(metrics=m, evidence={"sync_calls": rows}, values={"sync_spans": spans})
+    spans, stats, rows, implicit = sync_calls(trace, lo, hi)
+    length = hi - lo
+    m = {"sync_fraction": stats["sync_ns"] / length if length > 0 else 0.0, "sync_calls": stats["sync_calls"],
+         "sync_memcpy_count": stats["sync_memcpy_count"], "implicit_sync_calls": stats["implicit_sync_calls"],
+         "implicit_sync_fraction": stats["implicit_sync_ns"] / length if length > 0 else 0.0}
+    steps = len(inputs["step_spans"])
+    for row in implicit:
+        row["per_step"] = row["count"] / steps if steps else None
+    return Produced(metrics=m, evidence={"sync_calls": rows, "implicit_syncs": implicit}, values={"sync_spans": spans})
 
 
 @analysis(produces=("memory_peak_allocated_bytes", "memory_peak_reserved_bytes", "device_memory_bytes",

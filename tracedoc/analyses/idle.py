@@ -26,9 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import intervals as iv
+from ..model import trace as M
+from ..model import vocab as V
 from ..model.trace import Trace
+from . import classify as C
 from .registry import Produced, analysis
-from .window import launch_times
+from .window import launch_times, step_name_mask
 
 LAUNCH_LATENCY_NS = 30_000
 SHORT_GAP_NS = 1_000_000
@@ -40,6 +43,9 @@ CAUSES = ("dataloader", "host_launch", "sync", "launch_latency", "other")
 class IdleCauses:
     sets: dict[str, iv.IntervalSet]  # cause -> interval set inside the window
     idle: iv.IntervalSet
+    # launch_latency pieces before an op of a CUDA graph the host had already launched: the gap is
+    # inside a graph replay (GPU-side scheduling), not the host launching late.
+    in_graph: iv.IntervalSet = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
     def launch_idle_in_short_gaps(self) -> int:
         """host_launch + launch_latency time inside idle gaps shorter than ``SHORT_GAP_NS``."""
@@ -47,7 +53,7 @@ class IdleCauses:
         short = iv.union(g_s[(g_e - g_s) < SHORT_GAP_NS], g_e[(g_e - g_s) < SHORT_GAP_NS])
         launch = iv.union(np.concatenate([self.sets["host_launch"][0], self.sets["launch_latency"][0]]),
                           np.concatenate([self.sets["host_launch"][1], self.sets["launch_latency"][1]]))
-        return iv.total(iv.intersect(launch, short))
+        return iv.total(iv.intersect(iv.subtract(launch, self.in_graph), short))
 
     def totals(self, lo: int | None = None, hi: int | None = None) -> dict[str, int]:
         if lo is None:
@@ -57,9 +63,16 @@ class IdleCauses:
 
 def _next_op_launch(trace: Trace, at: np.ndarray) -> np.ndarray:
     """For each time in ``at``: the earliest launch among GPU ops starting exactly there (-1 if none)."""
+    return _next_op(trace, at)[0]
+
+
+def _next_op(trace: Trace, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each time in ``at``: the earliest launch among GPU ops starting exactly there and that
+    op's row (-1 and -1 if none). An op not linked to its launch call has no known launch time (-1):
+    whether the host was late for it cannot be told (a GPU-only trace has no launch calls at all)."""
     g = trace.gpu_ops
     if not len(g) or not at.size:
-        return np.full(at.size, -1, dtype=np.int64)
+        return np.full(at.size, -1, dtype=np.int64), np.full(at.size, -1, dtype=np.int64)
     starts = g["start_ns"]
     launched = launch_times(trace)
     order = np.lexsort((launched, starts))
@@ -68,7 +81,18 @@ def _next_op_launch(trace: Trace, at: np.ndarray) -> np.ndarray:
     ok = pos < s_sorted.size
     posc = np.minimum(pos, s_sorted.size - 1)
     ok &= s_sorted[posc] == at
-    return np.where(ok, l_sorted[posc], -1)
+    known = ok & (g["launch"][order[posc]] >= 0)
+    return np.where(known, l_sorted[posc], -1), np.where(ok, order[posc], -1)
+
+
+def graph_op_mask(trace: Trace) -> np.ndarray:
+    """Which GPU ops ran inside a CUDA graph: a graph id, or launched by a graph launch call."""
+    g, r = trace.gpu_ops, trace.runtime
+    in_graph = g["graph_id"] >= 0
+    linked = np.flatnonzero(g["launch"] >= 0)
+    if len(r) and linked.size:
+        in_graph[linked] |= C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=r["name"])[r["name"]][g["launch"][linked]]
+    return in_graph
 
 
 def _inside(t: np.ndarray, iset: iv.IntervalSet) -> tuple[np.ndarray, np.ndarray]:
@@ -110,8 +134,11 @@ def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
     gi2 = np.searchsorted(idle[0], s2, side="right") - 1
     g_len = (idle[1] - idle[0])[np.maximum(gi2, 0)] if s2.size else s2
     g_end2 = idle[1][np.maximum(gi2, 0)] if s2.size else s2
-    nl2 = _next_op_launch(trace, g_end2)
+    nl2, next_row = _next_op(trace, g_end2)
     latency = (nl2 >= 0) & (g_len < LAUNCH_LATENCY_NS)
+    graph = latency & (next_row >= 0)
+    if graph.any():
+        graph[graph] = graph_op_mask(trace)[next_row[graph]]
     sets = {
         "dataloader": dl,
         "host_launch": host_set,
@@ -119,13 +146,46 @@ def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
         "launch_latency": iv.union(s2[latency], e2[latency]),
         "other": iv.union(s2[~latency], e2[~latency]),
     }
-    return IdleCauses(sets=sets, idle=idle)
+    return IdleCauses(sets=sets, idle=idle, in_graph=iv.union(s2[graph], e2[graph]))
+
+
+def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[dict]:
+    """The outermost CPU ops (step spans left out) running during ``iset``, by time overlapping it."""
+    c = trace.cpu_ops
+    if not len(c) or not iset[0].size:
+        return []
+    kinds = np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION, M.PYTHON_FUNCTION))
+    rows = np.flatnonzero(kinds & ~step_name_mask(trace)[c["name"]])
+    if not rows.size:
+        return []
+    # Outermost per thread: an op that starts after every earlier op on its thread has ended.
+    rows = rows[np.lexsort((-c["end_ns"][rows], c["start_ns"][rows], c["tid"][rows], c["pid"][rows]))]
+    s, e = c["start_ns"][rows], c["end_ns"][rows]
+    thread = np.unique(np.stack([c["pid"][rows], c["tid"][rows]]), axis=1, return_inverse=True)[1].ravel()
+    first = np.r_[True, thread[1:] != thread[:-1]]
+    # Running max of ends within each thread: offset each thread's ends above the previous threads'.
+    span = int(e.max() - s.min()) + 1
+    shifted = e - s.min() + thread.astype(np.int64) * span
+    prev_max = np.maximum.accumulate(np.r_[np.int64(-1), shifted[:-1]])
+    outer = first | (s - s.min() + thread.astype(np.int64) * span >= prev_max)
+    rows, s, e = rows[outer], s[outer], e[outer]
+    overlap = iv.overlap_per_interval(s, e, iset)
+    hit = overlap > 0
+    if not hit.any():
+        return []
+    names = c["name"][rows][hit]
+    total = np.bincount(np.unique(names, return_inverse=True)[1].ravel(), weights=overlap[hit])
+    count = np.bincount(np.unique(names, return_inverse=True)[1].ravel())
+    uniq = np.unique(names)
+    order = np.argsort(-total, kind="stable")[:top]
+    return [{"op": trace.string(int(uniq[i])), "count": int(count[i]), "idle_overlap_ns": int(total[i])}
+            for i in order]
 
 
 @analysis(needs=("op_sets", "window", "dataloader_spans", "sync_spans"), provides=("idle_sets",),
           produces=("idle_short_launch_fraction", "idle_gap_max_ns", *(f"idle_{c}_fraction" for c in CAUSES),
                     "dataloader_fraction", "dataloader_stall_fraction"),
-          evidence=("idle_causes",))
+          evidence=("idle_causes", "idle_other_cpu_ops"))
 def idle_time(trace: Trace, inputs) -> Produced:
     lo, hi = inputs["window"].start_ns, inputs["window"].end_ns
     length = hi - lo
@@ -143,4 +203,6 @@ def idle_time(trace: Trace, inputs) -> Produced:
          "dataloader_fraction": frac(iv.total(iv.clip(dl_spans, lo, hi))),
          "dataloader_stall_fraction": frac(totals["dataloader"])}
     rows = [{"cause": c, "ns": ns, "fraction": frac(ns)} for c, ns in totals.items()]
-    return Produced(metrics=m, evidence={"idle_causes": rows}, values={"idle_sets": causes.sets})
+    return Produced(metrics=m, evidence={"idle_causes": rows,
+                                         "idle_other_cpu_ops": cpu_ops_during(trace, causes.sets["other"])},
+                    values={"idle_sets": causes.sets})

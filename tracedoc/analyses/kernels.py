@@ -139,9 +139,11 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
         if len(r) and linked.size:
             graph_call = C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=r["name"])[r["name"]]
             in_graph[linked] |= graph_call[g["launch"][linked]]
-        out["graph_kernels"] = int((in_graph & (g["kind"] == M.KERNEL)).sum())
+        is_kernel = g["kind"] == M.KERNEL
+        out["graph_kernels"] = int((in_graph & is_kernel).sum())
+        out["graph_kernel_fraction"] = out["graph_kernels"] / int(is_kernel.sum()) if is_kernel.any() else None
     else:
-        out.update(launch_link_fraction=None, graph_kernels=0, clock_anomaly=False)
+        out.update(launch_link_fraction=None, graph_kernels=0, graph_kernel_fraction=None, clock_anomaly=False)
     return out
 
 
@@ -241,7 +243,7 @@ def kernel_statistics(trace: Trace, inputs) -> Produced:
 
 
 LAUNCH_METRICS = ("launches_per_ms", "launch_delay_p50_ns", "launch_delay_p95_ns", "cpu_launch_overhead_fraction",
-                  "graph_launches", "graph_kernels", "launch_link_fraction", "clock_anomaly")
+                  "graph_launches", "graph_kernels", "graph_kernel_fraction", "launch_link_fraction", "clock_anomaly")
 
 
 @analysis(needs=("window",), produces=LAUNCH_METRICS, evidence=("launch",))

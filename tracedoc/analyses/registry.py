@@ -24,9 +24,11 @@ METRICS: dict[str, tuple[str, str]] = {
     # window and steps
     "window_ns": ("ns", "length of the analysis window"),
     "steps": ("count", "ProfilerStep spans (or NVTX step ranges) in the window"),
-    "step_time_mean_ns": ("ns", "mean step length"),
-    "step_time_p50_ns": ("ns", "median step length"),
-    "step_time_p95_ns": ("ns", "95th percentile step length"),
+    "iterations": ("count", "iterations the step time is measured over: the steps, or without step spans the repeating annotation or Optimizer.step stretches the trace shows"),
+    "iteration_name": ("name", "without step spans, the repeating op the iterations were detected from; None otherwise"),
+    "step_time_mean_ns": ("ns", "mean step time: interval between consecutive step completions"),
+    "step_time_p50_ns": ("ns", "median step time (interval between consecutive step completions)"),
+    "step_time_p95_ns": ("ns", "95th percentile step time (interval between consecutive step completions)"),
     # time breakdown
     "gpu_busy_fraction": ("fraction", "union of GPU ops (kernels, memcpy, memset) / window"),
     "compute_fraction": ("fraction", "union of compute kernels / window"),
@@ -64,6 +66,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "sm_efficiency": ("fraction", "est. SM efficiency over the window, TensorBoard-plugin definition: min(sum of blocks per SM of running kernels, 1), time-averaged; first GPU; None when unrecorded"),
     "graph_launches": ("count", "cudaGraphLaunch calls"),
     "graph_kernels": ("count", "kernels that ran inside CUDA graphs"),
+    "graph_kernel_fraction": ("fraction", "kernels that ran inside CUDA graphs / kernels; None without kernels"),
     # Tensor Cores
     "tensor_core_fraction": ("fraction", "compute time in Tensor Core kernels / compute time"),
     "tensor_core_unknown_fraction": ("fraction", "compute time in kernels whose Tensor Core use is unknown / compute time"),
@@ -93,6 +96,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "sync_fraction": ("fraction", "CPU time in synchronizing calls / window"),
     "sync_calls": ("count", "synchronizing calls (stream/device/event sync, sync memcpy, .item())"),
     "sync_memcpy_count": ("count", "synchronous cudaMemcpy calls"),
+    "implicit_sync_calls": ("count", "calls that synchronize as a side effect (cudaFree/hipFree, cudaHostAlloc, empty_cache, pageable-copy launches, cudaMalloc while the allocator frees)"),
+    "implicit_sync_fraction": ("fraction", "CPU time in implicitly synchronizing calls / window"),
     # memory
     "memory_peak_allocated_bytes": ("bytes", "peak allocated device memory from [memory] events"),
     "memory_peak_reserved_bytes": ("bytes", "peak reserved device memory from [memory] events"),
@@ -110,6 +115,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "uses_data_parallel": ("bool", "torch.nn.DataParallel (single-process multi-GPU) ops are present"),
     # trace health
     "has_gpu_ops": ("bool", "the trace has CUDA/HIP kernels, memcpy or memset"),
+    "gpu_op_count": ("count", "kernels, memcpy and memset in the trace"),
+    "has_host_events": ("bool", "the trace has CPU ops or runtime (launch/sync) calls"),
     "launch_link_fraction": ("fraction", "GPU ops linked to their launch call; None without GPU ops"),
     "truncated": ("bool", "the file ended before the trace was complete"),
     "clock_anomaly": ("bool", "GPU ops start before their launch call by more than 1 ms (clock skew)"),
@@ -133,6 +140,7 @@ METRICS: dict[str, tuple[str, str]] = {
 
 EVIDENCE: dict[str, str] = {
     "idle_causes": "Idle time by cause (dataloader, host_launch, sync, launch_latency, other).",
+    "idle_other_cpu_ops": "The outermost CPU ops running while the GPU idled for no identified cause, by overlapping time.",
     "top_gaps": "Longest gaps between GPU ops on one stream, with the ops on both sides and the CPU op that "
                 "launched the second.",
     "stream_gaps": "Gap statistics per stream.",
@@ -143,6 +151,7 @@ EVIDENCE: dict[str, str] = {
                        "launched and their time (what a diff aligns).",
     "collectives": "Collectives by type: count, time, message sizes, bandwidth.",
     "sync_calls": "Synchronizing calls grouped by operator and call.",
+    "implicit_syncs": "Implicitly synchronizing calls grouped by the operator that triggered them and call, with calls per step.",
     "memcpy": "Copies by direction: count, time, bytes, pageable and pinned host memory where recorded, "
               "achieved GB/s, and the ops and calls that issued them.",
     "memory_top_allocs": "Largest allocations by operator.",

@@ -11,7 +11,7 @@ from .registry import Produced, analysis
 
 
 @analysis(produces=("gpu_count", "compute_capability", "tensor_core_capable", "world_size", "backend",
-                    "uses_data_parallel", "has_gpu_ops", "truncated"))
+                    "uses_data_parallel", "has_gpu_ops", "gpu_op_count", "has_host_events", "truncated"))
 def system(trace: Trace, inputs) -> Produced:
     g, meta = trace.gpu_ops, trace.meta
     gpu_devs = sorted(set(np.unique(g["device"]).tolist())) if len(g) else []
@@ -27,7 +27,7 @@ def system(trace: Trace, inputs) -> Produced:
         "gpu_count": len(gpu_devs), "compute_capability": cc, "tensor_core_capable": capable,
         "world_size": meta.world_size, "backend": cuda_backend(meta.backend),
         "uses_data_parallel": host.uses_data_parallel(trace), "has_gpu_ops": bool(len(g)),
-        "truncated": bool(meta.truncated),
+        "gpu_op_count": len(g), "has_host_events": bool(len(trace.cpu_ops) or len(trace.runtime)), "truncated": bool(meta.truncated),
     })
 
 

@@ -21,7 +21,7 @@ def excerpts(trace: Trace, steps, comm_mask: np.ndarray, lo: int, hi: int, idle_
              dataloader: iv.IntervalSet, sync: iv.IntervalSet) -> list[dict]:
     spans: list[tuple[str, int, int]] = []
     if len(steps):
-        d = steps.dur_ns
+        d = steps.step_time_ns
         med = int(np.argsort(d, kind="stable")[len(d) // 2])
         slow = int(np.argmax(d))
         spans.append(("representative step", int(steps.cpu_start_ns[med]), int(steps.end_ns[med])))

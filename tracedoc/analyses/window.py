@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..model import trace as M
 from ..model.trace import Trace
+from ..model import vocab as V
 from ..model.vocab import PROFILER_STEP_RE
+from . import classify as C
 from .registry import Produced, analysis
 
 @dataclass
@@ -29,7 +32,22 @@ class Steps:
 
     @property
     def dur_ns(self) -> np.ndarray:
+        """Each step's own span (CPU start to completion); overlaps the next one when the CPU runs ahead."""
         return self.end_ns - self.cpu_start_ns
+
+    @property
+    def completion_ns(self) -> np.ndarray:
+        """When each step's work is done: the latest completion so far (work completes in order)."""
+        return np.maximum.accumulate(self.end_ns) if len(self) else self.end_ns
+
+    @property
+    def step_time_ns(self) -> np.ndarray:
+        """Step time as throughput: the interval between consecutive completions; the first step's
+        is its completion minus its start. Unlike ``dur_ns`` it does not grow with the launch queue."""
+        done = self.completion_ns
+        if not done.size:
+            return done
+        return np.diff(done, prepend=self.cpu_start_ns[:1])
 
 
 @dataclass
@@ -89,11 +107,54 @@ def find_steps(trace: Trace) -> Steps:
     keep = np.ones(s.size, dtype=bool)
     keep[1:] = (s[1:] != s[:-1]) | (n[1:] != n[:-1])
     s, e, n = s[keep], e[keep], n[keep]
+    # Each op belongs to the last step starting at or before its launch, if still open.
+    return _as_steps(trace, s, e, n)
+
+
+# Top-level ops that run once per training iteration; an iteration ends when one of them does.
+ITERATION_END_RE = re.compile(r"^Optimizer\.step#")
+MIN_ITERATIONS = 2
+
+
+def find_iterations(trace: Trace) -> tuple[Steps, str | None]:
+    """Iterations of a trace without step spans, where the trace shows them: the outermost user
+    annotation name that repeats without overlapping itself (vLLM's ``execute_model``, a
+    ``record_function("train_step")``), the one covering the most time; else the stretches between
+    consecutive ``Optimizer.step`` ends. Returns the spans (as steps) and the name they came from."""
+    c = trace.cpu_ops
+    empty = Steps([], *(np.zeros(0, dtype=np.int64),) * 3)
+    if not len(c):
+        return empty, None
+    ann = np.flatnonzero((c["kind"] == M.USER_ANNOTATION) & (c["depth"] == 0) &
+                         ~C.name_mask(trace, V.DATALOADER_RE, ids=c["name"])[c["name"]])
+    best, best_cover = None, 0
+    for name in np.unique(c["name"][ann]).tolist():
+        rows = ann[c["name"][ann] == name]
+        if rows.size < MIN_ITERATIONS:
+            continue
+        rows = rows[np.argsort(c["start_ns"][rows], kind="stable")]
+        if (c["start_ns"][rows][1:] < c["end_ns"][rows][:-1]).any():
+            continue  # overlapping instances (several threads or nested): not an iteration
+        cover = int((c["end_ns"][rows] - c["start_ns"][rows]).sum())
+        if cover > best_cover:
+            best, best_cover = rows, cover
+    if best is not None:
+        name = trace.string(int(c["name"][best[0]]))
+        return _as_steps(trace, c["start_ns"][best], c["end_ns"][best], c["name"][best]), name
+    opt = np.flatnonzero(C.name_mask(trace, ITERATION_END_RE, ids=c["name"])[c["name"]] & (c["kind"] == M.CPU_OP))
+    if opt.size > MIN_ITERATIONS:
+        ends = np.sort(c["end_ns"][opt])
+        name = trace.string(int(c["name"][opt[0]]))
+        return _as_steps(trace, ends[:-1], ends[1:], np.full(ends.size - 1, c["name"][opt[0]])), name
+    return empty, None
+
+
+def _as_steps(trace: Trace, s: np.ndarray, e: np.ndarray, n: np.ndarray) -> Steps:
+    """Spans sorted by start, extended to the end of the GPU ops launched inside them."""
     end = e.copy()
     g = trace.gpu_ops
     if len(g):
         launched = launch_times(trace)
-        # Step each op was launched in: the last step starting at or before its launch, if still open.
         idx = np.searchsorted(s, launched, side="right") - 1
         inside = (idx >= 0) & (launched < e[np.maximum(idx, 0)])
         if inside.any():
@@ -123,14 +184,18 @@ def find_window(trace: Trace, steps: Steps) -> Window:
 
 
 @analysis(provides=("step_spans", "window"),
-          produces=("window_ns", "steps", "step_time_mean_ns", "step_time_p50_ns", "step_time_p95_ns"))
+          produces=("window_ns", "steps", "iterations", "iteration_name", "step_time_mean_ns", "step_time_p50_ns",
+                    "step_time_p95_ns"))
 def steps_and_window(trace: Trace, inputs) -> Produced:
     steps = find_steps(trace)
     win = find_window(trace, steps)
-    m = {"window_ns": win.end_ns - win.start_ns, "steps": len(steps), "step_time_mean_ns": None,
-         "step_time_p50_ns": None, "step_time_p95_ns": None}
-    if len(steps):
-        d = steps.dur_ns
+    # Without step spans the window stays the GPU span (DESIGN.md); iterations the trace shows
+    # still give the step time, so impact can be said per iteration.
+    timed, name = (steps, None) if len(steps) else find_iterations(trace)
+    m = {"window_ns": win.end_ns - win.start_ns, "steps": len(steps), "iterations": len(timed),
+         "iteration_name": name, "step_time_mean_ns": None, "step_time_p50_ns": None, "step_time_p95_ns": None}
+    if len(timed):
+        d = timed.step_time_ns
         m.update(step_time_mean_ns=float(d.mean()), step_time_p50_ns=float(np.percentile(d, 50)),
                  step_time_p95_ns=float(np.percentile(d, 95)))
     return Produced(metrics=m, values={"step_spans": steps, "window": win})

@@ -18,7 +18,7 @@ LOWER, HIGHER = "lower", "higher"
 NON_NUMERIC_UNITS = ("bool", "name")
 
 DIRECTIONS: dict[str, str | None] = {
-    "window_ns": None, "steps": None,
+    "window_ns": None, "steps": None, "iterations": None,
     "step_time_mean_ns": LOWER, "step_time_p50_ns": LOWER, "step_time_p95_ns": LOWER,
     "gpu_busy_fraction": HIGHER, "compute_fraction": HIGHER, "comm_fraction": None,
     "exposed_comm_fraction": LOWER, "comm_overlap_fraction": HIGHER,
@@ -32,13 +32,27 @@ DIRECTIONS: dict[str, str | None] = {
     "launches_per_ms": None, "launch_delay_p50_ns": None, "launch_delay_p95_ns": None,
     "cpu_launch_overhead_fraction": LOWER, "blocks_per_sm_mean": HIGHER, "est_occupancy_mean": HIGHER,
     "sm_efficiency": HIGHER, "graph_launches": None, "graph_kernels": None,
+    "graph_kernel_fraction": None,
     "tensor_core_fraction": HIGHER, "tensor_core_unknown_fraction": None, "tc_eligible_non_tc_fraction": LOWER,
     "sync_fraction": LOWER, "sync_calls": LOWER, "sync_memcpy_count": LOWER,
+    "implicit_sync_calls": LOWER, "implicit_sync_fraction": LOWER,
     "memory_peak_allocated_bytes": LOWER, "memory_peak_reserved_bytes": LOWER, "device_memory_bytes": None,
     "memory_peak_fraction": LOWER,
     "gap_max_ns": LOWER, "idle_gap_max_ns": LOWER, "gap_p95_ns": LOWER,
     "gpu_count": None, "compute_capability": None, "world_size": None,
-    "launch_link_fraction": None,
+    "launch_link_fraction": None, "gpu_op_count": None,
+    # efficiency: FLOPs counted from the trace or a model formula
+    "model_flops_per_step": None, "hardware_flops_per_step": None, "formula_flops_per_step": None,
+    "achieved_tflops": HIGHER, "mfu": HIGHER, "hfu": HIGHER, "tensor_core_mfu": HIGHER, "formula_mfu": HIGHER,
+    "peak_tflops": None, "flops_counted_fraction": None, "trace_to_formula_flops_ratio": None,
+    "fp32_flops_fraction": LOWER, "small_gemm_fraction": LOWER, "unfused_attention_fraction": LOWER,
+    "tokens_per_s": HIGHER, "samples_per_s": HIGHER, "memory_estimate_bytes": None, "max_micro_batch": None,
+    # the job view across ranks
+    "job_ranks": None, "collectives_matched": None, "job_step_time_p50_ns": LOWER,
+    "comm_wait_fraction": LOWER, "comm_busbw_gbps": HIGHER, "link_busbw_gbps": None,
+    "straggler_count": LOWER, "straggler_rank": None, "straggler_cause_ms_per_step": LOWER,
+    "straggler_wait_ms_per_step": LOWER, "straggler_wait_fraction": LOWER,
+    "straggler_arrived_last_fraction": LOWER,
 }
 
 # Changes smaller than these are shown as unchanged: 0.5 percentage points of a fraction, 2% of others.

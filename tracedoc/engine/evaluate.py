@@ -47,13 +47,17 @@ class Finding:
     @property
     def what_if_text(self) -> str | None:
         """``step 176 ms → ~121 ms, −31%`` (an upper bound says so)."""
+        return self.what_if_line()
+
+    def what_if_line(self, per: str = "step") -> str | None:
+        """The prediction in words; ``per`` names the repeating unit (``iteration`` without step spans)."""
         w = self.what_if
         if not w or not w.get("step_ms_before"):
             return None
         before, after = w["step_ms_before"], w["step_ms_after"]
         pct = 100.0 * (after - before) / before
         bound = w["method"].startswith("upper bound")
-        return (f"step {_ms(before)} → {'≥ ' if bound else '~'}{_ms(after)}, "
+        return (f"{per} {_ms(before)} → {'≥ ' if bound else '~'}{_ms(after)}, "
                 f"{'up to ' if bound else ''}−{abs(pct):.0f}%" + (" (upper bound)" if bound else ""))
 
     def to_dict(self) -> dict[str, Any]:

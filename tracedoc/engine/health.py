@@ -18,6 +18,9 @@ CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
 LINK_FRACTION_MEDIUM = 0.9  # below this: some idle causes fall to "other"; medium confidence
 LINK_FRACTION_LOW = 0.5  # below this: most of them do; low confidence
 FEW_STEPS = 3
+# Fewer GPU ops than this is a unit test or a toy, not a workload: one op moves every share (kernels
+# under 10 us, idle by cause) by 5 points or more, so no pattern can be told from chance.
+TINY_GPU_OPS = 20
 GRAPH_BUSY_MEDIUM = 0.8  # graph kernels missing but GPU this busy: little can be hidden; medium confidence  # fewer complete steps than this and warm-up may dominate the averages
 
 # Metrics derived from launch<->kernel links (correlation ids / ac2g flows).
@@ -25,6 +28,12 @@ _LINK_METRICS = frozenset({
     "idle_host_launch_fraction", "idle_sync_fraction", "idle_launch_latency_fraction",
     "idle_other_fraction", "launch_delay_p50_ns", "launch_delay_p95_ns", "comm_fraction",
     "exposed_comm_fraction", "comm_overlap_fraction", "compute_fraction",
+})  # fmt: skip
+# Metrics only the host side of a trace can give.
+_HOST_METRICS = frozenset({
+    "idle_dataloader_fraction", "idle_host_launch_fraction", "idle_sync_fraction", "idle_launch_latency_fraction",
+    "idle_short_launch_fraction", "dataloader_stall_fraction", "sync_fraction", "implicit_sync_fraction",
+    "cpu_launch_overhead_fraction", "launch_delay_p50_ns", "launch_delay_p95_ns",
 })  # fmt: skip
 # Metrics that depend on CPU and GPU clocks agreeing.
 _CLOCK_METRICS = frozenset({
@@ -88,13 +97,33 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
             confidence="low", withhold=True,
         ))  # fmt: skip
         return out
+    n_ops = metrics.get("gpu_op_count")
+    if has_gpu and n_ops is not None and n_ops < TINY_GPU_OPS:
+        out.append(HealthMessage(
+            "tiny-trace", "error",
+            f"the trace holds only {n_ops} GPU op(s) (kernels, copies, memsets), fewer than "
+            f"{TINY_GPU_OPS}: too little to tell a bottleneck from chance, so the verdict is withheld; "
+            "the metrics are still reported. Profile a few steps of the real workload after warm-up",
+            confidence="low", withhold=True,
+        ))  # fmt: skip
+        return out
+    if has_gpu and metrics.get("has_host_events") is False:
+        out.append(HealthMessage(
+            "gpu-only-trace", "warning",
+            "the trace has GPU ops but no CPU ops or runtime calls, so host-side causes (late launches, "
+            "syncs, the input pipeline) cannot be seen and GPU idle time has no known cause; GPU busy "
+            "time, kernel durations, Tensor Core use and communication can still be judged. Findings "
+            "that rest on host-side causes have low confidence. Profile with ProfilerActivity.CPU as "
+            "well to see why the GPU idles",
+            confidence="low", affects=_HOST_METRICS,
+        ))  # fmt: skip
     if has_gpu is None:
         out.append(HealthMessage(
             "gpu-activity-unknown", "warning",
             "whether the trace has GPU ops could not be determined; findings have low confidence",
             confidence="low",
         ))  # fmt: skip
-    out.extend(_check_steps(metrics.get("steps")))
+    out.extend(_check_steps(metrics.get("steps"), metrics.get("iterations"), metrics.get("iteration_name")))
     out.extend(_check_links(metrics.get("launch_link_fraction")))
     out.extend(_check_graphs(metrics.get("graph_launches"), metrics.get("graph_kernels"), metrics.get("gpu_busy_fraction")))
     if metrics.get("truncated") is True:
@@ -116,13 +145,23 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
     return sorted(out, key=lambda m: order[m.level])
 
 
-def _check_steps(steps: Any) -> list[HealthMessage]:
+def _check_steps(steps: Any, iterations: Any = None, iteration_name: Any = None) -> list[HealthMessage]:
+    if (steps is None or steps == 0) and iterations and iteration_name:
+        return [HealthMessage(
+            "no-steps", "warning",
+            f"no ProfilerStep spans were found; {iterations} iterations were detected from the repeating "
+            f"'{iteration_name}', so the step time is the interval between their completions, while the "
+            "window is the GPU activity span (first to last GPU op). Call prof.step() once per iteration "
+            "to be sure. Findings have at most medium confidence",
+            confidence="medium",
+        )]  # fmt: skip
     if steps is None or steps == 0:
         return [HealthMessage(
             "no-steps", "warning",
-            "no ProfilerStep spans were found, so the window is the GPU activity span and impact "
-            "per step cannot be given; call prof.step() once per iteration (or use NVTX step ranges). "
-            "Findings have at most medium confidence",
+            "no ProfilerStep spans and no repeating iteration were found, so the trace is analysed as "
+            "one span, the GPU activity window (first to last GPU op), and impact is a share of that "
+            "window; call prof.step() once per iteration (or use NVTX step ranges). Findings have at "
+            "most medium confidence",
             confidence="medium",
         )]  # fmt: skip
     if steps < FEW_STEPS:

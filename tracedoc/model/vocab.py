@@ -55,6 +55,10 @@ IMPLICIT_SYNC_CALL_RE = re.compile(
     r"cuMemFree|cuMemAlloc|cuMemHostAlloc|cuMemFreeHost|hipFree|hipHostFree|hipMalloc|hipHostMalloc|"
     r"hipHostRegister)(_v\d+)?$")
 IMPLICIT_SYNC_OP_RE = re.compile(r"empty_cache|emptyCache")
+# Device allocations among the implicit syncs: they block only when the allocator is short of memory.
+ALLOC_CALL_RE = re.compile(r"^(cudaMalloc|cuMemAlloc|hipMalloc)(_v\d+)?$")
+# Device frees among the implicit syncs: the caching allocator releasing memory to the driver.
+FREE_CALL_RE = re.compile(r"^(cudaFree|cuMemFree|hipFree)(_v\d+)?$")
 # GPU-side sync/wait markers, named as Kineto names them; nsys sync records get these names from
 # the call that caused them (``SYNC_MARKER_BY_CALL``), else from their type (``SYNC_MARKER_BY_TYPE``).
 SYNC_MARKER_BY_CALL: tuple[tuple[re.Pattern, str], ...] = (

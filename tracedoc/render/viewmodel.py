@@ -89,7 +89,8 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
     v = r.verdict
     env = r.environment
     origin = int(r.window.start_ns)
-    per = "step" if m.get("steps") else "window"  # without steps, impact is a share of the window
+    # Without steps, impact is per detected iteration, else a share of the window.
+    per = "step" if m.get("steps") else ("iteration" if m.get("iterations") else "window")
     findings = [_finding(f, caps, origin, per) for f in (v.findings if v is not None else [])]
     return RankView(
         rank=r.rank,
@@ -150,8 +151,8 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
     ms = f.impact_ms_per_step
     if ms is None:
         impact_ms = None
-    elif per == "step":
-        impact_ms = f"{ms:.1f} ms/step"
+    elif per in ("step", "iteration"):
+        impact_ms = f"{ms:.1f} ms/{per}" if ms >= 0.05 else f"{fmt_ns(ms * 1e6)}/{per}"
     else:
         impact_ms = f"{fmt_ns(ms * 1e6)} of the window"
     return FindingView(
@@ -162,7 +163,8 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
         impact_pct=None if frac is None else fmt_pct(frac),
         impact_width=0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
         fixes=list(f.fixes), expect=f.expect,
-        what_if=f.what_if_text, what_if_method=(f.what_if or {}).get("method"),
+        what_if=f.what_if_line(per if per in ("step", "iteration") else "step"),
+        what_if_method=(f.what_if or {}).get("method"),
         evidence=[build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
                               key=table)
                   for table, rows in f.evidence.items() if rows],
@@ -224,11 +226,17 @@ def _window_bar(m: dict) -> list[Segment]:
             for k, label in SEGMENTS if values[k] >= 0.005]
 
 
+def _step_time(row: dict) -> int:
+    """A step row's step time (interval between completions); its span in reports saved before that."""
+    v = row.get("step_time_ns")
+    return int(v if v is not None else (row.get("window_ns") or 0))
+
+
 def _steps(per_step: list[dict], caps: Caps) -> StepsView:
     rows = list(per_step or [])
     shown_idx = list(range(min(len(rows), caps.steps)))
     if len(rows) > caps.steps and caps.steps > 0:
-        slow = max(range(len(rows)), key=lambda i: rows[i].get("window_ns") or 0)
+        slow = max(range(len(rows)), key=lambda i: _step_time(rows[i]))
         if slow not in shown_idx:
             shown_idx[-1] = slow
     longest = max((rows[i].get("window_ns") or 0 for i in shown_idx), default=0) or 1
@@ -245,9 +253,9 @@ def _steps(per_step: list[dict], caps: Caps) -> StepsView:
                             pct=fmt_pct(values[k] / total if total else 0.0),
                             width=round(100 * values[k] / longest, 3))
                     for k, label in SEGMENTS if values[k] > 0]
-        bars.append(StepBar(step=shorten(row.get("step", f"step {i}"), 120), time=fmt_ns(total),
+        bars.append(StepBar(step=shorten(row.get("step", f"step {i}"), 120), time=fmt_ns(_step_time(row)),
                             width=round(100 * total / longest, 3), segments=segments,
-                            cells=[fmt_ns(total)] + [fmt_pct(values[k] / total if total else 0.0)
+                            cells=[fmt_ns(_step_time(row))] + [fmt_pct(values[k] / total if total else 0.0)
                                                      for k, _ in SEGMENTS]))
     return StepsView(bars=bars, total=len(rows), left_out=len(rows) - len(bars),
                      legend=[{"key": k, "label": label} for k, label in SEGMENTS
