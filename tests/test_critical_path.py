@@ -216,7 +216,8 @@ def test_findings_carry_the_what_if_and_rank_by_predicted_gain(tmp_path):
     result = analyze(dataloader_loop(tmp_path, 12_000.0))
     io = next(f for f in result.verdicts[0].findings if f.label == "io_bound")
     w = io.to_dict()["what_if"]
-    assert set(w) == {"step_ms_before", "step_ms_after", "gain_ms", "method"}
+    assert set(w) == {"step_ms_before", "step_ms_after", "gain_ms", "method", "share_fraction"}
+    assert 0.0 < w["share_fraction"] <= 1.0  # the DataLoader's share of the step today, beside the prediction
     assert w["gain_ms"] == pytest.approx(w["step_ms_before"] - w["step_ms_after"], abs=1e-3)
     assert io.impact_ms_per_step == pytest.approx(w["gain_ms"], abs=1e-3)
     assert w["method"].startswith("critical-path replay")

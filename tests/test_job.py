@@ -286,6 +286,13 @@ def test_text_report_puts_the_job_verdict_first(gpu_job):
         gpu_job.job.focus_index, gpu_job.job.focus_asked = saved, False
 
 
+def test_quiet_text_is_the_job_verdict_line(gpu_job):
+    from tracedoc.render.text import render_text
+
+    text = render_text(gpu_job, quiet=True)
+    assert text.count("\n") == 1 and text.startswith("Job verdict: straggler_bound")
+
+
 def test_markdown_and_html_lead_with_the_job(gpu_job):
     from tracedoc.render import render_html, render_md
 

@@ -22,6 +22,10 @@ LAYERS = {
 TOP = max(LAYERS.values())
 # Entry points sit above everything: the package root's lazy accessors and the ``python -m`` modules.
 ENTRY_POINTS = {"__init__", "__main__"}
+# The one exception to the layers, by name: notebook conveniences on a result that hand it to a renderer
+# when called (``result.to_html()``). They import lazily inside these methods only, so loading, saving and
+# comparing results never loads a renderer; no other function of the module may import upwards.
+CONVENIENCES = {("tracedoc.result", "tracedoc.render"): {"to_text", "to_markdown", "to_html", "_repr_html_"}}
 
 
 def module_name(path: Path) -> str:
@@ -65,6 +69,25 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
     return out
 
 
+def convenience_import(path: Path, module: str, line: int, target: str) -> bool:
+    """True for an import listed in CONVENIENCES, made inside one of the functions named there."""
+    allowed = next((names for (mod, up), names in CONVENIENCES.items()
+                    if module == mod and (target == up or target.startswith(up + "."))), None)
+    if not allowed:
+        return False
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return any(isinstance(node, ast.FunctionDef) and node.name in allowed and node.lineno < line <= node.end_lineno
+               for node in ast.walk(tree))
+
+
+def test_convenience_imports_only_inside_their_functions():
+    path = PACKAGE / "result.py"
+    ups = [(line, t) for line, t in imported_modules(path) if (layer_of(t) or 0) > layer_of("tracedoc.result")]
+    assert ups, "result.py's notebook conveniences import the renderers lazily"
+    assert all(convenience_import(path, "tracedoc.result", line, t) for line, t in ups)
+    assert not convenience_import(path, "tracedoc.result", 1, "tracedoc.render")  # at module level: never
+
+
 def submodule_or_package(package: str, name: str) -> str:
     rel = Path(*package.split(".")[1:], name)
     exists = (PACKAGE / rel).is_dir() or (PACKAGE / rel).with_suffix(".py").is_file()
@@ -88,7 +111,7 @@ def test_imports_follow_the_layers(path):
     wrong = []
     for line, target in imported_modules(path):
         theirs = layer_of(target)
-        if theirs is not None and theirs > mine:
+        if theirs is not None and theirs > mine and not convenience_import(path, me, line, target):
             wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target} (layer {theirs} > {mine})")
     assert not wrong, "\n".join(wrong)
 

@@ -147,8 +147,16 @@ def test_idle_heavy_real_trace(browser, tmp_path):
     page = open_report(browser, result, tmp_path, "a100_2rank_nccl_rank0.html")
     try:
         assert page.errors == [] and page.blocked == []
+        from tracedoc.render.viewmodel import build_report
+
+        minor = {f.rule_id for f in build_report(result).ranks[0].minor_findings}
+        if minor:
+            page.page.locator("details.minor > summary").click()  # the minor list opens on a click
         for f in result.verdicts[0].findings:
-            assert page.page.locator(f"#finding-{f.rule_id}").is_visible(), f.rule_id
+            if f.rule_id in minor:
+                assert f.title in page.page.locator("details.minor").inner_text(), f.rule_id
+            else:
+                assert page.page.locator(f"#finding-{f.rule_id}").is_visible(), f.rule_id
         assert page.page.locator(".timeline").count() == 2  # representative and slowest step
         page.screenshot(tmp_path, "report_a100_2rank_nccl_rank0.png")
     finally:
@@ -183,5 +191,45 @@ def test_hostile_names_render_as_text(browser, tmp_path):
         assert pg.locator("main script, main img, main iframe").count() == 0
         assert pg.evaluate("document.scripts.length") == 2
         page.screenshot(tmp_path, "report_hostile.png")
+    finally:
+        page.close()
+
+
+def test_tables_stay_inside_their_section_at_1400px(browser, tmp_path):
+    """Top gaps between kernels with long C++ names: at 1400 px the table fits its section (short names,
+    wrapping cells) and the page never scrolls sideways."""
+    from trace_builder import TraceBuilder
+
+    long = ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, "
+            "float, float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
+            "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > const&)"
+            "::{lambda(int)#1}>(int, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, float, float, "
+            "at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&))")
+    b = TraceBuilder()
+    t = 0.0
+    for n in range(3):
+        b.step(n + 1, t, t + 3_000.0)
+        for k in range(6):
+            b.kernel(long.replace("MulFunctor", f"Mul{k}Functor"), t + 200.0 + 400.0 * k, 100.0,
+                     op="aten::mul", launch_at=t + 150.0 + 400.0 * k)
+        t += 3_000.0
+    result = analyze(b.write(tmp_path / "longnames.pt.trace.json.gz"))
+    page = open_report(browser, result, tmp_path, "longnames.html")
+    pg = page.page
+    try:
+        pg.set_viewport_size({"width": 1400, "height": 900})
+        sizes = pg.evaluate("""() => {
+            const section = document.querySelector('#gaps').getBoundingClientRect();
+            const wrap = document.querySelector('#table-top_gaps');
+            const kernels = document.querySelector('#table-top_kernels');
+            return {section: section.right, wrap: wrap.getBoundingClientRect().right,
+                    table: wrap.querySelector('table').getBoundingClientRect().right,
+                    kernels: kernels.querySelector('table').getBoundingClientRect().right,
+                    page: document.documentElement.scrollWidth, view: window.innerWidth}; }""")
+        assert sizes["page"] <= sizes["view"]
+        assert sizes["wrap"] <= sizes["section"] + 0.5 and sizes["table"] <= sizes["section"] + 0.5, sizes
+        assert sizes["kernels"] <= sizes["section"] + 0.5, sizes
+        assert pg.locator("#table-top_gaps td.wide").first.get_attribute("title").startswith("void at::native::")
+        page.screenshot(tmp_path, "report_longnames_1400.png", full_page=True)
     finally:
         page.close()

@@ -222,8 +222,10 @@ def test_html_shows_verdict_first_and_every_section(example_result):
     assert body.index('id="verdict"') < body.index('id="findings"') < body.index('id="breakdown"')
     assert '<span class="label label-io_bound"' in body
     assert "5.2 ms/step · 43.3% of the step" in body
-    for fid in ("TD301", "TD101", "TD303"):
+    for fid in ("TD301", "TD101"):
         assert f'id="finding-{fid}"' in body
+    # TD303 explains 1.5% of the step (under 2%): it is in the minor list, not a finding card
+    assert 'id="finding-TD303"' not in body and "Minor findings (1, each under 2% of the step)" in body
     for section in ("health", "breakdown", "timeline", "gaps", "kernels", "memory", "environment", "reproduce"):
         assert f'<section id="{section}"' in body
     assert "The next profile should show:" in body

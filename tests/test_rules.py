@@ -112,6 +112,8 @@ BASELINE: dict = {
     "has_gpu_ops": True,
     "launch_link_fraction": 1.0,
     "truncated": False,
+    "profiler_range_events": 0,
+    "runtime_calls": 100,
     "clock_anomaly": False,
     # a single trace: no job view
     "job_ranks": None,

@@ -72,7 +72,9 @@ def test_schema_describes_every_top_level_and_rank_field():
         assert prop.get("description"), f"top-level field {name!r} has no description"
     assert set(schema["required"]) == set(schema["properties"])
     rank = schema["$defs"]["rank"]
-    assert set(rank["required"]) == set(rank["properties"])
+    optional = {"timeline"}  # only with --timeline; its description says so
+    assert set(rank["required"]) | optional == set(rank["properties"])
+    assert all("Optional" in rank["properties"][name]["description"] for name in optional)
     for name, prop in rank["properties"].items():
         target = schema["$defs"][prop["$ref"].rsplit("/", 1)[1]] if "$ref" in prop else prop
         assert target.get("description") or prop.get("description"), f"rank field {name!r} has no description"
@@ -120,3 +122,24 @@ def test_schema_rejects_a_missing_metric(validator):
     doc = json.loads(json.dumps(doc, default=str))
     del doc["ranks"][0]["metrics"]["gpu_busy_fraction"]
     assert not validator.is_valid(doc)
+
+
+def test_json_leaves_the_timeline_out_unless_asked(validator, tmp_path, capsys):
+    from tracedoc.cli import main
+
+    assert main(["analyze", "--example", "-f", "json"]) == 0
+    small = capsys.readouterr().out
+    assert main(["analyze", "--example", "-f", "json", "--timeline"]) == 0
+    full = capsys.readouterr().out
+    doc, doc_full = json.loads(small), json.loads(full)
+    assert all("timeline" not in r for r in doc["ranks"])
+    assert all(r["timeline"]["excerpts"] for r in doc_full["ranks"])
+    assert len(small) < len(full)
+    assert_valid(validator, doc)
+    assert_valid(validator, doc_full)
+    rank_schema = load_schema()["$defs"]["rank"]
+    assert "timeline" not in rank_schema["required"] and "Optional" in rank_schema["properties"]["timeline"]["description"]
+    from tracedoc.result import AnalysisResult
+
+    again = AnalysisResult.from_dict(doc)  # a report without the timeline reads back, with an empty one
+    assert again.ranks[0].timeline == {}

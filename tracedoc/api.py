@@ -210,7 +210,11 @@ def _evaluate_job(view, results: list[RankAnalysis], params: dict | None, rules:
     metrics = {**(median.metrics if median else {}), **view.metrics}
     evidence = {**(median.evidence if median else {}), **view.evidence}
     step = view.metrics.get("job_step_time_p50_ns") or (median.step_time_ns if median else None)
-    verdict = evaluate(metrics, evidence, step, params=params, rules=rules)
+    # predictions: the job view's replay for the straggler, the median rank's for its own labels
+    what_ifs, unavailable = median.what_ifs() if median else ({}, None)
+    verdict = evaluate(metrics, evidence, step, params=params, rules=rules,
+                       what_ifs={**what_ifs, **view.what_ifs()},
+                       what_if_unavailable=view.what_if_unavailable or unavailable)
     # rules on job metrics alone do not lose confidence because the ranks have no GPU work
     job_only = {r.id for r in rules if r.metrics_used and r.metrics_used <= set(view.metrics)}
     kept = [h for h in verdict.health if not h.withhold]

@@ -6,7 +6,9 @@ the rules engine's ``Verdict``, and for more than one rank a ``JobResult`` (the 
 ``from_dict`` and ``load(path)`` read one back into an equal value, so a saved report can be
 rendered again, compared with another, or gate CI without the trace.
 
-Renderers take a result (``tracedoc.render``); nothing here formats for people.
+Renderers take a result (``tracedoc.render``); nothing here formats for people except the short
+``repr`` and, for notebooks, ``to_text`` / ``to_markdown`` / ``to_html`` / ``_repr_html_``, which
+hand the result to a renderer when called (the only place this module reaches up to ``render``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,28 @@ from .version import __version__
 
 SCHEMA_NAME = "tracedoc.analysis"
 SCHEMA_VERSION = 1
+REPR_CHARS = 400  # a repr is a one-line summary, never the data (a 2-rank result holds megabytes)
+
+
+def _short(text: str, limit: int = REPR_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _verdict_summary(v: Verdict | None) -> str:
+    if v is None:
+        return "no verdict"
+    if v.withheld:
+        return "verdict withheld"
+    return (", ".join(v.labels) or "no finding") + f" ({v.confidence}; {len(v.findings)} findings)"
+
+
+def evidence_frame(evidence: dict[str, list[dict]], name: str, where: str = "this result"):
+    """One evidence table as a pandas DataFrame; an unknown name lists the tables there are."""
+    import pandas as pd
+
+    if name not in evidence:
+        raise KeyError(f"no evidence table {name!r} in {where}; tables: {', '.join(sorted(evidence)) or 'none'}")
+    return pd.DataFrame(evidence[name])
 
 
 @dataclass
@@ -56,6 +80,21 @@ class RankResult:
                    timeline=analysis.timeline, verdict=verdict, critical_path=analysis.critical_path,
                    idle_intervals=analysis.idle_intervals)
 
+    def __repr__(self) -> str:
+        steps = int(self.metrics.get("steps") or 0)
+        return _short(f"<RankResult rank {self.rank} of {os.path.basename(self.source)!r}: "
+                      f"{_verdict_summary(self.verdict)}; {steps} step{'' if steps == 1 else 's'}, "
+                      f"{len(self.metrics)} metrics, evidence tables {', '.join(sorted(self.evidence))}>")
+
+    def table(self, name: str):
+        """An evidence table (``top_kernels``, ``top_gaps``, ...) as a pandas DataFrame."""
+        return evidence_frame(self.evidence, name, f"rank {self.rank}")
+
+    @property
+    def tables(self) -> list[str]:
+        """The names of the evidence tables ``table(name)`` gives."""
+        return sorted(self.evidence)
+
     @property
     def step_time_ns(self) -> float | None:
         v = self.metrics.get("step_time_mean_ns")
@@ -66,8 +105,9 @@ class RankResult:
         """The largest share of the step a finding explains (0 without verdict or findings)."""
         return self.verdict.top_impact_fraction if self.verdict is not None else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, timeline: bool = True) -> dict[str, Any]:
+        """The rank's JSON object; ``timeline=False`` leaves out the timeline excerpts (the bulk of it)."""
+        out = {
             "source": self.source, "rank": self.rank,
             "window": {"start_ns": self.window.start_ns, "end_ns": self.window.end_ns,
                        "length_ns": self.window.length_ns, "kind": self.window.kind,
@@ -79,6 +119,9 @@ class RankResult:
             "critical_path": self.critical_path.to_dict() if self.critical_path is not None else None,
             "verdict": self.verdict.to_dict() if self.verdict is not None else None,
         }
+        if not timeline or not self.timeline:  # optional in the schema: absent rather than empty
+            del out["timeline"]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RankResult":
@@ -86,7 +129,7 @@ class RankResult:
         return cls(source=d["source"], rank=d["rank"], window=Window(w["start_ns"], w["end_ns"], w["kind"]),
                    metrics=dict(d["metrics"]), evidence=dict(d["evidence"]), per_step=list(d["per_step"]),
                    per_device=list(d["per_device"]), environment=dict(d["environment"]),
-                   warnings=list(d["warnings"]), timeline=dict(d["timeline"]),
+                   warnings=list(d["warnings"]), timeline=dict(d.get("timeline") or {}),
                    verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") is not None else None,
                    critical_path=(CriticalPath.from_dict(d["critical_path"]) if d.get("critical_path") is not None
                                   else None))
@@ -143,6 +186,15 @@ class JobResult:
     verdict: Verdict | None = None  # the job verdict: job rules and the median rank's metrics
     focus_asked: bool = False  # focus_index set by --rank N
 
+    def __repr__(self) -> str:
+        return f"<JobResult {len(self.ranks)} ranks, focus rank index {self.focus_index}>"
+
+    def df(self):
+        """The rank table as a pandas DataFrame, one row per rank."""
+        import pandas as pd
+
+        return pd.DataFrame([r.to_dict() for r in self.ranks])
+
     @classmethod
     def from_ranks(cls, ranks: list[RankResult]) -> "JobResult":
         return cls(ranks=[RankRow.of(r) for r in ranks], focus_index=focus_index(ranks))
@@ -188,6 +240,44 @@ class AnalysisResult:
         """A result for ``ranks``, with the job table when there is more than one."""
         return cls(inputs=inputs, ranks=ranks, job=JobResult.from_ranks(ranks) if len(ranks) > 1 else None, **kwargs)
 
+    def __repr__(self) -> str:
+        focus = self.focus
+        where = f" (rank {focus.rank} shown)" if self.job is not None and focus is not None else ""
+        name = os.path.basename(self.inputs[0]) if len(self.inputs) == 1 else f"{len(self.inputs)} files"
+        return _short(f"<AnalysisResult {name}: {len(self.ranks)} rank{'' if len(self.ranks) == 1 else 's'}{where}; "
+                      f"{_verdict_summary(focus.verdict if focus else None)}>")
+
+    def table(self, name: str, rank: int | None = None):
+        """An evidence table of the focus rank (or of the rank at index ``rank``) as a pandas DataFrame."""
+        r = self.focus if rank is None else self.ranks[rank]
+        if r is None:
+            raise KeyError("this result has no ranks")
+        return r.table(name)
+
+    def to_text(self, **options: Any) -> str:
+        """The terminal summary as a string (laid out for a file: nothing cut, no colour)."""
+        from .render import render_text
+
+        return render_text(self, **options)
+
+    def to_markdown(self) -> str:
+        """The Markdown report (a ticket comment)."""
+        from .render import render_md
+
+        return render_md(self)
+
+    def to_html(self) -> str:
+        """The self-contained HTML report."""
+        from .render import render_html
+
+        return render_html(self)
+
+    def _repr_html_(self) -> str:
+        """A compact verdict card for notebooks (the full report is ``to_html()``)."""
+        from .render.card import render_card
+
+        return render_card(self)
+
     @property
     def verdicts(self) -> list[Verdict | None]:
         return [r.verdict for r in self.ranks]
@@ -204,14 +294,15 @@ class AnalysisResult:
             return None
         return self.ranks[self.job.focus_index if self.job is not None else focus_index(self.ranks)]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, timeline: bool = True) -> dict[str, Any]:
+        """The schema-versioned document; ``timeline=False`` leaves out each rank's timeline excerpts."""
         return {
             "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "tracedoc_version": self.tracedoc_version,
             "rules_version": self.rules_version,
             "inputs": [{"path": p, "sha256": self.hashes.get(p), **({"error": self.failed[p]} if p in self.failed else {})}
                        for p in self.inputs],
             "command": self.command,
-            "ranks": [r.to_dict() for r in self.ranks],
+            "ranks": [r.to_dict(timeline=timeline) for r in self.ranks],
             "job": self.job.to_dict() if self.job is not None else None,
         }
 
@@ -237,10 +328,10 @@ class AnalysisResult:
             raise TraceError(where, "is a tracedoc report with a missing or malformed field",
                              f"{type(exc).__name__}: {exc}", "write it again with `tracedoc analyze --format json`") from None
 
-    def to_json(self) -> str:
+    def to_json(self, timeline: bool = True) -> str:
         import orjson
 
-        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
+        return orjson.dumps(self.to_dict(timeline=timeline), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
                             default=_json_default).decode()
 
     def save(self, path: str | os.PathLike) -> None:

@@ -238,3 +238,51 @@ def device_memory(trace: Trace, inputs) -> Produced:
                                                  "device_memory_bytes", "memory_peak_fraction")},
                     evidence={"memory_top_allocs": mem["top_allocs"], "memory_per_device": mem["per_device"],
                               "memory_curve": mem["curve"]})
+
+
+def host_operators(trace: Trace, lo: int, hi: int, top: int = 15) -> list[dict]:
+    """CPU operators (``cpu_op``) started in ``[lo, hi)`` by their self time (time not spent in a nested
+    span), with their total (inclusive) time; shares are of the window, and self-time shares add up to
+    at most 100% per thread."""
+    c = trace.cpu_ops
+    if not len(c) or hi <= lo:
+        return []
+    sel = (c["kind"] == M.CPU_OP) & (c["start_ns"] >= lo) & (c["start_ns"] < hi)
+    if not sel.any():
+        return []
+    total = c["end_ns"] - c["start_ns"]
+    own = total - _children_ns(c)
+    df = pd.DataFrame({"name": c["name"][sel], "self": own[sel], "total": total[sel]})
+    agg = df.groupby("name").agg(calls=("self", "size"), self_ns=("self", "sum"), cpu_ns=("total", "sum"))
+    agg = agg.sort_values("self_ns", ascending=False)
+    return [{"name": trace.string(int(sid)), "calls": int(row["calls"]), "self_ns": int(row["self_ns"]),
+             "cpu_ns": int(row["cpu_ns"]), "share": float(row["self_ns"]) / (hi - lo)}
+            for sid, row in agg.head(top).iterrows()]
+
+
+def _children_ns(c) -> np.ndarray:
+    """Per CPU span, the summed duration of its direct children: for each depth level, every span of
+    depth d+1 is matched to the latest span of depth d on its thread that started before it."""
+    out = np.zeros(len(c), dtype=np.int64)
+    depth = c["depth"].astype(np.int64)
+    if not len(c) or depth.max() <= 0:
+        return out
+    frame = pd.DataFrame({"row": np.arange(len(c)), "tid": c["tid"], "start": c["start_ns"],
+                          "dur": c["end_ns"] - c["start_ns"], "depth": depth}).sort_values("start")
+    for d in range(int(depth.max())):
+        parents = frame[frame["depth"] == d][["start", "tid", "row"]].rename(columns={"row": "parent"})
+        kids = frame[frame["depth"] == d + 1][["start", "tid", "dur"]]
+        if parents.empty or kids.empty:
+            continue
+        m = pd.merge_asof(kids, parents, on="start", by="tid", direction="backward").dropna(subset=["parent"])
+        sums = m.groupby("parent")["dur"].sum()
+        out[sums.index.to_numpy(dtype=np.int64)] += sums.to_numpy(dtype=np.int64)
+    return out
+
+
+@analysis(needs=("window",), evidence=("host_operators",))
+def host_operator_table(trace: Trace, inputs) -> Produced:
+    """For traces without GPU ops: where the host time goes, by operator."""
+    win = inputs["window"]
+    rows = host_operators(trace, win.start_ns, win.end_ns) if not len(trace.gpu_ops) else []
+    return Produced(evidence={"host_operators": rows})

@@ -228,6 +228,32 @@ def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: i
     return rows
 
 
+def kernel_classes(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[dict]:
+    """GPU op time in the window by what the ops compute (``vocab.KERNEL_CLASSES``): communication
+    kernels, copies and memsets ("memory"), then compute kernels by name. The rows' times sum to the
+    time of every GPU op overlapping the window (the ``top_kernels`` selection)."""
+    g = trace.gpu_ops
+    if not len(g):
+        return []
+    sel = (g["start_ns"] < hi) & (g["end_ns"] > lo)
+    if not sel.any():
+        return []
+    names, kind, comm = g["name"][sel], g["kind"][sel], comm_mask[sel]
+    dur = (g["end_ns"] - g["start_ns"])[sel].astype(np.float64)
+    ids, inverse = np.unique(names, return_inverse=True)
+    by_name = np.array([V.KERNEL_CLASSES.index(V.kernel_class(trace.string(int(i)))) for i in ids.tolist()],
+                       dtype=np.int64)
+    cls = by_name[inverse.reshape(-1)]
+    cls = np.where(kind != M.KERNEL, V.KERNEL_CLASSES.index("memory"), cls)
+    cls = np.where(comm, V.KERNEL_CLASSES.index("communication"), cls)
+    n = len(V.KERNEL_CLASSES)
+    count = np.bincount(cls, minlength=n)
+    total = np.bincount(cls, weights=dur, minlength=n)
+    grand = float(dur.sum()) or 1.0
+    return [{"kernel_class": V.KERNEL_CLASSES[i], "count": int(count[i]), "total_ns": int(round(total[i])),
+             "share": float(total[i]) / grand} for i in np.argsort(-total, kind="stable").tolist() if count[i]]
+
+
 def _window_kernel_rows(trace: Trace, lo: int, hi: int) -> np.ndarray:
     g = trace.gpu_ops
     if not len(g):
@@ -280,6 +306,13 @@ def kernel_table(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
     return Produced(evidence={"top_kernels": top_kernels(trace, inputs["comm_mask"], win.start_ns, win.end_ns,
                                                          inputs["tc_classes"])})
+
+
+@analysis(needs=("comm_mask", "window"), evidence=("kernel_classes",))
+def kernel_class_table(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    return Produced(evidence={"kernel_classes": kernel_classes(trace, inputs["comm_mask"], win.start_ns,
+                                                               win.end_ns)})
 
 
 @analysis(needs=("kernel_ops", "window"), evidence=("top_operators",))

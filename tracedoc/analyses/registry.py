@@ -119,6 +119,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "has_host_events": ("bool", "the trace has CPU ops or runtime (launch/sync) calls"),
     "launch_link_fraction": ("fraction", "GPU ops linked to their launch call; None without GPU ops"),
     "truncated": ("bool", "the file ended before the trace was complete"),
+    "runtime_calls": ("count", "CUDA/HIP runtime and driver API calls recorded on the host"),
+    "profiler_range_events": ("count", "CUPTI range-profiler records (per-kernel hardware counters, no kernel timings)"),
     "clock_anomaly": ("bool", "GPU ops start before their launch call by more than 1 ms (clock skew)"),
     # job view (tracedoc.job): None for a single trace; ranks of a job see the comm_*/link_* ones
     "job_ranks": ("count", "ranks in the job view"),
@@ -139,6 +141,7 @@ METRICS: dict[str, tuple[str, str]] = {
 
 
 EVIDENCE: dict[str, str] = {
+    "host_operators": "Traces without GPU ops: CPU operators by self time (and total time) in the window.",
     "idle_causes": "Idle time by cause (dataloader, host_launch, sync, launch_latency, other).",
     "idle_other_cpu_ops": "The outermost CPU ops running while the GPU idled for no identified cause, by overlapping time.",
     "top_gaps": "Longest gaps between GPU ops on one stream, with the ops on both sides and the CPU op that "
@@ -146,6 +149,12 @@ EVIDENCE: dict[str, str] = {
     "stream_gaps": "Gap statistics per stream.",
     "top_kernels": "Kernels (and copies) by total time in the window.",
     "top_operators": "CPU operators by the GPU time of the ops they launched.",
+    "kernel_classes": "GPU op time by what the ops compute (GEMM, convolution, attention, elementwise, reduction, "
+                      "communication, memory copies and sets, other): count, time, share of GPU op time.",
+    "operators_by_shape": "CPU operators grouped by name and recorded input shapes (shapes are kept for matmul, "
+                          "convolution and attention ops): calls, CPU time, the GPU ops they launched and their time.",
+    "operators_by_module": "nn.Module spans (recorded with with_stack or with_modules) grouped by module: calls, "
+                           "CPU time, and the GPU time of the ops launched inside them (innermost module).",
     "kernel_totals": "Every GPU op name in the window: kind, category, count and total time (what a diff aligns).",
     "operator_totals": "Every CPU operator name starting in the window: calls, CPU time, and the GPU ops it "
                        "launched and their time (what a diff aligns).",

@@ -10,8 +10,14 @@ from . import host
 from .registry import Produced, analysis
 
 
+# Kineto's category for CUPTI range-profiler records: per-kernel hardware counters (FLOP instruction
+# counts and the like) measured by replaying each kernel, recorded instead of kernel activity.
+PROFILER_RANGE_CATEGORY = "cuda_profiler_range"
+
+
 @analysis(produces=("gpu_count", "compute_capability", "tensor_core_capable", "world_size", "backend",
-                    "uses_data_parallel", "has_gpu_ops", "gpu_op_count", "has_host_events", "truncated"))
+                    "uses_data_parallel", "has_gpu_ops", "gpu_op_count", "has_host_events", "truncated",
+                    "profiler_range_events", "runtime_calls"))
 def system(trace: Trace, inputs) -> Produced:
     g, meta = trace.gpu_ops, trace.meta
     gpu_devs = sorted(set(np.unique(g["device"]).tolist())) if len(g) else []
@@ -28,6 +34,8 @@ def system(trace: Trace, inputs) -> Produced:
         "world_size": meta.world_size, "backend": cuda_backend(meta.backend),
         "uses_data_parallel": host.uses_data_parallel(trace), "has_gpu_ops": bool(len(g)),
         "gpu_op_count": len(g), "has_host_events": bool(len(trace.cpu_ops) or len(trace.runtime)), "truncated": bool(meta.truncated),
+        "profiler_range_events": int(meta.other_categories.get(PROFILER_RANGE_CATEGORY, 0)),
+        "runtime_calls": len(trace.runtime),
     })
 
 

@@ -249,7 +249,7 @@ def _fmt_bytes(n: int | None) -> str:
 def format_summary(s: dict[str, Any]) -> str:
     if not s.get("steps"):
         return "no training steps detected (no optimizer step, DataLoader batch or profile.step() call)"
-    parts = [f"{s['steps']} steps"]
+    parts = [f"{s['steps']} step{'' if s['steps'] == 1 else 's'}"]
     st = s.get("step_time_s")
     if st:
         parts.append(f"{st['mean'] * 1e3:.1f} ms/step (p50 {st['p50'] * 1e3:.1f}, max {st['max'] * 1e3:.1f})")

@@ -92,6 +92,21 @@ class profile(contextlib.ContextDecorator):
         s = self._session or self._last
         return list(s.reports) if s else []
 
+    @property
+    def result(self):
+        """The analysis of the last capture (an ``AnalysisResult``) once its report is written, else None.
+
+        After the ``with`` block the reports are complete (unless ``wait_reports=False``)."""
+        import os
+
+        from ..result import load
+
+        for txt in reversed(self.reports):
+            path = txt[: -len(".txt")] + ".json"
+            if os.path.exists(path):
+                return load(path)
+        return None
+
 
 def step() -> None:
     """Mark a step boundary in the active capture session (``tracedoc run`` or ``tracedoc.profile``)."""

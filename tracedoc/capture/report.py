@@ -87,18 +87,21 @@ def _unlink(path: str) -> None:
         pass
 
 
-def _write_reports(trace_path: str) -> list[str]:
+def _write_reports(trace_path: str, answer: list[str] | None = None) -> list[str]:
     """Analyse ``trace_path`` (a trace file or a directory of rank traces) and write the reports.
 
     Writes ``<trace_path>.report.txt`` (the terminal summary), ``.report.json`` (every metric and
     finding) and ``.report.html`` (the self-contained report to attach to a ticket). Returns the
-    paths written. Raises on analysis errors; callers decide how to report them.
+    paths written, and puts the answer's lines (verdict, top finding) in ``answer`` when given.
+    Raises on analysis errors; callers decide how to report them.
     """
     trace_path = trace_path.rstrip(os.sep) or trace_path
     from tracedoc.api import analyze
-    from tracedoc.render.text import render_text
+    from tracedoc.render.text import answer_lines, render_text
 
     result = analyze(trace_path)
+    if answer is not None:
+        answer.extend(answer_lines(result))
     written = []
     txt = trace_path + ".report.txt"
     atomic_write_bytes(txt, render_text(result).encode())
@@ -149,12 +152,15 @@ def report_when_ready(path: str, world_size: int = 0, timeout_s: float = 300.0) 
         if len(files) < world_size:
             say(f"{path}: {len(files)} of {world_size} rank traces arrived within {timeout_s:.0f} s; "
                 "analysing those")
+    answer: list[str] = []
     try:
-        written = _write_reports(path)
+        written = _write_reports(path, answer)
     except Exception as exc:  # the analysis failed: the trace is still there
         say(f"the analysis of {path} failed ({type(exc).__name__}: {exc}); "
             f"the trace is kept, run `tracedoc analyze {path}` to see the error")
         return EXIT_ERROR
+    for line in answer:  # the answer itself, not only where it is
+        say(line)
     if written:
-        say(f"report: {written[0]}")
+        say(f"report: {written[0]} (also .json, .html)")
     return EXIT_OK

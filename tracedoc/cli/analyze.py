@@ -16,7 +16,7 @@ from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, renderer, renderer_for_path
 from ..estimate.cli import add_estimate_options, estimate_request
-from .common import check_output_path, write_atomic
+from .common import add_output_options, check_output_path, text_options, write_atomic
 from ..exits import EXIT_FAIL_ON, EXIT_OK
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,6 +49,9 @@ def register(sub: Any) -> None:
     a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
     a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    a.add_argument("--timeline", action="store_true",
+                   help="-f json: include each rank's timeline excerpts (left out by default: they are most of "
+                        "the document)")
     a.add_argument("--perfetto", metavar="OUT.json",
                    help="also write the trace with tracedoc's tracks (idle causes, critical path, findings) "
                         "for ui.perfetto.dev or chrome://tracing")
@@ -58,6 +61,7 @@ def register(sub: Any) -> None:
     a.add_argument("--rank", type=int, default=None, metavar="N",
                    help="directories: show rank N's details after the job verdict")
     add_engine_options(a)
+    add_output_options(a)
     a.set_defaults(func=cmd_analyze)
 
 
@@ -156,7 +160,7 @@ def cmd_analyze(args) -> int:
         if result.job is not None:
             result.job.focus_index = have.index(args.rank)
             result.job.focus_asked = True
-    render_options = {}
+    render_options = {"timeline": True} if fmt == "json" and args.timeline else {}
     if args.perfetto:
         from ..render.perfetto import write_perfetto
 
@@ -169,10 +173,12 @@ def cmd_analyze(args) -> int:
         check_output_path(args.output, result.inputs)
         write_atomic(args.output, renderer(fmt).render(result, **render_options))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
-    elif fmt == "text" and sys.stdout.isatty():
-        _print_to_terminal(result)
+    elif fmt == "text":
+        from ..render.text import print_text
+
+        print_text(result, text_options(args))
     else:
-        text = renderer(fmt).render(result)
+        text = renderer(fmt).render(result, **render_options)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if args.fail_on:
         verdicts = list(result.verdicts) + ([result.job.verdict] if result.job is not None else [])
@@ -190,17 +196,6 @@ def output_format(fmt: str | None, output: str | None) -> str:
         return fmt
     by_path = renderer_for_path(output) if output else None
     return by_path.name if by_path else "text"
-
-
-def _print_to_terminal(result) -> None:
-    """The terminal summary in colour, sized to the terminal."""
-    from rich.console import Console
-
-    from ..render.text import renderables
-
-    console = Console()
-    for item in renderables(result):
-        console.print(item)
 
 
 def _progress_callback(enabled: bool):

@@ -76,3 +76,44 @@ def show_warning(message, category, filename, lineno, file=None, line=None):
         print(f"tracedoc: warning: {message}", file=sys.stderr)
     else:
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``--width``, ``--no-color``, ``--quiet``, ``--verbose`` and ``--top`` for commands that print a summary."""
+    group = parser.add_argument_group("text output")
+    group.add_argument("--width", metavar="N", type=_positive_int, default=None,
+                       help="lay text out for N columns (default: the terminal's width; off a terminal "
+                            "tables are 100 columns and long cells wrap, never cut)")
+    group.add_argument("--no-color", action="store_true", help="no colour even on a terminal (so does NO_COLOR)")
+    group.add_argument("-q", "--quiet", action="store_true", help="print the verdict line only")
+    group.add_argument("-v", "--verbose", action="store_true",
+                       help="every finding with all its fixes, every warning, longer tables")
+    group.add_argument("--top", metavar="N", type=_non_negative_int, default=None,
+                       help="rows in each table of the summary")
+
+
+def text_options(args: argparse.Namespace):
+    """The ``TextOptions`` for stdout from the output options in ``args``."""
+    from ..render.console import TextOptions
+
+    return TextOptions.for_stream(sys.stdout, width=getattr(args, "width", None),
+                                  no_color=getattr(args, "no_color", False), quiet=getattr(args, "quiet", False),
+                                  verbose=getattr(args, "verbose", False), top=getattr(args, "top", None),
+                                  warnings_shown=True)  # the commands print them on stderr as they load
+
+
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value < 20:
+        raise argparse.ArgumentTypeError(f"{text!r} is too narrow; give 20 columns or more")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative")
+    return value

@@ -52,6 +52,7 @@ DIRECTIONS: dict[str, str | None] = {
     "comm_wait_fraction": LOWER, "comm_busbw_gbps": HIGHER, "link_busbw_gbps": None,
     "straggler_count": LOWER, "straggler_rank": None, "straggler_cause_ms_per_step": LOWER,
     "straggler_wait_ms_per_step": LOWER, "straggler_wait_fraction": LOWER,
+    "runtime_calls": None, "profiler_range_events": None,
     "straggler_arrived_last_fraction": LOWER,
 }
 

@@ -40,6 +40,18 @@ class Finding:
     params: dict[str, Any] = field(default_factory=dict)
     what_if: dict[str, Any] | None = None  # {step_ms_before, step_ms_after, gain_ms, method}
 
+    def __repr__(self) -> str:
+        impact = f", {self.impact_fraction:.1%} of the step" if self.impact_fraction is not None else ""
+        return f"<Finding {self.rule_id} {self.label}{impact}: {self.title}>"
+
+    def table(self, name: str):
+        """One of this finding's evidence tables as a pandas DataFrame."""
+        import pandas as pd
+
+        if name not in self.evidence:
+            raise KeyError(f"no evidence table {name!r} in {self.rule_id}; tables: {', '.join(sorted(self.evidence)) or 'none'}")
+        return pd.DataFrame(self.evidence[name])
+
     @property
     def is_verdict(self) -> bool:
         return self.label != ADVICE_LABEL
@@ -102,6 +114,11 @@ class Verdict:
     confidence: str
     withheld: str | None = None
     step_time_ns: float | None = None
+
+    def __repr__(self) -> str:
+        state = f"withheld: {self.withheld}" if self.withheld else ", ".join(self.labels) or "no finding"
+        return (f"<Verdict {state[:200]} (confidence {self.confidence}; {len(self.findings)} findings, "
+                f"{len(self.health)} health messages)>")
 
     @property
     def labels(self) -> list[str]:
@@ -225,7 +242,10 @@ def _with_what_if(finding: Finding, what_ifs: Mapping[str, Mapping[str, Any]] | 
     predicted = (what_ifs or {}).get(finding.label)
     if predicted is not None and predicted.get("step_ms_before"):
         gain = max(float(predicted["gain_ms"]), 0.0)
-        return replace(finding, what_if=dict(predicted), impact_ms_per_step=gain,
+        what_if = dict(predicted)
+        if finding.impact_fraction is not None:  # today's share of the step, which the replay may not win back
+            what_if["share_fraction"] = finding.impact_fraction
+        return replace(finding, what_if=what_if, impact_ms_per_step=gain,
                        impact_fraction=min(gain / float(predicted["step_ms_before"]), 1.0))
     if finding.impact_fraction is None or not step_time_ns or not finding.is_verdict:
         return finding

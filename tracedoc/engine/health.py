@@ -84,18 +84,32 @@ def lowest(confidences: Iterable[str]) -> str:
     return min(confidences, key=CONFIDENCES.index, default="high")
 
 
+def _no_gpu_message(metrics: Mapping[str, Any]) -> str:
+    """Why a trace without GPU ops has no GPU verdict, from what it does hold, and what to record instead."""
+    ranges = int(metrics.get("profiler_range_events") or 0)
+    calls = int(metrics.get("runtime_calls") or 0)
+    if ranges:
+        return (f"the trace was recorded with the CUPTI range profiler: it holds {ranges:,} per-kernel hardware-counter "
+                f"records (cuda_profiler_range events) and {calls:,} CUDA runtime calls, but no kernel timings, "
+                "because that mode replays each kernel to count instructions instead of timing it; so there is no "
+                "GPU timeline to diagnose. Profile again without the counter metrics (drop experimental_config's "
+                "profiler_metrics) to get kernel activity; keep this trace for instruction counts")
+    if calls:
+        return (f"the trace holds {calls:,} CUDA runtime calls but no kernel, memcpy or memset activity: the CPU "
+                "side of CUDA was recorded and the GPU side was not, so there is no GPU verdict; profile with "
+                "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (and check that CUPTI is available)")
+    return ("the trace holds CPU activity only (no CUDA launches, kernels, memcpy or memset), so there is no GPU "
+            "verdict; if the model should run on a GPU, move it there and profile with "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
+
+
 def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
     """Return the health messages for one rank's metrics, most severe first."""
     out: list[HealthMessage] = []
     has_gpu = metrics.get("has_gpu_ops")
     if has_gpu is False:
-        out.append(HealthMessage(
-            "no-gpu-activity", "error",
-            "the trace has no GPU kernels, memcpy or memset, so there is no GPU verdict; "
-            "profile with activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] and make sure the "
-            "model runs on the GPU",
-            confidence="low", withhold=True,
-        ))  # fmt: skip
+        out.append(HealthMessage("no-gpu-activity", "error", _no_gpu_message(metrics), confidence="low",
+                                 withhold=True))
         return out
     n_ops = metrics.get("gpu_op_count")
     if has_gpu and n_ops is not None and n_ops < TINY_GPU_OPS:

@@ -58,6 +58,26 @@ class Template:
         return "".join(chunks)
 
 
+    def explain(self, known: Mapping[str, Any]) -> str:
+        """The text for documentation: fields whose names are all in ``known`` (a rule's parameter
+        values) formatted as they would be in a report; the others shown as ``<expression>``, the
+        value a report puts there."""
+        chunks: list[str] = []
+        for literal, expr, spec in self.parts:
+            chunks.append(literal)
+            if expr is None:
+                continue
+            if expr.names <= set(known):
+                value = expr.evaluate(known)
+                try:
+                    chunks.append(UNKNOWN_TEXT if value is None else format(value, spec))
+                except (ValueError, TypeError):
+                    chunks.append(str(value))
+            else:
+                chunks.append(f"<{expr.source}>")
+        return "".join(chunks)
+
+
 def compile_template(source: str, names: Mapping[str, str]) -> Template:
     """Parse and check a template; raise :class:`ExprError` naming the bad field."""
     if not isinstance(source, str):

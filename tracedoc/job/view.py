@@ -13,6 +13,7 @@ from .hardware import link_busbw_gbps
 from .match import group_members, match, stack
 from .straggler import cause_of, find_stragglers, lead_per_step, rank_stats
 from .timing import time_instances
+from .whatif import straggler_removed
 
 TOP_COLLECTIVE_ROWS = 20
 # Metrics (names in the registry) the job view produces, for the job verdict and every rank of a job
@@ -50,6 +51,13 @@ class JobView:
     rank_rows: list[dict] = field(default_factory=list)
     collective_rows: list[dict] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
+    # the job step time with the top straggler on time (whatif.py), and why there is none
+    straggler_what_if: dict[str, Any] | None = None
+    what_if_unavailable: str | None = field(default=None, compare=False)
+
+    def what_ifs(self) -> dict[str, dict]:
+        """Predicted job step time per verdict label the job view replays (``straggler_bound``)."""
+        return {"straggler_bound": self.straggler_what_if} if self.straggler_what_if else {}
 
     @property
     def evidence(self) -> dict[str, list[dict]]:
@@ -73,7 +81,7 @@ class JobView:
             "step_ms_by_rank": {str(r): v for r, v in self.step_ms_by_rank.items()},
             "median_rank": self.median_rank, "late_among_present": self.late_among_present, "rank_table": self.rank_rows, "collectives": self.collective_rows,
             "heatmap": self.heatmap, "issues": self.issues, "excluded": self.excluded,
-            "metrics": self.metrics,
+            "metrics": self.metrics, "straggler_what_if": self.straggler_what_if,
         }
 
 
@@ -91,7 +99,8 @@ class JobView:
             heatmap=dict(d.get("heatmap") or {}), straggler_ranks=list(d.get("straggler_ranks") or []),
             stragglers=list(d.get("stragglers") or []), median_rank=d.get("median_rank"),
             late_among_present=list(d.get("late_among_present") or []), rank_rows=list(d.get("rank_table") or []),
-            collective_rows=list(d.get("collectives") or []), metrics=dict(d.get("metrics") or {}))
+            collective_rows=list(d.get("collectives") or []), metrics=dict(d.get("metrics") or {}),
+            straggler_what_if=dict(d["straggler_what_if"]) if d.get("straggler_what_if") else None)
 
 
 def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset()) -> JobView:
@@ -154,6 +163,8 @@ def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset =
             "kernels_per_step": cause["kernels_per_step"], "median_kernels_per_step": cause["median_kernels_per_step"],
         })
     view.straggler_ranks = [s["rank"] for s in view.stragglers]
+    if view.stragglers:
+        view.straggler_what_if, view.what_if_unavailable = straggler_removed(t, ranks, view.straggler_ranks[0])
     view.rank_rows = _rank_rows(view, stats, lead)
     view.collective_rows = _collective_rows(stacked, t)
     view.heatmap = _heatmap(view, ranks, t, common_steps)

@@ -31,6 +31,7 @@ CPU_KIND_NAMES = {CPU_OP: "cpu_op", USER_ANNOTATION: "user_annotation",
 
 # Runtime call kinds
 RUNTIME, DRIVER, RUNTIME_OTHER = 0, 1, 2
+RUNTIME_KIND_NAMES = {RUNTIME: "runtime", DRIVER: "driver", RUNTIME_OTHER: "other"}
 
 # Memcpy directions and memory kinds (numbering follows CUPTI, as nsys exports do)
 COPY_UNKNOWN, COPY_HTOD, COPY_DTOH, COPY_DTOD, COPY_PTOP = 0, 1, 2, 8, 10
@@ -206,17 +207,42 @@ class Trace:
     def rank(self) -> int | None:
         return self.meta.rank
 
-    def df(self, table: str) -> pd.DataFrame:
-        """A pandas view of one table; string-id columns become categoricals of their text."""
+    def __repr__(self) -> str:
+        rows = ", ".join(f"{len(t):,} {name}" for name, t in self.tables.items() if len(t))
+        rank = f" rank {self.rank}" if self.rank is not None else ""
+        text = f"<Trace {self.source.rsplit('/', 1)[-1]!r}{rank}: {rows or 'no rows'}"
+        return (text[:380] + "…" if len(text) > 380 else text) + (f"; {len(self.warnings)} warnings>" if self.warnings else ">")
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        rows = "".join(f"<tr><td>{escape(name)}</td><td style='text-align:right'>{len(t):,}</td></tr>"
+                       for name, t in self.tables.items() if len(t))
+        rank = f", rank {self.rank}" if self.rank is not None else ""
+        return (f"<div><b>Trace</b> {escape(self.source)}{rank} · {len(self.strings):,} strings"
+                f"<table><tr><th>table</th><th>rows</th></tr>{rows}</table></div>")
+
+    def df(self, table: str, raw: bool = False) -> pd.DataFrame:
+        """A pandas view of one table (``trace.df("gpu_ops")``).
+
+        String-id columns become categoricals of their text, and enum-like columns (``kind``,
+        ``copy_kind``, ``src_kind``, ``dst_kind``) categoricals of readable names ("kernel", "HtoD",
+        "Pinned"); ``raw=True`` keeps those as their integer codes.
+        """
+        if table not in self.tables:
+            raise KeyError(f"no table {table!r} in this trace; tables: {', '.join(self.tables)}")
         import pandas as pd
 
         t = self.tables[table]
         cats = pd.Index(self.strings) if self.strings else pd.Index([], dtype=object)
         data = {}
         for col, arr in t.columns.items():
+            names = None if raw else _ENUM_COLUMNS.get((table, col))
             if col in _STRING_COLUMNS:
                 data[col] = pd.Categorical.from_codes(np.where(arr < len(self.strings), arr, -1), categories=cats,
                                                       validate=False) if len(cats) else pd.Categorical([None] * len(arr))
+            elif names is not None:
+                data[col] = _enum_categorical(arr, names)
             else:
                 data[col] = arr
         out = pd.DataFrame(data)
@@ -228,7 +254,7 @@ class Trace:
     @property
     def kernels_df(self) -> pd.DataFrame:
         df = self.df("gpu_ops")
-        return df[df["kind"] == KERNEL].reset_index(drop=True)
+        return df[df["kind"] == GPU_KIND_NAMES[KERNEL]].reset_index(drop=True)
 
     @property
     def gpu_ops_df(self) -> pd.DataFrame:
@@ -248,6 +274,28 @@ class Trace:
 
     def summary(self) -> dict[str, int]:
         return {name: len(t) for name, t in self.tables.items()}
+
+
+_ENUM_COLUMNS: dict[tuple[str, str], dict[int, str]] = {
+    ("gpu_ops", "kind"): GPU_KIND_NAMES, ("gpu_ops", "copy_kind"): COPY_KIND_NAMES,
+    ("gpu_ops", "src_kind"): MEM_KIND_NAMES, ("gpu_ops", "dst_kind"): MEM_KIND_NAMES,
+    ("cpu_ops", "kind"): CPU_KIND_NAMES, ("runtime", "kind"): RUNTIME_KIND_NAMES,
+}
+
+
+def _enum_categorical(codes: np.ndarray, names: dict[int, str]) -> pd.Categorical:
+    """Integer codes as a categorical of their names; a code with no name keeps its number as text,
+    and -1 (missing) is NaN unless it has a name."""
+    import pandas as pd
+
+    values = np.unique(codes)
+    labels = [names.get(int(v), str(int(v))) if (int(v) != -1 or -1 in names) else None for v in values]
+    categories = list(dict.fromkeys([*(n for k, n in names.items() if k != -1 or -1 in names),
+                                     *(x for x in labels if x is not None)]))
+    index = {c: i for i, c in enumerate(categories)}
+    lut = np.array([index[x] if x is not None else -1 for x in labels], dtype=np.int64)
+    return pd.Categorical.from_codes(lut[np.searchsorted(values, codes)] if len(codes) else np.zeros(0, np.int64),
+                                     categories=categories)
 
 
 def empty_tables() -> dict[str, Table]:

@@ -92,3 +92,36 @@ DATA_PARALLEL_RE = re.compile(r"(^|\W)DataParallel|^Broadcast$|torch\.nn\.parall
 # -- copies ------------------------------------------------------------------------------------
 # A Kineto memcpy name: direction, then optionally (source kind -> destination kind).
 MEMCPY_NAME_RE = re.compile(r"(HtoD|DtoH|DtoD|PtoP|HtoH)(?:\s*\((\w+)\s*->\s*(\w+)\))?", re.I)
+
+# -- what a kernel computes --------------------------------------------------------------------
+# Kernel classes by name, checked in this order after communication kernels (classify.comm_kernel_mask)
+# and copies/memsets (the op's kind): attention before GEMM (fused attention kernels run MMAs), norms
+# before convolution (cuDNN's batch-norm kernels), convolution before GEMM (implicit-GEMM convolutions).
+ATTENTION_KERNEL_RE = re.compile(r"flash|fmha|attention|attn|sdpa", re.I)
+NORM_KERNEL_RE = re.compile(r"norm|bn_fw|bn_bw|_bn_|GammaBeta", re.I)
+CONV_KERNEL_RE = re.compile(r"conv|fprop|dgrad|wgrad|winograd|implicit_gemm|cudnn|im2col|col2im", re.I)
+GEMM_KERNEL_RE = re.compile(r"gemm|gemv|Cijk_|matmul|nvjet|cutlass|xmma|wgmma|hmma|imma|(?<![a-z])mma|cublas", re.I)
+REDUCTION_KERNEL_RE = re.compile(r"reduce|reduction|softmax|cumsum|scan|argmax|argmin|topk|sort|triton_(red|per)_|"
+                                 r"nll_loss|cross_entropy|histogram|unique", re.I)
+ELEMENTWISE_KERNEL_RE = re.compile(
+    r"elementwise|vectorized|unrolled|pointwise|triton_poi_|fill|copy|cat_|where|relu|gelu|silu|sigmoid|tanh|"
+    r"dropout|clamp|masked|index|scatter|gather|embedding|transpose|permute|adam|sgd|multi_tensor|foreach|pool|"
+    r"upsample|arange|random|philox|distribution|compare|bitwise|pow|exp|log|sqrt|add|mul|div", re.I)
+KERNEL_CLASSES = ("GEMM", "convolution", "attention", "elementwise", "reduction", "communication", "memory", "other")
+
+
+def kernel_class(name: str) -> str:
+    """The class of a compute kernel by its name (communication and copies are told apart before)."""
+    if ATTENTION_KERNEL_RE.search(name):
+        return "attention"
+    if NORM_KERNEL_RE.search(name):
+        return "reduction"
+    if CONV_KERNEL_RE.search(name):
+        return "convolution"
+    if GEMM_KERNEL_RE.search(name):
+        return "GEMM"
+    if REDUCTION_KERNEL_RE.search(name):
+        return "reduction"
+    if ELEMENTWISE_KERNEL_RE.search(name):
+        return "elementwise"
+    return "other"

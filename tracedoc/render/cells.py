@@ -3,6 +3,7 @@ and evidence rows as a ``TableView`` of formatted strings."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .format import fmt_bytes, fmt_ns, fmt_pct
@@ -17,6 +18,11 @@ MAIN_TABLES = {
     "top_kernels": ("Top kernels", ("name", "category", "tensor_core", "count", "total_ns", "mean_ns", "max_ns",
                                     "share")),
     "top_operators": ("Top operators", ("name", "calls", "cpu_ns", "gpu_ops", "gpu_ns", "share")),
+    "operators_by_shape": ("Operators by name and input shape", ("name", "input_shapes", "calls", "cpu_ns", "gpu_ops",
+                                                                 "gpu_ns", "share")),
+    "operators_by_module": ("Operators by nn.Module", ("module", "calls", "cpu_ns", "gpu_ops", "gpu_ns", "share")),
+    "kernel_classes": ("Kernel time by class", ("kernel_class", "count", "total_ns", "share")),
+    "host_operators": ("Host time by operator", ("name", "calls", "self_ns", "cpu_ns", "share")),
     "collectives": ("Collectives", ("collective", "count", "total_ns", "mean_ns", "message_bytes_p50",
                                     "message_bytes_max", "algbw_gbps", "busbw_gbps")),
     "sync_calls": ("Synchronizing calls", ("op", "call", "count", "total_ns")),
@@ -26,7 +32,7 @@ MAIN_TABLES = {
 }
 _COLUMN_LABELS = {
     "gap_ns": "gap", "start_ns": "at", "end_ns": "until", "ts_ns": "at", "total_ns": "time", "mean_ns": "mean",
-    "max_ns": "max", "p50_ns": "p50", "p95_ns": "p95", "cpu_ns": "CPU time", "gpu_ns": "GPU time",
+    "max_ns": "max", "p50_ns": "p50", "p95_ns": "p95", "cpu_ns": "CPU time", "self_ns": "self time", "gpu_ns": "GPU time",
     "gpu_ops": "GPU ops", "before": "previous op", "after": "next op", "launched_by": "launched by",
     "launch_call": "launch call", "comm_stream": "comm stream", "causes_ns": "by cause",
     "tensor_core": "Tensor Cores", "message_bytes_p50": "msg p50", "message_bytes_max": "msg max",
@@ -34,8 +40,8 @@ _COLUMN_LABELS = {
     "peak_allocated_bytes": "peak allocated", "peak_reserved_bytes": "peak reserved",
     "device_memory_bytes": "device memory", "peak_fraction": "peak / device", "ns": "time",
 }
-_WIDE_COLUMNS = frozenset({"name", "before", "after", "launched_by", "stack", "op", "call", "step", "causes_ns"})
-_TEXT_COLUMNS = frozenset({"name", "before", "after", "launched_by", "launch_call", "stack", "op", "call", "cause",
+_WIDE_COLUMNS = frozenset({"input_shapes", "module", "name", "before", "after", "launched_by", "stack", "op", "call", "step", "causes_ns"})
+_TEXT_COLUMNS = frozenset({"input_shapes", "module", "kernel_class", "name", "before", "after", "launched_by", "launch_call", "stack", "op", "call", "cause",
                            "category", "collective", "step", "tensor_core", "kind", "causes_ns"})
 
 
@@ -83,6 +89,60 @@ def fmt_cell(key: str, value: Any, origin_ns: int = 0, name_chars: int = 300) ->
     return f"{value:,}" if isinstance(value, int) and key not in ("device", "stream", "rank") else str(value)
 
 
+# Columns that hold GPU kernel names, by table: shown in their short form (the full name on hover).
+KERNEL_NAME_COLUMNS = {"top_kernels": ("name",), "top_gaps": ("before", "after"), "kernel_totals": ("name",)}
+_ATTACHED_ARGS_RE = re.compile(r"^(.*?[\w\]])\(")
+_GENERIC_KERNEL_RE = re.compile(r"^(Kernel\d*|kernel|device_kernel|generic_kernel|cutlass_kernel)$")
+
+
+def _without_templates(s: str) -> tuple[str, dict[int, str]]:
+    """``s`` with every top-level ``<...>`` removed, and each removed text by where it stood in the result."""
+    out: list[str] = []
+    removed: dict[int, str] = {}
+    depth, start = 0, 0
+    for i, ch in enumerate(s):
+        if ch == "<":
+            if depth == 0:
+                start = i + 1
+            depth += 1
+        elif ch == ">" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                removed[len(out)] = s[start:i]
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out), removed
+
+
+def short_name(name: str) -> str:
+    """A readable short form of a C++ kernel name: no return type, namespaces, template arguments or
+    argument list (``void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)`` ->
+    ``vectorized_elementwise_kernel``). A generic wrapper keeps what names it: its first template
+    argument when that is a kernel's name (``Kernel2<cutlass_80_tensorop_s1688gemm_...>``), else its
+    namespace (``gemvx::kernel``). Names that are not C++ signatures (``Memcpy HtoD (Pageable -> Device)``,
+    ``triton_poi_fused_add_0``) are returned as they are."""
+    text = str(name).strip()
+    if not any(ch in text for ch in "<:("):
+        return text
+    s, removed = _without_templates(text.replace("(anonymous namespace)::", ""))
+    m = _ATTACHED_ARGS_RE.match(s)
+    if m is None and "(" in s:
+        return text  # a parenthesis after a space: a description, not an argument list
+    s = m.group(1) if m else s
+    words = s.split()
+    parts = words[-1].split("::") if words else []
+    base = parts[-1] if parts else ""
+    if not base:
+        return text
+    if _GENERIC_KERNEL_RE.match(base):
+        arg = (removed.get(len(s)) or "").split(",")[0].strip().rsplit("::", 1)[-1]
+        if re.fullmatch(r"[A-Za-z]\w*_\w*", arg):
+            return f"{base}<{arg}>"
+        if len(parts) > 1 and parts[-2]:
+            return f"{parts[-2]}::{base}"
+    return base
+
+
 def build_table(title: str, rows: list[dict], columns: tuple[str, ...] | None, cap: int, origin_ns: int = 0,
                 name_chars: int = 300, key: str = "") -> TableView:
     """A table view: formatted string cells, at most ``cap`` rows, and how many were left out."""
@@ -102,6 +162,8 @@ def build_table(title: str, rows: list[dict], columns: tuple[str, ...] | None, c
                                                            for r in shown)) for c in columns],
         rows=[[fmt_cell(c, r.get(c), origin_ns, name_chars) for c in columns] for r in shown],
         total=len(rows), left_out=max(0, len(rows) - len(shown)),
+        short=[[short_name(r[c]) if c in KERNEL_NAME_COLUMNS.get(key, ()) and isinstance(r.get(c), str) else ""
+                for c in columns] for r in shown],
     )
 
 

@@ -32,3 +32,8 @@ def fmt_bytes(v: float | int | None) -> str:
             return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
         v /= 1024
     return f"{v:.1f} TiB"
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 step``, ``2 steps``, ``1,024 ranks``: a count with its noun in the right number."""
+    return f"{count:,} {noun if count == 1 else (many or noun + 's')}"

@@ -35,7 +35,8 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
         return None
     v = holder.verdict
     findings = [{"rule_id": f.rule_id, "label": f.label, "title": f.title, "message": f.message,
-                 "fixes": list(f.fixes), "expect": f.expect,
+                 "fixes": list(f.fixes), "expect": f.expect, "what_if": f.what_if_text,
+                 "what_if_method": (f.what_if or {}).get("method"),
                  "impact": (f"{f.impact_ms_per_step:.1f} ms per step ({fmt_pct(f.impact_fraction)} of the step)"
                             if f.impact_ms_per_step is not None else None)}
                 for f in (v.findings if v is not None else [])]

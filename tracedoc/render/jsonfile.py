@@ -1,4 +1,8 @@
-"""JSON report: the result's schema-versioned document (``tracedoc/schema/analysis.schema.json``)."""
+"""JSON report: the result's schema-versioned document (``tracedoc/schema/analysis.schema.json``).
+
+The timeline excerpts (op-level data for the HTML report's timeline, most of the document's size)
+are left out unless asked for (``tracedoc analyze -f json --timeline``); the schema marks them optional.
+"""
 
 from __future__ import annotations
 
@@ -8,5 +12,5 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
 
 
-def render_json(result: "AnalysisResult") -> str:
-    return result.to_json()
+def render_json(result: "AnalysisResult", timeline: bool = False) -> str:
+    return result.to_json(timeline=timeline)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import io
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from .format import plural
+from .console import TextOptions, make_console, print_item
 from .viewmodel import build_report
 from .views import Caps, FindingView, RankView, ReportView, TableView
 
@@ -20,44 +22,85 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
 
 TEXT_CAPS = Caps(timeline=False)
+PIPE_CAPS = Caps(timeline=False, name_chars=100_000)  # off a terminal names are wrapped, never cut
 BREAKDOWN = ("gpu_busy", "compute", "comm", "exposed_comm", "comm_overlap", "memcpy", "idle")
 BREAKDOWN_HEADERS = {"gpu_busy": "GPU busy", "comm": "comm", "comm_overlap": "overlap"}
 FINDINGS_SHOWN = {True: 3, False: 4}  # brief (one rank of many) / full
 FIXES_OF_TOP = {True: 2, False: 3}
 WARNINGS_SHOWN = 3
+TABLE_ROWS = {"top_kernels": 4, "top_gaps": 3}  # rows without --top; --verbose shows VERBOSE_ROWS
+VERBOSE_ROWS = 10
 RANK_COLUMNS = ("rank", "file", "step p50", "GPU busy", "compute", "exposed comm", "DL stall", "verdict")  # fit 100 columns
 _RIGHT = frozenset({"count", "total_ns", "share", "gap_ns", "stream"})
+_WIDE = ("name", "after", "launched_by")
 
 
-def renderables(result: "AnalysisResult") -> list[Any]:
-    return view_renderables(build_report(result, TEXT_CAPS))
+def renderables(result: "AnalysisResult", options: TextOptions = TextOptions()) -> list[Any]:
+    return view_renderables(build_report(result, TEXT_CAPS if options.terminal else PIPE_CAPS), options)
 
 
-def render_text(result: "AnalysisResult", width: int = 100) -> str:
+def render_text(result: "AnalysisResult", width: int | None = None, options: TextOptions | None = None,
+                **flags: Any) -> str:
+    """The terminal summary as a string; by default laid out for a pipe (nothing cut, no colour)."""
+    options = options or TextOptions(width=width, **flags)
     buf = io.StringIO()
-    console = Console(file=buf, width=width, color_system=None, force_terminal=False, highlight=False)
-    for item in renderables(result):
-        console.print(item)
+    console = make_console(options, buf)
+    for item in renderables(result, options):
+        print_item(console, item, options)
     return buf.getvalue()
 
 
-def view_renderables(view: ReportView) -> list[Any]:
+def print_text(result: "AnalysisResult", options: TextOptions) -> None:
+    """Print the summary to stdout laid out for it (a terminal or not)."""
+    console = make_console(options)
+    for item in renderables(result, options):
+        print_item(console, item, options)
+
+
+def view_renderables(view: ReportView, options: TextOptions = TextOptions()) -> list[Any]:
     if not view.ranks:
         return [Text("tracedoc: no ranks were analysed", style="yellow")]
+    if options.quiet:
+        return [verdict_line(view)]
     if view.job is not None:
-        out = [*_job_block(view.job), _rank_table(view)] if view.rank_table is not None else _job_block(view.job)
+        out = _job_block(view.job, options)
+        if view.rank_table is not None:
+            out.append(_rank_table(view, options))
         if not view.focus_asked:
             return [*out, Text("Per-rank details: --rank N", style="dim")]
         return [*out, Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
-                *_rank_block(view.ranks[0], brief=False)]
+                *_rank_block(view.ranks[0], brief=False, options=options)]
     if view.multi_rank and view.rank_table is not None:
-        return [_rank_table(view),
+        return [_rank_table(view, options),
                 Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
-                *_rank_block(view.ranks[0], brief=True)]
-    return _rank_block(view.ranks[0], brief=False)
+                *_rank_block(view.ranks[0], brief=not options.verbose, options=options)]
+    return _rank_block(view.ranks[0], brief=False, options=options)
 
 
-def _job_block(job: dict) -> list[Any]:
+def verdict_line(view: ReportView) -> Text:
+    """One line: the verdict, its confidence and the top finding's impact (``--quiet``)."""
+    if view.job is not None:
+        job = view.job
+        conf = f" (confidence {job['confidence']})" if job["confidence"] else ""
+        return (Text(f"Job verdict: {', '.join(job['labels'])}{conf}", style="bold red") if job["labels"]
+                else Text("Job verdict: no job-level finding", style="bold green"))
+    r = view.ranks[0]
+    v = r.verdict
+    where = f"rank {view.focus_rank}: " if view.multi_rank else ""
+    if v.status == "withheld":
+        return Text(f"{where}Verdict withheld: {r.health[0].message if r.health else 'see trace health'}",
+                    style="bold yellow")
+    if v.status == "none":
+        return Text(f"{where}No verdict: no rules were evaluated", style="yellow")
+    conf = f" (confidence {v.confidence})" if v.confidence else ""
+    if not v.labels:
+        return Text(f"{where}Verdict: no finding{conf}", style="bold green")
+    top = next((f for f in r.findings if f.is_verdict), None)
+    impact = _impact(top) if top is not None else ""
+    return Text(f"{where}Verdict: {', '.join(v.labels)}{conf}{impact}", style="bold red")
+
+
+def _job_block(job: dict, options: TextOptions = TextOptions()) -> list[Any]:
     """The job verdict first: labels, the top findings with fixes, stragglers, what limits the view."""
     labels = job["labels"]
     out: list[Any] = [Text(f"tracedoc · job of {len(job['rank_table']['rows']) + job['rank_table']['left_out']} ranks",
@@ -66,6 +109,8 @@ def _job_block(job: dict) -> list[Any]:
                     style="bold red") if labels else Text("Verdict: no job-level finding", style="bold green"))
     for i, f in enumerate(job["findings"][:3], 1):
         out.append(Text(f"{i}. [{f['label']}] {f['title']}" + (f" — {f['impact']}" if f["impact"] else ""), style="bold"))
+        if f.get("what_if"):
+            out.append(Text(f"   if fixed: {f['what_if']}"))
         out.append(Text(f"   {f['message']}"))
         for fix in f["fixes"][: 2 if i == 1 else 1]:
             out.append(Text(f"   fix: {fix}"))
@@ -82,7 +127,7 @@ def _job_block(job: dict) -> list[Any]:
     t = Table(title="Ranks in the job", title_justify="left", title_style="bold", box=None, header_style="bold",
               pad_edge=False)
     for col in job["rank_table"]["columns"]:
-        t.add_column(col, justify="right", no_wrap=True)
+        t.add_column(col, justify="right", no_wrap=options.terminal, overflow=options.overflow)
     for row in job["rank_table"]["rows"][:32]:
         t.add_row(*row)
     out.append(t)
@@ -93,7 +138,7 @@ def _job_block(job: dict) -> list[Any]:
     return out
 
 
-def _verdict_lines(r: RankView, brief: bool) -> list[Any]:
+def _verdict_lines(r: RankView, brief: bool, verbose: bool = False) -> list[Any]:
     v = r.verdict
     out: list[Any] = []
     if v.status == "none":
@@ -107,17 +152,20 @@ def _verdict_lines(r: RankView, brief: bool) -> list[Any]:
         out.append(Text(f"Verdict: {', '.join(v.labels)}{conf}", style="bold red"))
     else:
         out.append(Text(f"Verdict: no finding{conf}", style="bold green"))
-    shown = r.findings[: FINDINGS_SHOWN[brief]]
+    shown = r.findings if verbose else r.findings[: FINDINGS_SHOWN[brief]]
     for i, f in enumerate(shown, 1):
         out.append(Text(f"{i}. [{f.label}] {f.title}{_impact(f)}", style="bold"))
         if f.what_if:
             out.append(Text(f"   if fixed: {f.what_if}"))
         out.append(Text(f"   {f.message}"))
-        # The top finding gets its fixes in full; the others their first fix.
-        for fix in f.fixes[: FIXES_OF_TOP[brief] if i == 1 else 1]:
+        # The top finding gets its fixes in full; the others their first fix (all of them with --verbose).
+        for fix in f.fixes if verbose else f.fixes[: FIXES_OF_TOP[brief] if i == 1 else 1]:
             out.append(Text(f"   fix: {fix}"))
-        if f.expect and i == 1 and not brief:
+        if f.expect and (verbose or (i == 1 and not brief)):
             out.append(Text(f"   next profile should show: {f.expect}", style="dim"))
+    if r.minor_findings:
+        out.append(Text(f"   minor (under {r.minor_threshold}): "
+                        + "; ".join(f"{f.rule_id} {f.title}{_impact(f)}" for f in r.minor_findings), style="dim"))
     rest = r.findings[len(shown):]
     if rest:
         out.append(Text(f"   +{len(rest)} more: " + ", ".join(f"{f.rule_id} {f.label}" for f in rest)
@@ -132,29 +180,32 @@ def _impact(f: FindingView) -> str:
     return text
 
 
-def _rank_block(r: RankView, brief: bool) -> list[Any]:
+def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) -> list[Any]:
     out: list[Any] = [Text("tracedoc · " + " · ".join(r.header), style="bold")]
-    out.extend(_verdict_lines(r, brief))
-    for w in r.warnings[:WARNINGS_SHOWN]:
+    out.extend(_verdict_lines(r, brief, options.verbose))
+    warnings = [] if options.warnings_shown else r.warnings if options.verbose else r.warnings[:WARNINGS_SHOWN]
+    for w in warnings:
         out.append(Text(f"warning: {w}", style="yellow"))
     w = r.window
-    step_txt = f"{w.steps} steps" + (f", step p50 {w.step_p50}" if w.steps else "")
+    step_txt = plural(w.steps, "step") + (f", step p50 {w.step_p50}" if w.steps else "")
     out.append(Text(f"Window: {w.length} ({w.description}); {step_txt}", style="dim"))
     if not r.has_gpu_ops:
         out.append(Text(f"No GPU ops in this trace, so GPU metrics do not apply. It holds {r.events} events: "
-                        f"{', '.join(r.contents) or 'nothing tracedoc analyses'}; {w.steps} steps.", style="yellow"))
+                        f"{', '.join(r.contents) or 'nothing tracedoc analyses'}; {plural(w.steps, 'step')}.", style="yellow"))
+        out.extend(Text(line) for line in cpu_only_lines(r))
         return out
     summary = {item.key: item for item in r.summary}
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    for key in BREAKDOWN:
+    shown = [key for key in BREAKDOWN if key in summary]  # no communication columns on a single GPU
+    for key in shown:
         t.add_column(BREAKDOWN_HEADERS.get(key, summary[key].label), justify="right")
-    t.add_row(*(summary[key].value for key in BREAKDOWN))
+    t.add_row(*(summary[key].value for key in shown))
     out.append(t)
     if r.idle_causes:
         out.append(Text("Idle by cause: " + ", ".join(f"{c.cause.replace('_', ' ')} {c.pct}" for c in r.idle_causes)))
     k, tc = r.kernels, r.tensor_cores
     out.append(Text(f"Kernels: {k.count}, median {k.median}, {k.under_10us} under 10 µs; launch delay p50 "
-                    f"{k.launch_delay_p50}; Tensor Cores {tc.share} of compute"
+                    f"{k.launch_delay_p50}{_queue_note(r)}; Tensor Cores {tc.share} of compute"
                     + (f" ({tc.unknown} unknown)" if tc.unknown_notable else "")))
     if r.efficiency:
         out.append(Text(r.efficiency))
@@ -163,39 +214,62 @@ def _rank_block(r: RankView, brief: bool) -> list[Any]:
     if r.memory.has_data:
         out.append(Text(f"Memory: peak allocated {r.memory.peak_allocated}, reserved {r.memory.peak_reserved} "
                         f"of {r.memory.device_memory}"))
-    if not brief:
-        out.append(_top_table("Top kernels", r.tables["top_kernels"], 4,
+    if not brief or options.verbose or options.top:
+        out.append(_top_table("Top kernels", r.tables["top_kernels"], _rows(options, "top_kernels"), options,
                               [("name", "kernel"), ("count", "count"), ("total_ns", "time"), ("share", "share")]))
-        out.append(_top_table("Top gaps", r.tables["top_gaps"], 3,
+        out.append(_top_table("Top gaps", r.tables["top_gaps"], _rows(options, "top_gaps"), options,
                               [("gap_ns", "gap"), ("stream", "stream"), ("cause", "cause"), ("after", "next op"),
                                ("launched_by", "launched by")]))
     return out
 
 
-def _top_table(title: str, table: TableView, rows: int, cols: list[tuple[str, str]]) -> Any:
-    if not table.rows:
+QUEUE_DELAY_NS = 1_000_000  # a median launch delay above 1 ms is queueing behind GPU work, not launch cost
+
+
+def _queue_note(r: RankView) -> str:
+    """What a long median launch delay means: the launch queue's depth while the GPU is busy."""
+    if r.kernels.launch_delay_p50_ns is None or r.kernels.launch_delay_p50_ns < QUEUE_DELAY_NS:
+        return ""
+    return (" (time kernels wait in the launch queue: the CPU runs ahead of a busy GPU, which is healthy; "
+            "it is not launch overhead)")
+
+
+def _rows(options: TextOptions, key: str) -> int:
+    if options.top is not None:
+        return options.top
+    return VERBOSE_ROWS if options.verbose else TABLE_ROWS[key]
+
+
+def _top_table(title: str, table: TableView, rows: int, options: TextOptions, cols: list[tuple[str, str]]) -> Any:
+    if not table.rows or rows <= 0:
         return Text("")
     t = Table(title=title, title_justify="left", title_style="bold", box=None, show_header=True,
               header_style="dim", pad_edge=False)
-    for key, label in cols:
-        wide = key in ("name", "after", "launched_by")
-        t.add_column(label, overflow="ellipsis", no_wrap=True, max_width=60 if wide else None,
-                     min_width=None if wide else len(label) + 7 if key in ("gap_ns", "total_ns") else None,
-                     ratio=1 if wide else None, justify="right" if key in _RIGHT else "left")
+    if not options.terminal:  # rows stay whole on one line: numbers first, then the long names
+        cols = sorted(cols, key=lambda c: c[0] in _WIDE)
     columns = [table.cells(key)[:rows] for key, _ in cols]
+    for (key, label), cells in zip(cols, columns):
+        wide = key in _WIDE
+        # Narrow columns (numbers, streams, causes) never shrink below their longest cell; on a terminal
+        # long names end in "…", elsewhere they wrap within their column.
+        t.add_column(label, overflow=options.overflow if wide else "fold", no_wrap=options.terminal or not wide,
+                     max_width=60 if wide and options.terminal else None,
+                     min_width=None if wide else max([len(label), *map(len, cells)]),
+                     ratio=1 if wide else None, justify="right" if key in _RIGHT else "left")
     for row in zip(*columns):
         t.add_row(*row)
     return t
 
 
-def _rank_table(view: ReportView) -> Any:
+def _rank_table(view: ReportView, options: TextOptions = TextOptions()) -> Any:
     rt = view.rank_table
     t = Table(title=f"{view.rank_count} ranks", title_justify="left", title_style="bold", box=None,
               header_style="bold", pad_edge=False)
     keep = [rt.columns.index(c) for c in RANK_COLUMNS]
     for col in RANK_COLUMNS:
         if col == "file":
-            t.add_column(col, overflow="ellipsis", no_wrap=True, min_width=8, max_width=24)
+            t.add_column(col, overflow=options.overflow, no_wrap=options.terminal, min_width=8,
+                         max_width=24 if options.terminal else None)
         elif col == "verdict":
             t.add_column(col, overflow="fold", ratio=2, min_width=12)
         else:
@@ -206,3 +280,33 @@ def _rank_table(view: ReportView) -> Any:
     if rt.left_out:
         items.append(Text(f"{rt.left_out} more ranks in --format md, html or json", style="dim"))
     return Group(*items)
+
+
+def cpu_only_lines(r: RankView) -> list[str]:
+    """What a profile without GPU ops still tells: the DataLoader's share and host time by operator."""
+    out = []
+    if r.dataloader is not None:
+        out.append(f"DataLoader: the main thread spends {r.dataloader.share} of the window in DataLoader.__next__")
+    ops = r.tables.get("host_operators")
+    if ops is not None and ops.rows:
+        top = ", ".join(f"{n} {s}" for n, s in zip(ops.cells("name")[:5], ops.cells("share")[:5]))
+        out.append(f"Host time by operator (self time, share of the window): {top}")
+    return out
+
+
+def answer_lines(result: "AnalysisResult") -> list[str]:
+    """The answer in a few plain lines: the verdict line, then the top finding with its first fix, or for
+    a profile without GPU ops what it can tell. Printed when a capture's report is written."""
+    view = build_report(result, PIPE_CAPS)
+    if not view.ranks:
+        return ["no ranks were analysed"]
+    r = view.ranks[0]
+    lines = [verdict_line(view).plain]
+    if not r.has_gpu_ops:
+        return lines + (cpu_only_lines(r) or ["the trace holds no DataLoader or CPU operator time to report either"])
+    top = next((f for f in r.findings if f.is_verdict), r.findings[0] if r.findings else None)
+    if top is not None:
+        lines.append(f"top finding: [{top.label}] {top.title}{_impact(top)}")
+        if top.fixes:
+            lines.append(f"fix: {top.fixes[0]}")
+    return lines

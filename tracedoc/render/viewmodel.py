@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING
 
 from ..analyses.idle import CAUSES as IDLE_CAUSES
 from ..engine.evaluate import Finding, Verdict
+from .charts import gpu_figures, kernel_class_bar, memory_view
 from .cells import MAIN_TABLES, build_table, fmt_cell, shorten, version_text
 from .efficiency import efficiency_items, efficiency_line
-from .format import fmt_bytes, fmt_ns, fmt_pct
+from .format import fmt_ns, fmt_pct
 from .timeline import CAUSE_LABELS, build_timeline
 from .views import (Caps, DataLoaderView, FindingView, HealthView, IdleCause, InputView, Item, KernelsView,
-                    MemoryView, RankTableView, RankView, ReportView, Segment, StepBar, StepsView, TensorCoreView,
+                    RankTableView, RankView, ReportView, Segment, StepBar, StepsView, TensorCoreView,
                     VerdictView, WindowView)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,6 +42,12 @@ LABEL_MEANINGS = {
     "compute_bound": "the GPU is busy with compute (healthy)",
     "advice": "worth a look, not a bottleneck label",
 }
+# A finding that explains less than this share of the step (of the window without steps) is "minor":
+# reports list it apart, and the verdict names only the labels of findings above it. Where a critical-path
+# replay predicts the fix's gain, a finding is minor only when both that gain and the cause's share of the
+# step today are under it (a cause that takes a large share stays, with the replay's prediction beside it).
+# Findings whose impact cannot be measured are never minor.
+MIN_IMPACT_FRACTION = 0.02
 TENSOR_CORE_UNKNOWN_NOTABLE = 0.05  # above this share of compute, "unknown" Tensor Core use is worth saying
 IDLE_CAUSE_SHOWN = 0.0005  # idle causes under 0.05% of the window are left out of the lists
 
@@ -91,12 +98,14 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
     origin = int(r.window.start_ns)
     # Without steps, impact is per detected iteration, else a share of the window.
     per = "step" if m.get("steps") else ("iteration" if m.get("iterations") else "window")
-    findings = [_finding(f, caps, origin, per) for f in (v.findings if v is not None else [])]
+    every = [_finding(f, caps, origin, per) for f in (v.findings if v is not None else [])]
+    findings = [f for f in every if not f.minor]
     return RankView(
+        minor_findings=[f for f in every if f.minor], minor_threshold=f"{fmt_pct(MIN_IMPACT_FRACTION, 0)} of the {per}",
         rank=r.rank,
         source_name=os.path.basename(r.source),
         header=_header_bits(r),
-        verdict=_verdict(v, findings),
+        verdict=_verdict(v, findings, every),
         findings=findings,
         health=[HealthView(code=h.code, level=h.level, message=h.message, confidence=h.confidence)
                 for h in (v.health if v is not None else [])],
@@ -117,10 +126,13 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
                                  key=key)
                 for key, (title, cols) in MAIN_TABLES.items()},
         tensor_cores=_tensor_cores(m),
-        memory=_memory(m, r.evidence.get("memory_curve") or [], origin, caps),
+        memory=memory_view(m, r.evidence.get("memory_curve") or [], origin, caps),
+        gpu_figures=gpu_figures(m),
+        kernel_classes=kernel_class_bar(r.evidence.get("kernel_classes") or []),
         kernels=KernelsView(count=fmt_cell("count", m.get("kernel_count")), median=fmt_ns(m.get("kernel_median_ns")),
                             under_10us=fmt_pct(m.get("kernels_under_10us_fraction")),
-                            launch_delay_p50=fmt_ns(m.get("launch_delay_p50_ns"))),
+                            launch_delay_p50=fmt_ns(m.get("launch_delay_p50_ns")),
+                            launch_delay_p50_ns=m.get("launch_delay_p50_ns")),
         dataloader=(DataLoaderView(share=fmt_pct(m["dataloader_fraction"]),
                                    stall=fmt_pct(m.get("dataloader_stall_fraction")))
                     if m.get("dataloader_fraction") else None),
@@ -162,7 +174,7 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
         impact_ms=impact_ms, impact_of=f"the {per}",
         impact_pct=None if frac is None else fmt_pct(frac),
         impact_width=0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
-        fixes=list(f.fixes), expect=f.expect,
+        fixes=list(f.fixes), expect=f.expect, minor=_minor(f),
         what_if=f.what_if_line(per if per in ("step", "iteration") else "step"),
         what_if_method=(f.what_if or {}).get("method"),
         evidence=[build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
@@ -171,11 +183,21 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
     )
 
 
-def _verdict(v: Verdict | None, findings: list[FindingView]) -> VerdictView:
+def _minor(f: Finding) -> bool:
+    """Under the minimum impact both as today's share of the step and as the replay's predicted gain."""
+    if f.impact_fraction is None:
+        return False
+    share = (f.what_if or {}).get("share_fraction")
+    return max(f.impact_fraction, share or 0.0) < MIN_IMPACT_FRACTION
+
+
+def _verdict(v: Verdict | None, findings: list[FindingView], every: list[FindingView] | None = None) -> VerdictView:
     if v is None:
         return VerdictView(status="none", labels=[], confidence=None, headline="The rules engine did not run.",
                            impact=None, withheld=None)
-    labels = list(v.labels)
+    major = {f.label for f in findings}
+    # the verdict names the labels that matter: those with a finding above the minimum impact
+    labels = [lb for lb in v.labels if lb in major or not any(f.label == lb for f in (every or []))]
     top = next((f for f in findings if f.is_verdict), findings[0] if findings else None)
     if v.withheld:
         status, headline = "withheld", "Verdict withheld: " + v.withheld
@@ -184,6 +206,9 @@ def _verdict(v: Verdict | None, findings: list[FindingView]) -> VerdictView:
     elif findings:
         status, headline = "advice", f"No bottleneck label. Top advice: {findings[0].title}" + (
             f" ({findings[0].impact_pct} of {findings[0].impact_of})" if findings[0].impact_pct else "")
+    elif every:
+        status, headline = "advice", (f"Only minor findings: none explains {fmt_pct(MIN_IMPACT_FRACTION, 0)} or more "
+                                      "of the step time.")
     else:
         status, headline = "clean", "No rule fired: nothing in this trace explains lost step time."
     impact = None
@@ -211,7 +236,12 @@ def _summary(m: dict) -> list[Item]:
         ("dataloader_stall", "DataLoader stall", fmt_pct(m.get("dataloader_stall_fraction"))),
         ("tensor_core", "Tensor Core share", fmt_pct(m.get("tensor_core_fraction"))),
     ]
-    return [Item(key=k, label=a, value=b) for k, a, b in items]
+    # a single-GPU run without communication kernels has no communication to show
+    single = not m.get("comm_fraction") and (m.get("world_size") or 1) <= 1 and (m.get("gpu_count") or 0) <= 1
+    return [Item(key=k, label=a, value=b) for k, a, b in items if not (single and k in COMM_ITEMS)]
+
+
+COMM_ITEMS = ("comm", "exposed_comm", "comm_overlap")
 
 
 def _window_bar(m: dict) -> list[Segment]:
@@ -272,34 +302,6 @@ def _tensor_cores(m: dict) -> TensorCoreView:
         width=round(100 * max(0.0, min(1.0, m.get("tensor_core_fraction") or 0.0)), 2),
         unknown_width=round(100 * max(0.0, min(1.0, unknown or 0.0)), 2),
         unknown_notable=(unknown or 0) > TENSOR_CORE_UNKNOWN_NOTABLE)
-
-
-def _memory(m: dict, curve: list[dict], origin: int, caps: Caps) -> MemoryView:
-    out = MemoryView(peak_allocated=fmt_bytes(m.get("memory_peak_allocated_bytes")),
-                     peak_reserved=fmt_bytes(m.get("memory_peak_reserved_bytes")),
-                     device_memory=fmt_bytes(m.get("device_memory_bytes")),
-                     peak_fraction=fmt_pct(m.get("memory_peak_fraction")),
-                     has_data=bool(m.get("memory_peak_allocated_bytes") or curve))
-    if not curve:
-        return out
-    dev = curve[0].get("device")
-    pts = [p for p in curve if p.get("device") == dev]
-    if len(pts) > caps.curve_points:
-        step = len(pts) / caps.curve_points
-        pts = [pts[int(i * step)] for i in range(caps.curve_points)] + [pts[-1]]
-    t0, t1 = pts[0]["ts_ns"], pts[-1]["ts_ns"]
-    top = max(max(p.get("reserved") or 0, p.get("allocated") or 0) for p in pts) or 1
-    w, h = 600.0, 120.0
-
-    def line(key: str) -> str:
-        xs = [(p["ts_ns"] - t0) / (t1 - t0) * w if t1 > t0 else w * i / max(1, len(pts) - 1)
-              for i, p in enumerate(pts)]
-        return " ".join(f"{x:.1f},{h - (p.get(key) or 0) / top * h:.1f}" for x, p in zip(xs, pts))
-
-    out.curve = {"allocated": line("allocated"), "reserved": line("reserved"), "device": dev,
-                 "top": fmt_bytes(top), "span": fmt_ns(t1 - t0), "start": "+" + fmt_ns(t0 - origin),
-                 "points": len(pts)}
-    return out
 
 
 def _environment(r: "RankResult") -> list[Item]:

@@ -41,6 +41,7 @@ class TableView:
     rows: list[list[str]]
     total: int
     left_out: int
+    short: list[list[str]] = field(default_factory=list)  # per cell: a kernel name's short form ("" if none)
 
     def cells(self, key: str) -> list[str]:
         """One column's cells ("—" for every row when the table does not show that column)."""
@@ -125,6 +126,7 @@ class FindingView:
     what_if: str | None  # "step 176 ms → ~121 ms, −31%": the step time predicted once fixed
     what_if_method: str | None  # how it was predicted (a replay, or an upper bound and why)
     evidence: list[TableView]
+    minor: bool = False  # explains less than viewmodel.MIN_IMPACT_FRACTION of the step (or window)
 
 
 @dataclass
@@ -165,6 +167,7 @@ class KernelsView:
     median: str
     under_10us: str
     launch_delay_p50: str
+    launch_delay_p50_ns: float | None = None
 
 
 @dataclass
@@ -209,6 +212,10 @@ class RankView:
     environment: list[Item]
     metrics: list[dict[str, str]]
     efficiency: str | None = None  # one line on model FLOPs, TFLOP/s and MFU (None: nothing to say)
+    minor_findings: list[FindingView] = field(default_factory=list)  # listed apart, under their impact
+    minor_threshold: str = ""  # "2% of the step"
+    gpu_figures: list[Item] = field(default_factory=list)  # GPU utilisation, SM efficiency, occupancy
+    kernel_classes: list[Segment] = field(default_factory=list)  # GPU op time by class, one stacked bar
 
 
 @dataclass

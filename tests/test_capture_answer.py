@@ -1,0 +1,71 @@
+"""What a profile shows at once: the answer lines a capture prints, and what a profile without GPU ops
+can still tell (host time by operator, the DataLoader's share)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracedoc import analyze
+from tracedoc.cli import example_path
+from tracedoc.render.text import answer_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_host_operators_by_self_time(builder, tmp_path):
+    b = builder
+    b.step(1, 0, 1000)
+    b.cpu_op("aten::linear", 100, 700)        # 600 µs total, children 200 + 300 -> self 100
+    b.cpu_op("aten::t", 110, 310)             # nested: 200 µs, no children
+    b.cpu_op("aten::addmm", 350, 650)         # nested: 300 µs
+    b.cpu_op("aten::relu", 750, 800)          # 50 µs
+    result = analyze(str(b.write(tmp_path / "cpu.json")))
+    rows = {r["name"]: r for r in result.focus.evidence["host_operators"]}
+    assert rows["aten::linear"]["self_ns"] == 100_000 and rows["aten::linear"]["cpu_ns"] == 600_000
+    assert rows["aten::addmm"]["self_ns"] == 300_000 and rows["aten::t"]["self_ns"] == 200_000
+    assert [r["name"] for r in result.focus.evidence["host_operators"]][:2] == ["aten::addmm", "aten::t"]
+    window = result.focus.window.length_ns
+    assert rows["aten::addmm"]["share"] == pytest.approx(300_000 / window)
+    lines = answer_lines(result)
+    assert lines[0].startswith("Verdict withheld: the trace holds CPU activity only")
+    assert lines[1].startswith("Host time by operator (self time, share of the window): aten::addmm")
+
+
+def test_answer_of_a_gpu_trace_names_the_verdict_and_top_finding():
+    lines = answer_lines(analyze(example_path()))
+    assert lines[0].startswith("Verdict: io_bound")
+    assert lines[1].startswith("top finding: [io_bound]") and "ms/step" in lines[1]
+    assert lines[2].startswith("fix: ")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX capture")
+def test_run_prints_the_answer_and_profile_returns_the_result(tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "out"
+    script = ROOT / "tests" / "capture_scripts" / "train_tiny.py"
+    proc = subprocess.run([sys.executable, "-m", "tracedoc", "run", "-o", str(out), "--skip-first", "1", "--warmup",
+                           "1", "--active", "2", "--", sys.executable, str(script), "--steps", "6"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    err = proc.stderr
+    assert "tracedoc: Verdict withheld: the trace holds CPU activity only" in err
+    assert "tracedoc: DataLoader: the main thread spends" in err
+    assert "tracedoc: Host time by operator (self time, share of the window): aten::" in err
+    assert err.index("Verdict withheld") < err.index("tracedoc: report: ")
+
+    import torch
+
+    import tracedoc.capture as capture
+
+    model = torch.nn.Linear(8, 2)
+    with capture.profile(str(tmp_path / "p"), skip_first=1, warmup=1, active=2, report=True, signal=False,
+                         trigger_file="", monitor=False) as prof:
+        for _ in range(6):
+            model(torch.randn(4, 8)).sum().backward()
+            prof.step()
+    result = prof.result
+    assert result is not None and result.ranks and result.focus.verdict is not None
+    assert result.focus.evidence["host_operators"]

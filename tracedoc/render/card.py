@@ -1,0 +1,62 @@
+"""A compact verdict card: the notebook view of a result (``AnalysisResult._repr_html_``).
+
+The verdict, its confidence, the window and step time, and the top findings with their impact and
+first fix; the full report is ``result.to_html()``. Built from the same view model as every report.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING
+
+from .viewmodel import build_report
+from .views import Caps, FindingView
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..result import AnalysisResult
+
+CARD_CAPS = Caps(table_rows=5, evidence_rows=0, steps=0, ranks=16, name_chars=120, timeline=False,
+                 slowest_excerpt=False)
+CARD_FINDINGS = 3
+_BOX = "font-family:system-ui,sans-serif;border:1px solid #ccc;border-radius:6px;padding:8px 12px;max-width:900px"
+_COLOURS = {"findings": "#b00020", "advice": "#8a6d00", "clean": "#1b7f3b", "withheld": "#8a6d00", "none": "#555"}
+
+
+def render_card(result: "AnalysisResult") -> str:
+    view = build_report(result, CARD_CAPS)
+    if not view.ranks:
+        return f'<div style="{_BOX}">tracedoc: no ranks were analysed</div>'
+    r = view.ranks[0]
+    v = r.verdict
+    if v.status == "withheld":
+        head = "Verdict withheld" + (f": {escape(r.health[0].message)}" if r.health else "")
+    elif v.labels:
+        head = "Verdict: " + ", ".join(f"<code>{escape(label)}</code>" for label in v.labels)
+    else:
+        head = "Verdict: no finding"
+    conf = f" <small>(confidence {escape(v.confidence)})</small>" if v.confidence else ""
+    where = f"rank {view.focus_rank} of {view.rank_count} · " if view.multi_rank else ""
+    w = r.window
+    steps = f"{w.steps} step{'' if w.steps == 1 else 's'}" + (f", step p50 {w.step_p50}" if w.step_p50 else "")
+    rows = "".join(_finding_row(f) for f in r.findings[:CARD_FINDINGS])
+    more = len(r.findings) - CARD_FINDINGS
+    parts = [
+        f'<div style="{_BOX}">',
+        f'<div style="font-weight:600;color:{_COLOURS.get(v.status, "#555")}">{head}{conf}</div>',
+        f'<div style="color:#555;font-size:90%">{escape(where + " · ".join(r.header))}<br>'
+        f'window {escape(w.length)} ({escape(w.description)}); {escape(steps)}</div>',
+    ]
+    if rows:
+        parts.append(f'<ol style="margin:6px 0 0 0;padding-left:20px">{rows}</ol>')
+    if more > 0:
+        parts.append(f'<div style="color:#555;font-size:90%">+{more} more findings: result.to_html() has them all</div>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _finding_row(f: FindingView) -> str:
+    impact = f" — {escape(f.impact_ms)}" if f.impact_ms else ""
+    if f.impact_pct:
+        impact += f" ({escape(f.impact_pct)} of {escape(f.impact_of)})"
+    fix = f'<br><span style="font-size:90%">fix: {escape(f.fixes[0])}</span>' if f.fixes else ""
+    return f"<li><b>[{escape(f.label)}]</b> {escape(f.title)}{impact}{fix}</li>"
