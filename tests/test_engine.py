@@ -521,3 +521,91 @@ def test_shipped_rule_file_cache_reloads_on_change(tmp_path):
     assert load_rule_file(path).title == "A test rule"
     path.write_text(path.read_text().replace("A test rule", "Changed title here"))
     assert load_rule_file(path).title == "Changed title here"
+
+
+# --- pathological rule files: each a rule-file error, never a traceback or a huge allocation ---------
+
+
+@pytest.mark.parametrize(
+    "when, message",
+    [
+        ("not " * 3000 + "dataloader_stall_fraction > limit", "longer than the 4,000 allowed"),
+        ("not " * 900 + "dataloader_stall_fraction > limit", "nested more than 64 levels"),
+        ("- " * 1500 + "limit > 0", "nested more than 64 levels"),
+        ("-" * 3900 + "limit > 0", "nested too deeply to parse"),
+        ("not " * 100 + "dataloader_stall_fraction > limit", "nested more than 64 levels"),
+        (" + ".join(["limit"] * 100_000) + " > 1", "longer than the 4,000 allowed"),
+        ("min(" + ",".join(["1"] * 1500) + ") > limit", "more than 1000 terms"),
+    ],
+    ids=["not-3000", "not-900", "minus-1500", "minus-3900", "not-100", "sum-100000", "min-1500"],
+)
+def test_oversized_conditions_are_rule_file_errors(tmp_path, when, message):
+    write_rule(tmp_path, when=when)
+    with pytest.raises(RuleError, match=message) as exc:
+        load_rules([tmp_path])
+    assert "XX001-test-rule.toml: when" in str(exc.value)
+    assert len(str(exc.value)) < 1000  # the message quotes the start of the expression, not all of it
+
+
+def test_a_real_sized_condition_still_loads(tmp_path):
+    write_rule(tmp_path, when=" and ".join(["dataloader_stall_fraction > limit"] * 30))
+    assert any(r.id == "XX001" for r in load_rules([tmp_path]))
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [(">1500000000", "width 1,500,000,000 is more than the 200 allowed"),
+     ("0>99999", "width 99,999 is more than"),
+     (".100000f", "precision 100,000 is more than the 50 allowed"),
+     ("x^201.2%", "width 201 is more than")],
+)
+def test_format_widths_and_precisions_are_bounded(tmp_path, spec, message):
+    text = MINIMAL_RULE.format(id="XX001", name="test-rule", when="dataloader_stall_fraction > limit")
+    text = text.replace("{dataloader_stall_fraction:.0%}", "{dataloader_stall_fraction:" + spec + "}")
+    write_rule(tmp_path, text=text)
+    with pytest.raises(RuleError, match=message) as exc:
+        load_rules([tmp_path])
+    assert "XX001-test-rule.toml: message" in str(exc.value)
+
+
+def test_format_width_within_bounds_renders(tmp_path):
+    from tracedoc.engine.template import compile_template
+
+    tpl = compile_template("[{a:>12.3f}]", {"a": "num"})
+    assert tpl.render({"a": 0.5}) == "[       0.500]"
+
+
+@pytest.mark.parametrize("nested", ["a = " + "[" * 100_000 + "]" * 100_000,
+                                    "a = " + "{b = " * 5000 + "1" + "}" * 5000])
+def test_deeply_nested_toml_is_a_rule_file_error(tmp_path, nested):
+    text = MINIMAL_RULE.format(id="XX001", name="test-rule", when="dataloader_stall_fraction > limit")
+    write_rule(tmp_path, text=nested + "\n" + text)
+    with pytest.raises(RuleError, match="TOML nested too deeply") as exc:
+        load_rules([tmp_path])
+    assert "XX001-test-rule.toml" in str(exc.value)
+
+
+def test_non_utf8_rule_file_is_a_rule_file_error(tmp_path):
+    text = MINIMAL_RULE.format(id="XX001", name="test-rule", when="dataloader_stall_fraction > limit")
+    path = tmp_path / "XX001-test-rule.toml"
+    path.write_bytes(text.replace("A test rule", "A t\xe9st rule").encode("latin-1"))
+    with pytest.raises(RuleError, match=r"not UTF-8 text: byte 0xe9 at offset \d+ \(line 4\)") as exc:
+        load_rules([tmp_path])
+    assert str(path) in str(exc.value)
+
+
+def test_oversized_rule_file_is_refused_before_reading(tmp_path):
+    text = MINIMAL_RULE.format(id="XX001", name="test-rule", when="dataloader_stall_fraction > limit")
+    write_rule(tmp_path, text=text + "# " + "x" * (2 << 20) + "\n")
+    with pytest.raises(RuleError, match="larger than the 1,048,576 allowed"):
+        load_rules([tmp_path])
+
+
+def test_pathological_rule_file_through_the_cli(tmp_path, capsys):
+    from tracedoc.cli import main
+
+    write_rule(tmp_path, when="not " * 3000 + "dataloader_stall_fraction > limit")
+    rc = main(["analyze", "--example", "--rules", str(tmp_path), "--format", "json", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc != 0 and err.startswith("tracedoc: error: ") and "longer than the 4,000 allowed" in err
+    assert "memory" not in err and "Traceback" not in err and len(err.splitlines()) < 5

@@ -230,9 +230,24 @@ def test_mixed_jobs_duplicates_and_bad_files_cost_only_their_ranks(tmp_path):
     issues = " | ".join(job["issues"])
     assert "mixes jobs" in issues and "world size 2" in issues
     assert "rank 1 appears twice" in issues
-    assert {f["source"].rsplit("/", 1)[1] for f in job["failed"]} == {"rank2.pt.trace.json.gz", "rank3.pt.trace.json.gz"}
+    failed = {i["path"].rsplit("/", 1)[1] for i in result.to_dict()["inputs"] if i.get("error")}
+    assert failed == {"rank2.pt.trace.json.gz", "rank3.pt.trace.json.gz"}
+    assert 2 not in job["ranks_used"] and 3 not in job["ranks_used"]
     assert {e["rank"] for e in job["excluded"]} == {1, 5}
     assert job["collectives_matched"] == 3  # best effort: the two ranks that agree
+
+
+def test_an_unreadable_member_rank_is_named_as_such_and_is_no_straggler(tmp_path):
+    for rank in (0, 1, 2):
+        _rank(tmp_path, rank, world=4)
+    (tmp_path / "rank3.pt.trace.json.gz").write_bytes(b"")
+    result = analyze(tmp_path, jobs=1)
+    job = result.to_dict()["job"]
+    assert job["ranks_used"] == [0, 1, 2] and 3 not in job["straggler_ranks"]
+    assert {r["rank"] for r in job["rank_table"]} == {0, 1, 2}
+    assert list(result.failed) == [str(tmp_path / "rank3.pt.trace.json.gz")]
+    assert any("1 member rank of the job's groups is in an unreadable file (3)" in i for i in job["issues"]), job["issues"]
+    assert job["missing_ranks"] == [3]  # absent for matching: no straggler is named for the ranks present
 
 
 def test_ranks_with_different_steps_are_reported(tmp_path):
@@ -374,5 +389,5 @@ def test_process_groups_and_sequence_numbers(tmp_path):
     assert job["unmatched_calls"] == 3  # world seq 3 on ranks 0, 1 and 2
     (dis,) = job["disagreements"]
     assert dis["group"] == "0" and dis["ranks_without"] == [3]
-    assert sorted(dis["calls_by_rank"]) == [0, 1, 2]
+    assert sorted(dis["calls_by_rank"]) == ["0", "1", "2"]
     assert job["missing_ranks"] == []

@@ -433,7 +433,7 @@ def test_time_rules_drop_nonpositive_and_precapture_events(tmp_path):
     assert sorted(names) == ["pthread_cond_wait", "straddles"]
     straddle = t.cpu_ops_df[t.cpu_ops_df["name"].astype(str) == "straddles"]
     assert straddle["start_ns"].tolist() == [T0 - 100_000]
-    assert t.meta.dropped_events == {"start_not_positive": 1, "before_capture": 1}
+    assert t.meta.dropped_events == {"start_not_positive": 1, "before_capture": 1, "impossible_time": 0}
     assert t.meta.clock == "target"
     assert t.meta.time_origin_ns == UTC - T0
     assert t.meta.capture_start_ns == T0

@@ -14,11 +14,12 @@ from typing import Any, Callable
 from dataclasses import replace
 
 from .analyses import RankAnalysis
+from .checks import check_rank, check_verdict
 from .engine.evaluate import Verdict, evaluate
 from .engine.health import lowest
 from .engine.params import resolve_params
 from .engine.rulefile import Rule, load_rules, rules_version
-from .errors import TraceError, TracedocError
+from .errors import TraceError, TracedocError, warn
 from .ingest import load as _load_file
 from .ingest import sniff
 from .job import build_job
@@ -108,7 +109,7 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     kind = sniff(path)
     files = rank_files(path) if kind == "directory" else [path]
     rules = _load_rules(params, rule_dirs)  # a bad rule file or --param fails now, not after the ranks
-    failed: list[dict] = []
+    failed: dict[str, str] = {}  # rank file -> why it could not be analysed (JSON: inputs[].error)
     if kind != "directory":
         by_fraction = (lambda f: progress(int(1000 * f), 1000)) if progress else None
         outputs = analyze_file(files[0], options, by_fraction, rank_of=rank_from_name, lead_in=False)
@@ -116,15 +117,18 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
             progress(1000, 1000)
     else:
         done = fan_out(files, options, jobs=jobs, scheduler=scheduler, progress=progress, rank_of=rank_from_name)
-        outputs, failed = done.outputs, done.failed
+        outputs = done.outputs
+        failed = {f["source"]: f["error"] for f in done.failed}  # rank file -> why it could not be analysed
+    for f, why in failed.items():
+        warn(f, f"rank file not analysed, the other {len(files) - len(failed)} were: {why.removeprefix(f + ': ')}")
     outputs.sort(key=lambda o: (o.result.rank is None, o.result.rank if o.result.rank is not None else 0,
                                 o.result.source))
     results = [o.result for o in outputs]
+    _flag_duplicate_ranks(results)
     view = job_verdict = None
     if kind == "directory" or len(outputs) > 1:
-        view = build_job([o.tables for o in outputs])
-        for f in failed:
-            view.issues.insert(0, f"left out: {f['error']}")
+        unreadable = {r for r in map(rank_from_name, failed) if r is not None}
+        view = build_job([o.tables for o in outputs], unreadable_ranks=unreadable)
         context = view.rank_context()
         for r in results:
             r.metrics.update(context)
@@ -140,15 +144,19 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
 
         for r in results:
             apply_estimate(r, estimate)
+    for r in results:
+        check_rank(r)
     ranks = [RankResult.from_analysis(r, _evaluate(r, params, rules)) for r in results]
+    for r in ranks:
+        check_verdict(r, r.verdict)
     known = {r.source: r.meta.get("sha256") for r in results}
-    bad = {f["source"] for f in failed}
-    hashes = {f: known.get(f) or (None if f in bad else sha256_of(f)) for f in files}
-    result = AnalysisResult.of(files, ranks, command=command, hashes=hashes, rules_version=_rules_version())
+    hashes = {f: known.get(f) or (None if f in failed else _sha256_or_none(f)) for f in files}
+    result = AnalysisResult.of(files, ranks, command=command, hashes=hashes, rules_version=_rules_version(),
+                               failed=failed)
     if view is not None:
         if result.job is None:
             result.job = JobResult.from_ranks(ranks)
-        result.job.view, result.job.verdict, result.job.failed = view, job_verdict, failed
+        result.job.view, result.job.verdict = view, job_verdict
     step_log = os.path.join(path, "steps.jsonl") if kind == "directory" else None
     if log is not None or (step_log and os.path.isfile(step_log)):
         _attach_log(result, log or step_log, params, rule_dirs, required=log is not None)
@@ -171,6 +179,29 @@ def _attach_log(result: AnalysisResult, log: str, params: dict | None, rule_dirs
     first.verdict.findings.extend(log_result.findings)
     first.evidence["log_anomalies"] = [dict(a, source=log_result.source) for a in log_result.anomalies[:200]]
     first.warnings.extend(f"{log_result.source}: {w}" for w in log_result.warnings)
+
+
+def _flag_duplicate_ranks(results: list[RankAnalysis]) -> None:
+    """Two files claiming one rank: say so on each, naming the other (both stay in the result).
+
+    nsys exports are left out: their rank is a process's order within its own file."""
+    by_rank: dict[int, list[RankAnalysis]] = {}
+    for r in results:
+        if r.rank is not None and r.meta.get("format") != "nsys":
+            by_rank.setdefault(r.rank, []).append(r)
+    for rank, same in by_rank.items():
+        if len(same) > 1 and len({r.source for r in same}) > 1:
+            for r in same:
+                others = ", ".join(o.source for o in same if o is not r)
+                r.warnings.append(f"{r.source}: claims rank {rank}, as does {others}; both are shown, but a job has "
+                                  "one file per rank: check for a copy or a rank from another run")
+
+
+def _sha256_or_none(path: str) -> str | None:
+    try:
+        return sha256_of(path)
+    except OSError:
+        return None
 
 
 def _evaluate_job(view, results: list[RankAnalysis], params: dict | None, rules: list[Rule]) -> Verdict:

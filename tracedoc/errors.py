@@ -33,6 +33,18 @@ class TracedocError(Exception):
             msg = f"{msg.rstrip('.')}; {self.todo}"
         return msg
 
+    def __reduce__(self):
+        # Rebuilt from its attributes, not its constructor: subclasses take other arguments, and an
+        # error raised in a worker process must arrive intact in the parent.
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type, args: tuple, state: dict) -> TracedocError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
+
 
 class TraceError(TracedocError):
     """The input is not a trace tracedoc can read."""

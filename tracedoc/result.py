@@ -184,7 +184,6 @@ class JobResult:
     focus_index: int  # the rank whose top finding explains the most of its step
     view: JobView | None = None  # collectives matched across ranks, waits, stragglers (tracedoc.job)
     verdict: Verdict | None = None  # the job verdict: job rules and the median rank's metrics
-    failed: list[dict] = field(default_factory=list)  # rank files that could not be read
     focus_asked: bool = False  # focus_index set by --rank N
 
     def __repr__(self) -> str:
@@ -205,7 +204,6 @@ class JobResult:
         if self.view is not None:
             out.update(self.view.to_dict())
             out["verdict"] = self.verdict.to_dict() if self.verdict is not None else None
-            out["failed"] = list(self.failed)
         return out
 
     @classmethod
@@ -214,7 +212,7 @@ class JobResult:
         verdict = Verdict.from_dict(d["verdict"]) if view is not None and d.get("verdict") is not None \
             and hasattr(Verdict, "from_dict") else None
         return cls(ranks=[RankRow.from_dict(r) for r in d["ranks"]], focus_index=int(d["focus_index"]),
-                   view=view, verdict=verdict, failed=list(d.get("failed") or []))
+                   view=view, verdict=verdict)
 
 
 def focus_index(ranks: list[RankResult]) -> int:
@@ -233,6 +231,9 @@ class AnalysisResult:
     job: JobResult | None = None
     tracedoc_version: str = __version__
     rules_version: str | None = None
+    # rank file -> why it could not be analysed: the one record of failed ranks (JSON inputs[].error;
+    # the reports list them with the job view, which leaves them out of matching and stragglers)
+    failed: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, inputs: list[str], ranks: list[RankResult], **kwargs) -> "AnalysisResult":
@@ -298,7 +299,8 @@ class AnalysisResult:
         return {
             "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "tracedoc_version": self.tracedoc_version,
             "rules_version": self.rules_version,
-            "inputs": [{"path": p, "sha256": self.hashes.get(p)} for p in self.inputs],
+            "inputs": [{"path": p, "sha256": self.hashes.get(p), **({"error": self.failed[p]} if p in self.failed else {})}
+                       for p in self.inputs],
             "command": self.command,
             "ranks": [r.to_dict(timeline=timeline) for r in self.ranks],
             "job": self.job.to_dict() if self.job is not None else None,
@@ -319,6 +321,7 @@ class AnalysisResult:
         try:
             return cls(inputs=[i["path"] for i in d["inputs"]], ranks=[RankResult.from_dict(r) for r in d["ranks"]],
                        command=d["command"], hashes={i["path"]: i["sha256"] for i in d["inputs"]},
+                       failed={i["path"]: i["error"] for i in d["inputs"] if i.get("error")},
                        job=JobResult.from_dict(d["job"]) if d.get("job") is not None else None,
                        tracedoc_version=d["tracedoc_version"], rules_version=d["rules_version"])
         except (KeyError, TypeError, ValueError) as exc:

@@ -165,7 +165,8 @@
     var h = this.hit(x, y);
     if (!h) { this.tip.hidden = true; return; }
     var it = h.item;
-    this.tip.textContent = this.strings[it[2]] + "\n" + this.cats[it[3]].replace(/_/g, " ") + " \u00b7 " +
+    // The name is a trace string: isolate it so direction controls inside it stay inside it.
+    this.tip.textContent = "\u2068" + this.strings[it[2]] + "\u2069\n" + this.cats[it[3]].replace(/_/g, " ") + " \u00b7 " +
       fmtNs(it[1] - it[0]) + " \u00b7 at +" + fmtNs(it[0]) + "\n" + h.lane.label;
     this.tip.hidden = false;
     var left = Math.min(x + 14, Math.max(0, rect.width - this.tip.offsetWidth - 4));

@@ -80,12 +80,12 @@ def tensor_core_class(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     with no low-precision type is "no"; anything else is unknown.
     """
     n = len(trace.strings)
-    tc = np.full(n, -1, dtype=np.int8)
-    helper = np.zeros(n, dtype=bool)
+    tc = np.full(n + 1, -1, dtype=np.int8)  # the extra entry: rows without a name (id -1) are unknown
+    helper = np.zeros(n + 1, dtype=bool)
     strings = trace.strings
     used = np.unique(trace.gpu_ops["name"]) if len(trace.gpu_ops) else np.zeros(0, dtype=np.int64)
     for i in used[(used >= 0) & (used < n)].tolist():
-        s = strings[i]
+        s = strings[i][:M.MATCH_CHARS]
         if TC_EXCLUDE_RE.search(s) or (CUDA_CORE_MATH_RE.search(s) and not TC_RE.search(s)):
             tc[i] = 0
         elif TC_RE.search(s):

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..model.trace import Trace
+from ..model.trace import MATCH_CHARS, Trace
 from ..model.vocab import KERNEL_COLLECTIVE_RE
 from .registry import Produced, analysis
 
@@ -65,7 +65,7 @@ def collectives(trace: Trace, comm_mask: np.ndarray, gpu_ext: np.ndarray, lo: in
         df["group"] = -1
     by_kernel_name = {}
     for sid in np.unique(df["name"]).tolist():
-        m = KERNEL_COLLECTIVE_RE.search(trace.string(sid))
+        m = KERNEL_COLLECTIVE_RE.search(trace.string(sid)[:MATCH_CHARS])
         by_kernel_name[sid] = canonical(m.group(1)) if m else "unknown"
     by_coll_name = {sid: canonical(trace.string(int(sid))) for sid in df["cname"].dropna().unique().tolist()}
     df["collective"] = np.where(df["cname"].notna(), df["cname"].map(by_coll_name), df["name"].map(by_kernel_name))

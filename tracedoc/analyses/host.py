@@ -10,7 +10,7 @@ import pandas as pd
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
-from ..model.trace import Trace
+from ..model.trace import MATCH_CHARS, Trace
 from . import classify as C
 from .idle import SHORT_GAP_NS
 from .links import OpsByExternalId
@@ -27,8 +27,8 @@ def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[st
     if not rows.size:
         return iv.empty(), None, []
     seen = [trace.string(int(i)) for i in np.unique(c["name"][rows])]
-    multi = any(V.MULTIPROC_DATALOADER_RE.search(s) for s in seen)
-    single = any(V.SINGLEPROC_DATALOADER_RE.search(s) for s in seen)
+    multi = any(V.MULTIPROC_DATALOADER_RE.search(s[:MATCH_CHARS]) for s in seen)
+    single = any(V.SINGLEPROC_DATALOADER_RE.search(s[:MATCH_CHARS]) for s in seen)
     kind = True if multi else (False if single else None)
     return iv.union(c["start_ns"][rows], c["end_ns"][rows]), kind, seen
 

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
 from ..model.trace import Trace
@@ -111,7 +112,10 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
         out["launches_per_ms"] = float(sel.sum() / length_ms) if length_ms > 0 else None
         launch_ns = int((r["end_ns"] - r["start_ns"])[sel].sum())
         out["cpu_launch_overhead_ns"] = launch_ns
-        out["cpu_launch_overhead_fraction"] = launch_ns / (hi - lo) if hi > lo else None
+        # Of the window: the time some thread is inside a launch call (the union, clipped), so calls on
+        # several threads or running past the window's end never make it exceed the window.
+        busy = iv.total(iv.clip(iv.union(r["start_ns"][sel], r["end_ns"][sel]), lo, hi))
+        out["cpu_launch_overhead_fraction"] = busy / (hi - lo) if hi > lo else None
         graph = C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=r["name"])[r["name"]]
         out["graph_launches"] = int((graph & in_win).sum())
     else:

@@ -85,7 +85,7 @@ def step_name_mask(trace: Trace) -> np.ndarray:
         ids = {s for s in explicit if isinstance(s, int)}
         mask = trace.string_ids(lambda s: s in wanted)
         for i in ids:
-            if 0 <= i < mask.size:
+            if 0 <= i < mask.size - 1:
                 mask[i] = True
         return mask
     return trace.string_ids(lambda s: PROFILER_STEP_RE.match(s) is not None)

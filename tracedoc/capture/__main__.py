@@ -12,7 +12,11 @@ def main(argv=None) -> int:
     for command in (run, trigger):
         command.register(sub)
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        sys.stderr.write("tracedoc: interrupted\n")
+        return 130
 
 
 if __name__ == "__main__":

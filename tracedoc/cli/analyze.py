@@ -16,7 +16,7 @@ from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, renderer, renderer_for_path
 from ..estimate.cli import add_estimate_options, estimate_request
-from .common import add_output_options, text_options, write_atomic
+from .common import add_output_options, check_output_path, text_options, write_atomic
 from ..exits import EXIT_FAIL_ON, EXIT_OK
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -152,8 +152,6 @@ def cmd_analyze(args) -> int:
     for r in result.ranks:
         for w in r.warnings:
             print(f"tracedoc: warning: {w}", file=sys.stderr)
-    for f in (result.job.failed if result.job is not None else []):
-        print(f"tracedoc: warning: left out of the job: {f['error']}", file=sys.stderr)
     if args.rank is not None:
         have = [r.rank for r in result.ranks]
         if args.rank not in have:
@@ -166,11 +164,13 @@ def cmd_analyze(args) -> int:
     if args.perfetto:
         from ..render.perfetto import write_perfetto
 
+        check_output_path(args.perfetto, result.inputs, "--perfetto")
         write_perfetto(result, args.perfetto)
         print(f"tracedoc: wrote the Perfetto overlay to {args.perfetto}", file=sys.stderr)
         if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):
             render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:
+        check_output_path(args.output, result.inputs)
         write_atomic(args.output, renderer(fmt).render(result, **render_options))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
     elif fmt == "text":

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 import warnings
 
-from ..errors import TracedocError, TraceWarning
+from ..errors import TracedocError, TraceWarning, UsageError
 from ..exits import EXIT_USAGE
 
 
@@ -21,6 +22,33 @@ def print_error(exc: TracedocError) -> int:
     """Print a tracedoc error as one line on stderr; return its exit code."""
     print(f"tracedoc: error: {exc.message()}", file=sys.stderr)
     return exc.exit_code
+
+
+_NOT_A_FILE = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_output_path(path: str, inputs: list[str], option: str = "--output") -> None:
+    """``-o`` (or another ``option`` naming a file to write) writes a new file or replaces a regular
+    one; never an input, a link, a device or a pipe."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise TracedocError(path, f"cannot be checked as an {option} path", exc.strerror, "choose another path") from None
+    for test, kind in _NOT_A_FILE:
+        if test(st.st_mode):
+            raise UsageError(path, f"is {kind}; {option} writes only a new file or replaces a regular one", None,
+                             "name a file path, or leave -o out to write to stdout")
+    for inp in inputs:
+        try:
+            same = os.path.samefile(path, inp)
+        except OSError:
+            same = False
+        if same:
+            raise UsageError(path, f"is the trace being analysed; {option} would overwrite it", None,
+                             "write the report to another path")
 
 
 def write_atomic(path: str, data: str | bytes) -> None:

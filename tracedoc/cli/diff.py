@@ -13,7 +13,7 @@ import sys
 
 from ..exits import EXIT_GATE, EXIT_OK
 from ..render import FORMATS, renderer_for_path
-from .common import write_atomic
+from .common import check_output_path, write_atomic
 
 
 def _percent(text: str) -> float:
@@ -82,6 +82,7 @@ def cmd_diff(args) -> int:
         print(f"tracedoc: warning: {w}", file=sys.stderr)
     text = DIFF_RENDERERS[fmt](result)
     if args.output:
+        check_output_path(args.output, [args.before, args.after])
         write_atomic(args.output, text)
         print(f"tracedoc: wrote {fmt} diff to {args.output}", file=sys.stderr)
     else:

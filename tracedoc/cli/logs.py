@@ -10,7 +10,7 @@ from ..errors import UsageError
 from ..exits import EXIT_OK
 from ..render import FORMATS
 from .analyze import add_engine_options, engine_kwargs, fail_on_exit_code, output_format
-from .common import write_atomic
+from .common import check_output_path, write_atomic
 
 MIN_WINDOW = 5
 
@@ -50,6 +50,7 @@ def cmd_logs(args) -> int:
         print(f"tracedoc: warning: {result.source}: {w}", file=sys.stderr)
     text = render_log(result, fmt)
     if args.output:
+        check_output_path(args.output, [args.path, *(args.config or ())])
         write_atomic(args.output, text)
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
     else:

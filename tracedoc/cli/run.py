@@ -101,6 +101,9 @@ def cmd_run(a) -> int:
     session = None
     try:
         session = CaptureSession(config).install()
+    except KeyboardInterrupt:  # Ctrl-C while torch imports: the script has not started, so stop cleanly
+        sys.stderr.write("tracedoc: interrupted\n")
+        return 130
     except Exception as exc:
         say(f"profiling disabled ({type(exc).__name__}: {exc}); running the script unprofiled")
         session = None

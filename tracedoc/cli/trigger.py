@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from typing import Any
 
-from ..exits import EXIT_ERROR, EXIT_OK
+from ..exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE
+
+_MAX_PID = 1 << 22  # Linux's pid_max ceiling
 
 
 def register(subparsers: Any) -> None:
@@ -36,8 +39,14 @@ def _catches_sigusr2(pid: int) -> bool | None:
 def cmd_trigger(a) -> int:
     status = EXIT_OK
     for target in a.targets:
-        if target.isdigit():
+        if re.fullmatch(r"\s*[+-]?\d+\s*", target):
             pid = int(target)
+            if pid <= 0 or pid > _MAX_PID:
+                sys.stderr.write(f"tracedoc trigger: {target.strip()} is not the process id of a job; pass the PID "
+                                 "of a running `tracedoc run` job (a positive number: 0 and negative numbers "
+                                 "would signal whole process groups), or the job's --outdir\n")
+                status = EXIT_USAGE
+                continue
             catches = _catches_sigusr2(pid)
             if catches is False and not a.force:
                 sys.stderr.write(f"tracedoc trigger: process {pid} does not handle SIGUSR2, so the signal would "

@@ -81,6 +81,13 @@ _FORBIDDEN_HINTS: dict[type, str] = {
 }
 
 
+# Bounds far above any real rule (the shipped ones use at most 162 characters, 26 nodes, depth 7), so
+# a pathological expression is refused with a message instead of exhausting the parser's stack.
+MAX_EXPR_CHARS = 4000
+MAX_EXPR_NODES = 1000
+MAX_EXPR_DEPTH = 64
+
+
 class ExprError(ValueError):
     """An expression that is not in the rule language; the message says what and where."""
 
@@ -125,13 +132,38 @@ def compile_expr(source: str, names: Mapping[str, str]) -> Expr:
     """Parse and check ``source`` against ``names`` (name -> type); raise :class:`ExprError`."""
     if not isinstance(source, str) or not source.strip():
         raise ExprError("empty expression")
+    if len(source) > MAX_EXPR_CHARS:
+        raise ExprError(f"expression of {len(source):,} characters is longer than the {MAX_EXPR_CHARS:,} allowed "
+                        f"(starts {source[:40]!r}); split the rule")
     try:
         tree = ast.parse(source.strip(), mode="eval")
     except SyntaxError as exc:
-        raise ExprError(f"syntax error at column {exc.offset}: {exc.msg} in {source!r}") from None
+        raise ExprError(f"syntax error at column {exc.offset}: {exc.msg} in {_clip(source)}") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"expression nested too deeply to parse (more than {MAX_EXPR_DEPTH} levels) in "
+                        f"{_clip(source)}; split the rule") from None
+    _check_size(tree.body, source)
     checker = _Checker(names, source)
     typ = checker.check(tree.body)
     return Expr(source=source, tree=tree.body, names=frozenset(checker.seen), type=typ)
+
+
+def _clip(source: str, limit: int = 120) -> str:
+    return repr(source) if len(source) <= limit else f"{source[:limit]!r}... ({len(source):,} characters)"
+
+
+def _check_size(tree: ast.expr, source: str) -> None:
+    """Refuse trees too large or deep for the recursive checker and evaluator (iteratively)."""
+    nodes = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if depth > MAX_EXPR_DEPTH:
+            raise ExprError(f"expression nested more than {MAX_EXPR_DEPTH} levels deep in {_clip(source)}; split the rule")
+        if nodes > MAX_EXPR_NODES:
+            raise ExprError(f"expression has more than {MAX_EXPR_NODES} terms in {_clip(source)}; split the rule")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
 
 
 class _Checker:
@@ -143,7 +175,7 @@ class _Checker:
     def fail(self, node: ast.AST, what: str) -> ExprError:
         col = getattr(node, "col_offset", None)
         where = f" at column {col + 1}" if col is not None else ""
-        return ExprError(f"{what}{where} in {self.source!r}")
+        return ExprError(f"{what}{where} in {_clip(self.source)}")
 
     def check(self, node: ast.expr) -> str:
         method = getattr(self, f"_check_{type(node).__name__}", None)

@@ -84,8 +84,8 @@ def _tool_table(path: Path) -> dict[str, Any] | None:
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
+    except (OSError, UnicodeDecodeError, RecursionError, MemoryError, tomllib.TOMLDecodeError):
+        return None  # not a readable pyproject: it holds no tracedoc settings
     table = data.get("tool", {}).get("tracedoc")
     return table if isinstance(table, dict) else None
 

@@ -51,6 +51,7 @@ SCOPES: dict[str, tuple[dict[str, tuple[str, str]], tuple[str, ...]]] = {
     SCOPE_LOG: (LOG_METRICS, LOG_EVIDENCE_TABLES),
 }
 MAX_EVIDENCE_ROWS = 100
+MAX_RULE_FILE_BYTES = 1 << 20
 UNSET_KEY = "unset"  # in a [[tests.*]] case: metric names whose value is None (TOML has no null)
 
 _ID_RE = re.compile(r"^[A-Z]+[0-9]{3,4}$")
@@ -394,18 +395,36 @@ def load_rule_file(path: Path) -> Rule:
         key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
         if key in _cache:
             return _cache[key]
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        if stat.st_size > MAX_RULE_FILE_BYTES:
+            raise RuleError([(str(path), f"rule file of {stat.st_size:,} bytes is larger than the "
+                              f"{MAX_RULE_FILE_BYTES:,} allowed; a rule file holds one rule")])
+        raw = path.read_bytes()
     except OSError as exc:
         raise RuleError([(str(path), f"cannot read rule file ({exc.strerror})")]) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise RuleError([(str(path), f"not valid TOML: {exc}")]) from None
+    data = parse_rule_text(path, raw)
     checker = _FileChecker(path, data)
     rule = checker.check()
     if rule is None:
         raise RuleError(checker.problems)
     _cache[key] = rule
     return rule
+
+
+def parse_rule_text(path: Path, raw: bytes) -> dict[str, Any]:
+    """Decode and parse a rule file's bytes; raise :class:`RuleError` saying what is wrong and where."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise RuleError([(str(path), f"not UTF-8 text: byte {raw[exc.start]:#04x} at offset {exc.start} (line {line}) "
+                          "cannot be decoded; save the rule file as UTF-8")]) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleError([(str(path), f"not valid TOML: {exc}")]) from None
+    except (RecursionError, MemoryError):
+        raise RuleError([(str(path), "TOML nested too deeply to read (arrays or tables inside one another "
+                          "hundreds of levels deep); a rule needs at most a few levels")]) from None
 
 
 def rule_files(directory: Path) -> list[Path]:

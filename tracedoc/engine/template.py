@@ -9,6 +9,7 @@ would fail at report time fails when the rule file is loaded instead. Unknown va
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,6 +19,10 @@ from tracedoc.engine.expr import BOOL, NUM, STR, Expr, ExprError, compile_expr
 
 UNKNOWN_TEXT = "n/a"
 _SAMPLES = {NUM: 0.5, BOOL: True, STR: "text"}
+MAX_FORMAT_WIDTH = 200  # characters a field may be padded to
+MAX_FORMAT_PRECISION = 50  # digits after the point (or characters of a string) a field may ask for
+# [[fill]align][sign][z][#][0][width][grouping][.precision][type]
+_SPEC_RE = re.compile(r"^(?:.?[<>=^])?[+\- ]?z?#?0?(?P<width>\d*)[,_]?(?:\.(?P<precision>\d+))?[a-zA-Z%]?$", re.S)
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,7 @@ def compile_template(source: str, names: Mapping[str, str]) -> Template:
         spec = spec or ""
         if "{" in spec:
             raise ExprError(f"field {{{field}:{spec}}}: nested fields in format specs are not allowed")
+        _check_spec_bounds(field, spec)
         expr = compile_expr(field, names)
         sample = _SAMPLES.get(expr.type)
         if sample is not None:
@@ -102,3 +108,18 @@ def compile_template(source: str, names: Mapping[str, str]) -> Template:
                 raise ExprError(f"field {{{field}:{spec}}}: format spec does not fit a {expr.type} value ({exc})") from None
         parts.append((literal, expr, spec))
     return Template(source=source, parts=tuple(parts))
+
+
+def _check_spec_bounds(field: str, spec: str) -> None:
+    """Refuse widths and precisions that would make one field megabytes long (checked before any format)."""
+    m = _SPEC_RE.match(spec)
+    if m is None:
+        if sum(c.isdigit() for c in spec) > 3:
+            raise ExprError(f"field {{{field}:{spec[:40]}}}: not a format spec ([[fill]align][sign][width][.precision][type])")
+        return  # the sample format below names what is wrong
+    width, precision = m.group("width"), m.group("precision")
+    if width and int(width) > MAX_FORMAT_WIDTH:
+        raise ExprError(f"field {{{field}:{spec}}}: width {int(width):,} is more than the {MAX_FORMAT_WIDTH} allowed")
+    if precision and int(precision) > MAX_FORMAT_PRECISION:
+        raise ExprError(f"field {{{field}:{spec}}}: precision {int(precision):,} is more than the "
+                        f"{MAX_FORMAT_PRECISION} allowed")

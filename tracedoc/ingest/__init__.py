@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from typing import Callable
 
 from ..errors import TraceError
@@ -17,6 +18,7 @@ def sniff(path: str) -> str:
         raise TraceError(path, "does not exist", None, "check the path (a trace file or a directory of rank traces)")
     if os.path.isdir(path):
         return "directory"
+    _require_regular_file(path)
     lower = path.lower()
     if lower.endswith((".nsys-rep", ".qdrep")):
         base = os.path.splitext(path)[0]
@@ -32,6 +34,23 @@ def sniff(path: str) -> str:
     if not head:
         raise TraceError(path, "is empty", "0 bytes", "capture the trace again")
     return "kineto"
+
+
+_SPECIAL_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _require_regular_file(path: str) -> None:
+    """Refuse pipes, devices and sockets at once: reading one could block forever or never end."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise TraceError(path, "cannot be read", exc.strerror, "check the path and its permissions") from None
+    if stat.S_ISREG(mode):
+        return
+    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "not a regular file")
+    raise TraceError(path, f"is {kind}, not a trace file", None,
+                     "write the trace to a file first (e.g. `zcat run.json.gz > run.json`) and pass that file")
 
 
 def load(path: str | os.PathLike, progress: Callable[[float], None] | None = None, workers: int | None = None,

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..model import trace as M
 from ..model import vocab as V
-from ..model.trace import Trace
+from ..model.trace import MATCH_CHARS, Trace
 
 
 def mark_steps(trace: Trace, step_range: str | None) -> None:
@@ -30,7 +30,7 @@ def mark_steps(trace: Trace, step_range: str | None) -> None:
     ids, counts = np.unique(ann[ann >= 0], return_counts=True)
     if step_range:
         pat = V.user_step_range_re(step_range)
-        chosen = [int(i) for i in ids.tolist() if pat.match(trace.strings[i])]
+        chosen = [int(i) for i in ids.tolist() if pat.match(trace.strings[i][:MATCH_CHARS])]
         trace.meta.step_range = step_range
         if not chosen:
             common = ", ".join(repr(trace.strings[int(i)]) for i in ids[np.argsort(-counts)][:5])
@@ -41,7 +41,7 @@ def mark_steps(trace: Trace, step_range: str | None) -> None:
         label: dict[str, str] = {}
         count: dict[str, int] = {}
         for sid, k in zip(ids.tolist(), counts.tolist()):
-            m = V.STEP_FAMILY_RE.match(trace.strings[sid])
+            m = V.STEP_FAMILY_RE.match(trace.strings[sid][:MATCH_CHARS])
             if m:
                 key = V.STEP_FAMILY_SEPARATORS_RE.sub("", m.group("fam").lower())
                 families.setdefault(key, []).append(sid)

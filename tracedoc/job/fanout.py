@@ -3,7 +3,8 @@
 Each task loads one file, runs the per-rank analyses and reduces the trace to the compact job
 tables, so only results travel back, never traces. Tasks run in a local process pool, or on a Dask
 cluster when a scheduler is given (its workers must see the same paths). In a directory, a file
-that cannot be read costs only that rank: it is reported in ``failed``, the others go on.
+that cannot be read costs only that rank: it is reported in ``failed`` (the analysis result's
+``failed``, JSON ``inputs[].error``), the others go on.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def _guarded(path: str, options: dict, rank_of) -> tuple[list[RankOutput], dict 
     except UsageError:
         raise
     except TracedocError as exc:
-        return [], {"source": path, "error": str(exc)}
+        return [], {"source": path, "error": exc.message()}
     except (OSError, EOFError, ValueError) as exc:  # a file that vanished or broke mid-read
         return [], {"source": path, "error": f"{path}: cannot be read ({type(exc).__name__}: {exc})"}
 
@@ -78,9 +79,13 @@ def fan_out(files: list[str], options: dict, *, jobs: int | None = None, schedul
     done = FanOut([])
     workers = max(1, min(jobs or os.cpu_count() or 1, len(files)))
     with cf.ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_guarded, f, options, rank_of) for f in files]
+        futures = {pool.submit(_guarded, f, options, rank_of): f for f in files}
         for n, fut in enumerate(cf.as_completed(futures), 1):
-            outs, failure = fut.result()
+            try:
+                outs, failure = fut.result()
+            except cf.process.BrokenProcessPool:  # a worker died (out of memory, killed): these ranks are lost
+                outs, failure = [], {"source": futures[fut], "error": f"{futures[fut]}: not read: a worker process "
+                                     "died while the ranks were read (out of memory, or killed)"}
             done.outputs.extend(outs)
             if failure:
                 done.failed.append(failure)

@@ -184,7 +184,7 @@ def _disagreements(stacked: Stacked, codes, ok_code, members, size) -> list[dict
         memb = members.get(gname, [])
         row = {"group": gname or "(default)", "step": int(st) if st >= 0 else None, "collective": stacked.types[int(t)],
                "size": int(s) if s >= 0 else None, "dtype": stacked.dtypes[int(part["dtype"].iloc[0])] or None,
-               "calls_by_rank": {int(r): int(k) for r, k in have.items()},
+               "calls_by_rank": {str(int(r)): int(k) for r, k in have.items()},  # JSON object keys are text
                "ranks_without": [r for r in memb if r not in have.index][:16]}
         out.append(row)
     out.sort(key=lambda r: -sum(r["calls_by_rank"].values()))

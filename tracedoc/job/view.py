@@ -103,8 +103,11 @@ class JobView:
             straggler_what_if=dict(d["straggler_what_if"]) if d.get("straggler_what_if") else None)
 
 
-def build_job(tables: list[RankTables]) -> JobView:
-    """Join the ranks' compact tables: match, time, find stragglers. O(ranks x collectives)."""
+def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset()) -> JobView:
+    """Join the ranks' compact tables: match, time, find stragglers. O(ranks x collectives).
+
+    ``unreadable_ranks``: ranks whose file is in the directory but could not be read (the result's
+    ``failed``); like absent ranks they are in no match and cannot be named stragglers."""
     ranks, issues, excluded = admit(tables)
     view = JobView(ranks=[rt.rank for rt in ranks], issues=issues, excluded=excluded)
     common_steps = _step_tables(ranks, view)
@@ -114,8 +117,12 @@ def build_job(tables: list[RankTables]) -> JobView:
     view.missing_ranks = sorted({r for exp in expected.values() for r in exp} - present)[:4096]
     if view.missing_ranks:
         n = len(view.missing_ranks)
+        bad = sorted(set(view.missing_ranks) & set(unreadable_ranks))
+        absent = [r for r in view.missing_ranks if r not in set(bad)]
+        where = " or ".join(part for part in (f"not in the directory ({_ranges(absent)})" if absent else "",
+                                              f"in an unreadable file ({_ranges(bad)})" if bad else "") if part)
         view.issues.append(f"{n} member rank{'s' if n > 1 else ''} of the job's groups "
-                           f"{'are' if n > 1 else 'is'} not in the directory ({_ranges(view.missing_ranks)}): collectives "
+                           f"{'are' if n > 1 else 'is'} {where}: collectives "
                            "are matched and waits measured among the ranks present")
     m = match(stacked, members, expected)
     view.collectives_matched, view.match_key, view.keys_by_group = m.count, m.key, m.keys_by_group

@@ -22,7 +22,7 @@ def int_or_none(v: Any) -> int | None:
         return None
     try:
         return int(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a float infinity
         return None
 
 

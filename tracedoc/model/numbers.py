@@ -7,8 +7,12 @@ text: each token's digits are weighted by a power of ten and summed per token wi
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+
 import numpy as np
 
+BAD_NUMBER = np.iinfo(np.int64).min  # a token that is not a finite number within int64 once scaled
+_INT64_MAX = int(np.iinfo(np.int64).max)
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 _SEP = 32  # b" "
 
@@ -17,8 +21,9 @@ def decimal_text_to_scaled_int(tokens: list, scale_digits: int = 3) -> np.ndarra
     """Parse number tokens (bytes-like, e.g. ``msgspec.Raw``) into round(value * 10**scale_digits).
 
     Digits past ``scale_digits`` decimals are dropped, rounding half up (away from zero) on the
-    first dropped digit. Tokens with an exponent or a non-number (``null``) fall back to Python's
-    float parser.
+    first dropped digit. Tokens with an exponent, a non-number (``null``, ``"12"``, ``Infinity``) or
+    too many digits are parsed exactly one by one; a token that is not a finite number, or whose
+    scaled value does not fit int64, becomes ``BAD_NUMBER`` (never a wrapped or clipped value).
     """
     n = len(tokens)
     if n == 0:
@@ -55,16 +60,19 @@ def _plain_decimals(joined: bytes, n: int, scale_digits: int) -> np.ndarray | No
     except (ValueError, OverflowError):
         return None
     kept = decimals <= scale_digits
-    if kept.all():
-        return digits * _POW10[scale_digits - decimals]
     dropped = decimals - scale_digits
     if (dropped > 18).any():
         return None
-    out = digits * _POW10[np.where(kept, scale_digits - decimals, 0)]
+    mult = _POW10[np.where(kept, scale_digits - decimals, 0)]
+    if (np.abs(digits) > _INT64_MAX // mult).any():  # would not fit int64 once scaled (or is int64's min)
+        return None
+    out = digits * mult
+    if kept.all():
+        return out
     cut = ~kept
     mag = np.abs(digits[cut])
     unit = _POW10[dropped[cut]]
-    q = mag // unit + ((mag % unit) * 10 // unit >= 5)
+    q = mag // unit + (mag % unit >= unit // 2)  # the first dropped digit is 5 or more
     out[cut] = np.where(digits[cut] < 0, -q, q)
     return out
 
@@ -73,6 +81,8 @@ def _digitwise(tokens: list, joined: bytes, n: int, scale_digits: int) -> np.nda
     """Any tokens: each byte weighted by its power of ten, summed per token with ``reduceat``."""
     a = np.frombuffer(joined, dtype=np.uint8)
     seps = np.flatnonzero(a == _SEP)
+    if seps.size != n:  # a token with a space inside (an object or string, never a number): not a number
+        return decimal_text_to_scaled_int([b"null" if b" " in bytes(t) else t for t in tokens], scale_digits)
     starts = np.empty(n, dtype=np.int64)
     starts[0] = 0
     starts[1:] = seps[:-1] + 1
@@ -95,31 +105,49 @@ def _digitwise(tokens: list, joined: bytes, n: int, scale_digits: int) -> np.nda
     fd_digit = a[fd_idx]
     vals += (fd_ok & (fd_digit >= 53) & (fd_digit <= 57)).astype(np.int64)
     neg = a[starts] == 45
+    # Too many integer digits for int64, or a 19-digit sum that wrapped: exact slow path below.
+    int_digits = dot_pos - starts - neg
+    wrapped = vals < 0
     vals[neg] = -vals[neg]
     # Anything that is not plain digits with an optional sign and dot: parse it the slow way.
     odd = ~(digit | (a == 46) | (a == 45) | (a == _SEP))
-    if odd.any():
-        scale = 10.0**scale_digits
-        for t in np.unique(tok_of[odd]):
-            text = bytes(tokens[t])
-            try:
-                vals[t] = int(round(float(text) * scale))
-            except ValueError:
-                vals[t] = np.iinfo(np.int64).min
+    slow = np.unique(tok_of[odd]) if odd.any() else np.zeros(0, dtype=np.int64)
+    big = np.flatnonzero((int_digits + scale_digits > 19) | wrapped)
+    if big.size:
+        slow = np.union1d(slow, big)
+    for t in slow.tolist():
+        vals[t] = _exact_scaled(bytes(tokens[t]), scale_digits)
     return vals
+
+
+def _exact_scaled(text: bytes, scale_digits: int) -> int:
+    """round(value * 10**scale_digits), half away from zero, or BAD_NUMBER."""
+    try:
+        d = Decimal(text.decode("ascii").strip())
+    except (InvalidOperation, UnicodeDecodeError, ValueError):
+        return BAD_NUMBER
+    if not d.is_finite() or (d and d.adjusted() + scale_digits > 19):  # far out of range: no huge ints
+        return BAD_NUMBER
+    v = int(d.scaleb(scale_digits).to_integral_value(rounding=ROUND_HALF_UP))
+    return v if -_INT64_MAX <= v <= _INT64_MAX else BAD_NUMBER
 
 
 MISSING_INT = -1
 
 
 def to_int64(values: list, missing: int = MISSING_INT) -> np.ndarray:
-    """Python ints/floats/None/numeric strings to int64, ``missing`` for absent or unparsable."""
+    """Python ints/floats/None/numeric strings to int64, ``missing`` for absent or unparsable
+    (a list or object is unparsable: the result is always one value per input)."""
     try:
-        return np.array(values, dtype=np.int64)
+        arr = np.array(values, dtype=np.int64)
+        if arr.shape == (len(values),):
+            return arr
     except (TypeError, ValueError, OverflowError):
         pass
     try:  # the usual reason: absent values among numbers
-        return np.array([missing if v is None else v for v in values], dtype=np.int64)
+        arr = np.array([missing if v is None else v for v in values], dtype=np.int64)
+        if arr.shape == (len(values),):
+            return arr
     except (TypeError, ValueError, OverflowError):
         pass
     out = np.empty(len(values), dtype=np.int64)
@@ -132,19 +160,23 @@ def to_int64(values: list, missing: int = MISSING_INT) -> np.ndarray:
 
 
 def to_float64(values: list) -> np.ndarray:
-    """Python numbers/None/numeric strings to float64, NaN for absent or unparsable."""
+    """Python numbers/None/numeric strings to float64, NaN for absent or unparsable (one per input)."""
     try:
-        return np.array(values, dtype=np.float64)
-    except (TypeError, ValueError):
+        arr = np.array(values, dtype=np.float64)
+        if arr.shape == (len(values),):
+            return arr
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
         pass
     try:  # the usual reason: absent values among numbers
-        return np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-    except (TypeError, ValueError):
+        arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+        if arr.shape == (len(values),):
+            return arr
+    except (TypeError, ValueError, OverflowError):
         pass
     out = np.empty(len(values), dtype=np.float64)
     for i, v in enumerate(values):
         try:
             out[i] = float(v)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             out[i] = np.nan
     return out

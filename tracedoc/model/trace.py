@@ -101,6 +101,10 @@ def _missing(dtype: str):
     return 0 if dtype.startswith("uint") else -1
 
 
+# Name patterns look at most this many leading characters of a string (real kernel names, C++
+# templates included, stay under ~6,000): an 8 MB name in a damaged file costs what a long one does.
+MATCH_CHARS = 16_384
+
 class Table:
     """Equal-length numpy columns with a fixed schema."""
 
@@ -179,17 +183,24 @@ class Trace:
     def string_ids(self, predicate, ids: np.ndarray | None = None) -> np.ndarray:
         """Boolean lookup array over the string table: ``mask[name_ids]`` tests many rows at once.
 
+        The predicate sees at most the first ``MATCH_CHARS`` characters of each string, so a
+        pattern's cost is bounded however long a name in the file is. The array has one entry more
+        than the table, always False, so that ``mask[-1]`` (a row without a name) matches nothing.
+
         With ``ids`` (a column of string ids), the predicate runs only on the distinct strings that
         column uses and every other entry is False: a table of per-event strings (NVTX op names with
         an ``op_id``) costs one call per string a column holds, not one per string in the trace.
         """
         strings = self.strings
+        mask = np.zeros(len(strings) + 1, dtype=bool)
         if ids is None:
-            return np.fromiter((bool(predicate(s)) for s in strings), dtype=bool, count=len(strings))
-        mask = np.zeros(len(strings), dtype=bool)
+            mask[:-1] = np.fromiter((bool(predicate(s[:MATCH_CHARS])) for s in strings), dtype=bool,
+                                    count=len(strings))
+            return mask
         used = np.unique(ids)
         used = used[(used >= 0) & (used < len(strings))]
-        mask[used] = np.fromiter((bool(predicate(strings[i])) for i in used.tolist()), dtype=bool, count=used.size)
+        mask[used] = np.fromiter((bool(predicate(strings[i][:MATCH_CHARS])) for i in used.tolist()),
+                                 dtype=bool, count=used.size)
         return mask
 
     @property
@@ -306,13 +317,12 @@ class StringTable:
         return sid
 
     def intern_many(self, values: list) -> np.ndarray:
-        """Ids for a list of strings (None -> -1), hashing each distinct value once."""
+        """Ids for a list of strings (None -> -1), hashing each distinct value once.
+
+        Raises ``TypeError`` for an unhashable value (a list or object where a name belongs): the
+        reader decides what such a field means (it reads it as absent and counts it)."""
         if not values:
             return np.zeros(0, dtype=np.int32)
-        try:
-            distinct = dict.fromkeys(values)  # first-appearance order, as ids are handed out
-        except TypeError:  # an unhashable value (a list where a name belongs): intern its text
-            values = [v if v is None or isinstance(v, str) else str(v) for v in values]
-            distinct = dict.fromkeys(values)
+        distinct = dict.fromkeys(values)  # first-appearance order, as ids are handed out
         ids = {v: (-1 if v is None or v != v else self.intern(str(v))) for v in distinct}
         return np.fromiter(map(ids.__getitem__, values), dtype=np.int32, count=len(values))

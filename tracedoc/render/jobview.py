@@ -6,6 +6,7 @@ text, Markdown and HTML renderers. Values are formatted here; templates only lay
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from .format import fmt_pct
@@ -20,6 +21,11 @@ SEGMENTS = ("compute", "copy", "dataloader", "sync", "host", "other", "wait", "t
 
 def _ms(v: Any, digits: int = 1) -> str:
     return "—" if v is None else f"{v:,.{digits}f} ms"
+
+
+def not_analysed(result: "AnalysisResult") -> list[str]:
+    """One line per rank file that could not be read (``result.failed``): left out of the job."""
+    return [f"not analysed: {os.path.basename(path)}: {why}" for path, why in (result.failed or {}).items()]
 
 
 def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) -> dict | None:
@@ -72,7 +78,7 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
         "findings": findings,
         "summary": summary,
         "stragglers": stragglers,
-        "issues": list(job.issues),
+        "issues": not_analysed(result) + list(job.issues),
         "late_among_present": job.late_among_present,
         "rank_table": {"columns": ["rank", "step p50", "step p95", "wait/step", "arrived last", "lateness/step", ""],
                        "rows": ranks_rows, "left_out": max(0, len(job.rank_rows) - len(ranks_rows))},

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-import itertools
 import operator
 import re
 from typing import Any, Callable
 
 import numpy as np
-import orjson
 
 from ...model import trace as M
-from ...model.numbers import decimal_text_to_scaled_int, to_float64, to_int64
+from ...model.numbers import BAD_NUMBER, decimal_text_to_scaled_int, to_float64, to_int64
 from ...model.trace import StringTable, Table
+from ..values import int_value
+from .argvalues import _external_ids, _first_input, _ranks_text, _triples
 from .decode import _EMPTY_ARGS, Args, Event
 
 # Event classes
-C_IGNORE, C_GPU, C_CPU, C_RUNTIME, C_GPU_ANNOT, C_SYNC, C_FLOW, C_INSTANT, C_META, C_OTHER = range(10)
+C_IGNORE, C_GPU, C_CPU, C_RUNTIME, C_GPU_ANNOT, C_SYNC, C_FLOW, C_INSTANT, C_META, C_OTHER, C_DROPPED = range(11)
+_SPAN_CLASSES = np.array([C_GPU, C_CPU, C_RUNTIME, C_GPU_ANNOT, C_SYNC, C_OTHER], dtype=np.int8)
+# No clock of a real trace reads beyond ~146 years from its origin; below this bound ts + dur cannot
+# overflow int64, so every end computed from a kept event is exact.
+MAX_ABS_TIME_NS = 1 << 62
 
 _GPU_CATS = {"kernel": M.KERNEL, "Kernel": M.KERNEL, "gpu_memcpy": M.MEMCPY, "Memcpy": M.MEMCPY,
              "gpu_memset": M.MEMSET, "Memset": M.MEMSET}
@@ -86,6 +90,7 @@ def _kinds(cats: list, by_cat: Callable[[Any], int]) -> np.ndarray:
 SHAPE_OP_RE = re.compile(r"^(aten|flash_attn)::\w*(mm|mv|matmul|linear|einsum|conv|attention|attn)\w*$")
 _STREAM_RE = re.compile(r"^\s*stream\s+(\d+)", re.I)
 LABEL_ID_BASE = -(1 << 40)
+_COUNTS = ("bad_times", "wrong_types", "bad_utf8", "nonfinite")
 _STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "pg_ranks", "dims", "types", "concrete"}
 # CPU ops of collectives whose first input is the message (record_param_comms, nccl:*, gloo:*): their
 # shapes give the size on torch versions that record no collective args. (c10d::*_base_ ops take
@@ -103,6 +108,11 @@ class _Reader:
         self.meta_events: list[tuple] = []
         self.n_events = 0
         self.bad_args = 0
+        self.bad_times = 0  # events dropped: timestamp or duration not a possible time
+        self.bad_time_example: str | None = None
+        self.wrong_types = 0  # fields of the wrong JSON type, read as absent
+        self.bad_utf8 = 0  # invalid UTF-8 sequences decoded as U+FFFD
+        self.nonfinite = 0  # Infinity/NaN written where JSON needs a number
         self.ignored_phases: dict[str, int] = {}
         self._id_cache: dict[Any, int] = {}
         self._wants_shapes = np.zeros(0, dtype=bool)  # per string id: a name whose shapes FLOPs need
@@ -115,12 +125,18 @@ class _Reader:
         negative) process or thread id.
         """
         try:
-            return np.array(values, dtype=np.int64)
+            arr = np.array(values, dtype=np.int64)
+            if arr.shape == (len(values),):  # nested lists make a 2-D array: not ids
+                return arr
         except (TypeError, ValueError, OverflowError):
             pass
         cache = self._id_cache
         out = np.empty(len(values), dtype=np.int64)
         for i, v in enumerate(values):
+            if isinstance(v, (list, dict)):
+                self.wrong_types += 1
+                out[i] = -1
+                continue
             r = cache.get(v)
             if r is None:
                 r = self._id_of(v)
@@ -132,22 +148,38 @@ class _Reader:
         if isinstance(v, bool) or v is None:
             return -1
         if isinstance(v, (int, float)):
-            return int(v)
+            return self._checked_id(int_value(v))
         s = str(v)
-        if s.strip().lstrip("-").isdigit():
-            return int(s)
-        m = _STREAM_RE.match(s)
-        if m:
+        if s.strip().lstrip("-").isdigit() and len(s) < 20:
+            return self._checked_id(int_value(int(s)))
+        m = _STREAM_RE.match(s[:64])
+        if m and len(m.group(1)) < 19:
             return int(m.group(1))
         return LABEL_ID_BASE - self.strings.intern(s)
 
+    def _checked_id(self, n: int | None) -> int:
+        """An id within range (far above the label ids), else absent and counted."""
+        if n is None or n <= LABEL_ID_BASE:
+            self.wrong_types += 1
+            return -1
+        return n
+
     def names(self, values: list) -> np.ndarray:
-        return self.strings.intern_many(values)
+        try:
+            return self.strings.intern_many(values)
+        except TypeError:  # a list or object where a string belongs: read as absent
+            return self.strings.intern_many(self._scalars(values))
+
+    def _scalars(self, values: list) -> list:
+        clean = [None if isinstance(v, (list, dict)) else v for v in values]
+        self.wrong_types += sum(1 for v in values if isinstance(v, (list, dict)))
+        return clean
 
     # -- chunk results from worker processes ---------------------------------------------------
     def export(self) -> dict:
         return {"parts": self.parts, "strings": self.strings.strings, "meta_events": self.meta_events,
-                "n_events": self.n_events, "bad_args": self.bad_args, "ignored": self.ignored_phases}
+                "n_events": self.n_events, "bad_args": self.bad_args, "ignored": self.ignored_phases,
+                "counts": {k: getattr(self, k) for k in _COUNTS}, "bad_time_example": self.bad_time_example}
 
     def merge(self, chunk: dict) -> None:
         """Append another reader's columns, remapping its string ids into ours."""
@@ -173,6 +205,9 @@ class _Reader:
         self.meta_events.extend(chunk["meta_events"])
         self.n_events += chunk["n_events"]
         self.bad_args += chunk["bad_args"]
+        for k, v in chunk["counts"].items():
+            setattr(self, k, getattr(self, k) + v)
+        self.bad_time_example = self.bad_time_example or chunk["bad_time_example"]
         for k, v in chunk["ignored"].items():
             self.ignored_phases[k] = self.ignored_phases.get(k, 0) + v
 
@@ -183,30 +218,55 @@ class _Reader:
             return
         self.n_events += n
         self.bad_args += getattr(evs, "bad_args", 0)
+        self.bad_utf8 += getattr(evs, "bad_utf8", 0)
+        self.nonfinite += getattr(evs, "nonfinite", 0)
         ph = [e.ph for e in evs]
         cat = [e.cat for e in evs]
-        cls = _classes(ph, cat)
+        try:
+            cls = _classes(ph, cat)
+        except TypeError:  # a list or object as ph or cat: read as absent
+            ph, cat = self._scalars(ph), self._scalars(cat)
+            cls = _classes(ph, cat)
         ts = decimal_text_to_scaled_int([e.ts for e in evs])
-        ts_min = np.iinfo(np.int64).min
-        ts[ts == ts_min] = 0
+        dur = decimal_text_to_scaled_int([e.dur for e in evs])
+        self._drop_impossible_times(evs, cls, ts, dur)
         by_class = {c: np.flatnonzero(cls == c) for c in np.unique(cls).tolist()}
         for c, idx in by_class.items():
+            if c == C_DROPPED:
+                continue
             if c == C_IGNORE:
                 for p in (ph[i] for i in idx.tolist()):
-                    self.ignored_phases[str(p)] = self.ignored_phases.get(str(p), 0) + 1
+                    if isinstance(p, (list, dict)):
+                        self.wrong_types += 1
+                    else:
+                        self.ignored_phases[str(p)[:20]] = self.ignored_phases.get(str(p)[:20], 0) + 1
                 continue
             sub = _take(evs, idx)
             handler = self._handlers[c]
-            handler(self, sub, ts[idx], [cat[i] for i in idx.tolist()] if c in (C_GPU, C_CPU, C_RUNTIME, C_OTHER, C_FLOW) else None)
+            handler(self, sub, ts[idx], [cat[i] for i in idx.tolist()] if c in (C_GPU, C_CPU, C_RUNTIME, C_OTHER, C_FLOW) else None,
+                    dur[idx])
 
-    def _durations(self, sub: list[Event]) -> np.ndarray:
-        dur = decimal_text_to_scaled_int([e.dur for e in sub])
-        return np.maximum(dur, 0)
+    def _drop_impossible_times(self, evs: list[Event], cls: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> None:
+        """Mark events whose time is not a possible time (missing, non-finite, out of range, negative
+        duration) as dropped, and count them; metadata events carry no time and are kept."""
+        timed = (cls != C_META) & (cls != C_IGNORE)
+        bad = timed & ((ts == BAD_NUMBER) | (ts >= MAX_ABS_TIME_NS) | (ts <= -MAX_ABS_TIME_NS))
+        spans = np.isin(cls, _SPAN_CLASSES)
+        bad |= spans & ((dur == BAD_NUMBER) | (dur < 0) | (dur >= MAX_ABS_TIME_NS))
+        if not bad.any():
+            return
+        cls[bad] = C_DROPPED
+        self.bad_times += int(bad.sum())
+        if self.bad_time_example is None:
+            i = int(np.flatnonzero(bad)[0])
+            e = evs[i]
+            self.bad_time_example = f'"ts": {bytes(e.ts)[:40].decode("utf-8", "replace")}, ' \
+                                    f'"dur": {bytes(e.dur)[:40].decode("utf-8", "replace")}'
 
-    def _gpu(self, sub, ts, cats):
+    def _gpu(self, sub, ts, cats, dur):
         args = [e.args or _EMPTY_ARGS for e in sub]
         n = len(sub)
-        end = ts + self._durations(sub)
+        end = ts + dur
         pid = self.ids([e.pid for e in sub])
         tid = self.ids([e.tid for e in sub])
         device = to_int64([a.device for a in args])
@@ -238,7 +298,7 @@ class _Reader:
             self._collectives(M.COLLECTIVE_FROM_KERNEL, [args[i] for i in has_coll],
                               np.asarray(has_coll) + base, ext[has_coll])
 
-    def _cpu(self, sub, ts, cats):
+    def _cpu(self, sub, ts, cats, dur):
         args = [e.args or _EMPTY_ARGS for e in sub]
         n = len(sub)
         ext = _external_ids(args)
@@ -247,7 +307,7 @@ class _Reader:
             "kind": _kinds(cats, _CPU_CATS.__getitem__),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "name": self.names([e.name for e in sub]), "start_ns": ts,
-            "end_ns": ts + self._durations(sub), "external_id": ext, "depth": np.zeros(n),
+            "end_ns": ts + dur, "external_id": ext, "depth": np.zeros(n),
             "stack": self.names(stacks) if any(s is not None for s in stacks) else np.full(n, -1),
         }))
         names = self.parts["cpu_ops"][-1]["name"]
@@ -274,9 +334,9 @@ class _Reader:
         strings = self.strings.strings
         if wants.size < len(strings):  # classify names interned since the last chunk
             wants = self._wants_shapes = np.concatenate(
-                [wants, np.fromiter((SHAPE_OP_RE.match(x) is not None for x in strings[wants.size:]), dtype=bool,
+                [wants, np.fromiter((SHAPE_OP_RE.match(x[:M.MATCH_CHARS]) is not None for x in strings[wants.size:]), dtype=bool,
                                     count=len(strings) - wants.size)])
-        cand = np.flatnonzero(wants[np.maximum(names, 0)] & (names >= 0))
+        cand = np.flatnonzero(np.append(wants, False)[names])  # a row without a name (-1) reads the False
         keep = [i for i in cand.tolist() if args[i].input_dims]
         if not keep:
             return
@@ -297,7 +357,7 @@ class _Reader:
         uniq = np.unique(name_ids)
         for sid in uniq.tolist():
             if sid not in cache:
-                cache[sid] = sid >= 0 and _COLLECTIVE_OP_RE.match(self.strings.strings[sid]) is not None
+                cache[sid] = sid >= 0 and _COLLECTIVE_OP_RE.match(self.strings.strings[sid][:M.MATCH_CHARS]) is not None
         hits = [sid for sid in uniq.tolist() if cache[sid]]
         return np.flatnonzero(np.isin(name_ids, hits)) if hits else np.zeros(0, dtype=np.int64)
 
@@ -318,13 +378,13 @@ class _Reader:
             cols["dtype"] = self.names([t for _, t in shapes])
         self.parts["collectives"].append(Table("collectives", cols))
 
-    def _runtime(self, sub, ts, cats):
+    def _runtime(self, sub, ts, cats, dur):
         args = [e.args or _EMPTY_ARGS for e in sub]
         self.parts["runtime"].append(Table("runtime", {
             "kind": _kinds(cats, _runtime_kind),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "name": self.names([e.name for e in sub]), "start_ns": ts,
-            "end_ns": ts + self._durations(sub),
+            "end_ns": ts + dur,
             "correlation": to_int64([a.correlation for a in args]),
             "external_id": _external_ids(args), "cbid": to_int64([a.cbid for a in args]),
         }))
@@ -336,25 +396,25 @@ class _Reader:
         stream = np.where(stream == -1, self.ids([e.tid for e in sub]), stream)
         return device, stream
 
-    def _gpu_annot(self, sub, ts, cats):
+    def _gpu_annot(self, sub, ts, cats, dur):
         args = [e.args or _EMPTY_ARGS for e in sub]
         device, stream = self._device_stream(sub, args)
         self.parts["gpu_annotations"].append(Table("gpu_annotations", {
             "device": device, "stream": stream, "name": self.names([e.name for e in sub]),
-            "start_ns": ts, "end_ns": ts + self._durations(sub), "external_id": _external_ids(args),
+            "start_ns": ts, "end_ns": ts + dur, "external_id": _external_ids(args),
         }))
 
-    def _sync(self, sub, ts, cats):
+    def _sync(self, sub, ts, cats, dur):
         args = [e.args or _EMPTY_ARGS for e in sub]
         device, stream = self._device_stream(sub, args)
         self.parts["syncs"].append(Table("syncs", {
             "device": device, "stream": stream, "name": self.names([e.name for e in sub]),
-            "start_ns": ts, "end_ns": ts + self._durations(sub),
+            "start_ns": ts, "end_ns": ts + dur,
             "correlation": to_int64([a.correlation for a in args]),
             "wait_on_stream": to_int64([a.wait_on_stream for a in args]),
         }))
 
-    def _flow(self, sub, ts, cats):
+    def _flow(self, sub, ts, cats, dur):
         phase = {"s": M.FLOW_START, "t": M.FLOW_STEP, "f": M.FLOW_END}
         self.parts["flows"].append(Table("flows", {
             "id": to_int64([e.id for e in sub]),
@@ -363,7 +423,7 @@ class _Reader:
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]), "ts_ns": ts,
         }))
 
-    def _instant(self, sub, ts, cats):
+    def _instant(self, sub, ts, cats, dur):
         keep = [i for i, e in enumerate(sub) if e.name == "[memory]"]
         if not keep:
             return
@@ -380,52 +440,23 @@ class _Reader:
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
         }))
 
-    def _meta(self, sub, ts, cats):
+    def _meta(self, sub, ts, cats, dur):
         for e in sub:
             a = e.args or _EMPTY_ARGS
             self.meta_events.append((e.name, e.pid, e.tid, a.name, a.labels))
 
-    def _other(self, sub, ts, cats):
+    def _other(self, sub, ts, cats, dur):
         self.parts["other_spans"].append(Table("other_spans", {
             "cat": self.names([None if c is None else str(c) for c in cats]),
             "name": self.names([None if e.name is None else str(e.name) for e in sub]),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
-            "start_ns": ts, "end_ns": ts + self._durations(sub),
+            "start_ns": ts, "end_ns": ts + dur,
         }))
 
     _handlers: dict[int, Callable] = {
         C_GPU: _gpu, C_CPU: _cpu, C_RUNTIME: _runtime, C_GPU_ANNOT: _gpu_annot, C_SYNC: _sync,
         C_FLOW: _flow, C_INSTANT: _instant, C_META: _meta, C_OTHER: _other,
     }
-
-
-def _ranks_text(ranks: Any) -> str | None:
-    """``Process Group Ranks`` (a list, or its text) as ``"0,1,2,3"``."""
-    if ranks is None:
-        return None
-    if isinstance(ranks, str):
-        ranks = re.findall(r"-?\d+", ranks)
-    try:
-        return ",".join(str(int(r)) for r in ranks)
-    except (TypeError, ValueError):
-        return None
-
-
-def _first_input(args: Args) -> tuple[int, str | None]:
-    """Elements and dtype of a collective op's first input, from ``Input Dims``/``Input type``; -1 unknown."""
-    try:
-        dims = orjson.loads(bytes(args.input_dims))
-        types = orjson.loads(bytes(args.input_type))
-    except orjson.JSONDecodeError:
-        return -1, None
-    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or not dims[0]:
-        return -1, None
-    try:
-        nelems = int(np.prod([int(d) for d in dims[0]]))
-    except (TypeError, ValueError):
-        return -1, None
-    dtype = types[0] if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else None
-    return nelems, dtype
 
 
 def _take(evs: list, idx: np.ndarray) -> list:
@@ -436,38 +467,3 @@ def _take(evs: list, idx: np.ndarray) -> list:
     if idx.size == len(evs):
         return evs
     return list(operator.itemgetter(*idx.tolist())(evs))
-
-
-def _external_ids(args: list[Args]) -> np.ndarray:
-    ext = to_int64([a.external_id for a in args])
-    missing = ext == -1
-    if missing.any():
-        legacy = to_int64([a.external_id_legacy for a in args])
-        ext = np.where(missing, legacy, ext)
-    return ext
-
-
-def _triples(values: list) -> np.ndarray:
-    n = len(values)
-    if n and all(v is None for v in values[:1]) and all(v is None for v in values):
-        return np.full((n, 3), -1, dtype=np.int64)
-    try:
-        if set(map(type, values)) == {list} and min(map(len, values)) == 3 == max(map(len, values)):
-            return np.fromiter(itertools.chain.from_iterable(values), dtype=np.int64, count=3 * n).reshape(n, 3)
-    except (TypeError, ValueError, OverflowError):
-        pass
-    try:
-        arr = np.array(values, dtype=np.int64)
-        if arr.shape == (n, 3):
-            return arr
-    except (TypeError, ValueError, OverflowError):
-        pass
-    out = np.full((n, 3), -1, dtype=np.int64)
-    for i, v in enumerate(values):
-        if isinstance(v, (list, tuple)):
-            for j, x in enumerate(v[:3]):
-                try:
-                    out[i, j] = int(x)
-                except (TypeError, ValueError):
-                    pass
-    return out

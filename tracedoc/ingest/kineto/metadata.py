@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 
+from typing import Any
+
 import numpy as np
 
 from ...errors import TraceError
@@ -12,6 +14,7 @@ from ...model.trace import Table, Trace
 from ...model.vocab import MEMCPY_NAME_RE
 from ..depth import set_cpu_depths
 from ..launches import link_launches
+from ..values import clean_device, plain_scalar, text_value
 from .columns import _Reader
 
 _COPY_KIND = {"htod": M.COPY_HTOD, "dtoh": M.COPY_DTOH, "dtod": M.COPY_DTOD, "ptop": M.COPY_PTOP}
@@ -27,6 +30,12 @@ def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Tr
         raise TraceError(path, "has no events", "an empty traceEvents array",
                          "the profiler recorded nothing: make sure prof.step() is called every iteration so the "
                          "schedule reaches its active steps")
+    if reader.bad_times and not any(len(t) for parts in reader.parts.values() for t in parts):
+        raise TraceError(path, "has no events with a possible timestamp",
+                         f"{reader.bad_times:,} events dropped; first: {reader.bad_time_example}"
+                         + (f"; {reader.nonfinite:,} Infinity/NaN literals" if reader.nonfinite else ""),
+                         "timestamps must be finite microseconds; this file was not written by torch.profiler "
+                         "as is")
     tables = {name: Table.concat(name, parts) for name, parts in reader.parts.items()}
     strings = reader.strings.strings
     warnings: list[str] = []
@@ -35,6 +44,7 @@ def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Tr
     if reader.bad_args:
         warnings.append(f"{path}: {reader.bad_args:,} events have an args value that is not an object of the "
                         "usual fields; their other fields were read and their args ignored")
+    warnings.extend(_repair_warnings(reader, path))
     if reader.ignored_phases:
         desc = ", ".join(f"{n} '{p}'" for p, n in sorted(reader.ignored_phases.items()))
         warnings.append(f"{path}: ignored events of phases tracedoc does not use ({desc})")
@@ -44,6 +54,25 @@ def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Tr
     set_cpu_depths(trace)
     trace.meta = _metadata(meta, reader, trace, truncated)
     return trace
+
+
+def _repair_warnings(reader: _Reader, path: str) -> list[str]:
+    """One counted warning per kind of value that was dropped, repaired or read as absent."""
+    out = []
+    if reader.bad_times:
+        out.append(f"{path}: dropped {reader.bad_times:,} events with impossible timestamps (missing, not a "
+                   "finite number, beyond +-146 years, or a negative duration; first seen: "
+                   f"{reader.bad_time_example}); numbers cover the other events")
+    if reader.nonfinite:
+        out.append(f"{path}: {reader.nonfinite:,} values are written as Infinity or NaN, which JSON does not "
+                   "allow; they were read as impossible values")
+    if reader.bad_utf8:
+        out.append(f"{path}: {reader.bad_utf8:,} invalid UTF-8 sequences in strings were read as U+FFFD "
+                   "(\ufffd); names that hold them are shown with that character")
+    if reader.wrong_types:
+        out.append(f"{path}: {reader.wrong_types:,} fields have the wrong JSON type (a list or object where a "
+                   "name, id or number belongs, or a number out of range); they were read as absent")
+    return out
 
 
 def _memcpy_kinds(trace: Trace) -> None:
@@ -56,7 +85,7 @@ def _memcpy_kinds(trace: Trace) -> None:
     uniq = np.unique(g["name"][copies])
     kinds = {}
     for sid in uniq.tolist():
-        m = MEMCPY_NAME_RE.search(trace.string(sid))
+        m = MEMCPY_NAME_RE.search(trace.string(sid)[:M.MATCH_CHARS])
         if m:
             kinds[sid] = (_COPY_KIND.get(m.group(1).lower(), M.COPY_UNKNOWN),
                           _MEM_KIND.get((m.group(2) or "").lower(), -1),
@@ -78,19 +107,21 @@ def _metadata(raw: dict, reader: _Reader, trace: Trace, truncated: str | None) -
         devices = []
     groups = dist.get("pg_config")
     base = raw.get("baseTimeNanoseconds")
-    backend = dist.get("backend")
-    extra = {k: v for k, v in raw.items() if k not in _KNOWN_KEYS and isinstance(v, (str, int, float))}
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not abs(base) < 2**62:
+        base = 0
+    extra = {k: v for k, v in raw.items() if k not in _KNOWN_KEYS and plain_scalar(v)}
     meta = TraceMeta(
         format="kineto", schema_version=raw.get("schemaVersion"),
-        rank=int_or_none(dist.get("rank")), world_size=int_or_none(dist.get("world_size")),
-        backend=None if backend is None else str(backend),
-        devices=[Device.from_properties(d) for d in devices if isinstance(d, dict)],
+        rank=_count_or_none(dist.get("rank"), 0), world_size=_count_or_none(dist.get("world_size"), 1),
+        backend=text_value(dist.get("backend")),
+        devices=[Device.from_properties(clean_device(d)) for d in devices if isinstance(d, dict)],
         process_groups=[ProcessGroup.from_properties(g) for g in groups if isinstance(g, dict)]
         if isinstance(groups, list) else None,
         versions=Versions(cuda_runtime=raw.get("cuda_runtime_version"), cuda_driver=raw.get("cuda_driver_version"),
-                          cupti=raw.get("cupti_version"), nccl=dist.get("nccl_version"), torch=torch_version(extra)),
+                          cupti=raw.get("cupti_version"), nccl=text_value(dist.get("nccl_version")),
+                          torch=torch_version(extra)),
         display_time_unit=raw.get("displayTimeUnit"),
-        time_origin_ns=int(base) if isinstance(base, (int, float)) else 0,
+        time_origin_ns=int(base),
         trace_name=raw.get("traceName"), record_shapes=raw.get("record_shapes"), events=reader.n_events,
         truncated=truncated, extra=extra,
     )
@@ -110,3 +141,9 @@ def _metadata(raw: dict, reader: _Reader, trace: Trace, truncated: str | None) -
 
 _KNOWN_KEYS = {"schemaVersion", "distributedInfo", "deviceProperties", "computeProperties",
                "baseTimeNanoseconds", "displayTimeUnit", "traceName", "traceEvents"}
+
+
+def _count_or_none(v: Any, lowest: int) -> int | None:
+    """A rank or world size: an integer in [lowest, 2**31), else unknown."""
+    n = int_or_none(v)
+    return n if n is not None and lowest <= n < 2**31 else None

@@ -9,11 +9,12 @@ import msgspec
 from ...errors import TraceError
 from ...model.trace import Trace
 from .columns import _Reader
-from .decode import Event, _decode_any, _decode_events, _decode_top
+from .decode import Event, _decode_any, _decode_events, _decode_top, decode_metadata
 from .metadata import _finish
-from .source import _Source
+from .source import _Source, concatenated_members
 
 _CUT_RE = re.compile(rb",\s*\{")
+_MALFORMED_AT = re.compile(r"\(byte (\d+)\)")
 
 
 def _decode_tail(rest: bytes, bare_array: bool, reader: _Reader, path: str) -> tuple[dict, str | None]:
@@ -31,7 +32,7 @@ def _decode_tail(rest: bytes, bare_array: bool, reader: _Reader, path: str) -> t
                 pass
     else:
         try:
-            top = _decode_top(b'{"traceEvents":[' + rest)
+            top = _decode_top(b'{"traceEvents":[' + rest, reader)
         except msgspec.DecodeError:
             top = None
         if top is not None:
@@ -41,16 +42,36 @@ def _decode_tail(rest: bytes, bare_array: bool, reader: _Reader, path: str) -> t
                 raise TraceError(path, "has a traceEvents entry that is not an event object", str(exc),
                                  "the file is not a Chrome trace written by torch.profiler") from None
             reader.add(evs)
-            return {k: _decode_any(v) for k, v in top.items()}, None
-    # The file stops mid-event: keep every complete event before the cut.
+            return decode_metadata(top, reader), None
+    # The file stops mid-event, or is damaged: keep every complete event before that point.
     good = _salvage(rest)
     if good is not None:
         evs, upto = good
         reader.add(evs)
     else:
         upto = 0
-    return {}, (f"the JSON ends before the trace is complete; read {reader.n_events:,} events "
-                f"and dropped {len(rest) - upto:,} trailing bytes")
+    return {}, _damage(rest, upto, reader)
+
+
+def _damage(rest: bytes, upto: int, reader: _Reader) -> str:
+    """Say what follows the last whole event: the JSON just ends (a cut) or it is malformed there."""
+    dropped = rest[upto:]
+    try:
+        _decode_any(b"[" + dropped.lstrip(b", \t\r\n"))
+        what = None
+    except msgspec.DecodeError as exc:
+        what = str(exc)
+    except (RecursionError, UnicodeDecodeError) as exc:
+        what = type(exc).__name__
+    if what is None or "truncated" in what:
+        return (f"the JSON ends before the trace is complete; read {reader.n_events:,} events "
+                f"and dropped {len(dropped):,} trailing bytes")
+    at = _MALFORMED_AT.search(what)
+    pos = max(0, int(at.group(1)) - 1) if at else 0
+    lead = len(dropped) - len(dropped.lstrip(b", \t\r\n"))
+    snippet = dropped[lead + pos: lead + pos + 30].decode("utf-8", "replace")
+    return (f"the JSON is malformed after event {reader.n_events:,} ({what.split(' (')[0]}: saw {snippet!r}); read the "
+            f"{reader.n_events:,} events before it and dropped the {len(dropped):,} bytes from there on")
 
 
 def _salvage(buf: bytes) -> tuple[list[Event], int] | None:
@@ -72,11 +93,13 @@ def _salvage(buf: bytes) -> tuple[list[Event], int] | None:
 def _read_whole(path: str, data: bytes, src: _Source, reader: _Reader) -> Trace:
     """Fallback for files without a findable ``traceEvents`` array: decode the document at once."""
     try:
-        top = _decode_top(data)
+        top = _decode_top(data, reader)
     except msgspec.DecodeError as exc:
         try:
             _decode_any(data)
         except msgspec.DecodeError:
+            if src.member_starts:
+                raise concatenated_members(src) from None
             if src.truncated_reason:
                 raise TraceError(path, "is cut off before any trace events", src.truncated_reason,
                                  "capture the trace again") from None
@@ -95,4 +118,4 @@ def _read_whole(path: str, data: bytes, src: _Source, reader: _Reader) -> Trace:
     except msgspec.ValidationError as exc:
         raise TraceError(path, "has a traceEvents value that is not a list of event objects", str(exc),
                          "pass the file torch.profiler wrote") from None
-    return _finish(reader, {k: _decode_any(v) for k, v in top.items()}, path, src.truncated_reason)
+    return _finish(reader, decode_metadata(top, reader), path, src.truncated_reason)

@@ -32,6 +32,7 @@ class _Source:
         self._pending = b""
         self._eof = False
         self.forced_workers: int | None = None
+        self.member_starts: list[int] = []  # decompressed offsets where a second, third... gzip member begins
         self._sha = hashlib.sha256()  # of the file's bytes on disk, computed as they stream past
 
     def sha256(self) -> str | None:
@@ -65,6 +66,9 @@ class _Source:
                 piece = self._z.decompress(block)
                 while self._z.eof and self._z.unused_data:  # concatenated gzip members
                     rest = self._z.unused_data
+                    if not rest.strip(b"\0"):  # zero padding after the last member (tape/block devices)
+                        break
+                    self.member_starts.append(self.offset + have + len(piece))
                     self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
                     piece += self._z.decompress(rest)
             except zlib.error as exc:
@@ -95,3 +99,12 @@ class _Source:
 
     def close(self) -> None:
         self._f.close()
+
+
+def concatenated_members(src: _Source) -> TraceError:
+    """The error for a file of several gzip members whose joined content is not one trace."""
+    n = len(src.member_starts) + 1
+    return TraceError(src.path, f"holds {n} gzip members that do not form one JSON document (concatenated "
+                      "gzip files, e.g. `cat a.json.gz b.json.gz`)",
+                      f"the second member starts at decompressed byte {src.member_starts[0]:,}",
+                      "tracedoc reads one trace per file: analyse the original files, or a directory of them")

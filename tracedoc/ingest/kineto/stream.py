@@ -11,13 +11,14 @@ import msgspec
 from ...errors import TraceError
 from ...model.trace import Trace
 from .columns import _Reader
-from .decode import Event, _decode_any, _decode_events, _decode_top
+from .decode import Event, _decode_events, _decode_top, decode_metadata
 from .metadata import _finish
 from .salvage import _CUT_RE, _decode_tail, _read_whole
-from .source import _Source
+from .source import _Source, concatenated_members
 
 CHUNK_BYTES = 16 * 1024 * 1024
 _HEAD_LIMIT = 64 * 1024 * 1024
+_UTF8_BOM = b"\xef\xbb\xbf"
 _CUT_WINDOW = 256 * 1024
 
 
@@ -38,6 +39,10 @@ def read_kineto(path: str, chunk_bytes: int = CHUNK_BYTES, progress: Callable[[f
         if trace.meta.sha256 is None and not src.closed:
             trace.meta.sha256 = src.sha256()
         return trace
+    except RecursionError:  # from the decoder, here or in a worker
+        raise TraceError(path, "nests arrays or objects more deeply than any trace does", "JSON nested past the "
+                         "decoder's limit of about 1,000 levels", "this is not a file a profiler wrote; check "
+                         "where it came from") from None
     finally:
         src.close()
 
@@ -51,7 +56,13 @@ def _read(src: _Source, chunk_bytes: int, progress) -> Trace:
         if not more:
             break
         buf += more
-    stripped = buf.lstrip()
+    buf = buf.lstrip()
+    while buf.startswith(_UTF8_BOM):  # allowed before JSON text (RFC 8259 lets a reader skip it)
+        buf = buf[len(_UTF8_BOM):].lstrip()
+    if buf.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise TraceError(path, "is UTF-16 text; JSON traces are UTF-8", "a UTF-16 byte-order mark",
+                         "convert it, e.g. `iconv -f UTF-16 -t UTF-8 in.json > out.json`")
+    stripped = buf
     if not stripped:
         if src.truncated_reason:
             raise TraceError(path, "holds no data before its gzip stream breaks off", None,
@@ -76,8 +87,7 @@ def _read(src: _Source, chunk_bytes: int, progress) -> Trace:
         if m is None:
             return _read_whole(path, buf + _drain(src, chunk_bytes), src, reader)
         try:
-            head_meta = {k: _decode_any(v) for k, v in _decode_top(buf[: m.start()] + b'"_": null}').items()
-                         if k != "_"}
+            head_meta = decode_metadata(_decode_top(buf[: m.start()] + b'"_": null}', reader), reader)
         except msgspec.DecodeError:
             return _read_whole(path, buf + _drain(src, chunk_bytes), src, reader)
         start = m.end()
@@ -92,6 +102,8 @@ def _read(src: _Source, chunk_bytes: int, progress) -> Trace:
     else:
         rest = _read_sequential(src, rest, chunk_bytes, reader, progress)
     tail_meta, trunc = _decode_tail(rest, bare_array, reader, path)
+    if trunc and src.member_starts:
+        raise concatenated_members(src)
     if src.truncated_reason and not trunc:
         trunc = src.truncated_reason
     meta = {**head_meta, **tail_meta}

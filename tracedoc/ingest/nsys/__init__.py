@@ -127,6 +127,7 @@ def read_nsys(path: str | os.PathLike, progress: Callable[[float], None] | None 
         trace.meta.rank, trace.meta.world_size = rank, world
         if warn:
             trace.warnings.insert(0, warn)
+        trace.warnings.extend(db.text_warnings())
     finally:
         db.close()
     if progress:
@@ -163,6 +164,8 @@ def read_nsys_ranks(path: str | os.PathLike, progress: Callable[[float], None] |
             t = _build(path, db, raw, names, np.asarray([gpid], dtype=np.int64), options, info)
             t.meta.rank, t.meta.world_size = rank, len(procs)
             out.append(t)
+        for t in out:
+            t.warnings.extend(db.text_warnings())
     finally:
         db.close()
     if progress:

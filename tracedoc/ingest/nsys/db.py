@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import operator
 import sqlite3
 from pathlib import Path
@@ -13,6 +14,8 @@ import numpy as np
 from ...errors import TraceError
 
 _FETCH_ROWS = 1 << 18
+# A corrupt page can garble SQLite's error message itself (it quotes schema text): that is corruption too.
+_DB_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
 
 
 def _decode_text(raw: bytes) -> str:
@@ -30,12 +33,20 @@ class _Db:
 
     def __init__(self, path: str):
         self.path = path
+        self.warnings: list[str] = []
+        wal = f"{path}-wal"
+        if os.path.isfile(wal) and os.path.getsize(wal) > 0:
+            self.warnings.append(f"{path}: a write-ahead log ({os.path.basename(wal)}, {os.path.getsize(wal):,} "
+                                 "bytes) lies beside the export and was not read (the export is opened "
+                                 "read-only and never changed); if the export was still being written, "
+                                 "export it again")
+        self.not_utf8 = 0  # texts read as Latin-1
         self.conn = _connect(path)
         try:
-            self.conn.text_factory = _decode_text
+            self.conn.text_factory = self._lenient_text
             rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
             self.conn.text_factory = str
-        except sqlite3.DatabaseError as exc:
+        except _DB_ERRORS as exc:
             self.conn.close()
             raise _corrupt(path, exc) from None
         self.tables = {r[0] for r in rows}
@@ -43,6 +54,25 @@ class _Db:
 
     def close(self) -> None:
         self.conn.close()
+
+    def text_warnings(self) -> list[str]:
+        """How many texts were not UTF-8 (read as Latin-1), as a warning."""
+        n = self.not_utf8
+        if not n:
+            return []
+        return [f"{self.path}: {n:,} strings are not valid UTF-8; they were read as Latin-1 (a name may show "
+                "a different accented letter)"]
+
+    def _lenient_text(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self.not_utf8 += 1
+            return _decode_text(raw)
+
+    def _plain(self, value: Any) -> Any:
+        """A BLOB where text belongs is decoded like text."""
+        return self._lenient_text(value) if isinstance(value, bytes) else value
 
     def has(self, table: str) -> bool:
         return table in self.tables
@@ -52,8 +82,8 @@ class _Db:
             if table not in self.tables:
                 self._cols[table] = []
             else:
-                rows = self.execute(f"PRAGMA table_info({_q(table)})").fetchall()
-                self._cols[table] = [r[1] for r in rows]
+                rows = self.small(f"PRAGMA table_info({_q(table)})")
+                self._cols[table] = [str(r[1]) for r in rows]
         return self._cols[table]
 
     def pick(self, table: str, *candidates: str) -> str | None:
@@ -65,10 +95,10 @@ class _Db:
 
     def small(self, sql: str, params: Iterable = ()) -> list[tuple]:
         """All rows of a small query, decoding text leniently."""
-        self.conn.text_factory = _decode_text
+        self.conn.text_factory = self._lenient_text
         try:
-            return self.execute(sql, params).fetchall()
-        except sqlite3.DatabaseError as exc:
+            return [tuple(map(self._plain, row)) for row in self.execute(sql, params).fetchall()]
+        except _DB_ERRORS as exc:
             raise _corrupt(self.path, exc) from None
         finally:
             self.conn.text_factory = str
@@ -76,7 +106,7 @@ class _Db:
     def execute(self, sql: str, params: Iterable = ()) -> sqlite3.Cursor:
         try:
             return self.conn.execute(sql, tuple(params))
-        except sqlite3.DatabaseError as exc:
+        except _DB_ERRORS as exc:
             raise _corrupt(self.path, exc) from None
 
     def count(self, table: str) -> int:
@@ -98,7 +128,7 @@ class _Db:
         text_names = []
         for out, cands in texts.items():
             col = self.pick(table, *cands)
-            exprs.append(_q(col) if col else "NULL")
+            exprs.append(f"CAST({_q(col)} AS TEXT)" if col else "NULL")  # a BLOB comes back as text
             text_names.append(out)
         sql = f"SELECT {', '.join(exprs)} FROM {_q(table)}" + (f" WHERE {where}" if where else "")
         try:
@@ -107,9 +137,11 @@ class _Db:
             if "decode" not in str(exc).lower():
                 raise _corrupt(self.path, exc) from None
             # Text that is not UTF-8 (old Windows exports): read this table again, decoding leniently.
-            self.conn.text_factory = _decode_text
+            self.conn.text_factory = self._lenient_text
             try:
                 arr, text_cols = self._fetch(sql, len(names), len(text_names))
+            except sqlite3.OperationalError as again:
+                raise _corrupt(self.path, again) from None
             finally:
                 self.conn.text_factory = str
         out: dict[str, Any] = {name: arr[:, i] for i, name in enumerate(names)}
@@ -127,7 +159,7 @@ class _Db:
                 rows = cur.fetchmany(_FETCH_ROWS)
             except sqlite3.OperationalError:
                 raise  # read() tells a text-decoding failure from the rest
-            except sqlite3.DatabaseError as exc:
+            except _DB_ERRORS as exc:
                 raise _corrupt(self.path, exc) from None
             if not rows:
                 break
@@ -148,8 +180,10 @@ class _Db:
         for lo in range(0, len(ids), 500):
             batch = ids[lo:lo + 500]
             marks = ",".join("?" * len(batch))
-            for sid, value in self.small(f"SELECT id, {_q(vcol)} FROM StringIds WHERE id IN ({marks})", batch):
-                out[int(sid)] = "" if value is None else str(value)
+            for sid, value in self.small(f"SELECT id, CAST({_q(vcol)} AS TEXT) FROM StringIds WHERE id IN ({marks})",
+                                         batch):
+                if isinstance(sid, int):
+                    out[sid] = "" if value is None else str(value)
         return out
 
     def key_values(self, *tables: str) -> dict[str, str]:
@@ -165,19 +199,18 @@ def _q(name: str) -> str:
 
 def _connect(path: str) -> sqlite3.Connection:
     uri = Path(path).resolve().as_uri()
-    last: Exception | None = None
-    # mode=ro never writes; immutable=1 also skips locking, for files on read-only media.
-    for suffix in ("?mode=ro", "?mode=ro&immutable=1"):
-        conn = None
-        try:
-            conn = sqlite3.connect(uri + suffix, uri=True)
-            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
-            return conn
-        except sqlite3.DatabaseError as exc:
-            last = exc
-            if conn is not None:
-                conn.close()
-    raise _corrupt(path, last) from None
+    # mode=ro never writes the database; immutable=1 also makes SQLite skip locking and the
+    # write-ahead log, so no -shm/-wal file is ever created beside the input (a WAL-mode export would
+    # get both under mode=ro alone).
+    conn = None
+    try:
+        conn = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True)
+        conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        return conn
+    except _DB_ERRORS as exc:
+        if conn is not None:
+            conn.close()
+        raise _corrupt(path, exc) from None
 
 
 def _corrupt(path: str, exc: Exception | None) -> TraceError:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...model import trace as M
 from ...model.trace import StringTable
+from ..values import int_value
 from .db import _Db, _q
 
 _TID_MASK = 0xFFFFFF
@@ -20,6 +21,7 @@ NVTX_PUSH_POP, NVTX_START_END, NVTX_DOMAIN_CREATE = 59, 60, 75
 
 
 OSRT_MAX_ROWS = 5_000_000
+MAX_TIME_NS = 1 << 62
 
 
 @dataclass
@@ -83,6 +85,12 @@ class _Names:
         return lut[inv.reshape(-1)]
 
 
+def _string_ids(ids: np.ndarray) -> np.ndarray:
+    """StringIds ids from the file: a negative one is no name (-1), never one of this reader's own
+    ids (<= -2, texts it made)."""
+    return np.where(ids < 0, -1, ids)
+
+
 def _gpid_of(gtid: np.ndarray) -> np.ndarray:
     return np.where(gtid >= 0, gtid & _GPID_MASK, -1)
 
@@ -143,7 +151,8 @@ def _gpu_part(d: dict[str, np.ndarray], kind: int, n: int) -> dict[str, np.ndarr
         return d[key] if key in d else np.full(n, default, dtype=np.int64)
 
     if kind == M.KERNEL:
-        name = np.where(d["demangled"] >= 0, d["demangled"], d["short"]) if "demangled" in d else col("short")
+        short = _string_ids(col("short"))
+        name = np.where(d["demangled"] >= 0, d["demangled"], short) if "demangled" in d else short
     else:
         name = d["name"]
     return {
@@ -184,6 +193,7 @@ def _read_runtime(db: _Db) -> dict[str, np.ndarray]:
     r = db.read(t, {"start": (-1, "start"), "end": (-1, "end"), "event_class": (-1, "eventClass"),
                     "gtid": (-1, "globalTid"), "corr": (-1, "correlationId"), "name": (-1, "nameId")})
     r["gpid"] = _gpid_of(r["gtid"])
+    r["name"] = _string_ids(r["name"])
     return r
 
 
@@ -223,7 +233,7 @@ def _read_nvtx(db: _Db, names: _Names, raw: _Raw) -> dict[str, np.ndarray]:
         texts = [texts[i] for i in rows.tolist()]
     # COALESCE(text, StringIds[textId]): inline text first, the shared string id otherwise.
     inline = names.add_texts(texts)
-    name = np.where(inline != -1, inline, n["text_id"])
+    name = np.where(inline != -1, inline, _string_ids(n["text_id"]))
     return {"start": n["start"], "end": n["end"], "gtid": n["gtid"], "gpid": _gpid_of(n["gtid"]),
             "name": name, "kind": np.full(name.size, M.USER_ANNOTATION, dtype=np.int64),
             "domain": n["domain"], "nest": (n["event_type"] != NVTX_PUSH_POP).astype(np.int64)}
@@ -240,6 +250,7 @@ def _read_osrt(db: _Db, raw: _Raw, enabled: bool, max_rows: int) -> dict[str, np
         return {}
     o = db.read(t, {"start": (-1, "start"), "end": (-1, "end"), "gtid": (-1, "globalTid"), "name": (-1, "nameId")})
     o["gpid"] = _gpid_of(o["gtid"])
+    o["name"] = _string_ids(o["name"])
     o["kind"] = np.full(o["start"].size, M.CPU_OTHER, dtype=np.int64)
     o["domain"] = np.full(o["start"].size, -1, dtype=np.int64)
     o["nest"] = np.zeros(o["start"].size, dtype=np.int64)
@@ -259,6 +270,7 @@ def _read_all(db: _Db, progress, osrt: bool, osrt_max_rows: int) -> tuple[_Raw, 
         step()
         if progress:
             progress((i + 1) / (len(steps) + 1))
+    raw.warnings.extend(db.warnings)
     raw.n_events = sum(len(d.get("start", ())) for d in (raw.gpu, raw.runtime, raw.syncs, raw.cpu))
     _fill_missing_gpids(raw, db.path)
     _apply_time_rules(db, raw)
@@ -287,7 +299,7 @@ def _apply_time_rules(db: _Db, raw: _Raw) -> None:
     session = _first_row(db, "TARGET_INFO_SESSION_START_TIME", ("utcEpochNs", "systemClockNs"))
     cap_start, cap_stop = details.get("startTime"), details.get("stopTime")
     ends = [t["end"] for t in (raw.gpu, raw.runtime, raw.syncs, raw.cpu) if t and t["end"].size]
-    latest = max((int(e.max()) for e in ends), default=None)
+    latest = max((int(e[e < MAX_TIME_NS].max()) for e in ends if (e < MAX_TIME_NS).any()), default=None)
     if cap_start is not None and latest is not None and latest < cap_start:
         clock = "zero-based"
         origin = session.get("utcEpochNs", 0)
@@ -299,28 +311,36 @@ def _apply_time_rules(db: _Db, raw: _Raw) -> None:
         origin = session["utcEpochNs"] - sys_ns if "utcEpochNs" in session and sys_ns is not None else 0
         cap_lo, cap_hi = cap_start, cap_stop
         filter_from = cap_start
-    dropped_nonpos = dropped_before = 0
+    dropped_nonpos = dropped_before = dropped_impossible = 0
     for name in ("gpu", "runtime", "syncs", "cpu"):
         t = getattr(raw, name)
         if not t:
             continue
         nonpos = t["start"] <= 0
-        before = (t["end"] < filter_from) & ~nonpos if filter_from is not None else np.zeros_like(nonpos)
-        drop = nonpos | before
+        # Not a possible time: an end before the start, or beyond ~146 years of nanoseconds (what a
+        # REAL or text value casts to, or a wrapped integer).
+        impossible = ~nonpos & ((t["end"] < t["start"]) | (t["start"] >= MAX_TIME_NS) | (t["end"] >= MAX_TIME_NS))
+        before = (t["end"] < filter_from) & ~nonpos & ~impossible if filter_from is not None else np.zeros_like(nonpos)
+        drop = nonpos | before | impossible
         dropped_nonpos += int(nonpos.sum())
         dropped_before += int(before.sum())
+        dropped_impossible += int(impossible.sum())
         if drop.any():
             keep = np.flatnonzero(~drop)
             setattr(raw, name, {k: v[keep] for k, v in t.items()})
     if dropped_nonpos:
         raw.warnings.append(f"{db.path}: dropped {dropped_nonpos:,} events with start <= 0 "
                             "(recorded before the capture started)")
+    if dropped_impossible:
+        raw.warnings.append(f"{db.path}: dropped {dropped_impossible:,} events with impossible timestamps (end "
+                            "before start, or a value that is not a time); numbers cover the other events")
     if dropped_before:
         raw.warnings.append(f"{db.path}: dropped {dropped_before:,} events that ended before the capture "
                             f"start (ANALYSIS_DETAILS.startTime = {filter_from})")
     raw.meta.update({"clock": clock, "time_origin_ns": int(origin or 0), "capture_start_ns": cap_lo,
                      "capture_end_ns": cap_hi, "utc_epoch_ns": session.get("utcEpochNs"),
-                     "dropped_events": {"start_not_positive": dropped_nonpos, "before_capture": dropped_before}})
+                     "dropped_events": {"start_not_positive": dropped_nonpos, "before_capture": dropped_before,
+                                        "impossible_time": dropped_impossible}})
 
 
 def _first_row(db: _Db, table: str, cols: tuple[str, ...]) -> dict[str, int]:
@@ -331,4 +351,4 @@ def _first_row(db: _Db, table: str, cols: tuple[str, ...]) -> dict[str, int]:
     if not rows:
         return {}
     row = rows[0]
-    return {c: int(v) for c, v in zip(present, row) if isinstance(v, (int, float))}
+    return {c: n for c, v in zip(present, row) if (n := int_value(v)) is not None}

@@ -6,8 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from ...model.meta import Device, TraceMeta, Versions, int_or_none
+from ...model.meta import Device, TraceMeta, Versions
 from ...model.trace import Trace
+from ..values import DEVICE_INTS, int_value, text_value
 from .db import _Db, _q
 from .events import _PID_SHIFT, _TID_MASK, _Raw, _n, _os_pid
 
@@ -19,7 +20,7 @@ def _read_info(db: _Db) -> dict:
         want = [c for c in ("id", "deviceId", "name", "totalMemory", "smCount", "computeMajor", "computeMinor",
                             "cuDevice", "busLocation", "uuid", "chipName") if c in cols]
         for row in db.small(f"SELECT {', '.join(map(_q, want))} FROM TARGET_INFO_GPU"):
-            d = dict(zip(want, row))
+            d = _typed(dict(zip(want, row)), ("name", "busLocation", "uuid", "chipName"))
             info["gpus"].append({
                 "gpu_id": d.get("id", d.get("deviceId")), "cuda_id": d.get("cuDevice"), "name": d.get("name"),
                 "totalGlobalMem": d.get("totalMemory"), "numSms": d.get("smCount"),
@@ -30,7 +31,7 @@ def _read_info(db: _Db) -> dict:
         want = [c for c in ("deviceId", "name", "globalMemorySize", "numMultiprocessors", "computeCapabilityMajor",
                             "computeCapabilityMinor", "pid", "pciBusId") if c in cols]
         for row in db.small(f"SELECT {', '.join(map(_q, want))} FROM TARGET_INFO_CUDA_GPU"):
-            d = dict(zip(want, row))
+            d = _typed(dict(zip(want, row)), ("name", "pciBusId"))
             info["gpus"].append({
                 "gpu_id": d.get("deviceId"), "cuda_id": d.get("deviceId"), "name": d.get("name"),
                 "totalGlobalMem": d.get("globalMemorySize"), "numSms": d.get("numMultiprocessors"),
@@ -40,11 +41,11 @@ def _read_info(db: _Db) -> dict:
         cols = db.columns("TARGET_INFO_CUDA_DEVICE")
         want = [c for c in ("gpuId", "cudaId", "pid", "numMultiprocessors", "uuid") if c in cols]
         for row in db.small(f"SELECT {', '.join(map(_q, want))} FROM TARGET_INFO_CUDA_DEVICE"):
-            info["cuda_devices"].append(dict(zip(want, row)))
+            info["cuda_devices"].append(_typed(dict(zip(want, row)), ("uuid",)))
     if db.has("PROCESSES") and {"globalPid", "pid", "name"} <= set(db.columns("PROCESSES")):
         for gpid, pid, name in db.small("SELECT globalPid, pid, name FROM PROCESSES"):
-            if gpid is not None:
-                info["processes"][int(gpid)] = (pid, name)
+            if int_value(gpid) is not None:
+                info["processes"][int(gpid)] = (int_value(pid), text_value(name))
     if db.has("ThreadNames") and {"nameId", "globalTid"} <= set(db.columns("ThreadNames")):
         t = db.read("ThreadNames", {"name": (-1, "nameId"), "gtid": (-1, "globalTid")})
         texts = db.strings(t["name"])
@@ -54,6 +55,11 @@ def _read_info(db: _Db) -> dict:
     info["export"] = db.key_values("META_DATA_EXPORT", "EXPORT_META_DATA")
     info["capture"] = db.key_values("META_DATA_CAPTURE")
     return info
+
+
+def _typed(row: dict[str, Any], texts: tuple[str, ...]) -> dict[str, Any]:
+    """A metadata row with text columns as text and every other column an integer or None."""
+    return {k: (text_value(v) if k in texts else int_value(v)) for k, v in row.items()}
 
 
 def _devices(info: dict, gpu: dict[str, np.ndarray], gpids: np.ndarray | None) -> list[Device]:
@@ -83,9 +89,9 @@ def _devices(info: dict, gpu: dict[str, np.ndarray], gpids: np.ndarray | None) -
     for d in ids:
         g = props.get(d, {})
         out.append(Device.from_properties({
-            "id": int(d), "name": g.get("name"), "totalGlobalMem": int_or_none(g.get("totalGlobalMem")),
-            "computeMajor": int_or_none(g.get("computeMajor")), "computeMinor": int_or_none(g.get("computeMinor")),
-            "numSms": int_or_none(g.get("numSms"))}))
+            "id": int(d), "name": text_value(g.get("name")),
+            **{k: int_value(g.get(k), DEVICE_INTS[k]) for k in ("totalGlobalMem", "computeMajor", "computeMinor",
+                                                               "numSms")}}))
     return out
 
 

@@ -1,0 +1,164 @@
+"""Invariants every analysis result must satisfy before it is rendered.
+
+Input: a per-rank result (metrics, evidence tables, per-step and per-device rows, window) and,
+after the rules ran, its verdict. Output: the list of violations found; each offending value is
+replaced by ``None`` (shown as "n/a" / ``null``) and a message is added to the rank's warnings, so
+an impossible number is never shown as if it were measured.
+
+The invariants follow from what the numbers mean: a fraction lies in [0, 1], a duration, count or
+size is >= 0, every number is finite (JSON has no NaN or Infinity; undefined is ``null``), and an
+interval's end is not before its start. A violation is a bug in tracedoc, not in the trace: ingest
+drops what cannot be a time before any analysis runs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .analyses.registry import METRICS
+
+BUG_PREFIX = "internal check failed"
+_BOUNDS_BY_UNIT: dict[str, tuple[float, float]] = {
+    "fraction": (0.0, 1.0), "percent": (0.0, 100.0), "ns": (0.0, math.inf), "count": (0.0, math.inf),
+    "bytes": (0.0, math.inf), "blocks": (0.0, math.inf), "1/ms": (0.0, math.inf), "version": (0.0, math.inf),
+}
+# Metrics whose unit bound does not hold by definition: a model formula's FLOP rate against the
+# GPU's peak is above 1 when the config given does not describe the trace (the estimate warns).
+_BOUNDS_BY_NAME: dict[str, tuple[float, float]] = {"formula_mfu": (0.0, math.inf)}
+_COUNT_KEYS = frozenset({"count", "calls", "kernels", "rows", "gpu_ops", "launch_calls", "streams", "merged",
+                         "ops_left_out", "device_count", "events"})
+_TIMESTAMP_KEYS = frozenset({"start_ns", "end_ns"})
+_UNIT_BOUNDS = (0.0, 1.0)
+_NONNEGATIVE = (0.0, math.inf)
+
+
+def metric_bounds(name: str) -> tuple[float, float] | None:
+    """The range a registered metric must lie in: by name where its unit says too much, else by unit."""
+    return _BOUNDS_BY_NAME.get(name) or _BOUNDS_BY_UNIT.get(METRICS.get(name, ("", ""))[0])
+
+
+def bounds_of(key: str) -> tuple[float, float] | None:
+    """The range a value named ``key`` must lie in, from its name; None when the name says nothing."""
+    if key in _TIMESTAMP_KEYS or key.endswith(("_start_ns", "_end_ns")):
+        return None  # a point in time, any sign; checked as an interval where both ends are known
+    if key == "fraction" or key.endswith("_fraction") or key in ("share", "sm_efficiency"):
+        return _UNIT_BOUNDS
+    if key == "est_occupancy":
+        return (0.0, 100.0)
+    if (key.endswith(("_ns", "_bytes", "_gbps", "_count")) or key in _COUNT_KEYS or "_bytes_" in key
+            or key.startswith("launch_delay_")):
+        return _NONNEGATIVE
+    return None
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.violations: list[str] = []
+
+    def value(self, where: str, value: Any, bounds: tuple[float, float] | None) -> Any:
+        """Return ``value``, or None after recording why it cannot be right."""
+        if value is None or isinstance(value, (bool, np.bool_, str)):
+            return value
+        if not isinstance(value, (int, float, np.integer, np.floating)):
+            return value
+        number = float(value)
+        if not math.isfinite(number):
+            return self.fail(where, value, "not a finite number")
+        if bounds is not None and not bounds[0] <= number <= bounds[1]:
+            hi = "" if math.isinf(bounds[1]) else f", {bounds[1]:g}"
+            what = f"outside [{bounds[0]:g}{hi}]" if hi else "negative"
+            return self.fail(where, value, what)
+        return value
+
+    def fail(self, where: str, value: Any, what: str) -> None:
+        self.violations.append(f"{BUG_PREFIX}: {where} = {value!r} is {what}; shown as null. This is a bug in "
+                               "tracedoc, not a property of the trace: please report it with the trace")
+        return None
+
+    def tree(self, where: str, node: Any, bounds: tuple[float, float] | None = None) -> Any:
+        """Check and repair a nested structure of dicts and lists (results are a few levels deep)."""
+        if isinstance(node, dict):
+            for key, item in list(node.items()):
+                inner = bounds_of(str(key)) or (bounds if isinstance(item, (dict, list)) else None)
+                node[key] = self.tree(f"{where}.{key}", item, inner)
+            self.interval(where, node)
+            return node
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                node[i] = self.tree(f"{where}[{i}]", item, bounds)
+            return node
+        return self.value(where, node, bounds)
+
+    def interval(self, where: str, row: dict) -> None:
+        start, end = row.get("start_ns"), row.get("end_ns")
+        if _is_number(start) and _is_number(end) and end < start:
+            self.fail(f"{where}.end_ns", end, f"before its start_ns {start!r}")
+            row["end_ns"] = None
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def check_rank(rank: Any) -> list[str]:
+    """Check one rank's result in place; add each violation to its warnings and return them."""
+    c = _Checker()
+    label = f"rank {rank.rank}" if rank.rank is not None else str(rank.source)
+    for name, value in list(rank.metrics.items()):
+        rank.metrics[name] = c.value(f"{label}: metrics.{name}", value, metric_bounds(name))
+    win = rank.window
+    if win.end_ns < win.start_ns:
+        c.fail(f"{label}: window.end_ns", win.end_ns, f"before the window's start {win.start_ns}")
+    c.tree(f"{label}: evidence", rank.evidence)
+    c.tree(f"{label}: per_step", rank.per_step)
+    c.tree(f"{label}: per_device", rank.per_device)
+    c.tree(f"{label}: timeline", rank.timeline)
+    rank.warnings.extend(c.violations)
+    return c.violations
+
+
+def check_verdict(rank: Any, verdict: Any) -> list[str]:
+    """Check a verdict's numbers (impact shares and times, evidence rows); repair and report like ``check_rank``."""
+    if verdict is None:
+        return []
+    c = _Checker()
+    label = f"rank {rank.rank}" if rank.rank is not None else str(rank.source)
+    if _is_number(getattr(verdict, "step_time_ns", None)):
+        verdict.step_time_ns = c.value(f"{label}: verdict.step_time_ns", verdict.step_time_ns, _NONNEGATIVE)
+    for f in getattr(verdict, "findings", []):
+        where = f"{label}: finding {getattr(f, 'rule_id', '?')}"
+        for attr in ("impact_fraction", "impact_ms_per_step"):
+            if hasattr(f, attr):
+                value = getattr(f, attr)
+                checked = c.value(f"{where}.{attr}", value, bounds_of(attr) or _NONNEGATIVE)
+                if checked is not value:
+                    object.__setattr__(f, attr, checked)  # findings are frozen values; repair this one field
+    rank.warnings.extend(c.violations)
+    return c.violations
+
+
+def violations_in(rank_dict: dict) -> list[str]:
+    """Violations in a rank's serialised form (``RankResult.to_dict()``), without repairing anything."""
+    c = _Checker()
+    label = f"rank {rank_dict.get('rank')}"
+    metrics = rank_dict.get("metrics") or {}
+    for name, value in metrics.items():
+        c.value(f"{label}: metrics.{name}", value, metric_bounds(name))
+    window = rank_dict.get("window") or {}
+    if _is_number(window.get("start_ns")) and _is_number(window.get("end_ns")) and window["end_ns"] < window["start_ns"]:
+        c.fail(f"{label}: window.end_ns", window["end_ns"], "before the window's start")
+    for key in ("evidence", "per_step", "per_device", "timeline", "verdict"):
+        if key in rank_dict:
+            c.tree(f"{label}: {key}", _copy(rank_dict[key]))
+    return c.violations
+
+
+def _copy(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _copy(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_copy(v) for v in node]
+    return node

@@ -1,0 +1,85 @@
+"""Values inside an event's ``args`` (external ids, grid/block triples, process-group ranks, the
+first input's shape) to column values; a value of the wrong shape or type reads as unknown."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ...model.numbers import to_int64
+from .decode import Args
+
+# The most elements a tensor of a real trace holds (far beyond any GPU's memory); a larger product of
+# recorded dims is damage, read as unknown.
+_MAX_NELEMS = 1 << 48
+
+
+def _ranks_text(ranks: Any) -> str | None:
+    """``Process Group Ranks`` (a list, or its text) as ``"0,1,2,3"``."""
+    if ranks is None:
+        return None
+    if isinstance(ranks, str):
+        ranks = re.findall(r"-?\d+", ranks)
+    try:
+        return ",".join(str(int(r)) for r in ranks)
+    except (TypeError, ValueError):
+        return None
+
+
+def _first_input(args: Args) -> tuple[int, str | None]:
+    """Elements and dtype of a collective op's first input, from ``Input Dims``/``Input type``; -1 unknown."""
+    try:
+        dims = orjson.loads(bytes(args.input_dims))
+        types = orjson.loads(bytes(args.input_type))
+    except orjson.JSONDecodeError:
+        return -1, None
+    if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or not dims[0]:
+        return -1, None
+    try:
+        nelems = math.prod(int(d) for d in dims[0])
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a dim of 1e400 (float infinity)
+        return -1, None
+    if not 0 <= nelems <= _MAX_NELEMS or any(int(d) < 0 for d in dims[0]):
+        return -1, None
+    dtype = types[0] if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else None
+    return nelems, dtype
+
+
+def _external_ids(args: list[Args]) -> np.ndarray:
+    ext = to_int64([a.external_id for a in args])
+    missing = ext == -1
+    if missing.any():
+        legacy = to_int64([a.external_id_legacy for a in args])
+        ext = np.where(missing, legacy, ext)
+    return ext
+
+
+def _triples(values: list) -> np.ndarray:
+    n = len(values)
+    if n and all(v is None for v in values[:1]) and all(v is None for v in values):
+        return np.full((n, 3), -1, dtype=np.int64)
+    try:
+        if set(map(type, values)) == {list} and min(map(len, values)) == 3 == max(map(len, values)):
+            return np.fromiter(itertools.chain.from_iterable(values), dtype=np.int64, count=3 * n).reshape(n, 3)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    try:
+        arr = np.array(values, dtype=np.int64)
+        if arr.shape == (n, 3):
+            return arr
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = np.full((n, 3), -1, dtype=np.int64)
+    for i, v in enumerate(values):
+        if isinstance(v, (list, tuple)):
+            for j, x in enumerate(v[:3]):
+                try:
+                    out[i, j] = int(x)
+                except (TypeError, ValueError, OverflowError):
+                    pass
+    return out
