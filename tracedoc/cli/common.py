@@ -51,25 +51,6 @@ def check_output_path(path: str, inputs: list[str], option: str = "--output") ->
                              "write the report to another path")
 
 
-def write_atomic(path: str, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename; a clear error when it cannot."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        if isinstance(data, bytes):
-            with open(tmp, "wb") as f:
-                f.write(data)
-        else:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise TracedocError(path, "cannot be written", exc.strerror, "choose another --output path") from None
-
-
 def show_warning(message, category, filename, lineno, file=None, line=None):
     """``warnings.showwarning`` for the CLI: tracedoc's own warnings as one line each."""
     if issubclass(category, TraceWarning):

@@ -13,7 +13,8 @@ import sys
 
 from ..exits import EXIT_GATE, EXIT_OK
 from ..render import FORMATS, renderer_for_path
-from .common import check_output_path, write_atomic
+from .common import check_output_path
+from ..outfiles import write_atomic
 
 
 def _percent(text: str) -> float:

@@ -10,7 +10,8 @@ from ..errors import UsageError
 from ..exits import EXIT_OK
 from ..render import FORMATS
 from .analyze import add_engine_options, engine_kwargs, fail_on_exit_code, output_format
-from .common import check_output_path, write_atomic
+from .common import check_output_path
+from ..outfiles import write_atomic
 
 MIN_WINDOW = 5
 

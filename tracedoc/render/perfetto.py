@@ -16,10 +16,10 @@ microsecond timestamps on the trace's own clock).
 from __future__ import annotations
 
 import gzip
-import os
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TracedocError, UsageError
+from ..outfiles import write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
@@ -57,21 +57,7 @@ def write_perfetto(result: "AnalysisResult", out_path: str) -> str:
     added = overlay_events(rank, verdict, events)
     doc["traceEvents"] = events + added
     data = orjson.dumps(doc)
-    tmp = f"{out_path}.tmp-{os.getpid()}"
-    try:
-        if out_path.endswith(".gz"):
-            with gzip.open(tmp, "wb", compresslevel=6) as f:
-                f.write(data)
-        else:
-            with open(tmp, "wb") as f:
-                f.write(data)
-        os.replace(tmp, out_path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise TracedocError(out_path, "cannot be written", exc.strerror, "choose another --perfetto path") from None
+    write_atomic(out_path, data, option="--perfetto")
     return out_path
 
 
