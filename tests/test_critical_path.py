@@ -315,7 +315,10 @@ def test_breakdown_sums_to_the_step_time_on_shared_traces(name):
 def test_captured_cpu_run_dataloader_sleep(tmp_path):
     """A real torch.profiler capture of a tiny CPU training loop with a 30 ms sleep per batch in data
     loading; the same loop without it is the measured "after". Pairs alternate so machine load hits
-    both alike; the medians are compared."""
+    both alike; the medians are compared. Two real effects sit inside the tolerance: the what-if
+    removes the whole DataLoader wait while the "after" run still collates its batches (prediction a
+    few percent low), and compute right after a sleep runs on a cold cache (prediction high); the
+    batch is large enough that neither comes near 15%."""
     pytest.importorskip("torch")
     import os
     import subprocess

@@ -13,6 +13,11 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from torch.utils.data import DataLoader, Dataset
 
 
+# Enough work per step (about 25-30 ms on one core) that the cold start after a sleep, about a
+# millisecond, stays a small share of the step.
+BATCH = 256
+
+
 class Data(Dataset):
     def __init__(self, n, sleep_s):
         self.n, self.sleep_s = n, sleep_s
@@ -31,7 +36,7 @@ def run(path: Path, sleep_s: float, steps: int = 10) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
                                 torch.nn.ReLU(), torch.nn.Linear(1024, 8))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    loader = DataLoader(Data((steps + 2) * 64, sleep_s / 64), batch_size=64, num_workers=0)
+    loader = DataLoader(Data((steps + 2) * BATCH, sleep_s / BATCH), batch_size=BATCH, num_workers=0)
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=2, active=steps),
                  on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
         for x, y in loader:
