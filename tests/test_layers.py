@@ -141,3 +141,17 @@ def test_every_module_is_small():
     big = {str(p.relative_to(PACKAGE.parent)): n for p in all_modules()
            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 550}
     assert not big, big
+
+
+def test_importing_the_api_loads_no_heavy_library():
+    """pandas, networkx and jinja2 are imported inside the functions that use them, so importing the
+    API, every analysis and the job view (what ``tracedoc analyze`` imports) loads none of them."""
+    import subprocess
+    import sys
+    code = ("import sys, pkgutil, importlib\nimport tracedoc.api, tracedoc.job.view, tracedoc.analyses as A\n"
+            "for m in pkgutil.walk_packages(A.__path__, 'tracedoc.analyses.'):\n"
+            "    importlib.import_module(m.name)\n"
+            "heavy = {'pandas', 'networkx', 'jinja2'} & set(sys.modules)\n"
+            "assert not heavy, heavy\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from ..model.trace import MATCH_CHARS, Trace
 from ..model.vocab import KERNEL_COLLECTIVE_RE
@@ -43,6 +42,7 @@ def bus_factor(collective: str, n: int | None) -> float:
 
 def collectives(trace: Trace, comm_mask: np.ndarray, gpu_ext: np.ndarray, lo: int, hi: int,
                 world_size: int | None) -> list[dict]:
+    import pandas as pd
     g = trace.gpu_ops
     rows = np.flatnonzero(comm_mask & (g["start_ns"] < hi) & (g["end_ns"] > lo)) if len(g) else np.zeros(0, int)
     if not rows.size:

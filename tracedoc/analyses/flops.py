@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import orjson
-import pandas as pd
 
 from ..model import trace as M
 from ..model.trace import Trace
@@ -68,6 +67,7 @@ def _resolve(trace: Trace) -> tuple[list, np.ndarray]:
     """op_flops for every shapes row (an OpFlops or a reason string), computing each distinct
     (name, dims, types, concrete, flops) combination once; and which rows are convolution backwards
     whose output mask was not recorded (counted with both gradients)."""
+    import pandas as pd
     s, c = trace.op_shapes, trace.cpu_ops
     names = c["name"][s["row"]]
     key = pd.DataFrame({"n": names, "d": s["dims"], "t": s["types"], "c": s["concrete"], "f": s["flops"]})
@@ -284,6 +284,7 @@ def _mark_tf32(counted: _Counted, owner, compute, g, tc_classes, peak_row) -> No
 
 
 def _dominant_dtype(counted: _Counted) -> str | None:
+    import pandas as pd
     if not counted.rows.size:
         return None
     df = pd.DataFrame({"d": counted.dtype, "f": counted.hw_flops}).dropna()
@@ -345,6 +346,7 @@ def _rate(flops: float, ns: float) -> float | None:
 
 
 def _by_op_class(trace: Trace, counted: _Counted, peak_row) -> list[dict]:
+    import pandas as pd
     if not counted.rows.size:
         return []
     df = pd.DataFrame({"cls": counted.op_class, "phase": counted.phase,
@@ -375,6 +377,7 @@ def _kernel_family(name: str) -> str:
 def _by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak_row, trace_strings) -> list[dict]:
     """FLOPs split over each op's kernels by their duration; grouped by what the kernel's name says it
     computes (GEMM, convolution, attention) and whether it runs on Tensor Cores."""
+    import pandas as pd
     sel = np.flatnonzero((owner >= 0) & compute)
     if not sel.size:
         return []
@@ -409,6 +412,7 @@ def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu
     An unresolved op inside a counted one (a cuDNN call under a counted conv2d), or around counted
     ones (an einsum whose bmm children count), is counted through them and not listed.
     """
+    import pandas as pd
     s, c = trace.op_shapes, trace.cpu_ops
     out: list[dict] = []
     bad = np.flatnonzero(np.fromiter((isinstance(r, str) for r in resolved), dtype=bool, count=len(resolved)))

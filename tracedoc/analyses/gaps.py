@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 from ..model.trace import Trace
 from .links import OpsByExternalId
@@ -20,6 +19,7 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: 
     A gap on a stream that mostly runs communication kernels is a wait on peers or on another
     stream (``comm_wait``), never a host-launch delay.
     """
+    import pandas as pd
     g = trace.gpu_ops
     empty = {"streams": [], "top": [], "all_ns": np.zeros(0, dtype=np.int64)}
     if len(g) < 2:

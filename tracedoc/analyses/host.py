@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..model import intervals as iv
 from ..model import trace as M
@@ -15,6 +15,9 @@ from . import classify as C
 from .idle import SHORT_GAP_NS
 from .links import OpsByExternalId
 from .registry import Produced, analysis
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[str]]:
@@ -58,6 +61,7 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
     """Synchronizing CPU calls: runtime sync APIs, synchronous memcpy, ``.item()``-style ops, and the
     implicit syncs (``implicit_syncs``). Returns the union of their spans, counts, the explicit-sync
     table, the implicit-sync table and the calls one by one."""
+    import pandas as pd
     r, c = trace.runtime, trace.cpu_ops
     parts_s, parts_e, rows_info = [], [], []
     calls = {k: [np.zeros(0, dtype=np.int64)] for k in ("start", "end", "pid", "tid", "name")}
@@ -114,6 +118,7 @@ def implicit_syncs(trace: Trace, lo: int, hi: int) -> tuple[np.ndarray, np.ndarr
     the launch call of a copy from or to pageable memory, and ``cudaMalloc`` when the caching
     allocator is also freeing (it releases its cache and retries the allocation when memory runs
     short; in steady state it reuses blocks and calls neither). Explicit syncs are not repeated."""
+    import pandas as pd
     r, c = trace.runtime, trace.cpu_ops
     starts, ends, frames = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], []
     if len(r):
@@ -211,6 +216,7 @@ def memory(trace: Trace) -> dict:
 
 def _top_allocs(trace: Trace, rows: np.ndarray, top: int = 10) -> list[dict]:
     """Largest allocations and the innermost CPU op on the allocating thread that was running."""
+    import pandas as pd
     mem, c = trace.memory, trace.cpu_ops
     if not rows.size:
         return []
@@ -365,6 +371,7 @@ def host_operators(trace: Trace, lo: int, hi: int, top: int = 15) -> list[dict]:
     """CPU operators (``cpu_op``) started in ``[lo, hi)`` by their self time (time not spent in a nested
     span), with their total (inclusive) time; shares are of the window, and self-time shares add up to
     at most 100% per thread."""
+    import pandas as pd
     c = trace.cpu_ops
     if not len(c) or hi <= lo:
         return []
@@ -384,6 +391,7 @@ def host_operators(trace: Trace, lo: int, hi: int, top: int = 15) -> list[dict]:
 def _children_ns(c) -> np.ndarray:
     """Per CPU span, the summed duration of its direct children: for each depth level, every span of
     depth d+1 is matched to the latest span of depth d on its thread that started before it."""
+    import pandas as pd
     out = np.zeros(len(c), dtype=np.int64)
     depth = c["depth"].astype(np.int64)
     if not len(c) or depth.max() <= 0:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pandas as pd
 
 from ..model import intervals as iv
 from ..model import trace as M
@@ -175,6 +174,7 @@ def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_o
 
 def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classes: tuple[np.ndarray, np.ndarray],
                 top: int = 15) -> list[dict]:
+    import pandas as pd
     g = trace.gpu_ops
     if not len(g):
         return []
@@ -204,6 +204,7 @@ def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classe
 
 def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: int = 15) -> list[dict]:
     """GPU time attributed to the CPU ops that launched it (through External id)."""
+    import pandas as pd
     g, c = trace.gpu_ops, trace.cpu_ops
     if not len(g):
         return []

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from .instances import COLUMNS, RankTables
 
@@ -99,6 +98,7 @@ def group_members(ranks: list[RankTables], groups: list[str]) -> tuple[dict[str,
 
 
 def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, list[int]]) -> Matches:
+    import pandas as pd
     n = len(stacked)
     instance = np.full(n, -1, dtype=np.int64)
     if not n:
@@ -171,6 +171,7 @@ def _member_mask(stacked: Stacked, members: dict[str, list[int]]) -> np.ndarray:
 
 def _disagreements(stacked: Stacked, codes, ok_code, members, size) -> list[dict]:
     """Collectives not found on every member rank, summarised per (group, type, size)."""
+    import pandas as pd
     bad = np.flatnonzero(~ok_code[codes])
     if not bad.size:
         return []
