@@ -14,6 +14,7 @@ drops what cannot be a time before any analysis runs.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,7 @@ def metric_bounds(name: str) -> tuple[float, float] | None:
     return _BOUNDS_BY_NAME.get(name) or _BOUNDS_BY_UNIT.get(METRICS.get(name, ("", ""))[0])
 
 
+@lru_cache(maxsize=4096)
 def bounds_of(key: str) -> tuple[float, float] | None:
     """The range a value named ``key`` must lie in, from its name; None when the name says nothing."""
     if key in _TIMESTAMP_KEYS or key.endswith(("_start_ns", "_end_ns")):
@@ -54,11 +56,32 @@ def bounds_of(key: str) -> tuple[float, float] | None:
     return None
 
 
+def _plain_number_ok(value: Any, bounds: tuple[float, float] | None) -> bool:
+    """True for a Python int or float that is finite and inside ``bounds``: the common case, decided
+    without building a message; anything else goes through ``_Checker.value``."""
+    kind = type(value)
+    if kind is int:
+        return bounds is None or bounds[0] <= value <= bounds[1]
+    if kind is float:
+        return math.isfinite(value) and (bounds is None or bounds[0] <= value <= bounds[1])
+    return value is None or kind is str
+
+
+def _path_text(where: Any) -> str:
+    """A location as text. Nested locations are kept as (parent, key, is_index) until a message needs
+    them, so walking a large table builds no strings."""
+    parts = []
+    while isinstance(where, tuple):
+        where, key, is_index = where
+        parts.append(f"[{key}]" if is_index else f".{key}")
+    return where + "".join(reversed(parts))
+
+
 class _Checker:
     def __init__(self) -> None:
         self.violations: list[str] = []
 
-    def value(self, where: str, value: Any, bounds: tuple[float, float] | None) -> Any:
+    def value(self, where: Any, value: Any, bounds: tuple[float, float] | None) -> Any:
         """Return ``value``, or None after recording why it cannot be right."""
         if value is None or isinstance(value, (bool, np.bool_, str)):
             return value
@@ -73,29 +96,39 @@ class _Checker:
             return self.fail(where, value, what)
         return value
 
-    def fail(self, where: str, value: Any, what: str) -> None:
-        self.violations.append(f"{BUG_PREFIX}: {where} = {value!r} is {what}; shown as null. This is a bug in "
-                               "tracedoc, not a property of the trace: please report it with the trace")
+    def fail(self, where: Any, value: Any, what: str) -> None:
+        self.violations.append(f"{BUG_PREFIX}: {_path_text(where)} = {value!r} is {what}; shown as null. This is "
+                               "a bug in tracedoc, not a property of the trace: please report it with the trace")
         return None
 
-    def tree(self, where: str, node: Any, bounds: tuple[float, float] | None = None) -> Any:
-        """Check and repair a nested structure of dicts and lists (results are a few levels deep)."""
+    def tree(self, where: Any, node: Any, bounds: tuple[float, float] | None = None) -> Any:
+        """Check and repair a nested structure of dicts and lists (results are a few levels deep).
+
+        A value's bounds come from its key (``bounds_of``); a container without bounds of its own
+        passes its parent's down to the values in it."""
         if isinstance(node, dict):
-            for key, item in list(node.items()):
-                inner = bounds_of(str(key)) or (bounds if isinstance(item, (dict, list)) else None)
-                node[key] = self.tree(f"{where}.{key}", item, inner)
+            for key, item in node.items():  # values are replaced in place; no key is added or removed
+                if isinstance(item, (dict, list)):
+                    self.tree((where, key, False), item, bounds_of(str(key)) or bounds)
+                    continue
+                inner = bounds_of(key if type(key) is str else str(key))
+                if not _plain_number_ok(item, inner):
+                    node[key] = self.value((where, key, False), item, inner)
             self.interval(where, node)
             return node
         if isinstance(node, list):
             for i, item in enumerate(node):
-                node[i] = self.tree(f"{where}[{i}]", item, bounds)
+                if isinstance(item, (dict, list)):
+                    self.tree((where, i, True), item, bounds)
+                elif not _plain_number_ok(item, bounds):
+                    node[i] = self.value((where, i, True), item, bounds)
             return node
         return self.value(where, node, bounds)
 
-    def interval(self, where: str, row: dict) -> None:
+    def interval(self, where: Any, row: dict) -> None:
         start, end = row.get("start_ns"), row.get("end_ns")
         if _is_number(start) and _is_number(end) and end < start:
-            self.fail(f"{where}.end_ns", end, f"before its start_ns {start!r}")
+            self.fail((where, "end_ns", False), end, f"before its start_ns {start!r}")
             row["end_ns"] = None
 
 
