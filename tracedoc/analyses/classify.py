@@ -49,7 +49,9 @@ def name_mask(trace: Trace, pattern: re.Pattern, exclude: re.Pattern | None = No
               ids: np.ndarray | None = None) -> np.ndarray:
     """Per string id: does the name match ``pattern`` (and not ``exclude``)? With ``ids``, only the
     strings that column uses are tested (the rest read False)."""
-    return trace.string_ids(lambda s: pattern.search(s) is not None and not (exclude and exclude.search(s)), ids)
+    if exclude is None:  # a match object is true, None false: the search itself is the predicate
+        return trace.string_ids(pattern.search, ids)
+    return trace.string_ids(lambda s: pattern.search(s) is not None and exclude.search(s) is None, ids)
 
 
 def comm_kernel_mask(trace: Trace, gpu_ext: np.ndarray) -> np.ndarray:

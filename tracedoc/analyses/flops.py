@@ -136,7 +136,7 @@ def _counted_ops(trace: Trace, resolved: list, clock: ThreadClock) -> tuple[np.n
 def _in_backward(trace: Trace, rows: np.ndarray, clock: ThreadClock) -> np.ndarray:
     """Whether each cpu op row runs inside an autograd backward frame of its thread."""
     c = trace.cpu_ops
-    frames = np.flatnonzero(trace.string_ids(lambda n: BACKWARD_FRAME_RE.search(n) is not None)[c["name"]])
+    frames = np.flatnonzero(trace.string_ids(BACKWARD_FRAME_RE.search)[c["name"]])
     if not frames.size or not rows.size:
         return np.zeros(rows.size, dtype=bool)
     us, ue = union_on_clock(trace, frames, clock)
@@ -327,7 +327,7 @@ def _softmax_ns(trace: Trace, clock: ThreadClock, gpu_ext, launching_ops, comput
     g, c = trace.gpu_ops, trace.cpu_ops
     if not len(g):
         return 0.0
-    soft = trace.string_ids(lambda n: SOFTMAX_OP_RE.match(n) is not None)
+    soft = trace.string_ids(SOFTMAX_OP_RE.match)
     ops = np.flatnonzero(soft[c["name"]])
     if not ops.size:
         return 0.0

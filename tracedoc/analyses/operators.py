@@ -71,7 +71,7 @@ def operators_by_module(trace: Trace, lo: int, hi: int, top: int = TOP_ROWS) -> 
     c, g, r = trace.cpu_ops, trace.gpu_ops, trace.runtime
     if not len(c):
         return []
-    is_module = trace.string_ids(lambda x: MODULE_SPAN_RE.match(x) is not None, c["name"])
+    is_module = trace.string_ids(MODULE_SPAN_RE.match, c["name"])
     mods = np.flatnonzero(is_module[c["name"]])
     if not mods.size:
         return []

@@ -88,7 +88,7 @@ def step_name_mask(trace: Trace) -> np.ndarray:
             if 0 <= i < mask.size - 1:
                 mask[i] = True
         return mask
-    return trace.string_ids(lambda s: PROFILER_STEP_RE.match(s) is not None)
+    return trace.string_ids(PROFILER_STEP_RE.match)
 
 
 def find_steps(trace: Trace) -> Steps:

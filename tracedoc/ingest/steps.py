@@ -66,7 +66,7 @@ def count_dataloader_ranges(trace: Trace) -> int:
     c = trace.cpu_ops
     if not len(c):
         return 0
-    mask = trace.string_ids(lambda s: V.DATALOADER_RE.search(s) is not None, c["name"])
+    mask = trace.string_ids(V.DATALOADER_RE.search, c["name"])
     names = c["name"]
     ok = (names >= 0) & (c["kind"] == M.USER_ANNOTATION)
     return int(mask[names[ok]].sum()) if mask.size else 0

@@ -123,11 +123,15 @@ def _calls(trace: Trace) -> dict:
     """Group collective CPU ops into calls, pair gloo work spans with them, attach their kernels."""
     c, g = trace.cpu_ops, trace.gpu_ops
     strings = trace.strings
-    ctype_of_string = np.array([collective_type(s) for s in strings] + ["unknown"], dtype=object)
     rows = np.zeros(0, dtype=np.int64)
     if len(c):
         is_coll = C.name_mask(trace, CALL_RE)[c["name"]] & ~C.name_mask(trace, _NOT_A_CALL_RE)[c["name"]]
         rows = np.flatnonzero(is_coll & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION)))
+    # collective type per string id, worked out for the names of collective ops only (id -1: "unknown")
+    ctype_of_string = np.full(len(strings) + 1, "unknown", dtype=object)
+    used = np.unique(c["name"][rows]) if rows.size else np.zeros(0, dtype=np.int64)
+    used = used[(used >= 0) & (used < len(strings))]
+    ctype_of_string[used] = [collective_type(strings[i]) for i in used.tolist()]
     # Outermost collective op per thread: an op starting inside an earlier one on its thread is part of it.
     call_of_row = np.full(len(c), -1, dtype=np.int64)
     if rows.size:

@@ -9,6 +9,7 @@ Missing integers are ``-1``; missing floats are NaN.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 from typing import TYPE_CHECKING
@@ -104,6 +105,7 @@ def _missing(dtype: str):
 # Name patterns look at most this many leading characters of a string (real kernel names, C++
 # templates included, stay under ~6,000): an 8 MB name in a damaged file costs what a long one does.
 MATCH_CHARS = 16_384
+_MATCHED_PART = operator.itemgetter(slice(None, MATCH_CHARS))  # s[:MATCH_CHARS], applied in C
 
 class Table:
     """Equal-length numpy columns with a fixed schema."""
@@ -190,17 +192,19 @@ class Trace:
         With ``ids`` (a column of string ids), the predicate runs only on the distinct strings that
         column uses and every other entry is False: a table of per-event strings (NVTX op names with
         an ``op_id``) costs one call per string a column holds, not one per string in the trace.
+        The predicate's result is taken for its truth, so a compiled pattern's ``search`` or
+        ``match`` can be passed as it is (no Python-level wrapper call per string).
         """
         strings = self.strings
         mask = np.zeros(len(strings) + 1, dtype=bool)
         if ids is None:
-            mask[:-1] = np.fromiter((bool(predicate(s[:MATCH_CHARS])) for s in strings), dtype=bool,
+            mask[:-1] = np.fromiter(map(bool, map(predicate, map(_MATCHED_PART, strings))), dtype=bool,
                                     count=len(strings))
             return mask
         used = np.unique(ids)
         used = used[(used >= 0) & (used < len(strings))]
-        mask[used] = np.fromiter((bool(predicate(strings[i][:MATCH_CHARS])) for i in used.tolist()),
-                                 dtype=bool, count=used.size)
+        picked = map(strings.__getitem__, used.tolist())
+        mask[used] = np.fromiter(map(bool, map(predicate, map(_MATCHED_PART, picked))), dtype=bool, count=used.size)
         return mask
 
     @property
