@@ -60,11 +60,12 @@ def main() -> int:
         write_log(path, args.lines)
         print(f"generated {path} ({os.path.getsize(path) / 2**20:.0f} MiB) in {time.perf_counter() - t:.1f} s")
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    report = os.path.join(data, "logs_report.json")  # -o writes only regular files (not /dev/null)
     times, cpus = [], []
     for _ in range(args.repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "tracedoc", "logs", path, "--format", "json", "-o", os.devnull,
+        proc = subprocess.run([sys.executable, "-m", "tracedoc", "logs", path, "--format", "json", "-o", report,
                                *(["--jobs", str(args.jobs)] if args.jobs else [])],
                               env=env, capture_output=True, text=True)
         times.append(time.perf_counter() - t)
