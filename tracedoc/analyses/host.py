@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
+from ..model.groups import Groups, largest_first
 from ..model.trace import MATCH_CHARS, Trace
 from . import classify as C
 from .idle import SHORT_GAP_NS
 from .links import OpsByExternalId
 from .registry import Produced, analysis
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[str]]:
@@ -61,7 +57,6 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
     """Synchronizing CPU calls: runtime sync APIs, synchronous memcpy, ``.item()``-style ops, and the
     implicit syncs (``implicit_syncs``). Returns the union of their spans, counts, the explicit-sync
     table, the implicit-sync table and the calls one by one."""
-    import pandas as pd
     r, c = trace.runtime, trace.cpu_ops
     parts_s, parts_e, rows_info = [], [], []
     calls = {k: [np.zeros(0, dtype=np.int64)] for k in ("start", "end", "pid", "tid", "name")}
@@ -80,7 +75,7 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
         keep(r, rows)
         stats["sync_memcpy_count"] = int(C.name_mask(trace, V.SYNC_MEMCPY_RE, ids=r["name"][rows])[r["name"][rows]].sum())
         ext = r["external_id"][rows]
-        frames.append(pd.DataFrame({"call": r["name"][rows], "ext": ext, "dur": r["end_ns"][rows] - r["start_ns"][rows]}))
+        frames.append({"call": r["name"][rows], "ext": ext, "dur": r["end_ns"][rows] - r["start_ns"][rows]})
     if len(c):
         m = C.name_mask(trace, V.SYNC_OP_RE, ids=c["name"])[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
         rows = np.flatnonzero(m)
@@ -88,37 +83,38 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
         parts_e.append(c["end_ns"][rows])
         keep(c, rows)
         if frames:  # an op whose sync runtime call is already counted is the same sync, not another
-            counted = frames[0]["ext"].to_numpy()
+            counted = frames[0]["ext"]
             ext = c["external_id"][rows]
             rows = rows[~((ext >= 0) & np.isin(ext, counted))]
-        frames.append(pd.DataFrame({"call": c["name"][rows], "ext": c["external_id"][rows],
-                                    "dur": c["end_ns"][rows] - c["start_ns"][rows]}))
+        frames.append({"call": c["name"][rows], "ext": c["external_id"][rows],
+                       "dur": c["end_ns"][rows] - c["start_ns"][rows]})
     imp_s, imp_e, imp_frame = implicit_syncs(trace, lo, hi)
     parts_s.append(imp_s)
     parts_e.append(imp_e)
-    if len(imp_frame):
+    if imp_frame["call"].size:
         for k, v in (("start", imp_s), ("end", imp_e), ("pid", imp_frame["pid"]), ("tid", imp_frame["tid"]),
                      ("name", imp_frame["call"])):
             calls[k].append(np.asarray(v, dtype=np.int64))
     implicit_rows = _by_op_and_call(trace, imp_frame)
-    stats["implicit_sync_calls"] = int(len(imp_frame))
+    stats["implicit_sync_calls"] = int(imp_frame["call"].size)
     stats["implicit_sync_ns"] = iv.total(iv.clip(iv.union(imp_s, imp_e), lo, hi))
     spans = iv.union(np.concatenate(parts_s), np.concatenate(parts_e))
-    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    stats["sync_calls"] = int(len(df))
+    df = _concat_calls(frames)
+    stats["sync_calls"] = int(df["call"].size)
     stats["sync_ns"] = iv.total(iv.clip(spans, lo, hi))
     rows_info = _by_op_and_call(trace, df)
     blocking = BlockingCalls(*(np.concatenate(calls[k]) for k in ("start", "end", "pid", "tid", "name")))
     return spans, stats, rows_info, implicit_rows, blocking
 
 
-def implicit_syncs(trace: Trace, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+def implicit_syncs(trace: Trace, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Calls that block the host until the device drains as a side effect: freeing device or pinned
     memory (``cudaFree``/``hipFree``), pinned host allocation (``cudaHostAlloc``), ``empty_cache``,
     the launch call of a copy from or to pageable memory, and ``cudaMalloc`` when the caching
     allocator is also freeing (it releases its cache and retries the allocation when memory runs
-    short; in steady state it reuses blocks and calls neither). Explicit syncs are not repeated."""
-    import pandas as pd
+    short; in steady state it reuses blocks and calls neither). Explicit syncs are not repeated.
+    The calls come as columns (``call``, ``ext``, ``dur``, ``op``, ``pid``, ``tid``); ``op`` is the
+    call's own name where the call is a CPU op, else -1."""
     r, c = trace.runtime, trace.cpu_ops
     starts, ends, frames = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], []
     if len(r):
@@ -138,35 +134,46 @@ def implicit_syncs(trace: Trace, lo: int, hi: int) -> tuple[np.ndarray, np.ndarr
         rows = np.flatnonzero(implicit)
         starts.append(r["start_ns"][rows])
         ends.append(r["end_ns"][rows])
-        frames.append(pd.DataFrame({"call": r["name"][rows], "ext": r["external_id"][rows],
-                                    "dur": r["end_ns"][rows] - r["start_ns"][rows], "pid": r["pid"][rows],
-                                    "tid": r["tid"][rows]}))
+        frames.append({"call": r["name"][rows], "ext": r["external_id"][rows],
+                       "dur": r["end_ns"][rows] - r["start_ns"][rows], "op": np.full(rows.size, -1, dtype=np.int64),
+                       "pid": r["pid"][rows], "tid": r["tid"][rows]})
     if len(c):
         named = C.name_mask(trace, V.IMPLICIT_SYNC_OP_RE, ids=c["name"])
         m = named[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
         rows = np.flatnonzero(m)
         starts.append(c["start_ns"][rows])
         ends.append(c["end_ns"][rows])
-        frames.append(pd.DataFrame({"call": c["name"][rows], "ext": np.full(rows.size, -1, dtype=np.int64),
-                                    "dur": c["end_ns"][rows] - c["start_ns"][rows], "op": c["name"][rows],
-                                    "pid": c["pid"][rows], "tid": c["tid"][rows]}))
-    frame = pd.concat(frames, ignore_index=True) if frames else \
-        pd.DataFrame(columns=["call", "ext", "dur", "pid", "tid"])
-    return np.concatenate(starts), np.concatenate(ends), frame
+        frames.append({"call": c["name"][rows], "ext": np.full(rows.size, -1, dtype=np.int64),
+                       "dur": c["end_ns"][rows] - c["start_ns"][rows], "op": c["name"][rows].astype(np.int64),
+                       "pid": c["pid"][rows], "tid": c["tid"][rows]})
+    return np.concatenate(starts), np.concatenate(ends), _concat_calls(frames)
 
 
-def _by_op_and_call(trace: Trace, df: pd.DataFrame, top: int = 10) -> list[dict]:
-    """Calls grouped by the op that caused them (the outermost aten op with the same External id)."""
-    if not len(df):
+def _concat_calls(frames: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Call tables stacked column by column; a table without ``op`` gives -1 (the op is looked up)."""
+    cols = ("call", "ext", "dur", "op", "pid", "tid")
+    out = {}
+    for k in cols:
+        parts = [np.asarray(f[k], dtype=np.int64) if k in f else np.full(f["call"].size, -1, dtype=np.int64)
+                 for f in frames if k in f or k == "op"]
+        if parts or k in ("call", "ext", "dur", "op"):
+            out[k] = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return out
+
+
+def _by_op_and_call(trace: Trace, calls: dict[str, np.ndarray], top: int = 10) -> list[dict]:
+    """Calls grouped by the op that caused them (the outermost aten op with the same External id);
+    a call that is an op itself names itself."""
+    if not calls["call"].size:
         return []
-    ops = OpsByExternalId(trace, innermost=False).names_of(df["ext"].to_numpy())
-    if "op" in df:  # rows that are ops themselves name themselves
-        ops = np.where(df["op"].isna().to_numpy(), ops, df["op"].fillna(-1).to_numpy(dtype=np.int64))
-    df = df.assign(op=ops)
-    agg = df.groupby(["op", "call"]).agg(count=("dur", "size"), total_ns=("dur", "sum"))
-    agg = agg.sort_values("total_ns", ascending=False).head(top)
-    return [{"op": trace.string(int(op)) if op >= 0 else None, "call": trace.string(int(call)),
-             "count": int(row["count"]), "total_ns": int(row["total_ns"])} for (op, call), row in agg.iterrows()]
+    ops = OpsByExternalId(trace, innermost=False).names_of(calls["ext"])
+    ops = np.where(calls["op"] >= 0, calls["op"], ops).astype(np.int64)
+    groups = Groups(ops, calls["call"])
+    count, total_ns = groups.count(), groups.sum(calls["dur"])
+    order = largest_first(total_ns)[:top]
+    op, call = groups.keys
+    return [{"op": trace.string(int(op[i])) if op[i] >= 0 else None, "call": trace.string(int(call[i])),
+             "count": int(count[i]), "total_ns": int(total_ns[i])} for i in order.tolist()]
 
 
 def memory(trace: Trace) -> dict:
@@ -216,7 +223,6 @@ def memory(trace: Trace) -> dict:
 
 def _top_allocs(trace: Trace, rows: np.ndarray, top: int = 10) -> list[dict]:
     """Largest allocations and the innermost CPU op on the allocating thread that was running."""
-    import pandas as pd
     mem, c = trace.memory, trace.cpu_ops
     if not rows.size:
         return []
@@ -238,11 +244,12 @@ def _top_allocs(trace: Trace, rows: np.ndarray, top: int = 10) -> list[dict]:
                 jj = order[np.maximum(j, 0)]
                 open_ = ok & (c["end_ns"][jj] >= ts)
                 op[sel[open_]] = c["name"][jj[open_]]
-    df = pd.DataFrame({"op": op, "bytes": mem["bytes"][rows]})
-    agg = df.groupby("op").agg(count=("bytes", "size"), total_bytes=("bytes", "sum"), max_bytes=("bytes", "max"))
-    agg = agg.sort_values("total_bytes", ascending=False).head(top)
-    return [{"op": trace.string(int(k)) if k >= 0 else None, "count": int(v["count"]),
-             "total_bytes": int(v["total_bytes"]), "max_bytes": int(v["max_bytes"])} for k, v in agg.iterrows()]
+    groups = Groups(op)
+    size = mem["bytes"][rows]
+    count, total, biggest = groups.count(), groups.sum(size), groups.max(size)
+    return [{"op": trace.string(int(groups.keys[0][i])) if groups.keys[0][i] >= 0 else None, "count": int(count[i]),
+             "total_bytes": int(total[i]), "max_bytes": int(biggest[i])}
+            for i in largest_first(total)[:top].tolist()]
 
 
 def uses_data_parallel(trace: Trace) -> bool:
@@ -371,7 +378,6 @@ def host_operators(trace: Trace, lo: int, hi: int, top: int = 15) -> list[dict]:
     """CPU operators (``cpu_op``) started in ``[lo, hi)`` by their self time (time not spent in a nested
     span), with their total (inclusive) time; shares are of the window, and self-time shares add up to
     at most 100% per thread."""
-    import pandas as pd
     c = trace.cpu_ops
     if not len(c) or hi <= lo:
         return []
@@ -380,32 +386,33 @@ def host_operators(trace: Trace, lo: int, hi: int, top: int = 15) -> list[dict]:
         return []
     total = c["end_ns"] - c["start_ns"]
     own = total - _children_ns(c)
-    df = pd.DataFrame({"name": c["name"][sel], "self": own[sel], "total": total[sel]})
-    agg = df.groupby("name").agg(calls=("self", "size"), self_ns=("self", "sum"), cpu_ns=("total", "sum"))
-    agg = agg.sort_values("self_ns", ascending=False)
-    return [{"name": trace.string(int(sid)), "calls": int(row["calls"]), "self_ns": int(row["self_ns"]),
-             "cpu_ns": int(row["cpu_ns"]), "share": float(row["self_ns"]) / (hi - lo)}
-            for sid, row in agg.head(top).iterrows()]
+    groups = Groups(c["name"][sel])
+    calls, self_ns, cpu_ns = groups.count(), groups.sum(own[sel]), groups.sum(total[sel])
+    return [{"name": trace.string(int(groups.keys[0][i])), "calls": int(calls[i]), "self_ns": int(self_ns[i]),
+             "cpu_ns": int(cpu_ns[i]), "share": float(self_ns[i]) / (hi - lo)}
+            for i in largest_first(self_ns)[:top].tolist()]
 
 
 def _children_ns(c) -> np.ndarray:
     """Per CPU span, the summed duration of its direct children: for each depth level, every span of
-    depth d+1 is matched to the latest span of depth d on its thread that started before it."""
-    import pandas as pd
+    depth d+1 is matched to the latest span of depth d on its thread that started before it (of
+    spans starting together, the last in start order)."""
     out = np.zeros(len(c), dtype=np.int64)
     depth = c["depth"].astype(np.int64)
     if not len(c) or depth.max() <= 0:
         return out
-    frame = pd.DataFrame({"row": np.arange(len(c)), "tid": c["tid"], "start": c["start_ns"],
-                          "dur": c["end_ns"] - c["start_ns"], "depth": depth}).sort_values("start")
+    start, tid, dur = c["start_ns"], c["tid"], (c["end_ns"] - c["start_ns"]).astype(np.int64)
+    order = start.argsort(kind="quicksort")
+    depth_o = depth[order]
     for d in range(int(depth.max())):
-        parents = frame[frame["depth"] == d][["start", "tid", "row"]].rename(columns={"row": "parent"})
-        kids = frame[frame["depth"] == d + 1][["start", "tid", "dur"]]
-        if parents.empty or kids.empty:
+        parents, kids = order[depth_o == d], order[depth_o == d + 1]
+        if not parents.size or not kids.size:
             continue
-        m = pd.merge_asof(kids, parents, on="start", by="tid", direction="backward").dropna(subset=["parent"])
-        sums = m.groupby("parent")["dur"].sum()
-        out[sums.index.to_numpy(dtype=np.int64)] += sums.to_numpy(dtype=np.int64)
+        for t in np.unique(tid[kids]).tolist():  # a loop over threads, not spans
+            pp, kk = parents[tid[parents] == t], kids[tid[kids] == t]
+            j = np.searchsorted(start[pp], start[kk], side="right") - 1
+            ok = j >= 0
+            np.add.at(out, pp[j[ok]], dur[kk[ok]])
     return out
 
 

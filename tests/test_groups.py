@@ -1,0 +1,49 @@
+"""Numpy group-by and ordering give the rows, sums and tie order of the pandas group-by they replace."""
+
+import numpy as np
+import pandas as pd
+
+from tracedoc.model.groups import Groups, largest_first
+
+
+def test_groups_by_two_keys_match_pandas_with_many_ties():
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        n, k = int(rng.integers(1, 3000)), int(rng.integers(1, 200))
+        a, b, v = rng.integers(-1, k, n), rng.integers(0, 5, n), rng.integers(0, 4, n) * 1000
+        want = (pd.DataFrame({"a": a, "b": b, "v": v}).groupby(["a", "b"])
+                .agg(c=("v", "size"), s=("v", "sum"), m=("v", "max")).sort_values("s", ascending=False))
+        g = Groups(a, b)
+        order = largest_first(g.sum(v))
+        assert list(want.index) == list(zip(g.keys[0][order].tolist(), g.keys[1][order].tolist()))
+        assert want["c"].tolist() == g.count()[order].tolist()
+        assert want["s"].tolist() == g.sum(v)[order].tolist()
+        assert want["m"].tolist() == g.max(v)[order].tolist()
+
+
+def test_groups_by_one_key_first_and_mean_match_pandas():
+    rng = np.random.default_rng(1)
+    for _ in range(100):
+        n = int(rng.integers(1, 2000))
+        a, b, v = rng.integers(0, 50, n), rng.integers(0, 9, n), rng.integers(0, 3, n) * 7
+        want = (pd.DataFrame({"a": a, "b": b, "v": v}).groupby("a")
+                .agg(s=("v", "sum"), mean=("v", "mean"), f=("b", "first")).sort_values("s", ascending=False))
+        g = Groups(a)
+        order = largest_first(g.sum(v))
+        assert want.index.tolist() == g.keys[0][order].tolist()
+        assert want["f"].tolist() == g.first(b)[order].tolist()
+        assert want["mean"].tolist() == (g.sum(v) / g.count())[order].tolist()
+
+
+def test_small_hand_worked_groups():
+    g = Groups(np.array([3, 1, 3, 2, 1]))
+    assert g.keys[0].tolist() == [1, 2, 3]
+    assert g.count().tolist() == [2, 1, 2]
+    assert g.sum(np.array([10, 1, 5, 7, 2])).tolist() == [3, 7, 15]
+    assert g.first(np.array([10, 1, 5, 7, 2])).tolist() == [1, 7, 10]
+    assert largest_first(np.array([3, 7, 15])).tolist() == [2, 1, 0]
+
+
+def test_empty_groups():
+    g = Groups(np.zeros(0, dtype=np.int64))
+    assert g.size == 0 and g.sum(np.zeros(0, dtype=np.int64)).size == 0 and g.max(np.zeros(0)).size == 0
