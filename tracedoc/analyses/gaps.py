@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.groups import Groups
 from ..model.trace import Trace
 from .links import OpsByExternalId
 from .registry import Produced, analysis
@@ -19,7 +20,6 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: 
     A gap on a stream that mostly runs communication kernels is a wait on peers or on another
     stream (``comm_wait``), never a host-launch delay.
     """
-    import pandas as pd
     g = trace.gpu_ops
     empty = {"streams": [], "top": [], "all_ns": np.zeros(0, dtype=np.int64)}
     if len(g) < 2:
@@ -30,7 +30,10 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: 
     same = np.zeros(order.size, dtype=bool)
     same[1:] = (d_o[1:] == d_o[:-1]) & (st_o[1:] == st_o[:-1])
     # Running max of ends within each stream (ops on one stream should not overlap, but be safe).
-    prev_end = pd.Series(e_o).groupby(np.cumsum(~same)).cummax().to_numpy()
+    prev_end = e_o.copy()
+    bounds = np.append(np.flatnonzero(~same), order.size)
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):  # a loop over streams, not ops
+        prev_end[a:b] = np.maximum.accumulate(e_o[a:b])
     gap_ns = np.zeros(order.size, dtype=np.int64)
     gap_ns[1:] = s_o[1:] - prev_end[:-1]
     is_gap = same & (gap_ns > 0)
@@ -44,26 +47,27 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: 
     launched = launch_times(trace)[order]
     comm_o = comm_mask[order]
     # Streams whose GPU time is mostly communication.
-    key = pd.MultiIndex.from_arrays([d_o, st_o])
+    by_stream = Groups(d_o, st_o)
     dur = e_o - s_o
-    comm_time = pd.Series(np.where(comm_o, dur, 0), index=key).groupby(level=[0, 1]).sum()
-    all_time = pd.Series(dur, index=key).groupby(level=[0, 1]).sum()
-    comm_streams = set(comm_time.index[(comm_time > 0.5 * all_time.reindex(comm_time.index)).to_numpy()])
+    mostly_comm = by_stream.sum(np.where(comm_o, dur, 0)) > 0.5 * by_stream.sum(dur)
+    comm_streams = set(zip(by_stream.keys[0][mostly_comm].tolist(), by_stream.keys[1][mostly_comm].tolist()))
     is_comm_stream = np.zeros(rows.size, dtype=bool)
     for d, st in comm_streams:  # a loop over streams, not gaps
         is_comm_stream |= (d_o[rows] == d) & (st_o[rows] == st)
     cause = np.where(is_comm_stream, "comm_wait",
                      np.where(launched[rows] > gap_start[rows], "host_launch",
                               np.where(gap_ns[rows] < LAUNCH_LATENCY_NS, "launch_latency", "other")))
-    df = pd.DataFrame({"device": d_o[rows], "stream": st_o[rows], "gap_ns": gap_ns[rows], "cause": cause})
+    gaps = Groups(d_o[rows], st_o[rows])
     streams = []
-    for (d, st), grp in df.groupby(["device", "stream"], sort=True):
-        v = grp["gap_ns"].to_numpy()
+    for i, (d, st) in enumerate(zip(gaps.keys[0].tolist(), gaps.keys[1].tolist())):
+        mine = gaps.index == i
+        v, why = gap_ns[rows][mine], cause[mine]
+        causes = Groups(why)
         streams.append({
             "device": int(d), "stream": int(st), "count": int(v.size), "total_ns": int(v.sum()),
             "p50_ns": float(np.percentile(v, 50)), "p95_ns": float(np.percentile(v, 95)),
             "max_ns": int(v.max()), "comm_stream": (int(d), int(st)) in comm_streams,
-            "causes_ns": {k: int(x) for k, x in grp.groupby("cause")["gap_ns"].sum().items()},
+            "causes_ns": {str(k): int(x) for k, x in zip(causes.keys[0].tolist(), causes.sum(v).tolist())},
         })
     top_rows = rows[np.argsort(-gap_ns[rows], kind="stable")[:top]]
     cause_of = dict(zip(rows.tolist(), cause.tolist()))
