@@ -9,6 +9,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
+from ..model.groups import Groups, largest_first
 from ..model.trace import Trace
 from . import classify as C
 from .registry import Produced, analysis
@@ -174,7 +175,6 @@ def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_o
 
 def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classes: tuple[np.ndarray, np.ndarray],
                 top: int = 15) -> list[dict]:
-    import pandas as pd
     g = trace.gpu_ops
     if not len(g):
         return []
@@ -183,28 +183,26 @@ def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classe
         return []
     dur = (g["end_ns"] - g["start_ns"])[sel]
     tc, _ = tc_classes
-    df = pd.DataFrame({"name": g["name"][sel], "kind": g["kind"][sel], "dur": dur, "comm": comm_mask[sel]})
-    agg = df.groupby("name").agg(count=("dur", "size"), total_ns=("dur", "sum"), mean_ns=("dur", "mean"),
-                                 max_ns=("dur", "max"), kind=("kind", "first"), comm=("comm", "any"))
-    agg = agg.sort_values("total_ns", ascending=False)
+    by_name = Groups(g["name"][sel])
+    count, total_ns, max_ns = by_name.count(), by_name.sum(dur), by_name.max(dur)
+    kinds, comms = by_name.first(g["kind"][sel]), by_name.any(comm_mask[sel])
     grand = float(dur.sum()) or 1.0
     rows = []
-    for sid, row in agg.head(top).iterrows():
-        kind = int(row["kind"])
+    for i in largest_first(total_ns)[:top].tolist():
+        sid, kind, comm = int(by_name.keys[0][i]), int(kinds[i]), bool(comms[i])
         rows.append({
-            "name": trace.string(int(sid)), "kind": M.GPU_KIND_NAMES[kind], "count": int(row["count"]),
-            "total_ns": int(row["total_ns"]), "mean_ns": float(row["mean_ns"]), "max_ns": int(row["max_ns"]),
-            "share": float(row["total_ns"]) / grand,
-            "category": "communication" if row["comm"] else ("compute" if kind == M.KERNEL else M.GPU_KIND_NAMES[kind]),
-            "tensor_core": ({1: "yes", 0: "no", -1: "unknown"}[int(tc[int(sid)])]
-                            if kind == M.KERNEL and not row["comm"] else "n/a"),
+            "name": trace.string(sid), "kind": M.GPU_KIND_NAMES[kind], "count": int(count[i]),
+            "total_ns": int(total_ns[i]), "mean_ns": float(total_ns[i] / count[i]), "max_ns": int(max_ns[i]),
+            "share": float(total_ns[i]) / grand,
+            "category": "communication" if comm else ("compute" if kind == M.KERNEL else M.GPU_KIND_NAMES[kind]),
+            "tensor_core": ({1: "yes", 0: "no", -1: "unknown"}[int(tc[sid])]
+                            if kind == M.KERNEL and not comm else "n/a"),
         })
     return rows
 
 
 def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: int = 15) -> list[dict]:
     """GPU time attributed to the CPU ops that launched it (through External id)."""
-    import pandas as pd
     g, c = trace.gpu_ops, trace.cpu_ops
     if not len(g):
         return []
@@ -212,20 +210,21 @@ def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: i
     if not sel.any():
         return []
     dur = (g["end_ns"] - g["start_ns"])[sel]
-    df = pd.DataFrame({"op": kernel_ops[sel], "dur": dur})
-    agg = df.groupby("op").agg(gpu_ops=("dur", "size"), gpu_ns=("dur", "sum")).sort_values("gpu_ns", ascending=False)
+    by_op = Groups(kernel_ops[sel])
+    gpu_ops, gpu_ns = by_op.count(), by_op.sum(dur)
     calls = {}
     if len(c):
         in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi) & (c["kind"] == M.CPU_OP)
-        cnt = pd.Series(c["end_ns"][in_win] - c["start_ns"][in_win]).groupby(c["name"][in_win]).agg(["size", "sum"])
-        calls = {int(k): (int(v["size"]), int(v["sum"])) for k, v in cnt.iterrows()}
+        by_name = Groups(c["name"][in_win])
+        calls = dict(zip(by_name.keys[0].tolist(), zip(by_name.count().tolist(),
+                                                       by_name.sum(c["end_ns"][in_win] - c["start_ns"][in_win]).tolist())))
     grand = float(dur.sum()) or 1.0
     rows = []
-    for sid, row in agg.head(top).iterrows():
-        n_calls, cpu_ns = calls.get(int(sid), (0, 0))
-        rows.append({"name": trace.string(int(sid)), "calls": n_calls, "cpu_ns": cpu_ns,
-                     "gpu_ops": int(row["gpu_ops"]), "gpu_ns": int(row["gpu_ns"]),
-                     "share": float(row["gpu_ns"]) / grand})
+    for i in largest_first(gpu_ns)[:top].tolist():
+        sid = int(by_op.keys[0][i])
+        n_calls, cpu_ns = calls.get(sid, (0, 0))
+        rows.append({"name": trace.string(sid), "calls": int(n_calls), "cpu_ns": int(cpu_ns),
+                     "gpu_ops": int(gpu_ops[i]), "gpu_ns": int(gpu_ns[i]), "share": float(gpu_ns[i]) / grand})
     return rows
 
 
