@@ -42,49 +42,56 @@ def bus_factor(collective: str, n: int | None) -> float:
 
 def collectives(trace: Trace, comm_mask: np.ndarray, gpu_ext: np.ndarray, lo: int, hi: int,
                 world_size: int | None) -> list[dict]:
-    import pandas as pd
     g = trace.gpu_ops
     rows = np.flatnonzero(comm_mask & (g["start_ns"] < hi) & (g["end_ns"] > lo)) if len(g) else np.zeros(0, int)
     if not rows.size:
         return []
-    # Collective type: from the collective args linked by External id, else from the kernel name.
-    ext = gpu_ext[rows]
-    df = pd.DataFrame({"ext": ext, "name": g["name"][rows], "dur": g["end_ns"][rows] - g["start_ns"][rows]})
+    # Collective type: from the collective args linked by External id (the first record of each id),
+    # else from the kernel name.
+    ext, names = gpu_ext[rows], g["name"][rows]
+    dur = (g["end_ns"][rows] - g["start_ns"][rows]).astype(np.int64)
+    linked = np.zeros(rows.size, dtype=bool)
+    cname = np.full(rows.size, -1, dtype=np.int64)
+    size_bytes = np.full(rows.size, -1, dtype=np.int64)
+    group = np.full(rows.size, -1, dtype=np.int64)
     coll = trace.collectives
     if len(coll):
         width = np.array([DTYPE_BYTES.get(s.lower(), 0) for s in trace.strings] + [0], dtype=np.int64)
-        info = pd.DataFrame({"ext": coll["external_id"], "cname": coll["collective"],
-                             "bytes": np.where((coll["in_nelems"] >= 0) & (width[coll["dtype"]] > 0),
-                                               coll["in_nelems"] * width[coll["dtype"]], -1),
-                             "group": coll["group_size"]})
-        info = info[info["ext"] >= 0].drop_duplicates("ext")
-        df = df.merge(info, on="ext", how="left")
-    else:
-        df["cname"] = np.nan
-        df["bytes"] = -1
-        df["group"] = -1
-    by_kernel_name = {}
-    for sid in np.unique(df["name"]).tolist():
+        info_bytes = np.where((coll["in_nelems"] >= 0) & (width[coll["dtype"]] > 0),
+                              coll["in_nelems"] * width[coll["dtype"]], -1)
+        ids, first = np.unique(coll["external_id"], return_index=True)
+        keep = ids >= 0
+        ids, first = ids[keep], first[keep]
+        at = np.clip(np.searchsorted(ids, ext), 0, max(ids.size - 1, 0))
+        linked = (ids[at] == ext) if ids.size else linked
+        src = first[at[linked]]
+        cname[linked] = coll["collective"][src]
+        size_bytes[linked] = info_bytes[src]
+        group[linked] = coll["group_size"][src]
+    kernel_ids, kernel_of = np.unique(names, return_inverse=True)
+    by_kernel_name = []
+    for sid in kernel_ids.tolist():  # a loop over distinct names, not kernels
         m = KERNEL_COLLECTIVE_RE.search(trace.string(sid)[:MATCH_CHARS])
-        by_kernel_name[sid] = canonical(m.group(1)) if m else "unknown"
-    by_coll_name = {sid: canonical(trace.string(int(sid))) for sid in df["cname"].dropna().unique().tolist()}
-    df["collective"] = np.where(df["cname"].notna(), df["cname"].map(by_coll_name), df["name"].map(by_kernel_name))
-    df["bytes"] = df["bytes"].fillna(-1).astype(np.int64)
-    df["group"] = df["group"].fillna(-1).astype(np.int64)
-    df.loc[df["group"] <= 0, "group"] = world_size or 0
+        by_kernel_name.append(canonical(m.group(1)) if m else "unknown")
+    kind = np.array(by_kernel_name, dtype=object)[kernel_of.reshape(-1)]
+    coll_ids, coll_of = np.unique(cname[linked], return_inverse=True)
+    kind[linked] = np.array([canonical(trace.string(int(sid))) for sid in coll_ids.tolist()],
+                            dtype=object)[coll_of.reshape(-1)]
+    group[group <= 0] = world_size or 0
     out = []
-    for name, grp in df.groupby("collective"):
-        known = grp[grp["bytes"] >= 0]
-        row = {"collective": name, "count": int(len(grp)), "total_ns": int(grp["dur"].sum()),
-               "mean_ns": float(grp["dur"].mean()), "message_bytes_p50": None, "message_bytes_max": None,
+    for name in sorted(set(kind.tolist())):  # a loop over collective types, not kernels
+        mine = kind == name
+        d, known = dur[mine], mine & (size_bytes >= 0)
+        row = {"collective": name, "count": int(d.size), "total_ns": int(d.sum()),
+               "mean_ns": float(d.sum() / d.size), "message_bytes_p50": None, "message_bytes_max": None,
                "algbw_gbps": None, "busbw_gbps": None}
-        if len(known):
-            row["message_bytes_p50"] = float(known["bytes"].median())
-            row["message_bytes_max"] = int(known["bytes"].max())
-            t = known["dur"].sum()
+        if known.any():
+            row["message_bytes_p50"] = float(np.median(size_bytes[known].astype(np.float64)))
+            row["message_bytes_max"] = int(size_bytes[known].max())
+            t = dur[known].sum()
             if t > 0:
-                algbw = known["bytes"].sum() / t  # bytes per ns == GB/s
-                n = int(known["group"].max()) or None
+                algbw = size_bytes[known].sum() / t  # bytes per ns == GB/s
+                n = int(group[known].max()) or None
                 row["algbw_gbps"] = float(algbw)
                 row["busbw_gbps"] = float(algbw * bus_factor(name, n))
         out.append(row)
