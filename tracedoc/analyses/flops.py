@@ -18,6 +18,7 @@ import numpy as np
 import orjson
 
 from ..model import trace as M
+from ..model.groups import Groups, largest_first
 from ..model.trace import Trace
 from . import opflops as F
 from ..model.peaks import DevicePeak, device_peak
@@ -66,15 +67,20 @@ def _parse(trace: Trace, sid: int, cache: dict) -> list:
 def _resolve(trace: Trace) -> tuple[list, np.ndarray]:
     """op_flops for every shapes row (an OpFlops or a reason string), computing each distinct
     (name, dims, types, concrete, flops) combination once; and which rows are convolution backwards
-    whose output mask was not recorded (counted with both gradients)."""
-    import pandas as pd
+    whose output mask was not recorded (counted with both gradients). Combinations are taken in
+    the order they first appear."""
     s, c = trace.op_shapes, trace.cpu_ops
     names = c["name"][s["row"]]
-    key = pd.DataFrame({"n": names, "d": s["dims"], "t": s["types"], "c": s["concrete"], "f": s["flops"]})
-    codes, uniq = pd.factorize(pd.MultiIndex.from_frame(key.fillna(-1.0)))
+    flops_arg = np.nan_to_num(np.asarray(s["flops"], dtype=np.float64), nan=-1.0)
+    groups = Groups(names, s["dims"], s["types"], s["concrete"], flops_arg)
+    seen = groups.by_appearance()
+    codes = np.empty(groups.size, dtype=np.int64)
+    codes[seen] = np.arange(groups.size)
+    codes = codes[groups.index].tolist()
     cache: dict = {}
     combos = [(trace.string(int(n)), _parse(trace, int(d), cache), _parse(trace, int(t), cache),
-               _parse(trace, int(cc), cache), float(f)) for n, d, t, cc, f in uniq]
+               _parse(trace, int(cc), cache), float(f))
+              for n, d, t, cc, f in zip(*(k[seen].tolist() for k in groups.keys))]
     # Output sizes of forward convolutions, from the grad_output of their backward ops.
     conv_out: dict = {}
     for name, dims, _, _, _ in combos:
@@ -284,13 +290,16 @@ def _mark_tf32(counted: _Counted, owner, compute, g, tc_classes, peak_row) -> No
 
 
 def _dominant_dtype(counted: _Counted) -> str | None:
-    import pandas as pd
+    """The dtype with the most hardware FLOPs (of equal totals, the first by name)."""
     if not counted.rows.size:
         return None
-    df = pd.DataFrame({"d": counted.dtype, "f": counted.hw_flops}).dropna()
-    if df.empty:
+    known = np.array([d is not None for d in counted.dtype.tolist()], dtype=bool) & ~np.isnan(counted.hw_flops)
+    if not known.any():
         return None
-    return str(df.groupby("d")["f"].sum().idxmax())
+    by_dtype = Groups(counted.dtype[known].astype(str))
+    flops = counted.hw_flops[known]
+    totals = np.array([np.nansum(flops[by_dtype.index == i]) for i in range(by_dtype.size)])  # a loop over dtypes
+    return str(by_dtype.keys[0][int(np.argmax(totals))])
 
 
 def _per_step_flops(steps, start, counted: _Counted, lo: int, hi: int):
@@ -346,20 +355,21 @@ def _rate(flops: float, ns: float) -> float | None:
 
 
 def _by_op_class(trace: Trace, counted: _Counted, peak_row) -> list[dict]:
-    import pandas as pd
     if not counted.rows.size:
         return []
-    df = pd.DataFrame({"cls": counted.op_class, "phase": counted.phase,
-                       "dtype": [d or "unknown" for d in counted.dtype], "flops": counted.flops,
-                       "hw": counted.hw_flops, "ns": counted.gpu_ns, "re": counted.recomputed})
-    df["phase"] = np.where(df["re"], "recompute", df["phase"])
+    dtypes = np.array([d or "unknown" for d in counted.dtype.tolist()], dtype=object)
+    phases = np.where(counted.recomputed, "recompute", counted.phase).astype(object)
+    groups = Groups(counted.op_class.astype(str), phases.astype(str), dtypes.astype(str))
     out = []
-    for (cls, phase, dtype), grp in df.groupby(["cls", "phase", "dtype"], sort=False):
-        ns = float(grp["ns"].sum())
-        tflops = _rate(float(grp["hw"].sum()), ns)
+    for i in groups.by_appearance().tolist():  # a loop over (class, phase, dtype) groups, not ops
+        mine = groups.index == i
+        cls, phase, dtype = (str(k[i]) for k in groups.keys)
+        ns = float(counted.gpu_ns[mine].sum())
+        hw = float(np.nansum(counted.hw_flops[mine]))
+        tflops = _rate(hw, ns)
         peak = peak_row.peak_tflops(dtype) if peak_row else None
-        out.append({"op_class": f"{cls} {phase}", "dtype": dtype, "ops": int(len(grp)),
-                    "model_flops": float(grp["flops"].sum()), "hardware_flops": float(grp["hw"].sum()),
+        out.append({"op_class": f"{cls} {phase}", "dtype": dtype, "ops": int(mine.sum()),
+                    "model_flops": float(np.nansum(counted.flops[mine])), "hardware_flops": hw,
                     "gpu_ns": int(ns), "tflops": tflops, "peak_tflops": peak,
                     "of_peak_fraction": tflops / peak if tflops is not None and peak else None})
     return sorted(out, key=lambda r: -r["hardware_flops"])
@@ -377,7 +387,6 @@ def _kernel_family(name: str) -> str:
 def _by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak_row, trace_strings) -> list[dict]:
     """FLOPs split over each op's kernels by their duration; grouped by what the kernel's name says it
     computes (GEMM, convolution, attention) and whether it runs on Tensor Cores."""
-    import pandas as pd
     sel = np.flatnonzero((owner >= 0) & compute)
     if not sel.size:
         return []
@@ -392,14 +401,18 @@ def _by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak
     family = np.array(["helper (elementwise, layout)" if helper[n] else _kernel_family(trace_strings[n])
                        for n in ids.tolist()], dtype=object)[inverse.reshape(-1)]
     cls = np.where(np.asarray([f.startswith("helper") for f in family]), family, family + unit)
-    df = pd.DataFrame({"cls": cls, "flops": flops, "ns": dur[sel], "dtype": [d or "unknown" for d in
-                                                                            counted.dtype[op]]})
+    dtypes = np.array([d or "unknown" for d in counted.dtype[op].tolist()], dtype=object)
+    groups = Groups(cls.astype(str), dtypes.astype(str))
+    ns_sel = dur[sel]
     out = []
-    for (k, dtype), grp in df.groupby(["cls", "dtype"], sort=False):
-        ns = float(grp["ns"].sum())
-        tflops = _rate(float(grp["flops"].sum()), ns)
+    for i in groups.by_appearance().tolist():  # a loop over (class, dtype) groups, not kernels
+        mine = groups.index == i
+        k, dtype = (str(key[i]) for key in groups.keys)
+        ns = float(ns_sel[mine].sum())
+        total = float(np.nansum(flops[mine]))
+        tflops = _rate(total, ns)
         peak = peak_row.peak_tflops(dtype) if peak_row else None
-        out.append({"kernel_class": k, "dtype": dtype, "kernels": int(len(grp)), "flops": float(grp["flops"].sum()),
+        out.append({"kernel_class": k, "dtype": dtype, "kernels": int(mine.sum()), "flops": total,
                     "gpu_ns": int(ns), "tflops": tflops, "peak_tflops": peak,
                     "of_peak_fraction": tflops / peak if tflops is not None and peak else None})
     return sorted(out, key=lambda r: -r["gpu_ns"])
@@ -412,7 +425,6 @@ def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu
     An unresolved op inside a counted one (a cuDNN call under a counted conv2d), or around counted
     ones (an einsum whose bmm children count), is counted through them and not listed.
     """
-    import pandas as pd
     s, c = trace.op_shapes, trace.cpu_ops
     out: list[dict] = []
     bad = np.flatnonzero(np.fromiter((isinstance(r, str) for r in resolved), dtype=bool, count=len(resolved)))
@@ -424,10 +436,11 @@ def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu
         around = (first < ks.size) & (ks[np.minimum(first, ks.size - 1)] <= be)
         bad = bad[~inside & ~around]
     if bad.size:
-        df = pd.DataFrame({"name": c["name"][s["row"][bad]], "reason": [resolved[i] for i in bad]})
-        for (name, reason), grp in df.groupby(["name", "reason"], sort=False):
-            out.append({"op": trace.string(int(name)), "calls": int(len(grp)), "gpu_ns": None,
-                        "gpu_fraction": None, "reason": reason})
+        groups = Groups(c["name"][s["row"][bad]], np.array([resolved[i] for i in bad.tolist()], dtype=str))
+        calls = groups.count()
+        for i in groups.by_appearance().tolist():
+            out.append({"op": trace.string(int(groups.keys[0][i])), "calls": int(calls[i]), "gpu_ns": None,
+                        "gpu_fraction": None, "reason": str(groups.keys[1][i])})
     if len(trace.gpu_ops) and compute_ns:
         rest = compute & (owner < 0)
         names = launching_ops.names_of(gpu_ext)
@@ -435,14 +448,15 @@ def _not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu
         if unnamed.any():
             names = names.copy()
             names[unnamed] = innermost_op_names(trace, clock, trace.gpu_ops["launch"][unnamed])
-        df = pd.DataFrame({"name": names[rest], "ns": dur[rest]})
-        agg = df.groupby("name")["ns"].agg(["size", "sum"]).sort_values("sum", ascending=False).head(10)
-        for name, row in agg.iterrows():
-            op = trace.string(int(name)) if name >= 0 else "(kernels with no launching op)"
+        groups = Groups(names[rest])
+        calls, total_ns = groups.count(), groups.sum(dur[rest])
+        for i in largest_first(total_ns)[:10].tolist():
+            name = int(groups.keys[0][i])
+            op = trace.string(name) if name >= 0 else "(kernels with no launching op)"
             reason = "a torch.compile graph: the ops inside it record no shapes" if COMPILED_RE.search(op) else \
                 "no FLOP model (elementwise, reduction, copy or unmodelled op)"
-            out.append({"op": op, "calls": int(row["size"]), "gpu_ns": int(row["sum"]),
-                        "gpu_fraction": float(row["sum"]) / compute_ns, "reason": reason})
+            out.append({"op": op, "calls": int(calls[i]), "gpu_ns": int(total_ns[i]),
+                        "gpu_fraction": float(total_ns[i]) / compute_ns, "reason": reason})
     return out
 
 

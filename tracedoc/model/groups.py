@@ -6,22 +6,27 @@ import numpy as np
 
 
 class Groups:
-    """Rows grouped by one or more integer key columns. ``keys`` holds the distinct key tuples in
-    ascending order (first column major), one array per key column; ``index`` maps each row to
-    its group."""
+    """Rows grouped by one or more key columns (integers or strings). ``keys`` holds the distinct
+    key tuples in ascending order (first column major), one array per key column; ``index`` maps
+    each row to its group."""
 
     def __init__(self, *columns: np.ndarray) -> None:
         if len(columns) == 1:
             uniq, inv = np.unique(np.asarray(columns[0]), return_inverse=True)
             self.keys = [uniq]
         else:
-            stacked = np.stack([np.asarray(c, dtype=np.int64) for c in columns], axis=1)
+            levels = [np.unique(np.asarray(c), return_inverse=True) for c in columns]
+            stacked = np.stack([code.reshape(-1).astype(np.int64) for _, code in levels], axis=1)
             uniq, inv = np.unique(stacked, axis=0, return_inverse=True)
-            self.keys = [uniq[:, i] for i in range(len(columns))]
+            self.keys = [levels[i][0][uniq[:, i]] for i in range(len(columns))]
         self.index = inv.reshape(-1)
         self.size = self.keys[0].size
         self._order = np.argsort(self.index, kind="stable")
         self._starts = np.searchsorted(self.index[self._order], np.arange(self.size))
+
+    def by_appearance(self) -> np.ndarray:
+        """Group indices in the order of each group's first row."""
+        return np.argsort(self._order[self._starts], kind="stable") if self.size else np.zeros(0, dtype=np.int64)
 
     def count(self) -> np.ndarray:
         return np.bincount(self.index, minlength=self.size).astype(np.int64)
