@@ -47,3 +47,11 @@ def test_small_hand_worked_groups():
 def test_empty_groups():
     g = Groups(np.zeros(0, dtype=np.int64))
     assert g.size == 0 and g.sum(np.zeros(0, dtype=np.int64)).size == 0 and g.max(np.zeros(0)).size == 0
+
+
+def test_first_match_takes_the_first_table_row_with_the_same_key():
+    from tracedoc.ingest.launches import _first_match
+    keys = (np.array([1, 2, 1, 9]), np.array([5, 5, 6, 5]))
+    table = (np.array([2, 1, 1, 1]), np.array([5, 6, 5, 5]))
+    # (1,5) first at table row 2, (2,5) at row 0, (1,6) at row 1, (9,5) nowhere.
+    assert _first_match(keys, table).tolist() == [2, 0, 1, -1]

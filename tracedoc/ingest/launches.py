@@ -74,26 +74,46 @@ def link_launches(trace: Trace) -> None:
 
 
 def _link_by_flows(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    import pandas as pd
-
+    """Launch rows of GPU ops ``rows`` through launch flow events: a flow start at a runtime call's
+    (pid, tid, start) and its end at the op's (device, stream, start). Of several flow starts with
+    one id, the first that lands on a call counts (the first such call); of several flow ends on one
+    op, the first counts."""
     f, r, g = trace.flows, trace.runtime, trace.gpu_ops
     cat_ok = trace.string_ids(lambda s: s in LAUNCH_FLOW_CATEGORIES, f["cat"])
     fc = f["cat"]
     sel = (fc >= 0) & cat_ok[np.maximum(fc, 0)]
-    is_start = sel & (f["phase"] == M.FLOW_START)
-    is_end = sel & (f["phase"] == M.FLOW_END)
-    starts = pd.DataFrame({"id": f["id"][is_start], "pid": f["pid"][is_start], "tid": f["tid"][is_start],
-                           "ts": f["ts_ns"][is_start]})
-    ends = pd.DataFrame({"id": f["id"][is_end], "dev": f["pid"][is_end], "stream": f["tid"][is_end],
-                         "ts": f["ts_ns"][is_end]})
-    rt = pd.DataFrame({"rrow": np.arange(len(r)), "pid": r["pid"], "tid": r["tid"], "ts": r["start_ns"]})
-    gp = pd.DataFrame({"grow": rows, "dev": g["device"][rows], "stream": g["stream"][rows],
-                       "ts": g["start_ns"][rows]})
-    a = starts.merge(rt, on=["pid", "tid", "ts"]).drop_duplicates("id")
-    b = ends.merge(gp, on=["dev", "stream", "ts"]).drop_duplicates("grow")
-    j = b.merge(a[["id", "rrow"]], on="id")
+    is_start = np.flatnonzero(sel & (f["phase"] == M.FLOW_START))
+    is_end = np.flatnonzero(sel & (f["phase"] == M.FLOW_END))
     out = np.full(rows.size, -1, dtype=np.int64)
-    if len(j):
-        pos = np.searchsorted(rows, j["grow"].to_numpy())
-        out[pos] = j["rrow"].to_numpy()
+    # Flow id -> runtime row.
+    call_of_start = _first_match((f["pid"][is_start], f["tid"][is_start], f["ts_ns"][is_start]),
+                                 (r["pid"], r["tid"], r["start_ns"]))
+    hit = call_of_start >= 0
+    ids, first = np.unique(f["id"][is_start][hit], return_index=True)
+    call_of_id = call_of_start[hit][first]
+    # GPU op -> the first flow end on it -> its id's runtime row.
+    end_of_op = _first_match((g["device"][rows], g["stream"][rows], g["start_ns"][rows]),
+                             (f["pid"][is_end], f["tid"][is_end], f["ts_ns"][is_end]))
+    linked = np.flatnonzero(end_of_op >= 0)
+    if not linked.size or not ids.size:
+        return out
+    flow_id = f["id"][is_end][end_of_op[linked]]
+    at = np.minimum(np.searchsorted(ids, flow_id), ids.size - 1)
+    known = ids[at] == flow_id
+    out[linked[known]] = call_of_id[at[known]]
     return out
+
+
+def _first_match(keys: tuple[np.ndarray, ...], table: tuple[np.ndarray, ...]) -> np.ndarray:
+    """For each row of ``keys``, the first row of ``table`` with the same key columns, else -1."""
+    n = keys[0].size
+    if not n or not table[0].size:
+        return np.full(n, -1, dtype=np.int64)
+    stacked = np.stack([np.concatenate([np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)])
+                        for k, t in zip(keys, table)], axis=1)
+    code = np.unique(stacked, axis=0, return_inverse=True)[1].reshape(-1)
+    first = np.full(int(code.max()) + 1, -1, dtype=np.int64)
+    tcode = code[n:]
+    uniq, at = np.unique(tcode, return_index=True)
+    first[uniq] = at
+    return first[code[:n]]
