@@ -155,3 +155,23 @@ def test_importing_the_api_loads_no_heavy_library():
             "assert not heavy, heavy\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("name", ["kineto/v100_resnet_ns_rank0.pt.trace.json.gz", "kineto/v100_2rank_rank1.json.gz",
+                                  "kineto/dlrm_128rank_rank0.json.gz", "nsys/nsys2022_con_kernel.sqlite"])
+def test_analysing_one_trace_loads_no_pandas(name):
+    """``tracedoc analyze`` of one trace (kernels, gaps, syncs, collectives, FLOPs, flow-linked
+    launches) runs on numpy alone: pandas stays unloaded after the whole command."""
+    import subprocess
+    import sys
+
+    from conftest import shared_traces
+    path = shared_traces() / name
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['tracedoc', 'analyze', {str(path)!r}, '-q']\n"
+            "try:\n    runpy.run_module('tracedoc', run_name='__main__')\nexcept SystemExit as e:\n"
+            "    assert not e.code, e.code\n"
+            "assert 'pandas' not in sys.modules, 'pandas was imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=PACKAGE.parent)
+    assert proc.returncode == 0, proc.stderr
