@@ -42,6 +42,14 @@ def occupancy_stats(trace: Trace, rows: np.ndarray) -> dict:
     return {"blocks_per_sm_mean": float(np.average(v[ok], weights=dur[ok])) if ok.any() else None}
 
 
+def _overlapping(g, lo: int, hi: int) -> np.ndarray | None:
+    """Mask of the GPU ops overlapping the window [lo, hi); None when there are none."""
+    if not len(g):
+        return None
+    sel = (g["start_ns"] < hi) & (g["end_ns"] > lo)
+    return sel if sel.any() else None
+
+
 def kernel_totals(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[dict]:
     """Every GPU op name in the window with its count and total time: the table a diff aligns.
 
@@ -49,10 +57,8 @@ def kernel_totals(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list
     of the largest ones.
     """
     g = trace.gpu_ops
-    if not len(g):
-        return []
-    sel = (g["start_ns"] < hi) & (g["end_ns"] > lo)
-    if not sel.any():
+    sel = _overlapping(g, lo, hi)
+    if sel is None:
         return []
     names = g["name"][sel]
     ids, inverse = np.unique(names, return_inverse=True)
@@ -176,10 +182,8 @@ def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_o
 def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classes: tuple[np.ndarray, np.ndarray],
                 top: int = 15) -> list[dict]:
     g = trace.gpu_ops
-    if not len(g):
-        return []
-    sel = (g["start_ns"] < hi) & (g["end_ns"] > lo)
-    if not sel.any():
+    sel = _overlapping(g, lo, hi)
+    if sel is None:
         return []
     dur = (g["end_ns"] - g["start_ns"])[sel]
     tc, _ = tc_classes
@@ -233,10 +237,8 @@ def kernel_classes(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> lis
     kernels, copies and memsets ("memory"), then compute kernels by name. The rows' times sum to the
     time of every GPU op overlapping the window (the ``top_kernels`` selection)."""
     g = trace.gpu_ops
-    if not len(g):
-        return []
-    sel = (g["start_ns"] < hi) & (g["end_ns"] > lo)
-    if not sel.any():
+    sel = _overlapping(g, lo, hi)
+    if sel is None:
         return []
     names, kind, comm = g["name"][sel], g["kind"][sel], comm_mask[sel]
     dur = (g["end_ns"] - g["start_ns"])[sel].astype(np.float64)

@@ -86,13 +86,18 @@ def fan_out(files: list[str], options: dict, *, jobs: int | None = None, schedul
             except cf.process.BrokenProcessPool:  # a worker died (out of memory, killed): these ranks are lost
                 outs, failure = [], {"source": futures[fut], "error": f"{futures[fut]}: not read: a worker process "
                                      "died while the ranks were read (out of memory, or killed)"}
-            done.outputs.extend(outs)
-            if failure:
-                done.failed.append(failure)
+            _collect(done, outs, failure)
             if progress:
                 progress(n, len(files))
     _all_failed(done, files)
     return done
+
+
+def _collect(done: FanOut, outs: list, failure: dict | None) -> None:
+    """One finished file: its ranks' outputs, or why it could not be read."""
+    done.outputs.extend(outs)
+    if failure:
+        done.failed.append(failure)
 
 
 def _all_failed(done: FanOut, files: list[str]) -> None:
@@ -121,9 +126,7 @@ def _on_dask(scheduler, files: list[str], options: dict, progress, rank_of) -> F
         done = FanOut([])
         for n, fut in enumerate(as_completed(futures), 1):
             outs, failure = fut.result()
-            done.outputs.extend(outs)
-            if failure:
-                done.failed.append(failure)
+            _collect(done, outs, failure)
             if progress:
                 progress(n, len(files))
         _all_failed(done, files)

@@ -1,0 +1,183 @@
+"""The evidence tables of the FLOPs analysis: FLOPs and rates by op class and by kernel class, the
+operators whose FLOPs are not counted, FLOPs per step, and the summary row (tracedoc/analyses/flops.py
+counts; this module lays the counts out)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..model.groups import Groups, largest_first
+from ..model.trace import Trace
+from . import opflops as F
+from .nesting import ThreadClock, enclosing, innermost_op_names
+
+if TYPE_CHECKING:
+    from .flops import _Counted
+
+COMPILED_RE = re.compile(r"^CompiledFunction|Torch-Compiled Region|^## Call CompiledFxGraph")
+
+
+def _rate(flops: float, ns: float) -> float | None:
+    return flops / ns / 1e3 if ns > 0 else None
+
+
+def by_op_class(trace: Trace, counted: _Counted, peak_row) -> list[dict]:
+    if not counted.rows.size:
+        return []
+    dtypes = np.array([d or "unknown" for d in counted.dtype.tolist()], dtype=object)
+    phases = np.where(counted.recomputed, "recompute", counted.phase).astype(object)
+    groups = Groups(counted.op_class.astype(str), phases.astype(str), dtypes.astype(str))
+    out = []
+    for i in groups.by_appearance().tolist():  # a loop over (class, phase, dtype) groups, not ops
+        mine = groups.index == i
+        cls, phase, dtype = (str(k[i]) for k in groups.keys)
+        ns = float(counted.gpu_ns[mine].sum())
+        hw = float(np.nansum(counted.hw_flops[mine]))
+        tflops = _rate(hw, ns)
+        peak = peak_row.peak_tflops(dtype) if peak_row else None
+        out.append({"op_class": f"{cls} {phase}", "dtype": dtype, "ops": int(mine.sum()),
+                    "model_flops": float(np.nansum(counted.flops[mine])), "hardware_flops": hw,
+                    "gpu_ns": int(ns), "tflops": tflops, "peak_tflops": peak,
+                    "of_peak_fraction": tflops / peak if tflops is not None and peak else None})
+    return sorted(out, key=lambda r: -r["hardware_flops"])
+
+
+_FAMILIES = ((re.compile(r"flash|fmha|attention|attn", re.I), "attention kernel"),
+             (re.compile(r"conv|fprop|dgrad|wgrad|winograd|implicit_gemm|cudnn", re.I), "convolution kernel"),
+             (re.compile(r"gemm|gemv|matmul|nvjet|cutlass|xmma|wgmma|mma", re.I), "GEMM kernel"))
+
+
+def _kernel_family(name: str) -> str:
+    return next((label for rx, label in _FAMILIES if rx.search(name)), "other kernel")
+
+
+def by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak_row, trace_strings) -> list[dict]:
+    """FLOPs split over each op's kernels by their duration; grouped by what the kernel's name says it
+    computes (GEMM, convolution, attention) and whether it runs on Tensor Cores."""
+    sel = np.flatnonzero((owner >= 0) & compute)
+    if not sel.size:
+        return []
+    op = owner[sel]
+    op_ns = counted.gpu_ns[op].astype(np.float64)
+    share = np.where(op_ns > 0, dur[sel] / np.maximum(op_ns, 1), 0.0)
+    flops = counted.hw_flops[op] * share
+    tc, helper = tc_classes
+    names = g["name"][sel]
+    unit = np.select([tc[names] == 1, tc[names] == 0], [" on Tensor Cores", " on CUDA cores"], "")
+    ids, inverse = np.unique(names, return_inverse=True)
+    family = np.array(["helper (elementwise, layout)" if helper[n] else _kernel_family(trace_strings[n])
+                       for n in ids.tolist()], dtype=object)[inverse.reshape(-1)]
+    cls = np.where(np.asarray([f.startswith("helper") for f in family]), family, family + unit)
+    dtypes = np.array([d or "unknown" for d in counted.dtype[op].tolist()], dtype=object)
+    groups = Groups(cls.astype(str), dtypes.astype(str))
+    ns_sel = dur[sel]
+    out = []
+    for i in groups.by_appearance().tolist():  # a loop over (class, dtype) groups, not kernels
+        mine = groups.index == i
+        k, dtype = (str(key[i]) for key in groups.keys)
+        ns = float(ns_sel[mine].sum())
+        total = float(np.nansum(flops[mine]))
+        tflops = _rate(total, ns)
+        peak = peak_row.peak_tflops(dtype) if peak_row else None
+        out.append({"kernel_class": k, "dtype": dtype, "kernels": int(mine.sum()), "flops": total,
+                    "gpu_ns": int(ns), "tflops": tflops, "peak_tflops": peak,
+                    "of_peak_fraction": tflops / peak if tflops is not None and peak else None})
+    return sorted(out, key=lambda r: -r["gpu_ns"])
+
+
+def not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu_ext, compute_ns,
+                 clock: ThreadClock, ks: np.ndarray, ke: np.ndarray) -> list[dict]:
+    """Matmul/conv/attention ops left uncounted (with why), and the GPU time of other ops.
+
+    An unresolved op inside a counted one (a cuDNN call under a counted conv2d), or around counted
+    ones (an einsum whose bmm children count), is counted through them and not listed.
+    """
+    s, c = trace.op_shapes, trace.cpu_ops
+    out: list[dict] = []
+    bad = np.flatnonzero(np.fromiter((isinstance(r, str) for r in resolved), dtype=bool, count=len(resolved)))
+    bad = bad[trace.string_ids(F.needs_shapes)[c["name"][s["row"][bad]]]]  # ops with a formula only
+    if bad.size and ks.size:
+        bs, be = clock.cpu(s["row"][bad], "start_ns"), clock.cpu(s["row"][bad], "end_ns")
+        inside = enclosing(ks, ke, bs, be) >= 0
+        first = np.searchsorted(ks, bs, side="left")
+        around = (first < ks.size) & (ks[np.minimum(first, ks.size - 1)] <= be)
+        bad = bad[~inside & ~around]
+    if bad.size:
+        groups = Groups(c["name"][s["row"][bad]], np.array([resolved[i] for i in bad.tolist()], dtype=str))
+        calls = groups.count()
+        for i in groups.by_appearance().tolist():
+            out.append({"op": trace.string(int(groups.keys[0][i])), "calls": int(calls[i]), "gpu_ns": None,
+                        "gpu_fraction": None, "reason": str(groups.keys[1][i])})
+    if len(trace.gpu_ops) and compute_ns:
+        rest = compute & (owner < 0)
+        names = launching_ops.names_of(gpu_ext)
+        unnamed = rest & (names < 0) & (trace.gpu_ops["launch"] >= 0)
+        if unnamed.any():
+            names = names.copy()
+            names[unnamed] = innermost_op_names(trace, clock, trace.gpu_ops["launch"][unnamed])
+        groups = Groups(names[rest])
+        calls, total_ns = groups.count(), groups.sum(dur[rest])
+        for i in largest_first(total_ns)[:10].tolist():
+            name = int(groups.keys[0][i])
+            op = trace.string(name) if name >= 0 else "(kernels with no launching op)"
+            reason = "a torch.compile graph: the ops inside it record no shapes" if COMPILED_RE.search(op) else \
+                "no FLOP model (elementwise, reduction, copy or unmodelled op)"
+            out.append({"op": op, "calls": int(calls[i]), "gpu_ns": int(total_ns[i]),
+                        "gpu_fraction": float(total_ns[i]) / compute_ns, "reason": reason})
+    return out
+
+
+def per_step_rows(steps, step_flops, peak) -> list[dict]:
+    if not len(steps):
+        return []
+    ends = steps.end_ns
+    order = np.argsort(ends, kind="stable")
+    prev = np.empty(len(steps), dtype=np.int64)
+    prev[order[1:]] = ends[order[:-1]]
+    prev[order[0]] = steps.cpu_start_ns[order[0]]
+    out = []
+    for i in range(len(steps)):
+        t = int(ends[i] - prev[i])
+        tf = _rate(float(step_flops[i]), t)
+        out.append({"step": steps.names[i], "model_flops": float(step_flops[i]), "step_time_ns": t,
+                    "achieved_tflops": tf, "mfu": tf / peak if tf is not None and peak else None})
+    return out
+
+
+def summary_row(m, device, peak_row, dominant, counted: _Counted, known_ns, compute_ns, n_steps, has_gpu) -> dict:
+    if not has_gpu:
+        missing, note = "no GPU kernels", "the trace has no GPU kernels: TFLOP/s over the step time only; MFU needs " \
+            "the GPU's kernels"
+    elif device is None:
+        missing, note = "GPU not named", "the trace does not name its GPU: TFLOP/s only, no MFU"
+    elif peak_row is None:
+        missing, note = "GPU not in peak table", f"{device} is not in tracedoc's peak table: TFLOP/s only, no MFU"
+    elif m["peak_tflops"] is None:
+        missing = f"no {dominant or 'known-dtype'} peak"
+        note = f"{peak_row.name} has no {dominant or 'known-dtype'} peak in the table: TFLOP/s only, no MFU"
+    else:
+        missing, note = None, f"MFU against the {peak_row.name} dense {dominant} peak ({peak_row.source})"
+    if not counted.rows.size:
+        missing = "no resolvable shapes"
+        note = "no matmul/convolution/attention op has shapes that resolve to FLOPs; " + note
+    return {"model_flops_per_step": m["model_flops_per_step"], "hardware_flops_per_step": m["hardware_flops_per_step"],
+            "achieved_tflops": m["achieved_tflops"], "mfu": m["mfu"], "hfu": m["hfu"], "dtype": dominant,
+            "peak_tflops": m["peak_tflops"], "device": device, "peak_device": peak_row.name if peak_row else None,
+            "peak_source": peak_row.source if peak_row else None, "counted_ops": int(counted.rows.size),
+            "recomputed_ops": int(counted.recomputed.sum()), "counted_gpu_ns": known_ns, "compute_gpu_ns": compute_ns,
+            "counted_fraction": m["flops_counted_fraction"], "steps": n_steps, "mfu_missing": missing, "note": note}
+
+
+def flops_evidence(statement, device, peak_row, summary, by_class, by_kernel, missing, per_step=()) -> dict:
+    if statement is not None:
+        summary = [{"model_flops_per_step": None, "hardware_flops_per_step": None, "achieved_tflops": None,
+                    "mfu": None, "hfu": None, "dtype": None, "peak_tflops": None, "device": device,
+                    "peak_device": peak_row.name if peak_row else None,
+                    "peak_source": peak_row.source if peak_row else None, "counted_ops": 0, "recomputed_ops": 0,
+                    "counted_gpu_ns": 0, "compute_gpu_ns": None, "counted_fraction": None, "steps": None,
+                    "mfu_missing": statement[0], "note": statement[1]}]
+    return {"flops_summary": summary, "flops_by_op_class": by_class, "flops_by_kernel_class": by_kernel,
+            "flops_not_counted": missing, "flops_per_step": list(per_step)}
