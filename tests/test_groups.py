@@ -55,3 +55,18 @@ def test_first_match_takes_the_first_table_row_with_the_same_key():
     table = (np.array([2, 1, 1, 1]), np.array([5, 6, 5, 5]))
     # (1,5) first at table row 2, (2,5) at row 0, (1,6) at row 1, (9,5) nowhere.
     assert _first_match(keys, table).tolist() == [2, 0, 1, -1]
+
+
+def test_first_match_agrees_with_a_dictionary_on_random_keys_with_many_ties():
+    from tracedoc.ingest.launches import _first_match
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n, m = rng.integers(1, 40, size=2)
+        keys = tuple(rng.integers(-2, 3, n) for _ in range(3))
+        table = tuple(rng.integers(-2, 3, m) for _ in range(3))
+        first: dict[tuple, int] = {}
+        for i, row in enumerate(zip(*(c.tolist() for c in table))):
+            first.setdefault(row, i)
+        want = [first.get(row, -1) for row in zip(*(c.tolist() for c in keys))]
+        assert _first_match(keys, table).tolist() == want

@@ -20,6 +20,7 @@ from .engine.health import lowest
 from .engine.params import resolve_params
 from .engine.rulefile import Rule, load_rules, rules_version
 from .errors import TraceError, TracedocError, warn
+from .gcpause import with_paused_gc
 from .ingest import load as _load_file
 from .ingest import sniff
 from .job import build_job
@@ -89,6 +90,7 @@ def _rules_version() -> str | None:
         return None
 
 
+@with_paused_gc
 def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | None = None,
             rule_dirs: tuple = (), progress: Callable[[int, int], None] | None = None,
             command: str | None = None, scheduler: str | None = None, log: str | None = None, estimate=None,

@@ -7,6 +7,7 @@ import stat
 from typing import Callable
 
 from ..errors import TraceError
+from ..gcpause import with_paused_gc
 from ..model.trace import Trace
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -53,6 +54,7 @@ def _require_regular_file(path: str) -> None:
                      "write the trace to a file first (e.g. `zcat run.json.gz > run.json`) and pass that file")
 
 
+@with_paused_gc
 def load(path: str | os.PathLike, progress: Callable[[float], None] | None = None, workers: int | None = None,
          **options) -> Trace:
     """Read one trace file of any supported format.

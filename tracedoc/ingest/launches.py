@@ -109,11 +109,21 @@ def _first_match(keys: tuple[np.ndarray, ...], table: tuple[np.ndarray, ...]) ->
     n = keys[0].size
     if not n or not table[0].size:
         return np.full(n, -1, dtype=np.int64)
-    stacked = np.stack([np.concatenate([np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)])
-                        for k, t in zip(keys, table)], axis=1)
-    code = np.unique(stacked, axis=0, return_inverse=True)[1].reshape(-1)
-    first = np.full(int(code.max()) + 1, -1, dtype=np.int64)
-    tcode = code[n:]
-    uniq, at = np.unique(tcode, return_index=True)
-    first[uniq] = at
+    cols = [np.concatenate([np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)])
+            for k, t in zip(keys, table)]
+    order = np.lexsort(cols[::-1])  # stable: rows with equal keys stay in their original order
+    new_key = np.zeros(order.size, dtype=bool)
+    new_key[0] = True
+    for c in cols:
+        s = c[order]
+        new_key[1:] |= s[1:] != s[:-1]
+    group = np.cumsum(new_key) - 1  # the key's number, in sorted position
+    is_table = order >= n
+    at = np.flatnonzero(is_table)
+    first_of_group = np.ones(at.size, dtype=bool)  # the first table row of each key (sorted, stable)
+    first_of_group[1:] = group[at[1:]] != group[at[:-1]]
+    first = np.full(int(group[-1]) + 1, -1, dtype=np.int64)
+    first[group[at[first_of_group]]] = order[at[first_of_group]] - n
+    code = np.empty(order.size, dtype=np.int64)
+    code[order] = group
     return first[code[:n]]

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from ..analyses import RankAnalysis, analyze_trace
 from ..errors import TraceError, TracedocError, UsageError
+from ..gcpause import with_paused_gc
 from ..ingest import load, sniff
 from .instances import RankTables, rank_tables
 
@@ -34,6 +35,7 @@ class FanOut:
     failed: list[dict] = field(default_factory=list)  # {"source", "error"}
 
 
+@with_paused_gc
 def analyze_file(path: str, options: dict, progress: Callable[[float], None] | None = None,
                  workers: int | None = None, rank_of: Callable[[str], int | None] | None = None,
                  lead_in: bool = True) -> list[RankOutput]:
