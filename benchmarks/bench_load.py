@@ -4,8 +4,8 @@
 Every measurement runs in its own fresh subprocess, so each tool's peak RSS is its own: the child times
 only the work (imports excluded, reported separately), reads ``ru_maxrss`` for itself (and for any
 processes it spawned) just before it exits, and prints one JSON line. The parent enforces a timeout and a
-memory ceiling (it polls the child's RSS and kills it before the machine would run out of memory: this
-machine has no swap, and an OOM kill could hit someone else's process).
+memory ceiling (it polls the memory (PSS) of the child and its workers and kills it before the machine
+would run out of memory: this machine has no swap, and an OOM kill could hit someone else's process).
 
     python benchmarks/bench_load.py --size-mb 50        # quick end-to-end check, HTA included
     python benchmarks/bench_load.py                     # the 1 GiB run the performance targets are about
@@ -181,8 +181,14 @@ def mem_available_kb() -> int:
     return 0
 
 
-def _tree_rss_kb(pid: int) -> int:
-    """RSS of pid plus its descendants (HTA may fork a pool)."""
+def _tree_memory_kb(pid: int) -> int:
+    """Memory of pid plus its descendants (worker pools): the sum of their PSS.
+
+    PSS (proportional set size) shares each page among the processes that map it, so pages a forked
+    worker still shares with its parent count once, as they use memory once. Summing RSS would count
+    them in every process (a fork copies the parent's page tables, so a fresh worker's RSS starts at
+    its parent's). RSS is used where the kernel offers no ``smaps_rollup``.
+    """
     total = 0
     todo = [pid]
     seen = set()
@@ -192,16 +198,27 @@ def _tree_rss_kb(pid: int) -> int:
             continue
         seen.add(p)
         try:
-            with open(f"/proc/{p}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-                        break
+            total += _process_memory_kb(p)
             with open(f"/proc/{p}/task/{p}/children") as f:
                 todo.extend(int(c) for c in f.read().split())
         except (OSError, ValueError):
             pass
     return total
+
+
+def _process_memory_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
 
 
 def run_child(python: str, tool: str, path: Path, timeout_s: float, mem_limit_kb: int, log_dir: Path) -> Result:
@@ -219,11 +236,11 @@ def run_child(python: str, tool: str, path: Path, timeout_s: float, mem_limit_kb
         killed = ""
         while True:
             try:
-                proc.wait(timeout=0.25)
+                proc.wait(timeout=0.05)
                 break
             except subprocess.TimeoutExpired:
                 pass
-            rss = _tree_rss_kb(proc.pid)
+            rss = _tree_memory_kb(proc.pid)
             peak_seen = max(peak_seen, rss)
             if time.perf_counter() - t0 > timeout_s:
                 killed = f"timed out after {timeout_s:g} s"
