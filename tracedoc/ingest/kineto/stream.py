@@ -183,6 +183,17 @@ def _find_cut(buf: bytes) -> tuple[int, int] | None:
         search_from = max(0, search_from - 16 * 1024 * 1024)
 
 
+def _decode_span(path: str, start: int, length: int):
+    """Worker: ``_decode_piece`` of ``length`` bytes of a plain file from ``start``, read here rather than
+    sent through a pipe."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        piece = os.pread(fd, length, start)
+    finally:
+        os.close(fd)
+    return _decode_piece(piece) if len(piece) == length else None
+
+
 def _decode_piece(piece: bytes):
     """Worker: decode one piece of events into columns. None when the cut was not an event boundary."""
     try:
@@ -221,7 +232,10 @@ def _read_parallel(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader
                     rest += more
                     continue
                 piece_end, next_start = cut
-                pending.append(pool.submit(_decode_piece, rest[:piece_end]))
+                if src.gzipped:
+                    pending.append(pool.submit(_decode_piece, rest[:piece_end]))
+                else:  # the worker reads the bytes itself: offset of rest[0] in the file
+                    pending.append(pool.submit(_decode_span, src.path, src.offset - len(rest), piece_end))
                 rest = rest[next_start:]
                 while len(pending) > workers + 1:
                     chunk = pending.popleft().result()
