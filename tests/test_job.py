@@ -391,3 +391,26 @@ def test_process_groups_and_sequence_numbers(tmp_path):
     assert dis["group"] == "0" and dis["ranks_without"] == [3]
     assert sorted(dis["calls_by_rank"]) == ["0", "1", "2"]
     assert job["missing_ranks"] == []
+
+
+def test_match_key_helpers_agree_with_plain_python_on_random_rows():
+    """The numpy grouping under collective matching: keys numbered by first appearance, and each
+    call's count of earlier calls with the same key in a given order."""
+    import numpy as np
+
+    from tracedoc.job.match import _codes_by_appearance, _count_before
+
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        n = int(rng.integers(1, 50))
+        a, b = rng.integers(-1, 3, n), rng.integers(0, 3, n)
+        numbers: dict[tuple, int] = {}
+        want = [numbers.setdefault(key, len(numbers)) for key in zip(a.tolist(), b.tolist())]
+        assert _codes_by_appearance(a, b).tolist() == want
+        order = rng.permutation(n)
+        seen: dict[int, int] = {}
+        before = [0] * n
+        for row in order.tolist():
+            before[row] = seen.get(int(a[row]), 0)
+            seen[int(a[row])] = before[row] + 1
+        assert _count_before(a, order).tolist() == before

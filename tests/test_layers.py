@@ -158,15 +158,23 @@ def test_importing_the_api_loads_no_heavy_library():
 
 
 @pytest.mark.parametrize("name", ["kineto/v100_resnet_ns_rank0.pt.trace.json.gz", "kineto/v100_2rank_rank1.json.gz",
-                                  "kineto/dlrm_128rank_rank0.json.gz", "nsys/nsys2022_con_kernel.sqlite"])
-def test_analysing_one_trace_loads_no_pandas(name):
+                                  "kineto/dlrm_128rank_rank0.json.gz", "nsys/nsys2022_con_kernel.sqlite",
+                                  "nsys/nsys2026_h100_2gpu_1s.sqlite", "dir:dlrm_128rank"])
+def test_analysing_one_trace_loads_no_pandas(name, tmp_path):
     """``tracedoc analyze`` of one trace (kernels, gaps, syncs, collectives, FLOPs, flow-linked
-    launches) runs on numpy alone: pandas stays unloaded after the whole command."""
+    launches) or of a job (a 2-GPU nsys export, a directory of rank files: collectives matched
+    across ranks) runs on numpy alone: pandas stays unloaded after the whole command."""
     import subprocess
     import sys
 
     from conftest import shared_traces
-    path = shared_traces() / name
+    if name.startswith("dir:"):
+        path = tmp_path / "ranks"
+        path.mkdir()
+        for rank in (0, 1):
+            (path / f"rank{rank}.json.gz").symlink_to(shared_traces() / f"kineto/{name[4:]}_rank{rank}.json.gz")
+    else:
+        path = shared_traces() / name
     code = ("import runpy, sys\n"
             f"sys.argv = ['tracedoc', 'analyze', {str(path)!r}, '-q']\n"
             "try:\n    runpy.run_module('tracedoc', run_name='__main__')\nexcept SystemExit as e:\n"

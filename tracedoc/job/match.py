@@ -98,37 +98,31 @@ def group_members(ranks: list[RankTables], groups: list[str]) -> tuple[dict[str,
 
 
 def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, list[int]]) -> Matches:
-    import pandas as pd
     n = len(stacked)
     instance = np.full(n, -1, dtype=np.int64)
     if not n:
         return Matches(instance, 0, KEY_ORDER_NO_SIZE, {}, members, expected)
     c = stacked.cols
     group = c["group"]
-    has_seq = pd.Series(c["seq"] >= 0).groupby(group).all()
-    use_seq = has_seq.reindex(np.arange(len(stacked.groups)), fill_value=False).to_numpy()[group]
+    use_seq = _all_in_group(c["seq"] >= 0, group, len(stacked.groups))[group]
     is_a2a = np.isin(c["type"], [i for i, t in enumerate(stacked.types) if t == "all_to_all"])
     size = np.where(c["bytes"] >= 0, c["bytes"], c["in_nelems"])
     size = np.where(is_a2a, -2 - c["dtype"], size)
-    df = pd.DataFrame({"rank": stacked.rank, "group": group, "type": c["type"], "size": size,
-                       "t": np.where(c["gpu_start_ns"] >= 0, c["gpu_start_ns"], c["call_start_ns"]), "row": np.arange(n)})
-    in_step = pd.Series(c["step"] >= 0).groupby(group).all()
-    use_step = in_step.reindex(np.arange(len(stacked.groups)), fill_value=False).to_numpy()[group]
-    df["step"] = np.where(use_step, c["step"], -1)
-    df = df.sort_values(["rank", "t", "row"], kind="stable")
-    df["k"] = df.groupby(["rank", "group", "step", "type", "size"], sort=False).cumcount()
-    df = df.sort_values("row", kind="stable")
-    seq_key = np.where(use_seq, c["seq"], -1)
-    key = pd.DataFrame({"group": group, "seq": seq_key, "step": np.where(use_seq, -1, df["step"].to_numpy()),
-                        "type": np.where(use_seq, -1, c["type"]),
-                        "size": np.where(use_seq, -1, df["size"].to_numpy()), "k": np.where(use_seq, -1, df["k"].to_numpy())})
-    codes = key.groupby(["group", "seq", "step", "type", "size", "k"], sort=False).ngroup().to_numpy()
+    t = np.where(c["gpu_start_ns"] >= 0, c["gpu_start_ns"], c["call_start_ns"])
+    use_step = _all_in_group(c["step"] >= 0, group, len(stacked.groups))[group]
+    step = np.where(use_step, c["step"], -1)
+    # k: how many calls of the same (rank, group, step, type, size) the rank made before this one
+    k = _count_before(_keys(stacked.rank, group, step, c["type"], size)[0], np.lexsort((t, stacked.rank)))
+    # a call of a group whose calls all carry a sequence number is keyed by (group, seq) alone
+    codes = _codes_by_appearance(group, np.where(use_seq, c["seq"], -1), np.where(use_seq, -1, step),
+                                 np.where(use_seq, -1, c["type"]), np.where(use_seq, -1, size), np.where(use_seq, -1, k))
+    n_codes = int(codes.max()) + 1
     n_members = np.array([len(members.get(g, [])) for g in stacked.groups], dtype=np.int64)
     # a key matched: one row on each present member rank of its group
     in_group = _member_mask(stacked, members)
-    counts = np.bincount(codes[in_group], minlength=codes.max() + 1)
-    distinct = pd.DataFrame({"code": codes, "rank": stacked.rank}).groupby("code")["rank"].nunique()
-    distinct = distinct.reindex(np.arange(codes.max() + 1), fill_value=0).to_numpy()
+    counts = np.bincount(codes[in_group], minlength=n_codes)
+    pairs = _keys(codes, stacked.rank)[1]
+    distinct = np.bincount(codes[pairs], minlength=n_codes)  # ranks with the key
     ok_code = (counts == n_members[_group_of_code(codes, group)]) & (distinct == counts)
     ok_row = ok_code[codes] & in_group
     uniq, inst = np.unique(codes[ok_row], return_inverse=True)
@@ -155,6 +149,50 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
                    unmatched_calls=int((~ok_row).sum()))
 
 
+def _all_in_group(flag: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group: is ``flag`` true on every row of it (False for a group without rows)."""
+    present = np.bincount(group, minlength=n_groups) > 0
+    return present & (np.bincount(group[~flag], minlength=n_groups) == 0)
+
+
+def _count_before(key: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Per row: the rows with the same ``key`` that come before it in ``order`` (a permutation)."""
+    n = key.size
+    in_order = key[order]
+    by_key = np.argsort(in_order, kind="stable")
+    sorted_keys = in_order[by_key]
+    new = np.ones(n, dtype=bool)
+    new[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    starts = np.flatnonzero(new)
+    position = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
+    out = np.empty(n, dtype=np.int64)
+    out[order[by_key]] = position
+    return out
+
+
+def _keys(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct key tuples of ``columns`` in ascending order (first column major): per row the
+    number of its key, and per key its first row."""
+    order = np.lexsort(columns[::-1])  # stable: within a key, rows stay in row order
+    new = np.ones(order.size, dtype=bool)
+    for col in columns:
+        s = col[order]
+        new[1:] &= s[1:] == s[:-1]
+    new = ~new
+    new[:1] = True
+    index = np.empty(order.size, dtype=np.int64)
+    index[order] = np.cumsum(new) - 1
+    return index, order[new]
+
+
+def _codes_by_appearance(*columns: np.ndarray) -> np.ndarray:
+    """Per row: the number of its key (the tuple of ``columns``), keys numbered by first appearance."""
+    index, first = _keys(*columns)
+    renumber = np.empty(first.size, dtype=np.int64)
+    renumber[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return renumber[index]
+
+
 def _group_of_code(codes: np.ndarray, group: np.ndarray) -> np.ndarray:
     out = np.zeros(codes.max() + 1, dtype=np.int64)
     out[codes] = group
@@ -170,23 +208,33 @@ def _member_mask(stacked: Stacked, members: dict[str, list[int]]) -> np.ndarray:
 
 
 def _disagreements(stacked: Stacked, codes, ok_code, members, size) -> list[dict]:
-    """Collectives not found on every member rank, summarised per (group, type, size)."""
-    import pandas as pd
+    """Collectives not found on every member rank, summarised per (group, type, size): the calls each
+    rank made of them, and the member ranks that made none. The largest first, at most
+    ``MAX_DISAGREEMENTS``."""
     bad = np.flatnonzero(~ok_code[codes])
     if not bad.size:
         return []
     c = stacked.cols
-    df = pd.DataFrame({"code": codes[bad], "rank": stacked.rank[bad], "group": c["group"][bad], "type": c["type"][bad],
-                       "size": size[bad], "dtype": c["dtype"][bad], "step": c["step"][bad]})
+    group, step, ctype, rank = c["group"][bad], c["step"][bad], c["type"][bad], stacked.rank[bad]
+    part, part_first = _keys(group, step, ctype, size[bad])
+    triples = _keys(part, rank, codes[bad])[1]  # distinct (part, rank, key), ascending
+    pair_of, pair_first = _keys(part[triples], rank[triples])  # (part, rank), ascending
+    n_calls = np.bincount(pair_of, minlength=pair_first.size)  # keys each rank called in the part
+    pair_part, pair_rank = part[triples][pair_first], rank[triples][pair_first]
+    total = np.bincount(pair_part, weights=n_calls, minlength=part_first.size)
+    appearance = np.argsort(part_first, kind="stable")
+    chosen = appearance[np.argsort(-total[appearance], kind="stable")][:MAX_DISAGREEMENTS]
+    bounds = np.searchsorted(pair_part, np.arange(part_first.size + 1))
     out = []
-    for (g, st, t, s), part in df.groupby(["group", "step", "type", "size"], sort=False):
-        gname = stacked.groups[int(g)]
-        have = part.groupby("rank")["code"].nunique()
-        memb = members.get(gname, [])
-        row = {"group": gname or "(default)", "step": int(st) if st >= 0 else None, "collective": stacked.types[int(t)],
-               "size": int(s) if s >= 0 else None, "dtype": stacked.dtypes[int(part["dtype"].iloc[0])] or None,
-               "calls_by_rank": {str(int(r)): int(k) for r, k in have.items()},  # JSON object keys are text
-               "ranks_without": [r for r in memb if r not in have.index][:16]}
-        out.append(row)
-    out.sort(key=lambda r: -sum(r["calls_by_rank"].values()))
-    return out[:MAX_DISAGREEMENTS]
+    for p in chosen.tolist():
+        r0 = int(part_first[p])
+        gname = stacked.groups[int(group[r0])]
+        span = slice(bounds[p], bounds[p + 1])
+        have = dict(zip(pair_rank[span].tolist(), n_calls[span].tolist()))
+        s = int(size[bad][r0])
+        out.append({"group": gname or "(default)", "step": int(step[r0]) if step[r0] >= 0 else None,
+                    "collective": stacked.types[int(ctype[r0])], "size": s if s >= 0 else None,
+                    "dtype": stacked.dtypes[int(c["dtype"][bad][r0])] or None,
+                    "calls_by_rank": {str(int(r)): int(k) for r, k in have.items()},  # JSON object keys are text
+                    "ranks_without": [r for r in members.get(gname, []) if r not in have][:16]})
+    return out
