@@ -7,8 +7,13 @@ Replay: a point's time is the maximum of its chain predecessor's time plus the c
 floor, and every cross edge's source time plus lag. Along a chain this recurrence is a max-plus
 scan, ``t = A + running_max(X - A)`` with ``A`` the chain's prefix sum of weights and ``X`` the
 cross-edge bounds -- one vectorised pass over all chains. Cross edges are then re-applied until
-nothing moves; each pass settles one more chain hop of the longest path, and every edge goes
-forward in recorded time, so a handful of passes suffice on real steps.
+nothing moves; each pass settles one more chain hop of the longest path.
+
+Every edge goes forward in recorded time, so the points are replayed window by window in recorded
+time (a step's worth of points at least, see ``_blocks``): edges from earlier windows are already
+settled, and a window needs only as many passes as its own longest chain of hops. Replaying all
+points at once would need passes in proportion to the number of steps, each over every point:
+time quadratic in the trace's length.
 
 Step time follows DESIGN.md: the interval between consecutive step completions, a completion
 being max(the step's CPU end, the end of the last GPU op launched inside it).
@@ -42,10 +47,16 @@ class Model:
     src: np.ndarray
     dst: np.ndarray
     lag: np.ndarray
+    time: np.ndarray | None = None  # recorded time of each point (replay windows); None: one window
+    window_starts: np.ndarray | None = None  # recorded times where a window may begin (step starts)
 
     @classmethod
     def of(cls, g: G.Graph) -> "Model":
-        return cls(g.chain, g.chain_w.copy(), g.floor.copy(), g.src, g.dst, g.lag.copy())
+        return cls(g.chain, g.chain_w.copy(), g.floor.copy(), g.src, g.dst, g.lag.copy(), g.time,
+                   g.time[g.step_start_point])
+
+
+MIN_WINDOW_POINTS = 2_000  # windows are whole steps merged until they hold this many points
 
 
 def replay(m: Model) -> np.ndarray:
@@ -54,30 +65,94 @@ def replay(m: Model) -> np.ndarray:
     if not n:
         return np.zeros(0, dtype=np.int64)
     head = np.r_[True, m.chain[1:] != m.chain[:-1]]
-    w = np.where(head, 0, m.chain_w)
-    cs = np.cumsum(w)
-    head_idx = np.maximum.accumulate(np.where(head, np.arange(n), 0))
-    A = cs - cs[head_idx]
-    seg = np.cumsum(head) - 1
-    order = np.argsort(m.dst, kind="stable")
-    dst_sorted = m.dst[order]
-    if order.size:
-        starts = np.r_[0, np.flatnonzero(dst_sorted[1:] != dst_sorted[:-1]) + 1]
-        targets = dst_sorted[starts]
-    src_sorted, lag_sorted = m.src[order], m.lag[order]
     floor = m.floor.copy()
     floor[head] = np.maximum(floor[head], G.NEG // 2)  # every chain head has a finite bound
-    t = _scan(floor, A, seg, head)
+    block = _blocks(m, head)
+    t = np.zeros(n, dtype=np.int64)
+    pts_order = np.argsort(block, kind="stable")  # points by window, in point order within one
+    pts_bounds = np.searchsorted(block[pts_order], np.arange(int(block.max()) + 2))
+    e_block = block[m.dst]
+    e_order = np.argsort(e_block, kind="stable")
+    e_bounds = np.searchsorted(e_block[e_order], np.arange(pts_bounds.size))
+    local = np.empty(n, dtype=np.int64)
+    for b in range(pts_bounds.size - 1):
+        pts = pts_order[pts_bounds[b]:pts_bounds[b + 1]]
+        if pts.size:
+            edges = e_order[e_bounds[b]:e_bounds[b + 1]]
+            t[pts] = _replay_window(m, t, pts, head, floor, block, b, edges, local)
+    return t
+
+
+def _blocks(m: Model, head: np.ndarray) -> np.ndarray:
+    """Per point, its replay window (0, 1, ...): runs of steps by recorded time, at least
+    ``MIN_WINDOW_POINTS`` points each, merged wherever an edge would lead back to an earlier window
+    (clock skew between the CPU's and the GPU's timestamps), so that no edge does."""
+    n = m.chain.size
+    if m.time is None or m.window_starts is None or m.window_starts.size < 2:
+        return np.zeros(n, dtype=np.int64)
+    cuts = np.unique(m.window_starts)
+    block = np.searchsorted(cuts, m.time, side="right")
+    sizes = np.bincount(block, minlength=cuts.size + 1)
+    # merge consecutive windows until each holds enough points
+    merged = np.zeros(sizes.size, dtype=np.int64)
+    have = 0
+    for i, k in enumerate(sizes.tolist()):
+        merged[i] = merged[i - 1] + (have >= MIN_WINDOW_POINTS) if i else 0
+        have = k if i and have >= MIN_WINDOW_POINTS else have + k
+    block = merged[block]
+    # edges (cross and chain) that lead back in window order join every window in between
+    prev = np.flatnonzero(~head)
+    src = np.r_[m.src, prev - 1]
+    dst = np.r_[m.dst, prev]
+    back = block[src] > block[dst]
+    if back.any():
+        n_blocks = int(block.max()) + 1
+        join = np.zeros(n_blocks + 1, dtype=np.int64)
+        np.add.at(join, block[dst[back]], 1)
+        np.add.at(join, block[src[back]], -1)
+        joined = np.cumsum(join)[:-1] > 0  # window i is joined with window i + 1
+        block = np.r_[0, np.cumsum(~joined[:-1])][block]
+    return block
+
+
+def _replay_window(m: Model, t: np.ndarray, pts: np.ndarray, head: np.ndarray, floor: np.ndarray,
+                   block: np.ndarray, b: int, edges: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """Times of window ``b``'s points ``pts`` (ascending, so chains stay contiguous), the points of
+    earlier windows being settled in ``t``; ``edges``: the cross edges into the window."""
+    k = pts.size
+    local[pts] = np.arange(k)
+    prev = pts - 1
+    own_head = head[pts] | (block[np.maximum(prev, 0)] != b)  # first of its chain in this window
+    X = floor[pts].copy()
+    carried = own_head & ~head[pts]  # chain continues from an earlier window: settled bound
+    X[carried] = np.maximum(X[carried], t[prev[carried]] + m.chain_w[pts[carried]])
+    src, dst, lag = m.src[edges], m.dst[edges], m.lag[edges]
+    outside = block[src] != b
+    if outside.any():
+        np.maximum.at(X, local[dst[outside]], t[src[outside]] + lag[outside])
+    inside = ~outside
+    src, dst, lag = local[src[inside]], local[dst[inside]], lag[inside]
+    w = np.where(own_head, 0, m.chain_w[pts])
+    cs = np.cumsum(w)
+    head_idx = np.maximum.accumulate(np.where(own_head, np.arange(k), 0))
+    A = cs - cs[head_idx]
+    seg = np.cumsum(own_head) - 1
+    tw = _scan(X, A, seg, own_head)
+    if not dst.size:
+        return tw
+    order = np.argsort(dst, kind="stable")
+    dst_sorted = dst[order]
+    starts = np.r_[0, np.flatnonzero(dst_sorted[1:] != dst_sorted[:-1]) + 1]
+    targets = dst_sorted[starts]
+    src_sorted, lag_sorted = src[order], lag[order]
     for _ in range(MAX_PASSES):
-        if not order.size:
-            return t
-        X = floor.copy()
-        bound = np.maximum.reduceat(t[src_sorted] + lag_sorted, starts)
-        X[targets] = np.maximum(X[targets], bound)
-        t_new = _scan(X, A, seg, head)
-        if np.array_equal(t_new, t):
-            return t
-        t = t_new
+        Xp = X.copy()
+        bound = np.maximum.reduceat(tw[src_sorted] + lag_sorted, starts)
+        Xp[targets] = np.maximum(Xp[targets], bound)
+        t_new = _scan(Xp, A, seg, own_head)
+        if np.array_equal(t_new, tw):
+            return tw
+        tw = t_new
     raise RuntimeError("critical path replay did not settle")  # edges go forward in time: cannot happen
 
 

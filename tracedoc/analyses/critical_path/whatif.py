@@ -158,7 +158,7 @@ def _comm(g: G.Graph):
     w[moved & ~start] = np.maximum(t[moved & ~start] - g.time[new_prev[moved & ~start]], 0)
     floor = m.floor[order]
     floor[head & (floor <= G.NEG // 2)] = 0
-    return Model(new_chain, w, floor, inv[g.src], inv[g.dst], m.lag), inv
+    return Model(new_chain, w, floor, inv[g.src], inv[g.dst], m.lag, t, m.window_starts), inv
 
 
 def _launch(g: G.Graph):
