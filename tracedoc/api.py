@@ -238,6 +238,7 @@ def _evaluate(rank: RankAnalysis, params: dict | None, rules: list[Rule]) -> Ver
                     what_if_unavailable=unavailable)
 
 
+@with_paused_gc
 def analyze_log(path: str | os.PathLike, *, config: tuple | list = (), params: dict | None = None,
                 rule_dirs: tuple = (), compute_capability: float | None = None, gpu_name: str | None = None,
                 command: str | None = None, options: Any = None, jobs: int | None = None):
@@ -257,6 +258,7 @@ def analyze_log(path: str | os.PathLike, *, config: tuple | list = (), params: d
     return result
 
 
+@with_paused_gc
 def diff(before, after, *, jobs: int | None = None, noise_pct: float | None = None, **options):
     """Compare two runs: each a trace file, a rank directory or a saved ``--format json`` report
     (or an ``AnalysisResult`` / report dict). Traces are analysed first; returns a ``DiffResult``."""
