@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .literals import pattern_mask, pattern_of
 from .meta import TraceMeta
 
 if TYPE_CHECKING:
@@ -107,6 +108,17 @@ def _missing(dtype: str):
 MATCH_CHARS = 16_384
 _MATCHED_PART = operator.itemgetter(slice(None, MATCH_CHARS))  # s[:MATCH_CHARS], applied in C
 
+def _used_ids(ids: np.ndarray, n: int) -> np.ndarray:
+    """The distinct ids in ``[0, n)`` of a column of string ids, ascending."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        used = np.unique(ids)
+        return used[(used >= 0) & (used < n)].astype(np.int64)
+    seen = np.zeros(n, dtype=bool)
+    seen[ids[(ids >= 0) & (ids < n)]] = True
+    return np.flatnonzero(seen)
+
+
 class Table:
     """Equal-length numpy columns with a fixed schema."""
 
@@ -194,18 +206,46 @@ class Trace:
         an ``op_id``) costs one call per string a column holds, not one per string in the trace.
         The predicate's result is taken for its truth, so a compiled pattern's ``search`` or
         ``match`` can be passed as it is (no Python-level wrapper call per string).
+
+        For such a pattern method the answer per string is kept with the trace, so asking again
+        (the same pattern over the same or another column) tests only strings not seen before, and
+        strings that lack a text every match needs are never handed to the pattern
+        (``model.literals``).
         """
         strings = self.strings
-        mask = np.zeros(len(strings) + 1, dtype=bool)
-        if ids is None:
-            mask[:-1] = np.fromiter(map(bool, map(predicate, map(_MATCHED_PART, strings))), dtype=bool,
-                                    count=len(strings))
+        n = len(strings)
+        mask = np.zeros(n + 1, dtype=bool)
+        used = None if ids is None else _used_ids(ids, n)
+        pattern = pattern_of(predicate)
+        if pattern is None:
+            todo = strings if used is None else list(map(strings.__getitem__, used.tolist()))
+            found = np.fromiter(map(bool, map(predicate, map(_MATCHED_PART, todo))), dtype=bool, count=len(todo))
+            if used is None:
+                mask[:-1] = found
+            else:
+                mask[used] = found
             return mask
-        used = np.unique(ids)
-        used = used[(used >= 0) & (used < len(strings))]
-        picked = map(strings.__getitem__, used.tolist())
-        mask[used] = np.fromiter(map(bool, map(predicate, map(_MATCHED_PART, picked))), dtype=bool, count=used.size)
+        tested, matched = self._pattern_memo(predicate, n)
+        todo_ids = np.flatnonzero(~tested[:-1]) if used is None else used[~tested[used]]
+        if todo_ids.size:
+            todo = list(map(_MATCHED_PART, map(strings.__getitem__, todo_ids.tolist())))
+            matched[todo_ids] = pattern_mask(pattern, predicate, todo)
+            tested[todo_ids] = True
+        if used is None:
+            mask[:-1] = matched[:-1]
+        else:
+            mask[used] = matched[used]
         return mask
+
+    def _pattern_memo(self, predicate, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(tested, matched) per string for one pattern method; forgotten when ``strings`` changes."""
+        memo = self.__dict__.get("_pattern_masks")
+        if memo is None or memo[0] is not self.strings or memo[1] != n:
+            memo = self.__dict__["_pattern_masks"] = (self.strings, n, {})
+        entry = memo[2].get(predicate)
+        if entry is None:
+            entry = memo[2][predicate] = (np.zeros(n + 1, dtype=bool), np.zeros(n + 1, dtype=bool))
+        return entry
 
     @property
     def rank(self) -> int | None:

@@ -1,0 +1,145 @@
+"""The plain texts every match of a name pattern must contain, used to skip names that cannot match.
+
+``DataLoader.*__next__|dataloader`` (ignoring case) can only match a name that contains "dataloader".
+Joining thousands of names into one string and looking for that text takes a few ``str.find`` calls;
+running the pattern takes one regex call per name. ``pattern_mask`` runs the pattern only on the names
+that hold a required text, so its answer is the pattern's own, for less work.
+
+The required texts come from the pattern's parse tree: a run of literal characters in a sequence is in
+every match of that sequence; a group or a repeat taken at least once passes on its body's texts; an
+alternation requires one text of each branch (and nothing when a branch requires nothing). Anything
+else (classes, anchors, lookarounds, inline flag groups) is skipped, which only ever loses precision.
+A pattern that ignores case gets lower-cased texts, used only when they and the name are ASCII (where
+case folding is exactly ``str.lower``); names with other characters always go to the pattern.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+
+try:  # Python >= 3.11
+    from re import _constants as _sc
+    from re import _parser as _sp
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _sc  # type: ignore[no-redef]
+    import sre_parse as _sp  # type: ignore[no-redef]
+
+_SEP = "\x00"  # joins the names; a required text never holds it, so a hit never spans two names
+_MIN_NAMES = 64  # fewer names than this: the pattern runs on each, the join would not pay
+_USEFUL_SHARE = 0.25  # the best text is in more names than this share: the pattern runs on all
+_REPEATS = tuple(op for op in (getattr(_sc, "MAX_REPEAT", None), getattr(_sc, "MIN_REPEAT", None),
+                               getattr(_sc, "POSSESSIVE_REPEAT", None)) if op is not None)
+_ATOMIC = getattr(_sc, "ATOMIC_GROUP", None)
+_METHODS = ("search", "match", "fullmatch")  # a match of any of them is a match of ``search``
+
+
+def pattern_of(predicate) -> re.Pattern | None:
+    """The compiled text pattern behind ``predicate`` when it is that pattern's ``search``, ``match``
+    or ``fullmatch``; None for any other callable."""
+    owner = getattr(predicate, "__self__", None)
+    if isinstance(owner, re.Pattern) and isinstance(owner.pattern, str) and \
+            getattr(predicate, "__name__", None) in _METHODS:
+        return owner
+    return None
+
+
+@functools.lru_cache(maxsize=512)
+def required_texts(pattern: str, flags: int) -> tuple[tuple[str, ...], ...]:
+    """Alternatives of texts, each necessary for a match: every match contains at least one text of
+    every tuple. Lower-cased when the pattern ignores case. Empty when nothing is known."""
+    try:
+        parsed = _sp.parse(pattern, flags)
+        flags = parsed.state.flags
+    except Exception:  # the pattern compiled, so this is a parser this module does not know
+        return ()
+    if flags & re.LOCALE:
+        return ()
+    return tuple(dict.fromkeys(_needs(parsed, bool(flags & re.IGNORECASE))))
+
+
+def _needs(items, ignore_case: bool) -> list[tuple[str, ...]]:
+    out: list[tuple[str, ...]] = []
+    run: list[str] = []
+
+    def close() -> None:
+        text = "".join(run)
+        run.clear()
+        if not text or _SEP in text:
+            return
+        if ignore_case:
+            if not text.isascii():
+                return
+            text = text.lower()
+        out.append((text,))
+
+    for op, av in items:
+        if op is _sc.LITERAL:
+            run.append(chr(av))
+            continue
+        close()
+        if op is _sc.SUBPATTERN:
+            _group, add_flags, del_flags, body = av
+            if not (add_flags or del_flags):
+                out.extend(_needs(body, ignore_case))
+        elif op is _sc.BRANCH:
+            choices = [_best(_needs(branch, ignore_case)) for branch in av[1]]
+            if choices and all(choices):
+                out.append(tuple(dict.fromkeys(t for c in choices for t in c)))
+        elif op in _REPEATS:
+            if av[0] >= 1:
+                out.extend(_needs(av[2], ignore_case))
+        elif op is _ATOMIC:
+            out.extend(_needs(av, ignore_case))
+    close()
+    return out
+
+
+def _best(options: list[tuple[str, ...]]) -> tuple[str, ...]:
+    """Of a branch's requirements, the one whose shortest text is longest (the least common, as a rule)."""
+    return max(options, key=lambda texts: (min(map(len, texts)), -len(texts)), default=())
+
+
+def pattern_mask(pattern: re.Pattern, predicate, names: list[str]) -> np.ndarray:
+    """``bool(predicate(name))`` for every name, where ``predicate`` is ``pattern``'s search, match
+    or fullmatch; the pattern runs only on the names that hold a text it requires."""
+    n = len(names)
+    required = required_texts(pattern.pattern, pattern.flags) if n >= _MIN_NAMES else ()
+    if not required:
+        return _run(predicate, names)
+    text = _SEP.join(names)
+    others = None  # names a lower-cased text cannot rule out (not ASCII)
+    if pattern.flags & re.IGNORECASE:
+        if text.isascii():
+            text = text.lower()
+        else:
+            ascii_names = np.fromiter(map(str.isascii, names), dtype=bool, count=n)
+            others = ~ascii_names
+            text = _SEP.join(s.lower() if a else _SEP * len(s) for s, a in zip(names, ascii_names.tolist()))
+    counts = [sum(map(text.count, texts)) for texts in required]
+    best = int(np.argmin(counts))
+    if counts[best] > _USEFUL_SHARE * n:
+        return _run(predicate, names)
+    hits: list[int] = []
+    for t in required[best]:
+        at = text.find(t)
+        while at != -1:
+            hits.append(at)
+            at = text.find(t, at + 1)
+    lengths = np.fromiter(map(len, names), dtype=np.int64, count=n)
+    starts = np.cumsum(lengths + 1) - (lengths + 1)
+    candidate = np.zeros(n, dtype=bool)
+    candidate[np.searchsorted(starts, np.asarray(hits, dtype=np.int64), side="right") - 1] = True
+    if others is not None:
+        candidate |= others
+    rows = np.flatnonzero(candidate)
+    out = np.zeros(n, dtype=bool)
+    if rows.size:
+        out[rows] = _run(predicate, list(map(names.__getitem__, rows.tolist())))
+    return out
+
+
+def _run(predicate, names: list[str]) -> np.ndarray:
+    return np.fromiter(map(bool, map(predicate, names)), dtype=bool, count=len(names))
