@@ -8,6 +8,7 @@ import pytest
 
 from tracedoc.analyses import classify as C
 from tracedoc.model import vocab as V
+from tracedoc.model import literals
 from tracedoc.model.literals import pattern_mask, pattern_of, required_texts
 from tracedoc.model.trace import Trace, empty_tables
 
@@ -72,7 +73,9 @@ def _trace(strings: list[str]) -> Trace:
     return Trace(source="t", strings=strings, tables=empty_tables())
 
 
-def test_string_ids_answers_again_after_a_column_and_a_changed_table():
+@pytest.mark.parametrize("kept_chars", [16 << 20, 100])  # the table kept joined, or joined per call
+def test_string_ids_answers_again_after_a_column_and_a_changed_table(monkeypatch, kept_chars):
+    monkeypatch.setattr(literals, "_MAX_HAYSTACK_CHARS", kept_chars)
     strings = [f"aten::mul, op_id = {i}" for i in range(200)] + ["enumerate(DataLoader)#x", "dataloader", "x"]
     t = _trace(strings)
     ids = np.array([200, 5, 5, -1, 202, 999], dtype=np.int32)  # out-of-range ids are no string

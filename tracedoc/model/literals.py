@@ -16,6 +16,7 @@ case folding is exactly ``str.lower``); names with other characters always go to
 from __future__ import annotations
 
 import functools
+import operator
 import re
 
 import numpy as np
@@ -33,6 +34,7 @@ _USEFUL_SHARE = 0.25  # the best text is in more names than this share: the patt
 _REPEATS = tuple(op for op in (getattr(_sc, "MAX_REPEAT", None), getattr(_sc, "MIN_REPEAT", None),
                                getattr(_sc, "POSSESSIVE_REPEAT", None)) if op is not None)
 _ATOMIC = getattr(_sc, "ATOMIC_GROUP", None)
+_MAX_HAYSTACK_CHARS = 16 << 20  # a table with more characters is not kept joined
 _METHODS = ("search", "match", "fullmatch")  # a match of any of them is a match of ``search``
 
 
@@ -102,44 +104,113 @@ def _best(options: list[tuple[str, ...]]) -> tuple[str, ...]:
     return max(options, key=lambda texts: (min(map(len, texts)), -len(texts)), default=())
 
 
+class Haystack:
+    """Names joined into one text, to tell which of them hold a given text."""
+
+    def __init__(self, names: list[str]):
+        self.names = names
+        self.n = len(names)
+        self.text = _SEP.join(names)
+        lengths = np.fromiter(map(len, names), dtype=np.int64, count=self.n)
+        self.starts = np.cumsum(lengths + 1) - (lengths + 1)
+        self._folded: tuple[str, np.ndarray | None] | None = None
+
+    def _lowered(self) -> tuple[str, np.ndarray | None]:
+        """The text lower-cased, and which names are not ASCII (None: all are); such a name is blanked
+        in the text (the same length of separators), as lower-casing it says nothing exact."""
+        if self._folded is None:
+            if self.text.isascii():
+                self._folded = (self.text.lower(), None)
+            else:
+                ascii_names = np.fromiter(map(str.isascii, self.names), dtype=bool, count=self.n)
+                text = _SEP.join(s.lower() if a else _SEP * len(s) for s, a in zip(self.names, ascii_names.tolist()))
+                self._folded = (text, ~ascii_names)
+        return self._folded
+
+    def candidates(self, pattern: re.Pattern) -> np.ndarray | None:
+        """Which names may match ``pattern``: False only for a name that lacks every text of one of
+        its requirements. None when that would rule out too few names to be worth it."""
+        required = required_texts(pattern.pattern, pattern.flags)
+        if not required or self.n < _MIN_NAMES:
+            return None
+        text, others = self._lowered() if pattern.flags & re.IGNORECASE else (self.text, None)
+        limit = _USEFUL_SHARE * self.n
+        if len(required) > 1:
+            counts = [sum(map(text.count, texts)) for texts in required]
+            texts = required[int(np.argmin(counts))]
+        else:
+            texts = required[0]
+        hits: list[int] = []
+        for t in texts:
+            at = text.find(t)
+            while at != -1:
+                hits.append(at)
+                if len(hits) > limit:
+                    return None
+                at = text.find(t, at + 1)
+        out = np.zeros(self.n, dtype=bool)
+        out[np.searchsorted(self.starts, np.asarray(hits, dtype=np.int64), side="right") - 1] = True
+        if others is not None:
+            out |= others
+        return out
+
+
 def pattern_mask(pattern: re.Pattern, predicate, names: list[str]) -> np.ndarray:
     """``bool(predicate(name))`` for every name, where ``predicate`` is ``pattern``'s search, match
     or fullmatch; the pattern runs only on the names that hold a text it requires."""
-    n = len(names)
-    required = required_texts(pattern.pattern, pattern.flags) if n >= _MIN_NAMES else ()
-    if not required:
+    candidates = Haystack(names).candidates(pattern) if len(names) >= _MIN_NAMES else None
+    if candidates is None:
         return _run(predicate, names)
-    text = _SEP.join(names)
-    others = None  # names a lower-cased text cannot rule out (not ASCII)
-    if pattern.flags & re.IGNORECASE:
-        if text.isascii():
-            text = text.lower()
-        else:
-            ascii_names = np.fromiter(map(str.isascii, names), dtype=bool, count=n)
-            others = ~ascii_names
-            text = _SEP.join(s.lower() if a else _SEP * len(s) for s, a in zip(names, ascii_names.tolist()))
-    counts = [sum(map(text.count, texts)) for texts in required]
-    best = int(np.argmin(counts))
-    if counts[best] > _USEFUL_SHARE * n:
-        return _run(predicate, names)
-    hits: list[int] = []
-    for t in required[best]:
-        at = text.find(t)
-        while at != -1:
-            hits.append(at)
-            at = text.find(t, at + 1)
-    lengths = np.fromiter(map(len, names), dtype=np.int64, count=n)
-    starts = np.cumsum(lengths + 1) - (lengths + 1)
-    candidate = np.zeros(n, dtype=bool)
-    candidate[np.searchsorted(starts, np.asarray(hits, dtype=np.int64), side="right") - 1] = True
-    if others is not None:
-        candidate |= others
-    rows = np.flatnonzero(candidate)
-    out = np.zeros(n, dtype=bool)
+    out = np.zeros(len(names), dtype=bool)
+    rows = np.flatnonzero(candidates)
     if rows.size:
         out[rows] = _run(predicate, list(map(names.__getitem__, rows.tolist())))
     return out
 
 
+class PatternAnswers:
+    """Answers of pattern methods over one string table, kept as they are worked out.
+
+    ``limit`` is how many leading characters of a string a pattern sees. The table is joined into a
+    ``Haystack`` once, when a pattern first has many strings to test, unless it holds more than
+    ``_MAX_HAYSTACK_CHARS`` characters (then each call joins only the strings it tests).
+    """
+
+    def __init__(self, strings: list[str], limit: int):
+        self.strings = strings
+        self.n = len(strings)
+        self.limit = limit
+        self._answers: dict = {}  # predicate -> (tested, matched, candidates); n + 1 entries each
+        self._haystack: Haystack | None | bool = None  # False: too large to keep
+
+    def matched(self, predicate, pattern: re.Pattern, used: np.ndarray | None) -> np.ndarray:
+        """Per string id (``n + 1`` entries, the last False): does ``predicate`` match? Exact for the
+        ids in ``used`` (every id when None); other entries may not have been worked out yet."""
+        entry = self._answers.get(predicate)
+        if entry is None:
+            entry = self._answers[predicate] = [np.zeros(self.n + 1, dtype=bool), np.zeros(self.n + 1, dtype=bool),
+                                                None]
+        tested, matched, _ = entry
+        todo = np.flatnonzero(~tested[:-1]) if used is None else used[~tested[used]]
+        if todo.size >= _MIN_NAMES and self._table() is not None:
+            if entry[2] is None:
+                found = self._table().candidates(pattern)
+                entry[2] = np.ones(self.n, dtype=bool) if found is None else found
+            run = todo[entry[2][todo]]
+            matched[run] = _run(predicate, self._names(run))
+        elif todo.size:
+            matched[todo] = pattern_mask(pattern, predicate, self._names(todo))
+        tested[todo] = True
+        return matched
+
+    def _names(self, ids: np.ndarray) -> list[str]:
+        cut = operator.itemgetter(slice(None, self.limit))
+        return list(map(cut, map(self.strings.__getitem__, ids.tolist())))
+
+    def _table(self) -> Haystack | None:
+        if self._haystack is None:
+            names = self._names(np.arange(self.n))
+            self._haystack = Haystack(names) if sum(map(len, names)) <= _MAX_HAYSTACK_CHARS else False
+        return self._haystack or None
 def _run(predicate, names: list[str]) -> np.ndarray:
     return np.fromiter(map(bool, map(predicate, names)), dtype=bool, count=len(names))

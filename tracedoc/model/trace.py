@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .literals import pattern_mask, pattern_of
+from .literals import PatternAnswers, pattern_of
 from .meta import TraceMeta
 
 if TYPE_CHECKING:
@@ -225,27 +225,15 @@ class Trace:
             else:
                 mask[used] = found
             return mask
-        tested, matched = self._pattern_memo(predicate, n)
-        todo_ids = np.flatnonzero(~tested[:-1]) if used is None else used[~tested[used]]
-        if todo_ids.size:
-            todo = list(map(_MATCHED_PART, map(strings.__getitem__, todo_ids.tolist())))
-            matched[todo_ids] = pattern_mask(pattern, predicate, todo)
-            tested[todo_ids] = True
+        answers = self.__dict__.get("_pattern_answers")
+        if answers is None or answers.strings is not strings or answers.n != n:
+            answers = self.__dict__["_pattern_answers"] = PatternAnswers(strings, MATCH_CHARS)
+        matched = answers.matched(predicate, pattern, used)
         if used is None:
             mask[:-1] = matched[:-1]
         else:
             mask[used] = matched[used]
         return mask
-
-    def _pattern_memo(self, predicate, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(tested, matched) per string for one pattern method; forgotten when ``strings`` changes."""
-        memo = self.__dict__.get("_pattern_masks")
-        if memo is None or memo[0] is not self.strings or memo[1] != n:
-            memo = self.__dict__["_pattern_masks"] = (self.strings, n, {})
-        entry = memo[2].get(predicate)
-        if entry is None:
-            entry = memo[2][predicate] = (np.zeros(n + 1, dtype=bool), np.zeros(n + 1, dtype=bool))
-        return entry
 
     @property
     def rank(self) -> int | None:
