@@ -15,6 +15,7 @@ case folding is exactly ``str.lower``); names with other characters always go to
 
 from __future__ import annotations
 
+import bisect
 import functools
 import operator
 import re
@@ -29,8 +30,11 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse as _sp  # type: ignore[no-redef]
 
 _SEP = "\x00"  # joins the names; a required text never holds it, so a hit never spans two names
-_MIN_NAMES = 64  # fewer names than this: the pattern runs on each, the join would not pay
-_USEFUL_SHARE = 0.25  # the best text is in more names than this share: the pattern runs on all
+_MIN_NAMES = 64  # fewer (and short) names: the pattern runs on each, the join would not pay
+_MIN_CHARS = 4096
+_USEFUL_SHARE = 0.25  # the best text is in more names than this share (and than one a ...
+_CHARS_PER_FIND = 64  # ... _CHARS_PER_FIND characters): the pattern runs on every name
+_TABLE_SHARE = 4  # a pattern asked about a quarter of the table or more looks in the whole table
 _REPEATS = tuple(op for op in (getattr(_sc, "MAX_REPEAT", None), getattr(_sc, "MIN_REPEAT", None),
                                getattr(_sc, "POSSESSIVE_REPEAT", None)) if op is not None)
 _ATOMIC = getattr(_sc, "ATOMIC_GROUP", None)
@@ -112,7 +116,7 @@ class Haystack:
         self.n = len(names)
         self.text = _SEP.join(names)
         lengths = np.fromiter(map(len, names), dtype=np.int64, count=self.n)
-        self.starts = np.cumsum(lengths + 1) - (lengths + 1)
+        self.starts = (np.cumsum(lengths + 1) - (lengths + 1)).tolist()
         self._folded: tuple[str, np.ndarray | None] | None = None
 
     def _lowered(self) -> tuple[str, np.ndarray | None]:
@@ -129,36 +133,45 @@ class Haystack:
 
     def candidates(self, pattern: re.Pattern) -> np.ndarray | None:
         """Which names may match ``pattern``: False only for a name that lacks every text of one of
-        its requirements. None when that would rule out too few names to be worth it."""
+        its requirements. None when nothing is known, or when so many names hold the text that
+        finding them costs about what the pattern would."""
         required = required_texts(pattern.pattern, pattern.flags)
-        if not required or self.n < _MIN_NAMES:
+        if not required:
             return None
         text, others = self._lowered() if pattern.flags & re.IGNORECASE else (self.text, None)
-        limit = _USEFUL_SHARE * self.n
         if len(required) > 1:
             counts = [sum(map(text.count, texts)) for texts in required]
             texts = required[int(np.argmin(counts))]
         else:
             texts = required[0]
-        hits: list[int] = []
+        budget = max(_USEFUL_SHARE * self.n, len(self.text) / _CHARS_PER_FIND)
+        out = np.zeros(self.n, dtype=bool)
+        starts, last, found = self.starts, self.n - 1, 0
         for t in texts:
             at = text.find(t)
             while at != -1:
-                hits.append(at)
-                if len(hits) > limit:
+                k = bisect.bisect_right(starts, at) - 1
+                out[k] = True
+                found += 1
+                if found > budget:
                     return None
-                at = text.find(t, at + 1)
-        out = np.zeros(self.n, dtype=bool)
-        out[np.searchsorted(self.starts, np.asarray(hits, dtype=np.int64), side="right") - 1] = True
+                at = text.find(t, starts[k + 1]) if k < last else -1  # on to the next name
         if others is not None:
             out |= others
         return out
 
 
+def worth_joining(n: int, chars: int) -> bool:
+    """Whether joining these names to look for texts pays: many names, or long ones."""
+    return n >= _MIN_NAMES or chars >= _MIN_CHARS
+
+
 def pattern_mask(pattern: re.Pattern, predicate, names: list[str]) -> np.ndarray:
     """``bool(predicate(name))`` for every name, where ``predicate`` is ``pattern``'s search, match
     or fullmatch; the pattern runs only on the names that hold a text it requires."""
-    candidates = Haystack(names).candidates(pattern) if len(names) >= _MIN_NAMES else None
+    candidates = None
+    if worth_joining(len(names), sum(map(len, names))):
+        candidates = Haystack(names).candidates(pattern)
     if candidates is None:
         return _run(predicate, names)
     out = np.zeros(len(names), dtype=bool)
@@ -171,16 +184,17 @@ def pattern_mask(pattern: re.Pattern, predicate, names: list[str]) -> np.ndarray
 class PatternAnswers:
     """Answers of pattern methods over one string table, kept as they are worked out.
 
-    ``limit`` is how many leading characters of a string a pattern sees. The table is joined into a
-    ``Haystack`` once, when a pattern first has many strings to test, unless it holds more than
-    ``_MAX_HAYSTACK_CHARS`` characters (then each call joins only the strings it tests).
+    ``limit`` is how many leading characters of a string a pattern sees. When a pattern is asked
+    about a large share of the table, the whole table is joined into one ``Haystack`` (once, and
+    kept unless it holds more than ``_MAX_HAYSTACK_CHARS`` characters); a smaller set of strings is
+    joined on its own (``pattern_mask``).
     """
 
     def __init__(self, strings: list[str], limit: int):
         self.strings = strings
         self.n = len(strings)
         self.limit = limit
-        self._answers: dict = {}  # predicate -> (tested, matched, candidates); n + 1 entries each
+        self._answers: dict = {}  # predicate -> [tested, matched (n + 1 entries), candidates or None]
         self._haystack: Haystack | None | bool = None  # False: too large to keep
 
     def matched(self, predicate, pattern: re.Pattern, used: np.ndarray | None) -> np.ndarray:
@@ -192,13 +206,16 @@ class PatternAnswers:
                                                 None]
         tested, matched, _ = entry
         todo = np.flatnonzero(~tested[:-1]) if used is None else used[~tested[used]]
-        if todo.size >= _MIN_NAMES and self._table() is not None:
+        if not todo.size:
+            return matched
+        table = self._table() if todo.size * _TABLE_SHARE >= self.n and todo.size >= _MIN_NAMES else None
+        if table is not None:
             if entry[2] is None:
-                found = self._table().candidates(pattern)
+                found = table.candidates(pattern)
                 entry[2] = np.ones(self.n, dtype=bool) if found is None else found
             run = todo[entry[2][todo]]
             matched[run] = _run(predicate, self._names(run))
-        elif todo.size:
+        else:
             matched[todo] = pattern_mask(pattern, predicate, self._names(todo))
         tested[todo] = True
         return matched
@@ -212,5 +229,7 @@ class PatternAnswers:
             names = self._names(np.arange(self.n))
             self._haystack = Haystack(names) if sum(map(len, names)) <= _MAX_HAYSTACK_CHARS else False
         return self._haystack or None
+
+
 def _run(predicate, names: list[str]) -> np.ndarray:
     return np.fromiter(map(bool, map(predicate, names)), dtype=bool, count=len(names))
