@@ -9,6 +9,7 @@ Missing integers are ``-1``; missing floats are NaN.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass, field
 
@@ -355,6 +356,11 @@ class StringTable:
         reader decides what such a field means (it reads it as absent and counts it)."""
         if not values:
             return np.zeros(0, dtype=np.int32)
-        distinct = dict.fromkeys(values)  # first-appearance order, as ids are handed out
-        ids = {v: (-1 if v is None or v != v else self.intern(str(v))) for v in distinct}
-        return np.fromiter(map(ids.__getitem__, values), dtype=np.int32, count=len(values))
+        known, strings = self.ids, self.strings
+        present = [v for v in dict.fromkeys(values) if v is not None and v == v]  # first-appearance order
+        texts = list(map(str, present))
+        added = [t for t in dict.fromkeys(texts) if t not in known]  # new ids handed out in that order
+        known.update(zip(added, range(len(strings), len(strings) + len(added))))
+        strings.extend(added)
+        ids = dict(zip(present, map(known.__getitem__, texts)))
+        return np.fromiter(map(ids.get, values, itertools.repeat(-1)), dtype=np.int32, count=len(values))
