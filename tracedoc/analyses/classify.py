@@ -91,7 +91,8 @@ def tensor_core_class(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
     def found(pattern: re.Pattern, among: np.ndarray) -> np.ndarray:
         """Of the ids marked in ``among``, those whose name ``pattern`` finds (each name tested once)."""
-        return trace.string_ids(pattern.search, np.flatnonzero(among)) & among
+        ids = np.flatnonzero(among)
+        return trace.string_ids(pattern.search, ids) & among if ids.size else among.copy()
 
     math = found(CUDA_CORE_MATH_RE, used)
     no = found(TC_EXCLUDE_RE, used) | (math & ~found(TC_RE, math))
