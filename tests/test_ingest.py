@@ -288,5 +288,7 @@ def test_intern_many_hands_out_ids_in_first_appearance_order():
     assert got.dtype == np.int32 and got.tolist() == [1, -1, 0, 2, 1, -1, 2, 3]
     assert st.strings == ["b", "c", "1", "a"] and st.ids == {"b": 0, "c": 1, "1": 2, "a": 3}
     assert st.intern_many([]).size == 0
+    assert st.intern_many(["d", None, "a", "d", "e"]).tolist() == [4, -1, 3, 4, 5]  # texts only
+    assert st.strings == ["b", "c", "1", "a", "d", "e"] and st.ids["e"] == 5
     with pytest.raises(TypeError):
         st.intern_many([["not", "hashable"]])

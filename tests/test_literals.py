@@ -27,6 +27,7 @@ from tracedoc.model.trace import Trace, empty_tables
     ("caf\u00e9", 0, (("caf\u00e9",),)),
     ("a\x00b", 0, ()),                            # the separator itself is never required
     ("(?:ab)+c", 0, (("ab",), ("c",))),
+    ("step|iteration|iter", 0, (("step", "iter"),)),  # a name holding "iteration" holds "iter"
 ])
 def test_required_texts(pattern, flags, expected):
     assert required_texts(pattern, flags) == expected

@@ -93,7 +93,7 @@ def _needs(items, ignore_case: bool) -> list[tuple[str, ...]]:
         elif op is _sc.BRANCH:
             choices = [_best(_needs(branch, ignore_case)) for branch in av[1]]
             if choices and all(choices):
-                out.append(tuple(dict.fromkeys(t for c in choices for t in c)))
+                out.append(_shortest_forms(t for c in choices for t in c))
         elif op in _REPEATS:
             if av[0] >= 1:
                 out.extend(_needs(av[2], ignore_case))
@@ -101,6 +101,12 @@ def _needs(items, ignore_case: bool) -> list[tuple[str, ...]]:
             out.extend(_needs(av, ignore_case))
     close()
     return out
+
+
+def _shortest_forms(texts) -> tuple[str, ...]:
+    """The texts without those that contain another one (a name holding "iteration" holds "iter")."""
+    unique = list(dict.fromkeys(texts))
+    return tuple(t for t in unique if not any(o != t and o in t for o in unique))
 
 
 def _best(options: list[tuple[str, ...]]) -> tuple[str, ...]:
@@ -111,11 +117,12 @@ def _best(options: list[tuple[str, ...]]) -> tuple[str, ...]:
 class Haystack:
     """Names joined into one text, to tell which of them hold a given text."""
 
-    def __init__(self, names: list[str]):
+    def __init__(self, names: list[str], lengths: np.ndarray | None = None):
         self.names = names
         self.n = len(names)
         self.text = _SEP.join(names)
-        lengths = np.fromiter(map(len, names), dtype=np.int64, count=self.n)
+        if lengths is None:
+            lengths = np.fromiter(map(len, names), dtype=np.int64, count=self.n)
         self.starts = (np.cumsum(lengths + 1) - (lengths + 1)).tolist()
         self._folded: tuple[str, np.ndarray | None] | None = None
 
@@ -226,8 +233,13 @@ class PatternAnswers:
 
     def _table(self) -> Haystack | None:
         if self._haystack is None:
-            names = self._names(np.arange(self.n))
-            self._haystack = Haystack(names) if sum(map(len, names)) <= _MAX_HAYSTACK_CHARS else False
+            lengths = np.fromiter(map(len, self.strings), dtype=np.int64, count=self.n)
+            if int(np.minimum(lengths, self.limit).sum()) > _MAX_HAYSTACK_CHARS:
+                self._haystack = False
+            elif not self.n or int(lengths.max()) <= self.limit:  # no string is cut: join the table itself
+                self._haystack = Haystack(self.strings, lengths)
+            else:
+                self._haystack = Haystack(self._names(np.arange(self.n)), np.minimum(lengths, self.limit))
         return self._haystack or None
 
 

@@ -357,7 +357,14 @@ class StringTable:
         if not values:
             return np.zeros(0, dtype=np.int32)
         known, strings = self.ids, self.strings
-        present = [v for v in dict.fromkeys(values) if v is not None and v == v]  # first-appearance order
+        distinct = dict.fromkeys(values)  # first-appearance order, as ids are handed out
+        distinct.pop(None, None)
+        if set(map(type, distinct)) <= {str}:  # texts already (the common case): no conversion, no NaN
+            added = list(itertools.filterfalse(known.__contains__, distinct))
+            known.update(zip(added, itertools.count(len(strings))))
+            strings.extend(added)
+            return np.fromiter(map(known.get, values, itertools.repeat(-1)), dtype=np.int32, count=len(values))
+        present = [v for v in distinct if v == v]
         texts = list(map(str, present))
         added = [t for t in dict.fromkeys(texts) if t not in known]  # new ids handed out in that order
         known.update(zip(added, range(len(strings), len(strings) + len(added))))

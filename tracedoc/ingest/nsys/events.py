@@ -56,7 +56,10 @@ class _Names:
         # A fresh block of ids for this call's distinct texts (first-appearance order); duplicates
         # across calls are merged later, when a trace interns them.
         base = len(self.extra_text)
-        distinct = [v for v in dict.fromkeys(values) if v is not None and v == v]
+        distinct = dict.fromkeys(values)
+        distinct.pop(None, None)
+        if not set(map(type, distinct)) <= {str}:
+            distinct = dict.fromkeys(v for v in distinct if v == v)  # not NaN
         self.extra_text.extend(map(str, distinct))
         lut = dict(zip(distinct, range(-2 - base, -2 - base - len(distinct), -1)))
         return np.fromiter(map(lut.get, values, itertools.repeat(-1)), dtype=np.int64, count=len(values))
