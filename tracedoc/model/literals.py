@@ -15,6 +15,7 @@ case folding is exactly ``str.lower``); names with other characters always go to
 
 from __future__ import annotations
 
+import array
 import bisect
 import functools
 import operator
@@ -39,6 +40,7 @@ _REPEATS = tuple(op for op in (getattr(_sc, "MAX_REPEAT", None), getattr(_sc, "M
                                getattr(_sc, "POSSESSIVE_REPEAT", None)) if op is not None)
 _ATOMIC = getattr(_sc, "ATOMIC_GROUP", None)
 _MAX_HAYSTACK_CHARS = 16 << 20  # a table with more characters is not kept joined
+_UNTESTED, _NO, _YES = 0, 1, 2  # what is known of a string, per pattern
 _METHODS = ("search", "match", "fullmatch")  # a match of any of them is a match of ``search``
 
 
@@ -123,7 +125,7 @@ class Haystack:
         self.text = _SEP.join(names)
         if lengths is None:
             lengths = np.fromiter(map(len, names), dtype=np.int64, count=self.n)
-        self.starts = (np.cumsum(lengths + 1) - (lengths + 1)).tolist()
+        self.starts = array.array("q", (np.cumsum(lengths + 1) - (lengths + 1)).tobytes())  # bisect-able, 8 bytes each
         self._folded: tuple[str, np.ndarray | None] | None = None
 
     def _lowered(self) -> tuple[str, np.ndarray | None]:
@@ -201,31 +203,31 @@ class PatternAnswers:
         self.strings = strings
         self.n = len(strings)
         self.limit = limit
-        self._answers: dict = {}  # predicate -> [tested, matched (n + 1 entries), candidates or None]
+        self._answers: dict = {}  # predicate -> per string: _UNTESTED, _NO or _YES (n + 1 entries)
+        self._screened: set = set()  # predicates whose non-candidates in the whole table are marked _NO
         self._haystack: Haystack | None | bool = None  # False: too large to keep
 
     def matched(self, predicate, pattern: re.Pattern, used: np.ndarray | None) -> np.ndarray:
         """Per string id (``n + 1`` entries, the last False): does ``predicate`` match? Exact for the
         ids in ``used`` (every id when None); other entries may not have been worked out yet."""
-        entry = self._answers.get(predicate)
-        if entry is None:
-            entry = self._answers[predicate] = [np.zeros(self.n + 1, dtype=bool), np.zeros(self.n + 1, dtype=bool),
-                                                None]
-        tested, matched, _ = entry
-        todo = np.flatnonzero(~tested[:-1]) if used is None else used[~tested[used]]
-        if not todo.size:
-            return matched
-        table = self._table() if todo.size * _TABLE_SHARE >= self.n and todo.size >= _MIN_NAMES else None
-        if table is not None:
-            if entry[2] is None:
-                found = table.candidates(pattern)
-                entry[2] = np.ones(self.n, dtype=bool) if found is None else found
-            run = todo[entry[2][todo]]
-            matched[run] = _run(predicate, self._names(run))
-        else:
-            matched[todo] = pattern_mask(pattern, predicate, self._names(todo))
-        tested[todo] = True
-        return matched
+        state = self._answers.get(predicate)
+        if state is None:
+            state = self._answers[predicate] = np.full(self.n + 1, _UNTESTED, dtype=np.uint8)
+            state[-1] = _NO
+        todo = np.flatnonzero(state == _UNTESTED) if used is None else used[state[used] == _UNTESTED]
+        if todo.size:
+            table = self._table() if todo.size * _TABLE_SHARE >= self.n and todo.size >= _MIN_NAMES else None
+            if table is not None:
+                if predicate not in self._screened:
+                    self._screened.add(predicate)
+                    found = table.candidates(pattern)
+                    if found is not None:
+                        state[:-1][~found & (state[:-1] == _UNTESTED)] = _NO
+                        todo = todo[found[todo]]
+                state[todo] = np.where(_run(predicate, self._names(todo)), _YES, _NO)
+            else:
+                state[todo] = np.where(pattern_mask(pattern, predicate, self._names(todo)), _YES, _NO)
+        return state == _YES
 
     def _names(self, ids: np.ndarray) -> list[str]:
         cut = operator.itemgetter(slice(None, self.limit))
