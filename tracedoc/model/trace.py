@@ -211,7 +211,8 @@ class Trace:
         For such a pattern method the answer per string is kept with the trace, so asking again
         (the same pattern over the same or another column) tests only strings not seen before, and
         strings that lack a text every match needs are never handed to the pattern
-        (``model.literals``).
+        (``model.literals``). The kept answers assume strings are only appended to the table or the
+        table replaced, never a string changed in place.
         """
         strings = self.strings
         n = len(strings)
