@@ -312,3 +312,20 @@ def test_sync_owns_a_gap_only_until_the_cpu_has_had_time_to_restart(tmp_path):
     assert causes["host_launch"] == (60_000 - (1_005 + restart)) * US
     assert causes["other"] == (100_000 - 61_000) * US
     assert sum(causes.values()) == (100_000 - 2_000) * US
+
+
+def test_iteration_name_is_the_repeating_one_covering_most_time():
+    """Name 1: three instances, one overlapping the next (not an iteration). Names 2 and 3 each
+    cover 10 ns without overlap (tie: the lower id wins); name 4 covers 12 ns but occurs once."""
+    import numpy as np
+
+    from tracedoc.analyses.window import _longest_repeating
+
+    names = np.array([1, 1, 1, 3, 2, 3, 2, 4], dtype=np.int32)
+    start = np.array([0, 5, 20, 30, 40, 50, 60, 70], dtype=np.int64)
+    end = np.array([10, 8, 25, 35, 45, 55, 65, 82], dtype=np.int64)
+    c = {"name": names, "start_ns": start, "end_ns": end}
+    assert _longest_repeating(c, np.arange(8)).tolist() == [4, 6]
+    assert _longest_repeating(c, np.array([0, 2, 3, 5, 7])).tolist() == [0, 2]  # without row 1, name 1 covers 15
+    assert _longest_repeating(c, np.array([7])) is None
+    assert _longest_repeating({k: v[:0] for k, v in c.items()}, np.zeros(0, dtype=np.int64)) is None

@@ -273,3 +273,22 @@ def test_array_of_non_events_is_an_error(tmp_path):
     p.write_text('{"traceEvents": [1, 2, 3]}')
     with pytest.raises(TraceError, match="not an event object"):
         tracedoc.load(p)
+
+
+def test_intern_many_hands_out_ids_in_first_appearance_order():
+    """"b" is known (id 0); new texts get 1, 2, ... in the order they first appear; None and NaN
+    are no name (-1); 1 and "1" are one text."""
+    import math
+
+    from tracedoc.model.trace import StringTable
+
+    st = StringTable()
+    st.intern("b")
+    got = st.intern_many(["c", None, "b", 1, "c", math.nan, "1", "a"])
+    assert got.dtype == np.int32 and got.tolist() == [1, -1, 0, 2, 1, -1, 2, 3]
+    assert st.strings == ["b", "c", "1", "a"] and st.ids == {"b": 0, "c": 1, "1": 2, "a": 3}
+    assert st.intern_many([]).size == 0
+    assert st.intern_many(["d", None, "a", "d", "e"]).tolist() == [4, -1, 3, 4, 5]  # texts only
+    assert st.strings == ["b", "c", "1", "a", "d", "e"] and st.ids["e"] == 5
+    with pytest.raises(TypeError):
+        st.intern_many([["not", "hashable"]])

@@ -49,9 +49,11 @@ def name_mask(trace: Trace, pattern: re.Pattern, exclude: re.Pattern | None = No
               ids: np.ndarray | None = None) -> np.ndarray:
     """Per string id: does the name match ``pattern`` (and not ``exclude``)? With ``ids``, only the
     strings that column uses are tested (the rest read False)."""
-    if exclude is None:  # a match object is true, None false: the search itself is the predicate
-        return trace.string_ids(pattern.search, ids)
-    return trace.string_ids(lambda s: pattern.search(s) is not None and exclude.search(s) is None, ids)
+    mask = trace.string_ids(pattern.search, ids)  # a match object is true, None false
+    if exclude is not None:  # tested on the matching names only
+        hit = np.flatnonzero(mask)
+        mask[hit] &= ~trace.string_ids(exclude.search, hit)[hit]
+    return mask
 
 
 def comm_kernel_mask(trace: Trace, gpu_ext: np.ndarray) -> np.ndarray:
@@ -83,20 +85,45 @@ def tensor_core_class(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """
     n = len(trace.strings)
     tc = np.full(n + 1, -1, dtype=np.int8)  # the extra entry: rows without a name (id -1) are unknown
-    helper = np.zeros(n + 1, dtype=bool)
-    strings = trace.strings
-    used = np.unique(trace.gpu_ops["name"]) if len(trace.gpu_ops) else np.zeros(0, dtype=np.int64)
-    for i in used[(used >= 0) & (used < n)].tolist():
-        s = strings[i][:M.MATCH_CHARS]
-        if TC_EXCLUDE_RE.search(s) or (CUDA_CORE_MATH_RE.search(s) and not TC_RE.search(s)):
-            tc[i] = 0
-        elif TC_RE.search(s):
-            tc[i] = 1
-        elif HELPER_RE.search(s):
-            tc[i] = 0
-            helper[i] = True
-        elif FP32_TYPED_RE.search(s) and not LOW_PRECISION_RE.search(s):
-            tc[i] = 0
+    names = trace.gpu_ops["name"]
+    used = np.zeros(n + 1, dtype=bool)
+    used[names[(names >= 0) & (names < n)]] = True
+
+    def found(pattern: re.Pattern, among: np.ndarray) -> np.ndarray:
+        """Of the ids marked in ``among``, those whose name ``pattern`` finds (each name tested once)."""
+        ids = np.flatnonzero(among)
+        return trace.string_ids(pattern.search, ids) & among if ids.size else among.copy()
+
+    math = found(CUDA_CORE_MATH_RE, used)
+    no = found(TC_EXCLUDE_RE, used) | (math & ~found(TC_RE, math))
+    rest = used & ~no
+    yes = found(TC_RE, rest)
+    rest &= ~yes
+    helper = found(HELPER_RE, rest)
+    rest &= ~helper
+    fp32 = found(FP32_TYPED_RE, rest)
+    tc[no | helper | (fp32 & ~found(LOW_PRECISION_RE, fp32))] = 0
+    tc[yes] = 1
+    return tc, helper
+
+    def matching(pattern: re.Pattern, ids: np.ndarray) -> np.ndarray:
+        """The ids among ``ids`` (distinct) whose name ``pattern`` finds."""
+        return ids[trace.string_ids(pattern.search, ids)[ids]]
+
+    used = np.flatnonzero(trace.string_ids(lambda s: True, names)[:-1])  # distinct valid ids, ascending
+    math = matching(CUDA_CORE_MATH_RE, used)
+    no = np.union1d(matching(TC_EXCLUDE_RE, used), np.setdiff1d(math, matching(TC_RE, math)))
+    rest = np.setdiff1d(used, no)
+    yes = matching(TC_RE, rest)
+    rest = np.setdiff1d(rest, yes)
+    helpers = matching(HELPER_RE, rest)
+    rest = np.setdiff1d(rest, helpers)
+    fp32 = matching(FP32_TYPED_RE, rest)
+    tc[no] = 0
+    tc[yes] = 1
+    tc[helpers] = 0
+    helper[helpers] = True
+    tc[np.setdiff1d(fp32, matching(LOW_PRECISION_RE, fp32))] = 0
     return tc, helper
 
 

@@ -83,7 +83,7 @@ def step_name_mask(trace: Trace) -> np.ndarray:
     if explicit:
         wanted = {s for s in explicit if isinstance(s, str)}
         ids = {s for s in explicit if isinstance(s, int)}
-        mask = trace.string_ids(lambda s: s in wanted)
+        mask = trace.string_ids(wanted.__contains__)
         for i in ids:
             if 0 <= i < mask.size - 1:
                 mask[i] = True
@@ -127,17 +127,7 @@ def find_iterations(trace: Trace) -> tuple[Steps, str | None]:
         return empty, None
     ann = np.flatnonzero((c["kind"] == M.USER_ANNOTATION) & (c["depth"] == 0) &
                          ~C.name_mask(trace, V.DATALOADER_RE, ids=c["name"])[c["name"]])
-    best, best_cover = None, 0
-    for name in np.unique(c["name"][ann]).tolist():
-        rows = ann[c["name"][ann] == name]
-        if rows.size < MIN_ITERATIONS:
-            continue
-        rows = rows[np.argsort(c["start_ns"][rows], kind="stable")]
-        if (c["start_ns"][rows][1:] < c["end_ns"][rows][:-1]).any():
-            continue  # overlapping instances (several threads or nested): not an iteration
-        cover = int((c["end_ns"][rows] - c["start_ns"][rows]).sum())
-        if cover > best_cover:
-            best, best_cover = rows, cover
+    best = _longest_repeating(c, ann)
     if best is not None:
         name = trace.string(int(c["name"][best[0]]))
         return _as_steps(trace, c["start_ns"][best], c["end_ns"][best], c["name"][best]), name
@@ -147,6 +137,31 @@ def find_iterations(trace: Trace) -> tuple[Steps, str | None]:
         name = trace.string(int(c["name"][opt[0]]))
         return _as_steps(trace, ends[:-1], ends[1:], np.full(ends.size - 1, c["name"][opt[0]])), name
     return empty, None
+
+
+def _longest_repeating(c, rows: np.ndarray) -> np.ndarray | None:
+    """Of the names of ``rows`` that occur at least ``MIN_ITERATIONS`` times without an instance
+    overlapping the next, the one covering the most time (the lowest name id on a tie): its rows in
+    start order (stable). None when no name qualifies or all cover no time."""
+    if not rows.size:
+        return None
+    names = c["name"][rows]
+    order = np.lexsort((c["start_ns"][rows], names))  # by name, then start; ties keep row order
+    r, nm = rows[order], names[order]
+    start, end = c["start_ns"][r], c["end_ns"][r]
+    first = np.ones(r.size, dtype=bool)
+    first[1:] = nm[1:] != nm[:-1]
+    heads = np.flatnonzero(first)
+    counts = np.diff(np.append(heads, r.size))
+    group = np.cumsum(first) - 1
+    overlapping = np.zeros(heads.size, dtype=bool)
+    overlapping[group[1:][(start[1:] < end[:-1]) & ~first[1:]]] = True
+    cover = np.add.reduceat(end - start, heads)
+    ok = np.flatnonzero((counts >= MIN_ITERATIONS) & ~overlapping & (cover > 0))
+    if not ok.size:
+        return None
+    k = ok[np.argmax(cover[ok])]
+    return r[heads[k]:heads[k] + counts[k]]
 
 
 def _as_steps(trace: Trace, s: np.ndarray, e: np.ndarray, n: np.ndarray) -> Steps:

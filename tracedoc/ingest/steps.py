@@ -30,7 +30,7 @@ def mark_steps(trace: Trace, step_range: str | None) -> None:
     ids, counts = np.unique(ann[ann >= 0], return_counts=True)
     if step_range:
         pat = V.user_step_range_re(step_range)
-        chosen = [int(i) for i in ids.tolist() if pat.match(trace.strings[i][:MATCH_CHARS])]
+        chosen = ids[trace.string_ids(pat.match, ids)[ids]].tolist()
         trace.meta.step_range = step_range
         if not chosen:
             common = ", ".join(repr(trace.strings[int(i)]) for i in ids[np.argsort(-counts)][:5])
@@ -40,7 +40,8 @@ def mark_steps(trace: Trace, step_range: str | None) -> None:
         families: dict[str, list[int]] = {}
         label: dict[str, str] = {}
         count: dict[str, int] = {}
-        for sid, k in zip(ids.tolist(), counts.tolist()):
+        named = trace.string_ids(V.STEP_FAMILY_RE.match, ids)[ids]  # the few names of a step family
+        for sid, k in zip(ids[named].tolist(), counts[named].tolist()):
             m = V.STEP_FAMILY_RE.match(trace.strings[sid][:MATCH_CHARS])
             if m:
                 key = V.STEP_FAMILY_SEPARATORS_RE.sub("", m.group("fam").lower())

@@ -125,7 +125,7 @@ def _calls(trace: Trace) -> dict:
     strings = trace.strings
     rows = np.zeros(0, dtype=np.int64)
     if len(c):
-        is_coll = C.name_mask(trace, CALL_RE)[c["name"]] & ~C.name_mask(trace, _NOT_A_CALL_RE)[c["name"]]
+        is_coll = C.name_mask(trace, CALL_RE, _NOT_A_CALL_RE, ids=c["name"])[c["name"]]
         rows = np.flatnonzero(is_coll & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION)))
     # collective type per string id, worked out for the names of collective ops only (id -1: "unknown")
     ctype_of_string = np.full(len(strings) + 1, "unknown", dtype=object)
@@ -390,7 +390,7 @@ def _lead_in(trace: Trace, cols: dict, steps: dict, compute: bool = True) -> Non
     sets["dataloader"] = host.dataloader_spans(trace)[0]
     sets["sync"] = host.sync_calls(trace, int(lo.min()), int(hi.max()) + 1)[0]
     if len(c):
-        skip = C.name_mask(trace, CALL_RE) | C.name_mask(trace, STEP_RE)
+        skip = C.name_mask(trace, CALL_RE, ids=c["name"]) | C.name_mask(trace, STEP_RE, ids=c["name"])
         mask = (c["kind"] == M.CPU_OP) & ~skip[c["name"]]
         sets["host"] = iv.union(c["start_ns"][mask], c["end_ns"][mask])
     else:

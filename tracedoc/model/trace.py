@@ -9,6 +9,7 @@ Missing integers are ``-1``; missing floats are NaN.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .literals import PatternAnswers, pattern_of
 from .meta import TraceMeta
 
 if TYPE_CHECKING:
@@ -107,6 +109,17 @@ def _missing(dtype: str):
 MATCH_CHARS = 16_384
 _MATCHED_PART = operator.itemgetter(slice(None, MATCH_CHARS))  # s[:MATCH_CHARS], applied in C
 
+def _used_ids(ids: np.ndarray, n: int) -> np.ndarray:
+    """The distinct ids in ``[0, n)`` of a column of string ids, ascending."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        used = np.unique(ids)
+        return used[(used >= 0) & (used < n)].astype(np.int64)
+    seen = np.zeros(n, dtype=bool)
+    seen[ids[(ids >= 0) & (ids < n)]] = True
+    return np.flatnonzero(seen)
+
+
 class Table:
     """Equal-length numpy columns with a fixed schema."""
 
@@ -194,17 +207,34 @@ class Trace:
         an ``op_id``) costs one call per string a column holds, not one per string in the trace.
         The predicate's result is taken for its truth, so a compiled pattern's ``search`` or
         ``match`` can be passed as it is (no Python-level wrapper call per string).
+
+        For such a pattern method the answer per string is kept with the trace, so asking again
+        (the same pattern over the same or another column) tests only strings not seen before, and
+        strings that lack a text every match needs are never handed to the pattern
+        (``model.literals``). The kept answers assume strings are only appended to the table or the
+        table replaced, never a string changed in place.
         """
         strings = self.strings
-        mask = np.zeros(len(strings) + 1, dtype=bool)
-        if ids is None:
-            mask[:-1] = np.fromiter(map(bool, map(predicate, map(_MATCHED_PART, strings))), dtype=bool,
-                                    count=len(strings))
+        n = len(strings)
+        mask = np.zeros(n + 1, dtype=bool)
+        used = None if ids is None else _used_ids(ids, n)
+        pattern = pattern_of(predicate)
+        if pattern is None:
+            todo = strings if used is None else list(map(strings.__getitem__, used.tolist()))
+            found = np.fromiter(map(bool, map(predicate, map(_MATCHED_PART, todo))), dtype=bool, count=len(todo))
+            if used is None:
+                mask[:-1] = found
+            else:
+                mask[used] = found
             return mask
-        used = np.unique(ids)
-        used = used[(used >= 0) & (used < len(strings))]
-        picked = map(strings.__getitem__, used.tolist())
-        mask[used] = np.fromiter(map(bool, map(predicate, map(_MATCHED_PART, picked))), dtype=bool, count=used.size)
+        answers = self.__dict__.get("_pattern_answers")
+        if answers is None or answers.strings is not strings or answers.n != n:
+            answers = self.__dict__["_pattern_answers"] = PatternAnswers(strings, MATCH_CHARS)
+        matched = answers.matched(predicate, pattern, used)
+        if used is None:
+            mask[:-1] = matched[:-1]
+        else:
+            mask[used] = matched[used]
         return mask
 
     @property
@@ -327,6 +357,18 @@ class StringTable:
         reader decides what such a field means (it reads it as absent and counts it)."""
         if not values:
             return np.zeros(0, dtype=np.int32)
+        known, strings = self.ids, self.strings
         distinct = dict.fromkeys(values)  # first-appearance order, as ids are handed out
-        ids = {v: (-1 if v is None or v != v else self.intern(str(v))) for v in distinct}
-        return np.fromiter(map(ids.__getitem__, values), dtype=np.int32, count=len(values))
+        distinct.pop(None, None)
+        if set(map(type, distinct)) <= {str}:  # texts already (the common case): no conversion, no NaN
+            added = list(itertools.filterfalse(known.__contains__, distinct))
+            known.update(zip(added, itertools.count(len(strings))))
+            strings.extend(added)
+            return np.fromiter(map(known.get, values, itertools.repeat(-1)), dtype=np.int32, count=len(values))
+        present = [v for v in distinct if v == v]
+        texts = list(map(str, present))
+        added = [t for t in dict.fromkeys(texts) if t not in known]  # new ids handed out in that order
+        known.update(zip(added, range(len(strings), len(strings) + len(added))))
+        strings.extend(added)
+        ids = dict(zip(present, map(known.__getitem__, texts)))
+        return np.fromiter(map(ids.get, values, itertools.repeat(-1)), dtype=np.int32, count=len(values))

@@ -95,6 +95,17 @@ class _Db:
 
     def small(self, sql: str, params: Iterable = ()) -> list[tuple]:
         """All rows of a small query, decoding text leniently."""
+        try:  # valid UTF-8 and no BLOBs, the usual case: the rows as SQLite gives them
+            rows = self.conn.execute(sql, tuple(params)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc).lower():
+                raise _corrupt(self.path, exc) from None
+        except _DB_ERRORS as exc:
+            raise _corrupt(self.path, exc) from None
+        else:
+            if bytes not in set(map(type, itertools.chain.from_iterable(rows))):
+                return rows
+            return [tuple(map(self._plain, row)) for row in rows]
         self.conn.text_factory = self._lenient_text
         try:
             return [tuple(map(self._plain, row)) for row in self.execute(sql, params).fetchall()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -55,10 +56,13 @@ class _Names:
         # A fresh block of ids for this call's distinct texts (first-appearance order); duplicates
         # across calls are merged later, when a trace interns them.
         base = len(self.extra_text)
-        distinct = [v for v in dict.fromkeys(values) if v is not None and v == v]
-        self.extra_text.extend(str(u) for u in distinct)
-        lut = {v: -2 - (base + i) for i, v in enumerate(distinct)}
-        return np.fromiter((lut.get(v, -1) for v in values), dtype=np.int64, count=len(values))
+        distinct = dict.fromkeys(values)
+        distinct.pop(None, None)
+        if not set(map(type, distinct)) <= {str}:
+            distinct = dict.fromkeys(v for v in distinct if v == v)  # not NaN
+        self.extra_text.extend(map(str, distinct))
+        lut = dict(zip(distinct, range(-2 - base, -2 - base - len(distinct), -1)))
+        return np.fromiter(map(lut.get, values, itertools.repeat(-1)), dtype=np.int64, count=len(values))
 
     def add_text(self, s: str) -> int:
         rid = self.labels.get(s)
@@ -77,12 +81,14 @@ class _Names:
         if raw_ids.size == 0:
             return np.zeros(0, dtype=np.int32)
         uniq, inv = np.unique(raw_ids, return_inverse=True)
-        missing = [int(u) for u in uniq if u >= 0 and int(u) not in self.cache]
+        uniq = uniq.tolist()
+        cache = self.cache
+        missing = [u for u in uniq if u >= 0 and u not in cache]
         if missing:
-            self.cache.update(self.db.strings(np.asarray(missing)))
-        lut = np.array([-1 if u == -1 else strings.intern(self.text(int(u))) for u in uniq.tolist()],
-                       dtype=np.int32)
-        return lut[inv.reshape(-1)]
+            cache.update(self.db.strings(np.asarray(missing)))
+        extra = self.extra_text
+        texts = [None if u == -1 else extra[-2 - u] if u <= -2 else cache.get(u, f"<string {u}>") for u in uniq]
+        return strings.intern_many(texts)[inv.reshape(-1)]
 
 
 def _string_ids(ids: np.ndarray) -> np.ndarray:
