@@ -70,3 +70,31 @@ def test_first_match_agrees_with_a_dictionary_on_random_keys_with_many_ties():
             first.setdefault(row, i)
         want = [first.get(row, -1) for row in zip(*(c.tolist() for c in keys))]
         assert _first_match(keys, table).tolist() == want
+
+
+def test_row_codes_order_rows_as_unique_over_rows_does():
+    from tracedoc.model.groups import dense_codes, row_codes
+    rng = np.random.default_rng(2)
+    for _ in range(100):
+        n = int(rng.integers(1, 2000))
+        wide = rng.integers(0, 2**62, n) % int(rng.integers(1, 9)) * 2**58  # codes whose product overflows
+        cols = [rng.integers(-1, int(rng.integers(1, 60)), n), wide,
+                rng.integers(0, 4, n).astype(np.int32)][:int(rng.integers(1, 4))]
+        want_keys, want_code = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+        code, one_each, size = row_codes(*cols)
+        assert size == len(want_keys)
+        assert code.tolist() == want_code.reshape(-1).tolist()
+        assert np.stack(cols, axis=1)[one_each].tolist() == want_keys.tolist()
+        for col in cols:
+            want_uniq, want_inv = np.unique(col, return_inverse=True)
+            uniq, inv = dense_codes(col)
+            assert uniq.dtype == col.dtype and uniq.tolist() == want_uniq.tolist()
+            assert inv.tolist() == want_inv.tolist()
+
+
+def test_row_codes_by_hand():
+    from tracedoc.model.groups import row_codes
+    code, one_each, size = row_codes(np.array([7, 3, 7, 3, 7]), np.array([1, 9, 0, 9, 1]))
+    # distinct rows in ascending order: (3, 9), (7, 0), (7, 1)
+    assert size == 3 and code.tolist() == [2, 0, 1, 0, 2]
+    assert one_each[0] in (1, 3) and one_each[1] == 2 and one_each[2] in (0, 4)  # any row of each group

@@ -8,7 +8,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
-from ..model.groups import Groups, largest_first
+from ..model.groups import Groups, largest_first, row_codes
 from ..model.trace import MATCH_CHARS, Trace
 from . import classify as C
 from .idle import SHORT_GAP_NS
@@ -45,11 +45,9 @@ class BlockingCalls:
 
     def on_threads(self, pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
         """Which rows ran on one of the threads ``(pid[i], tid[i])``."""
-        mine = np.stack([self.pid, self.tid], axis=1)
-        keys = np.concatenate([mine, np.stack([pid, tid], axis=1)])
-        if not keys.size:
+        if not self.start_ns.size + np.size(pid):
             return np.zeros(self.start_ns.size, dtype=bool)
-        code = np.unique(keys, axis=0, return_inverse=True)[1].reshape(-1)
+        code = row_codes(np.concatenate([self.pid, pid]), np.concatenate([self.tid, tid]))[0]
         return np.isin(code[:self.start_ns.size], code[self.start_ns.size:])
 
 
@@ -292,8 +290,9 @@ def launching_threads(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     calls = np.unique(g["launch"][g["launch"] >= 0]) if len(g) and len(r) else np.zeros(0, dtype=np.int64)
     if not calls.size:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    threads = np.unique(np.stack([r["pid"][calls], r["tid"][calls]], axis=1), axis=0)
-    return threads[:, 0], threads[:, 1]
+    pid, tid = r["pid"][calls], r["tid"][calls]
+    one_each = row_codes(pid, tid)[1]  # ascending by (pid, tid)
+    return pid[one_each], tid[one_each]
 
 
 def blocked_idle(trace: Trace, calls: BlockingCalls, idle: iv.IntervalSet, host_late: iv.IntervalSet,

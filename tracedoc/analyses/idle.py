@@ -28,6 +28,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
+from ..model.groups import dense_codes
 from ..model.trace import Trace
 from . import classify as C
 from .registry import Produced, analysis
@@ -161,8 +162,9 @@ def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[di
     # Outermost per thread: an op that starts after every earlier op on its thread has ended.
     rows = rows[np.lexsort((-c["end_ns"][rows], c["start_ns"][rows], c["tid"][rows], c["pid"][rows]))]
     s, e = c["start_ns"][rows], c["end_ns"][rows]
-    thread = np.unique(np.stack([c["pid"][rows], c["tid"][rows]]), axis=1, return_inverse=True)[1].ravel()
-    first = np.r_[True, thread[1:] != thread[:-1]]
+    pid, tid = c["pid"][rows], c["tid"][rows]
+    first = np.r_[True, (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]
+    thread = np.cumsum(first) - 1  # rows are sorted by thread: codes in (pid, tid) order
     # Running max of ends within each thread: offset each thread's ends above the previous threads'.
     span = int(e.max() - s.min()) + 1
     shifted = e - s.min() + thread.astype(np.int64) * span
@@ -174,9 +176,9 @@ def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[di
     if not hit.any():
         return []
     names = c["name"][rows][hit]
-    total = np.bincount(np.unique(names, return_inverse=True)[1].ravel(), weights=overlap[hit])
-    count = np.bincount(np.unique(names, return_inverse=True)[1].ravel())
-    uniq = np.unique(names)
+    uniq, code = dense_codes(names)
+    total = np.bincount(code, weights=overlap[hit])
+    count = np.bincount(code)
     order = np.argsort(-total, kind="stable")[:top]
     return [{"op": trace.string(int(uniq[i])), "count": int(count[i]), "idle_overlap_ns": int(total[i])}
             for i in order]

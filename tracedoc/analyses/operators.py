@@ -8,6 +8,7 @@ import re
 import numpy as np
 
 from ..model import trace as M
+from ..model.groups import row_codes
 from ..model.trace import Trace
 from .nesting import ThreadClock, enclosing
 from .registry import Produced, analysis
@@ -50,9 +51,9 @@ def operators_by_shape(trace: Trace, launching_ops, gpu_ext: np.ndarray, lo: int
     if len(s):
         dims[s["row"]] = s["dims"]
     gpu_ops, gpu_ns = _gpu_time_by_cpu_row(trace, launching_ops, gpu_ext, lo, hi)
-    keys = np.stack([c["name"][rows].astype(np.int64), dims[rows]], axis=1)
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    names, shapes = c["name"][rows].astype(np.int64), dims[rows]
+    inverse, rep, _ = row_codes(names, shapes)
+    uniq = np.stack([names[rep], shapes[rep]], axis=1)
     calls = np.bincount(inverse)
     cpu = np.bincount(inverse, weights=(c["end_ns"] - c["start_ns"])[rows].astype(np.float64))
     launched = np.bincount(inverse, weights=gpu_ops[rows].astype(np.float64))
