@@ -314,6 +314,43 @@ def test_replay_matches_a_networkx_relaxation(tmp_path, fix):
         assert np.array_equal(got, g.time)  # the recorded graph replays the recorded times
 
 
+@pytest.mark.parametrize("fix", [None, "dataloader", "sync", "comm", "launch"])
+def test_replay_in_short_windows_matches_a_networkx_relaxation(tmp_path, monkeypatch, fix):
+    """Steps cut into windows of a few points each: the replay settles one window after another,
+    the windows sharing one layout (built once per graph, for every what-if that keeps its chains)."""
+    monkeypatch.setattr(S, "MIN_WINDOW_POINTS", 4)
+    monkeypatch.setattr(S, "MAX_WINDOW_POINTS", 8)
+    path = sync_loop(tmp_path, True) if fix == "sync" else comm_loop(tmp_path, False, dataloader_us=3000.0)
+    trace, steps, comm = _graph(path)
+    g = G.build_graph(trace, steps, comm)
+    m = S.Model.of(g) if fix is None else W.TRANSFORMS[fix](g)[0]
+    if fix in (None, "dataloader", "sync", "launch"):
+        assert m.layout is g.replay_layout is not None
+    assert len((m.layout or S.Layout.of(m)).windows) > len(steps)  # steps were cut further
+    assert np.array_equal(S.replay(m), _relax_with_networkx(g, m))
+
+
+def test_replay_joins_windows_an_edge_goes_back_across(monkeypatch):
+    """Two chains of four points 10 ns apart; an edge from the second chain's third point (recorded at
+    25) to the first chain's third point (recorded at 20) goes back in recorded time, and one from the
+    first chain's last point holds the second chain's last point 5 ns after it."""
+    m = S.Model(chain=np.array([0, 0, 0, 0, 1, 1, 1, 1]), chain_w=np.array([0, 10, 10, 10, 0, 10, 10, 10]),
+                floor=np.array([0, G.NEG, G.NEG, G.NEG, 5, G.NEG, G.NEG, G.NEG]),
+                src=np.array([6, 3]), dst=np.array([2, 7]), lag=np.array([0, 5]),
+                time=np.array([0, 10, 20, 30, 5, 15, 25, 35]), window_starts=np.arange(0, 40, 5))
+    # chain 0: 0, 10, then max(20, 25 + 0) = 25, 35; chain 1: 5, 15, 25, then max(35, 35 + 5) = 40
+    want = [0, 10, 25, 35, 5, 15, 25, 40]
+    monkeypatch.setattr(S, "MIN_WINDOW_POINTS", 1)
+    assert S.replay(m).tolist() == want
+    # a window from each step start (one point each); the windows holding 20 and 25 become one
+    assert len(S.Layout.of(m).windows) == 7
+    monkeypatch.setattr(S, "MAX_WINDOW_POINTS", 1)  # without steps, cut at equal stretches of time
+    m.window_starts = None
+    assert S.replay(m).tolist() == want and len(S.Layout.of(m).windows) > 2
+    monkeypatch.setattr(S, "MIN_WINDOW_POINTS", 100)  # one window
+    assert S.replay(m).tolist() == want and len(S.Layout.of(m).windows) == 1
+
+
 def test_graph_exports_to_networkx(tmp_path):
     trace, steps, comm = _graph(sync_loop(tmp_path, True))
     g = G.build_graph(trace, steps, comm)

@@ -102,6 +102,7 @@ class Graph:
     arrival_edges: np.ndarray | None = None   # cross edges carrying a wait for the last rank (job view)
     arrival_wait_ns: np.ndarray | None = None
     arrival_cut_ns: np.ndarray | None = None  # per arrival edge: the straggler's share of the wait
+    replay_layout: object | None = field(default=None, repr=False, compare=False)  # solve.Layout, once built
 
     def __len__(self) -> int:
         return int(self.time.size)

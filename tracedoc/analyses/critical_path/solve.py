@@ -10,10 +10,12 @@ cross-edge bounds -- one vectorised pass over all chains. Cross edges are then r
 nothing moves; each pass settles one more chain hop of the longest path.
 
 Every edge goes forward in recorded time, so the points are replayed window by window in recorded
-time (a step's worth of points at least, see ``_blocks``): edges from earlier windows are already
-settled, and a window needs only as many passes as its own longest chain of hops. Replaying all
-points at once would need passes in proportion to the number of steps, each over every point:
-time quadratic in the trace's length.
+time (a step's worth of points at least, long steps cut shorter, see ``_blocks``): edges from
+earlier windows are already settled, and a window needs only as many passes as its own longest
+chain of hops, each over its own points. Replaying all points at once would need passes in
+proportion to the number of steps, each over every point: time quadratic in the trace's length.
+The windows and the index arrays their passes read (a :class:`Layout`) depend on the chains, times
+and edges only, so the what-ifs that keep those share one.
 
 Step time follows DESIGN.md: the interval between consecutive step completions, a completion
 being max(the step's CPU end, the end of the last GPU op launched inside it).
@@ -21,12 +23,13 @@ being max(the step's CPU end, the end of the last GPU op launched inside it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...model import intervals as iv
 from ...model import trace as M
+from ...model.groups import stable_order
 from ...model.trace import Trace
 from . import graph as G
 
@@ -39,7 +42,9 @@ CATEGORIES = ("compute", "comm", "comm_wait", "comm_transfer", "memcpy", "cpu", 
 
 @dataclass
 class Model:
-    """The parts of a graph a replay reads: chains (contiguous), weights, floors and cross edges."""
+    """The parts of a graph a replay reads: chains (contiguous), weights, floors and cross edges; the
+    recorded times and step starts that cut the replay into windows; and, for models of one graph
+    that keep its chains and edges, the :class:`Layout` they share."""
 
     chain: np.ndarray
     chain_w: np.ndarray
@@ -49,48 +54,140 @@ class Model:
     lag: np.ndarray
     time: np.ndarray | None = None  # recorded time of each point (replay windows); None: one window
     window_starts: np.ndarray | None = None  # recorded times where a window may begin (step starts)
+    layout: Layout | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, g: G.Graph) -> "Model":
-        return cls(g.chain, g.chain_w.copy(), g.floor.copy(), g.src, g.dst, g.lag.copy(), g.time,
-                   g.time[g.step_start_point])
+        m = cls(g.chain, g.chain_w.copy(), g.floor.copy(), g.src, g.dst, g.lag.copy(), g.time,
+                g.time[g.step_start_point])
+        if g.replay_layout is None and len(g):
+            g.replay_layout = Layout.of(m)
+        m.layout = g.replay_layout
+        return m
 
 
 MIN_WINDOW_POINTS = 2_000  # windows are whole steps merged until they hold this many points
+# windows hold this many points on average at most: long steps are cut at equal stretches of recorded time
+MAX_WINDOW_POINTS = 4_096
+
+
+@dataclass
+class _Window:
+    """One window's points ``lo:hi`` (in layout order) and the index arrays its passes read."""
+
+    lo: int
+    hi: int
+    carried: np.ndarray       # points (layout order) that go on from their chain's earlier window ...
+    carried_from: np.ndarray  # ... and that chain's previous point
+    out_edges: np.ndarray     # edges (in layout edge order) from settled windows, by destination
+    out_src: np.ndarray
+    out_starts: np.ndarray
+    out_targets: np.ndarray   # window-local
+    in_edges: np.ndarray      # edges inside the window, by destination
+    in_src: np.ndarray        # window-local
+    in_starts: np.ndarray
+    in_targets: np.ndarray    # window-local
+    seg: np.ndarray           # run (chain) number of each point within the window
+    heads: np.ndarray         # window-local first point of each run
+
+
+@dataclass
+class Layout:
+    """How a replay walks a graph: points ordered by window (``_blocks``), then chain, then chain
+    order, so that each window's chains are contiguous runs; edges by destination; and per window
+    the index arrays its passes read. Depends on the chains, times and edges, not on weights."""
+
+    perm: np.ndarray          # layout order -> point
+    pos: np.ndarray           # point -> layout order
+    chain_head: np.ndarray    # layout order: the point heads its chain
+    run_start: np.ndarray     # layout order: first point of the point's run (its chain within its window)
+    run_head: np.ndarray
+    edges: np.ndarray         # edge order: by destination's layout position
+    windows: list[_Window]
+
+    @classmethod
+    def of(cls, m: Model) -> "Layout":
+        n = m.chain.size
+        head = np.r_[True, m.chain[1:] != m.chain[:-1]]
+        window = _blocks(m, head)
+        chains = int(m.chain.max()) + 1
+        perm = stable_order(window * chains + m.chain, (int(window.max()) + 1) * chains)
+        pos = np.empty(n, dtype=np.int64)
+        pos[perm] = np.arange(n)
+        chain, win = m.chain[perm], window[perm]
+        run_head = np.r_[True, (chain[1:] != chain[:-1]) | (win[1:] != win[:-1])]
+        run_start = np.maximum.accumulate(np.where(run_head, np.arange(n), 0))
+        chain_head = head[perm]
+        carried = np.flatnonzero(run_head & ~chain_head)
+        carried_from = pos[perm[carried] - 1]
+        dst_all = pos[m.dst]
+        edges = np.argsort(dst_all, kind="stable")
+        src, dst = pos[m.src][edges], dst_all[edges]
+        bounds = np.flatnonzero(np.r_[True, win[1:] != win[:-1], True])
+        e_bounds = np.searchsorted(dst, bounds)
+        c_bounds = np.searchsorted(carried, bounds)
+        windows = []
+        for b in range(bounds.size - 1):
+            lo, hi = int(bounds[b]), int(bounds[b + 1])
+            es = np.arange(e_bounds[b], e_bounds[b + 1])
+            inner = src[es] >= lo
+            o, i = es[~inner], es[inner]
+            o_start, i_start = _runs(dst[o]), _runs(dst[i])
+            heads = np.flatnonzero(run_head[lo:hi])
+            seg = np.zeros(hi - lo, dtype=np.int64)
+            seg[heads[1:]] = 1
+            c = slice(c_bounds[b], c_bounds[b + 1])
+            windows.append(_Window(lo, hi, carried[c], carried_from[c], o, src[o], o_start, dst[o][o_start] - lo, i,
+                                   src[i] - lo, i_start, dst[i][i_start] - lo, np.cumsum(seg), heads))
+        return cls(perm, pos, chain_head, run_start, run_head, edges, windows)
+
+
+def _runs(sorted_keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal values begins in a sorted array."""
+    return np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]) if sorted_keys.size else sorted_keys
 
 
 def replay(m: Model) -> np.ndarray:
-    """Time of every point (ns from the graph's origin) under the model's weights."""
+    """Time of every point (ns from the graph's origin) under the model's weights, window after
+    window: the same fixed point a replay of the whole graph at once reaches."""
     n = m.chain.size
     if not n:
         return np.zeros(0, dtype=np.int64)
-    head = np.r_[True, m.chain[1:] != m.chain[:-1]]
-    floor = m.floor.copy()
-    floor[head] = np.maximum(floor[head], G.NEG // 2)  # every chain head has a finite bound
-    block = _blocks(m, head)
+    lay = m.layout if m.layout is not None else Layout.of(m)
+    w = m.chain_w[lay.perm]
+    floor = m.floor[lay.perm]
+    floor[lay.chain_head] = np.maximum(floor[lay.chain_head], G.NEG // 2)  # every chain head has a finite bound
+    cs = np.cumsum(np.where(lay.run_head, 0, w))
+    A = cs - cs[lay.run_start]  # summed chain weights from the point's run head
+    lag = m.lag[lay.edges]
     t = np.zeros(n, dtype=np.int64)
-    pts_order = np.argsort(block, kind="stable")  # points by window, in point order within one
-    pts_bounds = np.searchsorted(block[pts_order], np.arange(int(block.max()) + 2))
-    e_block = block[m.dst]
-    e_order = np.argsort(e_block, kind="stable")
-    e_bounds = np.searchsorted(e_block[e_order], np.arange(pts_bounds.size))
-    local = np.empty(n, dtype=np.int64)
-    for b in range(pts_bounds.size - 1):
-        pts = pts_order[pts_bounds[b]:pts_bounds[b + 1]]
-        if pts.size:
-            edges = e_order[e_bounds[b]:e_bounds[b + 1]]
-            t[pts] = _replay_window(m, t, pts, head, floor, block, b, edges, local)
-    return t
+    for win in lay.windows:
+        X = floor[win.lo:win.hi].copy()
+        if win.carried.size:  # a chain going on from an earlier window: its settled time bounds the run
+            at = win.carried - win.lo
+            X[at] = np.maximum(X[at], t[win.carried_from] + w[win.carried])
+        if win.out_edges.size:  # edges from settled windows: fixed bounds
+            bound = np.maximum.reduceat(t[win.out_src] + lag[win.out_edges], win.out_starts)
+            X[win.out_targets] = np.maximum(X[win.out_targets], bound)
+        t[win.lo:win.hi] = _settle(X, A[win.lo:win.hi], win, lag[win.in_edges])
+    return t[lay.pos]
 
 
 def _blocks(m: Model, head: np.ndarray) -> np.ndarray:
     """Per point, its replay window (0, 1, ...): runs of steps by recorded time, at least
-    ``MIN_WINDOW_POINTS`` points each, merged wherever an edge would lead back to an earlier window
-    (clock skew between the CPU's and the GPU's timestamps), so that no edge does."""
+    ``MIN_WINDOW_POINTS`` points each (long steps cut at equal stretches of recorded time, so that a
+    window holds about ``MAX_WINDOW_POINTS`` at most), merged wherever an edge would lead back to an
+    earlier window (clock skew between the CPU's and the GPU's timestamps), so that no edge does."""
     n = m.chain.size
-    if m.time is None or m.window_starts is None or m.window_starts.size < 2:
+    if m.time is None or not n:
         return np.zeros(n, dtype=np.int64)
-    cuts = np.unique(m.window_starts)
+    cuts = np.unique(m.window_starts) if m.window_starts is not None else np.zeros(0, dtype=np.int64)
+    slices = n // MAX_WINDOW_POINTS
+    if slices > 1:
+        t0, t1 = int(m.time.min()), int(m.time.max())
+        cuts = np.unique(np.r_[cuts, t0 + (np.arange(1, slices) * ((t1 - t0) / slices)).astype(np.int64)])
+    if cuts.size < 2:
+        return np.zeros(n, dtype=np.int64)
     block = np.searchsorted(cuts, m.time, side="right")
     sizes = np.bincount(block, minlength=cuts.size + 1)
     # merge consecutive windows until each holds enough points
@@ -115,55 +212,38 @@ def _blocks(m: Model, head: np.ndarray) -> np.ndarray:
     return block
 
 
-def _replay_window(m: Model, t: np.ndarray, pts: np.ndarray, head: np.ndarray, floor: np.ndarray,
-                   block: np.ndarray, b: int, edges: np.ndarray, local: np.ndarray) -> np.ndarray:
-    """Times of window ``b``'s points ``pts`` (ascending, so chains stay contiguous), the points of
-    earlier windows being settled in ``t``; ``edges``: the cross edges into the window."""
-    k = pts.size
-    local[pts] = np.arange(k)
-    prev = pts - 1
-    own_head = head[pts] | (block[np.maximum(prev, 0)] != b)  # first of its chain in this window
-    X = floor[pts].copy()
-    carried = own_head & ~head[pts]  # chain continues from an earlier window: settled bound
-    X[carried] = np.maximum(X[carried], t[prev[carried]] + m.chain_w[pts[carried]])
-    src, dst, lag = m.src[edges], m.dst[edges], m.lag[edges]
-    outside = block[src] != b
-    if outside.any():
-        np.maximum.at(X, local[dst[outside]], t[src[outside]] + lag[outside])
-    inside = ~outside
-    src, dst, lag = local[src[inside]], local[dst[inside]], lag[inside]
-    w = np.where(own_head, 0, m.chain_w[pts])
-    cs = np.cumsum(w)
-    head_idx = np.maximum.accumulate(np.where(own_head, np.arange(k), 0))
-    A = cs - cs[head_idx]
-    seg = np.cumsum(own_head) - 1
-    tw = _scan(X, A, seg, own_head)
-    if not dst.size:
-        return tw
-    order = np.argsort(dst, kind="stable")
-    dst_sorted = dst[order]
-    starts = np.r_[0, np.flatnonzero(dst_sorted[1:] != dst_sorted[:-1]) + 1]
-    targets = dst_sorted[starts]
-    src_sorted, lag_sorted = src[order], lag[order]
+def _settle(floor: np.ndarray, A: np.ndarray, b: _Window, lag: np.ndarray) -> np.ndarray:
+    """Times of one window's points: its chain runs and its own cross edges, re-applied until no bound
+    moves; each pass settles one more chain hop of the longest path."""
+    t = _scan(floor, A, b.seg, b.heads)
+    if not b.in_edges.size:
+        return t
+    at = b.in_targets
+    last = floor[at]
+    X = floor.copy()
     for _ in range(MAX_PASSES):
-        Xp = X.copy()
-        bound = np.maximum.reduceat(tw[src_sorted] + lag_sorted, starts)
-        Xp[targets] = np.maximum(Xp[targets], bound)
-        t_new = _scan(Xp, A, seg, own_head)
-        if np.array_equal(t_new, tw):
-            return tw
-        tw = t_new
+        bound = np.maximum.reduceat(t[b.in_src] + lag, b.in_starts)
+        np.maximum(bound, last, out=bound)  # bounds only rise from pass to pass
+        if (bound == last).all():
+            return t
+        X[at] = last = bound
+        t = _scan(X, A, b.seg, b.heads)
     raise RuntimeError("critical path replay did not settle")  # edges go forward in time: cannot happen
 
 
-def _scan(X: np.ndarray, A: np.ndarray, seg: np.ndarray, head: np.ndarray) -> np.ndarray:
-    """Per chain: t_i = max(t_{i-1} + w_i, X_i), as A + running max of (X - A)."""
+def _scan(X: np.ndarray, A: np.ndarray, seg: np.ndarray, heads: np.ndarray) -> np.ndarray:
+    """Per run: t_i = max(t_{i-1} + w_i, X_i), as A + running max of (X - A); runs start at ``heads``."""
     V = X - A
-    vmin = int(V[head].min())
-    V = np.maximum(V, vmin) - vmin
-    span = int(V.max()) + 1
-    acc = np.maximum.accumulate(V + seg * span) - seg * span
-    return acc + vmin + A
+    vmin = V[heads].min()
+    np.maximum(V, vmin, out=V)
+    V -= vmin
+    off = seg * (V.max() + 1)  # lifts each run above the one before, so the running max restarts
+    V += off
+    np.maximum.accumulate(V, out=V)
+    V -= off
+    V += A
+    V += vmin
+    return V
 
 
 def completions(g: G.Graph, t: np.ndarray) -> np.ndarray:
