@@ -289,7 +289,10 @@ def critical_paths(g: G.Graph) -> list[Path]:
     comp = completions(g, t)
     done = np.maximum.accumulate(comp)
     starts = np.r_[t[g.step_start_point[0]], done[:-1]]
-    binding, src, times = g.binding.tolist(), g.src.tolist(), t.tolist()
+    # per point: the nearest point at or before it on its chain that a cross edge or the floor set (a
+    # chain head always is one), so a walk crosses a run of chain edges in one step
+    n = t.size
+    run_from = np.maximum.accumulate(np.where(g.binding != -1, np.arange(n), 0))
     op_cat = _op_categories(g)
     paths = []
     for i in range(len(comp)):
@@ -298,19 +301,28 @@ def critical_paths(g: G.Graph) -> list[Path]:
             continue
         cand = np.r_[g.step_end_point[i], g.op_end_point[g.op_step == i]]
         p = int(cand[np.argmax(t[cand])])
-        paths.append(_hops(g, _walk(binding, src, times, p, int(starts[i])), op_cat))
+        paths.append(_hops(g, _walk(g, run_from, p, int(starts[i])), op_cat))
     return paths
 
 
-def _walk(binding: list, src: list, times: list, p: int, stop_ns: int) -> np.ndarray:
-    pts = [p]
-    while times[p] > stop_ns:
-        b = binding[p]
+def _walk(g: G.Graph, run_from: np.ndarray, p: int, stop_ns: int) -> np.ndarray:
+    """The points from ``p`` back along the edges that set them (latest first), up to the first point
+    at or before ``stop_ns`` or one only its floor set."""
+    parts = [np.array([p], dtype=np.int64)]
+    while True:
+        q = int(run_from[p])  # p, p - 1, ..., q: chain edges set p .. q + 1
+        # times rise along a chain: from the first point after stop_ns on, the walk goes on
+        j = q + int(np.searchsorted(g.time[q:p + 1], stop_ns, side="right"))
+        if j > q:  # it stops at j - 1 (or at p itself)
+            parts.append(np.arange(p - 1, j - 2, -1))
+            break
+        parts.append(np.arange(p - 1, q - 1, -1))
+        b = int(g.binding[q])
         if b == -2:
             break
-        p = p - 1 if b == -1 else src[b]
-        pts.append(p)
-    return np.array(pts, dtype=np.int64)
+        p = int(g.src[b])
+        parts.append(np.array([p], dtype=np.int64))
+    return np.concatenate(parts)
 
 
 def _op_categories(g: G.Graph) -> np.ndarray:

@@ -15,11 +15,12 @@ from .kinds import SPAN_DATALOADER, SPAN_LAUNCH, SPAN_STEP, SPAN_SYNC
 _HOST_SYNC_RE_EXTRA = ("cudaFree", "hipFree", "cuMemFree", "cuMemFree_v2")
 
 
-def host_sync_mask(trace: Trace) -> np.ndarray:
-    """Per string id: a runtime call that blocks the host until GPU work is done."""
-    sync = C.name_mask(trace, V.SYNC_CALL_RE)
-    wait = trace.string_ids(lambda s: s.startswith(("cudaStreamWaitEvent", "hipStreamWaitEvent")))
-    free = trace.string_ids(lambda s: s in _HOST_SYNC_RE_EXTRA)
+def host_sync_mask(trace: Trace, ids: np.ndarray | None = None) -> np.ndarray:
+    """Per string id: a runtime call that blocks the host until GPU work is done. With ``ids`` (a
+    column of names), only the strings it holds are tested."""
+    sync = C.name_mask(trace, V.SYNC_CALL_RE, ids=ids)
+    wait = trace.string_ids(lambda s: s.startswith(("cudaStreamWaitEvent", "hipStreamWaitEvent")), ids)
+    free = trace.string_ids(lambda s: s in _HOST_SYNC_RE_EXTRA, ids)
     return (sync & ~wait) | free
 
 
@@ -34,16 +35,20 @@ def cpu_spans(trace: Trace, steps: Steps, ops: np.ndarray, lo: int, hi: int, mai
     """Launch calls of the graph's ops, host syncs, ``.item()`` ops, DataLoader waits and steps."""
     g, r, c = trace.gpu_ops, trace.runtime, trace.cpu_ops
     parts = []
+    host_sync = host_sync_mask(trace, np.unique(r["name"])) if len(r) else None
     if len(r):
-        launch_rows = np.unique(g["launch"][ops][g["launch"][ops] >= 0]) if ops.size else np.zeros(0, np.int64)
-        sync = host_sync_mask(trace)[r["name"]] & (r["start_ns"] >= lo) & (r["start_ns"] < hi)
-        rows = np.union1d(launch_rows, np.flatnonzero(sync))
-        kind = np.where(np.isin(rows, launch_rows), SPAN_LAUNCH, 0) | np.where(sync[rows], SPAN_SYNC, 0)
+        launches = np.zeros(len(r), dtype=bool)
+        if ops.size:
+            launch_rows = g["launch"][ops]
+            launches[launch_rows[launch_rows >= 0]] = True
+        sync = host_sync[r["name"]] & (r["start_ns"] >= lo) & (r["start_ns"] < hi)
+        rows = np.flatnonzero(launches | sync)
+        kind = np.where(launches[rows], SPAN_LAUNCH, 0) | np.where(sync[rows], SPAN_SYNC, 0)
         parts.append((r["start_ns"][rows], r["end_ns"][rows], kind, r["pid"][rows], r["tid"][rows], rows))
     if len(c):
         in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi)
         item = C.name_mask(trace, V.SYNC_OP_RE)[c["name"]] & in_win & (c["kind"] == M.CPU_OP)
-        item_rows = _ops_without_runtime_sync(trace, np.flatnonzero(item))
+        item_rows = _ops_without_runtime_sync(trace, np.flatnonzero(item), host_sync)
         dl = C.name_mask(trace, V.DATALOADER_RE)[c["name"]] & in_win & (c["kind"] != M.PYTHON_FUNCTION)
         dl_rows = outermost(c, np.flatnonzero(dl))
         for rows, kind in ((item_rows, SPAN_SYNC), (dl_rows, SPAN_DATALOADER)):
@@ -75,12 +80,13 @@ def outermost(c, rows: np.ndarray) -> np.ndarray:
     return order[keep]
 
 
-def _ops_without_runtime_sync(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """``.item()``-style ops that hold no host-sync runtime call (those are the sync themselves)."""
+def _ops_without_runtime_sync(trace: Trace, rows: np.ndarray, host_sync: np.ndarray | None) -> np.ndarray:
+    """``.item()``-style ops that hold no host-sync runtime call (those are the sync themselves);
+    ``host_sync``: ``host_sync_mask`` of the runtime calls' names."""
     r, c = trace.runtime, trace.cpu_ops
     if not rows.size or not len(r):
         return rows
-    sync_rows = np.flatnonzero(host_sync_mask(trace)[r["name"]])
+    sync_rows = np.flatnonzero(host_sync[r["name"]])
     if not sync_rows.size:
         return rows
     key_r = r["pid"][sync_rows] * (1 << 32) + (r["tid"][sync_rows] & 0xFFFFFFFF)
