@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 
+from ..model.groups import dense_codes
 from ..model.trace import MATCH_CHARS, Trace
 from ..model.vocab import KERNEL_COLLECTIVE_RE
 from .registry import Produced, analysis
@@ -68,13 +69,13 @@ def collectives(trace: Trace, comm_mask: np.ndarray, gpu_ext: np.ndarray, lo: in
         cname[linked] = coll["collective"][src]
         size_bytes[linked] = info_bytes[src]
         group[linked] = coll["group_size"][src]
-    kernel_ids, kernel_of = np.unique(names, return_inverse=True)
+    kernel_ids, kernel_of = dense_codes(names)
     by_kernel_name = []
     for sid in kernel_ids.tolist():  # a loop over distinct names, not kernels
         m = KERNEL_COLLECTIVE_RE.search(trace.string(sid)[:MATCH_CHARS])
         by_kernel_name.append(canonical(m.group(1)) if m else "unknown")
     kind = np.array(by_kernel_name, dtype=object)[kernel_of.reshape(-1)]
-    coll_ids, coll_of = np.unique(cname[linked], return_inverse=True)
+    coll_ids, coll_of = dense_codes(cname[linked])
     kind[linked] = np.array([canonical(trace.string(int(sid))) for sid in coll_ids.tolist()],
                             dtype=object)[coll_of.reshape(-1)]
     group[group <= 0] = world_size or 0

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..model.groups import Groups, largest_first
+from ..model.groups import Groups, dense_codes, largest_first
 from ..model.trace import Trace
 from . import opflops as F
 from .nesting import ThreadClock, enclosing, innermost_op_names
@@ -67,7 +67,7 @@ def by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak_
     tc, helper = tc_classes
     names = g["name"][sel]
     unit = np.select([tc[names] == 1, tc[names] == 0], [" on Tensor Cores", " on CUDA cores"], "")
-    ids, inverse = np.unique(names, return_inverse=True)
+    ids, inverse = dense_codes(names)
     family = np.array(["helper (elementwise, layout)" if helper[n] else _kernel_family(trace_strings[n])
                        for n in ids.tolist()], dtype=object)[inverse.reshape(-1)]
     cls = np.where(np.asarray([f.startswith("helper") for f in family]), family, family + unit)

@@ -11,6 +11,9 @@ from .registry import Produced, analysis
 from .window import launch_times
 
 LAUNCH_LATENCY_NS = 30_000
+# gap causes, coded in the order of their names (tables list them so)
+GAP_CAUSES = ("comm_wait", "host_launch", "launch_latency", "other")
+_COMM_WAIT, _HOST_LAUNCH, _LAUNCH_LATENCY, _OTHER = range(4)
 
 
 def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: np.ndarray,
@@ -54,9 +57,9 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: 
     is_comm_stream = np.zeros(rows.size, dtype=bool)
     for d, st in comm_streams:  # a loop over streams, not gaps
         is_comm_stream |= (d_o[rows] == d) & (st_o[rows] == st)
-    cause = np.where(is_comm_stream, "comm_wait",
-                     np.where(launched[rows] > gap_start[rows], "host_launch",
-                              np.where(gap_ns[rows] < LAUNCH_LATENCY_NS, "launch_latency", "other")))
+    cause = np.where(is_comm_stream, _COMM_WAIT,
+                     np.where(launched[rows] > gap_start[rows], _HOST_LAUNCH,
+                              np.where(gap_ns[rows] < LAUNCH_LATENCY_NS, _LAUNCH_LATENCY, _OTHER)))
     gaps = Groups(d_o[rows], st_o[rows])
     streams = []
     for i, (d, st) in enumerate(zip(gaps.keys[0].tolist(), gaps.keys[1].tolist())):
@@ -67,10 +70,10 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: 
             "device": int(d), "stream": int(st), "count": int(v.size), "total_ns": int(v.sum()),
             "p50_ns": float(np.percentile(v, 50)), "p95_ns": float(np.percentile(v, 95)),
             "max_ns": int(v.max()), "comm_stream": (int(d), int(st)) in comm_streams,
-            "causes_ns": {str(k): int(x) for k, x in zip(causes.keys[0].tolist(), causes.sum(v).tolist())},
+            "causes_ns": {GAP_CAUSES[k]: int(x) for k, x in zip(causes.keys[0].tolist(), causes.sum(v).tolist())},
         })
     top_rows = rows[np.argsort(-gap_ns[rows], kind="stable")[:top]]
-    cause_of = dict(zip(rows.tolist(), cause.tolist()))
+    cause_of = dict(zip(rows.tolist(), (GAP_CAUSES[k] for k in cause.tolist())))
     top_list = []
     for r in top_rows.tolist():
         nxt = int(order[r])

@@ -9,7 +9,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
-from ..model.groups import Groups, largest_first
+from ..model.groups import Groups, dense_codes, largest_first
 from ..model.trace import Trace
 from . import classify as C
 from .registry import Produced, analysis
@@ -61,7 +61,7 @@ def kernel_totals(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list
     if sel is None:
         return []
     names = g["name"][sel]
-    ids, inverse = np.unique(names, return_inverse=True)
+    ids, inverse = dense_codes(names)
     count = np.bincount(inverse)
     total = np.bincount(inverse, weights=(g["end_ns"] - g["start_ns"])[sel].astype(np.float64))
     kind = np.zeros(ids.size, dtype=g["kind"].dtype)
@@ -83,7 +83,7 @@ def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int) -> l
     in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi) & (c["kind"] == M.CPU_OP)
     if not in_win.any():
         return []
-    ids, inverse = np.unique(c["name"][in_win], return_inverse=True)
+    ids, inverse = dense_codes(c["name"][in_win])
     calls = np.bincount(inverse)
     cpu_ns = np.bincount(inverse, weights=(c["end_ns"] - c["start_ns"])[in_win].astype(np.float64))
     gpu_ops = np.zeros(ids.size, dtype=np.int64)
@@ -242,7 +242,7 @@ def kernel_classes(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> lis
         return []
     names, kind, comm = g["name"][sel], g["kind"][sel], comm_mask[sel]
     dur = (g["end_ns"] - g["start_ns"])[sel].astype(np.float64)
-    ids, inverse = np.unique(names, return_inverse=True)
+    ids, inverse = dense_codes(names)
     by_name = np.array([V.KERNEL_CLASSES.index(V.kernel_class(trace.string(int(i)))) for i in ids.tolist()],
                        dtype=np.int64)
     cls = by_name[inverse.reshape(-1)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import trace as M
+from ..model.groups import row_codes
 from ..model.trace import Trace
 
 
@@ -28,10 +29,7 @@ class ThreadClock:
         c, r = trace.cpu_ops, trace.runtime
         pid = np.concatenate([c["pid"], r["pid"]])
         tid = np.concatenate([c["tid"], r["tid"]])
-        _, pid_code = np.unique(pid, return_inverse=True)
-        tids, tid_code = np.unique(tid, return_inverse=True)
-        _, code = np.unique(pid_code.astype(np.int64) * max(1, tids.size) + tid_code, return_inverse=True)
-        code = code.reshape(-1).astype(np.int64)
+        code = row_codes(pid, tid)[0]  # threads numbered in (pid, tid) order
         self.cpu_code, self.rt_code = code[:len(c)], code[len(c):]
         cols = (c["start_ns"], c["end_ns"], r["start_ns"], r["end_ns"])
         lo = min((int(a.min()) for a in cols if a.size), default=0)

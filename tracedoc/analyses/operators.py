@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from ..model import trace as M
-from ..model.groups import row_codes
+from ..model.groups import dense_codes, row_codes
 from ..model.trace import Trace
 from .nesting import ThreadClock, enclosing
 from .registry import Produced, analysis
@@ -76,8 +76,7 @@ def operators_by_module(trace: Trace, lo: int, hi: int, top: int = TOP_ROWS) -> 
     mods = np.flatnonzero(is_module[c["name"]])
     if not mods.size:
         return []
-    ids, inverse = np.unique(c["name"][mods], return_inverse=True)
-    inverse = inverse.reshape(-1)
+    ids, inverse = dense_codes(c["name"][mods])
     in_window = (c["start_ns"][mods] >= lo) & (c["start_ns"][mods] < hi)
     calls = np.bincount(inverse, weights=in_window.astype(np.float64), minlength=ids.size)
     cpu = np.bincount(inverse, weights=np.where(in_window, c["end_ns"][mods] - c["start_ns"][mods], 0)

@@ -29,7 +29,7 @@ import numpy as np
 
 from ...model import intervals as iv
 from ...model import trace as M
-from ...model.groups import stable_order
+from ...model.groups import dense_codes, stable_order
 from ...model.trace import Trace
 from . import graph as G
 
@@ -412,5 +412,5 @@ def _cpu_makeup(trace: Trace, g: G.Graph, th: int, s: np.ndarray, e: np.ndarray,
 
 
 def _group_sum(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    uniq, inv = np.unique(keys, return_inverse=True)
+    uniq, inv = dense_codes(keys)
     return uniq, np.bincount(inv, weights=values, minlength=uniq.size).astype(np.int64)
