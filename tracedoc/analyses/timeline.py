@@ -79,28 +79,29 @@ def _downsample(trace: Trace, rows: np.ndarray, comm_mask: np.ndarray, lo: int, 
     s = np.maximum(g["start_ns"][rows], lo) - lo
     e = np.minimum(g["end_ns"][rows], hi) - lo
     kind = g["kind"][rows]
-    cat = np.where(comm_mask[rows], 3, kind)  # 0 kernel, 1 memcpy, 2 memset, 3 communication
-    out: list[dict] = []
-    i = 0
+    cat = np.where(comm_mask[rows], 3, kind).astype(np.int64)  # 0 kernel, 1 memcpy, 2 memset, 3 communication
     n = rows.size
-    # Runs of consecutive narrow ops become one "N ops" block; wide ops are kept as they are.
+    if not n:
+        return []
+    # Runs of consecutive narrow ops (each starting less than a pixel after the previous one ends)
+    # become one "N ops" block; wide ops are kept as they are.
     narrow = (e - s) < min_width
-    while i < n:
-        if not narrow[i]:
-            out.append({"start": int(s[i]), "end": int(e[i]), "name": trace.string(int(g["name"][rows[i]])),
-                        "cat": _CAT[int(cat[i])]})
-            i += 1
-            continue
-        j = i
-        while j + 1 < n and narrow[j + 1] and s[j + 1] - e[j] < min_width:
-            j += 1
-        if j == i:
-            out.append({"start": int(s[i]), "end": int(max(e[i], s[i] + 1)),
-                        "name": trace.string(int(g["name"][rows[i]])), "cat": _CAT[int(cat[i])]})
+    joins = narrow[:-1] & narrow[1:] & (s[1:] - e[:-1] < min_width)
+    first = np.flatnonzero(np.r_[True, ~joins])
+    last = np.r_[first[1:] - 1, n - 1]
+    size = last - first + 1
+    group = np.repeat(np.arange(first.size), size)
+    votes = np.bincount(group * 4 + cat, minlength=first.size * 4).reshape(-1, 4)
+    top_cat = votes.argmax(axis=1)  # the most frequent category, the lowest code among equals
+    one_end = np.where(narrow[first], np.maximum(e[first], s[first] + 1), e[first])
+    names = g["name"][rows[first]]
+    out: list[dict] = []
+    for start, end1, end, k, c, nid in zip(s[first].tolist(), one_end.tolist(), e[last].tolist(), size.tolist(),
+                                           top_cat.tolist(), names.tolist()):
+        if k == 1:
+            out.append({"start": start, "end": end1, "name": trace.string(nid), "cat": _CAT[c]})
         else:
-            out.append({"start": int(s[i]), "end": int(e[j]), "name": f"{j - i + 1} short ops",
-                        "cat": _CAT[int(np.bincount(cat[i:j + 1]).argmax())], "merged": j - i + 1})
-        i = j + 1
+            out.append({"start": start, "end": end, "name": f"{k} short ops", "cat": _CAT[c], "merged": k})
     return out
 
 

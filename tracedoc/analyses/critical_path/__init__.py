@@ -67,7 +67,7 @@ class CriticalPath:
         sel = np.flatnonzero((seg["start_ns"] < hi) & (seg["end_ns"] > lo))[:limit]
         s = np.maximum(seg["start_ns"][sel], lo) - lo
         e = np.minimum(seg["end_ns"][sel], hi) - lo
-        return [[int(a), int(b), S.HOP_CATEGORIES[int(c)]] for a, b, c in zip(s, e, seg["category"][sel])]
+        return [[a, b, S.HOP_CATEGORIES[c]] for a, b, c in zip(s.tolist(), e.tolist(), seg["category"][sel].tolist())]
 
     def what_if_for(self, label: str) -> W.Prediction | None:
         fix = W.LABEL_FIX.get(label)
