@@ -66,7 +66,7 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
     stats = {"sync_calls": 0, "sync_ns": 0, "sync_memcpy_count": 0, "implicit_sync_calls": 0, "implicit_sync_ns": 0}
     frames = []
     if len(r):
-        m = C.name_mask(trace, V.SYNC_CALL_RE, ids=r["name"])[r["name"]] & (r["start_ns"] < hi) & (r["end_ns"] > lo)
+        m = C.name_mask(trace, V.SYNC_CALL_RE, ids=np.unique(r["name"]))[r["name"]] & (r["start_ns"] < hi) & (r["end_ns"] > lo)
         rows = np.flatnonzero(m)
         parts_s.append(r["start_ns"][rows])
         parts_e.append(r["end_ns"][rows])
@@ -75,7 +75,7 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
         ext = r["external_id"][rows]
         frames.append({"call": r["name"][rows], "ext": ext, "dur": r["end_ns"][rows] - r["start_ns"][rows]})
     if len(c):
-        m = C.name_mask(trace, V.SYNC_OP_RE, ids=c["name"])[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
+        m = C.name_mask(trace, V.SYNC_OP_RE, ids=np.unique(c["name"]))[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
         rows = np.flatnonzero(m)
         parts_s.append(c["start_ns"][rows])
         parts_e.append(c["end_ns"][rows])
@@ -117,9 +117,10 @@ def implicit_syncs(trace: Trace, lo: int, hi: int) -> tuple[np.ndarray, np.ndarr
     starts, ends, frames = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], []
     if len(r):
         in_win = (r["start_ns"] < hi) & (r["end_ns"] > lo)
-        names = C.name_mask(trace, V.IMPLICIT_SYNC_CALL_RE, ids=r["name"])[r["name"]]
-        allocs = C.name_mask(trace, V.ALLOC_CALL_RE, ids=r["name"])[r["name"]]
-        if not (in_win & C.name_mask(trace, V.FREE_CALL_RE, ids=r["name"])[r["name"]]).any():
+        used = np.unique(r["name"])  # the call names, tested once each
+        names = C.name_mask(trace, V.IMPLICIT_SYNC_CALL_RE, ids=used)[r["name"]]
+        allocs = C.name_mask(trace, V.ALLOC_CALL_RE, ids=used)[r["name"]]
+        if not (in_win & C.name_mask(trace, V.FREE_CALL_RE, ids=used)[r["name"]]).any():
             names &= ~allocs  # cudaMalloc alone: the allocator growing its cache, not memory pressure
         implicit = names & in_win
         g = trace.gpu_ops

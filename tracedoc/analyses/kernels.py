@@ -110,8 +110,10 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
     g, r = trace.gpu_ops, trace.runtime
     length_ms = (hi - lo) / 1e6
     out: dict = {"launch_delay_p50_ns": None, "launch_delay_p95_ns": None, "launch_delays_ns": np.zeros(0)}
+    used = np.unique(r["name"]) if len(r) else r["name"]  # the call names, tested once each
+    graph_call = C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=used)[r["name"]] if len(r) else None
     if len(r):
-        is_launch = C.name_mask(trace, V.LAUNCH_CALL_RE, ids=r["name"])[r["name"]]
+        is_launch = C.name_mask(trace, V.LAUNCH_CALL_RE, ids=used)[r["name"]]
         in_win = (r["start_ns"] >= lo) & (r["start_ns"] < hi)
         sel = is_launch & in_win
         out["launch_calls"] = int(sel.sum())
@@ -122,8 +124,7 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
         # several threads or running past the window's end never make it exceed the window.
         busy = iv.total(iv.clip(iv.union(r["start_ns"][sel], r["end_ns"][sel]), lo, hi))
         out["cpu_launch_overhead_fraction"] = busy / (hi - lo) if hi > lo else None
-        graph = C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=r["name"])[r["name"]]
-        out["graph_launches"] = int((graph & in_win).sum())
+        out["graph_launches"] = int((graph_call & in_win).sum())
     else:
         out.update(launch_calls=0, launches_per_ms=None, cpu_launch_overhead_ns=0,
                    cpu_launch_overhead_fraction=None, graph_launches=0)
@@ -143,7 +144,6 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
         # Kernels inside graphs carry a graph id (2026 traces) or the correlation of their cudaGraphLaunch.
         in_graph = g["graph_id"] >= 0
         if len(r) and linked.size:
-            graph_call = C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=r["name"])[r["name"]]
             in_graph[linked] |= graph_call[g["launch"][linked]]
         is_kernel = g["kind"] == M.KERNEL
         out["graph_kernels"] = int((in_graph & is_kernel).sum())
@@ -167,15 +167,17 @@ def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_o
         return out
     tc_by_name, helper_by_name = tc_classes
     tc, helper = tc_by_name[g["name"]], helper_by_name[g["name"]]
-    eligible_name = C.name_mask(trace, C.TC_ELIGIBLE_RE, ids=g["name"])[g["name"]]
-    eligible_op_ids = C.name_mask(trace, TC_ELIGIBLE_OP_RE, ids=kernel_ops)
+    # only the kernels counted below (compute, not on Tensor Cores) need their names tested
+    counted = compute & (tc == 0)
+    eligible_name = C.name_mask(trace, C.TC_ELIGIBLE_RE, ids=g["name"][counted])[g["name"]]
+    eligible_op_ids = C.name_mask(trace, TC_ELIGIBLE_OP_RE, ids=kernel_ops[counted])
     eligible_op = np.where(kernel_ops >= 0, eligible_op_ids[np.maximum(kernel_ops, 0)], False)
     # Math launched by a matmul/conv/attention op, or named like it; helpers (layout conversion,
     # bias adds, offsets) inside those ops could not have used Tensor Cores either way.
     eligible = (eligible_name | eligible_op) & ~helper
     out["tensor_core_fraction"] = float(dur[compute & (tc == 1)].sum() / total)
     out["tensor_core_unknown_fraction"] = float(dur[compute & (tc == -1)].sum() / total)
-    out["tc_eligible_non_tc_fraction"] = float(dur[compute & (tc == 0) & eligible].sum() / total)
+    out["tc_eligible_non_tc_fraction"] = float(dur[counted & eligible].sum() / total)
     return out
 
 
