@@ -28,14 +28,12 @@ import numpy as np
 
 from ...model import intervals as iv
 from ...model import trace as M
-from ...model import vocab as V
 from ...model.trace import Trace
-from .. import classify as C
 from ..window import Steps, launch_times
 from .edges import CrossEdges
 from .kinds import (CPU_E, CPU_S, E_ARRIVAL, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_SYNC, EDGE_NAMES, GPU_E, GPU_S,
                     NEG, SPAN_DATALOADER, SPAN_LAUNCH, SPAN_STEP, SPAN_SYNC)
-from .spans import cpu_spans, host_sync_mask, main_thread, outermost, step_mask
+from .spans import cpu_spans, host_sync_mask, main_thread, outermost
 
 # the constants are read through this module by the other stages
 __all__ = ["Arrivals", "Graph", "build_graph", "host_sync_mask", "CPU_E", "CPU_S", "GPU_E", "GPU_S", "NEG",
@@ -177,6 +175,7 @@ class _Builder(CrossEdges):
         self.edges: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []  # src, dst, base lag, type
         self.notes: list[str] = []
         self.arrival_ops: tuple[np.ndarray, ...] | None = None
+        self._cpu_marks: np.ndarray | None = None
 
     def _points(self, t, chain_key, kind, ref, prio, floor) -> np.ndarray:
         ids = np.arange(self.n, self.n + t.size)
@@ -357,8 +356,7 @@ class _Builder(CrossEdges):
         c = self.trace.cpu_ops
         if not len(c):
             return
-        marks = C.name_mask(self.trace, V.DATALOADER_RE) | step_mask(self.trace)
-        rows = np.flatnonzero((c["kind"] == M.CPU_OP) & ~marks[c["name"]])
+        rows = np.flatnonzero((c["kind"] == M.CPU_OP) & ~self.cpu_marks()[c["name"]])
         top = outermost(c, rows)
         key = c["pid"][top] * (1 << 32) + (c["tid"][top] & 0xFFFFFFFF)
         thread_key = sp["pid"] * (1 << 32) + (sp["tid"] & 0xFFFFFFFF)

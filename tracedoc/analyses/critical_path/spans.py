@@ -47,9 +47,10 @@ def cpu_spans(trace: Trace, steps: Steps, ops: np.ndarray, lo: int, hi: int, mai
         parts.append((r["start_ns"][rows], r["end_ns"][rows], kind, r["pid"][rows], r["tid"][rows], rows))
     if len(c):
         in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi)
-        item = C.name_mask(trace, V.SYNC_OP_RE)[c["name"]] & in_win & (c["kind"] == M.CPU_OP)
+        used = np.unique(c["name"])  # the op names, tested once each
+        item = C.name_mask(trace, V.SYNC_OP_RE, ids=used)[c["name"]] & in_win & (c["kind"] == M.CPU_OP)
         item_rows = _ops_without_runtime_sync(trace, np.flatnonzero(item), host_sync)
-        dl = C.name_mask(trace, V.DATALOADER_RE)[c["name"]] & in_win & (c["kind"] != M.PYTHON_FUNCTION)
+        dl = C.name_mask(trace, V.DATALOADER_RE, ids=used)[c["name"]] & in_win & (c["kind"] != M.PYTHON_FUNCTION)
         dl_rows = outermost(c, np.flatnonzero(dl))
         for rows, kind in ((item_rows, SPAN_SYNC), (dl_rows, SPAN_DATALOADER)):
             parts.append((c["start_ns"][rows], c["end_ns"][rows], np.full(rows.size, kind), c["pid"][rows],
