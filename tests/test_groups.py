@@ -77,7 +77,7 @@ def test_row_codes_order_rows_as_unique_over_rows_does():
     rng = np.random.default_rng(2)
     for _ in range(100):
         n = int(rng.integers(1, 2000))
-        wide = rng.integers(0, 2**62, n) % int(rng.integers(1, 9)) * 2**58  # codes whose product overflows
+        wide = rng.integers(0, 2**62, n) % int(rng.integers(1, 9)) * 2**58  # values too far apart for a lookup table
         cols = [rng.integers(-1, int(rng.integers(1, 60)), n), wide,
                 rng.integers(0, 4, n).astype(np.int32)][:int(rng.integers(1, 4))]
         want_keys, want_code = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
@@ -98,3 +98,13 @@ def test_row_codes_by_hand():
     # distinct rows in ascending order: (3, 9), (7, 0), (7, 1)
     assert size == 3 and code.tolist() == [2, 0, 1, 0, 2]
     assert one_each[0] in (1, 3) and one_each[1] == 2 and one_each[2] in (0, 4)  # any row of each group
+
+
+def test_top_stable_is_the_head_of_a_stable_descending_sort():
+    from tracedoc.model.groups import top_stable
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n, k = int(rng.integers(0, 300)), int(rng.integers(0, 20))
+        values = rng.integers(-5, 6, n) * int(rng.integers(1, 1000))  # many ties
+        assert top_stable(values, k).tolist() == np.argsort(-values, kind="stable")[:k].tolist()
+    assert top_stable(np.array([3, 9, 3, 9, 1]), 3).tolist() == [1, 3, 0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.groups import Groups
+from ..model.groups import Groups, top_stable
 from ..model.trace import Trace
 from .links import OpsByExternalId
 from .registry import Produced, analysis
@@ -72,7 +72,7 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: 
             "max_ns": int(v.max()), "comm_stream": (int(d), int(st)) in comm_streams,
             "causes_ns": {GAP_CAUSES[k]: int(x) for k, x in zip(causes.keys[0].tolist(), causes.sum(v).tolist())},
         })
-    top_rows = rows[np.argsort(-gap_ns[rows], kind="stable")[:top]]
+    top_rows = rows[top_stable(gap_ns[rows], top)]
     cause_of = dict(zip(rows.tolist(), (GAP_CAUSES[k] for k in cause.tolist())))
     top_list = []
     for r in top_rows.tolist():

@@ -122,6 +122,19 @@ class Groups:
         return np.asarray(values)[self._order[self._starts]] if self.size else np.asarray(values)[:0]
 
 
+def top_stable(values: np.ndarray, k: int) -> np.ndarray:
+    """``np.argsort(-values, kind="stable")[:k]``: the ``k`` largest integers, ties in row order,
+    sorting only the rows at or above the k-th largest value."""
+    values = np.asarray(values)
+    if k >= values.size or values.dtype.kind not in "iu":
+        return np.argsort(-values, kind="stable")[:k]
+    if k <= 0:
+        return np.zeros(0, dtype=np.intp)
+    kth = np.partition(values, values.size - k)[values.size - k]
+    rows = np.flatnonzero(values >= kth)
+    return rows[np.argsort(-values[rows], kind="stable")][:k]
+
+
 def largest_first(values: np.ndarray) -> np.ndarray:
     """Indices ordering ``values`` from largest to smallest. Ties keep the order of pandas'
     default descending sort (a quicksort of the reversed rows, read backwards), so tables list
