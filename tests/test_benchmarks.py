@@ -177,3 +177,17 @@ def test_bench_critical_path_runs_on_a_small_trace(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert re.search(r"added to analyze: -?\d+\.\d%", r.stdout), r.stdout
+
+
+def test_bench_analyses_lists_the_stages_of_a_small_trace(tmp_path):
+    from trace_builder import TraceBuilder, training_steps
+
+    b = TraceBuilder()
+    training_steps(b, steps=3, kernels=6, dataloader_us=2000.0)
+    out = b.write(tmp_path / "small.pt.trace.json.gz")
+    r = subprocess.run([sys.executable, str(BENCH / "bench_analyses.py"), str(out), "--repeat", "1", "--top", "100"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    stages = [line.split()[0] for line in r.stdout.splitlines()[2:-1]]
+    assert "idle.idle_time" in stages and "critical_path.step_critical_paths" in stages
+    assert re.search(r"analyses in all \(best run\)\s+\d+\.\d\s+\d+\.\d", r.stdout), r.stdout
