@@ -72,15 +72,15 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: 
             "max_ns": int(v.max()), "comm_stream": (int(d), int(st)) in comm_streams,
             "causes_ns": {GAP_CAUSES[k]: int(x) for k, x in zip(causes.keys[0].tolist(), causes.sum(v).tolist())},
         })
-    top_rows = rows[top_stable(gap_ns[rows], top)]
-    cause_of = dict(zip(rows.tolist(), (GAP_CAUSES[k] for k in cause.tolist())))
+    top_gaps = top_stable(gap_ns[rows], top)
     top_list = []
-    for r in top_rows.tolist():
+    for r, why in zip(rows[top_gaps].tolist(), cause[top_gaps].tolist()):
         nxt = int(order[r])
         prv = int(order[r - 1])
         top_list.append({
             "device": int(d_o[r]), "stream": int(st_o[r]), "start_ns": int(gap_start[r]), "gap_ns": int(gap_ns[r]),
-            "cause": cause_of[r], "before": trace.string(int(g["name"][prv])), "after": trace.string(int(g["name"][nxt])),
+            "cause": GAP_CAUSES[why], "before": trace.string(int(g["name"][prv])),
+            "after": trace.string(int(g["name"][nxt])),
             **_launching_op(trace, nxt, gpu_ext, ops),
         })
     return {"streams": streams, "top": top_list, "all_ns": gap_ns[rows]}

@@ -66,7 +66,8 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
     stats = {"sync_calls": 0, "sync_ns": 0, "sync_memcpy_count": 0, "implicit_sync_calls": 0, "implicit_sync_ns": 0}
     frames = []
     if len(r):
-        m = C.name_mask(trace, V.SYNC_CALL_RE, ids=np.unique(r["name"]))[r["name"]] & (r["start_ns"] < hi) & (r["end_ns"] > lo)
+        sync_names = C.name_mask(trace, V.SYNC_CALL_RE, ids=np.unique(r["name"]))  # each name tested once
+        m = sync_names[r["name"]] & (r["start_ns"] < hi) & (r["end_ns"] > lo)
         rows = np.flatnonzero(m)
         parts_s.append(r["start_ns"][rows])
         parts_e.append(r["end_ns"][rows])
@@ -75,7 +76,8 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
         ext = r["external_id"][rows]
         frames.append({"call": r["name"][rows], "ext": ext, "dur": r["end_ns"][rows] - r["start_ns"][rows]})
     if len(c):
-        m = C.name_mask(trace, V.SYNC_OP_RE, ids=np.unique(c["name"]))[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
+        sync_ops = C.name_mask(trace, V.SYNC_OP_RE, ids=np.unique(c["name"]))  # each name tested once
+        m = sync_ops[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
         rows = np.flatnonzero(m)
         parts_s.append(c["start_ns"][rows])
         parts_e.append(c["end_ns"][rows])
