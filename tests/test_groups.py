@@ -108,3 +108,16 @@ def test_top_stable_is_the_head_of_a_stable_descending_sort():
         values = rng.integers(-5, 6, n) * int(rng.integers(1, 1000))  # many ties
         assert top_stable(values, k).tolist() == np.argsort(-values, kind="stable")[:k].tolist()
     assert top_stable(np.array([3, 9, 3, 9, 1]), 3).tolist() == [1, 3, 0]
+
+
+def test_first_rows_are_where_each_code_first_appears():
+    from tracedoc.model.groups import first_rows
+    rng = np.random.default_rng(4)
+    for _ in range(100):
+        size = int(rng.integers(1, 40))
+        codes = np.r_[rng.permutation(size), rng.integers(0, size, int(rng.integers(0, 500)))]
+        rng.shuffle(codes)
+        assert first_rows(codes, size).tolist() == np.unique(codes, return_index=True)[1].tolist()
+    big = np.r_[np.arange(70_000)[::-1], np.arange(70_000)]  # past the 16-bit radix sort
+    assert first_rows(big, 70_000).tolist() == list(range(69_999, -1, -1))
+    assert first_rows(np.array([2, 0, 2, 1, 0]), 3).tolist() == [1, 3, 0]

@@ -60,6 +60,15 @@ def stable_order(codes: np.ndarray, size: int) -> np.ndarray:
     return np.argsort(codes.astype(np.int64) * n + np.arange(n))
 
 
+def first_rows(codes: np.ndarray, size: int) -> np.ndarray:
+    """For codes in ``0..size-1``, each present: the first row holding each code
+    (``np.unique(codes, return_index=True)[1]``)."""
+    order = stable_order(codes, size)
+    starts = np.zeros(size, dtype=np.int64)
+    np.cumsum(np.bincount(codes, minlength=size)[:-1], out=starts[1:])
+    return order[starts]
+
+
 class Groups:
     """Rows grouped by one or more key columns (integers or strings). ``keys`` holds the distinct
     key tuples in ascending order (first column major), one array per key column; ``index`` maps

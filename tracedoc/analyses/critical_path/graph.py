@@ -28,6 +28,7 @@ import numpy as np
 
 from ...model import intervals as iv
 from ...model import trace as M
+from ...model.groups import dense_codes, first_rows
 from ...model.trace import Trace
 from ..window import Steps, launch_times
 from .edges import CrossEdges
@@ -199,7 +200,7 @@ class _Builder(CrossEdges):
         pos[order] = np.arange(keys.size)
         self.thread_chain = pos[inv]
         self.n_threads = keys.size
-        first = np.unique(inv, return_index=True)[1]  # a span of each thread, in key order
+        first = first_rows(inv, keys.size)  # a span of each thread, in key order
         self.thread_keys = [("cpu", int(pid[first[i]]), int(tid[first[i]])) for i in order]
         self.thread_names = [f"thread {k[2]}" for k in self.thread_keys]
         s, e, n = spans["start"] - self.origin, spans["end"] - self.origin, spans["start"].size
@@ -215,7 +216,7 @@ class _Builder(CrossEdges):
         self.stream_chain = self.n_threads + inv
         self.stream_keys = keys
         dev, stream = g["device"][ops], g["stream"][ops]
-        first = np.unique(inv, return_index=True)[1]
+        first = first_rows(inv, keys.size)
         self.stream_keys_out = [("gpu", int(dev[i]), int(stream[i])) for i in first]
         self.stream_names = [f"GPU {k[1]} stream {k[2]}" for k in self.stream_keys_out]
         s, e = g["start_ns"][ops] - self.origin, g["end_ns"][ops] - self.origin
@@ -306,7 +307,8 @@ class _Builder(CrossEdges):
         first = np.full(n, -1)
         hit_idx = np.flatnonzero(cross_hit)
         if hit_idx.size:
-            uniq, pos = np.unique(dst[hit_idx], return_index=True)
+            uniq, code = dense_codes(dst[hit_idx])
+            pos = first_rows(code, uniq.size)
             first[uniq] = hit_idx[pos]
         w = w + np.where(chain_binds, residual, 0)
         self.floor = np.where(floor_binds, self.floor + residual, self.floor)
