@@ -93,7 +93,9 @@ def _integral(points: np.ndarray, values: np.ndarray, lo: int, hi: int) -> tuple
         return 0.0, False
     seg = np.clip(np.minimum(points[1:], hi) - np.maximum(points[:-1], lo), 0, None)
     v = values[:-1]
-    return float(np.dot(v, seg.astype(np.float64))), bool(((v > 0) & (seg > 0)).any())
+    # np.sum of the products, not np.dot: BLAS splits long dot products across threads, so their last
+    # digit would depend on the machine's thread count; numpy's own pairwise sum does not.
+    return float(np.sum(v * seg.astype(np.float64))), bool(((v > 0) & (seg > 0)).any())
 
 
 def _clip_timeline(points: np.ndarray, values: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -144,7 +146,7 @@ def gpu_metrics(trace: Trace, lo: int, hi: int, clip_timeline: bool = False, tim
         occ = g["est_occupancy"][rows]
         ok = ~np.isnan(occ) & (occ >= 0) & (clipped > 0)
         w = clipped[ok].astype(np.float64)
-        est_occ = float(np.dot(occ[ok], w) / w.sum()) if w.sum() > 0 else None
+        est_occ = float(np.sum(occ[ok] * w) / w.sum()) if w.sum() > 0 else None  # not np.dot: see _integral
 
         out.append({
             "device": int(dev),
