@@ -89,3 +89,24 @@ def test_string_ids_answers_again_after_a_column_and_a_changed_table(monkeypatch
     t.strings = ["dataloader"] + strings  # another table: nothing is carried over
     assert np.flatnonzero(t.string_ids(V.DATALOADER_RE.search)).tolist() == [0, 201, 202, 204]
     assert t.string_ids(V.DATALOADER_RE.search)[-1] == False  # noqa: E712 - the no-name entry
+
+
+def test_kernel_class_codes_agree_with_the_vocabulary_one_name_at_a_time():
+    """Kernel classes through the kept pattern answers (literal prefilter, one run per distinct name)
+    are the classes vocab.kernel_class gives each full name, including names past the part patterns
+    see, mixed case and non-ASCII text."""
+    from tracedoc.analyses.classify import kernel_class_codes
+    from tracedoc.model import trace as M
+    from tracedoc.model import vocab as V
+    from tracedoc.model.trace import Trace
+
+    names = ["ampere_fp16_s16816gemm_fp16_128x128", "void at::native::vectorized_elementwise_kernel<4>",
+             "FLASH_FWD_kernel", "cudnn::bn_fw_tr_1C11_kernel", "implicit_convolve_sgemm", "ncclKernel",
+             "Memcpy HtoD", "triton_RED_fused_0", "K\u212aernel_gemm", "\u017fort_kernel", "plain", "",
+             "x" * (M.MATCH_CHARS + 5) + "gemm", "Layer_Norm" + "y" * 40, "softmax_warp_forward"]
+    names += [f"kernel_{i}_{w}" for i, w in enumerate(["add", "mul", "scan", "im2col", "cutlass", "relu"] * 20)]
+    trace = Trace("t", names, {})
+    ids = np.arange(len(names))
+    want = [V.KERNEL_CLASSES.index(V.kernel_class(n)) for n in names]
+    assert kernel_class_codes(trace, ids).tolist() == want
+    assert kernel_class_codes(trace, ids[::-1]).tolist() == want[::-1]

@@ -245,8 +245,9 @@ def kernel_classes(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> lis
     names, kind, comm = g["name"][sel], g["kind"][sel], comm_mask[sel]
     dur = (g["end_ns"] - g["start_ns"])[sel].astype(np.float64)
     ids, inverse = dense_codes(names)
-    by_name = np.array([V.KERNEL_CLASSES.index(V.kernel_class(trace.string(int(i)))) for i in ids.tolist()],
-                       dtype=np.int64)
+    by_name = np.full(ids.size, V.KERNEL_CLASSES.index("other"), dtype=np.int64)
+    named = (ids >= 0) & (ids < len(trace.strings))  # without a name: "other", as vocab.kernel_class("") says
+    by_name[named] = C.kernel_class_codes(trace, ids[named])
     cls = by_name[inverse.reshape(-1)]
     cls = np.where(kind != M.KERNEL, V.KERNEL_CLASSES.index("memory"), cls)
     cls = np.where(comm, V.KERNEL_CLASSES.index("communication"), cls)
