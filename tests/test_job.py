@@ -414,3 +414,21 @@ def test_match_key_helpers_agree_with_plain_python_on_random_rows():
             before[row] = seen.get(int(a[row]), 0)
             seen[int(a[row])] = before[row] + 1
         assert _count_before(a, order).tolist() == before
+
+
+def test_a_rank_late_as_often_as_chance_allows_among_four_is_not_a_straggler():
+    """Every rank is tested, so the chance bound is shared among them: last in 5 of 8 steps among 4
+    ranks (p = 0.027 for one rank, about 0.1 that some rank of four does it) is not a straggler;
+    last in 8 of 8 is."""
+    from tracedoc.job.straggler import RankStats, find_stragglers
+
+    def stats(late_steps: int) -> list[RankStats]:
+        late = RankStats(rank=2, instances=8, arrived_last=late_steps, wait_ns=0, lateness_ns=8_000_000,
+                         caused_wait_ns=16e6, steps=8, late_steps=late_steps, trials=8)
+        others = [RankStats(rank=r, instances=8, arrived_last=1, wait_ns=16_000_000, lateness_ns=0,
+                            caused_wait_ns=1e6, steps=8, late_steps=1, trials=8) for r in (0, 1, 3)]
+        return [late, *others]
+
+    step_ns = 10e6  # the late rank costs the others 2 ms a step: 20% of it, significant
+    assert find_stragglers(stats(5), step_ns, 4) == []
+    assert [s.rank for s in find_stragglers(stats(8), step_ns, 4)] == [2]

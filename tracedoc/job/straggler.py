@@ -24,7 +24,9 @@ from .timing import Timing
 # Significance: the wait a straggler costs each other rank, per step, as a share of the step.
 MIN_WAIT_FRACTION = 0.05
 # More often than chance: the rank is late (arrived last at the collectives holding at least half
-# of the step's wait) in more steps than a binomial draw with p = 1/ranks gives with probability CHANCE_P.
+# of the step's wait) in more steps than a binomial draw with p = 1/ranks gives with probability
+# CHANCE_P / ranks. Every rank is tested, so the bound is shared among them (Bonferroni): at 0.05 per
+# rank, a balanced 4-rank job would name a straggler by chance about once in five profiles.
 CHANCE_P = 0.05
 # ... or late in every one of at least MIN_STEADY_TRIALS steps by a steady amount (few ranks, few steps)
 MIN_STEADY_TRIALS = 3
@@ -129,7 +131,7 @@ def find_stragglers(stats: list[RankStats], step_ns: float | None, n_ranks: int)
     for s in stats:
         per_step = s.caused_wait_ns / s.steps
         significant = bool(step_ns) and per_step >= MIN_WAIT_FRACTION * step_ns
-        not_chance = chance_of(s.late_steps, s.trials, n_ranks) < CHANCE_P or s.steady
+        not_chance = chance_of(s.late_steps, s.trials, n_ranks) < CHANCE_P / max(n_ranks, 1) or s.steady
         if significant and not_chance and s.lateness_ns > 0 and s.wait_ns / max(s.instances, 1) <= median_wait:
             out.append(s)
     return sorted(out, key=lambda s: -s.caused_wait_ns)
