@@ -292,3 +292,20 @@ def test_intern_many_hands_out_ids_in_first_appearance_order():
     assert st.strings == ["b", "c", "1", "a", "d", "e"] and st.ids["e"] == 5
     with pytest.raises(TypeError):
         st.intern_many([["not", "hashable"]])
+
+
+def test_event_boundaries_found_backwards_are_the_boundary_pattern_matches():
+    """The reader looks for event boundaries from the end of a chunk with rfind; it must find
+    exactly the matches of the boundary pattern (a comma, white space, a brace), last first."""
+    import random
+
+    from tracedoc.ingest.kineto.salvage import _CUT_RE
+    from tracedoc.ingest.kineto.stream import _cuts_backward, _find_cut
+
+    rng = random.Random(5)
+    alphabet = b',{} \n\t\r\x0b\x0c"a:'
+    for _ in range(2000):
+        buf = bytes(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
+        want = [(m.start(), m.end() - 1) for m in _CUT_RE.finditer(buf)][::-1]
+        assert list(_cuts_backward(buf)) == want, buf
+        assert _find_cut(buf) == (want[0] if want else None)

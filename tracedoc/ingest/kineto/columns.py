@@ -105,6 +105,7 @@ class _Reader:
         self.source = source
         self.strings = StringTable()
         self.parts: dict[str, list[Table]] = {name: [] for name in M.SCHEMAS}
+        self.rows = {"gpu_ops": 0, "cpu_ops": 0}  # rows in parts so far: where the next part's rows start
         self.meta_events: list[tuple] = []
         self.n_events = 0
         self.bad_args = 0
@@ -184,7 +185,7 @@ class _Reader:
     def merge(self, chunk: dict) -> None:
         """Append another reader's columns, remapping its string ids into ours."""
         lut = np.array([self.strings.intern(x) for x in chunk["strings"]] + [-1], dtype=np.int64)
-        offsets = {name: sum(len(t) for t in self.parts[name]) for name in ("gpu_ops", "cpu_ops")}
+        offsets = dict(self.rows)
         for name, parts in chunk["parts"].items():
             for t in parts:
                 for col in t.columns:
@@ -202,6 +203,8 @@ class _Reader:
                 elif name == "op_shapes":
                     t["row"] = t["row"] + offsets["cpu_ops"]
                 self.parts[name].append(t)
+                if name in self.rows:
+                    self.rows[name] += len(t)
         self.meta_events.extend(chunk["meta_events"])
         self.n_events += chunk["n_events"]
         self.bad_args += chunk["bad_args"]
@@ -277,6 +280,8 @@ class _Reader:
         grid = _triples([a.grid for a in args])
         block = _triples([a.block for a in args])
         kind = _kinds(cats, _GPU_CATS.__getitem__)
+        base = self.rows["gpu_ops"]
+        self.rows["gpu_ops"] += n
         self.parts["gpu_ops"].append(Table("gpu_ops", {
             "kind": kind, "device": device, "stream": stream, "start_ns": ts, "end_ns": end,
             "name": self.names([e.name for e in sub]),
@@ -294,7 +299,6 @@ class _Reader:
         }))
         has_coll = [i for i, a in enumerate(args) if a.collective is not None]
         if has_coll:
-            base = sum(len(t) for t in self.parts["gpu_ops"][:-1])
             self._collectives(M.COLLECTIVE_FROM_KERNEL, [args[i] for i in has_coll],
                               np.asarray(has_coll) + base, ext[has_coll])
 
@@ -303,6 +307,8 @@ class _Reader:
         n = len(sub)
         ext = _external_ids(args)
         stacks = [a.call_stack for a in args]
+        base = self.rows["cpu_ops"]
+        self.rows["cpu_ops"] += n
         self.parts["cpu_ops"].append(Table("cpu_ops", {
             "kind": _kinds(cats, _CPU_CATS.__getitem__),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
@@ -311,10 +317,8 @@ class _Reader:
             "stack": self.names(stacks) if any(s is not None for s in stacks) else np.full(n, -1),
         }))
         names = self.parts["cpu_ops"][-1]["name"]
-        base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
         self._shapes(args, names, base)
         has_coll = [i for i, a in enumerate(args) if a.collective is not None]
-        base = sum(len(t) for t in self.parts["cpu_ops"][:-1])
         if has_coll:
             self._collectives(M.COLLECTIVE_FROM_CPU_OP, [args[i] for i in has_coll],
                               np.asarray(has_coll) + base, ext[has_coll])

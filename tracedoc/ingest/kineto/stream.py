@@ -13,7 +13,7 @@ from ...model.trace import Trace
 from .columns import _Reader
 from .decode import Event, _decode_events, _decode_top, decode_metadata
 from .metadata import _finish
-from .salvage import _CUT_RE, _decode_tail, _read_whole
+from .salvage import _decode_tail, _read_whole
 from .source import _Source, concatenated_members
 
 # Events are decoded a chunk at a time: small chunks keep the decoded objects of one chunk in cache
@@ -27,7 +27,6 @@ PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 PARALLEL_MIN_GZIP_BYTES = 2 * 1024 * 1024
 _HEAD_LIMIT = 64 * 1024 * 1024
 _UTF8_BOM = b"\xef\xbb\xbf"
-_CUT_WINDOW = 256 * 1024
 
 
 _EVENTS_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -169,18 +168,29 @@ def _read_sequential(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Read
         rest = rest[next_start:]
 
 
+_JSON_SPACE = b" \t\n\r\x0b\x0c"  # what the boundary pattern's \s matches
+
+
+def _cuts_backward(buf: bytes):
+    """Candidate event boundaries in ``buf`` (a comma, white space, an opening brace), the last first:
+    (position of the comma, position of the brace). Found with ``rfind`` from the end, since the cut
+    wanted is the last one; a brace inside a string can still look like one (callers verify)."""
+    end = len(buf)
+    while True:
+        brace = buf.rfind(b"{", 0, end)
+        if brace < 0:
+            return
+        k = brace - 1
+        while k >= 0 and buf[k] in _JSON_SPACE:
+            k -= 1
+        if k >= 0 and buf[k] == 0x2C:  # ","
+            yield k, brace
+        end = brace
+
+
 def _find_cut(buf: bytes) -> tuple[int, int] | None:
     """The last event boundary in ``buf`` (unverified): end of the piece before it, start of the rest."""
-    search_from = max(0, len(buf) - _CUT_WINDOW)  # the last cut is near the end
-    while True:
-        last = None
-        for last in _CUT_RE.finditer(buf, search_from):
-            pass
-        if last is not None:
-            return last.start(), last.end() - 1
-        if search_from == 0:
-            return None
-        search_from = max(0, search_from - 16 * 1024 * 1024)
+    return next(_cuts_backward(buf), None)
 
 
 def _decode_span(path: str, start: int, length: int):
@@ -264,18 +274,10 @@ def _drain(src: _Source, chunk_bytes: int) -> bytes:
 
 def _cut_and_decode(buf: bytes) -> tuple[list[Event], int] | None:
     """Decode the events before the last event boundary in ``buf``; return them and where the rest starts."""
-    search_from = max(0, len(buf) - _CUT_WINDOW)  # the last cut is near the end
-    tried = 0
-    while True:
-        cuts = list(_CUT_RE.finditer(buf, search_from))
-        for m in reversed(cuts):
-            piece = buf[: m.start()]
-            try:
-                return _decode_events(b"[" + piece + b"]"), m.end() - 1
-            except msgspec.DecodeError:
-                tried += 1
-                if tried > 8:
-                    return None
-        if search_from == 0:
-            return None
-        search_from = max(0, search_from - 16 * 1024 * 1024)
+    for tried, (comma, brace) in enumerate(_cuts_backward(buf)):
+        try:
+            return _decode_events(b"[" + buf[:comma] + b"]"), brace
+        except msgspec.DecodeError:
+            if tried >= 8:
+                return None
+    return None
