@@ -110,3 +110,10 @@ def test_kernel_class_codes_agree_with_the_vocabulary_one_name_at_a_time():
     want = [V.KERNEL_CLASSES.index(V.kernel_class(n)) for n in names]
     assert kernel_class_codes(trace, ids).tolist() == want
     assert kernel_class_codes(trace, ids[::-1]).tolist() == want[::-1]
+    # precedence worked by hand: norms before convolution, convolution before GEMM, the whole long name
+    by_hand = {"FLASH_FWD_kernel": "attention", "cudnn::bn_fw_tr_1C11_kernel": "reduction",
+               "implicit_convolve_sgemm": "convolution", "x" * (M.MATCH_CHARS + 5) + "gemm": "GEMM",
+               "plain": "other", "": "other"}
+    got = kernel_class_codes(trace, ids).tolist()
+    for name, cls in by_hand.items():
+        assert V.KERNEL_CLASSES[got[names.index(name)]] == cls, name

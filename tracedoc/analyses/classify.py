@@ -56,12 +56,6 @@ def name_mask(trace: Trace, pattern: re.Pattern, exclude: re.Pattern | None = No
     return mask
 
 
-# ``vocab.kernel_class``'s patterns in its order of precedence, with the class each one gives
-_KERNEL_CLASS_PATTERNS = ((V.ATTENTION_KERNEL_RE, "attention"), (V.NORM_KERNEL_RE, "reduction"),
-                          (V.CONV_KERNEL_RE, "convolution"), (V.GEMM_KERNEL_RE, "GEMM"),
-                          (V.REDUCTION_KERNEL_RE, "reduction"), (V.ELEMENTWISE_KERNEL_RE, "elementwise"))
-
-
 def kernel_class_codes(trace: Trace, ids: np.ndarray) -> np.ndarray:
     """``vocab.kernel_class`` of each name id in ``ids`` (distinct, >= 0), as an index into
     ``vocab.KERNEL_CLASSES``. Each pattern runs once per distinct name, through the trace's kept
@@ -70,7 +64,7 @@ def kernel_class_codes(trace: Trace, ids: np.ndarray) -> np.ndarray:
     if not ids.size:
         return out
     undecided = np.ones(ids.size, dtype=bool)
-    for pattern, name in _KERNEL_CLASS_PATTERNS:
+    for pattern, name in V.KERNEL_CLASS_PATTERNS:
         hit = undecided & name_mask(trace, pattern, ids=ids)[ids]
         out[hit] = V.KERNEL_CLASSES.index(name)
         undecided &= ~hit

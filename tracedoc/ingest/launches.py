@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import trace as M
+from ..model.groups import row_codes
 from ..model.trace import Trace
 from ..model.vocab import LAUNCH_FLOW_CATEGORIES
 
@@ -106,24 +107,12 @@ def _link_by_flows(trace: Trace, rows: np.ndarray) -> np.ndarray:
 
 def _first_match(keys: tuple[np.ndarray, ...], table: tuple[np.ndarray, ...]) -> np.ndarray:
     """For each row of ``keys``, the first row of ``table`` with the same key columns, else -1."""
-    n = keys[0].size
-    if not n or not table[0].size:
+    n, m = keys[0].size, table[0].size
+    if not n or not m:
         return np.full(n, -1, dtype=np.int64)
-    cols = [np.concatenate([np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)])
-            for k, t in zip(keys, table)]
-    order = np.lexsort(cols[::-1])  # stable: rows with equal keys stay in their original order
-    new_key = np.zeros(order.size, dtype=bool)
-    new_key[0] = True
-    for c in cols:
-        s = c[order]
-        new_key[1:] |= s[1:] != s[:-1]
-    group = np.cumsum(new_key) - 1  # the key's number, in sorted position
-    is_table = order >= n
-    at = np.flatnonzero(is_table)
-    first_of_group = np.ones(at.size, dtype=bool)  # the first table row of each key (sorted, stable)
-    first_of_group[1:] = group[at[1:]] != group[at[:-1]]
-    first = np.full(int(group[-1]) + 1, -1, dtype=np.int64)
-    first[group[at[first_of_group]]] = order[at[first_of_group]] - n
-    code = np.empty(order.size, dtype=np.int64)
-    code[order] = group
+    code, _, size = row_codes(*(np.concatenate([np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)])
+                                for k, t in zip(keys, table)))
+    first = np.full(size, m, dtype=np.int64)
+    np.minimum.at(first, code[n:], np.arange(m))
+    first[first == m] = -1
     return first[code[:n]]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..model.groups import first_rows, row_codes, stable_order
 from .instances import COLUMNS, RankTables
 
 KEY_SEQ = "group+seq"
@@ -156,33 +157,23 @@ def _all_in_group(flag: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndar
 
 
 def _count_before(key: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """Per row: the rows with the same ``key`` that come before it in ``order`` (a permutation)."""
+    """Per row: the rows with the same ``key`` (codes 0..) that come before it in ``order`` (a permutation)."""
     n = key.size
+    size = int(key.max()) + 1 if n else 0
     in_order = key[order]
-    by_key = np.argsort(in_order, kind="stable")
-    sorted_keys = in_order[by_key]
-    new = np.ones(n, dtype=bool)
-    new[1:] = sorted_keys[1:] != sorted_keys[:-1]
-    starts = np.flatnonzero(new)
-    position = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
+    by_key = stable_order(in_order, size)
+    starts = np.zeros(size, dtype=np.int64)  # where each key's run begins among the sorted rows
+    np.cumsum(np.bincount(in_order, minlength=size)[:-1], out=starts[1:])
     out = np.empty(n, dtype=np.int64)
-    out[order[by_key]] = position
+    out[order[by_key]] = np.arange(n) - starts[in_order[by_key]]
     return out
 
 
 def _keys(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct key tuples of ``columns`` in ascending order (first column major): per row the
     number of its key, and per key its first row."""
-    order = np.lexsort(columns[::-1])  # stable: within a key, rows stay in row order
-    new = np.ones(order.size, dtype=bool)
-    for col in columns:
-        s = col[order]
-        new[1:] &= s[1:] == s[:-1]
-    new = ~new
-    new[:1] = True
-    index = np.empty(order.size, dtype=np.int64)
-    index[order] = np.cumsum(new) - 1
-    return index, order[new]
+    index, _, size = row_codes(*columns)
+    return index, first_rows(index, size)
 
 
 def _codes_by_appearance(*columns: np.ndarray) -> np.ndarray:

@@ -110,18 +110,12 @@ ELEMENTWISE_KERNEL_RE = re.compile(
 KERNEL_CLASSES = ("GEMM", "convolution", "attention", "elementwise", "reduction", "communication", "memory", "other")
 
 
+# The class each kernel-name pattern gives, in order of precedence: the first that matches decides.
+KERNEL_CLASS_PATTERNS: tuple[tuple[re.Pattern, str], ...] = (
+    (ATTENTION_KERNEL_RE, "attention"), (NORM_KERNEL_RE, "reduction"), (CONV_KERNEL_RE, "convolution"),
+    (GEMM_KERNEL_RE, "GEMM"), (REDUCTION_KERNEL_RE, "reduction"), (ELEMENTWISE_KERNEL_RE, "elementwise"))
+
+
 def kernel_class(name: str) -> str:
     """The class of a compute kernel by its name (communication and copies are told apart before)."""
-    if ATTENTION_KERNEL_RE.search(name):
-        return "attention"
-    if NORM_KERNEL_RE.search(name):
-        return "reduction"
-    if CONV_KERNEL_RE.search(name):
-        return "convolution"
-    if GEMM_KERNEL_RE.search(name):
-        return "GEMM"
-    if REDUCTION_KERNEL_RE.search(name):
-        return "reduction"
-    if ELEMENTWISE_KERNEL_RE.search(name):
-        return "elementwise"
-    return "other"
+    return next((cls for pattern, cls in KERNEL_CLASS_PATTERNS if pattern.search(name)), "other")
