@@ -55,17 +55,16 @@ def _plain_decimals(joined: bytes, n: int, scale_digits: int) -> np.ndarray | No
         if dots.size > 1 and (np.diff(tok) == 0).any():  # two dots in one token
             return None
         decimals[tok] = ends[tok] - dots - 1
-    try:
-        digits = np.fromiter(map(int, joined.replace(b".", b"").split(b" ")), dtype=np.int64, count=n)
-    except (ValueError, OverflowError):
+    digits = _token_digits(a, joined, seps, ends, decimals, n)
+    if digits is None:
         return None
     kept = decimals <= scale_digits
     dropped = decimals - scale_digits
     if (dropped > 18).any():
         return None
     mult = _POW10[np.where(kept, scale_digits - decimals, 0)]
-    if (np.abs(digits) > _INT64_MAX // mult).any():  # would not fit int64 once scaled (or is int64's min)
-        return None
+    if ((np.abs(digits) > _INT64_MAX // mult) | (digits == BAD_NUMBER)).any():  # would not fit int64 once
+        return None  # scaled, or is int64's min (whose absolute value wraps round to itself)
     out = digits * mult
     if kept.all():
         return out
@@ -75,6 +74,43 @@ def _plain_decimals(joined: bytes, n: int, scale_digits: int) -> np.ndarray | No
     q = mag // unit + (mag % unit >= unit // 2)  # the first dropped digit is 5 or more
     out[cut] = np.where(digits[cut] < 0, -q, q)
     return out
+
+
+def _token_digits(a: np.ndarray, joined: bytes, seps: np.ndarray, ends: np.ndarray, decimals: np.ndarray,
+                  n: int) -> np.ndarray | None:
+    """Each token's digits, dot removed, as one signed integer; None unless every token is an optionally
+    signed run of digits with at most one dot between digits.
+
+    Tokens of at most 18 digits (or 19 below 9e18) cannot overflow int64 and are read by numpy's text
+    parser in one call; longer ones are read with Python ints (the caller checks their range).
+    """
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = seps + 1
+    neg = a[np.minimum(starts, a.size - 1)] == 45
+    if neg.sum() != np.count_nonzero(a == 45):  # a minus sign that does not start its token
+        return None
+    has_dot = decimals > 0
+    n_digits = ends - starts - neg - has_dot
+    if n_digits.size and n_digits.min() < 1:
+        return None
+    dotted = np.flatnonzero(has_dot)
+    if dotted.size and (ends[dotted] - decimals[dotted] - 1 <= starts[dotted] + neg[dotted]).any():
+        return None  # a dot with no digit before it
+    text = joined.replace(b".", b"")
+    wide = n_digits >= 19
+    if wide.any():
+        lead = a[starts[wide] + neg[wide]]
+        if (n_digits[wide] > 19).any() or (lead >= 57).any():  # could pass int64: exact Python ints
+            try:
+                return np.fromiter(map(int, text.split(b" ")), dtype=np.int64, count=n)
+            except (ValueError, OverflowError):
+                return None
+    try:
+        digits = np.fromstring(text, dtype=np.int64, sep=" ")
+    except ValueError:
+        return None
+    return digits if digits.size == n else None
 
 
 def _digitwise(tokens: list, joined: bytes, n: int, scale_digits: int) -> np.ndarray:
@@ -111,6 +147,10 @@ def _digitwise(tokens: list, joined: bytes, n: int, scale_digits: int) -> np.nda
     vals[neg] = -vals[neg]
     # Anything that is not plain digits with an optional sign and dot: parse it the slow way.
     odd = ~(digit | (a == 46) | (a == 45) | (a == _SEP))
+    odd[starts] |= np.add.reduceat(digit, starts) == 0  # no digit at all ("-", ".")
+    minus = a == 45
+    minus[starts] = False
+    odd |= minus  # a minus sign inside a token
     slow = np.unique(tok_of[odd]) if odd.any() else np.zeros(0, dtype=np.int64)
     big = np.flatnonzero((int_digits + scale_digits > 19) | wrapped)
     if big.size:

@@ -60,9 +60,14 @@ def _external_ids(args: list[Args]) -> np.ndarray:
 
 
 def _triples(values: list) -> np.ndarray:
+    """Grid or block ``[x, y, z]`` values to an (n, 3) int64 array; -1 where absent or unreadable."""
     n = len(values)
-    if n and all(v is None for v in values[:1]) and all(v is None for v in values):
-        return np.full((n, 3), -1, dtype=np.int64)
+    present = [i for i, v in enumerate(values) if v is not None]
+    if len(present) < n:  # memcpy and memset rows have no grid: read the others together
+        out = np.full((n, 3), -1, dtype=np.int64)
+        if present:
+            out[present] = _triples([values[i] for i in present])
+        return out
     try:
         if set(map(type, values)) == {list} and min(map(len, values)) == 3 == max(map(len, values)):
             return np.fromiter(itertools.chain.from_iterable(values), dtype=np.int64, count=3 * n).reshape(n, 3)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -65,24 +65,50 @@ def _codes(values: list) -> tuple[np.ndarray, list] | None:
     return np.fromiter(map(lut.__getitem__, values), dtype=np.int32, count=len(values)), distinct
 
 
-def _classes(ph: list, cat: list) -> np.ndarray:
-    """``_classify`` of every event, evaluated once per distinct (phase, category) pair."""
-    n = len(ph)
+class _Coded(NamedTuple):
+    """A column of hashable values as dense codes into its distinct values, so that anything worked out
+    from a value (a kind, a string id) is worked out once per distinct value."""
+
+    codes: np.ndarray
+    distinct: list
+
+    @classmethod
+    def of(cls, values: list) -> "_Coded":
+        coded = _codes(values)
+        if coded is None:  # a list or object: its text stands for it
+            coded = _codes([str(v) if isinstance(v, (list, dict)) else v for v in values])
+        return cls(*coded)
+
+    def take(self, idx: np.ndarray) -> "_Coded":
+        return _Coded(self.codes[idx], self.distinct)
+
+    def lookup(self, fn: Callable[[Any], int], dtype=np.uint8) -> np.ndarray:
+        """``fn`` of every value, evaluated once for each distinct value present."""
+        used = np.flatnonzero(np.bincount(self.codes, minlength=len(self.distinct)))
+        lut = np.zeros(len(self.distinct), dtype=dtype)
+        lut[used] = [fn(self.distinct[i]) for i in used.tolist()]
+        return lut[self.codes]
+
+    def text_ids(self, strings: StringTable) -> np.ndarray:
+        """String ids of the values as text (None: -1), interned in order of first appearance."""
+        present, first = np.unique(self.codes, return_index=True)
+        order = present[np.argsort(first, kind="stable")]
+        texts = [None if (v := self.distinct[i]) is None else str(v) for i in order.tolist()]
+        lut = np.full(len(self.distinct), -1, dtype=np.int32)
+        lut[order] = strings.intern_many(texts)
+        return lut[self.codes]
+
+
+def _classes(ph: list, cat: list) -> tuple[np.ndarray, _Coded, _Coded]:
+    """``_classify`` of every event, evaluated once per distinct (phase, category) pair, with the phases
+    and categories coded. Raises ``TypeError`` as ``_classify`` does for a list or object category."""
     ph_codes, cat_codes = _codes(ph), _codes(cat)
     if ph_codes is None or cat_codes is None:
-        return np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=n)
+        cls = np.fromiter(map(_classify, ph, cat), dtype=np.int8, count=len(ph))
+        return cls, _Coded.of(ph), _Coded.of(cat)
     (pc, phs), (cc, cats) = ph_codes, cat_codes
     table = np.array([[_classify(p, c) for c in cats] for p in phs], dtype=np.int8).reshape(len(phs), len(cats))
-    return table[pc, cc]
-
-
-def _kinds(cats: list, by_cat: Callable[[Any], int]) -> np.ndarray:
-    """``by_cat`` of every category in ``cats``, evaluated once per distinct category."""
-    codes = _codes(cats)
-    if codes is None:
-        return np.fromiter(map(by_cat, cats), dtype=np.uint8, count=len(cats))
-    idx, distinct = codes
-    return np.array([by_cat(c) for c in distinct], dtype=np.uint8)[idx]
+    return table[pc, cc], _Coded(pc, phs), _Coded(cc, cats)
 
 
 # Ops whose recorded shapes are kept (FLOPs are counted from them): matrix products, convolutions and
@@ -226,10 +252,10 @@ class _Reader:
         ph = [e.ph for e in evs]
         cat = [e.cat for e in evs]
         try:
-            cls = _classes(ph, cat)
+            cls, phases, cats = _classes(ph, cat)
         except TypeError:  # a list or object as ph or cat: read as absent
             ph, cat = self._scalars(ph), self._scalars(cat)
-            cls = _classes(ph, cat)
+            cls, phases, cats = _classes(ph, cat)
         ts = decimal_text_to_scaled_int([e.ts for e in evs])
         dur = decimal_text_to_scaled_int([e.dur for e in evs])
         self._drop_impossible_times(evs, cls, ts, dur)
@@ -246,8 +272,7 @@ class _Reader:
                 continue
             sub = _take(evs, idx)
             handler = self._handlers[c]
-            handler(self, sub, ts[idx], [cat[i] for i in idx.tolist()] if c in (C_GPU, C_CPU, C_RUNTIME, C_OTHER, C_FLOW) else None,
-                    dur[idx])
+            handler(self, sub, ts[idx], cats.take(idx), dur[idx], phases.take(idx))
 
     def _drop_impossible_times(self, evs: list[Event], cls: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> None:
         """Mark events whose time is not a possible time (missing, non-finite, out of range, negative
@@ -266,7 +291,7 @@ class _Reader:
             self.bad_time_example = f'"ts": {bytes(e.ts)[:40].decode("utf-8", "replace")}, ' \
                                     f'"dur": {bytes(e.dur)[:40].decode("utf-8", "replace")}'
 
-    def _gpu(self, sub, ts, cats, dur):
+    def _gpu(self, sub, ts, cats, dur, phases):
         args = [e.args or _EMPTY_ARGS for e in sub]
         n = len(sub)
         end = ts + dur
@@ -279,7 +304,7 @@ class _Reader:
         ext = _external_ids(args)
         grid = _triples([a.grid for a in args])
         block = _triples([a.block for a in args])
-        kind = _kinds(cats, _GPU_CATS.__getitem__)
+        kind = cats.lookup(_GPU_CATS.__getitem__)
         base = self.rows["gpu_ops"]
         self.rows["gpu_ops"] += n
         self.parts["gpu_ops"].append(Table("gpu_ops", {
@@ -302,7 +327,7 @@ class _Reader:
             self._collectives(M.COLLECTIVE_FROM_KERNEL, [args[i] for i in has_coll],
                               np.asarray(has_coll) + base, ext[has_coll])
 
-    def _cpu(self, sub, ts, cats, dur):
+    def _cpu(self, sub, ts, cats, dur, phases):
         args = [e.args or _EMPTY_ARGS for e in sub]
         n = len(sub)
         ext = _external_ids(args)
@@ -310,7 +335,7 @@ class _Reader:
         base = self.rows["cpu_ops"]
         self.rows["cpu_ops"] += n
         self.parts["cpu_ops"].append(Table("cpu_ops", {
-            "kind": _kinds(cats, _CPU_CATS.__getitem__),
+            "kind": cats.lookup(_CPU_CATS.__getitem__),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "name": self.names([e.name for e in sub]), "start_ns": ts,
             "end_ns": ts + dur, "external_id": ext, "depth": np.zeros(n),
@@ -382,10 +407,10 @@ class _Reader:
             cols["dtype"] = self.names([t for _, t in shapes])
         self.parts["collectives"].append(Table("collectives", cols))
 
-    def _runtime(self, sub, ts, cats, dur):
+    def _runtime(self, sub, ts, cats, dur, phases):
         args = [e.args or _EMPTY_ARGS for e in sub]
         self.parts["runtime"].append(Table("runtime", {
-            "kind": _kinds(cats, _runtime_kind),
+            "kind": cats.lookup(_runtime_kind),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "name": self.names([e.name for e in sub]), "start_ns": ts,
             "end_ns": ts + dur,
@@ -400,7 +425,7 @@ class _Reader:
         stream = np.where(stream == -1, self.ids([e.tid for e in sub]), stream)
         return device, stream
 
-    def _gpu_annot(self, sub, ts, cats, dur):
+    def _gpu_annot(self, sub, ts, cats, dur, phases):
         args = [e.args or _EMPTY_ARGS for e in sub]
         device, stream = self._device_stream(sub, args)
         self.parts["gpu_annotations"].append(Table("gpu_annotations", {
@@ -408,7 +433,7 @@ class _Reader:
             "start_ns": ts, "end_ns": ts + dur, "external_id": _external_ids(args),
         }))
 
-    def _sync(self, sub, ts, cats, dur):
+    def _sync(self, sub, ts, cats, dur, phases):
         args = [e.args or _EMPTY_ARGS for e in sub]
         device, stream = self._device_stream(sub, args)
         self.parts["syncs"].append(Table("syncs", {
@@ -418,16 +443,16 @@ class _Reader:
             "wait_on_stream": to_int64([a.wait_on_stream for a in args]),
         }))
 
-    def _flow(self, sub, ts, cats, dur):
+    def _flow(self, sub, ts, cats, dur, phases):
         phase = {"s": M.FLOW_START, "t": M.FLOW_STEP, "f": M.FLOW_END}
         self.parts["flows"].append(Table("flows", {
             "id": to_int64([e.id for e in sub]),
-            "phase": _kinds([e.ph for e in sub], phase.__getitem__),
-            "cat": self.names([None if c is None else str(c) for c in cats]),
+            "phase": phases.lookup(phase.__getitem__),
+            "cat": cats.text_ids(self.strings),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]), "ts_ns": ts,
         }))
 
-    def _instant(self, sub, ts, cats, dur):
+    def _instant(self, sub, ts, cats, dur, phases):
         keep = [i for i, e in enumerate(sub) if e.name == "[memory]"]
         if not keep:
             return
@@ -444,14 +469,14 @@ class _Reader:
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
         }))
 
-    def _meta(self, sub, ts, cats, dur):
+    def _meta(self, sub, ts, cats, dur, phases):
         for e in sub:
             a = e.args or _EMPTY_ARGS
             self.meta_events.append((e.name, e.pid, e.tid, a.name, a.labels))
 
-    def _other(self, sub, ts, cats, dur):
+    def _other(self, sub, ts, cats, dur, phases):
         self.parts["other_spans"].append(Table("other_spans", {
-            "cat": self.names([None if c is None else str(c) for c in cats]),
+            "cat": cats.text_ids(self.strings),
             "name": self.names([None if e.name is None else str(e.name) for e in sub]),
             "pid": self.ids([e.pid for e in sub]), "tid": self.ids([e.tid for e in sub]),
             "start_ns": ts, "end_ns": ts + dur,
