@@ -16,12 +16,14 @@ from .registry import EVIDENCE, METRICS
 
 
 def analyze_trace(trace: Trace, metrics: Iterable[str] | None = None,
-                  evidence: Iterable[str] | None = None) -> RankAnalysis:
+                  evidence: Iterable[str] | None = None, workers: int | None = None) -> RankAnalysis:
     """Run the analyses for one rank: all of them by default, or those the named metrics and evidence
     tables (and the result's window, devices, warnings and timeline) need; metrics no analysis that
-    ran produces are None. ``pipeline.run_analyses`` checks each analysis against its declaration."""
+    ran produces are None. ``pipeline.run_analyses`` checks each analysis against its declaration;
+    ``workers=1`` keeps them all in this process."""
     out = run_analyses(trace, metrics, evidence,
-                       values=("window", "per_device", "warnings", "timeline", "critical_path", "idle_sets"))
+                       values=("window", "per_device", "warnings", "timeline", "critical_path", "idle_sets"),
+                       workers=workers)
     per_step = out.evidence.get("per_step") or []
     return RankAnalysis(source=trace.source, rank=trace.meta.rank, window=out.values["window"],
                         metrics={k: out.metrics.get(k) for k in METRICS},

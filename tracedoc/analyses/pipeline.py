@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from types import MappingProxyType
 
 from ..model.trace import Trace
+from .offload import Offloader
 from .registry import ANALYSES, PRODUCERS, Analysis, ContractError, Produced
 
 _KINDS = ("metrics", "evidence", "values")
@@ -76,19 +77,34 @@ def plan(metrics: Iterable[str] = (), evidence: Iterable[str] = (), values: Iter
 
 
 def run_analyses(trace: Trace, metrics: Iterable[str] | None = None, evidence: Iterable[str] | None = None,
-                 values: Iterable[str] | None = None) -> Produced:
-    """Run what ``metrics``, ``evidence`` and ``values`` need (None: the default request for that kind)."""
+                 values: Iterable[str] | None = None, *, workers: int | None = None) -> Produced:
+    """Run what ``metrics``, ``evidence`` and ``values`` need (None: the default request for that kind).
+
+    On a large trace, ``offload`` analyses run in a child process beside the others, unless
+    ``workers=1`` (the caller already runs one process per core)."""
     default = default_request()
     asked = {kind: tuple(default[kind] if names is None else names)
              for kind, names in zip(_KINDS, (metrics, evidence, values))}
     out = Produced()
-    for entry in plan(**asked):
-        inputs = MappingProxyType({name: out.values[name] for name in entry.needs})
-        produced = entry.run(trace, inputs)
+
+    def merge(entry: Analysis, produced: Produced) -> None:
         check(entry, produced)
         out.metrics.update(produced.metrics)
         out.evidence.update(produced.evidence)
         out.values.update(produced.values)
+
+    order = plan(**asked)
+    away = Offloader(order, trace, workers)
+    try:
+        for entry in order:
+            away.start_ready(out.values)
+            if away.handles(entry):
+                continue
+            away.collect(entry.needs, merge)
+            merge(entry, entry.run(trace, MappingProxyType({name: out.values[name] for name in entry.needs})))
+        away.collect(None, merge)
+    finally:
+        away.cancel()
     return out
 
 

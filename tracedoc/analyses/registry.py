@@ -220,6 +220,7 @@ class Analysis:
     provides: tuple[str, ...]  # values other analyses or the result read
     needs: tuple[str, ...]  # values it reads, provided by other analyses
     on_demand: bool  # run only when one of its outputs is asked for by name
+    offload: bool = False  # may run in a forked child process while the others run (see offload.py)
 
 
 ANALYSES: dict[str, Analysis] = {}
@@ -228,17 +229,19 @@ PRODUCERS: dict[str, dict[str, str]] = {"metrics": {}, "evidence": {}, "values":
 
 
 def analysis(*, produces: tuple[str, ...] = (), evidence: tuple[str, ...] = (), provides: tuple[str, ...] = (),
-             needs: tuple[str, ...] = (), on_demand: bool = False) -> Callable:
+             needs: tuple[str, ...] = (), on_demand: bool = False, offload: bool = False) -> Callable:
     """Register ``fn(trace, inputs) -> Produced`` as an analysis with its declared inputs and outputs.
 
     ``inputs`` maps each name in ``needs`` to the value another analysis provides. ``on_demand``
-    analyses (costly ones) are left out of a full run unless an output of theirs is asked for. Every
+    analyses (costly ones) are left out of a full run unless an output of theirs is asked for. ``offload``
+    ones (long, and waited for by few others) may run in a child process beside the others. Every
     output has one producer; a metric or evidence table must be described in ``METRICS`` / ``EVIDENCE``.
     """
 
     def register(fn: Callable) -> Callable:
         name = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
-        entry = Analysis(name, fn, tuple(produces), tuple(evidence), tuple(provides), tuple(needs), on_demand)
+        entry = Analysis(name, fn, tuple(produces), tuple(evidence), tuple(provides), tuple(needs), on_demand,
+                         offload)
         undescribed = [m for m in entry.produces if m not in METRICS] + [t for t in entry.evidence if t not in EVIDENCE]
         if undescribed:
             raise ContractError(f"analysis {name} declares {', '.join(map(repr, undescribed))}, which "

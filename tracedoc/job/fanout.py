@@ -57,7 +57,7 @@ def analyze_file(path: str, options: dict, progress: Callable[[float], None] | N
     for t in traces:
         if t.meta.rank is None and len(traces) == 1 and rank_of is not None:
             t.meta.rank = rank_of(path)
-        out.append(RankOutput(analyze_trace(t), rank_tables(t, lead_in=lead_in or len(traces) > 1)))
+        out.append(RankOutput(analyze_trace(t, workers=workers), rank_tables(t, lead_in=lead_in or len(traces) > 1)))
     return out
 
 

@@ -97,7 +97,7 @@ def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray, arrivals: A
                         g.chain_keys, list(g.notes))
 
 
-@analysis(needs=("step_spans", "comm_mask"), provides=("critical_path",))
+@analysis(needs=("step_spans", "comm_mask"), provides=("critical_path",), offload=True)
 def step_critical_paths(trace: Trace, inputs) -> Produced:
     """Each step's critical path and the what-if predictions, unless too few GPU ops are linked to a launch."""
     return Produced(values={"critical_path": critical_path(trace, inputs["step_spans"], inputs["comm_mask"],

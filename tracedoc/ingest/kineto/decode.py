@@ -20,7 +20,7 @@ _LONE_SURROGATE_RE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-
 _NO_RAW = msgspec.Raw(b"")
 
 
-class Args(msgspec.Struct, frozen=True):
+class Args(msgspec.Struct, frozen=True, gc=False):
     """The ``args`` fields tracedoc reads. Types vary across generations, so values are untyped."""
 
     external_id: Any = msgspec.field(default=None, name="External id")
@@ -74,7 +74,7 @@ _EMPTY_ARGS = Args()
 _RAW_FIELDS = ("Input Dims", "Input type", "Concrete Inputs")
 
 
-class Event(msgspec.Struct):
+class Event(msgspec.Struct, gc=False):
     ph: Any = None
     cat: Any = None
     name: Any = None

@@ -1,0 +1,105 @@
+"""Analyses run in a forked child beside the others: the same result as in one process, a failed
+child recomputed here, and no child where forking is unsafe or pointless."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import threading
+
+import numpy as np
+import pytest
+from trace_builder import TraceBuilder, training_steps
+
+from tracedoc.analyses import analyze_trace
+from tracedoc.analyses import offload as O
+from tracedoc.analyses.registry import ANALYSES, ContractError
+from tracedoc.ingest import load
+from tracedoc.result import RankResult
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="offloading needs fork")
+
+
+@pytest.fixture
+def trace(tmp_path):
+    b = TraceBuilder()
+    training_steps(b, steps=6, kernels=12, dataloader_us=2_000.0)
+    return load(str(b.write(tmp_path / "t.json")))
+
+
+@pytest.fixture
+def children(monkeypatch):
+    """Offload whatever the size, and record the pid of every child started."""
+    monkeypatch.setattr(O, "OFFLOAD_MIN_OPS", 0)
+    started = []
+    real = O._Child.__init__
+
+    def spy(self, entry, trace, inputs):
+        real(self, entry, trace, inputs)
+        started.append((entry.name, self.pid))
+
+    monkeypatch.setattr(O._Child, "__init__", spy)
+    return started
+
+
+def comparable(rank) -> str:
+    """The rank's whole JSON object, as a report would carry it."""
+    return json.dumps(RankResult.from_analysis(rank, None).to_dict(), sort_keys=True)
+
+
+def test_offloaded_critical_path_equals_the_one_computed_here(trace, children):
+    here = analyze_trace(copy.deepcopy(trace), workers=1)
+    assert children == []
+    apart = analyze_trace(copy.deepcopy(trace))
+    assert [name for name, _ in children] == ["critical_path.step_critical_paths"]
+    assert children[0][1] != os.getpid()
+    assert apart.critical_path.available and len(apart.critical_path.steps) == 6
+    assert comparable(apart) == comparable(here)
+    a, h = apart.critical_path.segments, here.critical_path.segments  # the overlay, not in the JSON
+    assert a.keys() == h.keys() and all(np.array_equal(a[k], h[k]) for k in a)
+    assert a["start_ns"].size
+
+
+def test_a_child_that_fails_is_recomputed_here(trace, children, monkeypatch):
+    parent = os.getpid()
+    entry = ANALYSES["critical_path.step_critical_paths"]
+    real = entry.run
+
+    def only_here(t, inputs):
+        if os.getpid() != parent:
+            os._exit(3)  # dies without a result, as a killed child would
+        return real(t, inputs)
+
+    monkeypatch.setitem(ANALYSES, entry.name, entry.__class__(**{**entry.__dict__, "run": only_here}))
+    expected = analyze_trace(copy.deepcopy(trace), workers=1)
+    got = analyze_trace(copy.deepcopy(trace))
+    assert len(children) == 1
+    assert comparable(got) == comparable(expected)
+
+
+def test_an_error_in_an_offloaded_analysis_surfaces_as_it_would_here(trace, children, monkeypatch):
+    entry = ANALYSES["critical_path.step_critical_paths"]
+
+    def broken(t, inputs):
+        raise ContractError("broken on purpose")
+
+    monkeypatch.setitem(ANALYSES, entry.name, entry.__class__(**{**entry.__dict__, "run": broken}))
+    with pytest.raises(ContractError, match="broken on purpose"):
+        analyze_trace(copy.deepcopy(trace))
+    assert len(children) == 1
+
+
+def test_no_child_for_one_worker_a_small_trace_or_a_threaded_caller(trace, monkeypatch):
+    assert not O.worth_offloading(trace, 1)
+    assert not O.worth_offloading(trace, None)  # a few hundred ops: below OFFLOAD_MIN_OPS
+    monkeypatch.setattr(O, "OFFLOAD_MIN_OPS", 0)
+    assert O.worth_offloading(trace, None) == ((os.cpu_count() or 1) > 1)
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        assert not O.worth_offloading(trace, None)
+    finally:
+        stop.set()
+        other.join()
