@@ -53,7 +53,9 @@ def test_run_prints_the_answer_and_profile_returns_the_result(tmp_path):
     err = proc.stderr
     assert "tracedoc: Verdict withheld: the trace holds CPU activity only" in err
     assert "tracedoc: DataLoader: the main thread spends" in err
-    assert "tracedoc: Host time by operator (self time, share of the window): aten::" in err
+    host = [line for line in err.splitlines() if line.startswith("tracedoc: Host time by operator (self time, "
+                                                                 "share of the window): ")]
+    assert len(host) == 1 and "aten::" in host[0], err[-3000:]  # which op leads depends on the machine's load
     assert err.index("Verdict withheld") < err.index("tracedoc: report: ")
 
     import torch

@@ -30,8 +30,10 @@ def trace(tmp_path):
 
 @pytest.fixture
 def children(monkeypatch):
-    """Offload whatever the size, and record the pid of every child started."""
+    """Offload whatever the size, and record the pid of every child started. (Threads other tests leave
+    idle in this process, such as a capture loop, would keep any child from starting.)"""
     monkeypatch.setattr(O, "OFFLOAD_MIN_OPS", 0)
+    monkeypatch.setattr(O.threading, "active_count", lambda: 1)
     started = []
     real = O._Child.__init__
 
@@ -94,7 +96,9 @@ def test_no_child_for_one_worker_a_small_trace_or_a_threaded_caller(trace, monke
     assert not O.worth_offloading(trace, 1)
     assert not O.worth_offloading(trace, None)  # a few hundred ops: below OFFLOAD_MIN_OPS
     monkeypatch.setattr(O, "OFFLOAD_MIN_OPS", 0)
-    assert O.worth_offloading(trace, None) == ((os.cpu_count() or 1) > 1)
+    with monkeypatch.context() as alone:
+        alone.setattr(O.threading, "active_count", lambda: 1)
+        assert O.worth_offloading(trace, None) == ((os.cpu_count() or 1) > 1)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()

@@ -26,7 +26,7 @@ from .registry import Analysis, Produced
 
 # Ops (GPU ops, CPU ops, runtime calls) from which a child is worth its start: below this the
 # fork, the pickled result and the copy-on-write faults cost more than the overlap saves.
-OFFLOAD_MIN_OPS = 100_000
+OFFLOAD_MIN_OPS = 60_000
 
 
 def worth_offloading(trace: Trace, workers: int | None) -> bool:
