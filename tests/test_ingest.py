@@ -62,6 +62,37 @@ def test_tiny_chunks_and_worker_processes_give_identical_tables(tmp_path):
                     assert np.array_equal(av, cv, equal_nan=True), (name, col)
 
 
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="fork only")
+def test_no_decode_workers_are_forked_while_another_thread_runs(tmp_path, monkeypatch):
+    # A fork copies only the calling thread: with a notebook's or progress bar's thread about, the
+    # file is decoded in this process (workers started as fresh interpreters would run the caller's
+    # unguarded main script again).
+    import threading
+
+    from tracedoc.ingest.kineto import stream
+    from tracedoc.ingest.kineto.source import _Source
+
+    monkeypatch.setattr(stream, "PARALLEL_MIN_BYTES", 1)
+    p = str(small_trace().write(tmp_path / "t.json"))
+    src = _Source(p)
+    try:
+        with monkeypatch.context() as alone:  # threads other tests leave idle in this process do not count
+            alone.setattr(threading, "active_count", lambda: 1)
+            assert stream._worker_count(src, stream.CHUNK_BYTES) == min(4, os.cpu_count() or 1)
+        stop = threading.Event()
+        other = threading.Thread(target=stop.wait)
+        other.start()
+        try:
+            assert stream._worker_count(src, stream.CHUNK_BYTES) == 1
+            trace = read_kineto(p)
+        finally:
+            stop.set()
+            other.join()
+    finally:
+        src.close()
+    assert len(trace.gpu_ops) == 8 and len(trace.runtime) == 8
+
+
 def label_text(trace, ids):
     return [trace.string(int(LABEL_ID_BASE - i)) if i <= LABEL_ID_BASE else int(i) for i in ids]
 

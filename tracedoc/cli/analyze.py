@@ -206,15 +206,17 @@ def _progress_callback(enabled: bool):
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
+    # Redrawn on each update rather than by rich's refresh thread: with no other thread running, the
+    # reader may fork its decode workers and the critical path its child (a fork copies one thread only).
     progress = Progress(TextColumn("[bold]reading"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
-                        console=Console(stderr=True), transient=True)
+                        console=Console(stderr=True), transient=True, auto_refresh=False)
     state = {"task": None}
 
     def update(done: int, total: int) -> None:
         if state["task"] is None:
             progress.start()
             state["task"] = progress.add_task("read", total=total)
-        progress.update(state["task"], completed=done, total=total)
+        progress.update(state["task"], completed=done, total=total, refresh=True)
 
     return update, progress
 
