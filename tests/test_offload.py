@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import sys
 import threading
 
 import numpy as np
@@ -18,7 +19,7 @@ from tracedoc.analyses.registry import ANALYSES, ContractError
 from tracedoc.ingest import load
 from tracedoc.result import RankResult
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="offloading needs fork")
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="analyses are offloaded on Linux only")
 
 
 @pytest.fixture

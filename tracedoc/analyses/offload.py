@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -30,9 +31,10 @@ OFFLOAD_MIN_OPS = 60_000
 
 
 def worth_offloading(trace: Trace, workers: int | None) -> bool:
-    """Whether this run may fork: a large trace, a spare core, fork available, and no other thread
-    (a fork copies only the calling thread; locks other threads hold would stay held in the child)."""
-    if workers == 1 or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+    """Whether this run may fork: a large trace, a spare core, Linux, and no other thread (a fork copies
+    only the calling thread; locks other threads hold would stay held in the child). macOS has fork,
+    but its system libraries (numpy's Accelerate among them) are not safe to use in a forked child."""
+    if workers == 1 or (os.cpu_count() or 1) < 2 or not sys.platform.startswith("linux"):
         return False
     if threading.active_count() != 1:
         return False
