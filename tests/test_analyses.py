@@ -1,5 +1,6 @@
 """Hand-worked fixtures for every analysis; expected answers are derived here from the fixture."""
 
+import numpy as np
 import pytest
 
 import tracedoc
@@ -329,3 +330,31 @@ def test_iteration_name_is_the_repeating_one_covering_most_time():
     assert _longest_repeating(c, np.array([0, 2, 3, 5, 7])).tolist() == [0, 2]  # without row 1, name 1 covers 15
     assert _longest_repeating(c, np.array([7])) is None
     assert _longest_repeating({k: v[:0] for k, v in c.items()}, np.zeros(0, dtype=np.int64)) is None
+
+
+def test_children_time_agrees_with_a_scan_of_every_span_on_random_nestings():
+    """A span's direct children: every span one level deeper on its own (pid, tid) thread goes to the
+    latest span of the level above that started at or before it (ties: the last in file order)."""
+    from tracedoc.analyses.host import _children_ns
+
+    class Rows(dict):
+        def __len__(self):
+            return self["start_ns"].size
+
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(1, 40))
+        c = Rows(pid=rng.integers(0, 2, n), tid=rng.integers(0, 3, n), start_ns=rng.integers(0, 30, n),
+                 depth=rng.integers(0, 4, n))
+        c["end_ns"] = c["start_ns"] + rng.integers(0, 10, n)
+        want = [0] * n
+        by_start = sorted(range(n), key=lambda i: c["start_ns"][i])  # stable: file order among ties
+        for k in range(n):
+            parent = None
+            for p in by_start:
+                if (c["depth"][p] == c["depth"][k] - 1 and (c["pid"][p], c["tid"][p]) == (c["pid"][k], c["tid"][k])
+                        and c["start_ns"][p] <= c["start_ns"][k]):
+                    parent = p
+            if parent is not None:
+                want[parent] += int(c["end_ns"][k] - c["start_ns"][k])
+        assert _children_ns(c).tolist() == want

@@ -242,7 +242,7 @@ def test_without_steps_the_share_is_an_upper_bound(tmp_path):
 
 
 # -- the replay ----------------------------------------------------------------------------------
-def _relax_with_networkx(g: G.Graph | None, m: S.Model) -> np.ndarray:
+def _relax_with_networkx(m: S.Model) -> np.ndarray:
     """Longest-path times by a plain relaxation in networkx's topological order (independent of
     the vectorised scan)."""
     n = m.chain.size
@@ -293,7 +293,7 @@ def test_replay_by_windows_matches_a_networkx_relaxation_with_clock_skew(monkeyp
     windows = []
     for _ in range(300):
         m = _random_model(rng)
-        assert np.array_equal(S.replay(m), _relax_with_networkx(None, m))
+        assert np.array_equal(S.replay(m), _relax_with_networkx(m))
         windows.append(int(S._blocks(m, np.r_[True, m.chain[1:] != m.chain[:-1]]).max()) + 1)
     assert max(windows) >= 3  # the replays did run in several windows
 
@@ -308,7 +308,7 @@ def test_replay_matches_a_networkx_relaxation(tmp_path, fix):
     else:
         m, inv = W.TRANSFORMS[fix](g)
     got = S.replay(m)
-    want = _relax_with_networkx(g, m)
+    want = _relax_with_networkx(m)
     assert np.array_equal(got, want)
     if fix is None:
         assert np.array_equal(got, g.time)  # the recorded graph replays the recorded times
@@ -327,7 +327,7 @@ def test_replay_in_short_windows_matches_a_networkx_relaxation(tmp_path, monkeyp
     if fix in (None, "dataloader", "sync", "launch"):
         assert m.layout is g.replay_layout is not None
     assert len((m.layout or S.Layout.of(m)).windows) > len(steps)  # steps were cut further
-    assert np.array_equal(S.replay(m), _relax_with_networkx(g, m))
+    assert np.array_equal(S.replay(m), _relax_with_networkx(m))
 
 
 def test_replay_joins_windows_an_edge_goes_back_across(monkeypatch):

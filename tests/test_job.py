@@ -416,6 +416,48 @@ def test_match_key_helpers_agree_with_plain_python_on_random_rows():
         assert _count_before(a + 1, order).tolist() == before  # key codes are >= 0
 
 
+def test_disagreements_agree_with_plain_python_on_random_calls():
+    """Calls of keys not matched on every member rank, summarised per (group, step, type, size): the
+    distinct keys each rank called, ranks without any; the largest parts first (ties in order of
+    appearance), at most MAX_DISAGREEMENTS."""
+    import numpy as np
+
+    from tracedoc.job.match import MAX_DISAGREEMENTS, Stacked, _disagreements
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n = int(rng.integers(1, 120))
+        rank = rng.integers(0, 4, n)
+        cols = {"group": rng.integers(0, 2, n), "step": rng.integers(-1, 3, n), "type": rng.integers(0, 2, n),
+                "dtype": rng.integers(0, 2, n)}
+        size = rng.integers(-1, 3, n) * 512
+        codes = rng.integers(0, 30, n)
+        ok_code = rng.random(30) < 0.3
+        members = {"a": [0, 1, 2, 3], "b": [1, 2]}
+        stacked = Stacked(rank=rank, cols=cols, groups=["a", "b"], types=["all_reduce", "broadcast"],
+                          dtypes=["Float", "Half"])
+        parts: dict[tuple, dict[int, set]] = {}
+        first_row: dict[tuple, int] = {}
+        for i in range(n):
+            if ok_code[codes[i]]:
+                continue
+            part = (int(cols["group"][i]), int(cols["step"][i]), int(cols["type"][i]), int(size[i]))
+            first_row.setdefault(part, i)
+            parts.setdefault(part, {}).setdefault(int(rank[i]), set()).add(int(codes[i]))
+        ranked = sorted(parts, key=lambda p: (-sum(len(k) for k in parts[p].values()), first_row[p]))
+        want = []
+        for part in ranked[:MAX_DISAGREEMENTS]:
+            g, step, ctype, sz = part
+            have = {r: len(k) for r, k in sorted(parts[part].items())}
+            r0 = first_row[part]
+            want.append({"group": stacked.groups[g], "step": step if step >= 0 else None,
+                         "collective": stacked.types[ctype], "size": sz if sz >= 0 else None,
+                         "dtype": stacked.dtypes[int(cols["dtype"][r0])],
+                         "calls_by_rank": {str(r): k for r, k in have.items()},
+                         "ranks_without": [r for r in members[stacked.groups[g]] if r not in have]})
+        assert _disagreements(stacked, codes, ok_code, members, size) == want
+
+
 def test_a_rank_late_as_often_as_chance_allows_among_four_is_not_a_straggler():
     """Every rank is tested, so the chance bound is shared among them: last in 5 of 8 steps among 4
     ranks (p = 0.027 for one rank, about 0.1 that some rank of four does it) is not a straggler;

@@ -14,6 +14,9 @@ from .pipeline import run_analyses
 from .rank import RankAnalysis, environment  # noqa: F401  (re-exported)
 from .registry import EVIDENCE, METRICS
 
+# The values a rank's result carries besides its metrics and evidence tables.
+RANK_VALUES = ("window", "per_device", "warnings", "timeline", "critical_path", "idle_sets")
+
 
 def analyze_trace(trace: Trace, metrics: Iterable[str] | None = None,
                   evidence: Iterable[str] | None = None, workers: int | None = None) -> RankAnalysis:
@@ -22,8 +25,7 @@ def analyze_trace(trace: Trace, metrics: Iterable[str] | None = None,
     ran produces are None. ``pipeline.run_analyses`` checks each analysis against its declaration;
     ``workers=1`` keeps them all in this process."""
     out = run_analyses(trace, metrics, evidence,
-                       values=("window", "per_device", "warnings", "timeline", "critical_path", "idle_sets"),
-                       workers=workers)
+                       values=RANK_VALUES, workers=workers)
     per_step = out.evidence.get("per_step") or []
     return RankAnalysis(source=trace.source, rank=trace.meta.rank, window=out.values["window"],
                         metrics={k: out.metrics.get(k) for k in METRICS},

@@ -124,26 +124,6 @@ def tensor_core_class(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     tc[yes] = 1
     return tc, helper
 
-    def matching(pattern: re.Pattern, ids: np.ndarray) -> np.ndarray:
-        """The ids among ``ids`` (distinct) whose name ``pattern`` finds."""
-        return ids[trace.string_ids(pattern.search, ids)[ids]]
-
-    used = np.flatnonzero(trace.string_ids(lambda s: True, names)[:-1])  # distinct valid ids, ascending
-    math = matching(CUDA_CORE_MATH_RE, used)
-    no = np.union1d(matching(TC_EXCLUDE_RE, used), np.setdiff1d(math, matching(TC_RE, math)))
-    rest = np.setdiff1d(used, no)
-    yes = matching(TC_RE, rest)
-    rest = np.setdiff1d(rest, yes)
-    helpers = matching(HELPER_RE, rest)
-    rest = np.setdiff1d(rest, helpers)
-    fp32 = matching(FP32_TYPED_RE, rest)
-    tc[no] = 0
-    tc[yes] = 1
-    tc[helpers] = 0
-    helper[helpers] = True
-    tc[np.setdiff1d(fp32, matching(LOW_PRECISION_RE, fp32))] = 0
-    return tc, helper
-
 
 @analysis(needs=("gpu_ext",), provides=("comm_mask",))
 def communication_kernels(trace: Trace, inputs) -> Produced:

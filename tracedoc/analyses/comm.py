@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from ..model.groups import dense_codes
+from ..model.groups import dense_codes, first_match
 from ..model.trace import MATCH_CHARS, Trace
 from ..model.vocab import KERNEL_COLLECTIVE_RE
 from .registry import Produced, analysis
@@ -60,12 +60,9 @@ def collectives(trace: Trace, comm_mask: np.ndarray, gpu_ext: np.ndarray, lo: in
         width = np.array([DTYPE_BYTES.get(s.lower(), 0) for s in trace.strings] + [0], dtype=np.int64)
         info_bytes = np.where((coll["in_nelems"] >= 0) & (width[coll["dtype"]] > 0),
                               coll["in_nelems"] * width[coll["dtype"]], -1)
-        ids, first = np.unique(coll["external_id"], return_index=True)
-        keep = ids >= 0
-        ids, first = ids[keep], first[keep]
-        at = np.clip(np.searchsorted(ids, ext), 0, max(ids.size - 1, 0))
-        linked = (ids[at] == ext) if ids.size else linked
-        src = first[at[linked]]
+        record = first_match((ext,), (coll["external_id"],))
+        linked = (record >= 0) & (ext >= 0)
+        src = record[linked]
         cname[linked] = coll["collective"][src]
         size_bytes[linked] = info_bytes[src]
         group[linked] = coll["group_size"][src]

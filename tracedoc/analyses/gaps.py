@@ -53,26 +53,25 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: 
     by_stream = Groups(d_o, st_o)
     dur = e_o - s_o
     mostly_comm = by_stream.sum(np.where(comm_o, dur, 0)) > 0.5 * by_stream.sum(dur)
-    comm_streams = set(zip(by_stream.keys[0][mostly_comm].tolist(), by_stream.keys[1][mostly_comm].tolist()))
-    is_comm_stream = np.zeros(rows.size, dtype=bool)
-    for d, st in comm_streams:  # a loop over streams, not gaps
-        is_comm_stream |= (d_o[rows] == d) & (st_o[rows] == st)
+    is_comm_stream = mostly_comm[by_stream.index[rows]]
+    gap_v = gap_ns[rows]
     cause = np.where(is_comm_stream, _COMM_WAIT,
                      np.where(launched[rows] > gap_start[rows], _HOST_LAUNCH,
-                              np.where(gap_ns[rows] < LAUNCH_LATENCY_NS, _LAUNCH_LATENCY, _OTHER)))
+                              np.where(gap_v < LAUNCH_LATENCY_NS, _LAUNCH_LATENCY, _OTHER)))
     gaps = Groups(d_o[rows], st_o[rows])
+    comm_stream = gaps.first(is_comm_stream)
     streams = []
     for i, (d, st) in enumerate(zip(gaps.keys[0].tolist(), gaps.keys[1].tolist())):
         mine = gaps.index == i
-        v, why = gap_ns[rows][mine], cause[mine]
+        v, why = gap_v[mine], cause[mine]
         causes = Groups(why)
         streams.append({
             "device": int(d), "stream": int(st), "count": int(v.size), "total_ns": int(v.sum()),
             "p50_ns": float(np.percentile(v, 50)), "p95_ns": float(np.percentile(v, 95)),
-            "max_ns": int(v.max()), "comm_stream": (int(d), int(st)) in comm_streams,
+            "max_ns": int(v.max()), "comm_stream": bool(comm_stream[i]),
             "causes_ns": {GAP_CAUSES[k]: int(x) for k, x in zip(causes.keys[0].tolist(), causes.sum(v).tolist())},
         })
-    top_gaps = top_stable(gap_ns[rows], top)
+    top_gaps = top_stable(gap_v, top)
     top_list = []
     for r, why in zip(rows[top_gaps].tolist(), cause[top_gaps].tolist()):
         nxt = int(order[r])

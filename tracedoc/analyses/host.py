@@ -8,7 +8,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
-from ..model.groups import Groups, largest_first, row_codes
+from ..model.groups import Groups, dense_codes, largest_first, row_codes
 from ..model.trace import MATCH_CHARS, Trace
 from . import classify as C
 from .idle import SHORT_GAP_NS
@@ -66,7 +66,7 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
     stats = {"sync_calls": 0, "sync_ns": 0, "sync_memcpy_count": 0, "implicit_sync_calls": 0, "implicit_sync_ns": 0}
     frames = []
     if len(r):
-        sync_names = C.name_mask(trace, V.SYNC_CALL_RE, ids=np.unique(r["name"]))  # each name tested once
+        sync_names = C.name_mask(trace, V.SYNC_CALL_RE, ids=r["name"])
         m = sync_names[r["name"]] & (r["start_ns"] < hi) & (r["end_ns"] > lo)
         rows = np.flatnonzero(m)
         parts_s.append(r["start_ns"][rows])
@@ -76,7 +76,7 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
         ext = r["external_id"][rows]
         frames.append({"call": r["name"][rows], "ext": ext, "dur": r["end_ns"][rows] - r["start_ns"][rows]})
     if len(c):
-        sync_ops = C.name_mask(trace, V.SYNC_OP_RE, ids=np.unique(c["name"]))  # each name tested once
+        sync_ops = C.name_mask(trace, V.SYNC_OP_RE, ids=c["name"])
         m = sync_ops[c["name"]] & (c["start_ns"] < hi) & (c["end_ns"] > lo)
         rows = np.flatnonzero(m)
         parts_s.append(c["start_ns"][rows])
@@ -119,10 +119,10 @@ def implicit_syncs(trace: Trace, lo: int, hi: int) -> tuple[np.ndarray, np.ndarr
     starts, ends, frames = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], []
     if len(r):
         in_win = (r["start_ns"] < hi) & (r["end_ns"] > lo)
-        used = np.unique(r["name"])  # the call names, tested once each
-        names = C.name_mask(trace, V.IMPLICIT_SYNC_CALL_RE, ids=used)[r["name"]]
-        allocs = C.name_mask(trace, V.ALLOC_CALL_RE, ids=used)[r["name"]]
-        if not (in_win & C.name_mask(trace, V.FREE_CALL_RE, ids=used)[r["name"]]).any():
+        name = r["name"]
+        names = C.name_mask(trace, V.IMPLICIT_SYNC_CALL_RE, ids=name)[name]
+        allocs = C.name_mask(trace, V.ALLOC_CALL_RE, ids=name)[name]
+        if not (in_win & C.name_mask(trace, V.FREE_CALL_RE, ids=name)[name]).any():
             names &= ~allocs  # cudaMalloc alone: the allocator growing its cache, not memory pressure
         implicit = names & in_win
         g = trace.gpu_ops
@@ -257,7 +257,7 @@ def uses_data_parallel(trace: Trace) -> bool:
     c = trace.cpu_ops
     if not len(c):
         return False
-    return bool(C.name_mask(trace, V.DATA_PARALLEL_RE, ids=c["name"])[np.unique(c["name"])].any())
+    return bool(C.name_mask(trace, V.DATA_PARALLEL_RE, ids=c["name"]).any())
 
 
 @analysis(provides=("dataloader_spans",), produces=("dataloader_multiprocess",), evidence=("dataloader",))
@@ -398,23 +398,24 @@ def host_operators(trace: Trace, lo: int, hi: int, top: int = 15) -> list[dict]:
 def _children_ns(c) -> np.ndarray:
     """Per CPU span, the summed duration of its direct children: for each depth level, every span of
     depth d+1 is matched to the latest span of depth d on its thread that started before it (of
-    spans starting together, the last in start order)."""
-    out = np.zeros(len(c), dtype=np.int64)
+    spans starting together, the last in file order). Threads share one axis, ``thread * n + start
+    rank``, so each level is one sorted search over all threads."""
+    n = len(c)
+    out = np.zeros(n, dtype=np.int64)
     depth = c["depth"].astype(np.int64)
-    if not len(c) or depth.max() <= 0:
+    if not n or depth.max() <= 0:
         return out
-    start, tid, dur = c["start_ns"], c["tid"], (c["end_ns"] - c["start_ns"]).astype(np.int64)
-    order = start.argsort(kind="quicksort")
-    depth_o = depth[order]
+    key = row_codes(c["pid"], c["tid"])[0] * n + dense_codes(c["start_ns"])[1]
+    dur = (c["end_ns"] - c["start_ns"]).astype(np.int64)
     for d in range(int(depth.max())):
-        parents, kids = order[depth_o == d], order[depth_o == d + 1]
+        parents, kids = np.flatnonzero(depth == d), np.flatnonzero(depth == d + 1)
         if not parents.size or not kids.size:
             continue
-        for t in np.unique(tid[kids]).tolist():  # a loop over threads, not spans
-            pp, kk = parents[tid[parents] == t], kids[tid[kids] == t]
-            j = np.searchsorted(start[pp], start[kk], side="right") - 1
-            ok = j >= 0
-            np.add.at(out, pp[j[ok]], dur[kk[ok]])
+        parents = parents[np.argsort(key[parents], kind="stable")]
+        j = np.searchsorted(key[parents], key[kids], side="right") - 1
+        ok = j >= 0
+        ok[ok] = key[parents[j[ok]]] // n == key[kids[ok]] // n  # on the kid's own thread
+        np.add.at(out, parents[j[ok]], dur[kids[ok]])
     return out
 
 

@@ -110,10 +110,10 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
     g, r = trace.gpu_ops, trace.runtime
     length_ms = (hi - lo) / 1e6
     out: dict = {"launch_delay_p50_ns": None, "launch_delay_p95_ns": None, "launch_delays_ns": np.zeros(0)}
-    used = np.unique(r["name"]) if len(r) else r["name"]  # the call names, tested once each
-    graph_call = C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=used)[r["name"]] if len(r) else None
+    graph_call = None
     if len(r):
-        is_launch = C.name_mask(trace, V.LAUNCH_CALL_RE, ids=used)[r["name"]]
+        graph_call = C.name_mask(trace, V.GRAPH_LAUNCH_RE, ids=r["name"])[r["name"]]
+        is_launch = C.name_mask(trace, V.LAUNCH_CALL_RE, ids=r["name"])[r["name"]]
         in_win = (r["start_ns"] >= lo) & (r["start_ns"] < hi)
         sel = is_launch & in_win
         out["launch_calls"] = int(sel.sum())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import trace as M
-from ..model.groups import row_codes
+from ..model.groups import first_match
 from ..model.trace import Trace
 from ..model.vocab import LAUNCH_FLOW_CATEGORIES
 
@@ -87,13 +87,13 @@ def _link_by_flows(trace: Trace, rows: np.ndarray) -> np.ndarray:
     is_end = np.flatnonzero(sel & (f["phase"] == M.FLOW_END))
     out = np.full(rows.size, -1, dtype=np.int64)
     # Flow id -> runtime row.
-    call_of_start = _first_match((f["pid"][is_start], f["tid"][is_start], f["ts_ns"][is_start]),
+    call_of_start = first_match((f["pid"][is_start], f["tid"][is_start], f["ts_ns"][is_start]),
                                  (r["pid"], r["tid"], r["start_ns"]))
     hit = call_of_start >= 0
     ids, first = np.unique(f["id"][is_start][hit], return_index=True)
     call_of_id = call_of_start[hit][first]
     # GPU op -> the first flow end on it -> its id's runtime row.
-    end_of_op = _first_match((g["device"][rows], g["stream"][rows], g["start_ns"][rows]),
+    end_of_op = first_match((g["device"][rows], g["stream"][rows], g["start_ns"][rows]),
                              (f["pid"][is_end], f["tid"][is_end], f["ts_ns"][is_end]))
     linked = np.flatnonzero(end_of_op >= 0)
     if not linked.size or not ids.size:
@@ -103,16 +103,3 @@ def _link_by_flows(trace: Trace, rows: np.ndarray) -> np.ndarray:
     known = ids[at] == flow_id
     out[linked[known]] = call_of_id[at[known]]
     return out
-
-
-def _first_match(keys: tuple[np.ndarray, ...], table: tuple[np.ndarray, ...]) -> np.ndarray:
-    """For each row of ``keys``, the first row of ``table`` with the same key columns, else -1."""
-    n, m = keys[0].size, table[0].size
-    if not n or not m:
-        return np.full(n, -1, dtype=np.int64)
-    code, _, size = row_codes(*(np.concatenate([np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)])
-                                for k, t in zip(keys, table)))
-    first = np.full(size, m, dtype=np.int64)
-    np.minimum.at(first, code[n:], np.arange(m))
-    first[first == m] = -1
-    return first[code[:n]]

@@ -113,7 +113,7 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
     use_step = _all_in_group(c["step"] >= 0, group, len(stacked.groups))[group]
     step = np.where(use_step, c["step"], -1)
     # k: how many calls of the same (rank, group, step, type, size) the rank made before this one
-    k = _count_before(_keys(stacked.rank, group, step, c["type"], size)[0], np.lexsort((t, stacked.rank)))
+    k = _count_before(row_codes(stacked.rank, group, step, c["type"], size)[0], np.lexsort((t, stacked.rank)))
     # a call of a group whose calls all carry a sequence number is keyed by (group, seq) alone
     codes = _codes_by_appearance(group, np.where(use_seq, c["seq"], -1), np.where(use_seq, -1, step),
                                  np.where(use_seq, -1, c["type"]), np.where(use_seq, -1, size), np.where(use_seq, -1, k))

@@ -145,9 +145,20 @@ def top_stable(values: np.ndarray, k: int) -> np.ndarray:
 
 
 def largest_first(values: np.ndarray) -> np.ndarray:
-    """Indices ordering ``values`` from largest to smallest. Ties keep the order of pandas'
-    default descending sort (a quicksort of the reversed rows, read backwards), so tables list
-    equal rows as they did when built with pandas."""
-    values = np.asarray(values)
-    idx = np.arange(values.size)[::-1]
-    return idx[values[::-1].argsort(kind="quicksort")][::-1]
+    """Indices ordering ``values`` from largest to smallest, ties in row order (a stable sort: a
+    quicksort's order of ties depends on the CPU's vector instructions, so tables cut to their top
+    rows could list different rows on different machines)."""
+    return top_stable(values, np.asarray(values).size)
+
+
+def first_match(keys: tuple[np.ndarray, ...], table: tuple[np.ndarray, ...]) -> np.ndarray:
+    """For each row of ``keys``, the first row of ``table`` with the same key columns, else -1."""
+    n, m = keys[0].size, table[0].size
+    if not n or not m:
+        return np.full(n, -1, dtype=np.int64)
+    code, _, size = row_codes(*(np.concatenate([np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)])
+                                for k, t in zip(keys, table)))
+    first = np.full(size, m, dtype=np.int64)
+    np.minimum.at(first, code[n:], np.arange(m))
+    first[first == m] = -1
+    return first[code[:n]]

@@ -42,6 +42,8 @@ SYNC_CALL_RE = re.compile(
     r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|cudaStreamWaitEvent|"
     r"hipStreamSynchronize|hipDeviceSynchronize|hipEventSynchronize|cuStreamSynchronize|cuCtxSynchronize|"
     r"cuEventSynchronize|cudaMemcpy|hipMemcpy|cuMemcpyDtoH|cuMemcpyHtoD)(_v\d+)?$")
+# A stream told to wait for an event: it blocks that stream, not the host.
+STREAM_WAIT_CALL_RE = re.compile(r"^(cudaStreamWaitEvent|hipStreamWaitEvent)")
 # Synchronous (blocking) copy calls: a subset of SYNC_CALL_RE.
 SYNC_MEMCPY_RE = re.compile(r"^(cudaMemcpy|hipMemcpy|cuMemcpyDtoH|cuMemcpyHtoD)(_v\d+)?$")
 # CPU ops that read a device value back (``.item()``) and so block until the device drains.

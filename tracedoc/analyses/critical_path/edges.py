@@ -4,6 +4,8 @@ collective's wait for the last rank. A mixin of the graph builder: it reads the 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...model import intervals as iv
@@ -118,8 +120,7 @@ class CrossEdges:
         if not len(r) or not self.ops.size or len(self.stream_keys) < 2:
             return
         _, waiting = self._sync_stream_info()
-        is_wait = self.trace.string_ids(lambda s: s.startswith(("cudaStreamWaitEvent", "hipStreamWaitEvent")),
-                                        np.unique(r["name"]))
+        is_wait = self.trace.string_ids(V.STREAM_WAIT_CALL_RE.match, r["name"])
         lo, hi = self.origin, self.origin + int(self.T.max()) + 1
         rows = np.flatnonzero(is_wait[r["name"]] & (r["start_ns"] >= lo) & (r["start_ns"] < hi))
         if not rows.size:
@@ -195,17 +196,15 @@ class CrossEdges:
         c = self.trace.cpu_ops
         if not len(c):
             return iv.empty()
-        sel = (c["pid"] == thread[0]) & (c["tid"] == thread[1]) & ~self.cpu_marks()[c["name"]] & (c["kind"] == M.CPU_OP)
+        sel = (c["pid"] == thread[0]) & (c["tid"] == thread[1]) & ~self.cpu_marks[c["name"]] & (c["kind"] == M.CPU_OP)
         r = self.trace.runtime
         rsel = (r["pid"] == thread[0]) & (r["tid"] == thread[1]) if len(r) else np.zeros(0, dtype=bool)
         return iv.union(np.r_[c["start_ns"][sel], r["start_ns"][rsel]], np.r_[c["end_ns"][sel], r["end_ns"][rsel]])
 
+    @functools.cached_property
     def cpu_marks(self) -> np.ndarray:
         """Per string id: a DataLoader or step mark (a span around a thread's work, not work itself);
         only the names of CPU ops are tested, once per graph."""
-        if self._cpu_marks is None:
-            used = np.unique(self.trace.cpu_ops["name"])
-            self._cpu_marks = C.name_mask(self.trace, V.DATALOADER_RE, ids=used) | step_mask(self.trace)
-        return self._cpu_marks
+        return C.name_mask(self.trace, V.DATALOADER_RE, ids=self.trace.cpu_ops["name"]) | step_mask(self.trace)
 
     # -- weights -----------------------------------------------------------------------------

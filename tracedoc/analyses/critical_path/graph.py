@@ -176,7 +176,6 @@ class _Builder(CrossEdges):
         self.edges: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []  # src, dst, base lag, type
         self.notes: list[str] = []
         self.arrival_ops: tuple[np.ndarray, ...] | None = None
-        self._cpu_marks: np.ndarray | None = None
 
     def _points(self, t, chain_key, kind, ref, prio, floor) -> np.ndarray:
         ids = np.arange(self.n, self.n + t.size)
@@ -358,7 +357,7 @@ class _Builder(CrossEdges):
         c = self.trace.cpu_ops
         if not len(c):
             return
-        rows = np.flatnonzero((c["kind"] == M.CPU_OP) & ~self.cpu_marks()[c["name"]])
+        rows = np.flatnonzero((c["kind"] == M.CPU_OP) & ~self.cpu_marks[c["name"]])
         top = outermost(c, rows)
         key = c["pid"][top] * (1 << 32) + (c["tid"][top] & 0xFFFFFFFF)
         thread_key = sp["pid"] * (1 << 32) + (sp["tid"] & 0xFFFFFFFF)

@@ -19,7 +19,7 @@ def host_sync_mask(trace: Trace, ids: np.ndarray | None = None) -> np.ndarray:
     """Per string id: a runtime call that blocks the host until GPU work is done. With ``ids`` (a
     column of names), only the strings it holds are tested."""
     sync = C.name_mask(trace, V.SYNC_CALL_RE, ids=ids)
-    wait = trace.string_ids(lambda s: s.startswith(("cudaStreamWaitEvent", "hipStreamWaitEvent")), ids)
+    wait = trace.string_ids(V.STREAM_WAIT_CALL_RE.match, ids)
     free = trace.string_ids(lambda s: s in _HOST_SYNC_RE_EXTRA, ids)
     return (sync & ~wait) | free
 
@@ -35,7 +35,7 @@ def cpu_spans(trace: Trace, steps: Steps, ops: np.ndarray, lo: int, hi: int, mai
     """Launch calls of the graph's ops, host syncs, ``.item()`` ops, DataLoader waits and steps."""
     g, r, c = trace.gpu_ops, trace.runtime, trace.cpu_ops
     parts = []
-    host_sync = host_sync_mask(trace, np.unique(r["name"])) if len(r) else None
+    host_sync = host_sync_mask(trace, r["name"]) if len(r) else None
     if len(r):
         launches = np.zeros(len(r), dtype=bool)
         if ops.size:
@@ -47,10 +47,9 @@ def cpu_spans(trace: Trace, steps: Steps, ops: np.ndarray, lo: int, hi: int, mai
         parts.append((r["start_ns"][rows], r["end_ns"][rows], kind, r["pid"][rows], r["tid"][rows], rows))
     if len(c):
         in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi)
-        used = np.unique(c["name"])  # the op names, tested once each
-        item = C.name_mask(trace, V.SYNC_OP_RE, ids=used)[c["name"]] & in_win & (c["kind"] == M.CPU_OP)
+        item = C.name_mask(trace, V.SYNC_OP_RE, ids=c["name"])[c["name"]] & in_win & (c["kind"] == M.CPU_OP)
         item_rows = _ops_without_runtime_sync(trace, np.flatnonzero(item), host_sync)
-        dl = C.name_mask(trace, V.DATALOADER_RE, ids=used)[c["name"]] & in_win & (c["kind"] != M.PYTHON_FUNCTION)
+        dl = C.name_mask(trace, V.DATALOADER_RE, ids=c["name"])[c["name"]] & in_win & (c["kind"] != M.PYTHON_FUNCTION)
         dl_rows = outermost(c, np.flatnonzero(dl))
         for rows, kind in ((item_rows, SPAN_SYNC), (dl_rows, SPAN_DATALOADER)):
             parts.append((c["start_ns"][rows], c["end_ns"][rows], np.full(rows.size, kind), c["pid"][rows],

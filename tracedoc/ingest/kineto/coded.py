@@ -37,10 +37,11 @@ class _Coded(NamedTuple):
     def take(self, idx: np.ndarray) -> "_Coded":
         return _Coded(self.codes[idx], self.distinct)
 
-    def lookup(self, fn: Callable[[Any], int], dtype=np.uint8) -> np.ndarray:
-        """``fn`` of every value, evaluated once for each distinct value present."""
+    def lookup(self, fn: Callable[[Any], int]) -> np.ndarray:
+        """``fn`` of every value (a small code: a kind, a phase), evaluated once for each distinct value
+        present."""
         used = np.flatnonzero(np.bincount(self.codes, minlength=len(self.distinct)))
-        lut = np.zeros(len(self.distinct), dtype=dtype)
+        lut = np.zeros(len(self.distinct), dtype=np.uint8)
         lut[used] = [fn(self.distinct[i]) for i in used.tolist()]
         return lut[self.codes]
 

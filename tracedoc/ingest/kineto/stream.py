@@ -122,11 +122,13 @@ def _worker_count(src: _Source, chunk_bytes: int) -> int:
     if src.forced_workers is not None:
         return src.forced_workers
     threshold = PARALLEL_MIN_GZIP_BYTES if src.gzipped else PARALLEL_MIN_BYTES
-    if "fork" in _start_methods():
-        if not _may_fork():
-            return 1
-    else:  # workers start a fresh interpreter each: only worth it for big files
+    if "fork" not in _start_methods():  # workers start a fresh interpreter each: only worth it for big files
         threshold *= 8
+    elif threading.active_count() > 1:
+        # A fork copies only the calling thread, so a lock another thread holds (a progress bar's, a
+        # notebook's) would stay held in the workers; fresh interpreters instead would import the
+        # caller's main script again, which reruns it unless guarded. So the file is decoded here.
+        return 1
     if src.size < threshold:
         return 1
     return max(1, min(4, os.cpu_count() or 1))
@@ -136,14 +138,6 @@ def _start_methods() -> list[str]:
     import multiprocessing as mp
 
     return mp.get_all_start_methods()
-
-
-def _may_fork() -> bool:
-    """Whether decode workers may be forked: fork exists and no other thread runs here. A fork copies only
-    the calling thread, so a lock another thread holds (a progress bar's, a notebook's) would stay held in
-    the workers. Starting fresh interpreters instead would import the caller's main script again, which
-    runs it again unless guarded: with other threads about, the file is decoded here."""
-    return "fork" in _start_methods() and threading.active_count() == 1
 
 
 def _fill(src: _Source, rest: bytes, chunk_bytes: int, progress) -> tuple[bytes, bool]:

@@ -7,7 +7,7 @@ import os
 import operator
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -95,20 +95,24 @@ class _Db:
 
     def small(self, sql: str, params: Iterable = ()) -> list[tuple]:
         """All rows of a small query, decoding text leniently."""
-        try:  # valid UTF-8 and no BLOBs, the usual case: the rows as SQLite gives them
-            rows = self.conn.execute(sql, tuple(params)).fetchall()
+        rows = self._leniently(lambda: self.conn.execute(sql, tuple(params)).fetchall())
+        if bytes not in set(map(type, itertools.chain.from_iterable(rows))):  # valid UTF-8 and no BLOBs
+            return rows
+        return [tuple(map(self._plain, row)) for row in rows]
+
+    def _leniently(self, fetch: Callable[[], Any]) -> Any:
+        """``fetch()``; where SQLite cannot decode some text as UTF-8 (old Windows exports), ``fetch()``
+        again with text decoded leniently. Any other database error: the file is damaged."""
+        try:
+            return fetch()
         except sqlite3.OperationalError as exc:
             if "decode" not in str(exc).lower():
                 raise _corrupt(self.path, exc) from None
         except _DB_ERRORS as exc:
             raise _corrupt(self.path, exc) from None
-        else:
-            if bytes not in set(map(type, itertools.chain.from_iterable(rows))):
-                return rows
-            return [tuple(map(self._plain, row)) for row in rows]
         self.conn.text_factory = self._lenient_text
         try:
-            return [tuple(map(self._plain, row)) for row in self.execute(sql, params).fetchall()]
+            return fetch()
         except _DB_ERRORS as exc:
             raise _corrupt(self.path, exc) from None
         finally:
@@ -142,19 +146,7 @@ class _Db:
             exprs.append(f"CAST({_q(col)} AS TEXT)" if col else "NULL")  # a BLOB comes back as text
             text_names.append(out)
         sql = f"SELECT {', '.join(exprs)} FROM {_q(table)}" + (f" WHERE {where}" if where else "")
-        try:
-            arr, text_cols = self._fetch(sql, len(names), len(text_names))
-        except sqlite3.OperationalError as exc:
-            if "decode" not in str(exc).lower():
-                raise _corrupt(self.path, exc) from None
-            # Text that is not UTF-8 (old Windows exports): read this table again, decoding leniently.
-            self.conn.text_factory = self._lenient_text
-            try:
-                arr, text_cols = self._fetch(sql, len(names), len(text_names))
-            except sqlite3.OperationalError as again:
-                raise _corrupt(self.path, again) from None
-            finally:
-                self.conn.text_factory = str
+        arr, text_cols = self._leniently(lambda: self._fetch(sql, len(names), len(text_names)))
         out: dict[str, Any] = {name: arr[:, i] for i, name in enumerate(names)}
         out.update(zip(text_names, text_cols))
         return out

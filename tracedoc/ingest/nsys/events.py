@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -45,35 +44,20 @@ class _Names:
 
     def __init__(self, db: _Db):
         self.db = db
-        self.labels: dict[str, int] = {}
-        self.extra_text: list[str] = []
+        self.texts = StringTable()  # this reader's own texts: raw id -2 - (id in this table)
         self.cache: dict[int, str] = {}
 
     def add_texts(self, values: list) -> np.ndarray:
         """Raw ids for inline texts (None -> -1), hashing each distinct text once."""
-        if not values:
-            return np.zeros(0, dtype=np.int64)
-        # A fresh block of ids for this call's distinct texts (first-appearance order); duplicates
-        # across calls are merged later, when a trace interns them.
-        base = len(self.extra_text)
-        distinct = dict.fromkeys(values)
-        distinct.pop(None, None)
-        if not set(map(type, distinct)) <= {str}:
-            distinct = dict.fromkeys(v for v in distinct if v == v)  # not NaN
-        self.extra_text.extend(map(str, distinct))
-        lut = dict(zip(distinct, range(-2 - base, -2 - base - len(distinct), -1)))
-        return np.fromiter(map(lut.get, values, itertools.repeat(-1)), dtype=np.int64, count=len(values))
+        ids = self.texts.intern_many(values).astype(np.int64)
+        return np.where(ids >= 0, -2 - ids, -1)
 
     def add_text(self, s: str) -> int:
-        rid = self.labels.get(s)
-        if rid is None:
-            rid = self.labels[s] = -2 - len(self.extra_text)
-            self.extra_text.append(s)
-        return rid
+        return -2 - self.texts.intern(s)
 
     def text(self, rid: int) -> str:
         if rid <= -2:
-            return self.extra_text[-2 - rid]
+            return self.texts.strings[-2 - rid]
         return self.cache.get(rid, f"<string {rid}>")
 
     def to_trace(self, raw_ids: np.ndarray, strings: StringTable) -> np.ndarray:
@@ -86,7 +70,7 @@ class _Names:
         missing = [u for u in uniq if u >= 0 and u not in cache]
         if missing:
             cache.update(self.db.strings(np.asarray(missing)))
-        extra = self.extra_text
+        extra = self.texts.strings
         texts = [None if u == -1 else extra[-2 - u] if u <= -2 else cache.get(u, f"<string {u}>") for u in uniq]
         return strings.intern_many(texts)[inv.reshape(-1)]
 
