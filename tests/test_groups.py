@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from tracedoc.model.groups import Groups, first_match, largest_first
+from tracedoc.model.groups import Groups, distinct, first_match, largest_first
 
 
 def test_groups_by_two_keys_match_pandas_with_many_ties():
@@ -120,3 +120,19 @@ def test_first_rows_are_where_each_code_first_appears():
     big = np.r_[np.arange(70_000)[::-1], np.arange(70_000)]  # past the 16-bit radix sort
     assert first_rows(big, 70_000).tolist() == list(range(69_999, -1, -1))
     assert first_rows(np.array([2, 0, 2, 1, 0]), 3).tolist() == [1, 3, 0]
+
+
+def test_distinct_is_np_unique_on_ints_floats_with_nans_and_strings():
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        n = int(rng.integers(0, 400))
+        ints = rng.integers(-5, int(rng.integers(1, 60)), n)
+        floats = rng.integers(0, 7, n) / 4.0
+        floats[rng.random(n) < 0.2] = np.nan
+        names = np.array([f"k{i}" for i in rng.integers(0, 12, n)], dtype=object)
+        for column in (ints, ints.astype(np.int32), floats, names.astype(str), names):
+            want, got = np.unique(column), distinct(column)
+            assert got.dtype == want.dtype
+            assert np.array_equal(got, want, equal_nan=column.dtype.kind == "f"), (column, got, want)
+    assert distinct(np.array([[2, 1], [1, 2]])).tolist() == [1, 2]  # any shape, flattened as np.unique does
+    assert np.isnan(distinct(np.array([np.nan, np.nan]))).tolist() == [True]

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..model import intervals as iv
 from ..model import trace as M
+from ..model.groups import distinct
 from ..model.trace import Trace
 from .gpu_metrics import gpu_metrics
 from .registry import Produced, analysis
@@ -167,7 +168,7 @@ def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet) -> 
 def per_device(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[dict]:
     """Breakdown, SM efficiency and occupancy per device that ran GPU ops."""
     g = trace.gpu_ops
-    gpu_devs = sorted(set(np.unique(g["device"]).tolist())) if len(g) else []
+    gpu_devs = sorted(set(distinct(g["device"]).tolist())) if len(g) else []
     sm = {d["device"]: d for d in gpu_metrics(trace, lo, hi, timeline=False)}
     out = []
     for dev in gpu_devs:
@@ -177,7 +178,7 @@ def per_device(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[di
         extra = sm.get(dev, {})
         out.append({"device": int(dev), "name": d.name if d else None,
                     "kernels": int((rows & (g["kind"] == M.KERNEL)).sum()),
-                    "streams": int(np.unique(g["stream"][rows]).size),
+                    "streams": int(distinct(g["stream"][rows]).size),
                     **{k: b[k] for k in ("gpu_busy_fraction", "compute_fraction", "comm_fraction",
                                           "exposed_comm_fraction", "comm_overlap_fraction")},
                     "sm_efficiency": extra.get("sm_efficiency"), "est_occupancy": extra.get("est_occupancy")})

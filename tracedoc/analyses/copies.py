@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import trace as M
+from ..model.groups import distinct
 from ..model.trace import Trace
 from .registry import Produced, analysis
 
@@ -52,7 +53,7 @@ def copy_table(trace: Trace, rows: np.ndarray, kernel_ops: np.ndarray) -> list[d
     calls = np.where(launch >= 0, trace.runtime["name"][np.maximum(launch, 0)], -1) if len(trace.runtime) \
         else np.full(rows.size, -1)
     out = []
-    for k in np.unique(kind).tolist():
+    for k in distinct(kind).tolist():
         sel = kind == k
         known = sel & (nbytes >= 0)
         known_ns = int(dur[known].sum())

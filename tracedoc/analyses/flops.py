@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from ..model import trace as M
-from ..model.groups import Groups
+from ..model.groups import Groups, distinct
 from ..model.trace import Trace
 from . import opflops as F
 from ..model.peaks import DevicePeak, device_peak
@@ -249,7 +249,7 @@ def flop_rates(trace: Trace, inputs) -> Produced:
 def _device(trace: Trace) -> str | None:
     """Name of the first described GPU that ran ops (else the first named one)."""
     g = trace.gpu_ops
-    used = set(np.unique(g["device"]).tolist()) if len(g) else set()
+    used = set(distinct(g["device"]).tolist()) if len(g) else set()
     named = [d for d in trace.meta.devices if d.name]
     return next((d.name for d in named if d.id in used), named[0].name if named else None)
 
@@ -285,7 +285,7 @@ def _mark_tf32(counted: _Counted, owner, compute, g, tc_classes, peak_row) -> No
     if not on_tc.any():
         return
     hit = np.zeros(counted.rows.size, dtype=bool)
-    hit[np.unique(owner[on_tc])] = True
+    hit[distinct(owner[on_tc])] = True
     counted.dtype[hit & (counted.dtype == "fp32")] = "tf32"
 
 

@@ -53,6 +53,7 @@ import numpy as np
 
 from ..model import intervals as iv
 from ..model import trace as M
+from ..model.groups import distinct
 from ..model.trace import Trace
 
 # Running sums of blocks-per-SM below this are float residue of a +v ... -v cancellation, i.e. 0.
@@ -130,7 +131,7 @@ def gpu_metrics(trace: Trace, lo: int, hi: int, clip_timeline: bool = False, tim
     kern = (g["kind"] == M.KERNEL) & (g["device"] >= 0)
     by_id = {d.id: d for d in trace.meta.devices}
     out = []
-    for dev in np.unique(g["device"][kern]):
+    for dev in distinct(g["device"][kern]):
         rows = np.flatnonzero(kern & (g["device"] == dev))
         s, e = g["start_ns"][rows], g["end_ns"][rows]
         clipped = np.clip(np.minimum(e, hi) - np.maximum(s, lo), 0, None)

@@ -8,7 +8,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
-from ..model.groups import Groups, dense_codes, largest_first, row_codes
+from ..model.groups import Groups, dense_codes, distinct, largest_first, row_codes
 from ..model.trace import MATCH_CHARS, Trace
 from . import classify as C
 from .idle import SHORT_GAP_NS
@@ -25,7 +25,7 @@ def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[st
     rows = np.flatnonzero(names[c["name"]] & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION, M.PYTHON_FUNCTION)))
     if not rows.size:
         return iv.empty(), None, []
-    seen = [trace.string(int(i)) for i in np.unique(c["name"][rows])]
+    seen = [trace.string(int(i)) for i in distinct(c["name"][rows])]
     multi = any(V.MULTIPROC_DATALOADER_RE.search(s[:MATCH_CHARS]) for s in seen)
     single = any(V.SINGLEPROC_DATALOADER_RE.search(s[:MATCH_CHARS]) for s in seen)
     kind = True if multi else (False if single else None)
@@ -184,7 +184,7 @@ def memory(trace: Trace) -> dict:
     out: dict = {"memory_peak_allocated_bytes": None, "memory_peak_reserved_bytes": None,
                  "device_memory_bytes": None, "memory_peak_fraction": None, "per_device": [], "top_allocs": [],
                  "curve": []}
-    gpu_devs = np.unique(trace.gpu_ops["device"]) if len(trace.gpu_ops) else np.zeros(0, dtype=np.int64)
+    gpu_devs = distinct(trace.gpu_ops["device"]) if len(trace.gpu_ops) else np.zeros(0, dtype=np.int64)
     if gpu_devs.size and int(gpu_devs[0]) in devices:
         out["device_memory_bytes"] = devices[int(gpu_devs[0])].memory_bytes
     if not len(mem):
@@ -193,7 +193,7 @@ def memory(trace: Trace) -> dict:
     if not is_gpu.any():
         return out
     best_frac = None
-    for dev in np.unique(mem["device_id"][is_gpu]).tolist():
+    for dev in distinct(mem["device_id"][is_gpu]).tolist():
         rows = is_gpu & (mem["device_id"] == dev)
         alloc = mem["total_allocated"][rows]
         reserved = mem["total_reserved"][rows]
@@ -290,7 +290,7 @@ def launching_threads(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     training loop the autograd threads that launch the backward pass. Empty when no GPU op is
     linked to its launch call."""
     g, r = trace.gpu_ops, trace.runtime
-    calls = np.unique(g["launch"][g["launch"] >= 0]) if len(g) and len(r) else np.zeros(0, dtype=np.int64)
+    calls = distinct(g["launch"][g["launch"] >= 0]) if len(g) and len(r) else np.zeros(0, dtype=np.int64)
     if not calls.size:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     pid, tid = r["pid"][calls], r["tid"][calls]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import trace as M
-from ..model.groups import row_codes
+from ..model.groups import distinct, row_codes
 from ..model.trace import Trace
 
 
@@ -104,7 +104,7 @@ def innermost_op_names(trace: Trace, clock: ThreadClock, calls: np.ndarray) -> n
     qs, qe = clock.runtime(calls, "start_ns"), clock.runtime(calls, "end_ns")
     ops = np.flatnonzero(c["kind"] == M.CPU_OP)
     depth = c["depth"][ops]
-    for d in np.unique(depth).tolist():
+    for d in distinct(depth).tolist():
         rows = ops[depth == d]
         ks = clock.cpu(rows, "start_ns")
         order = np.argsort(ks, kind="stable")

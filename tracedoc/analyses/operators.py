@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from ..model import trace as M
-from ..model.groups import dense_codes, row_codes
+from ..model.groups import dense_codes, distinct, row_codes
 from ..model.trace import Trace
 from .nesting import ThreadClock, enclosing
 from .registry import Produced, analysis
@@ -91,7 +91,7 @@ def operators_by_module(trace: Trace, lo: int, hi: int, top: int = TOP_ROWS) -> 
         qs, qe = clock.runtime(calls_rt, "start_ns"), clock.runtime(calls_rt, "end_ns")
         owner = np.full(launched.size, -1, dtype=np.int64)  # index into mods of the innermost module
         depth = c["depth"][mods]
-        for d in np.unique(depth).tolist():  # one sorted search per nesting depth, the deepest hit wins
+        for d in distinct(depth).tolist():  # one sorted search per nesting depth, the deepest hit wins
             at = np.flatnonzero(depth == d)
             ks = clock.cpu(mods[at], "start_ns")
             order = np.argsort(ks, kind="stable")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.groups import distinct
 from ..model.meta import TraceMeta
 from ..model.trace import Trace
 from . import host
@@ -20,7 +21,7 @@ PROFILER_RANGE_CATEGORY = "cuda_profiler_range"
                     "profiler_range_events", "runtime_calls"))
 def system(trace: Trace, inputs) -> Produced:
     g, meta = trace.gpu_ops, trace.meta
-    gpu_devs = sorted(set(np.unique(g["device"]).tolist())) if len(g) else []
+    gpu_devs = sorted(set(distinct(g["device"]).tolist())) if len(g) else []
     cc = compute_capability(meta, gpu_devs)
     rocm = any(d.is_rocm for d in meta.devices)
     if cc is None:

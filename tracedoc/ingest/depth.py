@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.groups import distinct
 from ..model.trace import Trace
 
 
@@ -22,7 +23,7 @@ def set_cpu_depths(trace: Trace, nest_group: np.ndarray | None = None) -> None:
         c["depth"] = _depths(c["pid"], c["tid"], c["start_ns"], c["end_ns"])
         return
     depth = np.zeros(len(c), dtype=np.int64)
-    for group in np.unique(nest_group).tolist():
+    for group in distinct(nest_group).tolist():
         rows = np.flatnonzero(nest_group == group)
         depth[rows] = _depths(c["pid"][rows], c["tid"][rows], c["start_ns"][rows], c["end_ns"][rows])
     c["depth"] = depth

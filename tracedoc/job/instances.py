@@ -24,6 +24,7 @@ from ..analyses.window import find_steps
 from ..model.vocab import PROFILER_STEP_RE as STEP_RE
 from ..model import intervals as iv
 from ..model import trace as M
+from ..model.groups import distinct
 from ..model.trace import Trace
 
 # Lead-in categories, first match wins (GPU work first: a GPU rank reaches its collective kernel when
@@ -129,7 +130,7 @@ def _calls(trace: Trace) -> dict:
         rows = np.flatnonzero(is_coll & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION)))
     # collective type per string id, worked out for the names of collective ops only (id -1: "unknown")
     ctype_of_string = np.full(len(strings) + 1, "unknown", dtype=object)
-    used = np.unique(c["name"][rows]) if rows.size else np.zeros(0, dtype=np.int64)
+    used = distinct(c["name"][rows]) if rows.size else np.zeros(0, dtype=np.int64)
     used = used[(used >= 0) & (used < len(strings))]
     ctype_of_string[used] = [collective_type(strings[i]) for i in used.tolist()]
     # Outermost collective op per thread: an op starting inside an earlier one on its thread is part of it.
@@ -174,7 +175,7 @@ def _calls(trace: Trace) -> dict:
     work_end = cols["call_end_ns"].copy()
     issue = ~is_work
     absorbed = np.zeros(n, dtype=bool)
-    for t in np.unique(ctypes[is_work]).tolist() if is_work.any() else []:
+    for t in distinct(ctypes[is_work]).tolist() if is_work.any() else []:
         w = np.flatnonzero(is_work & (ctypes == t))
         i = np.flatnonzero(issue & (ctypes == t) & (kern["kernels"] == 0))
         w = w[np.argsort(cols["call_start_ns"][w], kind="stable")]
@@ -298,7 +299,7 @@ def _kernels(trace: Trace, call_of_row: np.ndarray, cols: dict, n: int) -> dict[
         if todo.size and len(r):
             lthread = r["pid"][launch[todo]] * (1 << 32) + r["tid"][launch[todo]]
             cthread = cols["pid"] * (1 << 32) + cols["tid"]
-            for th in np.unique(lthread).tolist():
+            for th in distinct(lthread).tolist():
                 cs = np.flatnonzero(cthread == th)
                 if not cs.size:
                     continue

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model.groups import distinct
 from .instances import LEAD_CATEGORIES, RankTables
 from .match import Stacked
 from .timing import Timing
@@ -106,7 +107,7 @@ def rank_stats(t: Timing) -> list[RankStats]:
     for i in np.flatnonzero(late_steps == trials):
         v = late_by_trial[i][counted.reshape(nr, nt)[i]]
         steady[i] = v.size >= MIN_STEADY_TRIALS and (v > 0).all() and v.mean() >= STEADY_RATIO * v.std()
-    step_pairs = np.unique(ridx * (t.step.max() + 2 if t.step.size else 1) + (t.step + 1))
+    step_pairs = distinct(ridx * (t.step.max() + 2 if t.step.size else 1) + (t.step + 1))
     steps = np.bincount(step_pairs // (t.step.max() + 2 if t.step.size else 1), minlength=nr)
     return [RankStats(rank=int(ranks[i]), instances=int(instances[i]), arrived_last=int(arrived_last[i]),
                       wait_ns=int(wait[i]), lateness_ns=int(lateness[i]), caused_wait_ns=float(caused_total[i]),
@@ -145,7 +146,7 @@ def lead_per_step(ranks: list[RankTables], stacked: Stacked, t: Timing) -> dict[
     rk, ridx = np.unique(t.rank, return_inverse=True)
     step = c["step"][t.row]
     width = int(step.max()) + 2
-    steps = np.bincount(np.unique(ridx * width + step + 1) // width, minlength=rk.size)
+    steps = np.bincount(distinct(ridx * width + step + 1) // width, minlength=rk.size)
     steps = np.maximum(steps, 1).astype(np.float64)
     sums = {cat: np.bincount(ridx, weights=c[f"lead_{cat}_ns"][t.row].astype(np.float64), minlength=rk.size) / steps
             for cat in LEAD_CATEGORIES}

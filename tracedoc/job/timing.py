@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..model.groups import distinct
 from .instances import RankTables
 from .match import Matches, Stacked
 
@@ -152,7 +153,7 @@ def _clock_offsets(ranks: list[RankTables], inst, rank, end, ctype, types) -> tu
     # clock domains: a known host, else the rank itself
     domain = {rk: (h if h else f"rank {rk}") for rk, h in hosts.items()}
     by_domain: dict[str, list[int]] = {}
-    for rk in np.unique(r).tolist():
+    for rk in distinct(r).tolist():
         by_domain.setdefault(domain.get(rk, f"rank {rk}"), []).append(rk)
     if len(by_domain) < 2:
         return {}, "one clock domain; times are taken as recorded"

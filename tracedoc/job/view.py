@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.groups import distinct
 from .checks import admit
 from .instances import RankTables
 from .hardware import link_busbw_gbps
@@ -228,7 +229,7 @@ def _collective_rows(stacked, t) -> list[dict]:
         return []
     out = []
     key = t.type * (1 << 40) + np.maximum(t.bytes, 0)
-    for k in np.unique(key).tolist():
+    for k in distinct(key).tolist():
         sel = key == k
         ctype = stacked.types[int(t.type[sel][0])]
         bw = t.busbw_gbps[sel]

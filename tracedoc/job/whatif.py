@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.groups import distinct
 from .instances import RankTables
 from .timing import Timing
 
@@ -97,7 +98,7 @@ class _Began:
 
     def __init__(self, rank: np.ndarray, start: np.ndarray, inst: np.ndarray):
         self.rank, self.start, self.inst = rank, start, inst
-        self.ranks = np.unique(rank)
+        self.ranks = distinct(rank)
         self.lo = int(start.min()) if start.size else 0
         self.width = (int(start.max()) - self.lo + 2) if start.size else 1
         self.sorted_key = self.order = None

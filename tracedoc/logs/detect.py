@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..model.groups import distinct
+
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x 1.4826 = its standard deviation
 _CHUNK_BLOCKS = 20_000  # bound the memory of the windowed medians
 
@@ -208,8 +210,8 @@ def lr_schedule(steps: np.ndarray, lr: np.ndarray) -> dict:
                   "cosine": float(np.mean(np.abs(y - 0.5 * (1 + np.cos(np.pi * t))))),
                   "inverse-sqrt": float(np.mean(np.abs(y - _inv_sqrt(t))))}
         kind = min(errors, key=errors.get)
-        distinct = np.unique(np.round(decay / peak, 6)).size
-        if distinct <= 6:
+        levels = distinct(np.round(decay / peak, 6)).size
+        if levels <= 6:
             kind = "step"
         elif errors[kind] > 0.1:
             kind = "other"

@@ -17,6 +17,25 @@ _LOOKUP_SPAN_MIN = 1 << 16
 _CODE_LIMIT = 1 << 62
 
 
+def distinct(values) -> np.ndarray:
+    """``np.unique(values)``: the distinct values in ascending order (NaNs collapse to one, last).
+
+    One sort and a neighbour comparison. numpy 2's ``np.unique`` without ``return_*`` takes a hash
+    path that is 3-10x slower than this on integer columns, and its first call imports ``numpy.ma``
+    (about 9 ms of every process's start)."""
+    a = np.sort(np.asarray(values).reshape(-1))
+    if a.size < 2:
+        return a
+    keep = np.empty(a.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    if a.dtype.kind in "fc" and np.isnan(a[-1]):  # NaN != NaN: keep the first of the NaNs sorted last
+        nan = np.isnan(a)
+        keep[nan] = False
+        keep[np.argmax(nan)] = True
+    return a[keep]
+
+
 def dense_codes(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(column, return_inverse=True)`` for a 1-D column: the distinct values in ascending
     order and each row's index into them (int64). Integers over a short range take a lookup table."""

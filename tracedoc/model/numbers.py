@@ -11,6 +11,8 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 import numpy as np
 
+from .groups import distinct
+
 BAD_NUMBER = np.iinfo(np.int64).min  # a token that is not a finite number within int64 once scaled
 _INT64_MAX = int(np.iinfo(np.int64).max)
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
@@ -151,10 +153,10 @@ def _digitwise(tokens: list, joined: bytes, n: int, scale_digits: int) -> np.nda
     minus = a == 45
     minus[starts] = False
     odd |= minus  # a minus sign inside a token
-    slow = np.unique(tok_of[odd]) if odd.any() else np.zeros(0, dtype=np.int64)
+    slow = distinct(tok_of[odd]) if odd.any() else np.zeros(0, dtype=np.int64)
     big = np.flatnonzero((int_digits + scale_digits > 19) | wrapped)
     if big.size:
-        slow = np.union1d(slow, big)
+        slow = distinct(np.r_[slow, big])
     for t in slow.tolist():
         vals[t] = _exact_scaled(bytes(tokens[t]), scale_digits)
     return vals

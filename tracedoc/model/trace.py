@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .groups import distinct
 from .literals import PatternAnswers, pattern_of
 from .meta import TraceMeta
 
@@ -113,7 +114,7 @@ def _used_ids(ids: np.ndarray, n: int) -> np.ndarray:
     """The distinct ids in ``[0, n)`` of a column of string ids, ascending."""
     ids = np.asarray(ids)
     if ids.dtype.kind not in "iu":
-        used = np.unique(ids)
+        used = distinct(ids)
         return used[(used >= 0) & (used < n)].astype(np.int64)
     seen = np.zeros(n, dtype=bool)
     seen[ids[(ids >= 0) & (ids < n)]] = True
@@ -322,7 +323,7 @@ def _enum_categorical(codes: np.ndarray, names: dict[int, str]) -> pd.Categorica
     and -1 (missing) is NaN unless it has a name."""
     import pandas as pd
 
-    values = np.unique(codes)
+    values = distinct(codes)
     labels = [names.get(int(v), str(int(v))) if (int(v) != -1 or -1 in names) else None for v in values]
     categories = list(dict.fromkeys([*(n for k, n in names.items() if k != -1 or -1 in names),
                                      *(x for x in labels if x is not None)]))

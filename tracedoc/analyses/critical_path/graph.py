@@ -194,7 +194,7 @@ class _Builder(CrossEdges):
         keys, inv = np.unique(thread_key, return_inverse=True)
         # chain keys: threads first (main thread = chain 0), then streams
         rank_main = np.flatnonzero(keys == main_key)
-        order = np.r_[rank_main, np.setdiff1d(np.arange(keys.size), rank_main)]
+        order = np.r_[rank_main, np.flatnonzero(keys != main_key)]
         pos = np.empty(keys.size, dtype=np.int64)
         pos[order] = np.arange(keys.size)
         self.thread_chain = pos[inv]

@@ -29,7 +29,7 @@ import numpy as np
 
 from ...model import intervals as iv
 from ...model import trace as M
-from ...model.groups import dense_codes, stable_order
+from ...model.groups import dense_codes, distinct, stable_order
 from ...model.trace import Trace
 from . import graph as G
 
@@ -181,11 +181,11 @@ def _blocks(m: Model, head: np.ndarray) -> np.ndarray:
     n = m.chain.size
     if m.time is None or not n:
         return np.zeros(n, dtype=np.int64)
-    cuts = np.unique(m.window_starts) if m.window_starts is not None else np.zeros(0, dtype=np.int64)
+    cuts = distinct(m.window_starts) if m.window_starts is not None else np.zeros(0, dtype=np.int64)
     slices = n // MAX_WINDOW_POINTS
     if slices > 1:
         t0, t1 = int(m.time.min()), int(m.time.max())
-        cuts = np.unique(np.r_[cuts, t0 + (np.arange(1, slices) * ((t1 - t0) / slices)).astype(np.int64)])
+        cuts = distinct(np.r_[cuts, t0 + (np.arange(1, slices) * ((t1 - t0) / slices)).astype(np.int64)])
     if cuts.size < 2:
         return np.zeros(n, dtype=np.int64)
     block = np.searchsorted(cuts, m.time, side="right")
@@ -377,7 +377,7 @@ def breakdown(trace: Trace, g: G.Graph, path: Path, start_ns: int, end_ns: int) 
         covered_from = int(min(eff_start.min(), end_ns))
         cpu = (path.category == _H["cpu"]) & (d > 0)
         is_order = g.binding[path.points[:-1]] == -1
-        for th in np.unique(g.chain[path.points[:-1][cpu & is_order]]).tolist():
+        for th in distinct(g.chain[path.points[:-1][cpu & is_order]]).tolist():
             sel = cpu & is_order & (g.chain[path.points[:-1]] == th)
             _cpu_makeup(trace, g, th, eff_start[sel], eff_start[sel] + d[sel], out, ops)
         out["cpu"] += int(d[cpu & ~is_order].sum())  # thread hand-offs

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model import intervals as iv
+from ...model.groups import distinct
 from . import graph as G
 from .solve import Model, replay, step_times
 
@@ -136,7 +137,7 @@ def _comm(g: G.Graph):
     m.lag = np.where(into_other, G.NEG // 4, m.lag)
     # comm kernels sharing a stream with other work move to a stream of their own
     stream_pts = (g.kind == G.GPU_S) | (g.kind == G.GPU_E)
-    mixed = np.unique(g.chain[stream_pts & comm_pts])
+    mixed = distinct(g.chain[stream_pts & comm_pts])
     mixed = mixed[np.isin(mixed, g.chain[stream_pts & ~comm_pts])]
     if not mixed.size:
         return m, None

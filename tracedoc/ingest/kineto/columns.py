@@ -9,6 +9,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...model import trace as M
+from ...model.groups import distinct
 from ...model.numbers import BAD_NUMBER, decimal_text_to_scaled_int, to_float64, to_int64
 from ...model.trace import StringTable, Table
 from ..values import int_value
@@ -216,7 +217,7 @@ class _Reader:
         ts = decimal_text_to_scaled_int([e.ts for e in evs])
         dur = decimal_text_to_scaled_int([e.dur for e in evs])
         self._drop_impossible_times(evs, cls, ts, dur)
-        by_class = {c: np.flatnonzero(cls == c) for c in np.unique(cls).tolist()}
+        by_class = {c: np.flatnonzero(cls == c) for c in distinct(cls).tolist()}
         for c, idx in by_class.items():
             if c == C_DROPPED:
                 continue
@@ -340,7 +341,7 @@ class _Reader:
     def _collective_op_rows(self, name_ids: np.ndarray) -> np.ndarray:
         """Rows whose name is a collective CPU op (looked up once per distinct name)."""
         cache = self.__dict__.setdefault("_coll_names", {})
-        uniq = np.unique(name_ids)
+        uniq = distinct(name_ids)
         for sid in uniq.tolist():
             if sid not in cache:
                 cache[sid] = sid >= 0 and _COLLECTIVE_OP_RE.match(self.strings.strings[sid][:M.MATCH_CHARS]) is not None

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...errors import TraceError
 from ...model import trace as M
+from ...model.groups import distinct
 from ...model.meta import Device, ProcessGroup, TraceMeta, Versions, int_or_none, torch_version
 from ...model.trace import Table, Trace
 from ...model.vocab import MEMCPY_NAME_RE
@@ -82,7 +83,7 @@ def _memcpy_kinds(trace: Trace) -> None:
     copies = np.flatnonzero(g["kind"] == M.MEMCPY)
     if not copies.size:
         return
-    uniq = np.unique(g["name"][copies])
+    uniq = distinct(g["name"][copies])
     kinds = {}
     for sid in uniq.tolist():
         m = MEMCPY_NAME_RE.search(trace.string(sid)[:M.MATCH_CHARS])

@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from ...errors import TraceError
+from ...model.groups import distinct
 from ...model.trace import Trace
 from ..launches import link_by_correlation
 from .build import _build
@@ -139,7 +140,7 @@ def _all_gpids(raw: _Raw) -> list[int]:
     found: set[int] = set()
     for t in (raw.gpu, raw.runtime, raw.syncs, raw.cpu):
         if _n(t):
-            found.update(np.unique(t["gpid"]).tolist())
+            found.update(distinct(t["gpid"]).tolist())
     return sorted(g for g in found if g >= 0)
 
 

@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ...errors import TraceError
+from ...model.groups import distinct
 
 _FETCH_ROWS = 1 << 18
 # A corrupt page can garble SQLite's error message itself (it quotes schema text): that is corruption too.
@@ -175,7 +176,7 @@ class _Db:
 
     def strings(self, ids: np.ndarray) -> dict[int, str]:
         """``StringIds`` values of the given ids (looked up through the primary key, in batches)."""
-        ids = [int(i) for i in np.unique(ids) if i >= 0]
+        ids = [int(i) for i in distinct(ids) if i >= 0]
         out: dict[int, str] = {}
         if not ids or not self.has("StringIds"):
             return out

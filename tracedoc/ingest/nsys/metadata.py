@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from ...model.groups import distinct
 from ...model.meta import Device, TraceMeta, Versions
 from ...model.trace import Trace
 from ..values import DEVICE_INTS, int_value, text_value
@@ -64,7 +65,7 @@ def _typed(row: dict[str, Any], texts: tuple[str, ...]) -> dict[str, Any]:
 
 def _devices(info: dict, gpu: dict[str, np.ndarray], gpids: np.ndarray | None) -> list[Device]:
     """The devices this trace's GPU ops ran on (properties under Kineto ``deviceProperties`` keys)."""
-    used = sorted(set(np.unique(gpu["device"]).tolist())) if _n(gpu) else []
+    used = sorted(set(distinct(gpu["device"]).tolist())) if _n(gpu) else []
     os_pids = set(_os_pid(np.asarray(gpids)).tolist()) if gpids is not None else None
     by_gpu_id = {g["gpu_id"]: g for g in info["gpus"]}
     props: dict[int, dict] = {}
