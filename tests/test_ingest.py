@@ -93,6 +93,83 @@ def test_no_decode_workers_are_forked_while_another_thread_runs(tmp_path, monkey
     assert len(trace.gpu_ops) == 8 and len(trace.runtime) == 8
 
 
+
+def test_gzip_source_inflates_no_more_than_each_read_asks(tmp_path, monkeypatch):
+    # A highly compressed block must not inflate all at once (and be copied again on each later read):
+    # zlib never hands back more than the read asked for, and the pieces join to the file's content,
+    # across two members and zero padding, and up to the cut of a truncated file.
+    import zlib
+
+    from tracedoc.ingest.kineto import source
+    from tracedoc.ingest.kineto.source import _Source
+
+    asked, inflated, real = [0], [], zlib.decompressobj
+
+    class Counted:  # zlib's decompressor, recording how much each call produced
+        def __init__(self, wbits):
+            self._z = real(wbits)
+
+        def decompress(self, data, max_length=0):
+            out = self._z.decompress(data, max_length)
+            inflated.append((len(out), asked[0]))
+            return out
+
+        def __getattr__(self, name):
+            return getattr(self._z, name)
+
+    monkeypatch.setattr(source.zlib, "decompressobj", Counted)
+
+    rng = np.random.default_rng(3)
+    first = b"".join(b'{"name": "k%d", "ts": %d},' % (i % 7, i) for i in range(60_000))
+    second = bytes(rng.integers(32, 127, 300_000, dtype=np.uint8))
+    whole = gzip.compress(first) + gzip.compress(second) + b"\0" * 512
+    path = tmp_path / "t.json.gz"
+    for blob, want, cut in ((whole, first + second, None), (whole[: len(whole) // 3], None, "ends early")):
+        path.write_bytes(blob)
+        src = _Source(str(path))
+        src._BLOCK = 4096
+        got, sizes = [], [1, 5000, 65536, 300_000, 7]
+        for i in range(10_000):
+            n = asked[0] = sizes[i % len(sizes)]
+            piece = src.read(n)
+            assert len(piece) <= n
+            if not piece:
+                break
+            got.append(piece)
+        data = b"".join(got)
+        src.close()
+        assert inflated and all(out <= n for out, n in inflated)
+        if want is not None:
+            assert data == want and src.member_starts == [len(first)] and src.truncated_reason is None
+            assert src.trailer_size == 0  # zero padding hides the trailer: the size is a hint only
+        else:
+            assert cut in src.truncated_reason and first.startswith(data) and len(data) > 0
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="fork only")
+def test_gzip_decode_workers_are_chosen_by_the_json_size_in_the_trailer(tmp_path, monkeypatch):
+    import threading
+
+    from tracedoc.ingest.kineto import stream
+    from tracedoc.ingest.kineto.source import _Source
+
+    p = tmp_path / "t.json.gz"
+    raw = json.dumps(small_trace().to_dict()).encode()
+    p.write_bytes(gzip.compress(raw))
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    for limit, parallel in ((len(raw), True), (len(raw) + 1, False)):
+        monkeypatch.setattr(stream, "PARALLEL_MIN_GZIP_JSON_BYTES", limit)
+        src = _Source(str(p))
+        try:
+            assert src.trailer_size == len(raw)
+            assert stream._worker_count(src, stream.CHUNK_BYTES) == (min(4, os.cpu_count() or 1) if parallel else 1)
+        finally:
+            src.close()
+    p.write_bytes(gzip.compress(raw)[:-4] + (2**32 - 1).to_bytes(4, "little"))  # no trailer a real file has
+    src = _Source(str(p))
+    src.close()
+    assert src.trailer_size == 0
+
 def label_text(trace, ids):
     return [trace.string(int(LABEL_ID_BASE - i)) if i <= LABEL_ID_BASE else int(i) for i in ids]
 

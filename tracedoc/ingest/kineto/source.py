@@ -8,6 +8,9 @@ import zlib
 
 from ...errors import TraceError
 
+_DEFLATE_MAX_RATIO = 1032  # deflate never inflates a byte to more than this many
+
+
 class _Source:
     """A byte stream over a plain or gzip file that records truncation instead of raising.
 
@@ -27,9 +30,18 @@ class _Source:
         except OSError as exc:
             raise TraceError(path, "cannot be opened", exc.strerror, "check the path and its permissions") from None
         self.gzipped = self._f.read(2) == b"\x1f\x8b"
+        # A gzip member ends with its data's length mod 4 GiB: the inflated size of a file of one member,
+        # read as a hint for choosing how to decode (a file of several members shows its last one's).
+        self.trailer_size = 0
+        if self.gzipped and self.size >= 18:
+            self._f.seek(self.size - 4)
+            size = int.from_bytes(self._f.read(4), "little")
+            if size <= self.size * _DEFLATE_MAX_RATIO:  # else not a trailer (a file cut off while written)
+                self.trailer_size = size
         self._f.seek(0)
         self._z = zlib.decompressobj(16 + zlib.MAX_WBITS) if self.gzipped else None
-        self._pending = b""
+        self._zin = b""  # compressed bytes read but not yet inflated
+        self._zfull = False  # the last inflate stopped at its output limit
         self._eof = False
         self.forced_workers: int | None = None
         self.member_starts: list[int] = []  # decompressed offsets where a second, third... gzip member begins
@@ -51,26 +63,32 @@ class _Source:
             if not data:
                 self._eof = True
             return data
-        out = [self._pending]
-        have = len(self._pending)
+        out: list[bytes] = []
+        have = 0
         while have < n and not self._eof:
-            block = self._f.read(self._BLOCK)
-            self._sha.update(block)
-            if not block:
-                self._eof = True
-                if not self._z.eof:
-                    self.truncated_reason = ("the gzip stream ends early (the file was cut off while being "
-                                             "written)")
-                break
+            if not self._zin and not self._zfull:
+                block = self._f.read(self._BLOCK)
+                self._sha.update(block)
+                if not block:
+                    self._eof = True
+                    if not self._z.eof:
+                        self.truncated_reason = ("the gzip stream ends early (the file was cut off while being "
+                                                 "written)")
+                    break
+                self._zin = block
             try:
-                piece = self._z.decompress(block)
-                while self._z.eof and self._z.unused_data:  # concatenated gzip members
-                    rest = self._z.unused_data
-                    if not rest.strip(b"\0"):  # zero padding after the last member (tape/block devices)
-                        break
-                    self.member_starts.append(self.offset + have + len(piece))
+                if self._z.eof:  # a member ended: what follows is zero padding or another member
+                    if not self._zin.strip(b"\0"):  # padding after the last member (tape/block devices)
+                        self._zin = b""
+                        continue
+                    self.member_starts.append(self.offset + have)
                     self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
-                    piece += self._z.decompress(rest)
+                # At most the bytes asked for: a 1 MB block of a highly compressed trace inflates to 10-20
+                # MB, which would otherwise be produced at once and copied again on every later read.
+                piece = self._z.decompress(self._zin, n - have)
+                self._zin = self._z.unused_data if self._z.eof else self._z.unconsumed_tail
+                # Output stopped at the limit: zlib may still hold some of it even with no input left.
+                self._zfull = len(piece) == n - have and not self._z.eof
             except zlib.error as exc:
                 self._eof = True
                 if self.offset == 0 and have == 0:
@@ -78,11 +96,10 @@ class _Source:
                                      "re-copy the file, or check it with `gzip -t`") from None
                 self.truncated_reason = f"the gzip data is corrupt after {self.offset + have:,} bytes ({exc})"
                 break
-            out.append(piece)
-            have += len(piece)
-        data = b"".join(out)
-        self._pending = data[n:]
-        data = data[:n]
+            if piece:
+                out.append(piece)
+                have += len(piece)
+        data = out[0] if len(out) == 1 else b"".join(out)
         self.offset += len(data)
         return data
 
