@@ -406,14 +406,15 @@ def test_event_boundaries_found_backwards_are_the_boundary_pattern_matches():
     """The reader looks for event boundaries from the end of a chunk with rfind; it must find
     exactly the matches of the boundary pattern (a comma, white space, a brace), last first."""
     import random
+    import re
 
-    from tracedoc.ingest.kineto.salvage import _CUT_RE
-    from tracedoc.ingest.kineto.stream import _cuts_backward, _find_cut
+    from tracedoc.ingest.kineto.cuts import cuts_backward, find_cut
 
+    boundary = re.compile(rb",\s*\{")
     rng = random.Random(5)
     alphabet = b',{} \n\t\r\x0b\x0c"a:'
     for _ in range(2000):
         buf = bytes(rng.choice(alphabet) for _ in range(rng.randrange(0, 40)))
-        want = [(m.start(), m.end() - 1) for m in _CUT_RE.finditer(buf)][::-1]
-        assert list(_cuts_backward(buf)) == want, buf
-        assert _find_cut(buf) == (want[0] if want else None)
+        want = [(m.start(), m.end() - 1) for m in boundary.finditer(buf)][::-1]
+        assert list(cuts_backward(buf)) == want, buf
+        assert find_cut(buf) == (want[0] if want else None)

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from ...errors import TraceError
 from ...model.trace import Trace
 from .columns import _Reader
-from .decode import Event, _decode_any, _decode_events, _decode_top, decode_metadata
+from .cuts import salvage
+from .decode import _MALFORMED_AT_RE, _decode_any, _decode_events, _decode_top, decode_metadata
 from .metadata import _finish
 from .source import _Source, concatenated_members
-
-_CUT_RE = re.compile(rb",\s*\{")
-_MALFORMED_AT = re.compile(r"\(byte (\d+)\)")
 
 
 def _decode_tail(rest: bytes, bare_array: bool, reader: _Reader, path: str) -> tuple[dict, str | None]:
@@ -44,7 +40,7 @@ def _decode_tail(rest: bytes, bare_array: bool, reader: _Reader, path: str) -> t
             reader.add(evs)
             return decode_metadata(top, reader), None
     # The file stops mid-event, or is damaged: keep every complete event before that point.
-    good = _salvage(rest)
+    good = salvage(rest)
     if good is not None:
         evs, upto = good
         reader.add(evs)
@@ -66,28 +62,12 @@ def _damage(rest: bytes, upto: int, reader: _Reader) -> str:
     if what is None or "truncated" in what:
         return (f"the JSON ends before the trace is complete; read {reader.n_events:,} events "
                 f"and dropped {len(dropped):,} trailing bytes")
-    at = _MALFORMED_AT.search(what)
+    at = _MALFORMED_AT_RE.search(what)
     pos = max(0, int(at.group(1)) - 1) if at else 0
     lead = len(dropped) - len(dropped.lstrip(b", \t\r\n"))
     snippet = dropped[lead + pos: lead + pos + 30].decode("utf-8", "replace")
     return (f"the JSON is malformed after event {reader.n_events:,} ({what.split(' (')[0]}: saw {snippet!r}); read the "
             f"{reader.n_events:,} events before it and dropped the {len(dropped):,} bytes from there on")
-
-
-def _salvage(buf: bytes) -> tuple[list[Event], int] | None:
-    """The longest prefix of ``buf`` that is a sequence of whole events."""
-    cuts = list(_CUT_RE.finditer(buf))
-    ends = [m.start() for m in cuts]
-    stripped = buf.rstrip()
-    ends.append(len(stripped))
-    for end in reversed(ends):
-        piece = buf[:end].rstrip().rstrip(b"]}").rstrip()
-        for candidate in (buf[:end], piece):
-            try:
-                return _decode_events(b"[" + candidate + b"]"), end
-            except msgspec.DecodeError:
-                continue
-    return None
 
 
 def _read_whole(path: str, data: bytes, src: _Source, reader: _Reader) -> Trace:

@@ -12,7 +12,8 @@ import msgspec
 from ...errors import TraceError
 from ...model.trace import Trace
 from .columns import _Reader
-from .decode import Event, _decode_events, _decode_top, decode_metadata
+from .cuts import DAMAGED, cut_and_decode, find_cut
+from .decode import _decode_events, _decode_top, decode_metadata
 from .metadata import _finish
 from .salvage import _decode_tail, _read_whole
 from .source import _Source, concatenated_members
@@ -167,7 +168,9 @@ def _read_sequential(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Read
         rest, eof = _fill(src, rest, chunk_bytes, progress)
         if eof:
             return rest
-        cut = _cut_and_decode(rest)
+        cut = cut_and_decode(rest)
+        if cut is DAMAGED:  # malformed before every boundary: the tail salvages what precedes it
+            return rest + _drain(src, chunk_bytes)
         if cut is None:  # no event boundary in what we hold yet: read on
             more = src.read(chunk_bytes)
             if not more:
@@ -178,31 +181,6 @@ def _read_sequential(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Read
         reader.add(evs)
         del evs
         rest = rest[next_start:]
-
-
-_JSON_SPACE = b" \t\n\r\x0b\x0c"  # what the boundary pattern's \s matches
-
-
-def _cuts_backward(buf: bytes):
-    """Candidate event boundaries in ``buf`` (a comma, white space, an opening brace), the last first:
-    (position of the comma, position of the brace). Found with ``rfind`` from the end, since the cut
-    wanted is the last one; a brace inside a string can still look like one (callers verify)."""
-    end = len(buf)
-    while True:
-        brace = buf.rfind(b"{", 0, end)
-        if brace < 0:
-            return
-        k = brace - 1
-        while k >= 0 and buf[k] in _JSON_SPACE:
-            k -= 1
-        if k >= 0 and buf[k] == 0x2C:  # ","
-            yield k, brace
-        end = brace
-
-
-def _find_cut(buf: bytes) -> tuple[int, int] | None:
-    """The last event boundary in ``buf`` (unverified): end of the piece before it, start of the rest."""
-    return next(_cuts_backward(buf), None)
 
 
 def _decode_span(path: str, start: int, length: int):
@@ -248,7 +226,7 @@ def _read_parallel(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader
                 rest, eof = _fill(src, rest, chunk_bytes, progress)
                 if eof:
                     break
-                cut = _find_cut(rest)
+                cut = find_cut(rest)
                 if cut is None:
                     more = src.read(chunk_bytes)
                     if not more:
@@ -284,14 +262,3 @@ def _drain(src: _Source, chunk_bytes: int) -> bytes:
         if not d:
             return b"".join(parts)
         parts.append(d)
-
-
-def _cut_and_decode(buf: bytes) -> tuple[list[Event], int] | None:
-    """Decode the events before the last event boundary in ``buf``; return them and where the rest starts."""
-    for tried, (comma, brace) in enumerate(_cuts_backward(buf)):
-        try:
-            return _decode_events(b"[" + buf[:comma] + b"]"), brace
-        except msgspec.DecodeError:
-            if tried >= 8:
-                return None
-    return None
