@@ -273,6 +273,20 @@ def test_malformed_json_mid_file_says_where_not_truncated(tmp_path):
     clean(res)
 
 
+
+@pytest.mark.parametrize("tail", [b'12.', b'1e', b'-', b'1.5E+'])
+def test_a_file_cut_inside_a_number_is_cut_short_not_malformed(tmp_path, tail):
+    # JSON read to its end inside a number ("12." or "1e") is reported by the decoder as an invalid
+    # number at the last byte: the file was cut off while being written, and is named so.
+    text = json.dumps(small_trace()).encode()
+    at = text.index(b'"ts": ', len(text) // 2) + len(b'"ts": ')
+    path = tmp_path / "t.json"
+    path.write_bytes(text[:at] + tail)
+    res = analyze(str(path))
+    warning = next(w for w in res.ranks[0].warnings if "JSON" in w)
+    assert "ends before the trace is complete" in warning and "malformed" not in warning, warning
+    clean(res)
+
 # --- special files ------------------------------------------------------------------------------------------
 
 

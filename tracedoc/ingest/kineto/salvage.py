@@ -59,12 +59,14 @@ def _damage(rest: bytes, upto: int, reader: _Reader) -> str:
         what = str(exc)
     except (RecursionError, UnicodeDecodeError) as exc:
         what = type(exc).__name__
-    if what is None or "truncated" in what:
-        return (f"the JSON ends before the trace is complete; read {reader.n_events:,} events "
-                f"and dropped {len(dropped):,} trailing bytes")
-    at = _MALFORMED_AT_RE.search(what)
+    at = _MALFORMED_AT_RE.search(what or "")
     pos = max(0, int(at.group(1)) - 1) if at else 0
     lead = len(dropped) - len(dropped.lstrip(b", \t\r\n"))
+    # The input ends there (a number cut to "12." or "1e" reads as malformed at the end): a cut
+    cut_short = at is not None and lead + pos >= len(dropped.rstrip())
+    if what is None or "truncated" in what or cut_short:
+        return (f"the JSON ends before the trace is complete; read {reader.n_events:,} events "
+                f"and dropped {len(dropped):,} trailing bytes")
     snippet = dropped[lead + pos: lead + pos + 30].decode("utf-8", "replace")
     return (f"the JSON is malformed after event {reader.n_events:,} ({what.split(' (')[0]}: saw {snippet!r}); read the "
             f"{reader.n_events:,} events before it and dropped the {len(dropped):,} bytes from there on")
