@@ -1,6 +1,7 @@
 """A real 4-process DDP job (CPU torch, gloo) captured with ``tracedoc run``: one rank's input pipeline
 sleeps every step; the directory analysis names that rank as the straggler with an input-pipeline
-cause and labels the job straggler_bound. The same job without the sleep names no input-pipeline straggler.
+cause and labels the job straggler_bound. The same job without the sleep names no input-pipeline
+straggler.
 """
 
 from __future__ import annotations
