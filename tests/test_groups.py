@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from tracedoc.model.groups import Groups, distinct, first_match, largest_first
+from tracedoc.model.groups import Groups, distinct, first_match, isin, largest_first
 
 
 def test_groups_by_two_keys_match_pandas_with_many_ties():
@@ -136,3 +136,22 @@ def test_distinct_is_np_unique_on_ints_floats_with_nans_and_strings():
             assert np.array_equal(got, want, equal_nan=column.dtype.kind == "f"), (column, got, want)
     assert distinct(np.array([[2, 1], [1, 2]])).tolist() == [1, 2]  # any shape, flattened as np.unique does
     assert np.isnan(distinct(np.array([np.nan, np.nan]))).tolist() == [True]
+
+
+def test_isin_is_np_isin_for_few_and_many_members():
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        n, k = int(rng.integers(0, 400)), int(rng.integers(0, 40))
+        span = int(rng.choice([5, 1000, 10 ** 15]))
+        values = rng.integers(-span, span, n)
+        members = rng.integers(-span, span, k)
+        if rng.random() < 0.3:
+            members = np.append(members, values[: int(rng.integers(0, n + 1))])
+        assert isin(values, members).tolist() == np.isin(values, members).tolist()
+        assert isin(values, members.tolist()).tolist() == np.isin(values, members).tolist()
+    floats = np.array([0.5, np.nan, 2.0, -1.0, np.inf])
+    for members in ([np.nan], [2.0, np.nan, np.inf], list(np.linspace(-1, 3, 17)) + [np.nan]):
+        assert isin(floats, members).tolist() == np.isin(floats, members).tolist()
+    grid = np.arange(12).reshape(3, 4)
+    assert isin(grid, range(3, 20, 2)).tolist() == np.isin(grid, range(3, 20, 2)).tolist()
+    assert isin(grid, []).shape == (3, 4) and not isin(grid, []).any()

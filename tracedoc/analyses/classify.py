@@ -12,7 +12,7 @@ import numpy as np
 
 from ..model import trace as M
 from ..model import vocab as V
-from ..model.groups import distinct
+from ..model.groups import distinct, isin
 from ..model.trace import Trace
 from .registry import Produced, analysis
 
@@ -89,7 +89,7 @@ def comm_kernel_mask(trace: Trace, gpu_ext: np.ndarray) -> np.ndarray:
         coll_ops = name_mask(trace, V.COLLECTIVE_OP_RE, ids=c["name"])[c["name"]]
         coll_ext = distinct(c["external_id"][coll_ops & (c["external_id"] >= 0)])
         if coll_ext.size:
-            comm |= is_kernel & (gpu_ext >= 0) & np.isin(gpu_ext, coll_ext)
+            comm |= is_kernel & (gpu_ext >= 0) & isin(gpu_ext, coll_ext)
     return comm
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from ..model import trace as M
-from ..model.groups import Groups, distinct
+from ..model.groups import Groups, distinct, isin
 from ..model.trace import Trace
 from . import opflops as F
 from ..model.peaks import DevicePeak, device_peak
@@ -172,7 +172,7 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
     rows = s["row"][idx]
     res = [resolved[i] for i in idx]
     in_backward = _in_backward(trace, rows, clock)
-    recomputed = in_backward & np.isin(c["name"][rows], _name_ids(trace, F.FORWARD_ONLY_OPS))
+    recomputed = in_backward & isin(c["name"][rows], _name_ids(trace, F.FORWARD_ONLY_OPS))
     # A matrix product's pass is where it runs (mm computes gradients inside backward nodes).
     phase = np.array([F.BACKWARD if bw and r.op_class == F.MATMUL else r.phase for r, bw in zip(res, in_backward)],
                      dtype=object)

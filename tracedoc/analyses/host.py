@@ -8,7 +8,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
-from ..model.groups import Groups, dense_codes, distinct, largest_first, row_codes
+from ..model.groups import Groups, dense_codes, distinct, isin, largest_first, row_codes
 from ..model.trace import MATCH_CHARS, Trace
 from . import classify as C
 from .idle import SHORT_GAP_NS
@@ -22,7 +22,7 @@ def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[st
     if not len(c):
         return iv.empty(), None, []
     names = C.name_mask(trace, V.DATALOADER_RE, ids=c["name"])
-    rows = np.flatnonzero(names[c["name"]] & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION, M.PYTHON_FUNCTION)))
+    rows = np.flatnonzero(names[c["name"]] & isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION, M.PYTHON_FUNCTION)))
     if not rows.size:
         return iv.empty(), None, []
     seen = [trace.string(int(i)) for i in distinct(c["name"][rows])]
@@ -48,7 +48,7 @@ class BlockingCalls:
         if not self.start_ns.size + np.size(pid):
             return np.zeros(self.start_ns.size, dtype=bool)
         code = row_codes(np.concatenate([self.pid, pid]), np.concatenate([self.tid, tid]))[0]
-        return np.isin(code[:self.start_ns.size], code[self.start_ns.size:])
+        return isin(code[:self.start_ns.size], code[self.start_ns.size:])
 
 
 def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, list[dict], list[dict], BlockingCalls]:
@@ -85,7 +85,7 @@ def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, li
         if frames:  # an op whose sync runtime call is already counted is the same sync, not another
             counted = frames[0]["ext"]
             ext = c["external_id"][rows]
-            rows = rows[~((ext >= 0) & np.isin(ext, counted))]
+            rows = rows[~((ext >= 0) & isin(ext, counted))]
         frames.append({"call": c["name"][rows], "ext": c["external_id"][rows],
                        "dur": c["end_ns"][rows] - c["start_ns"][rows]})
     imp_s, imp_e, imp_frame = implicit_syncs(trace, lo, hi)

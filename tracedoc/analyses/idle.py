@@ -28,7 +28,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
-from ..model.groups import dense_codes
+from ..model.groups import dense_codes, isin
 from ..model.trace import Trace
 from . import classify as C
 from .registry import Produced, analysis
@@ -155,7 +155,7 @@ def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[di
     c = trace.cpu_ops
     if not len(c) or not iset[0].size:
         return []
-    kinds = np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION, M.PYTHON_FUNCTION))
+    kinds = isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION, M.PYTHON_FUNCTION))
     rows = np.flatnonzero(kinds & ~step_name_mask(trace)[c["name"]])
     if not rows.size:
         return []

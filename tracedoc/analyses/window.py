@@ -13,6 +13,8 @@ from ..model import vocab as V
 from ..model.vocab import PROFILER_STEP_RE
 from . import classify as C
 from .registry import Produced, analysis
+from ..model.stats import percentile
+from ..model.groups import isin
 
 @dataclass
 class Steps:
@@ -96,7 +98,7 @@ def find_steps(trace: Trace) -> Steps:
     if not len(c):
         return Steps([], *(np.zeros(0, dtype=np.int64),) * 3)
     mask = step_name_mask(trace)
-    is_step = mask[c["name"]] & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION))
+    is_step = mask[c["name"]] & isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION))
     rows = np.flatnonzero(is_step)
     if rows.size == 0:
         return Steps([], *(np.zeros(0, dtype=np.int64),) * 3)
@@ -211,6 +213,6 @@ def steps_and_window(trace: Trace, inputs) -> Produced:
          "iteration_name": name, "step_time_mean_ns": None, "step_time_p50_ns": None, "step_time_p95_ns": None}
     if len(timed):
         d = timed.step_time_ns
-        m.update(step_time_mean_ns=float(d.mean()), step_time_p50_ns=float(np.percentile(d, 50)),
-                 step_time_p95_ns=float(np.percentile(d, 95)))
+        m.update(step_time_mean_ns=float(d.mean()), step_time_p50_ns=float(percentile(d, 50)),
+                 step_time_p95_ns=float(percentile(d, 95)))
     return Produced(metrics=m, values={"step_spans": steps, "window": win})

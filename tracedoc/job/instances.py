@@ -24,7 +24,7 @@ from ..analyses.window import find_steps
 from ..model.vocab import PROFILER_STEP_RE as STEP_RE
 from ..model import intervals as iv
 from ..model import trace as M
-from ..model.groups import distinct
+from ..model.groups import distinct, isin
 from ..model.trace import Trace
 
 # Lead-in categories, first match wins (GPU work first: a GPU rank reaches its collective kernel when
@@ -127,7 +127,7 @@ def _calls(trace: Trace) -> dict:
     rows = np.zeros(0, dtype=np.int64)
     if len(c):
         is_coll = C.name_mask(trace, CALL_RE, _NOT_A_CALL_RE, ids=c["name"])[c["name"]]
-        rows = np.flatnonzero(is_coll & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION)))
+        rows = np.flatnonzero(is_coll & isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION)))
     # collective type per string id, worked out for the names of collective ops only (id -1: "unknown")
     ctype_of_string = np.full(len(strings) + 1, "unknown", dtype=object)
     used = distinct(c["name"][rows]) if rows.size else np.zeros(0, dtype=np.int64)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.groups import first_rows, row_codes, stable_order
+from ..model.groups import first_rows, isin, row_codes, stable_order
 from .instances import COLUMNS, RankTables
 
 KEY_SEQ = "group+seq"
@@ -106,7 +106,7 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
     c = stacked.cols
     group = c["group"]
     use_seq = _all_in_group(c["seq"] >= 0, group, len(stacked.groups))[group]
-    is_a2a = np.isin(c["type"], [i for i, t in enumerate(stacked.types) if t == "all_to_all"])
+    is_a2a = isin(c["type"], [i for i, t in enumerate(stacked.types) if t == "all_to_all"])
     size = np.where(c["bytes"] >= 0, c["bytes"], c["in_nelems"])
     size = np.where(is_a2a, -2 - c["dtype"], size)
     t = np.where(c["gpu_start_ns"] >= 0, c["gpu_start_ns"], c["call_start_ns"])
@@ -194,7 +194,7 @@ def _member_mask(stacked: Stacked, members: dict[str, list[int]]) -> np.ndarray:
     mask = np.zeros(len(stacked), dtype=bool)
     for gi, g in enumerate(stacked.groups):
         rows = stacked.cols["group"] == gi
-        mask |= rows & np.isin(stacked.rank, members.get(g, []))
+        mask |= rows & isin(stacked.rank, members.get(g, []))
     return mask
 
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.groups import distinct
+from ..model.groups import distinct, isin
 from .instances import RankTables
 from .match import Matches, Stacked
+from ..model.stats import median
 
 SYNCHRONISING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "barrier", "reduce")
 # An offset is applied only when it is this many times larger than the spread of the ends it rests on.
@@ -140,7 +141,7 @@ def _clock_offsets(ranks: list[RankTables], inst, rank, end, ctype, types) -> tu
     known = {h for h in hosts.values() if h}
     if len(known) == 1 and all(hosts.values()):
         return {}, f"all ranks on host {next(iter(known))}: one clock, no offsets needed"
-    sync = np.isin(ctype, [i for i, t in enumerate(types) if t in SYNCHRONISING])
+    sync = isin(ctype, [i for i, t in enumerate(types) if t in SYNCHRONISING])
     if not sync.any():
         return {}, "no synchronising collective to align clocks on; times are taken as recorded"
     i, r, e = inst[sync], rank[sync], end[sync]
@@ -148,7 +149,7 @@ def _clock_offsets(ranks: list[RankTables], inst, rank, end, ctype, types) -> tu
     i, r, e = i[order], r[order], e[order]
     bounds = np.flatnonzero(np.append(True, i[1:] != i[:-1]))
     counts = np.diff(np.append(bounds, i.size))
-    med = np.array([np.median(e[b:b + k]) for b, k in zip(bounds, counts)])  # one per instance, not per event
+    med = np.array([median(e[b:b + k]) for b, k in zip(bounds, counts)])  # one per instance, not per event
     delta = e - np.repeat(med, counts)
     # clock domains: a known host, else the rank itself
     domain = {rk: (h if h else f"rank {rk}") for rk, h in hosts.items()}
@@ -159,9 +160,9 @@ def _clock_offsets(ranks: list[RankTables], inst, rank, end, ctype, types) -> tu
         return {}, "one clock domain; times are taken as recorded"
     est = {}
     for dom, rks in by_domain.items():
-        d = delta[np.isin(r, rks)]
-        off = float(np.median(d))
-        spread = float(np.median(np.abs(d - off))) if d.size > 1 else 0.0
+        d = delta[isin(r, rks)]
+        off = float(median(d))
+        spread = float(median(np.abs(d - off))) if d.size > 1 else 0.0
         est[dom] = (off, spread)
     ref = domain.get(min(r.tolist()))
     ref_off = est[ref][0]

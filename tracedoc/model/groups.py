@@ -15,6 +15,8 @@ import numpy as np
 _LOOKUP_SPAN_PER_ROW = 4
 _LOOKUP_SPAN_MIN = 1 << 16
 _CODE_LIMIT = 1 << 62
+# isin: up to this many members are compared one by one
+_ISIN_COMPARE_MAX = 8
 
 
 def distinct(values) -> np.ndarray:
@@ -34,6 +36,25 @@ def distinct(values) -> np.ndarray:
         keep[nan] = False
         keep[np.argmax(nan)] = True
     return a[keep]
+
+
+def isin(values, members) -> np.ndarray:
+    """``np.isin(values, members)``: which values are among ``members``. A few members are compared one
+    by one; more are looked up in their sorted distinct values. (``np.isin`` sorts through
+    ``np.unique``, whose first call imports ``numpy.ma``.)"""
+    a = np.asarray(values)
+    m = np.asarray(members).reshape(-1)
+    if not a.size or not m.size:
+        return np.zeros(a.shape, dtype=bool)
+    if m.size <= _ISIN_COMPARE_MAX:
+        out = a == m[0]
+        for x in m[1:]:
+            out |= a == x
+        return out
+    s = distinct(m)
+    pos = np.searchsorted(s, a)
+    np.minimum(pos, s.size - 1, out=pos)
+    return s[pos] == a
 
 
 def dense_codes(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -15,6 +15,7 @@ from .. import classify as C
 from .kinds import (BLOCKED_OVERLAP_FRACTION, E_ARRIVAL, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_SYNC, NEG,
                     SPAN_SYNC, SYNC_TOLERANCE_NS)
 from .spans import step_mask
+from ...model.stats import median
 
 
 class CrossEdges:
@@ -53,7 +54,7 @@ class CrossEdges:
         prev_end = np.where(self.head[dst], NEG, self.T[np.maximum(dst - 1, 0)])
         idle = self.T[src] >= prev_end
         pool = latency[idle] if idle.any() else latency
-        self.launch_latency_ns = int(np.median(pool)) if pool.size else 0
+        self.launch_latency_ns = int(median(pool)) if pool.size else 0
         self.edge(src, dst, np.minimum(latency, self.launch_latency_ns), E_LAUNCH)
         self.launch_pairs = (span_idx, op_idx)
         unlinked = int((~linked).sum()) + int((~found).sum())

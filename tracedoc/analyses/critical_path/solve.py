@@ -29,7 +29,7 @@ import numpy as np
 
 from ...model import intervals as iv
 from ...model import trace as M
-from ...model.groups import dense_codes, distinct, stable_order
+from ...model.groups import dense_codes, distinct, isin, stable_order
 from ...model.trace import Trace
 from . import graph as G
 
@@ -327,7 +327,7 @@ def _walk(g: G.Graph, run_from: np.ndarray, p: int, stop_ns: int) -> np.ndarray:
 
 def _op_categories(g: G.Graph) -> np.ndarray:
     """Per GPU op of the graph: compute, comm or memcpy (memset counts with copies)."""
-    memcpy = np.isin(g.op_kind, (M.MEMCPY, M.MEMSET))
+    memcpy = isin(g.op_kind, (M.MEMCPY, M.MEMSET))
     return np.where(g.op_is_comm, _H["comm"], np.where(memcpy, _H["memcpy"], _H["compute"]))
 
 
@@ -366,7 +366,7 @@ def breakdown(trace: Trace, g: G.Graph, path: Path, start_ns: int, end_ns: int) 
         d = np.maximum(eff_end - eff_start, 0)
         sums = np.bincount(path.category, weights=d, minlength=len(HOP_CATEGORIES)).astype(np.int64)
         if g.arrival_edges is not None:  # a collective's hop: first the wait for the last rank
-            arrival = np.flatnonzero(np.isin(path.edge, g.arrival_edges))
+            arrival = np.flatnonzero(isin(path.edge, g.arrival_edges))
             wait = g.arrival_wait_ns[np.searchsorted(g.arrival_edges, path.edge[arrival])]
             waited = int(np.minimum(wait, d[arrival]).sum())
             out["comm_wait"] += waited

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model import intervals as iv
-from ...model.groups import distinct
+from ...model.groups import distinct, isin
 from . import graph as G
 from .solve import Model, replay, step_times
 
@@ -138,11 +138,11 @@ def _comm(g: G.Graph):
     # comm kernels sharing a stream with other work move to a stream of their own
     stream_pts = (g.kind == G.GPU_S) | (g.kind == G.GPU_E)
     mixed = distinct(g.chain[stream_pts & comm_pts])
-    mixed = mixed[np.isin(mixed, g.chain[stream_pts & ~comm_pts])]
+    mixed = mixed[isin(mixed, g.chain[stream_pts & ~comm_pts])]
     if not mixed.size:
         return m, None
     n_chains = int(g.chain.max()) + 1
-    chain = np.where(comm_pts & np.isin(g.chain, mixed), g.chain + n_chains, g.chain)
+    chain = np.where(comm_pts & isin(g.chain, mixed), g.chain + n_chains, g.chain)
     order = np.lexsort((np.arange(len(g)), chain))
     inv = np.empty_like(order)
     inv[order] = np.arange(order.size)
@@ -180,7 +180,7 @@ def _launch(g: G.Graph):
         first = np.searchsorted(g.span_start[sel], r_s, side="left")
         ok = first < sel.size
         spans = sel[first[ok]]
-        pts = np.flatnonzero(np.isin(g.ref, spans) & (g.kind == G.CPU_E) & (g.chain == th))
+        pts = np.flatnonzero(isin(g.ref, spans) & (g.kind == G.CPU_E) & (g.chain == th))
         m.chain_w[pts] = g.chain_w[pts]
     return m, None
 

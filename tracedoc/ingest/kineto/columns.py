@@ -9,7 +9,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...model import trace as M
-from ...model.groups import distinct
+from ...model.groups import distinct, isin
 from ...model.numbers import BAD_NUMBER, decimal_text_to_scaled_int, to_float64, to_int64
 from ...model.trace import StringTable, Table
 from ..values import int_value
@@ -237,7 +237,7 @@ class _Reader:
         duration) as dropped, and count them; metadata events carry no time and are kept."""
         timed = (cls != C_META) & (cls != C_IGNORE)
         bad = timed & ((ts == BAD_NUMBER) | (ts >= MAX_ABS_TIME_NS) | (ts <= -MAX_ABS_TIME_NS))
-        spans = np.isin(cls, _SPAN_CLASSES)
+        spans = isin(cls, _SPAN_CLASSES)
         bad |= spans & ((dur == BAD_NUMBER) | (dur < 0) | (dur >= MAX_ABS_TIME_NS))
         if not bad.any():
             return
@@ -346,7 +346,7 @@ class _Reader:
             if sid not in cache:
                 cache[sid] = sid >= 0 and _COLLECTIVE_OP_RE.match(self.strings.strings[sid][:M.MATCH_CHARS]) is not None
         hits = [sid for sid in uniq.tolist() if cache[sid]]
-        return np.flatnonzero(np.isin(name_ids, hits)) if hits else np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(isin(name_ids, hits)) if hits else np.zeros(0, dtype=np.int64)
 
     def _collectives(self, source, args, rows, ext, names=None, shapes=None):
         cols = {

@@ -216,7 +216,6 @@ def _read_parallel(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader
     import multiprocessing as mp
     from collections import deque
 
-    import numpy.ma  # noqa: F401  (np.unique imports it on first use: once here, not once in each worker)
 
     ctx = mp.get_context("fork") if "fork" in _start_methods() else None
     pending: deque = deque()

@@ -7,6 +7,7 @@ import numpy as np
 from ...model import trace as M
 from ...model import vocab as V
 from ...model.trace import StringTable, Table, Trace
+from ...model.groups import isin
 from ..depth import set_cpu_depths
 from ..launches import link_by_correlation
 from ..steps import count_dataloader_ranges, mark_steps
@@ -22,7 +23,7 @@ def _select(t: dict[str, np.ndarray], gpids: np.ndarray | None) -> dict[str, np.
         return t
     if gpids is None:
         return t
-    rows = np.flatnonzero(np.isin(t["gpid"], gpids))
+    rows = np.flatnonzero(isin(t["gpid"], gpids))
     return {k: v[rows] for k, v in t.items()}
 
 
