@@ -71,6 +71,26 @@ def test_first_match_agrees_with_a_dictionary_on_random_keys_with_many_ties():
         assert first_match(keys, table).tolist() == want
 
 
+def test_first_match_with_wide_columns_agrees_with_a_dictionary():
+    """Timestamps near 1.7e18 ns, thread ids, label ids far below zero and values at the ends of int64:
+    offsets that fit combine directly, the rest are ranked first."""
+    rng = np.random.default_rng(8)
+    pools = [np.array([-(1 << 40) - 3, -(1 << 40) - 9, 7, 140_000_123]),
+             1_661_938_466_265_776_000 + rng.integers(0, 2_000_000_000, 30),
+             np.array([np.iinfo(np.int64).min, -1, 0, np.iinfo(np.int64).max]),
+             np.arange(3)]
+    for _ in range(300):
+        n, m = (int(x) for x in rng.integers(1, 60, size=2))
+        cols = [pools[int(i)] for i in rng.integers(0, len(pools), int(rng.integers(1, 4)))]
+        keys = tuple(rng.choice(c, n) for c in cols)
+        table = tuple(rng.choice(c, m) for c in cols)
+        first: dict[tuple, int] = {}
+        for i, row in enumerate(zip(*(c.tolist() for c in table))):
+            first.setdefault(row, i)
+        want = [first.get(row, -1) for row in zip(*(c.tolist() for c in keys))]
+        assert first_match(keys, table).tolist() == want
+
+
 def test_row_codes_order_rows_as_unique_over_rows_does():
     from tracedoc.model.groups import dense_codes, row_codes
     rng = np.random.default_rng(2)

@@ -17,6 +17,8 @@ _LOOKUP_SPAN_MIN = 1 << 16
 _CODE_LIMIT = 1 << 62
 # isin: up to this many members are compared one by one
 _ISIN_COMPARE_MAX = 8
+# first_match: a table this many times longer than the keys is first cut to the rows that may match
+_FEW_KEYS_FACTOR = 4
 
 
 def distinct(values) -> np.ndarray:
@@ -192,13 +194,53 @@ def largest_first(values: np.ndarray) -> np.ndarray:
 
 
 def first_match(keys: tuple[np.ndarray, ...], table: tuple[np.ndarray, ...]) -> np.ndarray:
-    """For each row of ``keys``, the first row of ``table`` with the same key columns, else -1."""
+    """For each row of ``keys``, the first row of ``table`` with the same key columns, else -1.
+
+    The key columns become one integer per row (equal rows, equal integers); the table's integers are
+    sorted stably, so a binary search lands on the first table row holding each key."""
     n, m = keys[0].size, table[0].size
     if not n or not m:
         return np.full(n, -1, dtype=np.int64)
-    code, _, size = row_codes(*(np.concatenate([np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)])
-                                for k, t in zip(keys, table)))
-    first = np.full(size, m, dtype=np.int64)
-    np.minimum.at(first, code[n:], np.arange(m))
-    first[first == m] = -1
-    return first[code[:n]]
+    if m > _FEW_KEYS_FACTOR * n:  # few keys: keep only the table rows whose widest column holds a key's value
+        widest = max(range(len(keys)), key=lambda i: int(np.max(keys[i])) - int(np.min(keys[i])))
+        rows = np.flatnonzero(isin(table[widest], keys[widest]))
+        if not rows.size:
+            return np.full(n, -1, dtype=np.int64)
+        if rows.size < m:
+            hit = first_match(keys, tuple(np.asarray(t)[rows] for t in table))
+            return np.where(hit >= 0, rows[np.maximum(hit, 0)], -1)
+    code = joint_code(*(np.concatenate([np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)])
+                        for k, t in zip(keys, table)))
+    wanted, held = code[:n], code[n:]
+    order = np.argsort(held, kind="stable")
+    ranked = held[order]
+    at = np.searchsorted(ranked, wanted)
+    np.minimum(at, m - 1, out=at)
+    return np.where(ranked[at] == wanted, order[at], -1)
+
+
+def joint_code(*columns: np.ndarray) -> np.ndarray:
+    """One int64 per row of equal-length integer columns, equal exactly where the rows are equal (not
+    ordered like the rows). Offsets from each column's minimum combine directly while their spans
+    multiply to less than 2**62; a column or combination that would not fit is ranked first."""
+    code, width = None, 1
+    for c in columns:
+        lo, hi = int(c.min()), int(c.max())
+        span = hi - lo + 1
+        if span < _CODE_LIMIT:
+            v = c - c.dtype.type(lo)
+        else:  # values spread over most of the int64 range
+            uniq, v = dense_codes(c)
+            span = uniq.size
+        if code is None:
+            code, width = v, span
+            continue
+        if width * span >= _CODE_LIMIT:
+            uniq, code = dense_codes(code)
+            width = uniq.size
+            if width * span >= _CODE_LIMIT:
+                uniq, v = dense_codes(v)
+                span = uniq.size
+        code = code * span + v
+        width *= span
+    return code
