@@ -14,9 +14,9 @@ from ..model import intervals as iv
 from ..model import trace as M
 from ..model.groups import distinct
 from ..model.trace import Trace
+from ..model.stats import percentile
 from .gpu_metrics import gpu_metrics
 from .registry import Produced, analysis
-from ..model.stats import percentile
 
 
 @dataclass
@@ -132,8 +132,8 @@ def step_stats(per_step_rows: list[dict]) -> list[dict]:
     out = []
     for q in STEP_QUANTITIES:
         v = np.array([row[q] for row in per_step_rows], dtype=np.float64)
-        out.append({"quantity": q, "total_ns": int(v.sum()), "p50_ns": float(percentile(v, 50)),
-                    "p95_ns": float(percentile(v, 95)), "max_ns": int(v.max())})
+        out.append({"quantity": q, "total_ns": int(v.sum()), "p50_ns": percentile(v, 50),
+                    "p95_ns": percentile(v, 95), "max_ns": int(v.max())})
     return out
 
 

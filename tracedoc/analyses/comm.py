@@ -9,8 +9,8 @@ import numpy as np
 from ..model.groups import dense_codes, first_match
 from ..model.trace import MATCH_CHARS, Trace
 from ..model.vocab import KERNEL_COLLECTIVE_RE
-from .registry import Produced, analysis
 from ..model.stats import median
+from .registry import Produced, analysis
 
 _CANON = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
           "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "send_recv", "send": "send", "recv": "recv",
@@ -85,7 +85,7 @@ def collectives(trace: Trace, comm_mask: np.ndarray, gpu_ext: np.ndarray, lo: in
                "mean_ns": float(d.sum() / d.size), "message_bytes_p50": None, "message_bytes_max": None,
                "algbw_gbps": None, "busbw_gbps": None}
         if known.any():
-            row["message_bytes_p50"] = float(median(size_bytes[known].astype(np.float64)))
+            row["message_bytes_p50"] = median(size_bytes[known].astype(np.float64))
             row["message_bytes_max"] = int(size_bytes[known].max())
             t = dur[known].sum()
             if t > 0:

@@ -6,10 +6,10 @@ import numpy as np
 
 from ..model.groups import Groups, top_stable
 from ..model.trace import Trace
+from ..model.stats import percentile
 from .links import OpsByExternalId
 from .registry import Produced, analysis
 from .window import launch_times
-from ..model.stats import percentile
 
 LAUNCH_LATENCY_NS = 30_000
 # gap causes, coded in the order of their names (tables list them so)
@@ -68,7 +68,7 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: 
         causes = Groups(why)
         streams.append({
             "device": int(d), "stream": int(st), "count": int(v.size), "total_ns": int(v.sum()),
-            "p50_ns": float(percentile(v, 50)), "p95_ns": float(percentile(v, 95)),
+            "p50_ns": percentile(v, 50), "p95_ns": percentile(v, 95),
             "max_ns": int(v.max()), "comm_stream": bool(comm_stream[i]),
             "causes_ns": {GAP_CAUSES[k]: int(x) for k, x in zip(causes.keys[0].tolist(), causes.sum(v).tolist())},
         })
@@ -108,5 +108,5 @@ def kernel_gaps(trace: Trace, inputs) -> Produced:
     gap = stream_gaps(trace, inputs["comm_mask"], win.start_ns, win.end_ns, inputs["gpu_ext"], inputs["launching_ops"])
     gaps_ns = gap["all_ns"]
     m = {"gap_max_ns": int(gaps_ns.max()) if gaps_ns.size else None,
-         "gap_p95_ns": float(percentile(gaps_ns, 95)) if gaps_ns.size else None}
+         "gap_p95_ns": percentile(gaps_ns, 95) if gaps_ns.size else None}
     return Produced(metrics=m, evidence={"top_gaps": gap["top"], "stream_gaps": gap["streams"]})

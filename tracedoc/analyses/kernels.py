@@ -11,9 +11,9 @@ from ..model import trace as M
 from ..model import vocab as V
 from ..model.groups import Groups, dense_codes, largest_first
 from ..model.trace import Trace
+from ..model.stats import median, percentile
 from . import classify as C
 from .registry import Produced, analysis
-from ..model.stats import median, percentile
 
 TC_ELIGIBLE_OP_RE = re.compile(
     r"^aten::(mm|matmul|addmm|addmv|bmm|baddbmm|linear|conv\w*|_convolution\w*|cudnn_convolution\w*|"
@@ -28,7 +28,7 @@ def kernel_stats(trace: Trace) -> dict:
     dur = (g["end_ns"] - g["start_ns"])[k] if len(g) else np.zeros(0, dtype=np.int64)
     out = {
         "kernel_count": int(dur.size),
-        "kernel_median_ns": float(median(dur)) if dur.size else None,
+        "kernel_median_ns": median(dur) if dur.size else None,
         "kernels_under_10us_fraction": float((dur < 10_000).mean()) if dur.size else None,
     }
     return out
@@ -133,8 +133,8 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
         linked = np.flatnonzero(g["launch"] >= 0)
         if linked.size:
             delay = np.maximum(g["start_ns"][linked] - r["end_ns"][g["launch"][linked]], 0)
-            out["launch_delay_p50_ns"] = float(percentile(delay, 50))
-            out["launch_delay_p95_ns"] = float(percentile(delay, 95))
+            out["launch_delay_p50_ns"] = percentile(delay, 50)
+            out["launch_delay_p95_ns"] = percentile(delay, 95)
             out["launch_delays_ns"] = delay
             skew = g["start_ns"][linked] < r["start_ns"][g["launch"][linked]] - 1_000_000
             out["clock_anomaly"] = bool(skew.any())
@@ -296,7 +296,7 @@ def _distribution(name: str, values) -> dict:
     if values is None or not len(values):
         return {}
     qs = (5, 25, 50, 75, 95, 99)
-    return {f"{name}_p{q}_ns": float(x) for q, x in zip(qs, percentile(values, qs))}
+    return {f"{name}_p{q}_ns": x for q, x in zip(qs, percentile(values, qs))}
 
 
 @analysis(needs=("comm_mask", "window", "kernel_ops", "tc_classes"),

@@ -11,10 +11,10 @@ from ..model import trace as M
 from ..model.trace import Trace
 from ..model import vocab as V
 from ..model.vocab import PROFILER_STEP_RE
+from ..model.groups import isin
+from ..model.stats import percentile
 from . import classify as C
 from .registry import Produced, analysis
-from ..model.stats import percentile
-from ..model.groups import isin
 
 @dataclass
 class Steps:
@@ -213,6 +213,6 @@ def steps_and_window(trace: Trace, inputs) -> Produced:
          "iteration_name": name, "step_time_mean_ns": None, "step_time_p50_ns": None, "step_time_p95_ns": None}
     if len(timed):
         d = timed.step_time_ns
-        m.update(step_time_mean_ns=float(d.mean()), step_time_p50_ns=float(percentile(d, 50)),
-                 step_time_p95_ns=float(percentile(d, 95)))
+        m.update(step_time_mean_ns=float(d.mean()), step_time_p50_ns=percentile(d, 50),
+                 step_time_p95_ns=percentile(d, 95))
     return Produced(metrics=m, values={"step_spans": steps, "window": win})

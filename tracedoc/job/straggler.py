@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.groups import distinct
+from ..model.stats import median
 from .instances import LEAD_CATEGORIES, RankTables
 from .match import Stacked
 from .timing import Timing
-from ..model.stats import median
 
 # Significance: the wait a straggler costs each other rank, per step, as a share of the step.
 MIN_WAIT_FRACTION = 0.05
@@ -128,7 +128,7 @@ def find_stragglers(stats: list[RankStats], step_ns: float | None, n_ranks: int)
     if len(stats) < 2:
         return []
     waits = np.array([s.wait_ns / s.instances for s in stats if s.instances])
-    median_wait = float(median(waits)) if waits.size else 0.0
+    median_wait = median(waits) if waits.size else 0.0
     out = []
     for s in stats:
         per_step = s.caused_wait_ns / s.steps
@@ -161,12 +161,12 @@ def cause_of(rank: int, lead: dict[int, dict[str, float]], lateness_per_step_ns:
     own = lead.get(rank, {})
     rows = []
     for cat in LEAD_CATEGORIES:
-        med = float(median([o[cat] for o in others])) if others else 0.0
+        med = median([o[cat] for o in others]) if others else 0.0
         rows.append({"category": cat, "rank_ms_per_step": own.get(cat, 0.0) / 1e6, "median_ms_per_step": med / 1e6,
                      "excess_ms_per_step": (own.get(cat, 0.0) - med) / 1e6})
     rows.sort(key=lambda x: -x["excess_ms_per_step"])
     top = rows[0]
-    kernels_med = float(median([o["kernels"] for o in others])) if others else 0.0
+    kernels_med = median([o["kernels"] for o in others]) if others else 0.0
     kernels_own = own.get("kernels", 0.0)
     explained = top["excess_ms_per_step"] * 1e6 >= MIN_CAUSE_SHARE * max(lateness_per_step_ns, 1.0) \
         and top["excess_ms_per_step"] > 0

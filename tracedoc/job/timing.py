@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model.groups import distinct, isin
+from ..model.stats import median
 from .instances import RankTables
 from .match import Matches, Stacked
-from ..model.stats import median
 
 SYNCHRONISING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "barrier", "reduce")
 # An offset is applied only when it is this many times larger than the spread of the ends it rests on.
@@ -161,8 +161,8 @@ def _clock_offsets(ranks: list[RankTables], inst, rank, end, ctype, types) -> tu
     est = {}
     for dom, rks in by_domain.items():
         d = delta[isin(r, rks)]
-        off = float(median(d))
-        spread = float(median(np.abs(d - off))) if d.size > 1 else 0.0
+        off = median(d)
+        spread = median(np.abs(d - off)) if d.size > 1 else 0.0
         est[dom] = (off, spread)
     ref = domain.get(min(r.tolist()))
     ref_off = est[ref][0]

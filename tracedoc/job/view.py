@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..model.groups import distinct, isin
+from ..model.stats import median, percentile
 from .checks import admit
 from .instances import RankTables
 from .hardware import link_busbw_gbps
@@ -15,7 +16,6 @@ from .match import group_members, match, stack
 from .straggler import cause_of, find_stragglers, lead_per_step, rank_stats
 from .timing import time_instances
 from .whatif import straggler_removed
-from ..model.stats import median, percentile
 
 TOP_COLLECTIVE_ROWS = 20
 # Metrics (names in the registry) the job view produces, for the job verdict and every rank of a job
@@ -181,8 +181,8 @@ def _step_tables(ranks: list[RankTables], view: JobView) -> list[int]:
     for rt in ranks:
         st = rt.steps["step_time_ns"]
         if st.size:
-            view.step_ms_by_rank[rt.rank] = {"p50": float(percentile(st, 50)) / 1e6,
-                                             "p95": float(percentile(st, 95)) / 1e6, "steps": int(st.size)}
+            view.step_ms_by_rank[rt.rank] = {"p50": percentile(st, 50) / 1e6,
+                                             "p95": percentile(st, 95) / 1e6, "steps": int(st.size)}
     with_steps = [s for s in sets.values() if s]
     if not with_steps:
         return []
@@ -196,7 +196,7 @@ def _step_tables(ranks: list[RankTables], view: JobView) -> list[int]:
 
 def _job_step_ns(view: JobView) -> float | None:
     p50 = [v["p50"] for v in view.step_ms_by_rank.values()]
-    return float(median(p50)) * 1e6 if p50 else None
+    return median(p50) * 1e6 if p50 else None
 
 
 def _median_rank(view: JobView, stats) -> int | None:
@@ -234,12 +234,13 @@ def _collective_rows(stacked, t) -> list[dict]:
         sel = key == k
         ctype = stacked.types[int(t.type[sel][0])]
         bw = t.busbw_gbps[sel]
-        members = t.inst[isin(t.inst, np.flatnonzero(sel))]
-        waits = t.wait_ns[isin(t.inst, np.flatnonzero(sel))]
+        of_type = isin(t.inst, np.flatnonzero(sel))
+        members = t.inst[of_type]
+        waits = t.wait_ns[of_type]
         out.append({"collective": ctype, "bytes": int(t.bytes[sel][0]) if t.bytes[sel][0] >= 0 else None,
                     "count": int(sel.sum()), "group_size": int(t.group_size[sel].max()),
-                    "transfer_p50_ms": float(median(t.transfer_ns[sel])) / 1e6,
-                    "skew_p50_ms": float(median(t.skew_ns[sel])) / 1e6,
+                    "transfer_p50_ms": median(t.transfer_ns[sel]) / 1e6,
+                    "skew_p50_ms": median(t.skew_ns[sel]) / 1e6,
                     "wait_mean_ms": float(waits.mean()) / 1e6 if members.size else None,
                     "busbw_p50_gbps": median(bw[~np.isnan(bw)]) if np.isfinite(bw).any() else None})
     out.sort(key=lambda r: -(r["transfer_p50_ms"] * r["count"]))
@@ -293,7 +294,7 @@ def _metrics(view: JobView, ranks, stacked, t, step_ns) -> dict[str, Any]:
         m["comm_top_collective"] = stacked.types[top_type]
         sel = (t.type == top_type) & (t.bytes >= 1 << 20) & np.isfinite(t.busbw_gbps)
         if sel.any():
-            m["comm_busbw_gbps"] = float(median(t.busbw_gbps[sel]))
+            m["comm_busbw_gbps"] = median(t.busbw_gbps[sel])
     m["link_busbw_gbps"] = link_busbw_gbps(ranks)
     return m
 

@@ -40,9 +40,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.groups import distinct
+from ..model.stats import median
 from .instances import RankTables
 from .timing import Timing
-from ..model.stats import median
 
 METHOD = ("job replay of {n} matched collectives over {steps} steps: rank {rank}'s lateness removed (each "
           "collective starts at the latest arrival of the other ranks; delays carry forward in lockstep)")
@@ -74,8 +74,8 @@ def straggler_removed(t: Timing, ranks: list[RankTables], straggler: int) -> tup
     steps = sizes - 1
     span_before = _span(q_time, first, sizes)
     span_after = np.minimum(_span(moved, first, sizes), span_before)
-    before_ms = float(median(span_before / steps)) / 1e6
-    after_ms = float(median(span_after / steps)) / 1e6
+    before_ms = median(span_before / steps) / 1e6
+    after_ms = median(span_after / steps) / 1e6
     before_r, after_r = round(before_ms, 4), round(min(after_ms, before_ms), 4)
     method = METHOD.format(n=m, steps=int(median(steps)), rank=straggler)
     return {"step_ms_before": before_r, "step_ms_after": after_r, "gain_ms": round(before_r - after_r, 4),

@@ -60,21 +60,17 @@ def median(values) -> float:
 
 
 def _column(values) -> np.ndarray:
-    a = np.asarray(values)
-    if a.ndim != 1:
-        a = a.reshape(-1)
+    a = np.asarray(values).reshape(-1)
     if not a.size:
         raise ValueError("an order statistic of no values")
     return a
 
 
 def _neighbours(rank: float, n: int) -> tuple[int, int, int]:
-    """The ranks either side of a fractional rank, clamped to the column as numpy clamps them, after
-    the rank its weight is measured from (numpy's: -1 past the last rank)."""
+    """For a fractional rank (never negative), the rank its weight is measured from and the ranks
+    either side; past the last rank numpy takes the last value, weighed from -1."""
     if rank >= n - 1:
         return -1, n - 1, n - 1
-    if rank < 0:
-        return 0, 0, 0
     lo = math.floor(rank)
     return lo, lo, lo + 1
 

@@ -11,11 +11,11 @@ import numpy as np
 from ...model import intervals as iv
 from ...model import trace as M
 from ...model import vocab as V
+from ...model.stats import median
 from .. import classify as C
 from .kinds import (BLOCKED_OVERLAP_FRACTION, E_ARRIVAL, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_SYNC, NEG,
                     SPAN_SYNC, SYNC_TOLERANCE_NS)
 from .spans import step_mask
-from ...model.stats import median
 
 
 class CrossEdges:
@@ -27,7 +27,6 @@ class CrossEdges:
             return
         op_idx, wait, transfer, _ = self.arrival_ops
         self.edge(self.rank[self.op_s[op_idx]], self.rank[self.op_e[op_idx]], wait + transfer, E_ARRIVAL)
-
 
 
     def link_launches(self) -> None:

@@ -216,7 +216,6 @@ def _read_parallel(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader
     import multiprocessing as mp
     from collections import deque
 
-
     ctx = mp.get_context("fork") if "fork" in _start_methods() else None
     pending: deque = deque()
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
