@@ -104,3 +104,19 @@ def test_ctrl_c_while_torch_imports_ends_cleanly(entry, tmp_path):
     assert proc.returncode == 130, (proc.returncode, proc.stderr)
     assert "tracedoc: interrupted" in proc.stderr and "Traceback" not in proc.stderr
     assert "the script ran" not in proc.stdout
+
+
+def test_console_entry_freezes_collector_after_analyze_but_not_after_run(trace, tmp_path, monkeypatch, capsys):
+    import gc
+
+    from tracedoc.cli import console_main
+
+    frozen = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    rc = console_main(["analyze", str(trace), "--format", "json", "--no-progress", "-o", str(tmp_path / "r.json")])
+    assert rc == 0 and frozen == [True]
+    assert (tmp_path / "r.json").stat().st_size > 0
+    # `run` executes the user's script in this process: its objects keep their normal end of life
+    rc = console_main(["run", "-o", str(tmp_path / "out"), "--", str(tmp_path / "missing.py")])
+    assert rc != 0 and frozen == [True]
+    assert "missing.py" in capsys.readouterr().err

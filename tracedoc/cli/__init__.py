@@ -9,6 +9,7 @@ one line on stderr with a non-zero exit (``tracedoc.exits``), never as a traceba
 
 from __future__ import annotations
 
+import gc
 import sys
 import warnings
 
@@ -20,8 +21,11 @@ from .common import Parser, print_error, show_warning
 from ..exits import EXIT_ERROR, EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 COMMANDS = (analyze, diff, logs, rules, run, trigger)
+# Commands that run the user's own code in this process: their objects keep the usual end of life.
+_RUNS_USER_CODE = frozenset({run.cmd_run})
 
-__all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_FAIL_ON", "EXIT_OK", "EXIT_USAGE", "build_parser", "example_path", "main"]
+__all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_FAIL_ON", "EXIT_OK", "EXIT_USAGE", "build_parser", "console_main",
+           "example_path", "main"]
 
 
 def build_parser() -> Parser:
@@ -33,13 +37,34 @@ def build_parser() -> Parser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def console_main(argv: list[str] | None = None) -> int:
+    """The ``tracedoc`` command and ``python -m tracedoc``: ``main()`` in a process about to exit.
+
+    Once the command is done, everything it made is frozen out of the cyclic collector's reach
+    (``gc.freeze``). The interpreter's last act is otherwise a full collection over every container
+    object still alive, the analysis's included; after ``analyze`` of a 1 MB trace that pass and
+    what follows it took about 30 ms of a 0.5 s command. Reference counting still frees the objects
+    as modules are torn down; only objects caught in reference cycles are left to the operating
+    system. Not done for ``run``, whose script may rely on its objects being finalised at exit.
+    """
+    ran: list = []
+    code = main(argv, ran=ran)
+    if ran and ran[0] not in _RUNS_USER_CODE:
+        gc.freeze()
+    return code
+
+
+def main(argv: list[str] | None = None, *, ran: list | None = None) -> int:
+    """Parse ``argv`` and run its command; returns the exit status. ``ran``, when given, receives the
+    function of the command that ran."""
     warnings.showwarning = show_warning
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if ran is not None:
+        ran.append(args.func)
     try:
         return int(args.func(args) or 0)
     except TracedocError as exc:
