@@ -96,16 +96,14 @@ def test_no_decode_workers_are_forked_while_another_thread_runs(tmp_path, monkey
 
 def test_gzip_source_inflates_no_more_than_each_read_asks(tmp_path, monkeypatch):
     # A highly compressed block must not inflate all at once (and be copied again on each later read):
-    # zlib never hands back more than the read asked for, and the pieces join to the file's content,
-    # across two members and zero padding, and up to the cut of a truncated file.
-    import zlib
-
+    # the inflater never hands back more than the read asked for, and the pieces join to the file's
+    # content, across two members and zero padding, and up to the cut of a truncated file.
     from tracedoc.ingest.kineto import source
     from tracedoc.ingest.kineto.source import _Source
 
-    asked, inflated, real = [0], [], zlib.decompressobj
+    asked, inflated, real = [0], [], source._inflate.decompressobj
 
-    class Counted:  # zlib's decompressor, recording how much each call produced
+    class Counted:  # the decompressor, recording how much each call produced
         def __init__(self, wbits):
             self._z = real(wbits)
 
@@ -117,7 +115,7 @@ def test_gzip_source_inflates_no_more_than_each_read_asks(tmp_path, monkeypatch)
         def __getattr__(self, name):
             return getattr(self._z, name)
 
-    monkeypatch.setattr(source.zlib, "decompressobj", Counted)
+    monkeypatch.setattr(source._inflate, "decompressobj", Counted)
 
     rng = np.random.default_rng(3)
     first = b"".join(b'{"name": "k%d", "ts": %d},' % (i % 7, i) for i in range(60_000))
@@ -144,6 +142,32 @@ def test_gzip_source_inflates_no_more_than_each_read_asks(tmp_path, monkeypatch)
             assert src.trailer_size == 0  # zero padding hides the trailer: the size is a hint only
         else:
             assert cut in src.truncated_reason and first.startswith(data) and len(data) > 0
+
+
+def test_gzip_reads_the_same_with_zlib_where_isal_is_missing(tmp_path):
+    # isal is the fast inflater; without its wheel the standard zlib reads the same trace, and a
+    # cut-off or corrupt stream is reported the same way by either
+    b = TraceBuilder()
+    training_steps(b, steps=2, kernels=3)
+    raw = json.dumps(b.to_dict()).encode()
+    good, cut = tmp_path / "t.json.gz", tmp_path / "cut.json.gz"
+    good.write_bytes(gzip.compress(raw))
+    cut.write_bytes(gzip.compress(raw)[: len(gzip.compress(raw)) // 2])
+    code = ("import sys, json\n"
+            "if sys.argv[1] == 'zlib': sys.modules['isal'] = None\n"
+            "from tracedoc.ingest.kineto import source, read_kineto\n"
+            "t = read_kineto(sys.argv[2]); c = read_kineto(sys.argv[3])\n"
+            "print(json.dumps([source._inflate.__name__, len(t.gpu_ops), int(t.gpu_ops['start_ns'].sum()), "
+            "len(c.gpu_ops) + len(c.cpu_ops), c.meta.truncated]))")
+    out = {}
+    for which in ("zlib", "default"):
+        r = subprocess.run([sys.executable, "-c", code, which, str(good), str(cut)], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        out[which] = json.loads(r.stdout)
+    assert out["zlib"][0] == "zlib"
+    assert out["zlib"][1:] == out["default"][1:]
+    assert out["zlib"][1] == 6 and out["zlib"][4]  # the cut file is read up to its cut and marked truncated
 
 
 @pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="fork only")

