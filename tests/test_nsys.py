@@ -17,7 +17,7 @@ from tracedoc.ingest.nsys import read_nsys, read_nsys_ranks
 from tracedoc.model import intervals as I
 from tracedoc.model import trace as M
 
-from conftest import TRACES, shared_traces
+from conftest import TRACES
 from nsys_builder import (SCHEMA_2021, SCHEMA_2022, SCHEMA_2026_1, SCHEMA_2026_2, Latin1, NsysDb,
                           global_tid)
 
