@@ -151,8 +151,9 @@ def test_gzip_reads_the_same_with_zlib_where_isal_is_missing(tmp_path):
     training_steps(b, steps=2, kernels=3)
     raw = json.dumps(b.to_dict()).encode()
     good, cut = tmp_path / "t.json.gz", tmp_path / "cut.json.gz"
-    good.write_bytes(gzip.compress(raw))
-    cut.write_bytes(gzip.compress(raw)[: len(gzip.compress(raw)) // 2])
+    packed = gzip.compress(raw)
+    good.write_bytes(packed)
+    cut.write_bytes(packed[: len(packed) // 2])
     code = ("import sys, json\n"
             "if sys.argv[1] == 'zlib': sys.modules['isal'] = None\n"
             "from tracedoc.ingest.kineto import source, read_kineto\n"

@@ -38,33 +38,26 @@ def build_parser() -> Parser:
 
 
 def console_main(argv: list[str] | None = None) -> int:
-    """The ``tracedoc`` command and ``python -m tracedoc``: ``main()`` in a process about to exit.
+    """The ``tracedoc`` command and ``python -m tracedoc``: ``main()`` in a process about to exit."""
+    return main(argv, exiting=True)
 
-    Once the command is done, everything it made is frozen out of the cyclic collector's reach
-    (``gc.freeze``). The interpreter's last act is otherwise a full collection over every container
-    object still alive, the analysis's included; after ``analyze`` of a 1 MB trace that pass and
-    what follows it took about 30 ms of a 0.5 s command. Reference counting still frees the objects
-    as modules are torn down; only objects caught in reference cycles are left to the operating
-    system. Not done for ``run``, whose script may rely on its objects being finalised at exit.
+
+def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
+    """Parse ``argv`` and run its command; returns the exit status.
+
+    ``exiting``: the process ends when this returns. Everything the command made is then frozen out of
+    the cyclic collector's reach (``gc.freeze``): the interpreter's last act is otherwise a full
+    collection over every container object still alive, the analysis's included, which with what
+    follows it took about 30 ms of a 0.5 s ``analyze`` of a 1 MB trace. Reference counting still frees
+    the objects as modules are torn down; only objects caught in reference cycles are left to the
+    operating system. Not done for ``run``, whose script may rely on its objects being finalised.
     """
-    ran: list = []
-    code = main(argv, ran=ran)
-    if ran and ran[0] not in _RUNS_USER_CODE:
-        gc.freeze()
-    return code
-
-
-def main(argv: list[str] | None = None, *, ran: list | None = None) -> int:
-    """Parse ``argv`` and run its command; returns the exit status. ``ran``, when given, receives the
-    function of the command that ran."""
     warnings.showwarning = show_warning
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    if ran is not None:
-        ran.append(args.func)
     try:
         return int(args.func(args) or 0)
     except TracedocError as exc:
@@ -78,3 +71,6 @@ def main(argv: list[str] | None = None, *, ran: list | None = None) -> int:
         return EXIT_ERROR
     except BrokenPipeError:
         return EXIT_OK
+    finally:
+        if exiting and args.func not in _RUNS_USER_CODE:
+            gc.freeze()

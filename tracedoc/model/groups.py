@@ -201,14 +201,14 @@ def first_match(keys: tuple[np.ndarray, ...], table: tuple[np.ndarray, ...]) -> 
     n, m = keys[0].size, table[0].size
     if not n or not m:
         return np.full(n, -1, dtype=np.int64)
+    rows = None  # the table rows kept, when not all
     if m > _FEW_KEYS_FACTOR * n:  # few keys: keep only the table rows whose widest column holds a key's value
         widest = max(range(len(keys)), key=lambda i: int(np.max(keys[i])) - int(np.min(keys[i])))
         rows = np.flatnonzero(isin(table[widest], keys[widest]))
         if not rows.size:
             return np.full(n, -1, dtype=np.int64)
-        if rows.size < m:
-            hit = first_match(keys, tuple(np.asarray(t)[rows] for t in table))
-            return np.where(hit >= 0, rows[np.maximum(hit, 0)], -1)
+        table = tuple(np.asarray(t)[rows] for t in table)
+        m = rows.size
     code = joint_code(*(np.concatenate([np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)])
                         for k, t in zip(keys, table)))
     wanted, held = code[:n], code[n:]
@@ -216,7 +216,8 @@ def first_match(keys: tuple[np.ndarray, ...], table: tuple[np.ndarray, ...]) -> 
     ranked = held[order]
     at = np.searchsorted(ranked, wanted)
     np.minimum(at, m - 1, out=at)
-    return np.where(ranked[at] == wanted, order[at], -1)
+    first = order[at] if rows is None else rows[order[at]]
+    return np.where(ranked[at] == wanted, first, -1)
 
 
 def joint_code(*columns: np.ndarray) -> np.ndarray:
