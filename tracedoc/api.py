@@ -21,6 +21,7 @@ from .engine.params import resolve_params
 from .engine.rulefile import Rule, load_rules, rules_version
 from .errors import TraceError, TracedocError, warn
 from .gcpause import with_paused_gc
+from .infile import not_regular
 from .ingest import load as _load_file
 from .ingest import sniff
 from .job import build_job
@@ -43,17 +44,26 @@ def load(path: str | os.PathLike, **options) -> Trace:
 
 
 def rank_files(directory: str) -> list[str]:
-    """The trace files of a per-rank directory, sorted by name."""
+    """The trace files of a per-rank directory, sorted by name. An entry named like a trace that is not a
+    regular file (a pipe, a directory, a link loop or a broken link) is skipped with a warning."""
     try:
         names = sorted(os.listdir(directory))
     except OSError as exc:
         raise TraceError(directory, "cannot be listed", exc.strerror, "check the path and its permissions") from None
-    files = [os.path.join(directory, n) for n in names
-             if _TRACE_FILE_RE.search(n) and os.path.isfile(os.path.join(directory, n))
-             and not n.endswith((".report.json",)) and not n.startswith(".")]
+    files = []
+    for n in names:
+        if not _TRACE_FILE_RE.search(n) or n.endswith(".report.json") or n.startswith("."):
+            continue
+        p = os.path.join(directory, n)
+        why = not_regular(p)
+        if why is None:
+            files.append(p)
+        else:
+            warn(p, f"skipped: it is {why.replace('unreadable', 'a file that cannot be read')}, not a trace file")
     if not files:
-        raise TraceError(directory, "holds no trace files", f"{len(names)} entries, none ending in .json, "
-                         ".json.gz or .sqlite", "point tracedoc at the directory torch.profiler wrote its rank traces to")
+        raise TraceError(directory, "holds no trace files", f"{len(names)} entries, none a regular file ending in "
+                         ".json, .json.gz or .sqlite", "point tracedoc at the directory torch.profiler wrote its "
+                         "rank traces to")
     return files
 
 

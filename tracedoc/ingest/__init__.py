@@ -3,55 +3,40 @@
 from __future__ import annotations
 
 import os
-import stat
 from typing import Callable
 
 from ..errors import TraceError
 from ..gcpause import with_paused_gc
+from ..infile import not_regular, open_regular
 from ..model.trace import Trace
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def sniff(path: str) -> str:
-    """Name the format of ``path``: ``kineto`` or ``nsys``; raise a TraceError for anything else."""
+    """Name the format of ``path``: ``kineto``, ``nsys`` or ``directory``; raise a TraceError for
+    anything else (a pipe or a device is refused before a byte of it is read)."""
     if not os.path.exists(path):
+        if not_regular(path) == "a symbolic link loop":
+            raise TraceError(path, "is a symbolic link loop", None, "point tracedoc at the trace file itself")
         raise TraceError(path, "does not exist", None, "check the path (a trace file or a directory of rank traces)")
     if os.path.isdir(path):
         return "directory"
-    _require_regular_file(path)
     lower = path.lower()
-    if lower.endswith((".nsys-rep", ".qdrep")):
+    if lower.endswith((".nsys-rep", ".qdrep")) and not_regular(path) is None:
         base = os.path.splitext(path)[0]
         raise TraceError(path, "is an Nsight Systems report, which tracedoc reads after export", None,
                          f"run `nsys export --type sqlite --output {base}.sqlite {path}` and pass the .sqlite file")
-    try:
-        with open(path, "rb") as f:
+    with open_regular(path, TraceError, "trace file") as f:
+        try:
             head = f.read(16)
-    except OSError as exc:
-        raise TraceError(path, "cannot be read", exc.strerror, "check its permissions") from None
+        except OSError as exc:
+            raise TraceError(path, "cannot be read", exc.strerror, "check its permissions") from None
     if head.startswith(SQLITE_MAGIC):
         return "nsys"
     if not head:
         raise TraceError(path, "is empty", "0 bytes", "capture the trace again")
     return "kineto"
-
-
-_SPECIAL_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def _require_regular_file(path: str) -> None:
-    """Refuse pipes, devices and sockets at once: reading one could block forever or never end."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as exc:
-        raise TraceError(path, "cannot be read", exc.strerror, "check the path and its permissions") from None
-    if stat.S_ISREG(mode):
-        return
-    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "not a regular file")
-    raise TraceError(path, f"is {kind}, not a trace file", None,
-                     "write the trace to a file first (e.g. `zcat run.json.gz > run.json`) and pass that file")
 
 
 @with_paused_gc

@@ -95,6 +95,7 @@ class _Reader:
         self.bad_args = 0
         self.bad_times = 0  # events dropped: timestamp or duration not a possible time
         self.bad_time_example: str | None = None
+        self.hides_content = False  # the file is a link out of its directory: warnings quote none of it
         self.wrong_types = 0  # fields of the wrong JSON type, read as absent
         self.bad_utf8 = 0  # invalid UTF-8 sequences decoded as U+FFFD
         self.nonfinite = 0  # Infinity/NaN written where JSON needs a number

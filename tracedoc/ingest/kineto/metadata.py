@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import TraceError
+from ...infile import excerpt
 from ...model import trace as M
 from ...model.groups import distinct
 from ...model.meta import Device, ProcessGroup, TraceMeta, Versions, int_or_none, torch_version
@@ -33,7 +34,7 @@ def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Tr
                          "schedule reaches its active steps")
     if reader.bad_times and not any(len(t) for parts in reader.parts.values() for t in parts):
         raise TraceError(path, "has no events with a possible timestamp",
-                         f"{reader.bad_times:,} events dropped; first: {reader.bad_time_example}"
+                         f"{reader.bad_times:,} events dropped; first: {_shown(reader, reader.bad_time_example)}"
                          + (f"; {reader.nonfinite:,} Infinity/NaN literals" if reader.nonfinite else ""),
                          "timestamps must be finite microseconds; this file was not written by torch.profiler "
                          "as is")
@@ -47,7 +48,7 @@ def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Tr
                         "usual fields; their other fields were read and their args ignored")
     warnings.extend(_repair_warnings(reader, path))
     if reader.ignored_phases:
-        desc = ", ".join(f"{n} '{p}'" for p, n in sorted(reader.ignored_phases.items()))
+        desc = _shown(reader, ", ".join(f"{n} '{p}'" for p, n in sorted(reader.ignored_phases.items())))
         warnings.append(f"{path}: ignored events of phases tracedoc does not use ({desc})")
     trace = Trace(source=path, strings=strings, tables=tables, warnings=warnings)
     _memcpy_kinds(trace)
@@ -57,13 +58,19 @@ def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Tr
     return trace
 
 
+def _shown(reader: _Reader, text: str | None) -> str | None:
+    """Text read from the file, as a warning may show it: nothing of a file behind a link that leaves its
+    directory (``infile.excerpt``)."""
+    return excerpt(text or "", True) if reader.hides_content else text
+
+
 def _repair_warnings(reader: _Reader, path: str) -> list[str]:
     """One counted warning per kind of value that was dropped, repaired or read as absent."""
     out = []
     if reader.bad_times:
         out.append(f"{path}: dropped {reader.bad_times:,} events with impossible timestamps (missing, not a "
                    "finite number, beyond +-146 years, or a negative duration; first seen: "
-                   f"{reader.bad_time_example}); numbers cover the other events")
+                   f"{_shown(reader, reader.bad_time_example)}); numbers cover the other events")
     if reader.nonfinite:
         out.append(f"{path}: {reader.nonfinite:,} values are written as Infinity or NaN, which JSON does not "
                    "allow; they were read as impossible values")

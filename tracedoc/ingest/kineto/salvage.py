@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from ...errors import TraceError
+from ...infile import excerpt
 from ...model.trace import Trace
 from .columns import _Reader
 from .cuts import salvage
@@ -67,8 +68,8 @@ def _damage(rest: bytes, upto: int, reader: _Reader) -> str:
     if what is None or "truncated" in what or cut_short:
         return (f"the JSON ends before the trace is complete; read {reader.n_events:,} events "
                 f"and dropped {len(dropped):,} trailing bytes")
-    snippet = dropped[lead + pos: lead + pos + 30].decode("utf-8", "replace")
-    return (f"the JSON is malformed after event {reader.n_events:,} ({what.split(' (')[0]}: saw {snippet!r}); read the "
+    snippet = excerpt(dropped[lead + pos: lead + pos + 30], reader.hides_content, 30)
+    return (f"the JSON is malformed after event {reader.n_events:,} ({what.split(' (')[0]}: saw {snippet}); read the "
             f"{reader.n_events:,} events before it and dropped the {len(dropped):,} bytes from there on")
 
 
@@ -91,7 +92,8 @@ def _read_whole(path: str, data: bytes, src: _Source, reader: _Reader) -> Trace:
         raise TraceError(path, "is JSON but not a trace", "a top-level value that is not an object",
                          "pass a torch.profiler trace with a traceEvents array") from None
     if "traceEvents" not in top:
-        keys = ", ".join(list(top)[:6]) or "no keys"
+        keys = src.excerpt(", ".join(list(top)[:6]), 200) if src.hides_content else ", ".join(list(top)[:6])
+        keys = keys or "no keys"
         raise TraceError(path, "is JSON but not a Chrome/Kineto trace: it has no traceEvents array",
                          f"top-level keys: {keys}", "pass the file torch.profiler wrote (export_chrome_trace "
                          "or tensorboard_trace_handler)")

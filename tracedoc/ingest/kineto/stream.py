@@ -61,12 +61,13 @@ def read_kineto(path: str, chunk_bytes: int = CHUNK_BYTES, progress: Callable[[f
 def _read(src: _Source, chunk_bytes: int, progress) -> Trace:
     path = src.path
     reader = _Reader(path)
+    reader.hides_content = src.hides_content
     buf = src.read(min(chunk_bytes, _HEAD_LIMIT))
-    while buf.isspace() if buf else False:
+    while buf and buf.isspace():  # leading white space is dropped as it is read, never accumulated
         more = src.read(chunk_bytes)
         if not more:
             break
-        buf += more
+        buf = more
     buf = buf.lstrip()
     while buf.startswith(_UTF8_BOM):  # allowed before JSON text (RFC 8259 lets a reader skip it)
         buf = buf[len(_UTF8_BOM):].lstrip()
@@ -81,20 +82,30 @@ def _read(src: _Source, chunk_bytes: int, progress) -> Trace:
         raise TraceError(path, "is empty", "0 bytes of JSON", "capture the trace again")
     first = stripped[:1]
     if first not in (b"{", b"["):
-        raise TraceError(path, "is not JSON", repr(stripped[:40].decode("utf-8", "replace")),
+        raise TraceError(path, "is not JSON", src.excerpt(stripped),
                          "pass a torch.profiler trace (.json / .json.gz) or an nsys SQLite export")
     head_meta: dict[str, Any] = {}
     bare_array = first == b"["
     if bare_array:
         start = buf.index(b"[") + 1
     else:
+        # Read on until the key shows; the text is searched again only each time it has doubled, so a
+        # long head (or a file without the key) costs time linear in its size.
         m = _EVENTS_KEY_RE.search(buf)
-        while m is None and len(buf) < _HEAD_LIMIT and not src.truncated_reason:
+        parts, have, searched = [buf], len(buf), len(buf)
+        while m is None and have < _HEAD_LIMIT and not src.truncated_reason:
             more = src.read(chunk_bytes)
+            if more:
+                parts.append(more)
+                have += len(more)
+                if have < 2 * searched and have < _HEAD_LIMIT and not src.truncated_reason:
+                    continue
+            buf = b"".join(parts)
+            parts, searched = [buf], have
+            m = _EVENTS_KEY_RE.search(buf)
             if not more:
                 break
-            buf += more
-            m = _EVENTS_KEY_RE.search(buf)
+        buf = b"".join(parts)
         if m is None:
             return _read_whole(path, buf + _drain(src, chunk_bytes), src, reader)
         try:
@@ -147,11 +158,12 @@ def _start_methods() -> list[str]:
     return mp.get_all_start_methods()
 
 
-def _fill(src: _Source, rest: bytes, chunk_bytes: int, progress) -> tuple[bytes, bool]:
-    """Read until ``rest`` holds a chunk; report whether the file is exhausted."""
+def _fill(src: _Source, rest: bytes, want: int, chunk_bytes: int, progress) -> tuple[bytes, bool]:
+    """Read ``chunk_bytes`` at a time until ``rest`` holds ``want`` bytes; report whether the file is
+    exhausted."""
     parts = [rest]
     have = len(rest)
-    while have < chunk_bytes:
+    while have < want:
         more = src.read(chunk_bytes)
         if not more:
             return b"".join(parts), True
@@ -163,20 +175,23 @@ def _fill(src: _Source, rest: bytes, chunk_bytes: int, progress) -> tuple[bytes,
 
 
 def _read_sequential(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader", progress) -> bytes:
-    """Decode chunk by chunk in this process, verifying each cut; return what follows the last cut."""
+    """Decode chunk by chunk in this process, verifying each cut; return what follows the last cut.
+
+    Where no boundary decodes yet (one event longer than a chunk: a long string, deep nesting), the
+    search is tried again once the bytes held have doubled, so such an event costs time linear in its
+    length."""
+    want = chunk_bytes
     while True:
-        rest, eof = _fill(src, rest, chunk_bytes, progress)
+        rest, eof = _fill(src, rest, want, chunk_bytes, progress)
         if eof:
             return rest
         cut = cut_and_decode(rest)
         if cut is DAMAGED:  # malformed before every boundary: the tail salvages what precedes it
             return rest + _drain(src, chunk_bytes)
         if cut is None:  # no event boundary in what we hold yet: read on
-            more = src.read(chunk_bytes)
-            if not more:
-                return rest
-            rest += more
+            want = 2 * len(rest)
             continue
+        want = chunk_bytes
         evs, next_start = cut
         reader.add(evs)
         del evs
@@ -220,17 +235,16 @@ def _read_parallel(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader
     pending: deque = deque()
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         try:
+            want = chunk_bytes
             while True:
-                rest, eof = _fill(src, rest, chunk_bytes, progress)
+                rest, eof = _fill(src, rest, want, chunk_bytes, progress)
                 if eof:
                     break
                 cut = find_cut(rest)
-                if cut is None:
-                    more = src.read(chunk_bytes)
-                    if not more:
-                        break
-                    rest += more
+                if cut is None:  # no boundary yet (a long string): look again once the bytes held double
+                    want = 2 * len(rest)
                     continue
+                want = chunk_bytes
                 piece_end, next_start = cut
                 if src.gzipped:
                     pending.append(pool.submit(_decode_piece, rest[:piece_end]))

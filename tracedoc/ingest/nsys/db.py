@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ...errors import TraceError
+from ...infile import open_regular
 from ...model.groups import distinct
 
 _FETCH_ROWS = 1 << 18
@@ -202,6 +203,7 @@ def _q(name: str) -> str:
 
 
 def _connect(path: str) -> sqlite3.Connection:
+    open_regular(path, TraceError, "trace file").close()  # a pipe or a device: refused before SQLite opens it
     uri = Path(path).resolve().as_uri()
     # mode=ro never writes the database; immutable=1 also makes SQLite skip locking and the
     # write-ahead log, so no -shm/-wal file is ever created beside the input (a WAL-mode export would
