@@ -53,6 +53,23 @@ ID_ARG_FIELDS = (
     "Python parent id",
 )
 STEP_RE = re.compile(r"ProfilerStep#(\d+)")
+# What torch.profiler writes with activities=[ProfilerActivity.CUDA] alone: the device's activity (kernels,
+# copies, sets, the GPU side of annotations), the CUDA runtime and driver calls that CUPTI records, their
+# launch flows, and the process/thread metadata; no CPU operators.
+CUDA_ACTIVITY = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation", "cuda_runtime", "cuda_driver"}
+
+
+def _cuda_activity(ev: Any) -> bool:
+    if not isinstance(ev, dict):
+        return True
+    ph = ev.get("ph")
+    if ph == "X":
+        return ev.get("cat") in CUDA_ACTIVITY
+    if ph in ("s", "f", "t"):
+        return ev.get("cat") == "ac2g"
+    return ph == "M"
+
+
 TIME_FIELDS = ("ts", "dur")
 
 
@@ -177,6 +194,7 @@ class _Template:
         # entries: (base event without ts, ts units, ts decimals or -1, flow id or None,
         #            args with id fields or None, id field names, step number or None)
         self.entries: list[tuple] = []
+        self.starts_ns: list[int | None] = []  # each entry's ts in ns (None: no time, e.g. metadata)
         max_id = 0
         steps: list[int] = []
         lo_ns = hi_ns = None
@@ -229,18 +247,40 @@ class _Template:
                     step = int(m.group(1))
                     steps.append(step)
             self.entries.append((base, ts_units, ts_dec, flow_id, id_fields, step))
+            self.starts_ns.append(t0_ns)
 
         if lo_ns is None:
             raise ValueError("source events carry no timestamps")
         self.n_events = len(events)
+        self.lo_ns = lo_ns
         span_us = -(-(hi_ns - lo_ns) // 1000)  # ceil
         self.shift_us = int(span_us + gap_us)
         # a power of ten above every id: copy k's ids read as k followed by the source id
         self.id_offset = 10 ** len(str(max_id + 1)) if max_id > 0 else 0
         self.step_offset = (max(steps) - min(steps) + 1) if steps else 0
 
-    def copy(self, k: int) -> list[dict]:
-        """The events of copy k (k = 0 is the source itself)."""
+    def sizes(self) -> list[int]:
+        """Each event's size once written (its text and the separator after it), from copy 0."""
+        if not hasattr(self, "_sizes"):
+            self._sizes = [len(orjson.dumps(e)) + 2 for e in self.copy(0)]
+        return self._sizes
+
+    def cut_ns(self, budget_bytes: int) -> int:
+        """The time (ns from the source's first event) before which the source's events take about
+        ``budget_bytes`` once written: a partial copy is the source's first stretch of time, so it keeps
+        the source's mix of events (a prefix in file order would not: files group events by kind)."""
+        sizes = self.sizes()
+        timed = sorted((t - self.lo_ns, n) for t, n in zip(self.starts_ns, sizes) if t is not None)
+        have = sum(n for t, n in zip(self.starts_ns, sizes) if t is None)
+        for rel, size in timed:
+            have += size
+            if have > budget_bytes:
+                return rel
+        return timed[-1][0] + 1 if timed else 0
+
+    def copy(self, k: int, cut_ns: int | None = None) -> list[dict]:
+        """The events of copy k (k = 0 is the source itself); with ``cut_ns``, only those that start
+        before that time from the source's first event (and the untimed ones)."""
         shift_us = k * self.shift_us
         id_shift = k * self.id_offset
         step_shift = k * self.step_offset
@@ -248,7 +288,9 @@ class _Template:
         fmt = _format_time
         out = []
         append = out.append
-        for base, ts_units, ts_dec, flow_id, id_fields, step in self.entries:
+        for (base, ts_units, ts_dec, flow_id, id_fields, step), t0 in zip(self.entries, self.starts_ns):
+            if cut_ns is not None and t0 is not None and t0 - self.lo_ns >= cut_ns:
+                continue
             ev = base.copy()
             if ts_dec >= 0:
                 ev["ts"] = fmt(ts_units + (shifts[ts_dec] if ts_dec < 10 else shift_us * 10**ts_dec), ts_dec)
@@ -304,11 +346,17 @@ def generate(
     copies: int | None = None,
     gap_us: int = 1000,
     write_gzip: bool = False,
+    exact: bool = False,
+    activities: str = "all",
     shared: str | os.PathLike | None = None,
     out_dir: str | os.PathLike | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> GenResult:
-    """Write a scaled trace of whole copies, as near ``size_mb`` MiB as copies allow (or exactly ``copies``)."""
+    """Write a scaled trace of whole copies, as near ``size_mb`` MiB as copies allow (or exactly ``copies``).
+
+    ``exact``: whole copies while they fit, then the first stretch of time of one more copy that brings the
+    file to ``size_mb`` (so a target smaller than the source is a window of it). ``activities="cuda"``:
+    only the events torch.profiler records for ``ProfilerActivity.CUDA`` (see ``CUDA_ACTIVITY``)."""
     t0 = time.perf_counter()
     src = resolve_source(os.fspath(source), shared)
     out_dir = Path(out_dir) if out_dir else DEFAULT_OUT_DIR
@@ -316,12 +364,26 @@ def generate(
     out.parent.mkdir(parents=True, exist_ok=True)
     target = int(size_mb * MIB)
 
-    tpl = _Template(read_source(src), gap_us)
+    doc = read_source(src)
+    if activities == "cuda":
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if _cuda_activity(e)]
+    elif activities != "all":
+        raise ValueError(f"activities must be 'all' or 'cuda', not {activities!r}")
+    tpl = _Template(doc, gap_us)
+    plan: list[int | None] | None = None  # exact: per copy, None (whole) or where it is cut
+    if exact and copies is None:
+        whole = tpl.cut_ns(1 << 62)
+        full_bytes = sum(tpl.sizes())
+        n_full = target // full_bytes
+        plan = [None] * n_full
+        if target - n_full * full_bytes > full_bytes // 100:
+            plan.append(tpl.cut_ns(target - n_full * full_bytes))
+        plan = plan or [whole]
 
     tmp = out.with_name(out.name + ".part")
     gz_path = out.with_name(out.name + ".gz") if write_gzip else None
     gz_tmp = gz_path.with_name(gz_path.name + ".part") if gz_path else None
-    k = 0
+    k = n_events = 0
     with open(tmp, "wb", buffering=8 * MIB) as fh:
         gz = gzip.open(gz_tmp, "wb", compresslevel=6) if gz_tmp else None
         try:
@@ -331,14 +393,18 @@ def generate(
             w.write((b"" if first else b",\n") + b'  "traceEvents": [\n')
             dumps = orjson.dumps
             while True:
-                events = tpl.copy(k)
+                events = tpl.copy(k, plan[k] if plan is not None else None)
                 before = w.n
                 w.write((b",\n" if k else b"") + b",\n".join([dumps(e) for e in events]))
+                n_events += len(events)
                 del events
                 k += 1
                 if progress:
                     progress(f"copy {k}: {w.n / MIB:,.0f} MiB")
-                if copies is not None:
+                if plan is not None:
+                    if k >= len(plan):
+                        break
+                elif copies is not None:
                     if k >= copies:
                         break
                 elif w.n + (w.n - before) // 2 >= target:  # the copy count that lands nearest the target
@@ -359,7 +425,7 @@ def generate(
         source=str(src),
         source_events=tpl.n_events,
         copies=k,
-        events=k * tpl.n_events,
+        events=n_events,
         bytes=nbytes,
         shift_us=tpl.shift_us,
         id_offset=tpl.id_offset,
@@ -389,12 +455,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", default=None, help=f"output folder (default {DEFAULT_OUT_DIR})")
     ap.add_argument("-o", "--output", default=None, help="output file (default <out-dir>/<source>_<size>MB.json)")
     ap.add_argument("--gzip", action="store_true", help="also write <output>.gz")
+    ap.add_argument("--exact", action="store_true",
+                    help="end with part of a copy (its first stretch of time) to land on --size-mb")
+    ap.add_argument("--activities", choices=("all", "cuda"), default="all",
+                    help="'cuda': keep only what torch.profiler records for ProfilerActivity.CUDA")
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     if a.copies is not None and a.copies < 1:
         ap.error("--copies must be >= 1")
     try:
         res = generate(a.source, a.output, a.size_mb, copies=a.copies, gap_us=a.gap_us, write_gzip=a.gzip,
+                       exact=a.exact, activities=a.activities,
                        shared=a.shared, out_dir=a.out_dir,
                        progress=None if a.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
     except (OSError, ValueError) as exc:

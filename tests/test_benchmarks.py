@@ -191,3 +191,35 @@ def test_bench_analyses_lists_the_stages_of_a_small_trace(tmp_path):
     stages = [line.split()[0] for line in r.stdout.splitlines()[2:-1]]
     assert "idle.idle_time" in stages and "critical_path.step_critical_paths" in stages
     assert re.search(r"analyses in all \(best run\)\s+\d+\.\d\s+\d+\.\d", r.stdout), r.stdout
+
+
+def test_generator_ends_on_part_of_a_copy_and_keeps_cuda_activity_only(tmp_path):
+    src = _synthetic_trace(tmp_path / "synthetic.json")
+    _, src_doc = _read(src)
+    whole = gen.generate(src, tmp_path / "one.json", copies=1)
+    out = tmp_path / "exact.json"
+    res = gen.generate(src, out, size_mb=2.5 * whole.bytes / 2**20, exact=True)
+    _, doc = _read(out)
+    n = len(src_doc["traceEvents"])
+    assert res.copies == 3 and n * 2 < len(doc["traceEvents"]) < n * 3 == 33
+    assert abs(res.bytes - 2.5 * whole.bytes) < whole.bytes / 4  # lands near the size asked for
+    last = doc["traceEvents"][2 * n:]  # the partial copy is the copy's first stretch of time
+    assert last and max(e["ts"] for e in last) < max(e["ts"] for e in doc["traceEvents"][n:2 * n]) + res.shift_us
+    cuda = tmp_path / "cuda.json"
+    gen.generate(src, cuda, copies=1, activities="cuda")
+    _, doc = _read(cuda)
+    assert {(e["ph"], e.get("cat")) for e in doc["traceEvents"]} == {
+        ("M", None), ("X", "cuda_runtime"), ("X", "kernel"), ("s", "ac2g"), ("f", "ac2g")}
+
+
+def test_bench_shapes_prints_the_table_and_its_target(tmp_path):
+    r = subprocess.run([sys.executable, str(BENCH / "bench_shapes.py"), "--sizes", "0.2", "--shapes", "kernel",
+                        "--reps", "2", "--skip-hta", "--no-extras", "--out-dir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=600)
+    if not (KINETO / "dlrm_128rank_rank0.json.gz").exists():
+        pytest.skip("shared traces not present")
+    assert r.returncode == 0, r.stderr  # HTA not measured: the target reads n/a
+    row = next(line for line in r.stdout.splitlines() if line.startswith("| kernel |"))
+    assert re.search(r"\| kernel \| 0\.\d \| [\d,]+ \| \d+\.\d{3} \(\d+\.\d\d-\d+\.\d\d\) \| \d+\.\d{3} \| not measured",
+                     row), row
+    assert re.search(r"n/a\s+0\.2 MB: min over shapes of HTA / tracedoc", r.stdout), r.stdout
