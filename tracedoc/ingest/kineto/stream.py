@@ -12,7 +12,7 @@ import msgspec
 from ...errors import TraceError
 from ...model.trace import Trace
 from .columns import _Reader
-from .cuts import DAMAGED, cut_and_decode, find_cut
+from .cuts import DAMAGED, cut_and_decode, cuts_backward, find_cut
 from .decode import _decode_events, _decode_top, decode_metadata
 from .metadata import _finish
 from .salvage import _decode_tail, _read_whole
@@ -233,6 +233,14 @@ def _read_parallel(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader
 
     ctx = mp.get_context("fork") if "fork" in _start_methods() else None
     pending: deque = deque()
+
+    def submit(piece_start: int, piece_end: int):
+        """A worker's future for ``rest[piece_start:piece_end]``."""
+        if src.gzipped:
+            return pool.submit(_decode_piece, rest[piece_start:piece_end])
+        # the worker reads the bytes itself: offset of rest[0] in the file
+        return pool.submit(_decode_span, src.path, src.offset - len(rest) + piece_start, piece_end - piece_start)
+
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         try:
             want = chunk_bytes
@@ -246,25 +254,52 @@ def _read_parallel(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader
                     continue
                 want = chunk_bytes
                 piece_end, next_start = cut
-                if src.gzipped:
-                    pending.append(pool.submit(_decode_piece, rest[:piece_end]))
-                else:  # the worker reads the bytes itself: offset of rest[0] in the file
-                    pending.append(pool.submit(_decode_span, src.path, src.offset - len(rest), piece_end))
+                pending.append(submit(0, piece_end))
                 rest = rest[next_start:]
                 while len(pending) > workers + 1:
                     chunk = pending.popleft().result()
                     if chunk is None:
                         return None
                     reader.merge(chunk)
+            # The end of the file (up to two chunks) goes to the workers too, in pieces, instead of being
+            # decoded here while they wait. Its boundaries are not verified, and the keys after the events
+            # could hold one: a piece a worker cannot decode, and all after it, are left to the tail.
+            pieces, after = _tail_pieces(rest, chunk_bytes, workers)
+            tail = [(start, submit(start, end)) for start, end in pieces]
             while pending:
                 chunk = pending.popleft().result()
                 if chunk is None:
                     return None
                 reader.merge(chunk)
+            for start, fut in tail:
+                chunk = fut.result()
+                if chunk is None:
+                    return rest[start:]
+                reader.merge(chunk)
+            rest = rest[after:]
         finally:
             for f in pending:
                 f.cancel()
     return rest
+
+
+def _tail_pieces(rest: bytes, chunk_bytes: int, workers: int) -> tuple[list[tuple[int, int]], int]:
+    """``rest`` up to its last event boundary, cut at boundaries into about one piece per worker (none
+    below a quarter chunk): (start, end) of each, and where the rest after them starts."""
+    last = find_cut(rest) if len(rest) >= chunk_bytes // 4 else None
+    if last is None:
+        return [], 0
+    pieces = []
+    start, end = 0, last[0]
+    size = max(chunk_bytes // 4, -(-end // max(1, workers)))
+    while end - start > size + chunk_bytes // 4:
+        cut = next(cuts_backward(rest, start + size), None)
+        if cut is None or cut[0] <= start:
+            break
+        pieces.append((start, cut[0]))
+        start = cut[1]
+    pieces.append((start, end))
+    return pieces, last[1]
 
 
 def _drain(src: _Source, chunk_bytes: int) -> bytes:
