@@ -15,6 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tracedoc"
 BASE = 0
 LAYERS = {
     "errors": BASE, "exits": BASE, "version": BASE, "labels": BASE, "resources": BASE, "outfiles": BASE, "gcpause": BASE,
+    "infile": BASE,
     "model": 1, "ingest": 2, "analyses": 3, "job": 4, "diff": 4, "logs": 4, "estimate": 4,
     "engine": 5, "result": 6, "checks": 6,
     "render": 7, "api": 8, "capture": 9, "cli": 10,
