@@ -443,3 +443,45 @@ def test_event_boundaries_found_backwards_are_the_boundary_pattern_matches():
         want = [(m.start(), m.end() - 1) for m in boundary.finditer(buf)][::-1]
         assert list(cuts_backward(buf)) == want, buf
         assert find_cut(buf) == (want[0] if want else None)
+
+
+@pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(), reason="fork only")
+@pytest.mark.parametrize("compress", [False, True])
+def test_the_end_of_a_file_decoded_by_workers_gives_the_same_tables(tmp_path, monkeypatch, compress):
+    # The workers also decode the file's last chunk, cut at unverified boundaries; keys after the
+    # events that look like a boundary (a list of objects) leave that piece to this process, whose
+    # tables must come out as a sequential read's.
+    from tracedoc.ingest.kineto import stream
+
+    monkeypatch.setattr(stream, "PARALLEL_MIN_GZIP_BYTES", 1)
+    monkeypatch.setattr(stream, "PARALLEL_MIN_GZIP_JSON_BYTES", 1)
+    b = TraceBuilder()
+    training_steps(b, steps=6, kernels=12)
+    doc = b.to_dict()
+    doc.pop("deviceProperties", None)
+    doc["deviceProperties"] = [{"id": 0, "name": "GPU 0"}, {"id": 1, "name": "GPU 1"}]  # after traceEvents
+    p = tmp_path / ("t.json.gz" if compress else "t.json")
+    text = json.dumps(doc).encode()
+    p.write_bytes(gzip.compress(text) if compress else text)
+    whole = read_kineto(str(p), workers=1)
+    pieces = []
+    real = stream._tail_pieces
+
+    def recorded(rest, *a):
+        out = real(rest, *a)
+        pieces.append((out[0], rest[out[1]:]))
+        return out
+
+    monkeypatch.setattr(stream, "_tail_pieces", recorded)
+    for chunk in (1500, 4000, len(text) // 3):
+        part = read_kineto(str(p), chunk_bytes=chunk, workers=2)
+        for name in M.SCHEMAS:
+            assert len(whole.tables[name]) == len(part.tables[name]), (chunk, name)
+            for col in ("start_ns", "end_ns", "ts_ns", "external_id", "correlation"):
+                if col in whole.tables[name].columns:
+                    assert np.array_equal(whole.tables[name][col], part.tables[name][col]), (chunk, name, col)
+        assert part.meta.devices == whole.meta.devices and part.meta.events == whole.meta.events
+        assert part.warnings == whole.warnings
+    assert any(len(done) > 1 for done, _ in pieces)  # the tail went to the workers in several pieces
+    # and its last boundary lay inside the list after the events: that piece fell back to this process
+    assert any(after.startswith(b'{"id": 1') for _, after in pieces)
