@@ -111,11 +111,14 @@ def conv_forward_flops(name: str, dims, types, concrete, conv_out: list[int] | N
 CONV_BACKWARD_ARGS = {
     "aten::convolution_backward": (0, 1, 2, 7, 10, 3),
     "aten::convolution_backward_overrideable": (0, 1, 2, 6, 9, None),
-    "aten::cudnn_convolution_backward": (1, 0, 2, None, 9, None),
+    # torch 1.7-1.10: (self, grad_output, weight, padding, stride, dilation, groups, benchmark,
+    # deterministic, allow_tf32, output_mask); those versions record no Concrete Inputs, so the mask
+    # comes from the single-gradient ops it calls (analyses/flop_ops.py)
+    "aten::cudnn_convolution_backward": (1, 0, 2, None, 10, None),
     "aten::mkldnn_convolution_backward": (1, 0, 2, None, 7, None),
     "aten::miopen_convolution_backward": (1, 0, 2, None, 9, None),
     "aten::_slow_conv2d_backward": (0, 1, 2, None, 6, None),
-    "aten::cudnn_convolution_transpose_backward": (1, 0, 2, None, 10, None),
+    "aten::cudnn_convolution_transpose_backward": (1, 0, 2, None, 11, None),
 }
 # Older single-gradient ops: (which gradient, grad_output index, the other tensor, its role)
 CONV_BACKWARD_SINGLE = {
@@ -133,6 +136,8 @@ def conv_backward_flops(name: str, dims, types, concrete, mask_hint: tuple[bool,
         return "grad_output, input or weight shape not recorded"
     transposed = "transpose" in name or bool(bool_arg(concrete_arg(concrete, tr_i)) if tr_i is not None else False)
     mask = bool_list(concrete_arg(concrete, mask_i))
+    if mask is not None and len(mask) < 2:  # another argument where the mask belongs: not a mask
+        mask = None
     if mask is None:
         if mask_hint is None:
             return "output mask (which gradients were computed) not recorded"
@@ -143,7 +148,9 @@ def conv_backward_flops(name: str, dims, types, concrete, mask_hint: tuple[bool,
         flops += prod(go)
     dtype = dtype_of(types[go_i] if go_i < len(types) else None)
     bpe = BYTES_PER_ELEMENT.get(dtype or "", 0)
-    return OpFlops(CONV, BACKWARD, flops, flops, dtype, float((prod(go) + 2 * prod(x) + 2 * prod(w)) * bpe))
+    # each gradient reads grad_output and one operand and writes the other's gradient
+    grads = int(mask[0]) + int(mask[1])
+    return OpFlops(CONV, BACKWARD, flops, flops, dtype, float((prod(go) + grads * (prod(x) + prod(w))) * bpe))
 
 
 def conv_backward_single_flops(name: str, dims, types, concrete) -> OpFlops | str:
@@ -163,6 +170,8 @@ def conv_backward_single_flops(name: str, dims, types, concrete) -> OpFlops | st
             return "weight size not recorded"
         flops = 2.0 * prod(go) * prod(w[1:])
     dtype = dtype_of(types[1] if len(types) > 1 else None)
-    return OpFlops(CONV, BACKWARD, flops, flops, dtype, 0.0)
+    bpe = BYTES_PER_ELEMENT.get(dtype or "", 0)
+    written = prod(size) if size else 0  # the input's or weight's gradient, sized by the first argument
+    return OpFlops(CONV, BACKWARD, flops, flops, dtype, float((prod(go) + prod(other) + written) * bpe))
 
 

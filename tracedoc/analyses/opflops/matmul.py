@@ -32,22 +32,36 @@ def _matmul_shapes(a: list[int], b: list[int]) -> tuple[int, int, int, int] | st
     return batch, a2[-2], b2[-1], a2[-1]
 
 
-def _mm(dims, types, concrete, a=0, b=1, bias=None) -> OpFlops | str:
+def _extra_input_ok(dims, i: int, out: list[int]) -> bool:
+    """Whether input ``i`` past the operands is what the op's overloads put there: nothing, a scalar
+    or dtype (``mm.dtype``), or the result tensor of an ``out=`` call (``mm.out``, which compiled graphs
+    record: ``extern_kernels.mm(a, b, out=buf)``) with the product's shape."""
+    if i >= len(dims):
+        return True
+    d = dims[i]
+    return d == [] or d == out
+
+
+def _mm(dims, types, concrete, a=0, b=1, bias=None, out_at=None) -> OpFlops | str:
     x, w = tensor_shape(dims, a), tensor_shape(dims, b)
     if x is None or w is None or len(x) != 2 or len(w) != 2:
         return "operand shapes not recorded as 2-D"
     if x[1] != w[0]:
         return f"inner dimensions differ ({x} x {w})"
+    if out_at is not None and not _extra_input_ok(dims, out_at, [x[0], w[1]]):
+        return f"input {out_at} {dims[out_at]} is not the [{x[0]}, {w[1]}] result: the record is corrupt"
     adds = x[0] * w[1] if bias is not None and tensor_shape(dims, bias) else 0
     return _gemm(1, x[0], w[1], x[1], dtype_of(types[a] if a < len(types) else None), adds)
 
 
-def _bmm(dims, types, concrete, a=0, b=1, bias=None) -> OpFlops | str:
+def _bmm(dims, types, concrete, a=0, b=1, bias=None, out_at=None) -> OpFlops | str:
     x, w = tensor_shape(dims, a), tensor_shape(dims, b)
     if x is None or w is None or len(x) != 3 or len(w) != 3:
         return "operand shapes not recorded as 3-D"
     if x[2] != w[1] or x[0] != w[0]:
         return f"batch or inner dimensions differ ({x} x {w})"
+    if out_at is not None and not _extra_input_ok(dims, out_at, [x[0], x[1], w[2]]):
+        return f"input {out_at} {dims[out_at]} is not the {[x[0], x[1], w[2]]} result: the record is corrupt"
     adds = x[0] * x[1] * w[2] if bias is not None and tensor_shape(dims, bias) else 0
     return _gemm(x[0], x[1], w[2], x[2], dtype_of(types[a] if a < len(types) else None), adds)
 
@@ -125,12 +139,14 @@ def _einsum(dims, types, concrete) -> OpFlops | str:
                    gemm_min_dim=min([k] + [size[c] for c in out]) if out else k)
 
 
+# Inputs past the operands: mm(self, mat2[, out]), addmm(self, mat1, mat2, beta, alpha[, out]) and the
+# like; the out= overloads are what torch.compile's graphs call.
 MATMUL_FORMULAS = {
-    "aten::mm": lambda d, t, c: _mm(d, t, c),
-    "aten::addmm": lambda d, t, c: _mm(d, t, c, 1, 2, bias=0),
+    "aten::mm": lambda d, t, c: _mm(d, t, c, out_at=2),
+    "aten::addmm": lambda d, t, c: _mm(d, t, c, 1, 2, bias=0, out_at=5),
     "aten::_addmm_activation": lambda d, t, c: _mm(d, t, c, 1, 2, bias=0),
-    "aten::bmm": lambda d, t, c: _bmm(d, t, c),
-    "aten::baddbmm": lambda d, t, c: _bmm(d, t, c, 1, 2, bias=0),
+    "aten::bmm": lambda d, t, c: _bmm(d, t, c, out_at=2),
+    "aten::baddbmm": lambda d, t, c: _bmm(d, t, c, 1, 2, bias=0, out_at=5),
     "aten::addbmm": lambda d, t, c: _bmm(d, t, c, 1, 2, bias=0),
     "aten::matmul": _matmul,
     "aten::linear": _linear,
@@ -141,6 +157,6 @@ MATMUL_FORMULAS = {
 }
 
 # Most inputs each matrix product takes; a record with more mixed up several ops' inputs.
-MAX_INPUTS = {"aten::mm": 2, "aten::matmul": 2, "aten::bmm": 2, "aten::mv": 2, "aten::linear": 3,
-              "aten::einsum": 3, "aten::addmm": 5, "aten::baddbmm": 5, "aten::addbmm": 5, "aten::addmv": 5,
+MAX_INPUTS = {"aten::mm": 3, "aten::matmul": 3, "aten::bmm": 3, "aten::mv": 3, "aten::linear": 3,
+              "aten::einsum": 3, "aten::addmm": 6, "aten::baddbmm": 6, "aten::addbmm": 6, "aten::addmv": 6,
               "aten::_addmm_activation": 6}
