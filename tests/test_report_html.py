@@ -150,8 +150,8 @@ def test_operators_grouped_by_name_and_input_shape(tmp_path):
     assert (big["calls"], big["gpu_ops"], big["gpu_ns"]) == (2, 2, 100_000)
     assert (small["calls"], small["gpu_ns"]) == (1, 30_000)
     assert rows[0] is big  # most GPU time first
-    # shapes are kept for matmul/conv/attention ops only: the add groups by name
-    assert by[("aten::add", None)]["gpu_ns"] == 5_000
+    # the add's shapes are kept too (the roofline derives its bytes from them)
+    assert by[("aten::add", "[[64, 10], [64, 10]]")]["gpu_ns"] == 5_000
 
 
 def test_operators_grouped_by_innermost_module(tmp_path):

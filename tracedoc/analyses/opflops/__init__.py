@@ -22,9 +22,11 @@ from .common import (ATTENTION, BACKWARD, CONV, FORWARD, MATMUL, OpFlops, bool_l
 from .conv import (CONV_BACKWARD_ARGS, CONV_BACKWARD_SINGLE, CONV_FORWARD_ARGS, conv_backward_flops,
                    conv_backward_single_flops, conv_forward_flops, conv_output_shape)
 from .matmul import MATMUL_FORMULAS, MAX_INPUTS
+from .memory import OpCost, has_memory_formula, op_cost
 
-__all__ = ["ATTENTION", "BACKWARD", "CONV", "FORWARD", "MATMUL", "OpFlops", "causal_fraction", "conv_output_shape",
-           "dtype_of", "needs_shapes", "op_flops", "tensor_shape"]
+__all__ = ["ATTENTION", "BACKWARD", "CONV", "FORWARD", "MATMUL", "OpCost", "OpFlops", "causal_fraction",
+           "conv_output_shape", "dtype_of", "has_memory_formula", "needs_shapes", "op_cost", "op_flops",
+           "tensor_shape"]
 
 FLOP_OPS: frozenset[str] = frozenset(MATMUL_FORMULAS) | frozenset(CONV_FORWARD_ARGS) | \
     frozenset(CONV_BACKWARD_ARGS) | frozenset(CONV_BACKWARD_SINGLE) | frozenset(ATTENTION_ARGS)
@@ -41,6 +43,18 @@ _FLOPS_ARG_CLASS = {"aten::conv2d": CONV, "aten::mm": MATMUL, "aten::addmm": MAT
 
 CONV_FORWARD_OPS: frozenset[str] = frozenset(CONV_FORWARD_ARGS)
 CONV_BACKWARD_OPS: frozenset[str] = frozenset(CONV_BACKWARD_ARGS)
+ATTENTION_OPS: frozenset[str] = frozenset(ATTENTION_ARGS)
+# Single-gradient ops that old (torch < 1.11) convolution backwards call, one per gradient computed
+CONV_BACKWARD_INPUT_OPS = frozenset(n for n, w in CONV_BACKWARD_SINGLE.items() if w == "input")
+CONV_BACKWARD_WEIGHT_OPS = frozenset(n for n, w in CONV_BACKWARD_SINGLE.items() if w == "weight")
+CONV_BACKWARD_WITH_CHILDREN = frozenset({"aten::cudnn_convolution_backward", "aten::miopen_convolution_backward",
+                                         "aten::cudnn_convolution_transpose_backward"})
+
+
+def counts_whole_nest(name: str) -> bool:
+    """Ops counted at the outermost of their nest (attention; old convolution backwards, whose
+    single-gradient calls say what they computed); matrix products and convolutions count at the leaf."""
+    return name in ATTENTION_OPS or name in CONV_BACKWARD_WITH_CHILDREN
 
 
 def conv_backward_shape_indices(name: str) -> tuple[int, int, int] | None:

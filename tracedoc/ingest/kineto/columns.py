@@ -69,9 +69,22 @@ def _classes(ph: list, cat: list) -> tuple[np.ndarray, _Coded, _Coded]:
     return table[pc, cc], _Coded(pc, phs), _Coded(cc, cats)
 
 
-# Ops whose recorded shapes are kept (FLOPs are counted from them): matrix products, convolutions and
-# attention, by name. Broad on purpose; the FLOP formulas decide what they can count.
-SHAPE_OP_RE = re.compile(r"^(aten|flash_attn)::\w*(mm|mv|matmul|linear|einsum|conv|attention|attn)\w*$")
+# Ops whose recorded shapes are kept, by name: matrix products, convolutions and attention (FLOPs are
+# counted from them), and the memory-bound ops the roofline derives bytes for (element-wise, copies,
+# reductions, softmax, normalisation, pooling, embedding lookups, optimizers, Triton kernels of compiled
+# graphs; AccumulateGrad gives the parameters an optimizer updates). Broad on purpose; the formulas in
+# analyses/opflops decide what they can count. Views, allocations and autograd nodes stay undecoded.
+_MEMORY_OPS = (
+    "add|sub|mul|div|neg|exp|log|sqrt|rsqrt|pow|abs|relu|clamp|clamp_min|clamp_max|gelu|silu|sigmoid|tanh|where|"
+    "masked_fill|square|reciprocal|hardtanh|leaky_relu|elu|softplus|mish|hardswish|hardsigmoid|minimum|maximum|"
+    "eq|ne|lt|le|gt|ge|logical_not|bitwise_and|erf|sin|cos|floor|sign|addcmul|addcdiv|lerp|threshold|"
+    "fill|zero|copy|_to_copy|clone|contiguous|cat|stack|sum|mean|amax|amin|prod|any|all|argmax|argmin|var|std|"
+    "var_mean|std_mean|embedding|index_select")
+SHAPE_OP_RE = re.compile(
+    r"^(?:(?:aten|flash_attn)::\w*(?:mm|mv|matmul|linear|einsum|conv|attention|attn)\w*"
+    rf"|aten::(?:(?:{_MEMORY_OPS})_?|\w+_backward(?:_data)?|_foreach_\w+|_fused_\w+|\w*norm\w*|_?\w*softmax\w*"
+    r"|\w*pool\d?d\w*|native_dropout\w*)"
+    r"|triton_\w+|torch::autograd::AccumulateGrad)$")
 _STREAM_RE = re.compile(r"^\s*stream\s+(\d+)", re.I)
 LABEL_ID_BASE = -(1 << 40)
 _COUNTS = ("bad_times", "wrong_types", "bad_utf8", "nonfinite")
