@@ -1,12 +1,14 @@
 """Model FLOPs, achieved TFLOP/s and MFU from the shapes a trace records (DESIGN.md: Model FLOPs).
 
-Each matmul/conv/attention op with recorded shapes gets its FLOPs (``flop_formulas``); an op counts
-once, at the outermost op whose FLOPs resolve (an ``aten::linear`` and the ``aten::addmm`` inside it
-are one product). Backward ops are counted as recorded (no "3x forward"). Forward ops that run again
-inside a backward pass are recomputation (activation checkpointing): they count as hardware FLOPs,
-not model FLOPs. Each counted op owns the GPU kernels launched inside it, which gives the share of
-GPU time whose FLOPs are known, TF32 use (fp32 ops whose kernels run on Tensor Cores), and rates per
-op class and per kernel class.
+Each matmul/conv/attention op with recorded shapes gets its FLOPs (``opflops``); each product counts
+once, at the op of its nest that ``flop_ops`` selects (the leaf GEMM or convolution, the outermost
+attention op), whose dtype is the one its kernels ran in. Ops of compiled graphs that record shapes
+count like eager ones. Backward ops are counted as recorded (no "3x forward"). Forward ops that run
+again inside a backward pass are recomputation (activation checkpointing): they count as hardware
+FLOPs, not model FLOPs. Each counted op owns the GPU kernels launched inside it, which gives the share
+of GPU time whose FLOPs are known, TF32 use (fp32 ops whose kernels run on Tensor Cores), and rates
+per op class and per kernel class. Rates per step divide the FLOPs of a step by the report's one step
+time (step p50).
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import orjson
 
 from ..model import trace as M
 from ..model.groups import Groups, distinct, isin
 from ..model.trace import Trace
 from . import opflops as F
 from ..model.peaks import DevicePeak, device_peak
+from .flop_ops import Selection, children_gradients, resolve_flops, select_counted
 from .flops_tables import by_kernel_class, by_op_class, flops_evidence, not_counted, per_step_rows, summary_row
 from .nesting import ThreadClock, enclosing, kernel_owners, union_on_clock
 from .registry import Produced, analysis
@@ -49,94 +51,42 @@ class _Counted:
     bytes: np.ndarray  # float64
     recomputed: np.ndarray  # bool
     gpu_ns: np.ndarray  # int64 kernel time launched inside the op
+    shapes: np.ndarray = None  # op_shapes row of each op
 
 
-def _parse(trace: Trace, sid: int, cache: dict) -> list:
-    if sid < 0:
-        return []
-    v = cache.get(sid)
-    if v is None:
-        try:
-            v = orjson.loads(trace.strings[sid])
-        except (orjson.JSONDecodeError, IndexError):
-            v = []
-        cache[sid] = v if isinstance(v, list) else []
-    return cache[sid]
+@dataclass
+class FlopOps:
+    """What the roofline reads from the FLOPs analysis: the counted ops and which of them launched
+    each GPU op (index into ``counted``, -1 none)."""
 
-
-def _resolve(trace: Trace) -> tuple[list, np.ndarray]:
-    """op_flops for every shapes row (an OpFlops or a reason string), computing each distinct
-    (name, dims, types, concrete, flops) combination once; and which rows are convolution backwards
-    whose output mask was not recorded (counted with both gradients). Combinations are taken in
-    the order they first appear."""
-    s, c = trace.op_shapes, trace.cpu_ops
-    names = c["name"][s["row"]]
-    flops_arg = np.nan_to_num(np.asarray(s["flops"], dtype=np.float64), nan=-1.0)
-    groups = Groups(names, s["dims"], s["types"], s["concrete"], flops_arg)
-    seen = groups.by_appearance()
-    codes = np.empty(groups.size, dtype=np.int64)
-    codes[seen] = np.arange(groups.size)
-    codes = codes[groups.index].tolist()
-    cache: dict = {}
-    combos = [(trace.string(int(n)), _parse(trace, int(d), cache), _parse(trace, int(t), cache),
-               _parse(trace, int(cc), cache), float(f))
-              for n, d, t, cc, f in zip(*(k[seen].tolist() for k in groups.keys))]
-    # Output sizes of forward convolutions, from the grad_output of their backward ops.
-    conv_out: dict = {}
-    for name, dims, _, _, _ in combos:
-        idx = F.conv_backward_shape_indices(name)
-        if idx is not None:
-            go, x, w = (F.tensor_shape(dims, i) for i in idx)
-            if go and x and w:
-                conv_out[(tuple(x), tuple(w))] = go
-    results, assumed = [], []
-    for name, dims, types, concrete, f in combos:
-        out = None
-        if name in F.CONV_FORWARD_OPS:
-            x, w = F.tensor_shape(dims, 0), F.tensor_shape(dims, 1)
-            out = conv_out.get((tuple(x), tuple(w))) if x and w else None
-        # A backward whose output mask was not recorded (torch < 2.1) computed both gradients, except
-        # for a first layer whose input needs none: assuming both overcounts only that layer.
-        hint = (True, True) if name in F.CONV_BACKWARD_OPS else None
-        results.append(F.op_flops(name, dims, types, concrete, flops_arg=f if f >= 0 else None, conv_out=out,
-                                  mask_hint=hint))
-        assumed.append(hint is not None and F.conv_backward_mask(name, concrete) is None)
-    return [results[i] for i in codes], np.asarray(assumed, dtype=bool)[codes] if combos else np.zeros(0, bool)
+    counted: _Counted
+    kernel_owner: np.ndarray
 
 
 _DGRAD_RE = re.compile(r"dgrad", re.I)
 _WGRAD_RE = re.compile(r"wgrad", re.I)
 
 
-def _halve_one_gradient(trace: Trace, counted: "_Counted", assumed: np.ndarray, owner, compute) -> None:
-    """A convolution backward counted with both gradients (mask not recorded) whose kernels show only
-    one kind (cuDNN names carry dgrad / wgrad) computed only that one: half the count."""
+def _fix_unrecorded_masks(trace: Trace, counted: _Counted, assumed: np.ndarray, sel: Selection, clock: ThreadClock,
+                          owner, compute, helper) -> None:
+    """Convolution backwards counted with both gradients because their output mask was not recorded:
+    keep only the gradients they computed. Old ones (torch < 1.11) call one single-gradient op per
+    gradient; otherwise, when every kernel they launched (helpers aside) names the same one gradient
+    (cuDNN's dgrad / wgrad), only that one ran."""
+    if not assumed.any():
+        return
+    has_input, has_weight = children_gradients(trace, sel, clock)
     g = trace.gpu_ops
     for i in np.flatnonzero(assumed).tolist():
-        names = {trace.string(int(n)) for n in g["name"][(owner == i) & compute]}
-        dgrad = any(_DGRAD_RE.search(n) for n in names)
-        wgrad = any(_WGRAD_RE.search(n) for n in names)
-        if dgrad != wgrad:
+        n = int(has_input[i]) + int(has_weight[i])
+        if n == 0 and len(g):
+            names = [trace.string(int(k)) for k in distinct(g["name"][(owner == i) & compute & ~helper[g["name"]]])]
+            dgrad = bool(names) and all(_DGRAD_RE.search(k) and not _WGRAD_RE.search(k) for k in names)
+            wgrad = bool(names) and all(_WGRAD_RE.search(k) and not _DGRAD_RE.search(k) for k in names)
+            n = 1 if dgrad or wgrad else 0
+        if n == 1:
             counted.flops[i] /= 2
             counted.hw_flops[i] /= 2
-
-
-def _counted_ops(trace: Trace, resolved: list, clock: ThreadClock) -> tuple[np.ndarray, np.ndarray]:
-    """Shapes rows that count: resolved and not inside another resolved op of the same thread
-    (sorted by start on the thread clock, which is returned too)."""
-    s = trace.op_shapes
-    ok = np.fromiter((not isinstance(r, str) for r in resolved), dtype=bool, count=len(resolved))
-    cand = np.flatnonzero(ok)
-    rows = s["row"][cand]
-    ks, ke = clock.cpu(rows, "start_ns"), clock.cpu(rows, "end_ns")
-    order = np.lexsort((-ke, ks))
-    ke_sorted = ke[order]
-    prev_max = np.maximum.accumulate(ke_sorted)
-    nested = np.zeros(order.size, dtype=bool)
-    nested[1:] = prev_max[:-1] >= ke_sorted[1:]
-    keep = order[~nested]
-    keep = keep[np.argsort(ks[keep], kind="stable")]
-    return cand[keep], ks[keep]
 
 
 def _in_backward(trace: Trace, rows: np.ndarray, clock: ThreadClock) -> np.ndarray:
@@ -150,11 +100,13 @@ def _in_backward(trace: Trace, rows: np.ndarray, clock: ThreadClock) -> np.ndarr
 
 
 def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, gpu_ext: np.ndarray,
-                  launching_ops, tc_classes) -> tuple[dict, dict]:
-    """Metrics (``METRIC_NAMES``) and evidence tables for model FLOPs, rates and MFU."""
+                  launching_ops, tc_classes, step_time_ns: float | None = None) -> tuple[dict, dict, FlopOps | None]:
+    """Metrics (``METRIC_NAMES``), evidence tables and the counted ops (for the roofline).
+
+    ``step_time_ns``: the report's one step time (step p50); rates per step divide by it."""
     m: dict = {k: None for k in METRIC_NAMES}
     g, c = trace.gpu_ops, trace.cpu_ops
-    device = _device(trace)
+    device = device_name(trace)
     peak_row = device_peak(device) if device else None
     kernel = (g["kind"] == M.KERNEL) & ~comm_mask if len(g) else np.zeros(0, dtype=bool)
     in_win = (g["start_ns"] < hi) & (g["end_ns"] > lo) if len(g) else kernel
@@ -163,16 +115,19 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
     compute_ns = int(dur[compute].sum())
     statement = _no_shapes_statement(trace)
     if statement is not None:
-        return m, flops_evidence(statement, device, peak_row, [], [], [], [])
+        return m, flops_evidence(statement, device, peak_row, [], [], [], []), None
 
     clock = ThreadClock(trace)
-    resolved, mask_assumed = _resolve(trace)
-    idx, ks = _counted_ops(trace, resolved, clock)
+    resolved, mask_assumed = resolve_flops(trace)
+    sel = select_counted(trace, resolved, clock)
     s = trace.op_shapes
-    rows = s["row"][idx]
-    res = [resolved[i] for i in idx]
+    rows = s["row"][sel.idx]
+    res = [resolved[i] for i in sel.idx.tolist()]
     in_backward = _in_backward(trace, rows, clock)
-    recomputed = in_backward & isin(c["name"][rows], _name_ids(trace, F.FORWARD_ONLY_OPS))
+    forward_only = _name_ids(trace, F.FORWARD_ONLY_OPS)
+    # run again inside a backward pass: recomputation (the op, or the outer op of its nest, is one
+    # only forward passes use: an addmm, or a linear whose bias-free product is an mm)
+    recomputed = in_backward & (isin(c["name"][rows], forward_only) | isin(c["name"][s["row"][sel.head]], forward_only))
     # A matrix product's pass is where it runs (mm computes gradients inside backward nodes).
     phase = np.array([F.BACKWARD if bw and r.op_class == F.MATMUL else r.phase for r, bw in zip(res, in_backward)],
                      dtype=object)
@@ -184,31 +139,35 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
         flops=np.array([0.0 if rc else r.flops for r, rc in zip(res, recomputed)], dtype=np.float64),
         hw_flops=np.array([r.hardware_flops for r in res], dtype=np.float64),
         bytes=np.array([r.bytes for r in res], dtype=np.float64),
-        recomputed=recomputed, gpu_ns=np.zeros(rows.size, dtype=np.int64))
+        recomputed=recomputed, gpu_ns=np.zeros(rows.size, dtype=np.int64), shapes=sel.idx)
 
-    kernel_owner = kernel_owners(trace, rows, ks, clock, kernel, gpu_ext, launching_ops)
-    if len(g) and rows.size:
+    kernel_owner = kernel_owners(trace, rows, sel.start, clock, kernel, gpu_ext, launching_ops)
+    helper = tc_classes[1]
+    if rows.size:
         owned = (kernel_owner >= 0) & compute
         counted.gpu_ns = np.bincount(kernel_owner[owned], weights=dur[owned], minlength=rows.size).astype(np.int64)
-        _mark_tf32(counted, kernel_owner, compute, g, tc_classes, peak_row)
-        _halve_one_gradient(trace, counted, mask_assumed[idx], kernel_owner, compute)
+        if len(g):
+            _mark_tf32(counted, kernel_owner, compute, g, tc_classes, peak_row)
+        _fix_unrecorded_masks(trace, counted, mask_assumed[sel.idx], sel, clock, kernel_owner, compute, helper)
 
     known_ns = int(dur[(kernel_owner >= 0) & compute].sum()) if len(g) else 0
     m["flops_counted_fraction"] = known_ns / compute_ns if compute_ns else None
 
-    # Per step: ops by the step their CPU start falls in; time = completion-to-completion.
+    # Per step: ops by the step their CPU start falls in; rates over the report's step time.
     start = c["start_ns"][rows]
     step_flops, step_hw, time_ns = _per_step_flops(steps, start, counted, lo, hi)
     n_steps = len(steps) if len(steps) else 0
+    per_step_ns = step_time_ns if n_steps and step_time_ns else (time_ns if not n_steps else None)
     dominant = _dominant_dtype(counted)
     peak = peak_row.peak_tflops(dominant) if peak_row and dominant else None
-    if time_ns > 0:
-        total, total_hw = float(step_flops.sum()), float(step_hw.sum())
-        if n_steps:
-            m["model_flops_per_step"] = total / n_steps
-            m["hardware_flops_per_step"] = total_hw / n_steps
-        m["achieved_tflops"] = total / time_ns / 1e3
-        achieved_hw = total_hw / time_ns / 1e3
+    total, total_hw = float(step_flops.sum()), float(step_hw.sum())
+    if n_steps:
+        m["model_flops_per_step"] = total / n_steps
+        m["hardware_flops_per_step"] = total_hw / n_steps
+        total, total_hw = m["model_flops_per_step"], m["hardware_flops_per_step"]
+    if per_step_ns and per_step_ns > 0:
+        m["achieved_tflops"] = total / per_step_ns / 1e3
+        achieved_hw = total_hw / per_step_ns / 1e3
         if peak and len(g):
             m["peak_tflops"] = peak
             m["mfu"] = m["achieved_tflops"] / peak
@@ -223,30 +182,33 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
         m["small_gemm_fraction"] = float(_small_gemm_ns(counted, peak_row) / compute_ns) if peak_row else None
         m["unfused_attention_fraction"] = _softmax_ns(trace, clock, gpu_ext, launching_ops, compute, dur) / compute_ns
 
-    by_class = by_op_class(trace, counted, peak_row)
+    in_window = (start >= lo) & (start < hi)
+    by_class = by_op_class(trace, counted, peak_row, in_window)
     by_kernel = by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, trace.strings)
-    missing = not_counted(trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns, clock, ks,
-                           clock.cpu(rows, "end_ns"))
+    missing = not_counted(trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns, clock,
+                          sel.start, sel.end)
     per_step = per_step_rows(steps, step_flops, peak)
     summary = summary_row(m, device, peak_row, dominant, counted, known_ns, compute_ns, n_steps, len(g) > 0)
-    return m, flops_evidence(None, device, peak_row, [summary], by_class, by_kernel, missing, per_step)
+    evidence = flops_evidence(None, device, peak_row, [summary], by_class, by_kernel, missing, per_step)
+    return m, evidence, FlopOps(counted, kernel_owner)
 
 
 EVIDENCE_NAMES = ("flops_summary", "flops_by_op_class", "flops_by_kernel_class", "flops_not_counted", "flops_per_step")
 
 
-@analysis(needs=("step_spans", "window", "comm_mask", "gpu_ext", "launching_ops", "tc_classes"),
-          produces=METRIC_NAMES, evidence=EVIDENCE_NAMES)
+@analysis(needs=("step_spans", "window", "step_time_ns", "comm_mask", "gpu_ext", "launching_ops", "tc_classes"),
+          produces=METRIC_NAMES, evidence=EVIDENCE_NAMES, provides=("flop_ops",))
 def flop_rates(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
-    metrics, evidence = analyze_flops(trace, inputs["step_spans"], win.start_ns, win.end_ns, inputs["comm_mask"],
-                                      inputs["gpu_ext"], inputs["launching_ops"], inputs["tc_classes"])
-    return Produced(metrics=metrics, evidence=evidence)
+    metrics, evidence, ops = analyze_flops(trace, inputs["step_spans"], win.start_ns, win.end_ns, inputs["comm_mask"],
+                                           inputs["gpu_ext"], inputs["launching_ops"], inputs["tc_classes"],
+                                           inputs["step_time_ns"])
+    return Produced(metrics=metrics, evidence=evidence, values={"flop_ops": ops})
 
 
 # -- pieces --------------------------------------------------------------------------------------
 
-def _device(trace: Trace) -> str | None:
+def device_name(trace: Trace) -> str | None:
     """Name of the first described GPU that ran ops (else the first named one)."""
     g = trace.gpu_ops
     used = set(distinct(g["device"]).tolist()) if len(g) else set()

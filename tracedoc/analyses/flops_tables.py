@@ -24,19 +24,24 @@ def _rate(flops: float, ns: float) -> float | None:
     return flops / ns / 1e3 if ns > 0 else None
 
 
-def by_op_class(trace: Trace, counted: _Counted, peak_row) -> list[dict]:
-    if not counted.rows.size:
+def by_op_class(trace: Trace, counted: _Counted, peak_row, in_window: np.ndarray) -> list[dict]:
+    """Ops launched in the window by class, pass and dtype; the rate is the FLOPs of the ops whose
+    kernels ran over those kernels' time."""
+    if not in_window.any():
         return []
     dtypes = np.array([d or "unknown" for d in counted.dtype.tolist()], dtype=object)
     phases = np.where(counted.recomputed, "recompute", counted.phase).astype(object)
     groups = Groups(counted.op_class.astype(str), phases.astype(str), dtypes.astype(str))
+    ran = counted.gpu_ns > 0
     out = []
     for i in groups.by_appearance().tolist():  # a loop over (class, phase, dtype) groups, not ops
-        mine = groups.index == i
+        mine = (groups.index == i) & in_window
+        if not mine.any():
+            continue
         cls, phase, dtype = (str(k[i]) for k in groups.keys)
         ns = float(counted.gpu_ns[mine].sum())
         hw = float(np.nansum(counted.hw_flops[mine]))
-        tflops = _rate(hw, ns)
+        tflops = _rate(float(np.nansum(counted.hw_flops[mine & ran])), ns)
         peak = peak_row.peak_tflops(dtype) if peak_row else None
         out.append({"op_class": f"{cls} {phase}", "dtype": dtype, "ops": int(mine.sum()),
                     "model_flops": float(np.nansum(counted.flops[mine])), "hardware_flops": hw,
@@ -56,16 +61,20 @@ def _kernel_family(name: str) -> str:
 
 def by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak_row, trace_strings) -> list[dict]:
     """FLOPs split over each op's kernels by their duration; grouped by what the kernel's name says it
-    computes (GEMM, convolution, attention) and whether it runs on Tensor Cores."""
+    computes (GEMM, convolution, attention) and whether it runs on Tensor Cores. Helper kernels
+    (element-wise, layout) an op launches get none of its FLOPs unless they are all it launched."""
     sel = np.flatnonzero((owner >= 0) & compute)
     if not sel.size:
         return []
-    op = owner[sel]
-    op_ns = counted.gpu_ns[op].astype(np.float64)
-    share = np.where(op_ns > 0, dur[sel] / np.maximum(op_ns, 1), 0.0)
-    flops = counted.hw_flops[op] * share
     tc, helper = tc_classes
+    op = owner[sel]
     names = g["name"][sel]
+    is_helper = helper[names].astype(bool)
+    worker_ns = np.bincount(op, weights=np.where(is_helper, 0, dur[sel]), minlength=counted.rows.size)
+    credited = ~is_helper | (worker_ns[op] <= 0)  # the op's math kernels, or all of them when it has none
+    credit_ns = np.bincount(op, weights=np.where(credited, dur[sel], 0), minlength=counted.rows.size)[op]
+    share = np.where(credited & (credit_ns > 0), dur[sel] / np.maximum(credit_ns, 1), 0.0)
+    flops = counted.hw_flops[op] * share
     unit = np.select([tc[names] == 1, tc[names] == 0], [" on Tensor Cores", " on CUDA cores"], "")
     ids, inverse = dense_codes(names)
     family = np.array(["helper (elementwise, layout)" if helper[n] else _kernel_family(trace_strings[n])
@@ -131,16 +140,13 @@ def not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu_
 
 
 def per_step_rows(steps, step_flops, peak) -> list[dict]:
+    """Per step: its FLOPs over its own step time (the interval between completions)."""
     if not len(steps):
         return []
-    ends = steps.end_ns
-    order = np.argsort(ends, kind="stable")
-    prev = np.empty(len(steps), dtype=np.int64)
-    prev[order[1:]] = ends[order[:-1]]
-    prev[order[0]] = steps.cpu_start_ns[order[0]]
+    times = steps.step_time_ns
     out = []
     for i in range(len(steps)):
-        t = int(ends[i] - prev[i])
+        t = int(times[i])
         tf = _rate(float(step_flops[i]), t)
         out.append({"step": steps.names[i], "model_flops": float(step_flops[i]), "step_time_ns": t,
                     "achieved_tflops": tf, "mfu": tf / peak if tf is not None and peak else None})
