@@ -89,6 +89,7 @@ BASELINE: dict = {
     "fp32_flops_fraction": 0.01,
     "small_gemm_fraction": 0.05,
     "unfused_attention_fraction": 0.0,
+    "roofline_gaps": "matmul aten::mm [64, 64] x [64, 64] bf16 at 20% of its memory roof, 1.0% of the step",
     "formula_flops_per_step": None,
     "formula_mfu": None,
     "tokens_per_s": None,
@@ -141,7 +142,7 @@ EVIDENCE = {
     name: [{"row": i} for i in range(20)]
     for name in ("top_gaps", "top_kernels", "top_operators", "idle_causes", "per_step", "collectives",
                  "sync_calls", "implicit_syncs", "sync_blocked_calls", "launch", "idle_other_cpu_ops", "memcpy", "memory_top_allocs", "dataloader", "flops_summary", "flops_by_op_class",
-                 "flops_by_kernel_class", "job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
+                 "flops_by_kernel_class", "roofline_below_roof", "job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
 }  # fmt: skip
 
 ALL_RULES = load_rules()

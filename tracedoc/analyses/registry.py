@@ -84,6 +84,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "fp32_flops_fraction": ("fraction", "share of model FLOPs in fp32 ops that did not run on Tensor Cores (not TF32)"),
     "small_gemm_fraction": ("fraction", "compute time in matrix products whose shapes are memory-bound on this device (arithmetic intensity below peak / memory bandwidth) / compute time"),
     "unfused_attention_fraction": ("fraction", "compute time in explicit softmax and unfused (math) attention ops / compute time"),
+    "roofline_gaps": ("name", "the ops (class, name, input shapes, dtype) whose distance to their roof costs the most step time, with the share of the roof each reaches and the share of the step it takes; None without a roofline"),
     # model-formula estimates (tracedoc analyze --model CONFIG --tokens-per-step N; None otherwise)
     "formula_flops_per_step": ("FLOPs", "training FLOPs per step from the model config: 3 x forward per token x tokens per step"),
     "formula_mfu": ("fraction", "formula FLOPs per second / the same dense peak as mfu (the 16-bit Tensor Core peak when the trace gives no dtype)"),
@@ -188,6 +189,13 @@ EVIDENCE: dict[str, str] = {
     "flops_not_counted": "Matmul/conv/attention ops whose recorded shapes do not resolve (with the reason), and the "
                          "operators whose kernels take compute time without a FLOP model.",
     "flops_per_step": "Per step: model FLOPs, step time (completion to completion), achieved TFLOP/s and MFU.",
+    "roofline": "Per op, input shapes and dtype: calls, GPU time (total and per call), FLOPs and bytes moved (total "
+                "and per call), TFLOP/s, TB/s, arithmetic intensity (FLOP/byte) against the device's ridge point, "
+                "compute- or memory-bound, the roof it can reach and the share of it reached, and the share of the "
+                "step time its kernels take. Every compute kernel of the window is in one row.",
+    "roofline_below_roof": "The roofline rows whose distance to their roof costs the most step time (share of the "
+                           "step x (1 - share of the roof reached)): op class, op, shapes, dtype, bound, share of the "
+                           "roof, share of the step.",
 }
 
 

@@ -1,0 +1,383 @@
+"""Per-op roofline (DESIGN.md round 3): one row per (op, input shapes, dtype) with calls, GPU time per
+call, FLOPs, bytes moved, TFLOP/s, TB/s, arithmetic intensity, whether the shape is compute- or
+memory-bound on this device (by its ridge point, peak FLOP/s / memory bandwidth) and how close it
+comes to that roof.
+
+Every compute kernel in the window belongs to exactly one row, so the rows add up to the compute
+time: a kernel launched inside a counted matmul/conv/attention op belongs to that op (the one the
+FLOPs analysis counts, so no product is counted twice), else to the innermost op around its launch
+that has a memory model (element-wise, copies, reductions, softmax, normalisation, pooling,
+embedding, optimizers, Triton kernels of compiled graphs), else to the op that launched it, as a row
+without FLOPs or bytes. FLOPs are the hardware FLOPs the kernels executed (a fused attention backward
+recomputes QK^T); bytes are a lower bound (``opflops.memory``), so a memory-bound row above the
+device's bandwidth read part of its data from cache, which its note says.
+
+Fused optimizers record no shapes for their TensorLists; their parameters are then those the last
+backward pass before them accumulated gradients for (``AccumulateGrad``), when that is unambiguous.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import trace as M
+from ..model.groups import Groups, dense_codes, distinct, isin
+from ..model.peaks import DevicePeak, device_peak
+from ..model.trace import Trace
+from . import opflops as F
+from .flop_ops import parse, resolve_each
+from .flops import device_name
+from .nesting import ThreadClock, enclosing
+from .opflops import memory as MEM
+from .registry import Produced, analysis
+
+ROW_CAP = 200  # rows kept in the evidence table; the rest are summed into one last row
+UNMODELLED = "unmodelled"
+ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
+_FLOP_CLASSES = (F.MATMUL, F.CONV, F.ATTENTION)
+# Triton kernel kinds inductor emits for point-wise and reduction code (memory-bound by construction);
+# templates (triton_tem_*) are matrix products whose FLOPs the record does not give
+_TRITON_MEMORY = ("triton_poi_", "triton_red_", "triton_per_")
+
+
+@dataclass
+class _Instances:
+    """One entry per op call that launched compute kernels in the window."""
+
+    row: np.ndarray  # cpu_ops row (-1: kernels with no launching op)
+    gpu_ns: np.ndarray
+    name: np.ndarray  # name id
+    dims: np.ndarray  # shapes string id (-1 none)
+    op_class: list
+    dtype: list
+    flops: np.ndarray  # NaN unknown
+    bytes: np.ndarray  # NaN unknown
+    note: list
+
+
+def _deepest_owner(trace: Trace, clock: ThreadClock, rows: np.ndarray, qs: np.ndarray, qe: np.ndarray) -> np.ndarray:
+    """Index into ``rows`` (cpu ops) of the deepest one enclosing each query span (-1 none): ops of one
+    depth do not overlap on a thread, so each depth is one sorted search."""
+    out = np.full(qs.size, -1, dtype=np.int64)
+    depth = trace.cpu_ops["depth"][rows]
+    for d in distinct(depth).tolist():
+        at = np.flatnonzero(depth == d)
+        ks = clock.cpu(rows[at], "start_ns")
+        order = np.argsort(ks, kind="stable")
+        at, ks = at[order], ks[order]
+        hit = enclosing(ks, clock.cpu(rows[at], "end_ns"), qs, qe)
+        out[hit >= 0] = at[hit[hit >= 0]]
+    return out
+
+
+def _launch_spans(trace: Trace, clock: ThreadClock, kernels: np.ndarray, launch_rows: np.ndarray):
+    """Where each kernel was launched, on the thread clock: its launch call's span, else the span of
+    the op its External id names; (-1, -1) when neither is known."""
+    g = trace.gpu_ops
+    qs = np.full(kernels.size, -1, dtype=np.int64)
+    qe = np.full(kernels.size, -2, dtype=np.int64)
+    call = g["launch"][kernels]
+    by_call = call >= 0
+    if by_call.any():
+        qs[by_call], qe[by_call] = clock.runtime(call[by_call], "start_ns"), clock.runtime(call[by_call], "end_ns")
+    by_op = ~by_call & (launch_rows >= 0)
+    if by_op.any():
+        qs[by_op], qe[by_op] = clock.cpu(launch_rows[by_op], "start_ns"), clock.cpu(launch_rows[by_op], "end_ns")
+    return qs, qe
+
+
+def _memory_ops(trace: Trace) -> tuple[np.ndarray, list]:
+    """op_shapes rows of ops with a memory model, and each one's ``OpCost`` or why it has none."""
+    s, c = trace.op_shapes, trace.cpu_ops
+    if not len(s):
+        return np.zeros(0, dtype=np.int64), []
+    rows = np.flatnonzero(trace.string_ids(F.has_memory_formula)[c["name"][s["row"]]])
+    return rows, resolve_each(trace, rows, lambda n, d, t, cc, f: MEM.op_cost(n, d, t, cc))
+
+
+def _instances(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, launching_ops, clock) -> tuple:
+    """Each compute kernel in the window with the op call it belongs to, and those calls."""
+    g, c, s = trace.gpu_ops, trace.cpu_ops, trace.op_shapes
+    kern = np.flatnonzero((g["kind"] == M.KERNEL) & ~comm_mask & (g["start_ns"] < hi) & (g["end_ns"] > lo))
+    owner = np.full(kern.size, -1, dtype=np.int64)  # cpu row
+    counted = flop_ops.counted if flop_ops is not None else None
+    if counted is not None and counted.rows.size:
+        fo = flop_ops.kernel_owner[kern]
+        owner[fo >= 0] = counted.rows[fo[fo >= 0]]
+    launch_rows = launching_ops.rows_of(gpu_ext[kern])
+    mem_idx, mem_cost = _memory_ops(trace)
+    mem_rows = s["row"][mem_idx] if mem_idx.size else mem_idx
+    rest = owner < 0
+    if rest.any():
+        qs, qe = _launch_spans(trace, clock, kern[rest], launch_rows[rest])
+        if mem_rows.size:
+            hit = _deepest_owner(trace, clock, mem_rows, qs, qe)
+            owner[np.flatnonzero(rest)[hit >= 0]] = mem_rows[hit[hit >= 0]]
+        left = np.flatnonzero(owner < 0)
+        known = launch_rows[left] >= 0
+        owner[left[known]] = launch_rows[left[known]]
+        unnamed = left[~known]
+        if unnamed.size:  # no External id: the innermost op around the launch call
+            qs, qe = _launch_spans(trace, clock, kern[unnamed], launch_rows[unnamed])
+            ops = np.flatnonzero(c["kind"] == M.CPU_OP)
+            hit = _deepest_owner(trace, clock, ops, qs, qe) if ops.size else np.full(unnamed.size, -1)
+            owner[unnamed[hit >= 0]] = ops[hit[hit >= 0]]
+    dur = (g["end_ns"] - g["start_ns"])[kern].astype(np.int64)
+    rows, inverse = dense_codes(owner)
+    gpu_ns = np.bincount(inverse, weights=dur, minlength=rows.size).astype(np.int64)
+    n = rows.size
+    names = np.where(rows >= 0, c["name"][np.maximum(rows, 0)], -1) if len(c) else np.full(n, -1, dtype=np.int64)
+    inst = _Instances(rows, gpu_ns, names,
+                      np.full(n, -1, dtype=np.int64), [UNMODELLED] * n, [None] * n, np.full(n, np.nan),
+                      np.full(n, np.nan), [None] * n)
+    shapes_of = np.full(len(c), -1, dtype=np.int64) if len(s) else None
+    if shapes_of is not None:
+        shapes_of[s["row"]] = np.arange(len(s))
+        at = np.where(rows >= 0, shapes_of[np.maximum(rows, 0)], -1)
+        inst.dims[at >= 0] = s["dims"][at[at >= 0]]
+    if counted is not None and counted.rows.size:
+        pos = np.searchsorted(counted.rows, rows, sorter=np.argsort(counted.rows))
+        order = np.argsort(counted.rows)
+        pos = np.minimum(pos, counted.rows.size - 1)
+        hit = np.flatnonzero(counted.rows[order[pos]] == rows)
+        for i, k in zip(hit.tolist(), order[pos[hit]].tolist()):  # a loop over counted ops, not kernels
+            inst.op_class[i] = str(counted.op_class[k])
+            inst.dtype[i] = counted.dtype[k]
+            inst.flops[i] = counted.hw_flops[k]
+            inst.bytes[i] = counted.bytes[k] or np.nan
+    if mem_rows.size:
+        at = {int(r): i for i, r in enumerate(mem_rows.tolist())}
+        for i, r in enumerate(rows.tolist()):  # a loop over op calls that launched kernels
+            j = at.get(r)
+            if j is None or inst.op_class[i] != UNMODELLED:
+                continue
+            cost = mem_cost[j]
+            if isinstance(cost, str):
+                inst.note[i] = cost
+                continue
+            inst.op_class[i] = cost.op_class
+            inst.dtype[i] = cost.dtype
+            inst.flops[i] = np.nan if cost.flops is None else cost.flops
+            inst.bytes[i] = cost.bytes
+    return inst, kern, inverse, dur
+
+
+def _optimizer_params(trace: Trace, flop_ops, inst: _Instances) -> None:
+    """Fused optimizers whose TensorList shapes were not recorded: their parameters are the tensors the
+    last backward pass before them accumulated gradients into (AccumulateGrad ops after the last
+    forward matmul/conv/attention op). Calls between the same forward op share those parameters;
+    when they are different optimizers, the split is unknown and nothing is filled in."""
+    c, s = trace.cpu_ops, trace.op_shapes
+    todo = [i for i, note in enumerate(inst.note) if note == MEM.TENSOR_LISTS_MISSING
+            and MEM.optimizer_flops_per_param(trace.string(int(inst.name[i]))) is not None]
+    counted = flop_ops.counted if flop_ops is not None else None
+    if not todo or counted is None or not len(s):
+        return
+    fwd = np.sort(c["start_ns"][counted.rows[(counted.phase == F.FORWARD) & ~counted.recomputed]])
+    acc_ids = np.flatnonzero(trace.string_ids(lambda n: n == ACCUMULATE_GRAD))
+    acc = np.flatnonzero(isin(c["name"][s["row"]], acc_ids)) if acc_ids.size else np.zeros(0, dtype=np.int64)
+    if not fwd.size or not acc.size:
+        return
+    cache: dict = {}
+    acc_start = c["start_ns"][s["row"][acc]]
+    sizes = []
+    for k in acc.tolist():  # one parse per distinct record (cached)
+        dims, types = parse(trace, int(s["dims"][k]), cache), parse(trace, int(s["types"][k]), cache)
+        t = MEM._tensor(dims, types, 0)
+        sizes.append((t.numel, t.size, t.dtype) if t is not None else (0, 0, None))
+    stretch = {}
+    for i in todo:
+        t = c["start_ns"][inst.row[i]]
+        k = int(np.searchsorted(fwd, t, side="left")) - 1
+        if k >= 0:
+            stretch.setdefault(int(fwd[k]), []).append(i)
+    for begin, calls in stretch.items():
+        names = {int(inst.name[i]) for i in calls}
+        end = max(c["start_ns"][inst.row[i]] for i in calls)
+        mine = [sizes[j] for j in np.flatnonzero((acc_start > begin) & (acc_start < end)).tolist()]
+        if len(names) != 1 or not mine or any(size == 0 for _, size, _ in mine):
+            continue
+        name = trace.string(names.pop())
+        concrete = parse(trace, int(s["concrete"][_shapes_row(trace, inst.row[calls[0]])]), cache)
+        touches = MEM.optimizer_touches_per_param(name, concrete)
+        params = sum(n for n, _, _ in mine)
+        moved = sum(n * size for n, size, _ in mine) * touches
+        for i in calls:
+            inst.op_class[i] = MEM.OPTIMIZER
+            inst.dtype[i] = "/".join(dict.fromkeys(d for _, _, d in mine if d)) or None
+            inst.flops[i] = params * MEM.optimizer_flops_per_param(name) / len(calls)
+            inst.bytes[i] = moved / len(calls)
+            inst.note[i] = "parameters from the gradients the backward pass accumulated (TensorLists not recorded)"
+
+
+def _shapes_row(trace: Trace, cpu_row: int) -> int:
+    s = trace.op_shapes
+    hit = np.flatnonzero(s["row"] == cpu_row)
+    return int(hit[0]) if hit.size else -1
+
+
+def _union_ns(kern_start: np.ndarray, kern_end: np.ndarray, group: np.ndarray, n: int, lo: int, hi: int) -> np.ndarray:
+    """Per group, the length of the union of its kernels' spans inside [lo, hi)."""
+    if not group.size:
+        return np.zeros(n, dtype=np.int64)
+    span = hi - lo + 1
+    s = group * span + (np.clip(kern_start, lo, hi) - lo)
+    e = group * span + (np.clip(kern_end, lo, hi) - lo)
+    order = np.argsort(s, kind="stable")
+    s, e, grp = s[order], e[order], group[order]
+    run = np.maximum.accumulate(e)
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > run[:-1]
+    starts = np.flatnonzero(new)
+    ends = np.maximum.reduceat(e, starts)
+    return np.bincount(grp[starts], weights=(ends - s[starts]).astype(np.float64), minlength=n).astype(np.int64)
+
+
+def _shape_text(trace: Trace, dims_sid: int, cache: dict) -> str | None:
+    """The tensor inputs' shapes of a record, ``[4096, 2048] x [2048, 8192]``; None without shapes."""
+    if dims_sid < 0:
+        return None
+    dims = parse(trace, dims_sid, cache)
+    shown = [d for d in dims if isinstance(d, list) and d and (all(isinstance(x, int) for x in d)
+                                                             or all(isinstance(x, list) for x in d))]
+    if not shown:
+        return "[]"
+    return " x ".join(json.dumps(d, separators=(", ", ":")) if not d or not isinstance(d[0], list)
+                      else f"{len(d)} tensors" for d in shown)
+
+
+def _roof(peak_row: DevicePeak | None, cls: str, dtype: str | None) -> tuple[float | None, float | None]:
+    """(peak TFLOP/s, memory TB/s) the row is measured against: matrix classes the dtype's (Tensor
+    Core) peak, other ops the CUDA-core vector rate (PyTorch computes element-wise work on half types
+    in fp32) or fp64's for double."""
+    if peak_row is None:
+        return None, None
+    if cls in _FLOP_CLASSES:
+        peak = peak_row.peak_tflops(dtype)
+    else:
+        peak = peak_row.peak_tflops("fp64" if dtype and "fp64" in dtype else "fp32")
+    return peak, peak_row.hbm_tb_per_s
+
+
+def _rate_columns(row: dict, peak, bw, compiled_kind: str) -> None:
+    ns, flops, moved = row["gpu_ns"], row["flops"], row["bytes"]
+    row["tflops"] = flops / ns / 1e3 if flops is not None and ns else None
+    row["tb_per_s"] = moved / ns / 1e3 if moved is not None and ns else None
+    row["flop_per_byte"] = flops / moved if flops is not None and moved else None
+    row["ridge_flop_per_byte"] = peak / bw if peak and bw else None
+    row["peak_tflops"], row["bandwidth_tb_per_s"] = peak, bw
+    ai, ridge = row["flop_per_byte"], row["ridge_flop_per_byte"]
+    bound = roof = None
+    if ai is not None and ridge is not None:
+        bound = "compute" if ai >= ridge else "memory"
+        roof = peak if bound == "compute" else ai * bw
+    elif row["op_class"] == MEM.COMPILED and compiled_kind == "memory" and bw:
+        bound = "memory"
+    row["bound"], row["roof_tflops"] = bound, roof
+    if bound == "memory" and row["tb_per_s"] is not None and bw:
+        frac = row["tb_per_s"] / bw
+    elif bound == "compute" and row["tflops"] is not None and peak:
+        frac = row["tflops"] / peak
+    else:
+        frac = None
+    if frac is not None and frac > 1 and bound == "memory":
+        row["note"] = (row.get("note") + "; " if row.get("note") else "") + \
+            "above the memory bandwidth: part of the data came from cache"
+        frac = None
+    row["of_roof_fraction"] = frac
+
+
+def roofline(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, launching_ops,
+             device: str | None, cap: int = ROW_CAP) -> list[dict]:
+    """The roofline rows, most GPU time first; rows past ``cap`` summed into a last row."""
+    g = trace.gpu_ops
+    if not len(g) or hi <= lo:
+        return []
+    clock = ThreadClock(trace)
+    inst, kern, inverse, dur = _instances(trace, flop_ops, lo, hi, comm_mask, gpu_ext, launching_ops, clock)
+    if not inst.row.size:
+        return []
+    _optimizer_params(trace, flop_ops, inst)
+    peak_row = device_peak(device) if device else None
+    labels = np.array([f"{c}|{d}" for c, d in zip(inst.op_class, inst.dtype)], dtype=object)
+    groups = Groups(inst.name, inst.dims, labels.astype(str))
+    union = _union_ns(g["start_ns"][kern], g["end_ns"][kern], groups.index[inverse], groups.size, lo, hi)
+    cache: dict = {}
+    rows = []
+    for k in range(groups.size):  # a loop over (op, shapes, dtype) rows, not kernels
+        mine = groups.index == k
+        i = int(np.flatnonzero(mine)[0])
+        calls = int(mine.sum()) if inst.row[i] >= 0 else None
+        flops, moved = inst.flops[mine], inst.bytes[mine]
+        name = int(inst.name[i])
+        op = trace.string(name) if name >= 0 else "(kernels with no launching op)"
+        row = {"op": op, "op_class": inst.op_class[i], "input_shapes": _shape_text(trace, int(inst.dims[i]), cache),
+               "dtype": inst.dtype[i], "calls": calls, "gpu_ns": int(inst.gpu_ns[mine].sum()),
+               "gpu_ns_per_call": float(inst.gpu_ns[mine].sum()) / calls if calls else None,
+               "flops": None if np.isnan(flops).any() else float(flops.sum()),
+               "bytes": None if np.isnan(moved).any() else float(moved.sum()),
+               "step_fraction": float(union[k]) / (hi - lo), "note": inst.note[i]}
+        row["flops_per_call"] = row["flops"] / calls if row["flops"] is not None and calls else None
+        row["bytes_per_call"] = row["bytes"] / calls if row["bytes"] is not None and calls else None
+        peak, bw = _roof(peak_row, row["op_class"], row["dtype"])
+        _rate_columns(row, peak, bw, "memory" if op.startswith(_TRITON_MEMORY) else "unknown")
+        rows.append(row)
+    rows.sort(key=lambda r: (-r["gpu_ns"], r["op"]))
+    return _capped(rows, cap)
+
+
+def _capped(rows: list[dict], cap: int) -> list[dict]:
+    if len(rows) <= cap:
+        return rows
+    rest = rows[cap - 1:]
+    total = {"op": f"({len(rest)} more op/shape rows)", "op_class": "mixed", "input_shapes": None, "dtype": None,
+             "calls": sum(r["calls"] or 0 for r in rest), "gpu_ns": sum(r["gpu_ns"] for r in rest),
+             "gpu_ns_per_call": None, "flops": None, "bytes": None, "step_fraction": None,
+             "note": "summed so that the rows add up to the compute time; rates are per row above"}
+    total.update(dict.fromkeys(("flops_per_call", "bytes_per_call", "tflops", "tb_per_s", "flop_per_byte",
+                                "ridge_flop_per_byte", "peak_tflops", "bandwidth_tb_per_s", "bound", "roof_tflops",
+                                "of_roof_fraction")))
+    return rows[:cap - 1] + [total]
+
+
+GAP_ROWS = 10  # rows of the below-roof table
+GAPS_NAMED = 3  # rows the metric names
+
+
+def below_roof(rows: list[dict], top: int = GAP_ROWS) -> list[dict]:
+    """The rows whose distance to their roof costs the most step time: share of the step x (1 - share
+    of the roof reached), the time the step would lose if the op ran at its roof."""
+    out = []
+    for r in rows:
+        frac, share = r.get("of_roof_fraction"), r.get("step_fraction")
+        if frac is None or share is None:
+            continue
+        out.append({"op_class": r["op_class"], "op": r["op"], "input_shapes": r["input_shapes"], "dtype": r["dtype"],
+                    "bound": r["bound"], "of_roof_fraction": frac, "step_fraction": share,
+                    "below_roof_step_fraction": share * (1.0 - frac), "calls": r["calls"],
+                    "gpu_ns_per_call": r["gpu_ns_per_call"]})
+    out.sort(key=lambda r: -r["below_roof_step_fraction"])
+    return out[:top]
+
+
+def gaps_text(gaps: list[dict], n: int = GAPS_NAMED) -> str | None:
+    """``"matmul aten::mm [4096, 8192] x [8192, 2048] bf16 at 62% of its compute roof, 6.3% of the step; ..."``"""
+    if not gaps:
+        return None
+    return "; ".join(f"{g['op_class']} {g['op']} {g['input_shapes'] or ''} {g['dtype'] or ''}".replace("  ", " ")
+                     + f" at {g['of_roof_fraction']:.0%} of its {g['bound']} roof, {g['step_fraction']:.1%} of the step"
+                     for g in gaps[:n])
+
+
+@analysis(needs=("flop_ops", "window", "comm_mask", "gpu_ext", "launching_ops"),
+          produces=("roofline_gaps",), evidence=("roofline", "roofline_below_roof"))
+def op_roofline(trace: Trace, inputs) -> Produced:
+    win = inputs["window"]
+    rows = roofline(trace, inputs["flop_ops"], win.start_ns, win.end_ns, inputs["comm_mask"], inputs["gpu_ext"],
+                    inputs["launching_ops"], device_name(trace))
+    gaps = below_roof(rows)
+    return Produced(metrics={"roofline_gaps": gaps_text(gaps)},
+                    evidence={"roofline": rows, "roofline_below_roof": gaps})
