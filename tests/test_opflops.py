@@ -223,7 +223,8 @@ def test_efficient_attention_bottom_right_mask_type():
 # -- peaks -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, row, bf16", [
-    ("NVIDIA A100-SXM4-80GB", "A100", 312), ("NVIDIA A100-PCIE-40GB", "A100", 312),
+    ("NVIDIA A100-SXM4-80GB", "A100 80GB", 312), ("NVIDIA A100-PCIE-40GB", "A100 40GB", 312),
+    ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312), ("NVIDIA A100-SXM4", "A100", 312),
     ("Tesla V100-SXM2-16GB", "V100 SXM2", None), ("Tesla V100-PCIE-32GB", "V100 PCIe", None),
     ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.4), ("NVIDIA H100 PCIe", "H100 PCIe", 756),
     ("NVIDIA H100 NVL", "H100 NVL", 835), ("NVIDIA H200", "H200 SXM", 989.4), ("NVIDIA B200", "B200", 2250),
@@ -242,6 +243,20 @@ def test_peak_rows_match_recorded_device_names(name, row, bf16):
 def test_unknown_devices_have_no_peak():
     for name in ("AMD Radeon Graphics", "NVIDIA GeForce GTX 1080", "", None, "NVIDIA GeForce RTX 3090 Ti"):
         assert device_peak(name) is None
+
+
+def test_memory_bandwidth_follows_the_board():
+    # datasheet TB/s: A100 40GB 1.555, 80GB SXM 2.039, 80GB PCIe 1.935; H100 SXM 3.35, PCIe 2.0; H200 4.8
+    for name, tb in (("NVIDIA A100-SXM4-40GB", 1.555), ("NVIDIA A100-SXM4-80GB", 2.039), ("NVIDIA A100 80GB PCIe", 1.935),
+                     ("NVIDIA H100 80GB HBM3", 3.35), ("NVIDIA H100 PCIe", 2.0), ("NVIDIA H200", 4.8)):
+        assert device_peak(name).hbm_tb_per_s == tb, name
+    # an A100 of unnamed memory size: the highest bandwidth, so no share of it is overstated
+    assert device_peak("NVIDIA A100").hbm_tb_per_s == 2.039
+    # the ridge point of bf16 on an H100 SXM: 989.4 TFLOP/s / 3.35 TB/s = 295.3 FLOP/byte
+    assert device_peak("NVIDIA H100 80GB HBM3").ridge_flops_per_byte("bf16") == pytest.approx(295.34, abs=0.01)
+    # element-wise work runs on the vector units: MI250X per GCD 47.9 / 2 TFLOP/s, not its 95.7 / 2 matrix rate
+    assert device_peak("AMD Instinct MI250X").vector_tflops == 23.95
+    assert device_peak("NVIDIA H100 80GB HBM3").vector_tflops == 67
 
 
 def test_fp32_and_tf32_are_distinct_dense_peaks():

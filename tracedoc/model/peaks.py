@@ -7,6 +7,12 @@ rate with FP32 accumulation (what torch.autocast uses). A dtype a GPU has no pea
 AMD MI250/MI250X are two dies (GCDs) per package and torch sees each GCD as one device, so their
 rows are per GCD (half the package figure).
 
+``hbm_tb_per_s`` is the memory bandwidth of the datasheet (decimal TB/s), the roof of memory-bound
+ops; where one name covers boards of different bandwidth (an A100 whose memory size the name does
+not give) the highest is used, so that a share of it is never overstated. ``vector_fp32`` is the
+CUDA-core (vector) FP32 rate where it differs from ``fp32`` (AMD CDNA2 lists a faster FP32 matrix
+rate): the compute roof of element-wise work.
+
 ``device_peak`` matches the names torch and nsys record ("NVIDIA A100-SXM4-80GB", "Tesla
 V100-SXM2-16GB", "NVIDIA H100 80GB HBM3", "AMD Instinct MI250X"), most specific pattern first.
 """
@@ -25,6 +31,7 @@ class DevicePeak:
     source: str  # the datasheet the row comes from
     note: str = ""
     aliases: tuple[str, ...] = field(default=())
+    vector_fp32: float | None = None  # CUDA-core FP32 TFLOP/s where it is not ``tflops["fp32"]``
 
     def peak_tflops(self, dtype: str | None) -> float | None:
         return self.tflops.get(dtype or "")
@@ -34,15 +41,23 @@ class DevicePeak:
         """The 16-bit matrix peak (bf16, else fp16): what a mixed-precision run can reach."""
         return self.tflops.get("bf16") or self.tflops.get("fp16")
 
+    @property
+    def vector_tflops(self) -> float | None:
+        """The FP32 rate of non-matrix (element-wise) work."""
+        return self.vector_fp32 or self.tflops.get("fp32")
+
     def ridge_flops_per_byte(self, dtype: str | None) -> float | None:
         """Arithmetic intensity above which a kernel at this dtype can be compute-bound."""
         peak = self.peak_tflops(dtype)
         return peak / self.hbm_tb_per_s if peak and self.hbm_tb_per_s else None
 
 
-def _row(name, pattern, tflops, hbm, source, note=""):
-    return re.compile(pattern, re.I), DevicePeak(name, tflops, hbm, source, note)
+def _row(name, pattern, tflops, hbm, source, note="", vector_fp32=None):
+    return re.compile(pattern, re.I), DevicePeak(name, tflops, hbm, source, note, vector_fp32=vector_fp32)
 
+
+_A100 = {"fp64": 9.7, "fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}
+_A100_NOTE = "PCIe boards run at 250-300 W and sustain less than SXM4 under load"
 
 # Ordered: the first pattern that matches wins, so variants come before the family.
 _TABLE: list[tuple[re.Pattern, DevicePeak]] = [
@@ -63,9 +78,15 @@ _TABLE: list[tuple[re.Pattern, DevicePeak]] = [
     _row("H100 SXM", r"\bH100\b|\bH800\b", {"fp64": 34, "fp32": 67, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
                                            "fp8": 1978.9}, 3.35,
          "NVIDIA H100 Tensor Core GPU datasheet (H100 SXM; also 'H100 80GB HBM3')"),
-    _row("A100", r"\bA100\b|\bA800\b", {"fp64": 9.7, "fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}, 2.0,
+    _row("A100 PCIe 80GB", r"\bA100\b.*\b80\s?GB\b.*\bPCIe\b|\bA100\b.*\bPCIe\b.*\b80\s?GB\b", _A100, 1.935,
+         "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB PCIe)", _A100_NOTE),
+    _row("A100 80GB", r"\bA100\b.*\b80\s?GB\b", _A100, 2.039,
+         "NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM)", _A100_NOTE),
+    _row("A100 40GB", r"\bA100\b.*\b40\s?GB\b", _A100, 1.555,
+         "NVIDIA A100 Tensor Core GPU datasheet (A100 40GB, SXM and PCIe)", _A100_NOTE),
+    _row("A100", r"\bA100\b|\bA800\b", _A100, 2.039,
          "NVIDIA A100 Tensor Core GPU datasheet (SXM4 and PCIe, 40 GB and 80 GB share these peaks)",
-         "PCIe boards run at 250-300 W and sustain less than SXM4 under load; bandwidth 1.6-2.0 TB/s by model"),
+         _A100_NOTE + "; the memory size is not named, so the highest bandwidth (80GB SXM) is used"),
     _row("A10G", r"\bA10G\b", {"fp32": 31.2, "tf32": 62.5, "bf16": 125, "fp16": 125}, 0.6,
          "NVIDIA A10 Tensor Core GPU datasheet (A10G is the AWS variant with no public datasheet; A10 figures used)",
          "A10G peaks are not published; the A10 figures are an estimate"),
@@ -91,9 +112,11 @@ _TABLE: list[tuple[re.Pattern, DevicePeak]] = [
                                                "fp16": 1307.4, "fp8": 2614.9}, 5.3,
          "AMD Instinct MI300X accelerator datasheet (MI325X has the same compute peaks)"),
     _row("MI250X (per GCD)", r"\bMI250X\b", {"fp64": 47.85, "fp32": 47.85, "bf16": 191.5, "fp16": 191.5}, 1.6,
-         "AMD Instinct MI250X accelerator datasheet (package figures / 2: torch sees one GCD per device)"),
+         "AMD Instinct MI250X accelerator datasheet (package figures / 2: torch sees one GCD per device)",
+         vector_fp32=23.95),
     _row("MI250 (per GCD)", r"\bMI250\b", {"fp64": 45.25, "fp32": 45.25, "bf16": 181.0, "fp16": 181.0}, 1.6,
-         "AMD Instinct MI250 accelerator datasheet (package figures / 2: torch sees one GCD per device)"),
+         "AMD Instinct MI250 accelerator datasheet (package figures / 2: torch sees one GCD per device)",
+         vector_fp32=22.63),
 ]
 
 
