@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import trace as M
-from ..model.groups import Groups, dense_codes, distinct, isin
+from ..model.groups import Groups, dense_codes, distinct, first_match, isin
 from ..model.peaks import DevicePeak, device_peak
 from ..model.trace import Trace
 from . import opflops as F
@@ -51,11 +51,11 @@ class _Instances:
     gpu_ns: np.ndarray
     name: np.ndarray  # name id
     dims: np.ndarray  # shapes string id (-1 none)
-    op_class: list
-    dtype: list
+    op_class: np.ndarray  # object
+    dtype: np.ndarray  # object (None unknown)
     flops: np.ndarray  # NaN unknown
     bytes: np.ndarray  # NaN unknown
-    note: list
+    note: np.ndarray  # object: what the numbers rest on, or why there are none
 
 
 def _deepest_owner(trace: Trace, clock: ThreadClock, rows: np.ndarray, qs: np.ndarray, qe: np.ndarray) -> np.ndarray:
@@ -130,38 +130,31 @@ def _instances(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, lau
     gpu_ns = np.bincount(inverse, weights=dur, minlength=rows.size).astype(np.int64)
     n = rows.size
     names = np.where(rows >= 0, c["name"][np.maximum(rows, 0)], -1) if len(c) else np.full(n, -1, dtype=np.int64)
-    inst = _Instances(rows, gpu_ns, names,
-                      np.full(n, -1, dtype=np.int64), [UNMODELLED] * n, [None] * n, np.full(n, np.nan),
-                      np.full(n, np.nan), [None] * n)
-    shapes_of = np.full(len(c), -1, dtype=np.int64) if len(s) else None
-    if shapes_of is not None:
-        shapes_of[s["row"]] = np.arange(len(s))
-        at = np.where(rows >= 0, shapes_of[np.maximum(rows, 0)], -1)
+    inst = _Instances(rows, gpu_ns, names, np.full(n, -1, dtype=np.int64), np.full(n, UNMODELLED, dtype=object),
+                      np.full(n, None, dtype=object), np.full(n, np.nan), np.full(n, np.nan),
+                      np.full(n, None, dtype=object))
+    if len(s):  # the shapes record of each call
+        at = first_match((rows,), (s["row"],))
         inst.dims[at >= 0] = s["dims"][at[at >= 0]]
     if counted is not None and counted.rows.size:
-        pos = np.searchsorted(counted.rows, rows, sorter=np.argsort(counted.rows))
-        order = np.argsort(counted.rows)
-        pos = np.minimum(pos, counted.rows.size - 1)
-        hit = np.flatnonzero(counted.rows[order[pos]] == rows)
-        for i, k in zip(hit.tolist(), order[pos[hit]].tolist()):  # a loop over counted ops, not kernels
-            inst.op_class[i] = str(counted.op_class[k])
-            inst.dtype[i] = counted.dtype[k]
-            inst.flops[i] = counted.hw_flops[k]
-            inst.bytes[i] = counted.bytes[k] or np.nan
+        k = first_match((rows,), (counted.rows,))
+        hit = k >= 0
+        inst.op_class[hit] = counted.op_class[k[hit]].astype(str)
+        inst.dtype[hit] = counted.dtype[k[hit]]
+        inst.flops[hit] = counted.hw_flops[k[hit]]
+        inst.bytes[hit] = np.where(counted.bytes[k[hit]] > 0, counted.bytes[k[hit]], np.nan)
     if mem_rows.size:
-        at = {int(r): i for i, r in enumerate(mem_rows.tolist())}
-        for i, r in enumerate(rows.tolist()):  # a loop over op calls that launched kernels
-            j = at.get(r)
-            if j is None or inst.op_class[i] != UNMODELLED:
-                continue
-            cost = mem_cost[j]
-            if isinstance(cost, str):
-                inst.note[i] = cost
-                continue
-            inst.op_class[i] = cost.op_class
-            inst.dtype[i] = cost.dtype
-            inst.flops[i] = np.nan if cost.flops is None else cost.flops
-            inst.bytes[i] = cost.bytes
+        j = first_match((rows,), (mem_rows,))
+        hit = (j >= 0) & (inst.op_class == UNMODELLED)
+        costs = [mem_cost[i] for i in j[hit].tolist()]  # one entry per modelled call
+        ok = np.array([not isinstance(x, str) for x in costs], dtype=bool)
+        at = np.flatnonzero(hit)
+        inst.note[at[~ok]] = np.array([x for x in costs if isinstance(x, str)] + [None], dtype=object)[:-1]
+        good = [x for x in costs if not isinstance(x, str)]
+        inst.op_class[at[ok]] = np.array([x.op_class for x in good] + [None], dtype=object)[:-1]
+        inst.dtype[at[ok]] = np.array([x.dtype for x in good] + [None], dtype=object)[:-1]
+        inst.flops[at[ok]] = np.array([np.nan if x.flops is None else x.flops for x in good], dtype=np.float64)
+        inst.bytes[at[ok]] = np.array([x.bytes for x in good], dtype=np.float64)
     return inst, kern, inverse, dur
 
 
@@ -251,14 +244,16 @@ def _shape_text(trace: Trace, dims_sid: int, cache: dict) -> str | None:
 
 def _roof(peak_row: DevicePeak | None, cls: str, dtype: str | None) -> tuple[float | None, float | None]:
     """(peak TFLOP/s, memory TB/s) the row is measured against: matrix classes the dtype's (Tensor
-    Core) peak, other ops the CUDA-core vector rate (PyTorch computes element-wise work on half types
-    in fp32) or fp64's for double."""
-    if peak_row is None:
+    Core) peak, other ops the CUDA-core (vector) rate (PyTorch computes element-wise work on half
+    types in fp32) or fp64's for double; none for rows without a model."""
+    if peak_row is None or cls == UNMODELLED:
         return None, None
     if cls in _FLOP_CLASSES:
         peak = peak_row.peak_tflops(dtype)
+    elif dtype and "fp64" in dtype.split("/"):
+        peak = peak_row.peak_tflops("fp64")
     else:
-        peak = peak_row.peak_tflops("fp64" if dtype and "fp64" in dtype else "fp32")
+        peak = peak_row.vector_tflops
     return peak, peak_row.hbm_tb_per_s
 
 
@@ -302,45 +297,46 @@ def roofline(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, launc
         return []
     _optimizer_params(trace, flop_ops, inst)
     peak_row = device_peak(device) if device else None
-    labels = np.array([f"{c}|{d}" for c, d in zip(inst.op_class, inst.dtype)], dtype=object)
-    groups = Groups(inst.name, inst.dims, labels.astype(str))
+    cls_ids, cls_code = dense_codes(inst.op_class.astype(str))
+    dt_ids, dt_code = dense_codes(np.array(["" if d is None else d for d in inst.dtype.tolist()], dtype=str))
+    groups = Groups(inst.name, inst.dims, cls_code, dt_code)
     union = _union_ns(g["start_ns"][kern], g["end_ns"][kern], groups.index[inverse], groups.size, lo, hi)
+    first = groups.first(np.arange(inst.row.size))
+    calls, gpu_ns = groups.count(), groups.sum(inst.gpu_ns)
+    flops, moved = groups.sum(inst.flops), groups.sum(inst.bytes)  # NaN where any call's is unknown
+    op_names = [trace.string(int(n)) if n >= 0 else "(kernels with no launching op)" for n in inst.name[first].tolist()]
+    order = sorted(range(groups.size), key=lambda k: (-int(gpu_ns[k]), op_names[k]))
     cache: dict = {}
     rows = []
-    for k in range(groups.size):  # a loop over (op, shapes, dtype) rows, not kernels
-        mine = groups.index == k
-        i = int(np.flatnonzero(mine)[0])
-        calls = int(mine.sum()) if inst.row[i] >= 0 else None
-        flops, moved = inst.flops[mine], inst.bytes[mine]
-        name = int(inst.name[i])
-        op = trace.string(name) if name >= 0 else "(kernels with no launching op)"
-        row = {"op": op, "op_class": inst.op_class[i], "input_shapes": _shape_text(trace, int(inst.dims[i]), cache),
-               "dtype": inst.dtype[i], "calls": calls, "gpu_ns": int(inst.gpu_ns[mine].sum()),
-               "gpu_ns_per_call": float(inst.gpu_ns[mine].sum()) / calls if calls else None,
-               "flops": None if np.isnan(flops).any() else float(flops.sum()),
-               "bytes": None if np.isnan(moved).any() else float(moved.sum()),
+    for k in order[:cap if len(order) <= cap else cap - 1]:  # a loop over the rows shown, not over calls
+        i = int(first[k])
+        n = int(calls[k]) if inst.row[i] >= 0 else None
+        row = {"op": op_names[k], "op_class": str(inst.op_class[i]),
+               "input_shapes": _shape_text(trace, int(inst.dims[i]), cache), "dtype": inst.dtype[i], "calls": n,
+               "gpu_ns": int(gpu_ns[k]), "gpu_ns_per_call": float(gpu_ns[k]) / n if n else None,
+               "flops": None if np.isnan(flops[k]) else float(flops[k]),
+               "bytes": None if np.isnan(moved[k]) else float(moved[k]),
                "step_fraction": float(union[k]) / (hi - lo), "note": inst.note[i]}
-        row["flops_per_call"] = row["flops"] / calls if row["flops"] is not None and calls else None
-        row["bytes_per_call"] = row["bytes"] / calls if row["bytes"] is not None and calls else None
+        row["flops_per_call"] = row["flops"] / n if row["flops"] is not None and n else None
+        row["bytes_per_call"] = row["bytes"] / n if row["bytes"] is not None and n else None
         peak, bw = _roof(peak_row, row["op_class"], row["dtype"])
-        _rate_columns(row, peak, bw, "memory" if op.startswith(_TRITON_MEMORY) else "unknown")
+        _rate_columns(row, peak, bw, "memory" if row["op"].startswith(_TRITON_MEMORY) else "unknown")
         rows.append(row)
-    rows.sort(key=lambda r: (-r["gpu_ns"], r["op"]))
-    return _capped(rows, cap)
+    if len(order) > cap:
+        rest = np.asarray(order[cap - 1:])
+        real = inst.row[first[rest]] >= 0  # not the kernels without a launching op
+        rows.append(_rest_row(rest.size, int(calls[rest][real].sum()), int(gpu_ns[rest].sum())))
+    return rows
 
 
-def _capped(rows: list[dict], cap: int) -> list[dict]:
-    if len(rows) <= cap:
-        return rows
-    rest = rows[cap - 1:]
-    total = {"op": f"({len(rest)} more op/shape rows)", "op_class": "mixed", "input_shapes": None, "dtype": None,
-             "calls": sum(r["calls"] or 0 for r in rest), "gpu_ns": sum(r["gpu_ns"] for r in rest),
-             "gpu_ns_per_call": None, "flops": None, "bytes": None, "step_fraction": None,
-             "note": "summed so that the rows add up to the compute time; rates are per row above"}
-    total.update(dict.fromkeys(("flops_per_call", "bytes_per_call", "tflops", "tb_per_s", "flop_per_byte",
-                                "ridge_flop_per_byte", "peak_tflops", "bandwidth_tb_per_s", "bound", "roof_tflops",
-                                "of_roof_fraction")))
-    return rows[:cap - 1] + [total]
+def _rest_row(n_rows: int, calls: int, gpu_ns: int) -> dict:
+    row = {"op": f"({n_rows} more op/shape rows)", "op_class": "mixed", "input_shapes": None, "dtype": None,
+           "calls": calls, "gpu_ns": gpu_ns, "gpu_ns_per_call": None, "flops": None, "bytes": None,
+           "step_fraction": None, "note": "summed so that the rows add up to the compute time; rates are per row above"}
+    row.update(dict.fromkeys(("flops_per_call", "bytes_per_call", "tflops", "tb_per_s", "flop_per_byte",
+                              "ridge_flop_per_byte", "peak_tflops", "bandwidth_tb_per_s", "bound", "roof_tflops",
+                              "of_roof_fraction")))
+    return row
 
 
 GAP_ROWS = 10  # rows of the below-roof table
@@ -377,7 +373,7 @@ def gaps_text(gaps: list[dict], n: int = GAPS_NAMED) -> str | None:
 def op_roofline(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
     rows = roofline(trace, inputs["flop_ops"], win.start_ns, win.end_ns, inputs["comm_mask"], inputs["gpu_ext"],
-                    inputs["launching_ops"], device_name(trace))
+                    inputs["launching_ops"], device_name(trace), cap=ROW_CAP)
     gaps = below_roof(rows)
     return Produced(metrics={"roofline_gaps": gaps_text(gaps)},
                     evidence={"roofline": rows, "roofline_below_roof": gaps})

@@ -91,7 +91,9 @@ def _broadcast(shapes) -> tuple | None:
 
 
 def _label(tensors) -> str | None:
-    seen = list(dict.fromkeys(t.dtype for t in tensors if t.dtype))
+    """The dtypes of the op's tensors in input order; 0-dim tensors (scalars) only when there is nothing else."""
+    sized = [t for t in tensors if t.shape] or tensors
+    seen = list(dict.fromkeys(t.dtype for t in sized if t.dtype))
     return "/".join(seen) or None
 
 
