@@ -43,6 +43,12 @@ def _verdict_summary(v: Verdict | None) -> str:
     return (", ".join(v.labels) or "no finding") + f" ({v.confidence}; {len(v.findings)} findings)"
 
 
+ROOFLINE_COLUMNS = ("op", "op_class", "input_shapes", "dtype", "calls", "gpu_ns", "gpu_ns_per_call", "flops",
+                    "bytes", "flops_per_call", "bytes_per_call", "tflops", "tb_per_s", "flop_per_byte",
+                    "ridge_flop_per_byte", "peak_tflops", "bandwidth_tb_per_s", "bound", "roof_tflops",
+                    "of_roof_fraction", "step_fraction", "note")
+
+
 def evidence_frame(evidence: dict[str, list[dict]], name: str, where: str = "this result"):
     """One evidence table as a pandas DataFrame; an unknown name lists the tables there are."""
     import pandas as pd
@@ -94,6 +100,14 @@ class RankResult:
     def tables(self) -> list[str]:
         """The names of the evidence tables ``table(name)`` gives."""
         return sorted(self.evidence)
+
+    def roofline(self):
+        """The per-op roofline as a pandas DataFrame: one row per (op, input shapes, dtype), most GPU
+        time first (columns: ``ROOFLINE_COLUMNS``; empty without GPU kernels or in a report saved
+        before the roofline existed)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.evidence.get("roofline") or [], columns=list(ROOFLINE_COLUMNS))
 
     @property
     def step_time_ns(self) -> float | None:
@@ -253,6 +267,13 @@ class AnalysisResult:
         if r is None:
             raise KeyError("this result has no ranks")
         return r.table(name)
+
+    def roofline(self, rank: int | None = None):
+        """The per-op roofline of the focus rank (or of the rank at index ``rank``) as a pandas DataFrame."""
+        r = self.focus if rank is None else self.ranks[rank]
+        if r is None:
+            raise KeyError("this result has no ranks")
+        return r.roofline()
 
     def to_text(self, **options: Any) -> str:
         """The terminal summary as a string (laid out for a file: nothing cut, no colour)."""

@@ -216,7 +216,32 @@
     }
   };
 
+  // Tables with class "sortable": a click (or Enter) on a header sorts the rows by that column's
+  // data-sort values, numerically for numeric columns; a second click reverses the order.
+  function sortable(table) {
+    var heads = table.querySelectorAll("th[data-col]");
+    function sortBy(th) {
+      var col = Number(th.getAttribute("data-col")), num = th.classList.contains("num");
+      var desc = th.getAttribute("aria-sort") !== "descending";
+      var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = a.cells[col].getAttribute("data-sort"), y = b.cells[col].getAttribute("data-sort");
+        var d = num ? Number(x) - Number(y) : (x < y ? -1 : x > y ? 1 : 0);
+        return desc ? -d : d;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+      for (var i = 0; i < heads.length; i++) heads[i].setAttribute("aria-sort", "none");
+      th.setAttribute("aria-sort", desc ? "descending" : "ascending");
+    }
+    for (var i = 0; i < heads.length; i++) {
+      heads[i].addEventListener("click", function (ev) { sortBy(ev.currentTarget); });
+      heads[i].addEventListener("keydown", function (ev) { if (ev.key === "Enter") sortBy(ev.currentTarget); });
+    }
+  }
+
   function start() {
+    var tables = document.querySelectorAll("table.sortable");
+    for (var t = 0; t < tables.length; t++) sortable(tables[t]);
     var block = document.getElementById("tracedoc-data"), data = null;
     try {
       data = block ? JSON.parse(block.textContent) : null;

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .format import plural
+from .roofline import text_cells
 from .console import TextOptions, make_console, print_item
 from .viewmodel import build_report
 from .views import Caps, FindingView, RankView, ReportView, TableView
@@ -28,7 +29,7 @@ BREAKDOWN_HEADERS = {"gpu_busy": "GPU busy", "comm": "comm", "comm_overlap": "ov
 FINDINGS_SHOWN = {True: 3, False: 4}  # brief (one rank of many) / full
 FIXES_OF_TOP = {True: 2, False: 3}
 WARNINGS_SHOWN = 3
-TABLE_ROWS = {"top_kernels": 4, "top_gaps": 3}  # rows without --top; --verbose shows VERBOSE_ROWS
+TABLE_ROWS = {"top_kernels": 4, "top_gaps": 3, "roofline": 8}  # rows without --top; --verbose shows VERBOSE_ROWS
 VERBOSE_ROWS = 10
 RANK_COLUMNS = ("rank", "file", "step p50", "GPU busy", "compute", "exposed comm", "DL stall", "verdict")  # fit 100 columns
 _RIGHT = frozenset({"count", "total_ns", "share", "gap_ns", "stream"})
@@ -220,7 +221,26 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
         out.append(_top_table("Top gaps", r.tables["top_gaps"], _rows(options, "top_gaps"), options,
                               [("gap_ns", "gap"), ("stream", "stream"), ("cause", "cause"), ("after", "next op"),
                                ("launched_by", "launched by")]))
+    if r.roofline is not None and (options.top or options.verbose):
+        out.append(_roofline_table(r.roofline, _rows(options, "roofline"), options))
     return out
+
+
+def _roofline_table(view, rows: int, options: TextOptions) -> Any:
+    """The first rows of the per-op roofline (most GPU time first), with the roof they are measured against."""
+    header, cells = text_cells(view, rows)
+    t = Table(title=f"Roofline per op and shape ({view.roof})", title_justify="left", title_style="bold", box=None,
+              show_header=True, header_style="dim", pad_edge=False)
+    for label in header:
+        wide = label in ("op", "input shapes")
+        t.add_column(label, overflow=options.overflow if wide else "fold", no_wrap=options.terminal or not wide,
+                     max_width=40 if wide and options.terminal else None, ratio=1 if wide else None,
+                     justify="left" if wide or label in ("dtype", "bound") else "right")
+    for row in cells:
+        t.add_row(*row)
+    more = view.total - len(cells)
+    return Group(t, Text(f"{view.coverage}" + (f"; {more} more rows in --format json/html/md" if more > 0 else ""),
+                         style="dim"))
 
 
 QUEUE_DELAY_NS = 1_000_000  # a median launch delay above 1 ms is queueing behind GPU work, not launch cost

@@ -17,6 +17,7 @@ from .charts import gpu_figures, kernel_class_bar, memory_view
 from .cells import MAIN_TABLES, build_table, fmt_cell, shorten, version_text
 from .efficiency import efficiency_items, efficiency_line
 from .format import fmt_ns, fmt_pct
+from .roofline import build_roofline
 from .timeline import CAUSE_LABELS, build_timeline
 from .views import (Caps, DataLoaderView, FindingView, HealthView, IdleCause, InputView, Item, KernelsView,
                     RankTableView, RankView, ReportView, Segment, StepBar, StepsView, TensorCoreView,
@@ -129,6 +130,7 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
         memory=memory_view(m, r.evidence.get("memory_curve") or [], origin, caps),
         gpu_figures=gpu_figures(m),
         kernel_classes=kernel_class_bar(r.evidence.get("kernel_classes") or []),
+        roofline=build_roofline(r.evidence.get("roofline"), caps.table_rows, caps.name_chars),
         kernels=KernelsView(count=fmt_cell("count", m.get("kernel_count")), median=fmt_ns(m.get("kernel_median_ns")),
                             under_10us=fmt_pct(m.get("kernels_under_10us_fraction")),
                             launch_delay_p50=fmt_ns(m.get("launch_delay_p50_ns")),

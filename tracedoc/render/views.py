@@ -216,6 +216,7 @@ class RankView:
     minor_threshold: str = ""  # "2% of the step"
     gpu_figures: list[Item] = field(default_factory=list)  # GPU utilisation, SM efficiency, occupancy
     kernel_classes: list[Segment] = field(default_factory=list)  # GPU op time by class, one stacked bar
+    roofline: Any = None  # render.roofline.RooflineView: the per-op roofline (None without GPU kernels)
 
 
 @dataclass
