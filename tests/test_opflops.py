@@ -279,3 +279,95 @@ def test_the_reader_keeps_shapes_of_every_op_a_formula_counts():
     for name in ("aten::view", "aten::t", "aten::transpose", "aten::as_strided", "aten::empty_strided",
                  "aten::reshape", "aten::detach", "aten::expand", "AddmmBackward0"):
         assert not SHAPE_OP_RE.match(name), name
+
+
+# -- memory-bound ops: bytes moved (each tensor read or written once) ------------------------------
+
+BF = "c10::BFloat16"
+
+
+def cost(name, dims, types, concrete=None):
+    from tracedoc.analyses.opflops import op_cost
+
+    r = op_cost(name, dims, types, concrete or [""] * len(dims))
+    assert not isinstance(r, str), r
+    return r
+
+
+def test_elementwise_reads_its_inputs_and_writes_the_broadcast_result():
+    # bias add in place: self [64,64,128,128] bf16 read and written (2 x 67,108,864 B), bias [1,64,1,1] read
+    # (128 B); one add per output element
+    r = cost("aten::add_", [[64, 64, 128, 128], [1, 64, 1, 1], []], [BF, BF, "Scalar"])
+    assert r.bytes == 2 * 64 * 64 * 128 * 128 * 2 + 64 * 2 and r.flops == 64 * 64 * 128 * 128
+    assert r.op_class == "elementwise" and r.dtype == "bf16"
+    # a Python scalar recorded as a 0-dim double tensor does not make the op fp64
+    assert cost("aten::mul", [[4096, 2048], []], [F32, "double"]).dtype == "fp32"
+    # gelu_backward(grad, self): two reads and one write of [16,512,3072] fp32 = 3 x 100,663,296 B
+    assert cost("aten::gelu_backward", [[16, 512, 3072], [16, 512, 3072], []], [F32, F32, ""]).bytes == 3 * 100_663_296
+
+
+def test_copies_and_casts_move_bytes_in_each_dtype_and_do_no_arithmetic():
+    # copy_(dst bf16, src fp32) [2048,8192]: 16,777,216 elements x (4 read + 2 written) = 100,663,296 B
+    r = cost("aten::copy_", [[2048, 8192], [2048, 8192], []], [BF, F32, "Scalar"])
+    assert r.bytes == 16_777_216 * 6 and r.flops == 0 and r.op_class == "copy"
+    # _to_copy(self fp32, dtype=15 (bfloat16)): the same bytes from the dtype code
+    assert cost("aten::_to_copy", [[2048, 8192]] + [[]] * 6, [F32, "Scalar", "Scalar", "", "", "Scalar", ""],
+                ["", "15", "0", "", "", "False", ""]).bytes == 16_777_216 * 6
+    # fill_ writes only: 64*10 fp32 = 2,560 B
+    assert cost("aten::fill_", [[64, 10], []], [F32, "Scalar"]).bytes == 2_560
+
+
+def test_reductions_softmax_and_norms():
+    # sum over dim 0 of [4096, 2048] bf16: reads 16,777,216 B, writes 2048 x 2 = 4,096 B
+    assert cost("aten::sum", [[4096, 2048], [], [], []], [BF, "ScalarList", "Scalar", ""],
+                ["", "[0]", "True", ""]).bytes == 16_777_216 + 4_096
+    # log_softmax of [8192, 8192] fp32: read and write 268,435,456 B each; 5 FLOPs per element
+    r = cost("aten::_log_softmax", [[8192, 8192], [], []], [F32, "Scalar", "Scalar"], ["", "1", "False"])
+    assert r.bytes == 2 * 268_435_456 and r.flops == 5 * 8192 * 8192
+    # layer norm backward over [16,512,768] fp32 with mask [True, True, True]: reads grad_out and input
+    # (2 x 25,165,824 B), mean and rstd [16,512,1] (2 x 32,768 B), weight [768] (3,072 B); writes the
+    # input gradient (25,165,824 B) and the weight and bias gradients (2 x 3,072 B)
+    dims = [[16, 512, 768], [16, 512, 768], [], [16, 512, 1], [16, 512, 1], [768], [768], []]
+    types = [F32, F32, "ScalarList", F32, F32, F32, F32, "ScalarList"]
+    r = cost("aten::native_layer_norm_backward", dims, types, ["", "", "[768]", "", "", "", "", "[True, True, True]"])
+    assert r.bytes == 3 * 25_165_824 + 2 * 32_768 + 3_072 + 2 * 3_072
+    # without the weight gradients (mask [True, False, False]): 6,144 B fewer
+    r2 = cost("aten::native_layer_norm_backward", dims, types, ["", "", "[768]", "", "", "", "", "[True, False, False]"])
+    assert r.bytes - r2.bytes == 2 * 3_072
+
+
+def test_pooling_and_embedding():
+    # max_pool2d_with_indices [64,64,128,128] bf16, kernel 2 stride 2: out [64,64,64,64] bf16 + int64 indices:
+    # reads 134,217,728 B, writes 33,554,432 + 134,217,728 B; 4 comparisons per output element
+    r = cost("aten::max_pool2d_with_indices", [[64, 64, 128, 128]] + [[]] * 5, [BF] + ["ScalarList"] * 4 + ["Scalar"],
+             ["", "[2, 2]", "[2, 2]", "[0, 0]", "[1, 1]", "False"])
+    assert r.bytes == 134_217_728 + 33_554_432 + 134_217_728 and r.flops == 4 * 64 * 64 * 64 * 64
+    # embedding(weight [8192, 768] fp32, indices [16, 512] int64): 8192 rows of 768 read and written
+    # (2 x 25,165,824 B) and the indices (65,536 B)
+    assert cost("aten::embedding", [[8192, 768], [16, 512], [], [], []], [F32, "long int", "Scalar", "Scalar", "Scalar"]
+                ).bytes == 2 * 25_165_824 + 65_536
+
+
+def test_optimizers_and_compiled_kernels():
+    # fused AdamW with recorded TensorLists: params [1024,1024] and [1024] (1,049,600 fp32 elements);
+    # param, exp_avg, exp_avg_sq read and written, grad read: 7 x 4 B per element = 29,388,800 B
+    lists = [[[1024, 1024], [1024]]] * 6
+    r = cost("aten::_fused_adamw_", lists + [[]] * 9, ["TensorList"] * 6 + ["Scalar"] * 9,
+             [""] * 6 + ["0.001", "0.9", "0.999", "0.01", "1e-08", "False", "False", "", ""])
+    assert r.bytes == 1_049_600 * 28 and r.op_class == "optimizer"
+    # TensorLists recorded as [] (torch does for long lists): said, not guessed
+    from tracedoc.analyses.opflops import op_cost
+
+    assert "TensorList" in op_cost("aten::_fused_adamw_", [[]] * 15, ["TensorList"] * 6 + ["Scalar"] * 9, [""] * 15)
+    # a Triton kernel: its buffers [4096,8192] bf16 x 2 = 134,217,728 B; FLOPs unknown
+    r = cost("triton_poi_fused_gelu_3", [[4096, 8192], [4096, 8192], []], [BF, BF, "Scalar"])
+    assert r.bytes == 134_217_728 and r.flops is None and r.op_class == "compiled"
+
+
+def test_compiled_graph_out_variants_and_a_wrong_out_shape():
+    # mm(a, b, out=buf) as torch.compile calls it: 2*2048*1024*512
+    assert flops("aten::mm", [[2048, 512], [512, 1024], [2048, 1024]], [BF] * 3).flops == 2_147_483_648
+    # addmm(bias, a, b, beta, alpha, out=buf): + 2048*1024 bias adds
+    assert flops("aten::addmm", [[1024], [2048, 512], [512, 1024], [], [], [2048, 1024]],
+                 [BF] * 3 + ["Scalar"] * 2 + [BF]).flops == 2_147_483_648 + 2_097_152
+    assert "corrupt" in op_flops("aten::mm", [[2048, 512], [512, 1024], [7, 7]], [BF] * 3, [])

@@ -233,3 +233,25 @@ def test_tables_stay_inside_their_section_at_1400px(browser, tmp_path):
         page.screenshot(tmp_path, "report_longnames_1400.png", full_page=True)
     finally:
         page.close()
+
+
+def test_roofline_table_sorts_by_any_column(browser, tmp_path):
+    from test_roofline import two_ops_trace
+
+    page = open_report(browser, two_ops_trace(tmp_path), tmp_path, "roofline.html")
+    pg = page.page
+    try:
+        assert page.errors == [] and page.blocked == []
+        ops = "() => Array.from(document.querySelectorAll('#table-roofline tbody tr')).map(r => r.cells[0].textContent)"
+        assert pg.evaluate(ops) == ["aten::mm", "aten::native_layer_norm", "aten::nonzero"]  # most GPU time first
+        header = pg.locator("#table-roofline th", has_text="TB/s")
+        header.click()  # highest bandwidth first: the layer norm's 1.68 TB/s, the mm's 0.17, the unmodelled op last
+        assert pg.evaluate(ops) == ["aten::native_layer_norm", "aten::mm", "aten::nonzero"]
+        assert header.get_attribute("aria-sort") == "descending"
+        header.click()
+        assert pg.evaluate(ops) == ["aten::nonzero", "aten::mm", "aten::native_layer_norm"]
+        pg.locator("#table-roofline th", has_text="op").first.click()  # text columns sort by text
+        assert pg.evaluate(ops) == ["aten::nonzero", "aten::native_layer_norm", "aten::mm"]
+        assert page.errors == []
+    finally:
+        page.close()

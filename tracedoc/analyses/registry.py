@@ -158,7 +158,9 @@ EVIDENCE: dict[str, str] = {
     "kernel_classes": "GPU op time by what the ops compute (GEMM, convolution, attention, elementwise, reduction, "
                       "communication, memory copies and sets, other): count, time, share of GPU op time.",
     "operators_by_shape": "CPU operators grouped by name and recorded input shapes (shapes are kept for matmul, "
-                          "convolution and attention ops): calls, CPU time, the GPU ops they launched and their time.",
+                          "convolution and attention ops and for the memory-bound ops the roofline models: "
+                          "element-wise, copies, reductions, softmax, normalisation, pooling, optimizers, Triton "
+                          "kernels): calls, CPU time, the GPU ops they launched and their time.",
     "operators_by_module": "nn.Module spans (recorded with with_stack or with_modules) grouped by module: calls, "
                            "CPU time, and the GPU time of the ops launched inside them (innermost module).",
     "kernel_totals": "Every GPU op name in the window: kind, category, count and total time (what a diff aligns).",

@@ -34,7 +34,7 @@ from .nesting import ThreadClock, enclosing
 from .opflops import memory as MEM
 from .registry import Produced, analysis
 
-ROW_CAP = 200  # rows kept in the evidence table; the rest are summed into one last row
+ROW_CAP = 100  # rows kept in the evidence table (most GPU time first); the rest are summed into one last row
 UNMODELLED = "unmodelled"
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 _FLOP_CLASSES = (F.MATMUL, F.CONV, F.ATTENTION)
@@ -155,7 +155,23 @@ def _instances(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, lau
         inst.dtype[at[ok]] = np.array([x.dtype for x in good] + [None], dtype=object)[:-1]
         inst.flops[at[ok]] = np.array([np.nan if x.flops is None else x.flops for x in good], dtype=np.float64)
         inst.bytes[at[ok]] = np.array([x.bytes for x in good], dtype=np.float64)
+    _why_unmodelled(trace, inst)
     return inst, kern, inverse, dur
+
+
+def _why_unmodelled(trace: Trace, inst: _Instances) -> None:
+    """The note of calls left without numbers that have none yet."""
+    left = (inst.op_class == UNMODELLED) & np.array([n is None for n in inst.note.tolist()], dtype=bool)
+    if not left.any():
+        return
+    flop_names = trace.string_ids(F.needs_shapes)
+    name = inst.name
+    no_op = left & (name < 0)
+    flop_op = left & (name >= 0) & flop_names[np.maximum(name, 0)]
+    inst.note[no_op] = "no launching op recorded for these kernels"
+    inst.note[flop_op & (inst.dims < 0)] = "no shapes recorded (profile with record_shapes=True)"
+    inst.note[flop_op & (inst.dims >= 0)] = "its recorded shapes give no FLOP count (flops_not_counted says why)"
+    inst.note[left & ~no_op & ~flop_op] = "no FLOP or memory model for this op"
 
 
 def _optimizer_params(trace: Trace, flop_ops, inst: _Instances) -> None:
@@ -246,8 +262,10 @@ def _roof(peak_row: DevicePeak | None, cls: str, dtype: str | None) -> tuple[flo
     """(peak TFLOP/s, memory TB/s) the row is measured against: matrix classes the dtype's (Tensor
     Core) peak, other ops the CUDA-core (vector) rate (PyTorch computes element-wise work on half
     types in fp32) or fp64's for double; none for rows without a model."""
-    if peak_row is None or cls == UNMODELLED:
+    if peak_row is None:
         return None, None
+    if cls == UNMODELLED:
+        return None, peak_row.hbm_tb_per_s
     if cls in _FLOP_CLASSES:
         peak = peak_row.peak_tflops(dtype)
     elif dtype and "fp64" in dtype.split("/"):

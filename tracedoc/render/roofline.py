@@ -92,8 +92,10 @@ def _roof_text(rows: list[dict]) -> str:
             kind = "matrix" if r["op_class"] in ("matmul", "conv", "attention") else "vector"
             label = f"{r['dtype']} {kind}" if kind == "matrix" else "CUDA cores"
             peaks.setdefault(label, (r["peak_tflops"], r.get("ridge_flop_per_byte")))
+    if bw and not peaks:
+        return f"memory {bw:g} TB/s"
     if bw is None and not peaks:
-        return "the device is not in tracedoc's peak table: rates only, no roof"
+        return "none, the device is not in tracedoc's peak table (rates only)"
     parts = [f"memory {bw:g} TB/s"] if bw else []
     parts += [f"{k} {p:g} TFLOP/s" + (f" (ridge {ridge:.3g} FLOP/B)" if ridge else "") for k, (p, ridge) in peaks.items()]
     return "; ".join(parts)

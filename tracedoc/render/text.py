@@ -229,7 +229,7 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
 def _roofline_table(view, rows: int, options: TextOptions) -> Any:
     """The first rows of the per-op roofline (most GPU time first), with the roof they are measured against."""
     header, cells = text_cells(view, rows)
-    t = Table(title=f"Roofline per op and shape ({view.roof})", title_justify="left", title_style="bold", box=None,
+    t = Table(title=f"Roofline per op and shape (roof: {view.roof})", title_justify="left", title_style="bold", box=None,
               show_header=True, header_style="dim", pad_edge=False)
     for label in header:
         wide = label in ("op", "input shapes")
