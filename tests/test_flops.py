@@ -128,10 +128,9 @@ def _leaf_blas_flops_per_step(path) -> float:
 @pytest.mark.parametrize("name, rel", [
     ("v100_2rank_rank1.json.gz", 1e-12),
     ("mi250_rocm_minitoy.json.gz", 1e-12),
-    # linear layers that run as matmul + add: tracedoc counts their bias add (rows x N) at the
-    # linear op; the BLAS leaves do not carry it (a 1e-5 share here)
-    ("dlrm_128rank_rank0.json.gz", 1e-4),
-    ("dlrm_128rank_rank1.json.gz", 1e-4),
+    # linear layers that run as matmul + add: counted at the leaf mm, as the independent count does
+    ("dlrm_128rank_rank0.json.gz", 1e-12),
+    ("dlrm_128rank_rank1.json.gz", 1e-12),
 ])
 def test_shared_traces_flops_match_an_independent_leaf_count(name, rel):
     path = shared_traces() / "kineto" / name
@@ -393,3 +392,24 @@ def test_conv_backward_without_output_mask_reads_the_kernels(tmp_path, kernels, 
     m = tracedoc.analyze(b.write(tmp_path / "bwd.pt.trace.json")).ranks[0].metrics
     # one pass: 2 * 256 outputs * 27 = 13824
     assert m["model_flops_per_step"] == passes * 13_824
+
+
+# -- the real H100 traces against the FLOPs counted by hand from their layer shapes (truth.json) ----
+
+H100_TRUTH = ("mlp_eager_bf16", "mlp_compiled_bf16", "cnn_train_bf16", "gpt_small_fp32")
+
+
+@pytest.mark.parametrize("name", H100_TRUTH)
+def test_h100_flops_match_the_hand_count_and_no_check_fails(name):
+    from tracedoc.checks import BUG_PREFIX
+
+    h100 = shared_traces() / "h100"
+    truth = json.loads((h100 / "truth.json").read_text())[name]
+    rank = tracedoc.analyze(str(h100 / f"{name}.pt.trace.json.gz")).ranks[0]
+    m = rank.metrics
+    assert m["model_flops_per_step"] == pytest.approx(truth["model_flops_per_step"], rel=0.1)
+    # one step time: the rate times the step p50 gives back the FLOPs per step
+    assert m["achieved_tflops"] * 1e12 * m["step_time_p50_ns"] / 1e9 == pytest.approx(m["model_flops_per_step"])
+    assert not [w for w in rank.warnings if BUG_PREFIX in w]
+    # the dtype the products ran in: bf16 under autocast (compiled or not), fp32 with TF32 off
+    assert rank.evidence["flops_summary"][0]["dtype"] == ("fp32" if "fp32" in name else "bf16")
