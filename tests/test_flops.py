@@ -101,6 +101,43 @@ def test_activation_checkpointing_is_hardware_not_model_flops(tmp_path):
     assert rank.evidence["flops_summary"][0]["recomputed_ops"] == 3  # one per profiled step
 
 
+COMPILED = textwrap.dedent("""
+    import sys, torch, torch.nn as nn
+    from torch.profiler import profile, ProfilerActivity, schedule
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 32))
+    cm = torch.compile(m)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    x = torch.randn(16, 64)
+    for _ in range(2):
+        cm(x).sum().backward()
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                 schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1])) as p:
+        for _ in range(4):
+            opt.zero_grad()
+            cm(x).sum().backward()
+            opt.step()
+            p.step()
+""")
+
+
+def test_real_torch_compile_profile_counts_the_graphs_matrix_products(tmp_path):
+    """torch.compile's graphs call mm/addmm with an out= tensor; the profiler records it as an extra input."""
+    pytest.importorskip("torch")
+    out, script = tmp_path / "compiled.json", tmp_path / "compiled.py"
+    script.write_text(COMPILED)
+    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0 and "compiler" in proc.stderr.lower():
+        pytest.skip("torch.compile needs a C++ compiler here: " + proc.stderr.strip().splitlines()[-1][:200])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # forward: 2*16*64*128 + 16*128 bias = 264,192 and 2*16*128*32 + 16*32 = 131,584; backward: the second
+    # layer's input gradient 2*16*32*128 = 131,072 and both weight gradients 2*32*16*128 = 131,072 and
+    # 2*128*16*64 = 262,144 (the input needs no gradient)
+    assert tracedoc.analyze(str(out)).ranks[0].metrics["model_flops_per_step"] == (
+        264_192 + 131_584 + 131_072 + 131_072 + 262_144)
+
+
 # -- shared traces that record shapes ------------------------------------------------------------
 
 def _leaf_blas_flops_per_step(path) -> float:
