@@ -37,6 +37,7 @@ from .registry import Produced, analysis
 ROW_CAP = 100  # rows kept in the evidence table (most GPU time first); the rest are summed into one last row
 UNMODELLED = "unmodelled"
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
+FROM_GRADIENTS = "parameters from the gradients the backward pass accumulated (TensorLists not recorded)"
 _FLOP_CLASSES = (F.MATMUL, F.CONV, F.ATTENTION)
 # Triton kernel kinds inductor emits for point-wise and reduction code (memory-bound by construction);
 # templates (triton_tem_*) are matrix products whose FLOPs the record does not give
@@ -180,8 +181,8 @@ def _optimizer_params(trace: Trace, flop_ops, inst: _Instances) -> None:
     forward matmul/conv/attention op). Calls between the same forward op share those parameters;
     when they are different optimizers, the split is unknown and nothing is filled in."""
     c, s = trace.cpu_ops, trace.op_shapes
-    todo = [i for i, note in enumerate(inst.note) if note == MEM.TENSOR_LISTS_MISSING
-            and MEM.optimizer_flops_per_param(trace.string(int(inst.name[i]))) is not None]
+    missing = np.flatnonzero(inst.note == MEM.TENSOR_LISTS_MISSING)
+    todo = [i for i in missing.tolist() if MEM.optimizer_flops_per_param(trace.string(int(inst.name[i]))) is not None]
     counted = flop_ops.counted if flop_ops is not None else None
     if not todo or counted is None or not len(s):
         return
@@ -219,7 +220,7 @@ def _optimizer_params(trace: Trace, flop_ops, inst: _Instances) -> None:
             inst.dtype[i] = "/".join(dict.fromkeys(d for _, _, d in mine if d)) or None
             inst.flops[i] = params * MEM.optimizer_flops_per_param(name) / len(calls)
             inst.bytes[i] = moved / len(calls)
-            inst.note[i] = "parameters from the gradients the backward pass accumulated (TensorLists not recorded)"
+            inst.note[i] = FROM_GRADIENTS
 
 
 def _shapes_row(trace: Trace, cpu_row: int) -> int:
@@ -297,8 +298,9 @@ def _rate_columns(row: dict, peak, bw, compiled_kind: str) -> None:
     else:
         frac = None
     if frac is not None and frac > 1 and bound == "memory":
-        row["note"] = (row.get("note") + "; " if row.get("note") else "") + \
-            "above the memory bandwidth: part of the data came from cache"
+        if "bandwidth" not in (row.get("note") or ""):
+            row["note"] = (row.get("note") + "; " if row.get("note") else "") + \
+                "above the memory bandwidth: part of the data came from cache"
         frac = None
     row["of_roof_fraction"] = frac
 
@@ -338,6 +340,10 @@ def roofline(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, launc
         row["flops_per_call"] = row["flops"] / n if row["flops"] is not None and n else None
         row["bytes_per_call"] = row["bytes"] / n if row["bytes"] is not None and n else None
         peak, bw = _roof(peak_row, row["op_class"], row["dtype"])
+        if row["note"] == FROM_GRADIENTS and bw and row["bytes"] and row["bytes"] / row["gpu_ns"] / 1e3 > bw:
+            row["note"] = (FROM_GRADIENTS + "; more bytes than the memory bandwidth moves in the kernels' time: part "
+                           "of the data came from cache, or the optimizer updates fewer parameters than got "
+                           "gradients (a sharded optimizer)")
         _rate_columns(row, peak, bw, "memory" if row["op"].startswith(_TRITON_MEMORY) else "unknown")
         rows.append(row)
     if len(order) > cap:
