@@ -67,7 +67,7 @@ def main() -> int:
     p.add_argument("--json", action="store_true", help="print the numbers as JSON")
     a = p.parse_args()
     times: dict[str, list[float]] = {name: [] for name in COMMANDS}
-    for name, args in COMMANDS.items():  # warm the file cache and the bytecode
+    for args in COMMANDS.values():  # warm the file cache and the bytecode
         wall_s(args)
     for _ in range(a.reps):
         for name, args in COMMANDS.items():

@@ -130,7 +130,7 @@ class Checks:
 
 def startup(checks: Checks, reps: int) -> None:
     times: dict[str, list[float]] = {name: [] for name in BS.COMMANDS}
-    for name, args in BS.COMMANDS.items():
+    for args in BS.COMMANDS.values():
         BS.wall_s(args)
     for _ in range(reps):
         for name, args in BS.COMMANDS.items():

@@ -229,7 +229,7 @@ def test_findings_carry_the_what_if_and_rank_by_predicted_gain(tmp_path):
 def test_without_steps_the_share_is_an_upper_bound(tmp_path):
     b = TraceBuilder()
     t = 1_000_000.0
-    for i in range(3):
+    for _ in range(3):
         b.dataloader(t, t + 8000.0)
         b.kernel("ampere_sgemm_128x64_tn", t + 8020.0, 2000.0, launch_at=t + 8001.0)
         t += 10_100.0

@@ -57,7 +57,7 @@ def thousand_tiny_kernels():
 
     def body(s, e):
         t = s + 10
-        for k in range(1000):  # each launch takes 8 us of CPU; each kernel 3 us of GPU
+        for _ in range(1000):  # each launch takes 8 us of CPU; each kernel 3 us of GPU
             b.kernel("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()",
                      t + 6.0, 3.0, launch_at=t, launch_dur=5.0, op="aten::add", blocks_per_sm=0.1)
             t += 8.0

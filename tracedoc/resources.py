@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracedoc.errors import TracedocError
+from .errors import TracedocError
 
 # kind -> path of the directory in a source checkout, relative to the repository root
 _SOURCE_LAYOUT: dict[str, tuple[str, ...]] = {

@@ -96,8 +96,8 @@ def _write_reports(trace_path: str, answer: list[str] | None = None) -> list[str
     Raises on analysis errors; callers decide how to report them.
     """
     trace_path = trace_path.rstrip(os.sep) or trace_path
-    from tracedoc.api import analyze
-    from tracedoc.render.text import answer_lines, render_text
+    from ..api import analyze
+    from ..render.text import answer_lines, render_text
 
     result = analyze(trace_path)
     if answer is not None:
@@ -109,7 +109,7 @@ def _write_reports(trace_path: str, answer: list[str] | None = None) -> list[str
     js = trace_path + ".report.json"
     atomic_write_bytes(js, result.to_json().encode())
     written.append(js)
-    from tracedoc.render import render_html
+    from ..render import render_html
 
     html = trace_path + ".report.html"
     atomic_write_bytes(html, render_html(result).encode())

@@ -7,11 +7,11 @@ Public API::
     verdict.labels, verdict.findings, verdict.health, verdict.confidence, verdict.to_dict()
 """
 
-from tracedoc.engine.evaluate import SCHEMA_VERSION, Finding, Verdict, evaluate
-from tracedoc.engine.expr import ExprError, compile_expr
-from tracedoc.engine.health import HealthMessage, check_health
-from tracedoc.engine.params import ParamError, collect_params, parse_assignments, read_pyproject, resolve_params
-from tracedoc.engine.rulefile import (
+from .evaluate import SCHEMA_VERSION, Finding, Verdict, evaluate
+from .expr import ExprError, compile_expr
+from .health import HealthMessage, check_health
+from .params import ParamError, collect_params, parse_assignments, read_pyproject, resolve_params
+from .rulefile import (
     ADVICE_LABEL,
     EVIDENCE_TABLES,
     LABELS,

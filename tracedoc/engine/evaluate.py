@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tracedoc.engine.health import HealthMessage, check_health, lowest
-from tracedoc.engine.params import resolve_params
-from tracedoc.engine.rulefile import ADVICE_LABEL, SCOPE_TRACE, SEVERITIES, Rule, load_rules
+from .health import HealthMessage, check_health, lowest
+from .params import resolve_params
+from .rulefile import ADVICE_LABEL, SCOPE_TRACE, SEVERITIES, Rule, load_rules
 
 SCHEMA_VERSION = 1
 

@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from tracedoc.engine.expr import BOOL, NUM, STR, suggest
-from tracedoc.engine.rulefile import Rule, value_type
-from tracedoc.errors import UsageError
+from .expr import BOOL, NUM, STR, suggest
+from .rulefile import Rule, value_type
+from ..errors import UsageError
 
 try:  # tomli's compiled wheels parse the rule files about 3x faster than the standard library's tomllib
     import tomli as tomllib

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracedoc.analyses.pipeline import declared
-from tracedoc.analyses.registry import EVIDENCE, METRICS
-from tracedoc.labels import ADVICE_LABEL, LABELS, SEVERITIES, VERDICT_LABELS  # noqa: F401
-from tracedoc.engine.expr import BOOL, NUM, STR, Expr, ExprError, compile_expr, suggest, value_type
-from tracedoc.engine.template import Template, compile_template
-from tracedoc.errors import TracedocError
-from tracedoc.logs.registry import LOG_METRICS
-from tracedoc.job.view import JOB_EVIDENCE
-from tracedoc.resources import data_dir
+from ..analyses.pipeline import declared
+from ..analyses.registry import EVIDENCE, METRICS
+from ..labels import ADVICE_LABEL, LABELS, SEVERITIES, VERDICT_LABELS  # noqa: F401
+from .expr import BOOL, NUM, STR, Expr, ExprError, compile_expr, suggest, value_type
+from .template import Template, compile_template
+from ..errors import TracedocError
+from ..logs.registry import LOG_METRICS
+from ..job.view import JOB_EVIDENCE
+from ..resources import data_dir
 
 try:  # tomli's compiled wheels parse the rule files about 3x faster than the standard library's tomllib
     import tomli as tomllib

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tracedoc.engine.expr import BOOL, NUM, STR, Expr, ExprError, compile_expr
+from .expr import BOOL, NUM, STR, Expr, ExprError, compile_expr
 
 UNKNOWN_TEXT = "n/a"
 _SAMPLES = {NUM: 0.5, BOOL: True, STR: "text"}

@@ -174,7 +174,7 @@ def _launch(g: G.Graph):
     if m is None:
         return None
     # one launch per captured region: its first launch call keeps its cost
-    for th, (r_s, r_e) in regions.items():
+    for th, (r_s, _r_e) in regions.items():
         sel = np.flatnonzero((g.span_thread == th) & ((g.span_kind & G.SPAN_LAUNCH) > 0))
         sel = sel[np.argsort(g.span_start[sel], kind="stable")]
         first = np.searchsorted(g.span_start[sel], r_s, side="left")
