@@ -101,3 +101,18 @@ def test_the_shipped_example_passes(tmp_path):
     res = analyze(example_path())
     assert all(bugs(r) == [] for r in res.ranks)
     assert violations_in(res.to_dict()["ranks"][0]) == []
+
+
+def test_job_metrics_are_checked_like_rank_metrics():
+    """The job view's metrics have ranges in the metric table too: a wait share above 1 cannot be."""
+    from tracedoc.checks import check_job, metric_bounds
+    from tracedoc.job.view import JobView
+
+    assert metric_bounds("straggler_wait_fraction") == (0.0, 1.0)
+    assert metric_bounds("straggler_wait_ms_per_step") == (0.0, math.inf)
+    view = JobView(ranks=[0, 1], metrics={"straggler_wait_fraction": 1.285, "straggler_count": 1,
+                                           "comm_top_collective": "all_reduce"})
+    found = check_job(view)
+    assert len(found) == 1 and "job: metrics.straggler_wait_fraction = 1.285 is outside [0, 1]" in found[0]
+    assert view.metrics["straggler_wait_fraction"] is None and view.metrics["straggler_count"] == 1
+    assert found[0] in view.issues

@@ -158,7 +158,7 @@ def test_json_output_validates_against_the_log_schema(tmp_path):
     schema = json.loads((ROOT / "tracedoc" / "schema" / "log.schema.json").read_text())
     props = schema["$defs"]["metrics"]["properties"]
     assert list(props) == list(LOG_METRICS)
-    assert all(props[k]["description"] == f"[{u}] {m}" for k, (u, m) in LOG_METRICS.items()), "schema follows the registry"
+    assert all(props[k]["description"] == f"[{m.unit}] {m.meaning}" for k, m in LOG_METRICS.items()), "schema follows the table"
     for log in (write_log(tmp_path / "train.jsonl"), write_log(tmp_path / "clean.jsonl", nan_at=(), spike_at=())):
         doc = json.loads(tracedoc("logs", log, "--format", "json").stdout)
         jsonschema.validate(doc, schema)

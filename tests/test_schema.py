@@ -31,8 +31,8 @@ def load_schema() -> dict:
 
 def metric_properties() -> dict:
     """What the schema must say about each metric: its JSON type (or null) and unit + meaning."""
-    return {name: {"type": [_TYPES.get(unit, "number"), "null"], "description": f"[{unit}] {meaning}"}
-            for name, (unit, meaning) in METRICS.items()}
+    return {name: {"type": [m.json_type, "null"], "description": f"[{m.unit}] {m.meaning}"}
+            for name, m in METRICS.items()}
 
 
 @pytest.fixture(scope="module")

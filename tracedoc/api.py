@@ -14,7 +14,7 @@ from typing import Any, Callable
 from dataclasses import replace
 
 from .analyses import RankAnalysis
-from .checks import check_rank, check_verdict
+from .checks import check_job, check_rank, check_verdict
 from .engine.evaluate import Verdict, evaluate
 from .engine.health import lowest
 from .engine.params import resolve_params
@@ -141,6 +141,7 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     if kind == "directory" or len(outputs) > 1:
         unreadable = {r for r in map(rank_from_name, failed) if r is not None}
         view = build_job([o.tables for o in outputs], unreadable_ranks=unreadable)
+        check_job(view)
         context = view.rank_context()
         for r in results:
             r.metrics.update(context)

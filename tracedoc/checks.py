@@ -19,16 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from .analyses.registry import METRICS
+from .model.metrics import valid_range
 
 BUG_PREFIX = "internal check failed"
-_BOUNDS_BY_UNIT: dict[str, tuple[float, float]] = {
-    "fraction": (0.0, 1.0), "percent": (0.0, 100.0), "ns": (0.0, math.inf), "count": (0.0, math.inf),
-    "bytes": (0.0, math.inf), "blocks": (0.0, math.inf), "1/ms": (0.0, math.inf), "version": (0.0, math.inf),
-}
-# Metrics whose unit bound does not hold by definition: a model formula's FLOP rate against the
-# GPU's peak is above 1 when the config given does not describe the trace (the estimate warns).
-_BOUNDS_BY_NAME: dict[str, tuple[float, float]] = {"formula_mfu": (0.0, math.inf)}
 _COUNT_KEYS = frozenset({"count", "calls", "kernels", "rows", "gpu_ops", "launch_calls", "streams", "merged",
                          "ops_left_out", "device_count", "events"})
 _TIMESTAMP_KEYS = frozenset({"start_ns", "end_ns"})
@@ -37,8 +30,8 @@ _NONNEGATIVE = (0.0, math.inf)
 
 
 def metric_bounds(name: str) -> tuple[float, float] | None:
-    """The range a registered metric must lie in: by name where its unit says too much, else by unit."""
-    return _BOUNDS_BY_NAME.get(name) or _BOUNDS_BY_UNIT.get(METRICS.get(name, ("", ""))[0])
+    """The range a metric must lie in (the metric table's, from its unit unless given)."""
+    return valid_range(name)
 
 
 @lru_cache(maxsize=4096)
@@ -150,6 +143,17 @@ def check_rank(rank: Any) -> list[str]:
     c.tree(f"{label}: per_device", rank.per_device)
     c.tree(f"{label}: timeline", rank.timeline)
     rank.warnings.extend(c.violations)
+    return c.violations
+
+
+def check_job(view: Any) -> list[str]:
+    """Check the job view's metrics and evidence tables in place, as ``check_rank`` checks a rank's; each
+    violation is added to the view's issues."""
+    c = _Checker()
+    for name, value in list(view.metrics.items()):
+        view.metrics[name] = c.value(f"job: metrics.{name}", value, metric_bounds(name))
+    c.tree("job: evidence", view.evidence)
+    view.issues.extend(c.violations)
     return c.violations
 
 

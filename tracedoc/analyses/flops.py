@@ -20,6 +20,7 @@ import numpy as np
 
 from ..model import trace as M
 from ..model.groups import Groups, distinct, isin
+from ..model.metrics import metric_names
 from ..model.trace import Trace
 from . import opflops as F
 from ..model.peaks import DevicePeak, device_peak
@@ -32,9 +33,7 @@ BACKWARD_FRAME_RE = re.compile(r"Backward\d*$|^autograd::engine::evaluate_functi
 SOFTMAX_OP_RE = re.compile(r"^aten::(_?softmax|_softmax_backward_data|_masked_softmax\w*|"
                            r"_scaled_dot_product_attention_math)$")
 
-METRIC_NAMES = ("model_flops_per_step", "hardware_flops_per_step", "achieved_tflops", "mfu", "hfu", "peak_tflops",
-                "tensor_core_mfu", "flops_counted_fraction", "fp32_flops_fraction", "small_gemm_fraction",
-                "unfused_attention_fraction")
+METRIC_NAMES = metric_names(topic="flops")  # the metric table's FLOPs section
 
 
 @dataclass

@@ -1,9 +1,8 @@
 """What the analyses produce and who produces it.
 
-``METRICS``: every per-rank metric, name -> (unit, meaning). Rules may reference exactly these
-names; the engine validates rule files against this table. Fractions are of the analysis window
-unless the meaning says otherwise. A value of ``None`` means "not measurable on this trace" (e.g.
-overlap with no communication), never zero.
+``METRICS``: every metric a rank's result holds, name -> ``Metric`` (unit, meaning, better side,
+range), read from the metric table ``tracedoc.model.metrics``. Rules may reference exactly these
+names; the engine validates rule files against them.
 
 ``EVIDENCE``: every evidence table (lists of row dicts that reports show and rules cite).
 
@@ -20,130 +19,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-METRICS: dict[str, tuple[str, str]] = {
-    # window and steps
-    "window_ns": ("ns", "length of the analysis window"),
-    "steps": ("count", "ProfilerStep spans (or NVTX step ranges) in the window"),
-    "iterations": ("count", "iterations the step time is measured over: the steps, or without step spans the repeating annotation or Optimizer.step stretches the trace shows"),
-    "iteration_name": ("name", "without step spans, the repeating op the iterations were detected from; None otherwise"),
-    "step_time_mean_ns": ("ns", "mean step time: interval between consecutive step completions"),
-    "step_time_p50_ns": ("ns", "median step time (interval between consecutive step completions)"),
-    "step_time_p95_ns": ("ns", "95th percentile step time (interval between consecutive step completions)"),
-    # time breakdown
-    "gpu_busy_fraction": ("fraction", "union of GPU ops (kernels, memcpy, memset) / window"),
-    "compute_fraction": ("fraction", "union of compute kernels / window"),
-    "comm_fraction": ("fraction", "union of communication kernels / window"),
-    "exposed_comm_fraction": ("fraction", "communication not overlapped by compute / window"),
-    "comm_overlap_fraction": ("fraction", "share of communication time overlapped by compute; None without communication"),
-    "memcpy_fraction": ("fraction", "union of memcpy ops / window"),
-    "h2d_fraction": ("fraction", "union of host-to-device copies / window"),
-    "exposed_h2d_fraction": ("fraction", "host-to-device copy time not overlapped by compute / window"),
-    "pageable_memcpy_fraction": ("fraction", "union of copies from or to pageable host memory / window"),
-    "pageable_memcpy_count": ("count", "copies from or to pageable host memory"),
-    "memset_fraction": ("fraction", "union of memset ops / window"),
-    # idle
-    "idle_fraction": ("fraction", "window minus GPU busy, / window"),
-    "idle_dataloader_fraction": ("fraction", "idle while the main thread is in DataLoader __next__ / window"),
-    "idle_host_launch_fraction": ("fraction", "idle because the next op was launched late by the CPU / window"),
-    "idle_sync_fraction": ("fraction", "idle while the CPU blocks in a synchronizing call / window"),
-    "idle_launch_latency_fraction": ("fraction", "idle in gaps < 30 us between back-to-back launched ops / window"),
-    "idle_other_fraction": ("fraction", "idle with no other cause / window"),
-    "idle_short_launch_fraction": ("fraction", "host_launch and launch_latency idle inside idle gaps shorter than 1 ms / window: the many-small-gaps signature of a launch-bound loop"),
-    # DataLoader
-    "dataloader_fraction": ("fraction", "union of DataLoader __next__ spans / window"),
-    "dataloader_stall_fraction": ("fraction", "DataLoader spans while the GPU is idle / window"),
-    "dataloader_multiprocess": ("bool", "True when the iterator is multi-process, False single-process, None unknown"),
-    # kernels and launches
-    "kernel_count": ("count", "kernels in the trace"),
-    "kernel_median_ns": ("ns", "median kernel duration over the trace's kernels"),
-    "kernels_under_10us_fraction": ("fraction", "share of the trace's kernels shorter than 10 us (of kernel count)"),
-    "launches_per_ms": ("1/ms", "GPU op launches per millisecond of window"),
-    "launch_delay_p50_ns": ("ns", "median of GPU op start minus end of its launch call"),
-    "launch_delay_p95_ns": ("ns", "95th percentile launch delay"),
-    "cpu_launch_overhead_fraction": ("fraction", "CPU time in launch calls / window"),
-    "blocks_per_sm_mean": ("blocks", "duration-weighted mean of est. blocks per SM; None when unrecorded"),
-    "est_occupancy_mean": ("percent", "duration-weighted mean est. achieved occupancy; None when unrecorded"),
-    "sm_efficiency": ("fraction", "est. SM efficiency over the window, TensorBoard-plugin definition: min(sum of blocks per SM of running kernels, 1), time-averaged; first GPU; None when unrecorded"),
-    "graph_launches": ("count", "cudaGraphLaunch calls"),
-    "graph_kernels": ("count", "kernels that ran inside CUDA graphs"),
-    "graph_kernel_fraction": ("fraction", "kernels that ran inside CUDA graphs / kernels; None without kernels"),
-    # Tensor Cores
-    "tensor_core_fraction": ("fraction", "compute time in Tensor Core kernels / compute time"),
-    "tensor_core_unknown_fraction": ("fraction", "compute time in kernels whose Tensor Core use is unknown / compute time"),
-    "tc_eligible_non_tc_fraction": ("fraction", "compute time in matmul/conv/attention kernels not on Tensor Cores / compute time"),
-    "tensor_core_capable": ("bool", "the device has Tensor Cores (compute capability >= 7.0); None unknown"),
-    # model FLOPs and MFU (from recorded shapes; None when the trace records none)
-    "model_flops_per_step": ("FLOPs", "FLOPs of the model's matmul/conv/attention ops per step, forward and backward as recorded, recomputation excluded; None without shapes or steps"),
-    "hardware_flops_per_step": ("FLOPs", "FLOPs the GPU executed per step: model FLOPs plus recomputation (activation checkpointing, fused attention backward)"),
-    "achieved_tflops": ("TFLOP/s", "model FLOPs / step time (window length without steps)"),
-    "mfu": ("fraction", "achieved_tflops / the device's dense peak for the dtype carrying most FLOPs; None for an unknown GPU"),
-    "hfu": ("fraction", "hardware FLOPs per second / the same peak as mfu"),
-    "peak_tflops": ("TFLOP/s", "dense peak used for mfu (device and dtype in the flops_summary evidence)"),
-    "tensor_core_mfu": ("fraction", "achieved_tflops / the device's dense bf16/fp16 Tensor Core peak: the rate against what mixed precision can reach"),
-    "flops_counted_fraction": ("fraction", "compute kernel time launched by ops whose FLOPs are counted / compute kernel time"),
-    "fp32_flops_fraction": ("fraction", "share of model FLOPs in fp32 ops that did not run on Tensor Cores (not TF32)"),
-    "small_gemm_fraction": ("fraction", "compute time in matrix products whose shapes are memory-bound on this device (arithmetic intensity below peak / memory bandwidth) / compute time"),
-    "unfused_attention_fraction": ("fraction", "compute time in explicit softmax and unfused (math) attention ops / compute time"),
-    "roofline_gaps": ("name", "the ops (class, name, input shapes, dtype) whose distance to their roof costs the most step time, with the share of the roof each reaches and the share of the step it takes; None without a roofline"),
-    # model-formula estimates (tracedoc analyze --model CONFIG --tokens-per-step N; None otherwise)
-    "formula_flops_per_step": ("FLOPs", "training FLOPs per step from the model config: 3 x forward per token x tokens per step"),
-    "formula_mfu": ("fraction", "formula FLOPs per second / the same dense peak as mfu (the 16-bit Tensor Core peak when the trace gives no dtype)"),
-    "tokens_per_s": ("1/s", "tokens per step / step time"),
-    "samples_per_s": ("1/s", "sequences per step / step time"),
-    "trace_to_formula_flops_ratio": ("x", "model_flops_per_step counted from the trace / formula_flops_per_step"),
-    "memory_estimate_bytes": ("bytes", "estimated weights + gradients + optimizer states + activations per GPU"),
-    "max_micro_batch": ("count", "largest micro-batch whose memory estimate fits the device"),
-    # host sync
-    "sync_fraction": ("fraction", "CPU time in synchronizing calls / window"),
-    "sync_calls": ("count", "synchronizing calls (stream/device/event sync, sync memcpy, .item())"),
-    "sync_memcpy_count": ("count", "synchronous cudaMemcpy calls"),
-    "implicit_sync_calls": ("count", "calls that synchronize as a side effect (cudaFree/hipFree, cudaHostAlloc, empty_cache, pageable-copy launches, cudaMalloc while the allocator frees)"),
-    "implicit_sync_fraction": ("fraction", "CPU time in implicitly synchronizing calls / window"),
-    "idle_blocked_in_sync_fraction": ("fraction", "GPU idle while a launching thread is blocked in a synchronizing call, explicit or implicit (frees, allocations under pressure, pinned allocations, pageable copies, empty_cache), whatever idle cause the canonical split gave it / window"),
-    "idle_host_late_blocked_fraction": ("fraction", "host_launch idle in gaps of 1 ms or more while a launching thread is blocked in a synchronizing call / window: the part of the host-late idle that is a sync stall"),
-    "sync_blocked_longest_call_ns": ("ns", "GPU idle time inside the one synchronizing call (on a launching thread) that holds the most of it"),
-    "sync_blocked_longest_call_fraction": ("fraction", "sync_blocked_longest_call_ns / the idle time while blocked in synchronizing calls (of that idle, not of the window); None when there is none"),
-    "sync_blocked_longest_call": ("name", "that call and the innermost CPU op around it, e.g. 'cudaFree in aten::cudnn_convolution'; None when there is none"),
-    # memory
-    "memory_peak_allocated_bytes": ("bytes", "peak allocated device memory from [memory] events"),
-    "memory_peak_reserved_bytes": ("bytes", "peak reserved device memory from [memory] events"),
-    "device_memory_bytes": ("bytes", "total memory of the device"),
-    "memory_peak_fraction": ("fraction", "peak reserved (else allocated) / device memory; None when unknown"),
-    # gaps
-    "gap_max_ns": ("ns", "longest gap between GPU ops on one stream"),
-    "idle_gap_max_ns": ("ns", "longest stretch with no GPU op on any stream of the device, inside the window"),
-    "gap_p95_ns": ("ns", "95th percentile gap between GPU ops on a stream"),
-    # environment
-    "gpu_count": ("count", "devices with GPU ops"),
-    "compute_capability": ("version", "major.minor of the first GPU, e.g. 8.0; None unknown"),
-    "world_size": ("count", "ranks in the job; None unknown"),
-    "backend": ("name", "distributed backend used for CUDA tensors (nccl, gloo, ...); None unknown"),
-    "uses_data_parallel": ("bool", "torch.nn.DataParallel (single-process multi-GPU) ops are present"),
-    # trace health
-    "has_gpu_ops": ("bool", "the trace has CUDA/HIP kernels, memcpy or memset"),
-    "gpu_op_count": ("count", "kernels, memcpy and memset in the trace"),
-    "has_host_events": ("bool", "the trace has CPU ops or runtime (launch/sync) calls"),
-    "launch_link_fraction": ("fraction", "GPU ops linked to their launch call; None without GPU ops"),
-    "truncated": ("bool", "the file ended before the trace was complete"),
-    "runtime_calls": ("count", "CUDA/HIP runtime and driver API calls recorded on the host"),
-    "profiler_range_events": ("count", "CUPTI range-profiler records (per-kernel hardware counters, no kernel timings)"),
-    "clock_anomaly": ("bool", "GPU ops start before their launch call by more than 1 ms (clock skew)"),
-    # job view (tracedoc.job): None for a single trace; ranks of a job see the comm_*/link_* ones
-    "job_ranks": ("count", "ranks in the job view"),
-    "collectives_matched": ("count", "collective instances found on every member rank of their group"),
-    "job_step_time_p50_ns": ("ns", "median over ranks of each rank's median step time"),
-    "comm_wait_fraction": ("fraction", "share of the job's communication time spent waiting for the last rank to arrive (wait / (wait + transfer)), over matched collectives"),
-    "comm_top_collective": ("name", "collective type with the most transfer time in the job (all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, ...)"),
-    "comm_busbw_gbps": ("GB/s", "median bus bandwidth of the top collective's matched instances of 1 MB or more, from their transfer time"),
-    "link_busbw_gbps": ("GB/s", "typical bus bandwidth the job's links give (nccl-tests figures: NVLink by GPU inside one host, InfiniBand across hosts); None unknown"),
-    "straggler_count": ("count", "ranks that arrive last at most matched collectives and cost the others a significant wait"),
-    "straggler_rank": ("rank", "the straggler that costs the others the most wait"),
-    "straggler_cause": ("name", "category in which the straggler's time before its collectives exceeds the median rank's: compute, copy, dataloader, sync, host, other, unknown"),
-    "straggler_cause_ms_per_step": ("ms", "how much longer per step the straggler spends in its cause category than the median rank"),
-    "straggler_wait_ms_per_step": ("ms", "wait per step each other rank spends for the straggler"),
-    "straggler_wait_fraction": ("fraction", "straggler_wait_ms_per_step / the job's median step time"),
-    "straggler_arrived_last_fraction": ("fraction", "share of matched collectives the straggler arrives last at"),
-}
+from ..model.metrics import TRACE_METRICS, Metric
+
+# Every metric a rank's result holds, from the metric table (``tracedoc.model.metrics``): the
+# analyses' own (scope ``rank``) and the job view's (scope ``job``), which a single trace has as None.
+METRICS: dict[str, Metric] = TRACE_METRICS
 
 
 EVIDENCE: dict[str, str] = {
@@ -202,8 +82,7 @@ EVIDENCE: dict[str, str] = {
 
 
 def describe(name: str) -> str:
-    unit, meaning = METRICS[name]
-    return f"{name} [{unit}]: {meaning}"
+    return METRICS[name].describe()
 
 
 class ContractError(RuntimeError):
@@ -255,7 +134,7 @@ def analysis(*, produces: tuple[str, ...] = (), evidence: tuple[str, ...] = (), 
         undescribed = [m for m in entry.produces if m not in METRICS] + [t for t in entry.evidence if t not in EVIDENCE]
         if undescribed:
             raise ContractError(f"analysis {name} declares {', '.join(map(repr, undescribed))}, which "
-                                "registry.METRICS / EVIDENCE do not describe")
+                                "the metric table (tracedoc.model.metrics) / registry.EVIDENCE do not describe")
         for kind, names in (("metrics", entry.produces), ("evidence", entry.evidence), ("values", entry.provides)):
             for out in names:
                 other = PRODUCERS[kind].setdefault(out, name)

@@ -153,6 +153,12 @@ def cmd_analyze(args) -> int:
     for r in result.ranks:
         for w in r.warnings:
             print(f"tracedoc: warning: {w}", file=sys.stderr)
+    if result.job is not None and result.job.view is not None:
+        from ..checks import BUG_PREFIX
+
+        for issue in result.job.view.issues:
+            if issue.startswith(BUG_PREFIX):
+                print(f"tracedoc: warning: {issue}", file=sys.stderr)
     if args.rank is not None:
         have = [r.rank for r in result.ranks]
         if args.rank not in have:

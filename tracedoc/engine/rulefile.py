@@ -22,7 +22,8 @@ from ..labels import ADVICE_LABEL, LABELS, SEVERITIES, VERDICT_LABELS  # noqa: F
 from .expr import BOOL, NUM, STR, Expr, ExprError, compile_expr, suggest, value_type
 from .template import Template, compile_template
 from ..errors import TracedocError
-from ..logs.registry import LOG_METRICS
+from ..logs.registry import LOG_EVIDENCE_TABLES, LOG_METRICS
+from ..model.metrics import Metric
 from ..job.view import JOB_EVIDENCE
 from ..resources import data_dir
 
@@ -33,19 +34,10 @@ except ImportError:  # pragma: no cover - an install without its dependencies
 
 # Evidence tables a rule may cite: those some analysis declares it produces (``@analysis(evidence=...)``).
 EVIDENCE_TABLES: tuple[str, ...] = tuple(name for name in EVIDENCE if name in declared("evidence")) + JOB_EVIDENCE
-LOG_EVIDENCE_TABLES: tuple[str, ...] = (
-    "anomalies",
-    "nan_steps",
-    "loss_spikes",
-    "throughput_dips",
-    "periodic_stalls",
-    "lr_schedule",
-    "config_checks",
-)
 # What a rule reads: per-rank trace metrics, or the metrics of a training log and its config. A rule
 # is evaluated only on its own scope's metrics.
 SCOPE_TRACE, SCOPE_LOG = "trace", "log"
-SCOPES: dict[str, tuple[dict[str, tuple[str, str]], tuple[str, ...]]] = {
+SCOPES: dict[str, tuple[Mapping[str, Metric], tuple[str, ...]]] = {
     SCOPE_TRACE: (METRICS, EVIDENCE_TABLES),
     SCOPE_LOG: (LOG_METRICS, LOG_EVIDENCE_TABLES),
 }
@@ -63,9 +55,9 @@ _OPTIONAL = ("impact", "params", "evidence", "requires_no_other_verdict", "requi
 _DOCS_KEYS = ("what_it_detects", "why_it_matters", "references")
 
 
-def metric_type(name: str, registry: Mapping[str, tuple[str, str]] = METRICS) -> str:
+def metric_type(name: str, registry: Mapping[str, Metric] = METRICS) -> str:
     """Return the rule-language type of a registered metric, from its unit."""
-    unit = registry[name][0]
+    unit = registry[name].unit
     if unit == "bool":
         return BOOL
     if unit == "name":

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..model.metrics import metric_names
 from .config import ModelSpec, load_model_spec
 from .formulas import flops_per_token, param_count
 from .memory import USABLE_FRACTION, TrainSetup, estimate_memory, largest_micro_batch
 
 __all__ = ["EstimateRequest", "ModelSpec", "TrainSetup", "apply_estimate", "load_model_spec"]
 
-METRIC_NAMES = ("formula_flops_per_step", "formula_mfu", "tokens_per_s", "samples_per_s",
-                "trace_to_formula_flops_ratio", "memory_estimate_bytes", "max_micro_batch")
+METRIC_NAMES = metric_names(topic="estimate")  # the metric table's model-formula section
 # Trace and formula counts within this of each other agree: the formula leaves out norms, softmax and
 # element-wise work, and the trace may miss ops whose shapes were not recorded.
 AGREEMENT = 0.10

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..model.groups import distinct, isin
+from ..model.metrics import metric_names
 from ..model.stats import median, percentile
 from .checks import admit
 from .instances import RankTables
@@ -18,12 +19,8 @@ from .timing import time_instances
 from .whatif import straggler_removed
 
 TOP_COLLECTIVE_ROWS = 20
-# Metrics (names in the registry) the job view produces, for the job verdict and every rank of a job
-JOB_METRICS: tuple[str, ...] = (
-    "job_ranks", "collectives_matched", "job_step_time_p50_ns", "comm_wait_fraction", "comm_top_collective",
-    "comm_busbw_gbps", "link_busbw_gbps", "straggler_count", "straggler_rank", "straggler_cause",
-    "straggler_cause_ms_per_step", "straggler_wait_ms_per_step", "straggler_wait_fraction",
-    "straggler_arrived_last_fraction")
+# The metrics the job view produces, for the job verdict and every rank of a job (the metric table's job scope)
+JOB_METRICS: tuple[str, ...] = metric_names(scope="job")
 # Evidence tables of the job view that job rules may cite
 JOB_EVIDENCE: tuple[str, ...] = ("job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
 

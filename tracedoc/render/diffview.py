@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..analyses.registry import METRICS
+from ..model.metrics import TRACE_METRICS as METRICS
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..diff.model import DiffResult
@@ -186,7 +186,7 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
                                delta=f"cpu {o.delta_cpu_ms:+.3f}, gpu {o.delta_gpu_ms:+.3f}") for o in ops[:rows]],
         labels_gone=focus.labels.gone, labels_new=focus.labels.new, labels_kept=focus.labels.kept,
         metrics=[MetricRow(name=m.name, before=_num(m.before, m.unit), after=_num(m.after, m.unit),
-                           delta=_delta(m.delta, m.unit), change=m.change, meaning=METRICS[m.name][1])
+                           delta=_delta(m.delta, m.unit), change=m.change, meaning=METRICS[m.name].meaning)
                  for m in notable[: rows * 2]],
         ranks=ranks[: rows * 4],
         focus=(f"rank {focus.rank_before}" if focus.rank_before == focus.rank_after else

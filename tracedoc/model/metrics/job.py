@@ -1,0 +1,34 @@
+"""The job view's metrics: what matching collectives across the ranks of a directory yields.
+
+None for a single trace; every rank of a job carries the communication ones (``comm_*``, ``link_*``)."""
+
+from __future__ import annotations
+
+from .metric import HIGHER, LOWER, Metric, topic
+
+JOB_METRICS: tuple[Metric, ...] = (
+    *topic("job", "job", (
+        Metric("job_ranks", "count", None, "ranks in the job view"),
+        Metric("collectives_matched", "count", None, "collective instances found on every member rank of their group"),
+        Metric("job_step_time_p50_ns", "ns", LOWER, "median over ranks of each rank's median step time"),
+        Metric("comm_wait_fraction", "fraction", LOWER, "share of the job's communication time spent waiting for the "
+               "last rank to arrive (wait / (wait + transfer)), over matched collectives"),
+        Metric("comm_top_collective", "name", None, "collective type with the most transfer time in the job "
+               "(all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, ...)"),
+        Metric("comm_busbw_gbps", "GB/s", HIGHER, "median bus bandwidth of the top collective's matched instances of "
+               "1 MB or more, from their transfer time"),
+        Metric("link_busbw_gbps", "GB/s", None, "typical bus bandwidth the job's links give (nccl-tests figures: "
+               "NVLink by GPU inside one host, InfiniBand across hosts); None unknown"),
+        Metric("straggler_count", "count", LOWER, "ranks that arrive last at most matched collectives and cost the "
+               "others a significant wait"),
+        Metric("straggler_rank", "rank", None, "the straggler that costs the others the most wait"),
+        Metric("straggler_cause", "name", None, "category in which the straggler's time before its collectives "
+               "exceeds the median rank's: compute, copy, dataloader, sync, host, other, unknown"),
+        Metric("straggler_cause_ms_per_step", "ms", LOWER, "how much longer per step the straggler spends in its "
+               "cause category than the median rank"),
+        Metric("straggler_wait_ms_per_step", "ms", LOWER, "wait per step each other rank spends for the straggler"),
+        Metric("straggler_wait_fraction", "fraction", LOWER, "straggler_wait_ms_per_step / the job's median step time"),
+        Metric("straggler_arrived_last_fraction", "fraction", LOWER, "share of matched collectives the straggler "
+               "arrives last at"),
+    )),
+)
