@@ -67,3 +67,19 @@ def test_cupti_counters_trace_names_the_range_profiler(capsys):
     out = capsys.readouterr().out
     assert "CUPTI range profiler" in out and "77 per-kernel hardware-counter records" in out
     assert "activities=[ProfilerActivity.CPU" not in out
+
+
+def test_every_label_has_a_meaning_in_explain_and_in_reports(capsys):
+    """Each label any rule may give says what it means, beside the label and with a rule's docs."""
+    from tracedoc.labels import LABELS, MEANINGS, label_meaning
+
+    assert set(MEANINGS) == set(LABELS)
+    assert all(len(label_meaning(label)) > 10 for label in LABELS)
+    given = {r.label for r in load_rules(())}
+    assert given <= set(LABELS)
+    for label in sorted(given):
+        code, out, _ = explain(capsys, label)
+        assert code == 0 and out.splitlines()[0] == f"{label}: {label_meaning(label)}"
+    rule = next(r for r in load_rules(()) if r.label == "straggler_bound")
+    code, out, _ = explain(capsys, rule.id)
+    assert f"Label straggler_bound: {label_meaning('straggler_bound')}" in out

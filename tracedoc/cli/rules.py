@@ -117,10 +117,9 @@ def label_lines(label: str, rules: list["Rule"], values: dict[str, dict[str, Any
     """Yield rich renderables listing the rules that give findings the label ``label``."""
     from rich.text import Text
 
-    from ..render.viewmodel import LABEL_MEANINGS
+    from ..labels import label_meaning
 
-    meaning = LABEL_MEANINGS.get(label)
-    yield Text.assemble((label, "bold"), f": {meaning}" if meaning else "")
+    yield Text.assemble((label, "bold"), f": {label_meaning(label)}")
     yield Text("1 rule gives this label:" if len(rules) == 1 else f"{len(rules)} rules give this label:")
     for rule in rules:
         yield Text.assemble(("  " + rule.id, "bold"), f" {rule.name} ({rule.severity}): {rule.title}")
@@ -142,9 +141,12 @@ def explain_lines(rule: "Rule", values: dict[str, Any] | None = None) -> Iterabl
     from rich.markup import escape
     from rich.text import Text
 
+    from ..labels import label_meaning
+
     values = {p.name: p.default for p in rule.params.values()} | dict(values or {})
     yield Text.assemble((f"{rule.id} {rule.name}", "bold"), f"  ({rule.label}, {rule.severity}; {rule.scope} rule)")
     yield Text(rule.title, style="italic")
+    yield Text.assemble(("Label ", "dim"), (rule.label, "bold"), f": {label_meaning(rule.label)}")
     yield ""
     sections = (("What it detects", rule.docs["what_it_detects"]), ("Why it matters", rule.docs["why_it_matters"]))
     for heading, text in sections:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..analyses.idle import CAUSES as IDLE_CAUSES
 from ..engine.evaluate import Finding, Verdict
+from ..labels import label_meaning
 from .charts import gpu_figures, kernel_class_bar, memory_view
 from .cells import MAIN_TABLES, build_table, fmt_cell, shorten, version_text
 from .efficiency import efficiency_items, efficiency_line
@@ -26,23 +27,12 @@ from .views import (Caps, DataLoaderView, FindingView, HealthView, IdleCause, In
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult, RankResult, RankRow
 
-__all__ = ["Caps", "LABEL_MEANINGS", "SEGMENTS", "build_rank", "build_report"]
+__all__ = ["Caps", "SEGMENTS", "build_rank", "build_report"]
 
 SEGMENTS = (("compute", "compute"), ("exposed_comm", "exposed communication"),
             ("memcpy", "memcpy/memset (not overlapped)"),
             *((f"idle_{c}", CAUSE_LABELS[c]) for c in IDLE_CAUSES))
 
-LABEL_MEANINGS = {
-    "io_bound": "the GPU waits on the input pipeline",
-    "comm_bound": "exposed communication takes a large share of the step",
-    "small_batch_bound": "the GPU is starved by the host launching many short kernels",
-    "sync_bound": "host synchronizations stall the pipeline",
-    "h2d_copy_bound": "host-to-device copies dominate",
-    "low_tensor_core_use": "compute runs mostly outside Tensor Cores",
-    "memory_pressure": "peak memory is close to the device limit",
-    "compute_bound": "the GPU is busy with compute (healthy)",
-    "advice": "worth a look, not a bottleneck label",
-}
 # A finding that explains less than this share of the step (of the window without steps) is "minor":
 # reports list it apart, and the verdict names only the labels of findings above it. Where a critical-path
 # replay predicts the fix's gain, a finding is minor only when both that gain and the cause's share of the
@@ -172,7 +162,7 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
     return FindingView(
         rule_id=f.rule_id, name=f.name, label=f.label, severity=f.severity, title=f.title,
         message=f.message, confidence=f.confidence, is_verdict=f.is_verdict,
-        label_meaning=LABEL_MEANINGS.get(f.label, ""),
+        label_meaning=label_meaning(f.label),
         impact_ms=impact_ms, impact_of=f"the {per}",
         impact_pct=None if frac is None else fmt_pct(frac),
         impact_width=0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
@@ -222,7 +212,7 @@ def _verdict(v: Verdict | None, findings: list[FindingView], every: list[Finding
     confidence = top.confidence if status == "findings" and top else v.confidence
     return VerdictView(status=status, labels=labels, confidence=confidence, headline=headline,
                        impact=impact or None, withheld=v.withheld,
-                       label_meanings=[{"label": lb, "meaning": LABEL_MEANINGS.get(lb, "")} for lb in labels])
+                       label_meanings=[{"label": lb, "meaning": label_meaning(lb)} for lb in labels])
 
 
 def _summary(m: dict) -> list[Item]:
