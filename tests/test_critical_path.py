@@ -13,6 +13,7 @@ from trace_builder import TraceBuilder
 from tracedoc.analyses import classify as C
 from tracedoc.analyses import links
 from tracedoc.analyses.critical_path import Arrivals, critical_path
+from tracedoc.render.format import fmt_what_if
 from tracedoc.analyses.critical_path import graph as G
 from tracedoc.analyses.critical_path import solve as S
 from tracedoc.analyses.critical_path import whatif as W
@@ -221,7 +222,7 @@ def test_findings_carry_the_what_if_and_rank_by_predicted_gain(tmp_path):
     assert w["gain_ms"] == pytest.approx(w["step_ms_before"] - w["step_ms_after"], abs=1e-3)
     assert io.impact_ms_per_step == pytest.approx(w["gain_ms"], abs=1e-3)
     assert w["method"].startswith("critical-path replay")
-    assert "→ ~" in io.what_if_text and io.what_if_text.endswith("%")
+    assert "→ ~" in fmt_what_if(io.what_if) and fmt_what_if(io.what_if).endswith("%")
     impacts = [f.impact_fraction for f in result.verdicts[0].findings if f.impact_fraction is not None]
     assert impacts == sorted(impacts, reverse=True)
 

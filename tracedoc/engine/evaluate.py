@@ -56,22 +56,6 @@ class Finding:
     def is_verdict(self) -> bool:
         return self.label != ADVICE_LABEL
 
-    @property
-    def what_if_text(self) -> str | None:
-        """``step 176 ms → ~121 ms, −31%`` (an upper bound says so)."""
-        return self.what_if_line()
-
-    def what_if_line(self, per: str = "step") -> str | None:
-        """The prediction in words; ``per`` names the repeating unit (``iteration`` without step spans)."""
-        w = self.what_if
-        if not w or not w.get("step_ms_before"):
-            return None
-        before, after = w["step_ms_before"], w["step_ms_after"]
-        pct = 100.0 * (after - before) / before
-        bound = w["method"].startswith("upper bound")
-        return (f"{per} {_ms(before)} → {'≥ ' if bound else '~'}{_ms(after)}, "
-                f"{'up to ' if bound else ''}−{abs(pct):.0f}%" + (" (upper bound)" if bound else ""))
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "rule_id": self.rule_id,
@@ -99,10 +83,6 @@ class Finding:
                    evidence={k: [dict(r) for r in v] for k, v in d["evidence"].items()}, fixes=list(d["fixes"]),
                    expect=d["expect"], confidence=d["confidence"], params=dict(d.get("params") or {}),
                    what_if=dict(d["what_if"]) if d.get("what_if") is not None else None)
-
-
-def _ms(value: float) -> str:
-    return f"{value:.0f} ms" if value >= 10 else f"{value:.2g} ms"
 
 
 @dataclass

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..model.metrics import TRACE_METRICS as METRICS
+from .format import fmt_unit, fmt_unit_delta, ms_figure
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..diff.model import DiffResult
@@ -97,35 +98,6 @@ class DiffView:
     left_out: dict[str, int] = field(default_factory=dict)
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f}"
-
-
-def _signed_ms(ns: float) -> str:
-    return f"{ns / 1e6:+.3f}"
-
-
-def _num(v: float | None, unit: str) -> str:
-    if v is None:
-        return "n/a"
-    if unit == "fraction":
-        return f"{100 * v:.1f}%"
-    if unit == "ns":
-        return f"{v / 1e6:.3f} ms" if abs(v) >= 1e5 else f"{v / 1e3:.1f} µs"
-    if unit == "bytes":
-        return f"{v / 2**20:.1f} MiB"
-    return f"{v:.4g}"
-
-
-def _delta(v: float | None, unit: str) -> str:
-    if v is None:
-        return "n/a"
-    if unit == "fraction":
-        return f"{100 * v:+.1f} pp"
-    text = _num(abs(v), unit)
-    return ("+" if v >= 0 else "-") + text
-
-
 def _count(v: float) -> str:
     return f"{v:.0f}" if abs(v - round(v)) < 0.05 or abs(v) >= 100 else f"{v:.1f}"
 
@@ -136,14 +108,14 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
     att = d.attribution_ns
     cats = []
     for c in att:
-        cats.append(CategoryRow(category=c, before_ms=_ms(d.before.category_ns[c]), after_ms=_ms(d.after.category_ns[c]),
-                                delta_ms=_signed_ms(att[c]), before_pct=100 * d.before.category_ns[c] / longest,
+        cats.append(CategoryRow(category=c, before_ms=ms_figure(d.before.category_ns[c]), after_ms=ms_figure(d.after.category_ns[c]),
+                                delta_ms=ms_figure(att[c], signed=True), before_pct=100 * d.before.category_ns[c] / longest,
                                 after_pct=100 * d.after.category_ns[c] / longest, sign=(att[c] > 0) - (att[c] < 0)))
         split = d.comm_split
         if c == "exposed_comm" and split:
             for i, part in enumerate(("  wait", "  transfer")):
                 b, a = split["before"][i], split["after"][i]
-                cats.append(CategoryRow(category=part, before_ms=_ms(b), after_ms=_ms(a), delta_ms=_signed_ms(a - b),
+                cats.append(CategoryRow(category=part, before_ms=ms_figure(b), after_ms=ms_figure(a), delta_ms=ms_figure(a - b, signed=True),
                                         before_pct=100 * b / longest, after_pct=100 * a / longest,
                                         sign=(a > b) - (a < b)))
 
@@ -166,13 +138,13 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
             a = p.attribution_ns
             top = max(a, key=lambda c: abs(a[c]))
             ranks.append(RankRow(rank=str(p.rank_before) if p.rank_before == p.rank_after else f"{p.rank_before} / {p.rank_after}",
-                                 before_ms=_ms(p.before.step_ns), after_ms=_ms(p.after.step_ns),
-                                 delta=_signed_ms(p.step_delta_ns), top=f"{top} {_signed_ms(a[top])} ms" if a[top] else "-"))
+                                 before_ms=ms_figure(p.before.step_ns), after_ms=ms_figure(p.after.step_ns),
+                                 delta=ms_figure(p.step_delta_ns, signed=True), top=f"{top} {ms_figure(a[top], signed=True)} ms" if a[top] else "-"))
     pct = d.step_pct
     return DiffView(
         before_path=d.before_path, after_path=d.after_path, before_kind=d.before_kind, after_kind=d.after_kind,
         verdict=d.verdict, verdict_words=VERDICT_WORDS[d.verdict], headline=headline(d),
-        step_before=_ms(d.before.step_ns), step_after=_ms(d.after.step_ns), step_delta=_signed_ms(d.step_delta_ns),
+        step_before=ms_figure(d.before.step_ns), step_after=ms_figure(d.after.step_ns), step_delta=ms_figure(d.step_delta_ns, signed=True),
         step_pct=f"{pct:+.1f}%" if pct is not None else "n/a",
         basis=_basis(d),
         categories=cats,
@@ -185,8 +157,8 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
                                gpu_ms=f"{o.gpu_ms_before:.3f} → {o.gpu_ms_after:.3f}",
                                delta=f"cpu {o.delta_cpu_ms:+.3f}, gpu {o.delta_gpu_ms:+.3f}") for o in ops[:rows]],
         labels_gone=focus.labels.gone, labels_new=focus.labels.new, labels_kept=focus.labels.kept,
-        metrics=[MetricRow(name=m.name, before=_num(m.before, m.unit), after=_num(m.after, m.unit),
-                           delta=_delta(m.delta, m.unit), change=m.change, meaning=METRICS[m.name].meaning)
+        metrics=[MetricRow(name=m.name, before=fmt_unit(m.before, m.unit), after=fmt_unit(m.after, m.unit),
+                           delta=fmt_unit_delta(m.delta, m.unit), change=m.change, meaning=METRICS[m.name].meaning)
                  for m in notable[: rows * 2]],
         ranks=ranks[: rows * 4],
         focus=(f"rank {focus.rank_before}" if focus.rank_before == focus.rank_after else
@@ -212,14 +184,14 @@ def _basis(d: "DiffResult") -> str:
 def headline(d: "DiffResult") -> str:
     """One sentence: the step change, its verdict, what led it and the kernels that came or went."""
     pct = d.step_pct
-    change = f"{_ms(d.before.step_ns)} → {_ms(d.after.step_ns)} ms per step"
+    change = f"{ms_figure(d.before.step_ns)} → {ms_figure(d.after.step_ns)} ms per step"
     if pct is not None:
         change += f" ({pct:+.1f}%)"
     text = f"Step time {change}: {VERDICT_WORDS[d.verdict]}"
     att = d.attribution_ns
     led = d.led_by()
     if led and d.verdict in ("regression", "improvement"):
-        text += ", led by " + ", ".join(f"{c} {_signed_ms(att[c])} ms" for c in led[:3])
+        text += ", led by " + ", ".join(f"{c} {ms_figure(att[c], signed=True)} ms" for c in led[:3])
     focus = d.focus_pair
     new = [k for k in focus.new_kernels if k.ms_after > 0 or k.count_after > 0]
     if new and d.verdict != "no_change":

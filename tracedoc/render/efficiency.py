@@ -2,20 +2,7 @@
 
 from __future__ import annotations
 
-from .format import fmt_bytes, fmt_pct
-
-
-def fmt_flops(v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
-        if abs(v) >= scale:
-            return f"{v / scale:.2f} {unit}"
-    return f"{v:.0f} FLOP"
-
-
-def fmt_tflops(v: float | None) -> str:
-    return "n/a" if v is None else (f"{v:.1f} TFLOP/s" if v >= 1 else f"{v:.3g} TFLOP/s")
+from .format import fmt_bytes, fmt_flops, fmt_pct, fmt_tflops
 
 
 def mfu_text(m: dict, evidence: dict) -> str:

@@ -1,6 +1,13 @@
-"""Number formatting shared by every renderer."""
+"""Numbers as text for people: the one module every renderer formats values with.
+
+Units follow the value's name (``*_ns``, ``*_ms``, ``*_bytes``, ``*_fraction``); ``n/a`` (or the
+dash a table asks for) stands for a value that could not be measured, never zero.
+"""
 
 from __future__ import annotations
+
+import math
+from typing import Any
 
 
 def fmt_pct(v: float | None, digits: int = 1) -> str:
@@ -10,6 +17,7 @@ def fmt_pct(v: float | None, digits: int = 1) -> str:
 
 
 def fmt_ns(v: float | int | None) -> str:
+    """A duration in ns in the unit that reads best: ``830 ns``, ``12.5 µs``, ``4.2 ms``, ``1.05 s``."""
     if v is None:
         return "n/a"
     v = float(v)
@@ -23,6 +31,21 @@ def fmt_ns(v: float | int | None) -> str:
     return f"{v:.0f} ns"
 
 
+def fmt_ms(v: float | None, digits: int = 1, missing: str = "—") -> str:
+    """A duration in ms with a fixed number of decimals: ``1,234.5 ms`` (tables of ranks and collectives)."""
+    return missing if v is None else f"{v:,.{digits}f} ms"
+
+
+def fmt_ms_short(v: float) -> str:
+    """A step time in ms in two significant figures at most below 10 ms: ``176 ms``, ``4.2 ms``."""
+    return f"{v:.0f} ms" if v >= 10 else f"{v:.2g} ms"
+
+
+def ms_figure(ns: float, signed: bool = False) -> str:
+    """ns as a bare figure in ms with three decimals (a column headed ``ms``): ``12.345``, ``+0.120``."""
+    return f"{ns / 1e6:+.3f}" if signed else f"{ns / 1e6:.3f}"
+
+
 def fmt_bytes(v: float | int | None) -> str:
     if v is None:
         return "n/a"
@@ -32,6 +55,65 @@ def fmt_bytes(v: float | int | None) -> str:
             return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
         v /= 1024
     return f"{v:.1f} TiB"
+
+
+def fmt_flops(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    for unit, scale in (("PFLOP", 1e15), ("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6)):
+        if abs(v) >= scale:
+            return f"{v / scale:.2f} {unit}"
+    return f"{v:.0f} FLOP"
+
+
+def fmt_tflops(v: float | None) -> str:
+    return "n/a" if v is None else (f"{v:.1f} TFLOP/s" if v >= 1 else f"{v:.3g} TFLOP/s")
+
+
+def fmt_unit(v: float | None, unit: str) -> str:
+    """A metric's value by its unit (the metric table's): fractions in %, ns in µs or ms, bytes in MiB."""
+    if v is None:
+        return "n/a"
+    if unit == "fraction":
+        return f"{100 * v:.1f}%"
+    if unit == "ns":
+        return f"{v / 1e6:.3f} ms" if abs(v) >= 1e5 else f"{v / 1e3:.1f} µs"
+    if unit == "bytes":
+        return f"{v / 2**20:.1f} MiB"
+    return f"{v:.4g}"
+
+
+def fmt_unit_delta(v: float | None, unit: str) -> str:
+    """A change of a metric: fractions in percentage points, others signed in the value's unit."""
+    if v is None:
+        return "n/a"
+    if unit == "fraction":
+        return f"{100 * v:+.1f} pp"
+    return ("+" if v >= 0 else "-") + fmt_unit(abs(v), unit)
+
+
+def fmt_value(v: Any, spec: str = ".4g") -> str:
+    """Any metric value: a number with ``spec``, yes/no, a name as it is, n/a for None."""
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return format(v, spec) if math.isfinite(v) else str(v)
+    return str(v)
+
+
+def fmt_what_if(what_if: dict | None, per: str = "step") -> str | None:
+    """A finding's predicted step time in words: ``step 176 ms → ~121 ms, −31%`` (an upper bound says so);
+    ``per`` names the repeating unit (``iteration`` without step spans)."""
+    w = what_if
+    if not w or not w.get("step_ms_before"):
+        return None
+    before, after = w["step_ms_before"], w["step_ms_after"]
+    pct = 100.0 * (after - before) / before
+    bound = w["method"].startswith("upper bound")
+    return (f"{per} {fmt_ms_short(before)} → {'≥ ' if bound else '~'}{fmt_ms_short(after)}, "
+            f"{'up to ' if bound else ''}−{abs(pct):.0f}%" + (" (upper bound)" if bound else ""))
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:

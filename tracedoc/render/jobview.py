@@ -7,9 +7,9 @@ text, Markdown and HTML renderers. Values are formatted here; templates only lay
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .format import fmt_pct
+from .format import fmt_ms, fmt_pct, fmt_what_if
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
@@ -17,10 +17,6 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_HEATMAP_RANKS = 256
 MAX_HEATMAP_STEPS = 64
 SEGMENTS = ("compute", "copy", "dataloader", "sync", "host", "other", "wait", "transfer")
-
-
-def _ms(v: Any, digits: int = 1) -> str:
-    return "—" if v is None else f"{v:,.{digits}f} ms"
 
 
 def not_analysed(result: "AnalysisResult") -> list[str]:
@@ -35,7 +31,7 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
         return None
     v = holder.verdict
     findings = [{"rule_id": f.rule_id, "label": f.label, "title": f.title, "message": f.message,
-                 "fixes": list(f.fixes), "expect": f.expect, "what_if": f.what_if_text,
+                 "fixes": list(f.fixes), "expect": f.expect, "what_if": fmt_what_if(f.what_if),
                  "what_if_method": (f.what_if or {}).get("method"),
                  "impact": (f"{f.impact_ms_per_step:.1f} ms per step ({fmt_pct(f.impact_fraction)} of the step)"
                             if f.impact_ms_per_step is not None else None)}
@@ -63,14 +59,14 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
             "line": (f"rank {s['rank']} arrives last at {fmt_pct(s['arrived_last_fraction'])} of the matched "
                      f"collectives and costs every other rank {s['wait_cost_ms_per_step']:.1f} ms of wait per step; "
                      f"cause: {s['cause_text']}"),
-            "breakdown": [[row["category"], _ms(row["rank_ms_per_step"], 2), _ms(row["median_ms_per_step"], 2),
-                           _ms(row["excess_ms_per_step"], 2)] for row in s["breakdown"]],
+            "breakdown": [[row["category"], fmt_ms(row["rank_ms_per_step"], 2), fmt_ms(row["median_ms_per_step"], 2),
+                           fmt_ms(row["excess_ms_per_step"], 2)] for row in s["breakdown"]],
         })
-    ranks_rows = [[str(r["rank"]), _ms(r["step_p50_ms"]), _ms(r["step_p95_ms"]), _ms(r["wait_ms_per_step"], 2),
-                   fmt_pct(r["arrived_last_fraction"]), _ms(r["lateness_ms_per_step"], 2),
+    ranks_rows = [[str(r["rank"]), fmt_ms(r["step_p50_ms"]), fmt_ms(r["step_p95_ms"]), fmt_ms(r["wait_ms_per_step"], 2),
+                   fmt_pct(r["arrived_last_fraction"]), fmt_ms(r["lateness_ms_per_step"], 2),
                    "straggler" if r["straggler"] else ""] for r in job.rank_rows[:rank_cap]]
     colls = [[c["collective"], "—" if c["bytes"] is None else f"{c['bytes']:,}", str(c["count"]),
-              _ms(c["transfer_p50_ms"], 2), _ms(c["skew_p50_ms"], 2), _ms(c["wait_mean_ms"], 2),
+              fmt_ms(c["transfer_p50_ms"], 2), fmt_ms(c["skew_p50_ms"], 2), fmt_ms(c["wait_mean_ms"], 2),
               "—" if c["busbw_p50_gbps"] is None else f"{c['busbw_p50_gbps']:.1f}"] for c in job.collective_rows]
     return {
         "labels": labels,

@@ -8,10 +8,11 @@ them) reaches the page through Jinja autoescaping, and the Markdown through ``md
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from .format import fmt_value
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..logs.report import LogResult
@@ -19,16 +20,6 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_CHART_POINTS = 1200
 MAX_ANOMALY_ROWS = 50
 CHART_W, CHART_H, PAD_L, PAD_R, PAD_T, PAD_B = 900, 220, 64, 12, 10, 26
-
-
-def _fmt(v: Any, spec: str = ".4g") -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return format(v, spec) if math.isfinite(v) else str(v)
-    return str(v)
 
 
 def _where(a: dict[str, Any]) -> str:
@@ -42,15 +33,15 @@ def summary_lines(result: "LogResult") -> list[str]:
     if m["loss_logged"]:
         ma = result.analysis.charts.get("loss_ma")
         last_ma = float(ma[-1]) if ma is not None and ma.size and np.isfinite(ma[-1]) else None
-        lines.append(f"loss: moving average over {result.analysis.charts.get('window')} points ends at {_fmt(last_ma)}; "
-                     f"NaN/inf {_fmt(m['loss_nonfinite_count'])}; spike episodes {_fmt(m['loss_spike_count'])}; "
-                     f"diverging {_fmt(m['divergence'])}")
+        lines.append(f"loss: moving average over {result.analysis.charts.get('window')} points ends at {fmt_value(last_ma)}; "
+                     f"NaN/inf {fmt_value(m['loss_nonfinite_count'])}; spike episodes {fmt_value(m['loss_spike_count'])}; "
+                     f"diverging {fmt_value(m['divergence'])}")
     if m["throughput_p50"] is not None:
         stall = (f"; slow step every {m['periodic_stall_period_steps']} steps x{m['periodic_stall_count']}"
                  if m["periodic_stall_period_steps"] else "; no periodic stall")
-        lines.append(f"throughput ({m['throughput_unit']}): P10 {_fmt(m['throughput_p10'], ',.4g')}, "
-                     f"P50 {_fmt(m['throughput_p50'], ',.4g')}, P90 {_fmt(m['throughput_p90'], ',.4g')}; "
-                     f"dip episodes {m['throughput_dip_count']} ({_fmt(m['throughput_dip_lost_fraction'], '.1%')} of the time)"
+        lines.append(f"throughput ({m['throughput_unit']}): P10 {fmt_value(m['throughput_p10'], ',.4g')}, "
+                     f"P50 {fmt_value(m['throughput_p50'], ',.4g')}, P90 {fmt_value(m['throughput_p90'], ',.4g')}; "
+                     f"dip episodes {m['throughput_dip_count']} ({fmt_value(m['throughput_dip_lost_fraction'], '.1%')} of the time)"
                      + stall)
     if m["lr_schedule"]:
         lines.append(f"learning rate: {m['lr_schedule']}")
@@ -91,7 +82,7 @@ def render_log_text(result: "LogResult") -> str:
 
 
 def _details(a: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={_fmt(v)}" for k, v in a.items() if k not in ("kind", "step", "start_step", "end_step"))
+    return ", ".join(f"{k}={fmt_value(v)}" for k, v in a.items() if k not in ("kind", "step", "start_step", "end_step"))
 
 
 def render_log_md(result: "LogResult") -> str:
@@ -202,7 +193,7 @@ def render_log_html(result: "LogResult") -> str:
             "labels": result.labels, "findings": [f.to_dict() for f in result.findings],
             "config_checks": result.config_checks, "anomalies": result.anomalies[:500],
             "anomaly_count": len(result.anomalies), "notes": result.analysis.notes, "warnings": result.warnings,
-            "charts": charts(result), "where": _where, "fmt": _fmt,
+            "charts": charts(result), "where": _where, "fmt": fmt_value,
             "size": {"w": CHART_W, "h": CHART_H, "l": PAD_L, "r": PAD_R, "t": PAD_T, "b": PAD_B}}
     return env.get_template("log.html.j2").render(report=view, css=markupsafe.Markup(asset("report.css")))
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TracedocError, UsageError
 from ..outfiles import write_atomic
+from .format import fmt_what_if
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
@@ -125,7 +126,7 @@ def _finding_events(pid: int, rank, verdict) -> list[dict]:
     for k, f in enumerate(verdict.findings):
         tid = TRACK_FINDINGS + k
         out.append(_meta(pid, tid, "thread_name", f"finding · {f.label} · {f.rule_id}"))
-        args = {"message": f.message, "what_if": f.what_if_text, "impact_ms_per_step": f.impact_ms_per_step,
+        args = {"message": f.message, "what_if": fmt_what_if(f.what_if), "impact_ms_per_step": f.impact_ms_per_step,
                 "fixes": list(f.fixes)[:3]}
         for s, e, name in spans:
             out.append(_slice(pid, tid, f"[{f.label}] {f.title}", s, e, "tracedoc.finding", "bad" if f.is_verdict

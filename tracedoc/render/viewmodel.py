@@ -17,7 +17,7 @@ from ..labels import label_meaning
 from .charts import gpu_figures, kernel_class_bar, memory_view
 from .cells import MAIN_TABLES, build_table, fmt_cell, shorten, version_text
 from .efficiency import efficiency_items, efficiency_line
-from .format import fmt_ns, fmt_pct
+from .format import fmt_ns, fmt_pct, fmt_what_if
 from .roofline import build_roofline
 from .timeline import CAUSE_LABELS, build_timeline
 from .views import (Caps, DataLoaderView, FindingView, HealthView, IdleCause, InputView, Item, KernelsView,
@@ -167,7 +167,7 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
         impact_pct=None if frac is None else fmt_pct(frac),
         impact_width=0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
         fixes=list(f.fixes), expect=f.expect, minor=_minor(f),
-        what_if=f.what_if_line(per if per in ("step", "iteration") else "window"),
+        what_if=fmt_what_if(f.what_if, per if per in ("step", "iteration") else "window"),
         what_if_method=(f.what_if or {}).get("method"),
         evidence=[build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
                               key=table)
