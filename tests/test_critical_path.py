@@ -12,7 +12,7 @@ from trace_builder import TraceBuilder
 
 from tracedoc.analyses import classify as C
 from tracedoc.analyses import links
-from tracedoc.analyses.critical_path import Arrivals, critical_path
+from tracedoc.analyses.critical_path import critical_path
 from tracedoc.render.format import fmt_what_if
 from tracedoc.analyses.critical_path import graph as G
 from tracedoc.analyses.critical_path import solve as S
@@ -60,9 +60,9 @@ def measured_step_ms(path) -> float:
     return float(np.diff(np.r_[steps.cpu_start_ns[0], done]).mean()) / 1e6
 
 
-def predicted(path, fix: str, arrivals=None) -> W.Prediction:
+def predicted(path, fix: str) -> W.Prediction:
     trace, steps, comm = _graph(path)
-    cp = critical_path(trace, steps, comm, arrivals)
+    cp = critical_path(trace, steps, comm)
     assert cp.available, cp.reason
     return cp.predictions[fix]
 
@@ -196,21 +196,6 @@ def test_exposed_comm_not_on_the_path(tmp_path):
     # moving it shifts every completion alike: the DataLoader sets the interval.
     trace, steps, comm = _graph(before)
     assert critical_path(trace, steps, comm).steps[3]["comm_ns"] == 3_000_000
-
-
-def test_straggler_lateness_removed(tmp_path):
-    """The all-reduce kernel runs 4 ms because the other rank arrives 3 ms late; the transfer is 1 ms.
-    Without the lateness the step is 6 + 1 + 1 = 8 ms instead of 11."""
-    before = comm_loop(tmp_path, False)
-    trace, steps, comm = _graph(before)
-    rows = np.flatnonzero(comm)
-    own = trace.gpu_ops["start_ns"][rows]
-    arrivals = Arrivals(gpu_row=rows, last_arrival_ns=own + 3_000_000, on_time_arrival_ns=own)
-    cp = critical_path(trace, steps, comm, arrivals)
-    assert cp.steps[3]["comm_wait_ns"] == 3_000_000
-    assert cp.steps[3]["comm_transfer_ns"] == 1_000_000
-    p = cp.predictions["straggler"]
-    assert_close(p.step_ms_after, measured_step_ms(comm_loop(tmp_path, False, comm_us=1000.0)))
 
 
 def test_findings_carry_the_what_if_and_rank_by_predicted_gain(tmp_path):

@@ -4,10 +4,9 @@ Input: the matched instances' timing (``timing.Timing``: per member its arrival 
 instance its last arrival, clocks aligned) and each rank's step table. Output: the prediction
 ``{step_ms_before, step_ms_after, gain_ms, method}`` that the ``straggler_bound`` finding carries.
 
-Why not the critical-path replay (``analyses/critical_path``, whose graph takes ``Arrivals``): the
-ranks' traces and graphs live in their workers and are gone by the time the job step matches
-collectives across ranks; shipping graphs back would break the job step's O(ranks x collectives)
-budget. The job step replays the collectives themselves instead, in lockstep:
+Why not the critical-path replay of each rank (``analyses/critical_path``): the ranks' traces and
+graphs live in their workers and are gone by the time the job step matches collectives across
+ranks; shipping graphs back would break the job step's O(ranks x collectives) budget. The job step replays the collectives themselves instead, in lockstep:
 
 - each rank's time between two of its collectives is its own work, kept as recorded; what a rank
   does after a collective starts when the collective does, so a collective that starts (and ends)

@@ -20,11 +20,10 @@ from ..window import Steps
 from . import graph as G
 from . import solve as S
 from . import whatif as W
-from .graph import Arrivals
 
 MIN_LINK_FRACTION = 0.5  # below this share of GPU ops linked to their launch, replays are not trusted
 
-__all__ = ["Arrivals", "CriticalPath", "critical_path"]
+__all__ = ["CriticalPath", "critical_path"]
 
 
 @dataclass
@@ -74,14 +73,14 @@ class CriticalPath:
         return self.predictions.get(fix) if fix else None
 
 
-def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray, arrivals: Arrivals | None = None,
+def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray,
                   launch_link_fraction: float | None = None) -> CriticalPath:
     """Build the graph of the trace's steps, its critical paths, breakdowns and what-ifs."""
     if not len(steps):
         return CriticalPath(False, "the trace has no steps to replay")
     if launch_link_fraction is not None and launch_link_fraction < MIN_LINK_FRACTION:
         return CriticalPath(False, f"only {launch_link_fraction:.0%} of GPU ops are linked to their launch call")
-    g = G.build_graph(trace, steps, comm_mask, arrivals)
+    g = G.build_graph(trace, steps, comm_mask)
     paths = S.critical_paths(g)
     done = np.maximum.accumulate(S.completions(g, g.time))
     starts = np.r_[g.time[g.step_start_point[0]], done[:-1]]

@@ -13,21 +13,13 @@ from ...model import trace as M
 from ...model import vocab as V
 from ...model.stats import median
 from .. import classify as C
-from .kinds import (BLOCKED_OVERLAP_FRACTION, E_ARRIVAL, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_SYNC, NEG,
+from .kinds import (BLOCKED_OVERLAP_FRACTION, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_SYNC, NEG,
                     SPAN_SYNC, SYNC_TOLERANCE_NS)
 from .spans import step_mask
 
 
 class CrossEdges:
     """Methods of the graph builder that add cross edges (see ``graph._Builder``)."""
-
-    def link_arrivals(self) -> None:
-        """Collective kernel start -> its end, weighted by the wait for the last rank plus the transfer."""
-        if self.arrival_ops is None:
-            return
-        op_idx, wait, transfer, _ = self.arrival_ops
-        self.edge(self.rank[self.op_s[op_idx]], self.rank[self.op_e[op_idx]], wait + transfer, E_ARRIVAL)
-
 
     def link_launches(self) -> None:
         """Launch call start -> GPU op start. The base weight is the typical launch latency."""

@@ -5,9 +5,8 @@ start and the end of every task that can hold the GPU back -- on *chains*: one p
 launches or waits for GPU work, one per GPU stream. Consecutive points of a chain are joined by a
 chain edge (program order on a thread, FIFO order on a stream, an op's own duration); *cross*
 edges join chains: launch call -> GPU op, GPU op -> the synchronising call that waited for it,
-GPU op -> the op another stream held back until it finished (event wait), thread -> thread where
-one thread waits for another (the autograd thread), and, from the job view, the last rank's
-arrival -> the end of the collective kernel.
+GPU op -> the op another stream held back until it finished (event wait), and thread -> thread where
+one thread waits for another (the autograd thread).
 
 Every edge weight is derived from the trace so that replaying the graph reproduces the recorded
 times exactly: each point's time is the maximum over its incoming edges of (source time + weight),
@@ -32,28 +31,14 @@ from ...model.groups import dense_codes, first_rows
 from ...model.trace import Trace
 from ..window import Steps, launch_times
 from .edges import CrossEdges
-from .kinds import (CPU_E, CPU_S, E_ARRIVAL, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_SYNC, EDGE_NAMES, GPU_E, GPU_S,
+from .kinds import (CPU_E, CPU_S, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_SYNC, EDGE_NAMES, GPU_E, GPU_S,
                     NEG, SPAN_DATALOADER, SPAN_LAUNCH, SPAN_STEP, SPAN_SYNC)
 from .spans import cpu_spans, host_sync_mask, main_thread, outermost
 
 # the constants are read through this module by the other stages
-__all__ = ["Arrivals", "Graph", "build_graph", "host_sync_mask", "CPU_E", "CPU_S", "GPU_E", "GPU_S", "NEG",
-           "E_ARRIVAL", "E_EVENT", "E_FORK", "E_JOIN", "E_LAUNCH", "E_SYNC", "EDGE_NAMES", "SPAN_DATALOADER",
+__all__ = ["Graph", "build_graph", "host_sync_mask", "CPU_E", "CPU_S", "GPU_E", "GPU_S", "NEG",
+           "E_EVENT", "E_FORK", "E_JOIN", "E_LAUNCH", "E_SYNC", "EDGE_NAMES", "SPAN_DATALOADER",
            "SPAN_LAUNCH", "SPAN_STEP", "SPAN_SYNC"]
-
-
-@dataclass
-class Arrivals:
-    """Matched collectives of this rank, from the job view (times on this rank's clock, ns).
-
-    ``gpu_row``: row in ``trace.gpu_ops`` of the collective kernel; ``last_arrival_ns``: when the last
-    member rank arrived; ``on_time_arrival_ns``: when the last one would have arrived without the
-    straggler's lateness (the latest arrival among the other ranks).
-    """
-
-    gpu_row: np.ndarray
-    last_arrival_ns: np.ndarray
-    on_time_arrival_ns: np.ndarray
 
 
 @dataclass
@@ -98,9 +83,6 @@ class Graph:
     op_end_point: np.ndarray | None = None
     binding: np.ndarray | None = None      # per point: -1 chain edge, -2 floor, else the cross edge that set it
     launch_latency_ns: int = 0
-    arrival_edges: np.ndarray | None = None   # cross edges carrying a wait for the last rank (job view)
-    arrival_wait_ns: np.ndarray | None = None
-    arrival_cut_ns: np.ndarray | None = None  # per arrival edge: the straggler's share of the wait
     replay_layout: object | None = field(default=None, repr=False, compare=False)  # solve.Layout, once built
 
     def __len__(self) -> int:
@@ -131,7 +113,7 @@ class Graph:
 
 
 
-def build_graph(trace: Trace, steps: Steps, comm_mask: np.ndarray, arrivals: Arrivals | None = None) -> Graph:
+def build_graph(trace: Trace, steps: Steps, comm_mask: np.ndarray) -> Graph:
     """Build the dependency graph of the trace's steps (all steps, so that a step's work queued
     behind the previous one is modelled). ``steps`` must be non-empty."""
     lo = int(steps.cpu_start_ns.min())
@@ -146,10 +128,7 @@ def build_graph(trace: Trace, steps: Steps, comm_mask: np.ndarray, arrivals: Arr
     spans = cpu_spans(trace, steps, ops, lo, last_cpu_end, main)
     b.add_spans(spans)
     b.add_ops(ops, pinned[ops], comm_mask[ops] if comm_mask.size else np.zeros(ops.size, dtype=bool))
-    if arrivals is not None:
-        b.add_arrivals(arrivals)
     b.finish_points()
-    b.link_arrivals()
     b.link_launches()
     b.link_syncs()
     b.link_event_waits()
@@ -175,7 +154,6 @@ class _Builder(CrossEdges):
         self.n = 0
         self.edges: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []  # src, dst, base lag, type
         self.notes: list[str] = []
-        self.arrival_ops: tuple[np.ndarray, ...] | None = None
 
     def _points(self, t, chain_key, kind, ref, prio, floor) -> np.ndarray:
         ids = np.arange(self.n, self.n + t.size)
@@ -229,24 +207,6 @@ class _Builder(CrossEdges):
         self.op_launch = g["launch"][ops]
         self.op_launched = launch_times(self.trace)[ops]
 
-    def add_arrivals(self, arrivals: Arrivals) -> None:
-        """A collective kernel ends a transfer after the last rank arrived: its own duration is the
-        transfer, and an edge from its start carries the wait for the last rank (relative to its
-        own arrival, so the other ranks keep their lateness when this one moves)."""
-        if not self.ops.size or not arrivals.gpu_row.size:
-            return
-        pos = np.minimum(np.searchsorted(self.ops, arrivals.gpu_row), self.ops.size - 1)
-        hit = self.ops[pos] == arrivals.gpu_row
-        if not hit.any():
-            return
-        g = self.trace.gpu_ops
-        rows = self.ops[pos[hit]]
-        own = g["start_ns"][rows]
-        wait = np.maximum(arrivals.last_arrival_ns[hit] - own, 0)
-        transfer = np.maximum(g["end_ns"][rows] - own - wait, 0)
-        on_time = np.minimum(np.maximum(arrivals.on_time_arrival_ns[hit] - own, 0), wait)
-        self.arrival_ops = (pos[hit], wait, transfer, on_time)
-
     def finish_points(self) -> None:
         t = np.concatenate(self.t)
         chain = np.concatenate(self.chain_key)
@@ -283,9 +243,6 @@ class _Builder(CrossEdges):
         base[sync_e] = 0  # a waiting call's time is the GPU's, not the CPU's
         base[self.join_points] = 0
         base[self.fork_points] = 0
-        if self.arrival_ops is not None:
-            op_idx, _, transfer, _ = self.arrival_ops
-            base[self.rank[self.op_e[op_idx]]] = transfer
         base[self.head] = 0
         w = np.minimum(base, dt)
         w[self.head] = 0
@@ -293,7 +250,6 @@ class _Builder(CrossEdges):
         dst = np.concatenate([e[1] for e in self.edges]) if self.edges else np.zeros(0, np.int64)
         lag = np.concatenate([e[2] for e in self.edges]) if self.edges else np.zeros(0, np.int64)
         etype = np.concatenate([np.full(e[0].size, e[3]) for e in self.edges]) if self.edges else np.zeros(0, np.int64)
-        # external arrival points are chain heads pinned at the arrival; their edge goes to the op end
         lag = np.minimum(lag, T[dst] - T[src])
         chain_ready = np.where(self.head, NEG, prev_t + w)
         ready = np.maximum(chain_ready, self.floor)
@@ -317,11 +273,6 @@ class _Builder(CrossEdges):
         graph = self._graph(w, src, dst, lag, etype, steps)
         graph.binding = binding
         graph.launch_latency_ns = self.launch_latency_ns
-        if self.arrival_ops is not None:
-            _, wait, _, on_time = self.arrival_ops
-            graph.arrival_edges = np.flatnonzero(etype == E_ARRIVAL)
-            graph.arrival_cut_ns = wait - on_time  # the lateness the straggler adds to each wait
-            graph.arrival_wait_ns = wait
         return graph
 
     def _graph(self, w, src, dst, lag, etype, steps: Steps) -> Graph:

@@ -265,7 +265,7 @@ def step_times(g: G.Graph, t: np.ndarray) -> np.ndarray:
 HOP_CATEGORIES = ("compute", "comm", "memcpy", "launch_overhead", "idle", "cpu", "sync", "comm_transfer")
 _H = {name: i for i, name in enumerate(HOP_CATEGORIES)}
 _EDGE_CATEGORY = {G.E_LAUNCH: _H["launch_overhead"], G.E_SYNC: _H["sync"], G.E_EVENT: _H["sync"],
-                  G.E_FORK: _H["cpu"], G.E_JOIN: _H["cpu"], G.E_ARRIVAL: _H["comm_transfer"]}
+                  G.E_FORK: _H["cpu"], G.E_JOIN: _H["cpu"]}
 
 
 @dataclass
@@ -354,7 +354,7 @@ def breakdown(trace: Trace, g: G.Graph, path: Path, start_ns: int, end_ns: int) 
 
     The parts sum to ``end_ns - start_ns`` exactly: the hops are contiguous, a hop that steps back in
     time (timestamps rounded to 1 us) only removes the overlap from the hop before it, and time before
-    the path's first point is idle (or, before a collective's last arrival, waiting for the others).
+    the path's first point is idle.
     """
     out = {c: 0 for c in CATEGORIES}
     ops: dict[str, int] = {}
@@ -365,12 +365,6 @@ def breakdown(trace: Trace, g: G.Graph, path: Path, start_ns: int, end_ns: int) 
         eff_start = np.maximum(path.start_ns, start_ns)
         d = np.maximum(eff_end - eff_start, 0)
         sums = np.bincount(path.category, weights=d, minlength=len(HOP_CATEGORIES)).astype(np.int64)
-        if g.arrival_edges is not None:  # a collective's hop: first the wait for the last rank
-            arrival = np.flatnonzero(isin(path.edge, g.arrival_edges))
-            wait = g.arrival_wait_ns[np.searchsorted(g.arrival_edges, path.edge[arrival])]
-            waited = int(np.minimum(wait, d[arrival]).sum())
-            out["comm_wait"] += waited
-            sums[_H["comm_transfer"]] -= waited
         for name, code in _H.items():
             if name != "cpu":
                 out[name] += int(sums[code])

@@ -12,9 +12,10 @@ recorded duration (Daydream's approach):
 - ``comm``: communication kernels leave the compute path -- compute no longer waits for them, on
   their stream or through events -- while the step still ends only when they have finished;
 - ``launch``: CUDA-graph replay: on each thread, the CPU time from a step's first launch to its last
-  (split at syncs and DataLoader waits, which a graph cannot capture) shrinks to one launch call;
-- ``straggler``: each collective waits only as long as the last rank *other than* the straggler
-  made it wait (needs the job view's matched arrivals).
+  (split at syncs and DataLoader waits, which a graph cannot capture) shrinks to one launch call.
+
+A straggler's lateness is a job question: the job view replays its matched collectives
+(``tracedoc.job.whatif``).
 """
 
 from __future__ import annotations
@@ -33,11 +34,9 @@ FIXES = {
     "sync": "host synchronisations removed (the CPU runs ahead)",
     "comm": "communication overlapped (comm kernels off the compute path)",
     "launch": "launch overhead cut (CUDA graphs: one launch per captured region)",
-    "straggler": "the straggler's lateness removed",
 }
 # verdict label -> the fix that addresses it
-LABEL_FIX = {"io_bound": "dataloader", "sync_bound": "sync", "comm_bound": "comm",
-             "small_batch_bound": "launch", "straggler_bound": "straggler"}
+LABEL_FIX = {"io_bound": "dataloader", "sync_bound": "sync", "comm_bound": "comm", "small_batch_bound": "launch"}
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,7 @@ def mean_step_ms(g: G.Graph, t: np.ndarray) -> float:
 
 def predict(g: G.Graph, fix: str) -> Prediction | None:
     """Replay the graph with one fix applied; None when the trace has nothing the fix changes
-    (no DataLoader waits, no syncs, no communication, no launches, no matched arrivals)."""
+    (no DataLoader waits, no syncs, no communication, no launches)."""
     before = mean_step_ms(g, g.time)
     transformed = TRANSFORMS[fix](g)
     if transformed is None:
@@ -206,12 +205,4 @@ def _capture_regions(g: G.Graph, th: int, launches: iv.IntervalSet) -> iv.Interv
     return region
 
 
-def _straggler(g: G.Graph):
-    if g.arrival_edges is None or not g.arrival_edges.size:
-        return None
-    m = Model.of(g)
-    m.lag[g.arrival_edges] -= g.arrival_cut_ns
-    return m, None
-
-
-TRANSFORMS = {"dataloader": _dataloader, "sync": _sync, "comm": _comm, "launch": _launch, "straggler": _straggler}
+TRANSFORMS = {"dataloader": _dataloader, "sync": _sync, "comm": _comm, "launch": _launch}
