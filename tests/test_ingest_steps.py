@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from trace_builder import TraceBuilder
 
-from tracedoc.analyses import host
+from tracedoc.analyses import dataloader
 from tracedoc.ingest.depth import set_cpu_depths
 from tracedoc.ingest.kineto import read_kineto
 from tracedoc.ingest.launches import link_by_correlation
@@ -77,7 +77,7 @@ def test_one_dataloader_vocabulary_for_readers_and_analyses():
     names = ["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "enumerate(DataPipe)#x.__next__",
              "my_dataloader_wait", "datapipes/iter/combinatorics.py(12): shuffle", "forward"]
     t = _named_trace(names)
-    spans, _, seen = host.dataloader_spans(t)
+    spans, _, seen = dataloader.dataloader_spans(t)
     # what the reader counts is what the idle analysis attributes to the input pipeline
     assert count_dataloader_ranges(t) == len(seen) == 3
     assert "forward" not in seen and not any("datapipes/" in s for s in seen)

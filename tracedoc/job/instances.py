@@ -18,7 +18,7 @@ import numpy as np
 
 from ..analyses import breakdown as B
 from ..analyses import classify as C
-from ..analyses import host, links
+from ..analyses import dataloader, links, syncs
 from ..analyses.comm import DTYPE_BYTES
 from ..analyses.window import find_steps
 from ..model.vocab import PROFILER_STEP_RE as STEP_RE
@@ -388,8 +388,8 @@ def _lead_in(trace: Trace, cols: dict, steps: dict, compute: bool = True) -> Non
         cols["lead_kernels"] = (np.searchsorted(compute_starts, hi) - np.searchsorted(compute_starts, lo)).astype(np.int64)
     else:
         sets["compute"], sets["copy"] = iv.empty(), iv.empty()
-    sets["dataloader"] = host.dataloader_spans(trace)[0]
-    sets["sync"] = host.sync_calls(trace, int(lo.min()), int(hi.max()) + 1)[0]
+    sets["dataloader"] = dataloader.dataloader_spans(trace)[0]
+    sets["sync"] = syncs.sync_calls(trace, int(lo.min()), int(hi.max()) + 1)[0]
     if len(c):
         skip = C.name_mask(trace, CALL_RE, ids=c["name"]) | C.name_mask(trace, STEP_RE, ids=c["name"])
         mask = (c["kind"] == M.CPU_OP) & ~skip[c["name"]]
