@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, renderer, renderer_for_path
-from ..estimate.cli import add_estimate_options, estimate_request
+from .estimate import add_estimate_options, estimate_request
 from .common import add_output_options, check_output_path, text_options
 from ..outfiles import write_atomic
 from ..exits import EXIT_FAIL_ON, EXIT_OK

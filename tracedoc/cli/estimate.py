@@ -1,11 +1,12 @@
-"""``tracedoc analyze`` options for the model-formula estimate (``--model CONFIG --tokens-per-step N``)."""
+"""``tracedoc analyze`` options for the model-formula estimate (``--model CONFIG --tokens-per-step N``): not a
+command of its own, so not in ``COMMANDS``."""
 
 from __future__ import annotations
 
 import argparse
 
 from ..errors import UsageError
-from .memory import OPTIMIZERS, PRECISIONS
+from ..estimate.memory import OPTIMIZERS, PRECISIONS
 
 
 def add_estimate_options(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +36,7 @@ def estimate_request(args):
         if getattr(args, "tokens_per_step", None) is not None:
             raise UsageError("--tokens-per-step", "needs --model", None, "pass the model's config.json with --model")
         return None
-    from . import EstimateRequest, TrainSetup, load_model_spec
+    from ..estimate import EstimateRequest, TrainSetup, load_model_spec
 
     spec = load_model_spec(model)
     if args.tokens_per_step is None or args.tokens_per_step < 1:
