@@ -92,3 +92,28 @@ def test_usage_errors_exit_2():
     assert run("analyze").returncode == 2
     assert run("analyze", "--format", "pdf", "--example").returncode == 2
     assert run().returncode == 2
+
+
+def test_python_m_capture_reports_errors_like_the_cli(monkeypatch, capsys):
+    """``python -m tracedoc.capture``: a tracedoc error is one line on stderr with the shared exit code,
+    never a traceback; so is Ctrl-C."""
+    from tracedoc.capture.__main__ import main as capture_main
+    from tracedoc.cli import trigger
+    from tracedoc.errors import TraceError
+    from tracedoc.exits import EXIT_ERROR, EXIT_INTERRUPTED
+
+    def broken(args):
+        raise TraceError("job/TRIGGER", "cannot be written", "read-only file system", "pass another --outdir")
+
+    monkeypatch.setattr(trigger, "cmd_trigger", broken)
+    assert capture_main(["trigger", "job"]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err == ("tracedoc: error: job/TRIGGER: cannot be written (saw read-only file system); "
+                   "pass another --outdir\n")
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trigger, "cmd_trigger", interrupted)
+    assert capture_main(["trigger", "job"]) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "tracedoc: interrupted\n"

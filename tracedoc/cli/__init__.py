@@ -25,7 +25,7 @@ COMMANDS = (analyze, diff, logs, rules, run, trigger)
 _RUNS_USER_CODE = frozenset({run.cmd_run})
 
 __all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_FAIL_ON", "EXIT_OK", "EXIT_USAGE", "build_parser", "console_main",
-           "example_path", "main"]
+           "example_path", "main", "run_command"]
 
 
 def build_parser() -> Parser:
@@ -59,6 +59,16 @@ def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
+        return run_command(args)
+    finally:
+        if exiting and args.func not in _RUNS_USER_CODE:
+            gc.freeze()
+
+
+def run_command(args) -> int:
+    """Run a parsed command (``args.func``); bad input and interruptions become one line on stderr and
+    the shared exit codes (``tracedoc.exits``), never a traceback. ``python -m tracedoc.capture`` too."""
+    try:
         return int(args.func(args) or 0)
     except TracedocError as exc:
         return print_error(exc)
@@ -71,6 +81,3 @@ def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
         return EXIT_ERROR
     except BrokenPipeError:
         return EXIT_OK
-    finally:
-        if exiting and args.func not in _RUNS_USER_CODE:
-            gc.freeze()

@@ -9,7 +9,7 @@ import sys
 import time
 
 from ..errors import TracedocError
-from ..exits import EXIT_USAGE
+from ..exits import EXIT_INTERRUPTED, EXIT_USAGE
 
 DEFAULT_OUTDIR = "tracedoc_traces"
 
@@ -103,7 +103,7 @@ def cmd_run(a) -> int:
         session = CaptureSession(config).install()
     except KeyboardInterrupt:  # Ctrl-C while torch imports: the script has not started, so stop cleanly
         sys.stderr.write("tracedoc: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:
         say(f"profiling disabled ({type(exc).__name__}: {exc}); running the script unprofiled")
         session = None
