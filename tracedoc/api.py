@@ -19,11 +19,10 @@ from .engine.evaluate import Verdict, evaluate
 from .engine.health import lowest
 from .engine.params import resolve_params
 from .engine.rulefile import Rule, load_rules, rules_version
-from .errors import TraceError, TracedocError, warn
+from .errors import TracedocError, warn
 from .gcpause import with_paused_gc
-from .infile import not_regular
 from .ingest import load as _load_file
-from .ingest import sniff
+from .ingest import rank_files, sniff
 from .job import build_job
 from .job.fanout import analyze_file, fan_out
 from .job.view import JOB_METRICS, top_collective
@@ -35,36 +34,11 @@ from .version import __version__
 
 _RANK_NAME_RES = (re.compile(r"rank[_\-]?(\d+)", re.I), re.compile(r"(?:^|[_\-.])r(\d+)(?:[_\-.]|$)"),
                   re.compile(r"(?:^|[_\-.])(\d+)\.(?:pt\.)?trace\.json", re.I))
-_TRACE_FILE_RE = re.compile(r"\.(json|json\.gz|sqlite|sqlite3)$", re.I)
 
 
 def load(path: str | os.PathLike, **options) -> Trace:
     """Read one trace file (Kineto JSON/.json.gz or nsys SQLite) into a ``Trace``."""
     return _load_file(os.fspath(path), **options)
-
-
-def rank_files(directory: str) -> list[str]:
-    """The trace files of a per-rank directory, sorted by name. An entry named like a trace that is not a
-    regular file (a pipe, a directory, a link loop or a broken link) is skipped with a warning."""
-    try:
-        names = sorted(os.listdir(directory))
-    except OSError as exc:
-        raise TraceError(directory, "cannot be listed", exc.strerror, "check the path and its permissions") from None
-    files = []
-    for n in names:
-        if not _TRACE_FILE_RE.search(n) or n.endswith(".report.json") or n.startswith("."):
-            continue
-        p = os.path.join(directory, n)
-        why = not_regular(p)
-        if why is None:
-            files.append(p)
-        else:
-            warn(p, f"skipped: it is {why.replace('unreadable', 'a file that cannot be read')}, not a trace file")
-    if not files:
-        raise TraceError(directory, "holds no trace files", f"{len(names)} entries, none a regular file ending in "
-                         ".json, .json.gz or .sqlite", "point tracedoc at the directory torch.profiler wrote its "
-                         "rank traces to")
-    return files
 
 
 def rank_from_name(path: str) -> int | None:

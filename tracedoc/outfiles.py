@@ -1,30 +1,69 @@
-"""Writing an output file whole or not at all: a temporary file beside it, then a rename."""
+"""Writing an output file whole or not at all: a temporary file beside it, then a rename.
+
+Every file tracedoc writes (reports, overlays, captured traces and their reports) goes through
+``replace_atomically``, so a reader never sees half a file and concurrent writers leave one whole one.
+"""
 
 from __future__ import annotations
 
 import gzip
 import os
+import tempfile
+from collections.abc import Callable
+from typing import BinaryIO
 
 from .errors import TracedocError
 
+TMP_PREFIX = ".tracedoc-tmp-"
 
-def write_atomic(path: str, data: str | bytes, option: str = "--output") -> None:
-    """Write ``data`` to ``path`` (gzip-compressed when the path ends in ``.gz``) through a temporary
-    file and a rename, so a reader never sees half a file; a clear error naming ``option`` when it
-    cannot be written."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+
+def _umask() -> int:
+    """The process umask, read without changing it (``os.umask`` sets it, which races other threads)."""
     try:
-        if path.endswith(".gz"):
-            with gzip.open(tmp, "wb", compresslevel=6) as f:
-                f.write(raw)
-        else:
-            with open(tmp, "wb") as f:
-                f.write(raw)
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+FILE_MODE = 0o666 & ~_umask()  # what open() would give a new file; mkstemp's own is 0600
+
+
+def replace_atomically(path: str, write: Callable[[BinaryIO], None], suffix: str = "") -> None:
+    """Call ``write`` on a new temporary file in ``path``'s directory, then rename it to ``path``.
+
+    The temporary file is removed when anything fails (the exception is raised again)."""
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=suffix, dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        os.fchmod(fd, FILE_MODE)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise TracedocError(path, "cannot be written", exc.strerror, f"choose another {option} path") from None
+        raise
+
+
+def write_atomic(path: str, data: str | bytes, option: str | None = "--output") -> None:
+    """Write ``data`` to ``path`` (gzip-compressed when the path ends in ``.gz``) whole or not at all; a
+    clear error naming ``option`` (the command-line option that chose the path) when it cannot be written."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+
+    def write(f: BinaryIO) -> None:
+        if path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) as gz:
+                gz.write(raw)
+        else:
+            f.write(raw)
+
+    try:
+        replace_atomically(path, write)
+    except OSError as exc:
+        raise TracedocError(path, "cannot be written", exc.strerror or str(exc),
+                            f"choose another {option} path" if option else "check the directory and free space") from None

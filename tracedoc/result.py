@@ -13,7 +13,6 @@ hand the result to a renderer when called (the only place this module reaches up
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from .analyses.critical_path import CriticalPath
 from .analyses.rank import RankAnalysis, environment
 from .analyses.window import Window
+from .model.plain import plain
 from .engine.evaluate import Verdict
 from .errors import TraceError
 from .job.view import JobView
@@ -378,15 +378,6 @@ def load(path: str | os.PathLike) -> AnalysisResult:
     except orjson.JSONDecodeError as exc:
         raise TraceError(path, "is not valid JSON", str(exc), "pass a report written with --format json") from None
     return AnalysisResult.from_dict(data, where=path)
-
-
-def plain(v: Any) -> Any:
-    """numpy scalars as Python values; NaN as None (JSON has no NaN)."""
-    if v is not None and not isinstance(v, (bool, int, float, str)) and hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
 
 
 def _json_default(obj: Any) -> Any:

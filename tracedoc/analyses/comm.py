@@ -33,6 +33,8 @@ def canonical(name: str) -> str:
 
 
 def bus_factor(collective: str, n: int | None) -> float:
+    """nccl-tests bus bandwidth factor of a collective over ``n`` ranks (doc/PERFORMANCE.md):
+    all-reduce 2(n-1)/n; all-gather, reduce-scatter, all-to-all (n-1)/n; the others 1."""
     if not n or n < 2:
         return 1.0
     if collective == "all_reduce":

@@ -8,10 +8,9 @@ from ..model.groups import Groups, top_stable
 from ..model.trace import Trace
 from ..model.stats import percentile
 from .links import OpsByExternalId
+from .idle import LAUNCH_LATENCY_NS
 from .registry import Produced, analysis
 from .window import launch_times
-
-LAUNCH_LATENCY_NS = 30_000
 # gap causes, coded in the order of their names (tables list them so)
 GAP_CAUSES = ("comm_wait", "host_launch", "launch_latency", "other")
 _COMM_WAIT, _HOST_LAUNCH, _LAUNCH_LATENCY, _OTHER = range(4)

@@ -34,7 +34,7 @@ from . import classify as C
 from .registry import Produced, analysis
 from .window import launch_times, step_name_mask
 
-LAUNCH_LATENCY_NS = 30_000
+LAUNCH_LATENCY_NS = 30_000  # a gap shorter than this after a launch ahead of it is launch latency (DESIGN.md)
 SHORT_GAP_NS = 1_000_000
 SYNC_RESTART_NS = 10_000_000
 CAUSES = ("dataloader", "host_launch", "sync", "launch_latency", "other")

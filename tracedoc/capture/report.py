@@ -10,27 +10,13 @@ import gzip
 import os
 import shutil
 import sys
-import tempfile
 import time
 
 from ..exits import EXIT_ERROR, EXIT_OK
+from ..ingest import rank_files
+from ..outfiles import replace_atomically, write_atomic
 
 TRACE_SUFFIX = ".pt.trace.json.gz"
-TMP_PREFIX = ".tracedoc-tmp-"
-
-
-def _umask() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
-FILE_MODE = 0o666 & ~_umask()
 
 
 def say(msg: str) -> None:
@@ -42,40 +28,23 @@ def say(msg: str) -> None:
         pass
 
 
-def atomic_write_bytes(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=d)
-    try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
-
-
 def gzip_into_place(src_json: str, final_path: str, level: int = 6) -> None:
     """Compress ``src_json`` to ``final_path`` atomically, then remove ``src_json``.
 
     The compressed bytes go to a temporary name in the destination directory; only a complete file
     is renamed to ``final_path``.
     """
-    d = os.path.dirname(os.path.abspath(final_path))
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, suffix=".gz", dir=d)
-    try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "wb") as raw, open(src_json, "rb") as fin:
+
+    def write(raw) -> None:
+        with open(src_json, "rb") as fin:
             with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=level,
                                filename=os.path.basename(final_path)[:-3]) as gz:
                 shutil.copyfileobj(fin, gz, 1 << 20)
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(tmp, final_path)
-    except BaseException:
-        _unlink(tmp)
-        raise
+        raw.flush()
+        os.fsync(raw.fileno())
+
+    try:
+        replace_atomically(final_path, write, suffix=".gz")
     finally:
         _unlink(src_json)
 
@@ -104,32 +73,24 @@ def _write_reports(trace_path: str, answer: list[str] | None = None) -> list[str
         answer.extend(answer_lines(result))
     written = []
     txt = trace_path + ".report.txt"
-    atomic_write_bytes(txt, render_text(result).encode())
+    write_atomic(txt, render_text(result), option=None)
     written.append(txt)
     js = trace_path + ".report.json"
-    atomic_write_bytes(js, result.to_json().encode())
+    write_atomic(js, result.to_json(), option=None)
     written.append(js)
     from ..render import render_html
 
     html = trace_path + ".report.html"
-    atomic_write_bytes(html, render_html(result).encode())
+    write_atomic(html, render_html(result), option=None)
     written.append(html)
     return written
-
-
-def rank_files(directory: str) -> list[str]:
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return []
-    return sorted(n for n in names if n.endswith(TRACE_SUFFIX) and not n.startswith("."))
 
 
 def wait_for_ranks(directory: str, world_size: int, timeout_s: float, poll_s: float = 0.2) -> list[str]:
     """Wait until ``world_size`` rank traces are in ``directory`` or ``timeout_s`` passes."""
     deadline = time.monotonic() + timeout_s
     while True:
-        files = rank_files(directory)
+        files = rank_files(directory, required=False)
         if len(files) >= world_size or time.monotonic() >= deadline:
             return files
         time.sleep(poll_s)

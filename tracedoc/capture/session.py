@@ -36,7 +36,8 @@ from .config import CaptureConfig, rank_and_world
 from .hooks import install_hooks, uninstall_hooks
 from .monitor import StepMonitor
 from .output import Worker, start_report, trace_path
-from .report import TMP_PREFIX, gzip_into_place, say
+from ..outfiles import TMP_PREFIX
+from .report import gzip_into_place, say
 
 __all__ = ["CaptureConfig", "CaptureSession", "active_session"]
 

@@ -8,12 +8,12 @@ step each one explains.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..model.plain import plain
 from .health import HealthMessage, check_health, lowest
 from .params import resolve_params
 from .rulefile import ADVICE_LABEL, SCOPE_TRACE, SEVERITIES, Rule, load_rules
@@ -138,15 +138,6 @@ class Verdict:
         return max(((f.impact_fraction or 0.0) for f in self.findings), default=0.0)
 
 
-def _plain(value: Any) -> Any:
-    """Turn numpy scalars into Python values and NaN into None."""
-    if value is not None and not isinstance(value, (bool, int, float, str)) and hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
-
-
 def evaluate(
     metrics: Mapping[str, Any],
     evidence: Mapping[str, list[Mapping[str, Any]]] | None = None,
@@ -176,10 +167,10 @@ def evaluate(
         rules = load_rules(extra_rule_dirs)
     values = resolve_params(rules, params)
     rules = [rule for rule in rules if rule.scope == scope]
-    env_metrics = {name: _plain(value) for name, value in metrics.items()}
+    env_metrics = {name: plain(value) for name, value in metrics.items()}
     if step_time_ns is None:
         step_time_ns = env_metrics.get("step_time_mean_ns")
-    step_time_ns = _plain(step_time_ns)
+    step_time_ns = plain(step_time_ns)
     evidence = evidence or {}
     health = check_health(env_metrics) if scope == SCOPE_TRACE else []
     withheld = next((m.message for m in health if m.withhold), None)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Callable
 
-from ..errors import TraceError
+from ..errors import TraceError, UsageError, warn
 from ..gcpause import with_paused_gc
 from ..infile import not_regular, open_regular
 from ..model.trace import Trace
@@ -57,7 +58,46 @@ def load(path: str | os.PathLike, progress: Callable[[float], None] | None = Non
         return read_nsys(path, progress=progress, **options)
     from .kineto import read_kineto
 
-    if options:
-        raise TraceError(path, f"options {', '.join(sorted(options))} apply to nsys SQLite exports only", None,
-                         "drop them for torch.profiler traces")
+    check_nsys_options(path, options)
     return read_kineto(path, progress=progress, workers=workers)
+
+
+def check_nsys_options(path: str, options: dict) -> None:
+    """The nsys reader's options (``step_range``, ``pid``) given for a file that is not an nsys export: a
+    usage error naming them as the command line does."""
+    if options:
+        flags = ", ".join("--" + k.replace("_", "-") for k in sorted(options))
+        raise UsageError(path, f"{flags} {'applies' if len(options) == 1 else 'apply'} to nsys SQLite exports only",
+                         None, "drop the option for torch.profiler traces")
+
+
+_TRACE_FILE_RE = re.compile(r"\.(json|json\.gz|sqlite|sqlite3)$", re.I)
+
+
+def rank_files(directory: str, *, required: bool = True) -> list[str]:
+    """The trace files of a per-rank directory (paths, sorted by name): regular ``.json``, ``.json.gz``
+    and ``.sqlite`` files, not tracedoc's own reports nor hidden (temporary) files. An entry named like a
+    trace that is not a regular file (a pipe, a directory, a link loop or a broken link) is skipped,
+    with a warning when ``required``. An empty or unreadable directory is an error when ``required``,
+    else it has none."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as exc:
+        if not required:
+            return []
+        raise TraceError(directory, "cannot be listed", exc.strerror, "check the path and its permissions") from None
+    files = []
+    for n in names:
+        if not _TRACE_FILE_RE.search(n) or n.endswith(".report.json") or n.startswith("."):
+            continue
+        p = os.path.join(directory, n)
+        why = not_regular(p)
+        if why is None:
+            files.append(p)
+        elif required:
+            warn(p, f"skipped: it is {why.replace('unreadable', 'a file that cannot be read')}, not a trace file")
+    if not files and required:
+        raise TraceError(directory, "holds no trace files", f"{len(names)} entries, none a regular file ending in "
+                         ".json, .json.gz or .sqlite", "point tracedoc at the directory torch.profiler wrote its "
+                         "rank traces to")
+    return files

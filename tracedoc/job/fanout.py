@@ -17,7 +17,7 @@ from typing import Any, Callable
 from ..analyses import RankAnalysis, analyze_trace
 from ..errors import TraceError, TracedocError, UsageError
 from ..gcpause import with_paused_gc
-from ..ingest import load, sniff
+from ..ingest import check_nsys_options, load, sniff
 from .instances import RankTables, rank_tables
 
 DASK_CONNECT_TIMEOUT_S = 20
@@ -49,9 +49,7 @@ def analyze_file(path: str, options: dict, progress: Callable[[float], None] | N
 
         traces = [load(path, **options)] if "pid" in options else nsys.read_nsys_ranks(path, **options)
     else:
-        if options:
-            raise UsageError(path, f"{', '.join('--' + k.replace('_', '-') for k in options)} applies to nsys "
-                             "SQLite exports only", None, "drop the option for torch.profiler traces")
+        check_nsys_options(path, options)
         traces = [load(path, progress=progress, workers=workers)]
     out = []
     for t in traces:

@@ -25,7 +25,7 @@ from ..model.vocab import PROFILER_STEP_RE as STEP_RE
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model.groups import distinct, isin
-from ..model.trace import Trace
+from ..model.trace import StringTable, Trace
 
 # Lead-in categories, first match wins (GPU work first: a GPU rank reaches its collective kernel when
 # its stream gets there; then why the GPU was idle; CPU-only ranks have only the host categories).
@@ -189,13 +189,13 @@ def _calls(trace: Trace) -> dict:
     keep = np.flatnonzero(~absorbed & ~unknown_cpu_only)
     # comm kernels that belong to no call become instances of their own (nsys without NVTX, filtered traces)
     lone = kern["lone_rows"]
-    groups, dtypes, type_names = _Vocab(), _Vocab(), _Vocab()
-    lone_group = groups.codes([""] * lone.size)
+    groups, dtypes, type_names = StringTable(), StringTable(), StringTable()
+    lone_group = _codes(groups, [""] * lone.size)
     out = {
-        "group": np.concatenate([groups.codes(meta["group"][keep]), lone_group]),
-        "type": np.concatenate([type_names.codes(ctypes[keep]),
-                                type_names.codes([collective_type(strings[i]) for i in g["name"][lone]])]),
-        "dtype": np.concatenate([dtypes.codes(meta["dtype"][keep]), dtypes.codes([""] * lone.size)]),
+        "group": np.concatenate([_codes(groups, meta["group"][keep]), lone_group]),
+        "type": np.concatenate([_codes(type_names, ctypes[keep]),
+                                _codes(type_names, [collective_type(strings[i]) for i in g["name"][lone]])]),
+        "dtype": np.concatenate([_codes(dtypes, meta["dtype"][keep]), _codes(dtypes, [""] * lone.size)]),
         "seq": np.concatenate([meta["seq"][keep], np.full(lone.size, -1)]),
         "group_size": np.concatenate([meta["group_size"][keep], np.full(lone.size, -1)]),
         "in_nelems": np.concatenate([meta["in_nelems"][keep], np.full(lone.size, -1)]),
@@ -209,24 +209,13 @@ def _calls(trace: Trace) -> dict:
         "kernels": np.concatenate([kern["kernels"][keep], np.ones(lone.size, dtype=np.int64)]),
     }
     group_ranks = {str(g): str(r) for g, r in zip(meta["group"][keep], meta["ranks"][keep]) if r}
-    return {"cols": out, "groups": groups.words, "types": type_names.words, "dtypes": dtypes.words,
+    return {"cols": out, "groups": groups.strings, "types": type_names.strings, "dtypes": dtypes.strings,
             "group_ranks": group_ranks}
 
 
-class _Vocab:
-    def __init__(self):
-        self.ids: dict[str, int] = {}
-        self.words: list[str] = []
-
-    def code(self, word: str) -> int:
-        i = self.ids.get(word)
-        if i is None:
-            i = self.ids[word] = len(self.words)
-            self.words.append(word)
-        return i
-
-    def codes(self, words) -> np.ndarray:
-        return np.fromiter((self.code("" if w is None else str(w)) for w in words), dtype=np.int64)
+def _codes(table: StringTable, words) -> np.ndarray:
+    """Ids of ``words`` in ``table`` (None as the empty word), interned as they come."""
+    return np.fromiter((table.intern("" if w is None else str(w)) for w in words), dtype=np.int64)
 
 
 def _metadata(trace: Trace, call_of_row: np.ndarray, call_of_gpu_row: np.ndarray, n: int,

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analyses.comm import bus_factor
 from ..model.groups import distinct, isin
 from ..model.stats import median
 from .instances import RankTables
@@ -27,17 +28,6 @@ OFFSET_SIGNIFICANCE = 3.0
 OFFSET_MIN_NS = 20_000
 # Arrivals closer than this are a tie: nobody arrived last.
 TIE_NS = 1_000
-
-
-def bus_factor(ctype: str, n: int) -> float:
-    """nccl-tests bus bandwidth factor (doc/PERFORMANCE.md)."""
-    if n < 2:
-        return 1.0
-    if ctype == "all_reduce":
-        return 2 * (n - 1) / n
-    if ctype in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    return 1.0
 
 
 @dataclass

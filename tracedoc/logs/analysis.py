@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.plain import plain_finite
 from . import detect
 from .series import LogSeries
 
@@ -59,19 +60,8 @@ def _anomaly(kind: str, steps: np.ndarray, start: int, end: int, **extra) -> dic
         out["step"] = int(steps[start])
     else:
         out["start_step"], out["end_step"] = int(steps[start]), int(steps[end])
-    out.update({k: _num(v) for k, v in extra.items()})
+    out.update({k: plain_finite(v) for k, v in extra.items()})
     return out
-
-
-def _num(v: Any) -> Any:
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (np.floating, float)):
-        v = float(v)
-        return v if np.isfinite(v) else None
-    if isinstance(v, np.bool_):
-        return bool(v)
-    return v
 
 
 def analyze_series(series: LogSeries, options: LogOptions = LogOptions()) -> LogAnalysis:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model.plain import plain_finite
 from .analysis import LogAnalysis, LogOptions, analyze_series
 from .config import check_config, clip_value, gather
 from .reader import read_log, resolve_path
@@ -66,8 +67,8 @@ class LogResult:
             "command": self.command,
             "fields": dict(self.series.fields_seen),
             "units": dict(self.series.units),
-            "metrics": {k: _plain(self.metrics.get(k)) for k in LOG_METRICS},
-            "anomalies": [{k: _plain(v) for k, v in a.items()} for a in self.anomalies],
+            "metrics": {k: plain_finite(self.metrics.get(k)) for k in LOG_METRICS},
+            "anomalies": [{k: plain_finite(v) for k, v in a.items()} for a in self.anomalies],
             "config_checks": self.config_checks,
             "lr_schedule": (self.analysis.evidence.get("lr_schedule") or [None])[0],
             "labels": verdict.get("labels", []),
@@ -80,15 +81,7 @@ class LogResult:
         import orjson
 
         return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
-                            default=_plain).decode()
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float) and not np.isfinite(v):
-        return None
-    return v
+                            default=plain_finite).decode()
 
 
 def _sha256(path: str) -> str | None:

@@ -31,10 +31,10 @@ from ...model import intervals as iv
 from ...model import trace as M
 from ...model.groups import dense_codes, distinct, isin, stable_order
 from ...model.trace import Trace
+from ..idle import LAUNCH_LATENCY_NS
 from . import graph as G
 
 MAX_PASSES = 20_000
-LAUNCH_GAP_NS = 30_000  # a stream gap shorter than this on the path is launch latency, not idle
 
 CATEGORIES = ("compute", "comm", "comm_wait", "comm_transfer", "memcpy", "cpu", "launch_overhead", "dataloader",
               "sync", "idle")
@@ -341,7 +341,8 @@ def _hops(g: G.Graph, pts: np.ndarray, op_cat: np.ndarray) -> Path:
     if gpu_end.any():
         cat[gpu_end] = op_cat[np.searchsorted(g.op_rows, g.ref[dst[gpu_end]])]
     gap = (b == -1) & (kind == G.GPU_S)
-    cat[gap] = np.where(end[gap] - start[gap] < LAUNCH_GAP_NS, _H["launch_overhead"], _H["idle"])
+    # a stream gap shorter than the launch latency threshold on the path is launch latency, not idle
+    cat[gap] = np.where(end[gap] - start[gap] < LAUNCH_LATENCY_NS, _H["launch_overhead"], _H["idle"])
     cross = b >= 0
     if cross.any():
         lut = np.array([_EDGE_CATEGORY[k] for k in range(len(G.EDGE_NAMES))])
