@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tracedoc.job import build_job  # noqa: E402
-from tracedoc.job.instances import COLUMNS, LEAD_CATEGORIES, RankTables  # noqa: E402
+from tracedoc.analyses.instances import COLUMNS, LEAD_CATEGORIES, RankTables  # noqa: E402
 
 STEP_NS = 100_000_000
 STRAGGLER_LATE_NS = 8_000_000

@@ -281,8 +281,8 @@ def ranks(checks: Checks, n_ranks: int, args, reps: int) -> None:
         if not link.exists():
             link.symlink_to(src)
     # The job step (matching collectives across ranks, waits, stragglers, the job verdict) is timed by
-    # wrapping the two functions api.analyze calls for it.
-    code = ("import sys, time, tracedoc.api as api\n"
+    # wrapping the two functions the pipeline's stages call for it.
+    code = ("import sys, time, tracedoc.api as api, tracedoc.stages as st\n"
             "spent = [0.0]\n"
             "def timed(f):\n"
             "    def run(*a, **k):\n"
@@ -292,7 +292,7 @@ def ranks(checks: Checks, n_ranks: int, args, reps: int) -> None:
             "        finally:\n"
             "            spent[0] += time.perf_counter() - t\n"
             "    return run\n"
-            "api.build_job, api._evaluate_job = timed(api.build_job), timed(api._evaluate_job)\n"
+            "st._join, st._judge_job = timed(st._join), timed(st._judge_job)\n"
             "t0 = time.perf_counter(); api.analyze(sys.argv[1], jobs=int(sys.argv[2]))\n"
             "print('{\"wall_s\": %f, \"job_s\": %f}' % (time.perf_counter() - t0, spent[0]))\n")
     times: dict[int, list[float]] = {1: [], os.cpu_count() or 1: []}

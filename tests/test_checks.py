@@ -110,7 +110,7 @@ def test_job_metrics_are_checked_like_rank_metrics():
 
     assert metric_bounds("straggler_wait_fraction") == (0.0, 1.0)
     assert metric_bounds("straggler_wait_ms_per_step") == (0.0, math.inf)
-    view = JobView(ranks=[0, 1], metrics={"straggler_wait_fraction": 1.285, "straggler_count": 1,
+    view = JobView(ranks_used=[0, 1], metrics={"straggler_wait_fraction": 1.285, "straggler_count": 1,
                                            "comm_top_collective": "all_reduce"})
     found = check_job(view)
     assert len(found) == 1 and "job: metrics.straggler_wait_fraction = 1.285 is outside [0, 1]" in found[0]

@@ -312,11 +312,12 @@ def test_different_gpu_warns_and_still_diffs(loops):
 
 def test_report_of_another_schema_version_or_kind(loops, tmp_path, capsys):
     doc = json.loads(analyze(loops["base"]).to_json())
-    doc["schema_version"] = 2
-    (tmp_path / "v2.json").write_text(json.dumps(doc))
-    assert main(["diff", str(tmp_path / "v2.json"), str(loops["base"])]) == 1
+    doc["schema_version"] = 3
+    (tmp_path / "v3.json").write_text(json.dumps(doc))
+    assert main(["diff", str(tmp_path / "v3.json"), str(loops["base"])]) == 1
     err = capsys.readouterr().err
-    assert "v2.json: is a report of schema version 2; this tracedoc reads version 1" in err
+    assert err.count("\n") == 1  # one line
+    assert "v3.json: is a report of schema version 3; this tracedoc reads versions 1 to 2" in err
     assert "analyse the trace again" in err and "Traceback" not in err
     (tmp_path / "other.json").write_text(json.dumps({"schema": "someone.else", "schema_version": 1}))
     assert main(["diff", str(loops["base"]), str(tmp_path / "other.json")]) == 1
@@ -422,10 +423,17 @@ def test_exposed_comm_splits_into_wait_and_transfer_when_the_job_view_has_waits(
         b.nccl(s + 1021.0, 600.0, launch_at=s + 6.0)
         b.step(i + 1, s, s + 1621.0)
         s += 1621.0
-    report = json.loads(analyze(b.write(tmp_path / "c.json")).to_json())
-    rank = report["ranks"][0]["rank"]
-    before = dict(report, job={"rank_table": [{"rank": rank, "wait_ms_per_step": 0.45}]})
-    after = dict(report, job={"view": {"rank_table": [{"rank": rank, "wait_ms_per_step": 0.1}]}})
+    from tracedoc.model.record import replace
+    from tracedoc.result import JobResult, RankRow
+
+    report = analyze(b.write(tmp_path / "c.json"))
+    r = report.ranks[0]
+
+    def with_wait(ms: float):
+        row = RankRow.of(r, {"wait_ns_per_step": ms * 1e6})
+        return replace(report, job=JobResult(ranks_used=[r.rank], ranks=[row]))
+
+    before, after = with_wait(0.45), with_wait(0.1)
     d = diff_sides(Side("b.json", "report", before), Side("a.json", "report", after))
     split = d.to_dict()["exposed_comm_split"]
     assert split["wait_ms"] == pytest.approx({"before": 0.45, "after": 0.1, "delta": -0.35})

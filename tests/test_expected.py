@@ -23,7 +23,7 @@ def analyze_json(path, capsys) -> dict:
     out = capsys.readouterr().out
     assert rc == 0
     doc = json.loads(out)
-    assert doc["schema"] == "tracedoc.analysis" and doc["schema_version"] == 1
+    assert doc["schema"] == "tracedoc.analysis" and doc["schema_version"] == 2
     assert len(doc["ranks"]) == 1
     return doc["ranks"][0]
 

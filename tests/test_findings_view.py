@@ -1,9 +1,8 @@
 """Findings that earn their place: minor findings listed apart, the verdict naming labels that matter,
 no communication cards on a single GPU, launch-queue delays explained, warnings printed once."""
 
-from dataclasses import replace
-
 from tracedoc import analyze
+from tracedoc.model.record import replace
 from tracedoc.cli import example_path, main
 from tracedoc.render.text import render_text
 from tracedoc.render.viewmodel import MIN_IMPACT_FRACTION, build_report
@@ -22,8 +21,9 @@ def with_impacts(result, impacts, shares=None):
              "gain_ms": 10.0 * impacts[f.rule_id], "method": "critical-path replay over 3 steps"}
         return {**w, "share_fraction": shares[f.rule_id]} if f.rule_id in shares else w
 
-    v.findings[:] = [replace(f, impact_fraction=impacts.get(f.rule_id, f.impact_fraction), what_if=what_if(f))
-                     for f in v.findings]
+    focus = result.focus
+    focus.verdict = v.with_findings([replace(f, impact_fraction=impacts.get(f.rule_id, f.impact_fraction),
+                                             what_if=what_if(f)) for f in v.findings])
     return result
 
 

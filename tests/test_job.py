@@ -72,9 +72,10 @@ def test_straggler_is_the_late_arriver_not_the_longest_step(gpu_job):
     assert s["wait_cost_ms_per_step"] == pytest.approx((7.0 + 4.0 + 4.0) / 3)
     assert s["cause"] == "compute"
     assert s["cause_ms_per_step"] == pytest.approx((COMPUTE_US[3] - COMPUTE_US[1]) / 1e3)
-    table = {row["rank"]: row for row in job["rank_table"]}
+    table = {row["rank"]: row for row in job["ranks"]}  # the one rank table, in ns
     for r in range(4):
-        assert table[r]["wait_ms_per_step"] == pytest.approx(waits_ms[r])
+        assert table[r]["wait_ns_per_step"] == pytest.approx(waits_ms[r] * 1e6)
+    assert [r for r in range(4) if table[r]["straggler"]] == [3]
 
 
 def test_wait_transfer_split_and_bus_bandwidth(gpu_job):
@@ -92,8 +93,9 @@ def test_wait_transfer_split_and_bus_bandwidth(gpu_job):
     assert row["bytes"] == nbytes
     assert row["busbw_p50_gbps"] == pytest.approx(nbytes / (TRANSFER_US * 1e3) * 2 * 3 / 4)
     # step times are completion intervals: 20 ms after the first step
-    for r in range(4):
-        assert job["step_ms_by_rank"][str(r)]["p50"] == pytest.approx(STEP_US / 1e3)
+    for row in job["ranks"]:
+        assert row["step_time_p50_ns"] == pytest.approx(STEP_US * 1e3)
+    assert "step_ms_by_rank" not in job and "rank_table" not in job  # one rank table, in ns
 
 
 def test_job_verdict_is_straggler_bound_not_comm_bound(gpu_job):
@@ -244,7 +246,8 @@ def test_an_unreadable_member_rank_is_named_as_such_and_is_no_straggler(tmp_path
     result = analyze(tmp_path, jobs=1)
     job = result.to_dict()["job"]
     assert job["ranks_used"] == [0, 1, 2] and 3 not in job["straggler_ranks"]
-    assert {r["rank"] for r in job["rank_table"]} == {0, 1, 2}
+    assert {r["rank"] for r in job["ranks"]} == {0, 1, 2}
+    assert all(r["wait_ns_per_step"] is not None for r in job["ranks"])
     assert list(result.failed) == [str(tmp_path / "rank3.pt.trace.json.gz")]
     assert any("1 member rank of the job's groups is in an unreadable file (3)" in i for i in job["issues"]), job["issues"]
     assert job["missing_ranks"] == [3]  # absent for matching: no straggler is named for the ranks present
@@ -278,12 +281,7 @@ def test_text_report_puts_the_job_verdict_first(gpu_job):
     assert lines.index(next(x for x in lines if x.startswith("Verdict: straggler_bound"))) < 3
     assert text.index("Straggler: rank 3") < text.index("Ranks in the job")
     assert "Per-rank details: --rank N" in text and "Details for rank" not in text
-    saved = gpu_job.job.focus_index
-    gpu_job.job.focus_index, gpu_job.job.focus_asked = 0, True  # what --rank 0 does
-    try:
-        assert "Details for rank 0" in render_text(gpu_job, width=140)
-    finally:
-        gpu_job.job.focus_index, gpu_job.job.focus_asked = saved, False
+    assert "Details for rank 0" in render_text(gpu_job.with_focus(0), width=140)  # what --rank 0 does
 
 
 def test_quiet_text_is_the_job_verdict_line(gpu_job):
@@ -352,8 +350,8 @@ def test_nsys_export_with_nccl_nvtx_ranges_gets_a_job_view(tmp_path):
     # two ranks, four steps: last every step has a 1/16 chance, but 6 ms late every step is steady
     assert job["straggler_ranks"] == [1]
     assert job["stragglers"][0]["cause"] == "compute"
-    rows = {r["rank"]: r for r in job["rank_table"]}
-    assert rows[0]["wait_ms_per_step"] == pytest.approx(6.0)
+    rows = {r["rank"]: r for r in job["ranks"]}
+    assert rows[0]["wait_ns_per_step"] == pytest.approx(6e6)
     assert rows[1]["arrived_last_fraction"] == 1.0
 
 
@@ -474,3 +472,33 @@ def test_a_rank_late_as_often_as_chance_allows_among_four_is_not_a_straggler():
     step_ns = 10e6  # the late rank costs the others 2 ms a step: 20% of it, significant
     assert find_stragglers(stats(5), step_ns, 4) == []
     assert [s.rank for s in find_stragglers(stats(8), step_ns, 4)] == [2]
+
+
+def test_api_cli_and_reports_show_the_same_rank(gpu_job, tmp_path, capsys):
+    """One focus rule for every surface: on a 4-rank job whose straggler is rank 3, the API's focus, its
+    repr and ``table()``, the JSON, and the Markdown, HTML and text reports all show rank 3; ``--rank 1``
+    moves every one of them to rank 1."""
+    from tracedoc.cli import main
+    from tracedoc.render import render_html, render_md, render_text
+
+    assert gpu_job.job.straggler_ranks == [3]
+    straggler = next(r for r in gpu_job.ranks if r.rank == 3)
+    assert gpu_job.focus is straggler and gpu_job.job.focus_rank == 3
+    assert "(rank 3 shown)" in repr(gpu_job)
+    assert gpu_job.table("top_kernels").equals(straggler.table("top_kernels"))
+    assert "details for rank 3 of 4 ranks" in render_md(gpu_job)
+    assert "Details above are for rank 3 (the straggler; --rank N shows another)" in render_html(gpu_job)
+    run = Path(gpu_job.paths[0]).parent
+    assert main(["analyze", str(run), "-j", "1", "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["job"]["focus_rank"] == 3
+    assert main(["analyze", str(run), "-j", "1", "-f", "md"]) == 0
+    assert "details for rank 3 of 4 ranks" in capsys.readouterr().out
+    # --rank N everywhere
+    one = gpu_job.with_focus(1)
+    assert one.focus.rank == 1 and "(rank 1 shown)" in repr(one) and "details for rank 1 of 4" in render_md(one)
+    assert "Details for rank 1" in render_text(one, width=140)
+    assert main(["analyze", str(run), "-j", "1", "--rank", "1", "-f", "json", "-o", str(tmp_path / "r.json")]) == 0
+    saved = json.loads((tmp_path / "r.json").read_text())["job"]
+    assert saved["focus_rank"] == 1 and saved["focus_asked"] is True
+    assert main(["analyze", str(run), "-j", "1", "--rank", "1"]) == 0
+    assert "Details for rank 1" in capsys.readouterr().out

@@ -156,7 +156,7 @@ def test_json_output_validates_against_the_log_schema(tmp_path):
     from tracedoc.logs.registry import LOG_METRICS
 
     schema = json.loads((ROOT / "tracedoc" / "schema" / "log.schema.json").read_text())
-    props = schema["$defs"]["metrics"]["properties"]
+    props = schema["$defs"]["log_metrics"]["properties"]
     assert list(props) == list(LOG_METRICS)
     assert all(props[k]["description"] == f"[{m.unit}] {m.meaning}" for k, m in LOG_METRICS.items()), "schema follows the table"
     for log in (write_log(tmp_path / "train.jsonl"), write_log(tmp_path / "clean.jsonl", nan_at=(), spike_at=())):

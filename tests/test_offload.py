@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 from trace_builder import TraceBuilder, training_steps
 
-from tracedoc.analyses import analyze_trace
+from tracedoc.analyses import analyze_trace, read_rank
 from tracedoc.analyses import offload as O
 from tracedoc.analyses.registry import ANALYSES, ContractError
 from tracedoc.ingest import load
-from tracedoc.result import RankResult
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="analyses are offloaded on Linux only")
 
@@ -56,17 +55,19 @@ def children(monkeypatch):
 
 def comparable(rank) -> str:
     """The rank's whole JSON object, as a report would carry it."""
-    return json.dumps(RankResult.from_analysis(rank, None).to_dict(), sort_keys=True)
+    return json.dumps(rank.to_dict(), sort_keys=True)
 
 
 def test_offloaded_critical_path_equals_the_one_computed_here(trace, children):
-    here = analyze_trace(copy.deepcopy(trace), workers=1)
+    here = read_rank(copy.deepcopy(trace), workers=1)
     assert children == []
-    apart = analyze_trace(copy.deepcopy(trace))
+    apart = read_rank(copy.deepcopy(trace))
     assert children == [{"analysis": "critical_path.step_critical_paths", "returned": True}]
-    assert apart.critical_path.available and len(apart.critical_path.steps) == 6
-    assert comparable(apart) == comparable(here)
-    a, h = apart.critical_path.segments, here.critical_path.segments  # the overlay, not in the JSON
+    assert apart.result.critical_path.available and len(apart.result.critical_path.steps) == 6
+    assert comparable(apart.result) == comparable(here.result)
+    assert apart.result == here.result
+    # the overlay, not in the JSON
+    a, h = apart.overlay.critical_path.segments, here.overlay.critical_path.segments
     assert a.keys() == h.keys() and all(np.array_equal(a[k], h[k]) for k in a)
     assert a["start_ns"].size
 

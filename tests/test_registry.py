@@ -48,13 +48,13 @@ def _trace(tmp_path):
 
 
 def test_every_metric_and_evidence_table_has_one_producer():
-    # the per-rank analyses produce all but the model-formula metrics (tracedoc.estimate, from the user's
-    # model config) and the job view's metrics (tracedoc.job, across ranks)
-    from tracedoc.estimate import METRIC_NAMES as ESTIMATE_METRICS
-
+    """Every rank metric of the metric table has its analysis (the model-formula ones too, given
+    --model); the job view produces the job scope's, of which a lone rank measures its top collective."""
     declared = set(pipeline.declared("metrics"))
-    assert not declared & set(ESTIMATE_METRICS) and not declared & set(JOB_METRICS)
-    assert declared | set(ESTIMATE_METRICS) | set(JOB_METRICS) == set(METRICS)
+    job_only = set(JOB_METRICS) - {"comm_top_collective"}
+    assert not declared & job_only
+    assert declared | job_only == set(METRICS)
+    assert registry.PRODUCERS["metrics"]["formula_mfu"] == "estimate.model_estimate"
     assert set(pipeline.declared("evidence")) == set(EVIDENCE)
 
 

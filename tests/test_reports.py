@@ -232,7 +232,7 @@ def test_html_shows_verdict_first_and_every_section(example_result):
     assert "Tensor Core kernels" in body and "57.5%" in body
     assert "Peak allocated <b>9.0 GiB</b>" in body
     assert '<polyline class="mem-allocated"' in body
-    assert "SHA-256 " + example_result.hashes[example_result.inputs[0]] in body
+    assert "SHA-256 " + example_result.inputs[0].sha256 in body
     assert "tracedoc analyze " in body and "dataloader_starved.pt.trace.json.gz" in body
     assert "CUDA runtime</th><td>12.8" in body
 

@@ -1,6 +1,7 @@
 """A saved report is a value: ``tracedoc analyze -f json`` loads back (``tracedoc.result.load``) into an
 equal ``AnalysisResult``, for every shared trace, the built-in example and a directory of ranks."""
 
+import gzip
 import json
 from pathlib import Path
 
@@ -96,3 +97,50 @@ def test_load_rejects_what_is_not_a_report(tmp_path):
     with pytest.raises(TraceError, match="not valid JSON"):
         (tmp_path / "x.json").write_text("{")
         load(tmp_path / "x.json")
+
+
+V1_JOB = Path(__file__).resolve().parent / "gold" / "reports" / "v1_job.json.gz"
+
+
+def test_a_saved_report_loads_back_equal_to_the_result(tmp_path):
+    """``load_report(p) == result``: the saved model holds everything, and nothing it cannot read back."""
+    result = tracedoc.analyze(example_path())
+    result.save(tmp_path / "r.json")
+    assert tracedoc.load_report(tmp_path / "r.json") == result
+    lean = tmp_path / "lean.json"  # what -f json writes: no timeline; everything else
+    lean.write_text(result.to_json(timeline=False))
+    assert tracedoc.load_report(lean) == AnalysisResult.from_dict(result.to_dict(timeline=False))
+
+
+def test_a_report_of_the_previous_schema_version_loads_through_the_migration():
+    """A CI baseline written by the release before (schema 1, a 4-rank job with a straggler): one rank
+    table in ns, and the rank shown is the straggler, by the one focus rule."""
+    old = json.loads(gzip.decompress(V1_JOB.read_bytes()))
+    assert old["schema_version"] == 1 and old["job"]["focus_index"] == 0 and old["job"]["straggler_ranks"] == [3]
+    loaded = load(V1_JOB)
+    assert loaded.schema_version == 2
+    by_rank = {row.rank: row for row in loaded.job.ranks}
+    for v1_row in old["job"]["rank_table"]:
+        row = by_rank[v1_row["rank"]]
+        assert row.wait_ns_per_step == pytest.approx(v1_row["wait_ms_per_step"] * 1e6)
+        assert row.lateness_ns_per_step == pytest.approx(v1_row["lateness_ms_per_step"] * 1e6)
+        assert row.step_time_p50_ns == pytest.approx(v1_row["step_p50_ms"] * 1e6)
+        assert row.straggler == v1_row["straggler"]
+    assert loaded.focus.rank == 3 and loaded.focus_reason.startswith("the straggler")
+    assert "rank 3" in render_text(loaded) and loaded.to_dict()["job"]["ranks"][3]["straggler"] is True
+    again = AnalysisResult.from_dict(json.loads(loaded.to_json()))
+    assert again == loaded  # once migrated, a value like any other
+
+
+@pytest.mark.parametrize("version", [0, None, "1", 3])
+def test_a_report_of_another_schema_version_fails_in_one_line_naming_it(tmp_path, capsys, version):
+    doc = json.loads(gzip.decompress(V1_JOB.read_bytes()))
+    doc["schema_version"] = version
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TraceError) as exc:
+        load(path)
+    assert f"is a report of schema version {version!r}; this tracedoc reads versions 1 to 2" in exc.value.message()
+    assert main(["diff", str(path), str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"schema version {version!r}" in err and "Traceback" not in err

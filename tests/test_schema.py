@@ -1,8 +1,9 @@
-"""The JSON Schema of ``--format json`` (tracedoc/schema/analysis.schema.json) is valid Draft 2020-12,
-lists every registered metric, and real outputs validate against it.
+"""The JSON Schemas of ``--format json`` (tracedoc/schema/*.schema.json) are generated from the result
+types and the metric table (``tracedoc.schemagen``), are valid Draft 2020-12, describe every field, and
+real outputs validate against them.
 
-The schema's ``metrics`` properties are generated from ``registry.METRICS``; ``pytest --update-gold``
-rewrites them when a metric is added.
+``python -m tracedoc.schemagen`` (or ``pytest --update-gold``) writes them again after a type or a
+metric changes; the drift test fails until it has.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import pytest
 from conftest import shared_traces
 from trace_builder import TraceBuilder, training_steps
 
+from tracedoc import schemagen
 from tracedoc.analyses.registry import METRICS
 from tracedoc.api import analyze
 from tracedoc.cli import example_path
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "tracedoc" / "schema" / "analysis.schema.json"
-_TYPES = {"bool": "boolean", "name": "string", "count": "integer"}
 
 
 def load_schema() -> dict:
@@ -53,41 +54,45 @@ def test_schema_is_draft_2020_12():
     jsonschema.Draft202012Validator.check_schema(schema)
 
 
-def test_schema_lists_every_registered_metric(request):
-    schema = load_schema()
-    want = metric_properties()
+@pytest.mark.parametrize("name", sorted(schemagen.SCHEMAS))
+def test_schema_files_are_generated_from_the_types(request, name):
+    """The drift test: the files are exactly what the types and the metric table generate."""
+    path = schemagen.SCHEMA_DIR / name
+    want = schemagen.render(name)
     if request.config.getoption("--update-gold"):
-        schema["$defs"]["metrics"]["properties"] = want
-        schema["$defs"]["metrics"]["required"] = list(want)
-        SCHEMA_PATH.write_text(json.dumps(schema, indent=2) + "\n")
-    metrics = schema["$defs"]["metrics"]
-    assert metrics["properties"] == want, "run pytest --update-gold to regenerate the metrics from the registry"
+        path.write_text(want, encoding="utf-8")
+    assert path.read_text(encoding="utf-8") == want, \
+        f"{name} is stale: run `python -m tracedoc.schemagen` to generate it from the types again"
+
+
+def test_schema_lists_every_metric_of_the_table():
+    metrics = load_schema()["$defs"]["metrics"]
+    assert metrics["properties"] == metric_properties()
     assert metrics["required"] == list(METRICS)
     assert metrics["additionalProperties"] is False
 
 
-def test_schema_describes_every_top_level_and_rank_field():
+def test_schema_describes_every_field():
+    """Every field of every type says what it holds (the comment beside it in the type's definition)."""
+    for name in schemagen.SCHEMAS:
+        schema = json.loads((schemagen.SCHEMA_DIR / name).read_text())
+        for where, node in [("top level", schema), *schema["$defs"].items()]:
+            for field, prop in node.get("properties", {}).items():
+                target = schema["$defs"][prop["$ref"].rsplit("/", 1)[1]] if "$ref" in prop else prop
+                assert prop.get("description") or target.get("description"), f"{name}: {where}.{field} has no description"
     schema = load_schema()
-    for name, prop in schema["properties"].items():
-        assert prop.get("description"), f"top-level field {name!r} has no description"
+    rank = schema["$defs"]["RankResult"]
+    assert set(rank["required"]) == set(rank["properties"]) - {"timeline"}  # only with --timeline
+    assert "--timeline" in rank["properties"]["timeline"]["description"]
     assert set(schema["required"]) == set(schema["properties"])
-    rank = schema["$defs"]["rank"]
-    optional = {"timeline"}  # only with --timeline; its description says so
-    assert set(rank["required"]) | optional == set(rank["properties"])
-    assert all("Optional" in rank["properties"][name]["description"] for name in optional)
-    for name, prop in rank["properties"].items():
-        target = schema["$defs"][prop["$ref"].rsplit("/", 1)[1]] if "$ref" in prop else prop
-        assert target.get("description") or prop.get("description"), f"rank field {name!r} has no description"
-    for name in ("window", "verdict", "finding", "health", "evidence", "environment", "timeline"):
-        assert name in schema["$defs"], name
 
 
 def test_top_level_fields_match_to_dict(validator):
     doc = analyze(example_path()).to_dict()
     schema = load_schema()
     assert set(doc) == set(schema["properties"])
-    assert set(doc["ranks"][0]) == set(schema["$defs"]["rank"]["properties"])
-    assert set(doc["ranks"][0]["verdict"]) == set(schema["$defs"]["verdict"]["properties"])
+    assert set(doc["ranks"][0]) == set(schema["$defs"]["RankResult"]["properties"])
+    assert set(doc["ranks"][0]["verdict"]) == set(schema["$defs"]["Verdict"]["properties"])
 
 
 def test_example_json_from_the_cli_validates(validator):
@@ -137,8 +142,8 @@ def test_json_leaves_the_timeline_out_unless_asked(validator, tmp_path, capsys):
     assert len(small) < len(full)
     assert_valid(validator, doc)
     assert_valid(validator, doc_full)
-    rank_schema = load_schema()["$defs"]["rank"]
-    assert "timeline" not in rank_schema["required"] and "Optional" in rank_schema["properties"]["timeline"]["description"]
+    rank_schema = load_schema()["$defs"]["RankResult"]
+    assert "timeline" not in rank_schema["required"]
     from tracedoc.result import AnalysisResult
 
     again = AnalysisResult.from_dict(doc)  # a report without the timeline reads back, with an empty one

@@ -147,12 +147,14 @@ def check_rank(rank: Any) -> list[str]:
 
 
 def check_job(view: Any) -> list[str]:
-    """Check the job view's metrics and evidence tables in place, as ``check_rank`` checks a rank's; each
-    violation is added to the view's issues."""
+    """Check the job view's metrics and tables in place, as ``check_rank`` checks a rank's; each violation
+    is added to the view's issues."""
     c = _Checker()
     for name, value in list(view.metrics.items()):
         view.metrics[name] = c.value(f"job: metrics.{name}", value, metric_bounds(name))
-    c.tree("job: evidence", view.evidence)
+    c.tree("job: collectives", view.collective_rows)
+    c.tree("job: stragglers", view.stragglers)
+    c.tree("job: disagreements", view.disagreements)
     view.issues.extend(c.violations)
     return c.violations
 

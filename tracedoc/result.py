@@ -1,10 +1,12 @@
-"""What an analysis produces, as plain values you can save, load and render again.
+"""What an analysis produces, as a saved value: the report of ``tracedoc analyze``.
 
-``AnalysisResult`` (the report of ``tracedoc analyze``) holds one ``RankResult`` per rank, each with
-the rules engine's ``Verdict``, and for more than one rank a ``JobResult`` (the rank table).
-``to_dict`` writes the schema-versioned JSON document of ``tracedoc analyze --format json``;
-``from_dict`` and ``load(path)`` read one back into an equal value, so a saved report can be
-rendered again, compared with another, or gate CI without the trace.
+``AnalysisResult`` holds one ``RankResult`` per rank (``tracedoc.analyses.rank``), each with the
+rules engine's ``Verdict``, and for a directory of ranks a ``JobResult``: the job view, the one rank
+table (ns) and the job verdict. It is a typed record (``tracedoc.model.record``): its JSON document,
+``--format json``, is its fields, and the schema in ``tracedoc/schema`` is generated from it.
+``load(path)`` reads a saved report back into an equal value (reports of schema version 1 through a
+migration, ``tracedoc.migrate``), so a saved report can be rendered again, compared with another,
+or gate CI without the trace.
 
 Renderers take a result (``tracedoc.render``); nothing here formats for people except the short
 ``repr`` and, for notebooks, ``to_text`` / ``to_markdown`` / ``to_html`` / ``_repr_html_``, which
@@ -14,194 +16,85 @@ hand the result to a renderer when called (the only place this module reaches up
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from .analyses.critical_path import CriticalPath
-from .analyses.rank import RankAnalysis, environment
-from .analyses.window import Window
-from .model.plain import plain
-from .engine.evaluate import Verdict
+import msgspec
+
+from .analyses.rank import RankResult, short, verdict_summary
 from .errors import TraceError
 from .job.view import JobView
+from .migrate import CURRENT as SCHEMA_VERSION  # the version history is there
+from .migrate import SCHEMA_NAME, current
+from .model.record import Record, replace, to_builtins, to_json_bytes
+from .model.verdict import Verdict
 from .version import __version__
 
-SCHEMA_NAME = "tracedoc.analysis"
-SCHEMA_VERSION = 1
-REPR_CHARS = 400  # a repr is a one-line summary, never the data (a 2-rank result holds megabytes)
+__all__ = ["SCHEMA_NAME", "SCHEMA_VERSION", "AnalysisResult", "Input", "JobResult", "RankResult", "RankRow",
+           "focus_rank", "load"]
 
 
-def _short(text: str, limit: int = REPR_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+class Input(Record, omit_defaults=True, kw_only=True):
+    """A trace file read: its path, SHA-256, and why it could not be analysed when it could not."""
+
+    path: str  # as given, or as found in the directory
+    sha256: str | None  # of the file's bytes; null when it could not be read
+    # why this rank file was not analysed (the other ranks were; the job view leaves it out); absent when read
+    error: str | None = None
 
 
-def _verdict_summary(v: Verdict | None) -> str:
-    if v is None:
-        return "no verdict"
-    if v.withheld:
-        return "verdict withheld"
-    return (", ".join(v.labels) or "no finding") + f" ({v.confidence}; {len(v.findings)} findings)"
+class RankRow(Record, kw_only=True):
+    """One rank's line in the job's rank table: its own numbers (ns, fractions of its window), the job
+    view's columns (per step, ns; None for a rank the view left out) and its verdict's labels."""
 
-
-ROOFLINE_COLUMNS = ("op", "op_class", "input_shapes", "dtype", "calls", "gpu_ns", "gpu_ns_per_call", "flops",
-                    "bytes", "flops_per_call", "bytes_per_call", "tflops", "tb_per_s", "flop_per_byte",
-                    "ridge_flop_per_byte", "peak_tflops", "bandwidth_tb_per_s", "bound", "roof_tflops",
-                    "of_roof_fraction", "step_fraction", "note")
-
-
-def evidence_frame(evidence: dict[str, list[dict]], name: str, where: str = "this result"):
-    """One evidence table as a pandas DataFrame; an unknown name lists the tables there are."""
-    import pandas as pd
-
-    if name not in evidence:
-        raise KeyError(f"no evidence table {name!r} in {where}; tables: {', '.join(sorted(evidence)) or 'none'}")
-    return pd.DataFrame(evidence[name])
-
-
-@dataclass
-class RankResult:
-    """One rank: its window, metrics, evidence tables, per-step and per-device rows, and verdict."""
-
-    source: str
-    rank: int | None
-    window: Window
-    metrics: dict[str, Any]
-    evidence: dict[str, list[dict]]
-    per_step: list[dict]
-    per_device: list[dict]
-    environment: dict[str, Any]
-    warnings: list[str] = field(default_factory=list)
-    timeline: dict[str, Any] = field(default_factory=dict)
-    verdict: Verdict | None = None
-    critical_path: CriticalPath | None = None  # per-step critical paths and what-if predictions
-    # cause -> idle interval set, for the Perfetto overlay of a fresh analysis; not saved
-    idle_intervals: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @classmethod
-    def from_analysis(cls, analysis: RankAnalysis, verdict: Verdict | None) -> "RankResult":
-        return cls(source=analysis.source, rank=analysis.rank, window=analysis.window,
-                   metrics={k: plain(v) for k, v in analysis.metrics.items()}, evidence=analysis.evidence,
-                   per_step=analysis.per_step, per_device=analysis.per_device,
-                   environment=environment(analysis.meta), warnings=list(analysis.warnings),
-                   timeline=analysis.timeline, verdict=verdict, critical_path=analysis.critical_path,
-                   idle_intervals=analysis.idle_intervals)
-
-    def __repr__(self) -> str:
-        steps = int(self.metrics.get("steps") or 0)
-        return _short(f"<RankResult rank {self.rank} of {os.path.basename(self.source)!r}: "
-                      f"{_verdict_summary(self.verdict)}; {steps} step{'' if steps == 1 else 's'}, "
-                      f"{len(self.metrics)} metrics, evidence tables {', '.join(sorted(self.evidence))}>")
-
-    def table(self, name: str):
-        """An evidence table (``top_kernels``, ``top_gaps``, ...) as a pandas DataFrame."""
-        return evidence_frame(self.evidence, name, f"rank {self.rank}")
-
-    @property
-    def tables(self) -> list[str]:
-        """The names of the evidence tables ``table(name)`` gives."""
-        return sorted(self.evidence)
-
-    def roofline(self):
-        """The per-op roofline as a pandas DataFrame: one row per (op, input shapes, dtype), most GPU
-        time first (columns: ``ROOFLINE_COLUMNS``; empty without GPU kernels or in a report saved
-        before the roofline existed)."""
-        import pandas as pd
-
-        return pd.DataFrame(self.evidence.get("roofline") or [], columns=list(ROOFLINE_COLUMNS))
-
-    @property
-    def step_time_ns(self) -> float | None:
-        v = self.metrics.get("step_time_mean_ns")
-        return float(v) if v else (float(self.window.length_ns) or None)
-
-    @property
-    def top_impact_fraction(self) -> float:
-        """The largest share of the step a finding explains (0 without verdict or findings)."""
-        return self.verdict.top_impact_fraction if self.verdict is not None else 0.0
-
-    def to_dict(self, timeline: bool = True) -> dict[str, Any]:
-        """The rank's JSON object; ``timeline=False`` leaves out the timeline excerpts (the bulk of it)."""
-        out = {
-            "source": self.source, "rank": self.rank,
-            "window": {"start_ns": self.window.start_ns, "end_ns": self.window.end_ns,
-                       "length_ns": self.window.length_ns, "kind": self.window.kind,
-                       "description": self.window.describe()},
-            "metrics": {k: plain(v) for k, v in self.metrics.items()},
-            "per_step": self.per_step, "per_device": self.per_device,
-            "evidence": self.evidence, "warnings": self.warnings,
-            "environment": self.environment, "timeline": self.timeline,
-            "critical_path": self.critical_path.to_dict() if self.critical_path is not None else None,
-            "verdict": self.verdict.to_dict() if self.verdict is not None else None,
-        }
-        if not timeline or not self.timeline:  # optional in the schema: absent rather than empty
-            del out["timeline"]
-        return out
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RankResult":
-        w = d["window"]
-        return cls(source=d["source"], rank=d["rank"], window=Window(w["start_ns"], w["end_ns"], w["kind"]),
-                   metrics=dict(d["metrics"]), evidence=dict(d["evidence"]), per_step=list(d["per_step"]),
-                   per_device=list(d["per_device"]), environment=dict(d["environment"]),
-                   warnings=list(d["warnings"]), timeline=dict(d.get("timeline") or {}),
-                   verdict=Verdict.from_dict(d["verdict"]) if d.get("verdict") is not None else None,
-                   critical_path=(CriticalPath.from_dict(d["critical_path"]) if d.get("critical_path") is not None
-                                  else None))
-
-
-@dataclass
-class RankRow:
-    """One rank's line in the job's rank table."""
-
-    rank: int | None
-    source: str
-    pid: int | None
-    steps: int
-    window_ns: int | None
-    step_time_p50_ns: float | None
-    step_time_p95_ns: float | None
-    gpu_busy_fraction: float | None
-    compute_fraction: float | None
-    exposed_comm_fraction: float | None
-    comm_overlap_fraction: float | None
-    dataloader_stall_fraction: float | None
-    idle_fraction: float | None
-    labels: list[str]
-    withheld: bool
+    rank: int | None  # null unknown
+    source: str  # the rank's trace file
+    pid: int | None  # the process, when one file (an nsys export) holds several ranks
+    steps: int  # steps found
+    window_ns: int | None  # its analysis window
+    step_time_p50_ns: float | None  # median step time (interval between step completions)
+    step_time_p95_ns: float | None  # 95th percentile step time
+    gpu_busy_fraction: float | None  # of its window
+    compute_fraction: float | None  # of its window
+    exposed_comm_fraction: float | None  # communication not overlapped by compute, of its window
+    comm_overlap_fraction: float | None  # of its communication time
+    dataloader_stall_fraction: float | None  # of its window
+    idle_fraction: float | None  # of its window
+    wait_ns_per_step: float | None  # its waiting for the last rank at matched collectives
+    arrived_last_fraction: float | None  # share of its matched collectives it arrived last at
+    lateness_ns_per_step: float | None  # its arrival against the median arrival (negative: early)
+    dataloader_ns_per_step: float | None  # DataLoader time before its collectives
+    straggler: bool  # the job view names it a straggler
+    labels: list[str]  # its verdict's labels, most impactful first
+    withheld: bool  # its verdict was withheld (trace health)
     top_impact_fraction: float | None  # None: the rank has no finding
 
     @classmethod
-    def of(cls, r: RankResult) -> "RankRow":
-        m, v = r.metrics, r.verdict
-        return cls(rank=r.rank, source=r.source, pid=r.environment.get("pid"), steps=int(m.get("steps") or 0),
+    def of(cls, r: RankResult, job: dict[str, Any] | None) -> "RankRow":
+        m, v, job = r.metrics, r.verdict, job or {}
+        return cls(rank=r.rank, source=r.source, pid=r.environment.pid, steps=int(m.get("steps") or 0),
                    window_ns=m.get("window_ns"), step_time_p50_ns=m.get("step_time_p50_ns"),
                    step_time_p95_ns=m.get("step_time_p95_ns"), gpu_busy_fraction=m.get("gpu_busy_fraction"),
                    compute_fraction=m.get("compute_fraction"), exposed_comm_fraction=m.get("exposed_comm_fraction"),
                    comm_overlap_fraction=m.get("comm_overlap_fraction"),
                    dataloader_stall_fraction=m.get("dataloader_stall_fraction"), idle_fraction=m.get("idle_fraction"),
+                   wait_ns_per_step=job.get("wait_ns_per_step"), arrived_last_fraction=job.get("arrived_last_fraction"),
+                   lateness_ns_per_step=job.get("lateness_ns_per_step"),
+                   dataloader_ns_per_step=job.get("dataloader_ns_per_step"), straggler=bool(job.get("straggler")),
                    labels=list(v.labels) if v is not None else [], withheld=bool(v is not None and v.withheld),
                    top_impact_fraction=v.top_impact_fraction if v is not None and v.findings else None)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RankRow":
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+class JobResult(JobView, kw_only=True):
+    """What a directory of ranks adds to the per-rank results: the job view, the one rank table, the
+    rank a report shows in detail (``focus_rank``) and the job verdict."""
 
-
-@dataclass
-class JobResult:
-    """What a directory of ranks adds to the per-rank results: the rank table and the rank to look at."""
-
-    ranks: list[RankRow]
-    focus_index: int  # the rank whose top finding explains the most of its step
-    view: JobView | None = None  # collectives matched across ranks, waits, stragglers (tracedoc.job)
-    verdict: Verdict | None = None  # the job verdict: job rules and the median rank's metrics
-    focus_asked: bool = False  # focus_index set by --rank N
+    ranks: list[RankRow]  # every rank analysed, in rank order
+    focus_rank: int | None = None  # by the focus rule: --rank N, else the straggler, else the median rank
+    focus_asked: bool = False  # the focus was asked for (--rank N)
+    verdict: Verdict | None = None  # the job rules on the job view and the median rank's metrics
 
     def __repr__(self) -> str:
-        return f"<JobResult {len(self.ranks)} ranks, focus rank index {self.focus_index}>"
+        return f"<JobResult {len(self.ranks)} ranks, stragglers {self.straggler_ranks}, focus rank {self.focus_rank}>"
 
     def df(self):
         """The rank table as a pandas DataFrame, one row per rank."""
@@ -209,57 +102,93 @@ class JobResult:
 
         return pd.DataFrame([r.to_dict() for r in self.ranks])
 
-    @classmethod
-    def from_ranks(cls, ranks: list[RankResult]) -> "JobResult":
-        return cls(ranks=[RankRow.of(r) for r in ranks], focus_index=focus_index(ranks))
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ranks": [r.to_dict() for r in self.ranks], "focus_index": self.focus_index}
-        if self.view is not None:
-            out.update(self.view.to_dict())
-            out["verdict"] = self.verdict.to_dict() if self.verdict is not None else None
-        return out
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "JobResult":
-        view = JobView.from_dict(d) if "straggler_ranks" in d else None
-        verdict = Verdict.from_dict(d["verdict"]) if view is not None and d.get("verdict") is not None \
-            and hasattr(Verdict, "from_dict") else None
-        return cls(ranks=[RankRow.from_dict(r) for r in d["ranks"]], focus_index=int(d["focus_index"]),
-                   view=view, verdict=verdict)
+def focus_rank(ranks: list[RankResult], job: JobView | None, asked: int | None = None) -> tuple[int, str]:
+    """The one focus rule: the index of the rank a report (and ``AnalysisResult.focus``, its repr and
+    ``table()``) shows in detail, and why: ``--rank N`` when asked, else the straggler, else the
+    job's median rank, else the first rank."""
+    index = {r.rank: i for i, r in enumerate(ranks)}
+    if asked is not None and asked in index:
+        return index[asked], "asked for with --rank"
+    if job is not None and job.straggler_ranks and job.straggler_ranks[0] in index:
+        return index[job.straggler_ranks[0]], "the straggler; --rank N shows another"
+    if job is not None and job.median_rank in index:
+        return index[job.median_rank], "the job's median rank; --rank N shows another"
+    return 0, "the first rank" if len(ranks) > 1 else "the only rank"
 
 
-def focus_index(ranks: list[RankResult]) -> int:
-    """The rank shown in detail: the one whose top finding explains the most of its step (first on ties)."""
-    return max(range(len(ranks)), key=lambda i: (ranks[i].top_impact_fraction, -i)) if ranks else 0
+class AnalysisResult(Record, dict=True, kw_only=True):
+    """What ``tracedoc analyze`` reports: the inputs, one ``RankResult`` per rank (by rank), and for
+    more than one rank the job over them. ``overlays`` (not saved) holds what a fresh analysis of one
+    trace file draws on it (``--perfetto``)."""
 
-
-@dataclass
-class AnalysisResult:
-    """What ``tracedoc analyze`` reports: inputs, one ``RankResult`` per rank, and the job over them."""
-
-    inputs: list[str]
-    ranks: list[RankResult]
-    command: str | None = None
-    hashes: dict[str, str | None] = field(default_factory=dict)
-    job: JobResult | None = None
-    tracedoc_version: str = __version__
-    rules_version: str | None = None
-    # rank file -> why it could not be analysed: the one record of failed ranks (JSON inputs[].error;
-    # the reports list them with the job view, which leaves them out of matching and stragglers)
-    failed: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, inputs: list[str], ranks: list[RankResult], **kwargs) -> "AnalysisResult":
-        """A result for ``ranks``, with the job table when there is more than one."""
-        return cls(inputs=inputs, ranks=ranks, job=JobResult.from_ranks(ranks) if len(ranks) > 1 else None, **kwargs)
+    schema: Literal["tracedoc.analysis"] = SCHEMA_NAME  # names this document type
+    schema_version: Literal[2] = SCHEMA_VERSION  # bumped on any incompatible change (tracedoc/migrate.py)
+    tracedoc_version: str = __version__  # the tracedoc that wrote it
+    rules_version: str | None = None  # digest of the rule files used ('sha256:aa2c4b1f632c')
+    inputs: list[Input]  # the trace files read, in order: one file, or every rank file of a directory
+    command: str | None = None  # the command line that wrote it; None from the Python API
+    ranks: list[RankResult]  # one per rank (per file, or per process of an nsys export), by rank
+    job: JobResult | None = None  # a directory's job view, rank table and job verdict; None for one trace
 
     def __repr__(self) -> str:
         focus = self.focus
         where = f" (rank {focus.rank} shown)" if self.job is not None and focus is not None else ""
-        name = os.path.basename(self.inputs[0]) if len(self.inputs) == 1 else f"{len(self.inputs)} files"
-        return _short(f"<AnalysisResult {name}: {len(self.ranks)} rank{'' if len(self.ranks) == 1 else 's'}{where}; "
-                      f"{_verdict_summary(focus.verdict if focus else None)}>")
+        paths = self.paths
+        name = os.path.basename(paths[0]) if len(paths) == 1 else f"{len(paths)} files"
+        return short(f"<AnalysisResult {name}: {len(self.ranks)} rank{'' if len(self.ranks) == 1 else 's'}{where}; "
+                     f"{verdict_summary(focus.verdict if focus else None)}>")
+
+    @property
+    def paths(self) -> list[str]:
+        return [i.path for i in self.inputs]
+
+    @property
+    def hashes(self) -> dict[str, str | None]:
+        return {i.path: i.sha256 for i in self.inputs}
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """Rank file -> why it could not be analysed (the other ranks were)."""
+        return {i.path: i.error for i in self.inputs if i.error}
+
+    @property
+    def verdicts(self) -> list[Verdict | None]:
+        return [r.verdict for r in self.ranks]
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """The first rank's metrics (the common single-trace case)."""
+        return self.ranks[0].metrics if self.ranks else {}
+
+    @property
+    def focus_index(self) -> int:
+        """The index of the rank shown in detail (``focus_rank``, the one focus rule)."""
+        if self.job is not None and self.job.focus_rank is not None:
+            return next((i for i, r in enumerate(self.ranks) if r.rank == self.job.focus_rank), 0)
+        return focus_rank(self.ranks, self.job)[0]
+
+    @property
+    def focus(self) -> RankResult | None:
+        """The rank a report shows in detail."""
+        return self.ranks[self.focus_index] if self.ranks else None
+
+    @property
+    def focus_reason(self) -> str:
+        asked = self.job.focus_rank if self.job is not None and self.job.focus_asked else None
+        return focus_rank(self.ranks, self.job, asked)[1]
+
+    def with_focus(self, rank: int) -> "AnalysisResult":
+        """This result showing rank ``rank`` in detail (``--rank N``); a ``KeyError`` names the ranks there are."""
+        have = [r.rank for r in self.ranks]
+        if rank not in have:
+            raise KeyError(f"no rank {rank} in this result; ranks {have[:16]}")
+        if self.job is None:
+            return self
+        out = replace(self, job=replace(self.job, focus_rank=rank, focus_asked=True))
+        if hasattr(self, "overlays"):
+            out.overlays = self.overlays
+        return out
 
     def table(self, name: str, rank: int | None = None):
         """An evidence table of the focus rank (or of the rank at index ``rank``) as a pandas DataFrame."""
@@ -299,65 +228,31 @@ class AnalysisResult:
 
         return render_card(self)
 
-    @property
-    def verdicts(self) -> list[Verdict | None]:
-        return [r.verdict for r in self.ranks]
-
-    @property
-    def metrics(self) -> dict[str, Any]:
-        """The first rank's metrics (the common single-trace case)."""
-        return self.ranks[0].metrics if self.ranks else {}
-
-    @property
-    def focus(self) -> RankResult | None:
-        """The rank a report shows in detail."""
-        if not self.ranks:
-            return None
-        return self.ranks[self.job.focus_index if self.job is not None else focus_index(self.ranks)]
+    def _saved(self, timeline: bool) -> "AnalysisResult":
+        return self if timeline else replace(self, ranks=[replace(r, timeline={}) for r in self.ranks])
 
     def to_dict(self, timeline: bool = True) -> dict[str, Any]:
         """The schema-versioned document; ``timeline=False`` leaves out each rank's timeline excerpts."""
-        return {
-            "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "tracedoc_version": self.tracedoc_version,
-            "rules_version": self.rules_version,
-            "inputs": [{"path": p, "sha256": self.hashes.get(p), **({"error": self.failed[p]} if p in self.failed else {})}
-                       for p in self.inputs],
-            "command": self.command,
-            "ranks": [r.to_dict(timeline=timeline) for r in self.ranks],
-            "job": self.job.to_dict() if self.job is not None else None,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any], where: str = "report") -> "AnalysisResult":
-        if not isinstance(d, dict) or d.get("schema") != SCHEMA_NAME:
-            seen = repr(d.get("schema")) if isinstance(d, dict) else type(d).__name__
-            raise TraceError(where, f"is not a tracedoc report (schema {SCHEMA_NAME!r})", f"schema {seen}",
-                             "pass the JSON written by `tracedoc analyze --format json`")
-        if d.get("schema_version") != SCHEMA_VERSION:
-            wrote = d.get("tracedoc_version")
-            raise TraceError(where, f"is a report of schema version {d.get('schema_version')!r}; this tracedoc "
-                             f"reads version {SCHEMA_VERSION}", f"written by tracedoc {wrote}" if wrote else None,
-                             "analyse the trace again with this tracedoc, or read the report with the version "
-                             "that wrote it")
-        try:
-            return cls(inputs=[i["path"] for i in d["inputs"]], ranks=[RankResult.from_dict(r) for r in d["ranks"]],
-                       command=d["command"], hashes={i["path"]: i["sha256"] for i in d["inputs"]},
-                       failed={i["path"]: i["error"] for i in d["inputs"] if i.get("error")},
-                       job=JobResult.from_dict(d["job"]) if d.get("job") is not None else None,
-                       tracedoc_version=d["tracedoc_version"], rules_version=d["rules_version"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TraceError(where, "is a tracedoc report with a missing or malformed field",
-                             f"{type(exc).__name__}: {exc}", "write it again with `tracedoc analyze --format json`") from None
+        return to_builtins(self._saved(timeline))
 
     def to_json(self, timeline: bool = True) -> str:
-        import orjson
-
-        return orjson.dumps(self.to_dict(timeline=timeline), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
-                            default=_json_default).decode()
+        return msgspec.json.format(to_json_bytes(self._saved(timeline)), indent=2).decode()
 
     def save(self, path: str | os.PathLike) -> None:
+        """Write the whole report (timeline included) as JSON; ``load`` reads it back into an equal value."""
         with open(path, "w", encoding="utf-8") as f:
             f.write(self.to_json())
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "report") -> "AnalysisResult":
+        """The value a report's document describes (schema version 1 migrated); a ``TraceError`` says
+        what is wrong with a document that is not a report this tracedoc reads."""
+        doc = current(data, where)
+        try:
+            return msgspec.convert(doc, cls)
+        except msgspec.ValidationError as exc:
+            raise TraceError(where, "is a tracedoc report with a missing or malformed field", str(exc),
+                             "write it again with `tracedoc analyze --format json`") from None
 
 
 def load(path: str | os.PathLike) -> AnalysisResult:
@@ -378,11 +273,3 @@ def load(path: str | os.PathLike) -> AnalysisResult:
     except orjson.JSONDecodeError as exc:
         raise TraceError(path, "is not valid JSON", str(exc), "pass a report written with --format json") from None
     return AnalysisResult.from_dict(data, where=path)
-
-
-def _json_default(obj: Any) -> Any:
-    if hasattr(obj, "item"):
-        return obj.item()
-    if isinstance(obj, set):
-        return sorted(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
+from typing import Any
 
 from ..model.trace import Trace
 from .offload import Offloader
-from .registry import ANALYSES, PRODUCERS, Analysis, ContractError, Produced
+from .registry import ANALYSES, GIVEN, PRODUCERS, Analysis, ContractError, Produced
 
 _KINDS = ("metrics", "evidence", "values")
 
@@ -49,26 +50,35 @@ def default_request() -> dict[str, tuple[str, ...]]:
     return request
 
 
-def plan(metrics: Iterable[str] = (), evidence: Iterable[str] = (), values: Iterable[str] = ()) -> list[Analysis]:
-    """The analyses that produce what is asked for and what they need, each after its inputs."""
+def plan(metrics: Iterable[str] = (), evidence: Iterable[str] = (), values: Iterable[str] = (),
+         given: Iterable[str] = ()) -> list[Analysis]:
+    """The analyses that produce what is asked for and what they need, each after its inputs. An analysis
+    needing a stage input (``GIVEN``) that is not ``given`` is left out, with whatever needs its outputs."""
     register_all()
+    given = frozenset(given)
     order: list[Analysis] = []
-    state: dict[str, str] = {}  # analysis name -> "visiting" | "done"
+    state: dict[str, str] = {}  # analysis name -> "visiting" | "done" | "skipped"
 
-    def visit(kind: str, name: str, wanted_by: str) -> None:
+    def visit(kind: str, name: str, wanted_by: str) -> bool:
+        """Plan the producer of ``name``; False when it cannot run (a stage input is missing)."""
+        if kind == "values" and name in GIVEN:
+            return name in given
         producer = PRODUCERS[kind].get(name)
         if producer is None:
             raise ContractError(f"{wanted_by} asks for {kind} {name!r}, which no analysis produces")
-        if state.get(producer) == "done":
-            return
+        if state.get(producer) in ("done", "skipped"):
+            return state[producer] == "done"
         if state.get(producer) == "visiting":
             raise ContractError(f"analyses depend on each other in a cycle through {producer}")
         state[producer] = "visiting"
         entry = ANALYSES[producer]
-        for need in entry.needs:
-            visit("values", need, producer)
-        state[producer] = "done"
-        order.append(entry)
+        inputs = ([("values", n) for n in entry.needs] + [("metrics", n) for n in entry.reads]
+                  + [("evidence", n) for n in entry.reads_tables])
+        ok = all([visit(k, n, producer) for k, n in inputs])
+        state[producer] = "done" if ok else "skipped"
+        if ok:
+            order.append(entry)
+        return ok
 
     for kind, names in zip(_KINDS, (metrics, evidence, values)):
         for name in names:
@@ -77,23 +87,26 @@ def plan(metrics: Iterable[str] = (), evidence: Iterable[str] = (), values: Iter
 
 
 def run_analyses(trace: Trace, metrics: Iterable[str] | None = None, evidence: Iterable[str] | None = None,
-                 values: Iterable[str] | None = None, *, workers: int | None = None) -> Produced:
+                 values: Iterable[str] | None = None, *, workers: int | None = None,
+                 given: Mapping[str, Any] | None = None) -> Produced:
     """Run what ``metrics``, ``evidence`` and ``values`` need (None: the default request for that kind).
 
-    On a large trace, ``offload`` analyses run in a child process beside the others, unless
-    ``workers=1`` (the caller already runs one process per core)."""
+    ``given``: the stage inputs (``GIVEN``) the caller has, by name. On a large trace, ``offload``
+    analyses run in a child process beside the others, unless ``workers=1`` (the caller already runs
+    one process per core). Outputs of analyses that could not run (a stage input missing) are absent."""
     default = default_request()
     asked = {kind: tuple(default[kind] if names is None else names)
              for kind, names in zip(_KINDS, (metrics, evidence, values))}
-    out = Produced()
+    out = Produced(values=dict(given or {}))
 
     def merge(entry: Analysis, produced: Produced) -> None:
         check(entry, produced)
         out.metrics.update(produced.metrics)
         out.evidence.update(produced.evidence)
         out.values.update(produced.values)
+        out.warnings.extend(produced.warnings)
 
-    order = plan(**asked)
+    order = plan(**asked, given=tuple(given or ()))
     away = Offloader(order, trace, workers)
     try:
         for entry in order:
@@ -101,7 +114,9 @@ def run_analyses(trace: Trace, metrics: Iterable[str] | None = None, evidence: I
             if away.handles(entry):
                 continue
             away.collect(entry.needs, merge)
-            merge(entry, entry.run(trace, MappingProxyType({name: out.values[name] for name in entry.needs})))
+            merge(entry, entry.run(trace, MappingProxyType(
+                {**{name: out.values[name] for name in entry.needs}, **{name: out.metrics[name] for name in entry.reads},
+                 **{name: out.evidence[name] for name in entry.reads_tables}})))
         away.collect(None, merge)
     finally:
         away.cancel()

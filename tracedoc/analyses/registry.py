@@ -78,6 +78,10 @@ EVIDENCE: dict[str, str] = {
     "roofline_below_roof": "The roofline rows whose distance to their roof costs the most step time (share of the "
                            "step x (1 - share of the roof reached)): op class, op, shapes, dtype, bound, share of the "
                            "roof, share of the step.",
+    "model_estimate": "With --model: the formula's parameters, training FLOPs per token and per step, tokens/s, "
+                      "samples/s, model MFU and how it compares with the trace's count.",
+    "memory_estimate": "With --model: estimated weights, gradients, optimizer states and activations per GPU, "
+                       "beside the measured peak and the device's memory.",
 }
 
 
@@ -91,11 +95,20 @@ class ContractError(RuntimeError):
 
 @dataclass
 class Produced:
-    """What one analysis (or a whole run) returns: metrics, evidence tables and values, by name."""
+    """What one analysis (or a whole run) returns: metrics, evidence tables and values, by name, and
+    warnings for the rank's result (what the analysis could not do or does not trust)."""
 
     metrics: dict[str, Any] = field(default_factory=dict)
     evidence: dict[str, list[dict]] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+# Stage inputs: values an analysis may need that no analysis produces; the caller gives them
+# (``run_analyses(given=...)``). An analysis needing one that is not given does not run.
+GIVEN: dict[str, str] = {
+    "estimate_request": "the model config and tokens per step of --model (tracedoc.estimate.EstimateRequest)",
+}
 
 
 @dataclass(frozen=True)
@@ -107,9 +120,11 @@ class Analysis:
     produces: tuple[str, ...]  # metric names (keys of METRICS)
     evidence: tuple[str, ...]  # evidence table names (keys of EVIDENCE)
     provides: tuple[str, ...]  # values other analyses or the result read
-    needs: tuple[str, ...]  # values it reads, provided by other analyses
+    needs: tuple[str, ...]  # values it reads, provided by other analyses (or given: ``GIVEN``)
     on_demand: bool  # run only when one of its outputs is asked for by name
     offload: bool = False  # may run in a forked child process while the others run (see offload.py)
+    reads: tuple[str, ...] = ()  # metrics of other analyses it reads
+    reads_tables: tuple[str, ...] = ()  # evidence tables of other analyses it reads
 
 
 ANALYSES: dict[str, Analysis] = {}
@@ -118,10 +133,13 @@ PRODUCERS: dict[str, dict[str, str]] = {"metrics": {}, "evidence": {}, "values":
 
 
 def analysis(*, produces: tuple[str, ...] = (), evidence: tuple[str, ...] = (), provides: tuple[str, ...] = (),
-             needs: tuple[str, ...] = (), on_demand: bool = False, offload: bool = False) -> Callable:
+             needs: tuple[str, ...] = (), on_demand: bool = False, offload: bool = False, reads: tuple[str, ...] = (),
+             reads_tables: tuple[str, ...] = ()) -> Callable:
     """Register ``fn(trace, inputs) -> Produced`` as an analysis with its declared inputs and outputs.
 
-    ``inputs`` maps each name in ``needs`` to the value another analysis provides. ``on_demand``
+    ``inputs`` maps each name in ``needs`` to the value another analysis provides (or the caller gives,
+    ``GIVEN``), each name in ``reads`` to a metric and each in ``reads_tables`` to an evidence table
+    another analysis produces. ``on_demand``
     analyses (costly ones) are left out of a full run unless an output of theirs is asked for. ``offload``
     ones (long, and waited for by few others) may run in a child process beside the others. Every
     output has one producer; a metric or evidence table must be described in ``METRICS`` / ``EVIDENCE``.
@@ -130,7 +148,7 @@ def analysis(*, produces: tuple[str, ...] = (), evidence: tuple[str, ...] = (), 
     def register(fn: Callable) -> Callable:
         name = f"{fn.__module__.rsplit('.', 1)[-1]}.{fn.__name__}"
         entry = Analysis(name, fn, tuple(produces), tuple(evidence), tuple(provides), tuple(needs), on_demand,
-                         offload)
+                         offload, tuple(reads), tuple(reads_tables))
         undescribed = [m for m in entry.produces if m not in METRICS] + [t for t in entry.evidence if t not in EVIDENCE]
         if undescribed:
             raise ContractError(f"analysis {name} declares {', '.join(map(repr, undescribed))}, which "

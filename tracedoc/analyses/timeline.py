@@ -108,12 +108,12 @@ def _downsample(trace: Trace, rows: np.ndarray, comm_mask: np.ndarray, lo: int, 
 _CAT = {0: "compute", 1: "memcpy", 2: "memset", 3: "communication"}
 
 
-@analysis(needs=("step_spans", "comm_mask", "window", "idle_sets", "dataloader_spans", "sync_spans", "critical_path"),
-          provides=("timeline",))
+@analysis(needs=("step_spans", "comm_mask", "window", "idle_sets", "dataloader_spans", "sync_spans",
+                 "critical_path_overlay"), provides=("timeline",))
 def timeline_excerpts(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
     rows = excerpts(trace, inputs["step_spans"], inputs["comm_mask"], win.start_ns, win.end_ns, inputs["idle_sets"],
                     inputs["dataloader_spans"], inputs["sync_spans"])
     for ex in rows:  # the report's timeline highlights the critical path
-        ex["critical"] = inputs["critical_path"].intervals_in(ex["start_ns"], ex["end_ns"])
+        ex["critical"] = inputs["critical_path_overlay"].intervals_in(ex["start_ns"], ex["end_ns"])
     return Produced(values={"timeline": {"excerpts": rows}})

@@ -15,6 +15,7 @@ from ..model.groups import isin
 from ..model.stats import percentile
 from . import classify as C
 from .registry import Produced, analysis
+from ..model.record import Record
 
 @dataclass
 class Steps:
@@ -52,20 +53,28 @@ class Steps:
         return np.diff(done, prepend=self.cpu_start_ns[:1])
 
 
-@dataclass
-class Window:
-    start_ns: int
-    end_ns: int
-    kind: str  # "steps", "gpu" or "cpu"
+_WINDOW_KINDS = {"steps": "first step start to the end of the last step's GPU work",
+                 "gpu": "first to last GPU op; the trace has no step spans",
+                 "cpu": "the CPU span; the trace has no GPU ops"}
 
-    @property
-    def length_ns(self) -> int:
-        return max(0, self.end_ns - self.start_ns)
+
+class Window(Record, kw_only=False):
+    """The analysis window of a rank (DESIGN.md: Analysis window): its span, kind and what that means."""
+
+    start_ns: int  # in the trace's clock
+    end_ns: int  # in the trace's clock
+    # steps: first step start to the end of the last step's GPU work; gpu: first to last GPU op (no
+    # steps); cpu: the CPU span (no GPU ops)
+    kind: str
+    length_ns: int = 0  # end_ns - start_ns
+    description: str = ""  # the kind in words
+
+    def __post_init__(self) -> None:
+        self.length_ns = max(0, self.end_ns - self.start_ns)
+        self.description = _WINDOW_KINDS[self.kind]
 
     def describe(self) -> str:
-        return {"steps": "first step start to the end of the last step's GPU work",
-                "gpu": "first to last GPU op; the trace has no step spans",
-                "cpu": "the CPU span; the trace has no GPU ops"}[self.kind]
+        return self.description
 
 
 def launch_times(trace: Trace) -> np.ndarray:

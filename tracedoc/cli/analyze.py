@@ -153,10 +153,10 @@ def cmd_analyze(args) -> int:
     for r in result.ranks:
         for w in r.warnings:
             print(f"tracedoc: warning: {w}", file=sys.stderr)
-    if result.job is not None and result.job.view is not None:
+    if result.job is not None:
         from ..checks import BUG_PREFIX
 
-        for issue in result.job.view.issues:
+        for issue in result.job.issues:
             if issue.startswith(BUG_PREFIX):
                 print(f"tracedoc: warning: {issue}", file=sys.stderr)
     if args.rank is not None:
@@ -164,20 +164,18 @@ def cmd_analyze(args) -> int:
         if args.rank not in have:
             raise UsageError("--rank", f"rank {args.rank} is not in {path}", f"ranks {have[:16]}",
                              "pick one of the ranks listed")
-        if result.job is not None:
-            result.job.focus_index = have.index(args.rank)
-            result.job.focus_asked = True
+        result = result.with_focus(args.rank)
     render_options = {"timeline": True} if fmt == "json" and args.timeline else {}
     if args.perfetto:
         from ..render.perfetto import write_perfetto
 
-        check_output_path(args.perfetto, result.inputs, "--perfetto")
+        check_output_path(args.perfetto, result.paths, "--perfetto")
         write_perfetto(result, args.perfetto)
         print(f"tracedoc: wrote the Perfetto overlay to {args.perfetto}", file=sys.stderr)
         if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):
             render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:
-        check_output_path(args.output, result.inputs)
+        check_output_path(args.output, result.paths)
         write_atomic(args.output, renderer(fmt).render(result, **render_options))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
     elif fmt == "text":

@@ -8,9 +8,8 @@ compared; the result carries a warning that says what differs.
 
 from __future__ import annotations
 
-from typing import Any
-
-from .comm import rank_waits_ms, split_exposed_ns
+from ..analyses.rank import RankResult
+from .comm import rank_waits_ns, split_exposed_ns
 from .inputs import Side
 from .metrics import label_change, metric_deltas
 from .model import NOISE_FLOOR_PCT, DiffResult, RankDiff
@@ -24,8 +23,8 @@ _ENV_FIELDS = (("gpu", "GPU"), ("device_count", "device count"), ("world_size", 
 
 def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) -> DiffResult:
     pairs, warnings = align_ranks(before.ranks, after.ranks, before.path, after.path)
-    waits_b, waits_a = rank_waits_ms(before.report), rank_waits_ms(after.report)
-    diffs = [diff_ranks(b, a, waits_b.get(b.get("rank")), waits_a.get(a.get("rank"))) for b, a in pairs]
+    waits_b, waits_a = rank_waits_ns(before.result), rank_waits_ns(after.result)
+    diffs = [diff_ranks(b, a, waits_b.get(b.rank), waits_a.get(a.rank)) for b, a in pairs]
     per_pair = [comparability_warnings(b, a, d, before.path, after.path) for d, (b, a) in zip(diffs, pairs)]
     for i, found in enumerate(per_pair):  # said once when every pair has it, else per rank
         for w in found:
@@ -34,34 +33,33 @@ def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) ->
             else:
                 warnings.append(f"rank {diffs[i].rank_before}: {w}")
     focus = max(range(len(diffs)), key=lambda i: (abs(diffs[i].step_delta_ns), -i))
-    env_b = (pairs[0][0].get("environment") or {})
-    env_a = (pairs[0][1].get("environment") or {})
+    env_b, env_a = pairs[0][0].environment.to_dict(), pairs[0][1].environment.to_dict()
     return DiffResult(before_path=before.path, after_path=after.path, before_kind=before.kind, after_kind=after.kind,
                       before=mean_profile([d.before for d in diffs]), after=mean_profile([d.after for d in diffs]),
                       pairs=diffs, focus=focus, warnings=_dedupe(warnings),
                       environment={"before": env_b, "after": env_a}, noise_pct=noise_pct)
 
 
-def diff_ranks(before: dict[str, Any], after: dict[str, Any], wait_before_ms: float | None = None,
-               wait_after_ms: float | None = None) -> RankDiff:
+def diff_ranks(before: RankResult, after: RankResult, wait_before_ns: float | None = None,
+               wait_after_ns: float | None = None) -> RankDiff:
     pb, pa = step_profile(before), step_profile(after)
     nb, na = pb.per_step_divisor, pa.per_step_divisor
-    split_b = split_exposed_ns(pb.category_ns["exposed_comm"], wait_before_ms)
-    split_a = split_exposed_ns(pa.category_ns["exposed_comm"], wait_after_ms)
+    split_b = split_exposed_ns(pb.category_ns["exposed_comm"], wait_before_ns)
+    split_a = split_exposed_ns(pa.category_ns["exposed_comm"], wait_after_ns)
     return RankDiff(comm_split={"before": split_b, "after": split_a} if split_b and split_a else None,
-                    rank_before=before.get("rank"), rank_after=after.get("rank"), before=pb, after=pa,
+                    rank_before=before.rank, rank_after=after.rank, before=pb, after=pa,
                     kernels=kernel_deltas(before, after, nb, na), operators=operator_deltas(before, after, nb, na),
-                    metrics=metric_deltas(before.get("metrics") or {}, after.get("metrics") or {}),
+                    metrics=metric_deltas(before.metrics, after.metrics),
                     labels=label_change(before, after),
                     kernels_complete=kernel_table(before)[1] and kernel_table(after)[1])
 
 
-def align_ranks(before: list[dict], after: list[dict], where_b: str, where_a: str
-                ) -> tuple[list[tuple[dict, dict]], list[str]]:
-    """Pairs of rank entries to compare, and warnings about ranks left out."""
+def align_ranks(before: list[RankResult], after: list[RankResult], where_b: str, where_a: str
+                ) -> tuple[list[tuple[RankResult, RankResult]], list[str]]:
+    """Pairs of ranks to compare, and warnings about ranks left out."""
     warnings: list[str] = []
-    nums_b = [r.get("rank") for r in before]
-    nums_a = [r.get("rank") for r in after]
+    nums_b = [r.rank for r in before]
+    nums_a = [r.rank for r in after]
     if len(before) == 1 and len(after) == 1:
         if nums_b[0] != nums_a[0] and None not in (nums_b[0], nums_a[0]):
             warnings.append(f"comparing rank {nums_b[0]} of {where_b} with rank {nums_a[0]} of {where_a}")
@@ -69,8 +67,8 @@ def align_ranks(before: list[dict], after: list[dict], where_b: str, where_a: st
     numbered = None not in nums_b and None not in nums_a and len(set(nums_b)) == len(nums_b) \
         and len(set(nums_a)) == len(nums_a)
     if numbered:
-        by_a = {r["rank"]: r for r in after}
-        pairs = [(r, by_a[r["rank"]]) for r in before if r["rank"] in by_a]
+        by_a = {r.rank: r for r in after}
+        pairs = [(r, by_a[r.rank]) for r in before if r.rank in by_a]
         only_b = sorted(set(nums_b) - set(nums_a))
         only_a = sorted(set(nums_a) - set(nums_b))
         if only_b:
@@ -87,12 +85,12 @@ def align_ranks(before: list[dict], after: list[dict], where_b: str, where_a: st
     return list(zip(before[:n], after[:n])), warnings
 
 
-def comparability_warnings(before: dict, after: dict, d: RankDiff, where_b: str, where_a: str) -> list[str]:
+def comparability_warnings(before: RankResult, after: RankResult, d: RankDiff, where_b: str, where_a: str) -> list[str]:
     """What differs between the two runs beyond the change being measured."""
     out = []
-    eb, ea = before.get("environment") or {}, after.get("environment") or {}
+    eb, ea = before.environment, after.environment
     for key, label in _ENV_FIELDS:
-        vb, va = eb.get(key), ea.get(key)
+        vb, va = getattr(eb, key), getattr(ea, key)
         if vb is not None and va is not None and vb != va:
             out.append(f"the runs differ in {label}: {vb} before, {va} after; the numbers are still compared, "
                        "but part of the change may come from that")
@@ -104,7 +102,7 @@ def comparability_warnings(before: dict, after: dict, d: RankDiff, where_b: str,
     elif ops is not None and ops < MIN_NAME_OVERLAP:
         out.append(f"only {ops:.0%} of CPU operator names are shared between the runs: they may be "
                    "different models or code paths")
-    mb, ma = before.get("metrics") or {}, after.get("metrics") or {}
+    mb, ma = before.metrics, after.metrics
     if bool(mb.get("has_gpu_ops")) != bool(ma.get("has_gpu_ops")):
         which = where_a if mb.get("has_gpu_ops") else where_b
         out.append(f"{which} has no GPU activity while the other run has; compare runs on the same device kind")

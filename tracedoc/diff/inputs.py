@@ -1,9 +1,9 @@
-"""One side of a diff: a report's dict form (``tracedoc analyze --format json``), checked.
+"""One side of a diff: a typed ``AnalysisResult``, checked, and where it came from.
 
 The caller (``tracedoc.api.diff``) analyses a trace first, or reads a saved report with
-``tracedoc.result.load`` (which checks its schema name and version; ``is_report`` tells a report
-from a trace by the file's first bytes), so a CI job can keep a small report as its baseline
-instead of the trace.
+``tracedoc.result.load`` (which checks its schema name and version and migrates an older one;
+``is_report`` tells a report from a trace by the file's first bytes), so a CI job can keep a small
+report as its baseline instead of the trace.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import gzip
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
 
+from ..analyses.rank import RankResult
 from ..errors import TraceError
+from ..result import AnalysisResult
 
 _HEAD_BYTES = 1 << 16
 # A tracedoc report names its schema at the top ("schema": "tracedoc.analysis", "schema_version": 1);
@@ -24,15 +25,15 @@ _REPORT_HEAD_RE = re.compile(rb'"schema_version"\s*:|"schema"\s*:\s*"')
 
 @dataclass
 class Side:
-    """One run being compared: where it came from and its report."""
+    """One run being compared: where it came from and its result."""
 
     path: str
     kind: str  # "report" or "trace"
-    report: dict[str, Any]
+    result: AnalysisResult
 
     @property
-    def ranks(self) -> list[dict[str, Any]]:
-        return self.report["ranks"]
+    def ranks(self) -> list[RankResult]:
+        return self.result.ranks
 
 
 def is_report(path: str) -> bool:
@@ -53,11 +54,10 @@ def is_report(path: str) -> bool:
     return head.lstrip()[:1] == b"{" and bool(_REPORT_HEAD_RE.search(head)) and b'"traceEvents"' not in head
 
 
-def check_report(data: dict[str, Any], where: str) -> dict[str, Any]:
-    """A report's dict (already read as a tracedoc report), checked for the ranks the diff compares."""
-    ranks = data.get("ranks")
-    if not isinstance(ranks, list) or not ranks:
-        raise TraceError(where, "is a tracedoc report with no ranks", f"ranks = {str(ranks)[:40]}",
+def check_report(result: AnalysisResult, where: str) -> AnalysisResult:
+    """A result, checked for the ranks the diff compares."""
+    if not result.ranks:
+        raise TraceError(where, "is a tracedoc report with no ranks", "ranks = []",
                          "write it again with `tracedoc analyze --format json`")
-    return data
+    return result
 

@@ -10,6 +10,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..analyses.rank import RankResult
 from ..model.metrics import LOWER, TRACE_METRICS as METRICS
 
 # For every numeric metric, which change is better ("lower", "higher" or None), from the metric table.
@@ -85,9 +86,9 @@ class LabelChange:
         return asdict(self)
 
 
-def label_change(before_rank: dict[str, Any], after_rank: dict[str, Any]) -> LabelChange:
-    vb, va = before_rank.get("verdict") or {}, after_rank.get("verdict") or {}
-    lb, la = list(vb.get("labels") or []), list(va.get("labels") or [])
+def label_change(before_rank: RankResult, after_rank: RankResult) -> LabelChange:
+    vb, va = before_rank.verdict, after_rank.verdict
+    lb, la = (list(vb.labels) if vb else []), (list(va.labels) if va else [])
     return LabelChange(gone=[x for x in lb if x not in la], new=[x for x in la if x not in lb],
-                       kept=[x for x in lb if x in la], before_withheld=bool(vb.get("withheld")),
-                       after_withheld=bool(va.get("withheld")))
+                       kept=[x for x in lb if x in la], before_withheld=bool(vb and vb.withheld),
+                       after_withheld=bool(va and va.withheld))

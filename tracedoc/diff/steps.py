@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ..analyses.rank import RankResult
+
 CATEGORIES = ("compute", "exposed_comm", "memcpy", "dataloader", "host_launch", "sync", "launch_latency", "other")
 IDLE_CAUSES = ("dataloader", "host_launch", "sync", "launch_latency", "other")
 OUTLIER_SPAN_FACTOR = 3.0
@@ -43,11 +45,11 @@ class StepProfile:
         return max(self.steps, 1)
 
 
-def step_profile(rank: dict[str, Any]) -> StepProfile:
-    rows = [r for r in rank.get("per_step") or [] if isinstance(r, dict) and "start_ns" in r and "end_ns" in r]
+def step_profile(rank: RankResult) -> StepProfile:
+    rows = [r for r in rank.per_step if isinstance(r, dict) and "start_ns" in r and "end_ns" in r]
     if rows:
         return _profile_from_steps(rows)
-    return _profile_from_window(rank.get("metrics") or {})
+    return _profile_from_window(rank.metrics)
 
 
 def completion_intervals_ns(rows: list[dict]) -> np.ndarray:

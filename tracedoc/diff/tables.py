@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..analyses.rank import RankResult
 from .names import normalise_kernel
 
 
@@ -63,16 +64,16 @@ class OperatorDelta:
         return {**asdict(self), "delta_cpu_ms": self.delta_cpu_ms, "delta_gpu_ms": self.delta_gpu_ms}
 
 
-def kernel_table(rank: dict[str, Any]) -> tuple[list[dict], bool]:
+def kernel_table(rank: RankResult) -> tuple[list[dict], bool]:
     """The rank's per-name GPU op totals, and whether the table is complete."""
-    ev = rank.get("evidence") or {}
+    ev = rank.evidence
     if "kernel_totals" in ev:
         return ev["kernel_totals"] or [], True
     return ev.get("top_kernels") or [], False
 
 
-def operator_table(rank: dict[str, Any]) -> tuple[list[dict], bool]:
-    ev = rank.get("evidence") or {}
+def operator_table(rank: RankResult) -> tuple[list[dict], bool]:
+    ev = rank.evidence
     if "operator_totals" in ev:
         return ev["operator_totals"] or [], True
     return [{"name": r.get("name"), "calls": r.get("calls", 0), "cpu_ns": r.get("cpu_ns", 0),
@@ -102,7 +103,7 @@ def _status(before: float, after: float, present_before: bool, present_after: bo
     return "same" if before == after else "changed"
 
 
-def kernel_deltas(before: dict, after: dict, steps_before: int, steps_after: int) -> list[KernelDelta]:
+def kernel_deltas(before: RankResult, after: RankResult, steps_before: int, steps_after: int) -> list[KernelDelta]:
     """Every kernel group of either run, largest absolute change in time per step first.
 
     A side whose report lists only its top kernels says nothing about a kernel smaller than its
@@ -141,7 +142,7 @@ def _listed_floor(rows: list[dict], complete: bool, steps: int) -> float:
     return min(int(r.get("total_ns") or 0) for r in rows) / steps
 
 
-def operator_deltas(before: dict, after: dict, steps_before: int, steps_after: int) -> list[OperatorDelta]:
+def operator_deltas(before: RankResult, after: RankResult, steps_before: int, steps_after: int) -> list[OperatorDelta]:
     """Every CPU operator of either run (left out as for kernels when a report lists only its top ones)."""
     rows_b, complete_b = operator_table(before)
     rows_a, complete_a = operator_table(after)
@@ -167,7 +168,7 @@ def operator_deltas(before: dict, after: dict, steps_before: int, steps_after: i
     return out
 
 
-def name_overlap(before: dict, after: dict) -> float | None:
+def name_overlap(before: RankResult, after: RankResult) -> float | None:
     """Shared kernel groups over the smaller run's distinct groups (None when either has none)."""
     b = set(_group_kernels(kernel_table(before)[0]))
     a = set(_group_kernels(kernel_table(after)[0]))
@@ -176,7 +177,7 @@ def name_overlap(before: dict, after: dict) -> float | None:
     return len(a & b) / min(len(a), len(b))
 
 
-def operator_overlap(before: dict, after: dict) -> float | None:
+def operator_overlap(before: RankResult, after: RankResult) -> float | None:
     b = {str(r["name"]) for r in operator_table(before)[0]}
     a = {str(r["name"]) for r in operator_table(after)[0]}
     if not a or not b:

@@ -10,6 +10,7 @@ Public API::
 from .evaluate import SCHEMA_VERSION, Finding, Verdict, evaluate
 from .expr import ExprError, compile_expr
 from .health import HealthMessage, check_health
+from .ruleset import Ruleset, load_ruleset
 from .params import ParamError, collect_params, parse_assignments, read_pyproject, resolve_params
 from .rulefile import (
     ADVICE_LABEL,
@@ -37,6 +38,7 @@ __all__ = [
     "ParamError",
     "Rule",
     "RuleError",
+    "Ruleset",
     "Verdict",
     "check_health",
     "collect_params",
@@ -44,6 +46,7 @@ __all__ = [
     "evaluate",
     "find_rule",
     "load_rules",
+    "load_ruleset",
     "parse_assignments",
     "read_pyproject",
     "resolve_params",

@@ -9,133 +9,18 @@ step each one explains.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..model.plain import plain
-from .health import HealthMessage, check_health, lowest
+from ..model.record import replace
+from ..model.verdict import VERDICT_SCHEMA_VERSION, Finding, HealthMessage, Verdict
+from .health import check_health, lowest
 from .params import resolve_params
-from .rulefile import ADVICE_LABEL, SCOPE_TRACE, SEVERITIES, Rule, load_rules
+from .rulefile import SCOPE_TRACE, SEVERITIES, Rule, load_rules
+from .ruleset import Ruleset
 
-SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A rule that fired, with what it measured, what it explains and what to do."""
-
-    rule_id: str
-    name: str
-    title: str
-    label: str
-    severity: str
-    message: str
-    impact_fraction: float | None
-    impact_ms_per_step: float | None
-    evidence: dict[str, list[dict[str, Any]]]
-    fixes: list[str]
-    expect: str
-    confidence: str
-    params: dict[str, Any] = field(default_factory=dict)
-    what_if: dict[str, Any] | None = None  # {step_ms_before, step_ms_after, gain_ms, method}
-
-    def __repr__(self) -> str:
-        impact = f", {self.impact_fraction:.1%} of the step" if self.impact_fraction is not None else ""
-        return f"<Finding {self.rule_id} {self.label}{impact}: {self.title}>"
-
-    def table(self, name: str):
-        """One of this finding's evidence tables as a pandas DataFrame."""
-        import pandas as pd
-
-        if name not in self.evidence:
-            raise KeyError(f"no evidence table {name!r} in {self.rule_id}; tables: {', '.join(sorted(self.evidence)) or 'none'}")
-        return pd.DataFrame(self.evidence[name])
-
-    @property
-    def is_verdict(self) -> bool:
-        return self.label != ADVICE_LABEL
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "rule_id": self.rule_id,
-            "name": self.name,
-            "title": self.title,
-            "label": self.label,
-            "severity": self.severity,
-            "message": self.message,
-            "impact_fraction": self.impact_fraction,
-            "impact_ms_per_step": self.impact_ms_per_step,
-            "confidence": self.confidence,
-            "params": dict(self.params),
-            "fixes": list(self.fixes),
-            "expect": self.expect,
-            "evidence": {k: [dict(r) for r in v] for k, v in self.evidence.items()},
-            "what_if": dict(self.what_if) if self.what_if is not None else None,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Finding":
-        """The finding a saved report holds (the inverse of ``to_dict``)."""
-        return cls(rule_id=d["rule_id"], name=d["name"], title=d["title"], label=d["label"], severity=d["severity"],
-                   message=d["message"], impact_fraction=d["impact_fraction"],
-                   impact_ms_per_step=d["impact_ms_per_step"],
-                   evidence={k: [dict(r) for r in v] for k, v in d["evidence"].items()}, fixes=list(d["fixes"]),
-                   expect=d["expect"], confidence=d["confidence"], params=dict(d.get("params") or {}),
-                   what_if=dict(d["what_if"]) if d.get("what_if") is not None else None)
-
-
-@dataclass
-class Verdict:
-    """The engine's answer for one rank."""
-
-    findings: list[Finding]
-    health: list[HealthMessage]
-    confidence: str
-    withheld: str | None = None
-    step_time_ns: float | None = None
-
-    def __repr__(self) -> str:
-        state = f"withheld: {self.withheld}" if self.withheld else ", ".join(self.labels) or "no finding"
-        return (f"<Verdict {state[:200]} (confidence {self.confidence}; {len(self.findings)} findings, "
-                f"{len(self.health)} health messages)>")
-
-    @property
-    def labels(self) -> list[str]:
-        """Verdict labels (not advice), most impactful first."""
-        out: list[str] = []
-        for finding in self.findings:  # already ranked
-            if finding.is_verdict and finding.label not in out:
-                out.append(finding.label)
-        return out
-
-    @property
-    def top_label(self) -> str | None:
-        labels = self.labels
-        return labels[0] if labels else None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "labels": self.labels,
-            "confidence": self.confidence,
-            "withheld": self.withheld,
-            "step_time_ns": self.step_time_ns,
-            "health": [m.to_dict() for m in self.health],
-            "findings": [f.to_dict() for f in self.findings],
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Verdict":
-        """The verdict a saved report holds; ``labels`` is derived from the findings again."""
-        return cls(findings=[Finding.from_dict(f) for f in d["findings"]],
-                   health=[HealthMessage.from_dict(h) for h in d["health"]], confidence=d["confidence"],
-                   withheld=d["withheld"], step_time_ns=d["step_time_ns"])
-
-    @property
-    def top_impact_fraction(self) -> float:
-        """The largest share of the step any finding explains (0 without findings)."""
-        return max(((f.impact_fraction or 0.0) for f in self.findings), default=0.0)
+SCHEMA_VERSION = VERDICT_SCHEMA_VERSION
 
 
 def evaluate(
@@ -149,6 +34,7 @@ def evaluate(
     scope: str = SCOPE_TRACE,
     what_ifs: Mapping[str, Mapping[str, Any]] | None = None,
     what_if_unavailable: str | None = None,
+    ruleset: Ruleset | None = None,
 ) -> Verdict:
     """Run trace-health checks, then every rule; return findings ranked by impact.
 
@@ -159,13 +45,17 @@ def evaluate(
 
     ``params`` maps ``"RULE.param"`` (rule id or name) to a value and overrides defaults.
     ``step_time_ns`` (default: the ``step_time_mean_ns`` metric) converts impact fractions into
-    milliseconds per step. ``rules`` replaces loading from disk (for tests and embedding).
+    milliseconds per step. ``rules`` replaces loading from disk (for tests and embedding); a
+    ``ruleset`` (``load_ruleset``, once per run) replaces both, its parameters already resolved.
     Only the rules of ``scope`` are evaluated: ``"trace"`` (per-rank trace metrics) or ``"log"``
     (training-log metrics); trace-health checks run for traces only.
     """
-    if rules is None:
-        rules = load_rules(extra_rule_dirs)
-    values = resolve_params(rules, params)
+    if ruleset is not None:
+        rules, values = list(ruleset.rules), ruleset.values
+    else:
+        if rules is None:
+            rules = load_rules(extra_rule_dirs)
+        values = resolve_params(rules, params)
     rules = [rule for rule in rules if rule.scope == scope]
     env_metrics = {name: plain(value) for name, value in metrics.items()}
     if step_time_ns is None:

@@ -9,8 +9,9 @@ wrong answer.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from ..model.verdict import HealthMessage
 
 CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
 
@@ -42,41 +43,6 @@ _CLOCK_METRICS = frozenset({
     "launch_delay_p50_ns", "launch_delay_p95_ns", "step_time_mean_ns", "step_time_p50_ns",
     "step_time_p95_ns", "window_ns",
 })  # fmt: skip
-
-
-@dataclass(frozen=True)
-class HealthMessage:
-    """One trace-health observation.
-
-    ``affects`` is the set of metric names it makes unreliable, or None for all of them;
-    findings that read an affected metric get at most ``confidence``.
-    """
-
-    code: str
-    level: str  # "info" | "warning" | "error"
-    message: str
-    confidence: str = "high"
-    affects: frozenset[str] | None = None
-    withhold: bool = False
-
-    def applies_to(self, metric_names: Iterable[str]) -> bool:
-        return self.affects is None or not self.affects.isdisjoint(metric_names)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "code": self.code,
-            "level": self.level,
-            "message": self.message,
-            "confidence": self.confidence,
-            "affects": None if self.affects is None else sorted(self.affects),
-            "withhold": self.withhold,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "HealthMessage":
-        affects = d.get("affects")
-        return cls(code=d["code"], level=d["level"], message=d["message"], confidence=d["confidence"],
-                   affects=None if affects is None else frozenset(affects), withhold=bool(d.get("withhold")))
 
 
 def lowest(confidences: Iterable[str]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 import os
 
-from .instances import RankTables
+from ..analyses.instances import RankTables
 
 
 def admit(tables: list[RankTables]) -> tuple[list[RankTables], list[str], list[dict]]:

@@ -1,7 +1,7 @@
 """Rank fan-out: analyse the files of a run directory in parallel, one pure task per file.
 
 Each task loads one file, runs the per-rank analyses and reduces the trace to the compact job
-tables, so only results travel back, never traces. Tasks run in a local process pool, or on a Dask
+tables (``analyses.read_rank``), so only results travel back, never traces. Tasks run in a local process pool, or on a Dask
 cluster when a scheduler is given (its workers must see the same paths). In a directory, a file
 that cannot be read costs only that rank: it is reported in ``failed`` (the analysis result's
 ``failed``, JSON ``inputs[].error``), the others go on.
@@ -14,35 +14,29 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..analyses import RankAnalysis, analyze_trace
+from ..analyses import RankRead, read_rank
 from ..errors import TraceError, TracedocError, UsageError
 from ..gcpause import with_paused_gc
 from ..ingest import check_nsys_options, load, sniff
-from .instances import RankTables, rank_tables
 
 DASK_CONNECT_TIMEOUT_S = 20
 
 
 @dataclass
-class RankOutput:
-    result: RankAnalysis
-    tables: RankTables
-
-
-@dataclass
 class FanOut:
-    outputs: list[RankOutput]
+    outputs: list[RankRead]
     failed: list[dict] = field(default_factory=list)  # {"source", "error"}
 
 
 @with_paused_gc
 def analyze_file(path: str, options: dict, progress: Callable[[float], None] | None = None,
                  workers: int | None = None, rank_of: Callable[[str], int | None] | None = None,
-                 lead_in: bool = True) -> list[RankOutput]:
+                 job: bool = True, given: dict | None = None) -> list[RankRead]:
     """Load and analyse one file (one rank, or one per process of a multi-process nsys export).
 
     ``workers=1`` when ranks are already spread over a process pool: no nested decode pools.
-    ``lead_in=False`` for a lone file: the straggler's cause is a job-view question.
+    ``job=False`` for a lone file: the straggler's cause is a job-view question. ``given``: the rank
+    analyses' stage inputs (the ``estimate_request``).
     """
     if sniff(path) == "nsys":
         from ..ingest import nsys
@@ -55,13 +49,14 @@ def analyze_file(path: str, options: dict, progress: Callable[[float], None] | N
     for t in traces:
         if t.meta.rank is None and len(traces) == 1 and rank_of is not None:
             t.meta.rank = rank_of(path)
-        out.append(RankOutput(analyze_trace(t, workers=workers), rank_tables(t, lead_in=lead_in or len(traces) > 1)))
+        out.append(read_rank(t, job=job or len(traces) > 1, given=given, workers=workers))
     return out
 
 
-def _guarded(path: str, options: dict, rank_of) -> tuple[list[RankOutput], dict | None]:
+def _guarded(path: str, options: dict, rank_of, given: dict | None) -> tuple[list[RankRead], dict | None]:
+    """A worker's task: the file's ranks without their overlays (only a fresh lone file draws one)."""
     try:
-        return analyze_file(path, options, None, 1, rank_of), None
+        return [r._replace(overlay=None) for r in analyze_file(path, options, None, 1, rank_of, given=given)], None
     except UsageError:
         raise
     except TracedocError as exc:
@@ -72,14 +67,14 @@ def _guarded(path: str, options: dict, rank_of) -> tuple[list[RankOutput], dict 
 
 def fan_out(files: list[str], options: dict, *, jobs: int | None = None, scheduler: Any = None,
             progress: Callable[[int, int], None] | None = None,
-            rank_of: Callable[[str], int | None] | None = None) -> FanOut:
+            rank_of: Callable[[str], int | None] | None = None, given: dict | None = None) -> FanOut:
     """Analyse many files in parallel; failures of single files are collected, not raised."""
     if scheduler is not None:
-        return _on_dask(scheduler, files, options, progress, rank_of)
+        return _on_dask(scheduler, files, options, progress, rank_of, given)
     done = FanOut([])
     workers = max(1, min(jobs or os.cpu_count() or 1, len(files)))
     with cf.ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(_guarded, f, options, rank_of): f for f in files}
+        futures = {pool.submit(_guarded, f, options, rank_of, given): f for f in files}
         for n, fut in enumerate(cf.as_completed(futures), 1):
             try:
                 outs, failure = fut.result()
@@ -107,7 +102,7 @@ def _all_failed(done: FanOut, files: list[str]) -> None:
                          first, "check the files; each failure is listed with --format json")
 
 
-def _on_dask(scheduler, files: list[str], options: dict, progress, rank_of) -> FanOut:
+def _on_dask(scheduler, files: list[str], options: dict, progress, rank_of, given) -> FanOut:
     try:
         from distributed import Client, as_completed
     except ImportError:
@@ -122,7 +117,7 @@ def _on_dask(scheduler, files: list[str], options: dict, progress, rank_of) -> F
             raise TraceError(str(scheduler), "cannot reach the Dask scheduler", str(exc),
                              "check the address (tcp://host:8786) and that the scheduler is running") from None
     try:
-        futures = [client.submit(_guarded, f, options, rank_of, pure=False) for f in files]
+        futures = [client.submit(_guarded, f, options, rank_of, given, pure=False) for f in files]
         done = FanOut([])
         for n, fut in enumerate(as_completed(futures), 1):
             outs, failure = fut.result()

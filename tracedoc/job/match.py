@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model.groups import first_rows, isin, row_codes, stable_order
-from .instances import COLUMNS, RankTables
+from ..analyses.instances import COLUMNS, RankTables
 
 KEY_SEQ = "group+seq"
 KEY_ORDER = "group+type+size+order"

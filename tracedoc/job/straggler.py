@@ -19,7 +19,7 @@ import numpy as np
 
 from ..model.groups import distinct
 from ..model.stats import median
-from .instances import LEAD_CATEGORIES, RankTables
+from ..analyses.instances import LEAD_CATEGORIES, RankTables
 from .match import Stacked
 from .timing import Timing
 

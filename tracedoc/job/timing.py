@@ -19,7 +19,7 @@ import numpy as np
 from ..analyses.comm import bus_factor
 from ..model.groups import distinct, isin
 from ..model.stats import median
-from .instances import RankTables
+from ..analyses.instances import RankTables
 from .match import Matches, Stacked
 
 SYNCHRONISING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "barrier", "reduce")

@@ -1,17 +1,24 @@
-"""The job view: build it from the ranks' compact tables, and what rules and reports read from it."""
+"""The job view: build it from the ranks' compact tables, and what rules and reports read from it.
+
+``join_job`` is the job stage: it matches the ranks' collectives, times them, names stragglers and
+returns a ``JobJoin``: the ``JobView`` (a saved value, the ``job`` object of a report without the
+rank table and verdict the judge stage adds), the per-rank job columns of the rank table, and why
+the straggler's replay could not run when it could not.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+import msgspec
 import numpy as np
 
 from ..model.groups import distinct, isin
 from ..model.metrics import metric_names
+from ..model.record import Record
 from ..model.stats import median, percentile
 from .checks import admit
-from .instances import RankTables
+from ..analyses.instances import RankTables
 from .hardware import link_busbw_gbps
 from .match import group_members, match, stack
 from .straggler import cause_of, find_stragglers, lead_per_step, rank_stats
@@ -21,98 +28,87 @@ from .whatif import straggler_removed
 TOP_COLLECTIVE_ROWS = 20
 # The metrics the job view produces, for the job verdict and every rank of a job (the metric table's job scope)
 JOB_METRICS: tuple[str, ...] = metric_names(scope="job")
+# The job metrics every rank's rules see too (communication split, top collective, bandwidth)
+RANK_CONTEXT: tuple[str, ...] = ("comm_wait_fraction", "comm_top_collective", "comm_busbw_gbps", "link_busbw_gbps")
 # Evidence tables of the job view that job rules may cite
 JOB_EVIDENCE: tuple[str, ...] = ("job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
 
 
-@dataclass
-class JobView:
-    ranks: list[int]
-    issues: list[str] = field(default_factory=list)
-    excluded: list[dict] = field(default_factory=list)
-    collectives_matched: int = 0
-    match_key: str | None = None
-    keys_by_group: dict[str, str] = field(default_factory=dict)
-    disagreements: list[dict] = field(default_factory=list)
-    unmatched_calls: int = 0
-    missing_ranks: list[int] = field(default_factory=list)
-    wait_fraction_of_comm: float | None = None
-    comm_wait_ns: int = 0
-    comm_ns: int = 0
-    timing_mode: str | None = None
-    clock_note: str = ""
-    step_ms_by_rank: dict[int, dict[str, float]] = field(default_factory=dict)
-    heatmap: dict[str, Any] = field(default_factory=dict)
-    straggler_ranks: list[int] = field(default_factory=list)
-    stragglers: list[dict] = field(default_factory=list)
-    median_rank: int | None = None
-    late_among_present: list[int] = field(default_factory=list)
-    rank_rows: list[dict] = field(default_factory=list)
-    collective_rows: list[dict] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)
-    # the job step time with the top straggler on time (whatif.py), and why there is none
+class JobView(Record, kw_only=True):
+    """What matching the collectives of a directory's ranks shows: who waits for whom, the stragglers
+    and their cause, the collectives by type, and what limits the view."""
+
+    # ranks the view uses (after leaving out unreadable, duplicate and other-job files), sorted
+    ranks_used: list[int]
+    straggler_ranks: list[int] = []  # ranks that hold the job back, most costly first
+    # each straggler: the share of collectives it arrived last at, the wait it costs each other rank per
+    # step, its cause and its lead-in against the median rank's
+    stragglers: list[dict[str, Any]] = []
+    # the job's mean step time with the top straggler on time: the matched collectives replayed in
+    # lockstep, each starting at the latest arrival of the other ranks; null without a straggler
     straggler_what_if: dict[str, Any] | None = None
-    what_if_unavailable: str | None = field(default=None, compare=False)
+    collectives_matched: int = 0  # collective instances found on every member rank of their group
+    # key used for most matched instances: group+seq, or group[+step]+type+size+order
+    match_key: str | None = None
+    # key used per process group ('' = calls without a group name)
+    keys_by_group: dict[str, str] = msgspec.field(default_factory=dict, name="match_keys_by_group")
+    unmatched_calls: int = 0  # calls not found on every member rank
+    # collectives missing on some member ranks: group, step, type, size, calls per rank, ranks without
+    disagreements: list[dict[str, Any]] = []
+    missing_ranks: list[int] = []  # member ranks of the groups that are not in the directory (or unreadable)
+    late_among_present: list[int] = []  # last arrivers among the ranks present, when ranks are missing
+    # wait / (wait + transfer) over the matched collectives and ranks; null without matched collectives
+    wait_fraction_of_comm: float | None = None
+    comm_wait_ns: int = 0  # total wait over the matched collectives and ranks
+    comm_ns: int = 0  # total arrival-to-end time over the matched collectives and ranks
+    # gpu (kernel start), cpu (call start, CPU backends), mixed; null without timed collectives
+    timing_mode: str | None = msgspec.field(default=None, name="timing")
+    # how clocks across hosts were treated (offsets estimated from collective ends)
+    clock_note: str = msgspec.field(default="", name="clock")
+    median_rank: int | None = None  # the rank whose total wait is the median: the job's typical rank
+    # per collective type and size: count, transfer p50, skew p50, mean wait, busbw p50
+    collective_rows: list[dict[str, Any]] = msgspec.field(default_factory=list, name="collectives")
+    heatmap: dict[str, Any] = {}  # rank x step grids of step time and wait (ms), over the common steps
+    # what was wrong with the input or what limits the view (missing ranks, mixed jobs, different steps)
+    issues: list[str] = []
+    excluded: list[dict[str, Any]] = []  # ranks left out of the view, and why
+    metrics: dict[str, Any] = {}  # the job scope of the metric table
 
     def what_ifs(self) -> dict[str, dict]:
         """Predicted job step time per verdict label the job view replays (``straggler_bound``)."""
         return {"straggler_bound": self.straggler_what_if} if self.straggler_what_if else {}
 
-    @property
-    def evidence(self) -> dict[str, list[dict]]:
-        return {"job_ranks": self.rank_rows, "job_collectives": self.collective_rows,
-                "straggler_cause": self.stragglers[0]["breakdown"] if self.stragglers else [],
-                "job_disagreements": self.disagreements}
-
     def rank_context(self) -> dict[str, Any]:
         """Job metrics every rank's rules see (communication split, top collective, bandwidth)."""
-        return {k: self.metrics.get(k) for k in ("comm_wait_fraction", "comm_top_collective", "comm_busbw_gbps",
-                                                 "link_busbw_gbps")}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ranks_used": self.ranks, "straggler_ranks": self.straggler_ranks, "stragglers": self.stragglers,
-            "collectives_matched": self.collectives_matched, "match_key": self.match_key,
-            "match_keys_by_group": self.keys_by_group, "unmatched_calls": self.unmatched_calls,
-            "disagreements": self.disagreements, "missing_ranks": self.missing_ranks,
-            "wait_fraction_of_comm": self.wait_fraction_of_comm, "comm_wait_ns": self.comm_wait_ns,
-            "comm_ns": self.comm_ns, "timing": self.timing_mode, "clock": self.clock_note,
-            "step_ms_by_rank": {str(r): v for r, v in self.step_ms_by_rank.items()},
-            "median_rank": self.median_rank, "late_among_present": self.late_among_present, "rank_table": self.rank_rows, "collectives": self.collective_rows,
-            "heatmap": self.heatmap, "issues": self.issues, "excluded": self.excluded,
-            "metrics": self.metrics, "straggler_what_if": self.straggler_what_if,
-        }
+        return {k: self.metrics.get(k) for k in RANK_CONTEXT}
 
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "JobView":
-        """The view back from ``to_dict()`` output (a saved ``--format json`` report's ``job``)."""
-        return cls(
-            ranks=list(d.get("ranks_used") or []), issues=list(d.get("issues") or []), excluded=list(d.get("excluded") or []),
-            collectives_matched=int(d.get("collectives_matched") or 0), match_key=d.get("match_key"),
-            keys_by_group=dict(d.get("match_keys_by_group") or {}), disagreements=list(d.get("disagreements") or []),
-            unmatched_calls=int(d.get("unmatched_calls") or 0), missing_ranks=list(d.get("missing_ranks") or []),
-            wait_fraction_of_comm=d.get("wait_fraction_of_comm"), comm_wait_ns=int(d.get("comm_wait_ns") or 0),
-            comm_ns=int(d.get("comm_ns") or 0), timing_mode=d.get("timing"), clock_note=d.get("clock") or "",
-            step_ms_by_rank={int(k): v for k, v in (d.get("step_ms_by_rank") or {}).items()},
-            heatmap=dict(d.get("heatmap") or {}), straggler_ranks=list(d.get("straggler_ranks") or []),
-            stragglers=list(d.get("stragglers") or []), median_rank=d.get("median_rank"),
-            late_among_present=list(d.get("late_among_present") or []), rank_rows=list(d.get("rank_table") or []),
-            collective_rows=list(d.get("collectives") or []), metrics=dict(d.get("metrics") or {}),
-            straggler_what_if=dict(d["straggler_what_if"]) if d.get("straggler_what_if") else None)
+class JobJoin(NamedTuple):
+    """What the job stage hands the judge: the view, each rank's job columns of the rank table (ns per
+    step, by rank), and why there is no straggler replay when there is none."""
+
+    view: JobView
+    rank_columns: dict[int, dict[str, Any]]
+    what_if_unavailable: str | None = None
 
 
 def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset()) -> JobView:
+    """The job view of the ranks' compact tables (``join_job`` without the rest)."""
+    return join_job(tables, unreadable_ranks).view
+
+
+def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset()) -> JobJoin:
     """Join the ranks' compact tables: match, time, find stragglers. O(ranks x collectives).
 
     ``unreadable_ranks``: ranks whose file is in the directory but could not be read (the result's
     ``failed``); like absent ranks they are in no match and cannot be named stragglers."""
     ranks, issues, excluded = admit(tables)
-    view = JobView(ranks=[rt.rank for rt in ranks], issues=issues, excluded=excluded)
-    common_steps = _step_tables(ranks, view)
+    view = JobView(ranks_used=[rt.rank for rt in ranks], issues=issues, excluded=excluded)
+    step_ms: dict[int, dict[str, float]] = {}  # rank -> p50, p95 (ms) and count of its step times
+    common_steps = _step_tables(ranks, view, step_ms)
     stacked = stack(ranks)
     members, expected = group_members(ranks, stacked.groups)
-    present = set(view.ranks)
+    present = set(view.ranks_used)
     view.missing_ranks = sorted({r for exp in expected.values() for r in exp} - present)[:4096]
     if view.missing_ranks:
         n = len(view.missing_ranks)
@@ -139,11 +135,11 @@ def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset =
         view.comm_ns = int(dur.sum())
         view.comm_wait_ns = int(np.minimum(t.wait_ns, dur).sum())
         view.wait_fraction_of_comm = view.comm_wait_ns / view.comm_ns if view.comm_ns else None
-    step_ns = _job_step_ns(view)
+    step_ns = _job_step_ns(step_ms)
     stats = rank_stats(t)
     lead = lead_per_step(ranks, stacked, t)
     found = find_stragglers(stats, step_ns, len(ranks))
-    view.median_rank = _median_rank(view, stats)
+    view.median_rank = _median_rank(view, stats, step_ms)
     if found and view.missing_ranks:
         # with member ranks absent, the last arriver present may itself wait for an absent one
         late = ", ".join(f"rank {s.rank} ({s.last_share:.0%} of collectives)" for s in found[:4])
@@ -162,24 +158,32 @@ def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset =
             "kernels_per_step": cause["kernels_per_step"], "median_kernels_per_step": cause["median_kernels_per_step"],
         })
     view.straggler_ranks = [s["rank"] for s in view.stragglers]
+    unavailable = None
     if view.stragglers:
-        view.straggler_what_if, view.what_if_unavailable = straggler_removed(t, ranks, view.straggler_ranks[0])
-    view.rank_rows = _rank_rows(view, stats, lead)
+        view.straggler_what_if, unavailable = straggler_removed(t, ranks, view.straggler_ranks[0])
+    columns = _rank_columns(view, stats, lead)
     view.collective_rows = _collective_rows(stacked, t)
     view.heatmap = _heatmap(view, ranks, t, common_steps)
     view.metrics = _metrics(view, ranks, stacked, t, step_ns)
-    return view
+    return JobJoin(view, columns, unavailable)
+
+
+def job_evidence(view: JobView, rank_rows: list[dict]) -> dict[str, list[dict]]:
+    """The evidence tables job rules may cite (``JOB_EVIDENCE``): the rank table's rows, the collectives,
+    the top straggler's lead-in against the median rank's, and the calls ranks disagree on."""
+    return {"job_ranks": rank_rows, "job_collectives": view.collective_rows,
+            "straggler_cause": view.stragglers[0]["breakdown"] if view.stragglers else [],
+            "job_disagreements": view.disagreements}
 
 
 # -- pieces ---------------------------------------------------------------------------------------
 
-def _step_tables(ranks: list[RankTables], view: JobView) -> list[int]:
+def _step_tables(ranks: list[RankTables], view: JobView, step_ms: dict) -> list[int]:
     sets = {rt.rank: set(rt.steps["number"].tolist()) for rt in ranks}
     for rt in ranks:
         st = rt.steps["step_time_ns"]
         if st.size:
-            view.step_ms_by_rank[rt.rank] = {"p50": percentile(st, 50) / 1e6,
-                                             "p95": percentile(st, 95) / 1e6, "steps": int(st.size)}
+            step_ms[rt.rank] = {"p50": percentile(st, 50) / 1e6, "p95": percentile(st, 95) / 1e6, "steps": int(st.size)}
     with_steps = [s for s in sets.values() if s]
     if not with_steps:
         return []
@@ -191,35 +195,36 @@ def _step_tables(ranks: list[RankTables], view: JobView) -> list[int]:
     return sorted(common)
 
 
-def _job_step_ns(view: JobView) -> float | None:
-    p50 = [v["p50"] for v in view.step_ms_by_rank.values()]
+def _job_step_ns(step_ms: dict) -> float | None:
+    p50 = [v["p50"] for v in step_ms.values()]
     return median(p50) * 1e6 if p50 else None
 
 
-def _median_rank(view: JobView, stats) -> int | None:
+def _median_rank(view: JobView, stats, step_ms: dict) -> int | None:
     """The rank whose total wait is the median (ties: lowest rank): the job's typical rank."""
     if stats:
         order = sorted(stats, key=lambda s: (s.wait_ns, s.rank))
         return order[(len(order) - 1) // 2].rank
-    if view.step_ms_by_rank:
-        order = sorted(view.step_ms_by_rank, key=lambda r: (view.step_ms_by_rank[r]["p50"], r))
+    if step_ms:
+        order = sorted(step_ms, key=lambda r: (step_ms[r]["p50"], r))
         return order[(len(order) - 1) // 2]
-    return view.ranks[0] if view.ranks else None
+    return view.ranks_used[0] if view.ranks_used else None
 
 
-def _rank_rows(view: JobView, stats, lead) -> list[dict]:
+def _rank_columns(view: JobView, stats, lead) -> dict[int, dict[str, Any]]:
+    """Each rank's job columns of the rank table, per step in ns: its wait, how often it arrived last,
+    its lateness against the median arrival, its DataLoader time before collectives, and whether it
+    is a straggler."""
     by = {s.rank: s for s in stats}
-    rows = []
-    for r in view.ranks:
+    out = {}
+    for r in view.ranks_used:
         s = by.get(r)
-        st = view.step_ms_by_rank.get(r, {})
-        rows.append({"rank": r, "step_p50_ms": st.get("p50"), "step_p95_ms": st.get("p95"),
-                     "wait_ms_per_step": s.wait_ns / s.steps / 1e6 if s else None,
-                     "arrived_last_fraction": s.last_share if s else None,
-                     "lateness_ms_per_step": s.lateness_ns / s.steps / 1e6 if s else None,
-                     "dataloader_ms_per_step": lead.get(r, {}).get("dataloader", 0.0) / 1e6 if r in lead else None,
-                     "straggler": r in view.straggler_ranks})
-    return rows
+        out[r] = {"wait_ns_per_step": s.wait_ns / s.steps if s else None,
+                  "arrived_last_fraction": s.last_share if s else None,
+                  "lateness_ns_per_step": s.lateness_ns / s.steps if s else None,
+                  "dataloader_ns_per_step": float(lead.get(r, {}).get("dataloader", 0.0)) if r in lead else None,
+                  "straggler": r in view.straggler_ranks}
+    return out
 
 
 def _collective_rows(stacked, t) -> list[dict]:
@@ -272,7 +277,7 @@ def _heatmap(view: JobView, ranks, t, steps: list[int]) -> dict:
 def _metrics(view: JobView, ranks, stacked, t, step_ns) -> dict[str, Any]:
     top = view.stragglers[0] if view.stragglers else None
     m: dict[str, Any] = {
-        "job_ranks": len(view.ranks), "collectives_matched": view.collectives_matched,
+        "job_ranks": len(view.ranks_used), "collectives_matched": view.collectives_matched,
         "job_step_time_p50_ns": step_ns, "comm_wait_fraction": view.wait_fraction_of_comm,
         "straggler_count": len(view.stragglers),
         "straggler_rank": top["rank"] if top else None,
@@ -294,16 +299,6 @@ def _metrics(view: JobView, ranks, stacked, t, step_ns) -> dict[str, Any]:
             m["comm_busbw_gbps"] = median(t.busbw_gbps[sel])
     m["link_busbw_gbps"] = link_busbw_gbps(ranks)
     return m
-
-
-def top_collective(tables: RankTables) -> str | None:
-    """One rank's collective type with the most time (GPU kernel span, else CPU call to work end)."""
-    c = tables.collectives
-    if not len(tables):
-        return None
-    dur = np.where(c["gpu_start_ns"] >= 0, c["gpu_end_ns"] - c["gpu_start_ns"], c["work_end_ns"] - c["call_start_ns"])
-    by_type = np.bincount(c["type"], weights=np.maximum(dur, 0).astype(np.float64), minlength=len(tables.types))
-    return tables.types[int(np.argmax(by_type))] if by_type.sum() > 0 else None
 
 
 def _ranges(nums: list[int]) -> str:

@@ -1,8 +1,8 @@
 """One training log (and its config) -> a :class:`LogResult`: metrics, anomalies and config checks.
 
 The findings come from the ``scope = "log"`` rules, evaluated by the same engine as trace findings;
-the engine sits above this package, so :func:`tracedoc.api.analyze_log` evaluates them and sets
-``verdict`` (any object with ``findings``, ``labels`` and ``to_dict()``).
+the engine sits above this package, so ``tracedoc.stages.judge_log`` evaluates them and returns the
+judged result (``LogResult.judged``).
 """
 
 from __future__ import annotations
@@ -10,78 +10,76 @@ from __future__ import annotations
 import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+import msgspec
 import numpy as np
 
 from ..model.plain import plain_finite
-from .analysis import LogAnalysis, LogOptions, analyze_series
+from ..model.record import Record, replace, to_json_bytes
+from ..model.verdict import Finding
+from .analysis import LogOptions, analyze_series
 from .config import check_config, clip_value, gather
 from .reader import read_log, resolve_path
 from .registry import LOG_METRICS
-from .series import LogSeries
 
 SCHEMA_NAME = "tracedoc.log"
 SCHEMA_VERSION = 1
 
 
-@dataclass
-class LogResult:
-    source: str
-    series: LogSeries
-    analysis: LogAnalysis
-    config_checks: list[dict[str, Any]]
-    verdict: Any = None
-    sha256: str | None = None
-    command: str | None = None
-    warnings: list[str] = field(default_factory=list)
-    tracedoc_version: str | None = None
+class LogInput(Record, kw_only=True):
+    """The log read: its path, SHA-256 and the format it was read as."""
+
+    path: str  # as given (a run directory's log file, where a directory was given)
+    sha256: str | None  # of the file's bytes
+    format: str  # the format it was read as (jsonl, trainer_state, megatron, deepspeed, ...)
+
+
+class LogResult(Record, dict=True, kw_only=True):
+    """What ``tracedoc logs`` reports: the log's metrics (the metric table's log scope), anomalies, config
+    checks and the ``scope = "log"`` rules' findings. A saved value: its fields are ``--format json``
+    (``tracedoc/schema/log.schema.json`` is generated from it), so a new field is one line here. A fresh
+    result also carries, not saved: ``series`` (the columns read), ``analysis`` (chart data, evidence
+    tables, notes) and ``verdict`` (the engine's, once judged)."""
+
+    schema: Literal["tracedoc.log"] = SCHEMA_NAME  # names this document type
+    schema_version: Literal[1] = SCHEMA_VERSION  # bumped on any incompatible change
+    tracedoc_version: str | None = None  # the tracedoc that wrote it
+    input: LogInput
+    command: str | None = None  # the command line that wrote it; None from the Python API
+    fields: dict[str, str] = {}  # canonical field -> the log's own name for it
+    units: dict[str, str] = {}  # canonical field -> its unit where the log says (throughput: tokens/s ...)
+    metrics: dict[str, Any]
+    anomalies: list[dict[str, Any]] = []  # each with its kind and step (or start_step and end_step)
+    config_checks: list[dict[str, Any]] = []  # each check of the config: the arithmetic, whether it holds, the fix
+    lr_schedule: dict[str, Any] | None = None  # the learning-rate schedule's shape; null without a learning rate
+    labels: list[str] = []  # the findings' verdict labels, most impactful first
+    findings: list[Finding] = []  # the scope = "log" rules that fired
+    notes: list[str] = []  # what the analysis could not do on this log
+    warnings: list[str] = []  # what was wrong with the log's lines
+
+    @property
+    def source(self) -> str:
+        return self.input.path
+
+    @property
+    def sha256(self) -> str | None:
+        return self.input.sha256
 
     @property
     def step_time_ns(self) -> float | None:
         st = self.metrics.get("step_time_p50_s")
         return st * 1e9 if st else None
 
-    @property
-    def metrics(self) -> dict[str, Any]:
-        return self.analysis.metrics
-
-    @property
-    def anomalies(self) -> list[dict[str, Any]]:
-        return self.analysis.anomalies
-
-    @property
-    def findings(self) -> list[Any]:
-        return list(self.verdict.findings) if self.verdict is not None else []
-
-    @property
-    def labels(self) -> list[str]:
-        return self.verdict.labels if self.verdict is not None else []
-
-    def to_dict(self) -> dict[str, Any]:
-        verdict = self.verdict.to_dict() if self.verdict is not None else {}
-        return {
-            "schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "tracedoc_version": self.tracedoc_version,
-            "input": {"path": self.source, "sha256": self.sha256, "format": self.series.format},
-            "command": self.command,
-            "fields": dict(self.series.fields_seen),
-            "units": dict(self.series.units),
-            "metrics": {k: plain_finite(self.metrics.get(k)) for k in LOG_METRICS},
-            "anomalies": [{k: plain_finite(v) for k, v in a.items()} for a in self.anomalies],
-            "config_checks": self.config_checks,
-            "lr_schedule": (self.analysis.evidence.get("lr_schedule") or [None])[0],
-            "labels": verdict.get("labels", []),
-            "findings": verdict.get("findings", []),
-            "notes": list(self.analysis.notes),
-            "warnings": list(self.warnings),
-        }
+    def judged(self, verdict: Any, tracedoc_version: str | None) -> "LogResult":
+        """This result with the log rules' verdict: its findings and labels, and the verdict itself."""
+        out = replace(self, labels=list(verdict.labels), findings=list(verdict.findings),
+                      tracedoc_version=tracedoc_version)
+        out.series, out.analysis, out.verdict = self.series, self.analysis, verdict
+        return out
 
     def to_json(self) -> str:
-        import orjson
-
-        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY,
-                            default=plain_finite).decode()
+        return msgspec.json.format(to_json_bytes(self), indent=2).decode()
 
 
 def _sha256(path: str) -> str | None:
@@ -123,5 +121,12 @@ def build_log_result(path: str | os.PathLike, *, config: list[str] | tuple[str, 
         analysis.metrics["grad_clip_fraction"] = float(np.mean(grad[np.isfinite(grad)] > clip))
     for k in LOG_METRICS:
         analysis.metrics.setdefault(k, None)
-    return LogResult(source=source, series=series, analysis=analysis, config_checks=rows,
-                     sha256=sha256, command=command, warnings=list(series.warnings))
+    result = LogResult(
+        input=LogInput(path=source, sha256=sha256, format=series.format), command=command,
+        fields=dict(series.fields_seen), units=dict(series.units),
+        metrics={k: plain_finite(analysis.metrics.get(k)) for k in LOG_METRICS},
+        anomalies=[{k: plain_finite(v) for k, v in a.items()} for a in analysis.anomalies], config_checks=rows,
+        lr_schedule=(analysis.evidence.get("lr_schedule") or [None])[0], notes=list(analysis.notes),
+        warnings=list(series.warnings))
+    result.series, result.analysis, result.verdict = series, analysis, None
+    return result

@@ -1,7 +1,8 @@
 """The job part of the report view model: the job verdict, stragglers, rank x step heatmaps.
 
-Built from ``AnalysisResult.job`` (a ``tracedoc.job.JobView``) and the job verdict; shared by the
-text, Markdown and HTML renderers. Values are formatted here; templates only lay them out.
+``build_job_view`` turns ``AnalysisResult.job`` (a ``tracedoc.result.JobResult``: the job view, the
+rank table and the job verdict) into a ``views.JobSectionView``, shared by the text, Markdown and
+HTML renderers. Values are formatted here; templates only lay them out.
 """
 
 from __future__ import annotations
@@ -10,13 +11,18 @@ import os
 from typing import TYPE_CHECKING
 
 from .format import fmt_ms, fmt_pct, fmt_what_if
+from .views import (BarPart, CompareView, GridView, HeatCell, HeatmapView, HeatRow, JobFindingView,
+                    JobSectionView, StragglerView)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..result import AnalysisResult
+    from ..model.verdict import Finding
+    from ..result import AnalysisResult, JobResult
 
 MAX_HEATMAP_RANKS = 256
 MAX_HEATMAP_STEPS = 64
 SEGMENTS = ("compute", "copy", "dataloader", "sync", "host", "other", "wait", "transfer")
+RANK_COLUMNS = ["rank", "step p50", "step p95", "wait/step", "arrived last", "lateness/step", ""]
+COLLECTIVE_COLUMNS = ["collective", "bytes", "count", "transfer p50", "skew p50", "mean wait", "busbw GB/s"]
 
 
 def not_analysed(result: "AnalysisResult") -> list[str]:
@@ -24,22 +30,22 @@ def not_analysed(result: "AnalysisResult") -> list[str]:
     return [f"not analysed: {os.path.basename(path)}: {why}" for path, why in (result.failed or {}).items()]
 
 
-def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) -> dict | None:
-    holder = getattr(result, "job", None)
-    job = getattr(holder, "view", None)
-    if job is None:
-        return None
-    v = holder.verdict
-    findings = [{"rule_id": f.rule_id, "label": f.label, "title": f.title, "message": f.message,
-                 "fixes": list(f.fixes), "expect": f.expect, "what_if": fmt_what_if(f.what_if),
-                 "what_if_method": (f.what_if or {}).get("method"),
-                 "impact": (f"{f.impact_ms_per_step:.1f} ms per step ({fmt_pct(f.impact_fraction)} of the step)"
-                            if f.impact_ms_per_step is not None else None)}
-                for f in (v.findings if v is not None else [])]
-    labels = list(v.labels) if v is not None else []
+def _ns_ms(v: float | None, digits: int = 1) -> str:
+    return fmt_ms(None if v is None else v / 1e6, digits)
+
+
+def _finding(f: "Finding") -> JobFindingView:
+    return JobFindingView(rule_id=f.rule_id, label=f.label, title=f.title, message=f.message, fixes=list(f.fixes),
+                          expect=f.expect, what_if=fmt_what_if(f.what_if),
+                          what_if_method=(f.what_if or {}).get("method"),
+                          impact=(f"{f.impact_ms_per_step:.1f} ms per step ({fmt_pct(f.impact_fraction)} of the step)"
+                                  if f.impact_ms_per_step is not None else None))
+
+
+def _summary(job: "JobResult") -> list[str]:
     m = job.metrics
-    summary = [
-        f"{len(job.ranks)} ranks; {job.collectives_matched:,} collectives matched on every member rank"
+    out = [
+        f"{len(job.ranks_used)} ranks; {job.collectives_matched:,} collectives matched on every member rank"
         + (f" (key: {job.match_key})" if job.match_key else ""),
         ("communication: " + fmt_pct(job.wait_fraction_of_comm) + " waiting for the last rank, "
          + fmt_pct(1 - job.wait_fraction_of_comm) + " transfer") if job.wait_fraction_of_comm is not None
@@ -47,46 +53,53 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
     ]
     if m.get("comm_top_collective"):
         bw = m.get("comm_busbw_gbps")
-        summary.append(f"most transfer time: {m['comm_top_collective']}"
-                       + (f", bus bandwidth {bw:.1f} GB/s" if bw is not None else "")
-                       + (f" (links typically give {m['link_busbw_gbps']:.0f} GB/s)" if m.get("link_busbw_gbps") else ""))
+        out.append(f"most transfer time: {m['comm_top_collective']}"
+                   + (f", bus bandwidth {bw:.1f} GB/s" if bw is not None else "")
+                   + (f" (links typically give {m['link_busbw_gbps']:.0f} GB/s)" if m.get("link_busbw_gbps") else ""))
     if job.clock_note:
-        summary.append("clocks: " + job.clock_note)
-    stragglers = []
-    for s in job.stragglers:
-        stragglers.append({
-            "rank": s["rank"],
-            "line": (f"rank {s['rank']} arrives last at {fmt_pct(s['arrived_last_fraction'])} of the matched "
-                     f"collectives and costs every other rank {s['wait_cost_ms_per_step']:.1f} ms of wait per step; "
-                     f"cause: {s['cause_text']}"),
-            "breakdown": [[row["category"], fmt_ms(row["rank_ms_per_step"], 2), fmt_ms(row["median_ms_per_step"], 2),
-                           fmt_ms(row["excess_ms_per_step"], 2)] for row in s["breakdown"]],
-        })
-    ranks_rows = [[str(r["rank"]), fmt_ms(r["step_p50_ms"]), fmt_ms(r["step_p95_ms"]), fmt_ms(r["wait_ms_per_step"], 2),
-                   fmt_pct(r["arrived_last_fraction"]), fmt_ms(r["lateness_ms_per_step"], 2),
-                   "straggler" if r["straggler"] else ""] for r in job.rank_rows[:rank_cap]]
+        out.append("clocks: " + job.clock_note)
+    return out
+
+
+def _straggler(s: dict) -> StragglerView:
+    return StragglerView(
+        rank=s["rank"],
+        line=(f"rank {s['rank']} arrives last at {fmt_pct(s['arrived_last_fraction'])} of the matched "
+              f"collectives and costs every other rank {s['wait_cost_ms_per_step']:.1f} ms of wait per step; "
+              f"cause: {s['cause_text']}"),
+        breakdown=[[row["category"], fmt_ms(row["rank_ms_per_step"], 2), fmt_ms(row["median_ms_per_step"], 2),
+                    fmt_ms(row["excess_ms_per_step"], 2)] for row in s["breakdown"]])
+
+
+def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) -> JobSectionView | None:
+    job = result.job
+    if job is None:
+        return None
+    v = job.verdict
+    in_view = [r for r in job.ranks if r.rank in set(job.ranks_used)]
+    ranks_rows = [[str(r.rank), _ns_ms(r.step_time_p50_ns), _ns_ms(r.step_time_p95_ns), _ns_ms(r.wait_ns_per_step, 2),
+                   fmt_pct(r.arrived_last_fraction), _ns_ms(r.lateness_ns_per_step, 2),
+                   "straggler" if r.straggler else ""] for r in in_view[:rank_cap]]
     colls = [[c["collective"], "—" if c["bytes"] is None else f"{c['bytes']:,}", str(c["count"]),
               fmt_ms(c["transfer_p50_ms"], 2), fmt_ms(c["skew_p50_ms"], 2), fmt_ms(c["wait_mean_ms"], 2),
               "—" if c["busbw_p50_gbps"] is None else f"{c['busbw_p50_gbps']:.1f}"] for c in job.collective_rows]
-    return {
-        "labels": labels,
-        "confidence": (v.findings[0].confidence if v.findings else v.confidence) if v is not None else None,
-        "findings": findings,
-        "summary": summary,
-        "stragglers": stragglers,
-        "issues": not_analysed(result) + list(job.issues),
-        "late_among_present": job.late_among_present,
-        "rank_table": {"columns": ["rank", "step p50", "step p95", "wait/step", "arrived last", "lateness/step", ""],
-                       "rows": ranks_rows, "left_out": max(0, len(job.rank_rows) - len(ranks_rows))},
-        "collectives": {"columns": ["collective", "bytes", "count", "transfer p50", "skew p50", "mean wait",
-                                    "busbw GB/s"], "rows": colls},
-        "heatmaps": _heatmaps(job.heatmap),
-        "compare": _compare(job),
-        "median_rank": job.median_rank,
-    }
+    return JobSectionView(
+        labels=list(v.labels) if v is not None else [],
+        confidence=(v.findings[0].confidence if v.findings else v.confidence) if v is not None else None,
+        findings=[_finding(f) for f in (v.findings if v is not None else [])],
+        summary=_summary(job),
+        stragglers=[_straggler(s) for s in job.stragglers],
+        issues=not_analysed(result) + list(job.issues),
+        late_among_present=list(job.late_among_present),
+        rank_table=GridView(RANK_COLUMNS, ranks_rows, max(0, len(in_view) - len(ranks_rows))),
+        collectives=GridView(COLLECTIVE_COLUMNS, colls),
+        heatmaps=_heatmaps(job.heatmap),
+        compare=_compare(job),
+        median_rank=job.median_rank,
+    )
 
 
-def _heatmaps(h: dict) -> list[dict]:
+def _heatmaps(h: dict) -> list[HeatmapView]:
     """Rank x step grids of step time and of wait, each cell with a 0..1 shade (relative to the max)."""
     if not h:
         return []
@@ -97,57 +110,37 @@ def _heatmaps(h: dict) -> list[dict]:
         values = [x for row in grid for x in row if x is not None]
         lo, hi = (min(values), max(values)) if values else (0.0, 0.0)
         span = (hi - lo) or 1.0
-        rows = [{"rank": r, "cells": [{"text": "—" if x is None else f"{x:.1f}",
-                                       "shade": 0.0 if x is None else round((x - lo) / span, 3)} for x in row]}
-                for r, row in zip(ranks, grid)]
-        out.append({"title": title, "steps": steps, "rows": rows,
-                    "left_out_ranks": max(0, len(h["ranks"]) - len(ranks)),
-                    "left_out_steps": max(0, len(h["steps"]) - len(steps))})
+        rows = [HeatRow(r, [HeatCell("—" if x is None else f"{x:.1f}", 0.0 if x is None else round((x - lo) / span, 3))
+                            for x in row]) for r, row in zip(ranks, grid)]
+        out.append(HeatmapView(title, steps, rows, max(0, len(h["ranks"]) - len(ranks)),
+                               max(0, len(h["steps"]) - len(steps))))
     return out
 
 
-def _compare(job) -> list[dict]:
+def _compare(job: "JobResult") -> list[CompareView]:
     """The straggler's step beside the median rank's: lead-in by category, then wait and transfer (ms per step)."""
     if not job.stragglers or job.median_rank is None:
         return []
     s = job.stragglers[0]
-    rows = {r["rank"]: r for r in job.rank_rows}
+    waits = {r.rank: r.wait_ns_per_step for r in job.ranks}
     out = []
     for rank, label in ((s["rank"], "straggler"), (job.median_rank, "median rank")):
         if rank == s["rank"] and label == "median rank":
             continue
         lead = {row["category"]: row["rank_ms_per_step" if rank == s["rank"] else "median_ms_per_step"]
                 for row in s["breakdown"]}
-        lead["wait"] = (rows.get(rank) or {}).get("wait_ms_per_step") or 0.0
-        out.append({"rank": rank, "label": label, "values": lead})
-    total = max(sum(max(x, 0.0) for x in o["values"].values()) for o in out) or 1.0
+        lead["wait"] = (waits.get(rank) or 0.0) / 1e6
+        out.append(CompareView(rank, label, lead))
+    total = max(sum(max(x, 0.0) for x in o.values.values()) for o in out) or 1.0
     for o in out:
-        o["segments"] = [{"key": k, "ms": f"{o['values'].get(k, 0.0):.1f}",
-                          "width": round(100.0 * max(o["values"].get(k, 0.0), 0.0) / total, 2)}
-                         for k in SEGMENTS if o["values"].get(k, 0.0) > 0]
+        o.segments = [BarPart(k, f"{o.values.get(k, 0.0):.1f}", round(100.0 * max(o.values.get(k, 0.0), 0.0) / total, 2))
+                      for k in SEGMENTS if o.values.get(k, 0.0) > 0]
     return out
-
-
-def focus_of(result: "AnalysisResult"):
-    """The rank whose details a report shows, and why: ``--rank N``, else the straggler, else the
-    job's median rank, else the rank whose top finding explains the most of its step."""
-    holder = getattr(result, "job", None)
-    job = getattr(holder, "view", None)
-    if holder is None or job is None or not result.ranks:
-        return result.focus, "whose top finding explains the most of its step"
-    if holder.focus_asked:
-        return result.ranks[holder.focus_index], "asked for with --rank"
-    index = {r.rank: i for i, r in enumerate(result.ranks)}
-    if job.straggler_ranks and job.straggler_ranks[0] in index:
-        return result.ranks[index[job.straggler_ranks[0]]], "the straggler; --rank N shows another"
-    if job.median_rank in index:
-        return result.ranks[index[job.median_rank]], "the job's median rank; --rank N shows another"
-    return result.focus, "whose top finding explains the most of its step"
 
 
 def paired_excerpts(result: "AnalysisResult", focus) -> list[dict] | None:
     """The straggler's median-step timeline beside the median rank's, when the report shows the straggler."""
-    job = getattr(getattr(result, "job", None), "view", None)
+    job = result.job
     if job is None or focus is None or not job.straggler_ranks or job.median_rank is None:
         return None
     by_rank = {r.rank: r for r in result.ranks}

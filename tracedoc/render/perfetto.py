@@ -40,22 +40,22 @@ def write_perfetto(result: "AnalysisResult", out_path: str) -> str:
     """Write the overlay of ``result``'s one trace file to ``out_path`` (``.gz`` compresses)."""
     import orjson
 
-    if len(result.inputs) != 1 or len(result.ranks) != 1:
+    if len(result.paths) != 1 or len(result.ranks) != 1:
         raise UsageError("--perfetto", "overlays one trace file", f"{len(result.inputs)} inputs, "
                          f"{len(result.ranks)} ranks", "run tracedoc analyze on one rank's file with --perfetto")
     rank = result.ranks[0]
-    fmt = rank.environment.get("format")
+    fmt = rank.environment.format
     if fmt != "kineto":
         raise UsageError("--perfetto", "needs a torch.profiler Chrome trace to overlay",
                          f"a {fmt} file", "export the run with torch.profiler, or open the "
                          "nsys report in Nsight Systems")
-    doc = _read_json(result.inputs[0])
+    doc = _read_json(result.paths[0])
     events = doc.get("traceEvents") if isinstance(doc, dict) else None
     if not isinstance(events, list):
-        raise TracedocError(result.inputs[0], "has no traceEvents array to overlay", None,
+        raise TracedocError(result.paths[0], "has no traceEvents array to overlay", None,
                             "pass the torch.profiler trace file itself")
     verdict = result.verdicts[0] if result.verdicts else None
-    added = overlay_events(rank, verdict, events)
+    added = overlay_events(rank, verdict, events, (getattr(result, "overlays", None) or {}).get(0))
     doc["traceEvents"] = events + added
     data = orjson.dumps(doc)
     write_atomic(out_path, data, option="--perfetto")
@@ -76,29 +76,30 @@ def _read_json(path: str) -> Any:
                             "overlay an intact copy of the trace") from None
 
 
-def overlay_events(rank, verdict, original: list) -> list[dict]:
-    """tracedoc's events for one rank: metadata, idle causes, critical path and findings."""
+def overlay_events(rank, verdict, original: list, overlay=None) -> list[dict]:
+    """tracedoc's events for one rank: metadata, idle causes, critical path and findings. ``overlay``: the
+    idle intervals and critical paths of a fresh analysis (``analyses.RankOverlay``); a loaded report has none."""
     pid = _free_pid(original)
     out: list[dict] = [_meta(pid, None, "process_name", "tracedoc"), _meta(pid, None, "process_sort_index", -1)]
     out += [_meta(pid, TRACK_IDLE, "thread_name", "GPU idle · by cause"),
             _meta(pid, TRACK_PATH, "thread_name", "critical path")]
-    for cause, (s, e) in sorted((rank.idle_intervals or {}).items()):
+    for cause, (s, e) in sorted((overlay.idle_intervals if overlay is not None else {}).items()):
         for a, b in zip(s.tolist(), e.tolist()):
             out.append(_slice(pid, TRACK_IDLE, f"idle: {cause}", a, b, "tracedoc.idle", IDLE_COLOURS.get(cause)))
     cp = rank.critical_path
-    if cp is not None and cp.available and cp.segments:
-        out += _path_events(pid, cp, _track_lookup(original))
+    if cp is not None and cp.available and overlay is not None and overlay.critical_path.segments:
+        out += _path_events(pid, cp, overlay.critical_path, _track_lookup(original))
     out += _finding_events(pid, rank, verdict)
     return out
 
 
-def _path_events(pid: int, cp, tracks: dict) -> list[dict]:
+def _path_events(pid: int, cp, paths, tracks: dict) -> list[dict]:
     from ..analyses.critical_path.solve import HOP_CATEGORIES
 
-    seg = cp.segments
+    seg = paths.segments
     out = []
     flows = 0
-    names = cp.chain_names
+    names = paths.chain_names
     for i, (step, s, e, cat, chain, src) in enumerate(zip(
             seg["step"].tolist(), seg["start_ns"].tolist(), seg["end_ns"].tolist(), seg["category"].tolist(),
             seg["chain"].tolist(), seg["from_chain"].tolist())):
@@ -106,7 +107,7 @@ def _path_events(pid: int, cp, tracks: dict) -> list[dict]:
         out.append(_slice(pid, TRACK_PATH, what, s, e, "tracedoc.critical_path", PATH_COLOURS.get(what),
                           {"step": cp.steps[step]["step"], "on": names[chain], "from": names[src]}))
         if chain != src and flows < MAX_FLOWS:
-            a, b = tracks.get(cp.chain_keys[src]), tracks.get(cp.chain_keys[chain])
+            a, b = tracks.get(paths.chain_keys[src]), tracks.get(paths.chain_keys[chain])
             if a is not None and b is not None:
                 flows += 1
                 common = {"cat": "tracedoc.critical_path", "name": "critical path", "id": f"tdcp{i}"}

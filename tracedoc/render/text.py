@@ -17,7 +17,7 @@ from .format import plural
 from .roofline import text_cells
 from .console import TextOptions, make_console, print_item
 from .viewmodel import build_report
-from .views import Caps, FindingView, RankView, ReportView, TableView
+from .views import Caps, FindingView, JobSectionView, RankView, ReportView, TableView
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
@@ -82,8 +82,8 @@ def verdict_line(view: ReportView) -> Text:
     """One line: the verdict, its confidence and the top finding's impact (``--quiet``)."""
     if view.job is not None:
         job = view.job
-        conf = f" (confidence {job['confidence']})" if job["confidence"] else ""
-        return (Text(f"Job verdict: {', '.join(job['labels'])}{conf}", style="bold red") if job["labels"]
+        conf = f" (confidence {job.confidence})" if job.confidence else ""
+        return (Text(f"Job verdict: {', '.join(job.labels)}{conf}", style="bold red") if job.labels
                 else Text("Job verdict: no job-level finding", style="bold green"))
     r = view.ranks[0]
     v = r.verdict
@@ -101,38 +101,38 @@ def verdict_line(view: ReportView) -> Text:
     return Text(f"{where}Verdict: {', '.join(v.labels)}{conf}{impact}", style="bold red")
 
 
-def _job_block(job: dict, options: TextOptions = TextOptions()) -> list[Any]:
+def _job_block(job: JobSectionView, options: TextOptions = TextOptions()) -> list[Any]:
     """The job verdict first: labels, the top findings with fixes, stragglers, what limits the view."""
-    labels = job["labels"]
-    out: list[Any] = [Text(f"tracedoc · job of {len(job['rank_table']['rows']) + job['rank_table']['left_out']} ranks",
+    labels = job.labels
+    out: list[Any] = [Text(f"tracedoc · job of {len(job.rank_table.rows) + job.rank_table.left_out} ranks",
                            style="bold")]
-    out.append(Text(f"Verdict: {', '.join(labels)}" + (f"  (confidence {job['confidence']})" if job["confidence"] else ""),
+    out.append(Text(f"Verdict: {', '.join(labels)}" + (f"  (confidence {job.confidence})" if job.confidence else ""),
                     style="bold red") if labels else Text("Verdict: no job-level finding", style="bold green"))
-    for i, f in enumerate(job["findings"][:3], 1):
-        out.append(Text(f"{i}. [{f['label']}] {f['title']}" + (f" — {f['impact']}" if f["impact"] else ""), style="bold"))
-        if f.get("what_if"):
-            out.append(Text(f"   if fixed: {f['what_if']}"))
-        out.append(Text(f"   {f['message']}"))
-        for fix in f["fixes"][: 2 if i == 1 else 1]:
+    for i, f in enumerate(job.findings[:3], 1):
+        out.append(Text(f"{i}. [{f.label}] {f.title}" + (f" — {f.impact}" if f.impact else ""), style="bold"))
+        if f.what_if:
+            out.append(Text(f"   if fixed: {f.what_if}"))
+        out.append(Text(f"   {f.message}"))
+        for fix in f.fixes[: 2 if i == 1 else 1]:
             out.append(Text(f"   fix: {fix}"))
-        if i == 1 and f.get("expect"):
-            out.append(Text(f"   next profile should show: {f['expect']}", style="dim"))
-    for line in job["summary"]:
+        if i == 1 and f.expect:
+            out.append(Text(f"   next profile should show: {f.expect}", style="dim"))
+    for line in job.summary:
         out.append(Text(line, style="dim"))
-    for s in job["stragglers"]:
-        out.append(Text("Straggler: " + s["line"], style="bold"))
-    for issue in job["issues"][:6]:
+    for s in job.stragglers:
+        out.append(Text("Straggler: " + s.line, style="bold"))
+    for issue in job.issues[:6]:
         out.append(Text("note: " + issue, style="yellow"))
-    if len(job["issues"]) > 6:
-        out.append(Text(f"note: {len(job['issues']) - 6} more (--format json lists them all)", style="yellow"))
+    if len(job.issues) > 6:
+        out.append(Text(f"note: {len(job.issues) - 6} more (--format json lists them all)", style="yellow"))
     t = Table(title="Ranks in the job", title_justify="left", title_style="bold", box=None, header_style="bold",
               pad_edge=False)
-    for col in job["rank_table"]["columns"]:
+    for col in job.rank_table.columns:
         t.add_column(col, justify="right", no_wrap=options.terminal, overflow=options.overflow)
-    for row in job["rank_table"]["rows"][:32]:
+    for row in job.rank_table.rows[:32]:
         t.add_row(*row)
     out.append(t)
-    more = len(job["rank_table"]["rows"]) + job["rank_table"]["left_out"] - 32
+    more = len(job.rank_table.rows) + job.rank_table.left_out - 32
     if more > 0:
         out.append(Text(f"{more} more ranks in --format json/html", style="dim"))
     out.append(Text(""))

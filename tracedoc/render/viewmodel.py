@@ -48,17 +48,18 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: st
     Perfetto overlay written beside the report, which the HTML page links to."""
     from dataclasses import replace as _replace
 
-    from .jobview import build_job_view, focus_of, paired_excerpts
+    from .jobview import build_job_view, paired_excerpts
 
-    focus, focus_reason = focus_of(result)
-    inputs = [InputView(name=os.path.basename(p), path=p, sha256=result.hashes.get(p) or "not computed")
-              for p in result.inputs]
-    command = result.command or ("tracedoc analyze " + shlex.quote(result.inputs[0]) if len(result.inputs) == 1
+    focus, focus_reason = result.focus, result.focus_reason
+    paths = result.paths
+    inputs = [InputView(name=os.path.basename(i.path), path=i.path, sha256=i.sha256 or "not computed")
+              for i in result.inputs]
+    command = result.command or ("tracedoc analyze " + shlex.quote(paths[0]) if len(paths) == 1
                                  else "tracedoc analyze <directory of the rank traces>")
-    name = (os.path.basename(os.path.dirname(result.inputs[0])) + "/" if len(result.inputs) > 1 and result.inputs
+    name = (os.path.basename(os.path.dirname(paths[0])) + "/" if len(paths) > 1 and paths
             else "") + (inputs[0].name if len(inputs) == 1 else f"{len(inputs)} rank files")
     view = ReportView(
-        title=f"tracedoc · {name}" if result.inputs else "tracedoc",
+        title=f"tracedoc · {name}" if paths else "tracedoc",
         input_name=name,
         tracedoc_version=result.tracedoc_version,
         rules_version=result.rules_version or "unknown",
@@ -130,7 +131,7 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
                     if m.get("dataloader_fraction") else None),
         contents=[f"{row['rows']:,} {row['table'].replace('_', ' ')}" for row in r.evidence.get("contents", [])
                   if row["rows"] and row["table"] not in ("gpu_ops", "other_spans")],
-        events=f"{env.get('events'):,}" if isinstance(env.get("events"), int) else "unknown",
+        events=f"{env.events:,}" if isinstance(env.events, int) else "unknown",
         environment=_environment(r),
         metrics=[{"key": k, "value": fmt_cell(k, val) if not isinstance(val, bool) else str(val).lower()}
                  for k, val in m.items()],
@@ -141,12 +142,12 @@ def _header_bits(r: "RankResult") -> list[str]:
     env = r.environment
     bits = [os.path.basename(r.source)]
     if r.rank is not None:
-        bits.append(f"rank {r.rank}" + (f" of {env['world_size']}" if env.get("world_size") else ""))
-    if env.get("gpu"):
+        bits.append(f"rank {r.rank}" + (f" of {env.world_size}" if env.world_size else ""))
+    if env.gpu:
         n = r.metrics.get("gpu_count") or 0
-        bits.append(str(env["gpu"]) + (f" ×{n}" if n > 1 else ""))
-    if env.get("backend"):
-        bits.append(str(env["backend"]))
+        bits.append(str(env.gpu) + (f" ×{n}" if n > 1 else ""))
+    if env.backend:
+        bits.append(str(env.backend))
     return [shorten(b, 200) for b in bits]
 
 
@@ -299,18 +300,18 @@ def _tensor_cores(m: dict) -> TensorCoreView:
 def _environment(r: "RankResult") -> list[Item]:
     m, env = r.metrics, r.environment
     rows = [
-        ("GPU", env.get("gpu") or "not recorded"),
-        ("devices in the trace", f"{env.get('device_count') or 0} described, {m.get('gpu_count') or 0} with GPU ops"),
-        ("compute capability", env.get("compute_capability") or "unknown"),
-        ("world size", env.get("world_size") if env.get("world_size") is not None else "unknown"),
+        ("GPU", env.gpu or "not recorded"),
+        ("devices in the trace", f"{env.device_count or 0} described, {m.get('gpu_count') or 0} with GPU ops"),
+        ("compute capability", env.compute_capability or "unknown"),
+        ("world size", env.world_size if env.world_size is not None else "unknown"),
         ("rank", r.rank if r.rank is not None else "unknown"),
-        ("backend", env.get("backend") or "none recorded"),
-        ("torch", env.get("torch_version") or "not recorded in the trace"),
-        ("CUDA runtime", version_text(env.get("cuda_runtime_version")) or "not recorded"),
-        ("CUDA driver", version_text(env.get("cuda_driver_version")) or "not recorded"),
-        ("NCCL", version_text(env.get("nccl_version")) or "not recorded"),
-        ("trace format", env.get("format") or "unknown"),
-        ("events", f"{env.get('events'):,}" if isinstance(env.get("events"), int) else "unknown"),
+        ("backend", env.backend or "none recorded"),
+        ("torch", env.torch_version or "not recorded in the trace"),
+        ("CUDA runtime", version_text(env.cuda_runtime_version) or "not recorded"),
+        ("CUDA driver", version_text(env.cuda_driver_version) or "not recorded"),
+        ("NCCL", version_text(env.nccl_version) or "not recorded"),
+        ("trace format", env.format or "unknown"),
+        ("events", f"{env.events:,}" if isinstance(env.events, int) else "unknown"),
         ("steps captured", str(m.get("steps") or 0)),
         ("analysis window", f"{fmt_ns(m.get('window_ns'))}: {r.window.describe()}"),
     ]

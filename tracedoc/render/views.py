@@ -248,8 +248,97 @@ class ReportView:
     focus_rank: int | None
     focus_source_name: str | None
     ranks: list[RankView]  # the rank shown in detail (the focus rank), when there is one
-    job: dict | None = None  # a directory's job view (tracedoc/render/jobview.py), shown first
+    job: "JobSectionView | None" = None  # a directory's job view (tracedoc/render/jobview.py), shown first
     job_rank_rows: int = 64
     focus_reason: str = ""
     focus_asked: bool = False  # the focus rank was asked for (--rank N)
     overlay_href: str | None = None  # the Perfetto overlay written beside an HTML report
+
+
+# -- the job section (render/jobview.py) -----------------------------------------------------------
+
+
+@dataclass
+class GridView:
+    """A table of formatted cells: column headings, rows, and how many rows were left out."""
+
+    columns: list[str]
+    rows: list[list[str]]
+    left_out: int = 0
+
+
+@dataclass
+class JobFindingView:
+    rule_id: str
+    label: str
+    title: str
+    message: str
+    fixes: list[str]
+    expect: str
+    what_if: str | None  # "step 176 ms → ~121 ms, −31%"
+    what_if_method: str | None
+    impact: str | None  # "9.8 ms per step (9.7% of the step)"
+
+
+@dataclass
+class StragglerView:
+    rank: int
+    line: str  # how late it arrives, what it costs the others, and why
+    breakdown: list[list[str]]  # category, its ms per step, the median rank's, the excess
+
+
+@dataclass
+class HeatCell:
+    text: str
+    shade: float  # 0..1 of the grid's range
+
+
+@dataclass
+class HeatRow:
+    rank: int
+    cells: list[HeatCell]
+
+
+@dataclass
+class HeatmapView:
+    title: str
+    steps: list[int]
+    rows: list[HeatRow]
+    left_out_ranks: int
+    left_out_steps: int
+
+
+@dataclass
+class BarPart:
+    key: str
+    ms: str  # ms per step, formatted
+    width: float  # percent of the longest bar
+
+
+@dataclass
+class CompareView:
+    """One rank's step split into lead-in categories and wait (ms per step), as a stacked bar."""
+
+    rank: int
+    label: str  # "straggler" or "median rank"
+    values: dict[str, float]
+    segments: list[BarPart] = field(default_factory=list)
+
+
+@dataclass
+class JobSectionView:
+    """The job part of a directory's report: verdict, findings, stragglers, the rank and collective
+    tables, rank x step heatmaps and the straggler beside the median rank."""
+
+    labels: list[str]
+    confidence: str | None
+    findings: list[JobFindingView]
+    summary: list[str]
+    stragglers: list[StragglerView]
+    issues: list[str]
+    late_among_present: list[int]
+    rank_table: GridView
+    collectives: GridView
+    heatmaps: list[HeatmapView]
+    compare: list[CompareView]
+    median_rank: int | None

@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
+from ...model.record import Record, to_builtins
 from ...model.trace import Trace
 from ..kernels import launch_link_fraction as _launch_link_fraction
 from ..registry import Produced, analysis
@@ -23,63 +25,67 @@ from . import whatif as W
 
 MIN_LINK_FRACTION = 0.5  # below this share of GPU ops linked to their launch, replays are not trusted
 
-__all__ = ["CriticalPath", "critical_path"]
+__all__ = ["CriticalPath", "PathOverlay", "critical_path", "critical_path_and_overlay"]
 
 
-@dataclass
-class CriticalPath:
-    """One rank's critical-path result: per-step breakdowns, predictions per fix, path segments."""
+class CriticalPath(Record, kw_only=True):
+    """One rank's critical path: per step its breakdown by category (summing to the step time), and
+    per fix the replayed step time once it is applied; or why there is none (``available`` false)."""
 
-    available: bool
-    reason: str | None = None
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    predictions: dict[str, W.Prediction] = field(default_factory=dict)
-    # The paths and their chains, for the trace overlay; not saved with a report.
-    segments: dict[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
-    chain_names: list[str] = field(default_factory=list, compare=False, repr=False)
-    chain_keys: list[tuple[str, int, int]] = field(default_factory=list, compare=False, repr=False)
-    notes: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"available": self.available, "reason": self.reason, "steps": self.steps,
-                "what_if": {k: p.to_dict() for k, p in self.predictions.items()}, "notes": self.notes}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CriticalPath":
-        """The value a saved report holds (the inverse of ``to_dict``; the overlay's segments are not saved)."""
-        return cls(available=bool(d["available"]), reason=d["reason"], steps=[dict(row) for row in d["steps"]],
-                   predictions={fix: W.Prediction(fix, float(p["step_ms_before"]), float(p["step_ms_after"]),
-                                                  p["method"]) for fix, p in d["what_if"].items()},
-                   notes=list(d["notes"]))
+    available: bool  # the steps could be replayed
+    reason: str | None = None  # why they could not
+    # per step: its span, step time and the critical path's time by category (summing to the step time)
+    steps: list[dict[str, Any]] = []
+    # per fix (dataloader, sync, comm, launch): the step time replayed with the fix applied
+    predictions: dict[str, W.Prediction] = msgspec.field(default_factory=dict, name="what_if")
+    notes: list[str] = []  # what the graph could not model
 
     def what_ifs(self) -> dict[str, dict]:
         """Predicted step time per verdict label (the replay of the label's fix)."""
         if not self.available:
             return {}
-        return {label: self.predictions[fix].to_dict() for label, fix in W.LABEL_FIX.items() if fix in self.predictions}
-
-    def intervals_in(self, lo: int, hi: int, limit: int = 2000) -> list[list]:
-        """The path's segments inside ``[lo, hi)``, relative to ``lo``: ``[start, end, category]``."""
-        seg = self.segments
-        if not self.available or not seg or not seg["start_ns"].size:
-            return []
-        sel = np.flatnonzero((seg["start_ns"] < hi) & (seg["end_ns"] > lo))[:limit]
-        s = np.maximum(seg["start_ns"][sel], lo) - lo
-        e = np.minimum(seg["end_ns"][sel], hi) - lo
-        return [[a, b, S.HOP_CATEGORIES[c]] for a, b, c in zip(s.tolist(), e.tolist(), seg["category"][sel].tolist())]
+        return {label: to_builtins(self.predictions[fix]) for label, fix in W.LABEL_FIX.items()
+                if fix in self.predictions}
 
     def what_if_for(self, label: str) -> W.Prediction | None:
         fix = W.LABEL_FIX.get(label)
         return self.predictions.get(fix) if fix else None
 
 
+@dataclass
+class PathOverlay:
+    """The critical paths as flat arrays (absolute ns) and their chains, for the timeline and the trace
+    overlay of a fresh analysis; not saved with a report."""
+
+    segments: dict[str, np.ndarray] = field(default_factory=dict)
+    chain_names: list[str] = field(default_factory=list)
+    chain_keys: list[tuple[str, int, int]] = field(default_factory=list)
+
+    def intervals_in(self, lo: int, hi: int, limit: int = 2000) -> list[list]:
+        """The path's segments inside ``[lo, hi)``, relative to ``lo``: ``[start, end, category]``."""
+        seg = self.segments
+        if not seg or not seg["start_ns"].size:
+            return []
+        sel = np.flatnonzero((seg["start_ns"] < hi) & (seg["end_ns"] > lo))[:limit]
+        s = np.maximum(seg["start_ns"][sel], lo) - lo
+        e = np.minimum(seg["end_ns"][sel], hi) - lo
+        return [[a, b, S.HOP_CATEGORIES[c]] for a, b, c in zip(s.tolist(), e.tolist(), seg["category"][sel].tolist())]
+
+
 def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray,
                   launch_link_fraction: float | None = None) -> CriticalPath:
     """Build the graph of the trace's steps, its critical paths, breakdowns and what-ifs."""
+    return critical_path_and_overlay(trace, steps, comm_mask, launch_link_fraction)[0]
+
+
+def critical_path_and_overlay(trace: Trace, steps: Steps, comm_mask: np.ndarray,
+                              launch_link_fraction: float | None = None) -> tuple[CriticalPath, PathOverlay]:
+    """``critical_path`` and the paths themselves as a ``PathOverlay``."""
     if not len(steps):
-        return CriticalPath(False, "the trace has no steps to replay")
+        return CriticalPath(available=False, reason="the trace has no steps to replay"), PathOverlay()
     if launch_link_fraction is not None and launch_link_fraction < MIN_LINK_FRACTION:
-        return CriticalPath(False, f"only {launch_link_fraction:.0%} of GPU ops are linked to their launch call")
+        return (CriticalPath(available=False, reason=f"only {launch_link_fraction:.0%} of GPU ops are linked to "
+                             "their launch call"), PathOverlay())
     g = G.build_graph(trace, steps, comm_mask)
     paths = S.critical_paths(g)
     done = np.maximum.accumulate(S.completions(g, g.time))
@@ -92,15 +98,16 @@ def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray,
         row.update({f"{c}_ns": int(b[c]) for c in S.CATEGORIES})
         row["cpu_ops"] = b["cpu_ops"][:5]
         rows.append(row)
-    return CriticalPath(True, None, rows, W.predict_all(g), _segments(paths, g, starts), g.chain_names,
-                        g.chain_keys, list(g.notes))
+    return (CriticalPath(available=True, steps=rows, predictions=W.predict_all(g), notes=list(g.notes)),
+            PathOverlay(_segments(paths, g, starts), g.chain_names, g.chain_keys))
 
 
-@analysis(needs=("step_spans", "comm_mask"), provides=("critical_path",), offload=True)
+@analysis(needs=("step_spans", "comm_mask"), provides=("critical_path", "critical_path_overlay"), offload=True)
 def step_critical_paths(trace: Trace, inputs) -> Produced:
     """Each step's critical path and the what-if predictions, unless too few GPU ops are linked to a launch."""
-    return Produced(values={"critical_path": critical_path(trace, inputs["step_spans"], inputs["comm_mask"],
-                                                           launch_link_fraction=_launch_link_fraction(trace))})
+    cp, overlay = critical_path_and_overlay(trace, inputs["step_spans"], inputs["comm_mask"],
+                                            launch_link_fraction=_launch_link_fraction(trace))
+    return Produced(values={"critical_path": cp, "critical_path_overlay": overlay})
 
 
 def _segments(paths: list[S.Path], g: G.Graph, starts: np.ndarray) -> dict[str, np.ndarray]:

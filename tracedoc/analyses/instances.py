@@ -2,7 +2,9 @@
 
 ``rank_tables(trace)`` is a pure function of one rank's ``Trace``; it runs in the per-rank worker
 and returns a few numpy columns per collective call (DESIGN.md: collective instance) and per step,
-so the job step never needs the traces. A collective instance is one call on one rank: its group,
+so the job step never needs the traces. Registered as analyses: ``collective_calls`` (the value of
+that name, and a rank's top collective), and on demand ``rank_tables``, the same with each call's
+lead-in, which only the job view's straggler cause reads. A collective instance is one call on one rank: its group,
 type, size, dtype, sequence number where recorded, CPU call span, the end of its CPU-backend work
 (gloo runs the collective on a worker thread) and its GPU kernel span, plus how the time since the
 rank's previous collective was spent (the lead-in), by category, for the straggler's cause.
@@ -11,16 +13,17 @@ rank's previous collective was spent (the lead-in), by category, for the straggl
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from ..analyses import breakdown as B
-from ..analyses import classify as C
-from ..analyses import dataloader, links, syncs
-from ..analyses.comm import DTYPE_BYTES
-from ..analyses.window import find_steps
+from . import breakdown as B
+from . import classify as C
+from . import dataloader, links, syncs
+from .comm import DTYPE_BYTES
+from .registry import Produced, analysis
+from .window import find_steps
 from ..model.vocab import PROFILER_STEP_RE as STEP_RE
 from ..model import intervals as iv
 from ..model import trace as M
@@ -96,21 +99,49 @@ def rank_tables(trace: Trace, rank: int | None = None, lead_in: bool = True) -> 
     _lead_in(trace, cols, steps, compute=lead_in)
     order = np.argsort(_arrival(cols), kind="stable")
     cols = {k: np.asarray(v, dtype=np.int64)[order] for k, v in cols.items()}
-    meta = trace.meta.to_dict() if hasattr(trace.meta, "to_dict") else trace.meta
-    extra = meta.get("extra") or {}
+    meta = trace.meta
+    extra = meta.extra or {}
     span = (int(min((t["start_ns"].min() for t in (trace.cpu_ops, trace.gpu_ops) if len(t)), default=0)),
             int(max((t["end_ns"].max() for t in (trace.cpu_ops, trace.gpu_ops) if len(t)), default=0)))
-    info = {"host": extra.get("host_name") or extra.get("hostname"), "world_size": meta.get("world_size"),
-            "backend": meta.get("backend"), "pg_config": meta.get("pg_config"), "has_gpu": bool(len(trace.gpu_ops)),
-            "span_ns": span, "trace_id": extra.get("trace_id"), "gpu": _gpu_name(meta),
+    info = {"host": extra.get("host_name") or extra.get("hostname"), "world_size": meta.world_size,
+            "backend": meta.backend,
+            "pg_config": None if meta.process_groups is None else [g.properties for g in meta.process_groups],
+            "has_gpu": bool(len(trace.gpu_ops)), "span_ns": span, "trace_id": extra.get("trace_id"),
+            "gpu": meta.devices[0].properties.get("name") if meta.devices else None,
             "group_ranks": calls["group_ranks"]}
-    return RankTables(rank=meta.get("rank") if rank is None else rank, source=trace.source, collectives=cols,
+    return RankTables(rank=meta.rank if rank is None else rank, source=trace.source, collectives=cols,
                       groups=calls["groups"], types=calls["types"], dtypes=calls["dtypes"], steps=steps, info=info)
 
 
-def _gpu_name(meta: dict) -> str | None:
-    devices = meta.get("devices") or []
-    return devices[0].get("name") if devices and isinstance(devices[0], dict) else None
+def with_lead_in(trace: Trace, tables: RankTables) -> RankTables:
+    """``tables`` with each call's lead-in worked out (the calls' order is kept)."""
+    cols = dict(tables.collectives)
+    _lead_in(trace, cols, tables.steps)
+    return replace(tables, collectives={k: np.asarray(v, dtype=np.int64) for k, v in cols.items()})
+
+
+def top_collective(tables: RankTables) -> str | None:
+    """One rank's collective type with the most time (GPU kernel span, else CPU call to work end)."""
+    c = tables.collectives
+    if not len(tables):
+        return None
+    dur = np.where(c["gpu_start_ns"] >= 0, c["gpu_end_ns"] - c["gpu_start_ns"], c["work_end_ns"] - c["call_start_ns"])
+    by_type = np.bincount(c["type"], weights=np.maximum(dur, 0).astype(np.float64), minlength=len(tables.types))
+    return tables.types[int(np.argmax(by_type))] if by_type.sum() > 0 else None
+
+
+@analysis(provides=("collective_calls",), produces=("comm_top_collective",))
+def collective_calls(trace: Trace, inputs) -> Produced:
+    """The rank's collective calls and steps (no lead-in), and the collective type it spends most time in
+    (in a job, the job view's top collective, by transfer time across the ranks, takes its place)."""
+    tables = rank_tables(trace, lead_in=False)
+    return Produced(metrics={"comm_top_collective": top_collective(tables)}, values={"collective_calls": tables})
+
+
+@analysis(needs=("collective_calls",), provides=("rank_tables",), on_demand=True)
+def collective_lead_in(trace: Trace, inputs) -> Produced:
+    """The job view's compact tables: the collective calls with their lead-in by category."""
+    return Produced(values={"rank_tables": with_lead_in(trace, inputs["collective_calls"])})
 
 
 def _arrival(cols: dict) -> np.ndarray:
