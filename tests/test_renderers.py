@@ -7,16 +7,23 @@ import sys
 import pytest
 
 from tracedoc.cli.analyze import output_format
-from tracedoc.render import FORMATS, RENDERERS, renderer, renderer_for_path
+from tracedoc.render import FORMATS, RENDERERS, REPORTS, renderer, renderer_for_path
 
 
-def test_the_table_names_each_format_once_with_its_extensions():
+def test_the_table_names_each_format_of_each_report_once_with_its_extensions():
+    """One table for the three reports (analyze, diff, logs), every format of each, one dispatch."""
     assert FORMATS == ("text", "json", "md", "html")
-    exts = [e for r in RENDERERS for e in r.extensions]
-    assert len(exts) == len(set(exts))
+    for report in REPORTS:
+        mine = [r for r in RENDERERS if r.report == report]
+        assert [r.name for r in mine] == list(FORMATS)
+        exts = [e for r in mine for e in r.extensions]
+        assert len(exts) == len(set(exts))
+        assert renderer_for_path("x.md", report).name == "md" and renderer("html", report).report == report
     assert renderer("html").extension == ".html" and not renderer("html").binary
     with pytest.raises(KeyError):
         renderer("pdf")
+    with pytest.raises(KeyError):
+        renderer("html", "trace")
 
 
 @pytest.mark.parametrize("path,fmt", [("report.html", "html"), ("r.HTM", "html"), ("out/r.md", "md"),

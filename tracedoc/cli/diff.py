@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from ..exits import EXIT_GATE, EXIT_OK
-from ..render import FORMATS, renderer_for_path
+from ..render import FORMATS, renderer, renderer_for_path
 from .common import check_output_path
 from ..outfiles import write_atomic
 
@@ -72,16 +72,15 @@ def _conditions(sources: list[str]) -> list:
 def cmd_diff(args) -> int:
     from ..api import diff
     from ..diff import gate_failures
-    from ..render.diff import DIFF_RENDERERS
 
     conditions = _conditions(args.fail_if)  # a bad expression fails before any trace is read
-    by_path = renderer_for_path(args.output) if args.output else None
+    by_path = renderer_for_path(args.output, "diff") if args.output else None
     fmt = args.format or (by_path.name if by_path else "text")
     options = {"step_range": args.step_range} if args.step_range else {}
     result = diff(args.before, args.after, jobs=args.jobs, noise_pct=args.noise, **options)
     for w in result.warnings:
         print(f"tracedoc: warning: {w}", file=sys.stderr)
-    text = DIFF_RENDERERS[fmt](result)
+    text = renderer(fmt, "diff").render(result)
     if args.output:
         check_output_path(args.output, [args.before, args.after])
         write_atomic(args.output, text)

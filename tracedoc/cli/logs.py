@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..exits import EXIT_OK
-from ..render import FORMATS
+from ..render import FORMATS, renderer
 from .analyze import add_engine_options, engine_kwargs, fail_on_exit_code, output_format
 from .common import check_output_path
 from ..outfiles import write_atomic
@@ -38,7 +38,6 @@ def register(sub: Any) -> None:
 def cmd_logs(args) -> int:
     from ..api import analyze_log
     from ..logs.analysis import LogOptions
-    from ..render.logview import render_log
 
     if args.window < MIN_WINDOW:
         raise UsageError("--window", f"must be at least {MIN_WINDOW} log points", repr(args.window), "e.g. --window 50")
@@ -49,7 +48,7 @@ def cmd_logs(args) -> int:
                          gpu_name=args.gpu, command=command, options=LogOptions(window=args.window), jobs=args.jobs)
     for w in result.warnings:
         print(f"tracedoc: warning: {result.source}: {w}", file=sys.stderr)
-    text = render_log(result, fmt)
+    text = renderer(fmt, "log").render(result)
     if args.output:
         check_output_path(args.output, [args.path, *(args.config or ())])
         write_atomic(args.output, text)

@@ -1,73 +1,101 @@
-"""Renderers: an ``AnalysisResult`` as terminal text, JSON, Markdown (a ticket comment) or one HTML file.
+"""Renderers: a report as terminal text, JSON, Markdown (a ticket comment) or one HTML file.
 
-``RENDERERS`` is the one table of output formats: a name (``--format``), the file extensions that
-select it from ``-o PATH``, whether it writes bytes, and the function that renders a result. Each
-renderer's module is imported on first use, so that the terminal summary does not pay for Jinja2.
+The renderer contract: each renderer of a report formats that report's typed view model, built from
+its result by one function (``viewmodel.build_report`` -> ``ReportView`` for ``tracedoc analyze``,
+``diffview.build_diff_view`` -> ``DiffView`` for ``tracedoc diff``, ``logview.build_log_view`` ->
+``LogView`` for ``tracedoc logs``), except JSON, which is the saved value itself. Every renderer is
+called the same way: ``renderer(format, report).render(result, **options) -> str``.
+
+``RENDERERS`` is the one table of them: the report it renders, a name (``--format``), the file
+extensions that select it from ``-o PATH``, and the function. Each renderer's module is imported on
+first use, so that the terminal summary does not pay for Jinja2.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
 
+REPORTS = ("analysis", "diff", "log")  # tracedoc analyze, diff, logs
+FORMATS: tuple[str, ...] = ("text", "json", "md", "html")
+_EXTENSIONS = {"text": (".txt",), "json": (".json",), "md": (".md", ".markdown"), "html": (".html", ".htm")}
+
+
+class RenderFunction(Protocol):
+    """A renderer's function: a report's result (its view model built inside) as text."""
+
+    def __call__(self, result: Any, **options: Any) -> str: ...
+
 
 class Renderer(NamedTuple):  # a NamedTuple, not a dataclass: the CLI reads this table at start-up
-    name: str
-    extensions: tuple[str, ...]
-    binary: bool
+    report: str  # "analysis", "diff" or "log": the result it takes
+    name: str  # the --format value
     module: str
     function: str
     description: str
+    binary: bool = False
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        return _EXTENSIONS[self.name]
 
     @property
     def extension(self) -> str:
         return self.extensions[0]
 
-    def render(self, result: "AnalysisResult", **options: Any) -> str | bytes:
-        return getattr(importlib.import_module(f"{__name__}.{self.module}"), self.function)(result, **options)
+    def render(self, result: Any, **options: Any) -> str:
+        fn: RenderFunction = getattr(importlib.import_module(f"{__name__}.{self.module}"), self.function)
+        return fn(result, **options)
 
 
 RENDERERS: tuple[Renderer, ...] = (
-    Renderer("text", (".txt",), False, "text", "render_text", "terminal summary (default)"),
-    Renderer("json", (".json",), False, "jsonfile", "render_json", "every metric and finding, schema-versioned"),
-    Renderer("md", (".md", ".markdown"), False, "markdown", "render_md", "a ticket comment under 65,000 characters"),
-    Renderer("html", (".html", ".htm"), False, "html", "render_html", "one self-contained page"),
+    Renderer("analysis", "text", "text", "render_text", "terminal summary (default)"),
+    Renderer("analysis", "json", "jsonfile", "render_json", "every metric and finding, schema-versioned"),
+    Renderer("analysis", "md", "markdown", "render_md", "a ticket comment under 65,000 characters"),
+    Renderer("analysis", "html", "html", "render_html", "one self-contained page"),
+    Renderer("diff", "text", "diff", "render_diff_text", "the change and its causes"),
+    Renderer("diff", "json", "diff", "render_diff_json", "every number of the comparison"),
+    Renderer("diff", "md", "diff", "render_diff_md", "a ticket comment under 65,000 characters"),
+    Renderer("diff", "html", "diff", "render_diff_html", "one self-contained page with side-by-side bars"),
+    Renderer("log", "text", "logview", "render_log_text", "summary, anomalies and findings"),
+    Renderer("log", "json", "logview", "render_log_json", "every metric, anomaly and finding, schema-versioned"),
+    Renderer("log", "md", "logview", "render_log_md", "a ticket comment"),
+    Renderer("log", "html", "logview", "render_log_html", "one self-contained page with charts"),
 )
-FORMATS: tuple[str, ...] = tuple(r.name for r in RENDERERS)
 
 
-def renderer(name: str) -> Renderer:
+def renderer(name: str, report: str = "analysis") -> Renderer:
     for r in RENDERERS:
-        if r.name == name:
+        if r.name == name and r.report == report:
             return r
-    raise KeyError(name)
+    raise KeyError(name if report == "analysis" else f"{report} {name}")
 
 
-def renderer_for_path(path: str) -> Renderer | None:
+def renderer_for_path(path: str, report: str = "analysis") -> Renderer | None:
     """The renderer an output file's extension asks for (``report.html`` -> html), or None."""
     ext = os.path.splitext(path)[1].lower()
-    return next((r for r in RENDERERS if ext in r.extensions), None)
+    return next((r for r in RENDERERS if r.report == report and ext in r.extensions), None)
 
 
 def render_html(result: "AnalysisResult", **options: Any) -> str:
-    return renderer("html").render(result, **options)  # type: ignore[return-value]
+    return renderer("html").render(result, **options)
 
 
 def render_md(result: "AnalysisResult", **options: Any) -> str:
-    return renderer("md").render(result, **options)  # type: ignore[return-value]
+    return renderer("md").render(result, **options)
 
 
 def render_text(result: "AnalysisResult", **options: Any) -> str:
-    return renderer("text").render(result, **options)  # type: ignore[return-value]
+    return renderer("text").render(result, **options)
 
 
 def render_json(result: "AnalysisResult", **options: Any) -> str:
-    return renderer("json").render(result, **options)  # type: ignore[return-value]
+    return renderer("json").render(result, **options)
 
 
-__all__ = ["FORMATS", "RENDERERS", "Renderer", "render_html", "render_json", "render_md", "render_text",
-           "renderer", "renderer_for_path"]
+__all__ = ["FORMATS", "REPORTS", "RENDERERS", "RenderFunction", "Renderer", "render_html", "render_json", "render_md",
+           "render_text", "renderer", "renderer_for_path"]

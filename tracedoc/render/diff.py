@@ -94,5 +94,3 @@ def render_diff_html(d: "DiffResult") -> str:
             break
     return page
 
-
-DIFF_RENDERERS = {"text": render_diff_text, "json": render_diff_json, "md": render_diff_md, "html": render_diff_html}

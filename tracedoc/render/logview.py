@@ -1,4 +1,5 @@
-"""Reports for a training log: ``LogResult`` -> terminal text, Markdown or one self-contained HTML page.
+"""Reports for a training log: ``LogResult`` -> its view model (``views.LogView``) -> terminal text,
+Markdown or one self-contained HTML page; JSON is the result itself.
 
 The HTML page draws its charts as inline SVG computed here (loss with its moving average and markers
 at NaN and spike steps; throughput with the P10 line, dips shaded and periodic stalls marked), so it
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .format import fmt_value
+from .views import LogView
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..logs.report import LogResult
@@ -22,14 +24,24 @@ MAX_ANOMALY_ROWS = 50
 CHART_W, CHART_H, PAD_L, PAD_R, PAD_T, PAD_B = 900, 220, 64, 12, 10, 26
 
 
-def _where(a: dict[str, Any]) -> str:
-    return f"step {a['step']}" if "step" in a else f"steps {a['start_step']}-{a['end_step']}"
+_where, _details = LogView.where, LogView.details
+
+
+def build_log_view(result: "LogResult", anomaly_rows: int = MAX_ANOMALY_ROWS, with_charts: bool = False) -> LogView:
+    """The log report's view model: every renderer of a log formats this."""
+    return LogView(source=result.source, format=result.input.format, labels=list(result.labels),
+                   summary=summary_lines(result), findings=list(result.findings),
+                   config_checks=list(result.config_checks), anomalies=result.anomalies[:anomaly_rows],
+                   anomaly_count=len(result.anomalies), notes=list(result.analysis.notes),
+                   warnings=list(result.warnings), points=result.metrics["log_points"],
+                   charts=charts(result) if with_charts else [],
+                   size={"w": CHART_W, "h": CHART_H, "l": PAD_L, "r": PAD_R, "t": PAD_T, "b": PAD_B})
 
 
 def summary_lines(result: "LogResult") -> list[str]:
-    m, s = result.metrics, result.series
-    lines = [f"{s.format}: {m['log_points']} logged steps, {m['log_first_step']}-{m['log_last_step']}"]
-    lines.append("fields: " + ", ".join(f"{k} <- {v!r}" for k, v in s.fields_seen.items()))
+    m = result.metrics
+    lines = [f"{result.input.format}: {m['log_points']} logged steps, {m['log_first_step']}-{m['log_last_step']}"]
+    lines.append("fields: " + ", ".join(f"{k} <- {v!r}" for k, v in result.fields.items()))
     if m["loss_logged"]:
         ma = result.analysis.charts.get("loss_ma")
         last_ma = float(ma[-1]) if ma is not None and ma.size and np.isfinite(ma[-1]) else None
@@ -54,35 +66,35 @@ def summary_lines(result: "LogResult") -> list[str]:
 
 
 def render_log_text(result: "LogResult") -> str:
-    out = [f"tracedoc logs: {result.source}", ""]
-    out += ["  " + line for line in summary_lines(result)]
-    if result.analysis.notes:
-        out += [""] + ["  " + n for n in result.analysis.notes]
-    if result.config_checks:
+    v = build_log_view(result)
+    out = [f"tracedoc logs: {v.source}", ""]
+    out += ["  " + line for line in v.summary]
+    if v.notes:
+        out += [""] + ["  " + n for n in v.notes]
+    if v.config_checks:
         out += ["", "Config checks"]
-        for row in result.config_checks:
+        for row in v.config_checks:
             out.append(f"  [{'ok' if row['ok'] else 'FAIL'}] {row['check']}: {row['detail']}")
-    anomalies = result.anomalies
-    out += ["", f"Anomalies ({len(anomalies)})"]
-    for a in anomalies[:MAX_ANOMALY_ROWS]:
+    out += ["", f"Anomalies ({v.anomaly_count})"]
+    for a in v.anomalies:
         out.append(f"  {a['kind']:<17} {_where(a):<20} {_details(a)}")
-    if len(anomalies) > MAX_ANOMALY_ROWS:
-        out.append(f"  ... {len(anomalies) - MAX_ANOMALY_ROWS} more (use --format json)")
-    out += ["", f"Findings: {', '.join(result.labels) or 'none'}"]
-    for f in result.findings:
+    if v.anomaly_count > len(v.anomalies):
+        out.append(f"  ... {v.anomaly_count - len(v.anomalies)} more (use --format json)")
+    out += ["", f"Findings: {', '.join(v.labels) or 'none'}"]
+    for f in v.findings:
         impact = f" [{f.impact_fraction:.1%} of the time]" if f.impact_fraction is not None else ""
         out.append(f"  {f.rule_id} {f.name} ({f.label}, {f.severity}){impact}")
         out.append(f"    {f.message}")
         for fix in f.fixes:
             out.append(f"    fix: {fix}")
         out.append(f"    expect: {f.expect}")
-    if result.warnings:
-        out += ["", "Warnings"] + [f"  {w}" for w in result.warnings]
+    if v.warnings:
+        out += ["", "Warnings"] + [f"  {w}" for w in v.warnings]
     return "\n".join(out) + "\n"
 
 
-def _details(a: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={fmt_value(v)}" for k, v in a.items() if k not in ("kind", "step", "start_step", "end_step"))
+def render_log_json(result: "LogResult") -> str:
+    return result.to_json()
 
 
 def render_log_md(result: "LogResult") -> str:
@@ -91,12 +103,7 @@ def render_log_md(result: "LogResult") -> str:
 
     env = jinja_environment("md")
     env.filters["md"] = md_escape
-    view = {"source": result.source, "labels": result.labels, "summary": summary_lines(result),
-            "findings": [f.to_dict() for f in result.findings], "config_checks": result.config_checks,
-            "anomalies": result.anomalies[:MAX_ANOMALY_ROWS], "anomaly_count": len(result.anomalies),
-            "notes": result.analysis.notes, "warnings": result.warnings, "points": result.metrics["log_points"],
-            "where": _where, "details": _details}
-    return env.get_template("log.md.j2").render(report=view)
+    return env.get_template("log.md.j2").render(report=build_log_view(result))
 
 
 # ---- charts ----------------------------------------------------------------------------------
@@ -189,20 +196,5 @@ def render_log_html(result: "LogResult") -> str:
     from .templating import asset, jinja_environment
 
     env = jinja_environment("html")
-    view = {"source": result.source, "format": result.series.format, "summary": summary_lines(result),
-            "labels": result.labels, "findings": [f.to_dict() for f in result.findings],
-            "config_checks": result.config_checks, "anomalies": result.anomalies[:500],
-            "anomaly_count": len(result.anomalies), "notes": result.analysis.notes, "warnings": result.warnings,
-            "charts": charts(result), "where": _where, "fmt": fmt_value,
-            "size": {"w": CHART_W, "h": CHART_H, "l": PAD_L, "r": PAD_R, "t": PAD_T, "b": PAD_B}}
+    view = build_log_view(result, anomaly_rows=500, with_charts=True)
     return env.get_template("log.html.j2").render(report=view, css=markupsafe.Markup(asset("report.css")))
-
-
-def render_log(result: "LogResult", fmt: str) -> str:
-    if fmt == "json":
-        return result.to_json()
-    if fmt == "md":
-        return render_log_md(result)
-    if fmt == "html":
-        return render_log_html(result)
-    return render_log_text(result)

@@ -342,3 +342,45 @@ class JobSectionView:
     heatmaps: list[HeatmapView]
     compare: list[CompareView]
     median_rank: int | None
+
+
+# -- the training-log report (render/logview.py) ---------------------------------------------------
+
+
+@dataclass
+class LogView:
+    """What every log report shows, built once by ``logview.build_log_view``: the verdict, the summary
+    lines, findings, config checks, anomalies (cut to ``anomalies``; ``anomaly_count`` is all of them),
+    notes, warnings and, for HTML, the charts as SVG geometry (``size`` is their frame)."""
+
+    source: str
+    format: str
+    labels: list[str]
+    summary: list[str]
+    findings: list[Any]  # tracedoc.model.verdict.Finding
+    config_checks: list[dict[str, Any]]
+    anomalies: list[dict[str, Any]]
+    anomaly_count: int
+    notes: list[str]
+    warnings: list[str]
+    points: int  # logged steps
+    charts: list[dict[str, Any]] = field(default_factory=list)
+    size: dict[str, int] = field(default_factory=dict)
+
+    @staticmethod
+    def where(a: dict[str, Any]) -> str:
+        """An anomaly's step, or steps."""
+        return f"step {a['step']}" if "step" in a else f"steps {a['start_step']}-{a['end_step']}"
+
+    @staticmethod
+    def details(a: dict[str, Any]) -> str:
+        """An anomaly's other fields as ``name=value``."""
+        from .format import fmt_value
+
+        return ", ".join(f"{k}={fmt_value(v)}" for k, v in a.items() if k not in ("kind", "step", "start_step", "end_step"))
+
+    @staticmethod
+    def fmt(v: Any, spec: str = ".4g") -> str:
+        from .format import fmt_value
+
+        return fmt_value(v, spec)
