@@ -457,3 +457,18 @@ def test_markdown_of_a_huge_diff_stays_a_ticket_comment(tmp_path):
     assert len(md) < MAX_MD_CHARS and "more rows not shown" in md
     assert len(render_diff_html(d).encode()) < 5 * 1024 * 1024
     assert len(json.dumps(d.to_dict())) < 2_000_000
+
+
+def test_json_output_validates_against_the_generated_diff_schema(loops, tmp_path, capsys):
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[1] / "tracedoc" / "schema" / "diff.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    saved = tmp_path / "base.json"
+    assert main(["analyze", str(loops["base"]), "-f", "json", "-o", str(saved)]) == 0
+    capsys.readouterr()
+    assert main(["diff", str(saved), str(loops["base"]), "-f", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    jsonschema.validate(doc, schema)
+    assert doc["schema"] == "tracedoc.diff" and sum(a["delta_ms"] for a in doc["attribution"]) == \
+        pytest.approx(doc["step_ms"]["delta"], abs=1e-9)

@@ -41,11 +41,14 @@ def test_kineto_process_groups_and_versions(tmp_path):
     assert meta.versions.cuda_runtime == 12040 and meta.versions.cuda_driver is None
 
 
-def test_the_dict_form_keeps_the_recorded_names(tmp_path):
-    d = built(tmp_path).to_dict()
-    assert d["devices"][1]["computeMajor"] == 7 and d["pg_config"] == [PG]
-    assert d["nccl_version"] == "2.21.5" and d["extra"]["torch_version"] == "2.5.1"
-    assert TraceMeta().to_dict()["pg_config"] is None  # not recorded, not an empty list
+def test_the_recorded_values_stay_and_the_environment_summarises_them(tmp_path):
+    from tracedoc.analyses.rank import environment
+
+    meta = built(tmp_path)
+    assert meta.devices[1].properties["computeMajor"] == 7 and [g.properties for g in meta.process_groups] == [PG]
+    env = environment(meta)
+    assert env.nccl_version == "2.21.5" and env.torch_version == "2.5.1" and env.device_count == len(meta.devices)
+    assert TraceMeta().process_groups is None  # not recorded, not an empty list
 
 
 def test_devices_from_properties_tolerate_odd_values():

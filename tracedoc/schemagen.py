@@ -1,7 +1,8 @@
 """The JSON schemas of the saved reports, generated from their types: never edited by hand.
 
 ``analysis_schema()`` describes ``tracedoc analyze --format json`` (``AnalysisResult``),
-``log_schema()`` ``tracedoc logs --format json`` (``LogResult``). Each is msgspec's schema of the
+``diff_schema()`` ``tracedoc diff --format json`` (``DiffReport``), ``log_schema()`` ``tracedoc logs
+--format json`` (``LogResult``). Each is msgspec's schema of the
 record type, with:
 
 - every field described by the comment beside it in the type's definition (a type by its docstring);
@@ -155,7 +156,17 @@ def _evidence(tables: dict[str, str], description: str) -> dict[str, Any]:
             "properties": {name: {**rows, "description": text} for name, text in tables.items()}}
 
 
-SCHEMAS = {"analysis.schema.json": analysis_schema, "log.schema.json": log_schema}
+def diff_schema() -> dict[str, Any]:
+    from .diff.report import DiffReport
+
+    from .diff.model import DIFF_SCHEMA_VERSION
+
+    return _schema(DiffReport, f"urn:tracedoc:schema:diff:{DIFF_SCHEMA_VERSION}", "tracedoc diff",
+                   "What `tracedoc diff --format json` prints (DiffReport): two runs compared, the median step time's "
+                   "change attributed to its causes (the parts sum to step_ms.delta), and the tables behind it.")
+
+
+SCHEMAS = {"analysis.schema.json": analysis_schema, "diff.schema.json": diff_schema, "log.schema.json": log_schema}
 
 
 def render(name: str) -> str:

@@ -33,7 +33,7 @@ def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) ->
             else:
                 warnings.append(f"rank {diffs[i].rank_before}: {w}")
     focus = max(range(len(diffs)), key=lambda i: (abs(diffs[i].step_delta_ns), -i))
-    env_b, env_a = pairs[0][0].environment.to_dict(), pairs[0][1].environment.to_dict()
+    env_b, env_a = pairs[0][0].environment, pairs[0][1].environment
     return DiffResult(before_path=before.path, after_path=after.path, before_kind=before.kind, after_kind=after.kind,
                       before=mean_profile([d.before for d in diffs]), after=mean_profile([d.after for d in diffs]),
                       pairs=diffs, focus=focus, warnings=_dedupe(warnings),

@@ -7,11 +7,11 @@ Whether a lower or a higher value of a metric is better, or neither, is the metr
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..analyses.rank import RankResult
 from ..model.metrics import LOWER, TRACE_METRICS as METRICS
+from ..model.record import Record
 
 # For every numeric metric, which change is better ("lower", "higher" or None), from the metric table.
 DIRECTIONS: dict[str, str | None] = {name: m.better for name, m in METRICS.items() if m.numeric}
@@ -26,21 +26,19 @@ def numeric_metrics() -> list[str]:
     return list(DIRECTIONS)
 
 
-@dataclass
-class MetricDelta:
-    name: str
-    unit: str
-    before: float | None
-    after: float | None
+class MetricDelta(Record, kw_only=True):
+    """One metric of both runs: its values, its change, and whether that is better."""
+
+    name: str  # as in the metric table
+    unit: str  # the metric table's
+    before: float | None  # null: not measured
+    after: float | None  # null: not measured
     direction: str | None  # "lower" or "higher" is better; None: neither
     change: str  # "better", "worse", "changed" (no better side), "same", "unknown"
+    delta: float | None = None  # after - before; None when either is unknown
 
-    @property
-    def delta(self) -> float | None:
-        return None if self.before is None or self.after is None else self.after - self.before
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "delta": self.delta}
+    def __post_init__(self) -> None:
+        self.delta = None if self.before is None or self.after is None else self.after - self.before
 
 
 def _number(v: Any) -> float | None:
@@ -74,16 +72,14 @@ def metric_deltas(before: dict[str, Any], after: dict[str, Any]) -> list[MetricD
     return out
 
 
-@dataclass
-class LabelChange:
-    gone: list[str]
-    new: list[str]
-    kept: list[str]
-    before_withheld: bool = False
-    after_withheld: bool = False
+class LabelChange(Record, kw_only=True):
+    """The verdict labels that went, came and stayed."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    gone: list[str]  # labels of the first run only
+    new: list[str]  # labels of the second run only
+    kept: list[str]  # labels of both
+    before_withheld: bool = False  # the verdict was withheld before
+    after_withheld: bool = False  # ... after
 
 
 def label_change(before_rank: RankResult, after_rank: RankResult) -> LabelChange:

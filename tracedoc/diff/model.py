@@ -1,8 +1,6 @@
 """What a diff produces: ``DiffResult`` (the job) and one ``RankDiff`` per aligned rank pair.
 
-``to_dict`` is the ``tracedoc diff --format json`` document. CI scripts read ``step_ms`` =
-``{before, after, delta}`` and ``attribution`` = a list of ``{category, delta_ms}`` in the
-breakdown's category order, whose values sum to ``step_ms.delta``.
+``report()`` is its ``tracedoc diff --format json`` document, a typed ``diff.report.DiffReport``.
 """
 
 from __future__ import annotations
@@ -11,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .metrics import LabelChange, MetricDelta
-from .steps import CATEGORIES, StepProfile, attribution_ns, median_change_interval_ns
+from .steps import StepProfile, attribution_ns, median_change_interval_ns
 from .tables import KernelDelta, OperatorDelta
 
 DIFF_SCHEMA = "tracedoc.diff"
@@ -73,25 +71,6 @@ class RankDiff:
     def metric(self, name: str) -> MetricDelta | None:
         return next((m for m in self.metrics if m.name == name), None)
 
-    def to_dict(self, rows: int = TABLE_ROWS_JSON, compact: bool = False) -> dict[str, Any]:
-        """The pair's diff; ``compact`` (one entry per rank of a job) keeps only metrics that moved."""
-        return {
-            "rank_before": self.rank_before, "rank_after": self.rank_after,
-            "step_ms": _step_ms(self.before, self.after),
-            "attribution": _attribution(self.before, self.after),
-            "composition_ms": _composition(self.before, self.after),
-            "exposed_comm_split": _split(self.comm_split),
-            "steps": {"before": self.before.steps, "after": self.after.steps,
-                      "basis": {"before": self.before.basis, "after": self.after.basis}},
-            "labels": self.labels.to_dict(),
-            "metrics": [m.to_dict() for m in self.metrics if not compact or m.change not in ("same", "unknown")],
-            "kernels": [k.to_dict() for k in self.kernels[:rows]],
-            "new_kernels": [k.to_dict() for k in self.new_kernels[:rows]],
-            "vanished_kernels": [k.to_dict() for k in self.vanished_kernels[:rows]],
-            "operators": [o.to_dict() for o in self.operators[:rows]],
-            "kernels_complete": self.kernels_complete,
-        }
-
 
 @dataclass
 class DiffResult:
@@ -106,7 +85,7 @@ class DiffResult:
     pairs: list[RankDiff]
     focus: int  # index of the pair with the largest step change: the one whose tables are shown
     warnings: list[str] = field(default_factory=list)
-    environment: dict[str, dict[str, Any]] = field(default_factory=dict)  # "before"/"after" -> environment
+    environment: dict[str, Any] = field(default_factory=dict)  # "before"/"after" -> its focus rank's Environment
     noise_pct: float = NOISE_FLOOR_PCT
     tracedoc_version: str | None = None  # filled in by tracedoc.api.diff
 
@@ -155,53 +134,11 @@ class DiffResult:
         parts = [(c, v) for c, v in self.attribution_ns.items() if v * delta > 0 and abs(v) >= share * abs(delta)]
         return [c for c, _ in sorted(parts, key=lambda cv: -abs(cv[1]))]
 
+    def report(self):
+        """The ``--format json`` document (``diff.report.DiffReport``)."""
+        from .report import diff_report
+
+        return diff_report(self)
+
     def to_dict(self) -> dict[str, Any]:
-        focus = self.focus_pair
-        return {
-            "schema": DIFF_SCHEMA, "schema_version": DIFF_SCHEMA_VERSION, "tracedoc_version": self.tracedoc_version,
-            "before": {"path": self.before_path, "kind": self.before_kind, "environment": self.environment.get("before")},
-            "after": {"path": self.after_path, "kind": self.after_kind, "environment": self.environment.get("after")},
-            "step_ms": _step_ms(self.before, self.after),
-            "step_pct": self.step_pct,
-            "step_delta_interval_ms": list(self.step_interval_ms) if self.step_interval_ms else None,
-            "verdict": self.verdict,
-            "noise_floor_pct": self.noise_pct,
-            "led_by": self.led_by(),
-            "attribution": _attribution(self.before, self.after),
-            "composition_ms": _composition(self.before, self.after),
-            "exposed_comm_split": _split(self.comm_split),
-            "focus": {"rank_before": focus.rank_before, "rank_after": focus.rank_after},
-            "labels": focus.labels.to_dict(),
-            "metrics": [m.to_dict() for m in focus.metrics],
-            "kernels": [k.to_dict() for k in focus.kernels[:TABLE_ROWS_JSON]],
-            "new_kernels": [k.to_dict() for k in focus.new_kernels[:TABLE_ROWS_JSON]],
-            "vanished_kernels": [k.to_dict() for k in focus.vanished_kernels[:TABLE_ROWS_JSON]],
-            "operators": [o.to_dict() for o in focus.operators[:TABLE_ROWS_JSON]],
-            "ranks": [p.to_dict(rows=5, compact=True) for p in self.pairs],
-            "warnings": self.warnings,
-        }
-
-
-def _step_ms(before: StepProfile, after: StepProfile) -> dict[str, float]:
-    return {"before": before.step_ns / 1e6, "after": after.step_ns / 1e6,
-            "delta": (after.step_ns - before.step_ns) / 1e6}
-
-
-def _attribution(before: StepProfile, after: StepProfile) -> list[dict[str, Any]]:
-    delta = attribution_ns(before, after)
-    return [{"category": c, "delta_ms": delta[c] / 1e6} for c in CATEGORIES]
-
-
-def _composition(before: StepProfile, after: StepProfile) -> list[dict[str, Any]]:
-    return [{"category": c, "before_ms": before.category_ns[c] / 1e6, "after_ms": after.category_ns[c] / 1e6}
-            for c in CATEGORIES]
-
-
-def _split(split: dict[str, tuple[int, int]] | None) -> dict[str, dict[str, float]] | None:
-    if not split:
-        return None
-    out = {}
-    for i, part in enumerate(("wait_ms", "transfer_ms")):
-        b, a = split["before"][i], split["after"][i]
-        out[part] = {"before": b / 1e6, "after": a / 1e6, "delta": (a - b) / 1e6}
-    return out
+        return self.report().to_dict()

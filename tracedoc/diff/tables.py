@@ -9,59 +9,50 @@ the number of steps the side has.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
 
 from ..analyses.rank import RankResult
+from ..model.record import Record
 from .names import normalise_kernel
 
 
-@dataclass
-class KernelDelta:
+class KernelDelta(Record, kw_only=True):
+    """A kernel group (by normalised name) in both runs, per step."""
+
     name: str  # normalised
     example: str  # one raw name of the group (the largest)
     category: str  # compute, communication, memcpy, memset
     count_before: float  # per step
-    count_after: float
+    count_after: float  # per step
     ms_before: float  # time per step
-    ms_after: float
-    mean_us_before: float | None
-    mean_us_after: float | None
+    ms_after: float  # time per step
+    mean_us_before: float | None  # mean duration; null where absent
+    mean_us_after: float | None  # mean duration; null where absent
     status: str  # "new", "vanished", "changed", "same"
+    delta_ms: float = 0.0  # ms_after - ms_before
+    delta_count: float = 0.0  # count_after - count_before
 
-    @property
-    def delta_ms(self) -> float:
-        return self.ms_after - self.ms_before
-
-    @property
-    def delta_count(self) -> float:
-        return self.count_after - self.count_before
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "delta_ms": self.delta_ms, "delta_count": self.delta_count}
+    def __post_init__(self) -> None:
+        self.delta_ms = self.ms_after - self.ms_before
+        self.delta_count = self.count_after - self.count_before
 
 
-@dataclass
-class OperatorDelta:
-    name: str
+class OperatorDelta(Record, kw_only=True):
+    """A CPU operator (by name) in both runs, per step."""
+
+    name: str  # the operator's
     calls_before: float  # per step
-    calls_after: float
+    calls_after: float  # per step
     cpu_ms_before: float  # inclusive CPU time per step
-    cpu_ms_after: float
+    cpu_ms_after: float  # inclusive CPU time per step
     gpu_ms_before: float  # GPU time it launched directly, per step
-    gpu_ms_after: float
-    status: str
+    gpu_ms_after: float  # GPU time it launched directly, per step
+    status: str  # "new", "vanished", "changed", "same"
+    delta_cpu_ms: float = 0.0  # cpu_ms_after - cpu_ms_before
+    delta_gpu_ms: float = 0.0  # gpu_ms_after - gpu_ms_before
 
-    @property
-    def delta_cpu_ms(self) -> float:
-        return self.cpu_ms_after - self.cpu_ms_before
-
-    @property
-    def delta_gpu_ms(self) -> float:
-        return self.gpu_ms_after - self.gpu_ms_before
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "delta_cpu_ms": self.delta_cpu_ms, "delta_gpu_ms": self.delta_gpu_ms}
+    def __post_init__(self) -> None:
+        self.delta_cpu_ms = self.cpu_ms_after - self.cpu_ms_before
+        self.delta_gpu_ms = self.gpu_ms_after - self.gpu_ms_before
 
 
 def kernel_table(rank: RankResult) -> tuple[list[dict], bool]:

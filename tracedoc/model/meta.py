@@ -1,9 +1,9 @@
 """Typed trace metadata: what a trace records about where and how it was captured.
 
 Every reader fills one :class:`TraceMeta`; analyses read its fields instead of string keys. Values a
-trace does not record are ``None`` (or empty), never guessed. ``TraceMeta.to_dict`` gives the
-plain-dict form (Kineto's own key names for device properties) that the saved report's
-``environment`` summary is built from.
+trace does not record are ``None`` (or empty), never guessed; what was recorded stays as recorded in
+``properties`` (Kineto's own key names). The saved report's ``environment`` summarises it
+(``analyses.rank.environment``).
 """
 
 from __future__ import annotations
@@ -66,9 +66,6 @@ class Device:
     def is_rocm(self) -> bool:
         name = self.name or ""
         return "AMD" in name or "Radeon" in name or "Instinct" in name
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.properties)
 
 
 @dataclass
@@ -143,26 +140,6 @@ class TraceMeta:
     def device(self, device_id: int) -> Device | None:
         """The described device with this id, if any (the last one, should the trace repeat an id)."""
         return next((d for d in reversed(self.devices) if d.id == device_id), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The plain-dict form, with the key names saved reports and their ``environment`` use."""
-        v = self.versions
-        return {
-            "format": self.format, "schema_version": self.schema_version, "rank": self.rank,
-            "world_size": self.world_size, "backend": self.backend, "pid": self.pid,
-            "nccl_version": v.nccl, "cuda_runtime_version": v.cuda_runtime, "cuda_driver_version": v.cuda_driver,
-            "cupti_version": v.cupti, "nsys_version": v.nsys, "export_version": v.nsys_export_schema,
-            "pg_config": None if self.process_groups is None else [g.properties for g in self.process_groups],
-            "devices": [d.to_dict() for d in self.devices], "time_origin_ns": self.time_origin_ns,
-            "clock": self.clock, "capture_start_ns": self.capture_start_ns, "capture_end_ns": self.capture_end_ns,
-            "display_time_unit": self.display_time_unit, "trace_name": self.trace_name,
-            "record_shapes": self.record_shapes, "events": self.events, "file_events": self.file_events,
-            "dropped_events": self.dropped_events, "truncated": self.truncated, "sha256": self.sha256,
-            "other_categories": dict(self.other_categories), "process_names": dict(self.process_names),
-            "thread_names": dict(self.thread_names), "nvtx_domains": dict(self.nvtx_domains),
-            "step_range": self.step_range, "step_names": list(self.step_names),
-            "dataloader_ranges": self.dataloader_ranges, "extra": dict(self.extra),
-        }
 
 
 def torch_version(extra: dict[str, Any]) -> str | None:

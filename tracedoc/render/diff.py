@@ -1,6 +1,6 @@
 """Renderers of a diff: terminal text, Markdown (a ticket comment under 65,000 characters) and one
 self-contained HTML page with side-by-side bars. All three format ``diffview.build_diff_view``;
-the JSON form is ``DiffResult.to_dict()``.
+the JSON form is the typed ``DiffResult.report()``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ _TARGET_HTML_BYTES = 4_500_000
 
 
 def render_diff_json(d: "DiffResult") -> str:
-    import orjson
+    import msgspec
 
-    return orjson.dumps(d.to_dict(), option=orjson.OPT_INDENT_2).decode()
+    from ..model.record import to_json_bytes
+
+    return msgspec.json.format(to_json_bytes(d.report()), indent=2).decode()
 
 
 def render_diff_text(d: "DiffResult", width: int = 100) -> str:
