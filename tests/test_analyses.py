@@ -358,3 +358,28 @@ def test_children_time_agrees_with_a_scan_of_every_span_on_random_nestings():
             if parent is not None:
                 want[parent] += int(c["end_ns"][k] - c["start_ns"][k])
         assert _children_ns(c).tolist() == want
+
+
+def test_step_time_tail_ratio_measures_the_slow_steps_against_the_median(tmp_path):
+    """Five back-to-back steps of 10, 10, 10, 10 and 30 ms (each one's kernel ends inside its CPU span, so
+    the completion intervals are the spans): the median is 10 ms, the 95th percentile 26 ms (linear
+    between the 4th and 5th of the sorted five: 10 + 0.8 x 20), so the slow tail is 1.6 medians."""
+    b = TraceBuilder()
+    s = 1_000_000.0
+    for i, ms in enumerate((10, 10, 10, 10, 30)):
+        b.step(i + 1, s, s + ms * 1000.0)
+        b.kernel("ampere_sgemm_128x64_tn", s + 100.0, 500.0, launch_at=s + 10.0)
+        s += ms * 1000.0
+    m = analyse(b, tmp_path).metrics
+    assert m["step_time_p50_ns"] == 10_000_000 and m["step_time_p95_ns"] == pytest.approx(26_000_000)
+    assert m["step_time_tail_ratio"] == pytest.approx(1.6)
+    steady = TraceBuilder()
+    s = 1_000_000.0
+    for i in range(4):
+        steady.step(i + 1, s, s + 10_000.0)
+        steady.kernel("ampere_sgemm_128x64_tn", s + 100.0, 500.0, launch_at=s + 10.0)
+        s += 10_000.0
+    assert analyse(steady, tmp_path, "steady.json").metrics["step_time_tail_ratio"] == 0.0
+    no_steps = TraceBuilder()
+    no_steps.kernel("ampere_sgemm_128x64_tn", 100.0, 500.0, launch_at=10.0)
+    assert analyse(no_steps, tmp_path, "nosteps.json").metrics["step_time_tail_ratio"] is None

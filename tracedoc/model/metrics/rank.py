@@ -18,6 +18,8 @@ RANK_METRICS: tuple[Metric, ...] = (
         Metric("step_time_p50_ns", "ns", LOWER, "median step time (interval between consecutive step completions)"),
         Metric("step_time_p95_ns", "ns", LOWER, "95th percentile step time (interval between consecutive step "
                "completions)"),
+        Metric("step_time_tail_ratio", "x", LOWER, "(step_time_p95_ns - step_time_p50_ns) / step_time_p50_ns: how much "
+               "longer the slow steps are than the typical one (0: steady steps); None without a step time"),
     )),
     *topic("rank", "breakdown", (
         Metric("gpu_busy_fraction", "fraction", HIGHER, "union of GPU ops (kernels, memcpy, memset) / window"),
