@@ -57,6 +57,23 @@ def fmt_bytes(v: float | int | None) -> str:
     return f"{v:.1f} TiB"
 
 
+def fmt_bytes_si(v: float | None) -> str:
+    """Bytes in decimal units (a roofline's bytes moved): ``1.25 GB``."""
+    if v is None:
+        return "n/a"
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(v) >= scale:
+            return f"{v / scale:.2f} {unit}"
+    return f"{v:.0f} B"
+
+
+def fmt_rate(v: float | None) -> str:
+    """A rate (TFLOP/s, TB/s) with the digits its size needs: ``42.0``, ``1.25``, ``0.052``."""
+    if v is None:
+        return "—"
+    return f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 0.1 else f"{v:.3f}"
+
+
 def fmt_flops(v: float | None) -> str:
     if v is None:
         return "n/a"

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .cells import shorten
-from .efficiency import fmt_flops
-from .format import fmt_ns, fmt_pct
+from .format import fmt_bytes_si, fmt_flops, fmt_ns, fmt_pct, fmt_rate
 
 
 @dataclass(frozen=True)
@@ -46,21 +45,6 @@ class RooflineView:
     left_out: int
     roof: str  # "H100 SXM: 3.35 TB/s; bf16 989.4 TFLOP/s (ridge 295 FLOP/B) ..."
     coverage: str  # "rows with FLOPs or bytes: 92.1% of compute time"
-
-
-def fmt_bytes_si(v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.2f} {unit}"
-    return f"{v:.0f} B"
-
-
-def fmt_rate(v: float | None) -> str:
-    if v is None:
-        return "—"
-    return f"{v:.1f}" if v >= 10 else f"{v:.2f}" if v >= 0.1 else f"{v:.3f}"
 
 
 def cell(key: str, v) -> str:
