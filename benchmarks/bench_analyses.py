@@ -16,7 +16,6 @@ import gc
 import sys
 import time
 from pathlib import Path
-from types import MappingProxyType
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -44,12 +43,13 @@ def stage_times(trace, repeat: int) -> tuple[dict[str, tuple[float, float]], tup
 def _run(order, trace, best: dict) -> tuple[float, float]:
     """One pass over the stages, each timed; keeps each stage's least-CPU run in ``best``. Returns the
     pass's total (cpu_s, wall_s)."""
+    from tracedoc.analyses.pipeline import inputs_for
     from tracedoc.analyses.registry import Produced
 
     out = Produced()
     cpu_total = wall_total = 0.0
     for entry in order:
-        inputs = MappingProxyType({name: out.values[name] for name in entry.needs})
+        inputs = inputs_for(entry, out)
         c, w = time.thread_time(), time.perf_counter()
         produced = entry.run(trace, inputs)
         cpu, wall = time.thread_time() - c, time.perf_counter() - w

@@ -114,13 +114,19 @@ def run_analyses(trace: Trace, metrics: Iterable[str] | None = None, evidence: I
             if away.handles(entry):
                 continue
             away.collect(entry.needs, merge)
-            merge(entry, entry.run(trace, MappingProxyType(
-                {**{name: out.values[name] for name in entry.needs}, **{name: out.metrics[name] for name in entry.reads},
-                 **{name: out.evidence[name] for name in entry.reads_tables}})))
+            merge(entry, entry.run(trace, inputs_for(entry, out)))
         away.collect(None, merge)
     finally:
         away.cancel()
     return out
+
+
+def inputs_for(entry: Analysis, out: Produced) -> MappingProxyType:
+    """What ``entry`` declares it reads, from what the analyses before it produced: the values it needs,
+    the metrics it reads and the evidence tables it reads, by name."""
+    return MappingProxyType({**{name: out.values[name] for name in entry.needs},
+                             **{name: out.metrics[name] for name in entry.reads},
+                             **{name: out.evidence[name] for name in entry.reads_tables}})
 
 
 def check(entry: Analysis, produced: Produced) -> None:
