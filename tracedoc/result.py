@@ -111,7 +111,8 @@ class RankResult:
 
     @property
     def step_time_ns(self) -> float | None:
-        v = self.metrics.get("step_time_mean_ns")
+        """The report's step: the median step time (DESIGN.md, one step time); the window without one."""
+        v = self.metrics.get("step_time_p50_ns")
         return float(v) if v else (float(self.window.length_ns) or None)
 
     @property
@@ -125,7 +126,7 @@ class RankResult:
             "source": self.source, "rank": self.rank,
             "window": {"start_ns": self.window.start_ns, "end_ns": self.window.end_ns,
                        "length_ns": self.window.length_ns, "kind": self.window.kind,
-                       "description": self.window.describe()},
+                       "description": self.window.describe(), "span_start_ns": self.window.span_lo},
             "metrics": {k: plain(v) for k, v in self.metrics.items()},
             "per_step": self.per_step, "per_device": self.per_device,
             "evidence": self.evidence, "warnings": self.warnings,
@@ -140,7 +141,8 @@ class RankResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RankResult":
         w = d["window"]
-        return cls(source=d["source"], rank=d["rank"], window=Window(w["start_ns"], w["end_ns"], w["kind"]),
+        return cls(source=d["source"], rank=d["rank"],
+                   window=Window(w["start_ns"], w["end_ns"], w["kind"], w.get("span_start_ns")),
                    metrics=dict(d["metrics"]), evidence=dict(d["evidence"]), per_step=list(d["per_step"]),
                    per_device=list(d["per_device"]), environment=dict(d["environment"]),
                    warnings=list(d["warnings"]), timeline=dict(d.get("timeline") or {}),

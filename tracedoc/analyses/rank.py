@@ -37,7 +37,8 @@ class RankAnalysis:
 
     @property
     def step_time_ns(self) -> float | None:
-        v = self.metrics.get("step_time_mean_ns")
+        """The report's step: the median step time (DESIGN.md, one step time); the window without one."""
+        v = self.metrics.get("step_time_p50_ns")
         return float(v) if v else (float(self.window.length_ns) or None)
 
 

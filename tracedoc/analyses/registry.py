@@ -24,11 +24,13 @@ METRICS: dict[str, tuple[str, str]] = {
     # window and steps
     "window_ns": ("ns", "length of the analysis window"),
     "steps": ("count", "ProfilerStep spans (or NVTX step ranges) in the window"),
-    "iterations": ("count", "iterations the step time is measured over: the steps, or without step spans the repeating annotation or Optimizer.step stretches the trace shows"),
+    "iterations": ("count", "step times the step statistics are taken over: one per step (one fewer after a pre-window backlog, whose first step has no step time), or without step spans per repeating annotation or Optimizer.step stretch the trace shows"),
     "iteration_name": ("name", "without step spans, the repeating op the iterations were detected from; None otherwise"),
     "step_time_mean_ns": ("ns", "mean step time: interval between consecutive step completions"),
     "step_time_p50_ns": ("ns", "median step time (interval between consecutive step completions)"),
     "step_time_p95_ns": ("ns", "95th percentile step time (interval between consecutive step completions)"),
+    "backlog_ns": ("ns", "pre-window backlog: from the capture's start until the GPU began the first work launched inside it (before that it ran work launched before the profiler opened); None without one"),
+    "backlog_ops": ("count", "GPU ops of the pre-window backlog (recorded without a launch call: launched before the capture)"),
     # time breakdown
     "gpu_busy_fraction": ("fraction", "union of GPU ops (kernels, memcpy, memset) / window"),
     "compute_fraction": ("fraction", "union of compute kernels / window"),
@@ -48,7 +50,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "idle_sync_fraction": ("fraction", "idle while the CPU blocks in a synchronizing call / window"),
     "idle_launch_latency_fraction": ("fraction", "idle in gaps < 30 us between back-to-back launched ops / window"),
     "idle_other_fraction": ("fraction", "idle with no other cause / window"),
-    "idle_short_launch_fraction": ("fraction", "host_launch and launch_latency idle inside idle gaps shorter than 1 ms / window: the many-small-gaps signature of a launch-bound loop"),
+    "idle_short_launch_fraction": ("fraction", "host_launch and launch_latency idle inside idle gaps shorter than host_gap_long_ns / window: the many-small-gaps signature of a launch-bound loop"),
+    "idle_host_long_fraction": ("fraction", "host_launch idle inside idle gaps of host_gap_long_ns or more / window: the host launched late because it was busy with other work than launching"),
     # DataLoader
     "dataloader_fraction": ("fraction", "union of DataLoader __next__ spans / window"),
     "dataloader_stall_fraction": ("fraction", "DataLoader spans while the GPU is idle / window"),
@@ -60,7 +63,12 @@ METRICS: dict[str, tuple[str, str]] = {
     "launches_per_ms": ("1/ms", "GPU op launches per millisecond of window"),
     "launch_delay_p50_ns": ("ns", "median of GPU op start minus end of its launch call"),
     "launch_delay_p95_ns": ("ns", "95th percentile launch delay"),
-    "cpu_launch_overhead_fraction": ("fraction", "CPU time in launch calls / window"),
+    "cpu_launch_overhead_fraction": ("fraction", "CPU time in launch calls / window, less the time they blocked on a full launch queue (back-pressure, not launch cost)"),
+    "launch_queue_depth_max": ("count", "most GPU ops launched and not yet finished on one stream at once, from the first step's start (the window's start without a pre-window backlog) to the window's end"),
+    "launch_blocked_calls": ("count", "launch calls from the first step's start to the window's end that blocked because their stream's launch queue was full (a Command Buffer Full record, or a call that began with the queue at capacity and outlasted its kind)"),
+    "launch_blocked_fraction": ("fraction", "host time blocked in launch calls on a full launch queue, from the first step's start to the window's end, / that span: back-pressure from a busy GPU, not launch overhead"),
+    "launch_period_ns": ("ns", "the host's time per launch: median interval between consecutive launch calls of a launching thread, from the first step's start to the window's end; None with fewer than 3"),
+    "host_gap_long_ns": ("ns", "length from which a GPU idle gap the host launched late for is long (host work, not dispatch): 10 launch periods, or 1 ms without a launch period"),
     "blocks_per_sm_mean": ("blocks", "duration-weighted mean of est. blocks per SM; None when unrecorded"),
     "est_occupancy_mean": ("percent", "duration-weighted mean est. achieved occupancy; None when unrecorded"),
     "sm_efficiency": ("fraction", "est. SM efficiency over the window, TensorBoard-plugin definition: min(sum of blocks per SM of running kernels, 1), time-averaged; first GPU; None when unrecorded"),
@@ -100,7 +108,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "implicit_sync_calls": ("count", "calls that synchronize as a side effect (cudaFree/hipFree, cudaHostAlloc, empty_cache, pageable-copy launches, cudaMalloc while the allocator frees)"),
     "implicit_sync_fraction": ("fraction", "CPU time in implicitly synchronizing calls / window"),
     "idle_blocked_in_sync_fraction": ("fraction", "GPU idle while a launching thread is blocked in a synchronizing call, explicit or implicit (frees, allocations under pressure, pinned allocations, pageable copies, empty_cache), whatever idle cause the canonical split gave it / window"),
-    "idle_host_late_blocked_fraction": ("fraction", "host_launch idle in gaps of 1 ms or more while a launching thread is blocked in a synchronizing call / window: the part of the host-late idle that is a sync stall"),
+    "idle_host_late_blocked_fraction": ("fraction", "host_launch idle in gaps of host_gap_long_ns or more while a launching thread is blocked in a synchronizing call / window: the part of the long host-late idle that is a sync stall"),
     "sync_blocked_longest_call_ns": ("ns", "GPU idle time inside the one synchronizing call (on a launching thread) that holds the most of it"),
     "sync_blocked_longest_call_fraction": ("fraction", "sync_blocked_longest_call_ns / the idle time while blocked in synchronizing calls (of that idle, not of the window); None when there is none"),
     "sync_blocked_longest_call": ("name", "that call and the innermost CPU op around it, e.g. 'cudaFree in aten::cudnn_convolution'; None when there is none"),
@@ -150,9 +158,21 @@ EVIDENCE: dict[str, str] = {
     "host_operators": "Traces without GPU ops: CPU operators by self time (and total time) in the window.",
     "idle_causes": "Idle time by cause (dataloader, host_launch, sync, launch_latency, other).",
     "idle_other_cpu_ops": "The outermost CPU ops running while the GPU idled for no identified cause, by overlapping time.",
-    "top_gaps": "Longest gaps between GPU ops on one stream, with the ops on both sides and the CPU op that "
-                "launched the second.",
-    "stream_gaps": "Gap statistics per stream.",
+    "host_late_cpu_ops": "CPU operators and user annotations running in the long host-late idle gaps (the GPU waited "
+                         "for a launch the host made late, host_gap_long_ns or longer), by name: calls, time inside "
+                         "the gaps and self time inside them (less the ops nested in them).",
+    "host_late_python": "Python frames (recorded with with_stack) running in the long host-late idle gaps, by name: "
+                        "calls, time inside the gaps and self time inside them (less the frames and ops they "
+                        "called); empty without with_stack.",
+    "top_gaps": "Gaps between GPU ops on one stream holding the most device-idle time (then the longest), with "
+                "the ops on both sides, the CPU op that launched the second, the part of the gap the device was "
+                "idle (device_idle_ns) and its cause: the idle cause the canonical split gave most of that part, or "
+                "device_busy when other streams kept the device busy throughout.",
+    "stream_gaps": "Gap statistics per stream; causes_ns splits each stream's gap time by idle cause, the "
+                   "rest device_busy (other streams running).",
+    "launch_queue": "Per stream: GPU ops launched and not finished from the first step's start to the window's end (maximum, time-weighted mean, and "
+                    "the maximum over each of 120 equal stretches, series_step_ns apart), launches, and the launch "
+                    "calls that blocked on a full queue and the host time they blocked.",
     "top_kernels": "Kernels (and copies) by total time in the window.",
     "top_operators": "CPU operators by the GPU time of the ops they launched.",
     "kernel_classes": "GPU op time by what the ops compute (GEMM, convolution, attention, elementwise, reduction, "

@@ -26,7 +26,7 @@ DIRECTIONS: dict[str, str | None] = {
     "pageable_memcpy_fraction": LOWER, "pageable_memcpy_count": LOWER, "memset_fraction": LOWER,
     "idle_fraction": LOWER, "idle_dataloader_fraction": LOWER, "idle_host_launch_fraction": LOWER,
     "idle_sync_fraction": LOWER, "idle_launch_latency_fraction": LOWER, "idle_other_fraction": LOWER,
-    "idle_short_launch_fraction": LOWER,
+    "idle_short_launch_fraction": LOWER, "idle_host_long_fraction": LOWER,
     "dataloader_fraction": LOWER, "dataloader_stall_fraction": LOWER,
     "kernel_count": None, "kernel_median_ns": HIGHER, "kernels_under_10us_fraction": LOWER,
     "launches_per_ms": None, "launch_delay_p50_ns": None, "launch_delay_p95_ns": None,
@@ -56,6 +56,9 @@ DIRECTIONS: dict[str, str | None] = {
     "straggler_wait_ms_per_step": LOWER, "straggler_wait_fraction": LOWER,
     "runtime_calls": None, "profiler_range_events": None,
     "straggler_arrived_last_fraction": LOWER,
+    # the pre-window backlog and the launch queue: how the capture began and how far the CPU ran ahead
+    "backlog_ns": None, "backlog_ops": None, "launch_queue_depth_max": None, "launch_blocked_calls": None,
+    "launch_blocked_fraction": None, "launch_period_ns": None, "host_gap_long_ns": None,
 }
 
 # Changes smaller than these are shown as unchanged: 0.5 percentage points of a fraction, 2% of others.

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tracedoc.analyses.periodic import SEQUENCE_NAME
+
 CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
 
 # A trace whose GPU ops are mostly unlinked to their launch calls cannot say why the GPU idled.
@@ -138,6 +140,7 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
             confidence="low",
         ))  # fmt: skip
     out.extend(_check_steps(metrics.get("steps"), metrics.get("iterations"), metrics.get("iteration_name")))
+    out.extend(_check_backlog(metrics.get("backlog_ns"), metrics.get("backlog_ops"), metrics.get("steps")))
     out.extend(_check_links(metrics.get("launch_link_fraction")))
     out.extend(_check_graphs(metrics.get("graph_launches"), metrics.get("graph_kernels"), metrics.get("gpu_busy_fraction")))
     if metrics.get("truncated") is True:
@@ -160,6 +163,17 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
 
 
 def _check_steps(steps: Any, iterations: Any = None, iteration_name: Any = None) -> list[HealthMessage]:
+    if (steps is None or steps == 0) and iterations and str(iteration_name or "").startswith(SEQUENCE_NAME):
+        return [HealthMessage(
+            "no-steps", "warning",
+            f"no step spans (ProfilerStep or NVTX step ranges) were found; iterations were detected from the "
+            f"trace's repeating {iteration_name}, so the step time ({iterations} intervals between their "
+            "completions) is that sequence's period, while the window is the GPU activity span. If the sequence "
+            "is a repeated layer rather than a whole iteration, the step time is too short: mark each iteration "
+            "(prof.step(), or an NVTX range named per step and --step-range). Findings have at most medium "
+            "confidence",
+            confidence="medium",
+        )]  # fmt: skip
     if (steps is None or steps == 0) and iterations and iteration_name:
         return [HealthMessage(
             "no-steps", "warning",
@@ -172,7 +186,8 @@ def _check_steps(steps: Any, iterations: Any = None, iteration_name: Any = None)
     if steps is None or steps == 0:
         return [HealthMessage(
             "no-steps", "warning",
-            "no ProfilerStep spans and no repeating iteration were found, so the trace is analysed as "
+            "no ProfilerStep spans (or NVTX step ranges) and no repeating iteration (a repeating annotation, "
+            "Optimizer.step, or a repeating sequence of GPU ops) were found, so the trace is analysed as "
             "one span, the GPU activity window (first to last GPU op), and impact is a share of that "
             "window; call prof.step() once per iteration (or use NVTX step ranges). Findings have at "
             "most medium confidence",
@@ -187,6 +202,25 @@ def _check_steps(steps: Any, iterations: Any = None, iteration_name: Any = None)
             confidence="medium",
         )]  # fmt: skip
     return []
+
+
+def _check_backlog(backlog_ns: Any, ops: Any, steps: Any) -> list[HealthMessage]:
+    """A pre-window backlog is normal when the CPU runs ahead of the GPU: said, and left out of the
+    window, without lowering confidence (its ops lack launch links because they were launched before
+    the profiler opened, not because the trace is old or edited)."""
+    if not backlog_ns:
+        return []
+    where = ("the window starts at the first step completion after it, so the first step has no step time"
+             if steps else "the window starts where the GPU began the work launched inside the capture")
+    what = (f"{ops:,} GPU ops ran without a launch call in the trace" if ops else
+            "no GPU op was recorded while the first launches waited")
+    return [HealthMessage(
+        "pre-window-backlog", "info",
+        f"for the first {backlog_ns / 1e6:.1f} ms of the capture the GPU was still running work launched before "
+        f"the profiler opened ({what}): the CPU ran ahead of the GPU. That time belongs to earlier steps: "
+        f"{where}; it is neither idle time nor a sign of missing launch links",
+        confidence="high",
+    )]  # fmt: skip
 
 
 def _check_links(link_fraction: Any) -> list[HealthMessage]:
