@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from ...model.trace import Trace
+from ..backlog import Backlog
+from ..launchqueue import LaunchQueue
 from ..kernels import launch_link_fraction as _launch_link_fraction
 from ..registry import Produced, analysis
 from ..window import Steps
@@ -54,10 +56,10 @@ class CriticalPath:
                    notes=list(d["notes"]))
 
     def what_ifs(self) -> dict[str, dict]:
-        """Predicted step time per verdict label (the replay of the label's fix)."""
+        """Predicted step time per fix (``whatif.FIXES``) the replay could model on this trace."""
         if not self.available:
             return {}
-        return {label: self.predictions[fix].to_dict() for label, fix in W.LABEL_FIX.items() if fix in self.predictions}
+        return {fix: p.to_dict() for fix, p in self.predictions.items()}
 
     def intervals_in(self, lo: int, hi: int, limit: int = 2000) -> list[list]:
         """The path's segments inside ``[lo, hi)``, relative to ``lo``: ``[start, end, category]``."""
@@ -69,27 +71,31 @@ class CriticalPath:
         e = np.minimum(seg["end_ns"][sel], hi) - lo
         return [[a, b, S.HOP_CATEGORIES[c]] for a, b, c in zip(s.tolist(), e.tolist(), seg["category"][sel].tolist())]
 
-    def what_if_for(self, label: str) -> W.Prediction | None:
-        fix = W.LABEL_FIX.get(label)
-        return self.predictions.get(fix) if fix else None
 
 
 def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray, arrivals: Arrivals | None = None,
-                  launch_link_fraction: float | None = None) -> CriticalPath:
+                  launch_link_fraction: float | None = None, backlog: Backlog | None = None,
+                  queue: LaunchQueue | None = None) -> CriticalPath:
     """Build the graph of the trace's steps, its critical paths, breakdowns and what-ifs."""
     if not len(steps):
         return CriticalPath(False, "the trace has no steps to replay")
     if launch_link_fraction is not None and launch_link_fraction < MIN_LINK_FRACTION:
         return CriticalPath(False, f"only {launch_link_fraction:.0%} of GPU ops are linked to their launch call")
-    g = G.build_graph(trace, steps, comm_mask, arrivals)
+    if len(steps) <= steps.timed_from:
+        return CriticalPath(False, "no step has a step time: the GPU ran work launched before the profiler opened "
+                                   "until the last step completed")
+    g = G.build_graph(trace, steps, comm_mask, arrivals, backlog, queue)
     paths = S.critical_paths(g)
     done = np.maximum.accumulate(S.completions(g, g.time))
     starts = np.r_[g.time[g.step_start_point[0]], done[:-1]]
     rows = []
     for i, path in enumerate(paths):
         b = S.breakdown(trace, g, path, int(starts[i]), int(done[i]))
+        if i < steps.timed_from:  # the path waits for work launched before the capture, not idly
+            b["backlog"], b["idle"] = b["idle"], 0
         row = {"step": steps.names[i], "start_ns": int(starts[i]) + g.origin_ns,
-               "completion_ns": int(done[i]) + g.origin_ns, "step_ns": int(done[i] - starts[i])}
+               "completion_ns": int(done[i]) + g.origin_ns, "step_ns": int(done[i] - starts[i]),
+               "timed": i >= steps.timed_from}
         row.update({f"{c}_ns": int(b[c]) for c in S.CATEGORIES})
         row["cpu_ops"] = b["cpu_ops"][:5]
         rows.append(row)
@@ -97,11 +103,13 @@ def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray, arrivals: A
                         g.chain_keys, list(g.notes))
 
 
-@analysis(needs=("step_spans", "comm_mask"), provides=("critical_path",), offload=True)
+@analysis(needs=("step_spans", "comm_mask", "backlog", "launch_queue"), provides=("critical_path",), offload=True)
 def step_critical_paths(trace: Trace, inputs) -> Produced:
     """Each step's critical path and the what-if predictions, unless too few GPU ops are linked to a launch."""
+    backlog = inputs["backlog"]
     return Produced(values={"critical_path": critical_path(trace, inputs["step_spans"], inputs["comm_mask"],
-                                                           launch_link_fraction=_launch_link_fraction(trace))})
+                                                           launch_link_fraction=_launch_link_fraction(trace, backlog),
+                                                           backlog=backlog, queue=inputs["launch_queue"])})
 
 
 def _segments(paths: list[S.Path], g: G.Graph, starts: np.ndarray) -> dict[str, np.ndarray]:
