@@ -109,6 +109,14 @@ BASELINE: dict = {
     "gap_max_ns": 2_000_000,
     "idle_gap_max_ns": 1_000_000,
     "idle_short_launch_fraction": 0.02,
+    "idle_host_long_fraction": 0.0,
+    "backlog_ns": None,
+    "backlog_ops": 0,
+    "launch_queue_depth_max": 40,
+    "launch_blocked_calls": 0,
+    "launch_blocked_fraction": 0.0,
+    "launch_period_ns": 30_000.0,
+    "host_gap_long_ns": 300_000,
     "gap_p95_ns": 20_000,
     "gpu_count": 1,
     "compute_capability": 8.0,
@@ -142,6 +150,7 @@ EVIDENCE = {
     name: [{"row": i} for i in range(20)]
     for name in ("top_gaps", "top_kernels", "top_operators", "idle_causes", "per_step", "collectives",
                  "sync_calls", "implicit_syncs", "sync_blocked_calls", "launch", "idle_other_cpu_ops", "memcpy", "memory_top_allocs", "dataloader", "flops_summary", "flops_by_op_class",
+                 "host_late_cpu_ops", "host_late_python", "launch_queue",
                  "flops_by_kernel_class", "roofline_below_roof", "job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
 }  # fmt: skip
 

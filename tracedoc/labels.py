@@ -11,6 +11,7 @@ VERDICT_LABELS: tuple[str, ...] = (
     "low_tensor_core_use",
     "memory_pressure",
     "low_mfu",
+    "host_bound",
     "compute_bound",
     # from training logs and configs
     "unstable_training",

@@ -1,7 +1,7 @@
 """Evaluate rules against one rank's metrics.
 
 Input: the metrics dict (names from ``tracedoc.analyses.registry.METRICS``; None = not measurable),
-evidence tables, the mean step length, threshold overrides and extra rule directories.
+evidence tables, the step time (the median), threshold overrides and extra rule directories.
 Output: a :class:`Verdict` holding trace-health messages and findings ranked by the share of the
 step each one explains.
 """
@@ -16,9 +16,22 @@ from typing import Any
 
 from tracedoc.engine.health import HealthMessage, check_health, lowest
 from tracedoc.engine.params import resolve_params
-from tracedoc.engine.rulefile import ADVICE_LABEL, SCOPE_TRACE, SEVERITIES, Rule, load_rules
+from tracedoc.engine.rulefile import (ADVICE_LABEL, REPLAYED, SCOPE_TRACE, SEVERITIES, WHAT_IF_ESTIMATE, WHAT_IF_NONE,
+                                      WHAT_IF_SHARE, Rule, load_rules)
+
+# Why a label's fix cannot be predicted from the trace ("not modelled: ...").
+NOT_MODELLED = {
+    "compute_bound": "faster kernels (fusion, better attention kernels, lower precision) change kernel durations, "
+                     "which the trace cannot tell in advance",
+    "memory_pressure": "memory use changes no recorded duration",
+    "": "the fix changes what the trace cannot tell in advance",
+}
 
 SCHEMA_VERSION = 1
+# A finding carries its verdict label only when its what-if predicts at least this share of the step
+# (DESIGN.md, round 3); below it the finding is minor. Where no gain can be predicted at all, its share
+# of the step decides.
+MIN_GAIN_FRACTION = 0.02
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,8 @@ class Finding:
     confidence: str
     params: dict[str, Any] = field(default_factory=dict)
     what_if: dict[str, Any] | None = None  # {step_ms_before, step_ms_after, gain_ms, method}
+    # under MIN_GAIN_FRACTION of the step: listed, but its label is not part of the verdict
+    minor: bool = False
 
     def __repr__(self) -> str:
         impact = f", {self.impact_fraction:.1%} of the step" if self.impact_fraction is not None else ""
@@ -54,7 +69,8 @@ class Finding:
 
     @property
     def is_verdict(self) -> bool:
-        return self.label != ADVICE_LABEL
+        """The finding names a verdict label of the run: a label rule that predicts a gain worth one."""
+        return self.label != ADVICE_LABEL and not self.minor
 
     @property
     def what_if_text(self) -> str | None:
@@ -67,6 +83,8 @@ class Finding:
         if not w or not w.get("step_ms_before"):
             return None
         before, after = w["step_ms_before"], w["step_ms_after"]
+        if after is None:  # the fix's effect cannot be modelled from the trace
+            return f"{per} {_ms(before)} → not predicted ({w['method'].removeprefix('not modelled: ')})"
         pct = 100.0 * (after - before) / before
         bound = w["method"].startswith("upper bound")
         return (f"{per} {_ms(before)} → {'≥ ' if bound else '~'}{_ms(after)}, "
@@ -88,6 +106,7 @@ class Finding:
             "expect": self.expect,
             "evidence": {k: [dict(r) for r in v] for k, v in self.evidence.items()},
             "what_if": dict(self.what_if) if self.what_if is not None else None,
+            "minor": self.minor,
         }
 
     @classmethod
@@ -98,7 +117,8 @@ class Finding:
                    impact_ms_per_step=d["impact_ms_per_step"],
                    evidence={k: [dict(r) for r in v] for k, v in d["evidence"].items()}, fixes=list(d["fixes"]),
                    expect=d["expect"], confidence=d["confidence"], params=dict(d.get("params") or {}),
-                   what_if=dict(d["what_if"]) if d.get("what_if") is not None else None)
+                   what_if=dict(d["what_if"]) if d.get("what_if") is not None else None,
+                   minor=bool(d.get("minor", False)))
 
 
 def _ms(value: float) -> str:
@@ -181,13 +201,17 @@ def evaluate(
 ) -> Verdict:
     """Run trace-health checks, then every rule; return findings ranked by impact.
 
-    ``what_ifs`` maps a verdict label to the replayed prediction of its fix
-    (``{step_ms_before, step_ms_after, gain_ms, method}``): the finding's impact becomes the
-    predicted gain. A finding without one keeps its share of the step, reported as an upper bound
-    (``what_if_unavailable`` says why no replay was possible).
+    ``what_ifs`` maps a fix (``dataloader``, ``sync``, ``comm``, ``launch``, ``batch``, ``host``,
+    ``straggler``; a verdict label is accepted too) to the replayed prediction
+    (``{step_ms_before, step_ms_after, gain_ms, method}``). Each rule names the fix its finding
+    recommends (its ``what_if``); the finding's impact becomes that replay's gain, framed on the
+    report's step. Without a replay the finding keeps its share of the step, reported as an upper
+    bound (``what_if_unavailable`` says why no replay was possible), or as the rule's own estimate, or
+    as not modelled. A verdict finding whose predicted gain is under ``MIN_GAIN_FRACTION`` of the step
+    is minor: listed, without a place in the verdict's labels.
 
     ``params`` maps ``"RULE.param"`` (rule id or name) to a value and overrides defaults.
-    ``step_time_ns`` (default: the ``step_time_mean_ns`` metric) converts impact fractions into
+    ``step_time_ns`` (default: the ``step_time_p50_ns`` metric, the report's one step time) converts impact fractions into
     milliseconds per step. ``rules`` replaces loading from disk (for tests and embedding).
     Only the rules of ``scope`` are evaluated: ``"trace"`` (per-rank trace metrics) or ``"log"``
     (training-log metrics); trace-health checks run for traces only.
@@ -198,7 +222,7 @@ def evaluate(
     rules = [rule for rule in rules if rule.scope == scope]
     env_metrics = {name: _plain(value) for name, value in metrics.items()}
     if step_time_ns is None:
-        step_time_ns = env_metrics.get("step_time_mean_ns")
+        step_time_ns = env_metrics.get("step_time_p50_ns")
     step_time_ns = _plain(step_time_ns)
     evidence = evidence or {}
     health = check_health(env_metrics) if scope == SCOPE_TRACE else []
@@ -210,10 +234,8 @@ def evaluate(
     def predict(finding: Finding, rule: Rule) -> Finding:  # step-time what-ifs are for trace findings only
         if scope != SCOPE_TRACE:
             return finding
-        if not rule.replays_label_fix:  # the label's replay does not model this rule's fix
-            return _with_what_if(finding, None, f"the {finding.label} replay does not model this finding's fix",
-                                 step_time_ns)
-        return _with_what_if(finding, what_ifs, what_if_unavailable, step_time_ns)
+        return _minor(_with_what_if(finding, rule.what_if_kind, what_ifs, what_if_unavailable, step_time_ns),
+                      step_time_ns)
 
     for rule in rules:
         if withheld is not None and rule.requires_gpu:
@@ -239,30 +261,62 @@ def evaluate(
     )
 
 
-def _with_what_if(finding: Finding, what_ifs: Mapping[str, Mapping[str, Any]] | None, unavailable: str | None,
-                  step_time_ns: float | None) -> Finding:
-    """Attach the predicted step time of the finding's fix; its impact becomes the predicted gain."""
-    predicted = (what_ifs or {}).get(finding.label)
+def _with_what_if(finding: Finding, kind: str | None, what_ifs: Mapping[str, Mapping[str, Any]] | None,
+                  unavailable: str | None, step_time_ns: float | None) -> Finding:
+    """Attach the predicted step time of the finding's fix (the rule's ``what_if``), framed on the report's
+    step: a replay's gain, else today's share as an upper bound, the rule's estimate, or nothing."""
+    if kind is None:
+        return finding
+    before = float(step_time_ns) / 1e6 if step_time_ns else None
+    if kind == WHAT_IF_NONE:
+        if before is None:
+            return finding
+        return replace(finding, what_if={"step_ms_before": round(before, 4), "step_ms_after": None, "gain_ms": None,
+                                         "method": f"not modelled: {NOT_MODELLED.get(finding.label, NOT_MODELLED[''])}"})
+    predicted = None
+    if kind not in (WHAT_IF_SHARE, WHAT_IF_ESTIMATE):
+        predicted = (what_ifs or {}).get(kind) or (what_ifs or {}).get(finding.label)
     if predicted is not None and predicted.get("step_ms_before"):
         gain = max(float(predicted["gain_ms"]), 0.0)
-        what_if = dict(predicted)
+        start = before if before is not None else float(predicted["step_ms_before"])
+        gain = min(gain, start)
+        what_if = {"step_ms_before": round(start, 4), "step_ms_after": round(start - gain, 4),
+                   "gain_ms": round(gain, 4), "method": predicted["method"]}
         if finding.impact_fraction is not None:  # today's share of the step, which the replay may not win back
             what_if["share_fraction"] = finding.impact_fraction
-        return replace(finding, what_if=what_if, impact_ms_per_step=gain,
-                       impact_fraction=min(gain / float(predicted["step_ms_before"]), 1.0))
-    if finding.impact_fraction is None or not step_time_ns or not finding.is_verdict:
+        return replace(finding, what_if=what_if, impact_ms_per_step=gain, impact_fraction=min(gain / start, 1.0))
+    if finding.impact_fraction is None or before is None:
         return finding
-    before = float(step_time_ns) / 1e6
-    why = unavailable or "no replay models this fix"
+    if kind == WHAT_IF_ESTIMATE:
+        method = "upper bound: the rule's estimate of the fix applied to today's step (no replay models this fix)"
+    else:
+        why = (unavailable if kind in REPLAYED else None) or "no replay models this fix"
+        method = f"upper bound: today's share of the step ({why})"
     return replace(finding, what_if={"step_ms_before": round(before, 4),
                                      "step_ms_after": round(before * (1.0 - finding.impact_fraction), 4),
-                                     "gain_ms": round(before * finding.impact_fraction, 4),
-                                     "method": f"upper bound: today's share of the step ({why})"})
+                                     "gain_ms": round(before * finding.impact_fraction, 4), "method": method})
+
+
+def _minor(finding: Finding, step_time_ns: float | None) -> Finding:
+    """Minor: the predicted gain (else, without a what-if, the share of the step) is under
+    ``MIN_GAIN_FRACTION``. Findings whose gain cannot be predicted or measured are never minor."""
+    w = finding.what_if or {}
+    gain = w.get("gain_ms")
+    if isinstance(gain, (int, float)) and w.get("step_ms_before"):
+        small = gain < MIN_GAIN_FRACTION * float(w["step_ms_before"])
+    elif w:
+        small = False  # not modelled: no prediction to judge
+    elif finding.impact_fraction is not None:
+        small = finding.impact_fraction < MIN_GAIN_FRACTION
+    else:
+        small = False
+    return replace(finding, minor=True) if small else finding
 
 
 def _rank_key(finding: Finding) -> tuple[Any, ...]:
     impact = finding.impact_fraction
-    return (impact is None, -(impact or 0.0), not finding.is_verdict, -SEVERITIES.index(finding.severity), finding.rule_id)
+    return (finding.minor, impact is None, -(impact or 0.0), not finding.is_verdict, -SEVERITIES.index(finding.severity),
+            finding.rule_id)
 
 
 def _apply(

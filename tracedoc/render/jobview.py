@@ -34,12 +34,16 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
     if job is None:
         return None
     v = holder.verdict
+    # ranks without steps: the findings speak of the iteration or the window (DESIGN.md), never of a "step"
+    per = ("step" if any(r.metrics.get("steps") for r in result.ranks) else
+           "iteration" if any(r.metrics.get("iterations") for r in result.ranks) else "window")
     findings = [{"rule_id": f.rule_id, "label": f.label, "title": f.title, "message": f.message,
-                 "fixes": list(f.fixes), "expect": f.expect, "what_if": f.what_if_text,
+                 "fixes": list(f.fixes), "expect": f.expect, "what_if": f.what_if_line(per),
                  "what_if_method": (f.what_if or {}).get("method"),
-                 "impact": (f"{f.impact_ms_per_step:.1f} ms per step ({fmt_pct(f.impact_fraction)} of the step)"
-                            if f.impact_ms_per_step is not None else None)}
-                for f in (v.findings if v is not None else [])]
+                 "impact": (f"{f.impact_ms_per_step:.1f} ms per {per} ({fmt_pct(f.impact_fraction)} of the {per})"
+                            if per != "window" else f"{f.impact_ms_per_step:.1f} ms ({fmt_pct(f.impact_fraction)} "
+                            "of the window)") if f.impact_ms_per_step is not None else None}
+                for f in (v.findings if v is not None else []) if not f.minor]
     labels = list(v.labels) if v is not None else []
     m = job.metrics
     summary = [

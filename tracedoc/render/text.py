@@ -32,7 +32,7 @@ WARNINGS_SHOWN = 3
 TABLE_ROWS = {"top_kernels": 4, "top_gaps": 3, "roofline": 8}  # rows without --top; --verbose shows VERBOSE_ROWS
 VERBOSE_ROWS = 10
 RANK_COLUMNS = ("rank", "file", "step p50", "GPU busy", "compute", "exposed comm", "DL stall", "verdict")  # fit 100 columns
-_RIGHT = frozenset({"count", "total_ns", "share", "gap_ns", "stream"})
+_RIGHT = frozenset({"count", "total_ns", "share", "gap_ns", "device_idle_ns", "stream"})
 _WIDE = ("name", "after", "launched_by")
 
 
@@ -208,6 +208,7 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
     out.append(Text(f"Kernels: {k.count}, median {k.median}, {k.under_10us} under 10 µs; launch delay p50 "
                     f"{k.launch_delay_p50}{_queue_note(r)}; Tensor Cores {tc.share} of compute"
                     + (f" ({tc.unknown} unknown)" if tc.unknown_notable else "")))
+    out.extend(_queue_lines(r))
     if r.efficiency:
         out.append(Text(r.efficiency))
     if r.dataloader is not None:
@@ -219,10 +220,23 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
         out.append(_top_table("Top kernels", r.tables["top_kernels"], _rows(options, "top_kernels"), options,
                               [("name", "kernel"), ("count", "count"), ("total_ns", "time"), ("share", "share")]))
         out.append(_top_table("Top gaps", r.tables["top_gaps"], _rows(options, "top_gaps"), options,
-                              [("gap_ns", "gap"), ("stream", "stream"), ("cause", "cause"), ("after", "next op"),
-                               ("launched_by", "launched by")]))
+                              [("gap_ns", "gap"), ("device_idle_ns", "device idle"), ("stream", "stream"),
+                               ("cause", "cause"), ("after", "next op"), ("launched_by", "launched by")]))
     if r.roofline is not None and (options.top or options.verbose):
         out.append(_roofline_table(r.roofline, _rows(options, "roofline"), options))
+    return out
+
+
+def _queue_lines(r: RankView) -> list[Any]:
+    """The launch queue in a line or two: the deepest streams with their depth over time, and what a full
+    queue means (shown when a queue filled, or when launch calls blocked)."""
+    q = r.launch_queue
+    if q is None or not q.full:
+        return []
+    out = [Text(f"Launch queue: {q.note}")]
+    for s in q.streams[:2]:
+        out.append(Text(f"  stream {s.stream}: up to {s.depth_max} of {q.capacity} ops queued (mean {s.depth_mean}), "
+                        f"host blocked {s.blocked} in {s.blocked_calls} calls  |{s.spark}|"))
     return out
 
 

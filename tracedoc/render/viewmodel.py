@@ -12,12 +12,13 @@ import shlex
 from typing import TYPE_CHECKING
 
 from ..analyses.idle import CAUSES as IDLE_CAUSES
-from ..engine.evaluate import Finding, Verdict
+from ..engine.evaluate import MIN_GAIN_FRACTION, Finding, Verdict
 from .charts import gpu_figures, kernel_class_bar, memory_view
 from .cells import MAIN_TABLES, build_table, fmt_cell, shorten, version_text
 from .efficiency import efficiency_items, efficiency_line
 from .format import fmt_ns, fmt_pct
 from .roofline import build_roofline
+from .queueview import launch_queue_view
 from .timeline import CAUSE_LABELS, build_timeline
 from .views import (Caps, DataLoaderView, FindingView, HealthView, IdleCause, InputView, Item, KernelsView,
                     RankTableView, RankView, ReportView, Segment, StepBar, StepsView, TensorCoreView,
@@ -35,20 +36,22 @@ SEGMENTS = (("compute", "compute"), ("exposed_comm", "exposed communication"),
 LABEL_MEANINGS = {
     "io_bound": "the GPU waits on the input pipeline",
     "comm_bound": "exposed communication takes a large share of the step",
-    "small_batch_bound": "the GPU is starved by the host launching many short kernels",
+    "small_batch_bound": "the kernels are too small for the GPU: many short kernels whose launch cost dominates, "
+                         "or too few blocks to fill its SMs",
     "sync_bound": "host synchronizations stall the pipeline",
     "h2d_copy_bound": "host-to-device copies dominate",
     "low_tensor_core_use": "compute runs mostly outside Tensor Cores",
     "memory_pressure": "peak memory is close to the device limit",
+    "low_mfu": "the GPU is busy but the model's FLOP rate is low",
+    "host_bound": "the GPU waits while the launching thread does other CPU work (Python, CPU ops, contention)",
+    "straggler_bound": "one rank arrives late at collectives and the others wait",
     "compute_bound": "the GPU is busy with compute (healthy)",
     "advice": "worth a look, not a bottleneck label",
 }
-# A finding that explains less than this share of the step (of the window without steps) is "minor":
-# reports list it apart, and the verdict names only the labels of findings above it. Where a critical-path
-# replay predicts the fix's gain, a finding is minor only when both that gain and the cause's share of the
-# step today are under it (a cause that takes a large share stays, with the replay's prediction beside it).
-# Findings whose impact cannot be measured are never minor.
-MIN_IMPACT_FRACTION = 0.02
+# A finding whose predicted gain (else its share of the step; of the window without steps) is under this
+# is "minor" (the engine marks it, ``evaluate.MIN_GAIN_FRACTION``): reports list it apart, and the verdict
+# names only the labels of findings above it. Findings whose gain cannot be predicted are never minor.
+MIN_IMPACT_FRACTION = MIN_GAIN_FRACTION
 TENSOR_CORE_UNKNOWN_NOTABLE = 0.05  # above this share of compute, "unknown" Tensor Core use is worth saying
 IDLE_CAUSE_SHOWN = 0.0005  # idle causes under 0.05% of the window are left out of the lists
 
@@ -131,6 +134,7 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
         gpu_figures=gpu_figures(m),
         kernel_classes=kernel_class_bar(r.evidence.get("kernel_classes") or []),
         roofline=build_roofline(r.evidence.get("roofline"), caps.table_rows, caps.name_chars),
+        launch_queue=launch_queue_view(m, r.evidence.get("launch_queue") or []),
         kernels=KernelsView(count=fmt_cell("count", m.get("kernel_count")), median=fmt_ns(m.get("kernel_median_ns")),
                             under_10us=fmt_pct(m.get("kernels_under_10us_fraction")),
                             launch_delay_p50=fmt_ns(m.get("launch_delay_p50_ns")),
@@ -186,11 +190,17 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
 
 
 def _minor(f: Finding) -> bool:
-    """Under the minimum impact both as today's share of the step and as the replay's predicted gain."""
-    if f.impact_fraction is None:
+    """Minor as the engine decided (``evaluate.MIN_GAIN_FRACTION``): the predicted gain, else the share of
+    the step, under 2%. Findings of reports saved before the engine marked them are judged here alike."""
+    if f.minor:
+        return True
+    w = f.what_if or {}
+    gain, before = w.get("gain_ms"), w.get("step_ms_before")
+    if isinstance(gain, (int, float)) and before:
+        return gain < MIN_IMPACT_FRACTION * before
+    if w or f.impact_fraction is None:
         return False
-    share = (f.what_if or {}).get("share_fraction")
-    return max(f.impact_fraction, share or 0.0) < MIN_IMPACT_FRACTION
+    return f.impact_fraction < MIN_IMPACT_FRACTION
 
 
 def _verdict(v: Verdict | None, findings: list[FindingView], every: list[FindingView] | None = None) -> VerdictView:

@@ -177,6 +177,37 @@ class DataLoaderView:
 
 
 @dataclass
+class QueueStreamView:
+    """One stream's launch queue: ops launched and not finished over the span the queue view covers."""
+
+    device: int
+    stream: int
+    launches: str
+    depth_max: str
+    depth_mean: str
+    blocked: str  # host time blocked on this stream's full queue
+    blocked_calls: str
+    spark: str  # the depth over time as block characters (text, Markdown)
+    points: str  # the depth over time as SVG polyline points (HTML)
+    full: bool  # the queue reached its capacity
+    capacity_y: float  # y of the capacity line in the chart (off the chart when no queue was full)
+    stretch: str  # the time each point of the series covers
+
+
+@dataclass
+class LaunchQueueView:
+    streams: list[QueueStreamView]
+    streams_left_out: int
+    deepest: str
+    capacity: str
+    full: bool
+    blocked: str
+    note: str  # what the queue says: back-pressure, or no queue filled
+    chart_w: float
+    chart_h: float
+
+
+@dataclass
 class WindowView:
     length: str
     description: str
@@ -217,6 +248,7 @@ class RankView:
     gpu_figures: list[Item] = field(default_factory=list)  # GPU utilisation, SM efficiency, occupancy
     kernel_classes: list[Segment] = field(default_factory=list)  # GPU op time by class, one stacked bar
     roofline: Any = None  # render.roofline.RooflineView: the per-op roofline (None without GPU kernels)
+    launch_queue: LaunchQueueView | None = None  # per stream: ops launched and not finished, blocked host time
 
 
 @dataclass
