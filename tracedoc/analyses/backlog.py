@@ -146,7 +146,8 @@ def _unrecorded(trace: Trace, start: int, linked: np.ndarray, launch_end: np.nda
 
 def idle_launch_latency(trace: Trace, launch_end: np.ndarray) -> float:
     """Median delay from launch call end to op start of the linked ops launched onto an idle stream
-    (the stream's previous op had ended): what a launch takes when nothing is queued. 0 when none is."""
+    (the stream's previous op had ended): what a launch takes when nothing is queued. 0 when none is.
+    A stream's first op is left out: nothing recorded says whether its stream was idle."""
     g = trace.gpu_ops
     streams = Groups(g["device"], g["stream"])
     order = np.lexsort((g["start_ns"], streams.index))
@@ -155,7 +156,7 @@ def idle_launch_latency(trace: Trace, launch_end: np.ndarray) -> float:
     prev_end = np.r_[np.int64(-(1 << 62)), g["end_ns"][order][:-1]]
     prev_end = np.where(same, prev_end, -(1 << 62))
     le = launch_end[order]
-    idle = (le >= 0) & (prev_end <= le)
+    idle = same & (le >= 0) & (prev_end <= le)
     if not idle.any():
         return 0.0
     return float(median(np.maximum(g["start_ns"][order][idle] - le[idle], 0)))

@@ -7,6 +7,11 @@ the trace was recorded ``with_stack``, the Python frames, each by its **self tim
 (its own time, its callees' left out), so that the code that holds the host shows rather than the
 frames around it (``<module>``, ``_call_impl``).
 
+Python frames nest among themselves, and operators among themselves, but the two do not nest with
+each other everywhere (a ``record_function`` range begins inside the ``__enter__`` frame that opens it
+and outlives it). So each kind's nesting is taken on its own: a frame's self time is its time less its
+callee frames' and less the outermost operators it called; an operator's, less the operators nested in it.
+
 Input: a ``Trace`` and an interval set. Output: rows ``{name, calls, self_ns, total_ns}`` by self time.
 """
 
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ingest.depth import nest_depths
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model.groups import dense_codes, largest_first, row_codes
@@ -23,20 +29,25 @@ from .registry import Produced, analysis
 from .window import step_name_mask
 
 
+def _axis(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Thread code, and start and end on one axis for every thread (``code * span + t``)."""
+    c = trace.cpu_ops
+    thread = row_codes(c["pid"][rows], c["tid"][rows])[0].astype(np.int64)
+    t0 = int(c["start_ns"][rows].min())
+    span = int(c["end_ns"][rows].max()) - t0 + 1
+    return thread, thread * span + (c["start_ns"][rows] - t0), thread * span + (c["end_ns"][rows] - t0)
+
+
 def parents(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """For CPU op ``rows`` (all of one trace's nesting: ``cpu_ops.depth``): the row of the op directly
-    around each (one level less deep, on its thread, started at or before it), -1 for the outermost.
-    One sorted search per nesting level, not per op."""
+    """For CPU op ``rows`` that nest among themselves (their own nesting depth is taken), the row of the
+    op directly around each (one level less deep, on its thread, started at or before it), -1 for the
+    outermost. One sorted search per nesting level, not per op."""
     c = trace.cpu_ops
     out = np.full(rows.size, -1, dtype=np.int64)
     if not rows.size:
         return out
-    thread = row_codes(c["pid"][rows], c["tid"][rows])[0].astype(np.int64)
-    start = c["start_ns"][rows]
-    t0 = int(start.min())
-    span = int(start.max()) - t0 + 1
-    key = thread * span + (start - t0)  # one axis for every thread
-    depth = c["depth"][rows].astype(np.int64)
+    thread, key, _ = _axis(trace, rows)
+    depth = nest_depths(c["pid"][rows], c["tid"][rows], c["start_ns"][rows], c["end_ns"][rows])
     order = np.argsort(key, kind="stable")
     for d in range(1, int(depth.max()) + 1):
         outer = order[depth[order] == d - 1]
@@ -51,34 +62,80 @@ def parents(trace: Trace, rows: np.ndarray) -> np.ndarray:
     return out
 
 
+def innermost_enclosing(trace: Trace, outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """For each of ``inner`` (CPU op rows), the deepest of ``outer`` (rows that nest among themselves) on
+    its thread holding it entirely; -1 where none does."""
+    c = trace.cpu_ops
+    out = np.full(inner.size, -1, dtype=np.int64)
+    if not outer.size or not inner.size:
+        return out
+    both = np.r_[outer, inner]
+    _, key_s, key_e = _axis(trace, both)
+    o_s, o_e, i_s, i_e = key_s[:outer.size], key_e[:outer.size], key_s[outer.size:], key_e[outer.size:]
+    depth = nest_depths(c["pid"][outer], c["tid"][outer], c["start_ns"][outer], c["end_ns"][outer])
+    for d in range(int(depth.max()), -1, -1):  # deepest first: the first level holding an op is its innermost
+        level = np.flatnonzero(depth == d)
+        level = level[np.argsort(o_s[level], kind="stable")]
+        todo = np.flatnonzero(out < 0)
+        if not todo.size:
+            break
+        i = np.searchsorted(o_s[level], i_s[todo], side="right") - 1
+        ok = i >= 0
+        cand = level[np.maximum(i, 0)]
+        ok &= o_e[cand] >= i_e[todo]
+        out[todo[ok]] = outer[cand[ok]]
+    return out
+
+
+def _self_within(overlap: np.ndarray, rows: np.ndarray, parent: np.ndarray, sub: np.ndarray | None = None,
+                 sub_owner: np.ndarray | None = None) -> np.ndarray:
+    """Per row: its overlap less its children's (``parent``) and less ``sub`` overlaps charged to
+    ``sub_owner`` rows. ``overlap`` is indexed by cpu_ops row."""
+    self_ns = overlap[rows].astype(np.int64).copy()
+    idx = np.searchsorted(rows, parent)
+    has = parent >= 0
+    np.subtract.at(self_ns, idx[has], overlap[rows[has]])
+    if sub is not None and sub.size:
+        owned = sub_owner >= 0
+        np.subtract.at(self_ns, np.searchsorted(rows, sub_owner[owned]), overlap[sub[owned]])
+    return np.maximum(self_ns, 0)
+
+
 def work_in(trace: Trace, iset: iv.IntervalSet, kinds: tuple[int, ...], top: int = 15) -> list[dict]:
     """CPU ops of ``kinds`` on the launching threads (every thread when none is known) overlapping
-    ``iset``, by name: calls, total time inside it and self time inside it (less the time of the ops
-    nested directly inside, of any kind). Step spans are left out."""
+    ``iset``, by name: calls, total time inside it (the union of the calls') and self time inside it.
+    Python frames' self time leaves out the frames they called and the outermost operators they called;
+    operators' and annotations', the operators and annotations nested in them. Step spans are left out."""
     c = trace.cpu_ops
     if not len(c) or not iset[0].size:
         return []
-    overlap_all = iv.overlap_per_interval(c["start_ns"], c["end_ns"], iset)
+    overlap = iv.overlap_per_interval(c["start_ns"], c["end_ns"], iset)
     pids, tids = launching_threads(trace)
     if pids.size:
         code = row_codes(np.r_[c["pid"], pids], np.r_[c["tid"], tids])[0]
-        overlap_all = np.where(np.isin(code[:len(c)], code[len(c):]), overlap_all, 0)
-    hit = np.flatnonzero(overlap_all > 0)
-    if not hit.size:
+        overlap = np.where(np.isin(code[:len(c)], code[len(c):]), overlap, 0)
+    hit = overlap > 0
+    py = np.flatnonzero(hit & (c["kind"] == M.PYTHON_FUNCTION))
+    ops = np.flatnonzero(hit & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION)))
+    out_rows, out_self = [], []
+    if M.PYTHON_FUNCTION in kinds and py.size:
+        aten = ops[c["kind"][ops] == M.CPU_OP]
+        top_aten = aten[parents(trace, aten) < 0]  # the operators Python called (not those they called)
+        out_rows.append(py)
+        out_self.append(_self_within(overlap, py, parents(trace, py), top_aten,
+                                     innermost_enclosing(trace, py, top_aten)))
+    if {M.CPU_OP, M.USER_ANNOTATION} & set(kinds) and ops.size:
+        out_rows.append(ops)
+        out_self.append(_self_within(overlap, ops, parents(trace, ops)))
+    if not out_rows:
         return []
-    # the ops nested directly inside those that overlap overlap too: their parents are among ``hit``
-    parent = parents(trace, hit)
-    pos = np.searchsorted(hit, parent)
-    has = parent >= 0
-    children_ns = np.zeros(hit.size, dtype=np.int64)
-    np.add.at(children_ns, pos[has], overlap_all[hit[has]])
-    self_ns = np.maximum(overlap_all[hit] - children_ns, 0)
-    keep = np.isin(c["kind"][hit], kinds) & ~step_name_mask(trace)[c["name"][hit]]
-    if not keep.any():
+    rows, self_ns = np.concatenate(out_rows), np.concatenate(out_self)
+    keep = np.isin(c["kind"][rows], kinds) & ~step_name_mask(trace)[c["name"][rows]]
+    rows, self_ns = rows[keep], self_ns[keep]
+    if not rows.size:
         return []
-    rows = hit[keep]
     uniq, code = dense_codes(c["name"][rows])
-    self_by = np.bincount(code, weights=self_ns[keep]).astype(np.int64)
+    self_by = np.bincount(code, weights=self_ns).astype(np.int64)
     calls = np.bincount(code)
     out = []
     for i in largest_first(self_by)[:top].tolist():

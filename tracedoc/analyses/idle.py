@@ -202,8 +202,9 @@ def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[di
 
 def occupied(busy: iv.IntervalSet, *also: iv.IntervalSet) -> iv.IntervalSet:
     """GPU busy time, with ``also`` counted as busy: a pre-window backlog's span (until it ends the GPU
-    ran work launched before the capture, recorded or not) and the host time blocked on a full launch
-    queue (a full queue means the GPU had work, recorded or not): none of it is idle."""
+    ran work launched before the capture, recorded or not), none of which is idle. (Time the host is
+    blocked on a full launch queue is not: the GPU still idles between queued kernels, and those gaps,
+    whose next op was launched long before, are launch latency, never a late host.)"""
     extra = [x for x in also if x[0].size]
     if not extra:
         return busy
@@ -211,7 +212,7 @@ def occupied(busy: iv.IntervalSet, *also: iv.IntervalSet) -> iv.IntervalSet:
                     np.concatenate([busy[1], *(x[1] for x in extra)]))
 
 
-@analysis(needs=("op_sets", "window", "dataloader_spans", "sync_spans", "backlog", "launch_queue"),
+@analysis(needs=("op_sets", "window", "dataloader_spans", "sync_spans", "backlog"),
           provides=("idle_sets", "idle_split"),
           produces=("idle_short_launch_fraction", "idle_host_long_fraction", "idle_gap_max_ns",
                     *(f"idle_{c}_fraction" for c in CAUSES), "dataloader_fraction", "dataloader_stall_fraction"),
@@ -223,7 +224,7 @@ def idle_time(trace: Trace, inputs) -> Produced:
     dl_spans = inputs["dataloader_spans"]
     # The causes cover the whole analysed span (per-step rows read them from the first step's start);
     # the window's metrics are their part inside the window.
-    busy = occupied(inputs["op_sets"].busy, inputs["backlog"].interval(), inputs["launch_queue"].blocked_spans(trace))
+    busy = occupied(inputs["op_sets"].busy, inputs["backlog"].interval())
     causes = idle_causes(trace, busy, win.span_lo, hi, dl_spans, inputs["sync_spans"])
     totals = causes.totals(lo, hi)
 

@@ -8,8 +8,9 @@ faster host would not shorten the step).
 
 A launch call blocked on a full queue when the profiler recorded a ``Command Buffer Full`` span
 inside it (Kineto's CUPTI overhead record), or when it began with the stream's queue at capacity and
-lasted longer than its kind of call usually does; its blocked time is the ``Command Buffer Full``
-span, else its time beyond the usual duration of its kind of call.
+lasted longer than its kind of call usually does, returning just after an op of its stream finished
+(the freed slot); its blocked time is the ``Command Buffer Full`` span, else its time beyond the usual
+duration of its kind of call.
 
 Input: a ``Trace``, its window and pre-window backlog. Output: per stream the queue depth over time
 (launched, not finished), its maximum, the launch calls that blocked and the host time they
@@ -42,6 +43,10 @@ FULL_SLACK = 2
 # duration of calls of its name (a launch costs a few microseconds; one that waits for a slot lasts
 # until an op finishes).
 BLOCKED_FACTOR = 2.0
+# ... and it returned when a slot freed: within its own usual duration plus a thread's wake-up after an op
+# of its stream finished (a Linux thread resumes tens of microseconds after it is signalled at most; on
+# H100 and V100 traces the calls Kineto marks blocked returned 1-23 us after an op ended).
+WAKE_NS = 20_000
 FULL_QUEUE_SPAN = "Command Buffer Full"
 SERIES_POINTS = 120  # points of each stream's depth series (the maximum over each stretch of the window)
 # An idle gap whose next op the host launched late is "long" (host work, not dispatch) when it lasts at
@@ -98,13 +103,14 @@ def long_gap_ns(trace: Trace, lo: int | None = None, hi: int | None = None) -> i
 
 
 def _launched_at(trace: Trace, backlog: Backlog | None) -> np.ndarray:
-    """When each GPU op entered its queue: its launch call's start; a backlog's ops were queued before
-    the capture (its start); other ops without a launch call, when they started."""
+    """When each GPU op entered its queue: when its launch call returned (a call blocked on a full queue
+    returns once its op has a slot); a backlog's ops were queued before the capture (its start); other
+    ops without a launch call, when they started."""
     g, r = trace.gpu_ops, trace.runtime
     out = g["start_ns"].copy()
     linked = g["launch"] >= 0
     if linked.any():
-        out[linked] = r["start_ns"][g["launch"][linked]]
+        out[linked] = np.minimum(r["end_ns"][g["launch"][linked]], g["start_ns"][linked])
     if backlog is not None and backlog.found:
         out[backlog.ops] = np.minimum(out[backlog.ops], backlog.start_ns)
     return out
@@ -151,7 +157,11 @@ def launch_queue(trace: Trace, lo: int, hi: int, backlog: Backlog | None = None)
             calls = np.flatnonzero(call_stream == k)
             full = _depth_at(times, depths, r["start_ns"][calls]) >= QUEUE_CAPACITY - FULL_SLACK
             longer = dur[calls] > BLOCKED_FACTOR * usual[calls]
-            hit = calls[full & longer & ~blocked[calls]]
+            ends = np.sort(g["end_ns"][ops])
+            i = np.searchsorted(ends, r["end_ns"][calls], side="right") - 1
+            freed = (i >= 0) & (r["end_ns"][calls] - ends[np.maximum(i, 0)] <= usual[calls] + WAKE_NS)
+            freed &= ends[np.maximum(i, 0)] >= r["start_ns"][calls]  # the slot freed while it waited
+            hit = calls[full & longer & freed & ~blocked[calls]]
             blocked[hit] = True
             blocked_ns[hit] = np.maximum(dur[hit] - usual[hit].astype(np.int64), 0)
     rows = np.flatnonzero(blocked & (r["end_ns"] > lo) & (r["start_ns"] < hi)) if len(r) else np.zeros(0, np.int64)

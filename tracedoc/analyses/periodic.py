@@ -70,8 +70,10 @@ def find_period(trace: Trace, min_repeats: int = MIN_REPEATS) -> Period | None:
     lags = np.arange(n)
     overlap = np.maximum(n - lags, 1)
     match = auto / overlap
-    cand = np.flatnonzero((lags >= MIN_PERIOD_OPS) & (lags * min_repeats <= n) & (match >= MIN_MATCH))
-    if not cand.size:
+    # the shortest lag at which the sequence repeats is its period; shorter than an iteration's ops (the
+    # same few kernels over and over), it shows no iteration at all
+    cand = np.flatnonzero((lags >= 1) & (lags * min_repeats <= n) & (match >= MIN_MATCH))
+    if not cand.size or cand[0] < MIN_PERIOD_OPS:
         return None
     p = int(cand[0])
     exact = float(np.mean(code[:-p] == code[p:]))  # the FFT's estimate, checked exactly

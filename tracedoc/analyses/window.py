@@ -175,12 +175,13 @@ def find_iterations(trace: Trace, backlog: Backlog | None = None) -> tuple[Steps
     """Iterations of a trace without step spans, where the trace shows them: the outermost user
     annotation name that repeats without overlapping itself (vLLM's ``execute_model``, a
     ``record_function("train_step")``), the one covering the most time; else the stretches between
-    consecutive ``Optimizer.step`` ends. Returns the spans (as steps) and the name they came from."""
+    consecutive ``Optimizer.step`` ends; else the repeats of the GPU op sequence (``periodic.py``). Returns
+    the spans (as steps) and the name they came from."""
     c = trace.cpu_ops
     empty = Steps([], *(np.zeros(0, dtype=np.int64),) * 3)
     backlog = find_backlog(trace) if backlog is None else backlog
     if not len(c):
-        return empty, None
+        return _sequence_iterations(trace)
     ann = np.flatnonzero((c["kind"] == M.USER_ANNOTATION) & (c["depth"] == 0) &
                          ~C.name_mask(trace, V.DATALOADER_RE, ids=c["name"])[c["name"]])
     best = _longest_repeating(c, ann)

@@ -90,9 +90,12 @@ def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray, arrivals: A
     starts = np.r_[g.time[g.step_start_point[0]], done[:-1]]
     rows = []
     for i, path in enumerate(paths):
-        b = S.breakdown(trace, g, path, int(starts[i]), int(done[i]))
-        if i < steps.timed_from:  # the path waits for work launched before the capture, not idly
-            b["backlog"], b["idle"] = b["idle"], 0
+        lo = int(starts[i])
+        if i < steps.timed_from and backlog is not None and backlog.found:
+            # until the backlog ends the step waits for work launched before the capture
+            lo = min(max(lo, int(backlog.end_ns) - g.origin_ns), int(done[i]))
+        b = S.breakdown(trace, g, path, lo, int(done[i]))
+        b["backlog"] = lo - int(starts[i])
         row = {"step": steps.names[i], "start_ns": int(starts[i]) + g.origin_ns,
                "completion_ns": int(done[i]) + g.origin_ns, "step_ns": int(done[i] - starts[i]),
                "timed": i >= steps.timed_from}

@@ -29,7 +29,9 @@ import numpy as np
 from ...model import intervals as iv
 from ...model import trace as M
 from ...model.groups import dense_codes, first_rows
+from ...model import vocab as V
 from ...model.trace import Trace
+from .. import classify as C
 from ..backlog import Backlog
 from ..launchqueue import LaunchQueue, long_gap_ns
 from ..window import Steps, launch_times
@@ -95,6 +97,7 @@ class Graph:
     sync_spans: dict[int, iv.IntervalSet] = field(default_factory=dict)
     launch_spans: dict[int, iv.IntervalSet] = field(default_factory=dict)
     blocked_spans: dict[int, iv.IntervalSet] = field(default_factory=dict)  # host blocked on a full launch queue
+    collective_spans: dict[int, iv.IntervalSet] = field(default_factory=dict)  # in CPU collectives (waiting for peers)
     top_ops: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)  # s, e, name
     main_chain: int = 0
     notes: list[str] = field(default_factory=list)
@@ -406,6 +409,13 @@ class _Builder(CrossEdges):
         top = outermost(c, rows)
         key = c["pid"][top] * (1 << 32) + (c["tid"][top] & 0xFFFFFFFF)
         thread_key = sp["pid"] * (1 << 32) + (sp["tid"] & 0xFFFFFFFF)
+        # collective ops on the CPU (gloo, c10d, NCCL enqueues): a thread inside one waits for its peers
+        coll = np.flatnonzero(C.name_mask(self.trace, V.COLLECTIVE_OP_RE, ids=c["name"])[c["name"]])
+        coll_key = c["pid"][coll] * (1 << 32) + (c["tid"][coll] & 0xFFFFFFFF)
+        for th in range(self.n_threads):
+            k = thread_key[np.flatnonzero(self.thread_chain == th)[0]]
+            mine = coll[coll_key == k]
+            g.collective_spans[th] = iv.union(c["start_ns"][mine], c["end_ns"][mine])
         for th in range(self.n_threads):
             k = thread_key[np.flatnonzero(self.thread_chain == th)[0]]
             m = top[key == k]

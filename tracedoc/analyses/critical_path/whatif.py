@@ -13,13 +13,14 @@ recorded duration (Daydream's approach):
 - ``comm``: communication kernels leave the compute path -- compute no longer waits for them, on
   their stream or through events -- while the step still ends only when they have finished;
 - ``launch``: CUDA-graph replay: on each thread, the CPU time from a step's first launch to its last
-  (split at syncs and DataLoader waits, which a graph cannot capture) shrinks to one launch call;
+  (split at syncs, DataLoader waits and CPU collectives, which a graph cannot capture) shrinks to one
+  launch call;
 - ``batch``: a batch large enough to fill the GPU: a kernel launching fewer blocks than the GPU has SMs
   (``blocks_per_sm`` b < 1) would do b times more work in the same time, so today's work takes b of
   its duration (per sample, the larger batch's rate);
 - ``host``: the CPU work between launches moved off the launching threads: CPU time (not launch,
-  sync or DataLoader time) inside the long idle gaps whose next op the host launched late becomes
-  zero;
+  sync, DataLoader or CPU collective time) inside the long idle gaps whose next op the host launched
+  late becomes zero;
 - ``straggler``: each collective waits only as long as the last rank *other than* the straggler
   made it wait (needs the job view's matched arrivals).
 """
@@ -200,7 +201,8 @@ def _launch(g: G.Graph):
 
 
 def _capture_regions(g: G.Graph, th: int, launches: iv.IntervalSet) -> iv.IntervalSet:
-    """Per step on one thread: first launch start to last launch end, minus syncs and DataLoader."""
+    """Per step on one thread: first launch start to last launch end, minus syncs, DataLoader waits and
+    CPU collectives (a graph replay does not wait for peers any sooner)."""
     steps_s = g.time[g.step_start_point] + g.origin_ns
     steps_e = g.time[g.step_end_point] + g.origin_ns
     l_s, l_e = launches
@@ -214,7 +216,7 @@ def _capture_regions(g: G.Graph, th: int, launches: iv.IntervalSet) -> iv.Interv
     np.maximum.at(last, idx[ok], l_e[ok])
     has = first < last
     region = iv.union(first[has], last[has])
-    for other in (g.sync_spans.get(th), g.dataloader.get(th)):
+    for other in (g.sync_spans.get(th), g.dataloader.get(th), g.collective_spans.get(th)):
         if other is not None and other[0].size:
             region = iv.subtract(region, other)
     return region
@@ -240,7 +242,10 @@ def _host(g: G.Graph):
     sets = {}
     for th in g.launch_spans:
         keep = g.host_gaps
-        for other in (g.launch_spans.get(th), g.sync_spans.get(th), g.dataloader.get(th)):
+        # launch, sync and DataLoader time are other fixes'; a CPU collective waits for peers, which no
+        # move of host work removes
+        for other in (g.launch_spans.get(th), g.sync_spans.get(th), g.dataloader.get(th),
+                      g.collective_spans.get(th)):
             if other is not None and other[0].size:
                 keep = iv.subtract(keep, other)
         sets[th] = keep
