@@ -57,8 +57,9 @@ def test_json_output_anomalies_and_findings(tmp_path):
     assert {"TD601", "TD602", "TD612"} <= set(finding)
     assert set(finding["TD612"]) == {"rule_id", "name", "title", "label", "severity", "message", "impact_fraction",
                                      "impact_ms_per_step", "confidence", "params", "fixes", "expect", "evidence",
-                                     "what_if"}
+                                     "what_if", "minor"}
     assert finding["TD612"]["what_if"] is None  # step-time what-ifs are for trace findings
+    assert finding["TD612"]["minor"] is False  # and so is the 2% bar on their predicted gain
     assert doc["metrics"]["periodic_stall_period_steps"] == 50
     assert doc["input"]["format"] == "JSON Lines" and len(doc["input"]["sha256"]) == 64
 
