@@ -256,3 +256,15 @@ def test_no_repeating_sequence_is_said_so(tmp_path):
     assert "a repeating sequence of GPU ops" in health.message
     text = render_text(tracedoc.analyze(b.write(tmp_path / "w.pt.trace.json")))
     assert "ms/step" not in text and "if fixed: step" not in text  # a window, not a step
+
+
+def test_a_diff_compares_the_same_medians(tmp_path):
+    """The backlog's first step has no step time in the diff either: the run with the backlog and the run
+    without it have the same 10 ms step."""
+    from tracedoc.api import diff
+
+    before = with_backlog(True).write(tmp_path / "a.pt.trace.json")
+    b = TraceBuilder()
+    cpu_ahead(b, gpu_from=15.0)
+    after = b.write(tmp_path / "b.pt.trace.json")
+    assert diff(before, after).to_dict()["step_ms"] == {"before": 10.0, "after": 10.0, "delta": 0.0}

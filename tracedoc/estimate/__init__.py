@@ -62,7 +62,7 @@ def apply_estimate(rank, request: EstimateRequest) -> None:
     m = rank.metrics
     if setup.dp_size is None:
         setup = replace(setup, dp_size=m.get("world_size") or 1)
-    step_ns = _step_time_ns(rank.per_step)
+    step_ns = rank.metrics.get("step_time_p50_ns") or _step_time_ns(rank.per_step)  # the report's step
     per_token = flops_per_token(spec, setup.seq_len)
     formula = per_token.training * tokens
     params = param_count(spec, setup.seq_len)
