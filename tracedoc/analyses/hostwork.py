@@ -101,16 +101,17 @@ def _self_within(overlap: np.ndarray, rows: np.ndarray, parent: np.ndarray, sub:
     return np.maximum(self_ns, 0)
 
 
-def work_in(trace: Trace, iset: iv.IntervalSet, kinds: tuple[int, ...], top: int = 15) -> list[dict]:
-    """CPU ops of ``kinds`` on the launching threads (every thread when none is known) overlapping
-    ``iset``, by name: calls, total time inside it (the union of the calls') and self time inside it.
+def work_in(trace: Trace, iset: iv.IntervalSet, kinds: tuple[int, ...], top: int = 15,
+            threads: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict]:
+    """CPU ops of ``kinds`` on ``threads`` (pids, tids; default: the launching threads, every thread when
+    none is known) overlapping ``iset``, by name: calls, total time inside it (the union of the calls') and self time inside it.
     Python frames' self time leaves out the frames they called and the outermost operators they called;
     operators' and annotations', the operators and annotations nested in them. Step spans are left out."""
     c = trace.cpu_ops
     if not len(c) or not iset[0].size:
         return []
     overlap = iv.overlap_per_interval(c["start_ns"], c["end_ns"], iset)
-    pids, tids = launching_threads(trace)
+    pids, tids = launching_threads(trace) if threads is None else threads
     if pids.size:
         code = row_codes(np.r_[c["pid"], pids], np.r_[c["tid"], tids])[0]
         overlap = np.where(np.isin(code[:len(c)], code[len(c):]), overlap, 0)
