@@ -15,8 +15,8 @@ def write_atomic(path: str, data: str | bytes, option: str = "--output") -> None
     tmp = f"{path}.tmp-{os.getpid()}"
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        if path.endswith(".gz"):
-            with gzip.open(tmp, "wb", compresslevel=6) as f:
+        if path.lower().endswith(".gz"):  # the gzip header names the file as it will be, not the temporary one
+            with open(tmp, "wb") as out, gzip.GzipFile(os.path.basename(path)[:-3], "wb", 6, out) as f:
                 f.write(raw)
         else:
             with open(tmp, "wb") as f:

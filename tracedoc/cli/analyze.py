@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
-from ..render import FORMATS, renderer, renderer_for_path
+from ..render import FORMATS, output_extension, output_extensions_text, renderer, renderer_for_path
 from ..estimate.cli import add_estimate_options, estimate_request
 from .common import add_output_options, check_output_path, text_options
 from ..outfiles import write_atomic
@@ -127,6 +127,7 @@ def fail_on_exit_code(verdict: "Verdict | None", fail_on: str | None) -> int:
 
 def cmd_analyze(args) -> int:
     from ..api import analyze
+    from ..ingest import sniff
 
     if args.example:
         path = example_path()
@@ -135,6 +136,8 @@ def cmd_analyze(args) -> int:
     else:
         raise UsageError("tracedoc analyze", "needs a trace path", None, "pass a file or directory, or --example")
     fmt = output_format(args.format, args.output)
+    if args.rank is not None and sniff(path) == "kineto":  # a directory or an nsys export may hold several
+        raise _rank_on_one_trace(path, "a Kineto trace file: one process")
     engine = engine_kwargs(args)
     update, progress = _progress_callback(not args.no_progress and _big_input(path))
     options = {}
@@ -154,6 +157,9 @@ def cmd_analyze(args) -> int:
         for w in r.warnings:
             print(f"tracedoc: warning: {w}", file=sys.stderr)
     if args.rank is not None:
+        if result.job is None:
+            rank = result.ranks[0].rank if result.ranks else None
+            raise _rank_on_one_trace(path, "an export of one process" + (f", rank {rank}" if rank is not None else ""))
         have = [r.rank for r in result.ranks]
         if args.rank not in have:
             raise UsageError("--rank", f"rank {args.rank} is not in {path}", f"ranks {have[:16]}",
@@ -187,16 +193,30 @@ def cmd_analyze(args) -> int:
     return EXIT_OK
 
 
+def _rank_on_one_trace(path: str, seen: str) -> UsageError:
+    """``--rank`` picks one rank of a job: a lone trace has no job view to pick from."""
+    return UsageError("--rank", f"picks one rank's details after the job verdict of several ranks, and {path} "
+                      "is a single trace", seen, "leave --rank out (the report is that trace's), or pass the "
+                      "directory that holds every rank's trace")
+
+
 def _same_folder(a: str, b: str) -> bool:
     return os.path.dirname(os.path.abspath(a)) == os.path.dirname(os.path.abspath(b))
 
 
 def output_format(fmt: str | None, output: str | None) -> str:
-    """``--format`` when given, else the one ``-o``'s extension names, else text."""
+    """``--format`` when given, else the one ``-o``'s extension names, else text; an ``-o`` file whose
+    extension names no format is a usage error (it would otherwise get text under any name)."""
     if fmt:
         return fmt
-    by_path = renderer_for_path(output) if output else None
-    return by_path.name if by_path else "text"
+    if not output:
+        return "text"
+    by_path = renderer_for_path(output)
+    if by_path is None:
+        ext = output_extension(output)
+        raise UsageError(output, "has no extension that names a report format", f"{ext!r}" if ext else "no extension",
+                         f"end the name in {output_extensions_text()}, or give --format ({', '.join(FORMATS)})")
+    return by_path.name
 
 
 def _progress_callback(enabled: bool):
