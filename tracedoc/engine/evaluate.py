@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tracedoc.engine.health import HealthMessage, check_health, lowest
+from tracedoc.engine.health import HealthMessage, check_health, host_verdict_allowed, lowest
 from tracedoc.engine.params import resolve_params
 from tracedoc.engine.rulefile import (ADVICE_LABEL, REPLAYED, SCOPE_TRACE, SEVERITIES, WHAT_IF_ESTIMATE, WHAT_IF_NONE,
                                       WHAT_IF_SHARE, Rule, load_rules)
@@ -252,6 +252,8 @@ def evaluate(
             if finding is not None:
                 findings.append(predict(finding, rule))
     findings.sort(key=_rank_key)
+    if withheld is not None and host_verdict_allowed(health) and any(f.is_verdict for f in findings):
+        withheld = None  # a run on the CPU alone: the host-side evidence gives the verdict, GPU rules stay silent
     return Verdict(
         findings=findings,
         health=health,

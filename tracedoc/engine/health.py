@@ -15,6 +15,7 @@ from typing import Any
 from tracedoc.analyses.periodic import SEQUENCE_NAME
 
 CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
+CPU_ONLY_CODE = "cpu-only-trace"
 
 # A trace whose GPU ops are mostly unlinked to their launch calls cannot say why the GPU idled.
 LINK_FRACTION_MEDIUM = 0.9  # below this: some idle causes fall to "other"; medium confidence
@@ -100,15 +101,35 @@ def _no_gpu_message(metrics: Mapping[str, Any]) -> str:
         return (f"the trace holds {calls:,} CUDA runtime calls but no kernel, memcpy or memset activity: the CPU "
                 "side of CUDA was recorded and the GPU side was not, so there is no GPU verdict; profile with "
                 "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (and check that CUPTI is available)")
-    return ("the trace holds CPU activity only (no CUDA launches, kernels, memcpy or memset), so there is no GPU "
-            "verdict; if the model should run on a GPU, move it there and profile with "
+    return ("the trace holds CPU activity only (no CUDA launches, kernels, memcpy or memset): GPU-side metrics were "
+            "not recorded, so the GPU rules are silent and any verdict rests on host-side evidence (the training "
+            "loop's waits on the DataLoader); if the model should run on a GPU, move it there and profile with "
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
+
+
+def _cpu_only(metrics: Mapping[str, Any]) -> bool:
+    """A run recorded on the CPU alone: no GPU ops and no CUDA calls either (not a GPU run whose GPU side
+    was not recorded, where host waits need not have held the GPU up)."""
+    return not metrics.get("runtime_calls") and not metrics.get("profiler_range_events")
+
+
+def host_verdict_allowed(health: Iterable[HealthMessage]) -> bool:
+    """Whether the messages that withhold the GPU verdict still let host-side evidence give one."""
+    withholding = [m for m in health if m.withhold]
+    return bool(withholding) and all(m.code == CPU_ONLY_CODE for m in withholding)
 
 
 def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
     """Return the health messages for one rank's metrics, most severe first."""
     out: list[HealthMessage] = []
     has_gpu = metrics.get("has_gpu_ops")
+    if has_gpu is False and _cpu_only(metrics):
+        # Nothing GPU-side to judge; the host side was measured as in any trace, so findings on it keep
+        # their confidence. The GPU verdict is withheld unless a host-side rule gives one.
+        out.append(HealthMessage(CPU_ONLY_CODE, "warning", _no_gpu_message(metrics), confidence="high",
+                                 affects=frozenset(), withhold=True))
+        out.extend(_check_steps(metrics.get("steps"), metrics.get("iterations"), metrics.get("iteration_name")))
+        return out
     if has_gpu is False:
         out.append(HealthMessage("no-gpu-activity", "error", _no_gpu_message(metrics), confidence="low",
                                  withhold=True))

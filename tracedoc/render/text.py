@@ -336,11 +336,14 @@ def answer_lines(result: "AnalysisResult") -> list[str]:
         return ["no ranks were analysed"]
     r = view.ranks[0]
     lines = [verdict_line(view).plain]
-    if not r.has_gpu_ops:
-        return lines + (cpu_only_lines(r) or ["the trace holds no DataLoader or CPU operator time to report either"])
     top = next((f for f in r.findings if f.is_verdict), r.findings[0] if r.findings else None)
     if top is not None:
         lines.append(f"top finding: [{top.label}] {top.title}{_impact(top)}")
         if top.fixes:
             lines.append(f"fix: {top.fixes[0]}")
+    if not r.has_gpu_ops:  # a run on the CPU alone: what its host side shows
+        if r.verdict.status != "withheld":
+            lines.insert(1, "GPU-side metrics were not recorded (the trace holds CPU activity only): "
+                            "the verdict rests on the host side")
+        lines += cpu_only_lines(r) or ["the trace holds no DataLoader or CPU operator time to report either"]
     return lines
