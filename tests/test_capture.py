@@ -32,7 +32,9 @@ def _env() -> dict:
     return env
 
 
-def _run(args: list[str], timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+# Timeouts here guard against a hang, they time nothing: a run that writes its report took over 60 s
+# on two cores that other processes kept busy, so they allow minutes.
+def _run(args: list[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=kw.pop("cwd", ROOT), env=_env(), capture_output=True,
                           text=True, timeout=timeout, **kw)
 
@@ -147,17 +149,17 @@ def test_trigger_twice_in_a_running_job(tmp_path):
          "--ready-file", str(ready), "--stop-file", str(stop)],
         cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(ready.exists, 40, "the first step")
+        _wait_for(ready.exists, 120, "the first step")
         assert _traces(out) == []  # --wait-for-trigger: nothing before a trigger
         r = _run(["-m", "tracedoc.capture", "trigger", str(proc.pid)], timeout=20)   # SIGUSR2
         assert r.returncode == 0, r.stderr
-        _wait_for(lambda: len(_traces(out)) >= 1, 20, "the first capture")
+        _wait_for(lambda: len(_traces(out)) >= 1, 120, "the first capture")
         r = _run(["-m", "tracedoc.capture", "trigger", str(out)], timeout=20)        # touch OUTDIR/TRIGGER
         assert r.returncode == 0, r.stderr
-        _wait_for(lambda: len(_traces(out)) >= 2, 20, "the second capture")
+        _wait_for(lambda: len(_traces(out)) >= 2, 120, "the second capture")
     finally:
         stop.touch()
-        stdout, stderr = proc.communicate(timeout=30)
+        stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
     traces = _traces(out)
     assert len(traces) == 2, traces
