@@ -141,9 +141,8 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     if kind == "directory" or len(outputs) > 1:
         unreadable = {r for r in map(rank_from_name, failed) if r is not None}
         view = build_job([o.tables for o in outputs], unreadable_ranks=unreadable)
-        context = view.rank_context()
         for r in results:
-            r.metrics.update(context)
+            r.metrics.update(view.rank_context(r.rank))
         job_verdict = _evaluate_job(view, results, params, rules)
     else:
         for o in outputs:

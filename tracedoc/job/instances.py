@@ -103,7 +103,7 @@ def rank_tables(trace: Trace, rank: int | None = None, lead_in: bool = True) -> 
     info = {"host": extra.get("host_name") or extra.get("hostname"), "world_size": meta.get("world_size"),
             "backend": meta.get("backend"), "pg_config": meta.get("pg_config"), "has_gpu": bool(len(trace.gpu_ops)),
             "span_ns": span, "trace_id": extra.get("trace_id"), "gpu": _gpu_name(meta),
-            "group_ranks": calls["group_ranks"]}
+            "group_ranks": calls["group_ranks"], "time_origin_ns": int(meta.get("time_origin_ns") or 0)}
     return RankTables(rank=meta.get("rank") if rank is None else rank, source=trace.source, collectives=cols,
                       groups=calls["groups"], types=calls["types"], dtypes=calls["dtypes"], steps=steps, info=info)
 
@@ -169,7 +169,18 @@ def _calls(trace: Trace) -> dict:
                 ctypes[r] = t
     is_work = np.array([strings[i].startswith("gloo:") for i in names], dtype=bool) if n else np.zeros(0, bool)
     kern = _kernels(trace, call_of_row, cols, n)
-    meta = _metadata(trace, call_of_row, kern["call_of_gpu_row"], n, ctypes)
+    # comm kernels that belong to no call become instances of their own (nsys without NVTX, filtered
+    # traces, work launched before the profiler opened); their own collective args, where recorded,
+    # give them a group, size and sequence number like a call's
+    lone = kern["lone_rows"]
+    call_of_gpu_row = kern["call_of_gpu_row"].copy()
+    call_of_gpu_row[lone] = n + np.arange(lone.size)
+    lone_types = np.array([collective_type(strings[i]) for i in g["name"][lone].tolist()], dtype=object)
+    all_types = np.concatenate([ctypes, lone_types])
+    meta = _metadata(trace, call_of_row, call_of_gpu_row, n + lone.size, all_types)  # fills unknown types
+    ctypes, lone_types = all_types[:n], all_types[n:]
+    lone_meta = {k: v[n:] for k, v in meta.items()}
+    meta = {k: v[:n] for k, v in meta.items()}
     # CPU-backend work spans (gloo runs them on a worker thread): pair the k-th work span of a type
     # with the k-th call of that type that launched no kernel; the call gets the work's end.
     work_end = cols["call_end_ns"].copy()
@@ -187,20 +198,17 @@ def _calls(trace: Trace) -> dict:
     # a call of no known type that launched nothing (e.g. record_param_comms of a "wait") is not a collective
     unknown_cpu_only = (ctypes == "unknown") & (kern["kernels"] == 0) if n else np.zeros(0, dtype=bool)
     keep = np.flatnonzero(~absorbed & ~unknown_cpu_only)
-    # comm kernels that belong to no call become instances of their own (nsys without NVTX, filtered traces)
-    lone = kern["lone_rows"]
     groups, dtypes, type_names = _Vocab(), _Vocab(), _Vocab()
-    lone_group = groups.codes([""] * lone.size)
+
+    def both(col: str) -> np.ndarray:
+        return np.concatenate([meta[col][keep], lone_meta[col]])
+
     out = {
-        "group": np.concatenate([groups.codes(meta["group"][keep]), lone_group]),
-        "type": np.concatenate([type_names.codes(ctypes[keep]),
-                                type_names.codes([collective_type(strings[i]) for i in g["name"][lone]])]),
-        "dtype": np.concatenate([dtypes.codes(meta["dtype"][keep]), dtypes.codes([""] * lone.size)]),
-        "seq": np.concatenate([meta["seq"][keep], np.full(lone.size, -1)]),
-        "group_size": np.concatenate([meta["group_size"][keep], np.full(lone.size, -1)]),
-        "in_nelems": np.concatenate([meta["in_nelems"][keep], np.full(lone.size, -1)]),
-        "out_nelems": np.concatenate([meta["out_nelems"][keep], np.full(lone.size, -1)]),
-        "bytes": np.concatenate([meta["bytes"][keep], np.full(lone.size, -1)]),
+        "group": groups.codes(both("group")),
+        "type": type_names.codes(np.concatenate([ctypes[keep], lone_types])),
+        "dtype": dtypes.codes(both("dtype")),
+        "seq": both("seq"), "group_size": both("group_size"), "in_nelems": both("in_nelems"),
+        "out_nelems": both("out_nelems"), "bytes": both("bytes"),
         "call_start_ns": np.concatenate([cols["call_start_ns"][keep], np.full(lone.size, -1)]),
         "call_end_ns": np.concatenate([cols["call_end_ns"][keep], np.full(lone.size, -1)]),
         "work_end_ns": np.concatenate([work_end[keep], np.full(lone.size, -1)]),
@@ -208,7 +216,7 @@ def _calls(trace: Trace) -> dict:
         "gpu_end_ns": np.concatenate([kern["gpu_end_ns"][keep], g["end_ns"][lone]]),
         "kernels": np.concatenate([kern["kernels"][keep], np.ones(lone.size, dtype=np.int64)]),
     }
-    group_ranks = {str(g): str(r) for g, r in zip(meta["group"][keep], meta["ranks"][keep]) if r}
+    group_ranks = {str(g): str(r) for g, r in zip(both("group"), both("ranks")) if r}
     return {"cols": out, "groups": groups.words, "types": type_names.words, "dtypes": dtypes.words,
             "group_ranks": group_ranks}
 

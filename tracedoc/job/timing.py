@@ -69,7 +69,21 @@ class Timing:
     clock_note: str = ""
 
 
-def time_instances(stacked: Stacked, matches: Matches, ranks: list[RankTables]) -> Timing:
+def coarse_offsets(ranks: list[RankTables]) -> dict[int, int]:
+    """Per rank, what to subtract from its times to read them on the first rank's clock, from the
+    traces' own time origins (Unix time of trace time 0: Kineto's baseTimeNanoseconds, nsys's session
+    start); {} when every rank has the same origin or some rank has none."""
+    origins = {rt.rank: int(rt.info.get("time_origin_ns") or 0) for rt in ranks}
+    if not origins or 0 in origins.values() or len(set(origins.values())) == 1:
+        return {}
+    ref = origins[min(origins)]
+    return {r: ref - o for r, o in origins.items() if o != ref}
+
+
+def time_instances(stacked: Stacked, matches: Matches, ranks: list[RankTables],
+                   coarse: dict[int, int] | None = None) -> Timing:
+    """``coarse``: per rank, the offset between its clock and the first rank's that the traces' time
+    origins give (``coarse_offsets``); the offsets estimated from collective ends come on top."""
     c = stacked.cols
     rows = np.flatnonzero(matches.instance >= 0)
     inst = matches.instance[rows]
@@ -90,6 +104,9 @@ def time_instances(stacked: Stacked, matches: Matches, ranks: list[RankTables]) 
     arrival = np.where(use_gpu, c["gpu_start_ns"][rows], c["call_start_ns"][rows])
     end = np.where(use_gpu, c["gpu_end_ns"][rows], c["work_end_ns"][rows])
     rank = stacked.rank[rows]
+    if coarse:
+        first = np.array([coarse.get(int(r), 0) for r in rank.tolist()], dtype=np.int64)
+        arrival, end = arrival - first, end - first
     # renumber timed instances densely
     uniq, inst = np.unique(inst, return_inverse=True)
     if not rows.size:
@@ -101,6 +118,9 @@ def time_instances(stacked: Stacked, matches: Matches, ranks: list[RankTables]) 
     if offsets:
         shift = np.array([offsets.get(int(r), 0) for r in rank], dtype=np.int64)
         arrival, end = arrival - shift, end - shift
+    if coarse:
+        offsets = {r: offsets.get(r, 0) + coarse.get(r, 0) for r in set(offsets) | set(coarse)}
+        note = "clocks read on one time base from the traces' time origins; " + note
     m = uniq.size
     last = np.full(m, np.iinfo(np.int64).min, dtype=np.int64)
     first = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)

@@ -1,0 +1,227 @@
+"""Align the ranks' collective sequences by where the collectives end (DESIGN.md round 3: matching
+across ranks whose windows differ).
+
+Ranks open and close their profilers independently and carry work launched before their window
+opened, so rank r's first recorded collective need not be rank s's. Where no sequence number is
+recorded, a group's calls of one signature (type and size; all-to-all: dtype, as ``all_to_allv``
+sends a different amount from every rank) form one sequence per rank, in order of arrival. The
+members of a collective leave it together, so the right alignment of two ranks' sequences is the
+offset at which their ends agree: the end skew of a right alignment is microseconds on NCCL (a few
+hundred on a CPU backend), of a wrong one the distance to another call of the signature -- often a
+step. Per signature, every rank is aligned with a reference rank (the member with the most calls of
+it, the lowest on ties):
+
+1. candidates: the offsets that pair a call with the reference's call ending nearest to it (the
+   most frequent few per rank), and the offset that pairs the k-th call of a step with the
+   reference's k-th call of the same step number;
+2. each candidate is scored by how well the paired ends agree: the sum over its pairs of
+   ``max(0, 1 - |end difference| / scale)``; many pairs that end together score high, pairs as far
+   apart as the scale score nothing;
+3. the best candidate (ties: more votes, then the smaller shift) gives every call of the rank its
+   position in the reference's sequence.
+
+The scale of a pairing is how far apart two ends may be and still be the same call: half the gap
+between the reference's call and its nearest other call of the signature (nearer to a neighbour
+than to its partner, it would be the neighbour's), but never below the job's end-skew noise --
+``NOISE_SPREADS`` x the lower quartile of every call's distance to the nearest reference end, about
+7 standard deviations of the skews of right pairings on a busy CPU backend -- nor
+``END_SKEW_FLOOR_NS``, and never above half a step: a pairing a step off is never right. ``refuse`` turns away a pairing whose end, less the rank's clock difference
+(the median over its agreeing pairings), lies beyond that scale. Vectorised over ranks: a signature
+costs O(calls log calls).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Ends closer than this always agree: NCCL members leave a collective within tens of microseconds.
+END_SKEW_FLOOR_NS = 50_000
+# The end-skew noise: this many times the lower quartile of the distances to the nearest reference
+# end. For normal skews the lower quartile of |skew| is 0.32 standard deviations: 22 x is about 7.
+NOISE_SPREADS = 22.0
+# A rank's clock difference is taken from at least this many agreeing pairings (else none is assumed).
+MIN_CLOCK_PAIRS = 3
+# Offsets per rank taken from the nearest-end votes (the most voted first).
+TOP_CANDIDATES = 3
+
+
+@dataclass
+class SignatureAlignment:
+    """One signature's alignment: per call (in the order given) its position, per rank its offset."""
+
+    position: np.ndarray  # index of the reference's call it pairs with (may lie outside 0..n_ref-1)
+    difference_ns: np.ndarray  # float: end - the paired reference call's end; NaN where unpaired
+    scale_ns: np.ndarray  # float: how far apart the pair's ends may be (see the module docstring)
+    reference: int  # the reference rank
+    ranks: np.ndarray  # the ranks present, ascending
+    offset: np.ndarray  # per rank: how many of the reference's calls come before the rank's first
+    calls_per_step: float | None  # the reference's calls of this signature per step (median), None without steps
+
+
+def nearest_distance(rank: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per call: the distance from its end to the nearest end of the reference rank's calls (the rank
+    with the most calls). Its lower quartile over a job measures the end-skew noise."""
+    ranks, counts = np.unique(rank, return_counts=True)
+    ref_end = np.sort(end[rank == ranks[int(np.argmax(counts))]])
+    k = np.searchsorted(ref_end, end)
+    lo, hi = np.clip(k - 1, 0, ref_end.size - 1), np.clip(k, 0, ref_end.size - 1)
+    return np.minimum(np.abs(end - ref_end[lo]), np.abs(end - ref_end[hi])).astype(np.float64)
+
+
+def noise_of(distances: np.ndarray) -> float:
+    """The end-skew noise from every call's distance to its nearest reference end."""
+    d = distances[np.isfinite(distances) & (distances > 0)]
+    return NOISE_SPREADS * float(np.percentile(d, 25)) if d.size else 0.0
+
+
+def align_signature(rank: np.ndarray, arrival: np.ndarray, end: np.ndarray, step: np.ndarray,
+                    noise_ns: float, half_step_ns: float | None = None) -> SignatureAlignment:
+    """Align the calls of one signature of one group (rows: one call each, on the ranks that are members)."""
+    n = rank.size
+    order = np.lexsort((arrival, rank))
+    r_s, e_s, st_s = rank[order], end[order], step[order]
+    ranks, starts, counts = np.unique(r_s, return_index=True, return_counts=True)
+    code = np.repeat(np.arange(ranks.size), counts)
+    j = np.arange(n) - starts[code]  # index of the call within its rank's sequence
+    ref = int(np.argmax(counts))  # the most calls; np.argmax takes the lowest rank on ties
+    lo, n_ref = int(starts[ref]), int(counts[ref])
+    ref_end, ref_step = e_s[lo:lo + n_ref], st_s[lo:lo + n_ref]
+    scale = _scales(ref_end, noise_ns, half_step_ns)
+    cand_rank, cand_offset, cand_votes = _candidates(code, j, e_s, st_s, ref_end, ref_step, ranks.size)
+    best = _choose(cand_rank, cand_offset, cand_votes, starts, counts, e_s, ref_end, scale)
+    offset_of_rank = np.zeros(ranks.size, dtype=np.int64)
+    offset_of_rank[cand_rank[best]] = cand_offset[best]
+    pos = j - offset_of_rank[code]
+    paired = (pos >= 0) & (pos < n_ref)
+    diff = np.full(n, np.nan)
+    diff[paired] = e_s[paired] - ref_end[pos[paired]]
+    sc = np.full(n, np.inf)
+    sc[paired] = scale[pos[paired]]
+    out_pos, out_diff, out_scale = np.empty(n, dtype=np.int64), np.empty(n), np.empty(n)
+    out_pos[order], out_diff[order], out_scale[order] = pos, diff, sc
+    return SignatureAlignment(position=out_pos, difference_ns=out_diff, scale_ns=out_scale,
+                              reference=int(ranks[ref]), ranks=ranks, offset=offset_of_rank,
+                              calls_per_step=_per_step(ref_step))
+
+
+def refuse(rank: np.ndarray, difference_ns: np.ndarray, scale_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which pairings to refuse, and each call's deviation (its end difference less its rank's clock
+    difference: the median over the rank's agreeing pairings, 0 with fewer than MIN_CLOCK_PAIRS)."""
+    paired = np.isfinite(difference_ns)
+    agree = paired & (np.abs(np.where(paired, difference_ns, 0.0)) <= scale_ns)
+    ranks, code = np.unique(rank, return_inverse=True)
+    clock = _group_median(code[agree], difference_ns[agree], ranks.size)
+    enough = np.bincount(code[agree], minlength=ranks.size) >= MIN_CLOCK_PAIRS
+    clock = np.where(enough, clock, 0.0)
+    dev = np.where(paired, difference_ns - clock[code], 0.0)
+    return paired & (np.abs(dev) > scale_ns), dev
+
+
+def _scales(ref_end: np.ndarray, noise_ns: float, half_step_ns: float | None) -> np.ndarray:
+    """Per reference call: half the gap to its nearest other call of the signature (by end), at least
+    the noise and the floor, at most half a step (a pairing a step off is never right); half a step
+    for a lone call (infinite without steps)."""
+    n = ref_end.size
+    top = half_step_ns if half_step_ns and half_step_ns > 0 else np.inf
+    if n < 2:
+        return np.full(n, top)
+    by_end = np.argsort(ref_end, kind="stable")
+    e = ref_end[by_end].astype(np.float64)
+    gap = np.diff(e)
+    near = np.minimum(np.append(np.inf, gap), np.append(gap, np.inf))
+    out = np.empty(n)
+    out[by_end] = near / 2
+    return np.minimum(np.maximum(out, max(END_SKEW_FLOOR_NS, noise_ns)), max(top, END_SKEW_FLOOR_NS))
+
+
+def _candidates(code, j, e_s, st_s, ref_end, ref_step, n_ranks):
+    """Candidate offsets per rank: (rank code, offset, votes), several per rank."""
+    n_ref = ref_end.size
+    by_end = np.argsort(ref_end, kind="stable")
+    sorted_end = ref_end[by_end]
+    k = np.searchsorted(sorted_end, e_s)
+    k0, k1 = np.clip(k - 1, 0, n_ref - 1), np.clip(k, 0, n_ref - 1)
+    near = np.where(np.abs(sorted_end[k0] - e_s) <= np.abs(sorted_end[k1] - e_s), k0, k1)
+    votes = j - by_end[near]
+    span = n_ref + int(j.max()) + 1  # every offset lies in (-span, span)
+    width = 2 * span + 1
+    keys, counts = np.unique(code * width + (votes + span), return_counts=True)
+    c_rank, c_off, c_votes = keys // width, keys % width - span, counts
+    srt = np.lexsort((np.abs(c_off), -c_votes, c_rank))
+    c_rank, c_off, c_votes = c_rank[srt], c_off[srt], c_votes[srt]
+    first = np.searchsorted(c_rank, c_rank)  # the rank's first row among the sorted candidates
+    keep = (np.arange(c_rank.size) - first) < TOP_CANDIDATES
+    c_rank, c_off, c_votes = c_rank[keep], c_off[keep], c_votes[keep]
+    s_rank, s_off = _step_candidates(code, j, st_s, ref_step, n_ranks)
+    if s_rank.size:
+        c_rank = np.concatenate([c_rank, s_rank])
+        c_off = np.concatenate([c_off, s_off])
+        c_votes = np.concatenate([c_votes, np.zeros(s_rank.size, dtype=c_votes.dtype)])
+    return c_rank, c_off, c_votes
+
+
+def _step_candidates(code, j, st_s, ref_step, n_ranks):
+    """Per rank, the offset that pairs the k-th call of a step with the reference's k-th call of the
+    step with the same number (the most frequent over its calls); none without step numbers."""
+    ok = st_s >= 0
+    if not ok.any() or not (ref_step >= 0).any():
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    ref_steps, ref_first = np.unique(ref_step, return_index=True)
+    where = np.clip(np.searchsorted(ref_steps, st_s), 0, ref_steps.size - 1)
+    ok &= ref_steps[where] == st_s
+    # k: the call's index within its (rank, step): calls are sorted by rank, then arrival
+    key = code * (int(st_s.max()) + 2) + (st_s + 1)
+    new = np.append(True, key[1:] != key[:-1])
+    k = np.arange(key.size) - np.maximum.accumulate(np.where(new, np.arange(key.size), 0))
+    off = j - (ref_first[where] + k)
+    if not ok.any():
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    span = int(np.abs(off[ok]).max()) + 1
+    width = 2 * span + 1
+    keys, counts = np.unique(code[ok] * width + off[ok] + span, return_counts=True)
+    c_rank, c_off = keys // width, keys % width - span
+    srt = np.lexsort((-counts, c_rank))
+    c_rank, c_off = c_rank[srt], c_off[srt]
+    first = np.append(True, c_rank[1:] != c_rank[:-1])
+    return c_rank[first], c_off[first]
+
+
+def _choose(c_rank, c_off, c_votes, starts, counts, e_s, ref_end, scale) -> np.ndarray:
+    """Index of the best candidate of each rank: the highest agreement score, then the most votes,
+    then the smallest shift."""
+    reps = counts[c_rank]
+    cand = np.repeat(np.arange(c_rank.size), reps)
+    within = np.arange(cand.size) - np.repeat(np.cumsum(reps) - reps, reps)
+    i = within - c_off[cand]
+    valid = (i >= 0) & (i < ref_end.size)
+    d = np.abs(e_s[np.repeat(starts[c_rank], reps) + within][valid] - ref_end[i[valid]]).astype(np.float64)
+    closeness = np.maximum(0.0, 1.0 - d / scale[i[valid]])  # a lone reference call (infinite scale): 1
+    score = np.bincount(cand[valid], weights=closeness, minlength=c_rank.size)
+    srt = np.lexsort((np.abs(c_off), -c_votes, -np.round(score, 9), c_rank))
+    first = np.append(True, c_rank[srt][1:] != c_rank[srt][:-1])
+    return srt[first]
+
+
+def _group_median(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Median of ``values`` per code 0..n-1 (0 for a code without values)."""
+    out = np.zeros(n, dtype=np.float64)
+    if not code.size:
+        return out
+    order = np.lexsort((values, code))
+    c, v = code[order], values[order]
+    starts = np.searchsorted(c, np.arange(n))
+    ends = np.searchsorted(c, np.arange(n), side="right")
+    has = ends > starts
+    lo = (starts + (ends - starts - 1) // 2)[has]
+    hi = (starts + (ends - starts) // 2)[has]
+    out[has] = (v[lo] + v[hi]) / 2
+    return out
+
+
+def _per_step(ref_step: np.ndarray) -> float | None:
+    steps = ref_step[ref_step >= 0]
+    if not steps.size:
+        return None
+    return float(np.median(np.unique(steps, return_counts=True)[1]))
