@@ -14,7 +14,7 @@ from typing import Any, Callable
 from dataclasses import replace
 
 from .analyses import RankAnalysis
-from .checks import check_rank, check_verdict
+from .checks import check_job, check_rank, check_verdict
 from .engine.evaluate import Verdict, evaluate
 from .engine.health import lowest
 from .engine.params import resolve_params
@@ -33,8 +33,13 @@ from .result import load as load_report
 from .version import __version__
 
 
-_RANK_NAME_RES = (re.compile(r"rank[_\-]?(\d+)", re.I), re.compile(r"(?:^|[_\-.])r(\d+)(?:[_\-.]|$)"),
-                  re.compile(r"(?:^|[_\-.])(\d+)\.(?:pt\.)?trace\.json", re.I))
+# A rank in a file name: a "rank" token, then a "worker" token, then an "r" token, then a short number
+# right before ".pt.trace.json". Never a long number: torch.profiler's tensorboard handler names files
+# "<worker>.<timestamp in ms>.pt.trace.json" (nw0_worker0.1623143089861.pt.trace.json is not rank
+# 1623143089861), and pids and Unix times are just as long; no job has a million ranks.
+_RANK_NAME_RES = (re.compile(r"rank[_\-]?(\d{1,6})(?!\d)", re.I), re.compile(r"worker[_\-]?(\d{1,6})(?!\d)", re.I),
+                  re.compile(r"(?:^|[_\-.])r(\d{1,6})(?:[_\-.]|$)"),
+                  re.compile(r"(?:^|[_\-.])(\d{1,6})\.(?:pt\.)?trace\.json", re.I))
 _TRACE_FILE_RE = re.compile(r"\.(json|json\.gz|sqlite|sqlite3)$", re.I)
 
 
@@ -68,6 +73,8 @@ def rank_files(directory: str) -> list[str]:
 
 
 def rank_from_name(path: str) -> int | None:
+    """The rank a file name gives, for traces without ``distributedInfo`` (which always wins); None
+    when the name gives none."""
     base = os.path.basename(path)
     for rx in _RANK_NAME_RES:
         m = rx.search(base)
@@ -141,9 +148,12 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     if kind == "directory" or len(outputs) > 1:
         unreadable = {r for r in map(rank_from_name, failed) if r is not None}
         view = build_job([o.tables for o in outputs], unreadable_ranks=unreadable)
-        for r in results:
-            r.metrics.update(view.rank_context(r.rank))
-        job_verdict = _evaluate_job(view, results, params, rules)
+        for bug in check_job(view):
+            warn(path, bug)
+        if not view.not_a_job:  # files that share no collective are analysed each on its own
+            for r in results:
+                r.metrics.update(view.rank_context(r.rank))
+            job_verdict = _evaluate_job(view, results, params, rules)
     else:
         for o in outputs:
             o.result.metrics.update({"comm_top_collective": top_collective(o.tables)})
@@ -218,7 +228,8 @@ def _sha256_or_none(path: str) -> str | None:
 def _evaluate_job(view, results: list[RankAnalysis], params: dict | None, rules: list[Rule]) -> Verdict:
     """The job verdict: job rules and the median rank's metrics, with the job's communication split."""
     median = next((r for r in results if r.rank == view.median_rank), results[0] if results else None)
-    metrics = {**(median.metrics if median else {}), **view.metrics}
+    metrics = {**(median.metrics if median else {}), **view.metrics,
+               "rank_comm_wait_fraction": None}  # the job verdict has no rank of its own: TD620 speaks for it
     evidence = {**(median.evidence if median else {}), **view.evidence}
     step = view.metrics.get("job_step_time_p50_ns") or (median.step_time_ns if median else None)
     # predictions: the job view's replay for the straggler, the median rank's for its own labels
@@ -231,6 +242,12 @@ def _evaluate_job(view, results: list[RankAnalysis], params: dict | None, rules:
     kept = [h for h in verdict.health if not h.withhold]
     verdict.findings = [replace(f, confidence=lowest(h.confidence for h in kept if h.applies_to(view.metrics)))
                         if f.rule_id in job_only else f for f in verdict.findings]
+    # a finding about the straggler is no surer than the job view is of the straggler
+    sure = view.metrics.get("straggler_confidence")
+    if sure:
+        about = {r.id for r in rules if any(m.startswith("straggler_") for m in r.metrics_used)}
+        verdict.findings = [replace(f, confidence=lowest((f.confidence, sure))) if f.rule_id in about else f
+                            for f in verdict.findings]
     return verdict
 
 

@@ -195,3 +195,35 @@ def _copy(node: Any) -> Any:
     if isinstance(node, list):
         return [_copy(v) for v in node]
     return node
+
+
+# Job view: every per-step number of the rank table against the step it is a part of (2% for rounding).
+_JOB_STEP_SLACK = 1.02
+_JOB_PER_STEP_KEYS = ("wait_ms_per_step", "lateness_ms_per_step")
+
+
+def check_job(view: Any) -> list[str]:
+    """Check a job view (``tracedoc.job.JobView``) in place: its metrics by the registry's units, every
+    fraction of its rank table and stragglers in [0, 1], and no wait, lateness or cost per step above
+    the step it is part of. Offending values become None; the violations are returned (and added to
+    the view's issues)."""
+    c = _Checker()
+    for name, value in list(view.metrics.items()):
+        view.metrics[name] = c.value(f"job: metrics.{name}", value, metric_bounds(name))
+    for key in ("wait_fraction_of_comm",):
+        setattr(view, key, c.value(f"job: {key}", getattr(view, key), _UNIT_BOUNDS))
+    c.tree("job: rank_table", view.rank_rows)
+    c.tree("job: stragglers", [{k: v for k, v in s.items() if k != "breakdown"} for s in view.stragglers])
+    for row in view.rank_rows:
+        step = row.get("matched_step_p50_ms") or row.get("step_p50_ms")
+        for key in _JOB_PER_STEP_KEYS:
+            x = row.get(key)
+            if _is_number(x) and _is_number(step) and step > 0 and x > _JOB_STEP_SLACK * step:
+                row[key] = c.fail(f"job: rank_table[rank {row.get('rank')}].{key}", x, f"above its step ({step:.3f} ms)")
+    step_ns = view.metrics.get("job_step_time_p50_ns")
+    cost = view.metrics.get("straggler_wait_ms_per_step")
+    if _is_number(cost) and _is_number(step_ns) and step_ns > 0 and cost * 1e6 > _JOB_STEP_SLACK * step_ns:
+        view.metrics["straggler_wait_ms_per_step"] = c.fail("job: metrics.straggler_wait_ms_per_step", cost,
+                                                            f"above the job's step ({step_ns / 1e6:.3f} ms)")
+    view.issues.extend(c.violations)
+    return c.violations

@@ -51,7 +51,7 @@ DIRECTIONS: dict[str, str | None] = {
     "tokens_per_s": HIGHER, "samples_per_s": HIGHER, "memory_estimate_bytes": None, "max_micro_batch": None,
     # the job view across ranks
     "job_ranks": None, "collectives_matched": None, "job_step_time_p50_ns": LOWER,
-    "comm_wait_fraction": LOWER, "comm_busbw_gbps": HIGHER, "link_busbw_gbps": None,
+    "comm_wait_fraction": LOWER, "rank_comm_wait_fraction": LOWER, "comm_busbw_gbps": HIGHER, "link_busbw_gbps": None,
     "straggler_count": LOWER, "straggler_rank": None, "straggler_cause_ms_per_step": LOWER,
     "straggler_wait_ms_per_step": LOWER, "straggler_wait_fraction": LOWER,
     "runtime_calls": None, "profiler_range_events": None,

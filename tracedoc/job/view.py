@@ -22,7 +22,8 @@ from .whatif import straggler_removed
 TOP_COLLECTIVE_ROWS = 20
 # Metrics (names in the registry) the job view produces, for the job verdict and every rank of a job
 JOB_METRICS: tuple[str, ...] = (
-    "job_ranks", "collectives_matched", "job_step_time_p50_ns", "comm_wait_fraction", "comm_top_collective",
+    "job_ranks", "collectives_matched", "job_step_time_p50_ns", "comm_wait_fraction", "rank_comm_wait_fraction",
+    "comm_top_collective",
     "comm_busbw_gbps", "link_busbw_gbps", "straggler_count", "straggler_rank", "straggler_confidence", "straggler_cause",
     "straggler_cause_ms_per_step", "straggler_wait_ms_per_step", "straggler_wait_fraction",
     "straggler_arrived_last_fraction")
@@ -227,10 +228,15 @@ def _unmatched_issues(m) -> list[str]:
 
 
 def _not_a_job(view: JobView, tables: list[RankTables], stacked) -> str | None:
-    """Why the files are not one job (None when they are): two or more files, and no collective is
-    shared by their ranks, either because none records any or because none matches."""
+    """Why the files are not one job (None when they are): two or more files, no collective shared by
+    their ranks (none records any, or none matches), and the files do not say they are one job's
+    ranks (each a distinct rank of the same world size)."""
     if len(tables) < 2 or view.collectives_matched:
         return None
+    ranks = [rt.rank for rt in tables]
+    sizes = {rt.info.get("world_size") for rt in tables}
+    if None not in ranks and len(set(ranks)) == len(ranks) and len(sizes) == 1 and None not in sizes:
+        return None  # one job's ranks by their own account, even with no collective recorded
     with_calls = sum(1 for rt in tables if len(rt))
     if not with_calls:
         return (f"none of the {len(tables)} files records a collective call, so no rank waits for another: "

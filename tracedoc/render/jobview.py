@@ -31,7 +31,7 @@ def not_analysed(result: "AnalysisResult") -> list[str]:
 def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) -> dict | None:
     holder = getattr(result, "job", None)
     job = getattr(holder, "view", None)
-    if job is None:
+    if job is None or job.not_a_job:
         return None
     v = holder.verdict
     # ranks without steps: the findings speak of the iteration or the window (DESIGN.md), never of a "step"
@@ -60,13 +60,18 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
                        + (f" (links typically give {m['link_busbw_gbps']:.0f} GB/s)" if m.get("link_busbw_gbps") else ""))
     if job.clock_note:
         summary.append("clocks: " + job.clock_note)
+    aligned = _alignment_line(job.alignment)
+    if aligned:
+        summary.append(aligned)
     stragglers = []
     for s in job.stragglers:
+        cost = s.get("wait_cost_ms_per_step")
         stragglers.append({
-            "rank": s["rank"],
-            "line": (f"rank {s['rank']} arrives last at {fmt_pct(s['arrived_last_fraction'])} of the matched "
-                     f"collectives and costs every other rank {s['wait_cost_ms_per_step']:.1f} ms of wait per step; "
-                     f"cause: {s['cause_text']}"),
+            "rank": s["rank"], "confidence": s.get("confidence"),
+            "line": (f"rank {s['rank']} (confidence {s.get('confidence', 'high')}: {s.get('confidence_why', '')}) "
+                     f"arrives last at {fmt_pct(s['arrived_last_fraction'])} of the matched collectives and costs "
+                     "every other rank " + (f"{cost:.1f} ms" if cost is not None else "a share") +
+                     f" of wait per step; cause: {s['cause_text']}"),
             "breakdown": [[row["category"], _ms(row["rank_ms_per_step"], 2), _ms(row["median_ms_per_step"], 2),
                            _ms(row["excess_ms_per_step"], 2)] for row in s["breakdown"]],
         })
@@ -92,6 +97,24 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
         "compare": _compare(job),
         "median_rank": job.median_rank,
     }
+
+
+def _alignment_line(alignment: dict) -> str | None:
+    """Where each rank's window starts, when the ranks' windows differ (from ``job.alignment``)."""
+    parts = []
+    for g in (alignment or {}).get("groups", [])[:2]:
+        late = [r for r in g["ranks"] if r["offset_calls"]]
+        if not late:
+            continue
+        def when(r: dict) -> str:
+            return f"{r['offset_steps']:g} step{'s' if r['offset_steps'] != 1 else ''}" if r["offset_steps"] is not None \
+                else f"{r['offset_calls']} collectives"
+        shown = ", ".join(f"rank {r['rank']} +{when(r)}" for r in late[:6]) + (" ..." if len(late) > 6 else "")
+        parts.append(f"{shown} (group {g['group']})")
+    if not parts:
+        return None
+    return ("the ranks' windows start at different steps (aligned by where their collectives end; after the "
+            "earliest rank's): " + "; ".join(parts))
 
 
 def _heatmaps(h: dict) -> list[dict]:
@@ -141,7 +164,7 @@ def focus_of(result: "AnalysisResult"):
     job's median rank, else the rank whose top finding explains the most of its step."""
     holder = getattr(result, "job", None)
     job = getattr(holder, "view", None)
-    if holder is None or job is None or not result.ranks:
+    if holder is None or job is None or not result.ranks or job.not_a_job:
         return result.focus, "whose top finding explains the most of its step"
     if holder.focus_asked:
         return result.ranks[holder.focus_index], "asked for with --rank"

@@ -72,7 +72,10 @@ def view_renderables(view: ReportView, options: TextOptions = TextOptions()) -> 
         return [*out, Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
                 *_rank_block(view.ranks[0], brief=False, options=options)]
     if view.multi_rank and view.rank_table is not None:
-        return [_rank_table(view, options),
+        lead = [Text(f"tracedoc · {view.rank_count} trace files, not one job", style="bold"),
+                Text(view.not_a_job, style="yellow"), *(Text(x, style="yellow") for x in view.not_analysed)] \
+            if view.not_a_job else []
+        return [*lead, _rank_table(view, options),
                 Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
                 *_rank_block(view.ranks[0], brief=not options.verbose, options=options)]
     return _rank_block(view.ranks[0], brief=False, options=options)

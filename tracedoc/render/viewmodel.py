@@ -61,7 +61,7 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: st
     Perfetto overlay written beside the report, which the HTML page links to."""
     from dataclasses import replace as _replace
 
-    from .jobview import build_job_view, focus_of, paired_excerpts
+    from .jobview import build_job_view, focus_of, not_analysed, paired_excerpts
 
     focus, focus_reason = focus_of(result)
     inputs = [InputView(name=os.path.basename(p), path=p, sha256=result.hashes.get(p) or "not computed")
@@ -88,6 +88,8 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: st
         focus_reason=focus_reason,
         focus_asked=bool(result.job is not None and result.job.focus_asked),
         overlay_href=overlay_href,
+        not_a_job=getattr(getattr(result.job, "view", None), "not_a_job", None),
+        not_analysed=not_analysed(result),
     )
     paired = paired_excerpts(result, focus) if caps.timeline and focus is not None else None
     if paired:  # the straggler's step beside the median rank's

@@ -285,3 +285,5 @@ class ReportView:
     focus_reason: str = ""
     focus_asked: bool = False  # the focus rank was asked for (--rank N)
     overlay_href: str | None = None  # the Perfetto overlay written beside an HTML report
+    not_a_job: str | None = None  # a directory of files that are not one job: why (each is analysed alone)
+    not_analysed: list[str] = field(default_factory=list)  # then: the files that could not be read
