@@ -55,7 +55,8 @@ def register(sub: Any) -> None:
                         "the document)")
     a.add_argument("--perfetto", metavar="OUT.json",
                    help="also write the trace with tracedoc's tracks (idle causes, critical path, findings) "
-                        "for ui.perfetto.dev or chrome://tracing")
+                        "for ui.perfetto.dev or chrome://tracing; for a directory of ranks, every rank on one "
+                        "timeline, matched collectives linked across ranks (.gz compresses)")
     a.add_argument("--log", metavar="FILE", help="a training log whose findings join the trace report "
                                                  "(a tracedoc run directory brings its steps.jsonl)")
     add_estimate_options(a)
@@ -173,7 +174,9 @@ def cmd_analyze(args) -> int:
 
         check_output_path(args.perfetto, result.inputs, "--perfetto")
         write_perfetto(result, args.perfetto)
-        print(f"tracedoc: wrote the Perfetto overlay to {args.perfetto}", file=sys.stderr)
+        merged = result.job is not None and getattr(result.job.view, "not_a_job", True) is None
+        print(f"tracedoc: wrote the {'merged timeline of the ranks' if merged else 'Perfetto overlay'} to "
+              f"{args.perfetto}", file=sys.stderr)
         if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):
             render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:

@@ -61,6 +61,8 @@ class JobView:
     what_if_unavailable: str | None = field(default=None, compare=False)
     alignment: dict[str, Any] = field(default_factory=dict)  # offsets found per rank, unmatched calls by reason
     not_a_job: str | None = None  # why the files are not one job (no shared collective), None for a job
+    # the matched collectives per member (aligned clock) for the merged timeline; not saved in JSON
+    instances: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     def what_ifs(self) -> dict[str, dict]:
         """Predicted job step time per verdict label the job view replays (``straggler_bound``)."""
@@ -151,6 +153,8 @@ def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset =
     common_steps = _step_tables(ranks, view, m.step_shift)
     t = time_instances(stacked, m, ranks, coarse)
     view.timing_mode, view.clock_note = t.mode if t.inst.size else None, t.clock_note
+    view.alignment["clock_offsets_ns"] = {str(r): int(v) for r, v in sorted(t.offsets_ns.items()) if v}
+    view.instances = _instances(t, stacked)
     if t.untimed:
         view.issues.append(f"{t.untimed} matched collectives lack a GPU kernel or CPU call on some rank; "
                            "their waits are not measured")
@@ -200,6 +204,15 @@ def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset =
 
 
 # -- pieces ---------------------------------------------------------------------------------------
+
+def _instances(t, stacked) -> dict[str, Any]:
+    """Per member of each matched, timed collective (aligned clock): what the merged timeline draws."""
+    from .waits import median_arrival
+
+    return {"rank": t.rank, "inst": t.inst, "arrival_ns": t.arrival_ns, "end_ns": t.end_ns,
+            "last_ns": t.last_ns, "last_rank": t.last_rank, "median_ns": median_arrival(t) if t.inst.size else t.last_ns,
+            "type": [stacked.types[int(x)] for x in t.type.tolist()]}
+
 
 def _unmatched_issues(m) -> list[str]:
     """What the report says about the calls left unmatched, by reason."""

@@ -104,7 +104,7 @@ def rank_waits(t: Timing, windows: StepWindows) -> dict[int, RankWaits]:
     ranks = np.unique(t.rank)
     code = np.searchsorted(ranks, t.rank)
     last = np.minimum(t.last_ns[t.inst], np.maximum(t.end_ns, t.arrival_ns))  # no rank waits after it left
-    med = _median_arrival(t)[t.inst]
+    med = median_arrival(t)[t.inst]
     late = t.arrival_ns > med
     wcode = np.searchsorted(ranks, windows.rank)
     known = (wcode < ranks.size) & (ranks[np.minimum(wcode, ranks.size - 1)] == windows.rank)
@@ -164,7 +164,7 @@ def _median_by(code: np.ndarray, values: np.ndarray, n: int) -> list[float | Non
     return out
 
 
-def _median_arrival(t: Timing) -> np.ndarray:
+def median_arrival(t: Timing) -> np.ndarray:
     """Median arrival of each instance (the mean of the two middle arrivals for an even count)."""
     m = t.last_ns.size
     order = np.lexsort((t.arrival_ns, t.inst))
