@@ -4,7 +4,7 @@ across ranks whose windows differ).
 Ranks open and close their profilers independently and carry work launched before their window
 opened, so rank r's first recorded collective need not be rank s's. Where no sequence number is
 recorded, a group's calls of one signature (type and size; all-to-all: dtype, as ``all_to_allv``
-sends a different amount from every rank) form one sequence per rank, in order of arrival. The
+sends a different amount from every rank) form one sequence per rank, in the order issued. The
 members of a collective leave it together, so the right alignment of two ranks' sequences is the
 offset at which their ends agree: the end skew of a right alignment is microseconds on NCCL (a few
 hundred on a CPU backend), of a wrong one the distance to another call of the signature -- often a
@@ -60,6 +60,17 @@ class SignatureAlignment:
     calls_per_step: float | None  # the reference's calls of this signature per step (median), None without steps
 
 
+def _rank_then_issue_order(rank: np.ndarray, issued: np.ndarray) -> np.ndarray:
+    """The rows sorted by rank, then by issue time; no sort where they are already (the stacked
+    table holds each rank's calls together, mostly in the order issued)."""
+    if rank.size < 2:
+        return np.arange(rank.size)
+    same = rank[1:] == rank[:-1]
+    if (rank[1:] >= rank[:-1]).all() and (issued[1:][same] >= issued[:-1][same]).all():
+        return np.arange(rank.size)
+    return np.lexsort((issued, rank))
+
+
 def nearest_distance(rank: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per call: the distance from its end to the nearest end of the reference rank's calls (the rank
     with the most calls). Its lower quartile over a job measures the end-skew noise."""
@@ -76,13 +87,15 @@ def noise_of(distances: np.ndarray) -> float:
     return NOISE_SPREADS * float(np.percentile(d, 25)) if d.size else 0.0
 
 
-def align_signature(rank: np.ndarray, arrival: np.ndarray, end: np.ndarray, step: np.ndarray,
+def align_signature(rank: np.ndarray, issued: np.ndarray, end: np.ndarray, step: np.ndarray,
                     noise_ns: float, half_step_ns: float | None = None) -> SignatureAlignment:
-    """Align the calls of one signature of one group (rows: one call each, on the ranks that are members)."""
+    """Align the calls of one signature of one group (rows: one call each, on the ranks that are members;
+    ``issued``: when each call was issued, which orders a rank's sequence)."""
     n = rank.size
-    order = np.lexsort((arrival, rank))
+    order = _rank_then_issue_order(rank, issued)
     r_s, e_s, st_s = rank[order], end[order], step[order]
-    ranks, starts, counts = np.unique(r_s, return_index=True, return_counts=True)
+    starts = np.flatnonzero(np.append(True, r_s[1:] != r_s[:-1]))
+    ranks, counts = r_s[starts], np.diff(np.append(starts, n))
     code = np.repeat(np.arange(ranks.size), counts)
     j = np.arange(n) - starts[code]  # index of the call within its rank's sequence
     ref = int(np.argmax(counts))  # the most calls; np.argmax takes the lowest rank on ties
@@ -147,7 +160,7 @@ def _candidates(code, j, e_s, st_s, ref_end, ref_step, n_ranks):
     votes = j - by_end[near]
     span = n_ref + int(j.max()) + 1  # every offset lies in (-span, span)
     width = 2 * span + 1
-    keys, counts = np.unique(code * width + (votes + span), return_counts=True)
+    keys, counts = _count_keys(code * width + (votes + span), n_ranks * width)
     c_rank, c_off, c_votes = keys // width, keys % width - span, counts
     srt = np.lexsort((np.abs(c_off), -c_votes, c_rank))
     c_rank, c_off, c_votes = c_rank[srt], c_off[srt], c_votes[srt]
@@ -180,12 +193,22 @@ def _step_candidates(code, j, st_s, ref_step, n_ranks):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     span = int(np.abs(off[ok]).max()) + 1
     width = 2 * span + 1
-    keys, counts = np.unique(code[ok] * width + off[ok] + span, return_counts=True)
+    keys, counts = _count_keys(code[ok] * width + off[ok] + span, n_ranks * width)
     c_rank, c_off = keys // width, keys % width - span
     srt = np.lexsort((-counts, c_rank))
     c_rank, c_off = c_rank[srt], c_off[srt]
     first = np.append(True, c_rank[1:] != c_rank[:-1])
     return c_rank[first], c_off[first]
+
+
+def _count_keys(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys (0..size-1), ascending, and how often each occurs: a count over the key range
+    when it is not much larger than the keys, else a sort."""
+    if size <= 8 * keys.size + 1024:
+        counts = np.bincount(keys, minlength=size)
+        present = np.flatnonzero(counts)
+        return present, counts[present]
+    return np.unique(keys, return_counts=True)
 
 
 def _choose(c_rank, c_off, c_votes, starts, counts, e_s, ref_end, scale) -> np.ndarray:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..model.groups import first_rows, isin, row_codes, stable_order
-from .align import SignatureAlignment, align_signature, nearest_distance, noise_of, refuse
+from .align import SignatureAlignment, _group_median, align_signature, nearest_distance, noise_of, refuse
 from .instances import COLUMNS, RankTables
 
 KEY_SEQ = "group+seq"
@@ -145,6 +145,9 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
         shift = _per_row(stacked.rank, coarse)
         arrival, end = arrival - shift, end - shift
         windows = {r: (a - coarse.get(r, 0), b - coarse.get(r, 0)) for r, (a, b) in (windows or {}).items()}
+    # a rank's sequence is in the order its calls were issued (NCCL requires the same order on every
+    # member); a kernel with no call (launched before the window opened) by when it ran
+    issued = np.where(c["call_start_ns"] >= 0, c["call_start_ns"], arrival)
     todo = np.flatnonzero(~use_seq & in_group)
     noise = 0.0
     if todo.size:
@@ -154,7 +157,7 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
         noise = noise_of(np.concatenate([nearest_distance(stacked.rank[b], end[b]) for b in blocks]))
         difference, scale = np.full(n, np.nan), np.full(n, np.inf)
         for rows in blocks:
-            al = align_signature(stacked.rank[rows], arrival[rows], end[rows], c["step"][rows], noise, half_step_ns)
+            al = align_signature(stacked.rank[rows], issued[rows], end[rows], c["step"][rows], noise, half_step_ns)
             position[rows], difference[rows], scale[rows] = al.position, al.difference_ns, al.scale_ns
             aligned[int(sig[rows[0]])] = al
         refused[todo], deviation[todo] = refuse(stacked.rank[todo], difference[todo], scale[todo])
@@ -234,11 +237,9 @@ def _step_shift(stacked: Stacked, instance: np.ndarray, ok_row: np.ndarray) -> d
     anchor_step[inst[a]] = stacked.cols["step"][rows][a]
     has = anchor_step[inst] != np.iinfo(np.int64).min
     d = anchor_step[inst][has] - stacked.cols["step"][rows][has]
-    r = rank[has]
-    out = {}
-    for rk in np.unique(r).tolist():
-        out[int(rk)] = int(np.round(np.median(d[r == rk])))
-    return out
+    ranks, code = np.unique(rank[has], return_inverse=True)
+    med = _group_median(code, d.astype(np.float64), ranks.size)
+    return {int(r): int(np.round(v)) for r, v in zip(ranks.tolist(), med.tolist())}
 
 
 def _alignment_report(stacked: Stacked, aligned: dict, sig, group, reason, deviation, ok_row, shift, refused,
@@ -270,8 +271,8 @@ def _alignment_report(stacked: Stacked, aligned: dict, sig, group, reason, devia
     by_rank = []
     ranks = np.unique(stacked.rank)
     rcode = np.searchsorted(ranks, stacked.rank)
-    counts = np.zeros((ranks.size, len(REASONS)), dtype=np.int64)
-    np.add.at(counts, (rcode, reason), 1)
+    counts = np.bincount(rcode * len(REASONS) + reason, minlength=ranks.size * len(REASONS)).reshape(
+        ranks.size, len(REASONS))
     for i, r in enumerate(ranks.tolist()):
         unmatched = {REASON_KEYS[k]: int(counts[i, k]) for k in range(1, len(REASONS)) if counts[i, k]}
         by_rank.append({"rank": int(r), "matched": int(counts[i, REASON_MATCHED]), "unmatched": unmatched,

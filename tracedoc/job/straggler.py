@@ -115,8 +115,10 @@ def rank_stats(t: Timing, waits: dict[int, RankWaits], step_shift: dict[int, int
     late = t.arrival_ns - med[t.inst]
     # trials for the chance test: steps in the job's numbering (instances when no step is recorded); a
     # rank is late in a step when the instances it arrived last at hold at least half of the step's wait
-    shift = np.array([step_shift.get(int(r), 0) for r in t.rank.tolist()], dtype=np.int64) if step_shift \
-        else np.zeros(t.rank.size, dtype=np.int64)
+    shift = np.zeros(t.rank.size, dtype=np.int64)
+    if step_shift:
+        ranks_u, inverse = np.unique(t.rank, return_inverse=True)
+        shift = np.array([step_shift.get(int(r), 0) for r in ranks_u.tolist()], dtype=np.int64)[inverse]
     inst_step = np.full(m, -1, dtype=np.int64)
     has_step = t.step >= 0
     inst_step[t.inst[has_step]] = (t.step + shift)[has_step]

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..model.groups import distinct, isin
 from ..model.stats import median
+from .align import _group_median
 from .instances import RankTables
 from .match import Matches, Stacked
 
@@ -67,6 +68,7 @@ class Timing:
     untimed: int  # matched instances without an arrival on every member
     offsets_ns: dict[int, int] = field(default_factory=dict)
     clock_note: str = ""
+    median_ns: np.ndarray | None = None  # per instance: the median arrival (waits.median_arrival fills it)
 
 
 def coarse_offsets(ranks: list[RankTables]) -> dict[int, int]:
@@ -178,12 +180,13 @@ def _clock_offsets(ranks: list[RankTables], inst, rank, end, ctype, types) -> tu
         by_domain.setdefault(domain.get(rk, f"rank {rk}"), []).append(rk)
     if len(by_domain) < 2:
         return {}, "one clock domain; times are taken as recorded"
-    est = {}
-    for dom, rks in by_domain.items():
-        d = delta[isin(r, rks)]
-        off = median(d)
-        spread = median(np.abs(d - off)) if d.size > 1 else 0.0
-        est[dom] = (off, spread)
+    names = list(by_domain)
+    ranks_u, inverse = np.unique(r, return_inverse=True)
+    dom_of_rank = {rk: i for i, d in enumerate(names) for rk in by_domain[d]}
+    dcode = np.array([dom_of_rank[int(x)] for x in ranks_u.tolist()], dtype=np.int64)[inverse]
+    off = _group_median(dcode, delta.astype(np.float64), len(names))
+    spread = _group_median(dcode, np.abs(delta - off[dcode]), len(names))
+    est = {d: (float(off[i]), float(spread[i])) for i, d in enumerate(names)}
     ref = domain.get(min(r.tolist()))
     ref_off = est[ref][0]
     offsets, shifted = {}, []

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import intervals as iv
+from ..model.groups import distinct
 from ..model.stats import median
 from .instances import RankTables
 from .timing import Timing
@@ -74,20 +75,22 @@ def _share(part: float | None, whole: float | None) -> float | None:
 def step_windows(ranks: list[RankTables], t: Timing, step_shift: dict[int, int]) -> StepWindows:
     """The windows of the steps in which each rank has a matched collective."""
     parts = {k: [] for k in ("rank", "step", "lo", "hi", "time")}
-    inst_steps: dict[int, set] = {}
-    if t.inst.size:
-        have = t.step >= 0
-        for r in np.unique(t.rank[have]).tolist():
-            inst_steps[int(r)] = set(np.unique(t.step[have & (t.rank == r)]).tolist())
+    have = t.step >= 0
+    # (rank, step) of the matched collectives, as one sorted key: rank x width + step
+    width = int(t.step[have].max()) + 1 if have.any() else 1
+    lo_step = int(t.step[have].min()) if have.any() else 0
+    keys = distinct(t.rank[have] * width + (t.step[have] - lo_step)) if have.any() else np.zeros(0, np.int64)
+    key_rank = keys // width if keys.size else keys
     for rt in ranks:
         st = rt.steps
-        own = inst_steps.get(rt.rank)
-        if not st["number"].size or not own:
+        a, b = np.searchsorted(key_rank, [rt.rank, rt.rank + 1]) if keys.size else (0, 0)
+        own = keys[a:b] - rt.rank * width + lo_step
+        if not st["number"].size or not own.size:
             continue
         shift = t.offsets_ns.get(rt.rank, 0)
         completion = np.maximum.accumulate(st["completion_ns"]) - shift
         lo = np.append(st["start_ns"][:1] - shift, completion[:-1])
-        keep = np.isin(st["number"], list(own))
+        keep = np.isin(st["number"], own)
         parts["rank"].append(np.full(int(keep.sum()), rt.rank, dtype=np.int64))
         parts["step"].append(st["number"][keep] + step_shift.get(rt.rank, 0))
         parts["lo"].append(lo[keep])
@@ -109,12 +112,13 @@ def rank_waits(t: Timing, windows: StepWindows) -> dict[int, RankWaits]:
     wcode = np.searchsorted(ranks, windows.rank)
     known = (wcode < ranks.size) & (ranks[np.minimum(wcode, ranks.size - 1)] == windows.rank)
     wk, lo, hi = wcode[known], windows.lo_ns[known], windows.hi_ns[known]
-    wait_each = per_window(code, t.arrival_ns, last, wk, lo, hi, ranks.size)
+    waiting = KeyedUnion(code, t.arrival_ns, last, ranks.size)
+    wait_each = waiting.within(wk, lo, hi)
     late_each = per_window(code[late], med[late], t.arrival_ns[late], wk, lo, hi, ranks.size)
     windows.wait_ns = np.zeros(windows.rank.size, dtype=np.int64)
     windows.wait_ns[known] = wait_each
     comm = union_length(code, t.arrival_ns, np.maximum(t.end_ns, t.arrival_ns), ranks.size)
-    comm_wait = union_length(code, t.arrival_ns, last, ranks.size)
+    comm_wait = waiting.totals()
     steps = np.bincount(wk, minlength=ranks.size)
     time = np.bincount(wk, weights=windows.step_time_ns[known].astype(np.float64), minlength=ranks.size)
     wait = np.bincount(wk, weights=wait_each.astype(np.float64), minlength=ranks.size)
@@ -166,6 +170,12 @@ def _median_by(code: np.ndarray, values: np.ndarray, n: int) -> list[float | Non
 
 def median_arrival(t: Timing) -> np.ndarray:
     """Median arrival of each instance (the mean of the two middle arrivals for an even count)."""
+    if t.median_ns is None:
+        t.median_ns = _median_arrival(t)
+    return t.median_ns
+
+
+def _median_arrival(t: Timing) -> np.ndarray:
     m = t.last_ns.size
     order = np.lexsort((t.arrival_ns, t.inst))
     a, inst = t.arrival_ns[order], t.inst[order]
@@ -181,44 +191,63 @@ def median_arrival(t: Timing) -> np.ndarray:
 
 # -- unions of intervals per key ------------------------------------------------------------------
 
+class KeyedUnion:
+    """The union of each key's intervals ``[lo, hi)`` (keys 0..n_keys-1), computed as one union on a
+    line where key k occupies ``[k * width, (k + 1) * width)`` (in chunks of keys where that would
+    overflow int64), so that intervals of different keys never merge."""
+
+    def __init__(self, key: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_keys: int,
+                 t0: int | None = None, t1: int | None = None):
+        self.n_keys = n_keys
+        self.chunks: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        if not key.size:
+            self.t0, self.width, self.per_chunk = 0, 1, max(n_keys, 1)
+            return
+        self.t0 = int(lo.min()) if t0 is None else min(int(lo.min()), t0)
+        top = int(max(hi.max(), lo.max())) if t1 is None else max(int(hi.max()), int(lo.max()), t1)
+        self.width = top - self.t0 + 2
+        self.per_chunk = max(1, _LIMIT // self.width)
+        for first in range(0, n_keys, self.per_chunk):
+            sel = (key >= first) & (key < first + self.per_chunk) if n_keys > self.per_chunk else slice(None)
+            k = key[sel] - first
+            seg_lo, seg_hi = iv.union(k * self.width + (lo[sel] - self.t0), k * self.width + (hi[sel] - self.t0))
+            self.chunks.append((first, seg_lo, seg_hi, np.concatenate([[0], np.cumsum(seg_hi - seg_lo)])))
+
+    def totals(self) -> np.ndarray:
+        """Per key: the length of its union."""
+        out = np.zeros(self.n_keys, dtype=np.int64)
+        for first, seg_lo, seg_hi, _ in self.chunks:
+            np.add.at(out, seg_lo // self.width + first, seg_hi - seg_lo)
+        return out
+
+    def within(self, w_key: np.ndarray, w_lo: np.ndarray, w_hi: np.ndarray) -> np.ndarray:
+        """Per window ``(w_lo, w_hi]`` of key ``w_key``: the length of the key's union inside it."""
+        out = np.zeros(w_key.size, dtype=np.int64)
+        for first, seg_lo, seg_hi, cum in self.chunks:
+            sel = np.flatnonzero((w_key >= first) & (w_key < first + self.per_chunk))
+            if not sel.size:
+                continue
+            base = (w_key[sel] - first) * self.width
+            top = self.width - 1
+
+            def at(t: np.ndarray) -> np.ndarray:
+                return _covered_to(seg_lo, seg_hi, cum, base + np.clip(t[sel] - self.t0, 0, top))
+
+            out[sel] = at(w_hi) - at(w_lo)
+        return out
+
+
 def union_length(key: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_keys: int) -> np.ndarray:
     """Per key 0..n_keys-1: the length of the union of its intervals ``[lo, hi)``."""
-    out = np.zeros(n_keys, dtype=np.int64)
-    for sel, seg_lo, seg_hi, base, width in _keyed_unions(key, lo, hi):
-        np.add.at(out, seg_lo // width + base, seg_hi - seg_lo)
-    return out
-
-
-def windowed(key: np.ndarray, lo: np.ndarray, hi: np.ndarray, w_key: np.ndarray, w_lo: np.ndarray,
-             w_hi: np.ndarray, n_keys: int) -> np.ndarray:
-    """Per key: the length of the union of its intervals inside its windows ``(w_lo, w_hi]`` (the
-    windows of one key are disjoint)."""
-    return np.bincount(w_key, weights=per_window(key, lo, hi, w_key, w_lo, w_hi, n_keys).astype(np.float64),
-                       minlength=n_keys).astype(np.int64) if w_key.size else np.zeros(n_keys, dtype=np.int64)
+    return KeyedUnion(key, lo, hi, n_keys).totals()
 
 
 def per_window(key: np.ndarray, lo: np.ndarray, hi: np.ndarray, w_key: np.ndarray, w_lo: np.ndarray,
                w_hi: np.ndarray, n_keys: int) -> np.ndarray:
     """Per window: the length of the union of its key's intervals ``[lo, hi)`` inside it."""
-    out = np.zeros(w_key.size, dtype=np.int64)
     if not key.size or not w_key.size:
-        return out
-    t0 = int(min(lo.min(), w_lo.min()))
-    t1 = int(max(hi.max(), w_hi.max()))
-    width = t1 - t0 + 2
-    per_chunk = max(1, _LIMIT // width)
-    for first in range(0, n_keys, per_chunk):
-        sel = (key >= first) & (key < first + per_chunk)
-        wsel = np.flatnonzero((w_key >= first) & (w_key < first + per_chunk))
-        if not sel.any() or not wsel.size:
-            continue
-        k = key[sel] - first
-        seg_lo, seg_hi = iv.union(k * width + (lo[sel] - t0), k * width + (hi[sel] - t0))
-        cum = np.concatenate([[0], np.cumsum(seg_hi - seg_lo)])
-        wk = w_key[wsel] - first
-        out[wsel] = (_covered_to(seg_lo, seg_hi, cum, wk * width + (w_hi[wsel] - t0))
-                     - _covered_to(seg_lo, seg_hi, cum, wk * width + (w_lo[wsel] - t0)))
-    return out
+        return np.zeros(w_key.size, dtype=np.int64)
+    return KeyedUnion(key, lo, hi, n_keys).within(w_key, w_lo, w_hi)
 
 
 def _covered_to(seg_lo: np.ndarray, seg_hi: np.ndarray, cum: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -229,21 +258,3 @@ def _covered_to(seg_lo: np.ndarray, seg_hi: np.ndarray, cum: np.ndarray, x: np.n
     i = idx[ok]
     out[ok] = cum[i] + np.minimum(x[ok] - seg_lo[i], seg_hi[i] - seg_lo[i])
     return out
-
-
-def _keyed_unions(key: np.ndarray, lo: np.ndarray, hi: np.ndarray):
-    """Unions per key, computed as one union on the line where key k occupies ``[k*width, (k+1)*width)``
-    (chunks of keys where that would overflow): yields (selection, segment lows, highs, key base, width)."""
-    if not key.size:
-        return
-    t0, t1 = int(lo.min()), int(max(hi.max(), lo.max()))
-    width = t1 - t0 + 2
-    per_chunk = max(1, _LIMIT // width)
-    n_keys = int(key.max()) + 1
-    for first in range(0, n_keys, per_chunk):
-        sel = (key >= first) & (key < first + per_chunk)
-        if not sel.any():
-            continue
-        k = key[sel] - first
-        seg_lo, seg_hi = iv.union(k * width + (lo[sel] - t0), k * width + (hi[sel] - t0))
-        yield sel, seg_lo, seg_hi, first, width
