@@ -25,7 +25,10 @@ between the reference's call and its nearest other call of the signature (nearer
 than to its partner, it would be the neighbour's), but never below the job's end-skew noise --
 ``NOISE_SPREADS`` x the lower quartile of every call's distance to the nearest reference end, about
 7 standard deviations of the skews of right pairings on a busy CPU backend -- nor
-``END_SKEW_FLOOR_NS``, and never above half a step: a pairing a step off is never right. ``refuse`` turns away a pairing whose end, less the rank's clock difference
+``END_SKEW_FLOOR_NS``, and never above half a step: a pairing a step off is never right. A CPU
+backend (gloo) runs a collective on a worker thread whose end, on a busy host, can trail the other
+ranks' by many milliseconds (up to half a step measured with three ranks on two cores): there the
+scale is ``CPU_SCALE_STEPS`` of a step, and only pairings about a step off are refused. ``refuse`` turns away a pairing whose end, less the rank's clock difference
 (the median over its agreeing pairings), lies beyond that scale. Vectorised over ranks: a signature
 costs O(calls log calls).
 """
@@ -41,6 +44,10 @@ END_SKEW_FLOOR_NS = 50_000
 # The end-skew noise: this many times the lower quartile of the distances to the nearest reference
 # end. For normal skews the lower quartile of |skew| is 0.32 standard deviations: 22 x is about 7.
 NOISE_SPREADS = 22.0
+# Calls timed on the host (CPU backends): ends may be this many steps apart and still be one call.
+# A gloo worker thread's end on a busy host trails the others' by up to half a step (measured: 22 ms
+# of a 44 ms step, three ranks on two cores); a pairing a step off is a step apart: midway between.
+CPU_SCALE_STEPS = 0.75
 # A rank's clock difference is taken from at least this many agreeing pairings (else none is assumed).
 MIN_CLOCK_PAIRS = 3
 # Offsets per rank taken from the nearest-end votes (the most voted first).
@@ -88,9 +95,10 @@ def noise_of(distances: np.ndarray) -> float:
 
 
 def align_signature(rank: np.ndarray, issued: np.ndarray, end: np.ndarray, step: np.ndarray,
-                    noise_ns: float, half_step_ns: float | None = None) -> SignatureAlignment:
+                    noise_ns: float, half_step_ns: float | None = None, on_cpu: bool = False) -> SignatureAlignment:
     """Align the calls of one signature of one group (rows: one call each, on the ranks that are members;
-    ``issued``: when each call was issued, which orders a rank's sequence)."""
+    ``issued``: when each call was issued, which orders a rank's sequence). ``on_cpu``: the calls
+    are timed on the host (a CPU backend's worker thread): their scale is ``CPU_SCALE_STEPS`` of a step."""
     n = rank.size
     order = _rank_then_issue_order(rank, issued)
     r_s, e_s, st_s = rank[order], end[order], step[order]
@@ -102,6 +110,8 @@ def align_signature(rank: np.ndarray, issued: np.ndarray, end: np.ndarray, step:
     lo, n_ref = int(starts[ref]), int(counts[ref])
     ref_end, ref_step = e_s[lo:lo + n_ref], st_s[lo:lo + n_ref]
     scale = _scales(ref_end, noise_ns, half_step_ns)
+    if on_cpu and half_step_ns:
+        scale = np.full(n_ref, max(2 * CPU_SCALE_STEPS * float(half_step_ns), END_SKEW_FLOOR_NS))
     cand_rank, cand_offset, cand_votes = _candidates(code, j, e_s, st_s, ref_end, ref_step, ranks.size)
     best = _choose(cand_rank, cand_offset, cand_votes, starts, counts, e_s, ref_end, scale)
     offset_of_rank = np.zeros(ranks.size, dtype=np.int64)

@@ -157,7 +157,8 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
         noise = noise_of(np.concatenate([nearest_distance(stacked.rank[b], end[b]) for b in blocks]))
         difference, scale = np.full(n, np.nan), np.full(n, np.inf)
         for rows in blocks:
-            al = align_signature(stacked.rank[rows], issued[rows], end[rows], c["step"][rows], noise, half_step_ns)
+            al = align_signature(stacked.rank[rows], issued[rows], end[rows], c["step"][rows], noise, half_step_ns,
+                                 on_cpu=not (c["gpu_end_ns"][rows] >= 0).any())
             position[rows], difference[rows], scale[rows] = al.position, al.difference_ns, al.scale_ns
             aligned[int(sig[rows[0]])] = al
         refused[todo], deviation[todo] = refuse(stacked.rank[todo], difference[todo], scale[todo])

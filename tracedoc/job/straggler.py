@@ -9,7 +9,8 @@ rank that starts its step early and waits for the straggler has the longest step
 
 Confidence: ``high`` when the chance test passes over steps; ``medium`` when too few steps were
 profiled for that test and it passes over collective instances; ``low`` for the rank that arrives
-last most often when neither can decide (a one-step profile still names its likely straggler).
+last most often when there are too few collectives for a test, or only one step (a one-step profile
+still names its likely straggler, never no one).
 
 Its cause: the lead-in category (time from its previous collective end to its arrival) in which
 it spends more per step than the median rank, by the largest margin; host launch starvation when
@@ -176,8 +177,8 @@ def find_stragglers(stats: list[RankStats], n_ranks: int,
     confidence (DESIGN.md round 3): ``high`` when the chance test passes over steps; ``medium`` when
     the steps cannot decide (fewer than ``MIN_STEP_TRIALS``, or too few for the test to pass at
     all) and it passes over collective instances; ``low`` for the rank that arrives last most often
-    when neither test can decide. Where enough steps were profiled and the test says chance, no
-    one is named.
+    when there are too few collectives for that test to pass at all, or one step only. Where a test
+    could decide and says chance (and more than one step was profiled), no one is named.
     """
     if len(stats) < 2:
         return []
@@ -213,12 +214,12 @@ def _confidence(s: RankStats, n_ranks: int, alpha: float, most_often_last: bool)
     if inst_p < alpha:
         return "medium", (f"last at {s.arrived_last} of {s.decided} collectives, chance {_p(inst_p)}; only {few}, "
                           f"so the test runs over collectives, which within a step are not independent")
-    if most_often_last:
-        can = chance_of(s.decided, s.decided, n_ranks) < alpha
+    can = chance_of(s.decided, s.decided, n_ranks) < alpha  # could the test over collectives pass at all?
+    if most_often_last and (not can or s.trials <= 1):  # too few for a test, or one step: its likely straggler
         return "low", (f"last at {s.arrived_last} of {s.decided} collectives, more often than any other rank; "
-                       + (f"but chance alone gives that {_p(inst_p)} of the time" if can else
+                       + (f"only {few}, and chance alone gives that {_p(inst_p)} of the time" if can else
                           f"{few} and {s.decided} collectives are too few for a chance test"))
-    return None, ""
+    return None, f"last at {s.arrived_last} of {s.decided} collectives: as often as chance allows"
 
 
 def _p(p: float) -> str:
