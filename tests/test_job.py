@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import os
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 import pytest

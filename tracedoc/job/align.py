@@ -35,7 +35,7 @@ costs O(calls log calls).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -22,7 +22,6 @@ import numpy as np
 
 from ..model import intervals as iv
 from ..model.groups import distinct
-from ..model.stats import median
 from .instances import RankTables
 from .timing import Timing
 
