@@ -272,3 +272,36 @@ def test_perfetto_on_a_directory_merges_the_ranks_with_linked_collectives(tmp_pa
     assert late and {e["pid"] for e in late} == {next(p for p, n in (
         (e["pid"], e["args"]["name"]) for e in events if e.get("ph") == "M" and e["name"] == "process_name")
         if n == "rank 1")}
+
+
+def test_a_straggler_whose_gpu_waits_for_its_host_is_host_launch_starvation(tmp_path):
+    """Rank 1 spends 8 ms of every 20 ms step in CPU work before it launches its kernels; its GPU idles
+    meanwhile (busy about 15%, 40% of the window in host-late gaps of milliseconds). Its cause is host
+    work, and the host starves its GPU: the report says host launch starvation."""
+    d = tmp_path / "job"
+    d.mkdir()
+    for rank in (0, 1):
+        b = TraceBuilder(rank=rank, world_size=2)
+        for k in range(8):
+            base = BASE_US + k * STEP_US
+            b.step(k + 1, base, base + STEP_US - 100.0)
+            host = 8_000.0 if rank == 1 else 0.0
+            if host:
+                b.cpu_op("aten::index", base + 20.0, base + 20.0 + host)
+            t = base + 40.0 + host
+            for i in range(2):
+                b.kernel("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", t + 20.0 + i * 700.0, 650.0, op="aten::mm",
+                         launch_at=t + i * 5.0)
+            a = t + 1_500.0
+            last = base + 40.0 + 8_000.0 + 1_500.0
+            b.nccl(a, last + 1_000.0 - a, nelems=NELEMS, launch_at=t + 12.0)
+        b.write(d / f"rank{rank}.pt.trace.json.gz")
+    result = analyze(d, jobs=1)
+    job = result.to_dict()["job"]
+    (s,) = job["stragglers"]
+    assert s["rank"] == 1 and s["cause"] == "host_launch"
+    assert s["cause_text"].startswith("host launch starvation")
+    rank1 = next(r for r in result.ranks if r.rank == 1)
+    assert rank1.metrics["gpu_busy_fraction"] < 0.5
+    (finding,) = [f for f in job["verdict"]["findings"] if f["rule_id"] == "TD620"]
+    assert any("waits for its host to launch work" in x for x in finding["fixes"])

@@ -57,8 +57,21 @@ def analyze_file(path: str, options: dict, progress: Callable[[float], None] | N
     for t in traces:
         if t.meta.rank is None and len(traces) == 1 and rank_of is not None:
             t.meta.rank = rank_of(path)
-        out.append(RankOutput(analyze_trace(t, workers=workers), rank_tables(t, lead_in=lead_in or len(traces) > 1)))
+        result = analyze_trace(t, workers=workers)
+        tables = rank_tables(t, lead_in=lead_in or len(traces) > 1)
+        tables.info.update(gpu_figures(result.metrics))
+        out.append(RankOutput(result, tables))
     return out
+
+
+def gpu_figures(metrics: dict) -> dict[str, float | None]:
+    """What the job view's straggler cause reads from a rank's own analysis: how busy its GPU is, and
+    the share of its window idle in host-late gaps of 1 ms or more not blocked in a sync (TD104's
+    quantity): host launch starvation."""
+    late = [metrics.get(k) for k in ("idle_host_launch_fraction", "idle_short_launch_fraction",
+                                     "idle_host_late_blocked_fraction")]
+    host_late = max(0.0, late[0] - late[1] - late[2]) if all(isinstance(x, (int, float)) for x in late) else None
+    return {"gpu_busy_fraction": metrics.get("gpu_busy_fraction"), "host_late_idle_fraction": host_late}
 
 
 def _guarded(path: str, options: dict, rank_of) -> tuple[list[RankOutput], dict | None]:
