@@ -13,6 +13,7 @@ training step has a different number on every rank).
 """
 
 import argparse
+import gc
 import gzip
 import os
 import shutil
@@ -90,8 +91,11 @@ def main():
         for batch in batches:
             train(batch)
             prof.step()
-    # free what holds the process group before destroying it (see train_tiny.py)
-    del model, opt, train, batches
+    # free everything that holds the process group (the DDP module, its last work items) and collect
+    # it now, before destroying the group: left to interpreter shutdown, a gloo worker that frees its
+    # last work item must take the GIL while Python finalizes, and the process aborts (train_tiny.py)
+    del model, opt, train, batches, prof, loader
+    gc.collect()
     dist.barrier()
     dist.destroy_process_group()
     print(f"rank {rank}/{world}: {steps} steps, profiled after {wait}")

@@ -11,12 +11,13 @@ hundred on a CPU backend), of a wrong one the distance to another call of the si
 step. Per signature, every rank is aligned with a reference rank (the member with the most calls of
 it, the lowest on ties):
 
-1. candidates: the offsets that pair a call with the reference's call ending nearest to it (the
-   most frequent few per rank), and the offset that pairs the k-th call of a step with the
-   reference's k-th call of the same step number;
+1. candidates: the offsets that pair a call with the reference's call ending nearest to it, or with
+   the call of the same index within that call's step (the most frequent few per rank), and the
+   offset that pairs the k-th call of a step with the reference's k-th call of the same step number;
 2. each candidate is scored by how well the paired ends agree: the sum over its pairs of
    ``max(0, 1 - |end difference| / scale)``; many pairs that end together score high, pairs as far
-   apart as the scale score nothing;
+   apart as the scale score nothing, and so does a pair of calls at different indices within their
+   steps (every member issues a step's collectives in the same order);
 3. the best candidate (ties: more votes, then the smaller shift) gives every call of the rank its
    position in the reference's sequence.
 
@@ -112,8 +113,10 @@ def align_signature(rank: np.ndarray, issued: np.ndarray, end: np.ndarray, step:
     scale = _scales(ref_end, noise_ns, half_step_ns)
     if on_cpu and half_step_ns:
         scale = np.full(n_ref, max(2 * CPU_SCALE_STEPS * float(half_step_ns), END_SKEW_FLOOR_NS))
-    cand_rank, cand_offset, cand_votes = _candidates(code, j, e_s, st_s, ref_end, ref_step, ranks.size)
-    best = _choose(cand_rank, cand_offset, cand_votes, starts, counts, e_s, ref_end, scale)
+    kk = _index_in_step(code, st_s)
+    k_ref = kk[lo:lo + n_ref]
+    cand_rank, cand_offset, cand_votes = _candidates(code, j, e_s, st_s, ref_end, ref_step, ranks.size, kk, k_ref)
+    best = _choose(cand_rank, cand_offset, cand_votes, starts, counts, e_s, ref_end, scale, kk, k_ref)
     offset_of_rank = np.zeros(ranks.size, dtype=np.int64)
     offset_of_rank[cand_rank[best]] = cand_offset[best]
     pos = j - offset_of_rank[code]
@@ -159,33 +162,42 @@ def _scales(ref_end: np.ndarray, noise_ns: float, half_step_ns: float | None) ->
     return np.minimum(np.maximum(out, max(END_SKEW_FLOOR_NS, noise_ns)), max(top, END_SKEW_FLOOR_NS))
 
 
-def _candidates(code, j, e_s, st_s, ref_end, ref_step, n_ranks):
-    """Candidate offsets per rank: (rank code, offset, votes), several per rank."""
+def _candidates(code, j, e_s, st_s, ref_end, ref_step, n_ranks, kk, k_ref):
+    """Candidate offsets per rank: (rank code, offset, votes), several per rank. Each call votes for
+    the offset that pairs it with the reference call ending nearest to it, and for the one that pairs
+    it with the call of the same index in that call's step (ends blur within a step on a busy host;
+    the step they fall in does not)."""
     n_ref = ref_end.size
     by_end = np.argsort(ref_end, kind="stable")
     sorted_end = ref_end[by_end]
     k = np.searchsorted(sorted_end, e_s)
     k0, k1 = np.clip(k - 1, 0, n_ref - 1), np.clip(k, 0, n_ref - 1)
-    near = np.where(np.abs(sorted_end[k0] - e_s) <= np.abs(sorted_end[k1] - e_s), k0, k1)
-    votes = j - by_end[near]
+    near = by_end[np.where(np.abs(sorted_end[k0] - e_s) <= np.abs(sorted_end[k1] - e_s), k0, k1)]
+    votes = j - near
+    in_step = (kk >= 0) & (k_ref[near] >= 0) & (k_ref[near] != kk)  # where the nearest is another index
+    same_index = j[in_step] - (near[in_step] - k_ref[near[in_step]] + kk[in_step])
+    votes = np.concatenate([votes, same_index])
+    voter = np.concatenate([code, code[in_step]])
     span = n_ref + int(j.max()) + 1  # every offset lies in (-span, span)
     width = 2 * span + 1
-    keys, counts = _count_keys(code * width + (votes + span), n_ranks * width)
+    keys, counts = _count_keys(voter * width + (votes + span), n_ranks * width)
     c_rank, c_off, c_votes = keys // width, keys % width - span, counts
     srt = np.lexsort((np.abs(c_off), -c_votes, c_rank))
     c_rank, c_off, c_votes = c_rank[srt], c_off[srt], c_votes[srt]
     first = np.searchsorted(c_rank, c_rank)  # the rank's first row among the sorted candidates
     keep = (np.arange(c_rank.size) - first) < TOP_CANDIDATES
     c_rank, c_off, c_votes = c_rank[keep], c_off[keep], c_votes[keep]
-    s_rank, s_off = _step_candidates(code, j, st_s, ref_step, n_ranks)
-    if s_rank.size:
-        c_rank = np.concatenate([c_rank, s_rank])
-        c_off = np.concatenate([c_off, s_off])
-        c_votes = np.concatenate([c_votes, np.zeros(s_rank.size, dtype=c_votes.dtype)])
+    s_rank, s_off = _step_candidates(code, j, st_s, ref_step, n_ranks, kk)
+    if s_rank.size:  # the step candidates the votes do not already hold
+        voted = c_rank * width + (c_off + span)
+        new = ~np.isin(s_rank * width + (s_off + span), voted) & (np.abs(s_off) < span)
+        c_rank = np.concatenate([c_rank, s_rank[new]])
+        c_off = np.concatenate([c_off, s_off[new]])
+        c_votes = np.concatenate([c_votes, np.zeros(int(new.sum()), dtype=c_votes.dtype)])
     return c_rank, c_off, c_votes
 
 
-def _step_candidates(code, j, st_s, ref_step, n_ranks):
+def _step_candidates(code, j, st_s, ref_step, n_ranks, kk):
     """Per rank, the offset that pairs the k-th call of a step with the reference's k-th call of the
     step with the same number (the most frequent over its calls); none without step numbers."""
     ok = st_s >= 0
@@ -194,11 +206,7 @@ def _step_candidates(code, j, st_s, ref_step, n_ranks):
     ref_steps, ref_first = np.unique(ref_step, return_index=True)
     where = np.clip(np.searchsorted(ref_steps, st_s), 0, ref_steps.size - 1)
     ok &= ref_steps[where] == st_s
-    # k: the call's index within its (rank, step): calls are sorted by rank, then arrival
-    key = code * (int(st_s.max()) + 2) + (st_s + 1)
-    new = np.append(True, key[1:] != key[:-1])
-    k = np.arange(key.size) - np.maximum.accumulate(np.where(new, np.arange(key.size), 0))
-    off = j - (ref_first[where] + k)
+    off = j - (ref_first[where] + kk)
     if not ok.any():
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     span = int(np.abs(off[ok]).max()) + 1
@@ -211,6 +219,17 @@ def _step_candidates(code, j, st_s, ref_step, n_ranks):
     return c_rank[first], c_off[first]
 
 
+def _index_in_step(code: np.ndarray, st_s: np.ndarray) -> np.ndarray:
+    """Per call (sorted by rank, then issue): its index among its rank's calls of the signature in the
+    same step; -1 outside every step."""
+    if not st_s.size:
+        return np.zeros(0, dtype=np.int64)
+    key = code * (int(st_s.max()) + 2) + (st_s + 1)
+    new = np.append(True, key[1:] != key[:-1])
+    k = np.arange(key.size) - np.maximum.accumulate(np.where(new, np.arange(key.size), 0))
+    return np.where(st_s >= 0, k, -1)
+
+
 def _count_keys(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct keys (0..size-1), ascending, and how often each occurs: a count over the key range
     when it is not much larger than the keys, else a sort."""
@@ -221,16 +240,20 @@ def _count_keys(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     return np.unique(keys, return_counts=True)
 
 
-def _choose(c_rank, c_off, c_votes, starts, counts, e_s, ref_end, scale) -> np.ndarray:
+def _choose(c_rank, c_off, c_votes, starts, counts, e_s, ref_end, scale, kk, k_ref) -> np.ndarray:
     """Index of the best candidate of each rank: the highest agreement score, then the most votes,
-    then the smallest shift."""
+    then the smallest shift. A pair of calls at different indices within their steps scores nothing:
+    every member issues the same collectives in a step, in the same order."""
     reps = counts[c_rank]
     cand = np.repeat(np.arange(c_rank.size), reps)
     within = np.arange(cand.size) - np.repeat(np.cumsum(reps) - reps, reps)
     i = within - c_off[cand]
     valid = (i >= 0) & (i < ref_end.size)
-    d = np.abs(e_s[np.repeat(starts[c_rank], reps) + within][valid] - ref_end[i[valid]]).astype(np.float64)
+    rows = np.repeat(starts[c_rank], reps) + within
+    d = np.abs(e_s[rows][valid] - ref_end[i[valid]]).astype(np.float64)
     closeness = np.maximum(0.0, 1.0 - d / scale[i[valid]])  # a lone reference call (infinite scale): 1
+    a, b = kk[rows][valid], k_ref[i[valid]]
+    closeness[(a >= 0) & (b >= 0) & (a != b)] = 0.0
     score = np.bincount(cand[valid], weights=closeness, minlength=c_rank.size)
     srt = np.lexsort((np.abs(c_off), -c_votes, -np.round(score, 9), c_rank))
     first = np.append(True, c_rank[srt][1:] != c_rank[srt][:-1])
