@@ -53,6 +53,8 @@ CPU_SCALE_STEPS = 0.75
 MIN_CLOCK_PAIRS = 3
 # Offsets per rank taken from the nearest-end votes (the most voted first).
 TOP_CANDIDATES = 3
+# Candidate pairings scored at once (bounds the memory of the scoring, not its result).
+CHOOSE_CHUNK = 1 << 17
 
 
 @dataclass
@@ -170,17 +172,21 @@ def _candidates(code, j, e_s, st_s, ref_end, ref_step, n_ranks, kk, k_ref):
     n_ref = ref_end.size
     by_end = np.argsort(ref_end, kind="stable")
     sorted_end = ref_end[by_end]
-    k = np.searchsorted(sorted_end, e_s)
-    k0, k1 = np.clip(k - 1, 0, n_ref - 1), np.clip(k, 0, n_ref - 1)
-    near = by_end[np.where(np.abs(sorted_end[k0] - e_s) <= np.abs(sorted_end[k1] - e_s), k0, k1)]
-    votes = j - near
-    in_step = (kk >= 0) & (k_ref[near] >= 0) & (k_ref[near] != kk)  # where the nearest is another index
-    same_index = j[in_step] - (near[in_step] - k_ref[near[in_step]] + kk[in_step])
-    votes = np.concatenate([votes, same_index])
-    voter = np.concatenate([code, code[in_step]])
+    k1 = np.searchsorted(sorted_end, e_s)
+    k0 = np.clip(k1 - 1, 0, n_ref - 1)
+    np.clip(k1, 0, n_ref - 1, out=k1)
+    nearer_below = np.abs(sorted_end[k0] - e_s) <= np.abs(sorted_end[k1] - e_s)
+    near = by_end[np.where(nearer_below, k0, k1)]
+    del k0, k1, nearer_below
+    kn = k_ref[near]
+    in_step = (kk >= 0) & (kn >= 0) & (kn != kk)  # where the nearest is another index in its step
     span = n_ref + int(j.max()) + 1  # every offset lies in (-span, span)
     width = 2 * span + 1
-    keys, counts = _count_keys(voter * width + (votes + span), n_ranks * width)
+    key = code * width + (j - near + span)
+    extra = code[in_step] * width + (j[in_step] - (near[in_step] - kn[in_step] + kk[in_step]) + span)
+    del near, kn
+    keys, counts = _count_keys(np.concatenate([key, extra]), n_ranks * width)
+    del key, extra
     c_rank, c_off, c_votes = keys // width, keys % width - span, counts
     srt = np.lexsort((np.abs(c_off), -c_votes, c_rank))
     c_rank, c_off, c_votes = c_rank[srt], c_off[srt], c_votes[srt]
@@ -233,7 +239,7 @@ def _index_in_step(code: np.ndarray, st_s: np.ndarray) -> np.ndarray:
 def _count_keys(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """The distinct keys (0..size-1), ascending, and how often each occurs: a count over the key range
     when it is not much larger than the keys, else a sort."""
-    if size <= 8 * keys.size + 1024:
+    if size <= 2 * keys.size + 1024:
         counts = np.bincount(keys, minlength=size)
         present = np.flatnonzero(counts)
         return present, counts[present]
@@ -244,17 +250,31 @@ def _choose(c_rank, c_off, c_votes, starts, counts, e_s, ref_end, scale, kk, k_r
     """Index of the best candidate of each rank: the highest agreement score, then the most votes,
     then the smallest shift. A pair of calls at different indices within their steps scores nothing:
     every member issues the same collectives in a step, in the same order."""
-    reps = counts[c_rank]
-    cand = np.repeat(np.arange(c_rank.size), reps)
-    within = np.arange(cand.size) - np.repeat(np.cumsum(reps) - reps, reps)
-    i = within - c_off[cand]
-    valid = (i >= 0) & (i < ref_end.size)
-    rows = np.repeat(starts[c_rank], reps) + within
-    d = np.abs(e_s[rows][valid] - ref_end[i[valid]]).astype(np.float64)
-    closeness = np.maximum(0.0, 1.0 - d / scale[i[valid]])  # a lone reference call (infinite scale): 1
-    a, b = kk[rows][valid], k_ref[i[valid]]
-    closeness[(a >= 0) & (b >= 0) & (a != b)] = 0.0
-    score = np.bincount(cand[valid], weights=closeness, minlength=c_rank.size)
+    score = np.zeros(c_rank.size)
+    alone = np.bincount(c_rank, minlength=starts.size)[c_rank] == 1  # a rank's only candidate needs no score
+    todo = np.flatnonzero(~alone)
+    reps_all = counts[c_rank]
+    # score in chunks of about CHOOSE_CHUNK pairs: the pairs of every candidate of every rank at once
+    # would hold several times the job's calls
+    bounds = np.searchsorted(np.cumsum(reps_all[todo]), np.arange(CHOOSE_CHUNK, int(reps_all[todo].sum()) + CHOOSE_CHUNK,
+                                                                  CHOOSE_CHUNK), side="right") if todo.size else []
+    lo = 0
+    for hi in list(bounds) + [todo.size]:
+        part = todo[lo:max(hi, lo + 1)] if lo < todo.size else todo[:0]
+        lo = max(hi, lo + 1)
+        if not part.size:
+            continue
+        reps = reps_all[part]
+        cand = np.repeat(np.arange(part.size), reps)
+        within = np.arange(cand.size) - np.repeat(np.cumsum(reps) - reps, reps)
+        i = within - c_off[part][cand]
+        valid = (i >= 0) & (i < ref_end.size)
+        rows = (np.repeat(starts[c_rank[part]], reps) + within)[valid]
+        i = i[valid]
+        closeness = np.maximum(0.0, 1.0 - np.abs(e_s[rows] - ref_end[i]) / scale[i])  # lone reference call: 1
+        a, b = kk[rows], k_ref[i]
+        closeness[(a >= 0) & (b >= 0) & (a != b)] = 0.0
+        score[part] = np.bincount(cand[valid], weights=closeness, minlength=part.size)
     srt = np.lexsort((np.abs(c_off), -c_votes, -np.round(score, 9), c_rank))
     first = np.append(True, c_rank[srt][1:] != c_rank[srt][:-1])
     return srt[first]
