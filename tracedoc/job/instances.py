@@ -72,7 +72,7 @@ class RankTables:
     groups: list[str]  # vocabularies of the coded columns
     types: list[str]
     dtypes: list[str]
-    steps: dict[str, np.ndarray]  # number, start_ns, completion_ns, step_time_ns
+    steps: dict[str, np.ndarray]  # number, start_ns, completion_ns, step_time_ns, timed (1: has a step time)
     info: dict[str, Any] = field(default_factory=dict)  # host, world_size, backend, pg_config, has_gpu, span
 
     def __len__(self) -> int:
@@ -337,11 +337,12 @@ def _kernels(trace: Trace, call_of_row: np.ndarray, cols: dict, n: int) -> dict[
 # -- steps and lead-in ----------------------------------------------------------------------------
 
 def _steps(trace: Trace) -> dict[str, np.ndarray]:
-    """Step number, CPU start, completion and step time (completion interval, DESIGN.md)."""
+    """Step number, CPU start, completion, step time (completion interval, DESIGN.md) and whether the
+    step has one (``timed``: 0 for the steps a pre-window backlog ran ahead of, DESIGN.md round 3)."""
     steps = find_steps(trace)
     if not len(steps):
         z = np.zeros(0, dtype=np.int64)
-        return {"number": z, "start_ns": z, "completion_ns": z, "step_time_ns": z}
+        return {"number": z, "start_ns": z, "completion_ns": z, "step_time_ns": z, "timed": z}
     numbers = []
     for i, name in enumerate(steps.names):
         m = STEP_RE.match(name)
@@ -353,7 +354,9 @@ def _steps(trace: Trace) -> dict[str, np.ndarray]:
     step_time = np.empty_like(completion)
     step_time[0] = completion[0] - start[0]
     step_time[1:] = np.diff(np.maximum.accumulate(completion))
-    return {"number": numbers, "start_ns": start, "completion_ns": completion, "step_time_ns": step_time}
+    timed = steps.timed()[order].astype(np.int64)
+    return {"number": numbers, "start_ns": start, "completion_ns": completion, "step_time_ns": step_time,
+            "timed": timed}
 
 
 def _assign_steps(cols: dict, steps: dict) -> None:

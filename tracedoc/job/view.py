@@ -126,7 +126,7 @@ def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset =
     ranks, issues, excluded = admit(tables)
     view = JobView(ranks=[rt.rank for rt in ranks], issues=issues, excluded=excluded)
     for rt in ranks:
-        st = rt.steps["step_time_ns"]
+        st = _timed(rt)
         if st.size:
             view.step_ms_by_rank[rt.rank] = {"p50": percentile(st, 50) / 1e6,
                                              "p95": percentile(st, 95) / 1e6, "steps": int(st.size)}
@@ -212,6 +212,13 @@ def _instances(t, stacked) -> dict[str, Any]:
     return {"rank": t.rank, "inst": t.inst, "arrival_ns": t.arrival_ns, "end_ns": t.end_ns,
             "last_ns": t.last_ns, "last_rank": t.last_rank, "median_ns": median_arrival(t) if t.inst.size else t.last_ns,
             "type": [stacked.types[int(x)] for x in t.type.tolist()]}
+
+
+def _timed(rt: RankTables) -> np.ndarray:
+    """The rank's step times, without the steps a pre-window backlog ran ahead of (they have none)."""
+    st = rt.steps["step_time_ns"]
+    timed = rt.steps.get("timed")
+    return st[timed.astype(bool)] if timed is not None and timed.size == st.size else st
 
 
 def _unmatched_issues(m) -> list[str]:
@@ -343,8 +350,9 @@ def _heatmap(view: JobView, ranks, windows, steps: list[int], shift: dict[int, i
     row_of = {rt.rank: i for i, rt in enumerate(ranks)}
     for rt in ranks:
         numbers = (rt.steps["number"] + shift.get(rt.rank, 0)).tolist()
-        for num, st in zip(numbers, rt.steps["step_time_ns"].tolist()):
-            if num in idx:
+        timed = rt.steps.get("timed", np.ones(len(numbers), dtype=np.int64)).tolist()
+        for num, st, has in zip(numbers, rt.steps["step_time_ns"].tolist(), timed):
+            if num in idx and has:
                 step_ms[row_of[rt.rank], idx[num]] = st / 1e6
     if windows.wait_ns is not None:
         for r, num, w in zip(windows.rank.tolist(), windows.step.tolist(), windows.wait_ns.tolist()):

@@ -90,6 +90,8 @@ def step_windows(ranks: list[RankTables], t: Timing, step_shift: dict[int, int])
         completion = np.maximum.accumulate(st["completion_ns"]) - shift
         lo = np.append(st["start_ns"][:1] - shift, completion[:-1])
         keep = np.isin(st["number"], own)
+        if "timed" in st:  # a step a pre-window backlog ran ahead of has no step time to take a share of
+            keep &= st["timed"].astype(bool)
         parts["rank"].append(np.full(int(keep.sum()), rt.rank, dtype=np.int64))
         parts["step"].append(st["number"][keep] + step_shift.get(rt.rank, 0))
         parts["lo"].append(lo[keep])
