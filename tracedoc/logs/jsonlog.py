@@ -30,11 +30,21 @@ _FLAGS = ("type", "rank", "profiled")  # read as they are (strings, ints, boolea
 
 
 def loads_lenient(text: bytes | str) -> Any:
-    """Decode JSON that may hold NaN/Infinity literals."""
+    """Decode JSON that may hold NaN/Infinity literals; ValueError for anything else that is not JSON,
+    nesting too deep to decode included."""
     try:
         return msgspec.json.decode(text)
     except msgspec.DecodeError:
-        return json.loads(text)
+        pass
+    try:
+        return json.loads(text, parse_int=_int_or_float)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to decode") from None
+
+
+def _int_or_float(text: str) -> int | float:
+    """An integer literal; one of more digits than Python converts is read as a float (inf)."""
+    return int(text) if len(text) <= 4000 else float(text)
 
 
 def quote_nonfinite(data: bytes) -> bytes:
@@ -271,8 +281,8 @@ def _decode_lines_one_by_one(source: str, data: bytes, attrs: list[str], kinds: 
             rows.append(decoder.decode(quote_nonfinite(line)))
         except msgspec.DecodeError:
             try:  # odd spacing around NaN, or a string that held the word
-                rows.append(msgspec.convert(json.loads(line), struct, strict=False))
-            except (ValueError, msgspec.ValidationError):
+                rows.append(msgspec.convert(loads_lenient(line), struct, strict=False))
+            except (ValueError, msgspec.ValidationError, RecursionError):
                 bad_lines.append(number)
     last = max((i for i, line in enumerate(lines, 1) if line.strip()), default=0)
     truncated = bool(bad_lines) and bad_lines[-1] == last and not data.rstrip(b" \t").endswith(b"\n")
