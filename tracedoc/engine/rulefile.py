@@ -40,6 +40,8 @@ LOG_EVIDENCE_TABLES: tuple[str, ...] = (
     "loss_spikes",
     "throughput_dips",
     "periodic_stalls",
+    "loss_bumps",
+    "skip_groups",
     "lr_schedule",
     "config_checks",
 )
