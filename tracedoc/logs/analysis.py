@@ -337,7 +337,8 @@ def _skips(series, m, anomalies, evidence, charts) -> None:
     steps = series.step
     col = series.col("skipped_iterations")
     scale = series.col("loss_scale")
-    rhythm = skip_rhythm(steps, col, scale, series.events)
+    rhythm = skip_rhythm(steps, col, scale, series.events,
+                         series.present["skipped_iterations"] if col is not None else None)
     overflow = [e for e in series.events if e.get("kind") == "overflow"]
     m["skipped_iterations"] = int(np.nansum(col)) if col is not None else (rhythm.skips if overflow else None)
     span = int(steps[-1] - steps[0]) + 1 if len(series) else 0

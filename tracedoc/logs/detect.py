@@ -253,7 +253,8 @@ def find_period(slow_steps: np.ndarray, slow_idx: np.ndarray, all_steps: np.ndar
     slow steps; a long dip is not a stall and its start is not a beat), the candidates are the most common
     spacings and their multiples, and the one kept has at least ``min_hits`` slow starts on one phase,
     slow on at least ``min_coverage`` of the logged steps of that phase, and the most hits x coverage
-    (stalls every 200 steps do not read as every 100: half the steps of phase 0 mod 100 are fast)."""
+    (stalls every 200 steps do not read as every 100: half the steps of phase 0 mod 100 are fast); on a
+    tie the longer period, which explains the same slow steps with fewer assumptions."""
     if slow_steps.size < min_hits:
         return None
     log_stride = max(1, int(np.median(np.diff(all_steps)))) if all_steps.size > 1 else 1
@@ -264,7 +265,7 @@ def find_period(slow_steps: np.ndarray, slow_idx: np.ndarray, all_steps: np.ndar
         return None
     values, counts = np.unique(spacing, return_counts=True)
     top = [int(k) for k in values[np.argsort(-counts, kind="stable")][:4]]
-    candidates = sorted({k * m for k in top for m in (1, 2, 3)} | {k // 2 for k in top if k // 2 >= 2 * log_stride})
+    candidates = sorted({k * m for k in top for m in (1, 2, 3)})
     best, best_score = None, -1.0
     for k in candidates:
         phases, pcounts = np.unique(slow_steps % k, return_counts=True)
@@ -277,7 +278,7 @@ def find_period(slow_steps: np.ndarray, slow_idx: np.ndarray, all_steps: np.ndar
             continue
         coverage = hits / expected
         score = hits * coverage
-        if coverage >= min_coverage and score > best_score + 1e-9:
+        if coverage >= min_coverage and score >= best_score - 1e-9:  # a tie: the longer period explains as much
             best, best_score = Period(k, phase, slow_idx[on], coverage), score
     return best
 

@@ -62,10 +62,10 @@ def read_nanogpt(source: str, text: str) -> LogSeries:
                             "mfu": parse_number(m.group(4)) if m.group(4) else None})
             continue
         m = EVAL_RE.match(line)
-        if m:
+        if m:  # evaluated before iteration N trains: the event follows the last logged iteration
             step = int(m.group(1))
             records.append({"step": step, "val_loss": parse_number(m.group(3))})
-            events.items.append({"kind": "eval", "step": step})
+            events.items.append({"kind": "eval", "step": last if last is not None else step})
             continue
         events.feed(line, last)
     return _finish(source, "nanoGPT", records, warnings, events, text)

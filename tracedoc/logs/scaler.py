@@ -64,8 +64,9 @@ def scale_values(steps: np.ndarray, logged: np.ndarray | None, events: list[dict
 
 
 def skip_rhythm(steps: np.ndarray, skipped: np.ndarray | None, scale: np.ndarray | None,
-                events: list[dict[str, Any]]) -> SkipRhythm:
-    """Classify the skipped steps of one series (see the module docstring)."""
+                events: list[dict[str, Any]], counted: np.ndarray | None = None) -> SkipRhythm:
+    """Classify the skipped steps of one series (see the module docstring). ``counted``: the points where
+    the skip counter was logged (the first of them holds the calibration however late it is printed)."""
     overflow = [e for e in events if e.get("kind") == "overflow"]
     if skipped is not None and np.nansum(skipped) > 0:
         at = np.flatnonzero(np.nan_to_num(skipped) > 0)
@@ -95,7 +96,8 @@ def skip_rhythm(steps: np.ndarray, skipped: np.ndarray | None, scale: np.ndarray
         else:
             groups.append([s, s, c])
     span = max(1, int(steps[-1] - steps[0]) + 1) if steps.size else 1
-    calibrating = groups[0][0] <= int(steps[0]) + max(2 * stride, span // 50)
+    first_count = int(steps[counted][0]) if counted is not None and counted.any() else int(steps[0])
+    calibrating = groups[0][0] <= max(first_count, int(steps[0]) + max(2 * stride, span // 50))
     rest = groups[1:] if calibrating else groups
     out.calibration_skips = groups[0][2] if calibrating else 0
     sizes = np.array([g[2] for g in rest]) if rest else np.array([], dtype=np.int64)
@@ -109,15 +111,17 @@ def skip_rhythm(steps: np.ndarray, skipped: np.ndarray | None, scale: np.ndarray
         kind = "calibration" if calibrating and i == 0 else ("burst" if (i - calibrating) in burst_at else "steady")
         out.groups.append({"start_step": g[0], "end_step": g[1], "skips": g[2], "kind": kind,
                            **_scales_in(g, overflow)})
-    after = steps[steps > groups[0][1]] if calibrating else steps
+    # after calibration the scale climbs back to where the gradients overflow before the trickle starts:
+    # rates are measured from the first group after calibration on
+    after = steps[steps >= rest[0][0]] if rest else steps[:0]
     post_span = max(1, int(after[-1] - after[0]) + 1) if after.size else 0
     post_skips = int(sizes.sum()) if sizes.size else 0
     pattern, reason = ("calibration", f"{out.calibration_skips} skips while the scale calibrated, none after") \
         if not rest else ("steady", f"{len(rest)} groups of about {typical:g} skips"
                           + (f", one every ~{out.typical_spacing} steps" if out.typical_spacing else ""))
-    if post_span and post_skips / post_span > FREQUENT_FRACTION:
+    if len(rest) >= 3 and post_skips / post_span > FREQUENT_FRACTION:
         pattern, reason = "frequent", f"{post_skips} of {post_span} steps skipped after calibration"
-    if rest and post_span:
+    if len(rest) >= 4:
         third = post_span / 3
         t0 = int(after[0]) if after.size else 0
         first = sum(g[2] for g in rest if g[0] < t0 + third)

@@ -5,8 +5,8 @@ Definitions (DESIGN.md, log anomalies and round 3):
 - **throughput**: the logged tokens/s, samples/s or steps/s, else 1 / step time (steps/s).
 - **slow point** (after warm-up): below P10 and more than ``dip_p10_margin`` under the median, or below
   ``dip_fraction`` x the trailing or the run median; in both cases also more than ``dip_noise_z``
-  robust sigmas under the median (the tail of ordinary noise is not slow). Contiguous slow points
-  form an episode.
+  robust sigmas of the point-to-point noise under the median (the tail of ordinary noise is not slow).
+  Contiguous slow points form an episode.
 - **periodic stall**: slow episodes that start every k steps (:func:`detect.find_period`). The stall is
   the episode's first points, as many as a stall on that period usually lasts; what follows in a
   longer episode is a dip of its own (a sustained dip that begins on a stall is still a dip).
@@ -81,7 +81,9 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
         m["step_time_p50_s"] = 1.0 / p50
     w = _window(int(ok.sum()), options.window) or 5
     med, _ = detect.trailing_reference(np.where(ok, tp, np.nan), w, with_mad=False)
-    sigma = detect.MAD_TO_SIGMA * float(np.median(np.abs(vals - p50)))
+    # point-to-point noise (robust sigma of successive differences / sqrt 2): a slow drift or a level change
+    # over the run does not widen it the way the spread around the run median would
+    sigma = detect.MAD_TO_SIGMA * float(np.median(np.abs(np.diff(vals)))) / np.sqrt(2) if vals.size > 1 else 0.0
     floor = p50 - options.dip_noise_z * sigma
     with np.errstate(invalid="ignore"):
         by_p10 = (tp < p10) & (tp < (1 - options.dip_p10_margin) * p50)
@@ -195,7 +197,9 @@ def _drift(steps: np.ndarray, tp: np.ndarray, steady: np.ndarray, unit: str | No
     blocks = np.array([np.median(t[a:b]) for a, b in zip(edges[:-1], edges[1:])])
     jumps = np.diff(blocks)
     total = blocks[-1] - blocks[0]
-    if total != 0 and np.max(np.abs(jumps)) > 0.6 * abs(total):
+    if abs(drift) < 0.02:
+        shape, at = None, None  # no change worth a shape
+    elif total != 0 and np.max(np.abs(jumps)) > 0.6 * abs(total):
         shape = "step"
         j = int(np.argmax(np.abs(jumps)))
         at = int(steps[idx[edges[j + 1]]])
