@@ -103,7 +103,7 @@ def test_html_is_self_contained_with_charts_and_escaped(tmp_path):
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page), "no network fetches"
     assert "<script" not in page.lower()
     assert page.count("<svg") == 2  # loss, throughput
-    assert 'class="ma"' in page and 'class="hline"' in page  # moving average, P10 line
+    assert 'class="ma"' in page and 'class="hline p10"' in page and 'class="hline p90"' in page  # MA, P10/P90 lines
     assert page.count('class="band-periodic_stall"') == 8  # stalls at 50, 100, ..., 400
     assert 'class="mark-nan"' in page and 'class="mark-loss_spike"' in page
 

@@ -104,7 +104,9 @@ def analyze_series(series: LogSeries, options: LogOptions = LogOptions()) -> Log
     name = series.name or "main"
     for a in main.anomalies:
         a["series"] = name
+    spans = _span(series)
     for other_name, other in series.companions.items():
+        spans += _span(other)
         part = _analyze_one(other, options, stability_only=True)
         for a in part.anomalies:
             a["series"] = other_name
@@ -116,8 +118,14 @@ def analyze_series(series: LogSeries, options: LogOptions = LogOptions()) -> Log
         main.charts.setdefault("companions", {})[other_name] = part.charts
         main.notes += [f"{other_name}: {n}" for n in part.notes]
     main.metrics["log_series"] = ", ".join([name, *series.companions])
+    skipped = main.metrics.get("skipped_iterations")
+    main.metrics["skipped_iteration_fraction"] = skipped / spans if skipped is not None and spans else None
     _finish(main)
     return main
+
+
+def _span(series: LogSeries) -> int:
+    return int(series.step[-1] - series.step[0]) + 1 if len(series) else 0
 
 
 def _finish(result: LogAnalysis) -> None:
@@ -130,8 +138,7 @@ _SUMS = ("loss_nonfinite_count", "grad_norm_nonfinite_count", "nan_iterations", 
          "grad_norm_spike_count", "skip_burst_count")
 _FIRSTS = ("loss_nonfinite_first_step", "loss_spike_first_step", "loss_bump_first_step", "grad_norm_spike_first_step",
            "divergence_start_step")
-_MAXES = ("loss_spike_max_z", "loss_bump_max_ratio", "skipped_iteration_fraction", "divergence_rise_fraction",
-          "loss_scale_max")
+_MAXES = ("loss_spike_max_z", "loss_bump_max_ratio", "divergence_rise_fraction", "loss_scale_max")
 _MINS = ("loss_scale_min",)
 
 
