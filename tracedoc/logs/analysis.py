@@ -118,10 +118,15 @@ def analyze_series(series: LogSeries, options: LogOptions = LogOptions()) -> Log
         main.charts.setdefault("companions", {})[other_name] = part.charts
         main.notes += [f"{other_name}: {n}" for n in part.notes]
     main.metrics["log_series"] = ", ".join([name, *series.companions])
-    skipped = main.metrics.get("skipped_iterations")
-    main.metrics["skipped_iteration_fraction"] = skipped / spans if skipped is not None and spans else None
+    main.metrics["skipped_iteration_fraction"] = _skip_share(main.metrics.get("skipped_iterations"), spans)
     _finish(main)
     return main
+
+
+def _skip_share(skipped: int | None, span: int) -> float | None:
+    """Skipped steps / steps spanned; at most 1 (more overflow messages than logged steps is a log cut
+    short or mangled, not more skips than steps)."""
+    return min(1.0, skipped / span) if skipped is not None and span else None
 
 
 def _span(series: LogSeries) -> int:
@@ -228,7 +233,7 @@ def _stability(series, options, m, anomalies, evidence, charts, notes) -> None:
             evidence["loss_spikes"] = []
     _grad_norm(series, x, options, m, anomalies, charts)
     for name, kind in (("nan_iterations", "nan"),):
-        col = series.col(name)
+        col = _counter(series, name)
         m[name] = int(np.nansum(col)) if col is not None else None
         if col is not None:
             for i in np.flatnonzero(col > 0)[:1000]:
@@ -340,17 +345,31 @@ def _loss_around(loss: np.ndarray, at: int, w: int) -> dict[str, Any]:
     return out
 
 
+def _counter(series: LogSeries, name: str) -> np.ndarray | None:
+    """A per-interval count of iterations (skipped, NaN) as a count can be: whole, from 0 to the steps the
+    interval holds; anything else (NaN, inf, negative) is left out."""
+    col = series.col(name)
+    if col is None:
+        return None
+    at = np.flatnonzero(series.present[name])
+    steps = series.step[at]
+    stride = max(1, int(np.median(np.diff(steps)))) if steps.size > 1 else max(1, int(steps[0] - series.step[0]) + 1)
+    covered = np.full(col.size, np.inf)
+    covered[at] = np.diff(steps, prepend=steps[0] - stride)  # the steps since the counter was last logged
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(col), np.floor(np.clip(col, 0, np.maximum(covered, 1))), np.nan)
+
+
 def _skips(series, m, anomalies, evidence, charts) -> None:
     steps = series.step
-    col = series.col("skipped_iterations")
+    col = _counter(series, "skipped_iterations")
     scale = series.col("loss_scale")
     rhythm = skip_rhythm(steps, col, scale, series.events,
                          series.present["skipped_iterations"] if col is not None else None)
     overflow = [e for e in series.events if e.get("kind") == "overflow"]
     m["skipped_iterations"] = int(np.nansum(col)) if col is not None else (rhythm.skips if overflow else None)
-    span = int(steps[-1] - steps[0]) + 1 if len(series) else 0
     skipped = m["skipped_iterations"]
-    m["skipped_iteration_fraction"] = skipped / span if skipped is not None and span else None
+    m["skipped_iteration_fraction"] = _skip_share(skipped, _span(series))
     m["overflow_messages"] = len(overflow) if overflow or "DeepSpeed" in series.format else None
     m["skip_pattern"] = rhythm.pattern
     m["skip_burst_count"] = rhythm.bursts if rhythm.pattern is not None else None

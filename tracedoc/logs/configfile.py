@@ -107,7 +107,10 @@ def load_yaml(path: str, text: str) -> Any:
     except ImportError:
         raise LogError(path, "is YAML, which needs PyYAML", None,
                        "pip install pyyaml, or pass the config as JSON or TOML") from None
-    loader = yaml.SafeLoader(text)
+    depth = _bracket_depth(text)
+    if depth > MAX_DEPTH * 8:
+        raise LogError(path, f"is YAML nested {depth} levels deep", None, "pass the config as JSON or TOML")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -122,6 +125,16 @@ def load_yaml(path: str, text: str) -> Any:
         raise LogError(path, "holds a YAML value tracedoc cannot read", str(exc)[:200], "fix the config file") from None
     finally:
         loader.dispose()
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest nesting of flow brackets ([ { ... } ]) in the text, counted in one vectorised pass
+    (quotes are not parsed: a bracket inside a string counts too, which only errs on the safe side)."""
+    import numpy as np
+
+    raw = np.frombuffer(text.encode("utf-8", "replace"), dtype=np.uint8)
+    step = (raw == ord("[")).astype(np.int32) + (raw == ord("{")) - (raw == ord("]")) - (raw == ord("}"))
+    return int(np.cumsum(step).max()) if step.size else 0
 
 
 def _check_expansion(path: str, root, yaml) -> None:

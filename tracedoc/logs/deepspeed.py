@@ -54,9 +54,15 @@ def read_deepspeed(source: str, text: str) -> LogSeries:
         m = STEP_RE.search(line)
         if m:
             step, skipped = int(m.group(1)), int(m.group(2))
-            eng = _engine_for(engines, step)
+            eng = _engine_for(engines, step, skipped, m.group(3))
+            rec = eng.by_step.get(step)
+            if rec is not None and rec.get("_total") == skipped:
+                continue  # a repeated line
             rec = eng.by_step.setdefault(step, {"step": step})
-            rec["skipped"] = max(0, skipped - eng.prev_skipped) if skipped >= eng.prev_skipped else skipped
+            since = step - eng.last_step if eng.last_step >= 0 else step
+            delta = skipped - eng.prev_skipped if skipped >= eng.prev_skipped else skipped
+            rec["skipped"] = min(max(0, delta), max(since, 0))  # no more skips than steps since the last line
+            rec["_total"], rec["_lr"] = skipped, m.group(3)
             eng.prev_skipped, eng.last_step = skipped, step
             lrs = [parse_number(x) for x in m.group(3).split(",")[:1]]
             rec["lr"] = lrs[0] if lrs else None
@@ -76,7 +82,7 @@ def read_deepspeed(source: str, text: str) -> LogSeries:
         if ("act_loss" in line and "cri_loss" in line) or ("Actor Loss" in line and "Critic Loss" in line):
             rec = _bar_fields(line, ":")
             epoch, step = rec.get("epoch"), rec.get("step")
-            if step is None or step != step:
+            if step is None or not 0 <= step < 2**53:  # NaN, inf and negatives are not step numbers
                 continue
             if prev_epoch is not None and epoch is not None and epoch != prev_epoch and step <= prev_ppo_step:
                 epoch_base += prev_ppo_step + 1  # the step counter restarts every epoch
@@ -107,7 +113,7 @@ def read_deepspeed(source: str, text: str) -> LogSeries:
     header = {"precision": "fp16"} if any(e["kind"] == "overflow" for e in events.items) else {}
     if ppo:
         return _ppo_series(source, engines, ppo, header, warnings, events.items)
-    records = list(engines[0].by_step.values()) if engines else []
+    records = _public(engines[0]) if engines else []
     merged = {r["step"]: dict(r) for r in records}
     for step, row in user.items():
         merged.setdefault(step, {"step": step}).update(row)
@@ -121,16 +127,26 @@ def read_deepspeed(source: str, text: str) -> LogSeries:
     return series
 
 
-def _engine_for(engines: list[_Engine], step: int) -> _Engine:
+MAX_ENGINES = 4  # RLHF runs actor, critic, and at most a reference and a reward model beside them
+
+
+def _engine_for(engines: list[_Engine], step: int, skipped: int | None = None, lr: str | None = None) -> _Engine:
     """The engine a ``step=N`` line belongs to: the first whose counter is below N; when every engine
-    has printed N already, a further engine (RLHF: the critic prints right after the actor)."""
+    has printed N already, a further engine (RLHF: the critic prints right after the actor), unless the
+    line repeats one already read (same counter and learning rate) or MAX_ENGINES are known."""
     for eng in engines:
         if eng.last_step < step:
             return eng
     if engines and all(step < eng.last_step for eng in engines):
-        eng = engines[0]  # the counters went back: a resumed run of the same engines
-        eng.last_step = -1
-        return eng
+        for eng in engines:  # the counters went back: a resumed run of the same engines
+            eng.last_step = -1
+        return engines[0]
+    for eng in engines:
+        rec = eng.by_step.get(step)
+        if rec is not None and rec.get("_total") == skipped and rec.get("_lr") == lr:
+            return eng  # the same line again
+    if len(engines) >= MAX_ENGINES:
+        return engines[0]
     engines.append(_Engine())
     return engines[-1]
 
@@ -165,8 +181,13 @@ def _timing(line: str, rec: dict[str, Any]) -> None:
         rec["samples_per_sec"] = parse_number(m.group(1))
 
 
+def _public(eng: _Engine) -> list[dict[str, Any]]:
+    """An engine's records without the reader's own bookkeeping (keys starting with _)."""
+    return [{k: v for k, v in r.items() if not k.startswith("_")} for r in eng.by_step.values()]
+
+
 def _engine_series(source: str, eng: _Engine, header: dict, name: str) -> LogSeries:
-    series = records_to_series(source, "DeepSpeed", list(eng.by_step.values()), dict(header))
+    series = records_to_series(source, "DeepSpeed", _public(eng), dict(header))
     series.name = name
     return series
 
@@ -188,7 +209,7 @@ def _ppo_series(source: str, engines: list[_Engine], ppo: list[dict[str, Any]], 
                 rows.setdefault(r["step"], {"step": r["step"]}).update(
                     {f: r[f] for f in ("step_time_s", "generation_time_s", "training_time_s", "samples_per_sec") if f in r})
         eng = engines[k] if k < len(engines) else None
-        engine_rows = list(eng.by_step.values()) if eng else []
+        engine_rows = _public(eng) if eng else []
         if eng and aligned:
             for r in engine_rows:
                 target = rows.setdefault(r["step"] - 1, {"step": r["step"] - 1})

@@ -34,8 +34,12 @@ def loads_lenient(text: bytes | str) -> Any:
     nesting too deep to decode included."""
     try:
         return msgspec.json.decode(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to decode") from None
     except msgspec.DecodeError:
         pass
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8", "replace")  # a damaged byte inside a string spoils only that string
     try:
         return json.loads(text, parse_int=_int_or_float)
     except RecursionError:
@@ -177,7 +181,7 @@ def _decode_fast(data: bytes, attrs: list[str], kinds: dict[str, Any]) -> dict[s
         rows = _decode_around_nan(decoder, data)
         if rows is None:
             rows = decoder.decode_lines(quote_nonfinite(data))
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # a line that is not a record: the slow path says which
         return None
     return _columns(rows, attrs, kinds)
 
@@ -279,7 +283,7 @@ def _decode_lines_one_by_one(source: str, data: bytes, attrs: list[str], kinds: 
             continue
         try:
             rows.append(decoder.decode(quote_nonfinite(line)))
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             try:  # odd spacing around NaN, or a string that held the word
                 rows.append(msgspec.convert(loads_lenient(line), struct, strict=False))
             except (ValueError, msgspec.ValidationError, RecursionError):

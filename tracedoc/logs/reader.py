@@ -102,11 +102,13 @@ def sniff(data: bytes) -> str:
         return "hf-console"  # Python dict reprs, not JSON
     if stripped.startswith("{"):
         return _json_kind(data, first)
-    if re.match(r"\[\s{0,1000}(\{|\])", stripped):
+    if re.match(r"\[\s{0,1000}[\[{\]]", stripped):
         return "json"
-    for name, (_, pattern) in TEXT_SNIFFERS.items():
-        if pattern.search(head):
-            return name
+    counts = {name: _count(pattern, head) for name, (_, pattern) in TEXT_SNIFFERS.items()}
+    most = max(counts.values())
+    if most:  # the first format, in the order above, with a fair share of the record lines: one stray
+        # line of another format does not decide, a Megatron-DeepSpeed log's DeepSpeed lines do not either
+        return next(name for name, n in counts.items() if n and n >= SNIFF_SHARE * most)
     if "," in first or "\t" in first or ";" in first:
         cells = re.split(r"[,;\t]", first[:100_000])
         if len(cells) >= 2 and all(c.strip() and not _is_number(c) for c in cells):
@@ -114,6 +116,19 @@ def sniff(data: bytes) -> str:
     raise LogError("", "is not a training log format tracedoc knows", f"first line {excerpt(first)}",
                    f"tracedoc looked for: {looked_for()}; none matched. Name the format with --format-hint "
                    f"({', '.join(FORMATS)}) and map fields with --field NAME=COLUMN")
+
+
+SNIFF_SHARE = 0.2
+SNIFF_MAX_MATCHES = 200
+
+
+def _count(pattern: re.Pattern, head: str) -> int:
+    n = 0
+    for _ in pattern.finditer(head):
+        n += 1
+        if n >= SNIFF_MAX_MATCHES:
+            break
+    return n
 
 
 def _json_kind(data: bytes, first: str) -> str:
@@ -131,7 +146,7 @@ def _json_kind(data: bytes, first: str) -> str:
         if not rest.strip() and "log_history" in obj:
             return "json"  # a one-line trainer_state.json
         return "jsonl"
-    if obj is None and first.endswith("}"):
+    if obj is None and first.endswith("}") and rest.strip():
         return "jsonl"  # a damaged first line: the JSON Lines reader says which lines do not decode
     return "json"
 

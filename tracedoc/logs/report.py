@@ -120,7 +120,7 @@ def build_log_result(path: str | os.PathLike, *, config: list[str] | tuple[str, 
     settings, sources = gather(series.header, list(config))
     scales = series.col("loss_scale")
     cfg_metrics, rows = check_config(settings, sources, compute_capability=compute_capability, gpu_name=gpu_name,
-                                     logged_loss_scales=scales[np.isfinite(scales)].tolist() if scales is not None else None)
+                                     logged_loss_scales=scales[np.isfinite(scales) & (scales > 0)].tolist() if scales is not None else None)
     analysis.metrics.update(cfg_metrics)
     if analysis.metrics.get("precision") is None:
         if settings.get("bf16") is True:

@@ -53,13 +53,13 @@ class SkipRhythm:
 def scale_values(steps: np.ndarray, logged: np.ndarray | None, events: list[dict[str, Any]]) -> np.ndarray:
     """The loss scale as the log shows it: the logged column, or the scales the overflow messages name."""
     if logged is not None:
-        vals = logged[np.isfinite(logged)]
+        vals = logged[np.isfinite(logged) & (logged > 0)]  # a scale is a positive number
         if vals.size:
             return vals
     vals = []
     for e in events:
         if e.get("kind") == "overflow":
-            vals += [v for v in (e.get("loss_scale"), e.get("new_scale")) if v is not None and v == v]
+            vals += [v for v in (e.get("loss_scale"), e.get("new_scale")) if v is not None and 0 < v < float("inf")]
     return np.array(vals, dtype=np.float64)
 
 
@@ -72,13 +72,11 @@ def skip_rhythm(steps: np.ndarray, skipped: np.ndarray | None, scale: np.ndarray
         at = np.flatnonzero(np.nan_to_num(skipped) > 0)
         points = [(int(steps[i]), int(skipped[i])) for i in at]
     elif overflow:
-        points = []
+        per: dict[int, int] = {}
         for e in overflow:
             s = int(e.get("step") or 0)
-            if points and points[-1][0] == s:
-                points[-1] = (s, points[-1][1] + 1)
-            else:
-                points.append((s, 1))
+            per[s] = per.get(s, 0) + 1
+        points = sorted(per.items())
     else:
         points = []
     values = scale_values(steps, scale, events)

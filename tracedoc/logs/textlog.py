@@ -50,8 +50,11 @@ def log_lines(text: str, warnings: list[str], record_re: re.Pattern | None = Non
     long = 0
     for i, ln in enumerate(lines):
         if len(ln) > MAX_LINE_CHARS:
-            lines[i] = ln = ln[:MAX_LINE_CHARS]
-            long += 1
+            ln = " ".join(ln[:16 * MAX_LINE_CHARS].split())  # padding collapsed first: the values stay
+            if len(ln) > MAX_LINE_CHARS:
+                ln = ln[:MAX_LINE_CHARS]
+                long += 1
+            lines[i] = ln
         if "\x1b" in ln:
             lines[i] = ANSI_RE.sub("", ln)
     if long:

@@ -85,7 +85,7 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
     # over the run does not widen it the way the spread around the run median would
     sigma = detect.MAD_TO_SIGMA * float(np.median(np.abs(np.diff(vals)))) / np.sqrt(2) if vals.size > 1 else 0.0
     floor = p50 - options.dip_noise_z * sigma
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):
         by_p10 = (tp < p10) & (tp < (1 - options.dip_p10_margin) * p50)
         by_trail = tp < options.dip_fraction * med
         by_median = tp < options.dip_fraction * p50
