@@ -244,7 +244,8 @@ def _stability(series, options, m, anomalies, evidence, charts, notes) -> None:
 def _loss_episodes(steps, x, present, w, options, m, anomalies, evidence) -> None:
     idx = np.flatnonzero(present)
     xs, st = x[idx], steps[idx]
-    bumps = detect.find_bumps(xs, w, options.bump_rise_fraction, options.bump_z)
+    ref = detect.trailing_reference(xs, w)
+    bumps = detect.find_bumps(xs, w, options.bump_rise_fraction, options.bump_z, reference=ref)
     in_bump = np.zeros(xs.size, dtype=bool)
     bump_rows = []
     for b in bumps:
@@ -261,7 +262,7 @@ def _loss_episodes(steps, x, present, w, options, m, anomalies, evidence) -> Non
     m["loss_bump_first_step"] = int(st[bumps[0].start]) if bumps else None
     m["loss_bump_max_ratio"] = max(b.max_ratio for b in bumps) if bumps else None
     sp = detect.find_spikes(xs, w, options.spike_z, options.spike_min_rise_fraction, ratio=options.spike_ratio,
-                            ratio_z=options.spike_ratio_z)
+                            ratio_z=options.spike_ratio_z, reference=ref)
     rows: list[dict[str, Any]] = []
     zs: list[float] = []
     persistent = 0

@@ -109,14 +109,15 @@ class Spikes:
 
 
 def find_spikes(x: np.ndarray, window: int, z_threshold: float, min_rise_fraction: float,
-                max_gap: int = 2, ratio: float | None = None, ratio_z: float = 3.5) -> Spikes:
+                max_gap: int = 2, ratio: float | None = None, ratio_z: float = 3.5,
+                reference: tuple[np.ndarray, np.ndarray] | None = None) -> Spikes:
     """Robust spikes: modified z = 0.6745 (x - median) / MAD above ``z_threshold`` *and* a rise above
     ``min_rise_fraction`` of |median|, so that ordinary noise (small MAD) and flat plateaus (MAD 0)
     do not count; or, relative to the local level, at least ``ratio`` x a positive median with z above
     ``ratio_z`` (the outlier bar of Iglewicz and Hoaglin), so that a loss doubling from 0.01 counts even
     where the low loss is noisy in relative terms. Contiguous spike points (gaps <= ``max_gap``) are one
-    episode."""
-    med, mad = trailing_reference(x, window)
+    episode. ``reference``: the (median, MAD) of :func:`trailing_reference`, when already computed."""
+    med, mad = reference if reference is not None else trailing_reference(x, window)
     rise = x - med
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.where(mad > 0, 0.6745 * rise / mad, np.where(rise > 0, np.inf, 0.0))
@@ -149,25 +150,25 @@ class Bump:
 
 
 def find_bumps(x: np.ndarray, window: int, rise_fraction: float = 0.1, z: float = 4.0,
-               smooth: int = 5, min_points: int | None = None) -> list[Bump]:
+               smooth: int = 5, min_points: int | None = None,
+               reference: tuple[np.ndarray, np.ndarray] | None = None) -> list[Bump]:
     """Sustained bumps: the curve (a running median of ``smooth`` points, against single-point noise) rises
     more than ``rise_fraction`` and ``z`` robust sigmas above the level before it, stays up for at least
     ``min_points`` points (half the window: shorter ones are spike episodes), and comes back under half
     that rise before the end. The level is the trailing median where the bump starts, held for its length
-    (a trailing median would follow the bump up and hide it)."""
+    (a trailing median would follow the bump up and hide it).
+
+    A running median of k points is above a level exactly when more than k // 2 of its points are, so the
+    curve is never computed whole: counts of points above the level in each window decide."""
     n = x.size
     min_points = max(smooth, window // 2) if min_points is None else min_points
     if n < window + min_points + 2:
         return []
     filled = forward_fill(x)
-    half = smooth // 2
-    padded = np.pad(filled, half, mode="edge")
-    s = np.median(sliding_window_view(padded, smooth), axis=1)
-    med, mad = trailing_reference(filled, window)
-    sigma = MAD_TO_SIGMA * mad
+    med, mad = reference if reference is not None else trailing_reference(filled, window)
     with np.errstate(invalid="ignore"):
-        band = np.maximum(rise_fraction * np.abs(med), z * sigma)
-        above = np.isfinite(med) & (s - med > band) & (band > 0)
+        band = np.maximum(rise_fraction * np.abs(med), z * MAD_TO_SIGMA * mad)
+        above = _majority(np.isfinite(med) & (filled - med > band) & (band > 0), smooth)
     out: list[Bump] = []
     candidates = np.flatnonzero(above)
     i = 0
@@ -177,17 +178,27 @@ def find_bumps(x: np.ndarray, window: int, rise_fraction: float = 0.1, z: float 
             break
         start = int(candidates[at])
         ref, need = float(med[start]), float(band[start])
-        back = _first_below(s, start, ref + need / 2)
+        back = _first_below(filled, start, ref + need / 2, smooth)
         if back < 0:  # never comes back: a level shift or divergence, reported as such
             break
         end = back - 1
         if end - start + 1 >= min_points:
-            seg = s[start:end + 1]
+            half = smooth // 2
+            seg = np.median(sliding_window_view(np.pad(filled, half, mode="edge")[start:end + 1 + 2 * half], smooth), axis=1)
             peak = start + int(np.argmax(np.where(np.isfinite(x[start:end + 1]), x[start:end + 1], -np.inf)))
             out.append(Bump(start, end, peak, ref, float(np.mean(seg) / ref) if ref else float("inf"),
                             float(np.max(seg) / ref) if ref else float("inf")))
         i = end + 2
     return out
+
+
+def _majority(mask: np.ndarray, k: int) -> np.ndarray:
+    """For each point, whether more than k // 2 of the k points centred on it are True (edges padded with
+    the end values, as a running median pads)."""
+    half = k // 2
+    padded = np.pad(mask.astype(np.int32), half, mode="edge")
+    c = np.concatenate(([0], np.cumsum(padded)))
+    return (c[k:] - c[:-k]) > half
 
 
 @dataclass(frozen=True)
@@ -224,13 +235,15 @@ def find_divergence(x: np.ndarray, rise_fraction: float, blocks: int = 50) -> Tr
     return Trend(diverging, int(edges[m]), rel, False)
 
 
-def _first_below(s: np.ndarray, start: int, level: float) -> int:
-    """The first index from ``start`` where ``s`` is under ``level`` (-1 if none), looked for in growing
-    chunks so that a short bump costs a short search."""
+def _first_below(x: np.ndarray, start: int, level: float, k: int) -> int:
+    """The first index from ``start`` where the running median of ``k`` points of ``x`` is under ``level``
+    (-1 if none), looked for in growing chunks so that a short bump costs a short search."""
     size = 256
     at = start
-    while at < s.size:
-        hit = np.flatnonzero(s[at:at + size] < level)
+    while at < x.size:
+        lo, hi = max(0, at - k), min(x.size, at + size + k)
+        below = ~_majority(x[lo:hi] >= level, k)
+        hit = np.flatnonzero(below[at - lo:at - lo + size])
         if hit.size:
             return at + int(hit[0])
         at += size
@@ -264,8 +277,8 @@ def find_period(slow_steps: np.ndarray, slow_idx: np.ndarray, all_steps: np.ndar
     if spacing.size == 0:
         return None
     values, counts = np.unique(spacing, return_counts=True)
-    top = [int(k) for k in values[np.argsort(-counts, kind="stable")][:4]]
-    candidates = sorted({k * m for k in top for m in (1, 2, 3)})
+    top = [int(k) for k in values[np.argsort(-counts, kind="stable")][:3]]
+    candidates = sorted({k * m for k in top for m in (1, 2)})
     best, best_score = None, -1.0
     for k in candidates:
         phases, pcounts = np.unique(slow_steps % k, return_counts=True)

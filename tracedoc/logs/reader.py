@@ -118,6 +118,7 @@ def sniff(data: bytes) -> str:
                    f"({', '.join(FORMATS)}) and map fields with --field NAME=COLUMN")
 
 
+_NON_SPACE = re.compile(rb"\S")
 SNIFF_SHARE = 0.2
 SNIFF_MAX_MATCHES = 200
 
@@ -137,16 +138,16 @@ def _json_kind(data: bytes, first: str) -> str:
     body = data.lstrip(b"\xef\xbb\xbf \t\r\n")
     end = body.find(b"\n")
     line = body if end < 0 else body[:end]
-    rest = b"" if end < 0 else body[end + 1:]
+    more = end >= 0 and _NON_SPACE.search(body, end + 1) is not None  # no copy of the rest of the file
     try:
         obj = loads_lenient(line)
     except (ValueError, RecursionError):
         obj = None
     if isinstance(obj, dict):
-        if not rest.strip() and "log_history" in obj:
+        if not more and "log_history" in obj:
             return "json"  # a one-line trainer_state.json
         return "jsonl"
-    if obj is None and first.endswith("}") and rest.strip():
+    if obj is None and first.endswith("}") and more:
         return "jsonl"  # a damaged first line: the JSON Lines reader says which lines do not decode
     return "json"
 

@@ -94,24 +94,13 @@ def read_bounded(path: str, what: str = "log", max_bytes: int | None = None) -> 
                 raise LogError(path, f"is {_size_text(size)}, more than tracedoc reads into memory as one {what} "
                                f"on this machine ({_size_text(budget)})", None,
                                f"pass a shorter excerpt of the {what} (e.g. `tail -n 1000000`)")
-            rest = _read_all(fh, budget - len(magic), path, what)
-            return magic + rest
+            fh.seek(0)
+            data = fh.read()  # one read sized from the file's size, checked against the budget above
+            if len(data) > budget:  # the file grew while being read
+                raise LogError(path, f"grew past {_size_text(budget)} while being read", None,
+                               f"copy the {what} once it is complete and pass the copy")
+            return data
         return _inflate_bounded(fh, magic, size, gzip_limit(size, budget), path, what)
-
-
-def _read_all(fh, limit: int, path: str, what: str) -> bytes:
-    pieces: list[bytes] = []
-    have = 0
-    while True:
-        block = fh.read(_BLOCK)
-        if not block:
-            break
-        have += len(block)
-        if have > limit:  # the file grew while being read
-            raise LogError(path, f"grew past {_size_text(limit)} while being read", None,
-                           f"copy the {what} once it is complete and pass the copy")
-        pieces.append(block)
-    return b"".join(pieces)
 
 
 def _inflate_bounded(fh, head: bytes, size: int, limit: int, path: str, what: str) -> bytes:
