@@ -24,9 +24,9 @@ import io
 import json
 import random
 import signal
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import log_fixtures as F
 

@@ -17,9 +17,9 @@ import pytest
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
+import log_fixtures as F  # noqa: E402
 from test_report_browser import ARGS, CHROMIUM, OUTPUT  # noqa: E402  (skips when Chromium is missing)
 
-import log_fixtures as F  # noqa: E402
 from tracedoc.api import analyze_log  # noqa: E402
 from tracedoc.render.logview import render_log_html  # noqa: E402
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 
+import log_fixtures as F
 import numpy as np
 import pytest
 
-import log_fixtures as F
 from tracedoc.api import analyze_log
 from tracedoc.logs.errors import LogError
 from tracedoc.logs.reader import read_log

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from .errors import LogError
-from .series import FIELD_OVERRIDES, THROUGHPUT_UNITS, LogSeries, list_columns, list_minimum, match_keys, to_float_column
+from .series import (THROUGHPUT_UNITS, LogSeries, field_overrides, list_columns, list_minimum, match_keys,
+                     to_float_column)
 
 GIB = 2**30
 
@@ -60,7 +61,7 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
     """Map ``keys`` to canonical fields and convert each column; raise :class:`LogError` when none match."""
     keys = list(keys)
     found = match_keys(keys)
-    missing = [f"{g}={k}" for g, k in FIELD_OVERRIDES.get().items() if g not in found]
+    missing = [f"{g}={k}" for g, k in field_overrides().items() if g not in found]
     if missing and not any(g != "step" for g in found):
         shown = ", ".join(repr(k) for k in keys[:12]) + (" ..." if len(keys) > 12 else "")
         raise LogError(source, f"--field {', '.join(missing)}: no such field in this {fmt} log",

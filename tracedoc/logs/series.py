@@ -91,7 +91,12 @@ def normalise_key(key: str) -> str:
 
 # canonical field -> the log's own key, set by the user (``tracedoc logs --field loss=train/lm_loss``) for
 # the duration of one read (see :func:`tracedoc.logs.reader.read_log`)
-FIELD_OVERRIDES: ContextVar[dict[str, str]] = ContextVar("FIELD_OVERRIDES", default={})
+FIELD_OVERRIDES: ContextVar[dict[str, str] | None] = ContextVar("FIELD_OVERRIDES", default=None)
+
+
+def field_overrides() -> dict[str, str]:
+    """The user's field map in effect for the current read ({} when none)."""
+    return FIELD_OVERRIDES.get() or {}
 MAPPABLE = tuple(ALIASES)  # the names --field accepts
 
 
@@ -104,7 +109,7 @@ def match_keys(keys) -> dict[str, str]:
         by_norm.setdefault(normalise_key(str(key)), key)
     out: dict[str, str] = {}
     taken: set[str] = set()
-    for group, wanted in FIELD_OVERRIDES.get().items():
+    for group, wanted in field_overrides().items():
         key = wanted if wanted in keys else by_norm.get(normalise_key(wanted))
         if key is not None:
             out[group] = key

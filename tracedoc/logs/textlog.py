@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import LogError, excerpt
 from .records import build_series
-from .series import FIELD_OVERRIDES, LogSeries, normalise_key, parse_number
+from .series import LogSeries, field_overrides, normalise_key, parse_number
 
 MAX_LINE_CHARS = 8192  # real record lines are under 2 KB; longer ones are cut to this before any pattern
 ANSI_RE = re.compile(r"\x1b\[[0-9;]{0,32}[A-Za-z]")
@@ -196,7 +196,7 @@ def read_key_values(source: str, text: str) -> LogSeries:
     records: list[dict[str, Any]] = []
     events = Events()
     last: int | None = None
-    mapped = FIELD_OVERRIDES.get().get("step")
+    mapped = field_overrides().get("step")
     step_keys = set(_STEP_KEYS) | ({normalise_key(mapped)} if mapped else set())
     for line in log_lines(text, warnings):
         rec = pairs(line)
