@@ -356,7 +356,8 @@ def _counter(series: LogSeries, name: str) -> np.ndarray | None:
     steps = series.step[at]
     stride = max(1, int(np.median(np.diff(steps)))) if steps.size > 1 else max(1, int(steps[0] - series.step[0]) + 1)
     covered = np.full(col.size, np.inf)
-    covered[at] = np.diff(steps, prepend=steps[0] - stride)  # the steps since the counter was last logged
+    # the steps since the counter was last logged; the first value may count from the start of training
+    covered[at] = np.diff(steps, prepend=steps[0] - max(stride, int(steps[0])))
     with np.errstate(invalid="ignore"):
         return np.where(np.isfinite(col), np.floor(np.clip(col, 0, np.maximum(covered, 1))), np.nan)
 
