@@ -82,6 +82,7 @@ THROUGHPUT_UNITS = {"tokens_per_s": "tokens/s", "samples_per_s": "samples/s", "s
                     "throughput": "as logged"}
 
 _NORMALISE_RE = re.compile(r"[^a-z0-9]+")
+_EVAL_PREFIX_RE = re.compile(r"(?:^|[^a-z])(?:eval|val|valid|validation|test|dev)(?:$|[^a-z])", re.IGNORECASE)
 
 
 def normalise_key(key: str) -> str:
@@ -107,6 +108,10 @@ def match_keys(keys) -> dict[str, str]:
     by_norm: dict[str, str] = {}
     for key in keys:
         by_norm.setdefault(normalise_key(str(key)), key)
+    for key in keys:  # W&B / TensorBoard names: "perf/tokens_per_second" also answers to its last part
+        head, sep, last = str(key).rpartition("/")
+        if sep and not _EVAL_PREFIX_RE.search(head):
+            by_norm.setdefault(normalise_key(last), key)
     out: dict[str, str] = {}
     taken: set[str] = set()
     for group, wanted in field_overrides().items():
