@@ -378,7 +378,11 @@ def _skips(series, m, anomalies, evidence, charts) -> None:
     m["loss_scale_min"], m["loss_scale_max"] = rhythm.scale_min, rhythm.scale_max
     m["loss_scale_final"] = rhythm.scale_final
     evidence["skip_groups"] = rhythm.groups[:100]
-    for g in rhythm.groups[:1000]:
+    # the scaler's normal rhythm (calibration, a steady trickle) is not an anomaly; with bf16 every skip is
+    abnormal = series.header.get("precision") == "bf16" or rhythm.pattern in ("burst", "rising", "frequent", "collapsing")
+    shown = [g for g in rhythm.groups if abnormal and (rhythm.pattern != "burst" or g["kind"] == "burst"
+                                                       or series.header.get("precision") == "bf16")]
+    for g in shown[:1000]:
         start = int(np.searchsorted(steps, g["start_step"]))
         end = int(np.searchsorted(steps, g["end_step"]))
         start, end = min(start, len(steps) - 1), min(end, len(steps) - 1)

@@ -103,12 +103,12 @@ def skip_rhythm(steps: np.ndarray, skipped: np.ndarray | None, scale: np.ndarray
     if len(rest) >= 2:
         out.typical_spacing = int(np.median(np.diff([g[0] for g in rest])))
     burst_at = [i for i, g in enumerate(rest) if g[2] >= BURST_MIN_SKIPS and g[2] >= BURST_FACTOR * max(typical, 1)]
-    burst_at += [i for i, g in enumerate(rest) if i not in burst_at and _scale_fell(g, overflow) >= 8]
+    burst_at += [i for i, g in enumerate(rest) if i not in burst_at and _scale_fell(g, overflow, stride) >= 8]
     out.bursts = len(burst_at)
     for i, g in enumerate(groups):
         kind = "calibration" if calibrating and i == 0 else ("burst" if (i - calibrating) in burst_at else "steady")
         out.groups.append({"start_step": g[0], "end_step": g[1], "skips": g[2], "kind": kind,
-                           **_scales_in(g, overflow)})
+                           **_scales_in(g, overflow, stride)})
     # after calibration the scale climbs back to where the gradients overflow before the trickle starts:
     # rates are measured from the first group after calibration on
     after = steps[steps >= rest[0][0]] if rest else steps[:0]
@@ -136,8 +136,10 @@ def skip_rhythm(steps: np.ndarray, skipped: np.ndarray | None, scale: np.ndarray
     return out
 
 
-def _scales_in(g: list[int], overflow: list[dict[str, Any]]) -> dict[str, Any]:
-    inside = [e for e in overflow if g[0] <= int(e.get("step") or 0) <= g[1]]
+def _scales_in(g: list[int], overflow: list[dict[str, Any]], stride: int = 1) -> dict[str, Any]:
+    """The scales the overflow messages of a group name: messages placed after the last logged step
+    before the group's first count, up to its last (a counter counts the steps before it)."""
+    inside = [e for e in overflow if g[0] - max(stride, 1) <= int(e.get("step") or 0) <= g[1]]
     tried = [e["loss_scale"] for e in inside if e.get("loss_scale") is not None]
     new = [e["new_scale"] for e in inside if e.get("new_scale") is not None]
     out: dict[str, Any] = {}
@@ -148,8 +150,8 @@ def _scales_in(g: list[int], overflow: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _scale_fell(g: list[int], overflow: list[dict[str, Any]]) -> float:
-    s = _scales_in(g, overflow)
+def _scale_fell(g: list[int], overflow: list[dict[str, Any]], stride: int = 1) -> float:
+    s = _scales_in(g, overflow, stride)
     before, after = s.get("loss_scale_before"), s.get("loss_scale_after")
     return before / after if before and after and after > 0 else 1.0
 
