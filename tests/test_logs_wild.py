@@ -332,3 +332,10 @@ def test_field_map_overrides_an_alias_in_jsonl(tmp_path):
                             for i in range(50)))
     series = read_log(path, field_map={"loss": "lm_loss_smoothed"})
     assert series.fields_seen["loss"] == "lm_loss_smoothed" and series.columns["loss"][1] == pytest.approx(2.01)
+
+
+def test_the_cli_lists_every_reader():
+    from tracedoc.logs import reader
+
+    assert reader.FORMATS == ("jsonl", "json", *reader.TEXT_SNIFFERS, "csv", "text")
+    assert set(reader.OTHER_FORMATS) | set(reader.TEXT_SNIFFERS) == set(reader.FORMATS)

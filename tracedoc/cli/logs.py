@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..exits import EXIT_OK
-from ..logs.reader import FORMATS as LOG_FORMATS
+from ..logs.registry import LOG_FORMATS
 from ..render import FORMATS
 from .analyze import add_engine_options, engine_kwargs, fail_on_exit_code, output_format
 from .common import check_output_path

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 from .errors import LogError, excerpt
 from .jsonlog import PARALLEL_MIN_BYTES, SAMPLE_BYTES, loads_lenient
+from .registry import LOG_FORMATS
 from .series import FIELD_OVERRIDES, MAPPABLE, LogSeries
 from .source import read_bounded, require_regular_file
 
@@ -51,7 +52,7 @@ OTHER_FORMATS = {
     "csv": "CSV with a header row (Lightning metrics.csv, W&B exports)",
     "text": "plain text of 'name: value' / 'name=value' pairs with a step (by --format-hint only)",
 }
-FORMATS = ("jsonl", "json", *TEXT_SNIFFERS, "csv", "text")
+FORMATS = LOG_FORMATS  # jsonl, json, the text sniffers' names in their order, csv, text
 
 
 def looked_for() -> str:

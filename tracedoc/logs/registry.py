@@ -8,6 +8,10 @@ the log's own step numbers.
 
 from __future__ import annotations
 
+# the formats ``tracedoc logs --format-hint`` names (``reader.FORMATS``, kept here so that the CLI can list
+# them without importing the readers)
+LOG_FORMATS = ("jsonl", "json", "megatron", "deepspeed", "torchtitan", "nanogpt", "llmc", "hf-console", "csv", "text")
+
 LOG_METRICS: dict[str, tuple[str, str]] = {
     # the log
     "log_points": ("count", "logged steps (rows after merging rows of the same step)"),
