@@ -73,21 +73,20 @@ def test_config_refuses_devices(tmp_path):
 
 
 # ---- gzip ---------------------------------------------------------------------------------------------
-def test_gzip_inflation_is_bounded_with_a_clear_error(tmp_path, monkeypatch):
+def test_gzip_inflation_is_bounded_with_a_clear_error(tmp_path):
     bomb = tmp_path / "bomb.jsonl.gz"
-    bomb.write_bytes(gzip.compress(b" " * (40 * 2**20), compresslevel=9))  # 40 MB of spaces in ~40 KB
-    assert bomb.stat().st_size < 100_000
-    monkeypatch.setattr(source, "GZIP_MIN_LIMIT", 2**20)
-    limit = source.gzip_limit(bomb.stat().st_size)
-    assert limit == source.GZIP_MAX_RATIO * bomb.stat().st_size
-    with pytest.raises(LogError, match=r"inflates to more than .*\(a gzip bomb\?\)"):
+    bomb.write_bytes(gzip.compress(b" " * (100 * 2**20), compresslevel=9))  # 100 MB of spaces in ~100 KB
+    assert bomb.stat().st_size < 200_000
+    t0 = time.process_time()
+    with pytest.raises(LogError, match="gzip bomb"):
         read_log(bomb)
+    assert time.process_time() - t0 < 5.0
 
 
-def test_gzip_limit_follows_memory():
-    assert source.gzip_limit(10**9, budget=3 * 2**30) == 3 * 2**30
-    assert source.gzip_limit(1000, budget=3 * 2**30) == source.GZIP_MIN_LIMIT
+def test_gzip_limit_follows_memory(monkeypatch):
     assert source.memory_budget() >= 64 * 2**20
+    monkeypatch.setattr(source, "MEMORY_SHARE", 10**9)  # a machine with almost no memory to spare
+    assert source.memory_budget() == 64 * 2**20
 
 
 def test_plain_file_larger_than_the_budget_is_refused(tmp_path):
@@ -97,12 +96,12 @@ def test_plain_file_larger_than_the_budget_is_refused(tmp_path):
 
 
 def test_inflating_whitespace_is_linear(tmp_path):
-    """64 MB of whitespace (and one 64 MB string) inflate in blocks joined once: CPU time proportional to
-    the output, well under a second per 64 MB."""
-    for name, payload in (("ws", b" \n\t" * (22 * 2**20)), ("str", b'{"step": 1, "s": "' + b"x" * (64 * 2**20) + b'"}\n')):
+    """60 MB of whitespace (and one 60 MB string) in a small .gz (under the 64 MiB any .gz may inflate to)
+    inflate in blocks joined once: CPU time proportional to the output, well under a second per 60 MB."""
+    for name, payload in (("ws", b" \n\t" * (20 * 2**20)), ("str", b'{"step": 1, "s": "' + b"x" * (60 * 2**20) + b'"}\n')):
         path = tmp_path / f"{name}.gz"
         path.write_bytes(gzip.compress(payload, compresslevel=1))
-        cpu, data = cpu_seconds(source.read_bounded, str(path), "log")
+        cpu, data = cpu_seconds(source.read_bounded, str(path), "log", 10**9)
         assert data == payload
         assert cpu < 3.0, f"{name}: {cpu:.2f} s"
 
@@ -113,6 +112,7 @@ def test_truncated_gzip_log_keeps_its_complete_lines(tmp_path):
     path.write_bytes(z[: len(z) * 2 // 3])
     series = read_log(path)
     assert 1000 < len(series) < 5000 and series.step[0] == 1
+    assert series.warnings[0].startswith("the gzip stream ends early")
 
 
 # ---- linear parsing -------------------------------------------------------------------------------------

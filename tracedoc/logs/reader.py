@@ -79,9 +79,10 @@ def resolve_path(path: str) -> str:
                    "pass the log file itself")
 
 
-def read_bytes(path: str) -> bytes:
-    """The log's bytes, gzip inflated, within the bounds of :mod:`tracedoc.logs.source`."""
-    return read_bounded(path, "log")
+def read_bytes(path: str, truncated: list[str] | None = None) -> bytes:
+    """The log's bytes, gzip inflated, within the bounds of :mod:`tracedoc.logs.source`; ``truncated``
+    collects why a gzip stream ended early."""
+    return read_bounded(path, "log", truncated=truncated)
 
 
 def _read_head(path: str) -> bytes | None:
@@ -199,10 +200,11 @@ def read_log(path: str | os.PathLike, fmt: str | None = None, jobs: int = 1,
 
 def _read(path: str, size: int, fmt: str | None, jobs: int) -> LogSeries:
     head = _read_head(path) if jobs > 1 and size >= PARALLEL_MIN_BYTES else None
-    data = head if head is not None and head[:2] != b"\x1f\x8b" else read_bytes(path)
+    cut: list[str] = []
+    data = head if head is not None and head[:2] != b"\x1f\x8b" else read_bytes(path, cut)
     kind = fmt or _sniff_file(path, data)
     if data is head and kind != "jsonl":  # only JSON Lines are decoded in byte ranges
-        data = read_bytes(path)
+        data = read_bytes(path, cut)
         kind = fmt or _sniff_file(path, data)
     if kind == "jsonl":
         from .jsonlog import read_jsonl
@@ -221,6 +223,7 @@ def _read(path: str, size: int, fmt: str | None, jobs: int) -> LogSeries:
     if len(series) == 0:
         raise LogError(path, f"holds no logged steps ({series.format})", None,
                        "point tracedoc at the log after the run has logged steps")
+    series.warnings[:0] = [f"{reason}; what came before is read" for reason in cut[:1]]
     return series
 
 
