@@ -6,8 +6,10 @@
     python benchmarks/bench_job.py --trace-ranks 64         # also: 64 small rank traces through analyze()
 
 Tables mode generates each rank's compact collective and step tables (what a per-rank worker returns)
-with one straggler rank that arrives late at the first collective of every step, then times
-``build_job`` and reports its peak Python memory (tracemalloc, in a second untimed run) and the process's peak RSS. Trace mode
+with one straggler rank that arrives late at the first collective of every step, and ranks whose
+profilers open 0, 1 or 2 steps late (``--shift``), then times ``build_job`` (wall and CPU time: on a
+shared machine compare CPU time) and reports its peak Python memory (tracemalloc, in a second
+untimed run) and the process's peak RSS. Trace mode
 writes small Kineto rank traces to a temporary directory and times ``tracedoc.analyze`` on it (load,
 per-rank analyses and tables in worker processes, then the job step).
 """
@@ -34,13 +36,19 @@ STEP_NS = 100_000_000
 STRAGGLER_LATE_NS = 8_000_000
 
 
-def make_tables(n_ranks: int, steps: int, per_step: int, straggler: int, seed: int = 0) -> list[RankTables]:
-    """Compact tables of a data-parallel job: per step, ``per_step`` all-reduces of 25 MB (bf16)."""
+def make_tables(n_ranks: int, steps: int, per_step: int, straggler: int, seed: int = 0,
+                shift: int = 1) -> list[RankTables]:
+    """Compact tables of a data-parallel job: per step, ``per_step`` all-reduces of 25 MB (bf16) on one
+    stream, in order. Rank r's profiler opens ``r % shift`` steps late: the ranks' windows differ, so
+    the job step must align them."""
     rng = np.random.default_rng(seed)
     n = steps * per_step
     step_of = np.repeat(np.arange(steps), per_step)
     k = np.tile(np.arange(per_step), steps)
-    base = 1_000_000_000 + step_of * STEP_NS + 40_000_000 + k * 2_000_000  # arrivals of an on-time rank
+    # arrivals of an on-time rank; the first all-reduce of a step waits for the straggler, and the
+    # others follow it on the stream
+    base = (1_000_000_000 + step_of * STEP_NS + 40_000_000 + k * 2_000_000
+            + np.where(k > 0, STRAGGLER_LATE_NS, 0))
     transfer = 1_200_000
     out = []
     for r in range(n_ranks):
@@ -61,27 +69,36 @@ def make_tables(n_ranks: int, steps: int, per_step: int, straggler: int, seed: i
         start = 1_000_000_000 + np.arange(steps) * STEP_NS
         st = {"number": np.arange(1, steps + 1), "start_ns": start, "completion_ns": start + STEP_NS,
               "step_time_ns": np.full(steps, STEP_NS)}
+        late_open = r % max(shift, 1)  # steps before this rank's window opened
+        if late_open:
+            keep = step_of >= late_open
+            cols = {c: v[keep] for c, v in cols.items()}
+            st = {c: v[late_open:] for c, v in st.items()}
         out.append(RankTables(rank=r, source=f"rank{r}.json", collectives=cols, groups=["0"], types=["all_reduce"],
                               dtypes=["BFloat16"], steps=st,
                               info={"host": f"node{r // 8}", "world_size": n_ranks, "backend": "nccl",
-                                    "pg_config": None, "has_gpu": True, "span_ns": (int(start[0]), int(start[-1] + STEP_NS)),
+                                    "pg_config": None, "has_gpu": True,
+                                    "span_ns": (int(st["start_ns"][0]), int(start[-1] + STEP_NS)),
                                     "trace_id": None, "gpu": "NVIDIA H100 80GB HBM3", "group_ranks": {}}))
     return out
 
 
 def bench_tables(args) -> dict:
-    tables = make_tables(args.ranks, args.steps, args.per_step, args.straggler)
+    tables = make_tables(args.ranks, args.steps, args.per_step, args.straggler, shift=args.shift)
     table_mb = sum(t.nbytes for t in tables) / 2**20
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     view = build_job(tables)
-    seconds = time.perf_counter() - t0
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
     tracemalloc.start()  # a second run for memory: tracing slows allocation, so it is not timed
     build_job(tables)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert view.straggler_ranks == [args.straggler], view.straggler_ranks
-    return {"mode": "tables", "ranks": args.ranks, "collective_rows": args.ranks * args.steps * args.per_step,
+    offsets = sorted({r["offset_steps"] for g in view.alignment["groups"] for r in g["ranks"]})
+    assert offsets == list(range(min(args.shift, args.ranks))), offsets  # the windows' offsets found
+    return {"mode": "tables", "ranks": args.ranks, "collective_rows": sum(len(t) for t in tables),
             "rank_tables_mb": round(table_mb, 1), "build_job_s": round(seconds, 2),
+            "build_job_cpu_s": round(cpu_seconds, 2), "window_offsets_steps": offsets,
             "build_job_peak_python_mb": round(peak / 2**20, 1),
             "process_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "collectives_matched": view.collectives_matched, "match_key": view.match_key,
@@ -153,6 +170,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--per-step", type=int, default=24, help="collectives per step and rank")
     p.add_argument("--straggler", type=int, default=37)
+    p.add_argument("--shift", type=int, default=3, help="rank r's window opens r %% SHIFT steps late (1: all alike)")
     p.add_argument("--trace-ranks", type=int, default=0, help="also analyse this many generated rank traces")
     p.add_argument("--jobs", type=int, default=None)
     args = p.parse_args()

@@ -32,7 +32,9 @@ def _env() -> dict:
     return env
 
 
-def _run(args: list[str], timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+# Timeouts here guard against a hang, they time nothing: a run that writes its report took over 60 s
+# on two cores that other processes kept busy, so they allow minutes.
+def _run(args: list[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=kw.pop("cwd", ROOT), env=_env(), capture_output=True,
                           text=True, timeout=timeout, **kw)
 
@@ -96,7 +98,11 @@ def test_run_writes_gzip_trace_with_steps_dataloader_and_report(tmp_path):
 
     log = load_monitor(out)
     summ = log.summaries[0]
-    assert summ["steps"] == 7 and summ["profiled_steps"] == 3
+    # the warm-up step, the two recorded ones, and the step that pays for the trace's export
+    assert summ["steps"] == 7 and summ["profiled_steps"] == 4
+    assert log.steps["step"].tolist() == list(range(2, 9))
+    assert log.steps.loc[log.steps["profiled"], "step"].tolist() == [3, 4, 5, 6]
+    assert (log.steps["step_time_s"] > 0).all() and (log.steps["samples_per_s"] > 0).all()
     assert summ["samples_per_s"] and summ["samples_per_s"] > 0
     assert summ["peak_mem_bytes"] and summ["mem_source"] == "rss"
     assert "7 steps" in r.stderr and "samples/s" in r.stderr
@@ -143,17 +149,17 @@ def test_trigger_twice_in_a_running_job(tmp_path):
          "--ready-file", str(ready), "--stop-file", str(stop)],
         cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(ready.exists, 40, "the first step")
+        _wait_for(ready.exists, 120, "the first step")
         assert _traces(out) == []  # --wait-for-trigger: nothing before a trigger
         r = _run(["-m", "tracedoc.capture", "trigger", str(proc.pid)], timeout=20)   # SIGUSR2
         assert r.returncode == 0, r.stderr
-        _wait_for(lambda: len(_traces(out)) >= 1, 20, "the first capture")
+        _wait_for(lambda: len(_traces(out)) >= 1, 120, "the first capture")
         r = _run(["-m", "tracedoc.capture", "trigger", str(out)], timeout=20)        # touch OUTDIR/TRIGGER
         assert r.returncode == 0, r.stderr
-        _wait_for(lambda: len(_traces(out)) >= 2, 20, "the second capture")
+        _wait_for(lambda: len(_traces(out)) >= 2, 120, "the second capture")
     finally:
         stop.touch()
-        stdout, stderr = proc.communicate(timeout=30)
+        stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr
     traces = _traces(out)
     assert len(traces) == 2, traces
@@ -320,3 +326,25 @@ def test_tracedoc_capture_imports_without_torch():
             "assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]\n")
     r = _run(["-c", code], timeout=30)
     assert r.returncode == 0, r.stderr
+
+
+def test_step_monitor_writes_every_step_in_a_few_batched_writes(tmp_path, monkeypatch):
+    """One record per step, but no write per step: 10,000 steps of 0.5 ms reach the file in one write
+    per second of steps (or per 4,096 steps), plus the closing interval and summary records."""
+    from tracedoc.capture import monitor as M
+
+    writes = []
+    real_write = os.write
+    monkeypatch.setattr(M.os, "write", lambda fd, data: writes.append(len(data)) or real_write(fd, data))
+    mon = M.StepMonitor(str(tmp_path / "steps.jsonl"), interval_s=3600.0, batch_size=4)
+    t0 = time.perf_counter()
+    for i in range(10_001):
+        mon.on_step(t0 + i * 5e-4, i, 4, None, i in (100, 101))
+    mon.close()
+    assert len(writes) <= 5 + 3, writes  # 5 s of steps, then the last steps, the interval and the summary
+    log = M.load_monitor(tmp_path)
+    assert log.steps["step"].tolist() == list(range(1, 10_001))
+    assert log.steps.loc[log.steps["profiled"], "step"].tolist() == [100, 101]
+    assert log.steps["step_time_s"].to_numpy() == pytest.approx(5e-4, rel=1e-3)
+    assert log.steps["samples_per_s"].to_numpy() == pytest.approx(4 / 5e-4, rel=1e-3)
+    assert log.summaries[0]["steps"] == 10_000 and log.summaries[0]["profiled_steps"] == 2

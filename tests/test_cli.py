@@ -117,3 +117,74 @@ def test_python_m_capture_reports_errors_like_the_cli(monkeypatch, capsys):
     monkeypatch.setattr(trigger, "cmd_trigger", interrupted)
     assert capture_main(["trigger", "job"]) == EXIT_INTERRUPTED
     assert capsys.readouterr().err == "tracedoc: interrupted\n"
+
+
+def test_rank_on_a_single_trace_is_a_usage_error_that_says_why(tmp_path, capsys):
+    """--rank picks a rank of a job; a lone trace, whatever rank it recorded or none, has no job to pick
+    from. It was once reported as "rank 1 is not in ... (saw ranks [None])"."""
+    from trace_builder import TraceBuilder, training_steps
+
+    from tracedoc.cli import main
+
+    b = TraceBuilder(rank=None, world_size=None)
+    training_steps(b)
+    no_rank = b.write(tmp_path / "t.json")
+    for argv in (["--example", "--rank", "1"], ["--example", "--rank", "0"], [str(no_rank), "--rank", "1"]):
+        assert main(["analyze", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert "--rank" in err and "is a single trace" in err and "directory" in err, err
+        assert "None" not in err and "Traceback" not in err
+
+
+def test_rank_on_an_nsys_export_of_one_process_is_a_usage_error(tmp_path, capsys):
+    from nsys_builder import NsysDb
+
+    from tracedoc.cli import main
+
+    db = NsysDb(tmp_path / "one.sqlite")
+    db.session(1_000_000_000, 1_100_000_000, 1_763_700_000_000_000_000)
+    db.process(100, "python3")
+    db.thread(100, 100, "python3")
+    db.nvtx(100, 100, 1_000_100_000, 1_010_000_000, text="ProfilerStep#1")
+    db.nvtx(100, 100, 1_010_000_000, 1_020_000_000, text="ProfilerStep#2")
+    assert main(["analyze", db.close(), "--rank", "0", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "is a single trace (saw an export of one process" in err, err
+
+
+HTML, JSON, MD, TEXT = b"<!DOCTYPE html>", b'"schema": "tracedoc.analysis"', b"## tracedoc verdict", b"Verdict: io_bound"
+
+
+@pytest.mark.parametrize("name,needle", [("r.html", HTML), ("r.htm", HTML), ("r.md", MD), ("r.markdown", MD),
+                                         ("r.json", JSON), ("r.txt", TEXT), ("r.json.gz", JSON), ("R.HTML.GZ", HTML),
+                                         ("r.md.gz", MD)])
+def test_output_format_follows_the_file_extension(name, needle, tmp_path, capsys):
+    import gzip
+
+    from tracedoc.cli import main
+
+    out = tmp_path / name
+    assert main(["analyze", "--example", "-o", str(out)]) == 0
+    data = out.read_bytes()
+    if name.lower().endswith(".gz"):
+        assert data[:2] == b"\x1f\x8b"
+        data = gzip.decompress(data)
+    assert [f for f in (HTML, JSON, MD, TEXT) if f in data] == [needle]  # that format, no other's text
+
+
+@pytest.mark.parametrize("command", ["analyze", "diff", "logs"])
+def test_an_unknown_output_extension_is_an_error_unless_format_is_given(command, tmp_path, capsys):
+    from tracedoc.cli import main
+
+    log = tmp_path / "steps.jsonl"
+    log.write_text("".join(f'{{"step": {i}, "loss": {2.0 - i / 100}, "step_time_s": 0.1}}\n' for i in range(40)))
+    inputs = {"analyze": [example_path()], "diff": [example_path(), example_path()], "logs": [str(log)]}[command]
+    for name in ("report.pdf", "report", "report.gz"):
+        out = tmp_path / name
+        assert main([command, *inputs, "-o", str(out)]) == 2, name
+        err = capsys.readouterr().err
+        assert "no extension that names a report format" in err and ".html" in err and ".json" in err, err
+        assert "--format" in err and not out.exists()
+    out = tmp_path / "report.pdf"
+    assert main([command, *inputs, "-o", str(out), "--format", "md"]) == 0
+    assert out.read_text().lstrip().startswith("#")  # the format asked for, under the name given

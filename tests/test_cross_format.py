@@ -99,12 +99,20 @@ def dataloader_starved():
 
 
 def exposed_allreduce():
+    """DDP without overlap: each step's compute (6 ms of GEMMs) and then its all-reduce (3.8 ms) on the same
+    stream, so the next step's compute queues behind it. The CPU launches a step in 0.3 ms and runs ahead:
+    the GPU sets the step time (9.8 ms), and the all-reduce lies on its critical path."""
     sc = Scenario()
+    gpu = 1050.0
     for i in range(4):
-        s = 1000.0 + i * 10_000
-        sc.step(i + 1, s, s + 10_000)
-        t = busy(sc, s + 20, s + 6_000)
-        sc.kernel(NCCL, t + 10, 3_800.0, launch_at=t - 100, stream=20)
+        s = 1000.0 + i * 2_000
+        sc.step(i + 1, s, s + 1_500)
+        t, k = gpu, 0
+        while t + 200.0 <= gpu + 6_000:
+            sc.kernel(GEMM, t, 200.0, launch_at=s + 10 + 10 * k)
+            t, k = t + 200.0, k + 1
+        sc.kernel(NCCL, t, 3_800.0, launch_at=s + 10 + 10 * k)
+        gpu = t + 3_800.0
     return sc
 
 

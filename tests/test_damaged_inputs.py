@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import random
+import resource
 import sqlite3
 import time
 
@@ -222,6 +223,12 @@ def test_damaged_metadata_is_read_as_unknown(tmp_path):
     clean(res)
 
 
+def _cpu_s() -> float:
+    """User + system CPU seconds of this process and of its children that have been waited for."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def test_long_names_are_classified_in_bounded_time(tmp_path):
     doc = small_trace()
     huge = "ab(" * (8 * 1024 * 1024 // 3)
@@ -229,10 +236,12 @@ def test_long_names_are_classified_in_bounded_time(tmp_path):
     next(e for e in doc["traceEvents"] if e.get("cat") == "cpu_op")["name"] = huge
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc))
-    t0 = time.perf_counter()
+    # CPU time of this process and its decoding workers, which other processes on the cores do not
+    # stretch as they do wall time: about 12 s here, 47 s before names were matched on a bounded prefix
+    t0 = _cpu_s()
     res = analyze(str(path))
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 20, elapsed  # 47 s before names were matched on a bounded prefix
+    elapsed = _cpu_s() - t0
+    assert elapsed < 25, elapsed
     clean(res)
 
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import os
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -81,7 +79,7 @@ def test_straggler_is_the_late_arriver_not_the_longest_step(gpu_job):
 def test_wait_transfer_split_and_bus_bandwidth(gpu_job):
     job = gpu_job.to_dict()["job"]
     assert job["collectives_matched"] == STEPS
-    assert job["match_key"] == "group+step+type+size+order"
+    assert job["match_key"] == "group+type+size+aligned-ends"
     assert job["timing"] == "gpu"
     wait = sum((arrival_us(3, 0) - arrival_us(r, 0)) for r in range(4))
     total = sum((arrival_us(3, 0) + TRANSFER_US - arrival_us(r, 0)) for r in range(4))
@@ -149,54 +147,48 @@ def test_single_file_has_no_job_section():
 
 # -- the shared DLRM pair: real matching ------------------------------------------------------------
 
-_TYPES = {"nccl:all_reduce": "all_reduce", "nccl:all_to_all": "all_to_all", "nccl:_all_gather_base": "all_gather"}
+_KERNEL_TYPES = (("AllToAll", "all_to_all"), ("SendRecv", "all_to_all"), ("AllReduce", "all_reduce"),
+                 ("AllGather", "all_gather"), ("ReduceScatter", "reduce_scatter"))
 
 
-def _raw_keys(path: Path) -> Counter:
-    """Matching keys recomputed from the raw JSON: (step, type, size, k-th of that signature in the step).
-
-    The collective calls are the ``nccl:*`` annotations; the size is the first input's element count
-    (all-to-all: its dtype, as ``all_to_allv`` sizes differ per rank); the step is the ProfilerStep
-    whose span (up to the next step's start) holds the call.
-    """
+def _raw_comm_kernels(path: Path) -> list[tuple[str, float]]:
+    """(type, end in us) of every NCCL kernel in the raw JSON."""
     with gzip.open(path) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
-    steps = sorted((e["ts"], int(e["name"].split("#")[1])) for e in events if e["name"].startswith("ProfilerStep#"))
-    keys: Counter = Counter()
-    seen: Counter = Counter()
-    for e in sorted((e for e in events if e["name"] in _TYPES), key=lambda e: e["ts"]):
-        step = [n for ts, n in steps if ts <= e["ts"]][-1]
-        typ = _TYPES[e["name"]]
-        size = e["args"]["Input type"][0] if typ == "all_to_all" else math.prod(e["args"]["Input Dims"][0])
-        sig = (step, typ, size)
-        keys[(*sig, seen[sig])] += 1
-        seen[sig] += 1
-    return keys
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    out = []
+    for e in events:
+        if "nccl" in e["name"].lower():
+            typ = next((t for key, t in _KERNEL_TYPES if key.lower() in e["name"].lower()), "other")
+            out.append((typ, e["ts"] + e["dur"]))
+    return out
 
 
-def test_dlrm_pair_matches_by_step_type_size_and_order():
+def test_dlrm_pair_matches_the_collectives_that_end_together():
+    """Two ranks of a 128-rank DLRM job whose collective sequences differ: only the calls whose NCCL
+    kernels end together on both ranks (within 1 ms, where the nearest wrong one is over 10 ms off) are
+    the same collective. Recomputed from the raw JSON by pairing kernels of one type by their ends."""
     paths = [shared_traces() / "kineto" / f"dlrm_128rank_rank{r}.json.gz" for r in (0, 1)]
-    k0, k1 = _raw_keys(paths[0]), _raw_keys(paths[1])
-    expected = len(set(k0) & set(k1))
-    calls = sum(k0.values()) + sum(k1.values())
-    assert (expected, calls) == (6, 20)  # the counts the raw files give; the job view must agree
+    k0, k1 = _raw_comm_kernels(paths[0]), _raw_comm_kernels(paths[1])
+    together = [(t, e) for t, e in k0 if any(t == t1 and abs(e - e1) < 1_000.0 for t1, e1 in k1)]
+    nearest = sorted(min(abs(e - e1) for t1, e1 in k1 if t1 == t) for t, e in together)
+    others = sorted(min((abs(e - e1) for t1, e1 in k1 if t1 == t), default=1e9) for t, e in k0 if (t, e) not in together)
+    assert (len(together), len(k0), len(k1)) == (5, 10, 10)  # what the raw files give
+    assert nearest[-1] < 500.0 and others[0] > 10_000.0  # right partners: < 0.5 ms; the rest: > 10 ms off
     with tempfile.TemporaryDirectory() as tmp:
         for p in paths:
             os.symlink(p, Path(tmp) / p.name)
         job = analyze(tmp, jobs=1).to_dict()["job"]
-    assert job["collectives_matched"] == expected
-    assert job["match_key"] == "group+step+type+size+order"
-    assert job["unmatched_calls"] == calls - 2 * expected
-    reported = sum(sum(r["calls_by_rank"].values()) for r in job["disagreements"])
-    assert reported == calls - 2 * expected
+    assert job["collectives_matched"] == len(together)
+    assert job["match_key"] == "group+type+size+aligned-ends"
+    assert job["unmatched_calls"] == len(k0) + len(k1) - 2 * len(together)
+    by_rank = {r["rank"]: r for r in job["alignment"]["ranks"]}
+    assert {r: sum(v["unmatched"].values()) for r, v in by_rank.items()} == {0: 5, 1: 5}
     assert job["missing_ranks"] == list(range(2, 128))
     # with 126 ranks absent no straggler is named, and the report says why
     assert job["straggler_ranks"] == []
     if job["late_among_present"]:
         assert any("cannot be named" in i for i in job["issues"])
     assert 0 < job["wait_fraction_of_comm"] < 1
-    # the time goes to the embedding all-to-all: no DDP-bucket advice for it
-    assert job["metrics"]["comm_top_collective"] == "all_to_all"
 
 
 def test_single_dlrm_rank_gets_all_to_all_advice_not_ddp_buckets():
@@ -253,11 +245,39 @@ def test_an_unreadable_member_rank_is_named_as_such_and_is_no_straggler(tmp_path
     assert job["missing_ranks"] == [3]  # absent for matching: no straggler is named for the ranks present
 
 
-def test_ranks_with_different_steps_are_reported(tmp_path):
+def test_step_numbers_that_differ_are_aligned(tmp_path):
+    """Two ranks record the same three steps at the same times, numbered from 1 on one and from 2 on
+    the other (a profiler started a step later): the collectives still match, and the rank x step
+    table uses the first rank's numbers for both."""
     _rank(tmp_path, 0, first_step=1)
     _rank(tmp_path, 1, first_step=2)
     job = analyze(tmp_path, jobs=1).to_dict()["job"]
-    assert any("recorded different steps" in i for i in job["issues"])
+    assert job["collectives_matched"] == 3
+    shifts = {r["rank"]: r["step_number_shift"] for r in job["alignment"]["ranks"]}
+    assert shifts == {0: 0, 1: -1}
+    assert job["heatmap"]["steps"] == [1, 2, 3]
+    assert not any("recorded different steps" in i for i in job["issues"])
+
+
+def test_ranks_whose_windows_differ_are_aligned_and_the_rest_listed(tmp_path):
+    """Rank 1's profiler opens one step after rank 0's and closes one step later, with the same step
+    numbers for the same steps: the collectives of the two steps only one rank recorded are listed as
+    outside the span both windows cover, and the offset found is one step."""
+    _rank(tmp_path, 0, first_step=1)
+    b = TraceBuilder(rank=1, world_size=2)
+    for k in range(1, 4):  # steps 2-4
+        base = 1_000_000.0 + k * STEP_US
+        b.step(k + 1, base, base + 15_000.0)
+        b.kernel("ampere_sgemm_128x64_tn", base + 100.0, 5_000.0, op="aten::mm")
+        b.nccl(base + 5_200.0 + 300.0, 1_000.0 - 300.0)  # ends with rank 0's
+    b.write(tmp_path / "rank1.pt.trace.json.gz")
+    job = analyze(tmp_path, jobs=1).to_dict()["job"]
+    assert job["collectives_matched"] == 2
+    ranks = {r["rank"]: r for r in job["alignment"]["ranks"]}
+    assert ranks[0]["unmatched"] == {"before_span": 1} and ranks[1]["unmatched"] == {"after_span": 1}
+    (group,) = job["alignment"]["groups"]
+    assert {r["rank"]: r["offset_steps"] for r in group["ranks"]} == {0: 0.0, 1: 1.0}
+    assert any("ranks recorded different steps" in i for i in job["issues"])
     assert job["heatmap"]["steps"] == [2, 3]
 
 
@@ -391,12 +411,11 @@ def test_process_groups_and_sequence_numbers(tmp_path):
     assert job["missing_ranks"] == []
 
 
-def test_match_key_helpers_agree_with_plain_python_on_random_rows():
-    """The numpy grouping under collective matching: keys numbered by first appearance, and each
-    call's count of earlier calls with the same key in a given order."""
+def test_match_key_helper_agrees_with_plain_python_on_random_rows():
+    """The numpy grouping under collective matching: keys numbered by first appearance."""
     import numpy as np
 
-    from tracedoc.job.match import _codes_by_appearance, _count_before
+    from tracedoc.job.match import _codes_by_appearance
 
     rng = np.random.default_rng(3)
     for _ in range(100):
@@ -405,13 +424,6 @@ def test_match_key_helpers_agree_with_plain_python_on_random_rows():
         numbers: dict[tuple, int] = {}
         want = [numbers.setdefault(key, len(numbers)) for key in zip(a.tolist(), b.tolist())]
         assert _codes_by_appearance(a, b).tolist() == want
-        order = rng.permutation(n)
-        seen: dict[int, int] = {}
-        before = [0] * n
-        for row in order.tolist():
-            before[row] = seen.get(int(a[row]), 0)
-            seen[int(a[row])] = before[row] + 1
-        assert _count_before(a + 1, order).tolist() == before  # key codes are >= 0
 
 
 def test_disagreements_agree_with_plain_python_on_random_calls():
@@ -453,25 +465,56 @@ def test_disagreements_agree_with_plain_python_on_random_calls():
                          "dtype": stacked.dtypes[int(cols["dtype"][r0])],
                          "calls_by_rank": {str(r): k for r, k in have.items()},
                          "ranks_without": [r for r in members[stacked.groups[g]] if r not in have]})
-        assert _disagreements(stacked, codes, ok_code, members, size) == want
+        assert _disagreements(stacked, np.flatnonzero(~ok_code[codes]), codes, members, size) == want
 
 
 def test_a_rank_late_as_often_as_chance_allows_among_four_is_not_a_straggler():
     """Every rank is tested, so the chance bound is shared among them: last in 5 of 8 steps among 4
     ranks (p = 0.027 for one rank, about 0.1 that some rank of four does it) is not a straggler;
-    last in 8 of 8 is."""
+    last in 8 of 8 is, with high confidence."""
     from tracedoc.job.straggler import RankStats, find_stragglers
 
     def stats(late_steps: int) -> list[RankStats]:
-        late = RankStats(rank=2, instances=8, arrived_last=late_steps, wait_ns=0, lateness_ns=8_000_000,
-                         caused_wait_ns=16e6, steps=8, late_steps=late_steps, trials=8)
-        others = [RankStats(rank=r, instances=8, arrived_last=1, wait_ns=16_000_000, lateness_ns=0,
-                            caused_wait_ns=1e6, steps=8, late_steps=1, trials=8) for r in (0, 1, 3)]
+        late = RankStats(rank=2, instances=8, arrived_last=late_steps, decided=8, wait_ns=0,
+                         lateness_ns=8_000_000, time_ns=80_000_000, steps=8, late_steps=late_steps, trials=8)
+        others = [RankStats(rank=r, instances=8, arrived_last=1, decided=8, wait_ns=16_000_000, lateness_ns=0,
+                            time_ns=80_000_000, steps=8, late_steps=1, trials=8) for r in (0, 1, 3)]
         return [late, *others]
 
-    step_ns = 10e6  # the late rank costs the others 2 ms a step: 20% of it, significant
-    assert find_stragglers(stats(5), step_ns, 4) == []
-    assert [s.rank for s in find_stragglers(stats(8), step_ns, 4)] == [2]
+    def cost(rank: int) -> float:
+        return 0.2  # the late rank costs the others 20% of their step: significant
+
+    assert find_stragglers(stats(5), 4, cost) == []
+    (found,) = find_stragglers(stats(8), 4, cost)
+    assert (found.rank, found.confidence) == (2, "high")
+
+
+def test_confidence_follows_what_the_profile_can_show():
+    """Three ranks. Enough steps: the chance test over steps decides (high, or no one). Fewer: the
+    test runs over collectives (medium when it passes); too few collectives for any test, or a
+    one-step profile: the rank last most often is named with low confidence, never no one."""
+    from tracedoc.job.straggler import RankStats, find_stragglers
+
+    def job(steps: int, decided: int, last: int, late_steps: int) -> list[RankStats]:
+        s = RankStats(rank=1, instances=decided, arrived_last=last, decided=decided, wait_ns=0,
+                      lateness_ns=4_000_000, time_ns=40_000_000 * steps, steps=steps, late_steps=late_steps,
+                      trials=steps)
+        others = [RankStats(rank=r, instances=decided, arrived_last=(decided - last) // 2, decided=decided,
+                            wait_ns=8_000_000, lateness_ns=0, time_ns=40_000_000 * steps, steps=steps,
+                            late_steps=0, trials=steps) for r in (0, 2)]
+        return [s, *others]
+
+    def named(stats):
+        return [(s.rank, s.confidence) for s in find_stragglers(stats, 3, lambda r: 0.1)]
+
+    assert named(job(steps=6, decided=24, last=24, late_steps=6)) == [(1, "high")]  # 6 of 6: chance 0.14%
+    assert named(job(steps=6, decided=24, last=10, late_steps=3)) == []  # 3 of 6 among 3 ranks: chance
+    assert named(job(steps=1, decided=8, last=7, late_steps=1)) == [(1, "medium")]  # 7 of 8: chance 0.2%
+    assert named(job(steps=1, decided=2, last=2, late_steps=1)) == [(1, "low")]  # (1/3)^2 = 11%: no test
+    assert named(job(steps=1, decided=8, last=4, late_steps=1)) == [(1, "low")]  # one step: most often last
+    assert named(job(steps=2, decided=8, last=4, late_steps=1)) == []  # two steps, 4 of 8: chance (8%)
+    # the wait it costs must be significant at every level
+    assert find_stragglers(job(steps=1, decided=8, last=7, late_steps=1), 3, lambda r: 0.01) == []
 
 
 def test_api_cli_and_reports_show_the_same_rank(gpu_job, tmp_path, capsys):

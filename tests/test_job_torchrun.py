@@ -20,13 +20,19 @@ from test_capture import ROOT, TRAIN, _env, _free_port, _traces  # noqa: E402
 from tracedoc.api import analyze  # noqa: E402
 
 SLOW_RANK = 2
+# Every rank ends each step with this wait, standing for device work the host waits on. A few ms of
+# CPU work per step and rank stretch by half or more when four ranks share two busy cores, and
+# differently in two separate runs; this wait is wall time that does not, so it holds the step time
+# of both runs near the same floor and the balanced run stays comparable with the prediction.
+STEP_WAIT_S = 0.03
 
 
 def _start(out: Path, *extra: str, report: bool = True) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "4", "--master_addr", "127.0.0.1",
            "--master_port", str(_free_port()), "-m", "tracedoc.capture", "run", "-o", str(out),
            "--skip-first", "1", "--warmup", "1", "--active", "8", "--dist-timeout", "30", "--no-monitor",
-           *([] if report else ["--no-report"]), "--", str(TRAIN), "--steps", "11", "--ddp", *extra]
+           *([] if report else ["--no-report"]), "--", str(TRAIN), "--steps", "11", "--ddp",
+           "--step-sleep", str(STEP_WAIT_S), *extra]
     return subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -75,14 +81,19 @@ def test_torchrun_straggler_prediction_is_near_the_balanced_job(runs):
     balanced = analyze(runs["balanced"], jobs=2).to_dict()["job"]
     w = slow["straggler_what_if"]
     (finding,) = [f for f in slow["verdict"]["findings"] if f["rule_id"] == "TD620"]
-    assert {k: finding["what_if"][k] for k in w} == w and "replay" in w["method"]
+    # the finding carries the replay's gain, framed on the job's step (the report's one step time)
+    assert finding["what_if"]["gain_ms"] == pytest.approx(w["gain_ms"], abs=1e-3) and "replay" in w["method"]
+    assert finding["what_if"]["step_ms_before"] == pytest.approx(slow["verdict"]["step_time_ns"] / 1e6, abs=1e-3)
     measured = sorted(r["step_time_p50_ns"] / 1e6 for r in balanced["ranks"])[2]
     print(f"torchrun: before {w['step_ms_before']:.1f} ms, predicted {w['step_ms_after']:.1f} ms, "
           f"balanced run measured {measured:.1f} ms (p50), gain {w['gain_ms']:.1f} ms")
-    # the sleep is ~24 ms a step: most of it comes off; four ranks share two cores, so the timings of
-    # two separate runs agree only roughly (two runs: predicted 11.7 / 8.5 ms, measured 13.9 / 12.1 ms)
+    # the sleep is ~24 ms a step: most of it comes off
     assert 0.5 * 24 < w["gain_ms"] < w["step_ms_before"]
-    assert 0.5 * measured < w["step_ms_after"] < 2.5 * measured
+    # Each step is the 30 ms wait plus the ranks' CPU work, which on two shared cores stretches by up to
+    # half between two runs; the prediction may differ by that share of the work as well as by 15%.
+    # (Eight runs with busy loops on both cores: measured 40-50 ms, predicted within 1.5-8 ms of it.)
+    work = max(measured - 1000 * STEP_WAIT_S, 0.0)
+    assert abs(w["step_ms_after"] - measured) <= 0.15 * measured + 0.5 * work, (w, measured)
 
 
 def test_torchrun_balanced_job_has_no_input_pipeline_straggler(runs):

@@ -101,8 +101,11 @@ def test_straggler_finding_carries_the_prediction_and_ranks_by_its_gain(pair):
     job = late.to_dict()["job"]
     findings = job["verdict"]["findings"]
     (td620,) = [f for f in findings if f["rule_id"] == "TD620"]
-    # the finding carries the job's prediction (plus its share of the step today)
-    assert {k: td620["what_if"][k] for k in job["straggler_what_if"]} == job["straggler_what_if"]
+    # the finding carries the job's prediction, framed on the job's step (plus its share of the step today)
+    w, replay = td620["what_if"], job["straggler_what_if"]
+    assert w["step_ms_before"] == pytest.approx(job["verdict"]["step_time_ns"] / 1e6, abs=1e-4)
+    assert w["gain_ms"] == pytest.approx(replay["gain_ms"], abs=1e-4) and w["method"] == replay["method"]
+    assert w["step_ms_before"] == pytest.approx(replay["step_ms_before"], rel=0.01)
     assert td620["impact_ms_per_step"] == pytest.approx(td620["what_if"]["gain_ms"])
     assert findings[0]["rule_id"] == "TD620"
     impacts = [f["impact_fraction"] for f in findings if f["impact_fraction"] is not None]

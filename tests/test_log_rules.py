@@ -33,7 +33,7 @@ BASELINE.update({
 })
 EVIDENCE = {name: [{"row": i} for i in range(20)]
             for name in ("anomalies", "nan_steps", "loss_spikes", "throughput_dips", "periodic_stalls",
-                         "lr_schedule", "config_checks")}
+                         "loss_bumps", "skip_groups", "lr_schedule", "config_checks")}
 
 
 def _cases(kind: str):

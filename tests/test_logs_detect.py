@@ -205,12 +205,34 @@ def test_lr_jump_after_the_peak(tmp_path):
     assert [a["step"] for a in result.anomalies if a["kind"] == "lr_jump"] == [301]
 
 
-def test_moving_average_matches_pandas():
+def centred_mean(x: np.ndarray, window: int) -> np.ndarray:
+    """The definition, point by point: the mean of the finite points within window // 2 on each side,
+    the half-width shrinking to the distance from the nearer end."""
+    n, h = x.size, window // 2
+    out = np.full(n, np.nan)
+    for i in range(n):
+        k = min(h, i, n - 1 - i)
+        seg = x[i - k:i + k + 1]
+        seg = seg[np.isfinite(seg)]
+        if seg.size:
+            out[i] = seg.mean()
+    return out
+
+
+def test_moving_average_is_the_centred_mean():
     rng = np.random.default_rng(9)
     x = rng.normal(0, 1, 500)
     x[[10, 200]] = np.nan
-    want = pd.Series(x).rolling(20, min_periods=1).mean().to_numpy()
-    np.testing.assert_allclose(detect.moving_average(x, 20), want)
+    np.testing.assert_allclose(detect.moving_average(x, 20), centred_mean(x, 20))
+
+
+def test_moving_average_has_no_kink_where_its_window_fills():
+    """On a straight falling line the moving average is the line itself, at the start too: a trailing
+    mean would lag by half the points it has, bending where its window fills."""
+    x = 5.0 - 0.01 * np.arange(300)
+    np.testing.assert_allclose(detect.moving_average(x, 50), x, atol=1e-12)
+    trailing = pd.Series(x).rolling(50, min_periods=1).mean().to_numpy()
+    assert np.max(np.abs(trailing - x)) > 0.2  # what it replaced
 
 
 def test_trailing_reference_matches_a_direct_median():
@@ -231,4 +253,4 @@ def test_window_option_changes_the_moving_average(tmp_path):
     loss = decaying_loss(400, np.random.default_rng(11))
     series = read_log(write_jsonl(tmp_path / "l.jsonl", {"loss": loss}))
     a = analyze_series(series, LogOptions(window=10))
-    np.testing.assert_allclose(a.charts["loss_ma"], pd.Series(loss).rolling(10, min_periods=1).mean().to_numpy())
+    np.testing.assert_allclose(a.charts["loss_ma"], centred_mean(loss, 10))

@@ -151,6 +151,14 @@ def test_aliases_are_mapped(tmp_path):
     series = read_log(path)
     assert series.fields_seen["loss"] == "train/loss" and series.fields_seen["step"] == "_step"
     assert series.fields_seen["lr"] == "train/learning_rate"
+    assert series.fields_seen["throughput"] == "perf/tokens_per_second" and series.units["throughput"] == "tokens/s"
+
+
+def test_an_eval_prefix_does_not_make_a_training_loss(tmp_path):
+    path = tmp_path / "wandb.jsonl"
+    path.write_text("".join(json.dumps({"_step": i, "eval/loss": 2.0, "charts/lr": 1e-4}) + "\n" for i in range(5)))
+    series = read_log(path)
+    assert "loss" not in series.fields_seen and series.fields_seen["lr"] == "charts/lr"
 
 
 # ---- bad input ---------------------------------------------------------------------------------

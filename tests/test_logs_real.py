@@ -161,23 +161,45 @@ def test_real_nan_from_an_exploding_learning_rate(tmp_path):
 
 
 def test_step_monitor_fed_by_a_training_loop(tmp_path):
-    """The monitor as tracedoc run drives it: one interval record per flush, then a summary record."""
+    """The monitor as tracedoc run drives it: one record per step (the ones the profiler recorded so
+    marked), interval records, then a summary record. The reader takes the steps the profiler did not
+    slow, with their own durations and throughputs as the loop timed them."""
     path = tmp_path / "steps.jsonl"
     mon = StepMonitor(str(path), interval_s=0.0, batch_size=32)
     t = time.perf_counter()
     mon.on_step(t, 0, 32, None, False)
+    durations = {}
     for step in range(1, 41):
         train(steps=1, seed=step)
-        mon.on_step(time.perf_counter(), step, 32, None, False)
+        now = time.perf_counter()
+        mon.on_step(now, step, 32, None, 20 <= step < 23)
+        durations[step], t = now - t, now
     mon.close()
     records = [json.loads(line) for line in path.read_text().splitlines()]
-    intervals = [r for r in records if r["type"] == "interval"]
+    steps = [r for r in records if r["type"] == "step"]
+    assert [r["step"] for r in steps] == list(range(1, 41))
+    assert [r["step"] for r in steps if r.get("profiled")] == [20, 21, 22]
+    assert {r["type"] for r in records} == {"step", "interval", "summary"}
     series = read_log(tmp_path)  # the run directory
+    kept = [s for s in range(1, 41) if not 20 <= s < 23]
     assert series.format == "tracedoc step monitor"
-    assert series.step.tolist() == [r["step"] for r in intervals]
-    np.testing.assert_allclose(series.columns["step_time_s"], [r["step_time_s"]["mean"] for r in intervals])
-    np.testing.assert_allclose(series.columns["throughput"], [r["samples_per_s"] for r in intervals])
+    assert series.step.tolist() == kept
+    np.testing.assert_allclose(series.columns["step_time_s"], [durations[s] for s in kept], rtol=1e-5)
+    np.testing.assert_allclose(series.columns["throughput"], [32 / durations[s] for s in kept], rtol=1e-5)
     assert series.units["throughput"] == "samples/s"
+
+
+def test_step_monitor_files_without_step_records_read_their_intervals(tmp_path):
+    """A steps.jsonl written before step records existed: its interval records are the series."""
+    path = tmp_path / "steps.jsonl"
+    recs = [{"type": "interval", "schema": 1, "rank": 0, "step": 10 * i, "steps": 10,
+             "step_time_s": {"mean": 0.1 * i, "p50": 0.1, "p90": 0.1, "max": 0.1}, "samples_per_s": 100.0 / i}
+            for i in range(1, 31)]
+    recs.append({"type": "summary", "schema": 1, "rank": 0, "step": 300, "steps": 300, "samples_per_s": 1.0})
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    series = read_log(path)
+    assert series.step.tolist() == [10 * i for i in range(1, 31)]
+    np.testing.assert_allclose(series.columns["step_time_s"], [0.1 * i for i in range(1, 31)])
 
 
 @pytest.mark.timeout(300)
@@ -191,8 +213,9 @@ def test_tracedoc_run_directory(tmp_path):
                            "--step-sleep", "0.02"], env=env, capture_output=True, text=True, timeout=280)
     assert proc.returncode == 0, proc.stderr
     want = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
-    want = [r for r in want if r["type"] == "interval"]
-    assert want, "the monitor wrote interval records"
+    assert [r["step"] for r in want if r["type"] == "step"] == list(range(2, 31))  # the first opens step 2
+    assert [r["step"] for r in want if r.get("profiled")] == [3, 4, 5]  # warm-up, active, export
+    want = [r for r in want if r["type"] == "step" and not r.get("profiled")]
     proc = subprocess.run([sys.executable, "-m", "tracedoc", "logs", str(out), "--format", "json"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -144,7 +144,7 @@ def test_only_what_is_asked_for_runs(scratch_registry, tmp_path):
         return Produced(values={"probe_costly": inputs["window"].length_ns})
 
     names = [a.name for a in pipeline.plan(metrics=("kernel_count",))]
-    assert names == ["window.steps_and_window", "kernels.kernel_statistics"]
+    assert names == ["backlog.pre_window_backlog", "window.steps_and_window", "kernels.kernel_statistics"]
     assert "probe_costly" not in pipeline.default_request()["values"]
     trace = _trace(tmp_path)
     analyze_trace(trace)

@@ -33,10 +33,15 @@ def test_format_from_the_output_extension(path, fmt):
     assert output_format(None, path) == fmt
 
 
-def test_explicit_format_wins_and_unknown_extensions_write_text():
+def test_explicit_format_wins_and_unknown_extensions_are_refused():
+    from tracedoc.errors import UsageError
+
     assert output_format("json", "report.html") == "json"
+    assert output_format("md", "report.log") == "md"
     assert renderer_for_path("report.log") is None
-    assert output_format(None, "report.log") == "text"
+    assert renderer_for_path("report.json.gz").name == "json" and renderer_for_path("R.MD").name == "md"
+    with pytest.raises(UsageError, match=r"report\.log: has no extension that names a report format \(saw '\.log'\)"):
+        output_format(None, "report.log")
     assert output_format(None, None) == "text"
 
 

@@ -89,7 +89,7 @@ def open_report(browser, result, tmp_path: Path, name: str) -> Page:
     return Page(browser, path)
 
 
-def test_comm_bound_real_trace(browser, tmp_path):
+def test_dlrm_real_trace(browser, tmp_path):
     trace = shared_traces() / "kineto" / "dlrm_128rank_rank0.json.gz"
     result = analyze(trace)
     page = open_report(browser, result, tmp_path, "dlrm_128rank_rank0.html")
@@ -98,9 +98,13 @@ def test_comm_bound_real_trace(browser, tmp_path):
         assert page.errors == []
         assert page.blocked == []
         assert pg.get_attribute("html", "data-timeline") == "ready"
-        assert "comm_bound" in result.verdicts[0].labels
-        assert pg.locator("#verdict .label-comm_bound").is_visible()
+        # the exposed all-to-all is off the critical path (a minor finding, listed apart); host work sets the step
+        assert result.verdicts[0].labels[0] == "host_bound"
+        assert pg.locator("#verdict .label-host_bound").is_visible()
         for f in result.verdicts[0].findings:
+            if f.minor:
+                assert f.title in pg.locator("details.minor").text_content()  # closed: text, not shown
+                continue
             card = pg.locator(f"#finding-{f.rule_id}")
             assert card.is_visible(), f.rule_id
             assert f.title in card.inner_text()

@@ -113,7 +113,8 @@ def test_gpu_figures_are_labelled(tmp_path):
 
 def test_memory_chart_has_a_y_axis_and_the_reserved_series():
     page = render_html(analyze(example_path()))
-    chart = page[page.index('<figure class="memcurve">'):page.index("</figure>")]
+    start = page.index('<figure class="memcurve">')
+    chart = page[start:page.index("</figure>", start)]
     ticks = re.findall(r'<text class="mem-tick"[^>]*>([^<]+)</text>', chart)
     assert ticks[0] == "0 B" and len(ticks) == 5
     assert 'class="mem-reserved"' in chart and 'class="mem-reserved-area"' in chart

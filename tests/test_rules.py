@@ -110,6 +110,14 @@ HEALTHY: dict = {
     "gap_max_ns": 2_000_000,
     "idle_gap_max_ns": 1_000_000,
     "idle_short_launch_fraction": 0.02,
+    "idle_host_long_fraction": 0.0,
+    "backlog_ns": None,
+    "backlog_ops": 0,
+    "launch_queue_depth_max": 40,
+    "launch_blocked_calls": 0,
+    "launch_blocked_fraction": 0.0,
+    "launch_period_ns": 30_000.0,
+    "host_gap_long_ns": 300_000,
     "gap_p95_ns": 20_000,
     "gpu_count": 1,
     "compute_capability": 8.0,
@@ -127,11 +135,13 @@ HEALTHY: dict = {
     "collectives_matched": None,
     "job_step_time_p50_ns": None,
     "comm_wait_fraction": None,
+    "rank_comm_wait_fraction": None,
     "comm_top_collective": None,
     "comm_busbw_gbps": None,
     "link_busbw_gbps": None,
     "straggler_count": None,
     "straggler_rank": None,
+    "straggler_confidence": None,
     "straggler_cause": None,
     "straggler_cause_ms_per_step": None,
     "straggler_wait_ms_per_step": None,
@@ -144,7 +154,9 @@ EVIDENCE = {
     name: [{"row": i} for i in range(20)]
     for name in ("top_gaps", "top_kernels", "top_operators", "idle_causes", "per_step", "collectives",
                  "sync_calls", "implicit_syncs", "sync_blocked_calls", "launch", "idle_other_cpu_ops", "memcpy", "memory_top_allocs", "dataloader", "flops_summary", "flops_by_op_class",
-                 "flops_by_kernel_class", "roofline_below_roof", "job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
+                 "host_late_cpu_ops", "host_late_python", "launch_queue",
+                 "flops_by_kernel_class", "roofline_below_roof", "job_ranks", "job_collectives", "straggler_cause",
+                 "job_disagreements", "host_operators")
 }  # fmt: skip
 
 ALL_RULES = load_rules()

@@ -128,6 +128,23 @@ class TraceBuilder:
                             "name": flow_cat, "bp": "e"})
         return corr
 
+    def unlaunched(self, name: str, start: float, dur: float, stream: int = 7, device: int = 0,
+                   correlation: int | None = None) -> None:
+        """A kernel with no launch call in the trace: launched before the profiler opened (a pre-window
+        backlog), with the correlation id the driver gave it then (below the trace's own ids)."""
+        a: dict[str, Any] = {"device": device, "context": 1, "stream": stream}
+        if correlation is not None:
+            a["correlation"] = correlation
+        tid: Any = f"stream {stream}" if self.legacy else stream
+        self.events.append({"ph": "X", "cat": "Kernel" if self.legacy else "kernel", "name": name, "pid": device,
+                            "tid": tid, "ts": start, "dur": dur, "args": a})
+
+    def overhead(self, name: str, start: float, end: float) -> None:
+        """A CUPTI overhead span as Kineto records it (category ``overhead``, no process or thread), e.g.
+        ``Command Buffer Full`` inside a launch call that waited for a slot in the launch queue."""
+        self.events.append({"ph": "X", "cat": "overhead", "name": name, "pid": -1, "tid": 0, "ts": start,
+                            "dur": end - start})
+
     def kernel(self, name: str, start: float, dur: float, **kw) -> int:
         extra = {}
         for key, arg in (("grid", "grid"), ("block", "block"), ("blocks_per_sm", "blocks per SM"),

@@ -63,13 +63,16 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
 @with_paused_gc
 def analyze_log(path: str | os.PathLike, *, config: tuple | list = (), params: dict | None = None,
                 rule_dirs: tuple = (), compute_capability: float | None = None, gpu_name: str | None = None,
-                command: str | None = None, options: Any = None, jobs: int | None = None):
+                command: str | None = None, options: Any = None, jobs: int | None = None,
+                log_format: str | None = None, fields: dict[str, str] | None = None):
     """Analyse a training log (and its config files): anomalies, config checks and the findings of the
     ``scope = "log"`` rules. Returns a ``tracedoc.logs.LogResult``. A large JSON Lines log is decoded in
-    ``jobs`` processes (default: the CPU count, at most 4)."""
+    ``jobs`` processes (default: the CPU count, at most 4). ``log_format`` names the log's format instead
+    of sniffing it (``tracedoc.logs.reader.FORMATS``); ``fields`` maps field names to the log's own
+    (``{"loss": "train/lm_loss"}``)."""
     return judge_log(path, load_ruleset(params, rule_dirs), config=config, options=options,
                      compute_capability=compute_capability, gpu_name=gpu_name, command=command,
-                     jobs=jobs or min(4, os.cpu_count() or 1))
+                     jobs=jobs or min(4, os.cpu_count() or 1), log_format=log_format, fields=fields)
 
 
 @with_paused_gc

@@ -146,15 +146,38 @@ def check_rank(rank: Any) -> list[str]:
     return c.violations
 
 
-def check_job(view: Any) -> list[str]:
-    """Check the job view's metrics and tables in place, as ``check_rank`` checks a rank's; each violation
-    is added to the view's issues."""
-    c = _Checker()
+# Job view: every per-step number of the rank table against the step it is a part of (2% for rounding).
+_JOB_STEP_SLACK = 1.02
+_JOB_PER_STEP_KEYS = ("wait_ns_per_step", "lateness_ns_per_step")
+
+
+def check_job(job: Any) -> list[str]:
+    """Check a job stage's output (``tracedoc.job.JobJoin``, or a ``JobView`` alone) in place, as
+    ``check_rank`` checks a rank's:
+    the view's metrics by the metric table's ranges, its fractions, collectives, stragglers and
+    disagreements; every fraction of the rank table's job columns in [0, 1], and no wait, lateness or
+    cost per step above the step it is part of. Offending values become None; the violations are
+    returned (and added to the view's issues)."""
+    view, c = getattr(job, "view", job), _Checker()
+    columns, own_steps = getattr(job, "rank_columns", {}), getattr(job, "step_ns_by_rank", {})
     for name, value in list(view.metrics.items()):
         view.metrics[name] = c.value(f"job: metrics.{name}", value, metric_bounds(name))
+    view.wait_fraction_of_comm = c.value("job: wait_fraction_of_comm", view.wait_fraction_of_comm, _UNIT_BOUNDS)
     c.tree("job: collectives", view.collective_rows)
-    c.tree("job: stragglers", view.stragglers)
+    c.tree("job: stragglers", [{k: v for k, v in s.items() if k != "breakdown"} for s in view.stragglers])
     c.tree("job: disagreements", view.disagreements)
+    for rank, row in columns.items():
+        c.tree(f"job: ranks[rank {rank}]", row)
+        step = row.get("matched_step_p50_ns") or own_steps.get(rank)
+        for key in _JOB_PER_STEP_KEYS:
+            x = row.get(key)
+            if _is_number(x) and _is_number(step) and step > 0 and x > _JOB_STEP_SLACK * step:
+                row[key] = c.fail(f"job: ranks[rank {rank}].{key}", x, f"above its step ({step / 1e6:.3f} ms)")
+    step_ns = view.metrics.get("job_step_time_p50_ns")
+    cost = view.metrics.get("straggler_wait_ms_per_step")
+    if _is_number(cost) and _is_number(step_ns) and step_ns > 0 and cost * 1e6 > _JOB_STEP_SLACK * step_ns:
+        view.metrics["straggler_wait_ms_per_step"] = c.fail("job: metrics.straggler_wait_ms_per_step", cost,
+                                                            f"above the job's step ({step_ns / 1e6:.3f} ms)")
     view.issues.extend(c.violations)
     return c.violations
 
@@ -201,3 +224,4 @@ def _copy(node: Any) -> Any:
     if isinstance(node, list):
         return [_copy(v) for v in node]
     return node
+

@@ -11,9 +11,11 @@ Version history:
   job view's ``job.rank_table`` (wait, lateness and step times per step in ms), with
   ``job.step_ms_by_rank`` a third copy of the step times; the rank shown in detail was
   ``job.focus_index``, chosen by another rule than the reports'.
-- 2: one rank table, ``job.ranks``, in ns (the job view's columns ``wait_ns_per_step``,
-  ``arrived_last_fraction``, ``lateness_ns_per_step``, ``dataloader_ns_per_step`` and ``straggler``
-  joined to each rank's row); ``job.focus_rank`` and ``job.focus_asked`` by the one focus rule.
+- 2: one rank table, ``job.ranks``, in ns (the job view's columns ``matched_steps``,
+  ``matched_step_p50_ns``, ``wait_fraction``, ``wait_ns_per_step``, ``arrived_last_fraction``,
+  ``lateness_fraction``, ``lateness_ns_per_step``, ``comm_wait_fraction``, ``dataloader_ns_per_step``
+  and ``straggler`` joined to each rank's row); ``job.focus_rank`` and ``job.focus_asked`` by the one
+  focus rule.
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ def _all_metrics(doc: dict) -> None:
             rank["metrics"] = {**rank["metrics"], **dict.fromkeys(missing)}
 
 
-_V1_JOB_COLUMNS = (("wait_ms_per_step", "wait_ns_per_step", 1e6), ("arrived_last_fraction", "arrived_last_fraction", 1),
-                   ("lateness_ms_per_step", "lateness_ns_per_step", 1e6),
+_V1_JOB_COLUMNS = (("matched_step_p50_ms", "matched_step_p50_ns", 1e6), ("wait_fraction", "wait_fraction", 1),
+                   ("wait_ms_per_step", "wait_ns_per_step", 1e6), ("arrived_last_fraction", "arrived_last_fraction", 1),
+                   ("lateness_fraction", "lateness_fraction", 1), ("lateness_ms_per_step", "lateness_ns_per_step", 1e6),
+                   ("comm_wait_fraction", "comm_wait_fraction", 1),
                    ("dataloader_ms_per_step", "dataloader_ns_per_step", 1e6))
 
 
@@ -77,7 +81,8 @@ def _from_v1(doc: dict) -> dict:
             view = view_rows.get(row["rank"], {})
             extra = {new: (view[old] * scale if view.get(old) is not None else None)
                      for old, new, scale in _V1_JOB_COLUMNS}
-            rows.append({**row, **extra, "straggler": bool(view.get("straggler"))})
+            rows.append({**row, **extra, "matched_steps": int(view.get("matched_steps") or 0),
+                         "straggler": bool(view.get("straggler"))})
         job["ranks"] = rows
         for gone in ("focus_index", "step_ms_by_rank"):
             job.pop(gone, None)

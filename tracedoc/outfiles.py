@@ -56,8 +56,8 @@ def write_atomic(path: str, data: str | bytes, option: str | None = "--output") 
     raw = data.encode("utf-8") if isinstance(data, str) else data
 
     def write(f: BinaryIO) -> None:
-        if path.endswith(".gz"):
-            with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) as gz:
+        if path.lower().endswith(".gz"):  # the gzip header names the file as it will be, not the temporary one
+            with gzip.GzipFile(os.path.basename(path)[:-3], mode="wb", compresslevel=6, fileobj=f) as gz:
                 gz.write(raw)
         else:
             f.write(raw)

@@ -59,9 +59,16 @@ class RankRow(Record, kw_only=True):
     comm_overlap_fraction: float | None  # of its communication time
     dataloader_stall_fraction: float | None  # of its window
     idle_fraction: float | None  # of its window
-    wait_ns_per_step: float | None  # its waiting for the last rank at matched collectives
+    # the job view's columns: medians over the rank's matched steps (those holding a collective matched on
+    # every member rank)
+    matched_steps: int = 0  # its matched steps
+    matched_step_p50_ns: float | None = None  # its median step time over them
+    wait_fraction: float | None = None  # its waiting for the last rank, as a share of its step
+    wait_ns_per_step: float | None  # its waiting for the last rank at matched collectives, per step
     arrived_last_fraction: float | None  # share of its matched collectives it arrived last at
-    lateness_ns_per_step: float | None  # its arrival against the median arrival (negative: early)
+    lateness_fraction: float | None = None  # its lateness against the median arrival, as a share of its step
+    lateness_ns_per_step: float | None  # its arrival against the median arrival (negative: early), per step
+    comm_wait_fraction: float | None = None  # share of its matched collective time spent waiting for the last rank
     dataloader_ns_per_step: float | None  # DataLoader time before its collectives
     straggler: bool  # the job view names it a straggler
     labels: list[str]  # its verdict's labels, most impactful first
@@ -77,8 +84,10 @@ class RankRow(Record, kw_only=True):
                    compute_fraction=m.get("compute_fraction"), exposed_comm_fraction=m.get("exposed_comm_fraction"),
                    comm_overlap_fraction=m.get("comm_overlap_fraction"),
                    dataloader_stall_fraction=m.get("dataloader_stall_fraction"), idle_fraction=m.get("idle_fraction"),
-                   wait_ns_per_step=job.get("wait_ns_per_step"), arrived_last_fraction=job.get("arrived_last_fraction"),
-                   lateness_ns_per_step=job.get("lateness_ns_per_step"),
+                   matched_steps=int(job.get("matched_steps") or 0), matched_step_p50_ns=job.get("matched_step_p50_ns"),
+                   wait_fraction=job.get("wait_fraction"), wait_ns_per_step=job.get("wait_ns_per_step"),
+                   arrived_last_fraction=job.get("arrived_last_fraction"), lateness_fraction=job.get("lateness_fraction"),
+                   lateness_ns_per_step=job.get("lateness_ns_per_step"), comm_wait_fraction=job.get("comm_wait_fraction"),
                    dataloader_ns_per_step=job.get("dataloader_ns_per_step"), straggler=bool(job.get("straggler")),
                    labels=list(v.labels) if v is not None else [], withheld=bool(v is not None and v.withheld),
                    top_impact_fraction=v.top_impact_fraction if v is not None and v.findings else None)
@@ -110,6 +119,9 @@ def focus_rank(ranks: list[RankResult], job: JobView | None, asked: int | None =
     index = {r.rank: i for i, r in enumerate(ranks)}
     if asked is not None and asked in index:
         return index[asked], "asked for with --rank"
+    if job is not None and job.not_a_job and ranks:  # files that are not one job: no straggler, no median rank
+        top = max(range(len(ranks)), key=lambda i: (ranks[i].top_impact_fraction, -i))
+        return top, "whose top finding explains the most of its step"
     if job is not None and job.straggler_ranks and job.straggler_ranks[0] in index:
         return index[job.straggler_ranks[0]], "the straggler; --rank N shows another"
     if job is not None and job.median_rank in index:

@@ -48,7 +48,7 @@ def analysis_schema() -> dict[str, Any]:
     defs = root["$defs"]
     defs["metrics"] = _metrics(TRACE_METRICS, "Every metric of the metric table's rank and job scopes (the job's are "
                                "null for a single trace).")
-    defs["job_metrics"] = _metrics({n: TRACE_METRICS[n] for n in metric_names(scope="job")},
+    defs["job_metrics"] = _metrics({n: TRACE_METRICS[n] for n in metric_names(scope="job", topic="job")},
                                    "The job view's metrics (the metric table's job scope).")
     defs["evidence"] = _evidence(EVIDENCE, "Evidence tables: rows reports show and rules cite (log_anomalies: a "
                                  "training log's, joined to the first rank).")

@@ -37,13 +37,19 @@ from .model.verdict import Verdict
 from .result import AnalysisResult, Input, JobResult, RankRow, focus_rank
 from .version import __version__
 
-_RANK_NAME_RES = (re.compile(r"rank[_\-]?(\d+)", re.I), re.compile(r"(?:^|[_\-.])r(\d+)(?:[_\-.]|$)"),
-                  re.compile(r"(?:^|[_\-.])(\d+)\.(?:pt\.)?trace\.json", re.I))
+# A rank in a file name: a "rank" token, then a "worker" token, then an "r" token, then a short number
+# right before ".pt.trace.json". Never a long number: torch.profiler's tensorboard handler names files
+# "<worker>.<timestamp in ms>.pt.trace.json" (nw0_worker0.1623143089861.pt.trace.json is not rank
+# 1623143089861), and pids and Unix times are just as long; no job has a million ranks.
+_RANK_NAME_RES = (re.compile(r"rank[_\-]?(\d{1,6})(?!\d)", re.I), re.compile(r"worker[_\-]?(\d{1,6})(?!\d)", re.I),
+                  re.compile(r"(?:^|[_\-.])r(\d{1,6})(?:[_\-.]|$)"),
+                  re.compile(r"(?:^|[_\-.])(\d{1,6})\.(?:pt\.)?trace\.json", re.I))
 LOG_ANOMALY_ROWS = 200
 
 
 def rank_from_name(path: str) -> int | None:
-    """The rank a file's name gives (``rank3``, ``_r3.``, ``3.pt.trace.json``), or None."""
+    """The rank a file's name gives (``rank3``, ``worker3``, ``_r3.``, ``3.pt.trace.json``), for traces without
+    ``distributedInfo`` (which always wins); None when the name gives none."""
     base = os.path.basename(path)
     for rx in _RANK_NAME_RES:
         m = rx.search(base)
@@ -131,14 +137,15 @@ class StepLog(NamedTuple):
 
 def judge_log(path: str | os.PathLike, ruleset: Ruleset, *, config: tuple | list = (), options: Any = None,
               compute_capability: float | None = None, gpu_name: str | None = None, command: str | None = None,
-              jobs: int = 1):
+              jobs: int = 1, log_format: str | None = None, fields: dict[str, str] | None = None):
     """A training log (and its config files) read, analysed and judged by the ``scope = "log"`` rules:
     a ``tracedoc.logs.LogResult``."""
     from .logs.analysis import LogOptions
     from .logs.report import build_log_result
 
     result = build_log_result(path, config=tuple(config), options=options or LogOptions(),
-                              compute_capability=compute_capability, gpu_name=gpu_name, command=command, jobs=jobs)
+                              compute_capability=compute_capability, gpu_name=gpu_name, command=command, jobs=jobs,
+                              fmt=log_format, fields=fields)
     verdict = evaluate(result.metrics, result.analysis.evidence, result.step_time_ns, ruleset=ruleset, scope="log")
     return result.judged(verdict, __version__)
 
@@ -163,18 +170,23 @@ def judge(ranks: Ranks, ruleset: Ruleset, *, job: JobJoin | None = None, log: St
           command: str | None = None) -> AnalysisResult:
     """Check every rank's result and evaluate the rules on it (with the job view's communication metrics,
     ``job``), then the job's rules; a training log's findings (``log``) join the first rank's verdict."""
-    context = job.view.rank_context() if job is not None else {}
     if job is not None:
-        check_job(job.view)
-    judged = [_judge_rank(o.result, ruleset, context, log if i == 0 else None) for i, o in enumerate(ranks.reads)]
+        for bug in check_job(job):
+            warn(ranks.path, bug)
+    # files that share no collective are not one job: each is judged on its own
+    joined = job is not None and not job.view.not_a_job
+    judged = [_judge_rank(o.result, ruleset, job.rank_context(o.result.rank) if joined else {},
+                          log if i == 0 else None) for i, o in enumerate(ranks.reads)]
     known = {o.result.source: o.sha256 for o in ranks.reads}
     inputs = [Input(path=f, sha256=known.get(f) or (None if f in ranks.failed else _sha256_or_none(f)),
                     error=ranks.failed.get(f)) for f in ranks.files]
-    job_result = _judge_job(job, judged, ruleset) if job is not None else None
+    job_result = _judge_job(job, judged, ruleset, joined) if job is not None else None
     result = AnalysisResult(tracedoc_version=__version__, rules_version=ruleset.version, inputs=inputs,
                             command=command, ranks=judged, job=job_result)
     if len(ranks.reads) == 1 and ranks.reads[0].overlay is not None:
         result.overlays = {0: ranks.reads[0].overlay}
+    if job is not None:
+        result.job_instances = job.instances  # the matched collectives for the merged timeline; not saved
     return result
 
 
@@ -197,12 +209,13 @@ def _judge_rank(read: RankResult, ruleset: Ruleset, context: dict, log: StepLog 
     return r
 
 
-def _judge_job(job: JobJoin, ranks: list[RankResult], ruleset: Ruleset) -> JobResult:
-    """The one rank table, the job verdict (job rules on the job view and the median rank's metrics) and
-    the focus rank."""
+def _judge_job(job: JobJoin, ranks: list[RankResult], ruleset: Ruleset, joined: bool) -> JobResult:
+    """The one rank table, the job verdict (job rules on the job view and the median rank's metrics; none
+    when the files are not one job) and the focus rank."""
     view = job.view
     rows = [RankRow.of(r, job.rank_columns.get(r.rank)) for r in ranks]
-    verdict = _job_verdict(job, ranks, [row.to_dict() for row in rows if row.rank in job.rank_columns], ruleset)
+    verdict = (_job_verdict(job, ranks, [row.to_dict() for row in rows if row.rank in job.rank_columns], ruleset)
+               if joined else None)
     index = focus_rank(ranks, view)[0]
     return JobResult(**{f: getattr(view, f) for f in view.__struct_fields__}, ranks=rows,
                      focus_rank=ranks[index].rank if ranks else None, verdict=verdict)
@@ -211,7 +224,8 @@ def _judge_job(job: JobJoin, ranks: list[RankResult], ruleset: Ruleset) -> JobRe
 def _job_verdict(job: JobJoin, ranks: list[RankResult], rows: list[dict], ruleset: Ruleset) -> Verdict:
     view = job.view
     median = next((r for r in ranks if r.rank == view.median_rank), ranks[0] if ranks else None)
-    metrics = {**(median.metrics if median else {}), **view.metrics}
+    metrics = {**(median.metrics if median else {}), **view.metrics,
+               "rank_comm_wait_fraction": None}  # the job verdict has no rank of its own: TD620 speaks for it
     evidence = {**(median.evidence if median else {}), **job_evidence(view, rows)}
     step = view.metrics.get("job_step_time_p50_ns") or (median.step_time_ns if median else None)
     # predictions: the job view's replay for the straggler, the median rank's for its own labels
@@ -221,9 +235,15 @@ def _job_verdict(job: JobJoin, ranks: list[RankResult], rows: list[dict], rulese
     # rules on job metrics alone do not lose confidence because the ranks have no GPU work
     job_only = {r.id for r in ruleset.rules if r.metrics_used and r.metrics_used <= set(view.metrics)}
     kept = [h for h in verdict.health if not h.withhold]
-    return verdict.with_findings(
-        [replace(f, confidence=lowest(h.confidence for h in kept if h.applies_to(view.metrics)))
-         if f.rule_id in job_only else f for f in verdict.findings])
+    findings = [replace(f, confidence=lowest(h.confidence for h in kept if h.applies_to(view.metrics)))
+                if f.rule_id in job_only else f for f in verdict.findings]
+    # a finding about the straggler is no surer than the job view is of the straggler
+    sure = view.metrics.get("straggler_confidence")
+    if sure:
+        about = {r.id for r in ruleset.rules if any(m.startswith("straggler_") for m in r.metrics_used)}
+        findings = [replace(f, confidence=lowest((f.confidence, sure))) if f.rule_id in about else f
+                    for f in findings]
+    return verdict.with_findings(findings)
 
 
 def sha256_of(path: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from ..model.trace import Trace
 from .critical_path import PathOverlay
-from .instances import RankTables
+from .instances import RankTables, gpu_figures
 from .pipeline import run_analyses
 from .rank import Environment, RankResult, environment
 from .registry import EVIDENCE, METRICS
@@ -61,7 +61,10 @@ def read_rank(trace: Trace, *, job: bool = False, given: Mapping[str, Any] | Non
         warnings=[*out.values["warnings"], *out.warnings], environment=environment(trace.meta),
         timeline=out.values["timeline"], critical_path=out.values["critical_path"], verdict=None)
     overlay = RankOverlay(out.values["idle_sets"], out.values["critical_path_overlay"])
-    return RankRead(result, out.values.get("rank_tables") if job else None, trace.meta.sha256, overlay)
+    tables = out.values.get("rank_tables") if job else None
+    if tables is not None:  # the job view's straggler cause reads the rank's GPU figures beside its tables
+        tables.info.update(gpu_figures(result.metrics))
+    return RankRead(result, tables, trace.meta.sha256, overlay)
 
 
 def analyze_trace(trace: Trace, metrics: Iterable[str] | None = None, evidence: Iterable[str] | None = None,

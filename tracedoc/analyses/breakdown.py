@@ -104,9 +104,10 @@ def time_breakdown(trace: Trace, inputs) -> Produced:
     return Produced(metrics=m)
 
 
-@analysis(needs=("step_spans", "op_sets", "idle_sets", "dataloader_spans"), evidence=("per_step", "step_stats"))
+@analysis(needs=("step_spans", "op_sets", "idle_sets", "dataloader_spans", "backlog"), evidence=("per_step", "step_stats"))
 def step_breakdown(trace: Trace, inputs) -> Produced:
-    rows = per_step(inputs["step_spans"], inputs["op_sets"], inputs["idle_sets"], inputs["dataloader_spans"])
+    rows = per_step(inputs["step_spans"], inputs["op_sets"], inputs["idle_sets"], inputs["dataloader_spans"],
+                    inputs["backlog"].interval())
     return Produced(evidence={"per_step": rows, "step_stats": step_stats(rows)})
 
 
@@ -131,14 +132,18 @@ def step_stats(per_step_rows: list[dict]) -> list[dict]:
         return []
     out = []
     for q in STEP_QUANTITIES:
-        v = np.array([row[q] for row in per_step_rows], dtype=np.float64)
+        v = np.array([row[q] for row in per_step_rows if row[q] is not None], dtype=np.float64)
+        if not v.size:
+            continue
         out.append({"quantity": q, "total_ns": int(v.sum()), "p50_ns": percentile(v, 50),
                     "p95_ns": percentile(v, 95), "max_ns": int(v.max())})
     return out
 
 
-def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet) -> list[dict]:
-    """Per-step breakdown in ns; every quantity for all steps at once via prefix sums."""
+def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet,
+             backlog: iv.IntervalSet = iv.empty()) -> list[dict]:
+    """Per-step breakdown in ns; every quantity for all steps at once via prefix sums. A step a
+    pre-window backlog ran ahead of has no step time (None); the backlog's span is not idle."""
     if not len(steps):
         return []
     lo, hi = steps.cpu_start_ns, steps.end_ns
@@ -152,7 +157,9 @@ def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet) -> 
         **{f"idle_{c}_ns": over(s) for c, s in idle_sets.items()},
         "dataloader_ns": over(dl_spans),
     }
-    step_time = steps.step_time_ns.tolist()
+    occupied = over(iv.union(np.concatenate([sets.busy[0], backlog[0]]), np.concatenate([sets.busy[1], backlog[1]])))
+    timed = steps.timed().tolist()
+    step_time = [t if ok else None for t, ok in zip(steps.step_time_ns.tolist(), timed)]
     rows = []
     for i in range(len(steps)):
         window = int(hi[i] - lo[i])
@@ -161,7 +168,7 @@ def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet) -> 
         row = {"step": steps.names[i], "start_ns": int(lo[i]), "end_ns": int(hi[i]), "step_time_ns": step_time[i],
                "window_ns": window}
         row.update({k: v[i] for k, v in cols.items()})
-        row["idle_ns"] = max(0, window - row["busy_ns"])
+        row["idle_ns"] = max(0, window - occupied[i])
         rows.append(row)
     return rows
 

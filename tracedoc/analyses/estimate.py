@@ -47,7 +47,7 @@ def _compare(ratio: float | None, counted_fraction) -> str:
 
 
 @analysis(needs=("estimate_request",), produces=METRIC_NAMES, evidence=("model_estimate", "memory_estimate"),
-          reads=("world_size", "peak_tflops", "has_gpu_ops", "model_flops_per_step", "flops_counted_fraction",
+          reads=("world_size", "step_time_p50_ns", "peak_tflops", "has_gpu_ops", "model_flops_per_step", "flops_counted_fraction",
                  "device_memory_bytes", "memory_peak_allocated_bytes"), reads_tables=("per_step",))
 def model_estimate(trace: Trace, inputs) -> Produced:
     """The formula metrics and the ``model_estimate`` / ``memory_estimate`` evidence of a rank."""
@@ -57,7 +57,7 @@ def model_estimate(trace: Trace, inputs) -> Produced:
     warnings = []
     if setup.dp_size is None:
         setup = replace(setup, dp_size=inputs["world_size"] or 1)
-    step_ns = _step_time_ns(inputs["per_step"])
+    step_ns = inputs["step_time_p50_ns"] or _step_time_ns(inputs["per_step"])  # the report's step
     per_token = flops_per_token(spec, setup.seq_len)
     formula = per_token.training * tokens
     params = param_count(spec, setup.seq_len)

@@ -140,14 +140,16 @@ def not_counted(trace: Trace, resolved, owner, compute, dur, launching_ops, gpu_
 
 
 def per_step_rows(steps, step_flops, peak) -> list[dict]:
-    """Per step: its FLOPs over its own step time (the interval between completions)."""
+    """Per step: its FLOPs over its own step time (the interval between completions); a step a pre-window
+    backlog ran ahead of has no step time, so no rate either."""
     if not len(steps):
         return []
     times = steps.step_time_ns
+    timed = steps.timed()
     out = []
     for i in range(len(steps)):
-        t = int(times[i])
-        tf = _rate(float(step_flops[i]), t)
+        t = int(times[i]) if timed[i] else None
+        tf = _rate(float(step_flops[i]), t) if t is not None else None
         out.append({"step": steps.names[i], "model_flops": float(step_flops[i]), "step_time_ns": t,
                     "achieved_tflops": tf, "mfu": tf / peak if tf is not None and peak else None})
     return out

@@ -4,24 +4,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.groups import Groups, top_stable
+from ..model import intervals as iv
+from ..model.groups import Groups
 from ..model.trace import Trace
 from ..model.stats import percentile
 from .links import OpsByExternalId
-from .idle import LAUNCH_LATENCY_NS
+from .idle import CAUSES
 from .registry import Produced, analysis
-from .window import launch_times
-# gap causes, coded in the order of their names (tables list them so)
-GAP_CAUSES = ("comm_wait", "host_launch", "launch_latency", "other")
-_COMM_WAIT, _HOST_LAUNCH, _LAUNCH_LATENCY, _OTHER = range(4)
+
+# A gap's cause is the idle cause the canonical split (``idle.py``) gave the device-idle part of it, by the
+# most time; a gap during which other streams kept the device busy is not idle at all: ``device_busy``.
+DEVICE_BUSY = "device_busy"
+GAP_CAUSES = (*CAUSES, DEVICE_BUSY)
 
 
-def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: np.ndarray,
-                ops: OpsByExternalId, top: int = 10) -> dict:
+def stream_gaps(trace: Trace, lo: int, hi: int, gpu_ext: np.ndarray, ops: OpsByExternalId,
+                idle_sets: dict[str, iv.IntervalSet], comm_mask: np.ndarray | None = None, top: int = 10) -> dict:
     """Per-stream gap statistics and the top gaps inside ``[lo, hi)``.
 
-    A gap on a stream that mostly runs communication kernels is a wait on peers or on another
-    stream (``comm_wait``), never a host-launch delay.
+    Each gap is split by the idle causes of the time it covers (``idle_sets``: cause -> interval set);
+    the part during which the device ran other streams' ops is ``device_busy``. The top gaps are the
+    ones holding the most device-idle time (then the longest), each named by its main cause.
     """
     g = trace.gpu_ops
     empty = {"streams": [], "top": [], "all_ns": np.zeros(0, dtype=np.int64)}
@@ -47,39 +50,41 @@ def stream_gaps(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, gpu_ext: 
     rows = np.flatnonzero(is_gap)
     if rows.size == 0:
         return empty
-    launched = launch_times(trace)[order]
-    comm_o = comm_mask[order]
-    # Streams whose GPU time is mostly communication.
+    g_s, g_e = gap_start[rows], s_o[rows]
+    # time of each gap under each idle cause; the rest of it the device was busy elsewhere
+    by_cause = np.stack([iv.overlap_per_interval(g_s, g_e, idle_sets.get(c, iv.empty())) for c in CAUSES], axis=1)
+    idle_ns = by_cause.sum(axis=1)
+    per_cause = np.concatenate([by_cause, (g_e - g_s - idle_ns)[:, None]], axis=1)
+    cause = np.where(idle_ns > 0, np.argmax(by_cause, axis=1), len(CAUSES))
+    comm = comm_mask[order] if comm_mask is not None and comm_mask.size else np.zeros(order.size, dtype=bool)
     by_stream = Groups(d_o, st_o)
     dur = e_o - s_o
-    mostly_comm = by_stream.sum(np.where(comm_o, dur, 0)) > 0.5 * by_stream.sum(dur)
-    is_comm_stream = mostly_comm[by_stream.index[rows]]
+    mostly_comm = by_stream.sum(np.where(comm, dur, 0)) > 0.5 * by_stream.sum(dur)
     gap_v = gap_ns[rows]
-    cause = np.where(is_comm_stream, _COMM_WAIT,
-                     np.where(launched[rows] > gap_start[rows], _HOST_LAUNCH,
-                              np.where(gap_v < LAUNCH_LATENCY_NS, _LAUNCH_LATENCY, _OTHER)))
     gaps = Groups(d_o[rows], st_o[rows])
-    comm_stream = gaps.first(is_comm_stream)
+    comm_stream = gaps.first(mostly_comm[by_stream.index[rows]])
     streams = []
     for i, (d, st) in enumerate(zip(gaps.keys[0].tolist(), gaps.keys[1].tolist())):
         mine = gaps.index == i
-        v, why = gap_v[mine], cause[mine]
-        causes = Groups(why)
+        v = gap_v[mine]
+        totals = per_cause[mine].sum(axis=0)
         streams.append({
             "device": int(d), "stream": int(st), "count": int(v.size), "total_ns": int(v.sum()),
             "p50_ns": percentile(v, 50), "p95_ns": percentile(v, 95),
             "max_ns": int(v.max()), "comm_stream": bool(comm_stream[i]),
-            "causes_ns": {GAP_CAUSES[k]: int(x) for k, x in zip(causes.keys[0].tolist(), causes.sum(v).tolist())},
+            "causes_ns": {GAP_CAUSES[k]: int(x) for k, x in enumerate(totals.tolist()) if x > 0},
         })
-    top_gaps = top_stable(gap_v, top)
+    # the gaps holding the most device-idle time first, then the longest
+    top_gaps = np.lexsort((-gap_v, -idle_ns))[:top]
     top_list = []
-    for r, why in zip(rows[top_gaps].tolist(), cause[top_gaps].tolist()):
+    for j in top_gaps.tolist():
+        r = int(rows[j])
         nxt = int(order[r])
         prv = int(order[r - 1])
         top_list.append({
             "device": int(d_o[r]), "stream": int(st_o[r]), "start_ns": int(gap_start[r]), "gap_ns": int(gap_ns[r]),
-            "cause": GAP_CAUSES[why], "before": trace.string(int(g["name"][prv])),
-            "after": trace.string(int(g["name"][nxt])),
+            "device_idle_ns": int(idle_ns[j]), "cause": GAP_CAUSES[int(cause[j])],
+            "before": trace.string(int(g["name"][prv])), "after": trace.string(int(g["name"][nxt])),
             **_launching_op(trace, nxt, gpu_ext, ops),
         })
     return {"streams": streams, "top": top_list, "all_ns": gap_ns[rows]}
@@ -100,11 +105,12 @@ def _launching_op(trace: Trace, gpu_row: int, gpu_ext: np.ndarray, ops: OpsByExt
     return out
 
 
-@analysis(needs=("comm_mask", "window", "gpu_ext", "launching_ops"), produces=("gap_max_ns", "gap_p95_ns"),
+@analysis(needs=("comm_mask", "window", "gpu_ext", "launching_ops", "idle_sets"), produces=("gap_max_ns", "gap_p95_ns"),
           evidence=("top_gaps", "stream_gaps"))
 def kernel_gaps(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
-    gap = stream_gaps(trace, inputs["comm_mask"], win.start_ns, win.end_ns, inputs["gpu_ext"], inputs["launching_ops"])
+    gap = stream_gaps(trace, win.start_ns, win.end_ns, inputs["gpu_ext"], inputs["launching_ops"],
+                      inputs["idle_sets"], inputs["comm_mask"])
     gaps_ns = gap["all_ns"]
     m = {"gap_max_ns": int(gaps_ns.max()) if gaps_ns.size else None,
          "gap_p95_ns": percentile(gaps_ns, 95) if gaps_ns.size else None}

@@ -32,10 +32,10 @@ from ..model.groups import dense_codes, isin
 from ..model.trace import Trace
 from . import classify as C
 from .registry import Produced, analysis
+from .launchqueue import long_gap_ns
 from .window import launch_times, step_name_mask
 
 LAUNCH_LATENCY_NS = 30_000  # a gap shorter than this after a launch ahead of it is launch latency (DESIGN.md)
-SHORT_GAP_NS = 1_000_000
 SYNC_RESTART_NS = 10_000_000
 CAUSES = ("dataloader", "host_launch", "sync", "launch_latency", "other")
 
@@ -47,14 +47,29 @@ class IdleCauses:
     # launch_latency pieces before an op of a CUDA graph the host had already launched: the gap is
     # inside a graph replay (GPU-side scheduling), not the host launching late.
     in_graph: iv.IntervalSet = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    # idle gaps from this length on are long: host work, not the dispatch of the next op
+    # (``launchqueue.long_gap_ns``: ten of the trace's own launch periods)
+    long_ns: int = 1_000_000
 
-    def launch_idle_in_short_gaps(self) -> int:
-        """host_launch + launch_latency time inside idle gaps shorter than ``SHORT_GAP_NS``."""
+    def gaps(self, long: bool) -> iv.IntervalSet:
+        """The idle gaps at least ``long_ns`` long (``long``), or the shorter ones."""
         g_s, g_e = self.idle
-        short = iv.union(g_s[(g_e - g_s) < SHORT_GAP_NS], g_e[(g_e - g_s) < SHORT_GAP_NS])
+        sel = ((g_e - g_s) >= self.long_ns) if long else ((g_e - g_s) < self.long_ns)
+        return g_s[sel], g_e[sel]
+
+    def launch_idle_in_short_gaps(self, lo: int | None = None, hi: int | None = None) -> int:
+        """host_launch + launch_latency time inside idle gaps shorter than ``long_ns`` (inside ``[lo, hi)``
+        when given)."""
         launch = iv.union(np.concatenate([self.sets["host_launch"][0], self.sets["launch_latency"][0]]),
                           np.concatenate([self.sets["host_launch"][1], self.sets["launch_latency"][1]]))
-        return iv.total(iv.intersect(iv.subtract(launch, self.in_graph), short))
+        part = iv.intersect(iv.subtract(launch, self.in_graph), self.gaps(long=False))
+        return iv.total(part if lo is None else iv.clip(part, lo, hi))
+
+    def host_late_long(self, lo: int | None = None, hi: int | None = None) -> iv.IntervalSet:
+        """host_launch idle inside idle gaps of ``long_ns`` or more (inside ``[lo, hi)`` when given): the
+        host was busy with other work than launching (``host_bound``)."""
+        part = iv.intersect(self.sets["host_launch"], self.gaps(long=True))
+        return part if lo is None else iv.clip(part, lo, hi)
 
     def totals(self, lo: int | None = None, hi: int | None = None) -> dict[str, int]:
         if lo is None:
@@ -108,7 +123,7 @@ def _inside(t: np.ndarray, iset: iv.IntervalSet) -> tuple[np.ndarray, np.ndarray
 
 
 def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
-                dataloader: iv.IntervalSet, sync: iv.IntervalSet) -> IdleCauses:
+                dataloader: iv.IntervalSet, sync: iv.IntervalSet, long_ns: int | None = None) -> IdleCauses:
     idle = iv.gaps(iv.clip(busy, lo, hi), lo, hi)
     dl = iv.intersect(idle, dataloader)
     rest = iv.subtract(idle, dl)
@@ -147,7 +162,8 @@ def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
         "launch_latency": iv.union(s2[latency], e2[latency]),
         "other": iv.union(s2[~latency], e2[~latency]),
     }
-    return IdleCauses(sets=sets, idle=idle, in_graph=iv.union(s2[graph], e2[graph]))
+    return IdleCauses(sets=sets, idle=idle, in_graph=iv.union(s2[graph], e2[graph]),
+                      long_ns=long_gap_ns(trace, lo, hi) if long_ns is None else long_ns)
 
 
 def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[dict]:
@@ -184,27 +200,46 @@ def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[di
             for i in order]
 
 
-@analysis(needs=("op_sets", "window", "dataloader_spans", "sync_spans"), provides=("idle_sets",),
-          produces=("idle_short_launch_fraction", "idle_gap_max_ns", *(f"idle_{c}_fraction" for c in CAUSES),
-                    "dataloader_fraction", "dataloader_stall_fraction"),
+def occupied(busy: iv.IntervalSet, *also: iv.IntervalSet) -> iv.IntervalSet:
+    """GPU busy time, with ``also`` counted as busy: a pre-window backlog's span (until it ends the GPU
+    ran work launched before the capture, recorded or not), none of which is idle. (Time the host is
+    blocked on a full launch queue is not: the GPU still idles between queued kernels, and those gaps,
+    whose next op was launched long before, are launch latency, never a late host.)"""
+    extra = [x for x in also if x[0].size]
+    if not extra:
+        return busy
+    return iv.union(np.concatenate([busy[0], *(x[0] for x in extra)]),
+                    np.concatenate([busy[1], *(x[1] for x in extra)]))
+
+
+@analysis(needs=("op_sets", "window", "dataloader_spans", "sync_spans", "backlog"),
+          provides=("idle_sets", "idle_split"),
+          produces=("idle_short_launch_fraction", "idle_host_long_fraction", "idle_gap_max_ns",
+                    *(f"idle_{c}_fraction" for c in CAUSES), "dataloader_fraction", "dataloader_stall_fraction"),
           evidence=("idle_causes", "idle_other_cpu_ops"))
 def idle_time(trace: Trace, inputs) -> Produced:
-    lo, hi = inputs["window"].start_ns, inputs["window"].end_ns
+    win = inputs["window"]
+    lo, hi = win.start_ns, win.end_ns
     length = hi - lo
     dl_spans = inputs["dataloader_spans"]
-    causes = idle_causes(trace, inputs["op_sets"].busy, lo, hi, dl_spans, inputs["sync_spans"])
-    totals = causes.totals()
+    # The causes cover the whole analysed span (per-step rows read them from the first step's start);
+    # the window's metrics are their part inside the window.
+    busy = occupied(inputs["op_sets"].busy, inputs["backlog"].interval())
+    causes = idle_causes(trace, busy, win.span_lo, hi, dl_spans, inputs["sync_spans"])
+    totals = causes.totals(lo, hi)
 
     def frac(ns: int) -> float:
         return ns / length if length > 0 else 0.0
 
-    idle_s, idle_e = causes.idle
-    m = {"idle_short_launch_fraction": frac(causes.launch_idle_in_short_gaps()),
+    idle_s, idle_e = iv.clip(causes.idle, lo, hi)
+    m = {"idle_short_launch_fraction": frac(causes.launch_idle_in_short_gaps(lo, hi)),
+         "idle_host_long_fraction": frac(iv.total(causes.host_late_long(lo, hi))),
          "idle_gap_max_ns": int((idle_e - idle_s).max()) if idle_s.size else 0,
          **{f"idle_{cause}_fraction": frac(ns) for cause, ns in totals.items()},
          "dataloader_fraction": frac(iv.total(iv.clip(dl_spans, lo, hi))),
          "dataloader_stall_fraction": frac(totals["dataloader"])}
     rows = [{"cause": c, "ns": ns, "fraction": frac(ns)} for c, ns in totals.items()]
     return Produced(metrics=m, evidence={"idle_causes": rows,
-                                         "idle_other_cpu_ops": cpu_ops_during(trace, causes.sets["other"])},
-                    values={"idle_sets": causes.sets})
+                                         "idle_other_cpu_ops": cpu_ops_during(trace, iv.clip(causes.sets["other"],
+                                                                                            lo, hi))},
+                    values={"idle_sets": causes.sets, "idle_split": causes})

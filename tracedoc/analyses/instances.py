@@ -75,7 +75,7 @@ class RankTables:
     groups: list[str]  # vocabularies of the coded columns
     types: list[str]
     dtypes: list[str]
-    steps: dict[str, np.ndarray]  # number, start_ns, completion_ns, step_time_ns
+    steps: dict[str, np.ndarray]  # number, start_ns, completion_ns, step_time_ns, timed (1: has a step time)
     info: dict[str, Any] = field(default_factory=dict)  # host, world_size, backend, pg_config, has_gpu, span
 
     def __len__(self) -> int:
@@ -108,9 +108,19 @@ def rank_tables(trace: Trace, rank: int | None = None, lead_in: bool = True) -> 
             "pg_config": None if meta.process_groups is None else [g.properties for g in meta.process_groups],
             "has_gpu": bool(len(trace.gpu_ops)), "span_ns": span, "trace_id": extra.get("trace_id"),
             "gpu": meta.devices[0].properties.get("name") if meta.devices else None,
-            "group_ranks": calls["group_ranks"]}
+            "group_ranks": calls["group_ranks"], "time_origin_ns": int(meta.time_origin_ns or 0)}
     return RankTables(rank=meta.rank if rank is None else rank, source=trace.source, collectives=cols,
                       groups=calls["groups"], types=calls["types"], dtypes=calls["dtypes"], steps=steps, info=info)
+
+
+def gpu_figures(metrics: dict) -> dict[str, float | None]:
+    """What the job view's straggler cause reads from a rank's own analysis (joined to its tables'
+    ``info``): how busy its GPU is, and the share of its window idle in long host-late gaps not blocked
+    in a sync (TD104's quantity): host launch starvation."""
+    late = [metrics.get(k) for k in ("idle_host_launch_fraction", "idle_short_launch_fraction",
+                                     "idle_host_late_blocked_fraction")]
+    host_late = max(0.0, late[0] - late[1] - late[2]) if all(isinstance(x, (int, float)) for x in late) else None
+    return {"gpu_busy_fraction": metrics.get("gpu_busy_fraction"), "host_late_idle_fraction": host_late}
 
 
 def with_lead_in(trace: Trace, tables: RankTables) -> RankTables:
@@ -200,7 +210,18 @@ def _calls(trace: Trace) -> dict:
                 ctypes[r] = t
     is_work = np.array([strings[i].startswith("gloo:") for i in names], dtype=bool) if n else np.zeros(0, bool)
     kern = _kernels(trace, call_of_row, cols, n)
-    meta = _metadata(trace, call_of_row, kern["call_of_gpu_row"], n, ctypes)
+    # comm kernels that belong to no call become instances of their own (nsys without NVTX, filtered
+    # traces, work launched before the profiler opened); their own collective args, where recorded,
+    # give them a group, size and sequence number like a call's
+    lone = kern["lone_rows"]
+    call_of_gpu_row = kern["call_of_gpu_row"].copy()
+    call_of_gpu_row[lone] = n + np.arange(lone.size)
+    lone_types = np.array([collective_type(strings[i]) for i in g["name"][lone].tolist()], dtype=object)
+    all_types = np.concatenate([ctypes, lone_types])
+    meta = _metadata(trace, call_of_row, call_of_gpu_row, n + lone.size, all_types)  # fills unknown types
+    ctypes, lone_types = all_types[:n], all_types[n:]
+    lone_meta = {k: v[n:] for k, v in meta.items()}
+    meta = {k: v[:n] for k, v in meta.items()}
     # CPU-backend work spans (gloo runs them on a worker thread): pair the k-th work span of a type
     # with the k-th call of that type that launched no kernel; the call gets the work's end.
     work_end = cols["call_end_ns"].copy()
@@ -218,20 +239,17 @@ def _calls(trace: Trace) -> dict:
     # a call of no known type that launched nothing (e.g. record_param_comms of a "wait") is not a collective
     unknown_cpu_only = (ctypes == "unknown") & (kern["kernels"] == 0) if n else np.zeros(0, dtype=bool)
     keep = np.flatnonzero(~absorbed & ~unknown_cpu_only)
-    # comm kernels that belong to no call become instances of their own (nsys without NVTX, filtered traces)
-    lone = kern["lone_rows"]
     groups, dtypes, type_names = StringTable(), StringTable(), StringTable()
-    lone_group = _codes(groups, [""] * lone.size)
+
+    def both(col: str) -> np.ndarray:
+        return np.concatenate([meta[col][keep], lone_meta[col]])
+
     out = {
-        "group": np.concatenate([_codes(groups, meta["group"][keep]), lone_group]),
-        "type": np.concatenate([_codes(type_names, ctypes[keep]),
-                                _codes(type_names, [collective_type(strings[i]) for i in g["name"][lone]])]),
-        "dtype": np.concatenate([_codes(dtypes, meta["dtype"][keep]), _codes(dtypes, [""] * lone.size)]),
-        "seq": np.concatenate([meta["seq"][keep], np.full(lone.size, -1)]),
-        "group_size": np.concatenate([meta["group_size"][keep], np.full(lone.size, -1)]),
-        "in_nelems": np.concatenate([meta["in_nelems"][keep], np.full(lone.size, -1)]),
-        "out_nelems": np.concatenate([meta["out_nelems"][keep], np.full(lone.size, -1)]),
-        "bytes": np.concatenate([meta["bytes"][keep], np.full(lone.size, -1)]),
+        "group": _codes(groups, both("group")),
+        "type": _codes(type_names, np.concatenate([ctypes[keep], lone_types])),
+        "dtype": _codes(dtypes, both("dtype")),
+        "seq": both("seq"), "group_size": both("group_size"), "in_nelems": both("in_nelems"),
+        "out_nelems": both("out_nelems"), "bytes": both("bytes"),
         "call_start_ns": np.concatenate([cols["call_start_ns"][keep], np.full(lone.size, -1)]),
         "call_end_ns": np.concatenate([cols["call_end_ns"][keep], np.full(lone.size, -1)]),
         "work_end_ns": np.concatenate([work_end[keep], np.full(lone.size, -1)]),
@@ -349,11 +367,12 @@ def _kernels(trace: Trace, call_of_row: np.ndarray, cols: dict, n: int) -> dict[
 # -- steps and lead-in ----------------------------------------------------------------------------
 
 def _steps(trace: Trace) -> dict[str, np.ndarray]:
-    """Step number, CPU start, completion and step time (completion interval, DESIGN.md)."""
+    """Step number, CPU start, completion, step time (completion interval, DESIGN.md) and whether the
+    step has one (``timed``: 0 for the steps a pre-window backlog ran ahead of, DESIGN.md round 3)."""
     steps = find_steps(trace)
     if not len(steps):
         z = np.zeros(0, dtype=np.int64)
-        return {"number": z, "start_ns": z, "completion_ns": z, "step_time_ns": z}
+        return {"number": z, "start_ns": z, "completion_ns": z, "step_time_ns": z, "timed": z}
     numbers = []
     for i, name in enumerate(steps.names):
         m = STEP_RE.match(name)
@@ -365,7 +384,9 @@ def _steps(trace: Trace) -> dict[str, np.ndarray]:
     step_time = np.empty_like(completion)
     step_time[0] = completion[0] - start[0]
     step_time[1:] = np.diff(np.maximum.accumulate(completion))
-    return {"number": numbers, "start_ns": start, "completion_ns": completion, "step_time_ns": step_time}
+    timed = steps.timed()[order].astype(np.int64)
+    return {"number": numbers, "start_ns": start, "completion_ns": completion, "step_time_ns": step_time,
+            "timed": timed}
 
 
 def _assign_steps(cols: dict, steps: dict) -> None:

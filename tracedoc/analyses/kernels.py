@@ -101,13 +101,19 @@ def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int) -> l
              "gpu_ops": int(gpu_ops[i]), "gpu_ns": int(gpu_ns[i])} for i in order]
 
 
-def launch_link_fraction(trace: Trace) -> float | None:
-    """Share of GPU ops linked to their launch call; None without GPU ops."""
+def launch_link_fraction(trace: Trace, backlog=None) -> float | None:
+    """Share of GPU ops linked to their launch call; None without GPU ops. The ops of a pre-window
+    backlog (``backlog.Backlog``) are left out: they were launched before the capture, so no recorded
+    call could have launched them."""
     g = trace.gpu_ops
-    return float(np.count_nonzero(g["launch"] >= 0) / len(g)) if len(g) else None
+    n_backlog = int(backlog.ops.size) if backlog is not None and backlog.found else 0
+    n = len(g) - n_backlog
+    return float(np.count_nonzero(g["launch"] >= 0) / n) if n > 0 else None
 
 
-def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
+def launch_stats(trace: Trace, lo: int, hi: int, backlog=None, blocked: iv.IntervalSet | None = None) -> dict:
+    """Launch statistics in ``[lo, hi)``; ``blocked``: host time blocked on a full launch queue, which is
+    back-pressure from the GPU and not counted as launch overhead."""
     g, r = trace.gpu_ops, trace.runtime
     length_ms = (hi - lo) / 1e6
     out: dict = {"launch_delay_p50_ns": None, "launch_delay_p95_ns": None, "launch_delays_ns": np.zeros(0)}
@@ -123,7 +129,10 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
         out["cpu_launch_overhead_ns"] = launch_ns
         # Of the window: the time some thread is inside a launch call (the union, clipped), so calls on
         # several threads or running past the window's end never make it exceed the window.
-        busy = iv.total(iv.clip(iv.union(r["start_ns"][sel], r["end_ns"][sel]), lo, hi))
+        in_calls = iv.clip(iv.union(r["start_ns"][sel], r["end_ns"][sel]), lo, hi)
+        if blocked is not None:
+            in_calls = iv.subtract(in_calls, blocked)
+        busy = iv.total(in_calls)
         out["cpu_launch_overhead_fraction"] = busy / (hi - lo) if hi > lo else None
         out["graph_launches"] = int((graph_call & in_win).sum())
     else:
@@ -141,7 +150,7 @@ def launch_stats(trace: Trace, lo: int, hi: int) -> dict:
             out["clock_anomaly_count"] = int(skew.sum())
         else:
             out["clock_anomaly"] = False
-        out["launch_link_fraction"] = launch_link_fraction(trace)
+        out["launch_link_fraction"] = launch_link_fraction(trace, backlog)
         # Kernels inside graphs carry a graph id (2026 traces) or the correlation of their cudaGraphLaunch.
         in_graph = g["graph_id"] >= 0
         if len(r) and linked.size:
@@ -278,10 +287,10 @@ LAUNCH_METRICS = ("launches_per_ms", "launch_delay_p50_ns", "launch_delay_p95_ns
                   "graph_launches", "graph_kernels", "graph_kernel_fraction", "launch_link_fraction", "clock_anomaly")
 
 
-@analysis(needs=("window",), produces=LAUNCH_METRICS, evidence=("launch",))
+@analysis(needs=("window", "backlog", "launch_queue"), produces=LAUNCH_METRICS, evidence=("launch",))
 def launches(trace: Trace, inputs) -> Produced:
     lo, hi = inputs["window"].start_ns, inputs["window"].end_ns
-    ls = launch_stats(trace, lo, hi)
+    ls = launch_stats(trace, lo, hi, inputs["backlog"], inputs["launch_queue"].blocked_spans(trace))
     g = trace.gpu_ops
     rows = _window_kernel_rows(trace, lo, hi)
     row = {"launch_calls": ls.get("launch_calls"), "cpu_launch_overhead_ns": ls.get("cpu_launch_overhead_ns"),

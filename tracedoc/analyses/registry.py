@@ -30,9 +30,21 @@ EVIDENCE: dict[str, str] = {
     "host_operators": "Traces without GPU ops: CPU operators by self time (and total time) in the window.",
     "idle_causes": "Idle time by cause (dataloader, host_launch, sync, launch_latency, other).",
     "idle_other_cpu_ops": "The outermost CPU ops running while the GPU idled for no identified cause, by overlapping time.",
-    "top_gaps": "Longest gaps between GPU ops on one stream, with the ops on both sides and the CPU op that "
-                "launched the second.",
-    "stream_gaps": "Gap statistics per stream.",
+    "host_late_cpu_ops": "CPU operators and user annotations running in the long host-late idle gaps (the GPU waited "
+                         "for a launch the host made late, host_gap_long_ns or longer), by name: calls, time inside "
+                         "the gaps and self time inside them (less the ops nested in them).",
+    "host_late_python": "Python frames (recorded with with_stack) running in the long host-late idle gaps, by name: "
+                        "calls, time inside the gaps and self time inside them (less the frames and ops they "
+                        "called); empty without with_stack.",
+    "top_gaps": "Gaps between GPU ops on one stream holding the most device-idle time (then the longest), with "
+                "the ops on both sides, the CPU op that launched the second, the part of the gap the device was "
+                "idle (device_idle_ns) and its cause: the idle cause the canonical split gave most of that part, or "
+                "device_busy when other streams kept the device busy throughout.",
+    "stream_gaps": "Gap statistics per stream; causes_ns splits each stream's gap time by idle cause, the "
+                   "rest device_busy (other streams running).",
+    "launch_queue": "Per stream: GPU ops launched and not finished from the first step's start to the window's end (maximum, time-weighted mean, and "
+                    "the maximum over each of 120 equal stretches, series_step_ns apart), launches, and the launch "
+                    "calls that blocked on a full queue and the host time they blocked.",
     "top_kernels": "Kernels (and copies) by total time in the window.",
     "top_operators": "CPU operators by the GPU time of the ops they launched.",
     "kernel_classes": "GPU op time by what the ops compute (GEMM, convolution, attention, elementwise, reduction, "

@@ -13,7 +13,6 @@ from ..model import vocab as V
 from ..model.groups import Groups, distinct, isin, largest_first, row_codes
 from ..model.trace import Trace
 from . import classify as C
-from .idle import SHORT_GAP_NS
 from .links import OpsByExternalId
 from .registry import Produced, analysis
 
@@ -239,18 +238,15 @@ def _enclosing_name(trace: Trace, start: int, end: int, pid: int, tid: int, kind
     return trace.string(int(c["name"][inner]))
 
 
-@analysis(needs=("window", "idle_sets", "blocking_calls"),
+@analysis(needs=("window", "idle_split", "blocking_calls"),
           produces=("idle_blocked_in_sync_fraction", "idle_host_late_blocked_fraction",
                     "sync_blocked_longest_call_ns", "sync_blocked_longest_call_fraction", "sync_blocked_longest_call"),
           evidence=("sync_blocked_calls",))
 def sync_blocked_idle(trace: Trace, inputs) -> Produced:
     lo, hi = inputs["window"].start_ns, inputs["window"].end_ns
-    sets = inputs["idle_sets"]
-    idle = iv.union(np.concatenate([a for a, _ in sets.values()]), np.concatenate([b for _, b in sets.values()]))
-    h_s, h_e = sets["host_launch"]
-    gap = np.searchsorted(idle[0], h_s, side="right") - 1  # the idle gap each host_launch piece lies in
-    long_gap = (idle[1] - idle[0])[np.maximum(gap, 0)] >= SHORT_GAP_NS if h_s.size else np.zeros(0, dtype=bool)
-    out = blocked_idle(trace, inputs["blocking_calls"], idle, (h_s[long_gap], h_e[long_gap]))
+    split = inputs["idle_split"]
+    idle = iv.clip(split.idle, lo, hi)
+    out = blocked_idle(trace, inputs["blocking_calls"], idle, split.host_late_long(lo, hi))
     length = hi - lo
     rows = out["rows"]
     m = {"idle_blocked_in_sync_fraction": out["blocked_ns"] / length if length > 0 else 0.0,

@@ -20,10 +20,11 @@ MERGE_RESOLUTION = 2000  # ops narrower than span / MERGE_RESOLUTION are merged 
 def excerpts(trace: Trace, steps, comm_mask: np.ndarray, lo: int, hi: int, idle_sets: dict,
              dataloader: iv.IntervalSet, sync: iv.IntervalSet) -> list[dict]:
     spans: list[tuple[str, int, int]] = []
-    if len(steps):
-        d = steps.step_time_ns
-        med = int(np.argsort(d, kind="stable")[len(d) // 2])
-        slow = int(np.argmax(d))
+    if len(steps) > steps.timed_from:
+        # only steps with a step time: a pre-window backlog ran ahead of the ones before
+        d = steps.intervals_ns
+        med = steps.timed_from + int(np.argsort(d, kind="stable")[len(d) // 2])
+        slow = steps.timed_from + int(np.argmax(d))
         spans.append(("representative step", int(steps.cpu_start_ns[med]), int(steps.end_ns[med])))
         if slow != med:
             spans.append(("slowest step", int(steps.cpu_start_ns[slow]), int(steps.end_ns[slow])))

@@ -74,6 +74,10 @@ class CaptureSession:
         self._prof_step = 0
         self._prof_skip = 0
         self._prof_total = 0
+        # whether the step now running pays for the profiler: warm-up or recording, or the export of
+        # a capture (it runs inside the boundary, after the step's end time was taken)
+        self._step_profiled = False
+        self._exported = False
         self._capture_idx = 0
         self._initial_pending = self.cfg.initial
         self._pending = 0
@@ -282,11 +286,11 @@ class CaptureSession:
                 samples, tokens = self._fwd_samples, self._fwd_tokens
             self._samples = self._tokens = None
             try:
-                mon.on_step(now, self.step_count, samples, tokens,
-                            prof is not None and self._prof_step >= self._prof_skip)
+                mon.on_step(now, self.step_count, samples, tokens, self._step_profiled)
             except Exception as exc:
                 self.monitor = None
                 self.warn("monitor", f"step monitor disabled ({type(exc).__name__}: {exc})")
+        self._step_profiled = False
         if not self._capture_ok:
             return
         try:
@@ -319,6 +323,8 @@ class CaptureSession:
                 elif self._initial_pending:
                     self._initial_pending = False
                     self._start_capture(self.cfg.skip_first)
+            self._step_profiled = self._exported or (self._prof is not None and self._prof_step >= self._prof_skip)
+            self._exported = False
         except Exception as exc:
             cur = self._prof or prof
             self._capture_failed("profiling", exc)
@@ -379,6 +385,7 @@ class CaptureSession:
 
     def _on_trace_ready(self, prof) -> None:
         # Runs inside prof.step()/prof.stop() on the training thread: export, then hand off the rest.
+        self._exported = True
         idx = self._capture_idx
         self._capture_idx += 1
         tmp = None

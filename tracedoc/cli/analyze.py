@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
-from ..render import FORMATS, renderer, renderer_for_path
+from ..render import FORMATS, output_extension, output_extensions_text, renderer, renderer_for_path
 from .estimate import add_estimate_options, estimate_request
 from .common import add_output_options, check_output_path, text_options
 from ..outfiles import write_atomic
@@ -55,7 +55,8 @@ def register(sub: Any) -> None:
                         "the document)")
     a.add_argument("--perfetto", metavar="OUT.json",
                    help="also write the trace with tracedoc's tracks (idle causes, critical path, findings) "
-                        "for ui.perfetto.dev or chrome://tracing")
+                        "for ui.perfetto.dev or chrome://tracing; for a directory of ranks, every rank on one "
+                        "timeline, matched collectives linked across ranks (.gz compresses)")
     a.add_argument("--log", metavar="FILE", help="a training log whose findings join the trace report "
                                                  "(a tracedoc run directory brings its steps.jsonl)")
     add_estimate_options(a)
@@ -127,6 +128,7 @@ def fail_on_exit_code(verdict: "Verdict | None", fail_on: str | None) -> int:
 
 def cmd_analyze(args) -> int:
     from ..api import analyze
+    from ..ingest import sniff
 
     if args.example:
         path = example_path()
@@ -135,6 +137,8 @@ def cmd_analyze(args) -> int:
     else:
         raise UsageError("tracedoc analyze", "needs a trace path", None, "pass a file or directory, or --example")
     fmt = output_format(args.format, args.output)
+    if args.rank is not None and sniff(path) == "kineto":  # a directory or an nsys export may hold several
+        raise _rank_on_one_trace(path, "a Kineto trace file: one process")
     engine = engine_kwargs(args)
     update, progress = _progress_callback(not args.no_progress and _big_input(path))
     options = {}
@@ -160,6 +164,9 @@ def cmd_analyze(args) -> int:
             if issue.startswith(BUG_PREFIX):
                 print(f"tracedoc: warning: {issue}", file=sys.stderr)
     if args.rank is not None:
+        if result.job is None:
+            rank = result.ranks[0].rank if result.ranks else None
+            raise _rank_on_one_trace(path, "an export of one process" + (f", rank {rank}" if rank is not None else ""))
         have = [r.rank for r in result.ranks]
         if args.rank not in have:
             raise UsageError("--rank", f"rank {args.rank} is not in {path}", f"ranks {have[:16]}",
@@ -171,7 +178,9 @@ def cmd_analyze(args) -> int:
 
         check_output_path(args.perfetto, result.paths, "--perfetto")
         write_perfetto(result, args.perfetto)
-        print(f"tracedoc: wrote the Perfetto overlay to {args.perfetto}", file=sys.stderr)
+        merged = result.job is not None and getattr(result.job.view, "not_a_job", True) is None
+        print(f"tracedoc: wrote the {'merged timeline of the ranks' if merged else 'Perfetto overlay'} to "
+              f"{args.perfetto}", file=sys.stderr)
         if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):
             render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:
@@ -191,16 +200,30 @@ def cmd_analyze(args) -> int:
     return EXIT_OK
 
 
+def _rank_on_one_trace(path: str, seen: str) -> UsageError:
+    """``--rank`` picks one rank of a job: a lone trace has no job view to pick from."""
+    return UsageError("--rank", f"picks one rank's details after the job verdict of several ranks, and {path} "
+                      "is a single trace", seen, "leave --rank out (the report is that trace's), or pass the "
+                      "directory that holds every rank's trace")
+
+
 def _same_folder(a: str, b: str) -> bool:
     return os.path.dirname(os.path.abspath(a)) == os.path.dirname(os.path.abspath(b))
 
 
-def output_format(fmt: str | None, output: str | None) -> str:
-    """``--format`` when given, else the one ``-o``'s extension names, else text."""
+def output_format(fmt: str | None, output: str | None, report: str = "analysis") -> str:
+    """``--format`` when given, else the one ``-o``'s extension names, else text; an ``-o`` file whose
+    extension names no format is a usage error (it would otherwise get text under any name)."""
     if fmt:
         return fmt
-    by_path = renderer_for_path(output) if output else None
-    return by_path.name if by_path else "text"
+    if not output:
+        return "text"
+    by_path = renderer_for_path(output, report)
+    if by_path is None:
+        ext = output_extension(output)
+        raise UsageError(output, "has no extension that names a report format", f"{ext!r}" if ext else "no extension",
+                         f"end the name in {output_extensions_text(report)}, or give --format ({', '.join(FORMATS)})")
+    return by_path.name
 
 
 def _progress_callback(enabled: bool):

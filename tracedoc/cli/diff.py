@@ -12,7 +12,8 @@ import argparse
 import sys
 
 from ..exits import EXIT_GATE, EXIT_OK
-from ..render import FORMATS, renderer, renderer_for_path
+from ..render import FORMATS, renderer
+from .analyze import output_format
 from .common import check_output_path
 from ..outfiles import write_atomic
 
@@ -37,7 +38,7 @@ def register(sub) -> None:
     d.add_argument("before", metavar="BASE", help="the baseline run: trace, rank directory or JSON report")
     d.add_argument("after", metavar="NEW", help="the run to judge: trace, rank directory or JSON report")
     d.add_argument("-f", "--format", choices=FORMATS, default=None,
-                   help="output format (default: text, or from the -o file's suffix)")
+                   help="output format (default: from the -o file's extension, else text)")
     d.add_argument("-o", "--output", help="write the output to this file instead of stdout")
     d.add_argument("-j", "--jobs", type=int, default=None, help="processes for rank directories (default: CPU count)")
     d.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
@@ -74,8 +75,7 @@ def cmd_diff(args) -> int:
     from ..diff import gate_failures
 
     conditions = _conditions(args.fail_if)  # a bad expression fails before any trace is read
-    by_path = renderer_for_path(args.output, "diff") if args.output else None
-    fmt = args.format or (by_path.name if by_path else "text")
+    fmt = output_format(args.format, args.output, "diff")
     options = {"step_range": args.step_range} if args.step_range else {}
     result = diff(args.before, args.after, jobs=args.jobs, noise_pct=args.noise, **options)
     for w in result.warnings:

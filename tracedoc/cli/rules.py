@@ -135,6 +135,12 @@ def _with_values(source: str, values: dict[str, Any]) -> str:
                   lambda m: f"{m.group(0)} (= {values[m.group(0)]!r})" if m.group(0) in values else m.group(0), source)
 
 
+
+# how a finding predicts its gain (the rule's ``what_if``), in words
+WHAT_IF_WORDS = {"share": "today's share of the step, as an upper bound",
+                 "estimate": "the rule's impact formula, as an upper bound",
+                 "none": "not modelled (the fix's effect cannot be told from the trace)"}
+
 def explain_lines(rule: "Rule", values: dict[str, Any] | None = None) -> Iterable[Any]:
     """Yield rich renderables documenting ``rule``; its texts show the parameter ``values``
     (the defaults when None) and ``<expression>`` where a report puts a measured value."""
@@ -159,6 +165,9 @@ def explain_lines(rule: "Rule", values: dict[str, Any] | None = None) -> Iterabl
         yield Text(f"  impact: {rule.impact.source}  (fraction of the step)")
     if rule.requires_no_other_verdict:
         yield Text("  fires only when no other verdict rule fires")
+    kind = rule.what_if_kind
+    if kind is not None:
+        yield Text(f"  what-if: {WHAT_IF_WORDS.get(kind, f'critical-path replay of the {kind} fix')}")
     yield ""
     if rule.params:
         yield Text("Parameters (override with --param " f"{rule.id}.NAME=VALUE)", style="bold underline")

@@ -53,11 +53,15 @@ def step_profile(rank: RankResult) -> StepProfile:
 
 
 def completion_intervals_ns(rows: list[dict]) -> np.ndarray:
-    """Intervals between consecutive completions; the first step counts from its start."""
+    """Intervals between consecutive completions; the first step counts from its start. Steps a
+    pre-window backlog ran ahead of (``step_time_ns`` None in the report) have none: the report's step
+    is the median of the others, and so is the diff's."""
     rows = sorted(rows, key=lambda r: r["start_ns"])
     start = np.array([r["start_ns"] for r in rows], dtype=np.int64)
     end = np.maximum.accumulate(np.array([r["end_ns"] for r in rows], dtype=np.int64))
-    return np.diff(np.concatenate([start[:1], end]))
+    intervals = np.diff(np.concatenate([start[:1], end]))
+    timed = np.array([not ("step_time_ns" in r and r["step_time_ns"] is None) for r in rows], dtype=bool)
+    return intervals[timed] if timed.any() else intervals
 
 
 def step_categories_ns(row: dict) -> dict[str, int]:

@@ -1,7 +1,7 @@
 """Evaluate rules against one rank's metrics.
 
 Input: the metrics dict (names from ``tracedoc.analyses.registry.METRICS``; None = not measurable),
-evidence tables, the mean step length, threshold overrides and extra rule directories.
+evidence tables, the step time (the median), threshold overrides and extra rule directories.
 Output: a :class:`Verdict` holding trace-health messages and findings ranked by the share of the
 step each one explains.
 """
@@ -15,12 +15,25 @@ from typing import Any
 from ..model.plain import plain
 from ..model.record import replace
 from ..model.verdict import VERDICT_SCHEMA_VERSION, Finding, HealthMessage, Verdict
-from .health import check_health, lowest
+from .health import check_health, host_verdict_allowed, lowest
 from .params import resolve_params
-from .rulefile import SCOPE_TRACE, SEVERITIES, Rule, load_rules
+from .rulefile import (REPLAYED, SCOPE_TRACE, SEVERITIES, WHAT_IF_ESTIMATE, WHAT_IF_NONE, WHAT_IF_SHARE, Rule,
+                       load_rules)
 from .ruleset import Ruleset
 
+# Why a label's fix cannot be predicted from the trace ("not modelled: ...").
+NOT_MODELLED = {
+    "compute_bound": "faster kernels (fusion, better attention kernels, lower precision) change kernel durations, "
+                     "which the trace cannot tell in advance",
+    "memory_pressure": "memory use changes no recorded duration",
+    "": "the fix changes what the trace cannot tell in advance",
+}
+
 SCHEMA_VERSION = VERDICT_SCHEMA_VERSION
+# A finding carries its verdict label only when its what-if predicts at least this share of the step
+# (DESIGN.md, round 3); below it the finding is minor. Where no gain can be predicted at all, its share
+# of the step decides.
+MIN_GAIN_FRACTION = 0.02
 
 
 def evaluate(
@@ -38,14 +51,18 @@ def evaluate(
 ) -> Verdict:
     """Run trace-health checks, then every rule; return findings ranked by impact.
 
-    ``what_ifs`` maps a verdict label to the replayed prediction of its fix
-    (``{step_ms_before, step_ms_after, gain_ms, method}``): the finding's impact becomes the
-    predicted gain. A finding without one keeps its share of the step, reported as an upper bound
-    (``what_if_unavailable`` says why no replay was possible).
+    ``what_ifs`` maps a fix (``dataloader``, ``sync``, ``comm``, ``launch``, ``batch``, ``host``,
+    ``straggler``; a verdict label is accepted too) to the replayed prediction
+    (``{step_ms_before, step_ms_after, gain_ms, method}``). Each rule names the fix its finding
+    recommends (its ``what_if``); the finding's impact becomes that replay's gain, framed on the
+    report's step. Without a replay the finding keeps its share of the step, reported as an upper
+    bound (``what_if_unavailable`` says why no replay was possible), or as the rule's own estimate, or
+    as not modelled. A verdict finding whose predicted gain is under ``MIN_GAIN_FRACTION`` of the step
+    is minor: listed, without a place in the verdict's labels.
 
     ``params`` maps ``"RULE.param"`` (rule id or name) to a value and overrides defaults.
-    ``step_time_ns`` (default: the ``step_time_mean_ns`` metric) converts impact fractions into
-    milliseconds per step. ``rules`` replaces loading from disk (for tests and embedding); a
+    ``step_time_ns`` (default: the ``step_time_p50_ns`` metric, the report's one step time) converts impact
+    fractions into milliseconds per step. ``rules`` replaces loading from disk (for tests and embedding); a
     ``ruleset`` (``load_ruleset``, once per run) replaces both, its parameters already resolved.
     Only the rules of ``scope`` are evaluated: ``"trace"`` (per-rank trace metrics) or ``"log"``
     (training-log metrics); trace-health checks run for traces only.
@@ -59,7 +76,7 @@ def evaluate(
     rules = [rule for rule in rules if rule.scope == scope]
     env_metrics = {name: plain(value) for name, value in metrics.items()}
     if step_time_ns is None:
-        step_time_ns = env_metrics.get("step_time_mean_ns")
+        step_time_ns = env_metrics.get("step_time_p50_ns")
     step_time_ns = plain(step_time_ns)
     evidence = evidence or {}
     health = check_health(env_metrics) if scope == SCOPE_TRACE else []
@@ -71,10 +88,8 @@ def evaluate(
     def predict(finding: Finding, rule: Rule) -> Finding:  # step-time what-ifs are for trace findings only
         if scope != SCOPE_TRACE:
             return finding
-        if not rule.replays_label_fix:  # the label's replay does not model this rule's fix
-            return _with_what_if(finding, None, f"the {finding.label} replay does not model this finding's fix",
-                                 step_time_ns)
-        return _with_what_if(finding, what_ifs, what_if_unavailable, step_time_ns)
+        return _minor(_with_what_if(finding, rule.what_if_kind, what_ifs, what_if_unavailable, step_time_ns),
+                      step_time_ns)
 
     for rule in rules:
         if withheld is not None and rule.requires_gpu:
@@ -91,6 +106,8 @@ def evaluate(
             if finding is not None:
                 findings.append(predict(finding, rule))
     findings.sort(key=_rank_key)
+    if withheld is not None and host_verdict_allowed(health) and any(f.is_verdict for f in findings):
+        withheld = None  # a run on the CPU alone: the host-side evidence gives the verdict, GPU rules stay silent
     return Verdict(
         findings=findings,
         health=health,
@@ -100,30 +117,62 @@ def evaluate(
     )
 
 
-def _with_what_if(finding: Finding, what_ifs: Mapping[str, Mapping[str, Any]] | None, unavailable: str | None,
-                  step_time_ns: float | None) -> Finding:
-    """Attach the predicted step time of the finding's fix; its impact becomes the predicted gain."""
-    predicted = (what_ifs or {}).get(finding.label)
+def _with_what_if(finding: Finding, kind: str | None, what_ifs: Mapping[str, Mapping[str, Any]] | None,
+                  unavailable: str | None, step_time_ns: float | None) -> Finding:
+    """Attach the predicted step time of the finding's fix (the rule's ``what_if``), framed on the report's
+    step: a replay's gain, else today's share as an upper bound, the rule's estimate, or nothing."""
+    if kind is None:
+        return finding
+    before = float(step_time_ns) / 1e6 if step_time_ns else None
+    if kind == WHAT_IF_NONE:
+        if before is None:
+            return finding
+        return replace(finding, what_if={"step_ms_before": round(before, 4), "step_ms_after": None, "gain_ms": None,
+                                         "method": f"not modelled: {NOT_MODELLED.get(finding.label, NOT_MODELLED[''])}"})
+    predicted = None
+    if kind not in (WHAT_IF_SHARE, WHAT_IF_ESTIMATE):
+        predicted = (what_ifs or {}).get(kind) or (what_ifs or {}).get(finding.label)
     if predicted is not None and predicted.get("step_ms_before"):
         gain = max(float(predicted["gain_ms"]), 0.0)
-        what_if = dict(predicted)
+        start = before if before is not None else float(predicted["step_ms_before"])
+        gain = min(gain, start)
+        what_if = {"step_ms_before": round(start, 4), "step_ms_after": round(start - gain, 4),
+                   "gain_ms": round(gain, 4), "method": predicted["method"]}
         if finding.impact_fraction is not None:  # today's share of the step, which the replay may not win back
             what_if["share_fraction"] = finding.impact_fraction
-        return replace(finding, what_if=what_if, impact_ms_per_step=gain,
-                       impact_fraction=min(gain / float(predicted["step_ms_before"]), 1.0))
-    if finding.impact_fraction is None or not step_time_ns or not finding.is_verdict:
+        return replace(finding, what_if=what_if, impact_ms_per_step=gain, impact_fraction=min(gain / start, 1.0))
+    if finding.impact_fraction is None or before is None:
         return finding
-    before = float(step_time_ns) / 1e6
-    why = unavailable or "no replay models this fix"
+    if kind == WHAT_IF_ESTIMATE:
+        method = "upper bound: the rule's estimate of the fix applied to today's step (no replay models this fix)"
+    else:
+        why = (unavailable if kind in REPLAYED else None) or "no replay models this fix"
+        method = f"upper bound: today's share of the step ({why})"
     return replace(finding, what_if={"step_ms_before": round(before, 4),
                                      "step_ms_after": round(before * (1.0 - finding.impact_fraction), 4),
-                                     "gain_ms": round(before * finding.impact_fraction, 4),
-                                     "method": f"upper bound: today's share of the step ({why})"})
+                                     "gain_ms": round(before * finding.impact_fraction, 4), "method": method})
+
+
+def _minor(finding: Finding, step_time_ns: float | None) -> Finding:
+    """Minor: the predicted gain (else, without a what-if, the share of the step) is under
+    ``MIN_GAIN_FRACTION``. Findings whose gain cannot be predicted or measured are never minor."""
+    w = finding.what_if or {}
+    gain = w.get("gain_ms")
+    if isinstance(gain, (int, float)) and w.get("step_ms_before"):
+        small = gain < MIN_GAIN_FRACTION * float(w["step_ms_before"])
+    elif w:
+        small = False  # not modelled: no prediction to judge
+    elif finding.impact_fraction is not None:
+        small = finding.impact_fraction < MIN_GAIN_FRACTION
+    else:
+        small = False
+    return replace(finding, minor=True) if small else finding
 
 
 def _rank_key(finding: Finding) -> tuple[Any, ...]:
     impact = finding.impact_fraction
-    return (impact is None, -(impact or 0.0), not finding.is_verdict, -SEVERITIES.index(finding.severity), finding.rule_id)
+    return (finding.minor, impact is None, -(impact or 0.0), not finding.is_verdict, -SEVERITIES.index(finding.severity),
+            finding.rule_id)
 
 
 def _apply(

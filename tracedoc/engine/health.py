@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..analyses.periodic import SEQUENCE_NAME
 from ..model.verdict import HealthMessage
 
 CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
+CPU_ONLY_CODE = "cpu-only-trace"
 
 # A trace whose GPU ops are mostly unlinked to their launch calls cannot say why the GPU idled.
 LINK_FRACTION_MEDIUM = 0.9  # below this: some idle causes fall to "other"; medium confidence
@@ -64,15 +66,35 @@ def _no_gpu_message(metrics: Mapping[str, Any]) -> str:
         return (f"the trace holds {calls:,} CUDA runtime calls but no kernel, memcpy or memset activity: the CPU "
                 "side of CUDA was recorded and the GPU side was not, so there is no GPU verdict; profile with "
                 "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (and check that CUPTI is available)")
-    return ("the trace holds CPU activity only (no CUDA launches, kernels, memcpy or memset), so there is no GPU "
-            "verdict; if the model should run on a GPU, move it there and profile with "
+    return ("the trace holds CPU activity only (no CUDA launches, kernels, memcpy or memset): GPU-side metrics were "
+            "not recorded, so the GPU rules are silent and any verdict rests on host-side evidence (the training "
+            "loop's waits on the DataLoader); if the model should run on a GPU, move it there and profile with "
             "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
+
+
+def _cpu_only(metrics: Mapping[str, Any]) -> bool:
+    """A run recorded on the CPU alone: no GPU ops and no CUDA calls either (not a GPU run whose GPU side
+    was not recorded, where host waits need not have held the GPU up)."""
+    return not metrics.get("runtime_calls") and not metrics.get("profiler_range_events")
+
+
+def host_verdict_allowed(health: Iterable[HealthMessage]) -> bool:
+    """Whether the messages that withhold the GPU verdict still let host-side evidence give one."""
+    withholding = [m for m in health if m.withhold]
+    return bool(withholding) and all(m.code == CPU_ONLY_CODE for m in withholding)
 
 
 def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
     """Return the health messages for one rank's metrics, most severe first."""
     out: list[HealthMessage] = []
     has_gpu = metrics.get("has_gpu_ops")
+    if has_gpu is False and _cpu_only(metrics):
+        # Nothing GPU-side to judge; the host side was measured as in any trace, so findings on it keep
+        # their confidence. The GPU verdict is withheld unless a host-side rule gives one.
+        out.append(HealthMessage(CPU_ONLY_CODE, "warning", _no_gpu_message(metrics), confidence="high",
+                                 affects=frozenset(), withhold=True))
+        out.extend(_check_steps(metrics.get("steps"), metrics.get("iterations"), metrics.get("iteration_name")))
+        return out
     if has_gpu is False:
         out.append(HealthMessage("no-gpu-activity", "error", _no_gpu_message(metrics), confidence="low",
                                  withhold=True))
@@ -104,6 +126,7 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
             confidence="low",
         ))  # fmt: skip
     out.extend(_check_steps(metrics.get("steps"), metrics.get("iterations"), metrics.get("iteration_name")))
+    out.extend(_check_backlog(metrics.get("backlog_ns"), metrics.get("backlog_ops"), metrics.get("steps")))
     out.extend(_check_links(metrics.get("launch_link_fraction")))
     out.extend(_check_graphs(metrics.get("graph_launches"), metrics.get("graph_kernels"), metrics.get("gpu_busy_fraction")))
     if metrics.get("truncated") is True:
@@ -126,6 +149,17 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
 
 
 def _check_steps(steps: Any, iterations: Any = None, iteration_name: Any = None) -> list[HealthMessage]:
+    if (steps is None or steps == 0) and iterations and str(iteration_name or "").startswith(SEQUENCE_NAME):
+        return [HealthMessage(
+            "no-steps", "warning",
+            f"no step spans (ProfilerStep or NVTX step ranges) were found; iterations were detected from the "
+            f"trace's repeating {iteration_name}, so the step time ({iterations} intervals between their "
+            "completions) is that sequence's period, while the window is the GPU activity span. If the sequence "
+            "is a repeated layer rather than a whole iteration, the step time is too short: mark each iteration "
+            "(prof.step(), or an NVTX range named per step and --step-range). Findings have at most medium "
+            "confidence",
+            confidence="medium",
+        )]  # fmt: skip
     if (steps is None or steps == 0) and iterations and iteration_name:
         return [HealthMessage(
             "no-steps", "warning",
@@ -138,7 +172,8 @@ def _check_steps(steps: Any, iterations: Any = None, iteration_name: Any = None)
     if steps is None or steps == 0:
         return [HealthMessage(
             "no-steps", "warning",
-            "no ProfilerStep spans and no repeating iteration were found, so the trace is analysed as "
+            "no ProfilerStep spans (or NVTX step ranges) and no repeating iteration (a repeating annotation, "
+            "Optimizer.step, or a repeating sequence of GPU ops) were found, so the trace is analysed as "
             "one span, the GPU activity window (first to last GPU op), and impact is a share of that "
             "window; call prof.step() once per iteration (or use NVTX step ranges). Findings have at "
             "most medium confidence",
@@ -153,6 +188,25 @@ def _check_steps(steps: Any, iterations: Any = None, iteration_name: Any = None)
             confidence="medium",
         )]  # fmt: skip
     return []
+
+
+def _check_backlog(backlog_ns: Any, ops: Any, steps: Any) -> list[HealthMessage]:
+    """A pre-window backlog is normal when the CPU runs ahead of the GPU: said, and left out of the
+    window, without lowering confidence (its ops lack launch links because they were launched before
+    the profiler opened, not because the trace is old or edited)."""
+    if not backlog_ns:
+        return []
+    where = ("the window starts at the first step completion after it, so the first step has no step time"
+             if steps else "the window starts where the GPU began the work launched inside the capture")
+    what = (f"{ops:,} GPU ops ran without a launch call in the trace" if ops else
+            "no GPU op was recorded while the first launches waited")
+    return [HealthMessage(
+        "pre-window-backlog", "info",
+        f"for the first {backlog_ns / 1e6:.1f} ms of the capture the GPU was still running work launched before "
+        f"the profiler opened ({what}): the CPU ran ahead of the GPU. That time belongs to earlier steps: "
+        f"{where}; it is neither idle time nor a sign of missing launch links",
+        confidence="high",
+    )]  # fmt: skip
 
 
 def _check_links(link_fraction: Any) -> list[HealthMessage]:

@@ -29,6 +29,12 @@ def set_cpu_depths(trace: Trace, nest_group: np.ndarray | None = None) -> None:
     c["depth"] = depth
 
 
+def nest_depths(pid: np.ndarray, tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Nesting depth of intervals (one per row: thread ``pid``/``tid``, ``s`` to ``e``) among themselves
+    only: the number of earlier intervals of the same thread still open at each one's start."""
+    return _depths(np.asarray(pid), np.asarray(tid), np.asarray(s), np.asarray(e))
+
+
 def _depths(pid: np.ndarray, tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     n = s.size
     order = np.lexsort((-e, s, tid, pid))

@@ -1,19 +1,26 @@
-"""Stragglers and their cause (DESIGN.md: straggler).
+"""Stragglers, how sure the report is of them, and their cause (DESIGN.md: straggler; round 3:
+straggler confidence).
 
-A straggler arrives last at the collectives that hold most of the others' wait, in more steps than
+A straggler arrives last at the collectives that hold most of the others' wait, more often than
 chance makes likely among that many ranks (often only the first collective of each step: after it
-the ranks run in lockstep); the wait it costs each other rank is a significant share of the step;
-and it waits less than the median rank itself. The rank with the longest step is not the test: a
+the ranks run in lockstep); the wait it costs the other ranks is a significant share of their step;
+and it waits no more than the median rank itself. The rank with the longest step is not the test: a
 rank that starts its step early and waits for the straggler has the longest step.
 
-Its cause: the lead-in category (time from its previous collective end to its arrival) in which
-it spends more per step than the median rank, by the largest margin.
-"""
+Confidence: ``high`` when the chance test passes over steps; ``medium`` when too few steps were
+profiled for that test and it passes over collective instances; ``low`` for the rank that arrives
+last most often when there are too few collectives for a test, or only one step (a one-step profile
+still names its likely straggler, never no one).
 
+Its cause: the lead-in category (time from its previous collective end to its arrival) in which
+it spends more per step than the median rank, by the largest margin; host launch starvation when
+that time is host work and the straggler's GPU idles in long host-late gaps.
+"""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -22,9 +29,14 @@ from ..model.stats import median
 from ..analyses.instances import LEAD_CATEGORIES, RankTables
 from .match import Stacked
 from .timing import Timing
+from .waits import RankWaits
 
 # Significance: the wait a straggler costs each other rank, per step, as a share of the step.
 MIN_WAIT_FRACTION = 0.05
+# Confidence levels, lowest first (as the engine's trace-health levels)
+CONFIDENCES = ("low", "medium", "high")
+# Fewer profiled steps than this: the chance test runs over collective instances (medium confidence).
+MIN_STEP_TRIALS = 3
 # More often than chance: the rank is late (arrived last at the collectives holding at least half
 # of the step's wait) in more steps than a binomial draw with p = 1/ranks gives with probability
 # CHANCE_P / ranks. Every rank is tested, so the bound is shared among them (Bonferroni): at 0.05 per
@@ -35,6 +47,10 @@ MIN_STEADY_TRIALS = 3
 STEADY_RATIO = 2.0
 # A cause must explain at least this share of the straggler's lateness.
 MIN_CAUSE_SHARE = 0.25
+# Host launch starvation: the GPU busy less than half the window (TD101's threshold), and at least 10%
+# of the window idle in host-late gaps of 1 ms or more (TD104's threshold).
+STARVED_BUSY = 0.5
+STARVED_HOST_LATE = 0.1
 
 CAUSE_TEXT = {
     "compute": "longer GPU compute before its collectives",
@@ -49,22 +65,45 @@ CAUSE_TEXT = {
 @dataclass
 class RankStats:
     rank: int
-    instances: int
-    arrived_last: int
-    wait_ns: int  # total over matched instances
-    lateness_ns: int  # total of (own arrival - median arrival), positive when late
-    caused_wait_ns: float  # mean wait of the others at the instances this rank arrived last at, summed
-    steps: int
-    late_steps: int = 0  # steps in which it arrived last at half or more of its instances
+    instances: int  # matched instances it takes part in
+    arrived_last: int  # ... at which it arrived last (alone)
+    decided: int  # ... at which someone arrived last (not a tie)
+    wait_ns: int  # |union of its waiting intervals| over its matched steps (waits.py)
+    lateness_ns: int  # |union of (median arrival, own arrival]| where later than the median, same steps
+    time_ns: int  # the time of its matched steps
+    steps: int  # its matched steps
+    late_steps: int = 0  # steps in which it arrived last at half or more of its instances' wait
     trials: int = 0  # steps (or instances, without steps) the chance test counts
     steady: bool = False  # late in every trial by a steady amount (mean >= STEADY_RATIO x spread)
+    step_p50_ns: float | None = None  # median step time over its matched steps
 
     @property
     def last_share(self) -> float:
         return self.arrived_last / self.instances if self.instances else 0.0
 
+    @property
+    def wait_fraction(self) -> float:
+        return self.wait_ns / self.time_ns if self.time_ns else 0.0
 
-def rank_stats(t: Timing) -> list[RankStats]:
+    @property
+    def late_fraction(self) -> float:
+        return self.lateness_ns / self.time_ns if self.time_ns else 0.0
+
+
+@dataclass
+class Straggler:
+    stats: RankStats
+    confidence: str  # high, medium, low (DESIGN.md round 3: straggler confidence)
+    why: str  # the test behind the confidence, and why it is limited
+    caused_fraction: float  # the share of the others' matched step time spent waiting for it (mean over them)
+
+    @property
+    def rank(self) -> int:
+        return self.stats.rank
+
+
+def rank_stats(t: Timing, waits: dict[int, RankWaits], step_shift: dict[int, int]) -> list[RankStats]:
+    """Per rank: how often it arrives last, in how many steps, and its wait and lateness (unions)."""
     if not t.inst.size:
         return []
     m = t.last_rank.size
@@ -75,23 +114,26 @@ def rank_stats(t: Timing) -> list[RankStats]:
     bounds = np.flatnonzero(np.append(True, t.inst[order][1:] != t.inst[order][:-1]))
     med = np.array([median(v) for v in np.split(t.arrival_ns[order], bounds[1:])])
     late = t.arrival_ns - med[t.inst]
-    # trials for the chance test: steps (instances when no step is recorded); a rank is late in a step
-    # when the instances it arrived last at hold at least half of the step's wait
+    # trials for the chance test: steps in the job's numbering (instances when no step is recorded); a
+    # rank is late in a step when the instances it arrived last at hold at least half of the step's wait
+    shift = np.zeros(t.rank.size, dtype=np.int64)
+    if step_shift:
+        ranks_u, inverse = np.unique(t.rank, return_inverse=True)
+        shift = np.array([step_shift.get(int(r), 0) for r in ranks_u.tolist()], dtype=np.int64)[inverse]
     inst_step = np.full(m, -1, dtype=np.int64)
-    inst_step[t.inst] = t.step
+    has_step = t.step >= 0
+    inst_step[t.inst[has_step]] = (t.step + shift)[has_step]
     trial = np.where(inst_step >= 0, inst_step, -1 - np.arange(m))
     trial_ids, trial_of = np.unique(trial, return_inverse=True)
     wait_in_trial = np.bincount(trial_of, weights=others_mean_wait, minlength=trial_ids.size)
     ranks, ridx = np.unique(t.rank, return_inverse=True)
     nr = ranks.size
     instances = np.bincount(ridx, minlength=nr)
-    wait = np.bincount(ridx, weights=t.wait_ns.astype(np.float64), minlength=nr)
-    lateness = np.bincount(ridx, weights=late.astype(np.float64), minlength=nr)
     last_idx = np.searchsorted(ranks, t.last_rank)  # rank index of each instance's last arriver
     has_last = (t.last_rank >= 0) & (last_idx < nr) & (ranks[np.minimum(last_idx, nr - 1)] == t.last_rank)
     li = last_idx[has_last]
     arrived_last = np.bincount(li, minlength=nr)
-    caused_total = np.bincount(li, weights=others_mean_wait[has_last], minlength=nr)
+    decided = np.bincount(ridx[has_last[t.inst]], minlength=nr)
     # per (rank, trial): does the rank take part, and the wait of the instances it arrived last at
     nt = trial_ids.size
     part = np.zeros(nr * nt, dtype=bool)
@@ -105,16 +147,19 @@ def rank_stats(t: Timing) -> list[RankStats]:
     late_by_trial = np.bincount(ridx * nt + trial_of[t.inst], weights=late.astype(np.float64),
                                 minlength=nr * nt).reshape(nr, nt)
     steady = np.zeros(nr, dtype=bool)
-    for i in np.flatnonzero(late_steps == trials):
+    for i in np.flatnonzero((late_steps == trials) & (trials >= MIN_STEADY_TRIALS)):
         v = late_by_trial[i][counted.reshape(nr, nt)[i]]
         steady[i] = v.size >= MIN_STEADY_TRIALS and (v > 0).all() and v.mean() >= STEADY_RATIO * v.std()
-    step_pairs = distinct(ridx * (t.step.max() + 2 if t.step.size else 1) + (t.step + 1))
-    steps = np.bincount(step_pairs // (t.step.max() + 2 if t.step.size else 1), minlength=nr)
-    return [RankStats(rank=int(ranks[i]), instances=int(instances[i]), arrived_last=int(arrived_last[i]),
-                      wait_ns=int(wait[i]), lateness_ns=int(lateness[i]), caused_wait_ns=float(caused_total[i]),
-                      steps=max(1, int(steps[i])), late_steps=int(late_steps[i]), trials=int(trials[i]),
-                      steady=bool(steady[i]))
-            for i in range(nr)]
+    out = []
+    for i in range(nr):
+        r = int(ranks[i])
+        w = waits.get(r)
+        out.append(RankStats(rank=r, instances=int(instances[i]), arrived_last=int(arrived_last[i]),
+                             decided=int(decided[i]), wait_ns=w.wait_ns if w else 0, lateness_ns=w.late_ns if w else 0,
+                             time_ns=w.time_ns if w else 0, steps=w.steps if w else 0,
+                             late_steps=int(late_steps[i]), trials=int(trials[i]), steady=bool(steady[i]),
+                             step_p50_ns=w.step_p50_ns if w else None))
+    return out
 
 
 def chance_of(late: int, trials: int, n_ranks: int) -> float:
@@ -123,20 +168,62 @@ def chance_of(late: int, trials: int, n_ranks: int) -> float:
     return float(sum(math.comb(trials, k) * p ** k * (1 - p) ** (trials - k) for k in range(late, trials + 1)))
 
 
-def find_stragglers(stats: list[RankStats], step_ns: float | None, n_ranks: int) -> list[RankStats]:
-    """Ranks that hold the job back, most costly first; empty when none is significant."""
+def find_stragglers(stats: list[RankStats], n_ranks: int,
+                    caused_fraction: Callable[[int], float | None]) -> list[Straggler]:
+    """Ranks that hold the job back, most costly first, each with its confidence; empty when none.
+
+    A straggler arrives last more often than the others, waits no more than the median rank, is
+    late, and the wait it costs the others is at least ``MIN_WAIT_FRACTION`` of their step. Its
+    confidence (DESIGN.md round 3): ``high`` when the chance test passes over steps; ``medium`` when
+    the steps cannot decide (fewer than ``MIN_STEP_TRIALS``, or too few for the test to pass at
+    all) and it passes over collective instances; ``low`` for the rank that arrives last most often
+    when there are too few collectives for that test to pass at all, or one step only. Where a test
+    could decide and says chance (and more than one step was profiled), no one is named.
+    """
     if len(stats) < 2:
         return []
-    waits = np.array([s.wait_ns / s.instances for s in stats if s.instances])
-    median_wait = median(waits) if waits.size else 0.0
+    alpha = CHANCE_P / max(n_ranks, 1)
+    median_wait = median(np.array([s.wait_fraction for s in stats]))
+    most = max(s.arrived_last for s in stats)
+    most_often = [s for s in stats if s.arrived_last == most]
     out = []
     for s in stats:
-        per_step = s.caused_wait_ns / s.steps
-        significant = bool(step_ns) and per_step >= MIN_WAIT_FRACTION * step_ns
-        not_chance = chance_of(s.late_steps, s.trials, n_ranks) < CHANCE_P / max(n_ranks, 1) or s.steady
-        if significant and not_chance and s.lateness_ns > 0 and s.wait_ns / max(s.instances, 1) <= median_wait:
-            out.append(s)
-    return sorted(out, key=lambda s: -s.caused_wait_ns)
+        if not (s.arrived_last and s.late_fraction > 0 and s.wait_fraction <= median_wait):
+            continue
+        level, why = _confidence(s, n_ranks, alpha, len(most_often) == 1 and most_often[0] is s)
+        if level is None:
+            continue
+        share = caused_fraction(s.rank)
+        if share is None or share < MIN_WAIT_FRACTION:
+            continue
+        out.append(Straggler(s, level, why, share))
+    return sorted(out, key=lambda x: (-CONFIDENCES.index(x.confidence), -x.caused_fraction))
+
+
+def _confidence(s: RankStats, n_ranks: int, alpha: float, most_often_last: bool) -> tuple[str | None, str]:
+    step_p = chance_of(s.late_steps, s.trials, n_ranks) if s.trials else 1.0
+    if s.trials and (step_p < alpha or s.steady):
+        how = (f"late in {s.late_steps} of {s.trials} steps, chance {_p(step_p)}" if step_p < alpha
+               else f"late by a steady amount in all {s.trials} steps")
+        return "high", how
+    steps_can_decide = s.trials >= MIN_STEP_TRIALS and chance_of(s.trials, s.trials, n_ranks) < alpha
+    if steps_can_decide:
+        return None, f"late in {s.late_steps} of {s.trials} steps: as often as chance allows"
+    few = f"{s.trials} step{'s' if s.trials != 1 else ''} profiled" if s.trials else "no steps recorded"
+    inst_p = chance_of(s.arrived_last, s.decided, n_ranks) if s.decided else 1.0
+    if inst_p < alpha:
+        return "medium", (f"last at {s.arrived_last} of {s.decided} collectives, chance {_p(inst_p)}; only {few}, "
+                          f"so the test runs over collectives, which within a step are not independent")
+    can = chance_of(s.decided, s.decided, n_ranks) < alpha  # could the test over collectives pass at all?
+    if most_often_last and (not can or s.trials <= 1):  # too few for a test, or one step: its likely straggler
+        return "low", (f"last at {s.arrived_last} of {s.decided} collectives, more often than any other rank; "
+                       + (f"only {few}, and chance alone gives that {_p(inst_p)} of the time" if can else
+                          f"{few} and {s.decided} collectives are too few for a chance test"))
+    return None, f"last at {s.arrived_last} of {s.decided} collectives: as often as chance allows"
+
+
+def _p(p: float) -> str:
+    return f"{p:.1%}" if p >= 0.001 else f"{p:.1e}"
 
 
 def lead_per_step(ranks: list[RankTables], stacked: Stacked, t: Timing) -> dict[int, dict[str, float]]:
@@ -155,8 +242,13 @@ def lead_per_step(ranks: list[RankTables], stacked: Stacked, t: Timing) -> dict[
     return {int(r): {k: float(v[i]) for k, v in sums.items()} for i, r in enumerate(rk.tolist())}
 
 
-def cause_of(rank: int, lead: dict[int, dict[str, float]], lateness_per_step_ns: float) -> dict:
-    """The category in which the straggler's lead-in exceeds the median rank's most."""
+def cause_of(rank: int, lead: dict[int, dict[str, float]], lateness_per_step_ns: float,
+             gpu: dict[str, float | None] | None = None) -> dict:
+    """The category in which the straggler's lead-in exceeds the median rank's most.
+
+    ``gpu``: the straggler's ``gpu_busy_fraction`` and ``host_late_idle_fraction`` (idle in gaps of
+    1 ms or more because the host launched late, not blocked in a sync): host work that leaves its GPU
+    idle in such gaps is host launch starvation."""
     others = [v for r, v in lead.items() if r != rank] or list(lead.values())
     own = lead.get(rank, {})
     rows = []
@@ -171,7 +263,14 @@ def cause_of(rank: int, lead: dict[int, dict[str, float]], lateness_per_step_ns:
     explained = top["excess_ms_per_step"] * 1e6 >= MIN_CAUSE_SHARE * max(lateness_per_step_ns, 1.0) \
         and top["excess_ms_per_step"] > 0
     cause = top["category"] if explained else "unknown"
-    text = CAUSE_TEXT.get(cause, "no category explains its lateness; compare its timeline with the median rank's")
+    busy, host_late = (gpu or {}).get("gpu_busy_fraction"), (gpu or {}).get("host_late_idle_fraction")
+    if cause in ("host", "other", "unknown") and busy is not None and host_late is not None \
+            and busy < STARVED_BUSY and host_late >= STARVED_HOST_LATE:
+        cause = "host_launch"
+        text = (f"host launch starvation: its GPU is busy {busy:.0%} of the window and idles {host_late:.0%} of it "
+                "in gaps of 1 ms or more waiting for the host to launch the next work")
+    else:
+        text = CAUSE_TEXT.get(cause, "no category explains its lateness; compare its timeline with the median rank's")
     if kernels_med and abs(kernels_own - kernels_med) > 0.1 * kernels_med:
         text += f"; it runs {kernels_own:.0f} kernels per step before its collectives vs {kernels_med:.0f} on the median rank"
     return {"cause": cause, "text": text, "excess_ms_per_step": top["excess_ms_per_step"] if explained else 0.0,

@@ -19,6 +19,7 @@ import numpy as np
 from ..analyses.comm import bus_factor
 from ..model.groups import distinct, isin
 from ..model.stats import median
+from .align import _group_median
 from ..analyses.instances import RankTables
 from .match import Matches, Stacked
 
@@ -57,9 +58,24 @@ class Timing:
     untimed: int  # matched instances without an arrival on every member
     offsets_ns: dict[int, int] = field(default_factory=dict)
     clock_note: str = ""
+    median_ns: np.ndarray | None = None  # per instance: the median arrival (waits.median_arrival fills it)
 
 
-def time_instances(stacked: Stacked, matches: Matches, ranks: list[RankTables]) -> Timing:
+def coarse_offsets(ranks: list[RankTables]) -> dict[int, int]:
+    """Per rank, what to subtract from its times to read them on the first rank's clock, from the
+    traces' own time origins (Unix time of trace time 0: Kineto's baseTimeNanoseconds, nsys's session
+    start); {} when every rank has the same origin or some rank has none."""
+    origins = {rt.rank: int(rt.info.get("time_origin_ns") or 0) for rt in ranks}
+    if not origins or 0 in origins.values() or len(set(origins.values())) == 1:
+        return {}
+    ref = origins[min(origins)]
+    return {r: ref - o for r, o in origins.items() if o != ref}
+
+
+def time_instances(stacked: Stacked, matches: Matches, ranks: list[RankTables],
+                   coarse: dict[int, int] | None = None) -> Timing:
+    """``coarse``: per rank, the offset between its clock and the first rank's that the traces' time
+    origins give (``coarse_offsets``); the offsets estimated from collective ends come on top."""
     c = stacked.cols
     rows = np.flatnonzero(matches.instance >= 0)
     inst = matches.instance[rows]
@@ -80,6 +96,9 @@ def time_instances(stacked: Stacked, matches: Matches, ranks: list[RankTables]) 
     arrival = np.where(use_gpu, c["gpu_start_ns"][rows], c["call_start_ns"][rows])
     end = np.where(use_gpu, c["gpu_end_ns"][rows], c["work_end_ns"][rows])
     rank = stacked.rank[rows]
+    if coarse:
+        first = np.array([coarse.get(int(r), 0) for r in rank.tolist()], dtype=np.int64)
+        arrival, end = arrival - first, end - first
     # renumber timed instances densely
     uniq, inst = np.unique(inst, return_inverse=True)
     if not rows.size:
@@ -91,6 +110,9 @@ def time_instances(stacked: Stacked, matches: Matches, ranks: list[RankTables]) 
     if offsets:
         shift = np.array([offsets.get(int(r), 0) for r in rank], dtype=np.int64)
         arrival, end = arrival - shift, end - shift
+    if coarse:
+        offsets = {r: offsets.get(r, 0) + coarse.get(r, 0) for r in set(offsets) | set(coarse)}
+        note = "clocks read on one time base from the traces' time origins; " + note
     m = uniq.size
     last = np.full(m, np.iinfo(np.int64).min, dtype=np.int64)
     first = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
@@ -148,12 +170,13 @@ def _clock_offsets(ranks: list[RankTables], inst, rank, end, ctype, types) -> tu
         by_domain.setdefault(domain.get(rk, f"rank {rk}"), []).append(rk)
     if len(by_domain) < 2:
         return {}, "one clock domain; times are taken as recorded"
-    est = {}
-    for dom, rks in by_domain.items():
-        d = delta[isin(r, rks)]
-        off = median(d)
-        spread = median(np.abs(d - off)) if d.size > 1 else 0.0
-        est[dom] = (off, spread)
+    names = list(by_domain)
+    ranks_u, inverse = np.unique(r, return_inverse=True)
+    dom_of_rank = {rk: i for i, d in enumerate(names) for rk in by_domain[d]}
+    dcode = np.array([dom_of_rank[int(x)] for x in ranks_u.tolist()], dtype=np.int64)[inverse]
+    off = _group_median(dcode, delta.astype(np.float64), len(names))
+    spread = _group_median(dcode, np.abs(delta - off[dcode]), len(names))
+    est = {d: (float(off[i]), float(spread[i])) for i, d in enumerate(names)}
     ref = domain.get(min(r.tolist()))
     ref_off = est[ref][0]
     offsets, shifted = {}, []

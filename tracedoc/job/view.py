@@ -2,8 +2,8 @@
 
 ``join_job`` is the job stage: it matches the ranks' collectives, times them, names stragglers and
 returns a ``JobJoin``: the ``JobView`` (a saved value, the ``job`` object of a report without the
-rank table and verdict the judge stage adds), the per-rank job columns of the rank table, and why
-the straggler's replay could not run when it could not.
+rank table and verdict the judge stage adds), the per-rank job columns of the rank table, and what
+the judge and the merged timeline need besides.
 """
 
 from __future__ import annotations
@@ -13,23 +13,26 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 
+from ..analyses.instances import RankTables
 from ..model.groups import distinct, isin
 from ..model.metrics import metric_names
 from ..model.record import Record
 from ..model.stats import median, percentile
 from .checks import admit
-from ..analyses.instances import RankTables
 from .hardware import link_busbw_gbps
+from .match import REASON_AFTER, REASON_BEFORE, REASON_MISSING, REASON_NOT_MEMBER, REASON_REFUSED, REASONS
 from .match import group_members, match, stack
 from .straggler import cause_of, find_stragglers, lead_per_step, rank_stats
-from .timing import time_instances
+from .timing import coarse_offsets, time_instances
+from .waits import caused_wait, rank_waits, step_windows
 from .whatif import straggler_removed
 
 TOP_COLLECTIVE_ROWS = 20
 # The metrics the job view produces, for the job verdict and every rank of a job (the metric table's job scope)
 JOB_METRICS: tuple[str, ...] = metric_names(scope="job")
-# The job metrics every rank's rules see too (communication split, top collective, bandwidth)
-RANK_CONTEXT: tuple[str, ...] = ("comm_wait_fraction", "comm_top_collective", "comm_busbw_gbps", "link_busbw_gbps")
+# The job metrics every rank's rules see too (communication split, top collective, bandwidth, the straggler)
+RANK_CONTEXT: tuple[str, ...] = ("comm_wait_fraction", "comm_top_collective", "comm_busbw_gbps", "link_busbw_gbps",
+                                 "straggler_rank")
 # Evidence tables of the job view that job rules may cite
 JOB_EVIDENCE: tuple[str, ...] = ("job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
 
@@ -41,10 +44,10 @@ class JobView(Record, kw_only=True):
     # ranks the view uses (after leaving out unreadable, duplicate and other-job files), sorted
     ranks_used: list[int]
     straggler_ranks: list[int] = []  # ranks that hold the job back, most costly first
-    # each straggler: the share of collectives it arrived last at, the wait it costs each other rank per
-    # step, its cause and its lead-in against the median rank's
+    # each straggler: how sure the view is of it, the share of collectives it arrived last at, the wait
+    # it costs each other rank per step, its cause and its lead-in against the median rank's
     stragglers: list[dict[str, Any]] = []
-    # the job's mean step time with the top straggler on time: the matched collectives replayed in
+    # the job's step time with the top straggler on time: the matched collectives replayed in
     # lockstep, each starting at the latest arrival of the other ranks; null without a straggler
     straggler_what_if: dict[str, Any] | None = None
     collectives_matched: int = 0  # collective instances found on every member rank of their group
@@ -65,7 +68,7 @@ class JobView(Record, kw_only=True):
     timing_mode: str | None = msgspec.field(default=None, name="timing")
     # how clocks across hosts were treated (offsets estimated from collective ends)
     clock_note: str = msgspec.field(default="", name="clock")
-    median_rank: int | None = None  # the rank whose total wait is the median: the job's typical rank
+    median_rank: int | None = None  # the rank whose wait is the median: the job's typical rank
     # per collective type and size: count, transfer p50, skew p50, mean wait, busbw p50
     collective_rows: list[dict[str, Any]] = msgspec.field(default_factory=list, name="collectives")
     heatmap: dict[str, Any] = {}  # rank x step grids of step time and wait (ms), over the common steps
@@ -73,23 +76,32 @@ class JobView(Record, kw_only=True):
     issues: list[str] = []
     excluded: list[dict[str, Any]] = []  # ranks left out of the view, and why
     metrics: dict[str, Any] = {}  # the job scope of the metric table
+    alignment: dict[str, Any] = {}  # offsets found per rank, unmatched calls by reason
+    not_a_job: str | None = None  # why the files are not one job (no shared collective), null for a job
 
     def what_ifs(self) -> dict[str, dict]:
         """Predicted job step time per verdict label the job view replays (``straggler_bound``)."""
         return {"straggler_bound": self.straggler_what_if} if self.straggler_what_if else {}
 
-    def rank_context(self) -> dict[str, Any]:
-        """Job metrics every rank's rules see (communication split, top collective, bandwidth)."""
-        return {k: self.metrics.get(k) for k in RANK_CONTEXT}
-
 
 class JobJoin(NamedTuple):
     """What the job stage hands the judge: the view, each rank's job columns of the rank table (ns per
-    step, by rank), and why there is no straggler replay when there is none."""
+    step, by rank), why there is no straggler replay when there is none, each rank's own median step
+    (ns, what its per-step columns are checked against) and the matched collectives per member on the
+    aligned clock (what the merged timeline draws; not saved)."""
 
     view: JobView
     rank_columns: dict[int, dict[str, Any]]
     what_if_unavailable: str | None = None
+    step_ns_by_rank: dict[int, float] = {}
+    instances: dict[str, Any] | None = None
+
+    def rank_context(self, rank: int | None) -> dict[str, Any]:
+        """Job metrics a rank's rules see (communication split, top collective, bandwidth, the
+        straggler), and the share of the rank's own collective time spent waiting."""
+        out = {k: self.view.metrics.get(k) for k in RANK_CONTEXT}
+        out["rank_comm_wait_fraction"] = self.rank_columns.get(rank, {}).get("comm_wait_fraction")
+        return out
 
 
 def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset()) -> JobView:
@@ -105,7 +117,10 @@ def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = 
     ranks, issues, excluded = admit(tables)
     view = JobView(ranks_used=[rt.rank for rt in ranks], issues=issues, excluded=excluded)
     step_ms: dict[int, dict[str, float]] = {}  # rank -> p50, p95 (ms) and count of its step times
-    common_steps = _step_tables(ranks, view, step_ms)
+    for rt in ranks:
+        st = _timed(rt)
+        if st.size:
+            step_ms[rt.rank] = {"p50": percentile(st, 50) / 1e6, "p95": percentile(st, 95) / 1e6, "steps": int(st.size)}
     stacked = stack(ranks)
     members, expected = group_members(ranks, stacked.groups)
     present = set(view.ranks_used)
@@ -119,40 +134,49 @@ def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = 
         view.issues.append(f"{n} member rank{'s' if n > 1 else ''} of the job's groups "
                            f"{'are' if n > 1 else 'is'} {where}: collectives "
                            "are matched and waits measured among the ranks present")
-    m = match(stacked, members, expected)
+    coarse = coarse_offsets(ranks)
+    rough = _job_step_ns(step_ms)
+    m = match(stacked, members, expected, half_step_ns=rough / 2 if rough else None, coarse=coarse,
+              windows={rt.rank: tuple(rt.info["span_ns"]) for rt in ranks if rt.info.get("span_ns")})
     view.collectives_matched, view.match_key, view.keys_by_group = m.count, m.key, m.keys_by_group
-    view.disagreements, view.unmatched_calls = m.disagreements, m.unmatched_calls
-    if m.unmatched_calls:
-        view.issues.append(f"{m.unmatched_calls} collective call{'s' if m.unmatched_calls > 1 else ''} found on some "
-                           "member ranks but not all (see the disagreements table)")
-    t = time_instances(stacked, m, ranks)
+    view.disagreements, view.unmatched_calls, view.alignment = m.disagreements, m.unmatched_calls, m.alignment
+    view.issues.extend(_unmatched_issues(m))
+    common_steps = _step_tables(ranks, view, m.step_shift)
+    t = time_instances(stacked, m, ranks, coarse)
     view.timing_mode, view.clock_note = t.mode if t.inst.size else None, t.clock_note
+    view.alignment["clock_offsets_ns"] = {str(r): int(v) for r, v in sorted(t.offsets_ns.items()) if v}
     if t.untimed:
         view.issues.append(f"{t.untimed} matched collectives lack a GPU kernel or CPU call on some rank; "
                            "their waits are not measured")
-    if t.inst.size:
-        dur = np.maximum(t.end_ns - t.arrival_ns, 0)
-        view.comm_ns = int(dur.sum())
-        view.comm_wait_ns = int(np.minimum(t.wait_ns, dur).sum())
-        view.wait_fraction_of_comm = view.comm_wait_ns / view.comm_ns if view.comm_ns else None
-    step_ns = _job_step_ns(step_ms)
-    stats = rank_stats(t)
+    windows = step_windows(ranks, t, m.step_shift)
+    waits = rank_waits(t, windows)
+    view.comm_ns = int(sum(w.comm_ns for w in waits.values()))
+    view.comm_wait_ns = int(sum(w.comm_wait_ns for w in waits.values()))
+    view.wait_fraction_of_comm = view.comm_wait_ns / view.comm_ns if view.comm_ns else None
+    matched_p50 = [w.step_p50_ns for w in waits.values() if w.step_p50_ns]
+    step_ns = median(matched_p50) if matched_p50 else rough  # the job's step: over the matched steps
+    stats = rank_stats(t, waits, m.step_shift)
     lead = lead_per_step(ranks, stacked, t)
-    found = find_stragglers(stats, step_ns, len(ranks))
+    found = find_stragglers(stats, len(ranks), lambda r: caused_wait(t, windows, r, waits))
     view.median_rank = _median_rank(view, stats, step_ms)
     if found and view.missing_ranks:
         # with member ranks absent, the last arriver present may itself wait for an absent one
-        late = ", ".join(f"rank {s.rank} ({s.last_share:.0%} of collectives)" for s in found[:4])
+        late = ", ".join(f"rank {s.rank} ({s.stats.last_share:.0%} of collectives)" for s in found[:4])
         view.issues.append(f"among the ranks present, {late} arrived last; with {len(view.missing_ranks)} ranks absent "
                            "the job's straggler cannot be named: analyse a directory holding every rank")
         view.late_among_present = [s.rank for s in found]
         found = []
-    for s in found:
-        late_ps = s.lateness_ns / s.steps
-        cause = cause_of(s.rank, lead, late_ps)
+    info = {rt.rank: rt.info for rt in ranks}
+    for f in found:
+        s = f.stats
+        late_ps = waits[s.rank].late_p50_ns or 0.0
+        cause = cause_of(s.rank, lead, late_ps, info.get(s.rank))
         view.stragglers.append({
-            "rank": s.rank, "arrived_last_fraction": s.last_share, "arrived_last": s.arrived_last,
-            "instances": s.instances, "wait_cost_ms_per_step": s.caused_wait_ns / s.steps / 1e6,
+            "rank": s.rank, "confidence": f.confidence, "confidence_why": f.why,
+            "arrived_last_fraction": s.last_share, "arrived_last": s.arrived_last,
+            "instances": s.instances, "steps": s.steps, "late_steps": s.late_steps, "trials": s.trials,
+            "wait_cost_fraction": f.caused_fraction,
+            "wait_cost_ms_per_step": f.caused_fraction * step_ns / 1e6 if step_ns else None,
             "lateness_ms_per_step": late_ps / 1e6, "cause": cause["cause"], "cause_text": cause["text"],
             "cause_ms_per_step": cause["excess_ms_per_step"], "breakdown": cause["breakdown"],
             "kernels_per_step": cause["kernels_per_step"], "median_kernels_per_step": cause["median_kernels_per_step"],
@@ -160,12 +184,14 @@ def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = 
     view.straggler_ranks = [s["rank"] for s in view.stragglers]
     unavailable = None
     if view.stragglers:
-        view.straggler_what_if, unavailable = straggler_removed(t, ranks, view.straggler_ranks[0])
-    columns = _rank_columns(view, stats, lead)
+        view.straggler_what_if, unavailable = straggler_removed(t, ranks, view.straggler_ranks[0], step_ns, windows)
+    columns = _rank_columns(view, stats, lead, waits)
     view.collective_rows = _collective_rows(stacked, t)
-    view.heatmap = _heatmap(view, ranks, t, common_steps)
+    view.heatmap = _heatmap(view, ranks, windows, common_steps, m.step_shift)
     view.metrics = _metrics(view, ranks, stacked, t, step_ns)
-    return JobJoin(view, columns, unavailable)
+    view.not_a_job = _not_a_job(view, tables, stacked)
+    return JobJoin(view, columns, unavailable, {r: v["p50"] * 1e6 for r, v in step_ms.items()},
+                   _instances(t, stacked))
 
 
 def job_evidence(view: JobView, rank_rows: list[dict]) -> dict[str, list[dict]]:
@@ -178,20 +204,80 @@ def job_evidence(view: JobView, rank_rows: list[dict]) -> dict[str, list[dict]]:
 
 # -- pieces ---------------------------------------------------------------------------------------
 
-def _step_tables(ranks: list[RankTables], view: JobView, step_ms: dict) -> list[int]:
-    sets = {rt.rank: set(rt.steps["number"].tolist()) for rt in ranks}
-    for rt in ranks:
-        st = rt.steps["step_time_ns"]
-        if st.size:
-            step_ms[rt.rank] = {"p50": percentile(st, 50) / 1e6, "p95": percentile(st, 95) / 1e6, "steps": int(st.size)}
+def _instances(t, stacked) -> dict[str, Any]:
+    """Per member of each matched, timed collective (aligned clock): what the merged timeline draws."""
+    from .waits import median_arrival
+
+    return {"rank": t.rank, "inst": t.inst, "arrival_ns": t.arrival_ns, "end_ns": t.end_ns,
+            "last_ns": t.last_ns, "last_rank": t.last_rank, "median_ns": median_arrival(t) if t.inst.size else t.last_ns,
+            "type": [stacked.types[int(x)] for x in t.type.tolist()]}
+
+
+def _timed(rt: RankTables) -> np.ndarray:
+    """The rank's step times, without the steps a pre-window backlog ran ahead of (they have none)."""
+    st = rt.steps["step_time_ns"]
+    timed = rt.steps.get("timed")
+    return st[timed.astype(bool)] if timed is not None and timed.size == st.size else st
+
+
+def _unmatched_issues(m) -> list[str]:
+    """What the report says about the calls left unmatched, by reason."""
+    if m.reason is None or not m.unmatched_calls:
+        return []
+    counts = np.bincount(m.reason.astype(np.int64), minlength=len(REASONS))
+    out = []
+    outside = int(counts[REASON_BEFORE] + counts[REASON_AFTER])
+    if outside:
+        by = [f"rank {r['rank']}: {r['unmatched'].get('before_span', 0)} before, {r['unmatched'].get('after_span', 0)} after"
+              for r in m.alignment.get("ranks", []) if r["unmatched"].get("before_span") or r["unmatched"].get("after_span")]
+        out.append(f"{outside} collective call{'s' if outside > 1 else ''} lie outside the time every rank's trace "
+                   f"covers (the ranks' profilers opened and closed at different times; {'; '.join(by[:4])}"
+                   f"{' ...' if len(by) > 4 else ''}): left out of matching (job.alignment)")
+    if counts[REASON_REFUSED]:
+        out.append(f"{int(counts[REASON_REFUSED])} call{'s' if counts[REASON_REFUSED] > 1 else ''} end too far from "
+                   "their partner's on the reference rank to be the same collective (beyond the end-skew tolerance): "
+                   "refused, and their collectives left unmatched")
+    if counts[REASON_MISSING]:
+        out.append(f"{int(counts[REASON_MISSING])} collective call{'s' if counts[REASON_MISSING] > 1 else ''} in the time "
+                   "every rank's trace covers are missing on some member ranks (see the disagreements table)")
+    if counts[REASON_NOT_MEMBER]:
+        out.append(f"{int(counts[REASON_NOT_MEMBER])} call{'s' if counts[REASON_NOT_MEMBER] > 1 else ''} of groups "
+                   "their rank is not listed in: left out")
+    return out
+
+
+def _not_a_job(view: JobView, tables: list[RankTables], stacked) -> str | None:
+    """Why the files are not one job (None when they are): two or more files, no collective shared by
+    their ranks (none records any, or none matches), and the files do not say they are one job's
+    ranks (each a distinct rank of the same world size)."""
+    if len(tables) < 2 or view.collectives_matched:
+        return None
+    ranks = [rt.rank for rt in tables]
+    sizes = {rt.info.get("world_size") for rt in tables}
+    if None not in ranks and len(set(ranks)) == len(ranks) and len(sizes) == 1 and None not in sizes:
+        return None  # one job's ranks by their own account, even with no collective recorded
+    with_calls = sum(1 for rt in tables if len(rt))
+    if not with_calls:
+        return (f"none of the {len(tables)} files records a collective call, so no rank waits for another: "
+                "they are not one job; each file is analysed on its own")
+    return (f"no collective call is shared by the ranks ({with_calls} of {len(tables)} files record collectives, "
+            "none of them matched across files): the files are not one job (different runs or models); "
+            "each file is analysed on its own")
+
+
+def _step_tables(ranks: list[RankTables], view: JobView, shift: dict[int, int]) -> list[int]:
+    """The steps every rank has (in the job's step numbering: each rank's numbers plus its shift)."""
+    sets = {rt.rank: set((rt.steps["number"] + shift.get(rt.rank, 0)).tolist()) for rt in ranks}
     with_steps = [s for s in sets.values() if s]
     if not with_steps:
         return []
     common = set.intersection(*with_steps)
     if any(s != with_steps[0] for s in with_steps) or len(with_steps) < len(sets):
         desc = "; ".join(f"rank {r}: {_ranges(sorted(s)) or 'none'}" for r, s in list(sets.items())[:6])
-        view.issues.append(f"ranks recorded different steps ({desc}{' ...' if len(sets) > 6 else ''}); the rank x step "
-                           f"table uses the {len(common)} step{'s' if len(common) != 1 else ''} every rank has")
+        renumbered = " after aligning the ranks' step numbers" if any(shift.values()) else ""
+        view.issues.append(f"ranks recorded different steps{renumbered} ({desc}{' ...' if len(sets) > 6 else ''}); "
+                           f"the rank x step table uses the {len(common)} step{'s' if len(common) != 1 else ''} "
+                           "every rank has")
     return sorted(common)
 
 
@@ -201,9 +287,9 @@ def _job_step_ns(step_ms: dict) -> float | None:
 
 
 def _median_rank(view: JobView, stats, step_ms: dict) -> int | None:
-    """The rank whose total wait is the median (ties: lowest rank): the job's typical rank."""
+    """The rank whose wait is the median (ties: lowest rank): the job's typical rank."""
     if stats:
-        order = sorted(stats, key=lambda s: (s.wait_ns, s.rank))
+        order = sorted(stats, key=lambda s: (s.wait_fraction, s.rank))
         return order[(len(order) - 1) // 2].rank
     if step_ms:
         order = sorted(step_ms, key=lambda r: (step_ms[r]["p50"], r))
@@ -211,17 +297,24 @@ def _median_rank(view: JobView, stats, step_ms: dict) -> int | None:
     return view.ranks_used[0] if view.ranks_used else None
 
 
-def _rank_columns(view: JobView, stats, lead) -> dict[int, dict[str, Any]]:
-    """Each rank's job columns of the rank table, per step in ns: its wait, how often it arrived last,
-    its lateness against the median arrival, its DataLoader time before collectives, and whether it
+def _rank_columns(view: JobView, stats, lead, waits) -> dict[int, dict[str, Any]]:
+    """Each rank's job columns of the rank table, per step in ns (medians over its matched steps): its
+    matched steps and their median step, its wait for the last rank (and as a share of its step), how
+    often it arrived last, its lateness against the median arrival (and as a share of its step), the
+    share of its collective time spent waiting, its DataLoader time before collectives, and whether it
     is a straggler."""
     by = {s.rank: s for s in stats}
     out = {}
     for r in view.ranks_used:
-        s = by.get(r)
-        out[r] = {"wait_ns_per_step": s.wait_ns / s.steps if s else None,
+        s, w = by.get(r), waits.get(r)
+        out[r] = {"matched_steps": w.steps if w else 0,
+                  "matched_step_p50_ns": float(w.step_p50_ns) if w and w.step_p50_ns else None,
+                  "wait_fraction": w.wait_fraction if w else None,
+                  "wait_ns_per_step": float(w.wait_p50_ns) if w and w.wait_p50_ns is not None else None,
                   "arrived_last_fraction": s.last_share if s else None,
-                  "lateness_ns_per_step": s.lateness_ns / s.steps if s else None,
+                  "lateness_fraction": w.late_fraction if w else None,
+                  "lateness_ns_per_step": float(w.late_p50_ns) if w and w.late_p50_ns is not None else None,
+                  "comm_wait_fraction": w.comm_wait_ns / w.comm_ns if w and w.comm_ns else None,
                   "dataloader_ns_per_step": float(lead.get(r, {}).get("dataloader", 0.0)) if r in lead else None,
                   "straggler": r in view.straggler_ranks}
     return out
@@ -249,8 +342,8 @@ def _collective_rows(stacked, t) -> list[dict]:
     return out[:TOP_COLLECTIVE_ROWS]
 
 
-def _heatmap(view: JobView, ranks, t, steps: list[int]) -> dict:
-    """Rank x step matrices of step time and of wait (ms), for the common steps."""
+def _heatmap(view: JobView, ranks, windows, steps: list[int], shift: dict[int, int]) -> dict:
+    """Rank x step matrices of step time and of wait (ms), for the common steps (job numbering)."""
     if not steps:
         return {}
     idx = {s: i for i, s in enumerate(steps)}
@@ -258,17 +351,15 @@ def _heatmap(view: JobView, ranks, t, steps: list[int]) -> dict:
     wait_ms = np.zeros((len(ranks), len(steps)))
     row_of = {rt.rank: i for i, rt in enumerate(ranks)}
     for rt in ranks:
-        for num, st in zip(rt.steps["number"].tolist(), rt.steps["step_time_ns"].tolist()):
-            if num in idx:
+        numbers = (rt.steps["number"] + shift.get(rt.rank, 0)).tolist()
+        timed = rt.steps.get("timed", np.ones(len(numbers), dtype=np.int64)).tolist()
+        for num, st, has in zip(numbers, rt.steps["step_time_ns"].tolist(), timed):
+            if num in idx and has:
                 step_ms[row_of[rt.rank], idx[num]] = st / 1e6
-    if t.inst.size:
-        step_arr = np.asarray(steps, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(step_arr, t.step), step_arr.size - 1)
-        rank_arr = np.asarray([rt.rank for rt in ranks], dtype=np.int64)
-        order = np.argsort(rank_arr, kind="stable")
-        rpos = order[np.minimum(np.searchsorted(rank_arr[order], t.rank), rank_arr.size - 1)]
-        ok = (step_arr[pos] == t.step) & (rank_arr[rpos] == t.rank)
-        np.add.at(wait_ms, (rpos[ok], pos[ok]), t.wait_ns[ok] / 1e6)
+    if windows.wait_ns is not None:
+        for r, num, w in zip(windows.rank.tolist(), windows.step.tolist(), windows.wait_ns.tolist()):
+            if num in idx and r in row_of:
+                wait_ms[row_of[r], idx[num]] = w / 1e6
     return {"ranks": [rt.rank for rt in ranks], "steps": steps,
             "step_ms": [[None if np.isnan(v) else round(float(v), 4) for v in row] for row in step_ms],
             "wait_ms": [[round(float(v), 4) for v in row] for row in wait_ms]}
@@ -282,8 +373,9 @@ def _metrics(view: JobView, ranks, stacked, t, step_ns) -> dict[str, Any]:
         "straggler_count": len(view.stragglers),
         "straggler_rank": top["rank"] if top else None,
         "straggler_cause": top["cause"] if top else None,
+        "straggler_confidence": top["confidence"] if top else None,
         "straggler_wait_ms_per_step": top["wait_cost_ms_per_step"] if top else None,
-        "straggler_wait_fraction": top["wait_cost_ms_per_step"] * 1e6 / step_ns if top and step_ns else None,
+        "straggler_wait_fraction": top["wait_cost_fraction"] if top else None,
         "straggler_arrived_last_fraction": top["arrived_last_fraction"] if top else None,
         "straggler_cause_ms_per_step": top["cause_ms_per_step"] if top else None,
     }

@@ -47,9 +47,15 @@ METHOD = ("job replay of {n} matched collectives over {steps} steps: rank {rank}
           "collective starts at the latest arrival of the other ranks; delays carry forward in lockstep)")
 
 
-def straggler_removed(t: Timing, ranks: list[RankTables], straggler: int) -> tuple[dict | None, str | None]:
+def straggler_removed(t: Timing, ranks: list[RankTables], straggler: int, step_ns: float | None = None,
+                      windows=None) -> tuple[dict | None, str | None]:
     """The predicted job step time with ``straggler`` on time: ``({step_ms_before, step_ms_after,
-    gain_ms, method}, None)``, or ``(None, why)`` when the job has nothing to replay."""
+    gain_ms, method}, None)``, or ``(None, why)`` when the job has nothing to replay.
+
+    ``step_ns``: the job's step time (the report's one step time); the replay's relative gain is
+    applied to it, so the prediction starts from the step the report shows. ``windows``
+    (``waits.StepWindows``): each rank's matched steps; the replay then spans those steps only (the
+    steps outside the span every rank's window covers hold no matched collective to move)."""
     if not t.inst.size:
         return None, "no collective was matched and timed across the ranks"
     with_steps = [rt for rt in ranks if rt.steps["number"].size]
@@ -62,6 +68,11 @@ def straggler_removed(t: Timing, ranks: list[RankTables], straggler: int) -> tup
     # per rank, its first step's start and every completion (aligned clock), as one query table
     parts = []
     for rt in with_steps:
+        mine = np.flatnonzero(windows.rank == rt.rank) if windows is not None else np.zeros(0, dtype=np.int64)
+        if mine.size:
+            mine = mine[np.argsort(windows.hi_ns[mine], kind="stable")]
+            parts.append(np.append(windows.lo_ns[mine][:1], windows.hi_ns[mine]))  # aligned clock already
+            continue
         order = np.argsort(rt.steps["start_ns"], kind="stable")
         points = np.append(rt.steps["start_ns"][order][:1], rt.steps["completion_ns"][order])
         parts.append(points - t.offsets_ns.get(rt.rank, 0))
@@ -75,8 +86,12 @@ def straggler_removed(t: Timing, ranks: list[RankTables], straggler: int) -> tup
     span_after = np.minimum(_span(moved, first, sizes), span_before)
     before_ms = median(span_before / steps) / 1e6
     after_ms = median(span_after / steps) / 1e6
-    before_r, after_r = round(before_ms, 4), round(min(after_ms, before_ms), 4)
     method = METHOD.format(n=m, steps=int(median(steps)), rank=straggler)
+    if step_ns and before_ms > 0:
+        share = max(0.0, 1.0 - min(after_ms, before_ms) / before_ms)
+        before_ms, after_ms = step_ns / 1e6, step_ns / 1e6 * (1.0 - share)
+        method += f"; the replay's gain ({share:.1%} of its mean step) applied to the job's step time"
+    before_r, after_r = round(before_ms, 4), round(min(after_ms, before_ms), 4)
     return {"step_ms_before": before_r, "step_ms_after": after_r, "gain_ms": round(before_r - after_r, 4),
             "method": method}, None
 

@@ -18,10 +18,8 @@ bf16 needs compute capability >= 8.0.
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
-from .errors import LogError, excerpt
 from .series import normalise_key
 
 KEYS: dict[str, tuple[str, ...]] = {
@@ -57,102 +55,11 @@ NO_BF16_GPUS = ("v100", "t4", "p100", "p40", "p4", "k80", "m60", "titan v", "tit
                 "gtx", "rtx 6000", "rtx 8000")
 BF16_GPUS = ("a100", "a10", "a30", "a40", "a800", "l4", "l40", "h100", "h200", "h800", "h20", "gh200", "b100",
              "b200", "gb200", "rtx 30", "rtx 40", "rtx 50", "rtx a", "mi250", "mi300", "mi325", "mi355")
-_FLAG_RE = re.compile(r"--([A-Za-z][\w-]*)(?:[= ]+(?!--)(\S+))?")
-_ENV_RE = re.compile(r"^\s*(?:export\s+)?([A-Z_][A-Z0-9_]*)=(\S*)\s*$")
-
-
 def read_config(path: str) -> tuple[dict[str, Any], str]:
-    """Read one config file into a flat dict of settings and say what it was."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as exc:
-        raise LogError(path, "cannot be read", exc.strerror, "check the --config path") from None
-    text = raw.decode("utf-8", "replace")
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
-        from .jsonlog import loads_lenient
+    """Read one config file into a flat dict of settings and say what it was (see ``configfile``)."""
+    from .configfile import read_config as read
 
-        try:
-            obj = loads_lenient(raw)
-        except ValueError as exc:
-            raise LogError(path, "is not valid JSON", str(exc), "fix the config file") from None
-        kind = "DeepSpeed config" if _is_deepspeed(obj) else (
-            "Hugging Face TrainingArguments" if "per_device_train_batch_size" in obj else "JSON config")
-        return _from_json(obj, kind), kind
-    if "arguments" in text and re.search(r"^\s*\w+ \.{2,} ", text, re.M):
-        from .textlog import MEGATRON_ARG_RE, _arg_value
-
-        args = {m.group(1): _arg_value(m.group(2)) for m in map(MEGATRON_ARG_RE.match, text.splitlines()) if m}
-        return {normalise_key(k): v for k, v in args.items()}, "Megatron arguments"
-    flags = _FLAG_RE.findall(text)
-    if len(flags) >= 2:
-        out = {normalise_key(k): (_scalar(v) if v else True) for k, v in flags}
-        return out, "command-line arguments"
-    env = [m for m in map(_ENV_RE.match, text.splitlines()) if m]
-    if env:
-        return {normalise_key(k): _scalar(v) for k, v in (m.groups() for m in env)}, "environment"
-    if path.endswith((".yaml", ".yml")) or re.search(r"^\w[\w.-]*:\s", text, re.M):
-        try:
-            import yaml
-        except ImportError:
-            raise LogError(path, "is YAML, which needs PyYAML", None, "pip install pyyaml") from None
-        try:
-            obj = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise LogError(path, "is not valid YAML", str(exc).split("\n")[0], "fix the config file") from None
-        if isinstance(obj, dict):
-            return _from_json(obj, "YAML config"), "YAML config"
-    raise LogError(path, "is not a config tracedoc knows", f"starts {excerpt(text)}",
-                   "pass Megatron arguments, a DeepSpeed or TrainingArguments JSON, a YAML config or WORLD_SIZE=... lines")
-
-
-def _is_deepspeed(obj: dict) -> bool:
-    return any(k in obj for k in ("train_micro_batch_size_per_gpu", "zero_optimization", "train_batch_size"))
-
-
-def _scalar(text: str) -> Any:
-    t = text.strip().strip("'\"")
-    if t.lower() in ("true", "false"):
-        return t.lower() == "true"
-    try:
-        return int(t)
-    except ValueError:
-        try:
-            return float(t)
-        except ValueError:
-            return t
-
-
-def _from_json(obj: dict, kind: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-
-    def walk(d: dict, prefix: str) -> None:
-        for k, v in d.items():
-            key = normalise_key(f"{prefix}_{k}" if prefix else str(k))
-            if isinstance(v, dict) and set(v) == {"value"}:  # W&B config.yaml: {key: {value: ...}}
-                v = v["value"]
-            if isinstance(v, dict):
-                walk(v, key)
-            else:
-                out[key] = v
-                out.setdefault(normalise_key(str(k)), v)
-    walk(obj, "")
-    if kind == "DeepSpeed config":
-        if "train_batch_size" in out:
-            out["global_batch_size"] = out["train_batch_size"]  # DeepSpeed's train_batch_size is global
-        for prec in ("fp16", "bf16"):
-            if out.get(f"{prec}_enabled") is not None:
-                out[prec] = out[f"{prec}_enabled"] in (True, "true", "auto")
-        if out.get("fp16_loss_scale") is not None:
-            out["loss_scale"] = out["fp16_loss_scale"] or None  # 0 = dynamic
-    for key in ("mixed_precision", "mixed_precision_param", "training_mixed_precision_param", "precision"):
-        v = str(out.get(key, "")).lower()
-        if "bf16" in v or "bfloat16" in v:
-            out.setdefault("bf16", True)
-        elif "fp16" in v or "float16" in v or v == "16" or v == "16-mixed":
-            out.setdefault("fp16", True)
-    return out
+    return read(path)
 
 
 def _get(settings: dict[str, Any], name: str) -> Any:
@@ -168,9 +75,9 @@ def _int(v: Any) -> int | None:
         return None
     try:
         f = float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # a 5,000-digit integer is past float's range
         return None
-    return int(f) if f == f and f.is_integer() and f > 0 else None
+    return int(f) if f == f and f.is_integer() and 0 < f < 2**53 else None
 
 
 def gather(header: dict[str, Any], config_paths: list[str] = ()) -> tuple[dict[str, Any], list[str]]:
@@ -289,7 +196,14 @@ def _precision(s, m, rows, compute_capability, gpu_name, logged_loss_scales) -> 
         scale = s.get("loss_scale")
         logged = [x for x in (logged_loss_scales if logged_loss_scales is not None else []) if x == x]
         static_one = (scale is not None and _num(scale) == 1.0) or (logged and all(x == 1.0 for x in logged))
-        where = f"loss_scale {scale}" if scale is not None else ("the logged loss scale stays 1.0" if logged else "dynamic")
+        if scale is not None:
+            where = f"loss_scale {scale}"
+        elif logged and static_one:
+            where = "the logged loss scale stays 1.0"
+        elif logged:
+            where = f"a dynamic loss scale, logged from {min(logged):g} to {max(logged):g} (last {logged[-1]:g})"
+        else:
+            where = "dynamic loss scaling"
         m["fp16_without_loss_scaling"] = bool(static_one)
         m["fp16_text"] = f"fp16 with {where}"
         rows.append({"check": "fp16 loss scaling", "ok": not static_one, "detail": m["fp16_text"],
@@ -320,6 +234,6 @@ def clip_value(settings: dict[str, Any]) -> float | None:
 def _num(v: Any) -> float | None:
     try:
         return float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 

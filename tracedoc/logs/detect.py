@@ -19,16 +19,28 @@ _CHUNK_BLOCKS = 20_000  # bound the memory of the windowed medians
 
 
 def moving_average(x: np.ndarray, window: int) -> np.ndarray:
-    """Trailing mean over the last ``window`` finite points (NaN/inf are skipped; NaN before the first)."""
+    """Centred mean over ``window`` points (``window // 2`` on each side) of the finite points; near the
+    ends the window shrinks symmetrically (the first point is itself, the second the mean of three...), so
+    the curve neither lags the data nor bends where a trailing window would fill."""
     window = max(1, int(window))
+    n = x.size
+    if n == 0:
+        return np.array([], dtype=np.float64)
     finite = np.isfinite(x)
     c = np.concatenate(([0.0], np.cumsum(np.where(finite, x, 0.0))))
     k = np.concatenate(([0], np.cumsum(finite)))
-    hi = np.arange(1, x.size + 1)
-    lo = np.maximum(hi - window, 0)
+    i = np.arange(n)
+    half = np.minimum(window // 2, np.minimum(i, n - 1 - i))
+    lo, hi = i - half, i + half + 1
     counts = k[hi] - k[lo]
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, (c[hi] - c[lo]) / np.maximum(counts, 1), np.nan)
+
+
+def trailing_mean(x: np.ndarray, window: int) -> float | None:
+    """Mean of the last ``window`` finite points (None when there are none)."""
+    tail = x[np.isfinite(x)][-max(1, int(window)):]
+    return float(np.mean(tail)) if tail.size else None
 
 
 def forward_fill(x: np.ndarray) -> np.ndarray:
@@ -93,18 +105,25 @@ class Spikes:
     scores: np.ndarray  # modified z-score at the peak
     reference: np.ndarray  # trailing median at the peak
     persistent: np.ndarray  # the level after the episode stays above the reference
+    relative: np.ndarray  # the peak fired on its ratio to the median, not on its z-score
 
 
 def find_spikes(x: np.ndarray, window: int, z_threshold: float, min_rise_fraction: float,
-                max_gap: int = 2) -> Spikes:
+                max_gap: int = 2, ratio: float | None = None, ratio_z: float = 3.5,
+                reference: tuple[np.ndarray, np.ndarray] | None = None) -> Spikes:
     """Robust spikes: modified z = 0.6745 (x - median) / MAD above ``z_threshold`` *and* a rise above
     ``min_rise_fraction`` of |median|, so that ordinary noise (small MAD) and flat plateaus (MAD 0)
-    do not count. Contiguous spike points (gaps <= ``max_gap``) are one episode."""
-    med, mad = trailing_reference(x, window)
+    do not count; or, relative to the local level, at least ``ratio`` x a positive median with z above
+    ``ratio_z`` (the outlier bar of Iglewicz and Hoaglin), so that a loss doubling from 0.01 counts even
+    where the low loss is noisy in relative terms. Contiguous spike points (gaps <= ``max_gap``) are one
+    episode. ``reference``: the (median, MAD) of :func:`trailing_reference`, when already computed."""
+    med, mad = reference if reference is not None else trailing_reference(x, window)
     rise = x - med
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.where(mad > 0, 0.6745 * rise / mad, np.where(rise > 0, np.inf, 0.0))
-        mask = np.isfinite(x) & (z > z_threshold) & (rise > min_rise_fraction * np.abs(med))
+        by_z = np.isfinite(x) & (z > z_threshold) & (rise > min_rise_fraction * np.abs(med))
+        by_ratio = np.isfinite(x) & (med > 0) & (x >= (ratio or np.inf) * med) & (z > ratio_z)
+    mask = by_z | by_ratio
     starts, ends = episodes(mask, max_gap)
     peaks = np.array([s + int(np.nanargmax(np.where(mask[s:e + 1], x[s:e + 1], -np.inf))) for s, e in zip(starts, ends)],
                      dtype=np.int64)
@@ -114,9 +133,72 @@ def find_spikes(x: np.ndarray, window: int, z_threshold: float, min_rise_fractio
         after = after[np.isfinite(after)]
         if after.size >= 3:
             persistent[i] = np.median(after) - med[p] > min_rise_fraction * abs(med[p]) + 3 * MAD_TO_SIGMA * mad[p]
+    none = np.array([])
     return Spikes(mask=mask, starts=starts, ends=ends, peaks=peaks,
-                  scores=z[peaks] if peaks.size else np.array([]), reference=med[peaks] if peaks.size else np.array([]),
-                  persistent=persistent)
+                  scores=z[peaks] if peaks.size else none, reference=med[peaks] if peaks.size else none,
+                  persistent=persistent, relative=(by_ratio & ~by_z)[peaks] if peaks.size else np.zeros(0, dtype=bool))
+
+
+@dataclass(frozen=True)
+class Bump:
+    start: int
+    end: int  # last index above the band
+    peak: int
+    reference: float  # the level before the bump
+    mean_ratio: float  # mean of the smoothed curve over the bump / reference
+    max_ratio: float
+
+
+def find_bumps(x: np.ndarray, window: int, rise_fraction: float = 0.1, z: float = 4.0,
+               smooth: int = 5, min_points: int | None = None,
+               reference: tuple[np.ndarray, np.ndarray] | None = None) -> list[Bump]:
+    """Sustained bumps: the curve (a running median of ``smooth`` points, against single-point noise) rises
+    more than ``rise_fraction`` and ``z`` robust sigmas above the level before it, stays up for at least
+    ``min_points`` points (half the window: shorter ones are spike episodes), and comes back under half
+    that rise before the end. The level is the trailing median where the bump starts, held for its length
+    (a trailing median would follow the bump up and hide it).
+
+    A running median of k points is above a level exactly when more than k // 2 of its points are, so the
+    curve is never computed whole: counts of points above the level in each window decide."""
+    n = x.size
+    min_points = max(smooth, window // 2) if min_points is None else min_points
+    if n < window + min_points + 2:
+        return []
+    filled = forward_fill(x)
+    med, mad = reference if reference is not None else trailing_reference(filled, window)
+    with np.errstate(invalid="ignore"):
+        band = np.maximum(rise_fraction * np.abs(med), z * MAD_TO_SIGMA * mad)
+        above = _majority(np.isfinite(med) & (filled - med > band) & (band > 0), smooth)
+    out: list[Bump] = []
+    candidates = np.flatnonzero(above)
+    i = 0
+    while True:
+        at = int(np.searchsorted(candidates, i))
+        if at >= candidates.size:
+            break
+        start = int(candidates[at])
+        ref, need = float(med[start]), float(band[start])
+        back = _first_below(filled, start, ref + need / 2, smooth)
+        if back < 0:  # never comes back: a level shift or divergence, reported as such
+            break
+        end = back - 1
+        if end - start + 1 >= min_points:
+            half = smooth // 2
+            seg = np.median(sliding_window_view(np.pad(filled, half, mode="edge")[start:end + 1 + 2 * half], smooth), axis=1)
+            peak = start + int(np.argmax(np.where(np.isfinite(x[start:end + 1]), x[start:end + 1], -np.inf)))
+            out.append(Bump(start, end, peak, ref, float(np.mean(seg) / ref) if ref else float("inf"),
+                            float(np.max(seg) / ref) if ref else float("inf")))
+        i = end + 2
+    return out
+
+
+def _majority(mask: np.ndarray, k: int) -> np.ndarray:
+    """For each point, whether more than k // 2 of the k points centred on it are True (edges padded with
+    the end values, as a running median pads)."""
+    half = k // 2
+    padded = np.pad(mask.astype(np.int32), half, mode="edge")
+    c = np.concatenate(([0], np.cumsum(padded)))
+    return (c[k:] - c[:-k]) > half
 
 
 @dataclass(frozen=True)
@@ -153,38 +235,64 @@ def find_divergence(x: np.ndarray, rise_fraction: float, blocks: int = 50) -> Tr
     return Trend(diverging, int(edges[m]), rel, False)
 
 
+def _first_below(x: np.ndarray, start: int, level: float, k: int) -> int:
+    """The first index from ``start`` where the running median of ``k`` points of ``x`` is under ``level``
+    (-1 if none), looked for in growing chunks so that a short bump costs a short search."""
+    size = 256
+    at = start
+    while at < x.size:
+        lo, hi = max(0, at - k), min(x.size, at + size + k)
+        below = ~_majority(x[lo:hi] >= level, k)
+        hit = np.flatnonzero(below[at - lo:at - lo + size])
+        if hit.size:
+            return at + int(hit[0])
+        at += size
+        size *= 2
+    return -1
+
+
 @dataclass(frozen=True)
 class Period:
     period: int  # in steps
     phase: int
-    hits: np.ndarray  # indices of the slow points on the period
+    hits: np.ndarray  # indices of the slow points on the period (where each stall starts)
+    coverage: float  # share of the logged points with that phase that are slow
 
 
 def find_period(slow_steps: np.ndarray, slow_idx: np.ndarray, all_steps: np.ndarray, min_hits: int = 3,
-                min_coverage: float = 0.6) -> Period | None:
-    """Slow steps that recur every k steps: the most common spacing k between slow steps, the most
-    common phase modulo k, at least ``min_hits`` of them and on at least ``min_coverage`` of the
-    logged steps with that phase (so that a few chance coincidences are not a period)."""
+                min_coverage: float = 0.6, lengths: np.ndarray | None = None) -> Period | None:
+    """Slow steps that recur every k steps. ``slow_steps``/``slow_idx`` are where slow episodes start and
+    ``lengths`` their lengths in points: the spacing is measured between *short* episodes only (single
+    slow steps; a long dip is not a stall and its start is not a beat), the candidates are the most common
+    spacings and their multiples, and the one kept has at least ``min_hits`` slow starts on one phase,
+    slow on at least ``min_coverage`` of the logged steps of that phase, and the most hits x coverage
+    (stalls every 200 steps do not read as every 100: half the steps of phase 0 mod 100 are fast); on a
+    tie the longer period, which explains the same slow steps with fewer assumptions."""
     if slow_steps.size < min_hits:
         return None
-    spacing = np.diff(slow_steps)
     log_stride = max(1, int(np.median(np.diff(all_steps)))) if all_steps.size > 1 else 1
+    short = slow_steps if lengths is None else slow_steps[lengths <= max(2, np.median(lengths))]
+    spacing = np.diff(short) if short.size >= 2 else np.diff(slow_steps)
     spacing = spacing[spacing >= 2 * log_stride]
     if spacing.size == 0:
         return None
     values, counts = np.unique(spacing, return_counts=True)
-    best = None
-    for k in values[np.argsort(-counts, kind="stable")][:5]:
-        k = int(k)
+    top = [int(k) for k in values[np.argsort(-counts, kind="stable")][:3]]
+    candidates = sorted({k * m for k in top for m in (1, 2)})
+    best, best_score = None, -1.0
+    for k in candidates:
         phases, pcounts = np.unique(slow_steps % k, return_counts=True)
         phase = int(phases[np.argmax(pcounts)])
         on = slow_steps % k == phase
         hits = int(on.sum())
         span = (all_steps >= slow_steps[on][0]) & (all_steps <= all_steps[-1])
         expected = int(np.sum(all_steps[span] % k == phase))
-        if hits >= min_hits and expected and hits / expected >= min_coverage:
-            if best is None or hits > best.hits.size:
-                best = Period(k, phase, slow_idx[on])
+        if hits < min_hits or not expected:
+            continue
+        coverage = hits / expected
+        score = hits * coverage
+        if coverage >= min_coverage and score >= best_score - 1e-9:  # a tie: the longer period explains as much
+            best, best_score = Period(k, phase, slow_idx[on], coverage), score
     return best
 
 

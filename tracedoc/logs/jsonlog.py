@@ -25,15 +25,30 @@ SAMPLE_BYTES = 4 * 2**20
 PARALLEL_MIN_BYTES = 64 * 2**20  # below this a second process costs more than it saves
 # bare non-finite literals -> strings the columns read back as floats; "-Infinity" first, as "-Inf"
 _NONFINITE = ((b"-Infinity", b'"-Inf"'), (b"Infinity", b'"Infinity"'), (b"NaN", b'"NaN"'))
-_MONITOR_TYPES = ("interval", "summary")
+_MONITOR_TYPES = ("step", "interval", "summary")
+_FLAGS = ("type", "rank", "profiled")  # read as they are (strings, ints, booleans), not as numbers
 
 
 def loads_lenient(text: bytes | str) -> Any:
-    """Decode JSON that may hold NaN/Infinity literals."""
+    """Decode JSON that may hold NaN/Infinity literals; ValueError for anything else that is not JSON,
+    nesting too deep to decode included."""
     try:
         return msgspec.json.decode(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to decode") from None
     except msgspec.DecodeError:
-        return json.loads(text)
+        pass
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8", "replace")  # a damaged byte inside a string spoils only that string
+    try:
+        return json.loads(text, parse_int=_int_or_float)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply to decode") from None
+
+
+def _int_or_float(text: str) -> int | float:
+    """An integer literal; one of more digits than Python converts is read as a float (inf)."""
+    return int(text) if len(text) <= 4000 else float(text)
 
 
 def quote_nonfinite(data: bytes) -> bytes:
@@ -73,11 +88,11 @@ def read_jsonl(source: str, data: bytes, jobs: int = 1, size: int | None = None)
         keys.update(dict.fromkeys(obj))
     monitor = "schema" in keys and any(obj.get("type") in _MONITOR_TYPES for obj in sample)
     wanted = dict(match_keys(keys))
-    extra = [k for k in ("type", "rank") if k in keys]
+    extra = [k for k in _FLAGS if k in keys]
     if not usable_groups(keys):
         build_series(source, "JSON Lines", keys, lambda k: [], 0)  # raises, naming the fields seen
     attrs = list(wanted.values()) + [k for k in extra if k not in wanted.values()]
-    kinds = {k: Any for k in attrs if k in ("type", "rank")
+    kinds = {k: Any for k in attrs if k in _FLAGS
              or any(isinstance(obj.get(k), (list, dict, bool)) or isinstance(obj.get(k), str)
                     and obj.get(k) not in ("NaN", "Infinity", "-Infinity") for obj in sample)}
     columns = None
@@ -97,11 +112,18 @@ def read_jsonl(source: str, data: bytes, jobs: int = 1, size: int | None = None)
 
 
 def _interval_records_of_one_rank(columns: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
-    """Drop the step monitor's summary records, and keep one rank where ranks share the file."""
+    """The step monitor's step records, less the steps the profiler recorded (slowed by it), or where
+    the file has none (written before them) its interval records; never its summaries. One rank where
+    ranks share the file."""
     keep = None
     if "type" in columns:
         types = columns["type"]
-        keep = np.fromiter((t != "summary" for t in types), dtype=bool, count=len(types))
+        if "step" in types:
+            flags = columns.get("profiled") or [None] * len(types)
+            keep = np.fromiter((t == "step" and p is not True for t, p in zip(types, flags)), dtype=bool,
+                               count=len(types))
+        else:
+            keep = np.fromiter((t != "summary" for t in types), dtype=bool, count=len(types))
     if "rank" in columns:
         ranks = [r for r in columns["rank"] if isinstance(r, int)]
         if len(set(ranks)) > 1:
@@ -159,7 +181,7 @@ def _decode_fast(data: bytes, attrs: list[str], kinds: dict[str, Any]) -> dict[s
         rows = _decode_around_nan(decoder, data)
         if rows is None:
             rows = decoder.decode_lines(quote_nonfinite(data))
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # a line that is not a record: the slow path says which
         return None
     return _columns(rows, attrs, kinds)
 
@@ -201,7 +223,7 @@ def _decode_chunk(path: str, start: int, end: int, attrs: list[str], kinds: dict
     if columns is None:
         return None
     for key, col in columns.items():
-        if isinstance(col, list) and key not in ("type", "rank"):
+        if isinstance(col, list) and key not in _FLAGS:
             lists = list_columns(col)
             columns[key] = PerGpu(*lists) if lists is not None else Converted(*to_float_column(col))
     return columns
@@ -261,10 +283,10 @@ def _decode_lines_one_by_one(source: str, data: bytes, attrs: list[str], kinds: 
             continue
         try:
             rows.append(decoder.decode(quote_nonfinite(line)))
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             try:  # odd spacing around NaN, or a string that held the word
-                rows.append(msgspec.convert(json.loads(line), struct, strict=False))
-            except (ValueError, msgspec.ValidationError):
+                rows.append(msgspec.convert(loads_lenient(line), struct, strict=False))
+            except (ValueError, msgspec.ValidationError, RecursionError):
                 bad_lines.append(number)
     last = max((i for i, line in enumerate(lines, 1) if line.strip()), default=0)
     truncated = bool(bad_lines) and bad_lines[-1] == last and not data.rstrip(b" \t").endswith(b"\n")

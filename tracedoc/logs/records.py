@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from .errors import LogError
-from .series import THROUGHPUT_UNITS, LogSeries, list_columns, list_minimum, match_keys, to_float_column
+from .series import (THROUGHPUT_UNITS, LogSeries, field_overrides, list_columns, list_minimum, match_keys,
+                     to_float_column)
 
 GIB = 2**30
 
@@ -60,6 +61,11 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
     """Map ``keys`` to canonical fields and convert each column; raise :class:`LogError` when none match."""
     keys = list(keys)
     found = match_keys(keys)
+    missing = [f"{g}={k}" for g, k in field_overrides().items() if g not in found]
+    if missing and not any(g != "step" for g in found):
+        shown = ", ".join(repr(k) for k in keys[:12]) + (" ..." if len(keys) > 12 else "")
+        raise LogError(source, f"--field {', '.join(missing)}: no such field in this {fmt} log",
+                       f"fields {shown}" if keys else "no fields at all", "map a field the log has")
     if not any(g != "step" for g in found):
         shown = ", ".join(repr(k) for k in keys[:12]) + (" ..." if len(keys) > 12 else "")
         raise LogError(source, f"no training-log field recognised in this {fmt} log",
@@ -96,7 +102,7 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
                 seen["gpu_util_min_percent"] = key
 
     for name in ("loss", "eval_loss", "lr", "grad_norm", "gpu_util_percent", "skipped_iterations",
-                 "nan_iterations", "loss_scale", "tflops", "mfu_percent"):
+                 "nan_iterations", "loss_scale", "tflops", "mfu_percent", "generation_time_s", "training_time_s"):
         if name in found:
             put(name, name)
     for group in _THROUGHPUT_ORDER:  # the first throughput field that holds a value
@@ -110,6 +116,10 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
         put("step_time_s", "step_time_s")
     elif "step_time_ms" in found:
         put("step_time_s", "step_time_ms", 1e-3)
+    if "elapsed_s" in found:
+        put("elapsed_s", "elapsed_s")
+    elif "elapsed_ms" in found:
+        put("elapsed_s", "elapsed_ms", 1e-3)
     if "memory_bytes" in found:
         put("memory_bytes", "memory_bytes")
     elif "memory_gib" in found:
@@ -124,6 +134,7 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
             for name in columns:
                 columns[name], present[name] = columns[name][step_ok], present[name][step_ok]
             step_f = step_f[step_ok]
+        step_f = _usable_steps(step_f, found["step"], columns, present, warnings)
         if step_f.size and not np.array_equal(step_f, np.floor(step_f)):
             warnings.append(f"{found['step']!r} holds fractional values (an epoch?); record numbers are used as steps")
             step = np.arange(step_f.size, dtype=np.int64)
@@ -132,6 +143,41 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
     else:
         warnings.append("no step field (step, iteration, global_step, ...); record numbers are used as steps")
         step = np.arange(count, dtype=np.int64)
+    _positive_times(columns, present, seen, warnings)
     series = LogSeries(source=source, format=fmt, step=step, columns=columns, present=present, units=units,
                        fields_seen=seen, header=dict(header or {}), warnings=warnings)
-    return series.finish()
+    series.finish()
+    series.derive_step_time()
+    return series
+
+
+MAX_STEP = 2.0**53  # beyond this a float64 step is no longer an exact integer
+
+
+def _usable_steps(step_f: np.ndarray, key: str, columns: dict, present: dict, warnings: list[str]) -> np.ndarray:
+    """Leave out records whose step cannot be a step number: inf/NaN (1e400 in a log), negative, or past 2^53."""
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(step_f) & (step_f >= 0) & (step_f <= MAX_STEP)
+    if ok.all():
+        return step_f
+    bad = np.flatnonzero(~ok)
+    warnings.append(f"{bad.size} records have a {key!r} that is not a step number (first: {step_f[bad[0]]!r}; "
+                    f"steps are whole numbers from 0 to 2^53); they are left out")
+    for name in columns:
+        columns[name], present[name] = columns[name][ok], present[name][ok]
+    return step_f[ok]
+
+
+def _positive_times(columns: dict, present: dict, seen: dict, warnings: list[str]) -> None:
+    """A step time or throughput of zero or less is not a measurement: it is left out, with a warning."""
+    for name in ("step_time_s", "throughput"):
+        if name not in columns:
+            continue
+        with np.errstate(invalid="ignore"):
+            bad = present[name] & ~(columns[name] > 0) & ~np.isnan(columns[name])
+        if bad.any():
+            first = float(columns[name][np.flatnonzero(bad)[0]])
+            warnings.append(f"{int(bad.sum())} values of {seen.get(name, name)!r} are zero or negative (first: "
+                            f"{first:g}), which no {name.replace('_s', '').replace('_', ' ')} can be; they are left out")
+            present[name] = present[name] & ~bad
+            columns[name] = np.where(bad, np.nan, columns[name])

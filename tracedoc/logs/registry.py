@@ -11,6 +11,9 @@ from __future__ import annotations
 from ..model.metrics import LOG_METRIC_TABLE, Metric
 
 LOG_METRICS: dict[str, Metric] = LOG_METRIC_TABLE
+# the formats ``tracedoc logs --format-hint`` names (``reader.FORMATS``, kept here so that the CLI can list
+# them without importing the readers)
+LOG_FORMATS = ("jsonl", "json", "megatron", "deepspeed", "torchtitan", "nanogpt", "llmc", "hf-console", "csv", "text")
 
 # Evidence tables a log rule may cite (``[[evidence]] table = ...``): what the log analyses produce.
 LOG_EVIDENCE: dict[str, str] = {
@@ -20,6 +23,10 @@ LOG_EVIDENCE: dict[str, str] = {
                    "z-score, and whether the loss stayed up.",
     "throughput_dips": "Throughput-dip episodes (the first 100): steps and how far throughput fell.",
     "periodic_stalls": "Slow steps that recur every k steps: the period, its phase, how many and the first of them.",
+    "loss_bumps": "Sustained loss bumps: steps, peak step and loss, the level before the bump it rose from, and the "
+                  "mean and highest ratio to that level.",
+    "skip_groups": "Groups of skipped steps (the first 100): first and last step, skips, and their kind in the loss "
+                   "scaler's rhythm (calibration, steady, burst, ...).",
     "lr_schedule": "The learning-rate schedule: its shape, as the lr_schedule metric names it.",
     "config_checks": "Each configuration check: what was compared, the arithmetic, whether it holds and the fix.",
 }

@@ -22,6 +22,7 @@ from .analysis import LogOptions, analyze_series
 from .config import check_config, clip_value, gather
 from .reader import read_log, resolve_path
 from .registry import LOG_METRICS
+from .source import require_regular_file
 
 SCHEMA_NAME = "tracedoc.log"
 SCHEMA_VERSION = 1
@@ -96,18 +97,21 @@ def _sha256(path: str) -> str | None:
 def build_log_result(path: str | os.PathLike, *, config: list[str] | tuple[str, ...] = (),
                      options: LogOptions = LogOptions(), compute_capability: float | None = None,
                      gpu_name: str | None = None, command: str | None = None, fmt: str | None = None,
-                     jobs: int = 1) -> LogResult:
+                     jobs: int = 1, fields: dict[str, str] | None = None) -> LogResult:
     """Read a training log, analyse it and check its config (the log header and ``config`` files)."""
     source = resolve_path(os.fspath(path))
+    require_regular_file(source, "log")  # before the hash starts reading: a pipe or a device never ends
     with ThreadPoolExecutor(1) as pool:  # hashlib releases the GIL: the hash runs beside the decode
         digest = pool.submit(_sha256, source)
-        series = read_log(source, fmt, jobs)
-        sha256 = digest.result()
+        try:
+            series = read_log(source, fmt, jobs, fields)
+        finally:
+            sha256 = digest.result()
     analysis = analyze_series(series, options)
     settings, sources = gather(series.header, list(config))
     scales = series.col("loss_scale")
     cfg_metrics, rows = check_config(settings, sources, compute_capability=compute_capability, gpu_name=gpu_name,
-                                     logged_loss_scales=scales[np.isfinite(scales)].tolist() if scales is not None else None)
+                                     logged_loss_scales=scales[np.isfinite(scales) & (scales > 0)].tolist() if scales is not None else None)
     analysis.metrics.update(cfg_metrics)
     if analysis.metrics.get("precision") is None:
         if settings.get("bf16") is True:

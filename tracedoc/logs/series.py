@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -32,6 +33,9 @@ FIELDS: dict[str, tuple[str, str]] = {
     "loss_scale": ("1", "fp16 loss scale"),
     "tflops": ("TFLOP/s", "achieved TFLOP/s per GPU, as logged"),
     "mfu_percent": ("percent", "model FLOPs utilisation, as logged"),
+    "elapsed_s": ("s", "training time since the start, as logged (step times are its differences)"),
+    "generation_time_s": ("s", "RLHF: time the step spent generating experience"),
+    "training_time_s": ("s", "RLHF: time the step spent training actor and critic"),
 }
 
 # canonical field -> normalised aliases, most specific first; the first alias a log holds wins
@@ -45,7 +49,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
            "optim_lr"),
     "grad_norm": ("grad_norm", "gradient_norm", "train_grad_norm", "total_grad_norm", "global_grad_norm",
                   "grad_norm_total", "gradnorm", "grad_norm_step"),
-    "tokens_per_s": ("tokens_per_sec", "tokens_per_s", "tokens_per_second", "tps", "throughput_tps", "tok_per_s",
+    "tokens_per_s": ("tokens_per_sec", "tokens_per_s", "tokens_per_second", "tps", "throughput_tps", "tok_per_s", "tok_s",
                      "train_tokens_per_second", "tokens_s", "tokens_per_sec_per_gpu", "wps"),
     "samples_per_s": ("samples_per_sec", "samples_per_s", "samples_sec", "samples_per_second", "train_samples_per_second",
                       "currsamplespersec", "sps", "images_per_sec", "img_per_sec", "examples_per_sec"),
@@ -66,12 +70,19 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "loss_scale": ("loss_scale", "scaler_scale", "grad_scale"),
     "tflops": ("tflops", "throughput_per_gpu_tflop_s_gpu", "tflops_per_gpu", "model_tflops"),
     "mfu_percent": ("mfu", "mfu_percent", "mfu_pct"),
+    # cumulative training time: nanoGPT's train_time, W&B's _runtime
+    "elapsed_s": ("elapsed_s", "elapsed_time_s", "train_time_s", "training_time_elapsed_s", "runtime", "wall_time_s",
+                  "time_elapsed_s"),
+    "elapsed_ms": ("train_time_ms", "elapsed_ms", "elapsed_time_ms", "time_elapsed_ms"),
+    "generation_time_s": ("generation_time_s", "generate_time_s", "gen_time_s"),
+    "training_time_s": ("training_time_s", "train_phase_time_s"),
 }
 
 THROUGHPUT_UNITS = {"tokens_per_s": "tokens/s", "samples_per_s": "samples/s", "steps_per_s": "steps/s",
                     "throughput": "as logged"}
 
 _NORMALISE_RE = re.compile(r"[^a-z0-9]+")
+_EVAL_PREFIX_RE = re.compile(r"(?:^|[^a-z])(?:eval|val|valid|validation|test|dev)(?:$|[^a-z])", re.IGNORECASE)
 
 
 def normalise_key(key: str) -> str:
@@ -79,16 +90,42 @@ def normalise_key(key: str) -> str:
     return _NORMALISE_RE.sub("_", key.lower()).strip("_")
 
 
+# canonical field -> the log's own key, set by the user (``tracedoc logs --field loss=train/lm_loss``) for
+# the duration of one read (see :func:`tracedoc.logs.reader.read_log`)
+FIELD_OVERRIDES: ContextVar[dict[str, str] | None] = ContextVar("FIELD_OVERRIDES", default=None)
+
+
+def field_overrides() -> dict[str, str]:
+    """The user's field map in effect for the current read ({} when none)."""
+    return FIELD_OVERRIDES.get() or {}
+MAPPABLE = tuple(ALIASES)  # the names --field accepts
+
+
 def match_keys(keys) -> dict[str, str]:
-    """Map alias groups to the log's own keys: ``{"loss": "train/loss", "step": "_step", ...}``."""
+    """Map alias groups to the log's own keys: ``{"loss": "train/loss", "step": "_step", ...}``.
+    A key the user mapped (``FIELD_OVERRIDES``) wins over the aliases, and is used for nothing else."""
+    keys = list(keys)
     by_norm: dict[str, str] = {}
     for key in keys:
         by_norm.setdefault(normalise_key(str(key)), key)
+    for key in keys:  # W&B / TensorBoard names: "perf/tokens_per_second" also answers to its last part
+        head, sep, last = str(key).rpartition("/")
+        if sep and not _EVAL_PREFIX_RE.search(head):
+            by_norm.setdefault(normalise_key(last), key)
     out: dict[str, str] = {}
+    taken: set[str] = set()
+    for group, wanted in field_overrides().items():
+        key = wanted if wanted in keys else by_norm.get(normalise_key(wanted))
+        if key is not None:
+            out[group] = key
+            taken.add(key)
     for group, aliases in ALIASES.items():
+        if group in out:
+            continue
         for alias in aliases:
-            if alias in by_norm:
-                out[group] = by_norm[alias]
+            key = by_norm.get(alias)
+            if key is not None and key not in taken:
+                out[group] = key
                 break
     return out
 
@@ -106,7 +143,12 @@ class LogSeries:
     fields_seen: dict[str, str] = field(default_factory=dict)  # canonical -> the log's own name
     header: dict[str, Any] = field(default_factory=dict)  # configuration the log itself states
     warnings: list[str] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)  # e.g. fp16 overflow messages
+    # what the log says happened at a step: fp16 overflows ("overflow", with the loss scale), evaluations
+    # ("eval"), checkpoint saves ("save"), garbage collections ("gc"); each {"kind", "step", ...}
+    events: list[dict[str, Any]] = field(default_factory=list)
+    # engines logged side by side in the same file (RLHF: the critic beside the actor), by name
+    companions: dict[str, "LogSeries"] = field(default_factory=dict)
+    name: str | None = None  # this series' name among its companions ("actor")
 
     def __len__(self) -> int:
         return int(self.step.size)
@@ -117,6 +159,25 @@ class LogSeries:
 
     def col(self, name: str) -> np.ndarray | None:
         return self.columns[name] if self.has(name) else None
+
+    def derive_step_time(self) -> None:
+        """Step times from a cumulative training-time field (nanoGPT ``train_time``, W&B ``_runtime``) where
+        the log has no step time: the time between two logged points over the steps between them. A clock
+        that goes back (a restart) gives no step time there."""
+        if self.has("step_time_s") or not self.has("elapsed_s"):
+            return
+        at = np.flatnonzero(self.present["elapsed_s"])
+        if at.size < 2:
+            return
+        t, s = self.columns["elapsed_s"][at], self.step[at].astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per = np.diff(t) / np.diff(s)
+        ok = np.isfinite(per) & (per > 0)
+        out = np.full(self.step.size, np.nan)
+        out[at[1:][ok]] = per[ok]
+        self.columns["step_time_s"] = out
+        self.present["step_time_s"] = np.isfinite(out)
+        self.fields_seen["step_time_s"] = f"differences of {self.fields_seen.get('elapsed_s', 'elapsed time')!r}"
 
     def finish(self) -> "LogSeries":
         """Sort by step, merge rows that share a step (a later value wins, per field) and drop rows
@@ -235,7 +296,8 @@ def list_minimum(values: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
     return out, present
 
 
-_NUMBER_RE = re.compile(r"^[-+]?(\d[\d,]*\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+# no two quantifiers that can match the same characters next to each other: linear in the text's length
+_NUMBER_RE = re.compile(r"^[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 
 
 def parse_number(text: str) -> float | None:
@@ -248,6 +310,6 @@ def parse_number(text: str) -> float | None:
         return float("inf")
     if low in ("-inf", "-infinity"):
         return float("-inf")
-    if _NUMBER_RE.match(t):
+    if _NUMBER_RE.match(t):  # float() reads any number of digits in linear time; past 1.8e308 it is inf
         return float(t.replace(",", ""))
     return None

@@ -53,8 +53,11 @@ class Finding(Record, frozen=True, kw_only=True):
     expect: str  # what the next profile should show once fixed
     evidence: dict[str, list[dict[str, Any]]]  # the tables the rule cites (rows cut to the rule's limit)
     # the step time predicted once fixed: {step_ms_before, step_ms_after, gain_ms, method[, share_fraction]};
-    # null for advice
+    # null for advice; step_ms_after and gain_ms null when the fix's effect is not modelled
     what_if: dict[str, Any] | None = None
+    # its predicted gain (else its share of the step) is under the engine's MIN_GAIN_FRACTION: listed, but
+    # its label is not part of the verdict
+    minor: bool = False
 
     def __repr__(self) -> str:
         impact = f", {self.impact_fraction:.1%} of the step" if self.impact_fraction is not None else ""
@@ -70,7 +73,8 @@ class Finding(Record, frozen=True, kw_only=True):
 
     @property
     def is_verdict(self) -> bool:
-        return self.label != ADVICE_LABEL
+        """The finding names a verdict label of the run: a label rule that predicts a gain worth one."""
+        return self.label != ADVICE_LABEL and not self.minor
 
 
 def verdict_labels(findings: Iterable[Finding]) -> list[str]:

@@ -75,9 +75,27 @@ def renderer(name: str, report: str = "analysis") -> Renderer:
     raise KeyError(name if report == "analysis" else f"{report} {name}")
 
 
+def output_extension(path: str) -> str:
+    """An output file's extension, ``.gz`` kept with the one before it (``r.json.gz`` -> ``.json.gz``)."""
+    name = os.path.basename(path).lower()
+    gz = name.endswith(".gz")
+    ext = os.path.splitext(name[:-3] if gz else name)[1]
+    return ext + ".gz" if gz else ext
+
+
+def output_extensions_text(report: str = "analysis") -> str:
+    """The extensions ``-o`` knows, in words: each renderer's, each also with ``.gz`` (gzip-compressed)."""
+    mine = [r for r in RENDERERS if r.report == report]
+    main = [r.extension for r in mine]
+    more = [e for r in mine for e in r.extensions[1:]]
+    return (f"{', '.join(main[:-1])} or {main[-1]}" + (f" ({' and '.join(more)} too)" if more else "")
+            + "; add .gz for a gzip-compressed file")
+
+
 def renderer_for_path(path: str, report: str = "analysis") -> Renderer | None:
-    """The renderer an output file's extension asks for (``report.html`` -> html), or None."""
-    ext = os.path.splitext(path)[1].lower()
+    """The renderer an output file's extension asks for (``report.html`` -> html, ``r.json.gz`` -> json),
+    or None."""
+    ext = output_extension(path).removesuffix(".gz")
     return next((r for r in RENDERERS if r.report == report and ext in r.extensions), None)
 
 
@@ -98,4 +116,4 @@ def render_json(result: "AnalysisResult", **options: Any) -> str:
 
 
 __all__ = ["FORMATS", "REPORTS", "RENDERERS", "RenderFunction", "Renderer", "render_html", "render_json", "render_md",
-           "render_text", "renderer", "renderer_for_path"]
+           "render_text", "renderer", "renderer_for_path", "output_extension", "output_extensions_text"]

@@ -11,8 +11,8 @@ from .views import Column, TableView
 
 # Main tables: evidence table -> (title, columns shown). Finding evidence shows every column.
 MAIN_TABLES = {
-    "top_gaps": ("Top gaps", ("gap_ns", "start_ns", "device", "stream", "cause", "before", "after", "launched_by",
-                              "launch_call", "stack")),
+    "top_gaps": ("Top gaps", ("gap_ns", "device_idle_ns", "start_ns", "device", "stream", "cause", "before", "after",
+                              "launched_by", "launch_call", "stack")),
     "stream_gaps": ("Gaps per stream", ("device", "stream", "comm_stream", "count", "total_ns", "p50_ns", "p95_ns",
                                         "max_ns", "causes_ns")),
     "top_kernels": ("Top kernels", ("name", "category", "tensor_core", "count", "total_ns", "mean_ns", "max_ns",
@@ -31,7 +31,7 @@ MAIN_TABLES = {
                                                  "device_memory_bytes", "peak_fraction")),
 }
 _COLUMN_LABELS = {
-    "gap_ns": "gap", "start_ns": "at", "end_ns": "until", "ts_ns": "at", "total_ns": "time", "mean_ns": "mean",
+    "gap_ns": "gap", "device_idle_ns": "device idle", "start_ns": "at", "end_ns": "until", "ts_ns": "at", "total_ns": "time", "mean_ns": "mean",
     "max_ns": "max", "p50_ns": "p50", "p95_ns": "p95", "cpu_ns": "CPU time", "self_ns": "self time", "gpu_ns": "GPU time",
     "gpu_ops": "GPU ops", "before": "previous op", "after": "next op", "launched_by": "launched by",
     "launch_call": "launch call", "comm_stream": "comm stream", "causes_ns": "by cause",

@@ -120,6 +120,24 @@ def fmt_value(v: Any, spec: str = ".4g") -> str:
     return str(v)
 
 
+def readable(v: float) -> str:
+    """A number for a reader: thousands grouped without an exponent (10,050 not 1.005e+04), 4 significant
+    digits below 1,000, an exponent only for very small or huge values."""
+    a = abs(v)
+    if a >= 1e15 or (0 < a < 1e-3):
+        return f"{v:.3g}"
+    if a >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.4g}"
+
+
+def fmt_log_value(v: Any, spec: str | None = None) -> str:
+    """A training log's value: ``fmt_value``, a float ``readable`` unless ``spec`` is given."""
+    if isinstance(v, float) and spec is None and math.isfinite(v):
+        return readable(v)
+    return fmt_value(v, spec or ".4g")
+
+
 def fmt_what_if(what_if: dict | None, per: str = "step") -> str | None:
     """A finding's predicted step time in words: ``step 176 ms → ~121 ms, −31%`` (an upper bound says so);
     ``per`` names the repeating unit (``iteration`` without step spans)."""
@@ -127,6 +145,8 @@ def fmt_what_if(what_if: dict | None, per: str = "step") -> str | None:
     if not w or not w.get("step_ms_before"):
         return None
     before, after = w["step_ms_before"], w["step_ms_after"]
+    if after is None:  # the fix's effect cannot be modelled from the trace
+        return f"{per} {fmt_ms_short(before)} → not predicted ({w['method'].removeprefix('not modelled: ')})"
     pct = 100.0 * (after - before) / before
     bound = w["method"].startswith("upper bound")
     return (f"{per} {fmt_ms_short(before)} → {'≥ ' if bound else '~'}{fmt_ms_short(after)}, "

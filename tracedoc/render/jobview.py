@@ -34,12 +34,17 @@ def _ns_ms(v: float | None, digits: int = 1) -> str:
     return fmt_ms(None if v is None else v / 1e6, digits)
 
 
-def _finding(f: "Finding") -> JobFindingView:
+def _finding(f: "Finding", per: str) -> JobFindingView:
+    """A job finding; ``per``: what its gain is per (a step, an iteration, or the window without either)."""
+    if f.impact_ms_per_step is None:
+        impact = None
+    elif per != "window":
+        impact = f"{f.impact_ms_per_step:.1f} ms per {per} ({fmt_pct(f.impact_fraction)} of the {per})"
+    else:
+        impact = f"{f.impact_ms_per_step:.1f} ms ({fmt_pct(f.impact_fraction)} of the window)"
     return JobFindingView(rule_id=f.rule_id, label=f.label, title=f.title, message=f.message, fixes=list(f.fixes),
-                          expect=f.expect, what_if=fmt_what_if(f.what_if),
-                          what_if_method=(f.what_if or {}).get("method"),
-                          impact=(f"{f.impact_ms_per_step:.1f} ms per step ({fmt_pct(f.impact_fraction)} of the step)"
-                                  if f.impact_ms_per_step is not None else None))
+                          expect=f.expect, what_if=fmt_what_if(f.what_if, per),
+                          what_if_method=(f.what_if or {}).get("method"), impact=impact)
 
 
 def _summary(job: "JobResult") -> list[str]:
@@ -58,24 +63,51 @@ def _summary(job: "JobResult") -> list[str]:
                    + (f" (links typically give {m['link_busbw_gbps']:.0f} GB/s)" if m.get("link_busbw_gbps") else ""))
     if job.clock_note:
         out.append("clocks: " + job.clock_note)
+    aligned = _alignment_line(job.alignment)
+    if aligned:
+        out.append(aligned)
     return out
 
 
+def _alignment_line(alignment: dict) -> str | None:
+    """Where each rank's window starts, when the ranks' windows differ (from ``job.alignment``)."""
+    parts = []
+    for g in (alignment or {}).get("groups", [])[:2]:
+        late = [r for r in g["ranks"] if r["offset_calls"]]
+        if not late:
+            continue
+
+        def when(r: dict) -> str:
+            return f"{r['offset_steps']:g} step{'s' if r['offset_steps'] != 1 else ''}" if r["offset_steps"] is not None \
+                else f"{r['offset_calls']} collectives"
+        shown = ", ".join(f"rank {r['rank']} +{when(r)}" for r in late[:6]) + (" ..." if len(late) > 6 else "")
+        parts.append(f"{shown} (group {g['group']})")
+    if not parts:
+        return None
+    return ("the ranks' windows start at different steps (aligned by where their collectives end; after the "
+            "earliest rank's): " + "; ".join(parts))
+
+
 def _straggler(s: dict) -> StragglerView:
+    cost = s.get("wait_cost_ms_per_step")
     return StragglerView(
         rank=s["rank"],
-        line=(f"rank {s['rank']} arrives last at {fmt_pct(s['arrived_last_fraction'])} of the matched "
-              f"collectives and costs every other rank {s['wait_cost_ms_per_step']:.1f} ms of wait per step; "
-              f"cause: {s['cause_text']}"),
+        line=(f"rank {s['rank']} (confidence {s.get('confidence', 'high')}: {s.get('confidence_why', '')}) "
+              f"arrives last at {fmt_pct(s['arrived_last_fraction'])} of the matched collectives and costs "
+              "every other rank " + (f"{cost:.1f} ms" if cost is not None else "a share") +
+              f" of wait per step; cause: {s['cause_text']}"),
         breakdown=[[row["category"], fmt_ms(row["rank_ms_per_step"], 2), fmt_ms(row["median_ms_per_step"], 2),
                     fmt_ms(row["excess_ms_per_step"], 2)] for row in s["breakdown"]])
 
 
 def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) -> JobSectionView | None:
     job = result.job
-    if job is None:
+    if job is None or job.not_a_job:
         return None
     v = job.verdict
+    # ranks without steps: the findings speak of the iteration or the window (DESIGN.md), never of a "step"
+    per = ("step" if any(r.metrics.get("steps") for r in result.ranks) else
+           "iteration" if any(r.metrics.get("iterations") for r in result.ranks) else "window")
     in_view = [r for r in job.ranks if r.rank in set(job.ranks_used)]
     ranks_rows = [[str(r.rank), _ns_ms(r.step_time_p50_ns), _ns_ms(r.step_time_p95_ns), _ns_ms(r.wait_ns_per_step, 2),
                    fmt_pct(r.arrived_last_fraction), _ns_ms(r.lateness_ns_per_step, 2),
@@ -86,7 +118,7 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
     return JobSectionView(
         labels=list(v.labels) if v is not None else [],
         confidence=(v.findings[0].confidence if v.findings else v.confidence) if v is not None else None,
-        findings=[_finding(f) for f in (v.findings if v is not None else [])],
+        findings=[_finding(f, per) for f in (v.findings if v is not None else []) if not f.minor],
         summary=_summary(job),
         stragglers=[_straggler(s) for s in job.stragglers],
         issues=not_analysed(result) + list(job.issues),
@@ -141,7 +173,7 @@ def _compare(job: "JobResult") -> list[CompareView]:
 def paired_excerpts(result: "AnalysisResult", focus) -> list[dict] | None:
     """The straggler's median-step timeline beside the median rank's, when the report shows the straggler."""
     job = result.job
-    if job is None or focus is None or not job.straggler_ranks or job.median_rank is None:
+    if job is None or job.not_a_job or focus is None or not job.straggler_ranks or job.median_rank is None:
         return None
     by_rank = {r.rank: r for r in result.ranks}
     s, m = by_rank.get(job.straggler_ranks[0]), by_rank.get(job.median_rank)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .format import fmt_value
+from .format import fmt_log_value, readable
 from .views import LogView
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,7 +24,7 @@ MAX_ANOMALY_ROWS = 50
 CHART_W, CHART_H, PAD_L, PAD_R, PAD_T, PAD_B = 900, 220, 64, 12, 10, 26
 
 
-_where, _details = LogView.where, LogView.details
+_where, _details, _fmt = LogView.where, LogView.details, fmt_log_value
 
 
 def build_log_view(result: "LogResult", anomaly_rows: int = MAX_ANOMALY_ROWS, with_charts: bool = False) -> LogView:
@@ -42,19 +42,34 @@ def summary_lines(result: "LogResult") -> list[str]:
     m = result.metrics
     lines = [f"{result.input.format}: {m['log_points']} logged steps, {m['log_first_step']}-{m['log_last_step']}"]
     lines.append("fields: " + ", ".join(f"{k} <- {v!r}" for k, v in result.fields.items()))
+    if m.get("log_series"):
+        lines.append(f"series: {m['log_series']} (engines logged side by side, analysed apart)")
     if m["loss_logged"]:
-        ma = result.analysis.charts.get("loss_ma")
-        last_ma = float(ma[-1]) if ma is not None and ma.size and np.isfinite(ma[-1]) else None
-        lines.append(f"loss: moving average over {result.analysis.charts.get('window')} points ends at {fmt_value(last_ma)}; "
-                     f"NaN/inf {fmt_value(m['loss_nonfinite_count'])}; spike episodes {fmt_value(m['loss_spike_count'])}; "
-                     f"diverging {fmt_value(m['divergence'])}")
+        last_ma = result.analysis.charts.get("loss_ma_last")
+        lines.append(f"loss: mean of the last {result.analysis.charts.get('window')} points {_fmt(last_ma)}; "
+                     f"NaN/inf {_fmt(m['loss_nonfinite_count'])}; spike episodes {_fmt(m['loss_spike_count'])}; "
+                     f"bumps {_fmt(m.get('loss_bump_count'))}; diverging {_fmt(m['divergence'])}")
+    if m.get("skip_pattern"):
+        lines.append(f"skipped steps: {m['skipped_iterations']} ({_fmt(m['skipped_iteration_fraction'], '.1%')}), "
+                     f"pattern {m['skip_pattern']}; loss scale {_fmt(m.get('loss_scale_min'))} to "
+                     f"{_fmt(m.get('loss_scale_max'))}, last {_fmt(m.get('loss_scale_final'))}")
+    elif m.get("loss_scale_max") is not None:
+        lines.append(f"loss scale: {_fmt(m['loss_scale_min'])} to {_fmt(m['loss_scale_max'])}, "
+                     f"last {_fmt(m.get('loss_scale_final'))}; no skipped steps")
     if m["throughput_p50"] is not None:
-        stall = (f"; slow step every {m['periodic_stall_period_steps']} steps x{m['periodic_stall_count']}"
+        cause = f" after each {m['periodic_stall_cause']}" if m.get("periodic_stall_cause") else ""
+        stall = (f"; slow step every {m['periodic_stall_period_steps']} steps{cause} x{m['periodic_stall_count']}"
                  if m["periodic_stall_period_steps"] else "; no periodic stall")
-        lines.append(f"throughput ({m['throughput_unit']}): P10 {fmt_value(m['throughput_p10'], ',.4g')}, "
-                     f"P50 {fmt_value(m['throughput_p50'], ',.4g')}, P90 {fmt_value(m['throughput_p90'], ',.4g')}; "
-                     f"dip episodes {m['throughput_dip_count']} ({fmt_value(m['throughput_dip_lost_fraction'], '.1%')} of the time)"
+        if m.get("step_time_drift_fraction") is not None and m.get("throughput_drift_shape"):
+            stall += (f"; time per unit of work {m['step_time_drift_fraction']:+.0%} first to last fifth "
+                      f"({m['throughput_drift_shape']})")
+        lines.append(f"throughput ({m['throughput_unit']}): P10 {_fmt(m['throughput_p10'])}, "
+                     f"P50 {_fmt(m['throughput_p50'])}, P90 {_fmt(m['throughput_p90'])}; "
+                     f"dip episodes {m['throughput_dip_count']} ({_fmt(m['throughput_dip_lost_fraction'], '.1%')} of the time)"
                      + stall)
+    if m.get("generation_time_fraction") is not None:
+        lines.append(f"RLHF step: {m['generation_time_fraction']:.0%} of the end-to-end time generating, the rest "
+                     "training and other work")
     if m["lr_schedule"]:
         lines.append(f"learning rate: {m['lr_schedule']}")
     if m["gpu_util_mean_percent"] is not None:
@@ -109,7 +124,7 @@ def render_log_md(result: "LogResult") -> str:
 # ---- charts ----------------------------------------------------------------------------------
 def decimate(x: np.ndarray, y: np.ndarray, limit: int = MAX_CHART_POINTS) -> tuple[np.ndarray, np.ndarray]:
     """At most ``limit`` points that keep each bucket's minimum and maximum (spikes stay visible)."""
-    ok = np.isfinite(y)
+    ok = np.isfinite(y) & np.isfinite(x)
     x, y = x[ok], y[ok]
     if y.size <= limit:
         return x, y
@@ -120,6 +135,25 @@ def decimate(x: np.ndarray, y: np.ndarray, limit: int = MAX_CHART_POINTS) -> tup
     ys = np.empty(lo.size * 2)
     ys[0::2], ys[1::2] = lo, hi
     return xs, ys
+
+
+LABEL_GAP_PX = 16  # a line of the 11 px chart font, with its outline, needs this much room
+
+
+def spread_labels(ys: list[float], top: float, bottom: float, gap: float = LABEL_GAP_PX) -> list[float]:
+    """Label positions near ``ys`` (sorted or not) at least ``gap`` apart and within [top, bottom]: each
+    label moves as little as it must, so that P10, P50 and P90 a few pixels apart stay readable."""
+    order = sorted(range(len(ys)), key=lambda i: ys[i])
+    out = [0.0] * len(ys)
+    prev = None
+    for i in order:
+        y = max(ys[i], top) if prev is None else max(ys[i], prev + gap)
+        out[i] = prev = y
+    over = (prev or 0.0) - bottom
+    if over > 0:  # pushed past the bottom: shift the stack up, keeping the gaps
+        for i in order:
+            out[i] -= over
+    return out
 
 
 class _Frame:
@@ -140,7 +174,15 @@ class _Frame:
 
     def ticks(self) -> list[dict[str, Any]]:
         vals = np.linspace(self.lo, self.hi, 5)
-        return [{"y": float(self.py(v)), "label": format(float(v), ".4g")} for v in vals]
+        return [{"y": float(self.py(v)), "label": readable(float(v)), "value": float(v)} for v in vals]
+
+    def xticks(self) -> list[dict[str, Any]]:
+        vals = np.linspace(self.x0, self.x1, 6)
+        return [{"x": float(self.px(v)), "label": f"{v:,.0f}"} for v in vals]
+
+    def band(self, s0, s1, kind: str, title: str) -> dict[str, Any]:
+        xa, xb = float(self.px(s0)), float(self.px(s1))
+        return {"x": xa - 1, "w": max(xb - xa, 0) + 2, "kind": kind, "title": title}
 
 
 def _range(y: np.ndarray) -> tuple[float, float]:
@@ -152,41 +194,87 @@ def _range(y: np.ndarray) -> tuple[float, float]:
     return float(max(y.min(), q01 - 0.5 * spread)), float(min(y.max(), q99 + 2 * spread))
 
 
+def _chart(title: str, f: _Frame, lines: list, bands=(), hlines=(), marks=(), note: str = "") -> dict[str, Any]:
+    hl = list(hlines)
+    label_y = spread_labels([h["y"] - 3 for h in hl], PAD_T + 9, CHART_H - PAD_B - 3)
+    for h, y in zip(hl, label_y):
+        h["label_y"] = y
+    return {"title": title, "lines": lines, "bands": list(bands)[:500], "hlines": hl, "marks": list(marks)[:300],
+            "ticks": f.ticks(), "xticks": f.xticks(), "x0": f.x0, "x1": f.x1, "note": note}
+
+
+def _loss_chart(title: str, steps: np.ndarray, c: dict[str, Any], anomalies: list[dict[str, Any]]) -> dict[str, Any]:
+    lo, hi = _range(c["loss"])
+    f = _Frame(float(steps[0]), float(steps[-1]), lo, hi)
+    marks, bands = [], []
+    for a in anomalies:
+        if a["kind"] in ("nan", "loss_spike", "divergence") and a.get("field", "loss") == "loss":
+            s = a.get("peak_step", a.get("step", a.get("start_step")))
+            marks.append({"x": float(f.px(s)), "kind": a["kind"], "title": f"{a['kind']} at {_where(a)}: {_details(a)}",
+                          "y": float(f.py(a["loss"])) if a.get("loss") is not None else PAD_T + 6})
+        elif a["kind"] == "loss_bump":
+            bands.append(f.band(a["start_step"], a["end_step"], "loss_bump", f"loss bump at {_where(a)}: {_details(a)}"))
+    lines = [{"points": f.polyline(steps, c["loss"]), "cls": "raw", "label": "loss"},
+             {"points": f.polyline(steps, c["loss_ma"]), "cls": "ma", "label": f"centred moving average ({c.get('window')} points)"}]
+    return _chart(title, f, lines, bands=bands, marks=marks)
+
+
 def charts(result: "LogResult") -> list[dict[str, Any]]:
+    """The report's charts: loss (with its moving average, NaN, spike, bump and divergence marks), the
+    losses of series logged beside it, throughput (P10/P50/P90, dips and stalls shaded), gradient norm
+    (spikes marked) and the fp16 loss scale (skip groups marked)."""
     c = result.analysis.charts
     steps = c["steps"].astype(float)
     if steps.size < 2:
         return []
+    anomalies = result.anomalies
+    name = result.series.name
+    mine = [a for a in anomalies if a.get("series", name) == name]
     out = []
-    x0, x1 = float(steps[0]), float(steps[-1])
     if "loss" in c:
-        lo, hi = _range(c["loss"])
-        f = _Frame(x0, x1, lo, hi)
-        marks = []
-        for a in result.anomalies:
-            if a["kind"] in ("nan", "loss_spike", "divergence"):
-                s = a.get("peak_step", a.get("step", a.get("start_step")))
-                marks.append({"x": float(f.px(s)), "kind": a["kind"], "title": f"{a['kind']} at {_where(a)}",
-                              "y": float(f.py(a["loss"])) if "loss" in a and a["loss"] is not None else PAD_T + 6})
-        out.append({"title": "Loss", "lines": [{"points": f.polyline(steps, c["loss"]), "cls": "raw", "label": "loss"},
-                                                {"points": f.polyline(steps, c["loss_ma"]), "cls": "ma",
-                                                 "label": f"moving average ({c.get('window')} points)"}],
-                    "bands": [], "hlines": [], "marks": marks[:300], "ticks": f.ticks(), "x0": x0, "x1": x1})
+        out.append(_loss_chart(f"Loss ({name})" if name else "Loss", steps, c, mine))
+    for other, oc in c.get("companions", {}).items():
+        if "loss" in oc and oc["steps"].size >= 2:
+            out.append(_loss_chart(f"Loss ({other})", oc["steps"].astype(float), oc,
+                                   [a for a in anomalies if a.get("series") == other]))
     if "throughput" in c:
         tp = c["throughput"]
         lo, hi = _range(tp)
-        f = _Frame(x0, x1, min(lo, 0.0), hi)
-        bands, marks = [], []
-        for a in result.anomalies:
-            if a["kind"] in ("throughput_dip", "periodic_stall"):
-                s0, s1 = a.get("start_step", a.get("step")), a.get("end_step", a.get("step"))
-                xa, xb = float(f.px(s0)), float(f.px(s1))
-                bands.append({"x": xa - 1, "w": max(xb - xa, 0) + 2, "kind": a["kind"], "title": f"{a['kind']} at {_where(a)}"})
-        hlines = [{"y": float(f.py(c["throughput_p10"])), "label": f"P10 {c['throughput_p10']:,.4g}"},
-                  {"y": float(f.py(c["throughput_p50"])), "label": f"P50 {c['throughput_p50']:,.4g}"}]
-        out.append({"title": f"Throughput ({c['throughput_unit']})", "lines": [{"points": f.polyline(steps, tp),
-                    "cls": "tp", "label": "throughput"}], "bands": bands[:500], "hlines": hlines, "marks": marks,
-                    "ticks": f.ticks(), "x0": x0, "x1": x1})
+        f = _Frame(float(steps[0]), float(steps[-1]), min(lo, 0.0), hi)
+        bands = [f.band(a.get("start_step", a.get("step")), a.get("end_step", a.get("step")), a["kind"],
+                        f"{a['kind']} at {_where(a)}: {_details(a)}")
+                 for a in mine if a["kind"] in ("throughput_dip", "periodic_stall")]
+        hlines = [{"y": float(f.py(c[k])), "label": f"{k[-3:].upper()} {readable(c[k])}", "cls": k[-3:]}
+                  for k in ("throughput_p90", "throughput_p50", "throughput_p10") if c.get(k) is not None]
+        drift = [a for a in mine if a["kind"] == "throughput_drift"]
+        note = (f"time per unit of work {drift[0]['drift_fraction']:+.0%} from the first to the last fifth "
+                f"({drift[0]['shape']})" if drift and drift[0].get("drift_fraction") is not None else "")
+        out.append(_chart(f"Throughput ({c['throughput_unit']})", f,
+                          [{"points": f.polyline(steps, tp), "cls": "tp", "label": "throughput"}],
+                          bands=bands, hlines=hlines, note=note))
+    if "grad_norm" in c:
+        g = c["grad_norm"]
+        lo, hi = _range(g)
+        f = _Frame(float(steps[0]), float(steps[-1]), min(lo, 0.0), hi)
+        marks = [{"x": float(f.px(a["peak_step"])), "kind": "loss_spike", "y": float(f.py(a["grad_norm"])),
+                  "title": f"gradient-norm spike at {_where(a)}: {_details(a)}"}
+                 for a in mine if a["kind"] == "grad_norm_spike" and a.get("grad_norm") is not None]
+        out.append(_chart("Gradient norm", f, [{"points": f.polyline(steps, g), "cls": "gn", "label": "gradient norm"}],
+                          marks=marks))
+    if "loss_scale" in c:
+        sc = np.where(c["loss_scale"] > 0, np.log2(np.where(c["loss_scale"] > 0, c["loss_scale"], 1.0)), np.nan)
+        lo, hi = _range(sc)
+        f = _Frame(float(steps[0]), float(steps[-1]), lo - 0.5, hi + 0.5)
+        bands = [f.band(a.get("start_step", a.get("step")), a.get("end_step", a.get("step")),
+                        "skips" if a.get("group") != "burst" else "throughput_dip", f"skipped steps at {_where(a)}: "
+                        f"{_details(a)}") for a in mine if a["kind"] == "skipped_iterations"]
+        chart = _chart("fp16 loss scale (log2)", f, [{"points": f.polyline(steps, sc), "cls": "ls", "label": "log2 loss scale"}],
+                       bands=bands)
+        powers = np.arange(np.ceil(f.lo), np.floor(f.hi) + 1)
+        if powers.size > 6:
+            powers = powers[::int(np.ceil(powers.size / 6))]
+        chart["ticks"] = [{"y": float(f.py(p)), "label": readable(2.0 ** p), "value": float(p)} for p in powers]
+        out.append(chart)
     return out
 
 

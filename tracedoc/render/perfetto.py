@@ -37,10 +37,15 @@ TRACK_IDLE, TRACK_PATH, TRACK_FINDINGS = 1, 2, 10
 
 
 def write_perfetto(result: "AnalysisResult", out_path: str) -> str:
-    """Write the overlay of ``result``'s one trace file to ``out_path`` (``.gz`` compresses)."""
+    """Write the overlay of ``result``'s one trace file to ``out_path`` (``.gz`` compresses); for a
+    job (a directory of ranks), the merged timeline of all its ranks (``perfetto_job.py``)."""
     import orjson
 
-    if len(result.paths) != 1 or len(result.ranks) != 1:
+    if result.job is not None and not result.job.not_a_job and len(result.ranks) > 1:
+        from .perfetto_job import write_job_perfetto
+
+        return write_job_perfetto(result, out_path)
+    if len(result.inputs) != 1 or len(result.ranks) != 1:
         raise UsageError("--perfetto", "overlays one trace file", f"{len(result.inputs)} inputs, "
                          f"{len(result.ranks)} ranks", "run tracedoc analyze on one rank's file with --perfetto")
     rank = result.ranks[0]

@@ -32,7 +32,7 @@ WARNINGS_SHOWN = 3
 TABLE_ROWS = {"top_kernels": 4, "top_gaps": 3, "roofline": 8}  # rows without --top; --verbose shows VERBOSE_ROWS
 VERBOSE_ROWS = 10
 RANK_COLUMNS = ("rank", "file", "step p50", "GPU busy", "compute", "exposed comm", "DL stall", "verdict")  # fit 100 columns
-_RIGHT = frozenset({"count", "total_ns", "share", "gap_ns", "stream"})
+_RIGHT = frozenset({"count", "total_ns", "share", "gap_ns", "device_idle_ns", "stream"})
 _WIDE = ("name", "after", "launched_by")
 
 
@@ -72,7 +72,10 @@ def view_renderables(view: ReportView, options: TextOptions = TextOptions()) -> 
         return [*out, Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
                 *_rank_block(view.ranks[0], brief=False, options=options)]
     if view.multi_rank and view.rank_table is not None:
-        return [_rank_table(view, options),
+        lead = [Text(f"tracedoc · {view.rank_count} trace files, not one job", style="bold"),
+                Text(view.not_a_job, style="yellow"), *(Text(x, style="yellow") for x in view.not_analysed)] \
+            if view.not_a_job else []
+        return [*lead, _rank_table(view, options),
                 Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
                 *_rank_block(view.ranks[0], brief=not options.verbose, options=options)]
     return _rank_block(view.ranks[0], brief=False, options=options)
@@ -208,6 +211,7 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
     out.append(Text(f"Kernels: {k.count}, median {k.median}, {k.under_10us} under 10 µs; launch delay p50 "
                     f"{k.launch_delay_p50}{_queue_note(r)}; Tensor Cores {tc.share} of compute"
                     + (f" ({tc.unknown} unknown)" if tc.unknown_notable else "")))
+    out.extend(_queue_lines(r))
     if r.efficiency:
         out.append(Text(r.efficiency))
     if r.dataloader is not None:
@@ -219,10 +223,23 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
         out.append(_top_table("Top kernels", r.tables["top_kernels"], _rows(options, "top_kernels"), options,
                               [("name", "kernel"), ("count", "count"), ("total_ns", "time"), ("share", "share")]))
         out.append(_top_table("Top gaps", r.tables["top_gaps"], _rows(options, "top_gaps"), options,
-                              [("gap_ns", "gap"), ("stream", "stream"), ("cause", "cause"), ("after", "next op"),
-                               ("launched_by", "launched by")]))
+                              [("gap_ns", "gap"), ("device_idle_ns", "device idle"), ("stream", "stream"),
+                               ("cause", "cause"), ("after", "next op"), ("launched_by", "launched by")]))
     if r.roofline is not None and (options.top or options.verbose):
         out.append(_roofline_table(r.roofline, _rows(options, "roofline"), options))
+    return out
+
+
+def _queue_lines(r: RankView) -> list[Any]:
+    """The launch queue in a line or two: the deepest streams with their depth over time, and what a full
+    queue means (shown when a queue filled, or when launch calls blocked)."""
+    q = r.launch_queue
+    if q is None or not q.full:
+        return []
+    out = [Text(f"Launch queue: {q.note}")]
+    for s in q.streams[:2]:
+        out.append(Text(f"  stream {s.stream}: up to {s.depth_max} of {q.capacity} ops queued (mean {s.depth_mean}), "
+                        f"host blocked {s.blocked} in {s.blocked_calls} calls  |{s.spark}|"))
     return out
 
 
@@ -322,11 +339,14 @@ def answer_lines(result: "AnalysisResult") -> list[str]:
         return ["no ranks were analysed"]
     r = view.ranks[0]
     lines = [verdict_line(view).plain]
-    if not r.has_gpu_ops:
-        return lines + (cpu_only_lines(r) or ["the trace holds no DataLoader or CPU operator time to report either"])
     top = next((f for f in r.findings if f.is_verdict), r.findings[0] if r.findings else None)
     if top is not None:
         lines.append(f"top finding: [{top.label}] {top.title}{_impact(top)}")
         if top.fixes:
             lines.append(f"fix: {top.fixes[0]}")
+    if not r.has_gpu_ops:  # a run on the CPU alone: what its host side shows
+        if r.verdict.status != "withheld":
+            lines.insert(1, "GPU-side metrics were not recorded (the trace holds CPU activity only): "
+                            "the verdict rests on the host side")
+        lines += cpu_only_lines(r) or ["the trace holds no DataLoader or CPU operator time to report either"]
     return lines

@@ -12,13 +12,14 @@ import shlex
 from typing import TYPE_CHECKING
 
 from ..analyses.idle import CAUSES as IDLE_CAUSES
-from ..engine.evaluate import Finding, Verdict
+from ..engine.evaluate import MIN_GAIN_FRACTION, Finding, Verdict
 from ..labels import label_meaning
 from .charts import gpu_figures, kernel_class_bar, memory_view
 from .cells import MAIN_TABLES, build_table, fmt_cell, shorten, version_text
 from .efficiency import efficiency_items, efficiency_line
 from .format import fmt_ns, fmt_pct, fmt_what_if
 from .roofline import build_roofline
+from .queueview import launch_queue_view
 from .timeline import CAUSE_LABELS, build_timeline
 from .views import (Caps, DataLoaderView, FindingView, HealthView, IdleCause, InputView, Item, KernelsView,
                     RankTableView, RankView, ReportView, Segment, StepBar, StepsView, TensorCoreView,
@@ -33,12 +34,10 @@ SEGMENTS = (("compute", "compute"), ("exposed_comm", "exposed communication"),
             ("memcpy", "memcpy/memset (not overlapped)"),
             *((f"idle_{c}", CAUSE_LABELS[c]) for c in IDLE_CAUSES))
 
-# A finding that explains less than this share of the step (of the window without steps) is "minor":
-# reports list it apart, and the verdict names only the labels of findings above it. Where a critical-path
-# replay predicts the fix's gain, a finding is minor only when both that gain and the cause's share of the
-# step today are under it (a cause that takes a large share stays, with the replay's prediction beside it).
-# Findings whose impact cannot be measured are never minor.
-MIN_IMPACT_FRACTION = 0.02
+# A finding whose predicted gain (else its share of the step; of the window without steps) is under this
+# is "minor" (the engine marks it, ``evaluate.MIN_GAIN_FRACTION``): reports list it apart, and the verdict
+# names only the labels of findings above it. Findings whose gain cannot be predicted are never minor.
+MIN_IMPACT_FRACTION = MIN_GAIN_FRACTION
 TENSOR_CORE_UNKNOWN_NOTABLE = 0.05  # above this share of compute, "unknown" Tensor Core use is worth saying
 IDLE_CAUSE_SHOWN = 0.0005  # idle causes under 0.05% of the window are left out of the lists
 
@@ -48,7 +47,7 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: st
     Perfetto overlay written beside the report, which the HTML page links to."""
     from dataclasses import replace as _replace
 
-    from .jobview import build_job_view, paired_excerpts
+    from .jobview import build_job_view, not_analysed, paired_excerpts
 
     focus, focus_reason = result.focus, result.focus_reason
     paths = result.paths
@@ -76,6 +75,8 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: st
         focus_reason=focus_reason,
         focus_asked=bool(result.job is not None and result.job.focus_asked),
         overlay_href=overlay_href,
+        not_a_job=result.job.not_a_job if result.job is not None else None,
+        not_analysed=not_analysed(result),
     )
     paired = paired_excerpts(result, focus) if caps.timeline and focus is not None else None
     if paired:  # the straggler's step beside the median rank's
@@ -122,6 +123,7 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
         gpu_figures=gpu_figures(m),
         kernel_classes=kernel_class_bar(r.evidence.get("kernel_classes") or []),
         roofline=build_roofline(r.evidence.get("roofline"), caps.table_rows, caps.name_chars),
+        launch_queue=launch_queue_view(m, r.evidence.get("launch_queue") or []),
         kernels=KernelsView(count=fmt_cell("count", m.get("kernel_count")), median=fmt_ns(m.get("kernel_median_ns")),
                             under_10us=fmt_pct(m.get("kernels_under_10us_fraction")),
                             launch_delay_p50=fmt_ns(m.get("launch_delay_p50_ns")),
@@ -177,11 +179,17 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
 
 
 def _minor(f: Finding) -> bool:
-    """Under the minimum impact both as today's share of the step and as the replay's predicted gain."""
-    if f.impact_fraction is None:
+    """Minor as the engine decided (``evaluate.MIN_GAIN_FRACTION``): the predicted gain, else the share of
+    the step, under 2%. Findings of reports saved before the engine marked them are judged here alike."""
+    if f.minor:
+        return True
+    w = f.what_if or {}
+    gain, before = w.get("gain_ms"), w.get("step_ms_before")
+    if isinstance(gain, (int, float)) and before:
+        return gain < MIN_IMPACT_FRACTION * before
+    if w or f.impact_fraction is None:
         return False
-    share = (f.what_if or {}).get("share_fraction")
-    return max(f.impact_fraction, share or 0.0) < MIN_IMPACT_FRACTION
+    return f.impact_fraction < MIN_IMPACT_FRACTION
 
 
 def _verdict(v: Verdict | None, findings: list[FindingView], every: list[FindingView] | None = None) -> VerdictView:

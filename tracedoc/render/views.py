@@ -177,6 +177,37 @@ class DataLoaderView:
 
 
 @dataclass
+class QueueStreamView:
+    """One stream's launch queue: ops launched and not finished over the span the queue view covers."""
+
+    device: int
+    stream: int
+    launches: str
+    depth_max: str
+    depth_mean: str
+    blocked: str  # host time blocked on this stream's full queue
+    blocked_calls: str
+    spark: str  # the depth over time as block characters (text, Markdown)
+    points: str  # the depth over time as SVG polyline points (HTML)
+    full: bool  # the queue reached its capacity
+    capacity_y: float  # y of the capacity line in the chart (off the chart when no queue was full)
+    stretch: str  # the time each point of the series covers
+
+
+@dataclass
+class LaunchQueueView:
+    streams: list[QueueStreamView]
+    streams_left_out: int
+    deepest: str
+    capacity: str
+    full: bool
+    blocked: str
+    note: str  # what the queue says: back-pressure, or no queue filled
+    chart_w: float
+    chart_h: float
+
+
+@dataclass
 class WindowView:
     length: str
     description: str
@@ -217,6 +248,7 @@ class RankView:
     gpu_figures: list[Item] = field(default_factory=list)  # GPU utilisation, SM efficiency, occupancy
     kernel_classes: list[Segment] = field(default_factory=list)  # GPU op time by class, one stacked bar
     roofline: Any = None  # render.roofline.RooflineView: the per-op roofline (None without GPU kernels)
+    launch_queue: LaunchQueueView | None = None  # per stream: ops launched and not finished, blocked host time
 
 
 @dataclass
@@ -253,6 +285,8 @@ class ReportView:
     focus_reason: str = ""
     focus_asked: bool = False  # the focus rank was asked for (--rank N)
     overlay_href: str | None = None  # the Perfetto overlay written beside an HTML report
+    not_a_job: str | None = None  # a directory of files that are not one job: why (each is analysed alone)
+    not_analysed: list[str] = field(default_factory=list)  # then: the files that could not be read
 
 
 # -- the job section (render/jobview.py) -----------------------------------------------------------
@@ -347,6 +381,9 @@ class JobSectionView:
 # -- the training-log report (render/logview.py) ---------------------------------------------------
 
 
+_ANOMALY_PLACE = ("kind", "step", "start_step", "end_step", "rule", "criterion", "series")
+
+
 @dataclass
 class LogView:
     """What every log report shows, built once by ``logview.build_log_view``: the verdict, the summary
@@ -374,13 +411,16 @@ class LogView:
 
     @staticmethod
     def details(a: dict[str, Any]) -> str:
-        """An anomaly's other fields as ``name=value``."""
-        from .format import fmt_value
+        """An anomaly in a line: its series, the rule that reads it, then its values as ``name=value`` (its
+        place, rule and criterion are shown apart)."""
+        from .format import fmt_log_value
 
-        return ", ".join(f"{k}={fmt_value(v)}" for k, v in a.items() if k not in ("kind", "step", "start_step", "end_step"))
+        where = f"[{a['series']}] " if a.get("series") else ""
+        rule = f"{a['rule']}: " if a.get("rule") else ""
+        return where + rule + ", ".join(f"{k}={fmt_log_value(v)}" for k, v in a.items() if k not in _ANOMALY_PLACE)
 
     @staticmethod
-    def fmt(v: Any, spec: str = ".4g") -> str:
-        from .format import fmt_value
+    def fmt(v: Any, spec: str | None = None) -> str:
+        from .format import fmt_log_value
 
-        return fmt_value(v, spec)
+        return fmt_log_value(v, spec)

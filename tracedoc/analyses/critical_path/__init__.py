@@ -16,6 +16,8 @@ import numpy as np
 
 from ...model.record import Record, to_builtins
 from ...model.trace import Trace
+from ..backlog import Backlog
+from ..launchqueue import LaunchQueue
 from ..kernels import launch_link_fraction as _launch_link_fraction
 from ..registry import Produced, analysis
 from ..window import Steps
@@ -41,15 +43,10 @@ class CriticalPath(Record, kw_only=True):
     notes: list[str] = []  # what the graph could not model
 
     def what_ifs(self) -> dict[str, dict]:
-        """Predicted step time per verdict label (the replay of the label's fix)."""
+        """Predicted step time per fix (``whatif.FIXES``) the replay could model on this trace."""
         if not self.available:
             return {}
-        return {label: to_builtins(self.predictions[fix]) for label, fix in W.LABEL_FIX.items()
-                if fix in self.predictions}
-
-    def what_if_for(self, label: str) -> W.Prediction | None:
-        fix = W.LABEL_FIX.get(label)
-        return self.predictions.get(fix) if fix else None
+        return {fix: to_builtins(p) for fix, p in self.predictions.items()}
 
 
 @dataclass
@@ -72,29 +69,39 @@ class PathOverlay:
         return [[a, b, S.HOP_CATEGORIES[c]] for a, b, c in zip(s.tolist(), e.tolist(), seg["category"][sel].tolist())]
 
 
-def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray,
-                  launch_link_fraction: float | None = None) -> CriticalPath:
+def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray, launch_link_fraction: float | None = None,
+                  backlog: Backlog | None = None, queue: LaunchQueue | None = None) -> CriticalPath:
     """Build the graph of the trace's steps, its critical paths, breakdowns and what-ifs."""
-    return critical_path_and_overlay(trace, steps, comm_mask, launch_link_fraction)[0]
+    return critical_path_and_overlay(trace, steps, comm_mask, launch_link_fraction, backlog, queue)[0]
 
 
 def critical_path_and_overlay(trace: Trace, steps: Steps, comm_mask: np.ndarray,
-                              launch_link_fraction: float | None = None) -> tuple[CriticalPath, PathOverlay]:
+                              launch_link_fraction: float | None = None, backlog: Backlog | None = None,
+                              queue: LaunchQueue | None = None) -> tuple[CriticalPath, PathOverlay]:
     """``critical_path`` and the paths themselves as a ``PathOverlay``."""
     if not len(steps):
         return CriticalPath(available=False, reason="the trace has no steps to replay"), PathOverlay()
     if launch_link_fraction is not None and launch_link_fraction < MIN_LINK_FRACTION:
         return (CriticalPath(available=False, reason=f"only {launch_link_fraction:.0%} of GPU ops are linked to "
                              "their launch call"), PathOverlay())
-    g = G.build_graph(trace, steps, comm_mask)
+    if len(steps) <= steps.timed_from:
+        return (CriticalPath(available=False, reason="no step has a step time: the GPU ran work launched before the "
+                             "profiler opened until the last step completed"), PathOverlay())
+    g = G.build_graph(trace, steps, comm_mask, backlog, queue)
     paths = S.critical_paths(g)
     done = np.maximum.accumulate(S.completions(g, g.time))
     starts = np.r_[g.time[g.step_start_point[0]], done[:-1]]
     rows = []
     for i, path in enumerate(paths):
-        b = S.breakdown(trace, g, path, int(starts[i]), int(done[i]))
+        lo = int(starts[i])
+        if i < steps.timed_from and backlog is not None and backlog.found:
+            # until the backlog ends the step waits for work launched before the capture
+            lo = min(max(lo, int(backlog.end_ns) - g.origin_ns), int(done[i]))
+        b = S.breakdown(trace, g, path, lo, int(done[i]))
+        b["backlog"] = lo - int(starts[i])
         row = {"step": steps.names[i], "start_ns": int(starts[i]) + g.origin_ns,
-               "completion_ns": int(done[i]) + g.origin_ns, "step_ns": int(done[i] - starts[i])}
+               "completion_ns": int(done[i]) + g.origin_ns, "step_ns": int(done[i] - starts[i]),
+               "timed": i >= steps.timed_from}
         row.update({f"{c}_ns": int(b[c]) for c in S.CATEGORIES})
         row["cpu_ops"] = b["cpu_ops"][:5]
         rows.append(row)
@@ -102,11 +109,14 @@ def critical_path_and_overlay(trace: Trace, steps: Steps, comm_mask: np.ndarray,
             PathOverlay(_segments(paths, g, starts), g.chain_names, g.chain_keys))
 
 
-@analysis(needs=("step_spans", "comm_mask"), provides=("critical_path", "critical_path_overlay"), offload=True)
+@analysis(needs=("step_spans", "comm_mask", "backlog", "launch_queue"),
+          provides=("critical_path", "critical_path_overlay"), offload=True)
 def step_critical_paths(trace: Trace, inputs) -> Produced:
     """Each step's critical path and the what-if predictions, unless too few GPU ops are linked to a launch."""
+    backlog = inputs["backlog"]
     cp, overlay = critical_path_and_overlay(trace, inputs["step_spans"], inputs["comm_mask"],
-                                            launch_link_fraction=_launch_link_fraction(trace))
+                                            launch_link_fraction=_launch_link_fraction(trace, backlog),
+                                            backlog=backlog, queue=inputs["launch_queue"])
     return Produced(values={"critical_path": cp, "critical_path_overlay": overlay})
 
 

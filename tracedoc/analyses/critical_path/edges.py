@@ -13,8 +13,8 @@ from ...model import trace as M
 from ...model import vocab as V
 from ...model.stats import median
 from .. import classify as C
-from .kinds import (BLOCKED_OVERLAP_FRACTION, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_SYNC, NEG,
-                    SPAN_SYNC, SYNC_TOLERANCE_NS)
+from .kinds import (BLOCKED_OVERLAP_FRACTION, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_QUEUE, E_SYNC, NEG,
+                    SPAN_BLOCKED, SPAN_SYNC, SYNC_TOLERANCE_NS)
 from .spans import step_mask
 
 
@@ -44,11 +44,14 @@ class CrossEdges:
         # launch latency: the typical delay of an op launched onto an idle stream
         prev_end = np.where(self.head[dst], NEG, self.T[np.maximum(dst - 1, 0)])
         idle = self.T[src] >= prev_end
-        pool = latency[idle] if idle.any() else latency
+        # Only ops launched onto an idle stream show what a launch takes; when the queue never drained
+        # (a GPU-bound trace), every delay is time spent queued, and the latency is unknown: 0.
+        pool = latency[idle]
         self.launch_latency_ns = int(median(pool)) if pool.size else 0
         self.edge(src, dst, np.minimum(latency, self.launch_latency_ns), E_LAUNCH)
         self.launch_pairs = (span_idx, op_idx)
-        unlinked = int((~linked).sum()) + int((~found).sum())
+        # ops launched before the first step or the capture keep their recorded times: not a gap in the graph
+        unlinked = int((~linked & ~self.op_pinned).sum()) + int((~found & ~self.op_pinned[linked]).sum())
         if unlinked:
             self.notes.append(f"{unlinked} of {self.ops.size} GPU ops have no launch call in the graph; "
                               "they follow their stream only")
@@ -105,6 +108,36 @@ class CrossEdges:
             if ok.any():
                 self.edge(self.rank[self.op_e[op[ok]]], self.rank[self.span_e[syncs[ok]]], 0, E_SYNC)
                 self.sync_has_edge[syncs[ok]] = True
+
+    def link_queue_slots(self) -> None:
+        """GPU op end -> end of a launch call that blocked on its stream's full queue: the call returned
+        when that op (the last one on the stream to finish before it did) freed a slot."""
+        sp = self.spans
+        self.queue_has_edge = np.zeros(sp["start"].size, dtype=bool)
+        blocked = np.flatnonzero(sp["kind"] & SPAN_BLOCKED)
+        if not blocked.size or not getattr(self, "launch_pairs", None) or not self.ops.size:
+            return
+        span_idx, op_idx = self.launch_pairs
+        order = np.argsort(span_idx, kind="stable")
+        s_sorted = span_idx[order]
+        pos = np.minimum(np.searchsorted(s_sorted, blocked), max(s_sorted.size - 1, 0))
+        has = s_sorted.size > 0
+        found = (s_sorted[pos] == blocked) if has else np.zeros(blocked.size, dtype=bool)
+        calls, ops = blocked[found], op_idx[order[pos[found]]]
+        g_end = self.T[self.rank[self.op_e]]
+        end = sp["end"][calls] - self.origin
+        start = sp["start"][calls] - self.origin
+        for chain in np.unique(self.stream_chain[ops]).tolist():
+            mine = self.stream_chain[ops] == chain
+            on = np.flatnonzero(self.stream_chain == chain)
+            on = on[np.argsort(g_end[on], kind="stable")]
+            i = np.searchsorted(g_end[on], end[mine] + SYNC_TOLERANCE_NS, side="right") - 1
+            ok = (i >= 0)
+            freed = on[np.maximum(i, 0)]
+            ok &= g_end[freed] >= start[mine]
+            if ok.any():
+                self.edge(self.rank[self.op_e[freed[ok]]], self.rank[self.span_e[calls[mine][ok]]], 0, E_QUEUE)
+                self.queue_has_edge[calls[mine][ok]] = True
 
     def link_event_waits(self) -> None:
         """Op before the recorded event on one stream -> next op launched onto the waiting stream."""

@@ -28,17 +28,21 @@ import numpy as np
 from ...model import intervals as iv
 from ...model import trace as M
 from ...model.groups import dense_codes, first_rows
+from ...model import vocab as V
 from ...model.trace import Trace
+from .. import classify as C
+from ..backlog import Backlog
+from ..launchqueue import LaunchQueue, long_gap_ns
 from ..window import Steps, launch_times
 from .edges import CrossEdges
-from .kinds import (CPU_E, CPU_S, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_SYNC, EDGE_NAMES, GPU_E, GPU_S,
-                    NEG, SPAN_DATALOADER, SPAN_LAUNCH, SPAN_STEP, SPAN_SYNC)
+from .kinds import (CPU_E, CPU_S, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_QUEUE, E_SYNC, EDGE_NAMES, GPU_E,
+                    GPU_S, NEG, SPAN_BLOCKED, SPAN_DATALOADER, SPAN_LAUNCH, SPAN_STEP, SPAN_SYNC)
 from .spans import cpu_spans, host_sync_mask, main_thread, outermost
 
 # the constants are read through this module by the other stages
 __all__ = ["Graph", "build_graph", "host_sync_mask", "CPU_E", "CPU_S", "GPU_E", "GPU_S", "NEG",
-           "E_EVENT", "E_FORK", "E_JOIN", "E_LAUNCH", "E_SYNC", "EDGE_NAMES", "SPAN_DATALOADER",
-           "SPAN_LAUNCH", "SPAN_STEP", "SPAN_SYNC"]
+           "E_EVENT", "E_FORK", "E_JOIN", "E_LAUNCH", "E_QUEUE", "E_SYNC", "EDGE_NAMES", "SPAN_BLOCKED",
+           "SPAN_DATALOADER", "SPAN_LAUNCH", "SPAN_STEP", "SPAN_SYNC"]
 
 
 @dataclass
@@ -77,6 +81,8 @@ class Graph:
     dataloader: dict[int, iv.IntervalSet] = field(default_factory=dict)  # per thread chain
     sync_spans: dict[int, iv.IntervalSet] = field(default_factory=dict)
     launch_spans: dict[int, iv.IntervalSet] = field(default_factory=dict)
+    blocked_spans: dict[int, iv.IntervalSet] = field(default_factory=dict)  # host blocked on a full launch queue
+    collective_spans: dict[int, iv.IntervalSet] = field(default_factory=dict)  # in CPU collectives (waiting for peers)
     top_ops: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)  # s, e, name
     main_chain: int = 0
     notes: list[str] = field(default_factory=list)
@@ -84,6 +90,9 @@ class Graph:
     binding: np.ndarray | None = None      # per point: -1 chain edge, -2 floor, else the cross edge that set it
     launch_latency_ns: int = 0
     replay_layout: object | None = field(default=None, repr=False, compare=False)  # solve.Layout, once built
+    timed_from: int = 0  # steps before this one have no step time (a pre-window backlog ran ahead of them)
+    op_fill: np.ndarray | None = None  # per graph op: blocks per SM (NaN unrecorded; copies and memsets NaN)
+    host_gaps: iv.IntervalSet | None = None  # long GPU idle gaps the host launched late for (absolute ns)
 
     def __len__(self) -> int:
         return int(self.time.size)
@@ -113,29 +122,63 @@ class Graph:
 
 
 
-def build_graph(trace: Trace, steps: Steps, comm_mask: np.ndarray) -> Graph:
+def build_graph(trace: Trace, steps: Steps, comm_mask: np.ndarray,
+                backlog: Backlog | None = None, queue: LaunchQueue | None = None) -> Graph:
     """Build the dependency graph of the trace's steps (all steps, so that a step's work queued
-    behind the previous one is modelled). ``steps`` must be non-empty."""
+    behind the previous one is modelled). ``steps`` must be non-empty. GPU ops launched before the
+    first step, and those of a pre-window backlog (launched before the capture), keep their recorded
+    times: no fix moves them, and no step owns them. A launch call that blocked on a full launch queue
+    (``queue``) waits for the GPU op whose end freed its slot: back-pressure, not host time."""
     lo = int(steps.cpu_start_ns.min())
     last_cpu_end = int(steps.cpu_end_ns.max())
     g = trace.gpu_ops
     launched = launch_times(trace) if len(g) else np.zeros(0, dtype=np.int64)
-    in_win = (launched >= lo) & (launched < last_cpu_end) if len(g) else np.zeros(0, dtype=bool)
-    pinned = (launched < lo) & (g["end_ns"] > lo) if len(g) else in_win
+    before = launched < lo
+    if backlog is not None and backlog.found:
+        before[backlog.ops] = True
+    in_win = (launched >= lo) & (launched < last_cpu_end) & ~before if len(g) else np.zeros(0, dtype=bool)
+    pinned = before & (g["end_ns"] > lo) if len(g) else in_win
     ops = np.flatnonzero(in_win | pinned)
     b = _Builder(trace, lo)
     main = main_thread(trace, steps)
-    spans = cpu_spans(trace, steps, ops, lo, last_cpu_end, main)
+    spans = cpu_spans(trace, steps, ops, lo, last_cpu_end, main,
+                      *((queue.blocked_rows, queue.blocked_ns) if queue is not None else (None, None)))
     b.add_spans(spans)
     b.add_ops(ops, pinned[ops], comm_mask[ops] if comm_mask.size else np.zeros(ops.size, dtype=bool))
     b.finish_points()
     b.link_launches()
     b.link_syncs()
+    b.link_queue_slots()
     b.link_event_waits()
     b.link_threads()
     graph = b.weigh(steps)
     graph.notes.extend(b.notes)
+    graph.timed_from = steps.timed_from
+    fill = g["blocks_per_sm"][ops].astype(np.float64)
+    graph.op_fill = np.where(g["kind"][ops] == M.KERNEL, fill, np.nan)
+    graph.host_gaps = host_late_gaps(trace, ops, launched, lo, int(g["end_ns"][ops].max()) if ops.size else lo)
     return graph
+
+
+def host_late_gaps(trace: Trace, ops: np.ndarray, launched: np.ndarray, lo: int, hi: int) -> iv.IntervalSet:
+    """The stretches in ``[lo, hi)`` with none of ``ops`` running on any stream, long ones only
+    (``launchqueue.long_gap_ns``), whose next op the host launched only after the stretch began: the
+    host was busy elsewhere (its fix is the ``host`` what-if)."""
+    g = trace.gpu_ops
+    if not ops.size:
+        return iv.empty()
+    busy = iv.union(g["start_ns"][ops], g["end_ns"][ops])
+    gs, ge = iv.gaps(iv.clip(busy, lo, hi), lo, hi)
+    long = (ge - gs) >= long_gap_ns(trace, lo, hi)
+    gs, ge = gs[long], ge[long]
+    if not gs.size:
+        return iv.empty()
+    linked = ops[g["launch"][ops] >= 0]
+    order = linked[np.argsort(g["start_ns"][linked], kind="stable")]
+    pos = np.minimum(np.searchsorted(g["start_ns"][order], ge, side="left"), max(order.size - 1, 0))
+    nxt = order[pos] if order.size else np.zeros(0, dtype=np.int64)
+    late = (g["start_ns"][nxt] == ge) & (launched[nxt] > gs) if order.size else np.zeros(gs.size, dtype=bool)
+    return gs[late], ge[late]
 
 
 
@@ -241,6 +284,9 @@ class _Builder(CrossEdges):
         base[gpu_s] = 0  # a stream starts its next op as soon as it may
         sync_e = self.rank[self.span_e[np.flatnonzero(self.sync_has_edge)]]
         base[sync_e] = 0  # a waiting call's time is the GPU's, not the CPU's
+        queued = np.flatnonzero(self.queue_has_edge)  # a blocked launch: only its own cost is the CPU's
+        base[self.rank[self.span_e[queued]]] = np.maximum(
+            self.spans["end"][queued] - self.spans["start"][queued] - self.spans["blocked_ns"][queued], 0)
         base[self.join_points] = 0
         base[self.fork_points] = 0
         base[self.head] = 0
@@ -305,6 +351,8 @@ class _Builder(CrossEdges):
             for attr, flag in (("dataloader", SPAN_DATALOADER), ("sync_spans", SPAN_SYNC), ("launch_spans", SPAN_LAUNCH)):
                 m = sel & ((sp["kind"] & flag) > 0)
                 getattr(g, attr)[th] = iv.union(sp["start"][m], sp["end"][m])
+            m = sel & ((sp["kind"] & SPAN_BLOCKED) > 0)  # the blocked end of each blocked launch call
+            g.blocked_spans[th] = iv.union(sp["end"][m] - sp["blocked_ns"][m], sp["end"][m])
         c = self.trace.cpu_ops
         if not len(c):
             return
@@ -312,6 +360,13 @@ class _Builder(CrossEdges):
         top = outermost(c, rows)
         key = c["pid"][top] * (1 << 32) + (c["tid"][top] & 0xFFFFFFFF)
         thread_key = sp["pid"] * (1 << 32) + (sp["tid"] & 0xFFFFFFFF)
+        # collective ops on the CPU (gloo, c10d, NCCL enqueues): a thread inside one waits for its peers
+        coll = np.flatnonzero(C.name_mask(self.trace, V.COLLECTIVE_OP_RE, ids=c["name"])[c["name"]])
+        coll_key = c["pid"][coll] * (1 << 32) + (c["tid"][coll] & 0xFFFFFFFF)
+        for th in range(self.n_threads):
+            k = thread_key[np.flatnonzero(self.thread_chain == th)[0]]
+            mine = coll[coll_key == k]
+            g.collective_spans[th] = iv.union(c["start_ns"][mine], c["end_ns"][mine])
         for th in range(self.n_threads):
             k = thread_key[np.flatnonzero(self.thread_chain == th)[0]]
             m = top[key == k]

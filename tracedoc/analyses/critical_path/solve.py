@@ -36,8 +36,10 @@ from . import graph as G
 
 MAX_PASSES = 20_000
 
+# queue_full: the host blocked in a launch call until the GPU freed a slot in a full launch queue (the GPU
+# sets the pace); backlog: in a step without a step time, the wait for work launched before the capture.
 CATEGORIES = ("compute", "comm", "comm_wait", "comm_transfer", "memcpy", "cpu", "launch_overhead", "dataloader",
-              "sync", "idle")
+              "sync", "queue_full", "idle", "backlog")
 
 
 @dataclass
@@ -262,10 +264,10 @@ def step_times(g: G.Graph, t: np.ndarray) -> np.ndarray:
 
 
 # hop categories (codes into HOP_CATEGORIES); CPU hops are split further by what the thread was in
-HOP_CATEGORIES = ("compute", "comm", "memcpy", "launch_overhead", "idle", "cpu", "sync", "comm_transfer")
+HOP_CATEGORIES = ("compute", "comm", "memcpy", "launch_overhead", "idle", "cpu", "sync", "comm_transfer", "queue_full")
 _H = {name: i for i, name in enumerate(HOP_CATEGORIES)}
 _EDGE_CATEGORY = {G.E_LAUNCH: _H["launch_overhead"], G.E_SYNC: _H["sync"], G.E_EVENT: _H["sync"],
-                  G.E_FORK: _H["cpu"], G.E_JOIN: _H["cpu"]}
+                  G.E_FORK: _H["cpu"], G.E_JOIN: _H["cpu"], G.E_QUEUE: _H["queue_full"]}
 
 
 @dataclass
@@ -384,9 +386,11 @@ def breakdown(trace: Trace, g: G.Graph, path: Path, start_ns: int, end_ns: int) 
 
 
 def _cpu_makeup(trace: Trace, g: G.Graph, th: int, s: np.ndarray, e: np.ndarray, out: dict, ops: dict) -> None:
-    """CPU time on the path on one thread: DataLoader, sync, launch calls, then top-level ops."""
+    """CPU time on the path on one thread: DataLoader, sync, blocked on a full launch queue, launch calls,
+    then top-level ops."""
     rest = iv.union(s + g.origin_ns, e + g.origin_ns)
-    for name, sets in (("dataloader", g.dataloader), ("sync", g.sync_spans), ("launch_overhead", g.launch_spans)):
+    for name, sets in (("dataloader", g.dataloader), ("sync", g.sync_spans), ("queue_full", g.blocked_spans),
+                       ("launch_overhead", g.launch_spans)):
         part = iv.intersect(rest, sets.get(th, iv.empty()))
         out[name] += iv.total(part)
         rest = iv.subtract(rest, part)

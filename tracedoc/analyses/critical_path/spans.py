@@ -10,7 +10,7 @@ from ...model import vocab as V
 from ...model.trace import Trace
 from .. import classify as C
 from ..window import Steps, step_name_mask
-from .kinds import SPAN_DATALOADER, SPAN_LAUNCH, SPAN_STEP, SPAN_SYNC
+from .kinds import SPAN_BLOCKED, SPAN_DATALOADER, SPAN_LAUNCH, SPAN_STEP, SPAN_SYNC
 
 _HOST_SYNC_RE_EXTRA = ("cudaFree", "hipFree", "cuMemFree", "cuMemFree_v2")
 
@@ -31,19 +31,28 @@ def main_thread(trace: Trace, steps: Steps) -> tuple[int, int]:
     return int(c["pid"][row]), int(c["tid"][row])
 
 
-def cpu_spans(trace: Trace, steps: Steps, ops: np.ndarray, lo: int, hi: int, main: tuple[int, int]) -> dict:
-    """Launch calls of the graph's ops, host syncs, ``.item()`` ops, DataLoader waits and steps."""
+def cpu_spans(trace: Trace, steps: Steps, ops: np.ndarray, lo: int, hi: int, main: tuple[int, int],
+              blocked_rows: np.ndarray | None = None, blocked_ns: np.ndarray | None = None) -> dict:
+    """Launch calls of the graph's ops (``blocked_rows``: those that blocked on a full launch queue, for
+    ``blocked_ns`` each), host syncs, ``.item()`` ops, DataLoader waits and steps."""
     g, r, c = trace.gpu_ops, trace.runtime, trace.cpu_ops
     parts = []
     host_sync = host_sync_mask(trace, r["name"]) if len(r) else None
+    blocked_for = np.zeros(len(r), dtype=np.int64)
     if len(r):
         launches = np.zeros(len(r), dtype=bool)
         if ops.size:
             launch_rows = g["launch"][ops]
             launches[launch_rows[launch_rows >= 0]] = True
+        blocked = np.zeros(len(r), dtype=bool)
+        if blocked_rows is not None and blocked_rows.size:
+            blocked[blocked_rows] = True
+            blocked_for[blocked_rows] = blocked_ns
+        blocked &= launches
         sync = host_sync[r["name"]] & (r["start_ns"] >= lo) & (r["start_ns"] < hi)
         rows = np.flatnonzero(launches | sync)
-        kind = np.where(launches[rows], SPAN_LAUNCH, 0) | np.where(sync[rows], SPAN_SYNC, 0)
+        kind = (np.where(launches[rows], SPAN_LAUNCH, 0) | np.where(sync[rows], SPAN_SYNC, 0)
+                | np.where(blocked[rows], SPAN_BLOCKED, 0))
         parts.append((r["start_ns"][rows], r["end_ns"][rows], kind, r["pid"][rows], r["tid"][rows], rows))
     if len(c):
         in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi)
@@ -58,9 +67,12 @@ def cpu_spans(trace: Trace, steps: Steps, ops: np.ndarray, lo: int, hi: int, mai
     parts.append((steps.cpu_start_ns, steps.cpu_end_ns, np.full(n, SPAN_STEP), np.full(n, main[0]),
                   np.full(n, main[1]), np.full(n, -1)))
     cat = [np.concatenate([p[i] for p in parts]) for i in range(6)]
+    runtime = cat[5].astype(np.int64)
     return {"start": cat[0].astype(np.int64), "end": np.maximum(cat[1], cat[0]).astype(np.int64),
             "kind": cat[2].astype(np.int64), "pid": cat[3].astype(np.int64), "tid": cat[4].astype(np.int64),
-            "runtime": cat[5].astype(np.int64), "main": main}
+            "runtime": runtime, "main": main,
+            "blocked_ns": np.where(runtime >= 0, blocked_for[np.maximum(runtime, 0)], 0) if len(r) else
+            np.zeros(runtime.size, dtype=np.int64)}
 
 
 def outermost(c, rows: np.ndarray) -> np.ndarray:

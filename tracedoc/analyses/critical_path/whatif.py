@@ -1,21 +1,29 @@
 """What-if: the step time replayed on a transformed dependency graph, one transformation per fix.
 
-Input: a :class:`~.graph.Graph`. Output: per fix, the predicted mean step time (DESIGN.md: step
-time is the interval between consecutive completions, so the mean is the span from the first
-step's start to the last completion, divided by the steps) before and after the change.
+Input: a :class:`~.graph.Graph`. Output: per fix, the predicted step time (DESIGN.md: step time is
+the interval between consecutive completions, and the report's step is their median) before and
+after the change.
 
 Each transformation changes only what the fix changes and keeps every other dependency and every
 recorded duration (Daydream's approach):
 
 - ``dataloader``: the CPU time inside DataLoader waits becomes zero;
-- ``sync``: host synchronisations stop waiting for the GPU (the CPU runs ahead);
+- ``sync``: host synchronisations removed: they stop waiting for the GPU (the CPU runs ahead), and
+  their own CPU time (a ``cudaFree`` that releases memory while the GPU idles) is gone;
 - ``comm``: communication kernels leave the compute path -- compute no longer waits for them, on
   their stream or through events -- while the step still ends only when they have finished;
 - ``launch``: CUDA-graph replay: on each thread, the CPU time from a step's first launch to its last
-  (split at syncs and DataLoader waits, which a graph cannot capture) shrinks to one launch call.
+  (split at syncs, DataLoader waits and CPU collectives, which a graph cannot capture) shrinks to one
+  launch call;
+- ``batch``: a batch large enough to fill the GPU: a kernel launching fewer blocks than the GPU has SMs
+  (``blocks_per_sm`` b < 1) would do b times more work in the same time, so today's work takes b of
+  its duration (per sample, the larger batch's rate);
+- ``host``: the CPU work between launches moved off the launching threads: CPU time (not launch,
+  sync, DataLoader or CPU collective time) inside the long idle gaps whose next op the host launched
+  late becomes zero.
 
-A straggler's lateness is a job question: the job view replays its matched collectives
-(``tracedoc.job.whatif``).
+A straggler's lateness (the ``straggler`` fix) is a job question: the job view replays its matched
+collectives (``tracedoc.job.whatif``).
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import numpy as np
 from ...model import intervals as iv
 from ...model.groups import distinct, isin
 from ...model.record import Record
+from ...model.stats import median
 from . import graph as G
 from .solve import Model, replay, step_times
 
@@ -33,15 +42,17 @@ FIXES = {
     "sync": "host synchronisations removed (the CPU runs ahead)",
     "comm": "communication overlapped (comm kernels off the compute path)",
     "launch": "launch overhead cut (CUDA graphs: one launch per captured region)",
+    "batch": "a batch that fills the GPU (kernels with fewer blocks than SMs do today's work in the share of "
+             "their time the SMs they fill would need)",
+    "host": "host work moved off the launching threads (the CPU time inside long host-late GPU idle gaps removed)",
+    "straggler": "the straggler's lateness removed",  # replayed by the job view (tracedoc.job.whatif)
 }
-# verdict label -> the fix that addresses it
-LABEL_FIX = {"io_bound": "dataloader", "sync_bound": "sync", "comm_bound": "comm", "small_batch_bound": "launch"}
 
 
 class Prediction(Record, frozen=True, kw_only=True):
-    """A fix's predicted mean step time, in ms to 0.1 µs, and how it was predicted."""
+    """A fix's predicted step time (the median of the replayed step times), in ms to 0.1 µs, and how it was predicted."""
 
-    step_ms_before: float  # mean step time (interval between completions) as recorded
+    step_ms_before: float  # median step time (interval between completions) as recorded
     step_ms_after: float  # replayed with the fix applied
     gain_ms: float  # step_ms_before - step_ms_after
     method: str  # how it was predicted
@@ -53,14 +64,16 @@ class Prediction(Record, frozen=True, kw_only=True):
         return cls(step_ms_before=before, step_ms_after=after, gain_ms=round(before - after, 4), method=method)
 
 
-def mean_step_ms(g: G.Graph, t: np.ndarray) -> float:
-    return float(step_times(g, t).mean()) / 1e6
+def step_ms(g: G.Graph, t: np.ndarray) -> float:
+    """The median of the replayed step times (DESIGN.md: the report's step is the median), over the
+    steps that have one (after a pre-window backlog, not the first)."""
+    return float(median(step_times(g, t)[g.timed_from:])) / 1e6
 
 
 def predict(g: G.Graph, fix: str) -> Prediction | None:
     """Replay the graph with one fix applied; None when the trace has nothing the fix changes
-    (no DataLoader waits, no syncs, no communication, no launches)."""
-    before = mean_step_ms(g, g.time)
+    (no DataLoader waits, no syncs, no communication, no launches, no under-filled kernels, no host-late gaps)."""
+    before = step_ms(g, g.time)
     transformed = TRANSFORMS[fix](g)
     if transformed is None:
         return None
@@ -68,10 +81,10 @@ def predict(g: G.Graph, fix: str) -> Prediction | None:
     t = replay(model)
     if unpermute is not None:
         t = t[unpermute]
-    after = mean_step_ms(g, t)
-    steps = int(g.step_end_point.size)
+    after = step_ms(g, t)
+    steps = int(g.step_end_point.size) - g.timed_from
     return Prediction.of(before, min(after, before),
-                      f"critical-path replay over {steps} step{'s' if steps != 1 else ''}: {FIXES[fix]}")
+                         f"critical-path replay, median of {steps} step time{'s' if steps != 1 else ''}: {FIXES[fix]}")
 
 
 def predict_all(g: G.Graph) -> dict[str, Prediction]:
@@ -111,10 +124,14 @@ def _dataloader(g: G.Graph):
 
 
 def _sync(g: G.Graph):
+    """The synchronising calls removed: nothing waits for the GPU through them, and the CPU time they
+    took of their own (a ``cudaFree`` releasing memory with the GPU already idle) is gone too."""
     drop = g.etype == G.E_SYNC
-    if not drop.any():
+    has_spans = any(v[0].size for v in g.sync_spans.values())
+    if not drop.any() and not has_spans:
         return None
-    m = Model.of(g)
+    m = _shrink_cpu(g, g.sync_spans) if has_spans else None
+    m = m if m is not None else Model.of(g)
     m.lag = np.where(drop, G.NEG // 4, m.lag)
     return m, None
 
@@ -181,7 +198,8 @@ def _launch(g: G.Graph):
 
 
 def _capture_regions(g: G.Graph, th: int, launches: iv.IntervalSet) -> iv.IntervalSet:
-    """Per step on one thread: first launch start to last launch end, minus syncs and DataLoader."""
+    """Per step on one thread: first launch start to last launch end, minus syncs, DataLoader waits and
+    CPU collectives (a graph replay does not wait for peers any sooner)."""
     steps_s = g.time[g.step_start_point] + g.origin_ns
     steps_e = g.time[g.step_end_point] + g.origin_ns
     l_s, l_e = launches
@@ -195,10 +213,42 @@ def _capture_regions(g: G.Graph, th: int, launches: iv.IntervalSet) -> iv.Interv
     np.maximum.at(last, idx[ok], l_e[ok])
     has = first < last
     region = iv.union(first[has], last[has])
-    for other in (g.sync_spans.get(th), g.dataloader.get(th)):
+    for other in (g.sync_spans.get(th), g.dataloader.get(th), g.collective_spans.get(th)):
         if other is not None and other[0].size:
             region = iv.subtract(region, other)
     return region
 
 
-TRANSFORMS = {"dataloader": _dataloader, "sync": _sync, "comm": _comm, "launch": _launch}
+def _batch(g: G.Graph):
+    """Kernels that fill a share b < 1 of the SMs take b of their duration."""
+    if g.op_fill is None:
+        return None
+    under = np.flatnonzero(np.nan_to_num(g.op_fill, nan=1.0) < 1.0)
+    if not under.size:
+        return None
+    m = Model.of(g)
+    ends = g.op_end_point[under]
+    m.chain_w[ends] = np.round(m.chain_w[ends] * np.maximum(g.op_fill[under], 0.0)).astype(m.chain_w.dtype)
+    return m, None
+
+
+def _host(g: G.Graph):
+    """CPU time inside long host-late GPU idle gaps, other than launch, sync and DataLoader time, removed."""
+    if g.host_gaps is None or not g.host_gaps[0].size:
+        return None
+    sets = {}
+    for th in g.launch_spans:
+        keep = g.host_gaps
+        # launch, sync and DataLoader time are other fixes'; a CPU collective waits for peers, which no
+        # move of host work removes
+        for other in (g.launch_spans.get(th), g.sync_spans.get(th), g.dataloader.get(th),
+                      g.collective_spans.get(th)):
+            if other is not None and other[0].size:
+                keep = iv.subtract(keep, other)
+        sets[th] = keep
+    m = _shrink_cpu(g, sets)
+    return (m, None) if m is not None else None
+
+
+TRANSFORMS = {"dataloader": _dataloader, "sync": _sync, "comm": _comm, "launch": _launch, "batch": _batch,
+              "host": _host}

@@ -4,6 +4,8 @@ Steps are the log's own step numbers."""
 
 from __future__ import annotations
 
+import math
+
 from .metric import Metric, topic
 
 LOG_METRICS: tuple[Metric, ...] = (
@@ -12,6 +14,8 @@ LOG_METRICS: tuple[Metric, ...] = (
         Metric("log_first_step", "step", None, "first logged step"),
         Metric("log_last_step", "step", None, "last logged step"),
         Metric("step_time_p50_s", "s", None, "median time per step, from the step-time field or 1/steps-per-second"),
+        Metric("log_series", "name", None, "the series analysed when engines log side by side (RLHF: 'actor, "
+               "critic'); None for one"),
     )),
     *topic("log", "stability", (
         Metric("loss_logged", "bool", None, "the log has a training-loss field"),
@@ -22,7 +26,15 @@ LOG_METRICS: tuple[Metric, ...] = (
         Metric("skipped_iterations", "count", None, "iterations skipped (Megatron counter, DeepSpeed 'skipped'), "
                "summed"),
         Metric("skipped_iteration_fraction", "fraction", None, "skipped iterations / steps the log spans"),
-        Metric("overflow_messages", "count", None, "fp16 loss-scale overflow messages (DeepSpeed)"),
+        Metric("overflow_messages", "count", None, "fp16 loss-scale overflow messages (DeepSpeed), the hysteresis "
+               "form included"),
+        Metric("skip_pattern", "name", None, "skipped steps: calibration or steady (the normal rhythm of dynamic "
+               "loss scaling), burst, rising, frequent or collapsing; None without skips"),
+        Metric("skip_burst_count", "count", None, "groups of skipped steps at least 4 and 3x the typical group (or a "
+               "scale falling 8x)"),
+        Metric("loss_scale_min", "1", None, "lowest loss scale the log shows (logged, or named by overflow messages)"),
+        Metric("loss_scale_max", "1", None, "highest loss scale the log shows"),
+        Metric("loss_scale_final", "1", None, "the last loss scale the log shows"),
         Metric("precision", "name", None, "bf16, fp16 or fp32 as the log header or config states; None unknown"),
         Metric("loss_spike_count", "count", None, "loss-spike episodes (far above the trailing median in scaled-MAD "
                "units)"),
@@ -30,6 +42,10 @@ LOG_METRICS: tuple[Metric, ...] = (
         Metric("loss_spike_max_z", "score", None, "largest modified z-score of a loss spike"),
         Metric("loss_spike_persistent_count", "count", None, "loss-spike episodes after which the loss stays above "
                "its old level"),
+        Metric("loss_bump_count", "count", None, "sustained bumps: the loss well above the level before it for half "
+               "a window or more, then back"),
+        Metric("loss_bump_first_step", "step", None, "first step of the first loss bump"),
+        Metric("loss_bump_max_ratio", "ratio", None, "highest smoothed loss in a bump / the level before it"),
         Metric("grad_norm_spike_count", "count", None, "gradient-norm spike episodes"),
         Metric("grad_norm_spike_first_step", "step", None, "first step of the first gradient-norm spike"),
         Metric("divergence", "bool", None, "the loss trends up to the end of the log (or ends in NaN); None without a "
@@ -60,6 +76,13 @@ LOG_METRICS: tuple[Metric, ...] = (
         Metric("periodic_stall_first_step", "step", None, "first slow step on the period"),
         Metric("periodic_stall_lost_fraction", "fraction", None, "time lost in the periodic slow steps / run time "
                "after warm-up"),
+        Metric("periodic_stall_cause", "name", None, "what the log reports right before most periodic slow steps: "
+               "evaluation, checkpoint save or garbage collection; None when it shows nothing"),
+        Metric("step_time_drift_fraction", "fraction", None, "change of the median time per unit of work from the "
+               "first to the last fifth of the steady steps (+0.19: 19% slower at the end)", bounds=(-1.0, math.inf)),
+        Metric("throughput_drift_shape", "name", None, "gradual, or step (one jump carries most of the change)"),
+        Metric("generation_time_fraction", "fraction", None, "RLHF: median share of a step's end-to-end time spent "
+               "generating"),
         Metric("gpu_util_logged", "bool", None, "the log has a GPU-utilisation field"),
         Metric("gpu_util_mean_percent", "percent", None, "mean logged GPU utilisation after warm-up"),
         Metric("low_gpu_util_fraction", "fraction", None, "share of logged steps after warm-up with GPU utilisation "

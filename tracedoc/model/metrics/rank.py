@@ -10,14 +10,20 @@ RANK_METRICS: tuple[Metric, ...] = (
     *topic("rank", "steps", (
         Metric("window_ns", "ns", None, "length of the analysis window"),
         Metric("steps", "count", None, "ProfilerStep spans (or NVTX step ranges) in the window"),
-        Metric("iterations", "count", None, "iterations the step time is measured over: the steps, or without step "
-               "spans the repeating annotation or Optimizer.step stretches the trace shows"),
+        Metric("iterations", "count", None, "step times the step statistics are taken over: one per step (one fewer "
+               "after a pre-window backlog, whose first step has no step time), or without step spans per repeating "
+               "annotation or Optimizer.step stretch the trace shows"),
         Metric("iteration_name", "name", None, "without step spans, the repeating op the iterations were detected "
                "from; None otherwise"),
         Metric("step_time_mean_ns", "ns", LOWER, "mean step time: interval between consecutive step completions"),
         Metric("step_time_p50_ns", "ns", LOWER, "median step time (interval between consecutive step completions)"),
         Metric("step_time_p95_ns", "ns", LOWER, "95th percentile step time (interval between consecutive step "
                "completions)"),
+        Metric("backlog_ns", "ns", None, "pre-window backlog: from the capture's start until the GPU began the first "
+               "work launched inside it (before that it ran work launched before the profiler opened); None without "
+               "one"),
+        Metric("backlog_ops", "count", None, "GPU ops of the pre-window backlog (recorded without a launch call: "
+               "launched before the capture)"),
         Metric("step_time_tail_ratio", "x", LOWER, "(step_time_p95_ns - step_time_p50_ns) / step_time_p50_ns: how much "
                "longer the slow steps are than the typical one (0: steady steps); None without a step time"),
     )),
@@ -47,8 +53,10 @@ RANK_METRICS: tuple[Metric, ...] = (
         Metric("idle_launch_latency_fraction", "fraction", LOWER, "idle in gaps < 30 us between back-to-back launched "
                "ops / window"),
         Metric("idle_other_fraction", "fraction", LOWER, "idle with no other cause / window"),
-        Metric("idle_short_launch_fraction", "fraction", LOWER, "host_launch and launch_latency idle inside idle gaps "
-               "shorter than 1 ms / window: the many-small-gaps signature of a launch-bound loop"),
+        Metric("idle_short_launch_fraction", "fraction", LOWER, "host_launch and launch_latency idle inside idle "
+               "gaps shorter than host_gap_long_ns / window: the many-small-gaps signature of a launch-bound loop"),
+        Metric("idle_host_long_fraction", "fraction", LOWER, "host_launch idle inside idle gaps of host_gap_long_ns "
+               "or more / window: the host launched late because it was busy with other work than launching"),
     )),
     *topic("rank", "dataloader", (
         Metric("dataloader_fraction", "fraction", LOWER, "union of DataLoader __next__ spans / window"),
@@ -64,7 +72,22 @@ RANK_METRICS: tuple[Metric, ...] = (
         Metric("launches_per_ms", "1/ms", None, "GPU op launches per millisecond of window"),
         Metric("launch_delay_p50_ns", "ns", None, "median of GPU op start minus end of its launch call"),
         Metric("launch_delay_p95_ns", "ns", None, "95th percentile launch delay"),
-        Metric("cpu_launch_overhead_fraction", "fraction", LOWER, "CPU time in launch calls / window"),
+        Metric("cpu_launch_overhead_fraction", "fraction", LOWER, "CPU time in launch calls / window, less the time "
+               "they blocked on a full launch queue (back-pressure, not launch cost)"),
+        Metric("launch_queue_depth_max", "count", None, "most GPU ops launched and not yet finished on one stream at "
+               "once, from the first step's start (the window's start without a pre-window backlog) to the window's "
+               "end"),
+        Metric("launch_blocked_calls", "count", None, "launch calls from the first step's start to the window's end "
+               "that blocked because their stream's launch queue was full (a Command Buffer Full record, or a call "
+               "that began with the queue at capacity and outlasted its kind)"),
+        Metric("launch_blocked_fraction", "fraction", None, "host time blocked in launch calls on a full launch "
+               "queue, from the first step's start to the window's end, / that span: back-pressure from a busy GPU, "
+               "not launch overhead"),
+        Metric("launch_period_ns", "ns", None, "the host's time per launch: median interval between consecutive "
+               "launch calls of a launching thread, from the first step's start to the window's end; None with fewer "
+               "than 3"),
+        Metric("host_gap_long_ns", "ns", None, "length from which a GPU idle gap the host launched late for is long "
+               "(host work, not dispatch): 10 launch periods, or 1 ms without a launch period"),
         Metric("blocks_per_sm_mean", "blocks", HIGHER, "duration-weighted mean of est. blocks per SM; None when "
                "unrecorded"),
         Metric("est_occupancy_mean", "percent", HIGHER, "duration-weighted mean est. achieved occupancy; None when "
@@ -137,9 +160,9 @@ RANK_METRICS: tuple[Metric, ...] = (
         Metric("idle_blocked_in_sync_fraction", "fraction", LOWER, "GPU idle while a launching thread is blocked in a "
                "synchronizing call, explicit or implicit (frees, allocations under pressure, pinned allocations, "
                "pageable copies, empty_cache), whatever idle cause the canonical split gave it / window"),
-        Metric("idle_host_late_blocked_fraction", "fraction", LOWER, "host_launch idle in gaps of 1 ms or more while "
-               "a launching thread is blocked in a synchronizing call / window: the part of the host-late idle that "
-               "is a sync stall"),
+        Metric("idle_host_late_blocked_fraction", "fraction", LOWER, "host_launch idle in gaps of host_gap_long_ns "
+               "or more while a launching thread is blocked in a synchronizing call / window: the part of the long "
+               "host-late idle that is a sync stall"),
         Metric("sync_blocked_longest_call_ns", "ns", LOWER, "GPU idle time inside the one synchronizing call (on a "
                "launching thread) that holds the most of it"),
         Metric("sync_blocked_longest_call_fraction", "fraction", None, "sync_blocked_longest_call_ns / the idle time "

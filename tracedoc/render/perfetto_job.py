@@ -1,0 +1,198 @@
+"""The merged multi-rank timeline: every rank of a job in one Perfetto / chrome://tracing trace.
+
+Input: an ``AnalysisResult`` of a directory of torch.profiler rank traces with its job view. Output: one
+Chrome trace JSON (gzip when the path ends in ``.gz``) where each rank is one process, named ``rank R``
+and sorted by rank, holding its original events (every thread and GPU stream a thread of it), moved
+onto one clock by the job view's clock offsets; plus, per rank, a ``tracedoc · collectives`` thread:
+
+- each matched collective as a ``wait`` slice (own arrival to the last arrival, shaded as waiting)
+  and a ``transfer`` slice (last arrival to its end);
+- on a straggler, a ``late`` slice from the collective's median arrival to its own, where it is late;
+- flow arrows from the last arriver's collective to every other member's: the collective the others
+  waited for, linked across ranks.
+
+Rank files are read and written one at a time, so memory holds one rank's events, not the job's.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import TracedocError, UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..result import AnalysisResult
+
+MAX_FLOWS = 20_000  # arrows in all; past it the arrows are left out (the slices are all there)
+WAIT_COLOUR, TRANSFER_COLOUR, LATE_COLOUR = "bad", "good", "terrible"
+TRACK_TID = 0  # the tracedoc thread of each rank's process; original threads are numbered from 1
+
+
+def write_job_perfetto(result: "AnalysisResult", out_path: str) -> str:
+    """Write the merged timeline of ``result``'s job to ``out_path``."""
+    import orjson
+
+    from .perfetto import _read_json
+
+    view = result.job.view if result.job is not None else None
+    if view is None or view.not_a_job:
+        raise UsageError("--perfetto", "merges the ranks of one job", "files that are not one job",
+                         "run --perfetto on one trace file, or on a directory of one job's rank traces")
+    inst = view.instances
+    if inst is None:
+        raise UsageError("--perfetto", "needs the job's collectives as analysed, not a saved report", None,
+                         "run tracedoc analyze on the directory of rank traces with --perfetto")
+    offsets = {int(r): int(v) for r, v in (view.alignment.get("clock_offsets_ns") or {}).items()}
+    ranks = [r for r in result.ranks if r.rank is not None and r.rank in set(view.ranks)]
+    if not ranks:
+        raise UsageError("--perfetto", "found no rank of the job to draw", None, "check the directory's rank files")
+    tmp = f"{out_path}.tmp-{os.getpid()}"
+    opener = (lambda p: gzip.open(p, "wb", compresslevel=6)) if out_path.endswith(".gz") else (lambda p: open(p, "wb"))
+    flows = _Flows(inst, {r.rank: rank_pid(i) for i, r in enumerate(sorted(ranks, key=lambda x: x.rank))})
+    try:
+        with opener(tmp) as f:
+            f.write(b'{"displayTimeUnit":"ms","traceEvents":[')
+            first = True
+            for order, r in enumerate(sorted(ranks, key=lambda x: x.rank)):
+                if r.environment.get("format") != "kineto":
+                    raise UsageError("--perfetto", "merges torch.profiler Chrome traces", f"rank {r.rank}: a "
+                                     f"{r.environment.get('format')} file", "export the run with torch.profiler")
+                doc = _read_json(r.source)
+                events = doc.get("traceEvents") if isinstance(doc, dict) else None
+                if not isinstance(events, list):
+                    raise TracedocError(r.source, "has no traceEvents array to merge", None,
+                                        "pass the torch.profiler trace files themselves")
+                out = rank_events(r.rank, order, events, offsets.get(r.rank, 0))
+                out += collective_events(r.rank, order, inst, view.straggler_ranks, flows)
+                chunk = orjson.dumps(out)[1:-1]
+                del events, doc, out
+                if chunk:
+                    f.write(chunk if first else b"," + chunk)
+                    first = False
+            f.write(b"]}")
+        os.replace(tmp, out_path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise TracedocError(out_path, "cannot be written", exc.strerror, "choose another --perfetto path") from None
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return out_path
+
+
+def rank_pid(order: int) -> int:
+    """The process id of the rank drawn ``order``-th (its original pids become threads of it)."""
+    return 1 + order
+
+
+def rank_events(rank: int, order: int, events: list, offset_ns: int) -> list[dict]:
+    """One rank's original events as threads of one process ``rank R``, moved by ``offset_ns``."""
+    pid = rank_pid(order)
+    shift_us = offset_ns / 1000.0
+    tids: dict[tuple, int] = {}
+    names: dict[Any, str] = {}
+    thread_names: dict[tuple, str] = {}
+    out: list[dict] = []
+    for e in events:
+        if not isinstance(e, dict):
+            continue
+        ph = e.get("ph")
+        if ph == "M":
+            args = e.get("args") if isinstance(e.get("args"), dict) else {}
+            if e.get("name") == "process_name":
+                names[e.get("pid")] = str(args.get("name", e.get("pid")))
+            elif e.get("name") == "thread_name":
+                thread_names[(e.get("pid"), e.get("tid"))] = str(args.get("name", e.get("tid")))
+            continue
+        key = (e.get("pid"), e.get("tid"))
+        tid = tids.get(key)
+        if tid is None:
+            tid = tids[key] = len(tids) + 1
+        ev = dict(e)
+        ev["pid"], ev["tid"] = pid, tid
+        if isinstance(ev.get("ts"), (int, float)) and not isinstance(ev.get("ts"), bool):
+            ev["ts"] = ev["ts"] - shift_us
+        for k in ("id", "bind_id"):
+            if k in ev:
+                ev[k] = f"r{rank}.{ev[k]}"
+        out.append(ev)
+    meta = [_meta(pid, None, "process_name", f"rank {rank}"), _meta(pid, None, "process_sort_index", order),
+            _meta(pid, TRACK_TID, "thread_name", "tracedoc · collectives"),
+            _meta(pid, TRACK_TID, "thread_sort_index", -1)]
+    for (opid, otid), tid in tids.items():
+        label = thread_names.get((opid, otid), f"thread {otid}")
+        meta.append(_meta(pid, tid, "thread_name", f"{names.get(opid, f'pid {opid}')} · {label}"))
+    return meta + out
+
+
+class _Flows:
+    """The arrows drawn so far, and where each collective's last arriver starts to transfer."""
+
+    def __init__(self, inst: dict, pid_of: dict[int, int]) -> None:
+        self.count = 0
+        self.pid_of = pid_of
+        m = inst["last_ns"].size
+        self.last_end = np.full(m, -1, dtype=np.int64)  # per instance: the last arriver's end
+        is_last = inst["rank"] == inst["last_rank"][inst["inst"]]
+        self.last_end[inst["inst"][is_last]] = inst["end_ns"][is_last]
+
+
+def collective_events(rank: int, order: int, inst: dict, stragglers: list[int], flows: _Flows) -> list[dict]:
+    """The tracedoc thread of one rank: wait and transfer of each matched collective, lateness on a
+    straggler, and the flow arrows that link the collective to the last arriver's."""
+    pid = rank_pid(order)
+    mine = np.flatnonzero(inst["rank"] == rank)
+    out: list[dict] = []
+    late_rank = set(stragglers)
+    for row in mine.tolist():
+        k = int(inst["inst"][row])
+        a, e = int(inst["arrival_ns"][row]), int(inst["end_ns"][row])
+        last, last_rank = int(inst["last_ns"][k]), int(inst["last_rank"][k])
+        what = inst["type"][k]
+        waited = max(0, min(last, e) - a)
+        if waited:
+            out.append(_slice(pid, f"wait · {what}", a, a + waited, WAIT_COLOUR,
+                              {"instance": k, "last_rank": last_rank, "wait_ms": waited / 1e6}))
+        start = a + waited
+        out.append(_slice(pid, f"transfer · {what}", start, max(e, start), TRANSFER_COLOUR, {"instance": k}))
+        med = int(inst["median_ns"][k])
+        if rank in late_rank and a > med:
+            out.append(_slice(pid, f"late · {(a - med) / 1e6:.2f} ms", med, a, LATE_COLOUR,
+                              {"instance": k, "median_arrival_us": med / 1000}))
+        # an arrow from the last arriver's collective to this member's, where it starts to transfer
+        src = flows.pid_of.get(last_rank)
+        if last_rank >= 0 and last_rank != rank and src is not None and flows.count < MAX_FLOWS:
+            flows.count += 1
+            fid = f"tdc{k}.{rank}"
+            out.append({"ph": "s", "cat": "tracedoc.collective", "name": "collective", "id": fid, "pid": src,
+                        "tid": TRACK_TID, "ts": _inside(last, int(flows.last_end[k])) / 1000})
+            out.append({"ph": "f", "bp": "e", "cat": "tracedoc.collective", "name": "collective", "id": fid,
+                        "pid": pid, "tid": TRACK_TID, "ts": _inside(start, max(e, start)) / 1000})
+    return out
+
+
+def _inside(start: int, end: int) -> int:
+    """A time just inside the slice [start, end] (ns), so that a flow event binds to it."""
+    return start + max(0, min(1000, (end - start) // 2))
+
+
+def _slice(pid: int, name: str, s_ns: int, e_ns: int, colour: str, args: dict) -> dict:
+    return {"ph": "X", "cat": "tracedoc.collective", "name": name, "pid": pid, "tid": TRACK_TID, "ts": s_ns / 1000,
+            "dur": max(e_ns - s_ns, 0) / 1000, "cname": colour, "args": args}
+
+
+def _meta(pid: int, tid: int | None, name: str, value) -> dict:
+    ev = {"ph": "M", "pid": pid, "name": name, "args": {"sort_index" if name.endswith("sort_index") else "name": value}}
+    if tid is not None:
+        ev["tid"] = tid
+    return ev
