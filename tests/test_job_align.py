@@ -69,9 +69,9 @@ def test_a_window_opened_later_and_a_backlog_are_aligned_by_ends(tmp_path):
     assert group["calls_per_step"] == 2.0
     assert job["alignment"]["end_skew_p50_us"] == 0.0  # the pairs end together exactly
     # rank 0 waits LATE_US at each of its two collectives a step; rank 1 is the late one
-    rows = {r["rank"]: r for r in job["rank_table"]}
-    assert rows[0]["wait_ms_per_step"] == pytest.approx(2 * LATE_US / 1e3)
-    assert rows[1]["lateness_ms_per_step"] == pytest.approx(LATE_US / 1e3)  # late by half the gap: median of 2
+    rows = {r["rank"]: r for r in job["ranks"]}
+    assert rows[0]["wait_ns_per_step"] / 1e6 == pytest.approx(2 * LATE_US / 1e3)
+    assert rows[1]["lateness_ns_per_step"] / 1e6 == pytest.approx(LATE_US / 1e3)  # late by half the gap: median of 2
     assert rows[1]["arrived_last_fraction"] == 1.0
 
 
@@ -97,12 +97,12 @@ def _overlap_job(d: Path, steps: int = 4) -> Path:
 def test_overlapping_collectives_are_waited_for_once(tmp_path):
     job = analyze(_overlap_job(tmp_path / "job"), jobs=1).to_dict()["job"]
     assert job["collectives_matched"] == 4 * 2
-    rows = {r["rank"]: r for r in job["rank_table"]}
-    assert rows[0]["wait_ms_per_step"] == pytest.approx(8.5)
-    assert rows[0]["wait_ms_per_step"] <= rows[0]["matched_step_p50_ms"]
+    rows = {r["rank"]: r for r in job["ranks"]}
+    assert rows[0]["wait_ns_per_step"] / 1e6 == pytest.approx(8.5)
+    assert rows[0]["wait_ns_per_step"] / 1e6 <= rows[0]["matched_step_p50_ns"] / 1e6
     assert rows[0]["comm_wait_fraction"] == pytest.approx(8.5 / 10.0)  # of [2, 12] ms
     # late against the median arrival (of two: halfway): [6, 10] and [6.75, 10.5], 4.5 ms of time
-    assert rows[1]["lateness_ms_per_step"] == pytest.approx(4.5)
+    assert rows[1]["lateness_ns_per_step"] / 1e6 == pytest.approx(4.5)
     s = job["stragglers"][0]
     assert s["rank"] == 1 and 0 <= s["wait_cost_fraction"] <= 1
     assert s["wait_cost_ms_per_step"] == pytest.approx(8.5)  # the only other rank's wait
@@ -132,8 +132,8 @@ def test_traces_on_different_time_bases_are_read_on_one_clock(tmp_path):
     job = analyze(d, jobs=1).to_dict()["job"]
     assert job["collectives_matched"] == 4
     assert "time origins" in job["clock"]
-    rows = {r["rank"]: r for r in job["rank_table"]}
-    assert rows[0]["wait_ms_per_step"] == pytest.approx(4.0)
+    rows = {r["rank"]: r for r in job["ranks"]}
+    assert rows[0]["wait_ns_per_step"] / 1e6 == pytest.approx(4.0)
     assert job["straggler_ranks"] == [1]
 
 
@@ -260,7 +260,7 @@ def test_perfetto_on_a_directory_merges_the_ranks_with_linked_collectives(tmp_pa
     out = write_perfetto(result, str(tmp_path / "job.perfetto.json.gz"))
     assert Path(out).read_bytes()[:2] == b"\x1f\x8b"
     events = _events(Path(out))
-    check_merged(events, [0, 1], result.job.view.collectives_matched)
+    check_merged(events, [0, 1], result.job.collectives_matched)
     # every original event is there, once, on its rank's process
     originals = sum(len(_events(p)) for p in sorted(d.iterdir()))
     mine = [e for e in events if e.get("cat") != "tracedoc.collective" and e.get("ph") != "M"]

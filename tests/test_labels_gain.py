@@ -14,6 +14,7 @@ from trace_builder import TraceBuilder
 import tracedoc
 from tracedoc.engine.evaluate import MIN_GAIN_FRACTION, evaluate
 from tracedoc.engine.rulefile import load_rules
+from tracedoc.render.format import fmt_what_if
 
 RULES = load_rules()
 US = 1000
@@ -95,7 +96,7 @@ def test_compute_bound_predicts_nothing_it_cannot_model():
     assert f.label == "compute_bound" and v.labels == ["compute_bound"]
     assert f.what_if["step_ms_after"] is None and f.what_if["gain_ms"] is None
     assert f.what_if["method"].startswith("not modelled: ")
-    assert f.what_if_line() .startswith("step 100 ms → not predicted")
+    assert fmt_what_if(f.what_if).startswith("step 100 ms → not predicted")
 
 
 def test_host_bound_and_small_batch_bound_are_told_apart():

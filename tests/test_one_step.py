@@ -49,7 +49,7 @@ def test_every_finding_starts_from_the_reports_step_and_every_label_has_a_gain(n
     for r in result.ranks:
         _check_verdict(f"{name} rank {r.rank}", r.verdict, r.metrics.get("step_time_p50_ns"))
     if result.job is not None and result.job.verdict is not None:
-        job_p50 = result.job.view.metrics.get("job_step_time_p50_ns") if result.job.view else None
+        job_p50 = result.job.metrics.get("job_step_time_p50_ns")
         _check_verdict(f"{name} job", result.job.verdict, job_p50)
 
 

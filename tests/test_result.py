@@ -100,6 +100,8 @@ def test_load_rejects_what_is_not_a_report(tmp_path):
 
 
 V1_JOB = Path(__file__).resolve().parent / "gold" / "reports" / "v1_job.json.gz"
+# the last layout of version 1: the rank table with the matched-step columns, the job view's alignment
+V1_JOB_LAST = Path(__file__).resolve().parent / "gold" / "reports" / "v1_job_last.json.gz"
 
 
 def test_a_saved_report_loads_back_equal_to_the_result(tmp_path):
@@ -144,3 +146,25 @@ def test_a_report_of_another_schema_version_fails_in_one_line_naming_it(tmp_path
     assert main(["diff", str(path), str(path)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"schema version {version!r}" in err and "Traceback" not in err
+
+
+def test_a_report_of_the_last_version_1_layout_loads_with_every_column_in_ns():
+    """The release before this schema wrote version 1 with more rank-table columns (medians over the
+    matched steps): each reads back in ns, the view's alignment and confidence with it."""
+    old = json.loads(gzip.decompress(V1_JOB_LAST.read_bytes()))
+    assert old["schema_version"] == 1 and "alignment" in old["job"] and old["job"]["straggler_ranks"] == [3]
+    loaded = load(V1_JOB_LAST)
+    assert loaded.job.focus_rank is None and loaded.focus.rank == 3  # the one focus rule
+    assert loaded.job.alignment == old["job"]["alignment"] and loaded.job.not_a_job is None
+    assert loaded.job.stragglers[0]["confidence"] == old["job"]["stragglers"][0]["confidence"]
+    by_rank = {row.rank: row for row in loaded.job.ranks}
+    for v1_row in old["job"]["rank_table"]:
+        row = by_rank[v1_row["rank"]]
+        assert row.matched_steps == v1_row["matched_steps"] > 0
+        for ms, ns in (("matched_step_p50_ms", "matched_step_p50_ns"), ("wait_ms_per_step", "wait_ns_per_step"),
+                       ("lateness_ms_per_step", "lateness_ns_per_step"),
+                       ("dataloader_ms_per_step", "dataloader_ns_per_step")):
+            assert getattr(row, ns) == pytest.approx(v1_row[ms] * 1e6), ns
+        for same in ("wait_fraction", "lateness_fraction", "comm_wait_fraction", "arrived_last_fraction", "straggler"):
+            assert getattr(row, same) == v1_row[same], same
+    assert AnalysisResult.from_dict(loaded.to_dict()) == loaded

@@ -58,7 +58,7 @@ def test_a_trace_without_gpu_ops_is_told_what_it_holds():
     assert "12 CUDA runtime calls" in h.message and "ProfilerActivity.CUDA" in h.message
     h, *rest = check_health({"has_gpu_ops": False, "profiler_range_events": 0, "runtime_calls": 0, "steps": 5})
     assert "CPU activity only" in h.message and "GPU-side metrics were not recorded" in h.message and not rest
-    assert h.code == "cpu-only-trace" and h.withhold and h.affects == frozenset() and h.confidence == "high"
+    assert h.code == "cpu-only-trace" and h.withhold and h.affects == () and h.confidence == "high"
 
 
 def test_cupti_counters_trace_names_the_range_profiler(capsys):

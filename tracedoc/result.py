@@ -131,8 +131,8 @@ def focus_rank(ranks: list[RankResult], job: JobView | None, asked: int | None =
 
 class AnalysisResult(Record, dict=True, kw_only=True):
     """What ``tracedoc analyze`` reports: the inputs, one ``RankResult`` per rank (by rank), and for
-    more than one rank the job over them. ``overlays`` (not saved) holds what a fresh analysis of one
-    trace file draws on it (``--perfetto``)."""
+    more than one rank the job over them. Not saved: ``overlays``, what a fresh analysis of one trace file
+    draws on it, and ``job_instances``, a job's matched collectives for the merged timeline (``--perfetto``)."""
 
     schema: Literal["tracedoc.analysis"] = SCHEMA_NAME  # names this document type
     schema_version: Literal[2] = SCHEMA_VERSION  # bumped on any incompatible change (tracedoc/migrate.py)
@@ -198,8 +198,9 @@ class AnalysisResult(Record, dict=True, kw_only=True):
         if self.job is None:
             return self
         out = replace(self, job=replace(self.job, focus_rank=rank, focus_asked=True))
-        if hasattr(self, "overlays"):
-            out.overlays = self.overlays
+        for kept in ("overlays", "job_instances"):  # what a fresh analysis holds besides the saved value
+            if hasattr(self, kept):
+                setattr(out, kept, getattr(self, kept))
         return out
 
     def table(self, name: str, rank: int | None = None):

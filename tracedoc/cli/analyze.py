@@ -178,7 +178,7 @@ def cmd_analyze(args) -> int:
 
         check_output_path(args.perfetto, result.paths, "--perfetto")
         write_perfetto(result, args.perfetto)
-        merged = result.job is not None and getattr(result.job.view, "not_a_job", True) is None
+        merged = result.job is not None and result.job.not_a_job is None
         print(f"tracedoc: wrote the {'merged timeline of the ranks' if merged else 'Perfetto overlay'} to "
               f"{args.perfetto}", file=sys.stderr)
         if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):

@@ -17,9 +17,9 @@ from ..model.record import replace
 from ..model.verdict import VERDICT_SCHEMA_VERSION, Finding, HealthMessage, Verdict
 from .health import check_health, host_verdict_allowed, lowest
 from .params import resolve_params
-from .rulefile import (REPLAYED, SCOPE_TRACE, SEVERITIES, WHAT_IF_ESTIMATE, WHAT_IF_NONE, WHAT_IF_SHARE, Rule,
-                       load_rules)
+from .rulefile import SCOPE_TRACE, SEVERITIES, Rule, load_rules
 from .ruleset import Ruleset
+from .whatifs import REPLAYED, WHAT_IF_ESTIMATE, WHAT_IF_NONE, WHAT_IF_SHARE
 
 # Why a label's fix cannot be predicted from the trace ("not modelled: ...").
 NOT_MODELLED = {

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analyses.critical_path.whatif import FIXES
 from ..analyses.pipeline import declared
 from ..analyses.registry import EVIDENCE, METRICS
 from ..labels import ADVICE_LABEL, LABELS, SEVERITIES, VERDICT_LABELS  # noqa: F401
@@ -27,6 +26,7 @@ from ..logs.registry import LOG_EVIDENCE_TABLES, LOG_METRICS
 from ..model.metrics import Metric
 from ..job.view import JOB_EVIDENCE
 from ..resources import data_dir
+from .whatifs import rule_what_if, what_if_kind
 
 try:  # tomli's compiled wheels parse the rule files about 3x faster than the standard library's tomllib
     import tomli as tomllib
@@ -54,16 +54,6 @@ _REQUIRED = ("id", "name", "title", "label", "severity", "when", "message", "exp
 _OPTIONAL = ("impact", "params", "evidence", "requires_no_other_verdict", "requires_gpu", "what_if", "replays_label_fix",
              "tests", "scope")
 
-# What a finding's what-if is (the rule's ``what_if``): a critical-path replay of one fix, today's share of
-# the step as an upper bound, the rule's impact formula as an estimate, or nothing (the fix's effect cannot
-# be told from the trace).
-WHAT_IF_SHARE, WHAT_IF_ESTIMATE, WHAT_IF_NONE = "share", "estimate", "none"
-REPLAYED: tuple[str, ...] = tuple(FIXES)
-WHAT_IF_KINDS: tuple[str, ...] = REPLAYED + (WHAT_IF_SHARE, WHAT_IF_ESTIMATE, WHAT_IF_NONE)
-# Without ``what_if``: the replay of the fix a label stands for; other labels, today's share; advice, none.
-LABEL_WHAT_IF = {"io_bound": "dataloader", "sync_bound": "sync", "comm_bound": "comm", "small_batch_bound": "launch",
-                 "host_bound": "host", "straggler_bound": "straggler", "compute_bound": WHAT_IF_NONE,
-                 "memory_pressure": WHAT_IF_NONE}
 _DOCS_KEYS = ("what_it_detects", "why_it_matters", "references")
 
 
@@ -151,13 +141,8 @@ class Rule:
 
     @property
     def what_if_kind(self) -> str | None:
-        """How this rule's finding predicts its gain: the rule's ``what_if``, else the label's default
-        (``LABEL_WHAT_IF``; other verdict labels: today's share; advice: no what-if)."""
-        if self.what_if is not None:
-            return self.what_if
-        if self.label == ADVICE_LABEL:
-            return None
-        return LABEL_WHAT_IF.get(self.label, WHAT_IF_SHARE)
+        """How this rule's finding predicts its gain (``whatifs.what_if_kind``)."""
+        return what_if_kind(self.label, self.what_if)
 
     @property
     def metrics_used(self) -> frozenset[str]:
@@ -258,7 +243,7 @@ class _FileChecker:
             flags[key] = value if self.typed(key, value, bool, "true or false") else default
         if flags["requires_no_other_verdict"] and label == ADVICE_LABEL:
             self.problem("requires_no_other_verdict", "only a verdict label can require that no other verdict fires")
-        flags["what_if"] = self.what_if(data)
+        flags["what_if"] = rule_what_if(data, self)
         tests = self.tests(data.get("tests", {}))
         if self.problems:
             return None
@@ -267,27 +252,6 @@ class _FileChecker:
             message=message, expect=expect, fixes=fixes, docs=docs, path=self.path, impact=impact,
             params=params, evidence=evidence, tests=tests, scope=self.scope, **flags,
         )  # fmt: skip
-
-    def what_if(self, data: Mapping[str, Any]) -> str | None:
-        """The rule's ``what_if`` (``replays_label_fix = false``, its older spelling, means ``share``)."""
-        legacy = data.get("replays_label_fix")
-        if legacy is not None and self.typed("replays_label_fix", legacy, bool, "true or false") and not legacy:
-            if "what_if" in data:
-                self.problem("replays_label_fix", "give what_if alone (replays_label_fix = false is its older "
-                                                  "spelling of what_if = \"share\")")
-            return WHAT_IF_SHARE
-        value = data.get("what_if")
-        if value is None:
-            return None
-        if not self.typed("what_if", value, str, "a string"):
-            return None
-        if value not in WHAT_IF_KINDS:
-            self.problem("what_if", f"unknown what-if {value!r}{suggest(value, WHAT_IF_KINDS)}; one of: "
-                                    f"{', '.join(WHAT_IF_KINDS)}")
-            return None
-        if value == WHAT_IF_NONE and data.get("label") == ADVICE_LABEL:
-            return None
-        return value
 
     def params(self, table: Any) -> dict[str, Param]:
         out: dict[str, Param] = {}

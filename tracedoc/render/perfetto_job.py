@@ -38,16 +38,16 @@ def write_job_perfetto(result: "AnalysisResult", out_path: str) -> str:
 
     from .perfetto import _read_json
 
-    view = result.job.view if result.job is not None else None
+    view = result.job
     if view is None or view.not_a_job:
         raise UsageError("--perfetto", "merges the ranks of one job", "files that are not one job",
                          "run --perfetto on one trace file, or on a directory of one job's rank traces")
-    inst = view.instances
+    inst = getattr(result, "job_instances", None)  # a fresh analysis's; a saved report has none
     if inst is None:
         raise UsageError("--perfetto", "needs the job's collectives as analysed, not a saved report", None,
                          "run tracedoc analyze on the directory of rank traces with --perfetto")
     offsets = {int(r): int(v) for r, v in (view.alignment.get("clock_offsets_ns") or {}).items()}
-    ranks = [r for r in result.ranks if r.rank is not None and r.rank in set(view.ranks)]
+    ranks = [r for r in result.ranks if r.rank is not None and r.rank in set(view.ranks_used)]
     if not ranks:
         raise UsageError("--perfetto", "found no rank of the job to draw", None, "check the directory's rank files")
     tmp = f"{out_path}.tmp-{os.getpid()}"
@@ -58,9 +58,9 @@ def write_job_perfetto(result: "AnalysisResult", out_path: str) -> str:
             f.write(b'{"displayTimeUnit":"ms","traceEvents":[')
             first = True
             for order, r in enumerate(sorted(ranks, key=lambda x: x.rank)):
-                if r.environment.get("format") != "kineto":
+                if r.environment.format != "kineto":
                     raise UsageError("--perfetto", "merges torch.profiler Chrome traces", f"rank {r.rank}: a "
-                                     f"{r.environment.get('format')} file", "export the run with torch.profiler")
+                                     f"{r.environment.format} file", "export the run with torch.profiler")
                 doc = _read_json(r.source)
                 events = doc.get("traceEvents") if isinstance(doc, dict) else None
                 if not isinstance(events, list):
