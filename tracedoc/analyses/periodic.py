@@ -84,10 +84,19 @@ def find_period(trace: Trace, min_repeats: int = MIN_REPEATS) -> Period | None:
     prev_end = np.maximum.accumulate(e)
     gap = np.r_[0, s[1:] - prev_end[:-1]].astype(np.float64)
     whole = (n // p) * p
-    by_phase = np.median(gap[:whole].reshape(-1, p), axis=0)
+    by_phase = _column_medians(gap[:whole].reshape(-1, p))
     k = int(np.argmax(by_phase))
     first = order[k::p]
     # each whole iteration (from one cut to the next) completes when its last op ends
     reps = (n - k) // p
     done = np.maximum.accumulate(e)[k + p - 1:k + reps * p:p] if reps else np.zeros(0, dtype=np.int64)
     return Period(p, exact, first[:reps + 1], done, int(g["stream"][order[0]]))
+
+
+def _column_medians(a: np.ndarray) -> np.ndarray:
+    """``np.median(a, axis=0)`` of a float array without NaN: the middle value of each column, or the mean
+    of the two middle values. (``np.median`` with an axis imports ``numpy.ma`` on first use, which
+    costs more than the whole median here.)"""
+    s = np.sort(a, axis=0)
+    mid = s.shape[0] // 2
+    return s[mid] if s.shape[0] % 2 else (s[mid - 1] + s[mid]) / 2
