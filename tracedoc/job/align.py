@@ -40,6 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model.stats import median, percentile
+
 # Ends closer than this always agree: NCCL members leave a collective within tens of microseconds.
 END_SKEW_FLOOR_NS = 50_000
 # The end-skew noise: this many times the lower quartile of the distances to the nearest reference
@@ -94,7 +96,7 @@ def nearest_distance(rank: np.ndarray, end: np.ndarray) -> np.ndarray:
 def noise_of(distances: np.ndarray) -> float:
     """The end-skew noise from every call's distance to its nearest reference end."""
     d = distances[np.isfinite(distances) & (distances > 0)]
-    return NOISE_SPREADS * float(np.percentile(d, 25)) if d.size else 0.0
+    return NOISE_SPREADS * float(percentile(d, 25)) if d.size else 0.0
 
 
 def align_signature(rank: np.ndarray, issued: np.ndarray, end: np.ndarray, step: np.ndarray,
@@ -300,4 +302,4 @@ def _per_step(ref_step: np.ndarray) -> float | None:
     steps = ref_step[ref_step >= 0]
     if not steps.size:
         return None
-    return float(np.median(np.unique(steps, return_counts=True)[1]))
+    return float(median(np.unique(steps, return_counts=True)[1]))

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.groups import first_rows, isin, row_codes, stable_order
+from ..model.groups import distinct, first_rows, isin, row_codes, stable_order
+from ..model.stats import median
 from .align import SignatureAlignment, _group_median, align_signature, nearest_distance, noise_of, refuse
 from ..analyses.instances import COLUMNS, RankTables
 
@@ -270,7 +271,7 @@ def _alignment_report(stacked: Stacked, aligned: dict, sig, group, reason, devia
                        "size": _size_of(stacked, row), "signatures": len(sigs), "reference_rank": al.reference,
                        "calls_per_step": per_step, "ranks": ranks})
     by_rank = []
-    ranks = np.unique(stacked.rank)
+    ranks = distinct(stacked.rank)
     rcode = np.searchsorted(ranks, stacked.rank)
     counts = np.bincount(rcode * len(REASONS) + reason, minlength=ranks.size * len(REASONS)).reshape(
         ranks.size, len(REASONS))
@@ -280,7 +281,7 @@ def _alignment_report(stacked: Stacked, aligned: dict, sig, group, reason, devia
                         "step_number_shift": shift.get(int(r), 0)})
     skew = np.abs(deviation[ok_row])
     return {"groups": groups, "ranks": by_rank,
-            "end_skew_p50_us": round(float(np.median(skew)) / 1e3, 2) if skew.size else None,
+            "end_skew_p50_us": round(float(median(skew)) / 1e3, 2) if skew.size else None,
             "end_skew_noise_us": round(noise / 1e3, 1) if groups else None,
             "reasons": dict(zip(REASON_KEYS[1:], REASONS[1:]))}
 

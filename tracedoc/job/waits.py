@@ -105,7 +105,7 @@ def rank_waits(t: Timing, windows: StepWindows) -> dict[int, RankWaits]:
     """Per rank: matched steps, and its wait, lateness and communication as unions of intervals."""
     if not t.inst.size:
         return {}
-    ranks = np.unique(t.rank)
+    ranks = distinct(t.rank)
     code = np.searchsorted(ranks, t.rank)
     last = np.minimum(t.last_ns[t.inst], np.maximum(t.end_ns, t.arrival_ns))  # no rank waits after it left
     med = median_arrival(t)[t.inst]
@@ -139,7 +139,7 @@ def caused_wait(t: Timing, windows: StepWindows, late_rank: int, waits: dict[int
     if not t.inst.size:
         return None
     at = (t.last_rank[t.inst] == late_rank) & (t.rank != late_rank)
-    others = np.unique(t.rank[t.rank != late_rank])
+    others = distinct(t.rank[t.rank != late_rank])
     if not others.size:
         return None
     code = np.searchsorted(others, t.rank[at])

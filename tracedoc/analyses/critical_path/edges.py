@@ -11,6 +11,7 @@ import numpy as np
 from ...model import intervals as iv
 from ...model import trace as M
 from ...model import vocab as V
+from ...model.groups import distinct
 from ...model.stats import median
 from .. import classify as C
 from .kinds import (BLOCKED_OVERLAP_FRACTION, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_QUEUE, E_SYNC, NEG,
@@ -127,7 +128,7 @@ class CrossEdges:
         g_end = self.T[self.rank[self.op_e]]
         end = sp["end"][calls] - self.origin
         start = sp["start"][calls] - self.origin
-        for chain in np.unique(self.stream_chain[ops]).tolist():
+        for chain in distinct(self.stream_chain[ops]).tolist():
             mine = self.stream_chain[ops] == chain
             on = np.flatnonzero(self.stream_chain == chain)
             on = on[np.argsort(g_end[on], kind="stable")]
