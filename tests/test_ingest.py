@@ -485,3 +485,29 @@ def test_the_end_of_a_file_decoded_by_workers_gives_the_same_tables(tmp_path, mo
     assert any(len(done) > 1 for done, _ in pieces)  # the tail went to the workers in several pieces
     # and its last boundary lay inside the list after the events: that piece fell back to this process
     assert any(after.startswith(b'{"id": 1') for _, after in pieces)
+
+
+def test_grid_and_block_read_as_integer_triples_whatever_their_shape(tmp_path):
+    """Launch dimensions are read from their JSON text in one pass when every value is three integers, and
+    value by value otherwise; either way a row holds the three integers, -1 where one is missing or is
+    not an integer within int64."""
+    grids = [[432, 1, 1], None, [8, 4], [[1, 2, 3]], "x", [7, 8, 9, 10], [2**63, 1, 1], [-3, 0, 2], [5, 6, 7]]
+    expected = [(432, 1, 1), (-1, -1, -1), (8, 4, -1), (-1, -1, -1), (-1, -1, -1), (7, 8, 9), (-1, 1, 1),
+                (-3, 0, 2), (5, 6, 7)]
+    events = []
+    for i, g in enumerate(grids):
+        args = {"device": 0, "stream": 7, "correlation": i + 1, "block": [128, 1, 1]}
+        if g is not None:
+            args["grid"] = g
+        events.append({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 10.0 * i, "dur": 5.0,
+                       "args": args})
+    path = tmp_path / "t.json"
+    clean = tmp_path / "clean.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    clean.write_text(json.dumps({"traceEvents": [e for e, g in zip(events, grids) if g in ([432, 1, 1], [5, 6, 7])]}))
+    g = tracedoc.load(path).gpu_ops
+    rows = list(zip(g["grid_x"].tolist(), g["grid_y"].tolist(), g["grid_z"].tolist()))
+    assert rows == expected
+    assert set(zip(g["block_x"].tolist(), g["block_y"].tolist(), g["block_z"].tolist())) == {(128, 1, 1)}
+    g = tracedoc.load(clean).gpu_ops  # only lists of three: the one-pass reading
+    assert list(zip(g["grid_x"].tolist(), g["grid_y"].tolist(), g["grid_z"].tolist())) == [(432, 1, 1), (5, 6, 7)]

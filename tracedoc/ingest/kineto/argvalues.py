@@ -8,6 +8,7 @@ import math
 import re
 from typing import Any
 
+import msgspec
 import numpy as np
 import orjson
 
@@ -87,4 +88,30 @@ def _triples(values: list) -> np.ndarray:
                     out[i, j] = int(x)
                 except (TypeError, ValueError, OverflowError):
                     pass
+    return out
+
+
+_ABSENT_TRIPLE = b"[-1,-1,-1]"
+_JSON_SPACE = b" \t\n\r"
+_INT_CHARS = b"0123456789-"
+_INT64_LIMITS = (np.iinfo(np.int64).min, np.iinfo(np.int64).max)  # where numpy's text parser saturates
+
+
+def raw_triples(raws: list) -> np.ndarray:
+    """Grid or block values kept as JSON text (``msgspec.Raw``; empty when absent) to an (n, 3) int64
+    array, as ``_triples`` reads their decoded values. The usual case, every value a list of three
+    integers, is read from the joined text in one pass (about a third of the time of decoding the
+    lists and reading those); anything else is decoded and read by ``_triples``."""
+    n = len(raws)
+    if not n:
+        return np.full((0, 3), -1, dtype=np.int64)
+    text = b",".join([r if r else _ABSENT_TRIPLE for r in raws]).translate(None, _JSON_SPACE)
+    out = None
+    # without the numbers, n arrays of three are "[,,]," n times (and any other character shows)
+    if text.translate(None, _INT_CHARS) == (b"[,,]," * n)[:-1]:
+        vals = np.fromstring(text.translate(None, b"[]"), dtype=np.int64, sep=",")
+        if vals.size == 3 * n and not np.isin(vals, _INT64_LIMITS).any():  # a limit: a number beyond int64
+            out = vals.reshape(n, 3)
+    if out is None:
+        out = _triples([msgspec.json.decode(r) if r else None for r in raws])
     return out

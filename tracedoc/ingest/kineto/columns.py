@@ -13,7 +13,7 @@ from ...model.groups import distinct, isin
 from ...model.numbers import BAD_NUMBER, decimal_text_to_scaled_int, to_float64, to_int64
 from ...model.trace import StringTable, Table
 from ..values import int_value
-from .argvalues import _external_ids, _first_input, _ranks_text, _triples
+from .argvalues import _external_ids, _first_input, _ranks_text, raw_triples
 from .coded import _codes, _Coded
 from .decode import _EMPTY_ARGS, Args, Event
 
@@ -274,8 +274,8 @@ class _Reader:
         device = np.where(device == -1, pid, device)
         stream = np.where(stream == -1, tid, stream)
         ext = _external_ids(args)
-        grid = _triples([a.grid for a in args])
-        block = _triples([a.block for a in args])
+        grid = raw_triples([a.grid for a in args])
+        block = raw_triples([a.block for a in args])
         kind = cats.lookup(_GPU_CATS.__getitem__)
         base = self.rows["gpu_ops"]
         self.rows["gpu_ops"] += n

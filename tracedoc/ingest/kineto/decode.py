@@ -23,22 +23,25 @@ _NO_RAW = msgspec.Raw(b"")
 class Args(msgspec.Struct, frozen=True, gc=False):
     """The ``args`` fields tracedoc reads. Types vary across generations, so values are untyped."""
 
-    external_id: Any = msgspec.field(default=None, name="External id")
+    # Integer fields read only as int64 columns default to -1, the columns' "absent": a column of them
+    # converts to an array in one try when some events lack the field (None would fail it, see to_int64).
+    external_id: Any = msgspec.field(default=-1, name="External id")
     external_id_legacy: Any = msgspec.field(default=None, name="external id")
-    correlation: Any = None
-    device: Any = None
-    stream: Any = None
-    grid: Any = None
-    block: Any = None
-    registers: Any = msgspec.field(default=None, name="registers per thread")
-    shared_memory: Any = msgspec.field(default=None, name="shared memory")
+    correlation: Any = -1
+    device: Any = -1
+    stream: Any = -1
+    # kept as undecoded JSON text, read as int64 triples in one pass over all of a chunk's kernels
+    grid: msgspec.Raw = _NO_RAW
+    block: msgspec.Raw = _NO_RAW
+    registers: Any = msgspec.field(default=-1, name="registers per thread")
+    shared_memory: Any = msgspec.field(default=-1, name="shared memory")
     blocks_per_sm: Any = msgspec.field(default=None, name="blocks per SM")
     warps_per_sm: Any = msgspec.field(default=None, name="warps per SM")
     occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
-    bytes: Any = None
-    cbid: Any = None
+    bytes: Any = -1
+    cbid: Any = -1
     call_stack: Any = msgspec.field(default=None, name="Call stack")
-    graph_id: Any = msgspec.field(default=None, name="graph id")
+    graph_id: Any = msgspec.field(default=-1, name="graph id")
     # [memory] instants
     device_type: Any = msgspec.field(default=None, name="Device Type")
     device_id: Any = msgspec.field(default=None, name="Device Id")
@@ -71,7 +74,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
 
 
 _EMPTY_ARGS = Args()
-_RAW_FIELDS = ("Input Dims", "Input type", "Concrete Inputs")
+_RAW_FIELDS = ("Input Dims", "Input type", "Concrete Inputs", "grid", "block")
 
 
 class Event(msgspec.Struct, gc=False):
