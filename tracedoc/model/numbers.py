@@ -17,6 +17,7 @@ BAD_NUMBER = np.iinfo(np.int64).min  # a token that is not a finite number withi
 _INT64_MAX = int(np.iinfo(np.int64).max)
 _POW10 = 10 ** np.arange(19, dtype=np.int64)
 _SEP = 32  # b" "
+_SATURATED = (np.iinfo(np.int64).min, np.iinfo(np.int64).max)
 
 
 def decimal_text_to_scaled_int(tokens: list, scale_digits: int = 3) -> np.ndarray:
@@ -51,6 +52,10 @@ def _plain_decimals(joined: bytes, n: int, scale_digits: int) -> np.ndarray | No
     ends[:-1] = seps
     ends[-1] = a.size
     dots = np.flatnonzero(a == 46)
+    if dots.size in (0, n):  # the usual case: every token with ``scale_digits`` decimals, or none with any
+        uniform = _uniform_decimals(a, joined, seps, ends, dots, n, scale_digits)
+        if uniform is not None:
+            return uniform
     decimals = np.zeros(n, dtype=np.int64)
     if dots.size:
         tok = np.searchsorted(seps, dots)
@@ -76,6 +81,35 @@ def _plain_decimals(joined: bytes, n: int, scale_digits: int) -> np.ndarray | No
     q = mag // unit + (mag % unit >= unit // 2)  # the first dropped digit is 5 or more
     out[cut] = np.where(digits[cut] < 0, -q, q)
     return out
+
+
+def _uniform_decimals(a: np.ndarray, joined: bytes, seps: np.ndarray, ends: np.ndarray, dots: np.ndarray, n: int,
+                      scale_digits: int) -> np.ndarray | None:
+    """Tokens that all have exactly ``scale_digits`` decimals (Kineto's 3-decimal microseconds) are their
+    digits without the dot; tokens without a dot are scaled by ``10**scale_digits``. Either way one text
+    parse, none of the per-token bookkeeping. None when the tokens are not all of one of these forms, or
+    a value does not fit int64 (the general path then decides)."""
+    if dots.size and not (dots == ends - scale_digits - 1).all():  # one dot per token, at its place
+        return None
+    starts = np.empty(n, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = seps + 1
+    neg = a[np.minimum(starts, a.size - 1)] == 45
+    lead = starts + neg  # the first digit
+    if neg.sum() != np.count_nonzero(a == 45) or (lead >= (dots if dots.size else ends)).any():
+        return None  # a minus sign that does not start its token, or no digit before the dot / at all
+    try:
+        vals = np.fromstring(joined.replace(b".", b"") if dots.size else joined, dtype=np.int64, sep=" ")
+    except ValueError:
+        return None
+    if vals.size != n or np.isin(vals, _SATURATED).any():  # where numpy's parser stops at a number too large
+        return None
+    if dots.size or not scale_digits:
+        return vals
+    mult = int(_POW10[scale_digits])
+    if (np.abs(vals) > _INT64_MAX // mult).any():
+        return None
+    return vals * mult
 
 
 def _token_digits(a: np.ndarray, joined: bytes, seps: np.ndarray, ends: np.ndarray, decimals: np.ndarray,
