@@ -65,7 +65,7 @@ def _excerpt(trace: Trace, title: str, step_name: str | None, lo: int, hi: int, 
 
     def rel(iset: iv.IntervalSet) -> list[list[int]]:
         s, e = iv.clip(iset, lo, hi)
-        return [[int(a - lo), int(b - lo)] for a, b in zip(s.tolist(), e.tolist())][:2000]
+        return [[a, b] for a, b in zip((s[:2000] - lo).tolist(), (e[:2000] - lo).tolist())]
 
     return {
         "title": title, "step": step_name, "start_ns": int(lo), "end_ns": int(hi), "length_ns": int(hi - lo),

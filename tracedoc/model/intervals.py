@@ -46,14 +46,20 @@ def total(iset: IntervalSet) -> int:
 
 
 def _boundaries(a: IntervalSet, b: IntervalSet, need_a: bool, need_b: bool) -> IntervalSet:
-    """Sweep both sets' boundaries; keep the stretches where membership matches the flags."""
+    """Sweep both sets' boundaries; keep the stretches where membership matches the flags. The stretches
+    come out in order and disjoint, so runs of them that touch are joined into normal form directly."""
     a_s, a_e = a
     b_s, b_e = b
     pts = np.concatenate([a_s, a_e, b_s, b_e])
     if pts.size == 0:
         return empty()
-    delta_a = np.concatenate([np.ones(a_s.size), -np.ones(a_e.size), np.zeros(b_s.size + b_e.size)])
-    delta_b = np.concatenate([np.zeros(a_s.size + a_e.size), np.ones(b_s.size), -np.ones(b_e.size)])
+    na, nb = a_s.size + a_e.size, b_s.size + b_e.size
+    delta_a = np.zeros(na + nb, dtype=np.int32)
+    delta_a[:a_s.size] = 1
+    delta_a[a_s.size:na] = -1
+    delta_b = np.zeros(na + nb, dtype=np.int32)
+    delta_b[na:na + b_s.size] = 1
+    delta_b[na + b_s.size:] = -1
     order = np.argsort(pts, kind="stable")
     pts = pts[order]
     in_a = np.cumsum(delta_a[order])
@@ -61,10 +67,14 @@ def _boundaries(a: IntervalSet, b: IntervalSet, need_a: bool, need_b: bool) -> I
     # Only the state after the last event at each coordinate counts.
     last = np.append(pts[1:] != pts[:-1], True)
     pts, in_a, in_b = pts[last], in_a[last], in_b[last]
-    state = ((in_a > 0) == need_a) & ((in_b > 0) == need_b)
-    seg_start = pts[:-1][state[:-1]]
-    seg_end = pts[1:][state[:-1]]
-    return union(seg_start, seg_end)
+    on = (((in_a > 0) == need_a) & ((in_b > 0) == need_b))[:-1]  # the stretch from each point to the next
+    if not on.any():
+        return empty()
+    first = on.copy()
+    first[1:] &= ~on[:-1]
+    end = on.copy()
+    end[:-1] &= ~on[1:]
+    return pts[:-1][first].astype(np.int64), pts[1:][end].astype(np.int64)
 
 
 def intersect(a: IntervalSet, b: IntervalSet) -> IntervalSet:
