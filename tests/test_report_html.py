@@ -12,7 +12,7 @@ from trace_builder import TraceBuilder
 from tracedoc import analyze
 from tracedoc.cli import example_path
 from tracedoc.render import render_html
-from tracedoc.render.cells import short_name
+from tracedoc.render.names import short_name
 from tracedoc.render.charts import nice_ceiling
 
 # (name, duration µs, class): one kernel of each class, names as real traces spell them

@@ -3,10 +3,10 @@ and evidence rows as a ``TableView`` of formatted strings."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from .format import fmt_bytes, fmt_ns, fmt_pct
+from .names import distinct_short_names, short_name  # noqa: F401  (short_name: the one shortener)
 from .views import Column, TableView
 
 # Main tables: evidence table -> (title, columns shown). Finding evidence shows every column.
@@ -91,56 +91,6 @@ def fmt_cell(key: str, value: Any, origin_ns: int = 0, name_chars: int = 300) ->
 
 # Columns that hold GPU kernel names, by table: shown in their short form (the full name on hover).
 KERNEL_NAME_COLUMNS = {"top_kernels": ("name",), "top_gaps": ("before", "after"), "kernel_totals": ("name",)}
-_ATTACHED_ARGS_RE = re.compile(r"^(.*?[\w\]])\(")
-_GENERIC_KERNEL_RE = re.compile(r"^(Kernel\d*|kernel|device_kernel|generic_kernel|cutlass_kernel)$")
-
-
-def _without_templates(s: str) -> tuple[str, dict[int, str]]:
-    """``s`` with every top-level ``<...>`` removed, and each removed text by where it stood in the result."""
-    out: list[str] = []
-    removed: dict[int, str] = {}
-    depth, start = 0, 0
-    for i, ch in enumerate(s):
-        if ch == "<":
-            if depth == 0:
-                start = i + 1
-            depth += 1
-        elif ch == ">" and depth > 0:
-            depth -= 1
-            if depth == 0:
-                removed[len(out)] = s[start:i]
-        elif depth == 0:
-            out.append(ch)
-    return "".join(out), removed
-
-
-def short_name(name: str) -> str:
-    """A readable short form of a C++ kernel name: no return type, namespaces, template arguments or
-    argument list (``void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)`` ->
-    ``vectorized_elementwise_kernel``). A generic wrapper keeps what names it: its first template
-    argument when that is a kernel's name (``Kernel2<cutlass_80_tensorop_s1688gemm_...>``), else its
-    namespace (``gemvx::kernel``). Names that are not C++ signatures (``Memcpy HtoD (Pageable -> Device)``,
-    ``triton_poi_fused_add_0``) are returned as they are."""
-    text = str(name).strip()
-    if not any(ch in text for ch in "<:("):
-        return text
-    s, removed = _without_templates(text.replace("(anonymous namespace)::", ""))
-    m = _ATTACHED_ARGS_RE.match(s)
-    if m is None and "(" in s:
-        return text  # a parenthesis after a space: a description, not an argument list
-    s = m.group(1) if m else s
-    words = s.split()
-    parts = words[-1].split("::") if words else []
-    base = parts[-1] if parts else ""
-    if not base:
-        return text
-    if _GENERIC_KERNEL_RE.match(base):
-        arg = (removed.get(len(s)) or "").split(",")[0].strip().rsplit("::", 1)[-1]
-        if re.fullmatch(r"[A-Za-z]\w*_\w*", arg):
-            return f"{base}<{arg}>"
-        if len(parts) > 1 and parts[-2]:
-            return f"{parts[-2]}::{base}"
-    return base
 
 
 def build_table(title: str, rows: list[dict], columns: tuple[str, ...] | None, cap: int, origin_ns: int = 0,
@@ -162,9 +112,21 @@ def build_table(title: str, rows: list[dict], columns: tuple[str, ...] | None, c
                                                            for r in shown)) for c in columns],
         rows=[[fmt_cell(c, r.get(c), origin_ns, name_chars) for c in columns] for r in shown],
         total=len(rows), left_out=max(0, len(rows) - len(shown)),
-        short=[[short_name(r[c]) if c in KERNEL_NAME_COLUMNS.get(key, ()) and isinstance(r.get(c), str) else ""
-                for c in columns] for r in shown],
+        short=_short_cells(shown, columns, KERNEL_NAME_COLUMNS.get(key, ())),
     )
+
+
+def _short_cells(rows: list[dict], columns: tuple[str, ...], name_columns: tuple[str, ...]) -> list[list[str]]:
+    """Per cell, a kernel name's short form ("" elsewhere): distinct within its column, so two different
+    kernels of one table never show the same text."""
+    out = [["" for _ in columns] for _ in rows]
+    for j, c in enumerate(columns):
+        if c not in name_columns:
+            continue
+        at = [i for i, r in enumerate(rows) if isinstance(r.get(c), str)]
+        for i, form in zip(at, distinct_short_names([rows[i][c] for i in at])):
+            out[i][j] = form
+    return out
 
 
 def version_text(v: Any) -> str | None:
