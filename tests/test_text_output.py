@@ -1,5 +1,6 @@
-"""The terminal summary off a terminal (pipes, CI logs): nothing cut, no colour; its width, quiet,
-verbose and top options; and the same layout for ``tracedoc rules``."""
+"""The terminal summary off a terminal (pipes, CI logs): it fits its width (100 columns by default),
+names in short distinct forms, no colour; its width, full-names, quiet, verbose and top options; and the
+layout of ``tracedoc rules``."""
 
 import io
 import re
@@ -20,24 +21,74 @@ def run_cli(capsys, *argv):
     return code, out
 
 
-@pytest.mark.parametrize("name", shared_names("kineto", "*.json*") + shared_names("nsys", "*.sqlite"))
-def test_piped_output_of_every_shared_trace_cuts_no_cell(capsys, name):
+def table_rows(out: str, title: str) -> list[str]:
+    """The lines of a table of the summary under its title: header first, up to the next blank or title."""
+    lines = out.splitlines()
+    i = lines.index(title)
+    rows = []
+    for line in lines[i + 1:]:
+        if not line.strip() or not line.startswith(" ") and rows and not line[0].isdigit():
+            break
+        rows.append(line)
+    return rows
+
+
+def assert_fits(out: str, width: int) -> None:
+    """No line is longer than ``width``, except one that holds a word longer than the width can hold
+    (a path or URL, kept whole); no colour."""
+    assert not ANSI.search(out)
+    for line in out.splitlines():
+        if len(line) > width:
+            words = line.split()
+            assert max(map(len, words)) > width - 3 - len(line) + len(line.lstrip()), line
+
+
+def shared_inputs() -> list[str]:
+    from conftest import TRACES
+
+    return ([f"kineto/{n}" for n in shared_names("kineto", "*.json*")] + [f"nsys/{n}" for n in shared_names("nsys", "*.sqlite")]
+            + [f"h100/{n}" for n in shared_names("h100", "*.gz")] + [f"h100/{n}" for n in shared_names("h100", "job3_*")])
+
+
+@pytest.mark.parametrize("name", shared_inputs())
+def test_piped_output_of_every_shared_trace_fits_its_width(capsys, name):
     from conftest import shared_traces
 
-    folder = "nsys" if name.endswith(".sqlite") else "kineto"
-    code, out = run_cli(capsys, "analyze", str(shared_traces() / folder / name), "--top", "20")
-    assert code == 0
-    assert "…" not in out  # every cell whole: long names wrap within their column
-    assert not ANSI.search(out)  # no colour off a terminal
+    path = str(shared_traces() / name)
+    for width, argv in ((100, []), (80, ["--width", "80"]), (120, ["--width", "120"])):
+        code, out = run_cli(capsys, "analyze", path, "--top", "20", *argv)
+        assert code == 0
+        assert_fits(out, width)
+        if "Top kernels" in out:
+            rows = table_rows(out, "Top kernels")[1:]
+            assert all(re.match(r"^\s*[\d,]+\s", r) for r in rows), rows  # one line per kernel: no wrapped cell
+            names = [r.split("%", 1)[1].strip() for r in rows]
+            assert len(set(names)) == len(names), names  # two kernels never show the same text
 
 
-def test_findings_are_not_hard_wrapped_off_a_terminal(capsys):
+def test_sentences_wrap_at_words_with_their_indent(capsys):
     code, out = run_cli(capsys, "analyze", example_path())
     assert code == 0
-    # each finding's message is one line: a sentence is never broken at the table width
-    messages = [line for line in out.splitlines() if line.startswith("   ") and not line.startswith("   fix")]
-    assert messages and all(len(line) > 20 for line in messages)
-    assert any(len(line) > 100 for line in out.splitlines())  # wider than the table width, kept whole
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 100
+    messages = [i for i, line in enumerate(lines) if line.startswith("   fix: ")]
+    assert messages
+    # a fix longer than the width goes on in lines indented as it is, no word broken
+    long = [i for i in messages if i + 1 < len(lines) and lines[i + 1].startswith("   ") and not
+            lines[i + 1].lstrip().startswith(("fix:", "next profile", "minor", "+"))]
+    assert long, out
+    joined = " ".join(line.strip() for line in lines[long[0]: long[0] + 2])
+    assert joined.startswith("fix: ") and "  " not in joined
+
+
+def test_a_path_longer_than_the_width_stays_whole():
+    from tracedoc.render.fit import wrap_line
+
+    path = "/data/" + "x" * 150 + "/trace.json.gz"
+    text = wrap_line(f"   fix: open {path} in Perfetto and look at the first step", 60)
+    assert path in text.splitlines()[1].strip().split()  # whole, on its own line
+    assert all(len(line) <= 60 for line in text.splitlines() if path not in line)
+    assert all(line.startswith("   ") for line in text.splitlines()[1:])
 
 
 def test_width_sets_the_table_width_and_narrow_columns_keep_their_headers(capsys):
@@ -119,13 +170,18 @@ def test_off_a_terminal_each_table_row_is_one_line(capsys):
     from conftest import shared_traces
 
     from tracedoc import analyze
+    from tracedoc.render.names import short_forms
 
     path = shared_traces() / "kineto" / "v100_resnet_ns_rank0.pt.trace.json.gz"
+    every = [r["name"] for r in analyze(str(path)).focus.evidence["top_kernels"]][:50]  # the table's rows
+    names = every[:4]
     code, out = run_cli(capsys, "analyze", str(path), "--top", "4")
-    lines = out.splitlines()
-    i = lines.index("Top kernels")
-    rows = lines[i + 2: i + 6]
-    names = [r["name"] for r in analyze(str(path)).focus.evidence["top_kernels"][:4]]
+    rows = table_rows(out, "Top kernels")[1:]
+    assert len(rows) == 4
+    for line, name, short in zip(rows, names, short_forms(every)):
+        assert line.rstrip().endswith(short) and len(short) < len(name)  # the short form, on its row's line
+    code, out = run_cli(capsys, "analyze", str(path), "--top", "4", "--full-names")
+    rows = table_rows(out, "Top kernels")[1:]
     for line, name in zip(rows, names):
         assert line.rstrip().endswith(name)  # the whole kernel name, on its row's line
-    assert all(line == line.rstrip() for line in lines)  # no padding at line ends
+    assert all(line == line.rstrip() for line in out.splitlines())  # no padding at line ends

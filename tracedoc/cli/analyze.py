@@ -172,7 +172,11 @@ def cmd_analyze(args) -> int:
             raise UsageError("--rank", f"rank {args.rank} is not in {path}", f"ranks {have[:16]}",
                              "pick one of the ranks listed")
         result = result.with_focus(args.rank)
-    render_options = {"timeline": True} if fmt == "json" and args.timeline else {}
+    render_options: dict = {"timeline": True} if fmt == "json" and args.timeline else {}
+    if fmt in ("md", "html") and args.full_names:
+        from ..render.views import Caps
+
+        render_options["caps"] = Caps(full_names=True)
     if args.perfetto:
         from ..render.perfetto import write_perfetto
 

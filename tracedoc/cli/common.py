@@ -63,8 +63,10 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
     """``--width``, ``--no-color``, ``--quiet``, ``--verbose`` and ``--top`` for commands that print a summary."""
     group = parser.add_argument_group("text output")
     group.add_argument("--width", metavar="N", type=_positive_int, default=None,
-                       help="lay text out for N columns (default: the terminal's width; off a terminal "
-                            "tables are 100 columns and long cells wrap, never cut)")
+                       help="lay text out for N columns (default: the terminal's width, 100 off a terminal); "
+                            "sentences wrap at words, table rows stay on one line with names in short forms")
+    group.add_argument("--full-names", action="store_true",
+                       help="kernel and op names whole in text, Markdown and HTML tables (JSON always has them whole)")
     group.add_argument("--no-color", action="store_true", help="no colour even on a terminal (so does NO_COLOR)")
     group.add_argument("-q", "--quiet", action="store_true", help="print the verdict line only")
     group.add_argument("-v", "--verbose", action="store_true",
@@ -80,6 +82,7 @@ def text_options(args: argparse.Namespace):
     return TextOptions.for_stream(sys.stdout, width=getattr(args, "width", None),
                                   no_color=getattr(args, "no_color", False), quiet=getattr(args, "quiet", False),
                                   verbose=getattr(args, "verbose", False), top=getattr(args, "top", None),
+                                  full_names=getattr(args, "full_names", False),
                                   warnings_shown=True)  # the commands print them on stderr as they load
 
 

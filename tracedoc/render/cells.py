@@ -94,7 +94,7 @@ KERNEL_NAME_COLUMNS = {"top_kernels": ("name",), "top_gaps": ("before", "after")
 
 
 def build_table(title: str, rows: list[dict], columns: tuple[str, ...] | None, cap: int, origin_ns: int = 0,
-                name_chars: int = 300, key: str = "") -> TableView:
+                name_chars: int = 300, key: str = "", short_names: bool = True) -> TableView:
     """A table view: formatted string cells, at most ``cap`` rows, and how many were left out."""
     rows = list(rows or [])
     if columns is None:
@@ -112,7 +112,7 @@ def build_table(title: str, rows: list[dict], columns: tuple[str, ...] | None, c
                                                            for r in shown)) for c in columns],
         rows=[[fmt_cell(c, r.get(c), origin_ns, name_chars) for c in columns] for r in shown],
         total=len(rows), left_out=max(0, len(rows) - len(shown)),
-        short=_short_cells(shown, columns, KERNEL_NAME_COLUMNS.get(key, ())),
+        short=_short_cells(shown, columns, KERNEL_NAME_COLUMNS.get(key, ()) if short_names else ()),
     )
 
 

@@ -1,10 +1,10 @@
 """One place that decides how text output is laid out: width, colour, and whether cells may be cut.
 
-On a terminal the summary fits the terminal's width (long names end in "…") and is coloured.
-Off a terminal (a pipe, a CI log, a file) nothing is cut: sentences stay on one line, a table widens
-to keep each row on one line, and there is no colour; with ``--width N`` long cells wrap within their
-column instead. ``NO_COLOR`` (https://no-color.org) and
-``--no-color`` turn colour off everywhere; ``--width N`` sets the width in both cases.
+The summary fits a width: the terminal's, or 100 columns off a terminal (a pipe, a CI log, a file),
+or ``--width N``. Sentences wrap at words (a path or URL longer than the width stays whole on its own
+line); a table keeps each row on one line, its numbers whole and its names in short, distinct forms
+cut to the column (``--full-names``: names whole, and the table as wide as they need). Colour only on
+a terminal; ``NO_COLOR`` (https://no-color.org) and ``--no-color`` turn it off everywhere.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import IO, Any
 
-PIPE_WIDTH = 100  # default width of tables off a terminal; text lines are never wrapped there
+PIPE_WIDTH = 100  # default width off a terminal
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class TextOptions:
     verbose: bool = False  # every finding with every fix, every warning, longer tables
     top: int | None = None  # rows of each table (None: a few, more with verbose)
     warnings_shown: bool = False  # the reader's warnings were already printed (on stderr): not again
+    full_names: bool = False  # kernel and op names whole, never shortened or cut
 
     @classmethod
     def for_stream(cls, stream: IO[str] | None = None, *, width: int | None = None, no_color: bool = False,
@@ -58,16 +59,26 @@ def make_console(options: TextOptions, file: IO[str] | None = None) -> Any:
                    soft_wrap=not options.terminal)
 
 
-def print_item(console: Any, item: Any, options: TextOptions) -> None:
-    """Print one renderable; off a terminal with no ``--width``, a table wider than the console widens it."""
+def print_item(console: Any, item: Any, options: TextOptions, widen: bool | None = None) -> None:
+    """Print one renderable: a plain line wrapped to the console's width at words; off a terminal, a
+    table wider than the console widens it when ``widen`` (by default: when no ``--width`` was given)."""
     from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
+    from .fit import wrap_line
+
+    def wrapped(x: Any) -> Any:
+        if isinstance(x, Text) and not x.spans and "\n" not in x.plain:
+            return Text(wrap_line(x.plain, console.width), style=x.style, no_wrap=True, overflow="ignore")
+        return x
+
+    item = Group(*map(wrapped, item.renderables)) if isinstance(item, Group) else wrapped(item)
     if options.terminal:
-        console.print(item)
+        console.print(item, crop=False)
         return
     base = console.width
-    if options.width is None and isinstance(item, (Table, Group)):
+    if (options.width is None if widen is None else widen) and isinstance(item, (Table, Group)):
         console.width = max(base, console.measure(item, options=console.options.update_width(100_000)).maximum)
     try:
         with console.capture() as captured:

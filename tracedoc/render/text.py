@@ -7,7 +7,8 @@ chooses what fits on a screen and lays it out with rich.
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rich.console import Group
 from rich.table import Table
@@ -16,14 +17,16 @@ from rich.text import Text
 from .format import plural
 from .roofline import text_cells
 from .console import TextOptions, make_console, print_item
+from .fit import MIN_NAME_WIDTH, column_widths
+from .names import distinct_short_names, fit_names
 from .viewmodel import build_report
 from .views import Caps, FindingView, JobSectionView, RankView, ReportView, TableView
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
 
-TEXT_CAPS = Caps(timeline=False)
-PIPE_CAPS = Caps(timeline=False, name_chars=100_000)  # off a terminal names are wrapped, never cut
+PIPE_CAPS = Caps(timeline=False, name_chars=100_000)  # names whole in the view; cut to their column here
+TEXT_CAPS = PIPE_CAPS
 BREAKDOWN = ("gpu_busy", "compute", "comm", "exposed_comm", "comm_overlap", "memcpy", "idle")
 BREAKDOWN_HEADERS = {"gpu_busy": "GPU busy", "comm": "comm", "comm_overlap": "overlap"}
 FINDINGS_SHOWN = {True: 3, False: 4}  # brief (one rank of many) / full
@@ -32,30 +35,33 @@ WARNINGS_SHOWN = 3
 TABLE_ROWS = {"top_kernels": 4, "top_gaps": 3, "roofline": 8}  # rows without --top; --verbose shows VERBOSE_ROWS
 VERBOSE_ROWS = 10
 RANK_COLUMNS = ("rank", "file", "step p50", "GPU busy", "compute", "exposed comm", "DL stall", "verdict")  # fit 100 columns
+RANK_COLUMNS_DROPPED_FIRST = ("compute", "exposed comm", "DL stall")  # left out, in this order, where they do not fit
 _RIGHT = frozenset({"count", "total_ns", "share", "gap_ns", "device_idle_ns", "stream"})
 _WIDE = ("name", "after", "launched_by")
 
 
 def renderables(result: "AnalysisResult", options: TextOptions = TextOptions()) -> list[Any]:
-    return view_renderables(build_report(result, TEXT_CAPS if options.terminal else PIPE_CAPS), options)
+    return view_renderables(build_report(result, replace(PIPE_CAPS, full_names=options.full_names)), options)
 
 
 def render_text(result: "AnalysisResult", width: int | None = None, options: TextOptions | None = None,
                 **flags: Any) -> str:
-    """The terminal summary as a string; by default laid out for a pipe (nothing cut, no colour)."""
+    """The terminal summary as a string; by default laid out for a pipe (100 columns, no colour)."""
     options = options or TextOptions(width=width, **flags)
     buf = io.StringIO()
-    console = make_console(options, buf)
-    for item in renderables(result, options):
-        print_item(console, item, options)
+    _print(result, options, make_console(options, buf))
     return buf.getvalue()
 
 
 def print_text(result: "AnalysisResult", options: TextOptions) -> None:
     """Print the summary to stdout laid out for it (a terminal or not)."""
-    console = make_console(options)
+    _print(result, options, make_console(options))
+
+
+def _print(result: "AnalysisResult", options: TextOptions, console: Any) -> None:
+    options = replace(options, width=options.width or console.width)  # tables are fitted to this width
     for item in renderables(result, options):
-        print_item(console, item, options)
+        print_item(console, item, options, widen=options.full_names)
 
 
 def view_renderables(view: ReportView, options: TextOptions = TextOptions()) -> list[Any]:
@@ -130,9 +136,15 @@ def _job_block(job: JobSectionView, options: TextOptions = TextOptions()) -> lis
         out.append(Text(f"note: {len(job.issues) - 6} more (--format json lists them all)", style="yellow"))
     t = Table(title="Ranks in the job", title_justify="left", title_style="bold", box=None, header_style="bold",
               pad_edge=False)
-    for col in job.rank_table.columns:
-        t.add_column(col, justify="right", no_wrap=options.terminal, overflow=options.overflow)
-    for row in job.rank_table.rows[:32]:
+    header = job.rank_table.columns
+    rows = job.rank_table.rows[:32]
+    columns = [[row[i] for row in rows] for i in range(len(header))]
+    flexible = [i == len(header) - 1 for i in range(len(header))]  # numbers, then a note ("straggler")
+    columns, widths = _fit_columns(header, columns, flexible, options)
+    for col, w, flex in zip(header, widths, flexible):
+        t.add_column(col, justify="left" if flex else "right", no_wrap=True, overflow="ellipsis",
+                     width=w if flex and not options.full_names else None, min_width=None if flex else w)
+    for row in zip(*columns):
         t.add_row(*row)
     out.append(t)
     more = len(job.rank_table.rows) + job.rank_table.left_out - 32
@@ -246,18 +258,42 @@ def _queue_lines(r: RankView) -> list[Any]:
 def _roofline_table(view, rows: int, options: TextOptions) -> Any:
     """The first rows of the per-op roofline (most GPU time first), with the roof they are measured against."""
     header, cells = text_cells(view, rows)
-    t = Table(title=f"Roofline per op and shape (roof: {view.roof})", title_justify="left", title_style="bold", box=None,
-              show_header=True, header_style="dim", pad_edge=False)
-    for label in header:
-        wide = label in ("op", "input shapes")
-        t.add_column(label, overflow=options.overflow if wide else "fold", no_wrap=options.terminal or not wide,
-                     max_width=40 if wide and options.terminal else None, ratio=1 if wide else None,
-                     justify="left" if wide or label in ("dtype", "bound") else "right")
-    for row in cells:
+    title = Text(f"Roofline per op and shape (roof: {view.roof})", style="bold")  # a line of its own: it wraps
+    t = Table(box=None, show_header=True, header_style="dim", pad_edge=False)
+    columns = [list(c) for c in zip(*cells)] or [[] for _ in header]
+    header, columns, dropped = _drop_to_fit(list(header), columns, ROOFLINE_DROPPED_FIRST, ("op", "input shapes"),
+                                            options)
+    flexible = [label in ("op", "input shapes") for label in header]
+    columns, widths = _fit_columns(header, columns, flexible, options, names=True)
+    for label, w, wide in zip(header, widths, flexible):
+        t.add_column(label, no_wrap=True, overflow="ellipsis", width=w if wide and not options.full_names else None,
+                     min_width=None if wide else w, justify="left" if wide or label in ("dtype", "bound") else "right")
+    for row in zip(*columns):
         t.add_row(*row)
     more = view.total - len(cells)
-    return Group(t, Text(f"{view.coverage}" + (f"; {more} more rows in --format json/html/md" if more > 0 else ""),
-                         style="dim"))
+    return Group(title, t, Text(f"{view.coverage}" + (f"; {more} more rows in --format json/html/md" if more > 0 else "")
+                         + (f"; left out at this width: {', '.join(dropped)}" if dropped else ""), style="dim"))
+
+
+ROOFLINE_DROPPED_FIRST = ("TB/s", "TFLOP/s", "dtype", "calls", "% of roof")
+
+
+def _drop_to_fit(header: list[str], columns: list[list[str]], order: Sequence[str], names: Sequence[str],
+                 options: TextOptions, floor: dict[str, int] | None = None) -> tuple[list[str], list[list[str]], list[str]]:
+    """Leave columns out, in ``order``, until the table fits ``options.width`` with its name columns at
+    their narrowest (``floor``: other columns' narrowest); the labels left out are returned to be named."""
+    dropped: list[str] = []
+    for label in order:
+        if options.full_names or not options.width or label not in header:
+            continue
+        natural = [MIN_NAME_WIDTH if h in names else (floor or {}).get(h) or max([len(h), *map(len, cells)])
+                   for h, cells in zip(header, columns)]
+        if sum(natural) + 2 * (len(natural) - 1) <= options.width:
+            break
+        i = header.index(label)
+        dropped.append(label)
+        header, columns = header[:i] + header[i + 1:], columns[:i] + columns[i + 1:]
+    return header, columns, dropped
 
 
 QUEUE_DELAY_NS = 1_000_000  # a median launch delay above 1 ms is queueing behind GPU work, not launch cost
@@ -282,20 +318,51 @@ def _top_table(title: str, table: TableView, rows: int, options: TextOptions, co
         return Text("")
     t = Table(title=title, title_justify="left", title_style="bold", box=None, show_header=True,
               header_style="dim", pad_edge=False)
-    if not options.terminal:  # rows stay whole on one line: numbers first, then the long names
-        cols = sorted(cols, key=lambda c: c[0] in _WIDE)
-    columns = [table.cells(key)[:rows] for key, _ in cols]
-    for (key, label), cells in zip(cols, columns):
+    cols = sorted(cols, key=lambda c: c[0] in _WIDE)  # numbers first, then the long names
+    columns = [_name_cells(table, key, rows, options) if key in _WIDE else table.cells(key)[:rows] for key, _ in cols]
+    labels, columns, dropped = _drop_to_fit([label for _, label in cols], columns, TOP_DROPPED_FIRST,
+                                            [label for key, label in cols if key in _WIDE], options)
+    cols = [c for c in cols if c[1] in labels]
+    columns, widths = _fit_columns(labels, columns, [key in _WIDE for key, _ in cols], options, names=True)
+    for (key, label), w in zip(cols, widths):
         wide = key in _WIDE
-        # Narrow columns (numbers, streams, causes) never shrink below their longest cell; on a terminal
-        # long names end in "…", elsewhere they wrap within their column.
-        t.add_column(label, overflow=options.overflow if wide else "fold", no_wrap=options.terminal or not wide,
-                     max_width=60 if wide and options.terminal else None,
-                     min_width=None if wide else max([len(label), *map(len, cells)]),
-                     ratio=1 if wide else None, justify="right" if key in _RIGHT else "left")
+        # Every row on one line: numbers, streams and causes whole; names in their column's width.
+        t.add_column(label, no_wrap=True, overflow="ellipsis", width=w if wide and not options.full_names else None,
+                     min_width=None if wide else w, justify="right" if key in _RIGHT else "left")
     for row in zip(*columns):
         t.add_row(*row)
-    return t
+    return Group(t, Text(f"left out at this width: {', '.join(dropped)}", style="dim")) if dropped else t
+
+
+TOP_DROPPED_FIRST = ("device idle", "stream", "launched by")  # top-table columns left out where they do not fit
+
+
+def _name_cells(table: TableView, key: str, rows: int, options: TextOptions) -> list[str]:
+    """A name column's cells: a kernel's distinct short form (the one the HTML shows), any other name as
+    it is; whole with ``--full-names``."""
+    cells = table.cells(key)[:rows]
+    if options.full_names:
+        return cells
+    at = [c.key for c in table.columns].index(key) if key in [c.key for c in table.columns] else -1
+    short = [r[at] for r in table.short[:rows]] if at >= 0 and table.short else []
+    return [s or c for s, c in zip(short, cells)] if short else cells
+
+
+def _fit_columns(labels: Sequence[str], columns: list[list[str]], flexible: Sequence[bool], options: TextOptions,
+                 names: bool = False) -> tuple[list[list[str]], list[int]]:
+    """Columns and their widths for one table of ``options.width``: fixed columns at their widest cell,
+    flexible ones sharing the rest, each cell of a flexible column cut to a form no other cell shares
+    (``names``: cut as names are, keeping where they differ; else from the end)."""
+    natural = [max([len(label), *map(len, cells)]) for label, cells in zip(labels, columns)]
+    if options.full_names or not options.width:
+        return columns, natural
+    widths = column_widths(natural, flexible, options.width)
+    out = []
+    for cells, w, flex in zip(columns, widths, flexible):
+        if flex and any(len(c) > w for c in cells):
+            cells = fit_names(cells, w) if names else [c if len(c) <= w else c[: w - 1] + "…" for c in cells]
+        out.append(cells)
+    return out, widths
 
 
 def _rank_table(view: ReportView, options: TextOptions = TextOptions()) -> Any:
@@ -303,17 +370,31 @@ def _rank_table(view: ReportView, options: TextOptions = TextOptions()) -> Any:
     t = Table(title=f"{view.rank_count} ranks", title_justify="left", title_style="bold", box=None,
               header_style="bold", pad_edge=False)
     keep = [rt.columns.index(c) for c in RANK_COLUMNS]
-    for col in RANK_COLUMNS:
+    columns = [[row[i] for row in rt.rows] for i in keep]
+    # The file name is cut to fit (distinct per rank); the verdict's labels wrap between labels, never within one.
+    longest_label = max([len("verdict"), *(len(w) for c in columns[-1] for w in c.split())])
+    header, columns, dropped = _drop_to_fit(list(RANK_COLUMNS), columns, RANK_COLUMNS_DROPPED_FIRST, ("file",), options,
+                                            floor={"verdict": longest_label})
+    verdict = header.index("verdict")
+    full_verdict = max([len("verdict"), *map(len, columns[verdict])])
+    plain = columns[:verdict] + [["x" * longest_label]] + columns[verdict + 1:]
+    plain, widths = _fit_columns(header, plain, [col == "file" for col in header], options, names=True)
+    columns = plain[:verdict] + [columns[verdict]] + plain[verdict + 1:]
+    if options.width and not options.full_names:
+        spare = options.width - sum(widths) - 2 * (len(widths) - 1)
+        widths[verdict] = min(full_verdict, widths[verdict] + max(0, spare))
+    for col, w in zip(header, widths):
         if col == "file":
-            t.add_column(col, overflow=options.overflow, no_wrap=options.terminal, min_width=8,
-                         max_width=24 if options.terminal else None)
+            t.add_column(col, no_wrap=True, overflow="ellipsis", width=None if options.full_names else w)
         elif col == "verdict":
-            t.add_column(col, overflow="fold", ratio=2, min_width=12)
+            t.add_column(col, overflow="fold", width=None if options.full_names else w)
         else:
-            t.add_column(col, justify="right", no_wrap=True, min_width=len(col))
-    for row in rt.rows:
-        t.add_row(*(row[i] for i in keep))
+            t.add_column(col, justify="right", no_wrap=True, min_width=w)
+    for row in zip(*columns):
+        t.add_row(*row)
     items: list[Any] = [t]
+    if dropped:
+        items.append(Text(f"left out at this width: {', '.join(dropped)}", style="dim"))
     if rt.left_out:
         items.append(Text(f"{rt.left_out} more ranks in --format md, html or json", style="dim"))
     return Group(*items)

@@ -116,7 +116,7 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
         steps=_steps(r.per_step, caps),
         timeline=build_timeline(r.timeline.get("excerpts") or [], caps) if caps.timeline else None,
         tables={key: build_table(title, r.evidence.get(key) or [], cols, caps.table_rows, origin, caps.name_chars,
-                                 key=key)
+                                 key=key, short_names=not caps.full_names)
                 for key, (title, cols) in MAIN_TABLES.items()},
         tensor_cores=_tensor_cores(m),
         memory=memory_view(m, r.evidence.get("memory_curve") or [], origin, caps),
@@ -173,7 +173,7 @@ def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingV
         what_if=fmt_what_if(f.what_if, per if per in ("step", "iteration") else "window"),
         what_if_method=(f.what_if or {}).get("method"),
         evidence=[build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
-                              key=table)
+                              key=table, short_names=not caps.full_names)
                   for table, rows in f.evidence.items() if rows],
     )
 

@@ -23,6 +23,7 @@ class Caps:
     curve_points: int = 600
     timeline: bool = True
     slowest_excerpt: bool = True
+    full_names: bool = False  # kernel names whole in tables (no short forms)
 
 
 @dataclass
