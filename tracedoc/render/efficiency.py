@@ -27,7 +27,8 @@ def efficiency_items(m: dict, evidence: dict) -> list[tuple[str, str]]:
     items = [("model FLOPs/step", fmt_flops(m.get("model_flops_per_step"))),
              ("achieved", fmt_tflops(m.get("achieved_tflops"))),
              ("MFU", mfu_text(m, evidence)),
-             ("FLOPs known for", f"{fmt_pct(m.get('flops_counted_fraction'))} of compute time")]
+             ("FLOPs known for", "n/a" if m.get("flops_counted_fraction") is None
+              else f"{fmt_pct(m['flops_counted_fraction'])} of compute time")]
     if m.get("formula_flops_per_step") is not None:
         items += [("tokens/s", "n/a" if m.get("tokens_per_s") is None else f"{m['tokens_per_s']:,.0f}"),
                   ("samples/s", "n/a" if m.get("samples_per_s") is None else f"{m['samples_per_s']:,.1f}"),

@@ -18,6 +18,7 @@ from .charts import gpu_figures, kernel_class_bar, memory_view
 from .cells import MAIN_TABLES, build_table, fmt_cell, shorten, version_text
 from .efficiency import efficiency_items, efficiency_line
 from .format import fmt_ns, fmt_pct, fmt_what_if
+from .tiles import tiles
 from .roofline import build_roofline
 from .queueview import launch_queue_view
 from .timeline import CAUSE_LABELS, build_timeline
@@ -107,7 +108,8 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
         window=WindowView(length=fmt_ns(m.get("window_ns")), description=r.window.describe(), kind=r.window.kind,
                           steps=int(m.get("steps") or 0),
                           step_p50=fmt_ns(m.get("step_time_p50_ns")) if m.get("steps") else None),
-        summary=_summary(m) + [Item(key=f"flops:{a}", label=a, value=b) for a, b in efficiency_items(m, r.evidence)],
+        summary=tiles(_summary(m) + [Item(key=f"flops:{a}", label=a, value=b) for a, b in efficiency_items(m, r.evidence)],
+                      bool(m.get("has_gpu_ops"))),
         efficiency=efficiency_line(m, r.evidence),
         window_bar=_window_bar(m),
         has_gpu_ops=bool(m.get("has_gpu_ops")),
@@ -120,7 +122,7 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
                 for key, (title, cols) in MAIN_TABLES.items()},
         tensor_cores=_tensor_cores(m),
         memory=memory_view(m, r.evidence.get("memory_curve") or [], origin, caps),
-        gpu_figures=gpu_figures(m),
+        gpu_figures=tiles(gpu_figures(m), bool(m.get("has_gpu_ops"))),
         kernel_classes=kernel_class_bar(r.evidence.get("kernel_classes") or []),
         roofline=build_roofline(r.evidence.get("roofline"), caps.table_rows, caps.name_chars),
         launch_queue=launch_queue_view(m, r.evidence.get("launch_queue") or []),

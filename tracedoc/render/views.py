@@ -60,6 +60,7 @@ class Item:
     label: str
     value: str
     key: str = ""
+    detail: str = ""  # a tile's caption under its number ("of the H100 SXM dense bf16 peak, 989 TFLOP/s")
 
 
 @dataclass
