@@ -113,3 +113,27 @@ def test_overlay_of_a_real_trace(tmp_path):
     check_chrome_trace(doc, doc["traceEvents"][n:])
     cats = {e.get("cat") for e in doc["traceEvents"][n:]}
     assert {"tracedoc.critical_path", "tracedoc.idle"} <= cats
+
+
+def test_critical_path_slices_are_named_after_what_they_cover(tmp_path):
+    src = dataloader_loop(tmp_path, 4000.0)
+    out = tmp_path / "overlay.json.gz"
+    proc = _cli("analyze", str(src), "--perfetto", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes()[:2] == b"\x1f\x8b"  # .gz: compressed
+    doc = _read(out)
+    path = [e for e in doc["traceEvents"] if e.get("cat") == "tracedoc.critical_path" and e["ph"] == "X"]
+    named = [e for e in path if "op" in e.get("args", {})]
+    assert named and len(named) >= len(path) // 2
+    originals = {(e.get("pid"), e.get("tid")): [] for e in _read(src)["traceEvents"] if e.get("ph") == "X"}
+    for e in _read(src)["traceEvents"]:
+        if e.get("ph") == "X":
+            originals[(e.get("pid"), e.get("tid"))].append(e)
+    for e in named:
+        category, _, shown = e["name"].partition(": ")
+        assert category in ("compute", "cpu", "memcpy", "launch_overhead", "comm", "comm_wait", "comm_transfer")
+        mid = e["ts"] + e["dur"] / 2
+        # the op is one of the original trace's events running at the slice's middle
+        assert any(o["name"] == e["args"]["op"] and o["ts"] <= mid <= o["ts"] + o.get("dur", 0)
+                   for track in originals.values() for o in track)
+        assert shown and len(shown) <= len(e["args"]["op"])

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import TracedocError, UsageError
 from ..outfiles import write_atomic
 from .format import fmt_what_if
+from .names import short_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
@@ -93,24 +94,29 @@ def overlay_events(rank, verdict, original: list, overlay=None) -> list[dict]:
             out.append(_slice(pid, TRACK_IDLE, f"idle: {cause}", a, b, "tracedoc.idle", IDLE_COLOURS.get(cause)))
     cp = rank.critical_path
     if cp is not None and cp.available and overlay is not None and overlay.critical_path.segments:
-        out += _path_events(pid, cp, overlay.critical_path, _track_lookup(original))
+        out += _path_events(pid, cp, overlay.critical_path, _track_lookup(original), original)
     out += _finding_events(pid, rank, verdict)
     return out
 
 
-def _path_events(pid: int, cp, paths, tracks: dict) -> list[dict]:
+def _path_events(pid: int, cp, paths, tracks: dict, original: list) -> list[dict]:
     from ..analyses.critical_path.solve import HOP_CATEGORIES
 
     seg = paths.segments
     out = []
     flows = 0
     names = paths.chain_names
+    covering = _CoveringOps(original)
     for i, (step, s, e, cat, chain, src) in enumerate(zip(
             seg["step"].tolist(), seg["start_ns"].tolist(), seg["end_ns"].tolist(), seg["category"].tolist(),
             seg["chain"].tolist(), seg["from_chain"].tolist())):
         what = HOP_CATEGORIES[cat]
-        out.append(_slice(pid, TRACK_PATH, what, s, e, "tracedoc.critical_path", PATH_COLOURS.get(what),
-                          {"step": cp.steps[step]["step"], "on": names[chain], "from": names[src]}))
+        op = covering.at(tracks.get(paths.chain_keys[chain]), (s + e) / 2000)
+        args = {"step": cp.steps[step]["step"], "on": names[chain], "from": names[src]}
+        if op:
+            args["op"] = op
+        out.append(_slice(pid, TRACK_PATH, f"{what}: {short_name(op)}" if op else what, s, e,
+                          "tracedoc.critical_path", PATH_COLOURS.get(what), args))
         if chain != src and flows < MAX_FLOWS:
             a, b = tracks.get(paths.chain_keys[src]), tracks.get(paths.chain_keys[chain])
             if a is not None and b is not None:
@@ -119,6 +125,52 @@ def _path_events(pid: int, cp, paths, tracks: dict) -> list[dict]:
                 out.append({**common, "ph": "s", "pid": a[0], "tid": a[1], "ts": s / 1000})
                 out.append({**common, "ph": "f", "bp": "e", "pid": b[0], "tid": b[1], "ts": e / 1000})
     return out
+
+
+class _CoveringOps:
+    """The innermost op, kernel or copy of a track of the original trace at a time: what a critical-path
+    slice on that track covers, to name it by."""
+
+    def __init__(self, events: list) -> None:
+        self._events = events
+        self._tracks: dict | None = None
+
+    def _index(self) -> dict:
+        import numpy as np
+
+        spans: dict = {}
+        for e in self._events:
+            if not isinstance(e, dict) or e.get("ph") != "X" or not isinstance(e.get("name"), str):
+                continue
+            try:
+                ts, dur = float(e["ts"]), float(e.get("dur") or 0)
+            except (KeyError, TypeError, ValueError):
+                continue
+            spans.setdefault((e.get("pid"), e.get("tid")), []).append((ts, ts + dur, e["name"]))
+        out = {}
+        for key, rows in spans.items():
+            rows.sort()
+            out[key] = (np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), [r[2] for r in rows])
+        return out
+
+    def at(self, track: tuple | None, t_us: float) -> str | None:
+        import numpy as np
+
+        if track is None:
+            return None
+        if self._tracks is None:
+            self._tracks = self._index()
+        found = self._tracks.get(track)
+        if found is None:
+            return None
+        starts, ends, names = found
+        hi = int(np.searchsorted(starts, t_us, side="right"))
+        lo = max(0, hi - 512)  # nested ops start shortly before; a bounded look back keeps this linear
+        best, best_len = None, float("inf")
+        for k in range(lo, hi):
+            if ends[k] >= t_us and ends[k] - starts[k] < best_len:
+                best, best_len = names[k], ends[k] - starts[k]
+        return best
 
 
 def _finding_events(pid: int, rank, verdict) -> list[dict]:
