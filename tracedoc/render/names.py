@@ -212,7 +212,14 @@ def fit_names(forms: Sequence[str], width: int) -> list[str]:
     width = max(1, width)
     out = [cut_middle(f, width) for f in forms]
     distinct = list(dict.fromkeys(forms))
-    cut_of = {f: cut_middle(f, width) for f in distinct}
+    # A name too long for the column first loses its namespaces (aten::native_layer_norm -> native_layer_norm),
+    # where no other name of the column then reads the same.
+    bare = {f: unqualified(f) if len(f) > width else f for f in distinct}
+    taken = defaultdict(int)
+    for f in distinct:
+        taken[bare[f]] += 1
+    cut_of = {f: cut_middle(bare[f] if taken[bare[f]] == 1 and bare[f] not in distinct or bare[f] == f else f, width)
+              for f in distinct}
     by_cut: dict[str, list[str]] = defaultdict(list)
     for f in distinct:
         by_cut[cut_of[f]].append(f)
