@@ -44,7 +44,6 @@ def assert_fits(out: str, width: int) -> None:
 
 
 def shared_inputs() -> list[str]:
-    from conftest import TRACES
 
     return ([f"kineto/{n}" for n in shared_names("kineto", "*.json*")] + [f"nsys/{n}" for n in shared_names("nsys", "*.sqlite")]
             + [f"h100/{n}" for n in shared_names("h100", "*.gz")] + [f"h100/{n}" for n in shared_names("h100", "job3_*")])

@@ -233,7 +233,7 @@ def fit_names(forms: Sequence[str], width: int) -> list[str]:
     seen: dict[str, list[str]] = defaultdict(list)
     for f in distinct:
         seen[cut_of[f]].append(f)
-    for text, group in seen.items():
+    for group in seen.values():
         if len(group) > 1:
             for k, f in enumerate(group, 1):
                 mark = f" #{k}"

@@ -18,7 +18,7 @@ from .format import plural
 from .roofline import text_cells
 from .console import TextOptions, make_console, print_item
 from .fit import MIN_NAME_WIDTH, column_widths
-from .names import distinct_short_names, fit_names
+from .names import fit_names
 from .viewmodel import build_report
 from .views import Caps, FindingView, JobSectionView, RankView, ReportView, TableView
 
