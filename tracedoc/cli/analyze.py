@@ -177,10 +177,16 @@ def cmd_analyze(args) -> int:
         from ..render.views import Caps
 
         render_options["caps"] = Caps(full_names=True)
+    if args.perfetto and args.output and os.path.realpath(args.perfetto) == os.path.realpath(args.output):
+        raise UsageError(args.output, "is named by both -o and --perfetto; one would overwrite the other", None,
+                         "give the report and the Perfetto timeline different paths")
+    if args.perfetto:  # both outputs checked before either is written
+        check_output_path(args.perfetto, _inputs(args, path, result) + [("the --output file", args.output)], "--perfetto")
+    if args.output:
+        check_output_path(args.output, _inputs(args, path, result) + [("the --perfetto output", args.perfetto)])
     if args.perfetto:
         from ..render.perfetto import write_perfetto
 
-        check_output_path(args.perfetto, result.paths, "--perfetto")
         write_perfetto(result, args.perfetto)
         merged = result.job is not None and result.job.not_a_job is None
         print(f"tracedoc: wrote the {'merged timeline of the ranks' if merged else 'Perfetto overlay'} to "
@@ -188,7 +194,6 @@ def cmd_analyze(args) -> int:
         if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):
             render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:
-        check_output_path(args.output, result.paths)
         write_atomic(args.output, renderer(fmt).render(result, **render_options))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
     elif fmt == "text":
@@ -202,6 +207,24 @@ def cmd_analyze(args) -> int:
         verdicts = list(result.verdicts) + ([result.job.verdict] if result.job is not None else [])
         return max((fail_on_exit_code(v, args.fail_on) for v in verdicts if v is not None), default=EXIT_OK)
     return EXIT_OK
+
+
+def _inputs(args, path: str, result) -> list[tuple[str, str]]:
+    """Every path ``analyze`` read, named by what it was: no output may replace one of them."""
+    out = [("the trace being analysed", path), ("--log", args.log)]
+    if os.path.isdir(path):  # a run directory's step log joins the report
+        out.append(("the step log", os.path.join(path, "steps.jsonl")))
+    if args.log and os.path.isdir(args.log):
+        from ..logs.reader import resolve_path
+
+        try:
+            out.append(("--log", resolve_path(args.log)))
+        except TracedocError:
+            pass
+    if args.model and os.path.exists(args.model):
+        out.append(("--model", args.model))
+    out += [("--rules", d) for d in args.rules or ()]
+    return out + [("the trace being analysed", p) for p in result.paths]
 
 
 def _rank_on_one_trace(path: str, seen: str) -> UsageError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import stat
 import sys
 import warnings
@@ -28,27 +29,80 @@ _NOT_A_FILE = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
 
-def check_output_path(path: str, inputs: list[str], option: str = "--output") -> None:
+def check_output_path(path: str, inputs, option: str = "--output") -> None:
     """``-o`` (or another ``option`` naming a file to write) writes a new file or replaces a regular
-    one; never an input, a link, a device or a pipe."""
+    one; never a link, a device or a pipe, and never an input.
+
+    ``inputs``: every path the command reads, as paths or (what, path) pairs (``("--log", "train.log")``):
+    files, or directories whose files are all inputs. The output is compared with each by resolved
+    path, and by device and inode (a hard link to an input is that input)."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        return
+        return  # a new file replaces nothing
     except OSError as exc:
         raise TracedocError(path, f"cannot be checked as an {option} path", exc.strerror, "choose another path") from None
     for test, kind in _NOT_A_FILE:
         if test(st.st_mode):
             raise UsageError(path, f"is {kind}; {option} writes only a new file or replaces a regular one", None,
                              "name a file path, or leave -o out to write to stdout")
-    for inp in inputs:
-        try:
-            same = os.path.samefile(path, inp)
-        except OSError:
-            same = False
-        if same:
-            raise UsageError(path, f"is the trace being analysed; {option} would overwrite it", None,
-                             "write the report to another path")
+    real = os.path.realpath(path)
+    ident = (st.st_dev, st.st_ino)
+    for what, inp in _labelled(inputs):
+        clash = _same_input(real, ident, st.st_nlink > 1, inp, what)
+        if clash:
+            raise UsageError(path, f"is {clash}; {option} would overwrite it", None,
+                             "write the output to a path that no input uses")
+
+
+_MAX_SCANNED = 100_000  # files of an input directory compared by inode (only when the output has hard links)
+# The names a directory of rank traces gives its reader (.json, .json.gz, .sqlite; a saved report beside
+# them, NAME.report.json, or a dot file is not read). A log directory's one log is passed by its path.
+_READ_FROM_DIRECTORY = re.compile(r"\.(json|json\.gz|sqlite|sqlite3)$", re.I)
+
+
+def _read_from_directory(name: str) -> bool:
+    return bool(_READ_FROM_DIRECTORY.search(name)) and not name.endswith(".report.json") and not name.startswith(".")
+
+
+def _labelled(inputs) -> list[tuple[str, str]]:
+    out = []
+    for item in inputs or ():
+        what, inp = item if isinstance(item, tuple) else ("an input", item)
+        what = what if what.startswith(("the ", "an ", "a ")) else f"the {what} input"
+        if inp:
+            out.append((what, os.fspath(inp)))
+    return out
+
+
+def _same_input(real: str, ident: tuple[int, int], linked: bool, inp: str, what: str) -> str | None:
+    """How the output at ``real`` (device and inode ``ident``) is the input ``inp``, or None."""
+    try:
+        inp_real = os.path.realpath(inp)
+        ist = os.stat(inp)
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISDIR(ist.st_mode):
+        if os.path.dirname(real) == inp_real and _read_from_directory(os.path.basename(real)):
+            return f"a file inside {what}, the directory {inp}, that is read as an input"
+        if linked:  # a hard link to a file the directory's reader takes, from elsewhere
+            try:
+                names = [n for n in os.listdir(inp_real) if _read_from_directory(n)][:_MAX_SCANNED]
+            except OSError:
+                names = []
+            for name in names:
+                try:
+                    fst = os.stat(os.path.join(inp_real, name))
+                except OSError:
+                    continue
+                if (fst.st_dev, fst.st_ino) == ident:
+                    return f"a hard link to {os.path.join(inp, name)}, an input inside {what}"
+        return None
+    if inp_real == real:
+        return what
+    if (ist.st_dev, ist.st_ino) == ident:
+        return f"a hard link to {what}, {inp}"
+    return None
 
 
 def show_warning(message, category, filename, lineno, file=None, line=None):

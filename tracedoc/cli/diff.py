@@ -82,7 +82,7 @@ def cmd_diff(args) -> int:
         print(f"tracedoc: warning: {w}", file=sys.stderr)
     text = renderer(fmt, "diff").render(result)
     if args.output:
-        check_output_path(args.output, [args.before, args.after])
+        check_output_path(args.output, [("the BASE input", args.before), ("the NEW input", args.after)])
         write_atomic(args.output, text)
         print(f"tracedoc: wrote {fmt} diff to {args.output}", file=sys.stderr)
     else:

@@ -60,7 +60,8 @@ def cmd_logs(args) -> int:
         print(f"tracedoc: warning: {result.source}: {w}", file=sys.stderr)
     text = renderer(fmt, "log").render(result)
     if args.output:
-        check_output_path(args.output, [args.path, *(args.config or ())])
+        check_output_path(args.output, [("the log being analysed", args.path), ("the log being analysed", result.source), *(("--config", c) for c in args.config or ()),
+                                        *(("--rules", d) for d in args.rules or ())])
         write_atomic(args.output, text)
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
     else:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import TracedocError, UsageError
+from ..outfiles import replace_atomically
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
@@ -50,11 +51,11 @@ def write_job_perfetto(result: "AnalysisResult", out_path: str) -> str:
     ranks = [r for r in result.ranks if r.rank is not None and r.rank in set(view.ranks_used)]
     if not ranks:
         raise UsageError("--perfetto", "found no rank of the job to draw", None, "check the directory's rank files")
-    tmp = f"{out_path}.tmp-{os.getpid()}"
-    opener = (lambda p: gzip.open(p, "wb", compresslevel=6)) if out_path.endswith(".gz") else (lambda p: open(p, "wb"))
     flows = _Flows(inst, {r.rank: rank_pid(i) for i, r in enumerate(sorted(ranks, key=lambda x: x.rank))})
-    try:
-        with opener(tmp) as f:
+
+    def write(raw) -> None:
+        f = gzip.GzipFile(os.path.basename(out_path)[:-3], "wb", 6, raw) if out_path.lower().endswith(".gz") else raw
+        with f:
             f.write(b'{"displayTimeUnit":"ms","traceEvents":[')
             first = True
             for order, r in enumerate(sorted(ranks, key=lambda x: x.rank)):
@@ -74,19 +75,11 @@ def write_job_perfetto(result: "AnalysisResult", out_path: str) -> str:
                     f.write(chunk if first else b"," + chunk)
                     first = False
             f.write(b"]}")
-        os.replace(tmp, out_path)
+
+    try:
+        replace_atomically(out_path, write)
     except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise TracedocError(out_path, "cannot be written", exc.strerror, "choose another --perfetto path") from None
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
     return out_path
 
 
