@@ -30,13 +30,22 @@ def _outside_isolates(text: str) -> str:
     return re.sub(f"{FSI}[^{PDI}]*{PDI}", "", text)
 
 
-def test_every_bidi_control_in_the_reports_sits_inside_an_isolate(tmp_path):
+def test_every_bidi_control_in_the_html_report_sits_inside_an_isolate(tmp_path):
     result = hostile_result(tmp_path)
-    for out in (render_html(result), render_md(result)):
-        assert RLO in out and LRE in out  # the names are shown as they are
-        rest = _outside_isolates(out)
-        assert RLO not in rest and LRE not in rest
-        assert out.count(FSI) == out.count(PDI)
+    out = render_html(result)
+    assert RLO in out and LRE in out  # the names are shown as they are
+    rest = _outside_isolates(out)
+    assert RLO not in rest and LRE not in rest
+    assert out.count(FSI) == out.count(PDI)
+
+
+def test_markdown_and_text_show_bidi_controls_as_visible_escapes(tmp_path):
+    from tracedoc.render import render_text
+
+    result = hostile_result(tmp_path)
+    for out in (render_md(result), render_text(result)):
+        assert RLO not in out and LRE not in out
+        assert "\\u202e" in out or "\\\\u202e" in out  # shown, escaped (Markdown escapes the backslash too)
 
 
 def test_plain_strings_are_left_alone():

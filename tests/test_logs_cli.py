@@ -173,7 +173,7 @@ def test_markdown_escapes_log_strings(tmp_path):
     evil = tmp_path / "a|b`c@team<x>.jsonl"
     write_log(evil)
     md = tracedoc("logs", evil, "--format", "md").stdout
-    assert "a\\|b\\`c&#64;team&lt;x&gt;" in md and "@team" not in md and "<x>" not in md
+    assert "a\\|b\\`c&#64;&#8203;team&lt;x&gt;" in md and "@team" not in md and "<x>" not in md
     assert "| nan | step 150 |" in md
 
 

@@ -12,6 +12,9 @@ import warnings
 from .exits import EXIT_ERROR, EXIT_USAGE
 
 
+MAX_SEEN_CHARS = 240
+
+
 class TracedocError(Exception):
     """Base class for errors tracedoc reports to the user."""
 
@@ -27,7 +30,10 @@ class TracedocError(Exception):
     def message(self) -> str:
         parts = [f"{self.where}: {self.what}"]
         if self.seen:
-            parts.append(f"(saw {self.seen})")
+            seen = str(self.seen)
+            if len(seen) > MAX_SEEN_CHARS:  # what was seen is an excerpt, never a dump of the input
+                seen = f"{seen[:MAX_SEEN_CHARS]}... ({len(seen):,} characters)"
+            parts.append(f"(saw {seen})")
         msg = " ".join(parts)
         if self.todo:
             msg = f"{msg.rstrip('.')}; {self.todo}"

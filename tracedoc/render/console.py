@@ -49,14 +49,16 @@ def color_allowed(no_color: bool = False) -> bool:
     return not no_color and not os.environ.get("NO_COLOR")
 
 
-def make_console(options: TextOptions, file: IO[str] | None = None) -> Any:
-    """A rich console for ``options`` writing to ``file`` (a StringIO for rendering to a string)."""
+def make_console(options: TextOptions, file: IO[str] | None = None, markup: bool = True) -> Any:
+    """A rich console for ``options`` writing to ``file`` (a StringIO for rendering to a string).
+    ``markup=False`` for consoles that print strings from traces: ``[link=...]`` or ``[/]`` in a name is
+    then text, neither a link nor a markup error (nor an emoji code)."""
     from rich.console import Console
 
     width = options.width or (None if options.terminal else PIPE_WIDTH)
     return Console(file=file, width=width, color_system="auto" if options.color else None,
                    force_terminal=options.color or None, no_color=not options.color, highlight=False,
-                   soft_wrap=not options.terminal)
+                   soft_wrap=not options.terminal, markup=markup, emoji=markup)
 
 
 def print_item(console: Any, item: Any, options: TextOptions, widen: bool | None = None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..neutral import clean_lines
 from .diffview import DiffView, build_diff_view
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,7 +62,7 @@ def render_diff_text(d: "DiffResult", width: int = 100) -> str:
         out += ["", f"{'rank':<10}{'before ms':>12}{'after ms':>12}{'delta ms':>12}  largest category"]
         for r in v.ranks:
             out.append(f"{r.rank:<10}{r.before_ms:>12}{r.after_ms:>12}{r.delta:>12}  {r.top}")
-    return "\n".join(out) + "\n"
+    return clean_lines(out) + "\n"  # names and labels from traces and saved reports, cleaned (tracedoc.neutral)
 
 
 def render_diff_md(d: "DiffResult") -> str:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..neutral import clean_lines
 from .format import fmt_log_value, readable
 from .views import LogView
 
@@ -105,7 +106,7 @@ def render_log_text(result: "LogResult") -> str:
         out.append(f"    expect: {f.expect}")
     if v.warnings:
         out += ["", "Warnings"] + [f"  {w}" for w in v.warnings]
-    return "\n".join(out) + "\n"
+    return clean_lines(out) + "\n"  # strings from the log and its configs, cleaned (tracedoc.neutral)
 
 
 def render_log_json(result: "LogResult") -> str:

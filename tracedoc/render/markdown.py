@@ -9,10 +9,10 @@ many rows were left out.
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..neutral import md_code_block as md_code, md_escape  # noqa: F401 - the Markdown escapes live in neutral
 from .templating import jinja_environment
 from .viewmodel import build_report
 from .views import Caps
@@ -22,22 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MAX_MD_CHARS = 65_000
 _TARGET_MD_CHARS = 60_000
-
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~])")
-
-
-def md_escape(value: Any) -> str:
-    """Escape text for a Markdown paragraph or table cell: nothing in it can format, link or inject HTML."""
-    text = " ".join(str(value).splitlines())  # \n, \r and every other line break (U+2028, U+0085, ...)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = _MD_SPECIAL.sub(r"\\\1", text)
-    return text.replace("@", "&#64;")  # a trace string must not @-mention anyone in a ticket
-
-
-def md_code(value: Any) -> str:
-    """Text for a fenced code block: a fence inside it cannot close the block."""
-    return str(value).replace("```", "`\u200b``")
-
 
 _SHRINK = (
     {"table_rows": 10, "evidence_rows": 5, "steps": 20, "ranks": 64, "name_chars": 160, "timeline": False},

@@ -41,6 +41,10 @@ def jinja_environment(kind: str = "html"):
                              autoescape=kind == "html", undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                              finalize=isolate_bidi)
+    if kind == "md":  # every string a Markdown template shows passes one of these (tracedoc.neutral)
+        from ..neutral import md_code_block, md_code_span, md_escape
+
+        env.filters.update(md=md_escape, code=md_code_block, code_span=md_code_span)
     return env
 
 

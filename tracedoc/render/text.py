@@ -14,6 +14,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from ..neutral import clean_view
 from .format import plural
 from .roofline import text_cells
 from .console import TextOptions, make_console, print_item
@@ -41,7 +42,8 @@ _WIDE = ("name", "after", "launched_by")
 
 
 def renderables(result: "AnalysisResult", options: TextOptions = TextOptions()) -> list[Any]:
-    return view_renderables(build_report(result, replace(PIPE_CAPS, full_names=options.full_names)), options)
+    # Every string of the view came from a trace or a file: cleaned here, before it is laid out (tracedoc.neutral).
+    return view_renderables(clean_view(build_report(result, replace(PIPE_CAPS, full_names=options.full_names))), options)
 
 
 def render_text(result: "AnalysisResult", width: int | None = None, options: TextOptions | None = None,
@@ -49,13 +51,13 @@ def render_text(result: "AnalysisResult", width: int | None = None, options: Tex
     """The terminal summary as a string; by default laid out for a pipe (100 columns, no colour)."""
     options = options or TextOptions(width=width, **flags)
     buf = io.StringIO()
-    _print(result, options, make_console(options, buf))
+    _print(result, options, make_console(options, buf, markup=False))
     return buf.getvalue()
 
 
 def print_text(result: "AnalysisResult", options: TextOptions) -> None:
     """Print the summary to stdout laid out for it (a terminal or not)."""
-    _print(result, options, make_console(options))
+    _print(result, options, make_console(options, markup=False))
 
 
 def _print(result: "AnalysisResult", options: TextOptions, console: Any) -> None:
