@@ -16,7 +16,7 @@ from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, output_extension, output_extensions_text, renderer, renderer_for_path
 from .estimate import add_estimate_options, estimate_request
-from .common import add_output_options, check_output_path, text_options
+from .common import add_output_options, check_output_path, jobs_count, print_warning, text_options
 from ..outfiles import write_atomic
 from ..exits import EXIT_FAIL_ON, EXIT_OK
 
@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
                    help="output format (default: from the -o file's extension, else text)")
     a.add_argument("-o", "--output", help="write the output to this file instead of stdout "
                                           "(.html, .md, .json or .txt choose the format)")
-    a.add_argument("-j", "--jobs", type=int, default=None, help="processes for directories (default: CPU count)")
+    a.add_argument("-j", "--jobs", type=jobs_count, default=None, help="processes for directories (1 to the CPU count; default: CPU count)")
     a.add_argument("--scheduler", metavar="ADDRESS",
                    help="analyse the ranks of a directory on a Dask cluster (e.g. tcp://host:8786); "
                         "its workers must see the same paths")
@@ -156,13 +156,13 @@ def cmd_analyze(args) -> int:
             progress.stop()
     for r in result.ranks:
         for w in r.warnings:
-            print(f"tracedoc: warning: {w}", file=sys.stderr)
+            print_warning(w)
     if result.job is not None:
         from ..checks import BUG_PREFIX
 
         for issue in result.job.issues:
             if issue.startswith(BUG_PREFIX):
-                print(f"tracedoc: warning: {issue}", file=sys.stderr)
+                print_warning(issue)
     if args.rank is not None:
         if result.job is None:
             rank = result.ranks[0].rank if result.ranks else None

@@ -11,6 +11,7 @@ import warnings
 
 from ..errors import TracedocError, TraceWarning, UsageError
 from ..exits import EXIT_USAGE
+from ..neutral import clean_text
 
 
 class Parser(argparse.ArgumentParser):
@@ -21,8 +22,13 @@ class Parser(argparse.ArgumentParser):
 
 def print_error(exc: TracedocError) -> int:
     """Print a tracedoc error as one line on stderr; return its exit code."""
-    print(f"tracedoc: error: {exc.message()}", file=sys.stderr)
+    print(f"tracedoc: error: {clean_text(exc.message())}", file=sys.stderr)
     return exc.exit_code
+
+
+def print_warning(message: object) -> None:
+    """One warning line on stderr; what it quotes from an input is cleaned (``tracedoc.neutral``)."""
+    print(f"tracedoc: warning: {clean_text(message)}", file=sys.stderr)
 
 
 _NOT_A_FILE = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
@@ -108,7 +114,7 @@ def _same_input(real: str, ident: tuple[int, int], linked: bool, inp: str, what:
 def show_warning(message, category, filename, lineno, file=None, line=None):
     """``warnings.showwarning`` for the CLI: tracedoc's own warnings as one line each."""
     if issubclass(category, TraceWarning):
-        print(f"tracedoc: warning: {message}", file=sys.stderr)
+        print_warning(message)
     else:
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
@@ -155,3 +161,15 @@ def _non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is negative")
     return value
+
+
+MAX_JOBS = 1024  # -j above this is a typo, not a machine
+
+
+def jobs_count(text: str) -> int:
+    """argparse type for ``-j``: a whole number from 1 to ``MAX_JOBS``; more than the CPU count runs as
+    many processes as there are CPUs (each rank's analysis is CPU-bound, and every process holds a rank)."""
+    value = _non_negative_int(text.strip()) if len(text) < 20 else MAX_JOBS + 1
+    if not 1 <= value <= MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a process count from 1 to {MAX_JOBS}")
+    return min(value, os.cpu_count() or 1)

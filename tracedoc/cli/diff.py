@@ -9,12 +9,14 @@ the reason on stderr.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from ..exits import EXIT_GATE, EXIT_OK
 from ..render import FORMATS, renderer
 from .analyze import output_format
-from .common import check_output_path
+from .common import check_output_path, jobs_count, print_warning
+from ..neutral import clean_text
 from ..outfiles import write_atomic
 
 
@@ -22,7 +24,9 @@ def _percent(text: str) -> float:
     try:
         value = float(text.strip().rstrip("%"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expects a percentage such as 5 or 2.5, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expects a percentage such as 5 or 2.5, got {text[:40]!r}") from None
+    if not math.isfinite(value):  # NaN compares false with everything: the gate would never fail
+        raise argparse.ArgumentTypeError(f"expects a finite percentage such as 5 or 2.5, got {text[:40]!r}")
     if value < 0:
         raise argparse.ArgumentTypeError(f"expects a percentage of 0 or more, got {text!r}")
     return value
@@ -40,7 +44,7 @@ def register(sub) -> None:
     d.add_argument("-f", "--format", choices=FORMATS, default=None,
                    help="output format (default: from the -o file's extension, else text)")
     d.add_argument("-o", "--output", help="write the output to this file instead of stdout")
-    d.add_argument("-j", "--jobs", type=int, default=None, help="processes for rank directories (default: CPU count)")
+    d.add_argument("-j", "--jobs", type=jobs_count, default=None, help="processes for rank directories (1 to the CPU count; default: CPU count)")
     d.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
     d.add_argument("--noise", metavar="PCT", type=_percent, default=None,
                    help="step-time changes smaller than this are 'within noise' (default: 2)")
@@ -79,7 +83,7 @@ def cmd_diff(args) -> int:
     options = {"step_range": args.step_range} if args.step_range else {}
     result = diff(args.before, args.after, jobs=args.jobs, noise_pct=args.noise, **options)
     for w in result.warnings:
-        print(f"tracedoc: warning: {w}", file=sys.stderr)
+        print_warning(w)
     text = renderer(fmt, "diff").render(result)
     if args.output:
         check_output_path(args.output, [("the BASE input", args.before), ("the NEW input", args.after)])
@@ -89,6 +93,6 @@ def cmd_diff(args) -> int:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     reasons = gate_failures(result, args.fail_on_regression, conditions)
     for reason in reasons:
-        print(f"tracedoc: gate failed: {reason}", file=sys.stderr)
+        print(f"tracedoc: gate failed: {clean_text(reason)}", file=sys.stderr)
     return EXIT_GATE if reasons else EXIT_OK
 

@@ -11,7 +11,7 @@ from ..exits import EXIT_OK
 from ..logs.registry import LOG_FORMATS
 from ..render import FORMATS, renderer
 from .analyze import add_engine_options, engine_kwargs, fail_on_exit_code, output_format
-from .common import check_output_path
+from .common import check_output_path, jobs_count, print_warning
 from ..outfiles import write_atomic
 
 MIN_WINDOW = 5
@@ -30,8 +30,8 @@ def register(sub: Any) -> None:
     g.add_argument("-o", "--output", help="write the output to this file instead of stdout")
     g.add_argument("--window", type=int, default=50, help="moving-average / trailing-median window in log points")
     g.add_argument("--gpu", metavar="NAME", help="the GPU the job ran on, for the bf16 check (e.g. V100)")
-    g.add_argument("-j", "--jobs", type=int, default=None, help="processes for a large JSON Lines log "
-                                                               "(default: CPU count, at most 4)")
+    g.add_argument("-j", "--jobs", type=jobs_count, default=None, help="processes for a large JSON Lines log "
+                                                               "(1 to the CPU count; default: CPU count, at most 4)")
     g.add_argument("--format-hint", metavar="NAME", choices=LOG_FORMATS, default=None,
                    help=f"read the log as this format instead of sniffing it: {', '.join(LOG_FORMATS)} "
                         "(text: lines of name: value or name=value pairs)")
@@ -57,7 +57,7 @@ def cmd_logs(args) -> int:
                          gpu_name=args.gpu, command=command, options=LogOptions(window=args.window), jobs=args.jobs,
                          log_format=args.format_hint, fields=fields)
     for w in result.warnings:
-        print(f"tracedoc: warning: {result.source}: {w}", file=sys.stderr)
+        print_warning(f"{result.source}: {w}")
     text = renderer(fmt, "log").render(result)
     if args.output:
         check_output_path(args.output, [("the log being analysed", args.path), ("the log being analysed", result.source), *(("--config", c) for c in args.config or ()),

@@ -65,16 +65,66 @@ def cmd_trigger(a) -> int:
                 status = EXIT_ERROR
                 continue
             print(f"tracedoc: asked process {pid} for a capture (SIGUSR2)")
+        elif _looks_numeric(target):
+            sys.stderr.write(f"tracedoc trigger: {_shown(target)} is not a process id (a whole number) nor a path "
+                             "tracedoc created; pass the PID of a running `tracedoc run` job, or its --outdir\n")
+            status = EXIT_USAGE
         else:
             path = os.path.join(target, "TRIGGER") if os.path.isdir(target) else target
-            try:
-                with open(path, "a"):
-                    pass
-                os.utime(path, None)
-            except OSError as exc:
-                sys.stderr.write(f"tracedoc trigger: cannot touch {path} ({exc.strerror}); pass the job's "
-                                 "--outdir or its --trigger-file\n")
+            why = _touch(path)
+            if why:
+                sys.stderr.write(f"tracedoc trigger: cannot touch {_shown(path)} ({why}); pass the job's --outdir "
+                                 "or its --trigger-file\n")
                 status = EXIT_ERROR
                 continue
-            print(f"tracedoc: touched {path}; every process watching it captures its next steps")
+            print(f"tracedoc: touched {_shown(path)}; every process watching it captures its next steps")
     return status
+
+
+def _looks_numeric(target: str) -> bool:
+    """``1e3``, ``0x10``, ``-5.0``: a mistyped process id, not the name of a trigger file."""
+    text = target.strip()
+    if os.path.exists(target) or not text:
+        return False
+    try:
+        float(text)
+        return True
+    except ValueError:
+        pass
+    try:
+        int(text, 0)
+        return True
+    except ValueError:
+        return False
+
+
+def _shown(path: str) -> str:
+    from ..neutral import clean_text
+
+    return clean_text(path[:200])
+
+
+def _touch(path: str) -> str | None:
+    """Touch the trigger file at ``path`` (created when missing); why not, or None. Only a regular file:
+    opening a named pipe would wait for a reader forever, and a link is never followed to create one."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        return exc.strerror
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        from ..infile import kind_of_mode
+
+        return f"it is {kind_of_mode(st.st_mode)}, not a trigger file"
+    try:
+        if st is None:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+            os.close(os.open(path, flags, 0o666))
+        else:
+            os.utime(path, None)
+    except OSError as exc:
+        return exc.strerror
+    return None

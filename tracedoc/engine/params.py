@@ -8,6 +8,7 @@ are errors that name the key and suggest the closest valid one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from .expr import BOOL, NUM, STR, suggest
 from .rulefile import Rule, value_type
 from ..errors import UsageError
+from ..infile import excerpt as infile_excerpt
 
 try:  # tomli's compiled wheels parse the rule files about 3x faster than the standard library's tomllib
     import tomli as tomllib
@@ -26,22 +28,46 @@ class ParamError(UsageError):
     """A threshold override names an unknown rule or parameter, or has the wrong type."""
 
 
-def parse_value(text: str) -> Any:
-    """Turn the right-hand side of ``--param`` into a value: bool, int, float, ``10%`` or string."""
+MAX_DIGITS = 300  # no threshold has more digits; a longer number is a mistake, not a value
+
+
+def parse_value(text: str, where: str = "--param") -> Any:
+    """Turn the right-hand side of ``--param`` into a value: bool, int, float, ``10%`` or string.
+    A number that is not finite (``nan``, ``inf``, ``1e400``) or has more than ``MAX_DIGITS`` digits is a
+    usage error: NaN compares false with everything, so it would silently mute the rule."""
     text = text.strip()
     lowered = text.lower()
     if lowered in ("true", "false"):
         return lowered == "true"
+    digits = sum(c.isdigit() for c in text)
     try:
         if text.endswith("%"):
-            return float(text[:-1]) / 100.0
-        return int(text)
+            value: Any = float(text[:-1]) / 100.0
+        elif digits > MAX_DIGITS:
+            value = float(text)  # checked below; int() of thousands of digits is slow or refused
+        else:
+            return int(text)
     except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
+        try:
+            value = float(text)
+        except ValueError:
+            return text
+    return check_number(value, where, text)
+
+
+def check_number(value: Any, where: str, shown: Any = None) -> Any:
+    """``value`` unchanged when it is a finite number of sane size (or not a number at all); else a usage error."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    text = shown if isinstance(shown, str) else None
+    if isinstance(value, float) and not math.isfinite(value) or (isinstance(value, int) and value.bit_length() > 1000):
+        seen = infile_excerpt(text if text is not None else repr(value))
+        raise ParamError(where, "needs a finite number", seen,
+                         "give a plain number such as 0.1 or 10% (nan and inf would switch the rule off)")
+    if text is not None and sum(c.isdigit() for c in text) > MAX_DIGITS:
+        raise ParamError(where, f"has a number of more than {MAX_DIGITS} digits", infile_excerpt(text),
+                         "give a plain number such as 0.1 or 10%")
+    return value
 
 
 def parse_assignments(items: Iterable[str], where: str = "--param") -> dict[str, Any]:
@@ -52,7 +78,7 @@ def parse_assignments(items: Iterable[str], where: str = "--param") -> dict[str,
         key = key.strip()
         if not sep or "." not in key or not value.strip():
             raise ParamError(where, f"{item!r} is not RULE.param=value", todo="e.g. --param TD301.stall_threshold=0.1")
-        out[key] = parse_value(value)
+        out[key] = parse_value(value, f"{where} {key}")
     return out
 
 
@@ -79,14 +105,39 @@ def find_pyproject(start: str | Path | None = None) -> Path | None:
     return None
 
 
+PYPROJECT_KEYS = ("params", "rules")  # what [tool.tracedoc] may hold
+MAX_PYPROJECT_BYTES = 4 << 20
+
+
 def _tool_table(path: Path) -> dict[str, Any] | None:
+    """``[tool.tracedoc]`` of a pyproject.toml, None when it has none. A file that mentions the table but
+    cannot be read as TOML, or a table of the wrong shape, is an error naming it (never silently ignored)."""
+    from ..infile import read_input
+
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except (OSError, UnicodeDecodeError, RecursionError, MemoryError, tomllib.TOMLDecodeError):
-        return None  # not a readable pyproject: it holds no tracedoc settings
-    table = data.get("tool", {}).get("tracedoc")
-    return table if isinstance(table, dict) else None
+        raw = read_input(str(path), ParamError, "pyproject.toml", max_bytes=MAX_PYPROJECT_BYTES)
+    except ParamError:
+        return None  # not a file tracedoc can read (a pipe, too large): it holds no tracedoc settings
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, RecursionError, MemoryError, ValueError) as exc:  # TOMLDecodeError is a ValueError
+        if b"tool.tracedoc" not in raw:
+            return None  # not a readable pyproject, and not one that tries to configure tracedoc
+        raise ParamError(f"{path}: [tool.tracedoc]", "is in a pyproject.toml that is not valid TOML",
+                         infile_excerpt(str(exc), chars=120), "fix the file (tracedoc would otherwise "
+                         "run without its settings)") from None
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict) or "tracedoc" not in tool:
+        return None
+    table = tool["tracedoc"]
+    if not isinstance(table, dict):
+        raise ParamError(f"{path}: tool.tracedoc", "must be a table", infile_excerpt(repr(table)),
+                         "write [tool.tracedoc.params] with RULE.param = value lines")
+    unknown = [k for k in table if k not in PYPROJECT_KEYS]
+    if unknown:
+        raise ParamError(f"{path}: [tool.tracedoc]", f"has an unknown key {infile_excerpt(unknown[0])}"
+                         f"{suggest(str(unknown[0]), PYPROJECT_KEYS)}", None, f"its keys: {', '.join(PYPROJECT_KEYS)}")
+    return table
 
 
 def read_pyproject(start: str | Path | None = None) -> tuple[dict[str, Any], list[Path], Path | None]:
@@ -102,6 +153,8 @@ def read_pyproject(start: str | Path | None = None) -> tuple[dict[str, Any], lis
     params = table.get("params", {})
     if not isinstance(params, dict):
         raise ParamError(f"{path}: [tool.tracedoc.params]", "expected a table of RULE.param = value")
+    for key, value in flatten(params).items():
+        check_number(value, f"{path}: [tool.tracedoc.params] {key}")
     dirs = table.get("rules", [])
     if isinstance(dirs, str):
         dirs = [dirs]

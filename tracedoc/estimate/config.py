@@ -51,14 +51,20 @@ _EXPLICIT_KEYS = {
 }
 
 
+MAX_CONFIG_BYTES = 16 << 20  # a Hugging Face config.json is a few KB; a tokenizer's vocabulary a few MB
+
+
 def load_model_spec(text: str) -> ModelSpec:
     """A spec from a config.json path or explicit params (``hidden=4096,layers=32,heads=32,...``)."""
-    if os.path.exists(text):
+    if os.path.exists(text) or os.path.islink(text):
+        from ..infile import excerpt, read_input
+
+        # Read through infile: a pipe or a device is refused before a byte is read, and a config is small.
+        raw = read_input(text, UsageError, "model config", max_bytes=MAX_CONFIG_BYTES)
         try:
-            with open(text, encoding="utf-8") as f:
-                cfg = json.load(f)
-        except (OSError, ValueError) as exc:
-            raise UsageError(text, "is not a readable JSON model config", str(exc),
+            cfg = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise UsageError(text, "is not a readable JSON model config", excerpt(str(exc), chars=80),
                              "pass a Hugging Face config.json or key=value params") from None
         if not isinstance(cfg, dict):
             raise UsageError(text, "is not a JSON object", type(cfg).__name__, "pass a Hugging Face config.json")
