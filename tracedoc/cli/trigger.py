@@ -122,9 +122,13 @@ def _touch(path: str) -> str | None:
     try:
         if st is None:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-            os.close(os.open(path, flags, 0o666))
-        else:
-            os.utime(path, None)
+            try:
+                os.close(os.open(path, flags, 0o666))
+                return None
+            except FileExistsError:  # created meanwhile (by another trigger): touch it below if it is a file
+                if not os.path.isfile(path) or os.path.islink(path):
+                    return "it appeared meanwhile and is not a regular file"
+        os.utime(path, None)
     except OSError as exc:
         return exc.strerror
     return None

@@ -18,6 +18,7 @@ when it evaluates to a definite truth, so a rule never fires on a metric the tra
 from __future__ import annotations
 
 import ast
+import math
 import difflib
 import math
 import operator
@@ -83,6 +84,7 @@ _FORBIDDEN_HINTS: dict[type, str] = {
 
 # Bounds far above any real rule (the shipped ones use at most 162 characters, 26 nodes, depth 7), so
 # a pathological expression is refused with a message instead of exhausting the parser's stack.
+MAX_LITERAL = 1e30  # the largest number a rule or gate may write
 MAX_EXPR_CHARS = 4000
 MAX_EXPR_NODES = 1000
 MAX_EXPR_DEPTH = 64
@@ -190,7 +192,13 @@ class _Checker:
             return NONE
         kind = value_type(value)
         if kind is None:
-            raise self.fail(node, f"literal {value!r} is not allowed (numbers, True/False, None and strings are)")
+            raise self.fail(node, f"literal {_clip(repr(value), 40)} is not allowed (numbers, True/False, None and strings are)")
+        if kind == NUM and not isinstance(value, bool):
+            # 1e400 is inf and a 400-digit integer is no metric's value: either would make the comparison
+            # always true or always false, silently. MAX_LITERAL is far above any metric (bytes, ns, counts).
+            if isinstance(value, float) and not math.isfinite(value) or abs(value) > MAX_LITERAL:
+                raise self.fail(node, f"number {_clip(ast.get_source_segment(self.source.strip(), node) or repr(value), 40)} "
+                                      f"is out of range (a finite number up to {MAX_LITERAL:.0e})")
         return kind
 
     def _check_Name(self, node: ast.Name) -> str:
