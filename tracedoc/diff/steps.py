@@ -138,16 +138,44 @@ def mean_profile(profiles: list[StepProfile]) -> StepProfile:
 def median_change_interval_ns(before: StepProfile, after: StepProfile, min_steps: int = MIN_STEPS_FOR_INTERVAL,
                               resamples: int = 2000, level: float = 0.95) -> tuple[float, float] | None:
     """A bootstrap interval for the change of the median step time (None with fewer than
-    ``min_steps`` steps on a side). Deterministic: the resampling is seeded."""
+    ``min_steps`` steps on a side). Deterministic: the resampling is seeded.
+
+    Each side's bootstrap medians are drawn from their exact distribution (:func:`bootstrap_medians`)
+    instead of by resampling every step: the same interval a resampling bootstrap gives, in memory and
+    time that do not grow with the number of steps (resampling 240,000 steps 2,000 times held 7.7 GB)."""
     b, a = np.asarray(before.intervals_ns, dtype=np.float64), np.asarray(after.intervals_ns, dtype=np.float64)
     if b.size < min_steps or a.size < min_steps:
         return None
     rng = np.random.default_rng(0)
-    med_b = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
-    med_a = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
+    med_b = bootstrap_medians(b, resamples, rng)
+    med_a = bootstrap_medians(a, resamples, rng)
     tail = (1 - level) / 2 * 100
     lo, hi = np.percentile(med_a - med_b, [tail, 100 - tail])
     return float(lo), float(hi)
+
+
+def bootstrap_medians(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """``resamples`` medians of bootstrap resamples of ``values`` (``np.median`` of ``n`` draws with
+    replacement), drawn from their exact distribution without building any resample.
+
+    A draw with replacement is ``sorted[floor(n * U)]`` with U uniform on [0, 1), and floor is monotone, so
+    the k-th smallest of n draws is ``sorted[floor(n * U_(k))]``, U_(k) the k-th order statistic of n
+    uniforms, which is Beta(k, n - k + 1). For an even n the median averages the k-th and (k+1)-th
+    smallest (k = n/2): given U_(k), the (k+1)-th is the least of the n - k uniforms above it,
+    U_(k) + (1 - U_(k)) * Beta(1, n - k). Memory and time: O(n log n) to sort, O(resamples) after."""
+    x = np.sort(values[np.isfinite(values)])
+    n = x.size
+
+    def at(u: np.ndarray) -> np.ndarray:
+        return x[np.minimum((u * n).astype(np.int64), n - 1)]
+
+    if n % 2:
+        k = (n + 1) // 2
+        return at(rng.beta(k, n - k + 1, resamples))
+    k = n // 2
+    first = rng.beta(k, n - k + 1, resamples)
+    second = first + (1 - first) * rng.beta(1, n - k, resamples)
+    return (at(first) + at(second)) / 2
 
 
 def attribution_ns(before: StepProfile, after: StepProfile) -> dict[str, int]:
