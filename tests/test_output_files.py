@@ -165,3 +165,20 @@ def test_output_and_perfetto_on_one_path_are_refused_before_writing(trace, tmp_p
     assert rc == 2 and "both -o and --perfetto" in err and not out.exists()
     rc, err = _run(["analyze", str(trace), "--no-progress", "--perfetto", str(trace)], capsys)
     assert rc == 2 and "the trace being analysed" in err
+
+
+def test_a_gzip_bomb_given_to_diff_as_a_saved_report_is_refused_within_bounds(trace, tmp_path, capsys):
+    import gzip
+    import resource
+
+    bomb = tmp_path / "bomb.report.json"
+    with gzip.open(bomb, "wb", compresslevel=9) as f:
+        f.write(b'{"schema": "tracedoc.analysis", "schema_version": 1, "ranks": [], "pad": "')
+        for _ in range(512):  # 512 MiB of spaces, about 0.5 MB compressed
+            f.write(b" " * (1 << 20))
+        f.write(b'"}')
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rc, err = _run(["diff", str(trace), str(bomb), "-f", "json"], capsys)
+    grew_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert rc == 1 and "gzip bomb" in err and "Traceback" not in err
+    assert grew_mb < 300  # the limit is 64 MB inflated (0.5 MB x 128 is less)

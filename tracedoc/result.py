@@ -270,19 +270,14 @@ class AnalysisResult(Record, dict=True, kw_only=True):
 
 def load(path: str | os.PathLike) -> AnalysisResult:
     """Read a report saved by ``tracedoc analyze --format json`` (or ``AnalysisResult.save``; gzip too)."""
-    import gzip
-
     import orjson
 
+    from .infile import read_input
+
     path = os.fspath(path)
+    raw = read_input(path, TraceError, "report")  # regular files only; gzip inflation bounded
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-        data = orjson.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    except OSError as exc:  # gzip.BadGzipFile and EOFError of a cut-off gzip file included
-        raise TraceError(path, "cannot be read", getattr(exc, "strerror", None) or str(exc), "check the path") from None
-    except EOFError as exc:
-        raise TraceError(path, "is a gzip file cut short", str(exc) or None, "write the report again") from None
+        data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise TraceError(path, "is not valid JSON", str(exc), "pass a report written with --format json") from None
     return AnalysisResult.from_dict(data, where=path)
