@@ -177,3 +177,15 @@ def test_every_markdown_template_value_passes_an_escaping_filter():
                 continue
             bad.append(f"{t.name}: {{{{ {expr} }}}}")
     assert bad == [], "unescaped template values:\n" + "\n".join(bad)
+
+
+def test_an_error_quotes_only_an_excerpt_of_a_huge_value(tmp_path):
+    base = _saved_report(tmp_path, "base", hostile=False)
+    doc = json.loads(base.read_text())
+    doc["schema_version"] = HOSTILE + "x" * 10_000
+    bad = tmp_path / "bad.report.json"
+    bad.write_text(json.dumps(doc))
+    proc = _cli("diff", base, bad)
+    assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 1000 and _raw_controls(proc.stderr) == []

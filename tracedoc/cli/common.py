@@ -22,8 +22,15 @@ class Parser(argparse.ArgumentParser):
 
 def print_error(exc: TracedocError) -> int:
     """Print a tracedoc error as one line on stderr; return its exit code."""
-    print(f"tracedoc: error: {clean_text(exc.message())}", file=sys.stderr)
+    message = clean_text(exc.message())
+    if len(message) > MAX_ERROR_CHARS:  # an error quotes an excerpt of what it read, never all of it
+        half = MAX_ERROR_CHARS // 2 - 20
+        message = f"{message[:half]} ... ({len(message) - 2 * half:,} characters left out) ... {message[-half:]}"
+    print(f"tracedoc: error: {message}", file=sys.stderr)
     return exc.exit_code
+
+
+MAX_ERROR_CHARS = 800
 
 
 def print_warning(message: object) -> None:
