@@ -161,7 +161,7 @@ def _usable_steps(step_f: np.ndarray, key: str, columns: dict, present: dict, wa
     if ok.all():
         return step_f
     bad = np.flatnonzero(~ok)
-    warnings.append(f"{bad.size} records have a {key!r} that is not a step number (first: {step_f[bad[0]]!r}; "
+    warnings.append(f"{bad.size} records have a {key!r} that is not a step number (first: {float(step_f[bad[0]])!r}; "
                     f"steps are whole numbers from 0 to 2^53); they are left out")
     for name in columns:
         columns[name], present[name] = columns[name][ok], present[name][ok]
