@@ -1,6 +1,8 @@
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,10 @@ REQUIRE_SHARED = os.environ.get("TRACEDOC_REQUIRE_SHARED", "") not in ("", "0")
 MISSING_REASON = (f"the shared real traces are not at {TRACES} (a checkout with ../shared beside it has them; "
                   "TRACEDOC_SHARED=DIR points elsewhere)")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The validated rule set is cached between processes (tracedoc/engine/rulecache.py): tests and the
+# processes they start use a cache of their own, never the user's.
+_CACHE_DIR = tempfile.mkdtemp(prefix="tracedoc-test-cache-")
+os.environ["TRACEDOC_CACHE_DIR"] = _CACHE_DIR
 
 
 def have_shared() -> bool:
@@ -41,6 +47,10 @@ def expected_rows() -> list[dict]:
 def pytest_sessionstart(session):
     if REQUIRE_SHARED and not have_shared():
         raise pytest.UsageError(f"TRACEDOC_REQUIRE_SHARED is set but {MISSING_REASON}")
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 def pytest_configure(config):

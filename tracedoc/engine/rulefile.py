@@ -26,12 +26,8 @@ from ..logs.registry import LOG_EVIDENCE_TABLES, LOG_METRICS
 from ..model.metrics import Metric
 from ..job.view import JOB_EVIDENCE
 from ..resources import data_dir
-from .whatifs import rule_what_if, what_if_kind
-
-try:  # tomli's compiled wheels parse the rule files about 3x faster than the standard library's tomllib
-    import tomli as tomllib
-except ImportError:  # pragma: no cover - an install without its dependencies
-    import tomllib
+from . import rulecache
+from .whatifs import WHAT_IF_KINDS, LABEL_WHAT_IF, rule_what_if, what_if_kind
 
 # Evidence tables a rule may cite: those some analysis declares it produces (``@analysis(evidence=...)``).
 EVIDENCE_TABLES: tuple[str, ...] = tuple(name for name in EVIDENCE if name in declared("evidence")) + JOB_EVIDENCE
@@ -70,6 +66,10 @@ def metric_type(name: str, registry: Mapping[str, Metric] = METRICS) -> str:
 METRIC_TYPES: dict[str, str] = {name: metric_type(name) for name in METRICS}
 LOG_METRIC_TYPES: dict[str, str] = {name: metric_type(name, LOG_METRICS) for name in LOG_METRICS}
 _SCOPE_TYPES = {SCOPE_TRACE: METRIC_TYPES, SCOPE_LOG: LOG_METRIC_TYPES}
+# Everything outside a rule file that a rule is checked against (part of the rule cache's key).
+_VOCABULARY = (sorted(METRIC_TYPES.items()), sorted(LOG_METRIC_TYPES.items()), EVIDENCE_TABLES, LOG_EVIDENCE_TABLES,
+               LABELS, SEVERITIES, VERDICT_LABELS, ADVICE_LABEL, WHAT_IF_KINDS, sorted(LABEL_WHAT_IF.items()),
+               MAX_EVIDENCE_ROWS)
 
 
 class RuleError(TracedocError):
@@ -417,6 +417,10 @@ def parse_rule_text(path: Path, raw: bytes) -> dict[str, Any]:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise RuleError([(str(path), f"not UTF-8 text: byte {raw[exc.start]:#04x} at offset {exc.start} (line {line}) "
                           "cannot be decoded; save the rule file as UTF-8")]) from None
+    try:  # tomli's compiled wheels parse the rule files about 3x faster than the standard library's tomllib
+        import tomli as tomllib
+    except ImportError:  # pragma: no cover - an install without its dependencies
+        import tomllib
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -445,26 +449,31 @@ def load_rules(extra_rule_dirs: Iterable[str | Path] = (), *, builtin: bool = Tr
             problems.append((str(extra), "rule directory does not exist; pass a directory of *.toml rule files to --rules"))
         else:
             dirs.append(extra)
+    paths = [path for directory in dirs for path in rule_files(directory)]
+    key = None if problems else rulecache.files_key(paths, MAX_RULE_FILE_BYTES, _VOCABULARY)
+    cached = rulecache.load(key)
+    if cached is not None:
+        return cached
     rules: list[Rule] = []
     seen_ids: dict[str, Path] = {}
     seen_names: dict[str, Path] = {}
-    for directory in dirs:
-        for path in rule_files(directory):
-            try:
-                rule = load_rule_file(path)
-            except RuleError as exc:
-                problems.extend(exc.problems)
-                continue
-            if rule.id in seen_ids:
-                problems.append((f"{path}: id", f"duplicate rule id {rule.id!r}, also defined in {seen_ids[rule.id]}"))
-                continue
-            if rule.name in seen_names:
-                problems.append((f"{path}: name", f"duplicate rule name {rule.name!r}, also used in {seen_names[rule.name]}"))
-                continue
-            seen_ids[rule.id] = seen_names[rule.name] = path
-            rules.append(rule)
+    for path in paths:
+        try:
+            rule = load_rule_file(path)
+        except RuleError as exc:
+            problems.extend(exc.problems)
+            continue
+        if rule.id in seen_ids:
+            problems.append((f"{path}: id", f"duplicate rule id {rule.id!r}, also defined in {seen_ids[rule.id]}"))
+            continue
+        if rule.name in seen_names:
+            problems.append((f"{path}: name", f"duplicate rule name {rule.name!r}, also used in {seen_names[rule.name]}"))
+            continue
+        seen_ids[rule.id] = seen_names[rule.name] = path
+        rules.append(rule)
     if problems:
         raise RuleError(problems)
+    rulecache.store(key, rules)
     return rules
 
 
