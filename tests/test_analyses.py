@@ -388,3 +388,28 @@ def test_step_time_tail_ratio_measures_the_slow_steps_against_the_median(tmp_pat
     no_steps = TraceBuilder()
     no_steps.kernel("ampere_sgemm_128x64_tn", 100.0, 500.0, launch_at=10.0)
     assert analyse(no_steps, tmp_path, "nosteps.json").metrics["step_time_tail_ratio"] is None
+
+
+def test_period_search_finds_the_repeating_kernel_sequence(tmp_path):
+    """Ten kernels an iteration, six iterations with a gap after each; the period is ten ops and each
+    iteration begins at the op after the gap. A sequence that does not repeat has no period."""
+    import random
+
+    from tracedoc.analyses.periodic import find_period
+
+    b = TraceBuilder()
+    t = 1000.0
+    for _ in range(6):
+        for k in range(10):
+            b.kernel(f"kernel_{k}", t, 5.0)
+            t += 6.0
+        t += 200.0
+    p = find_period(tracedoc.load(b.write(tmp_path / "periodic.json")))
+    assert p is not None and p.ops == 10 and p.match == 1.0
+    assert len(p.first) >= 5 and len(p.completion_ns) >= 5
+
+    rnd = random.Random(1)
+    b = TraceBuilder()
+    for i in range(60):
+        b.kernel(f"kernel_{rnd.randrange(40)}", 1000.0 + 6.0 * i, 5.0)
+    assert find_period(tracedoc.load(b.write(tmp_path / "random.json"))) is None
