@@ -18,14 +18,6 @@ from ..model.groups import distinct, isin
 from ..model.metrics import metric_names
 from ..model.record import Record
 from ..model.stats import median, percentile
-from .checks import admit
-from .hardware import link_busbw_gbps
-from .match import REASON_AFTER, REASON_BEFORE, REASON_MISSING, REASON_NOT_MEMBER, REASON_REFUSED, REASONS
-from .match import group_members, match, stack
-from .straggler import cause_of, find_stragglers, lead_per_step, rank_stats
-from .timing import coarse_offsets, time_instances
-from .waits import caused_wait, rank_waits, step_windows
-from .whatif import straggler_removed
 
 TOP_COLLECTIVE_ROWS = 20
 # The metrics the job view produces, for the job verdict and every rank of a job (the metric table's job scope)
@@ -114,6 +106,14 @@ def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = 
 
     ``unreadable_ranks``: ranks whose file is in the directory but could not be read (the result's
     ``failed``); like absent ranks they are in no match and cannot be named stragglers."""
+    # imported here: analysing one file imports this module (the job view's type) but never joins ranks
+    from .checks import admit
+    from .match import group_members, match, stack
+    from .straggler import cause_of, find_stragglers, lead_per_step, rank_stats
+    from .timing import coarse_offsets, time_instances
+    from .waits import caused_wait, rank_waits, step_windows
+    from .whatif import straggler_removed
+
     ranks, issues, excluded = admit(tables)
     view = JobView(ranks_used=[rt.rank for rt in ranks], issues=issues, excluded=excluded)
     step_ms: dict[int, dict[str, float]] = {}  # rank -> p50, p95 (ms) and count of its step times
@@ -224,6 +224,8 @@ def _unmatched_issues(m) -> list[str]:
     """What the report says about the calls left unmatched, by reason."""
     if m.reason is None or not m.unmatched_calls:
         return []
+    from .match import REASON_AFTER, REASON_BEFORE, REASON_MISSING, REASON_NOT_MEMBER, REASON_REFUSED, REASONS
+
     counts = np.bincount(m.reason.astype(np.int64), minlength=len(REASONS))
     out = []
     outside = int(counts[REASON_BEFORE] + counts[REASON_AFTER])
@@ -366,6 +368,8 @@ def _heatmap(view: JobView, ranks, windows, steps: list[int], shift: dict[int, i
 
 
 def _metrics(view: JobView, ranks, stacked, t, step_ns) -> dict[str, Any]:
+    from .hardware import link_busbw_gbps
+
     top = view.stragglers[0] if view.stragglers else None
     m: dict[str, Any] = {
         "job_ranks": len(view.ranks_used), "collectives_matched": view.collectives_matched,
