@@ -117,3 +117,35 @@ def test_kernel_class_codes_agree_with_the_vocabulary_one_name_at_a_time():
     got = kernel_class_codes(trace, ids).tolist()
     for name, cls in by_hand.items():
         assert V.KERNEL_CLASSES[got[names.index(name)]] == cls, name
+
+
+def _module_patterns() -> set[tuple[str, int]]:
+    """(pattern, flags) of every compiled text pattern at module level in the packages that read a trace's
+    name tables (the model, the readers, the analyses and the job view)."""
+    import importlib
+    import pkgutil
+    import re as _re
+
+    out = set()
+    names = ["tracedoc.model", "tracedoc.ingest", "tracedoc.analyses", "tracedoc.job"]
+    for package in list(names):
+        names += [i.name for i in pkgutil.walk_packages(importlib.import_module(package).__path__, package + ".")]
+    for name in names:
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if isinstance(value, _re.Pattern) and isinstance(value.pattern, str):
+                out.add((value.pattern, value.flags))
+    return out
+
+
+def test_precomputed_required_texts_are_the_parsers_for_every_module_pattern():
+    from tracedoc.model.literals import parsed_required_texts
+    from tracedoc.model.required import KNOWN
+
+    live = {}
+    for pattern, flags in sorted(_module_patterns()):
+        texts = parsed_required_texts(pattern, flags)
+        if texts:
+            live[(pattern, flags)] = texts
+    table = "\n".join(f"    ({p!r}, {f}):\n        {t!r}," for (p, f), t in sorted(live.items()))
+    assert KNOWN == live, f"tracedoc/model/required.py is out of date; its KNOWN should read:\n{table}"

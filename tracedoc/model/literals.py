@@ -23,6 +23,8 @@ import re
 
 import numpy as np
 
+from .required import KNOWN
+
 try:  # Python >= 3.11
     from re import _constants as _sc
     from re import _parser as _sp
@@ -57,7 +59,16 @@ def pattern_of(predicate) -> re.Pattern | None:
 @functools.lru_cache(maxsize=512)
 def required_texts(pattern: str, flags: int) -> tuple[tuple[str, ...], ...]:
     """Alternatives of texts, each necessary for a match: every match contains at least one text of
-    every tuple. Lower-cased when the pattern ignores case. Empty when nothing is known."""
+    every tuple. Lower-cased when the pattern ignores case. Empty when nothing is known. The shipped
+    patterns' answers are worked out ahead of time (``model.required``)."""
+    known = KNOWN.get((pattern, flags))
+    if known is not None:
+        return known
+    return parsed_required_texts(pattern, flags)
+
+
+def parsed_required_texts(pattern: str, flags: int) -> tuple[tuple[str, ...], ...]:
+    """``required_texts`` from the pattern's parse tree."""
     try:
         parsed = _sp.parse(pattern, flags)
         flags = parsed.state.flags
