@@ -29,7 +29,6 @@ import os
 import pickle
 import stat
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -137,6 +136,8 @@ def store(key: str | None, rules: list) -> None:
         return
     _loaded[key] = list(rules)
     data = _MAGIC + bytes.fromhex(key) + hashlib.sha256(payload).digest() + payload
+    import tempfile  # only when storing: its import (random, shutil) is not free
+
     tmp = None
     try:
         directory.mkdir(parents=True, exist_ok=True)
