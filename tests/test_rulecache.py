@@ -126,6 +126,15 @@ def test_a_damaged_entry_is_a_miss_and_is_rewritten(cache, rules_dir, monkeypatc
     assert rulecache.load(key) is not None  # the miss stored a good entry again
 
 
+def test_an_entry_that_is_not_a_regular_file_is_a_miss(cache, rules_dir, monkeypatch):
+    want = describe(load_rules([rules_dir], builtin=False))
+    (entry,) = entries(cache)
+    entry.unlink()
+    os.mkfifo(entry)  # opening it for reading would wait for a writer
+    fresh(monkeypatch)
+    assert describe(load_rules([rules_dir], builtin=False)) == want
+
+
 def test_an_unusable_cache_directory_falls_back_silently(tmp_path, rules_dir, monkeypatch):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")

@@ -100,8 +100,8 @@ def load(key: str | None) -> list | None:
     if key in _loaded:
         return list(_loaded[key])
     path = _entry(directory, key)
-    try:
-        with open(path, "rb") as f:
+    try:  # non-blocking: a FIFO put in the entry's place must not hang the process
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
             st = os.fstat(f.fileno())
             if not (stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()):
                 return None
