@@ -42,6 +42,8 @@ CAUSES = ("dataloader", "host_launch", "sync", "launch_latency", "other")
 
 @dataclass
 class IdleCauses:
+    """The window's GPU idle time split by cause, as interval sets."""
+
     sets: dict[str, iv.IntervalSet]  # cause -> interval set inside the window
     idle: iv.IntervalSet
     # launch_latency pieces before an op of a CUDA graph the host had already launched: the gap is

@@ -36,6 +36,8 @@ SEQUENCE_NAME = "GPU op sequence"  # how iterations found here are named (``iter
 
 @dataclass
 class Period:
+    """The repeating period of a GPU op sequence and where its iterations begin and end."""
+
     ops: int  # GPU ops per iteration
     match: float  # share of ops equal to the op one period later
     first: np.ndarray  # gpu_ops rows: the first op of each iteration, in time order

@@ -101,12 +101,16 @@ class Param:
 
 @dataclass(frozen=True)
 class Fix:
+    """A fix a rule suggests, and the condition under which it applies."""
+
     text: Template
     when: Expr | None = None
 
 
 @dataclass(frozen=True)
 class EvidenceSpec:
+    """An evidence table a rule cites and how many of its rows."""
+
     table: str
     rows: int
 

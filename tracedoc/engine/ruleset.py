@@ -19,6 +19,8 @@ from .rulefile import Rule, load_rules, rules_version
 
 @dataclass(frozen=True)
 class Ruleset:
+    """The run's rules and their parameter values."""
+
     rules: tuple[Rule, ...]
     values: Mapping[str, Mapping[str, Any]]  # rule id -> parameter -> value (defaults with the overrides)
     version: str | None = field(default=None, compare=False)  # digest of the shipped rule files

@@ -21,6 +21,8 @@ AGREEMENT = 0.10
 
 @dataclass(frozen=True)
 class EstimateRequest:
+    """The model and training setup to estimate beside a rank's measurements."""
+
     spec: ModelSpec
     tokens_per_step: int  # tokens this rank processes per step (micro-batch x sequence x accumulation)
     setup: TrainSetup = field(default_factory=TrainSetup)

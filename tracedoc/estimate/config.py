@@ -16,6 +16,8 @@ from ..errors import UsageError
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """A transformer's shape, as the model-formula estimate reads it from a config."""
+
     family: str  # "gpt", "llama", "qwen", "moe"
     hidden_size: int
     num_layers: int

@@ -23,6 +23,8 @@ from .config import ModelSpec
 
 @dataclass(frozen=True)
 class FlopsPerToken:
+    """Forward FLOPs per token, by part of the model."""
+
     attention_proj: float
     attention_scores: float
     mlp: float
@@ -59,6 +61,8 @@ def flops_per_token(spec: ModelSpec, seq_len: int, causal: bool = True) -> Flops
 
 @dataclass(frozen=True)
 class ParamCount:
+    """Parameter counts, by part of the model (all experts, and those active per token)."""
+
     embedding: int  # token (and learned position) embeddings
     lm_head: int  # 0 when tied to the embedding
     layers: int  # all transformer layers, all experts

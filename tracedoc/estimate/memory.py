@@ -39,6 +39,8 @@ USABLE_FRACTION = 0.9
 
 @dataclass(frozen=True)
 class TrainSetup:
+    """How the model is trained, as far as its memory estimate depends on it."""
+
     micro_batch: int = 1
     seq_len: int = 2048
     precision: str = "bf16-master"
@@ -65,6 +67,8 @@ class TrainSetup:
 
 @dataclass(frozen=True)
 class MemoryEstimate:
+    """Bytes per device of weights, gradients, optimizer states and activations."""
+
     weights_bytes: float
     gradients_bytes: float
     optimizer_bytes: float  # optimizer states plus any fp32 master copy

@@ -24,6 +24,8 @@ DASK_CONNECT_TIMEOUT_S = 20
 
 @dataclass
 class FanOut:
+    """What reading a file's or directory's ranks gave: each rank's read, and the files that failed."""
+
     outputs: list[RankRead]
     failed: list[dict] = field(default_factory=list)  # {"source", "error"}
 

@@ -64,6 +64,8 @@ CAUSE_TEXT = {
 
 @dataclass
 class RankStats:
+    """One rank's arrivals at the matched collectives and its waits over their steps."""
+
     rank: int
     instances: int  # matched instances it takes part in
     arrived_last: int  # ... at which it arrived last (alone)
@@ -92,6 +94,8 @@ class RankStats:
 
 @dataclass
 class Straggler:
+    """A rank named as a straggler, with the confidence of the finding and its cost to the others."""
+
     stats: RankStats
     confidence: str  # high, medium, low (DESIGN.md round 3: straggler confidence)
     why: str  # the test behind the confidence, and why it is limited

@@ -46,6 +46,8 @@ class StepWindows:
 
 @dataclass
 class RankWaits:
+    """One rank's waiting and lateness over the job's matched steps."""
+
     rank: int
     steps: int  # matched steps
     step_p50_ns: float | None  # median step time over the matched steps

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class DevicePeak:
+    """One GPU's datasheet peaks: dense TFLOP/s per dtype and memory bandwidth."""
+
     name: str  # canonical GPU name of the row
     tflops: dict[str, float]  # dtype -> dense peak TFLOP/s
     hbm_tb_per_s: float | None  # memory bandwidth, TB/s

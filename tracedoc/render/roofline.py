@@ -12,6 +12,8 @@ from .format import fmt_bytes_si, fmt_flops, fmt_ns, fmt_pct, fmt_rate
 
 @dataclass(frozen=True)
 class RoofColumn:
+    """A column of the roofline table."""
+
     key: str
     label: str
     num: bool
@@ -37,6 +39,8 @@ TEXT_COLUMNS = ("op", "input_shapes", "dtype", "calls", "gpu_ns_per_call", "tflo
 
 @dataclass
 class RooflineView:
+    """The roofline table: cells, sort keys and per-row notes."""
+
     columns: list[RoofColumn]
     rows: list[list[str]]
     keys: list[list[float | str]]  # sort key per cell: the raw number (or text)

@@ -28,6 +28,8 @@ class Caps:
 
 @dataclass
 class Column:
+    """A column of a table view."""
+
     key: str
     label: str
     wide: bool  # free text that may wrap (names, stacks)
@@ -36,6 +38,8 @@ class Column:
 
 @dataclass
 class TableView:
+    """A table as shown: formatted cells, with how many rows were left out."""
+
     key: str
     title: str
     columns: list[Column]
@@ -65,6 +69,8 @@ class Item:
 
 @dataclass
 class IdleCause:
+    """One cause of GPU idle time and its share."""
+
     cause: str
     label: str
     pct: str
@@ -84,6 +90,8 @@ class Segment:
 
 @dataclass
 class StepBar:
+    """One step's bar in the steps chart."""
+
     step: str
     time: str
     width: float
@@ -93,6 +101,8 @@ class StepBar:
 
 @dataclass
 class StepsView:
+    """The steps chart: one bar per step, with the legend."""
+
     bars: list[StepBar]
     total: int
     left_out: int
@@ -102,6 +112,8 @@ class StepsView:
 
 @dataclass
 class HealthView:
+    """A health message about the trace."""
+
     code: str
     level: str
     message: str
@@ -110,6 +122,8 @@ class HealthView:
 
 @dataclass
 class FindingView:
+    """A rule's finding as shown: message, impact, fixes, what-if and evidence."""
+
     rule_id: str
     name: str
     label: str
@@ -133,6 +147,8 @@ class FindingView:
 
 @dataclass
 class VerdictView:
+    """The verdict line: its labels, confidence and headline."""
+
     status: str  # findings | advice | clean | withheld | none
     labels: list[str]
     confidence: str | None
@@ -144,6 +160,8 @@ class VerdictView:
 
 @dataclass
 class TensorCoreView:
+    """How much of the compute ran on Tensor Cores."""
+
     share: str
     unknown: str
     eligible_off_tc: str
@@ -155,6 +173,8 @@ class TensorCoreView:
 
 @dataclass
 class MemoryView:
+    """Device memory peaks and curve."""
+
     peak_allocated: str
     peak_reserved: str
     device_memory: str
@@ -165,6 +185,8 @@ class MemoryView:
 
 @dataclass
 class KernelsView:
+    """Kernel counts, durations and launch delay."""
+
     count: str
     median: str
     under_10us: str
@@ -174,6 +196,8 @@ class KernelsView:
 
 @dataclass
 class DataLoaderView:
+    """Time in the DataLoader and the GPU idle meanwhile."""
+
     share: str  # of the window the main thread spends in DataLoader.__next__
     stall: str  # of the window the GPU idles meanwhile
 
@@ -198,6 +222,8 @@ class QueueStreamView:
 
 @dataclass
 class LaunchQueueView:
+    """The launch queues of the busiest streams."""
+
     streams: list[QueueStreamView]
     streams_left_out: int
     deepest: str
@@ -211,6 +237,8 @@ class LaunchQueueView:
 
 @dataclass
 class WindowView:
+    """The analysed window of the trace."""
+
     length: str
     description: str
     kind: str
@@ -220,6 +248,8 @@ class WindowView:
 
 @dataclass
 class RankView:
+    """Everything shown for one rank."""
+
     rank: int | None
     source_name: str
     header: list[str]
@@ -255,6 +285,8 @@ class RankView:
 
 @dataclass
 class RankTableView:
+    """The per-rank table of a job."""
+
     columns: list[str]
     rows: list[list[str]]
     total: int
@@ -263,6 +295,8 @@ class RankTableView:
 
 @dataclass
 class InputView:
+    """An input file and its digest."""
+
     name: str
     path: str
     sha256: str
@@ -270,6 +304,8 @@ class InputView:
 
 @dataclass
 class ReportView:
+    """The whole report, as every renderer reads it."""
+
     title: str
     input_name: str
     tracedoc_version: str
@@ -305,6 +341,8 @@ class GridView:
 
 @dataclass
 class JobFindingView:
+    """A job rule's finding as shown."""
+
     rule_id: str
     label: str
     title: str
@@ -318,6 +356,8 @@ class JobFindingView:
 
 @dataclass
 class StragglerView:
+    """A straggler rank: how late it is and why."""
+
     rank: int
     line: str  # how late it arrives, what it costs the others, and why
     breakdown: list[list[str]]  # category, its ms per step, the median rank's, the excess
@@ -325,18 +365,24 @@ class StragglerView:
 
 @dataclass
 class HeatCell:
+    """A cell of the heatmap: its text and shade."""
+
     text: str
     shade: float  # 0..1 of the grid's range
 
 
 @dataclass
 class HeatRow:
+    """A rank's row of the heatmap."""
+
     rank: int
     cells: list[HeatCell]
 
 
 @dataclass
 class HeatmapView:
+    """The ranks-by-steps heatmap."""
+
     title: str
     steps: list[int]
     rows: list[HeatRow]
@@ -346,6 +392,8 @@ class HeatmapView:
 
 @dataclass
 class BarPart:
+    """A part of a horizontal bar."""
+
     key: str
     ms: str  # ms per step, formatted
     width: float  # percent of the longest bar

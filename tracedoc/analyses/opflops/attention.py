@@ -9,6 +9,8 @@ from .common import (ATTENTION, BACKWARD, BYTES_PER_ELEMENT, FORWARD, OpFlops, b
 
 @dataclass(frozen=True)
 class _AttnArgs:
+    """Where an attention op's arguments hold its inputs and mask, and how it lays them out."""
+
     q: int
     phase: str
     causal: int | None  # index of is_causal (bool) or custom_mask_type (int)

@@ -12,6 +12,8 @@ BYTES_PER_ELEMENT = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8
 
 @dataclass(frozen=True)
 class OpFlops:
+    """The FLOPs and bytes of one matmul, convolution or attention op."""
+
     op_class: str  # MATMUL, CONV or ATTENTION
     phase: str  # FORWARD or BACKWARD
     flops: float  # model FLOPs

@@ -9,6 +9,8 @@ from .common import (BACKWARD, BYTES_PER_ELEMENT, CONV, FORWARD, OpFlops, bool_a
 
 @dataclass(frozen=True)
 class _ConvArgs:
+    """Where a convolution op's arguments hold its bias, stride, padding and dilation."""
+
     bias: int | None
     stride: int | None
     padding: int | None

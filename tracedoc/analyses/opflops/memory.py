@@ -36,6 +36,8 @@ _SCALAR_TYPES = {0: ("uint8", 1), 1: ("int8", 1), 2: ("int16", 2), 3: ("int32", 
 
 @dataclass(frozen=True)
 class OpCost:
+    """The FLOPs and bytes one op costs, for the roofline."""
+
     op_class: str
     phase: str  # FORWARD or BACKWARD (compiled kernels: FORWARD unless run in a backward pass)
     flops: float | None  # None: unknown
@@ -52,6 +54,8 @@ def element_size(type_name) -> int | None:
 
 @dataclass(frozen=True)
 class _Tensor:
+    """A tensor argument: its shape, element size and dtype."""
+
     shape: tuple
     size: int  # bytes per element
     dtype: str | None
