@@ -51,6 +51,9 @@ def test_the_written_file_gets_the_usual_mode_not_mkstemps_0600(tmp_path):
 _WRITER = r"""
 import signal, sys, time
 from tracedoc.outfiles import replace_atomically
+# Ctrl-C raises KeyboardInterrupt as in an interactive run, even when this test runs in a background job
+# (which starts its children with SIGINT ignored).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 if sys.argv[2] == "handler":
     signal.signal(signal.SIGTERM, lambda *a: (print("own handler ran", flush=True), sys.exit(7)))
 def write(f):
@@ -77,7 +80,7 @@ def test_a_signal_mid_write_removes_the_temporary_file(tmp_path, sig):
     out.write_text("old")
     proc = _start_writer(out)
     proc.send_signal(sig)
-    proc.communicate(timeout=20)
+    proc.communicate(timeout=60)
     assert proc.returncode != 0
     if sig != signal.SIGINT:  # the default action: the process ends by the signal itself
         assert proc.returncode == -sig
@@ -89,7 +92,7 @@ def test_a_signal_mid_write_still_reaches_the_programs_own_handler(tmp_path):
     out = tmp_path / "report.json"
     proc = _start_writer(out, "handler")
     proc.send_signal(signal.SIGTERM)
-    stdout, _ = proc.communicate(timeout=20)
+    stdout, _ = proc.communicate(timeout=60)
     assert proc.returncode == 7 and "own handler ran" in stdout
     assert _leftovers(tmp_path) == [] and not out.exists()
 
