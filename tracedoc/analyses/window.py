@@ -92,7 +92,7 @@ WINDOW_KINDS = {
 
 
 class Window(Record, kw_only=False):
-    """The analysis window of a rank (DESIGN.md: Analysis window): its span, kind and what that means."""
+    """The analysis window of a rank: its span, kind and what that means."""
 
     start_ns: int  # in the trace's clock
     end_ns: int  # in the trace's clock

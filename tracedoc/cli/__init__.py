@@ -1,4 +1,4 @@
-"""Command line: ``tracedoc analyze``, ``diff``, ``logs``, ``rules``, ``run`` and ``trigger``.
+"""Command line: ``tracedoc analyze``, ``diff``, ``logs``, ``metrics``, ``rules``, ``run`` and ``trigger``.
 
 Thin by design: every command calls into the stages. One module per command, each with a
 ``register(subparsers)``, listed once in ``COMMANDS``; a new command is a new module added there.
@@ -15,12 +15,12 @@ import warnings
 
 from ..errors import TracedocError
 from ..version import __version__
-from . import analyze, diff, logs, rules, run, trigger
+from . import analyze, diff, logs, metrics, rules, run, trigger
 from .analyze import example_path
 from .common import Parser, print_error, show_warning
 from ..exits import EXIT_ERROR, EXIT_FAIL_ON, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
-COMMANDS = (analyze, diff, logs, rules, run, trigger)
+COMMANDS = (analyze, diff, logs, metrics, rules, run, trigger)
 # Commands that run the user's own code in this process: their objects keep the usual end of life.
 _RUNS_USER_CODE = frozenset({run.cmd_run})
 
