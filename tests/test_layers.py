@@ -18,7 +18,9 @@ ROOT = PACKAGE.parent
 # The one exception to the layers, by name: notebook conveniences on a result that hand it to a renderer
 # when called (``result.to_html()``). They import lazily inside these methods only, so loading, saving and
 # comparing results never loads a renderer; no other function of the module may import upwards.
-CONVENIENCES = {("tracedoc.result", "tracedoc.render"): {"to_text", "to_markdown", "to_html", "_repr_html_"}}
+CONVENIENCES = {("tracedoc.result", "tracedoc.render"): {"to_text", "to_markdown", "to_html", "_repr_html_"},
+                ("tracedoc.diff.model", "tracedoc.render.card"): {"_repr_html_"},
+                ("tracedoc.logs.report", "tracedoc.render.card"): {"_repr_html_"}}
 
 
 def module_name(path: Path) -> str:
@@ -59,12 +61,13 @@ def convenience_import(path: Path, module: str, line: int, target: str) -> bool:
                for node in ast.walk(tree))
 
 
-def test_convenience_imports_only_inside_their_functions():
-    path = PACKAGE / "result.py"
+@pytest.mark.parametrize("module", sorted({m for m, _ in CONVENIENCES}))
+def test_convenience_imports_only_inside_their_functions(module):
+    path = PACKAGE.parent / (module.replace(".", "/") + ".py")
     ups = [(line, t) for line, t in imported_modules(path) if t.startswith("tracedoc.render")]
-    assert ups, "result.py's notebook conveniences import the renderers lazily"
-    assert all(convenience_import(path, "tracedoc.result", line, t) for line, t in ups)
-    assert not convenience_import(path, "tracedoc.result", 1, "tracedoc.render")  # at module level: never
+    assert ups, f"{module}'s notebook conveniences import the renderers lazily"
+    assert all(convenience_import(path, module, line, t) for line, t in ups)
+    assert not convenience_import(path, module, 1, "tracedoc.render")  # at module level: never
 
 
 def submodule_or_package(package: str, name: str) -> str:

@@ -37,7 +37,13 @@ def verdict_of(before: StepProfile, after: StepProfile, noise_pct: float = NOISE
     return "regression" if pct > 0 else "improvement"
 
 
-@dataclass
+def _basename(path: str) -> str:
+    import os
+
+    return os.path.basename(os.path.normpath(path)) or path
+
+
+@dataclass(repr=False)
 class RankDiff:
     """One aligned pair of ranks."""
 
@@ -68,11 +74,15 @@ class RankDiff:
     def vanished_kernels(self) -> list[KernelDelta]:
         return [k for k in self.kernels if k.status == "vanished"]
 
+    def __repr__(self) -> str:
+        return (f"<RankDiff rank {self.rank_before} → {self.rank_after}: {self.before.step_ns / 1e6:.3f} → "
+                f"{self.after.step_ns / 1e6:.3f} ms per step>")
+
     def metric(self, name: str) -> MetricDelta | None:
         return next((m for m in self.metrics if m.name == name), None)
 
 
-@dataclass
+@dataclass(repr=False)
 class DiffResult:
     """Two runs compared: the job's step change and its attribution, and every aligned rank pair."""
 
@@ -133,6 +143,48 @@ class DiffResult:
             return []
         parts = [(c, v) for c, v in self.attribution_ns.items() if v * delta > 0 and abs(v) >= share * abs(delta)]
         return [c for c, _ in sorted(parts, key=lambda cv: -abs(cv[1]))]
+
+    def __repr__(self) -> str:
+        pct = self.step_pct
+        change = f" ({pct:+.1f}%)" if pct is not None else ""
+        led = self.led_by()
+        lead = f", led by {', '.join(led[:3])}" if led and self.verdict in ("regression", "improvement") else ""
+        ranks = f"; {len(self.pairs)} rank pairs" if len(self.pairs) > 1 else ""
+        names = f"{_basename(self.before_path)} → {_basename(self.after_path)}"
+        text = (f"<DiffResult {names}: {self.before.step_ns / 1e6:.3f} → {self.after.step_ns / 1e6:.3f} ms per step"
+                f"{change}, {self.verdict}{lead}{ranks}>")
+        return text if len(text) <= 300 else text[:299] + "…"
+
+    TABLES = ("attribution", "kernels", "new_kernels", "vanished_kernels", "operators", "metrics", "ranks")
+
+    def table(self, name: str):
+        """One of the diff's tables as a pandas DataFrame: ``attribution`` (each category's part of the step
+        before, after and its change), the focus pair's ``kernels``, ``new_kernels``, ``vanished_kernels``,
+        ``operators`` and ``metrics`` (every row, uncut), or ``ranks`` (one row per aligned pair)."""
+        import pandas as pd
+
+        from ..model.record import to_builtins
+
+        focus = self.focus_pair
+        if name == "attribution":
+            att = self.attribution_ns
+            rows = [{"category": c, "before_ms": self.before.category_ns[c] / 1e6,
+                     "after_ms": self.after.category_ns[c] / 1e6, "delta_ms": att[c] / 1e6} for c in att]
+        elif name in ("kernels", "new_kernels", "vanished_kernels", "operators", "metrics"):
+            rows = to_builtins(getattr(focus, name))
+        elif name == "ranks":
+            rows = [{"rank_before": p.rank_before, "rank_after": p.rank_after, "before_ms": p.before.step_ns / 1e6,
+                     "after_ms": p.after.step_ns / 1e6, "delta_ms": p.step_delta_ns / 1e6,
+                     **{f"{c}_ms": v / 1e6 for c, v in p.attribution_ns.items()}} for p in self.pairs]
+        else:
+            raise KeyError(f"no diff table {name!r}; tables: {', '.join(self.TABLES)}")
+        return pd.DataFrame(rows)
+
+    def _repr_html_(self) -> str:
+        """A compact card for notebooks (the full page is ``tracedoc.render.diff.render_diff_html``)."""
+        from ..render.card import render_diff_card
+
+        return render_diff_card(self)
 
     def report(self):
         """The ``--format json`` document (``diff.report.DiffReport``)."""

@@ -72,6 +72,54 @@ class LogResult(Record, dict=True, kw_only=True):
         st = self.metrics.get("step_time_p50_s")
         return st * 1e9 if st else None
 
+    def __repr__(self) -> str:
+        m = self.metrics
+        name = os.path.basename(self.source) or self.source
+        labels = ", ".join(self.labels) or "no finding"
+        text = (f"<LogResult {name} ({self.input.format}): {m.get('log_points')} logged steps "
+                f"{m.get('log_first_step')}-{m.get('log_last_step')}; {labels} ({len(self.findings)} findings, "
+                f"{len(self.anomalies)} anomalies)>")
+        return text if len(text) <= 300 else text[:299] + "…"
+
+    TABLES = ("anomalies", "config_checks", "findings", "metrics")
+
+    def table(self, name: str):
+        """One of the result's tables as a pandas DataFrame: ``anomalies``, ``config_checks``, ``findings``
+        (rule, label, impact, message) or ``metrics`` (name, value)."""
+        import pandas as pd
+
+        if name in ("anomalies", "config_checks"):
+            return pd.DataFrame(getattr(self, name))
+        if name == "findings":
+            return pd.DataFrame([{"rule_id": f.rule_id, "label": f.label, "severity": f.severity,
+                                  "impact_fraction": f.impact_fraction, "title": f.title, "message": f.message}
+                                 for f in self.findings])
+        if name == "metrics":
+            return pd.DataFrame({"metric": list(self.metrics), "value": list(self.metrics.values())})
+        raise KeyError(f"no log table {name!r}; tables: {', '.join(self.TABLES)}")
+
+    def df(self):
+        """The columns read from the log (step and every field it logs) as a pandas DataFrame; a fresh result
+        only (a saved report keeps the analysis, not the columns)."""
+        import pandas as pd
+
+        series = getattr(self, "series", None)
+        if series is None:
+            raise KeyError("this result was loaded from a saved report and holds no columns; analyse the log "
+                           "again with tracedoc.analyze_log")
+        cols = {"step": series.step}
+        for name, values in series.columns.items():
+            if series.has(name):
+                present = series.present[name]
+                cols[name] = np.where(present, values, np.nan) if values.dtype.kind == "f" else values
+        return pd.DataFrame(cols)
+
+    def _repr_html_(self) -> str:
+        """A compact card for notebooks: labels, logged steps, anomalies by kind and the top findings."""
+        from ..render.card import render_log_card
+
+        return render_log_card(self)
+
     def judged(self, verdict: Any, tracedoc_version: str | None) -> "LogResult":
         """This result with the log rules' verdict: its findings and labels, and the verdict itself."""
         out = replace(self, labels=list(verdict.labels), findings=list(verdict.findings),

@@ -60,3 +60,55 @@ def _finding_row(f: FindingView) -> str:
         impact += f" ({escape(f.impact_pct)} of {escape(f.impact_of)})"
     fix = f'<br><span style="font-size:90%">fix: {escape(f.fixes[0])}</span>' if f.fixes else ""
     return f"<li><b>[{escape(f.label)}]</b> {escape(f.title)}{impact}{fix}</li>"
+
+
+def render_diff_card(d) -> str:
+    """The notebook view of a ``DiffResult``: the headline, the step split by category before and after,
+    labels gone and new, and the base's predictions checked; the full report is ``render_diff_html``."""
+    from .diffview import build_diff_view
+
+    v = build_diff_view(d, rows=5, name_chars=120)
+    colour = {"regression": "#b00020", "improvement": "#1b7f3b"}.get(v.verdict, "#555")
+    rows = "".join(f"<tr><td>{escape(c.category)}</td><td style='text-align:right'>{escape(c.before_ms)}</td>"
+                   f"<td style='text-align:right'>{escape(c.after_ms)}</td>"
+                   f"<td style='text-align:right'>{escape(c.delta_ms)}</td></tr>" for c in v.categories)
+    parts = [f'<div style="{_BOX}">',
+             f'<div style="font-weight:600;color:{colour}">tracedoc diff: {escape(v.verdict_words)}</div>',
+             f'<div>{escape(v.headline)}</div>',
+             f'<div style="color:#555;font-size:90%">{escape(v.before_path)} → {escape(v.after_path)}</div>',
+             '<table style="font-size:90%;margin-top:6px"><tr><th>category</th><th>before ms</th><th>after ms</th>'
+             f'<th>Δ ms</th></tr>{rows}<tr><th>step</th><th style="text-align:right">{escape(v.step_before)}</th>'
+             f'<th style="text-align:right">{escape(v.step_after)}</th>'
+             f'<th style="text-align:right">{escape(v.step_delta)} ({escape(v.step_pct)})</th></tr></table>']
+    for p in getattr(v, "predictions", []):
+        parts.append(f'<div style="font-size:90%">{escape(p.sentence)}</div>')
+    if v.warnings:
+        parts.append(f'<div style="color:#8a6d00;font-size:90%">{len(v.warnings)} warning'
+                     f'{"s" if len(v.warnings) != 1 else ""}: {escape(v.warnings[0])}</div>')
+    parts.append('<div style="color:#555;font-size:90%">tables: d.table("kernels"), d.table("metrics") ...; '
+                 'the full report: render_diff_html(d)</div></div>')
+    return "".join(parts)
+
+
+def render_log_card(result) -> str:
+    """The notebook view of a ``LogResult``: its labels, the first summary lines, the anomalies by kind and
+    the top findings; the full report is ``render_log_html``."""
+    from collections import Counter
+
+    m = result.metrics
+    head = ("Findings: " + ", ".join(f"<code>{escape(x)}</code>" for x in result.labels)) if result.labels \
+        else "No finding"
+    kinds = Counter(a.get("kind", "?") for a in result.anomalies)
+    parts = [f'<div style="{_BOX}">',
+             f'<div style="font-weight:600;color:{_COLOURS["findings" if result.labels else "clean"]}">{head}</div>',
+             f'<div style="color:#555;font-size:90%">{escape(result.source)} ({escape(result.input.format)}): '
+             f'{escape(str(m.get("log_points")))} logged steps, {escape(str(m.get("log_first_step")))}-'
+             f'{escape(str(m.get("log_last_step")))}</div>']
+    if kinds:
+        parts.append('<div style="font-size:90%">anomalies: ' + ", ".join(
+            f"{escape(k)} ×{n}" for k, n in kinds.most_common()) + "</div>")
+    items = "".join(f"<li><b>[{escape(f.label)}]</b> {escape(f.title)}</li>" for f in result.findings[:CARD_FINDINGS])
+    if items:
+        parts.append(f'<ol style="margin:6px 0 0 0;padding-left:20px">{items}</ol>')
+    parts.append("</div>")
+    return "".join(parts)
