@@ -13,6 +13,7 @@ from .comm import rank_waits_ns, split_exposed_ns
 from .inputs import Side
 from .metrics import label_change, metric_deltas
 from .model import NOISE_FLOOR_PCT, DiffResult, RankDiff
+from .predictions import PredictionCheck, check_predictions
 from .steps import mean_profile, step_profile
 from .tables import kernel_deltas, kernel_table, name_overlap, operator_deltas, operator_overlap
 
@@ -24,7 +25,7 @@ _ENV_FIELDS = (("gpu", "GPU"), ("device_count", "device count"), ("world_size", 
 def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) -> DiffResult:
     pairs, warnings = align_ranks(before.ranks, after.ranks, before.path, after.path)
     waits_b, waits_a = rank_waits_ns(before.result), rank_waits_ns(after.result)
-    diffs = [diff_ranks(b, a, waits_b.get(b.rank), waits_a.get(a.rank)) for b, a in pairs]
+    diffs = [diff_ranks(b, a, waits_b.get(b.rank), waits_a.get(a.rank), noise_pct) for b, a in pairs]
     per_pair = [comparability_warnings(b, a, d, before.path, after.path) for d, (b, a) in zip(diffs, pairs)]
     for i, found in enumerate(per_pair):  # said once when every pair has it, else per rank
         for w in found:
@@ -37,11 +38,29 @@ def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) ->
     return DiffResult(before_path=before.path, after_path=after.path, before_kind=before.kind, after_kind=after.kind,
                       before=mean_profile([d.before for d in diffs]), after=mean_profile([d.after for d in diffs]),
                       pairs=diffs, focus=focus, warnings=_dedupe(warnings),
-                      environment={"before": env_b, "after": env_a}, noise_pct=noise_pct)
+                      environment={"before": env_b, "after": env_a}, noise_pct=noise_pct,
+                      job_predictions=job_predictions(before, after, noise_pct))
+
+
+def _findings(rank_or_job) -> list:
+    v = getattr(rank_or_job, "verdict", None)
+    return list(v.findings) if v is not None else []
+
+
+def job_predictions(before: Side, after: Side, noise_pct: float) -> list[PredictionCheck]:
+    """The base job verdict's predictions (the straggler on time ...) against the new job's step; none
+    unless both runs have a job view with a step."""
+    jb, ja = before.result.job, after.result.job
+    if jb is None or ja is None:
+        return []
+    sb, sa = jb.metrics.get("job_step_time_p50_ns"), ja.metrics.get("job_step_time_p50_ns")
+    if not sb or not sa:
+        return []
+    return check_predictions(_findings(jb), _findings(ja), sb, sa, noise_pct)
 
 
 def diff_ranks(before: RankResult, after: RankResult, wait_before_ns: float | None = None,
-               wait_after_ns: float | None = None) -> RankDiff:
+               wait_after_ns: float | None = None, noise_pct: float = NOISE_FLOOR_PCT) -> RankDiff:
     pb, pa = step_profile(before), step_profile(after)
     nb, na = pb.per_step_divisor, pa.per_step_divisor
     split_b = split_exposed_ns(pb.category_ns["exposed_comm"], wait_before_ns)
@@ -51,7 +70,9 @@ def diff_ranks(before: RankResult, after: RankResult, wait_before_ns: float | No
                     kernels=kernel_deltas(before, after, nb, na), operators=operator_deltas(before, after, nb, na),
                     metrics=metric_deltas(before.metrics, after.metrics),
                     labels=label_change(before, after),
-                    kernels_complete=kernel_table(before)[1] and kernel_table(after)[1])
+                    kernels_complete=kernel_table(before)[1] and kernel_table(after)[1],
+                    predictions=check_predictions(_findings(before), _findings(after), pb.step_ns, pa.step_ns,
+                                                  noise_pct) if pb.step_ns > 0 else [])
 
 
 def align_ranks(before: list[RankResult], after: list[RankResult], where_b: str, where_a: str

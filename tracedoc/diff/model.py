@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .metrics import LabelChange, MetricDelta
+from .predictions import PredictionCheck
 from .steps import StepProfile, attribution_ns, median_change_interval_ns
 from .tables import KernelDelta, OperatorDelta
 
@@ -57,6 +58,7 @@ class RankDiff:
     labels: LabelChange
     kernels_complete: bool = True  # both reports carry every kernel name (not only the top 15)
     comm_split: dict[str, tuple[int, int]] | None = None  # "before"/"after" -> (wait_ns, transfer_ns) of exposed comm
+    predictions: list[PredictionCheck] = field(default_factory=list)  # the base's what-ifs against the new step
 
     @property
     def attribution_ns(self) -> dict[str, int]:
@@ -98,6 +100,12 @@ class DiffResult:
     environment: dict[str, Any] = field(default_factory=dict)  # "before"/"after" -> its focus rank's Environment
     noise_pct: float = NOISE_FLOOR_PCT
     tracedoc_version: str | None = None  # filled in by tracedoc.api.diff
+    job_predictions: list[PredictionCheck] = field(default_factory=list)  # the base job verdict's, vs the job step
+
+    @property
+    def predictions(self) -> list[PredictionCheck]:
+        """The base run's predictions checked against the new run: the job verdict's, then the focus pair's."""
+        return self.job_predictions + self.focus_pair.predictions
 
     @property
     def step_delta_ns(self) -> int:
@@ -155,12 +163,14 @@ class DiffResult:
                 f"{change}, {self.verdict}{lead}{ranks}>")
         return text if len(text) <= 300 else text[:299] + "…"
 
-    TABLES = ("attribution", "kernels", "new_kernels", "vanished_kernels", "operators", "metrics", "ranks")
+    TABLES = ("attribution", "kernels", "new_kernels", "vanished_kernels", "operators", "metrics", "ranks",
+              "predictions")
 
     def table(self, name: str):
         """One of the diff's tables as a pandas DataFrame: ``attribution`` (each category's part of the step
         before, after and its change), the focus pair's ``kernels``, ``new_kernels``, ``vanished_kernels``,
-        ``operators`` and ``metrics`` (every row, uncut), or ``ranks`` (one row per aligned pair)."""
+        ``operators`` and ``metrics`` (every row, uncut), ``ranks`` (one row per aligned pair) or ``predictions``
+        (the base's what-if predictions against the step the new run measured)."""
         import pandas as pd
 
         from ..model.record import to_builtins
@@ -172,6 +182,8 @@ class DiffResult:
                      "after_ms": self.after.category_ns[c] / 1e6, "delta_ms": att[c] / 1e6} for c in att]
         elif name in ("kernels", "new_kernels", "vanished_kernels", "operators", "metrics"):
             rows = to_builtins(getattr(focus, name))
+        elif name == "predictions":
+            rows = to_builtins(self.predictions)
         elif name == "ranks":
             rows = [{"rank_before": p.rank_before, "rank_after": p.rank_after, "before_ms": p.before.step_ns / 1e6,
                      "after_ms": p.after.step_ns / 1e6, "delta_ms": p.step_delta_ns / 1e6,

@@ -14,6 +14,7 @@ from typing import Literal
 from ..analyses.rank import Environment
 from ..model.record import Record
 from .metrics import LabelChange, MetricDelta
+from .predictions import PredictionCheck
 from .model import DIFF_SCHEMA, DIFF_SCHEMA_VERSION, TABLE_ROWS_JSON, DiffResult, RankDiff
 from .steps import CATEGORIES, StepProfile, attribution_ns
 from .tables import KernelDelta, OperatorDelta
@@ -98,6 +99,7 @@ class RankPairReport(Record, kw_only=True):
     vanished_kernels: list[KernelDelta]  # only in the first run
     operators: list[OperatorDelta]  # CPU operators, largest change first
     kernels_complete: bool  # both reports carry every kernel name (not only their top 15)
+    predictions: list[PredictionCheck] = []  # the base rank's what-if predictions against the new rank's step
 
 
 class DiffReport(Record, kw_only=True):
@@ -125,6 +127,9 @@ class DiffReport(Record, kw_only=True):
     vanished_kernels: list[KernelDelta]  # only in the first run
     operators: list[OperatorDelta]  # CPU operators, largest change first
     ranks: list[RankPairReport]  # every aligned pair, compactly (metrics that moved, top rows)
+    # the base run's what-if predictions, each with its status in the new run and the step measured there:
+    # the job verdict's (against the job's step), then the focus pair's
+    predictions: list[PredictionCheck] = []
     warnings: list[str]  # what differs between the runs beyond the change measured
 
 
@@ -160,7 +165,7 @@ def pair_report(p: RankDiff, rows: int = TABLE_ROWS_JSON, compact: bool = False)
                          basis=Basis(before=p.before.basis, after=p.after.basis)),
         labels=p.labels, metrics=[m for m in p.metrics if not compact or m.change not in ("same", "unknown")],
         kernels=p.kernels[:rows], new_kernels=p.new_kernels[:rows], vanished_kernels=p.vanished_kernels[:rows],
-        operators=p.operators[:rows], kernels_complete=p.kernels_complete)
+        operators=p.operators[:rows], kernels_complete=p.kernels_complete, predictions=p.predictions)
 
 
 def diff_report(d: DiffResult) -> DiffReport:
@@ -177,4 +182,5 @@ def diff_report(d: DiffResult) -> DiffReport:
         focus=FocusPair(rank_before=focus.rank_before, rank_after=focus.rank_after), labels=focus.labels,
         metrics=focus.metrics, kernels=focus.kernels[:TABLE_ROWS_JSON], new_kernels=focus.new_kernels[:TABLE_ROWS_JSON],
         vanished_kernels=focus.vanished_kernels[:TABLE_ROWS_JSON], operators=focus.operators[:TABLE_ROWS_JSON],
-        ranks=[pair_report(p, rows=RANK_ROWS_JSON, compact=True) for p in d.pairs], warnings=list(d.warnings))
+        ranks=[pair_report(p, rows=RANK_ROWS_JSON, compact=True) for p in d.pairs], warnings=list(d.warnings),
+        predictions=d.predictions)

@@ -39,6 +39,9 @@ def render_diff_text(d: "DiffResult", width: int = 100) -> str:
     out += ["", f"({v.basis})"]
     if v.focus and v.ranks:
         out.append(f"tables below: {v.focus}, the rank pair with the largest change")
+    if v.predictions:
+        out += ["", "The base run's predictions, checked (step ms)"]
+        out += [f"  {p.sentence}" for p in v.predictions]
     for title, rows in (("New kernels", v.new_kernels), ("Vanished kernels", v.vanished_kernels),
                         ("Kernels that changed most (per step)", v.kernels)):
         if rows:

@@ -70,6 +70,20 @@ class RankRow:
 
 
 @dataclass
+class PredictionRow:
+    where: str  # "job" or "rank N" / "" for a single pair
+    label: str
+    rule_id: str
+    status: str  # gone, reduced, grew, still_present
+    status_words: str
+    predicted: str  # "69.5 → 13.3"
+    measured: str  # the new run's step, "13.1"
+    off: str  # measured - predicted for an addressed finding ("-0.2 ms (-1.5%)"); "" otherwise
+    upper_bound: bool  # the prediction is today's share (an upper bound), not a replay
+    sentence: str  # the whole check in a line
+
+
+@dataclass
 class DiffView:
     before_path: str
     after_path: str
@@ -96,6 +110,7 @@ class DiffView:
     focus: str
     warnings: list[str] = field(default_factory=list)
     left_out: dict[str, int] = field(default_factory=dict)
+    predictions: list[PredictionRow] = field(default_factory=list)
 
 
 def _count(v: float) -> str:
@@ -164,11 +179,58 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
         focus=(f"rank {focus.rank_before}" if focus.rank_before == focus.rank_after else
                f"rank {focus.rank_before} vs rank {focus.rank_after}") if focus.rank_before is not None else "",
         warnings=list(d.warnings),
+        predictions=prediction_rows(d),
         left_out={"kernels": max(0, len(moved) - rows), "new_kernels": max(0, len(focus.new_kernels) - rows),
                   "vanished_kernels": max(0, len(focus.vanished_kernels) - rows),
                   "operators": max(0, len(ops) - rows), "metrics": max(0, len(notable) - rows * 2),
                   "ranks": max(0, len(ranks) - rows * 4)},
     )
+
+
+STATUS_WORDS = {"gone": "gone", "reduced": "reduced", "grew": "grew", "still_present": "still present"}
+
+
+def step_figure(ms: float, scale: float | None = None) -> str:
+    """A step time in ms as a bare figure: one decimal from 10 ms, two from 1 ms, three below (of ``scale``,
+    the largest figure it is read beside, when given)."""
+    a = abs(ms if scale is None else scale)
+    return f"{ms:.1f}" if a >= 10 else f"{ms:.2f}" if a >= 1 else f"{ms:.3f}"
+
+
+def prediction_row(p, where: str = "") -> PredictionRow:
+    """One of the base's predictions beside the new run's step, as a row and a sentence."""
+    scale = max(p.predicted_before_ms, p.measured_after_ms)
+    pb, pa, ma = (step_figure(x, scale) for x in (p.predicted_before_ms, p.predicted_after_ms, p.measured_after_ms))
+    upper = p.method.startswith("upper bound")
+    predicted = f"{pb} → {pa}"
+    off = ""
+    if p.error_ms is not None:
+        pct = f", {100 * p.error_ms / p.predicted_after_ms:+.1f}%" if p.predicted_after_ms > 0 else ""
+        off = f"{p.error_ms:+.{2 if abs(p.error_ms) < 10 else 1}f} ms{pct}"
+    head = f"{where}: " if where else ""
+    fix = f"{head}{p.label} fix predicted {'at best ' if upper else ''}{predicted} ms"
+    impact = (f"{step_figure(p.impact_before_ms, scale)} → {step_figure(p.impact_after_ms, scale)} ms per step"
+              if p.impact_before_ms is not None and p.impact_after_ms is not None else "")
+    if p.status == "gone":
+        sentence = f"{fix}; measured {ma} ms (finding gone; prediction off by {off})"
+    elif p.status == "reduced":
+        sentence = f"{fix}; measured {ma} ms (finding reduced, {impact}; prediction off by {off})"
+    elif p.status == "grew":
+        sentence = f"{fix} if fixed; grew ({impact}), measured {ma} ms"
+    else:
+        sentence = f"{fix} if fixed; still present, measured {ma} ms"
+    return PredictionRow(where=where, label=p.label, rule_id=p.rule_id, status=p.status,
+                         status_words=STATUS_WORDS.get(p.status, p.status), predicted=predicted, measured=ma, off=off,
+                         upper_bound=upper, sentence=sentence)
+
+
+def prediction_rows(d: "DiffResult") -> list[PredictionRow]:
+    """The job verdict's predictions, then the focus pair's (named by rank in a job)."""
+    focus = d.focus_pair
+    where = "" if len(d.pairs) == 1 and not d.job_predictions else (
+        f"rank {focus.rank_before}" if focus.rank_before is not None else "focus rank")
+    return ([prediction_row(p, "job") for p in d.job_predictions]
+            + [prediction_row(p, where) for p in focus.predictions])
 
 
 def _basis(d: "DiffResult") -> str:

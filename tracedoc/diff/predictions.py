@@ -1,0 +1,89 @@
+"""The base run's what-if predictions, checked against the run that followed.
+
+Every finding of the base run that predicts a step time once fixed (``Finding.what_if`` with a
+``step_ms_after``) is looked up in the new run by its rule and given a status:
+
+- ``gone``: the rule no longer fires in the new run: the fix was made (or the problem went away);
+- ``reduced`` / ``grew``: it still fires, and the step time it explains (``impact_ms_per_step``) moved
+  by more than the diff's noise floor (``noise_pct`` of the base step), down or up;
+- ``still_present``: it still fires and its share moved less than that: the fix was not made.
+
+Beside the prediction (the base's step before and after the fix, as the replay computed it) stands the
+step the new run measured: for a finding that went, how close the prediction came; for one that stayed,
+what the run would have gained. Measured steps are the diff's (median completion intervals), the same
+quantity the prediction replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..model.record import Record
+from ..model.verdict import Finding
+
+STATUSES = ("gone", "reduced", "grew", "still_present")
+ADDRESSED = ("gone", "reduced")
+
+
+class PredictionCheck(Record, kw_only=True):
+    """A prediction of the base run's finding, beside what the new run measured."""
+
+    rule_id: str  # the base finding's rule
+    label: str  # its label (io_bound, ...)
+    title: str  # the problem in a line
+    status: str  # gone, reduced, grew or still_present in the new run
+    method: str  # how the base report predicted the step once fixed (the replay, or an upper bound)
+    predicted_before_ms: float  # the base step the prediction starts from
+    predicted_after_ms: float  # the base step predicted once this finding is fixed
+    measured_before_ms: float  # the base run's step, as the diff measures it
+    measured_after_ms: float  # the new run's step, as the diff measures it
+    impact_before_ms: float | None  # the step time the finding explained in the base run (ms per step)
+    impact_after_ms: float | None  # the same rule's in the new run; null when it no longer fires
+    # measured_after_ms - predicted_after_ms for a finding that was addressed (gone or reduced); null otherwise
+    error_ms: float | None
+
+    @property
+    def addressed(self) -> bool:
+        return self.status in ADDRESSED
+
+
+def _predicted(f: Finding) -> tuple[float, float] | None:
+    w = f.what_if or {}
+    before, after = w.get("step_ms_before"), w.get("step_ms_after")
+    if not isinstance(before, (int, float)) or not isinstance(after, (int, float)) or isinstance(before, bool) \
+            or isinstance(after, bool):
+        return None
+    return float(before), float(after)
+
+
+def check_predictions(before: Iterable[Finding], after: Iterable[Finding], step_before_ns: float,
+                      step_after_ns: float, noise_pct: float) -> list[PredictionCheck]:
+    """The base's findings that predict a step once fixed, each with its status in the new run and the step
+    measured there; largest predicted gain first."""
+    later = {}
+    for f in after:
+        later.setdefault(f.rule_id, f)
+    tolerance_ms = noise_pct / 100.0 * step_before_ns / 1e6
+    out = []
+    for f in before:
+        predicted = _predicted(f)
+        if predicted is None:
+            continue
+        g = later.get(f.rule_id)
+        b_ms = f.impact_ms_per_step
+        a_ms = g.impact_ms_per_step if g is not None else None
+        if g is None:
+            status = "gone"
+        elif b_ms is None or a_ms is None or abs(a_ms - b_ms) <= tolerance_ms:
+            status = "still_present"
+        else:
+            status = "reduced" if a_ms < b_ms else "grew"
+        measured_after = step_after_ns / 1e6
+        out.append(PredictionCheck(
+            rule_id=f.rule_id, label=f.label, title=f.title, status=status,
+            method=str((f.what_if or {}).get("method") or ""), predicted_before_ms=predicted[0],
+            predicted_after_ms=predicted[1], measured_before_ms=step_before_ns / 1e6, measured_after_ms=measured_after,
+            impact_before_ms=b_ms, impact_after_ms=a_ms,
+            error_ms=measured_after - predicted[1] if status in ADDRESSED else None))
+    out.sort(key=lambda p: -(p.predicted_before_ms - p.predicted_after_ms))
+    return out
