@@ -8,6 +8,7 @@ predicted 8.021 ms. Whatever the new run measures is its median completion inter
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from test_diff import _capture, _loop
@@ -119,3 +120,68 @@ def test_captured_cpu_runs_dataloader_sleep_prediction(tmp_path):
     assert abs(p["error_ms"]) < 0.5 * gain, p
     text = render_diff_text(d)
     assert "io_bound fix predicted" in text
+
+
+# -- a series of runs ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def series(runs, tmp_path_factory):
+    tiny = _loop(tmp_path_factory.mktemp("series") / "tiny.json", tiny=300)
+    return [runs[3000], runs[0], tiny]
+
+
+def test_three_run_trend_each_against_the_first(series):
+    from tracedoc.api import trend
+
+    t = trend(*series)
+    doc = t.to_dict()
+    assert doc["schema"] == "tracedoc.trend" and doc["base_step_ms"] == pytest.approx(11.021)
+    r2, r3 = doc["runs"]
+    # run 2: the DataLoader wait gone, 11.021 -> 8.021 ms
+    assert (r2["step_ms"], r2["delta_ms"]) == pytest.approx((8.021, -3.0))
+    assert {a["category"]: a["delta_ms"] for a in r2["attribution"] if a["delta_ms"]} == pytest.approx({"dataloader": -3.0})
+    # run 3: no wait, but 300 tiny kernels: 8021 + 10 x 299 + 2 = 11013 us; -3 ms DataLoader, +0.6 ms compute
+    # (300 x 2 us) and +2.392 ms host_launch (299 gaps of 8 us): -0.008 ms in all, within noise
+    assert (r3["step_ms"], r3["delta_ms"]) == pytest.approx((11.013, -0.008))
+    att = {a["category"]: a["delta_ms"] for a in r3["attribution"] if a["delta_ms"]}
+    assert att == pytest.approx({"compute": 0.6, "dataloader": -3.0, "host_launch": 2.392})
+    assert sum(att.values()) == pytest.approx(r3["delta_ms"], abs=1e-9)
+    assert (r2["verdict"], r3["verdict"]) == ("improvement", "within_noise")
+    # each run's check of the base's prediction: the wait went in both; run 3 is slower for another reason
+    assert [p["status"] for p in r2["predictions"]] == ["gone"] and r2["predictions"][0]["error_ms"] == pytest.approx(0)
+    assert r3["predictions"][0]["status"] == "gone"
+    assert r3["predictions"][0]["error_ms"] == pytest.approx(11.013 - 8.021)
+    assert t.table("runs")["step_ms"].tolist() == pytest.approx([11.021, 8.021, 11.013])
+    assert "3 runs against dl3000.json" in repr(t)
+
+
+def test_trend_in_every_format_from_the_command_line(series, tmp_path, capsys):
+    import jsonschema
+
+    paths = [str(p) for p in series]
+    assert main(["diff", *paths]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    head = next(line for line in lines if line.startswith("run "))
+    assert head.split() == ["run", "name", "step", "ms", "Δ", "ms", "Δ", "%", "verdict", "compute", "dataloader",
+                            "host_launch", "led", "by", "labels"]
+    row3 = next(line for line in lines if line.startswith("3 "))
+    assert row3.split()[:9] == ["3", "tiny.json", "11.013", "-0.008", "-0.1%", "within", "noise", "+0.600", "-3.000"]
+    assert "run 3: io_bound fix predicted 11.0 → 8.0 ms; measured 11.0 ms (finding gone" in text
+    assert main(["diff", *paths, "-f", "md"]) == 0
+    md = capsys.readouterr().out
+    assert "| 2 | dl0.json | 8.021 | -3.000 | -27.2% | improvement | +0.000 | -3.000 | +0.000 | dataloader |" in md
+    out = tmp_path / "trend.html"
+    assert main(["diff", *paths, "-o", str(out)]) == 0
+    html = out.read_text()
+    assert html.startswith("<!DOCTYPE html>") and "<td class=\"name\">tiny.json</td>" in html
+    assert "predictions, checked against each run" in html
+    assert main(["diff", *paths, "-f", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    schema = json.loads((Path(__file__).resolve().parents[1] / "tracedoc" / "schema" / "trend.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    # the gate holds for every run: run 3's host_launch grew by 2.392 ms
+    assert main(["diff", *paths, "--fail-if", "host_launch_ms > 1"]) == 3
+    err = capsys.readouterr().err
+    assert "gate failed: run 3 (" in err and "run 2" not in err

@@ -20,7 +20,7 @@ from .result import load as load_report
 from .stages import judge, judge_log, join_job, rank_from_name, read_ranks, read_step_log, sha256_of
 
 __all__ = ["analyze", "analyze_log", "diff", "load", "load_dir", "load_report", "rank_files", "rank_from_name",
-           "sha256_of"]
+           "sha256_of", "trend"]
 
 
 def load(path: str | os.PathLike, **options) -> Trace:
@@ -86,6 +86,25 @@ def diff(before, after, *, jobs: int | None = None, noise_pct: float | None = No
     result = diff_sides(sides[0], sides[1], NOISE_FLOOR_PCT if noise_pct is None else noise_pct)
     result.tracedoc_version = __version__
     return result
+
+
+def trend(base, *runs, jobs: int | None = None, noise_pct: float | None = None, **options):
+    """Compare a series of runs, each with the first (``base``): traces, rank directories, saved reports or
+    results, as ``diff`` takes them; the base is analysed once. Returns a ``TrendResult``."""
+    from .diff import NOISE_FLOOR_PCT, diff_sides
+    from .diff.trend import TrendResult
+    from .version import __version__
+
+    if not runs:
+        raise ValueError("trend() compares the base with one run or more; give at least one run after it")
+    first = _diff_side(base, "base", jobs, options)
+    diffs = []
+    for i, run in enumerate(runs):
+        d = diff_sides(first, _diff_side(run, f"run {i + 2}", jobs, options),
+                       NOISE_FLOOR_PCT if noise_pct is None else noise_pct)
+        d.tracedoc_version = __version__
+        diffs.append(d)
+    return TrendResult(diffs)
 
 
 def _diff_side(value, label: str, jobs: int | None, options: dict):

@@ -1,8 +1,8 @@
 """The JSON schemas of the saved reports, generated from their types: never edited by hand.
 
 ``analysis_schema()`` describes ``tracedoc analyze --format json`` (``AnalysisResult``),
-``diff_schema()`` ``tracedoc diff --format json`` (``DiffReport``), ``log_schema()`` ``tracedoc logs
---format json`` (``LogResult``). Each is msgspec's schema of the
+``diff_schema()`` ``tracedoc diff --format json`` (``DiffReport``), ``trend_schema()`` the same for three
+runs or more (``TrendReport``), ``log_schema()`` ``tracedoc logs --format json`` (``LogResult``). Each is msgspec's schema of the
 record type, with:
 
 - every field described by the comment beside it in the type's definition (a type by its docstring);
@@ -166,7 +166,17 @@ def diff_schema() -> dict[str, Any]:
                    "change attributed to its causes (the parts sum to step_ms.delta), and the tables behind it.")
 
 
-SCHEMAS = {"analysis.schema.json": analysis_schema, "diff.schema.json": diff_schema, "log.schema.json": log_schema}
+def trend_schema() -> dict[str, Any]:
+    from .diff.trend import TREND_SCHEMA_VERSION, TrendReport
+
+    return _schema(TrendReport, f"urn:tracedoc:schema:trend:{TREND_SCHEMA_VERSION}", "tracedoc trend",
+                   "What `tracedoc diff BASE RUN2 RUN3 ... --format json` prints (TrendReport): each run compared "
+                   "with the first, its step change attributed to its causes (the parts sum to delta_ms), and the "
+                   "base's what-if predictions checked against it.")
+
+
+SCHEMAS = {"analysis.schema.json": analysis_schema, "diff.schema.json": diff_schema, "log.schema.json": log_schema,
+           "trend.schema.json": trend_schema}
 
 
 def render(name: str) -> str:

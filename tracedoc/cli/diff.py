@@ -1,4 +1,5 @@
 """``tracedoc diff BASE NEW``: what changed between two runs, and a regression gate for CI.
+``tracedoc diff BASE RUN2 RUN3 ...``: a series of runs, each compared with the first, as a trend table.
 
 Each side is a trace file, a directory of rank traces, or a report saved with ``tracedoc analyze
 --format json``. Exit codes (``tracedoc.exits``) as the rest of the CLI, and ``EXIT_GATE`` when the
@@ -38,9 +39,13 @@ def register(sub) -> None:
                                    "saved with `tracedoc analyze --format json`. Says how the step time changed "
                                    "and why (the change split over compute, exposed communication, memcpy and "
                                    "idle by cause), which kernels and operators moved, came or went, and which "
-                                   "labels and metrics changed.")
+                                   "labels and metrics changed, and checks the base report's what-if predictions "
+                                   "against the step the new run measured. With more runs, each is compared with "
+                                   "BASE in one trend table.")
     d.add_argument("before", metavar="BASE", help="the baseline run: trace, rank directory or JSON report")
-    d.add_argument("after", metavar="NEW", help="the run to judge: trace, rank directory or JSON report")
+    d.add_argument("after", metavar="NEW", nargs="+",
+                   help="the run to judge: trace, rank directory or JSON report; several: a trend table of each "
+                        "against BASE, with the step change's attribution per run")
     d.add_argument("-f", "--format", choices=FORMATS, default=None,
                    help="output format (default: from the -o file's extension, else text)")
     d.add_argument("-o", "--output", help="write the output to this file instead of stdout")
@@ -50,7 +55,7 @@ def register(sub) -> None:
                    help="step-time changes smaller than this are 'within noise' (default: 2)")
     gate = d.add_argument_group("gate")
     gate.add_argument("--fail-on-regression", metavar="PCT", type=_percent, default=None,
-                      help="exit with 3 when the step time grew by more than PCT percent")
+                      help="exit with 3 when the step time grew by more than PCT percent (of any run, for a trend)")
     gate.add_argument("--fail-if", metavar="EXPR", action="append", default=[],
                       help="exit with 3 when EXPR holds on the metric deltas, e.g. 'exposed_comm_fraction > +0.05' "
                            "(names: any metric (its change), METRIC_before, METRIC_after, step_ms, step_pct, "
@@ -79,19 +84,36 @@ def cmd_diff(args) -> int:
     from ..diff import gate_failures
 
     conditions = _conditions(args.fail_if)  # a bad expression fails before any trace is read
-    fmt = output_format(args.format, args.output, "diff")
+    runs = list(args.after)
+    report = "diff" if len(runs) == 1 else "trend"
+    fmt = output_format(args.format, args.output, report)
     options = {"step_range": args.step_range} if args.step_range else {}
-    result = diff(args.before, args.after, jobs=args.jobs, noise_pct=args.noise, **options)
-    for w in result.warnings:
-        print_warning(w)
-    text = renderer(fmt, "diff").render(result)
+    sides = [("the BASE input", args.before)] + [("the NEW input" if report == "diff" else f"run {i + 2}", run)
+                                                 for i, run in enumerate(runs)]
+    if args.output:  # before any run is analysed: -o never names an input
+        check_output_path(args.output, sides)
+    if report == "diff":
+        result = diff(args.before, runs[0], jobs=args.jobs, noise_pct=args.noise, **options)
+        diffs = [result]
+    else:
+        from ..api import trend
+
+        result = trend(args.before, *runs, jobs=args.jobs, noise_pct=args.noise, **options)
+        diffs = result.diffs
+    for i, d in enumerate(diffs):
+        for w in d.warnings:
+            print_warning(f"run {i + 2}: {w}" if report == "trend" else w)
+    text = renderer(fmt, report).render(result)
     if args.output:
-        check_output_path(args.output, [("the BASE input", args.before), ("the NEW input", args.after)])
+        check_output_path(args.output, sides)
         write_atomic(args.output, text)
-        print(f"tracedoc: wrote {fmt} diff to {args.output}", file=sys.stderr)
+        print(f"tracedoc: wrote {fmt} {report} to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    reasons = gate_failures(result, args.fail_on_regression, conditions)
+    reasons = []
+    for i, d in enumerate(diffs):
+        where = f"run {i + 2} ({d.after_path}): " if report == "trend" else ""
+        reasons += [where + r for r in gate_failures(d, args.fail_on_regression, conditions)]
     for reason in reasons:
         print(f"tracedoc: gate failed: {clean_text(reason)}", file=sys.stderr)
     return EXIT_GATE if reasons else EXIT_OK

@@ -2,7 +2,8 @@
 
 The renderer contract: each renderer of a report formats that report's typed view model, built from
 its result by one function (``viewmodel.build_report`` -> ``ReportView`` for ``tracedoc analyze``,
-``diffview.build_diff_view`` -> ``DiffView`` for ``tracedoc diff``, ``logview.build_log_view`` ->
+``diffview.build_diff_view`` -> ``DiffView`` for ``tracedoc diff``, ``trend.build_trend_view`` ->
+``TrendView`` for ``tracedoc diff`` of three runs or more, ``logview.build_log_view`` ->
 ``LogView`` for ``tracedoc logs``), except JSON, which is the saved value itself. Every renderer is
 called the same way: ``renderer(format, report).render(result, **options) -> str``.
 
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
 
-REPORTS = ("analysis", "diff", "log")  # tracedoc analyze, diff, logs
+REPORTS = ("analysis", "diff", "trend", "log")  # tracedoc analyze, diff (two runs, or a series), logs
 FORMATS: tuple[str, ...] = ("text", "json", "md", "html")
 _EXTENSIONS = {"text": (".txt",), "json": (".json",), "md": (".md", ".markdown"), "html": (".html", ".htm")}
 
@@ -32,7 +33,7 @@ class RenderFunction(Protocol):
 
 
 class Renderer(NamedTuple):  # a NamedTuple, not a dataclass: the CLI reads this table at start-up
-    report: str  # "analysis", "diff" or "log": the result it takes
+    report: str  # "analysis", "diff", "trend" or "log": the result it takes
     name: str  # the --format value
     module: str
     function: str
@@ -61,6 +62,10 @@ RENDERERS: tuple[Renderer, ...] = (
     Renderer("diff", "json", "diff", "render_diff_json", "every number of the comparison"),
     Renderer("diff", "md", "diff", "render_diff_md", "a ticket comment under 65,000 characters"),
     Renderer("diff", "html", "diff", "render_diff_html", "one self-contained page with side-by-side bars"),
+    Renderer("trend", "text", "trend", "render_trend_text", "the runs against the first, with attribution"),
+    Renderer("trend", "json", "trend", "render_trend_json", "every run's comparison with the first"),
+    Renderer("trend", "md", "trend", "render_trend_md", "a ticket comment"),
+    Renderer("trend", "html", "trend", "render_trend_html", "one self-contained page"),
     Renderer("log", "text", "logview", "render_log_text", "summary, anomalies and findings"),
     Renderer("log", "json", "logview", "render_log_json", "every metric, anomaly and finding, schema-versioned"),
     Renderer("log", "md", "logview", "render_log_md", "a ticket comment"),

@@ -1,0 +1,132 @@
+"""Renderers of a trend (``tracedoc diff BASE RUN2 RUN3 ...``): a table of the runs against the base,
+with the step change attributed by category per run, then the base's predictions checked against each
+run. Text, Markdown and HTML format ``build_trend_view``; JSON is ``TrendResult.report()``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .diffview import VERDICT_WORDS, PredictionRow, prediction_row
+from .format import ms_figure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..diff.trend import TrendResult
+
+
+@dataclass
+class TrendRow:
+    run: str  # "base", "2", "3" ...
+    name: str  # the run's file name (its path where two names agree)
+    step_ms: str
+    delta_ms: str
+    pct: str
+    verdict: str
+    categories: list[str]  # each shown category's part of the change, in ``TrendView.categories`` order
+    led_by: str
+    labels: str  # "gone io_bound; new compute_bound"
+    predictions: list[PredictionRow] = field(default_factory=list)
+
+
+@dataclass
+class TrendView:
+    base: str
+    categories: list[str]  # the categories that moved in some run (the others are zero throughout)
+    rows: list[TrendRow]
+    noise_pct: float
+    warnings: list[str]
+
+    @property
+    def checks(self) -> list[tuple[str, PredictionRow]]:
+        """(run, check) for every run's checks of the base's predictions."""
+        return [(r.run, p) for r in self.rows for p in r.predictions]
+
+
+def _names(paths: list[str]) -> list[str]:
+    base = [os.path.basename(os.path.normpath(p)) or p for p in paths]
+    return [b if base.count(b) == 1 else p for b, p in zip(base, paths)]
+
+
+def build_trend_view(t: "TrendResult") -> TrendView:
+    doc = t.report()
+    names = _names([doc.base.path] + [r.path for r in doc.runs])
+    moved = [c for c in doc.categories
+             if any(abs(a.delta_ms) >= 5e-4 for r in doc.runs for a in r.attribution if a.category == c)]
+    rows = [TrendRow(run="base", name=names[0], step_ms=ms_figure(doc.base_step_ms * 1e6), delta_ms="", pct="",
+                     verdict="", categories=["" for _ in moved], led_by="", labels="")]
+    warnings = []
+    for i, r in enumerate(doc.runs):
+        att = {a.category: a.delta_ms for a in r.attribution}
+        labels = "; ".join(filter(None, ["gone " + ", ".join(r.labels.gone) if r.labels.gone else "",
+                                         "new " + ", ".join(r.labels.new) if r.labels.new else ""]))
+        rows.append(TrendRow(
+            run=str(i + 2), name=names[i + 1], step_ms=ms_figure(r.step_ms * 1e6),
+            delta_ms=ms_figure(r.delta_ms * 1e6, signed=True), pct=f"{r.step_pct:+.1f}%" if r.step_pct is not None else "n/a",
+            verdict=VERDICT_WORDS.get(r.verdict, r.verdict), categories=[ms_figure(att[c] * 1e6, signed=True) for c in moved],
+            led_by=", ".join(r.led_by) if r.verdict in ("regression", "improvement") else "", labels=labels,
+            predictions=[prediction_row(p) for p in r.predictions]))
+        warnings += [f"run {i + 2}: {w}" for w in r.warnings]
+    return TrendView(base=doc.base.path, categories=moved, rows=rows, noise_pct=doc.noise_floor_pct, warnings=warnings)
+
+
+def render_trend_json(t: "TrendResult") -> str:
+    import msgspec
+
+    from ..model.record import to_json_bytes
+
+    return msgspec.json.format(to_json_bytes(t.report()), indent=2).decode()
+
+
+def render_trend_text(t: "TrendResult") -> str:
+    v = build_trend_view(t)
+    head = ["run", "name", "step ms", "Δ ms", "Δ %", "verdict", *v.categories, "led by", "labels"]
+    table = [head] + [[r.run, r.name, r.step_ms, r.delta_ms, r.pct, r.verdict, *r.categories, r.led_by, r.labels]
+                      for r in v.rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    numeric = {2, 3, 4, *range(6, 6 + len(v.categories))}
+    out = [f"tracedoc diff: {len(v.rows)} runs, each against the first ({v.base})", "",
+           "step: median step time; category columns: each category's part of the change from the base (ms, "
+           "summing to Δ ms)", ""]
+    for row in table:
+        cells = [c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        out.append("  ".join(cells).rstrip())
+    if v.checks:
+        out += ["", "The base run's predictions, checked against each run (step ms)"]
+        out += [f"  run {run}: {p.sentence}" for run, p in v.checks]
+    if v.warnings:
+        out += [""] + [f"warning: {w}" for w in v.warnings]
+    return "\n".join(out) + "\n"
+
+
+def render_trend_md(t: "TrendResult") -> str:
+    from .markdown import md_escape
+
+    v = build_trend_view(t)
+    head = ["run", "name", "step ms", "Δ ms", "Δ %", "verdict", *v.categories, "led by", "labels"]
+    out = [f"## tracedoc diff: {len(v.rows)} runs, each against the first", "",
+           f"Base: {md_escape(v.base)}. Category columns: each category's part of the change from the base "
+           "(ms, summing to Δ ms).", "",
+           "| " + " | ".join(head) + " |",
+           "|" + "|".join("---:" if 2 <= i <= 4 or 6 <= i < 6 + len(v.categories) else "---"
+                          for i in range(len(head))) + "|"]
+    for r in v.rows:
+        cells = [r.run, md_escape(r.name), r.step_ms, r.delta_ms, r.pct, r.verdict, *r.categories, r.led_by,
+                 md_escape(r.labels)]
+        out.append("| " + " | ".join(cells) + " |")
+    if v.checks:
+        out += ["", "### The base run's predictions, checked against each run", ""]
+        out += [f"- run {run}: {md_escape(p.sentence)}" for run, p in v.checks]
+    if v.warnings:
+        out += [""] + [f"- **warning**: {md_escape(w)}" for w in v.warnings]
+    return "\n".join(out) + "\n"
+
+
+def render_trend_html(t: "TrendResult") -> str:
+    import markupsafe
+
+    from .templating import asset, jinja_environment
+
+    env = jinja_environment("html")
+    return env.get_template("trend.html.j2").render(trend=build_trend_view(t), css=markupsafe.Markup(asset("diff.css")))
