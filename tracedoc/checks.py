@@ -225,3 +225,134 @@ def _copy(node: Any) -> Any:
         return [_copy(v) for v in node]
     return node
 
+
+
+# -- saved reports, read back ------------------------------------------------------------------------
+
+MAX_REPORT_DEPTH = 48  # a report's tables are a few levels deep; deeper nesting is not a report
+_MAYBE_NEGATIVE = ("lateness_",)
+_FLAT_TABLES = frozenset({"kernel_totals", "top_kernels", "operator_totals", "top_operators"})  # what the diff reads
+_NUMBER_SUFFIXES = ("_ns", "_fraction", "_bytes", "_gbps", "_count", "_ms", "_us")  # a single number by its name  # the job's rank table: arriving early is a negative lateness
+_JSON_TYPES = {"number": (int, float), "integer": (int, float), "boolean": (bool,), "string": (str,)}
+_WHAT_IF_BOUNDS = {"step_ms_before": _NONNEGATIVE, "step_ms_after": _NONNEGATIVE, "gain_ms": _NONNEGATIVE,
+                   "share_fraction": _UNIT_BOUNDS}
+
+
+def _excerpt(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+class _Refuser(_Checker):
+    """``_Checker``'s invariants, raised at the first value that fails them (with its field path), and
+    each value a number where its name says it is one."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__()
+        self.source = source
+
+    def fail(self, where: Any, value: Any, what: str) -> None:
+        from .errors import TraceError
+
+        raise TraceError(self.source, f"is a tracedoc report with an impossible value: {_path_text(where)} = "
+                         f"{_excerpt(value)} is {what}", None,
+                         "correct or remove that value, or write the report again with `tracedoc analyze --format json`")
+
+    def number(self, where: Any, value: Any, bounds: tuple[float, float] | None, integer: bool = False) -> None:
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(where, value, f"not a number (a {type(value).__name__})")
+        if integer and isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+            self.fail(where, value, "not a whole number")
+        self.value(where, value, bounds)
+
+    def tree(self, where: Any, node: Any, bounds: tuple[float, float] | None = None, depth: int = 0,
+             flat: bool = False) -> Any:
+        """``flat``: rows of plain values (per-step and per-device rows, the totals the diff reads), where a
+        list or an object in place of a number is refused too."""
+        if depth > MAX_REPORT_DEPTH:
+            self.fail(where, "...", f"nested deeper than {MAX_REPORT_DEPTH} levels")
+        if isinstance(node, dict):
+            for key, item in node.items():
+                name = str(key)
+                if flat and isinstance(item, (dict, list)) and (name.endswith(_NUMBER_SUFFIXES) or bounds_of(name)):
+                    self.fail((where, name, False), item, f"not a number (a {type(item).__name__})")
+                if isinstance(item, (dict, list)):
+                    self.tree((where, name, False), item, bounds_of(name) or bounds, depth + 1, flat)
+                elif name.startswith(_MAYBE_NEGATIVE):
+                    self.number((where, name, False), item, None)
+                elif bounds_of(name) is not None or name in _TIMESTAMP_KEYS or name.endswith(("_start_ns", "_end_ns")):
+                    self.number((where, name, False), item, bounds_of(name))
+                else:
+                    self.value((where, name, False), item, None)
+            self.interval(where, node)
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                if isinstance(item, (dict, list)):
+                    self.tree((where, i, True), item, bounds, depth + 1, flat)
+                else:
+                    self.value((where, i, True), item, bounds)
+        else:
+            self.value(where, node, bounds)
+        return node
+
+    def metrics(self, where: str, metrics: dict[str, Any]) -> None:
+        from .model.metrics import BY_NAME
+
+        for name, value in metrics.items():
+            m = BY_NAME.get(name)
+            path = (where, name, False)
+            if m is None or value is None:
+                self.tree(path, value) if isinstance(value, (dict, list)) else self.value(path, value, None)
+                continue
+            kinds = _JSON_TYPES[m.json_type]
+            if isinstance(value, bool) != (bool in kinds) or not isinstance(value, kinds):
+                self.fail(path, value, f"not a {m.json_type} (metric {name} is in {m.unit})")
+            if m.numeric and not isinstance(value, bool):
+                self.number(path, value, m.valid_range, integer=m.json_type == "integer")
+
+    def verdict(self, where: str, verdict: Any) -> None:
+        if verdict is None:
+            return
+        self.number((where, "step_time_ns", False), verdict.step_time_ns, _NONNEGATIVE)
+        for i, f in enumerate(verdict.findings):
+            at = (where, "findings", False), i, True
+            self.number((at, "impact_fraction", False), f.impact_fraction, _UNIT_BOUNDS)
+            self.number((at, "impact_ms_per_step", False), f.impact_ms_per_step, _NONNEGATIVE)
+            for key, value in (f.what_if or {}).items():
+                if key in _WHAT_IF_BOUNDS:
+                    self.number(((at, "what_if", False), key, False), value, _WHAT_IF_BOUNDS[key])
+            self.tree((at, "evidence", False), f.evidence)
+
+
+def refuse_impossible(result: Any, source: str) -> None:
+    """A report read back from a file (``tracedoc.result.load``): every value of its type and inside its
+    domain, as ``check_rank`` keeps a fresh result's (the metric table's ranges, fractions in [0, 1],
+    durations, counts and sizes >= 0, intervals that end after they start), and each field a name calls
+    a number a number. The first that is not raises a ``TraceError`` naming its field path, so a
+    hand-edited report is refused in one line instead of giving numbers that cannot be true."""
+    c = _Refuser(source)
+    for i, rank in enumerate(result.ranks):
+        where = f"ranks[{i}]"
+        c.metrics(f"{where}.metrics", rank.metrics)
+        win = rank.window
+        if win.end_ns < win.start_ns:
+            c.fail(f"{where}.window.end_ns", win.end_ns, f"before the window's start_ns {win.start_ns}")
+        c.tree(f"{where}.per_step", rank.per_step, flat=True)
+        c.tree(f"{where}.per_device", rank.per_device, flat=True)
+        c.tree(f"{where}.timeline", rank.timeline)
+        for name, table in rank.evidence.items():
+            c.tree(((f"{where}.evidence"), name, False), table, flat=name in _FLAT_TABLES)
+        for j, row in enumerate(rank.per_step):  # a step is its span: both ends are times
+            for end in ("start_ns", "end_ns"):
+                if not isinstance(row, dict) or row.get(end) is None:
+                    c.fail(((f"{where}.per_step", j, True), end, False), None if not isinstance(row, dict) else
+                           row.get(end), "missing: a step row holds its start and end")
+        c.verdict(f"{where}.verdict", rank.verdict)
+    job = result.job
+    if job is not None:
+        c.metrics("job.metrics", job.metrics)
+        for i, row in enumerate(job.ranks):
+            c.tree(f"job.ranks[{i}]", row.to_dict())
+        c.verdict("job.verdict", job.verdict)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import msgspec
 
 from .analyses.rank import RankResult, short, verdict_summary
+from .checks import refuse_impossible
 from .errors import TraceError
 from .job.view import JobView
 from .migrate import CURRENT as SCHEMA_VERSION  # the version history is there
@@ -259,13 +260,19 @@ class AnalysisResult(Record, dict=True, kw_only=True):
     @classmethod
     def from_dict(cls, data: Any, where: str = "report") -> "AnalysisResult":
         """The value a report's document describes (schema version 1 migrated); a ``TraceError`` says
-        what is wrong with a document that is not a report this tracedoc reads."""
+        what is wrong with a document that is not a report this tracedoc reads, or names the first field
+        whose value is not of its type or outside its domain (``checks.refuse_impossible``)."""
         doc = current(data, where)
         try:
-            return msgspec.convert(doc, cls)
+            result = msgspec.convert(doc, cls)
         except msgspec.ValidationError as exc:
             raise TraceError(where, "is a tracedoc report with a missing or malformed field", str(exc),
                              "write it again with `tracedoc analyze --format json`") from None
+        except RecursionError:
+            raise TraceError(where, "is a tracedoc report nested too deeply to be one", None,
+                             "write it again with `tracedoc analyze --format json`") from None
+        refuse_impossible(result, where)  # every value of its type and in its domain, or one line naming it
+        return result
 
 
 def load(path: str | os.PathLike) -> AnalysisResult:

@@ -106,6 +106,8 @@ class Window(Record, kw_only=False):
 
     def __post_init__(self) -> None:
         self.length_ns = max(0, self.end_ns - self.start_ns)
+        if self.kind not in WINDOW_KINDS:  # read back from a file: a ValidationError that names the field
+            raise ValueError(f"window kind {self.kind[:40]!r} is not one of {', '.join(WINDOW_KINDS)}")
         self.description = WINDOW_KINDS[self.kind]
         self.span_start_ns = self.start_ns if self.span_start_ns is None else min(self.span_start_ns, self.start_ns)
 
