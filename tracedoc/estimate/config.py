@@ -8,8 +8,10 @@ Qwen-MoE, DeepSeek-style shared experts).
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import UsageError
 
@@ -78,18 +80,67 @@ def load_model_spec(text: str) -> ModelSpec:
                      "vocab=32000,swiglu=true")
 
 
-def _value(key: str, raw: str):
+FAMILIES = ("gpt", "llama", "qwen", "moe")
+# Every size and count of a model lies below this: the largest vocabularies are ~2^18, hidden sizes ~2^15,
+# layer and expert counts ~2^8. Bounding them keeps every product of the FLOPs and memory formulas exact
+# in int64 and float64, so a typo such as 40960000 is refused instead of giving absurd numbers.
+MAX_MODEL_DIM = 1 << 24
+
+
+def _seen(value: Any) -> str:
+    text = repr(value)
+    kind = {str: "a string", bool: "a boolean", list: "a list", dict: "an object", float: "a number"}.get(type(value), "")
+    text = text if len(text) <= 40 else f"{text[:37]}..."
+    return f"{text} ({kind})" if kind else text
+
+
+def whole_number(where: str, key: str, value: Any, minimum: int = 1) -> int:
+    """A config's size or count: a JSON integer (or an integral number) from ``minimum`` to ``MAX_MODEL_DIM``;
+    anything else (a string such as "4096", a boolean, NaN, a fraction, zero heads) is a usage error that
+    names the field."""
+    ok = isinstance(value, int) and not isinstance(value, bool) or \
+        isinstance(value, float) and math.isfinite(value) and value.is_integer()
+    if not ok:
+        raise UsageError(where, f"{key} must be a whole number", _seen(value), "fix the model config")
+    number = int(value)
+    if not minimum <= number <= MAX_MODEL_DIM:
+        need = "positive" if minimum == 1 else f"at least {minimum}"
+        raise UsageError(where, f"{key} must be {need} and at most {MAX_MODEL_DIM:,}", str(number)[:40],
+                         "fix the model config")
+    return number
+
+
+def flag(where: str, key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise UsageError(where, f"{key} must be true or false", _seen(value), "fix the model config")
+    return value
+
+
+_FLAGS = ("gated_mlp", "tie_embeddings")
+_MAY_BE_ZERO = ("num_experts", "experts_per_token", "moe_ffn_size", "shared_ffn_size")
+
+
+def _value(key: str, raw: str, given_as: str | None = None):
     low = raw.strip().lower()
+    where = f"--model {(given_as or key)[:40]}={raw.strip()[:40]}"
     if key in ("family",):
+        if low not in FAMILIES:
+            raise UsageError(where, "is not a model family", low[:40], f"use one of {', '.join(FAMILIES)}")
         return low
-    if low in ("true", "yes", "1") and key in ("gated_mlp", "tie_embeddings"):
-        return True
-    if low in ("false", "no", "0") and key in ("gated_mlp", "tie_embeddings"):
-        return False
+    if key in _FLAGS:
+        if low in ("true", "yes", "1"):
+            return True
+        if low in ("false", "no", "0"):
+            return False
+        raise UsageError(where, f"{key} must be true or false", raw.strip()[:40], f"e.g. {key}=true")
     try:
-        return int(float(low))
+        number: Any = int(low)
     except ValueError:
-        raise UsageError(f"--model {key}={raw}", "needs a number", raw, "e.g. layers=32") from None
+        try:
+            number = float(low)
+        except ValueError:
+            raise UsageError(where, "needs a number", raw.strip()[:40], "e.g. layers=32") from None
+    return whole_number(where, key, number, minimum=0 if key in _MAY_BE_ZERO else 1)
 
 
 def from_params(text: str) -> ModelSpec:
@@ -100,9 +151,9 @@ def from_params(text: str) -> ModelSpec:
         k, _, v = part.partition("=")
         key = _EXPLICIT_KEYS.get(k.strip().lower())
         if key is None:
-            raise UsageError(f"--model {part}", "is not a known model param", k.strip(),
+            raise UsageError(f"--model {part.strip()[:80]}", "is not a known model param", k.strip()[:40],
                              f"use one of {', '.join(sorted(set(_EXPLICIT_KEYS)))}")
-        given[key] = _value(key, v)
+        given[key] = _value(key, v, k.strip())
     for need in ("hidden_size", "num_layers", "num_heads", "vocab_size"):
         if need not in given:
             raise UsageError("--model", f"params lack {need}", text, "give hidden, layers, heads, ffn and vocab")
@@ -130,44 +181,56 @@ def from_hf_config(cfg: dict, source: str = "config.json") -> ModelSpec:
                 return cfg[k]
         return default
 
-    h = get("hidden_size", "n_embd", "d_model", "hidden_dim")
-    layers = get("num_hidden_layers", "n_layer", "num_layers", "n_layers")
-    heads = get("num_attention_heads", "n_head", "num_heads", "n_heads")
-    vocab = get("vocab_size", "padded_vocab_size")
+    def key_of(*keys) -> str:
+        return next((k for k in keys if cfg.get(k) is not None), keys[0])
+
+    def number(*keys, default=None, minimum: int = 1):
+        value = get(*keys)
+        return default if value is None else whole_number(source, key_of(*keys), value, minimum)
+
+    if not isinstance(cfg.get("model_type", ""), str):
+        raise UsageError(source, "model_type must be a string", _seen(cfg["model_type"]), "fix the model config")
+    h = number("hidden_size", "n_embd", "d_model", "hidden_dim")
+    layers = number("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+    heads = number("num_attention_heads", "n_head", "num_heads", "n_heads")
+    vocab = number("vocab_size", "padded_vocab_size")
     if None in (h, layers, heads, vocab):
         missing = [n for n, v in (("hidden_size", h), ("num_hidden_layers", layers),
                                   ("num_attention_heads", heads), ("vocab_size", vocab)) if v is None]
-        raise UsageError(source, f"lacks {', '.join(missing)}", f"model_type {mt or 'unset'}",
+        raise UsageError(source, f"lacks {', '.join(missing)}", f"model_type {mt[:40] or 'unset'}",
                          "pass the model's Hugging Face config.json, or explicit params")
     if get("kv_lora_rank", "q_lora_rank") is not None:
         raise UsageError(source, "uses multi-head latent attention (kv_lora_rank), which the formulas do not model",
-                         f"model_type {mt or 'unset'}", "pass explicit params of an equivalent model, or leave out --model")
-    kv = get("num_key_value_heads", "num_kv_heads", "multi_query_group_num", "n_head_kv", default=heads)
-    if cfg.get("multi_query") is True:
+                         f"model_type {mt[:40] or 'unset'}", "pass explicit params of an equivalent model, or leave out --model")
+    kv = number("num_key_value_heads", "num_kv_heads", "multi_query_group_num", "n_head_kv", default=heads)
+    if cfg.get("multi_query") is not None and flag(source, "multi_query", cfg["multi_query"]):
         kv = 1
-    head_dim = get("head_dim", "kv_channels", default=h // heads)
+    head_dim = number("head_dim", "kv_channels", default=h // heads)
+    act = get("hidden_act", "activation_function", default="")
     gated = mt in ("llama", "mistral", "mixtral", "qwen", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
                    "gemma2", "deepseek_v2", "deepseek_v3", "phi3", "olmo", "olmo2", "internlm2", "yi") or \
-        str(get("hidden_act", "activation_function", default="")).lower() in ("silu", "swiglu")
-    ffn = get("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim", default=None)
+        (isinstance(act, str) and act.lower() in ("silu", "swiglu"))
+    ffn = number("intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim")
     if mt == "qwen" and ffn is not None:
-        ffn = ffn // 2  # Qwen v1 configs give the size of the two gate/up halves together
+        ffn = max(ffn // 2, 1)  # Qwen v1 configs give the size of the two gate/up halves together
     if ffn is None:
         ffn = 4 * h
-    experts = get("num_local_experts", "num_experts", "n_routed_experts", default=0) or 0
-    top_k = get("num_experts_per_tok", "moe_top_k", "num_experts_per_token", default=0) or 0
-    moe_ffn = get("moe_intermediate_size", default=0) or 0
-    shared = get("shared_expert_intermediate_size", default=0) or 0
-    if not shared and get("n_shared_experts"):
-        shared = int(get("n_shared_experts")) * (moe_ffn or ffn)
+    experts = number("num_local_experts", "num_experts", "n_routed_experts", default=0, minimum=0)
+    top_k = number("num_experts_per_tok", "moe_top_k", "num_experts_per_token", default=0, minimum=0)
+    moe_ffn = number("moe_intermediate_size", default=0, minimum=0)
+    shared = number("shared_expert_intermediate_size", default=0, minimum=0)
+    n_shared = number("n_shared_experts", default=0, minimum=0)
+    if not shared and n_shared:
+        shared = whole_number(source, "n_shared_experts", n_shared * (moe_ffn or ffn))
+    tie = get("tie_word_embeddings")
+    max_seq = number("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length")
     family = "moe" if experts else ("qwen" if mt.startswith("qwen") else "llama" if gated else "gpt")
     spec = ModelSpec(
-        family=family, hidden_size=int(h), num_layers=int(layers), num_heads=int(heads), num_kv_heads=int(kv),
-        head_dim=int(head_dim), ffn_size=int(ffn), vocab_size=int(vocab), gated_mlp=bool(gated),
-        tie_embeddings=bool(get("tie_word_embeddings", default=mt in ("gpt2",))),
-        max_seq_len=get("max_position_embeddings", "n_positions", "seq_length", "max_sequence_length"),
-        num_experts=int(experts), experts_per_token=int(top_k), moe_ffn_size=int(moe_ffn),
-        shared_ffn_size=int(shared), learned_positions=mt in ("gpt2", "opt", "gpt_bigcode"), source=source)
+        family=family, hidden_size=h, num_layers=layers, num_heads=heads, num_kv_heads=kv,
+        head_dim=head_dim, ffn_size=ffn, vocab_size=vocab, gated_mlp=bool(gated),
+        tie_embeddings=mt in ("gpt2",) if tie is None else flag(source, "tie_word_embeddings", tie),
+        max_seq_len=max_seq, num_experts=experts, experts_per_token=top_k, moe_ffn_size=moe_ffn,
+        shared_ffn_size=shared, learned_positions=mt in ("gpt2", "opt", "gpt_bigcode"), source=source)
     return _checked(spec, source)
 
 
