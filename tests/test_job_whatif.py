@@ -203,3 +203,25 @@ def test_last_instance_begun_before_a_time(span):
             ok = (rank == r) & ((end < tq) if strict else (end <= tq))
             want = -1 if not ok.any() else inst[ok][np.argmax(end[ok])]
             assert g == want or (g >= 0 and end[g] == end[want] and rank[g] == r)
+
+
+def test_diff_checks_the_straggler_prediction_against_the_job_without_the_lateness(pair):
+    from tracedoc.api import diff
+    from tracedoc.render.diff import render_diff_text
+
+    _, late = pair["late"]
+    _, on_time = pair["on_time"]
+    d = diff(late, on_time)
+    checks = [p for p in d.to_dict()["predictions"] if p["rule_id"] == "TD620"]
+    assert len(checks) == 1
+    p = checks[0]
+    job_b, job_a = late.to_dict()["job"], on_time.to_dict()["job"]
+    # against the job's step on both sides (the job verdict's step), and the straggler is gone
+    assert p["status"] == "gone"
+    assert p["measured_before_ms"] == pytest.approx(job_b["metrics"]["job_step_time_p50_ns"] / 1e6)
+    assert p["measured_after_ms"] == pytest.approx(job_a["metrics"]["job_step_time_p50_ns"] / 1e6)
+    assert p["predicted_after_ms"] == pytest.approx(job_b["straggler_what_if"]["step_ms_after"], abs=1e-3)
+    assert p["error_ms"] == pytest.approx(p["measured_after_ms"] - p["predicted_after_ms"])
+    # the replay lands within 15% of the job simulated without the lateness (as above)
+    assert abs(p["error_ms"]) <= 0.15 * p["measured_after_ms"]
+    assert "job: straggler_bound fix predicted" in render_diff_text(d)
