@@ -29,7 +29,8 @@ class PredictionCheck(Record, kw_only=True):
     """A prediction of the base run's finding, beside what the new run measured."""
 
     rule_id: str  # the base finding's rule
-    label: str  # its label (io_bound, ...)
+    name: str  # the rule's name (dataloader-stall, ...)
+    label: str  # its label (io_bound, ...; advice for a rule that gives no verdict label)
     title: str  # the problem in a line
     status: str  # gone, reduced, grew or still_present in the new run
     method: str  # how the base report predicted the step once fixed (the replay, or an upper bound)
@@ -80,7 +81,7 @@ def check_predictions(before: Iterable[Finding], after: Iterable[Finding], step_
             status = "reduced" if a_ms < b_ms else "grew"
         measured_after = step_after_ns / 1e6
         out.append(PredictionCheck(
-            rule_id=f.rule_id, label=f.label, title=f.title, status=status,
+            rule_id=f.rule_id, name=f.name, label=f.label, title=f.title, status=status,
             method=str((f.what_if or {}).get("method") or ""), predicted_before_ms=predicted[0],
             predicted_after_ms=predicted[1], measured_before_ms=step_before_ns / 1e6, measured_after_ms=measured_after,
             impact_before_ms=b_ms, impact_after_ms=a_ms,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..labels import ADVICE_LABEL
 from ..model.metrics import TRACE_METRICS as METRICS
 from .format import fmt_unit, fmt_unit_delta, ms_figure
 
@@ -208,7 +209,8 @@ def prediction_row(p, where: str = "") -> PredictionRow:
         pct = f", {100 * p.error_ms / p.predicted_after_ms:+.1f}%" if p.predicted_after_ms > 0 else ""
         off = f"{p.error_ms:+.{2 if abs(p.error_ms) < 10 else 1}f} ms{pct}"
     head = f"{where}: " if where else ""
-    fix = f"{head}{p.label} fix predicted {'at best ' if upper else ''}{predicted} ms"
+    what = p.name if p.label == ADVICE_LABEL else p.label
+    fix = f"{head}{what} fix predicted {'at best ' if upper else ''}{predicted} ms"
     impact = (f"{step_figure(p.impact_before_ms, scale)} → {step_figure(p.impact_after_ms, scale)} ms per step"
               if p.impact_before_ms is not None and p.impact_after_ms is not None else "")
     if p.status == "gone":
@@ -219,7 +221,7 @@ def prediction_row(p, where: str = "") -> PredictionRow:
         sentence = f"{fix} if fixed; grew ({impact}), measured {ma} ms"
     else:
         sentence = f"{fix} if fixed; still present, measured {ma} ms"
-    return PredictionRow(where=where, label=p.label, rule_id=p.rule_id, status=p.status,
+    return PredictionRow(where=where, label=what, rule_id=p.rule_id, status=p.status,
                          status_words=STATUS_WORDS.get(p.status, p.status), predicted=predicted, measured=ma, off=off,
                          upper_bound=upper, sentence=sentence)
 
