@@ -42,7 +42,7 @@ def test_diff_repr_is_one_short_line(pair):
 def test_diff_card_and_tables(pair):
     card = pair._repr_html_()
     assert card.startswith("<div") and card.endswith("</div>") and len(card) < 8000
-    assert "tracedoc diff" in card and "dataloader" in card
+    assert "tracedoc diff" in card and "dataloader" in card and "io_bound fix predicted" in card
     att = pair.table("attribution")
     assert isinstance(att, pd.DataFrame) and list(att.columns) == ["category", "before_ms", "after_ms", "delta_ms"]
     # the table is the JSON document's attribution, row for row

@@ -80,7 +80,7 @@ def render_diff_card(d) -> str:
              f'<th>Δ ms</th></tr>{rows}<tr><th>step</th><th style="text-align:right">{escape(v.step_before)}</th>'
              f'<th style="text-align:right">{escape(v.step_after)}</th>'
              f'<th style="text-align:right">{escape(v.step_delta)} ({escape(v.step_pct)})</th></tr></table>']
-    for p in getattr(v, "predictions", []):
+    for p in v.predictions:
         parts.append(f'<div style="font-size:90%">{escape(p.sentence)}</div>')
     if v.warnings:
         parts.append(f'<div style="color:#8a6d00;font-size:90%">{len(v.warnings)} warning'
