@@ -24,6 +24,11 @@ def runs(tmp_path_factory):
     return {dl: _loop(d / f"dl{dl}.json", dl_us=float(dl)) for dl in (0, 1000, 3000)}
 
 
+def _flat(text: str) -> str:
+    """Text with its wrapped lines joined (sentences wrap at the width)."""
+    return " ".join(text.split())
+
+
 def _io(d):
     checks = [p for p in d.to_dict()["predictions"] if p["label"] == "io_bound"]
     assert len(checks) == 1, d.to_dict()["predictions"]
@@ -38,7 +43,7 @@ def test_fix_made_prediction_against_measurement(runs):
     assert (p["measured_before_ms"], p["measured_after_ms"]) == pytest.approx((11.021, 8.021))
     assert p["impact_before_ms"] == pytest.approx(3.0) and p["impact_after_ms"] is None
     assert p["error_ms"] == pytest.approx(0.0, abs=1e-9)
-    assert "io_bound fix predicted 11.0 → 8.0 ms; measured 8.0 ms (finding gone" in render_diff_text(d)
+    assert "io_bound fix predicted 11.0 → 8.0 ms; measured 8.0 ms (finding gone" in _flat(render_diff_text(d))
 
 
 def test_fix_half_made_is_reduced_and_the_prediction_is_off_by_what_is_left(runs):
@@ -49,7 +54,7 @@ def test_fix_half_made_is_reduced_and_the_prediction_is_off_by_what_is_left(runs
     assert p["impact_before_ms"] == pytest.approx(3.0) and p["impact_after_ms"] == pytest.approx(1.0)
     assert p["measured_after_ms"] == pytest.approx(9.021)
     assert p["error_ms"] == pytest.approx(9.021 - 8.021)
-    text = render_diff_text(d)
+    text = _flat(render_diff_text(d))
     assert "io_bound fix predicted 11.0 → 8.0 ms; measured 9.0 ms (finding reduced, 3.0 → 1.0 ms per step; " \
            "prediction off by +1.00 ms, +12.5%)" in text
 
@@ -59,7 +64,7 @@ def test_fix_not_made_still_present_and_grew(runs):
     assert same["status"] == "still_present" and same["error_ms"] is None
     assert same["measured_after_ms"] == pytest.approx(11.021) and same["predicted_after_ms"] == pytest.approx(8.021)
     assert "io_bound fix predicted 11.0 → 8.0 ms if fixed; still present, measured 11.0 ms" in \
-        render_diff_text(diff(runs[3000], runs[3000]))
+        _flat(render_diff_text(diff(runs[3000], runs[3000])))
     # 1 ms of wait -> 3 ms: grew beyond the noise floor (2% of the 9.021 ms base step)
     worse = diff(runs[1000], runs[3000])
     p = _io(worse)
@@ -67,14 +72,14 @@ def test_fix_not_made_still_present_and_grew(runs):
     assert (p["predicted_before_ms"], p["predicted_after_ms"], p["measured_after_ms"]) == \
         pytest.approx((9.021, 8.021, 11.021))
     assert "io_bound fix predicted 9.0 → 8.0 ms if fixed; grew (1.0 → 3.0 ms per step), measured 11.0 ms" \
-        in render_diff_text(worse)
+        in _flat(render_diff_text(worse))
 
 
 def test_a_base_without_predictions_has_none(runs):
     d = diff(runs[0], runs[3000])
     # the clean loop's only finding (compute_bound) does not model its fix: nothing to check
     assert d.to_dict()["predictions"] == []
-    assert "predictions, checked" not in render_diff_text(d)
+    assert "predictions, checked" not in _flat(render_diff_text(d))
 
 
 def test_every_format_shows_the_check_and_a_saved_base_report_works(runs, tmp_path, capsys):
@@ -118,8 +123,7 @@ def test_captured_cpu_runs_dataloader_sleep_prediction(tmp_path):
     gain = p["predicted_before_ms"] - p["predicted_after_ms"]
     assert gain > 0.5 * 16.0, p
     assert abs(p["error_ms"]) < 0.5 * gain, p
-    text = render_diff_text(d)
-    assert "io_bound fix predicted" in text
+    assert "io_bound fix predicted" in render_diff_text(d)
 
 
 # -- a series of runs ------------------------------------------------------------------------------
@@ -165,10 +169,12 @@ def test_trend_in_every_format_from_the_command_line(series, tmp_path, capsys):
     lines = text.splitlines()
     head = next(line for line in lines if line.startswith("run "))
     assert head.split() == ["run", "name", "step", "ms", "Δ", "ms", "Δ", "%", "verdict", "compute", "dataloader",
-                            "host_launch", "led", "by", "labels"]
+                            "host_launch"]
+    assert max(len(line) for line in lines) <= 100
+    assert "run 2: gone io_bound; new compute_bound" in text and "run 3: gone io_bound; new small_batch_bound" in text
     row3 = next(line for line in lines if line.startswith("3 "))
     assert row3.split()[:9] == ["3", "tiny.json", "11.013", "-0.008", "-0.1%", "within", "noise", "+0.600", "-3.000"]
-    assert "run 3: io_bound fix predicted 11.0 → 8.0 ms; measured 11.0 ms (finding gone" in text
+    assert "run 3: io_bound fix predicted 11.0 → 8.0 ms; measured 11.0 ms (finding gone" in _flat(text)
     assert main(["diff", *paths, "-f", "md"]) == 0
     md = capsys.readouterr().out
     assert "| 2 | dl0.json | 8.021 | -3.000 | -27.2% | improvement | +0.000 | -3.000 | +0.000 | dataloader |" in md

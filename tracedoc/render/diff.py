@@ -28,6 +28,8 @@ def render_diff_json(d: "DiffResult") -> str:
 
 
 def render_diff_text(d: "DiffResult", width: int = 100) -> str:
+    from .fit import wrap_line
+
     v = build_diff_view(d, rows=10, name_chars=max(40, width - 50))
     out = [f"tracedoc diff: {v.before_path} → {v.after_path}", "", v.headline, ""]
     if v.warnings:
@@ -41,7 +43,7 @@ def render_diff_text(d: "DiffResult", width: int = 100) -> str:
         out.append(f"tables below: {v.focus}, the rank pair with the largest change")
     if v.predictions:
         out += ["", "The base run's predictions, checked (step ms)"]
-        out += [f"  {p.sentence}" for p in v.predictions]
+        out += [wrap_line(f"  {p.sentence}", width) for p in v.predictions]
     for title, rows in (("New kernels", v.new_kernels), ("Vanished kernels", v.vanished_kernels),
                         ("Kernels that changed most (per step)", v.kernels)):
         if rows:

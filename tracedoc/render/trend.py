@@ -79,24 +79,38 @@ def render_trend_json(t: "TrendResult") -> str:
     return msgspec.json.format(to_json_bytes(t.report()), indent=2).decode()
 
 
-def render_trend_text(t: "TrendResult") -> str:
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def render_trend_text(t: "TrendResult", width: int = 100) -> str:
+    """The trend as text ``width`` columns wide: the name column takes what the numbers leave (cut with an
+    ellipsis where it must be), the labels and sentences follow the table, wrapped at words."""
+    from .fit import column_widths, wrap_line
+
     v = build_trend_view(t)
-    head = ["run", "name", "step ms", "Δ ms", "Δ %", "verdict", *v.categories, "led by", "labels"]
-    table = [head] + [[r.run, r.name, r.step_ms, r.delta_ms, r.pct, r.verdict, *r.categories, r.led_by, r.labels]
-                      for r in v.rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    # what led each change is in its category columns (Markdown and HTML name it too)
+    head = ["run", "name", "step ms", "Δ ms", "Δ %", "verdict", *v.categories]
+    table = [head] + [[r.run, r.name, r.step_ms, r.delta_ms, r.pct, r.verdict, *r.categories] for r in v.rows]
+    natural = [max(len(row[i]) for row in table) for i in range(len(head))]
+    flexible = [i == 1 for i in range(len(head))]
+    widths = column_widths(natural, flexible, width)
     numeric = {2, 3, 4, *range(6, 6 + len(v.categories))}
-    out = [f"tracedoc diff: {len(v.rows)} runs, each against the first ({v.base})", "",
-           "step: median step time; category columns: each category's part of the change from the base (ms, "
-           "summing to Δ ms)", ""]
+    out = [wrap_line(f"tracedoc diff: {len(v.rows)} runs, each against the first ({v.base})", width), "",
+           wrap_line("step: median step time; category columns: each category's part of the change from the base "
+                     "(ms, summing to Δ ms)", width), ""]
     for row in table:
-        cells = [c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+        cells = [_cut(c, w).rjust(w) if i in numeric else _cut(c, w).ljust(w)
+                 for i, (c, w) in enumerate(zip(row, widths))]
         out.append("  ".join(cells).rstrip())
+    labelled = [r for r in v.rows if r.labels]
+    if labelled:
+        out += ["", "Labels against the base"] + [wrap_line(f"  run {r.run}: {r.labels}", width) for r in labelled]
     if v.checks:
         out += ["", "The base run's predictions, checked against each run (step ms)"]
-        out += [f"  run {run}: {p.sentence}" for run, p in v.checks]
+        out += [wrap_line(f"  run {run}: {p.sentence}", width) for run, p in v.checks]
     if v.warnings:
-        out += [""] + [f"warning: {w}" for w in v.warnings]
+        out += [""] + [wrap_line(f"warning: {w}", width) for w in v.warnings]
     return "\n".join(out) + "\n"
 
 
