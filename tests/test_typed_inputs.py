@@ -60,6 +60,7 @@ REFUSED = [
     ("ranks/0/per_step/0/idle_ns", [1], "ranks[0].per_step[0].idle_ns = [1] is not a number (a list)"),
     ("ranks/0/evidence/kernel_totals/0/total_ns", {"v": 1}, "ranks[0].evidence.kernel_totals[0].total_ns = {'v': 1} "
                                                             "is not a number (a dict)"),
+    ("ranks/0/evidence/kernel_totals/0/name", None, "ranks[0].evidence.kernel_totals[0].name = None is not a name"),
     ("ranks/0/verdict/findings/0/impact_fraction", 1.5, "ranks[0].verdict.findings[0].impact_fraction = 1.5 is "
                                                         "outside [0, 1]"),
     ("ranks/0/verdict/findings/0/what_if/step_ms_after", -1.0, "ranks[0].verdict.findings[0].what_if.step_ms_after = "

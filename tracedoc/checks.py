@@ -344,6 +344,12 @@ def refuse_impossible(result: Any, source: str) -> None:
         c.tree(f"{where}.timeline", rank.timeline)
         for name, table in rank.evidence.items():
             c.tree(((f"{where}.evidence"), name, False), table, flat=name in _FLAT_TABLES)
+            if name in _FLAT_TABLES:  # the diff matches these rows by name
+                for j, row in enumerate(table):
+                    if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+                        at = (((f"{where}.evidence"), name, False), j, True)
+                        c.fail((at, "name", False) if isinstance(row, dict) else at,
+                               row.get("name") if isinstance(row, dict) else row, "not a name: each row is named")
         for j, row in enumerate(rank.per_step):  # a step is its span: both ends are times
             for end in ("start_ns", "end_ns"):
                 if not isinstance(row, dict) or row.get(end) is None:

@@ -43,7 +43,7 @@ def render_diff_text(d: "DiffResult", width: int = 100) -> str:
         out.append(f"tables below: {v.focus}, the rank pair with the largest change")
     if v.predictions:
         out += ["", "The base run's predictions, checked (step ms)"]
-        out += [wrap_line(f"  {p.sentence}", width) for p in v.predictions]
+        out += [line for p in v.predictions for line in wrap_line(f"  {p.sentence}", width).split("\n")]
     for title, rows in (("New kernels", v.new_kernels), ("Vanished kernels", v.vanished_kernels),
                         ("Kernels that changed most (per step)", v.kernels)):
         if rows:

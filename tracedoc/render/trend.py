@@ -96,21 +96,24 @@ def render_trend_text(t: "TrendResult", width: int = 100) -> str:
     flexible = [i == 1 for i in range(len(head))]
     widths = column_widths(natural, flexible, width)
     numeric = {2, 3, 4, *range(6, 6 + len(v.categories))}
-    out = [wrap_line(f"tracedoc diff: {len(v.rows)} runs, each against the first ({v.base})", width), "",
-           wrap_line("step: median step time; category columns: each category's part of the change from the base "
-                     "(ms, summing to Δ ms)", width), ""]
+    def wrapped(text: str) -> list[str]:  # one line per output line (each is cleaned on its own)
+        return wrap_line(text, width).split("\n")
+
+    out = [*wrapped(f"tracedoc diff: {len(v.rows)} runs, each against the first ({v.base})"), "",
+           *wrapped("step: median step time; category columns: each category's part of the change from the base "
+                    "(ms, summing to Δ ms)"), ""]
     for row in table:
         cells = [_cut(c, w).rjust(w) if i in numeric else _cut(c, w).ljust(w)
                  for i, (c, w) in enumerate(zip(row, widths))]
         out.append("  ".join(cells).rstrip())
     labelled = [r for r in v.rows if r.labels]
     if labelled:
-        out += ["", "Labels against the base"] + [wrap_line(f"  run {r.run}: {r.labels}", width) for r in labelled]
+        out += ["", "Labels against the base"] + [x for r in labelled for x in wrapped(f"  run {r.run}: {r.labels}")]
     if v.checks:
         out += ["", "The base run's predictions, checked against each run (step ms)"]
-        out += [wrap_line(f"  run {run}: {p.sentence}", width) for run, p in v.checks]
+        out += [x for run, p in v.checks for x in wrapped(f"  run {run}: {p.sentence}")]
     if v.warnings:
-        out += [""] + [wrap_line(f"warning: {w}", width) for w in v.warnings]
+        out += [""] + [x for w in v.warnings for x in wrapped(f"warning: {w}")]
     return "\n".join(out) + "\n"
 
 
