@@ -57,6 +57,8 @@ REFUSED = [
     ("ranks/0/per_step/1/step_time_ns", -5, "ranks[0].per_step[1].step_time_ns = -5 is negative"),
     ("ranks/0/per_step/2/start_ns", "x", "ranks[0].per_step[2].start_ns = 'x' is not a number (a str)"),
     ("ranks/0/per_step/2/start_ns", None, "ranks[0].per_step[2].start_ns = None is missing"),
+    ("ranks/0/per_step/0/start_ns", 2 ** 63, "ranks[0].per_step[0].start_ns = 9223372036854775808 is beyond the "
+                                             "int64 nanoseconds"),
     ("ranks/0/per_step/0/idle_ns", [1], "ranks[0].per_step[0].idle_ns = [1] is not a number (a list)"),
     ("ranks/0/evidence/kernel_totals/0/total_ns", {"v": 1}, "ranks[0].evidence.kernel_totals[0].total_ns = {'v': 1} "
                                                             "is not a number (a dict)"),

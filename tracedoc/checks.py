@@ -229,6 +229,7 @@ def _copy(node: Any) -> Any:
 
 # -- saved reports, read back ------------------------------------------------------------------------
 
+_INT64 = 2 ** 63
 MAX_REPORT_DEPTH = 48  # a report's tables are a few levels deep; deeper nesting is not a report
 _MAYBE_NEGATIVE = ("lateness_",)
 _FLAT_TABLES = frozenset({"kernel_totals", "top_kernels", "operator_totals", "top_operators"})  # what the diff reads
@@ -258,11 +259,15 @@ class _Refuser(_Checker):
                          f"{_excerpt(value)} is {what}", None,
                          "correct or remove that value, or write the report again with `tracedoc analyze --format json`")
 
-    def number(self, where: Any, value: Any, bounds: tuple[float, float] | None, integer: bool = False) -> None:
+    def number(self, where: Any, value: Any, bounds: tuple[float, float] | None, integer: bool = False,
+               time: bool = False) -> None:
+        """``time``: a time or duration in ns, which tracedoc holds as int64 everywhere."""
         if value is None:
             return
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.fail(where, value, f"not a number (a {type(value).__name__})")
+        if time and math.isfinite(value) and not -_INT64 <= value < _INT64:
+            self.fail(where, value, "beyond the int64 nanoseconds every time and duration is held in")
         if integer and isinstance(value, float) and math.isfinite(value) and not value.is_integer():
             self.fail(where, value, "not a whole number")
         self.value(where, value, bounds)
@@ -281,9 +286,9 @@ class _Refuser(_Checker):
                 if isinstance(item, (dict, list)):
                     self.tree((where, name, False), item, bounds_of(name) or bounds, depth + 1, flat)
                 elif name.startswith(_MAYBE_NEGATIVE):
-                    self.number((where, name, False), item, None)
+                    self.number((where, name, False), item, None, time=name.endswith("_ns"))
                 elif bounds_of(name) is not None or name in _TIMESTAMP_KEYS or name.endswith(("_start_ns", "_end_ns")):
-                    self.number((where, name, False), item, bounds_of(name))
+                    self.number((where, name, False), item, bounds_of(name), time=name.endswith("_ns"))
                 else:
                     self.value((where, name, False), item, None)
             self.interval(where, node)
@@ -310,7 +315,7 @@ class _Refuser(_Checker):
             if isinstance(value, bool) != (bool in kinds) or not isinstance(value, kinds):
                 self.fail(path, value, f"not a {m.json_type} (metric {name} is in {m.unit})")
             if m.numeric and not isinstance(value, bool):
-                self.number(path, value, m.valid_range, integer=m.json_type == "integer")
+                self.number(path, value, m.valid_range, integer=m.json_type == "integer", time=m.unit == "ns")
 
     def verdict(self, where: str, verdict: Any) -> None:
         if verdict is None:
