@@ -184,3 +184,10 @@ def test_good_params_and_integral_numbers_still_read():
     spec = load_model_spec("hidden=4096,layers=32,heads=32,kv_heads=8,ffn=14336,vocab=128256,swiglu=true")
     assert (spec.num_heads, spec.num_kv_heads, spec.head_dim, spec.gated_mlp) == (32, 8, 128, True)
     assert from_hf_config(dict(LLAMA, hidden_size=256.0)).hidden_size == 256
+
+
+def test_a_step_row_without_its_window_measured_counts_its_span(saved, tmp_path, capsys):
+    edited = _edited(saved, tmp_path, _set("ranks/0/per_step/1/window_ns", None))
+    assert main(["diff", str(saved), edited, "-f", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["step_ms"]["delta"] == 0 and sum(a["delta_ms"] for a in doc["attribution"]) == 0

@@ -66,7 +66,8 @@ def completion_intervals_ns(rows: list[dict]) -> np.ndarray:
 
 def step_categories_ns(row: dict) -> dict[str, int]:
     """One step's span split into the categories; they sum to its ``window_ns`` exactly."""
-    window = int(row.get("window_ns", row["end_ns"] - row["start_ns"]))
+    window = row.get("window_ns")
+    window = int(row["end_ns"] - row["start_ns"] if window is None else window)  # null: not measured; its span
     compute = int(row.get("compute_ns") or 0)
     exposed = int(row.get("exposed_comm_ns") or 0)
     busy = int(row.get("busy_ns") or 0)
