@@ -15,7 +15,7 @@ Three surfaces (logs have ``fuzz_logs.py``):
 
 - ``result``: exit 0 or 3 (a gate that failed), valid JSON without NaN/Infinity where JSON was asked
   for, and every number possible (step times not negative, the change equal to after - before,
-  fractions of time in [0, 1]);
+  every metric inside its range in the metric table, fractions of time in [0, 1]);
 - ``error``: exactly one ``tracedoc: error:`` line on stderr, at most 1,000 characters, exit 1 or 2;
 - ``traceback``: anything else the user would see as a crash;
 - ``hang``: no answer within the time limit;
@@ -31,6 +31,7 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import random
 import signal
 from collections.abc import Iterator
@@ -297,12 +298,14 @@ def diff_violations(doc: dict) -> list[str]:
             out.append(f"step_ms.{k} = {v} is negative")
     if None not in (b, a, d) and abs((a - b) - d) > 1e-6 * max(1.0, abs(a), abs(b)):
         out.append(f"step_ms.delta = {d} is not after - before = {a - b}")
-    for m in doc.get("metrics") or []:
-        if m.get("unit") == "fraction":
-            for k in ("before", "after"):
-                v = m.get(k)
-                if v is not None and not -1e-9 <= v <= 1 + 1e-9:
-                    out.append(f"metric {m.get('name')} {k} = {v} outside [0, 1]")
+    from tracedoc.model.metrics import valid_range
+
+    for m in doc.get("metrics") or []:  # each inside its range in the metric table (a fraction's is [0, 1])
+        lo, hi = valid_range(str(m.get("name"))) or (-math.inf, math.inf)
+        for k in ("before", "after"):
+            v = m.get(k)
+            if isinstance(v, (int, float)) and not lo - 1e-9 <= v <= hi + 1e-9:
+                out.append(f"metric {m.get('name')} {k} = {v} outside [{lo:g}, {hi:g}]")
     for c in doc.get("composition_ms") or []:
         for k in ("before_ms", "after_ms"):
             v = c.get(k)

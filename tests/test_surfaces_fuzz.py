@@ -52,9 +52,6 @@ def test_mutated_reports_and_model_configs_never_hang_leak_controls_or_change_in
     assert seen[("report", "result")] >= 10 and seen[("report", "error")] >= 10, seen
 
 
-@pytest.mark.xfail(strict=True, reason="hand-edited saved reports and --model configs reach the analysis unchecked "
-                                       "(wrong types, negative counts, fractions above 1) until they are validated "
-                                       "against the typed result model; remove this mark when they are")
 def test_mutated_reports_and_model_configs_never_crash_nor_show_impossible_numbers(outcomes):
     bad = _bad(outcomes, ("report", "model"))
     assert not bad, "\n".join(bad)

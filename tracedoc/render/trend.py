@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..neutral import clean_lines
 from .diffview import VERDICT_WORDS, PredictionRow, prediction_row
 from .format import ms_figure
 
@@ -114,7 +115,7 @@ def render_trend_text(t: "TrendResult", width: int = 100) -> str:
         out += [x for run, p in v.checks for x in wrapped(f"  run {run}: {p.sentence}")]
     if v.warnings:
         out += [""] + [x for w in v.warnings for x in wrapped(f"warning: {w}")]
-    return "\n".join(out) + "\n"
+    return clean_lines(out) + "\n"  # paths and labels from traces and saved reports, cleaned (tracedoc.neutral)
 
 
 def render_trend_md(t: "TrendResult") -> str:
@@ -129,8 +130,8 @@ def render_trend_md(t: "TrendResult") -> str:
            "|" + "|".join("---:" if 2 <= i <= 4 or 6 <= i < 6 + len(v.categories) else "---"
                           for i in range(len(head))) + "|"]
     for r in v.rows:
-        cells = [r.run, md_escape(r.name), r.step_ms, r.delta_ms, r.pct, r.verdict, *r.categories, r.led_by,
-                 md_escape(r.labels)]
+        cells = [r.run, md_escape(r.name), r.step_ms, r.delta_ms, r.pct, md_escape(r.verdict), *r.categories,
+                 md_escape(r.led_by), md_escape(r.labels)]
         out.append("| " + " | ".join(cells) + " |")
     if v.checks:
         out += ["", "### The base run's predictions, checked against each run", ""]
