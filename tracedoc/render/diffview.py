@@ -72,6 +72,8 @@ class RankRow:
 
 @dataclass
 class PredictionRow:
+    """One of the base run's predictions beside the new run's measured step, formatted once for every renderer."""
+
     where: str  # "job" or "rank N" / "" for a single pair
     label: str
     rule_id: str

@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class TrendRow:
+    """One run of a trend against the base, its numbers formatted."""
+
     run: str  # "base", "2", "3" ...
     name: str  # the run's file name (its path where two names agree)
     step_ms: str
@@ -33,6 +35,8 @@ class TrendRow:
 
 @dataclass
 class TrendView:
+    """What every renderer of a trend shows, built once by ``build_trend_view``."""
+
     base: str
     categories: list[str]  # the categories that moved in some run (the others are zero throughout)
     rows: list[TrendRow]
