@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import hashlib
 import io
 import json
 import random
-import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import log_fixtures as F
+from fuzzing import Hang, fingerprint, time_limit
 
 OUTCOMES = ("result", "error", "traceback", "hang", "violation")
 TIME_FRACTIONS = ("throughput_dip_lost_fraction", "periodic_stall_lost_fraction", "skipped_iteration_fraction",
@@ -268,14 +267,6 @@ def generate(seed: int, n: int) -> Iterator[LogCase]:
 
 
 # ---- running one case ---------------------------------------------------------------------------------
-class _Hang(BaseException):
-    pass
-
-
-def _alarm(signum, frame):
-    raise _Hang()
-
-
 def violations(doc: dict) -> list[str]:
     """Numbers in a ``tracedoc logs --format json`` document that cannot be true."""
     out: list[str] = []
@@ -305,40 +296,31 @@ def violations(doc: dict) -> list[str]:
     return out
 
 
-def _fingerprint(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file()}
-
-
 def run_case(case: LogCase, root: Path, timeout_s: int = 30, formats: tuple[str, ...] = ("json",)) -> tuple[str, str]:
     """Write ``case`` under ``root``, run ``tracedoc logs`` on it in this process, return (outcome, message)."""
     from tracedoc.cli import main
 
     log, cfg = case.write(root)
-    before = _fingerprint(root)
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(timeout_s)
+    before = fingerprint(root)
     try:
-        outputs = []
-        for fmt in formats:
-            out, err = io.StringIO(), io.StringIO()
-            args = ["logs", str(log), "--format", fmt, "-j", "1"] + (["--config", str(cfg)] if cfg else [])
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                rc = main(args)
-            stderr = err.getvalue()
-            if "Traceback" in stderr or rc not in (0, 1, 2, 3):
-                return "traceback", f"exit {rc}: {stderr[-300:]}"
-            if rc in (1, 2):
-                errors = [ln for ln in stderr.splitlines() if ln.startswith("tracedoc: error: ")]
-                return ("error", errors[0][:200]) if len(errors) == 1 else ("traceback", f"exit {rc}: {stderr[-300:]}")
-            outputs.append(out.getvalue())
-    except _Hang:
+        with time_limit(timeout_s):
+            outputs = []
+            for fmt in formats:
+                out, err = io.StringIO(), io.StringIO()
+                args = ["logs", str(log), "--format", fmt, "-j", "1"] + (["--config", str(cfg)] if cfg else [])
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    rc = main(args)
+                stderr = err.getvalue()
+                if "Traceback" in stderr or rc not in (0, 1, 2, 3):
+                    return "traceback", f"exit {rc}: {stderr[-300:]}"
+                if rc in (1, 2):
+                    errors = [ln for ln in stderr.splitlines() if ln.startswith("tracedoc: error: ")]
+                    return ("error", errors[0][:200]) if len(errors) == 1 else ("traceback", f"exit {rc}: {stderr[-300:]}")
+                outputs.append(out.getvalue())
+    except Hang:
         return "hang", f"no answer within {timeout_s} s"
     except Exception as exc:  # noqa: BLE001 - what this harness is for
         return "traceback", f"{type(exc).__name__}: {str(exc)[:300]}"
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
     problems: list[str] = []
     try:
         doc = json.loads(outputs[0], parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"JSON constant {c}")))
@@ -346,6 +328,6 @@ def run_case(case: LogCase, root: Path, timeout_s: int = 30, formats: tuple[str,
         problems.append(f"invalid JSON output: {exc}")
     else:
         problems += violations(doc)
-    if _fingerprint(root) != before:
+    if fingerprint(root) != before:
         problems.append("the input changed")
     return ("violation", problems[0]) if problems else ("result", "")

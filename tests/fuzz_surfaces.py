@@ -28,15 +28,15 @@ from __future__ import annotations
 import contextlib
 import copy
 import gzip
-import hashlib
 import io
 import json
 import math
 import random
-import signal
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from fuzzing import Hang, fingerprint, time_limit
 
 OUTCOMES = ("result", "error", "traceback", "hang", "violation")
 HOSTILE_STRINGS = ("\x1b]0;t\x07\x1b[2J", "\u202egnp.exe", "x` ![i](https://e/i.png) <img src=x> @everyone",
@@ -275,19 +275,6 @@ def _expr_case(rng: random.Random) -> Case:
 # -- running ----------------------------------------------------------------------------------------
 
 
-class _Hang(Exception):
-    pass
-
-
-def _alarm(signum, frame):
-    raise _Hang()
-
-
-def _fingerprint(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file()}
-
-
 def diff_violations(doc: dict) -> list[str]:
     """Numbers in a ``tracedoc diff --format json`` document that cannot be true."""
     out = []
@@ -341,30 +328,25 @@ def run_case(case: Case, root: Path, base_path: Path, timeout_s: int = 30, fmt: 
                     str(path), "--tokens-per-step", "256"]
         else:
             args = ["logs", str(base_path.with_name("train.jsonl")), "--format", fmt, "-j", "1", "--config", str(path)]
-    before = _fingerprint(root)
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(timeout_s)
+    before = fingerprint(root)
     out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with time_limit(timeout_s), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 rc = main(args)
             except SystemExit as exc:  # argparse
                 rc = exc.code
-    except _Hang:
+    except Hang:
         return "hang", f"no answer within {timeout_s} s"
     except Exception as exc:  # noqa: BLE001 - what this harness is for
         return "traceback", f"{type(exc).__name__}: {str(exc)[:300]}"
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
     stdout, stderr = out.getvalue(), err.getvalue()
     if "Traceback" in stderr or rc not in (0, 1, 2, 3):
         return "traceback", f"exit {rc}: {stderr[-300:]}"
     shown = [c for c in stdout + stderr if c in CONTROL]
     if shown:
         return "violation", f"raw control character {shown[0]!r} in the output"
-    if _fingerprint(root) != before:
+    if fingerprint(root) != before:
         return "violation", "an input changed"
     if rc in (1, 2):
         errors = [ln for ln in stderr.splitlines() if ln.startswith("tracedoc: error: ") or ": error: " in ln]

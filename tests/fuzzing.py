@@ -15,6 +15,7 @@ The tests run a few hundred cases; ``benchmarks/fuzz_campaign.py`` runs thousand
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -246,15 +247,29 @@ def _run_cli(path: Path) -> tuple[str, str]:
     return "result", out.getvalue()
 
 
-class _Hang(BaseException):
-    pass
+class Hang(BaseException):
+    """A case ran past its time limit. A BaseException, so code under test that catches Exception cannot
+    swallow it."""
 
 
-def _alarm(signum, frame):
-    raise _Hang()
+@contextlib.contextmanager
+def time_limit(seconds: int) -> Iterator[None]:
+    """Raise ``Hang`` in the block after ``seconds`` (SIGALRM; the previous handler is restored)."""
+
+    def _alarm(signum, frame):
+        raise Hang()
+
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
 
 
-def _fingerprint(root: Path) -> dict[str, str]:
+def fingerprint(root: Path) -> dict[str, str]:
+    """Every path under ``root`` with its content hash (or "fifo"/"dir"), to check a run changed no input."""
     out = {}
     for p in sorted(root.rglob("*")):
         if p.is_file() and not p.is_fifo():
@@ -273,34 +288,30 @@ def run_case(case: Case, root: Path, timeout_s: int = 30, render_html: bool = Fa
     from tracedoc.errors import TracedocError
 
     path = case.write(root)
-    before = _fingerprint(root)
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(timeout_s)
+    before = fingerprint(root)
     try:
-        if via_cli:
-            outcome, text = _run_cli(path)
-            if outcome != "result":
-                return outcome, text
-        else:
-            from tracedoc.render import render_html as html, render_md as md, render_text
+        with time_limit(timeout_s):
+            if via_cli:
+                outcome, text = _run_cli(path)
+                if outcome != "result":
+                    return outcome, text
+            else:
+                from tracedoc.render import render_html as html, render_md as md, render_text
 
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                result = analyze(path, jobs=2)
-                text = result.to_json()
-                render_text(result)
-                if render_html:
-                    html(result)
-                    md(result)
-    except _Hang:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    result = analyze(path, jobs=2)
+                    text = result.to_json()
+                    render_text(result)
+                    if render_html:
+                        html(result)
+                        md(result)
+    except Hang:
         return "hang", f"no answer within {timeout_s} s"
     except TracedocError as exc:
         return "error", exc.message()
     except Exception as exc:  # noqa: BLE001 - what this harness is for
         return "traceback", f"{type(exc).__name__}: {str(exc)[:300]}"
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
     problems: list[str] = []
     try:
         doc = json.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(f"JSON constant {c}")))
@@ -310,7 +321,7 @@ def run_case(case: Case, root: Path, timeout_s: int = 30, render_html: bool = Fa
         for rank in doc["ranks"]:
             problems += violations_in(rank)
             problems += [w for w in rank["warnings"] if w.startswith(BUG_PREFIX)]
-    after = _fingerprint(root)
+    after = fingerprint(root)
     if after != before:
         problems.append(f"the input changed: {sorted(set(after.items()) ^ set(before.items()))[:4]}")
     if problems:
