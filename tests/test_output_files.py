@@ -52,8 +52,10 @@ _WRITER = r"""
 import signal, sys, time
 from tracedoc.outfiles import replace_atomically
 # Ctrl-C raises KeyboardInterrupt as in an interactive run, even when this test runs in a background job
-# (which starts its children with SIGINT ignored).
+# (which starts its children with SIGINT ignored); SIGHUP has its default action even under nohup (which
+# starts them with SIGHUP ignored), unless the test asks for the nohup case.
 signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGHUP, signal.SIG_IGN if sys.argv[2] == "nohup" else signal.SIG_DFL)
 if sys.argv[2] == "handler":
     signal.signal(signal.SIGTERM, lambda *a: (print("own handler ran", flush=True), sys.exit(7)))
 def write(f):
@@ -86,6 +88,21 @@ def test_a_signal_mid_write_removes_the_temporary_file(tmp_path, sig):
         assert proc.returncode == -sig
     assert _leftovers(tmp_path) == []
     assert out.read_text() == "old"  # the old file is untouched
+
+
+def test_an_ignored_sighup_leaves_the_write_alone(tmp_path):
+    """Under nohup SIGHUP is ignored: the temporary file stays (the program is still writing it) and the
+    process goes on; a later SIGTERM still removes the file."""
+    out = tmp_path / "report.json"
+    proc = _start_writer(out, "nohup")
+    proc.send_signal(signal.SIGHUP)
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=1)  # still writing: an ignored signal does not end it
+    assert _leftovers(tmp_path), "the temporary file being written was removed"
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM
+    assert _leftovers(tmp_path) == [] and not out.exists()
 
 
 def test_a_signal_mid_write_still_reaches_the_programs_own_handler(tmp_path):

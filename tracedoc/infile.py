@@ -166,9 +166,8 @@ class InputStream:
             size = int.from_bytes(self._f.read(4), "little")
             if size <= self.size * DEFLATE_MAX_RATIO:  # else not a trailer (a file cut off while written)
                 self.trailer_size = size
-        if self.gzipped and self.trailer_size > self.limit:  # says at once what reading would find (a forged one is caught later)
-            self._f.close()
-            raise self._bomb()
+        # A trailer above the limit is no evidence of a bomb: a file cut off mid-write ends in compressed
+        # data whose last four bytes read as any number. Only inflating past the limit is (``_check_ratio``).
         self._f.seek(0)
         self._z = _inflate.decompressobj(16 + zlib.MAX_WBITS) if self.gzipped else None
         self._zin = b""  # compressed bytes read but not yet inflated

@@ -11,6 +11,7 @@ through ``replace_atomically``:
 - it is removed when anything fails, and also when SIGTERM, SIGINT or SIGHUP arrives mid-write: while a
   temporary file exists, handlers of those signals remove it first and then do what the signal did
   before (the previous Python handler, or the default action, which ends the process by that signal).
+  A signal the process ignores (SIGHUP under ``nohup``) stays ignored and leaves the write alone.
 """
 
 from __future__ import annotations
@@ -70,6 +71,10 @@ def _install() -> bool:
         return False
     for sig in CLEANUP_SIGNALS:
         try:
+            # A signal the process ignores (SIGHUP under nohup, SIGINT in a background job) stays ignored:
+            # handling it would remove the file being written while the program goes on writing it.
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                continue
             _previous[sig] = signal.signal(sig, _on_signal)
         except (OSError, ValueError):
             pass
