@@ -1,6 +1,6 @@
 """Every shared Kineto trace: `tracedoc analyze --format json` agrees with EXPECTED.json.
 
-EXPECTED.json was computed by an independent implementation of DESIGN.md's definitions.
+EXPECTED.json was computed by an independent implementation of the definitions in docs/definitions.md.
 Percentages must agree within 0.5 percentage points; counts exactly.
 """
 
@@ -40,7 +40,7 @@ def test_agrees_with_expected(row, capsys):
     assert m["steps"] == row["steps"]
     assert m["kernel_count"] == row["kernels"]
     if m["backlog_ns"] is not None:
-        # A pre-window backlog (DESIGN.md, round 3): the window starts at the first completion after it,
+        # A pre-window backlog (docs/definitions.md): the window starts at the first completion after it,
         # so EXPECTED.json's window (from the first step's start) is the analysed span; the window's
         # shares are checked by an independent count below.
         w = rank["window"]
