@@ -4,7 +4,7 @@ Usage: python benchmarks/bench_critical_path.py [TRACE] [--repeat N]
 
 Default trace: ../shared/traces/kineto/v100_2rank_rank1.json.gz. Prints the end-to-end ``analyze``
 time (load, analyses, rules), the critical-path stages on the same loaded trace, and the added
-share: critical path / (analyze without it). The target (DESIGN.md) is at most 30%.
+share: critical path / (analyze without it). The target (docs/performance.md) is at most 30%.
 """
 
 from __future__ import annotations

@@ -584,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
         hta_fallback_note += f"; see the {fallback[0].stat().st_size / MIB:,.0f} MiB comparison below"
     print_table("Results", list(results.values()), events, json_bytes)
     print()
-    print("Targets (DESIGN.md, Performance targets) on this file:")
+    print("Targets (docs/performance.md) on this file:")
     for line in ratios(results, events, json_bytes, hta_fallback_note if hta_py else "HTA not measured"):
         print(line)
     if fallback:

@@ -1,4 +1,4 @@
-"""Start-up time of `tracedoc --version` and `tracedoc --help` against the 0.15 s target (DESIGN.md).
+"""Start-up time of `tracedoc --version` and `tracedoc --help` against the 0.15 s target (docs/performance.md).
 
 Runs each command (and a bare `python -c pass` for the interpreter's own share) several times in
 fresh processes, alternating, and prints the median wall time; then the import time of the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every performance target of DESIGN.md in one run, PASS/FAIL side by side, and the table of sizes × tools
+"""Every performance target of docs/performance.md in one run, PASS/FAIL side by side, and the table of sizes × tools
 written into benchmarks/README.md.
 
     python benchmarks/bench_targets.py                      # sizes 1, 10, 50, 200 MB (about 10-20 minutes)
@@ -114,7 +114,7 @@ class Checks:
 
     def print(self) -> int:
         failed = 0
-        print("\nTargets (DESIGN.md, Performance targets)")
+        print("\nTargets (docs/performance.md)")
         for label, value, op, bound, note in self.lines:
             if value is None:
                 verdict, shown = "n/a ", "-"

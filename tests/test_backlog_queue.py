@@ -1,4 +1,4 @@
-"""The pre-window backlog, the full launch queue and the one step time (DESIGN.md, round 3).
+"""The pre-window backlog, the full launch queue and the one step time (docs/definitions.md).
 
 Built traces whose answers follow from how they were built: a GPU still running work launched before
 the profiler opened (recorded without launch calls, or not recorded at all), a CPU blocked on a full

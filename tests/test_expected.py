@@ -1,6 +1,6 @@
 """Every shared Kineto trace: `tracedoc analyze --format json` agrees with EXPECTED.json.
 
-EXPECTED.json was computed by an independent implementation of DESIGN.md's definitions.
+EXPECTED.json was computed by an independent implementation of the definitions in docs/definitions.md.
 Percentages must agree within 0.5 percentage points; counts exactly.
 """
 

@@ -5,7 +5,7 @@ planted straggler and profiler_wait_steps_by_rank), and real CPU DDP jobs run he
 own start, one-step profiles).
 
 Expected values come from how the jobs were made (truth.json, the options given to the job), never
-from tracedoc's output; the bounds (no wait above its step, fractions in [0, 1]) from DESIGN.md.
+from tracedoc's output; the bounds (no wait above its step, fractions in [0, 1]) from docs/job.md.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _truth(name: str) -> dict:
 
 
 def assert_bounded(result) -> None:
-    """DESIGN.md round 3: no wait, lateness or cost per step above the step; every fraction in [0, 1];
+    """docs/job.md (definitions): no wait, lateness or cost per step above the step; every fraction in [0, 1];
     and the job view's own checks find nothing to repair."""
     view = result.job
     job = result.to_dict()["job"]

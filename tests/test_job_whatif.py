@@ -64,7 +64,7 @@ def write_job(d: Path, steps: list[dict]) -> Path:
 
 
 def mean_step_ms(steps: list[dict]) -> float:
-    """Mean step time by DESIGN.md (first step: completion - start; then completion intervals)."""
+    """Mean step time by docs/definitions.md (first step: completion - start; then completion intervals)."""
     return (steps[-1]["done"] - steps[0]["start"]) / len(steps) / 1e3
 
 

@@ -1,4 +1,4 @@
-"""One step time and labels that need a predicted gain (DESIGN.md, round 3), at the rules engine, and gap
+"""One step time and labels that need a predicted gain (docs/critical-path.md), at the rules engine, and gap
 causes that agree with the idle split.
 
 Every what-if starts from the report's step (the median); a verdict label needs a what-if predicting at

@@ -1,4 +1,4 @@
-"""On every shared trace: one step time, and labels that hold (DESIGN.md, round 3).
+"""On every shared trace: one step time, and labels that hold (docs/definitions.md, docs/critical-path.md).
 
 Every what-if starts from the report's step (the median step time; without steps, the window); every
 verdict label is carried by a finding that predicts at least 2% of that step, unless its gain cannot be

@@ -1,4 +1,4 @@
-"""Exit codes of every tracedoc command (DESIGN.md: Outputs); errors carry theirs (``errors.py``)."""
+"""Exit codes of every tracedoc command (docs/ci.md: exit codes); errors carry theirs (``errors.py``)."""
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # a TracedocError (bad input, unreadable file, failed analysis)

@@ -2,7 +2,7 @@
 CLI can read them without loading rules.
 
 A label's meaning is the one line every report and ``tracedoc rules explain LABEL`` show beside it
-(DESIGN.md: Verdict labels has the evidence each needs and its typical fixes). Adding a label is one
+(docs/guide.md, Labels, has the evidence each needs and its typical fixes). Adding a label is one
 entry in ``MEANINGS``.
 """
 

@@ -1,4 +1,4 @@
-"""Pre-window backlog (DESIGN.md, round 3): GPU work launched before the profiler opened.
+"""Pre-window backlog (docs/definitions.md): GPU work launched before the profiler opened.
 
 When the CPU runs ahead of the GPU, the GPU is still executing work launched before the capture
 began. That work has no launch record in the trace. It shows in one of two ways:

@@ -1,6 +1,6 @@
 """GPU time breakdown: busy, compute, communication, exposed communication, overlap, copies.
 
-Each quantity is the length of a union of intervals clipped to a window (DESIGN.md), computed by
+Each quantity is the length of a union of intervals clipped to a window (docs/definitions.md), computed by
 the interval algebra in ``tracedoc.model.intervals``.
 """
 

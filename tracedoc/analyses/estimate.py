@@ -23,7 +23,7 @@ METRIC_NAMES = metric_names(topic="estimate")  # the metric table's model-formul
 
 
 def _step_time_ns(per_step: list[dict]) -> float | None:
-    """Mean step time: last completion - first step start, over the steps (DESIGN.md: Step time)."""
+    """Mean step time: last completion - first step start, over the steps (docs/definitions.md: step time)."""
     if not per_step:
         return None
     span = max(r["end_ns"] for r in per_step) - min(r["start_ns"] for r in per_step)

@@ -1,5 +1,5 @@
 """Which recorded ops carry the FLOPs: each op's formula resolved once per distinct record, and the
-one op of each nest that counts (DESIGN.md round 3: Dtype of a matmul).
+one op of each nest that counts (docs/flops.md: the dtype of a matmul).
 
 Ops nest on their thread: ``aten::linear`` calls ``aten::addmm``; ``aten::conv2d`` calls
 ``aten::convolution`` ... ``aten::cudnn_convolution``; ``aten::scaled_dot_product_attention`` calls a

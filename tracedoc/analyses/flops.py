@@ -1,4 +1,4 @@
-"""Model FLOPs, achieved TFLOP/s and MFU from the shapes a trace records (DESIGN.md: Model FLOPs).
+"""Model FLOPs, achieved TFLOP/s and MFU from the shapes a trace records (docs/flops.md).
 
 Each matmul/conv/attention op with recorded shapes gets its FLOPs (``opflops``); each product counts
 once, at the op of its nest that ``flop_ops`` selects (the leaf GEMM or convolution, the outermost

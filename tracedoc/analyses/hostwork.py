@@ -1,4 +1,4 @@
-"""What the host did while the GPU waited for it (the evidence of ``host_bound``, DESIGN.md round 3).
+"""What the host did while the GPU waited for it (the evidence of ``host_bound``, docs/guide.md: labels).
 
 The long host-late gaps (``idle.IdleCauses.host_late_long``: the GPU idle, the next op launched only
 after the gap began, the gap many launch periods long) are time the launching thread spent on other

@@ -1,4 +1,4 @@
-"""Idle time split into disjoint causes (DESIGN.md: idle), and per-stream kernel gaps.
+"""Idle time split into disjoint causes (docs/definitions.md: idle), and per-stream kernel gaps.
 
 Idle is window minus busy. Causes are assigned in order, first match wins:
 
@@ -35,7 +35,7 @@ from .registry import Produced, analysis
 from .launchqueue import long_gap_ns
 from .window import launch_times, step_name_mask
 
-LAUNCH_LATENCY_NS = 30_000  # a gap shorter than this after a launch ahead of it is launch latency (DESIGN.md)
+LAUNCH_LATENCY_NS = 30_000  # a gap shorter than this after a launch ahead of it is launch latency (docs/definitions.md)
 SYNC_RESTART_NS = 10_000_000
 CAUSES = ("dataloader", "host_launch", "sync", "launch_latency", "other")
 

@@ -1,7 +1,7 @@
 """Per-rank compact tables for the job view: collective instances and steps.
 
 ``rank_tables(trace)`` is a pure function of one rank's ``Trace``; it runs in the per-rank worker
-and returns a few numpy columns per collective call (DESIGN.md: collective instance) and per step,
+and returns a few numpy columns per collective call (docs/job.md: collective instance) and per step,
 so the job step never needs the traces. Registered as analyses: ``collective_calls`` (the value of
 that name, and a rank's top collective), and on demand ``rank_tables``, the same with each call's
 lead-in, which only the job view's straggler cause reads. A collective instance is one call on one rank: its group,
@@ -367,8 +367,8 @@ def _kernels(trace: Trace, call_of_row: np.ndarray, cols: dict, n: int) -> dict[
 # -- steps and lead-in ----------------------------------------------------------------------------
 
 def _steps(trace: Trace) -> dict[str, np.ndarray]:
-    """Step number, CPU start, completion, step time (completion interval, DESIGN.md) and whether the
-    step has one (``timed``: 0 for the steps a pre-window backlog ran ahead of, DESIGN.md round 3)."""
+    """Step number, CPU start, completion, step time (completion interval, docs/definitions.md) and whether the
+    step has one (``timed``: 0 for the steps a pre-window backlog ran ahead of, docs/definitions.md)."""
     steps = find_steps(trace)
     if not len(steps):
         z = np.zeros(0, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""The launch queue (DESIGN.md, round 3: full launch queue, queue depth).
+"""The launch queue (docs/definitions.md: full launch queue, queue depth).
 
 Each GPU op waits in its stream's queue from its launch call until it has finished. When the CPU
 runs ahead of the GPU the queue fills; once it holds as many ops as the driver accepts, the next

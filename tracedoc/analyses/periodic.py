@@ -1,4 +1,4 @@
-"""Iterations of a trace without step marks, from its repeating sequence of GPU ops (DESIGN.md, round 3:
+"""Iterations of a trace without step marks, from its repeating sequence of GPU ops (docs/definitions.md:
 captures without steps try to detect iterations).
 
 A training or inference loop launches the same ops in the same order every iteration, so the

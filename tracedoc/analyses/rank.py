@@ -120,7 +120,7 @@ class RankResult(Record, omit_defaults=True, kw_only=True):
 
     @property
     def step_time_ns(self) -> float | None:
-        """The report's step: the median step time (DESIGN.md, one step time); the window without one."""
+        """The report's step: the median step time (docs/definitions.md: the report's step); the window without one."""
         v = self.metrics.get("step_time_p50_ns")
         return float(v) if v else (float(self.window.length_ns) or None)
 

@@ -1,4 +1,4 @@
-"""Per-op roofline (DESIGN.md round 3): one row per (op, input shapes, dtype) with calls, GPU time per
+"""Per-op roofline (docs/flops.md): one row per (op, input shapes, dtype) with calls, GPU time per
 call, FLOPs, bytes moved, TFLOP/s, TB/s, arithmetic intensity, whether the shape is compute- or
 memory-bound on this device (by its ridge point, peak FLOP/s / memory bandwidth) and how close it
 comes to that roof.

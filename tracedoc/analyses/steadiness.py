@@ -1,6 +1,6 @@
 """How steady the steps are: the slow tail of the step times against the typical step.
 
-The headline step time is the median (DESIGN.md: one step time), which a few slow steps (a data
+The headline step time is the median (docs/definitions.md: the report's step), which a few slow steps (a data
 loader hiccup, a checkpoint, a garbage-collection pause, a periodic evaluation) leave unchanged.
 ``step_time_tail_ratio`` says how far the 95th percentile lies above it, in units of the median, from
 the report's own step-time metrics, so the three always agree.

@@ -1,4 +1,4 @@
-"""Steps and the analysis window (DESIGN.md: Step, Analysis window)."""
+"""Steps and the analysis window (docs/definitions.md: steps and the analysis window)."""
 
 from __future__ import annotations
 
@@ -255,7 +255,7 @@ def _as_steps(trace: Trace, s: np.ndarray, e: np.ndarray, n: np.ndarray, backlog
 
 
 def find_window(trace: Trace, steps: Steps, backlog: Backlog | None = None) -> Window:
-    """The analysis window (DESIGN.md). With a pre-window backlog it starts after it: at the first
+    """The analysis window (docs/definitions.md). With a pre-window backlog it starts after it: at the first
     step completion after the backlog (the first step has no step time), else where the backlog ends."""
     g = trace.gpu_ops
     backlog = backlog if backlog is not None and backlog.found else None
@@ -294,7 +294,7 @@ def steps_and_window(trace: Trace, inputs) -> Produced:
     backlog = inputs["backlog"]
     steps = find_steps(trace, backlog)
     win = find_window(trace, steps, backlog)
-    # Without step spans the window stays the GPU span (DESIGN.md); iterations the trace shows
+    # Without step spans the window stays the GPU span (docs/definitions.md); iterations the trace shows
     # still give the step time, so impact can be said per iteration.
     timed, name = (steps, None) if len(steps) else find_iterations(trace, backlog)
     d = timed.intervals_ns
@@ -303,5 +303,5 @@ def steps_and_window(trace: Trace, inputs) -> Produced:
     if d.size:
         m.update(step_time_mean_ns=float(d.mean()), step_time_p50_ns=percentile(d, 50),
                  step_time_p95_ns=percentile(d, 95))
-    # the report's one step time (DESIGN.md round 3): rates per step divide by it
+    # the report's one step time (docs/definitions.md): rates per step divide by it
     return Produced(metrics=m, values={"step_spans": steps, "window": win, "step_time_ns": m["step_time_p50_ns"]})

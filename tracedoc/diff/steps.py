@@ -1,6 +1,6 @@
 """A rank's typical step, split into the breakdown categories, and the attribution of a step change.
 
-Step time is throughput (DESIGN.md): the median interval between consecutive step completions, the
+Step time is throughput (docs/definitions.md): the median interval between consecutive step completions, the
 first step counting from its own start. Steps of the two runs are never matched one to one (their
 numbers need not agree); each side is summarised by its median.
 

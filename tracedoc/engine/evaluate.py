@@ -31,7 +31,7 @@ NOT_MODELLED = {
 
 SCHEMA_VERSION = VERDICT_SCHEMA_VERSION
 # A finding carries its verdict label only when its what-if predicts at least this share of the step
-# (DESIGN.md, round 3); below it the finding is minor. Where no gain can be predicted at all, its share
+# (docs/critical-path.md); below it the finding is minor. Where no gain can be predicted at all, its share
 # of the step decides.
 MIN_GAIN_FRACTION = 0.02
 

@@ -4,7 +4,7 @@ Input: directories of ``*.toml`` rule files (the shipped ``rules/`` first, then 
 Output: a list of :class:`Rule` values, or a :class:`RuleError` that lists every problem found, each
 naming the file and field, what is wrong, and (for misspelt names) the closest valid name.
 
-A rule file holds one rule; see ``rules/README.md`` for the format.
+A rule file holds one rule; see ``docs/rules.md`` for the format.
 """
 
 from __future__ import annotations

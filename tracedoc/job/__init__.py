@@ -1,4 +1,4 @@
-"""The job view: collectives matched across ranks, waits, the straggler and its cause (DESIGN.md, round 2).
+"""The job view: collectives matched across ranks, waits, the straggler and its cause (docs/job.md).
 
 Per rank, the ``collective_calls`` / ``rank_tables`` analyses (``tracedoc.analyses.instances``)
 reduce a trace to compact tables in the rank's worker; ``join_job`` joins those tables across ranks.

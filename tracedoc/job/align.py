@@ -1,4 +1,4 @@
-"""Align the ranks' collective sequences by where the collectives end (DESIGN.md round 3: matching
+"""Align the ranks' collective sequences by where the collectives end (docs/job.md: matching
 across ranks whose windows differ).
 
 Ranks open and close their profilers independently and carry work launched before their window

@@ -1,4 +1,4 @@
-"""Match collective instances across ranks (DESIGN.md: matched instance; round 3: matching across
+"""Match collective instances across ranks (docs/job.md: matched instance, matching across
 ranks whose windows differ).
 
 All ranks' compact collective tables are stacked into one long table (one row per rank and call)

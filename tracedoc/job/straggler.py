@@ -1,4 +1,4 @@
-"""Stragglers, how sure the report is of them, and their cause (DESIGN.md: straggler; round 3:
+"""Stragglers, how sure the report is of them, and their cause (docs/job.md: straggler,
 straggler confidence).
 
 A straggler arrives last at the collectives that hold most of the others' wait, more often than
@@ -97,7 +97,7 @@ class Straggler:
     """A rank named as a straggler, with the confidence of the finding and its cost to the others."""
 
     stats: RankStats
-    confidence: str  # high, medium, low (DESIGN.md round 3: straggler confidence)
+    confidence: str  # high, medium, low (docs/job.md: confidence)
     why: str  # the test behind the confidence, and why it is limited
     caused_fraction: float  # the share of the others' matched step time spent waiting for it (mean over them)
 
@@ -178,7 +178,7 @@ def find_stragglers(stats: list[RankStats], n_ranks: int,
 
     A straggler arrives last more often than the others, waits no more than the median rank, is
     late, and the wait it costs the others is at least ``MIN_WAIT_FRACTION`` of their step. Its
-    confidence (DESIGN.md round 3): ``high`` when the chance test passes over steps; ``medium`` when
+    confidence (docs/job.md): ``high`` when the chance test passes over steps; ``medium`` when
     the steps cannot decide (fewer than ``MIN_STEP_TRIALS``, or too few for the test to pass at
     all) and it passes over collective instances; ``low`` for the rank that arrives last most often
     when there are too few collectives for that test to pass at all, or one step only. Where a test

@@ -1,6 +1,6 @@
 """Per matched instance: arrivals, waits, transfer, skew and bandwidth; clock offsets across hosts.
 
-DESIGN.md: arrival of rank r = its kernel start (GPU backends) or call start (CPU backends such as
+docs/job.md: arrival of rank r = its kernel start (GPU backends) or call start (CPU backends such as
 gloo); wait = last arrival - own arrival; transfer = end - last arrival, measured on the last
 arriver's own clock (its duration), so it needs no clock alignment; skew = last - first arrival;
 algbw = bytes / transfer; busbw = algbw x the nccl-tests factor of the collective type.

@@ -1,4 +1,4 @@
-"""A rank's wait and lateness per step as unions of intervals (DESIGN.md round 3: wait and lateness
+"""A rank's wait and lateness per step as unions of intervals (docs/job.md: wait and lateness
 are bounded by the step).
 
 Collectives that overlap in time on one rank (DDP buckets on a communication thread or stream,

@@ -26,7 +26,7 @@ with ``wait(r, k)`` = last arrival - own arrival, as measured. A delay is counte
 at a step's first collective moves every later arrival of every rank, and the waits recorded at the
 step's later collectives already hold it. A rank's step completion moves by ``d`` of the last
 instance it took part in that began before it. The prediction is each rank's mean step time (the
-span from its first step's start to its last completion over its steps, DESIGN.md), the median
+span from its first step's start to its last completion over its steps, docs/definitions.md), the median
 over ranks, before and after.
 
 Limits: it overstates the gain where a rank's work after a collective does not wait for it (its

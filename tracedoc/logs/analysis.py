@@ -1,6 +1,6 @@
 """Log analyses: a :class:`LogSeries` -> metrics (``registry.LOG_METRICS``), anomalies and chart data.
 
-Definitions (DESIGN.md, log anomalies and round 3):
+Definitions (docs/definitions.md: training logs):
 
 - **warm-up**: the first max(3, 1%) log points are left out of throughput and utilisation statistics.
 - **NaN/inf**: a logged loss or gradient norm that is not finite; Megatron's nan-iteration counter.

@@ -1,6 +1,6 @@
 """Throughput of one log series: dips, periodic stalls (with the cause the log names), and drift.
 
-Definitions (DESIGN.md, log anomalies and round 3):
+Definitions (docs/definitions.md: training logs):
 
 - **throughput**: the logged tokens/s, samples/s or steps/s, else 1 / step time (steps/s).
 - **slow point** (after warm-up): below P10 and more than ``dip_p10_margin`` under the median, or below

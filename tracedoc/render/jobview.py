@@ -105,7 +105,7 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
     if job is None or job.not_a_job:
         return None
     v = job.verdict
-    # ranks without steps: the findings speak of the iteration or the window (DESIGN.md), never of a "step"
+    # ranks without steps: the findings speak of the iteration or the window (docs/definitions.md), never of a "step"
     per = ("step" if any(r.metrics.get("steps") for r in result.ranks) else
            "iteration" if any(r.metrics.get("iterations") for r in result.ranks) else "window")
     in_view = [r for r in job.ranks if r.rank in set(job.ranks_used)]

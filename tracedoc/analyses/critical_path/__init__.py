@@ -1,4 +1,4 @@
-"""Critical path of every step and what-if predictions (DESIGN.md: Critical path, What-if).
+"""Critical path of every step and what-if predictions (docs/critical-path.md).
 
 Three small pure stages: ``graph`` (the dependency graph as edge arrays), ``solve`` (replay, paths
 and their breakdown) and ``whatif`` (the step replayed after one fix). ``critical_path`` runs them

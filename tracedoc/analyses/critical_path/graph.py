@@ -1,4 +1,4 @@
-"""The dependency graph of a trace's steps, built as edge arrays (DESIGN.md: Critical path).
+"""The dependency graph of a trace's steps, built as edge arrays (docs/critical-path.md).
 
 Input: a ``Trace`` and its steps. Output: a :class:`Graph` whose nodes are points in time -- the
 start and the end of every task that can hold the GPU back -- on *chains*: one per CPU thread that

@@ -17,7 +17,7 @@ proportion to the number of steps, each over every point: time quadratic in the 
 The windows and the index arrays their passes read (a :class:`Layout`) depend on the chains, times
 and edges only, so the what-ifs that keep those share one.
 
-Step time follows DESIGN.md: the interval between consecutive step completions, a completion
+Step time follows docs/definitions.md: the interval between consecutive step completions, a completion
 being max(the step's CPU end, the end of the last GPU op launched inside it).
 """
 

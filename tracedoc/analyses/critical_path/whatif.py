@@ -1,6 +1,6 @@
 """What-if: the step time replayed on a transformed dependency graph, one transformation per fix.
 
-Input: a :class:`~.graph.Graph`. Output: per fix, the predicted step time (DESIGN.md: step time is
+Input: a :class:`~.graph.Graph`. Output: per fix, the predicted step time (docs/definitions.md: step time is
 the interval between consecutive completions, and the report's step is their median) before and
 after the change.
 
@@ -65,7 +65,7 @@ class Prediction(Record, frozen=True, kw_only=True):
 
 
 def step_ms(g: G.Graph, t: np.ndarray) -> float:
-    """The median of the replayed step times (DESIGN.md: the report's step is the median), over the
+    """The median of the replayed step times (docs/definitions.md: the report's step is the median), over the
     steps that have one (after a pre-window backlog, not the first)."""
     return float(median(step_times(g, t)[g.timed_from:])) / 1e6
 

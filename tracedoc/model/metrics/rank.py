@@ -1,4 +1,4 @@
-"""One rank's metrics: what the analyses measure on one trace (DESIGN.md: Metric definitions)."""
+"""One rank's metrics: what the analyses measure on one trace (docs/definitions.md)."""
 
 from __future__ import annotations
 
