@@ -15,6 +15,7 @@ from .gcpause import with_paused_gc
 from .ingest import load as _load_file
 from .ingest import rank_files
 from .model.trace import Trace
+from .remote import fetched
 from .result import AnalysisResult
 from .result import load as load_report
 from .stages import judge, judge_log, join_job, rank_from_name, read_ranks, read_step_log, sha256_of
@@ -114,7 +115,8 @@ def _diff_side(value, label: str, jobs: int | None, options: dict):
     if isinstance(value, (str, os.PathLike)):
         path = os.fspath(value)
         if is_report(path):
-            return Side(path=path, kind="report", result=check_report(load_report(path), path))
+            with fetched(path, what="report") as local:  # a report by URL is read from a local copy
+                return Side(path=path, kind="report", result=check_report(load_report(local), path))
         return Side(path=path, kind="trace", result=analyze(path, jobs=jobs, **options))
     if not isinstance(value, AnalysisResult):
         value = AnalysisResult.from_dict(value, where=label)

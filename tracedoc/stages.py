@@ -34,7 +34,7 @@ from .job.view import job_evidence
 from .model.plain import plain
 from .model.record import replace
 from .model.verdict import Verdict
-from .remote import fetched, is_prefix, is_url, list_files
+from .remote import fetched, is_prefix, is_url, list_files, renamed_text
 from .result import AnalysisResult, Input, JobResult, RankRow, focus_rank
 from .version import __version__
 
@@ -158,9 +158,14 @@ def judge_log(path: str | os.PathLike, ruleset: Ruleset, *, config: tuple | list
     from .logs.analysis import LogOptions
     from .logs.report import build_log_result
 
-    result = build_log_result(path, config=tuple(config), options=options or LogOptions(),
-                              compute_capability=compute_capability, gpu_name=gpu_name, command=command, jobs=jobs,
-                              fmt=log_format, fields=fields)
+    shown = os.fspath(path)
+    with fetched(shown, what="training log") as local:  # a log by URL is read from a local copy
+        result = build_log_result(local, config=tuple(config), options=options or LogOptions(),
+                                  compute_capability=compute_capability, gpu_name=gpu_name, command=command,
+                                  jobs=jobs, fmt=log_format, fields=fields)
+    if local != shown:  # in place: a fresh result carries unsaved attributes a copy would drop
+        result.input.path = shown
+        result.warnings[:] = [renamed_text(w, local, shown) for w in result.warnings]
     verdict = evaluate(result.metrics, result.analysis.evidence, result.step_time_ns, ruleset=ruleset, scope="log")
     return result.judged(verdict, __version__)
 
