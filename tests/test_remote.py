@@ -154,6 +154,9 @@ def test_a_prefix_of_rank_files_is_the_directory(s3, store_env, on_disk):
     assert [r.metrics for r in by_url.ranks] == [r.metrics for r in on_disk.ranks]
     assert [r.source for r in by_url.ranks] == [i.path for i in by_url.inputs]
     assert by_url.job.straggler_ranks == on_disk.job.straggler_ranks == [3]
+    traces = tracedoc.load_dir(f"s3://{BUCKET}/job/")
+    assert [(t.meta.rank, t.source) for t in traces] == [(r, f"s3://{BUCKET}/job/rank{r}.pt.trace.json.gz")
+                                                         for r in range(4)]
     # no prefix ending in /: the store says it is a folder
     assert [r.metrics for r in tracedoc.analyze(f"s3://{BUCKET}/job", jobs=1).ranks] == [r.metrics for r in on_disk.ranks]
 

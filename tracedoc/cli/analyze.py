@@ -139,6 +139,9 @@ def cmd_analyze(args) -> int:
     else:
         raise UsageError("tracedoc analyze", "needs a trace path", None, "pass a file or directory, or --example")
     fmt = output_format(args.format, args.output)
+    if args.perfetto and is_url(path):
+        raise UsageError("--perfetto", f"reads the trace files again to write the timeline, and {path} is a URL", None,
+                         "copy the trace files to a local folder and pass that folder with --perfetto")
     if args.rank is not None and not is_url(path) and sniff(path) == "kineto":  # a directory or an nsys export may hold several
         raise _rank_on_one_trace(path, "a Kineto trace file: one process")
     engine = engine_kwargs(args)
