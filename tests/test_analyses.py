@@ -281,7 +281,7 @@ def test_directory_of_ranks_on_a_dask_cluster(tmp_path):
 
 def test_unreachable_dask_scheduler_is_a_clear_error(tmp_path, monkeypatch):
     pytest.importorskip("distributed")
-    monkeypatch.setattr("tracedoc.job.fanout.DASK_CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr("tracedoc.job.cluster.DASK_CONNECT_TIMEOUT_S", 2)
     d = rank_dir(tmp_path, "rank{}.json")
     from tracedoc.errors import TraceError
 

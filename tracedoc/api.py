@@ -15,22 +15,30 @@ from .gcpause import with_paused_gc
 from .ingest import load as _load_file
 from .ingest import rank_files
 from .model.trace import Trace
+from .remote import fetched, is_url, renamed_text
 from .result import AnalysisResult
 from .result import load as load_report
-from .stages import judge, judge_log, join_job, rank_from_name, read_ranks, read_step_log, sha256_of
+from .stages import judge, judge_log, join_job, rank_from_name, read_ranks, read_step_log, sha256_of, url_rank_files
 
 __all__ = ["analyze", "analyze_log", "diff", "load", "load_dir", "load_report", "rank_files", "rank_from_name",
            "sha256_of", "trend"]
 
 
 def load(path: str | os.PathLike, **options) -> Trace:
-    """Read one trace file (Kineto JSON/.json.gz or nsys SQLite) into a ``Trace``."""
-    return _load_file(os.fspath(path), **options)
+    """Read one trace file (Kineto JSON/.json.gz or nsys SQLite; a path or a URL) into a ``Trace``."""
+    path = os.fspath(path)
+    with fetched(path) as local:
+        trace = _load_file(local, **options)
+    if local != path:
+        trace.source = renamed_text(trace.source, local, path)
+    return trace
 
 
 def load_dir(directory: str | os.PathLike, **options) -> list[Trace]:
-    """Read every rank file in a directory (sequentially; ``analyze`` parallelises)."""
-    traces = [load(p, **options) for p in rank_files(os.fspath(directory))]
+    """Read every rank file in a directory or under a URL prefix (sequentially; ``analyze`` parallelises)."""
+    directory = os.fspath(directory)
+    files = url_rank_files(directory) if is_url(directory) else rank_files(directory)
+    traces = [load(p, **options) for p in files]
     for t in traces:
         if t.meta.rank is None:
             t.meta.rank = rank_from_name(t.source)
@@ -114,7 +122,8 @@ def _diff_side(value, label: str, jobs: int | None, options: dict):
     if isinstance(value, (str, os.PathLike)):
         path = os.fspath(value)
         if is_report(path):
-            return Side(path=path, kind="report", result=check_report(load_report(path), path))
+            with fetched(path, what="report") as local:  # a report by URL is read from a local copy
+                return Side(path=path, kind="report", result=check_report(load_report(local), path))
         return Side(path=path, kind="trace", result=analyze(path, jobs=jobs, **options))
     if not isinstance(value, AnalysisResult):
         value = AnalysisResult.from_dict(value, where=label)

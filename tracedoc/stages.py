@@ -25,15 +25,16 @@ from .checks import check_job, check_rank, check_verdict
 from .engine.evaluate import evaluate
 from .engine.health import lowest
 from .engine.ruleset import Ruleset
-from .errors import TracedocError, warn
-from .ingest import rank_files, sniff
+from .errors import TraceError, TracedocError, warn
+from .ingest import is_trace_name, rank_files, sniff
 from .job import JobJoin
 from .job import join_job as _join
-from .job.fanout import analyze_file, fan_out
+from .job.fanout import fan_out, read_local
 from .job.view import job_evidence
 from .model.plain import plain
 from .model.record import replace
 from .model.verdict import Verdict
+from .remote import fetched, is_prefix, is_url, list_files, renamed_text
 from .result import AnalysisResult, Input, JobResult, RankRow, focus_rank
 from .version import __version__
 
@@ -81,14 +82,17 @@ def read_ranks(path: str | os.PathLike, *, jobs: int | None = None, scheduler: A
     Dask cluster ``scheduler`` names). ``estimate``: an ``EstimateRequest``, a stage input of the rank
     analyses (``--model``); ``options``: the nsys reader's."""
     path = os.fspath(path)
-    kind = sniff(path)
-    files = rank_files(path) if kind == "directory" else [path]
+    url = is_url(path)
+    kind = ("directory" if is_prefix(path) else "file") if url else sniff(path)
+    files = (url_rank_files(path) if url else rank_files(path)) if kind == "directory" else [path]
     options = dict(options or {})
     given = {"estimate_request": estimate} if estimate is not None else None
     failed: dict[str, str] = {}
     if kind != "directory":
         by_fraction = (lambda f: progress(int(1000 * f), 1000)) if progress else None
-        reads = analyze_file(files[0], options, by_fraction, rank_of=rank_from_name, job=False, given=given)
+        with fetched(path) as local:  # a URL's file is copied here; a local path is read in place
+            kind = sniff(local)
+            reads = read_local(local, options, by_fraction, rank_of=rank_from_name, job=False, given=given, shown=path)
         if progress:
             progress(1000, 1000)
     else:
@@ -101,6 +105,17 @@ def read_ranks(path: str | os.PathLike, *, jobs: int | None = None, scheduler: A
                               o.result.source))
     _flag_duplicate_ranks(reads)
     return Ranks(path, kind, files, reads, failed)
+
+
+def url_rank_files(prefix: str) -> list[str]:
+    """The rank trace files under a URL prefix (``s3://bucket/run/``), as ``rank_files`` picks them in a
+    directory; an error when there are none."""
+    files = list_files(prefix, is_trace_name)
+    if not files:
+        raise TraceError(prefix, "holds no trace files", "no object directly under it ends in .json, .json.gz or "
+                         ".sqlite", "check the prefix: the URL of the folder the rank traces were written to, ending "
+                         "in /")
+    return files
 
 
 def _flag_duplicate_ranks(reads: list[RankRead]) -> None:
@@ -143,9 +158,14 @@ def judge_log(path: str | os.PathLike, ruleset: Ruleset, *, config: tuple | list
     from .logs.analysis import LogOptions
     from .logs.report import build_log_result
 
-    result = build_log_result(path, config=tuple(config), options=options or LogOptions(),
-                              compute_capability=compute_capability, gpu_name=gpu_name, command=command, jobs=jobs,
-                              fmt=log_format, fields=fields)
+    shown = os.fspath(path)
+    with fetched(shown, what="training log") as local:  # a log by URL is read from a local copy
+        result = build_log_result(local, config=tuple(config), options=options or LogOptions(),
+                                  compute_capability=compute_capability, gpu_name=gpu_name, command=command,
+                                  jobs=jobs, fmt=log_format, fields=fields)
+    if local != shown:  # in place: a fresh result carries unsaved attributes a copy would drop
+        result.input.path = shown
+        result.warnings[:] = [renamed_text(w, local, shown) for w in result.warnings]
     verdict = evaluate(result.metrics, result.analysis.evidence, result.step_time_ns, ruleset=ruleset, scope="log")
     return result.judged(verdict, __version__)
 

@@ -37,7 +37,8 @@ def register(sub: Any) -> None:
     a = sub.add_parser("analyze", help="analyse a trace file or a directory of rank traces",
                        description="Analyse a torch.profiler trace (.json/.json.gz), an nsys SQLite export, "
                                    "or a directory of per-rank traces.")
-    a.add_argument("path", nargs="?", help="trace file or directory (omit with --example)")
+    a.add_argument("path", nargs="?", help="trace file or directory (omit with --example); or a URL: s3://, gs://, "
+                                           "az:// (a file, or a prefix of rank files ending in /), https:// (a file)")
     a.add_argument("--example", action="store_true", help="analyse the built-in example trace")
     a.add_argument("-f", "--format", choices=FORMATS, default=None,
                    help="output format (default: from the -o file's extension, else text)")
@@ -46,7 +47,7 @@ def register(sub: Any) -> None:
     a.add_argument("-j", "--jobs", type=jobs_count, default=None, help="processes for directories (1 to the CPU count; default: CPU count)")
     a.add_argument("--scheduler", metavar="ADDRESS",
                    help="analyse the ranks of a directory on a Dask cluster (e.g. tcp://host:8786); "
-                        "its workers must see the same paths")
+                        "its workers must see the same paths, or read the same URLs")
     a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
     a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
@@ -129,6 +130,7 @@ def fail_on_exit_code(verdict: "Verdict | None", fail_on: str | None) -> int:
 def cmd_analyze(args) -> int:
     from ..api import analyze
     from ..ingest import sniff
+    from ..remote import is_url
 
     if args.example:
         path = example_path()
@@ -137,10 +139,13 @@ def cmd_analyze(args) -> int:
     else:
         raise UsageError("tracedoc analyze", "needs a trace path", None, "pass a file or directory, or --example")
     fmt = output_format(args.format, args.output)
-    if args.rank is not None and sniff(path) == "kineto":  # a directory or an nsys export may hold several
+    if args.perfetto and is_url(path):
+        raise UsageError("--perfetto", f"reads the trace files again to write the timeline, and {path} is a URL", None,
+                         "copy the trace files to a local folder and pass that folder with --perfetto")
+    if args.rank is not None and not is_url(path) and sniff(path) == "kineto":  # a directory or an nsys export may hold several
         raise _rank_on_one_trace(path, "a Kineto trace file: one process")
     engine = engine_kwargs(args)
-    update, progress = _progress_callback(not args.no_progress and _big_input(path))
+    update, progress = _progress_callback(not args.no_progress and _big_input(path), _of_ranks(path))
     options = {}
     if args.step_range:
         options["step_range"] = args.step_range
@@ -253,17 +258,21 @@ def output_format(fmt: str | None, output: str | None, report: str = "analysis")
     return by_path.name
 
 
-def _progress_callback(enabled: bool):
-    """A rich progress bar on stderr for inputs that take more than a moment; None when not a TTY."""
+def _progress_callback(enabled: bool, ranks: bool = False):
+    """A rich progress bar on stderr for inputs that take more than a moment (``ranks``: of the rank files
+    done, in the local process pool or on a cluster); None when stderr is not a TTY."""
     if not enabled or not sys.stderr.isatty():
         return None, None
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
+                               TimeElapsedColumn)
 
     # Redrawn on each update rather than by rich's refresh thread: with no other thread running, the
     # reader may fork its decode workers and the critical path its child (a fork copies one thread only).
-    progress = Progress(TextColumn("[bold]reading"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
-                        console=Console(stderr=True), transient=True, auto_refresh=False)
+    columns = ((TextColumn("[bold]ranks"), BarColumn(), MofNCompleteColumn()) if ranks else
+               (TextColumn("[bold]reading"), BarColumn(), TaskProgressColumn()))
+    progress = Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True), transient=True,
+                        auto_refresh=False)
     state = {"task": None}
 
     def update(done: int, total: int) -> None:
@@ -282,7 +291,18 @@ def _int_arg(flag: str, text: str) -> int:
         raise TracedocError(flag, "expects a process id or 'all'", repr(text), "e.g. --pid 4242") from None
 
 
+def _of_ranks(path: str) -> bool:
+    """Whether ``path`` names several rank files (a directory, or a URL prefix ending in /)."""
+    from ..remote import is_url
+
+    return path.endswith("/") if is_url(path) else os.path.isdir(path)
+
+
 def _big_input(path: str) -> bool:
+    from ..remote import is_url
+
+    if is_url(path):  # a prefix of ranks, or a file fetched first
+        return True
     try:
         return os.path.isdir(path) or os.path.getsize(path) > BIG_INPUT_BYTES
     except OSError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import zlib
 from dataclasses import dataclass
 
 from ..analyses.rank import RankResult
@@ -37,7 +38,12 @@ class Side:
 
 
 def is_report(path: str) -> bool:
-    """Whether ``path`` is a JSON report rather than a trace (decided from its first bytes)."""
+    """Whether ``path`` is a JSON report rather than a trace (decided from its first bytes); a URL's first
+    bytes are read with one ranged request, and a URL prefix (ending in /) is a directory of ranks."""
+    from ..remote import is_prefix, is_url, read_head
+
+    if is_url(path):
+        return not is_prefix(path) and head_is_report(read_head(path, _HEAD_BYTES))
     if os.path.isdir(path) or not os.path.isfile(path):
         return False
     try:
@@ -50,6 +56,16 @@ def is_report(path: str) -> bool:
             with gzip.open(path, "rb") as f:
                 head = f.read(_HEAD_BYTES)
         except (OSError, EOFError):
+            return False
+    return head_is_report(head)
+
+
+def head_is_report(head: bytes) -> bool:
+    """Whether a file's first bytes (gzip or not) are those of a tracedoc report."""
+    if head[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, _HEAD_BYTES)
+        except zlib.error:
             return False
     return head.lstrip()[:1] == b"{" and bool(_REPORT_HEAD_RE.search(head)) and b'"traceEvents"' not in head
 

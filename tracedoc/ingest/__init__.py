@@ -74,6 +74,12 @@ def check_nsys_options(path: str, options: dict) -> None:
 _TRACE_FILE_RE = re.compile(r"\.(json|json\.gz|sqlite|sqlite3)$", re.I)
 
 
+def is_trace_name(name: str) -> bool:
+    """Whether a directory's entry named ``name`` is read as a rank trace: ``.json``, ``.json.gz`` or
+    ``.sqlite``, not tracedoc's own report (``.report.json``) nor a hidden (temporary) file."""
+    return bool(_TRACE_FILE_RE.search(name)) and not name.endswith(".report.json") and not name.startswith(".")
+
+
 def rank_files(directory: str, *, required: bool = True) -> list[str]:
     """The trace files of a per-rank directory (paths, sorted by name): regular ``.json``, ``.json.gz``
     and ``.sqlite`` files, not tracedoc's own reports nor hidden (temporary) files. An entry named like a
@@ -88,7 +94,7 @@ def rank_files(directory: str, *, required: bool = True) -> list[str]:
         raise TraceError(directory, "cannot be listed", exc.strerror, "check the path and its permissions") from None
     files = []
     for n in names:
-        if not _TRACE_FILE_RE.search(n) or n.endswith(".report.json") or n.startswith("."):
+        if not is_trace_name(n):
             continue
         p = os.path.join(directory, n)
         why = not_regular(p)
