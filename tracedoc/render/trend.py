@@ -150,5 +150,8 @@ def render_trend_html(t: "TrendResult") -> str:
 
     from .templating import asset, jinja_environment
 
+    from .trendchart import trend_chart
+
     env = jinja_environment("html")
-    return env.get_template("trend.html.j2").render(trend=build_trend_view(t), css=markupsafe.Markup(asset("diff.css")))
+    return env.get_template("trend.html.j2").render(trend=build_trend_view(t), css=markupsafe.Markup(asset("diff.css")),
+                                                    chart=markupsafe.Markup(trend_chart(t)))
