@@ -168,6 +168,8 @@ def output_width(args: argparse.Namespace | None = None) -> int:
     given = getattr(args, "width", None)
     if given:
         return given
+    if getattr(args, "output", None):  # a file: the width off a terminal
+        return PIPE_WIDTH
     try:
         if sys.stdout.isatty():
             return max(20, shutil.get_terminal_size((PIPE_WIDTH, 24)).columns)

@@ -36,7 +36,7 @@ def wrap_text(text: str, width: int) -> list[str]:
 
 
 def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], kinds: Sequence[str], width: int,
-              indent: int = 0) -> list[str]:
+              indent: int = 0, min_text: int = MIN_TEXT) -> list[str]:
     """The table as lines at most ``width`` wide (see the module's docstring); header first."""
     n = len(headers)
     table = [list(headers)] + [[str(c) for c in r] for r in rows]
@@ -48,14 +48,14 @@ def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], kinds: Sequ
     if not text_cols or want <= room:
         widths = list(natural)
         under: list[int] = []
-    elif room >= MIN_TEXT * len(text_cols):
+    elif room >= min_text * len(text_cols):
         widths = list(natural)
         left = room
         # shares in proportion to what each wants, each at least MIN_TEXT
         for k, i in enumerate(text_cols):
             rest = text_cols[k:]
-            share = max(MIN_TEXT, left * natural[i] // max(1, sum(natural[j] for j in rest)))
-            widths[i] = min(natural[i], share, left - MIN_TEXT * (len(rest) - 1))
+            share = max(min_text, left * natural[i] // max(1, sum(natural[j] for j in rest)))
+            widths[i] = min(natural[i], share, left - min_text * (len(rest) - 1))
             left -= widths[i]
         under = []
     else:  # the text columns go under their rows
