@@ -31,15 +31,20 @@ def attr(value: object) -> str:
 
 
 def title(text: str) -> str:
-    """A hover text: the ``<title>`` child of the mark it belongs to."""
-    return f"<title>{escape(text, quote=False)}</title>"
+    """A hover text: the ``<title>`` child of the mark it belongs to (direction controls from a trace
+    string isolated, as everywhere in the reports)."""
+    from .templating import isolate_bidi
+
+    return f"<title>{escape(isolate_bidi(text), quote=False)}</title>"
 
 
 def label(x: float, y: float, text: str, *, size: float = 11, anchor: str = "start", cls: str = "lbl",
           fill: str | None = None, weight: str | None = None) -> str:
     extra = (f' fill="{attr(fill)}"' if fill else "") + (f' font-weight="{attr(weight)}"' if weight else "")
+    from .templating import isolate_bidi
+
     return (f'<text class="{cls}" x="{x:.1f}" y="{y:.1f}" font-size="{size:g}" text-anchor="{anchor}"{extra}>'
-            f"{escape(text, quote=False)}</text>")
+            f"{escape(isolate_bidi(text), quote=False)}</text>")
 
 
 def svg_open(width: float, height: float, aria: str, cls: str) -> str:
