@@ -81,9 +81,10 @@ def roofline_svg(rows: list[dict] | None) -> str:
                     "roofline-plot"),
            f'<rect x="{pl:.1f}" y="{pt:.1f}" width="{pr - pl:.1f}" height="{pb - pt:.1f}" fill="#fafbfc" '
            'stroke="#dde2ea"/>']
-    for v in gx:
+    for k, v in enumerate(gx):  # the end ticks' labels inside the plot's width: clear of the y labels and the edge
         out.append(f'<line x1="{px(v):.1f}" x2="{px(v):.1f}" y1="{pt:.1f}" y2="{pb:.1f}" stroke="#e6e9ef"/>')
-        out.append(label(px(v), pb + 15, tick_text(v), size=FONT, anchor="middle", cls="tick", fill="#5b6577"))
+        anchor = "start" if k == 0 else "end" if k == len(gx) - 1 else "middle"
+        out.append(label(px(v), pb + 15, tick_text(v), size=FONT, anchor=anchor, cls="tick", fill="#5b6577"))
     for v in gy:
         out.append(f'<line x1="{pl:.1f}" x2="{pr:.1f}" y1="{py(v):.1f}" y2="{py(v):.1f}" stroke="#e6e9ef"/>')
         out.append(label(pl - 6, py(v) + 4, tick_text(v), size=FONT, anchor="end", cls="tick", fill="#5b6577"))
