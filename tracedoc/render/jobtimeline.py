@@ -126,7 +126,7 @@ def build_job_timeline(result: "AnalysisResult") -> JobTimeline | None:
         lane = Lane(rank=r.rank, start=s, end=e, detail=False,
                     note=f"step {step}: compute {fmt_ns(row.get('compute_ns'))}, idle {fmt_ns(row.get('idle_ns'))}, "
                          f"communication {fmt_ns(row.get('comm_ns'))} (measured on this rank)")
-        mine = np.flatnonzero(inst["rank"] == r.rank)
+        mine = np.flatnonzero((inst["rank"] == r.rank) & (inst["end_ns"] > s) & (inst["arrival_ns"] < e))
         for i in mine.tolist():
             k = int(inst["inst"][i])
             a, end = int(inst["arrival_ns"][i]), int(inst["end_ns"][i])
