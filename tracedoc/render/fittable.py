@@ -74,6 +74,9 @@ def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], kinds: Sequ
                 parts.append(piece.rjust(widths[i]) if kinds[i] == "num" else piece.ljust(widths[i]))
             out.append((pad + (" " * GAP).join(parts)).rstrip())
         if r == 0:
+            hint = f"  ({', '.join(headers[i] for i in under)} below each row)" if under else ""
+            if hint and len(out[-1]) + len(hint) <= width:
+                out[-1] += hint
             continue
         for i in under:
             if row[i]:
