@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ["TRACEDOC_SHARED"]) if os.environ.get("TRACEDOC_SHARED") else ROOT.parent / "shared"
-TRACES = SHARED / "traces"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shared_dir import traces_dir  # noqa: E402
+
+TRACES, _WHY_MISSING = traces_dir(ROOT.parent / "shared")
 # CI sets this: there the shared traces must be present, and a run without them fails instead of skipping.
 REQUIRE_SHARED = os.environ.get("TRACEDOC_REQUIRE_SHARED", "") not in ("", "0")
-MISSING_REASON = (f"the shared real traces are not at {TRACES} (a checkout with ../shared beside it has them; "
-                  "TRACEDOC_SHARED=DIR points elsewhere)")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+MISSING_REASON = _WHY_MISSING
 # The validated rule set is cached between processes (tracedoc/engine/rulecache.py): tests and the
 # processes they start use a cache of their own, never the user's.
 _CACHE_DIR = tempfile.mkdtemp(prefix="tracedoc-test-cache-")
@@ -47,6 +47,8 @@ def expected_rows() -> list[dict]:
 def pytest_sessionstart(session):
     if REQUIRE_SHARED and not have_shared():
         raise pytest.UsageError(f"TRACEDOC_REQUIRE_SHARED is set but {MISSING_REASON}")
+    if os.environ.get("TRACEDOC_SHARED") and not have_shared():  # a folder was named: never skip in silence
+        raise pytest.UsageError(MISSING_REASON)
 
 
 def pytest_unconfigure(config):

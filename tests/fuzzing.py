@@ -31,10 +31,9 @@ from pathlib import Path
 from typing import Iterator
 
 from fuzz_kineto import KINETO_MUTATIONS
+from shared_dir import traces_dir
 
-SHARED = Path(os.environ["TRACEDOC_SHARED"]) if os.environ.get("TRACEDOC_SHARED") else \
-    Path(__file__).resolve().parents[2] / "shared"
-TRACES = SHARED / "traces"
+TRACES = traces_dir(Path(__file__).resolve().parents[2] / "shared")[0]
 # Small real traces (tens of KB of JSON): fast to analyse thousands of times.
 KINETO_SOURCES = ("h100_2026_format.json", "triton_example.json.gz", "cuda_event_sync.json.gz",
                   "cpu_only_gloo_rank34.pt.trace.json.gz", "cuda_event_sync_multi_stream.json.gz",

@@ -18,9 +18,9 @@ ROOT = PACKAGE.parent
 # The one exception to the layers, by name: notebook conveniences on a result that hand it to a renderer
 # when called (``result.to_html()``). They import lazily inside these methods only, so loading, saving and
 # comparing results never loads a renderer; no other function of the module may import upwards.
-CONVENIENCES = {("tracedoc.result", "tracedoc.render"): {"to_text", "to_markdown", "to_html", "_repr_html_"},
-                ("tracedoc.diff.model", "tracedoc.render.card"): {"_repr_html_"},
-                ("tracedoc.logs.report", "tracedoc.render.card"): {"_repr_html_"}}
+_OUTPUTS = {"to_text", "to_markdown", "to_html", "to_json", "_repr_html_", "save"}
+CONVENIENCES = {("tracedoc.result", "tracedoc.render"): _OUTPUTS, ("tracedoc.diff.model", "tracedoc.render"): _OUTPUTS,
+                ("tracedoc.diff.trend", "tracedoc.render"): _OUTPUTS, ("tracedoc.logs.report", "tracedoc.render"): _OUTPUTS}
 
 
 def module_name(path: Path) -> str:

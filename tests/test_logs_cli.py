@@ -84,7 +84,7 @@ def test_text_and_markdown(tmp_path):
     log = write_log(tmp_path / "train.jsonl")
     text = tracedoc("logs", log).stdout
     assert "Findings: periodic_stall, unstable_training" in text
-    assert "loss_spike        step 250" in text
+    assert re.search(r"\n  loss_spike +step 250 ", text)
     out = tmp_path / "report.md"
     proc = tracedoc("logs", log, "--format", "md", "-o", out)
     assert proc.returncode == 0 and "wrote md report" in proc.stderr

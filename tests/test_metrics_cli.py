@@ -52,7 +52,7 @@ def test_every_metric_in_reports_is_listed(tmp_path, capsys):
     text = capsys.readouterr().out
     for names in reported.values():
         for n in names:
-            assert f" {n} " in text, n
+            assert f"\n{n} " in text, n
 
 
 def test_each_entry_has_unit_direction_scope_range_and_meaning(capsys):

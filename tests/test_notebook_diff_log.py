@@ -81,3 +81,60 @@ def test_saved_log_result_has_the_same_views_but_no_columns(log):
     assert saved._repr_html_() == log._repr_html_()
     with pytest.raises(KeyError, match="saved report"):
         saved.df()
+
+
+@pytest.fixture(scope="module")
+def trend_result(tmp_path_factory):
+    from tracedoc.api import trend
+
+    d = tmp_path_factory.mktemp("nbtrend")
+    return trend(_trace(d / "base.json", 8000.0), _trace(d / "run2.json", 4000.0), _trace(d / "run3.json", 0.0))
+
+
+@pytest.fixture(scope="module")
+def analysis(tmp_path_factory):
+    from tracedoc.api import analyze
+
+    return analyze(_trace(tmp_path_factory.mktemp("nbone") / "one.json", 8000.0))
+
+
+SURFACE = ("_repr_html_", "to_text", "to_markdown", "to_html", "to_json", "save", "table")
+
+
+@pytest.mark.parametrize("which", ["analysis", "pair", "log", "trend_result"])
+def test_every_result_offers_the_same_surface(which, request, tmp_path):
+    import json
+
+    r = request.getfixturevalue(which)
+    assert all(callable(getattr(r, m, None)) for m in SURFACE)
+    assert repr(r).startswith("<") and "\n" not in repr(r)
+    card = r._repr_html_()
+    assert card.startswith("<div") and card.endswith("</div>")
+    text = r.to_text(width=80)
+    assert text.strip() and max(len(line) for line in text.splitlines()) <= 80
+    assert r.to_markdown().lstrip().startswith("#")
+    page = r.to_html()
+    assert page.lstrip().lower().startswith("<!doctype html>") and "</html>" in page
+    json.loads(r.to_json())
+    names = r.table()  # no name: the names of the tables there are, each of which opens
+    assert isinstance(names, list) and names
+    assert all(isinstance(r.table(n), pd.DataFrame) for n in names)
+    for ext, check in ((".html", lambda s: "<html" in s), (".md", lambda s: s.lstrip().startswith("#")),
+                       (".json", lambda s: isinstance(json.loads(s), dict)), (".txt", lambda s: "tracedoc" in s)):
+        path = tmp_path / f"out{ext}"
+        r.save(path)
+        assert check(path.read_text(encoding="utf-8")), ext
+    r.save(tmp_path / "any.report", format="md")
+    assert (tmp_path / "any.report").read_text(encoding="utf-8").lstrip().startswith("#")
+
+
+def test_trend_card_draws_the_chart(trend_result):
+    card = trend_result._repr_html_()
+    assert "<svg" in card and card.count('class="bar"') == 3 and "<script" not in card
+
+
+def test_the_package_namespace_is_the_api():
+    import tracedoc
+
+    assert dir(tracedoc) == sorted(tracedoc.__all__)
+    assert not {"Any", "annotations", "version"} & set(dir(tracedoc))

@@ -4,10 +4,6 @@ The entry points import their stage on first use, so ``import tracedoc`` (and ``
 loads nothing heavy.
 """
 
-from __future__ import annotations
-
-from typing import Any
-
 from .version import __version__
 
 
@@ -46,7 +42,7 @@ def load_report(path):
     return _load_report(path)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "profile":  # the capture context manager; imports torch only when a session starts
         from .capture import profile
 
@@ -55,3 +51,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["__version__", "analyze", "analyze_log", "load", "load_dir", "load_report", "profile"]
+
+
+def __dir__() -> list[str]:
+    """The public API only (what ``from tracedoc import *`` gives), not the submodules loaded so far."""
+    return sorted(__all__)

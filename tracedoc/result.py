@@ -204,12 +204,15 @@ class AnalysisResult(Record, dict=True, kw_only=True):
                 setattr(out, kept, getattr(self, kept))
         return out
 
-    def table(self, name: str, rank: int | None = None):
-        """An evidence table of the focus rank (or of the rank at index ``rank``) as a pandas DataFrame."""
+    def table(self, name: str | None = None, rank: int | None = None):
+        """An evidence table of the focus rank (or of the rank at index ``rank``) as a pandas DataFrame;
+        without a name, the names of the tables there are."""
         r = self.focus if rank is None else self.ranks[rank]
         if r is None:
+            if name is None:
+                return []
             raise KeyError("this result has no ranks")
-        return r.table(name)
+        return r.tables if name is None else r.table(name)
 
     def roofline(self, rank: int | None = None):
         """The per-op roofline of the focus rank (or of the rank at index ``rank``) as a pandas DataFrame."""
@@ -224,17 +227,17 @@ class AnalysisResult(Record, dict=True, kw_only=True):
 
         return render_text(self, **options)
 
-    def to_markdown(self) -> str:
+    def to_markdown(self, **options: Any) -> str:
         """The Markdown report (a ticket comment)."""
         from .render import render_md
 
-        return render_md(self)
+        return render_md(self, **options)
 
-    def to_html(self) -> str:
+    def to_html(self, **options: Any) -> str:
         """The self-contained HTML report."""
         from .render import render_html
 
-        return render_html(self)
+        return render_html(self, **options)
 
     def _repr_html_(self) -> str:
         """A compact verdict card for notebooks (the full report is ``to_html()``)."""
@@ -252,10 +255,12 @@ class AnalysisResult(Record, dict=True, kw_only=True):
     def to_json(self, timeline: bool = True) -> str:
         return msgspec.json.format(to_json_bytes(self._saved(timeline)), indent=2).decode()
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the whole report (timeline included) as JSON; ``load`` reads it back into an equal value."""
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(self.to_json())
+    def save(self, path: str | os.PathLike, format: str | None = None) -> None:
+        """Write the report to ``path``: JSON by default (timeline included; ``load`` reads it back into an
+        equal value), or the format its extension (or ``format``: text, json, md, html) names."""
+        from .render.notebook import save_as
+
+        save_as(self, path, "analysis", format)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "report") -> "AnalysisResult":

@@ -13,6 +13,7 @@ from ..model.groups import Groups, dense_codes, largest_first
 from ..model.trace import Trace
 from ..model.stats import median, percentile
 from . import classify as C
+from .compiled import region_contents
 from .registry import Produced, analysis
 
 TC_ELIGIBLE_OP_RE = re.compile(
@@ -97,8 +98,13 @@ def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int) -> l
         np.add.at(gpu_ops, pos[known], 1)
         np.add.at(gpu_ns, pos[known], (g["end_ns"] - g["start_ns"])[launched][known].astype(np.float64))
     order = np.argsort(-cpu_ns, kind="stable")
-    return [{"name": trace.string(int(ids[i])), "calls": int(calls[i]), "cpu_ns": int(cpu_ns[i]),
+    rows = [{"name": trace.string(int(ids[i])), "calls": int(calls[i]), "cpu_ns": int(cpu_ns[i]),
              "gpu_ops": int(gpu_ops[i]), "gpu_ns": int(gpu_ns[i])} for i in order]
+    contents = region_contents(trace, lo, hi)  # torch.compile regions: what they ran, for the diff to match by
+    for i, row in zip(order, rows):
+        if int(ids[i]) in contents:
+            row["content"], row["content_kernels"] = contents[int(ids[i])]
+    return rows
 
 
 def launch_link_fraction(trace: Trace, backlog=None) -> float | None:

@@ -57,7 +57,8 @@ EVIDENCE: dict[str, str] = {
                            "CPU time, and the GPU time of the ops launched inside them (innermost module).",
     "kernel_totals": "Every GPU op name in the window: kind, category, count and total time (what a diff aligns).",
     "operator_totals": "Every CPU operator name starting in the window: calls, CPU time, and the GPU ops it "
-                       "launched and their time (what a diff aligns).",
+                       "launched and their time (what a diff aligns); a torch.compile region also its content, "
+                       "a signature of the kernel sequence its first call launched, and that sequence's length.",
     "collectives": "Collectives by type: count, time, message sizes, bandwidth.",
     "sync_calls": "Synchronizing calls grouped by operator and call.",
     "implicit_syncs": "Implicitly synchronizing calls grouped by the operator that triggered them and call, with calls per step.",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import sys
 from typing import TYPE_CHECKING, Any
@@ -156,6 +157,14 @@ def cmd_analyze(args) -> int:
         result = analyze(path, jobs=args.jobs, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
                          progress=update, command=command, scheduler=args.scheduler, log=args.log,
                          estimate=estimate_request(args), **options)
+    except TracedocError:
+        log_format = training_log_format(path)
+        if log_format is None:
+            raise
+        raise UsageError(path, f"is a training log ({log_format}), not a profiler trace", None,
+                         f"use `tracedoc logs {shlex.quote(path)}` for a training log; `tracedoc analyze` reads "
+                         "torch.profiler traces (.json, .json.gz), Nsight Systems exports (.sqlite) and "
+                         "directories of rank traces") from None
     finally:
         if progress is not None:
             progress.stop()
@@ -212,6 +221,43 @@ def cmd_analyze(args) -> int:
         verdicts = list(result.verdicts) + ([result.job.verdict] if result.job is not None else [])
         return max((fail_on_exit_code(v, args.fail_on) for v in verdicts if v is not None), default=EXIT_OK)
     return EXIT_OK
+
+
+LOG_SNIFF_BYTES = 256 * 1024
+
+
+def training_log_format(path: str) -> str | None:
+    """The training-log format of the file at ``path`` (what ``tracedoc logs`` would read it as), or None
+    for anything else: asked only after the file failed to read as a trace, so a trace never pays for it."""
+    import gzip
+
+    from ..logs.errors import LogError
+    from ..logs.reader import sniff as sniff_log
+
+    try:
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as raw:
+            head = raw.read(LOG_SNIFF_BYTES)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as gz:
+                head = gz.read(LOG_SNIFF_BYTES)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return None
+    if b'"traceEvents"' in head or head.startswith(b"SQLite format"):
+        return None  # a trace, however damaged: its own error says what is wrong with it
+    try:
+        kind = sniff_log(head)
+    except (LogError, ValueError, RecursionError):
+        return None
+    if kind == "json" and b'"log_history"' not in head:
+        return None  # a JSON document that is neither a trace nor a trainer_state.json
+    if kind == "jsonl" and not _LOG_KEYS.search(head.split(b"\n", 1)[0]):
+        return None  # JSON objects, but none of a training log's fields in the first
+    return kind
+
+
+_LOG_KEYS = re.compile(rb'"[^"]{0,40}(loss|step|iter|epoch|lr|learning_rate|tokens|samples)[^"]{0,40}"\s*:', re.I)
 
 
 def _inputs(args, path: str, result) -> list[tuple[str, str]]:

@@ -153,6 +153,31 @@ def text_options(args: argparse.Namespace):
                                   warnings_shown=True)  # the commands print them on stderr as they load
 
 
+def add_width_option(parser: argparse.ArgumentParser, default=None) -> None:
+    """``--width N`` for a command whose text output fits a width (``output_width``)."""
+    parser.add_argument("--width", metavar="N", type=_positive_int, default=default,
+                        help="lay text out for N columns (default: the terminal's width, 100 off a terminal)")
+
+
+def output_width(args: argparse.Namespace | None = None) -> int:
+    """The width text output fits: ``--width``, else the terminal's, else 100 columns (a pipe, a file)."""
+    import shutil
+
+    from ..render.console import PIPE_WIDTH
+
+    given = getattr(args, "width", None)
+    if given:
+        return given
+    if getattr(args, "output", None):  # a file: the width off a terminal
+        return PIPE_WIDTH
+    try:
+        if sys.stdout.isatty():
+            return max(20, shutil.get_terminal_size((PIPE_WIDTH, 24)).columns)
+    except (AttributeError, ValueError, OSError):
+        pass
+    return PIPE_WIDTH
+
+
 def _positive_int(text: str) -> int:
     value = _non_negative_int(text)
     if value < 20:

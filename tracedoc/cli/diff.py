@@ -16,7 +16,7 @@ import sys
 from ..exits import EXIT_GATE, EXIT_OK
 from ..render import FORMATS, renderer
 from .analyze import output_format
-from .common import check_output_path, jobs_count, print_warning
+from .common import add_width_option, check_output_path, jobs_count, output_width, print_warning
 from ..neutral import clean_text
 from ..outfiles import write_atomic
 
@@ -51,6 +51,7 @@ def register(sub) -> None:
     d.add_argument("-o", "--output", help="write the output to this file instead of stdout")
     d.add_argument("-j", "--jobs", type=jobs_count, default=None, help="processes for rank directories (1 to the CPU count; default: CPU count)")
     d.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
+    add_width_option(d)
     d.add_argument("--noise", metavar="PCT", type=_percent, default=None,
                    help="step-time changes smaller than this are 'within noise' (default: 2)")
     gate = d.add_argument_group("gate")
@@ -103,7 +104,7 @@ def cmd_diff(args) -> int:
     for i, d in enumerate(diffs):
         for w in d.warnings:
             print_warning(f"run {i + 2}: {w}" if report == "trend" else w)
-    text = renderer(fmt, report).render(result)
+    text = renderer(fmt, report).render(result, **({"width": output_width(args)} if fmt == "text" else {}))
     if args.output:
         check_output_path(args.output, sides)
         write_atomic(args.output, text)

@@ -11,7 +11,7 @@ from ..exits import EXIT_OK
 from ..logs.registry import LOG_FORMATS
 from ..render import FORMATS, renderer
 from .analyze import add_engine_options, engine_kwargs, fail_on_exit_code, output_format
-from .common import check_output_path, jobs_count, print_warning
+from .common import add_width_option, check_output_path, jobs_count, output_width, print_warning
 from ..outfiles import write_atomic
 
 MIN_WINDOW = 5
@@ -39,6 +39,7 @@ def register(sub: Any) -> None:
                    help="map a field to the log's own name for it, e.g. --field loss=train/lm_loss --field step=iter "
                         "(repeatable; names: step, loss, eval_loss, lr, grad_norm, tokens_per_s, samples_per_s, "
                         "steps_per_s, step_time_s, step_time_ms, elapsed_s, ...)")
+    add_width_option(g)
     add_engine_options(g)
     g.set_defaults(func=cmd_logs)
 
@@ -58,7 +59,7 @@ def cmd_logs(args) -> int:
                          log_format=args.format_hint, fields=fields)
     for w in result.warnings:
         print_warning(f"{result.source}: {w}")
-    text = renderer(fmt, "log").render(result)
+    text = renderer(fmt, "log").render(result, **({"width": output_width(args)} if fmt == "text" else {}))
     if args.output:
         check_output_path(args.output, [("the log being analysed", args.path), ("the log being analysed", result.source), *(("--config", c) for c in args.config or ()),
                                         *(("--rules", d) for d in args.rules or ())])

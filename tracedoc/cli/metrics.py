@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ..exits import EXIT_OK
+from .common import add_width_option, output_width
 
 _FORMATS = ("text", "json", "md")
 _SCOPES = ("rank", "job", "log")
@@ -24,16 +25,9 @@ def register(sub: Any) -> None:
     m.add_argument("--scope", choices=_SCOPES, action="append", default=None,
                    help="only this scope's metrics (repeatable)")
     m.add_argument("-f", "--format", choices=_FORMATS, default="text", help="output format (default: text)")
-    m.add_argument("--width", metavar="N", type=_width, default=None,
-                   help="lay text out for N columns (default: the terminal's width, 100 off a terminal)")
+    add_width_option(m)
     m.add_argument("--no-color", action="store_true", help="no colour even on a terminal (so does NO_COLOR)")
     m.set_defaults(func=cmd_metrics)
-
-
-def _width(text: str) -> int:
-    from .common import _positive_int
-
-    return _positive_int(text)
 
 
 def range_text(bounds: tuple[float, float] | None) -> str:
@@ -118,19 +112,15 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     if args.format == "md":
         sys.stdout.write(render_metrics_md(rows))
         return EXIT_OK
-    from rich.table import Table
+    from ..render.fittable import fit_table, wrap_text
+    from .rules import print_plain
 
-    from ..render.console import print_item
-    from .rules import _console
-
-    console, options = _console(args)
-    table = Table(title=f"tracedoc metrics ({len(rows)})", title_justify="left")
-    for column in ("metric", "unit", "better", "scope", "range", "meaning"):
-        table.add_column(column, no_wrap=column != "meaning", min_width=30 if column == "meaning" else None,
-                         overflow="fold" if column in ("meaning", "metric") else options.overflow)
-    for r in rows:
-        table.add_row(r["name"], r["unit"], r["better"] or "-", r["scope"], r["range"], r["meaning"], style=None)
-    print_item(console, table, options)
-    console.print("\nA value of null (n/a) means not measurable on that trace, never zero. Fractions are of the "
-                  "analysis window unless the meaning says otherwise.", style="dim")
+    width = output_width(args)
+    lines = [f"tracedoc metrics ({len(rows)})"]
+    lines += fit_table(("metric", "unit", "better", "scope", "range", "meaning"),
+                       [(r["name"], r["unit"], r["better"] or "-", r["scope"], r["range"], r["meaning"]) for r in rows],
+                       ("id", "id", "id", "id", "id", "text"), width)
+    lines += [""] + wrap_text("A value of null (n/a) means not measurable on that trace, never zero. Fractions are of "
+                              "the analysis window unless the meaning says otherwise.", width)
+    print_plain(lines, args, header=1)
     return EXIT_OK

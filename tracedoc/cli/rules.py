@@ -36,21 +36,52 @@ def register(subparsers: Any) -> None:
 
 
 def _add_layout_options(parser: argparse.ArgumentParser, default: Any = None) -> None:
-    from .common import _positive_int
+    from .common import add_width_option
 
-    parser.add_argument("--width", metavar="N", type=_positive_int, default=default,
-                        help="lay the output out for N columns (default: the terminal's width, 100 off a terminal)")
+    add_width_option(parser, default)
     parser.add_argument("--no-color", action="store_true", default=default if default is not None else False,
                         help="no colour even on a terminal (so does NO_COLOR)")
 
 
-def _console(args: argparse.Namespace | None = None):
-    """The same layout as the analysis summary: fit a terminal; off one, wrap and never cut."""
-    from ..render.console import TextOptions, make_console
+def _colour(args: argparse.Namespace | None) -> bool:
+    from ..render.console import color_allowed
 
-    options = TextOptions.for_stream(sys.stdout, width=getattr(args, "width", None),
-                                     no_color=bool(getattr(args, "no_color", False)))
-    return make_console(options), options
+    try:
+        terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    return terminal and color_allowed(bool(getattr(args, "no_color", False)))
+
+
+def print_plain(lines: list[str], args: argparse.Namespace | None = None, header: int | None = None) -> None:
+    """Print lines already fitted to the width; line ``header`` (a table's header) in bold on a colour terminal."""
+    colour = _colour(args)
+    out = [f"\x1b[1m{line}\x1b[0m" if colour and i == header else line for i, line in enumerate(lines)]
+    sys.stdout.write("".join(line + "\n" for line in out))
+
+
+def print_wrapped(items: Iterable[Any], args: argparse.Namespace | None = None) -> None:
+    """Print rich renderables (``Text`` or markup strings) as lines wrapped at words to the output width,
+    each line keeping its indent; styles only on a colour terminal."""
+    from rich.text import Text
+
+    from ..render.fittable import wrap_text
+    from .common import output_width
+
+    width = output_width(args)
+    colour = _colour(args)
+    console = None
+    if colour:
+        from ..render.console import TextOptions, make_console
+
+        console = make_console(TextOptions(width=width, terminal=True, color=True), markup=False)
+    for item in items:
+        text = item if isinstance(item, Text) else Text.from_markup(item) if item else Text("")
+        for line in (x for para in text.plain.split("\n") for x in wrap_text(para, width)):
+            if console is not None:
+                console.print(Text(line, style=text.style), soft_wrap=True)
+            else:
+                sys.stdout.write(line + "\n")
 
 
 def _guard(func):
@@ -68,23 +99,16 @@ def _guard(func):
 @_guard
 def cmd_rules_list(args: argparse.Namespace) -> int:
     """Print every rule as a table: id, name, label, severity, title."""
-    from rich.table import Table
-
     from ..engine.rulefile import load_rules
+    from ..render.fittable import fit_table
+    from .common import output_width
 
-    console, options = _console(args)
-    table = Table(title="tracedoc rules", title_justify="left")
-    for column in ("id", "name", "scope", "label", "severity", "title"):
-        table.add_column(column, no_wrap=column != "title", min_width=24 if column == "title" else None,
-                         overflow="fold" if column == "title" else options.overflow)
-    for rule in sorted(load_rules(getattr(args, "rules", ()) or ()), key=lambda r: r.id):
-        table.add_row(rule.id, rule.name, rule.scope, rule.label, rule.severity, rule.title, style=None)
-    from ..render.console import print_item
-
-    if not options.terminal:  # --width narrower than the table: widen it as far as its unwrappable cells need
-        need = console.measure(table, options=console.options.update_width(100_000)).minimum
-        console.width = max(console.width, need)
-    print_item(console, table, options)
+    rules = sorted(load_rules(getattr(args, "rules", ()) or ()), key=lambda r: r.id)
+    lines = ["tracedoc rules"] + fit_table(
+        ("id", "name", "scope", "label", "severity", "title"),
+        [(r.id, r.name, r.scope, r.label, r.severity, r.title) for r in rules],
+        ("id", "id", "id", "id", "id", "text"), output_width(args))
+    print_plain(lines, args, header=1)
     return EXIT_OK
 
 
@@ -98,18 +122,17 @@ def cmd_rules_explain(args: argparse.Namespace) -> int:
 
     rules = load_rules(getattr(args, "rules", ()) or ())
     values = resolve_params(rules, collect_params(getattr(args, "param", None) or []), where="--param")
-    console = _console(args)[0]
     rule = find_rule(rules, args.rule)
     if rule is None:
         producing = sorted((r for r in rules if r.label == args.rule.strip().lower()), key=lambda r: r.id)
         if producing:
-            console.print(*label_lines(args.rule.strip().lower(), producing, values), sep="\n")
+            print_wrapped(label_lines(args.rule.strip().lower(), producing, values), args)
             return EXIT_OK
         keys = [r.id for r in rules] + [r.name for r in rules] + sorted({r.label for r in rules})
         raise UsageError(f"tracedoc rules explain {args.rule}",
                          f"no rule or label {args.rule!r}{suggest(args.rule, keys)}",
                          todo="'tracedoc rules' lists the rules and their labels")  # fmt: skip
-    console.print(*explain_lines(rule, values.get(rule.id)), sep="\n")
+    print_wrapped(explain_lines(rule, values.get(rule.id)), args)
     return EXIT_OK
 
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,8 +167,8 @@ class DiffResult:
     TABLES = ("attribution", "kernels", "new_kernels", "vanished_kernels", "operators", "metrics", "ranks",
               "predictions")
 
-    def table(self, name: str):
-        """One of the diff's tables as a pandas DataFrame: ``attribution`` (each category's part of the step
+    def table(self, name: str | None = None):
+        """Without a name, the names of the diff's tables; else one of them as a pandas DataFrame: ``attribution`` (each category's part of the step
         before, after and its change), the focus pair's ``kernels``, ``new_kernels``, ``vanished_kernels``,
         ``operators`` and ``metrics`` (every row, uncut), ``ranks`` (one row per aligned pair) or ``predictions``
         (the base's what-if predictions against the step the new run measured)."""
@@ -175,6 +176,8 @@ class DiffResult:
 
         from ..model.record import to_builtins
 
+        if name is None:
+            return list(self.TABLES)
         focus = self.focus_pair
         if name == "attribution":
             att = self.attribution_ns
@@ -197,6 +200,37 @@ class DiffResult:
         from ..render.card import render_diff_card
 
         return render_diff_card(self)
+
+    def to_text(self, **options: Any) -> str:
+        """The terminal summary as a string (``width=N`` columns, 100 by default)."""
+        from ..render.notebook import render_as
+
+        return render_as(self, "diff", "text", **options)
+
+    def to_markdown(self, **options: Any) -> str:
+        """The Markdown report (a ticket comment)."""
+        from ..render.notebook import render_as
+
+        return render_as(self, "diff", "md", **options)
+
+    def to_html(self, **options: Any) -> str:
+        """The self-contained HTML page with side-by-side bars."""
+        from ..render.notebook import render_as
+
+        return render_as(self, "diff", "html", **options)
+
+    def to_json(self, **options: Any) -> str:
+        """The ``--format json`` document as text."""
+        from ..render.notebook import render_as
+
+        return render_as(self, "diff", "json", **options)
+
+    def save(self, path: str | os.PathLike, format: str | None = None) -> None:
+        """Write the diff to ``path`` in the format its extension (or ``format``: text, json, md, html)
+        names; JSON for any other extension."""
+        from ..render.notebook import save_as
+
+        save_as(self, path, "diff", format)
 
     def report(self):
         """The ``--format json`` document (``diff.report.DiffReport``)."""

@@ -9,6 +9,7 @@ the number of steps the side has.
 
 from __future__ import annotations
 
+import re
 
 from ..analyses.rank import RankResult
 from ..model.record import Record
@@ -134,11 +135,20 @@ def _listed_floor(rows: list[dict], complete: bool, steps: int) -> float:
 
 
 def operator_deltas(before: RankResult, after: RankResult, steps_before: int, steps_after: int) -> list[OperatorDelta]:
-    """Every CPU operator of either run (left out as for kernels when a report lists only its top ones)."""
+    """Every CPU operator of either run (left out as for kernels when a report lists only its top ones).
+    torch.compile regions are matched by content, their numbers only a tiebreak (``match_regions``): a
+    region renumbered in the new run shows as one row, named "Torch-Compiled Region: 5/0 (now 8/0)"."""
     rows_b, complete_b = operator_table(before)
     rows_a, complete_a = operator_table(after)
     b = {str(r["name"]): r for r in rows_b}
-    a = {str(r["name"]): r for r in rows_a}
+    a = {}
+    renamed = match_regions(rows_b, rows_a)
+    for r in rows_a:
+        name = str(r["name"])
+        target = renamed.get(name, name)
+        a[target if target == name else f"{target} (now {name.split(': ', 1)[-1]})"] = r
+    for shown in [n for n in a if n not in b and n.endswith(")") and " (now " in n]:
+        b[shown] = b.pop(shown.rsplit(" (now ", 1)[0])
     floor_b = _listed_floor([{"total_ns": r.get("gpu_ns")} for r in rows_b], complete_b, steps_before)
     floor_a = _listed_floor([{"total_ns": r.get("gpu_ns")} for r in rows_a], complete_a, steps_after)
     out = []
@@ -156,6 +166,38 @@ def operator_deltas(before: RankResult, after: RankResult, steps_before: int, st
                             od.cpu_ms_after + od.gpu_ms_after + od.calls_after, bool(rb), bool(ra))
         out.append(od)
     out.sort(key=lambda o: (-max(abs(o.delta_gpu_ms), abs(o.delta_cpu_ms)), o.name))
+    return out
+
+
+_REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
+
+
+def match_regions(rows_before: list[dict], rows_after: list[dict]) -> dict[str, str]:
+    """The new run's torch.compile regions that are a base region under another number: {new name: base
+    name}. Regions pair by content (the signature of the kernel sequence they ran), the nearest frame and
+    recompile numbers deciding between regions of equal content; a region with no content (an older
+    report) or none in common keeps its name."""
+    def regions(rows: list[dict]) -> dict[str, tuple[str, tuple[int, int]]]:
+        out = {}
+        for r in rows:
+            m = _REGION.match(str(r.get("name", "")))
+            if m and isinstance(r.get("content"), str):
+                out[str(r["name"])] = (r["content"], (int(m.group(1)), int(m.group(2))))
+        return out
+
+    rb, ra = regions(rows_before), regions(rows_after)
+    pairs = sorted(((abs(nb[0] - na[0]), abs(nb[1] - na[1]), an != bn, an, bn)
+                    for an, (ca, na) in ra.items() for bn, (cb, nb) in rb.items() if ca == cb))
+    taken_a: set[str] = set()
+    taken_b: set[str] = set()
+    out: dict[str, str] = {}
+    for _, _, _, an, bn in pairs:  # closest numbers first; the same name first among equals
+        if an in taken_a or bn in taken_b:
+            continue
+        taken_a.add(an)
+        taken_b.add(bn)
+        if an != bn:
+            out[an] = bn
     return out
 
 

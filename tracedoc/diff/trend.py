@@ -86,11 +86,15 @@ class TrendResult:
     def to_dict(self) -> dict[str, Any]:
         return to_builtins(self.report())
 
-    def table(self, name: str = "runs"):
-        """The trend as a pandas DataFrame: ``runs`` (one row per run, base first: step, change, verdict and
+    TABLES = ("runs", "predictions")
+
+    def table(self, name: str | None = None):
+        """Without a name, the names of the trend's tables; else one as a pandas DataFrame: ``runs`` (one row per run, base first: step, change, verdict and
         each category's part of the change) or ``predictions`` (each run's checks of the base's predictions)."""
         import pandas as pd
 
+        if name is None:
+            return list(self.TABLES)
         doc = self.report()
         if name == "runs":
             rows = [{"run": doc.base.path, "step_ms": doc.base_step_ms, "delta_ms": 0.0, "step_pct": 0.0,
@@ -103,3 +107,39 @@ class TrendResult:
         else:
             raise KeyError(f"no trend table {name!r}; tables: runs, predictions")
         return pd.DataFrame(rows)
+
+    def _repr_html_(self) -> str:
+        """A compact card for notebooks: the chart of step time per run and each run's verdict."""
+        from ..render.trendchart import render_trend_card
+
+        return render_trend_card(self)
+
+    def to_text(self, **options: Any) -> str:
+        """The trend table as text (``width=N`` columns, 100 by default)."""
+        from ..render.notebook import render_as
+
+        return render_as(self, "trend", "text", **options)
+
+    def to_markdown(self, **options: Any) -> str:
+        """The trend as Markdown (a ticket comment)."""
+        from ..render.notebook import render_as
+
+        return render_as(self, "trend", "md", **options)
+
+    def to_html(self, **options: Any) -> str:
+        """The self-contained HTML page with the chart of step time per run."""
+        from ..render.notebook import render_as
+
+        return render_as(self, "trend", "html", **options)
+
+    def to_json(self, **options: Any) -> str:
+        """Every run's comparison with the first, as the ``--format json`` document."""
+        from ..render.notebook import render_as
+
+        return render_as(self, "trend", "json", **options)
+
+    def save(self, path: str | os.PathLike, format: str | None = None) -> None:
+        """Write the trend to ``path`` in the format its extension (or ``format``) names; JSON otherwise."""
+        from ..render.notebook import save_as
+
+        save_as(self, path, "trend", format)

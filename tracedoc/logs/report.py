@@ -83,11 +83,13 @@ class LogResult(Record, dict=True, kw_only=True):
 
     TABLES = ("anomalies", "config_checks", "findings", "metrics")
 
-    def table(self, name: str):
-        """One of the result's tables as a pandas DataFrame: ``anomalies``, ``config_checks``, ``findings``
+    def table(self, name: str | None = None):
+        """Without a name, the names of the result's tables; else one of them as a pandas DataFrame: ``anomalies``, ``config_checks``, ``findings``
         (rule, label, impact, message) or ``metrics`` (name, value)."""
         import pandas as pd
 
+        if name is None:
+            return list(self.TABLES)
         if name in ("anomalies", "config_checks"):
             return pd.DataFrame(getattr(self, name))
         if name == "findings":
@@ -128,7 +130,32 @@ class LogResult(Record, dict=True, kw_only=True):
         return out
 
     def to_json(self) -> str:
+        """The schema-versioned document (every metric, anomaly and finding)."""
         return msgspec.json.format(to_json_bytes(self), indent=2).decode()
+
+    def to_text(self, **options: Any) -> str:
+        """The terminal summary as a string (``width=N`` columns, 100 by default)."""
+        from ..render.notebook import render_as
+
+        return render_as(self, "log", "text", **options)
+
+    def to_markdown(self, **options: Any) -> str:
+        """The Markdown report (a ticket comment)."""
+        from ..render.notebook import render_as
+
+        return render_as(self, "log", "md", **options)
+
+    def to_html(self, **options: Any) -> str:
+        """The self-contained HTML page with charts."""
+        from ..render.notebook import render_as
+
+        return render_as(self, "log", "html", **options)
+
+    def save(self, path: str | os.PathLike, format: str | None = None) -> None:
+        """Write the report to ``path`` in the format its extension (or ``format``) names; JSON otherwise."""
+        from ..render.notebook import save_as
+
+        save_as(self, path, "log", format)
 
 
 def _sha256(path: str) -> str | None:

@@ -28,45 +28,49 @@ def render_diff_json(d: "DiffResult") -> str:
 
 
 def render_diff_text(d: "DiffResult", width: int = 100) -> str:
-    from .fit import wrap_line
+    """The diff as text ``width`` columns wide: sentences wrap at words, tables keep their numbers whole
+    and wrap their names (``render.fittable``)."""
+    from .fittable import fit_table, wrap_text
 
-    v = build_diff_view(d, rows=10, name_chars=max(40, width - 50))
-    out = [f"tracedoc diff: {v.before_path} → {v.after_path}", "", v.headline, ""]
+    v = build_diff_view(d, rows=10, name_chars=240)  # names whole: they wrap in their column
+    out = [*wrap_text(f"tracedoc diff: {v.before_path} → {v.after_path}", width), "", *wrap_text(v.headline, width), ""]
     if v.warnings:
-        out += [f"warning: {w}" for w in v.warnings] + [""]
-    out.append(f"{'category':<16}{'before ms':>12}{'after ms':>12}{'delta ms':>12}")
-    for c in v.categories:
-        out.append(f"{c.category:<16}{c.before_ms:>12}{c.after_ms:>12}{c.delta_ms:>12}")
-    out.append(f"{'step':<16}{v.step_before:>12}{v.step_after:>12}{v.step_delta:>12}  ({v.step_pct})")
-    out += ["", f"({v.basis})"]
+        out += [x for w in v.warnings for x in wrap_text(f"warning: {w}", width)] + [""]
+    cats = [(c.category, c.before_ms, c.after_ms, c.delta_ms, "") for c in v.categories]
+    cats.append(("step", v.step_before, v.step_after, v.step_delta, f"({v.step_pct})"))
+    out += fit_table(("category", "before ms", "after ms", "delta ms", ""), cats, ("text", "num", "num", "num", "num"),
+                     width)
+    out += [""] + wrap_text(f"({v.basis})", width)
     if v.focus and v.ranks:
-        out.append(f"tables below: {v.focus}, the rank pair with the largest change")
+        out += wrap_text(f"tables below: {v.focus}, the rank pair with the largest change", width)
     if v.predictions:
         out += ["", "The base run's predictions, checked (step ms)"]
-        out += [line for p in v.predictions for line in wrap_line(f"  {p.sentence}", width).split("\n")]
+        out += [line for p in v.predictions for line in wrap_text(f"  {p.sentence}", width)]
     for title, rows in (("New kernels", v.new_kernels), ("Vanished kernels", v.vanished_kernels),
                         ("Kernels that changed most (per step)", v.kernels)):
         if rows:
             out += ["", title]
-            for k in rows:
-                out.append(f"  {k.delta_ms:>9} ms  {k.status:<8} n {k.count:<14} ms {k.ms:<18} mean µs {k.mean_us:<16} {k.name}")
+            out += fit_table(("Δ ms", "status", "count", "ms", "mean µs", "kernel"),
+                             [(k.delta_ms, k.status, k.count, k.ms, k.mean_us, k.name) for k in rows],
+                             ("num", "id", "num", "num", "num", "text"), width, indent=2)
     if v.operators:
         out += ["", "CPU operators that changed most (per step, ms)"]
-        for o in v.operators:
-            out.append(f"  {o.delta:<28} {o.status:<8} calls {o.calls:<12} {o.name}")
+        out += fit_table(("Δ", "status", "calls", "operator"), [(o.delta, o.status, o.calls, o.name) for o in v.operators],
+                         ("num", "id", "num", "text"), width, indent=2)
     if v.labels_gone or v.labels_new:
-        out += ["", "Labels: " + "; ".join(filter(None, [
+        out += [""] + wrap_text("Labels: " + "; ".join(filter(None, [
             ("gone " + ", ".join(v.labels_gone)) if v.labels_gone else "",
             ("new " + ", ".join(v.labels_new)) if v.labels_new else "",
-            ("kept " + ", ".join(v.labels_kept)) if v.labels_kept else ""]))]
+            ("kept " + ", ".join(v.labels_kept)) if v.labels_kept else ""])), width)
     if v.metrics:
         out += ["", "Metrics that moved"]
-        for m in v.metrics:
-            out.append(f"  {m.change:<8} {m.name:<34} {m.before:>12} → {m.after:<12} ({m.delta})")
+        out += fit_table(("change", "metric", "before", "after", "Δ"),
+                         [(m.change, m.name, m.before, m.after, m.delta) for m in v.metrics],
+                         ("id", "id", "num", "num", "num"), width, indent=2)
     if v.ranks:
-        out += ["", f"{'rank':<10}{'before ms':>12}{'after ms':>12}{'delta ms':>12}  largest category"]
-        for r in v.ranks:
-            out.append(f"{r.rank:<10}{r.before_ms:>12}{r.after_ms:>12}{r.delta:>12}  {r.top}")
+        out += [""] + fit_table(("rank", "before ms", "after ms", "delta ms", "largest category"),
+                                [(r.rank, r.before_ms, r.after_ms, r.delta, r.top) for r in v.ranks],
+                                ("id", "num", "num", "num", "text"), width)
     return clean_lines(out) + "\n"  # names and labels from traces and saved reports, cleaned (tracedoc.neutral)
 
 

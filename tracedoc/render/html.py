@@ -25,7 +25,8 @@ MAX_HTML_BYTES = 5 * 1024 * 1024
 _TARGET_HTML_BYTES = 4_500_000  # leave room under the 5 MB promise
 
 
-def render_page(view: ReportView) -> str:
+def render_page(view: ReportView, job_timeline: str = "") -> str:
+    """The page for ``view``; ``job_timeline``: the job's cross-rank timeline section body (render/jobtimeline.py)."""
     import markupsafe
 
     env = jinja_environment("html")
@@ -35,6 +36,7 @@ def render_page(view: ReportView) -> str:
         css=markupsafe.Markup(asset("report.css")),
         js=markupsafe.Markup(asset("report.js")),
         data_json=markupsafe.Markup(script_json(data)),
+        job_timeline=markupsafe.Markup(job_timeline),
     )
 
 
@@ -52,9 +54,12 @@ _SHRINK = (
 def render_html(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: str | None = None) -> str:
     """One self-contained HTML page for ``result``; shrinks its tables until it is under 5 MB.
     ``overlay_href``: a Perfetto overlay written beside the page, which it links to."""
+    from .jobtimeline import job_timeline_html
+
     page = ""
+    timeline = job_timeline_html(result)
     for shrink in _SHRINK:
-        page = render_page(build_report(result, replace(caps, **shrink), overlay_href))
+        page = render_page(build_report(result, replace(caps, **shrink), overlay_href), timeline)
         if len(page.encode("utf-8")) <= _TARGET_HTML_BYTES:
             return page
     return page

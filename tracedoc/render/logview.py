@@ -81,31 +81,40 @@ def summary_lines(result: "LogResult") -> list[str]:
     return lines
 
 
-def render_log_text(result: "LogResult") -> str:
+def render_log_text(result: "LogResult", width: int = 100) -> str:
+    """The log's summary as text ``width`` columns wide: lines wrap at words (their indent kept), the
+    anomaly table keeps its kinds and steps whole and wraps its details (``render.fittable``)."""
+    from .fittable import fit_table, wrap_text
+
     v = build_log_view(result)
-    out = [f"tracedoc logs: {v.source}", ""]
-    out += ["  " + line for line in v.summary]
+
+    def wrapped(line: str) -> list[str]:
+        return wrap_text(line, width)
+
+    out = [*wrapped(f"tracedoc logs: {v.source}"), ""]
+    out += [x for line in v.summary for x in wrapped("  " + line)]
     if v.notes:
-        out += [""] + ["  " + n for n in v.notes]
+        out += [""] + [x for n in v.notes for x in wrapped("  " + n)]
     if v.config_checks:
         out += ["", "Config checks"]
         for row in v.config_checks:
-            out.append(f"  [{'ok' if row['ok'] else 'FAIL'}] {row['check']}: {row['detail']}")
+            out += wrapped(f"  [{'ok' if row['ok'] else 'FAIL'}] {row['check']}: {row['detail']}")
     out += ["", f"Anomalies ({v.anomaly_count})"]
-    for a in v.anomalies:
-        out.append(f"  {a['kind']:<17} {_where(a):<20} {_details(a)}")
+    if v.anomalies:
+        out += fit_table(("kind", "where", "details"), [(a["kind"], _where(a), _details(a)) for a in v.anomalies],
+                         ("id", "id", "text"), width, indent=2, min_text=24)
     if v.anomaly_count > len(v.anomalies):
         out.append(f"  ... {v.anomaly_count - len(v.anomalies)} more (use --format json)")
-    out += ["", f"Findings: {', '.join(v.labels) or 'none'}"]
+    out += ["", *wrapped(f"Findings: {', '.join(v.labels) or 'none'}")]
     for f in v.findings:
         impact = f" [{f.impact_fraction:.1%} of the time]" if f.impact_fraction is not None else ""
-        out.append(f"  {f.rule_id} {f.name} ({f.label}, {f.severity}){impact}")
-        out.append(f"    {f.message}")
+        out += wrapped(f"  {f.rule_id} {f.name} ({f.label}, {f.severity}){impact}")
+        out += wrapped(f"    {f.message}")
         for fix in f.fixes:
-            out.append(f"    fix: {fix}")
-        out.append(f"    expect: {f.expect}")
+            out += wrapped(f"    fix: {fix}")
+        out += wrapped(f"    expect: {f.expect}")
     if v.warnings:
-        out += ["", "Warnings"] + [f"  {w}" for w in v.warnings]
+        out += ["", "Warnings"] + [x for w in v.warnings for x in wrapped(f"  {w}")]
     return clean_lines(out) + "\n"  # strings from the log and its configs, cleaned (tracedoc.neutral)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .cells import shorten
 from .format import fmt_bytes_si, fmt_flops, fmt_ns, fmt_pct, fmt_rate
+from .rooflineplot import roofline_legend, roofline_svg
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class RooflineView:
     left_out: int
     roof: str  # "H100 SXM: 3.35 TB/s; bf16 989.4 TFLOP/s (ridge 295 FLOP/B) ..."
     coverage: str  # "rows with FLOPs or bytes: 92.1% of compute time"
+    plot: str = ""  # the log-log plot as inline SVG and its legend (render/rooflineplot.py); "" with nothing to plot
 
 
 def cell(key: str, v) -> str:
@@ -103,6 +105,7 @@ def build_roofline(rows: list[dict] | None, cap: int, name_chars: int = 300) -> 
         notes=[r.get("note") or "" for r in shown],
         total=len(rows), left_out=max(0, len(rows) - len(shown)), roof=_roof_text(rows),
         coverage=f"rows with FLOPs or bytes: {fmt_pct(modelled / total_ns)} of compute time",
+        plot=roofline_svg(rows) + roofline_legend(rows),
     )
 
 

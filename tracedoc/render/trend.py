@@ -84,33 +84,59 @@ def render_trend_json(t: "TrendResult") -> str:
     return msgspec.json.format(to_json_bytes(t.report()), indent=2).decode()
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+NAME_MIN = 12  # the name column's least width before the category columns move to tables of their own
 
 
 def render_trend_text(t: "TrendResult", width: int = 100) -> str:
-    """The trend as text ``width`` columns wide: the name column takes what the numbers leave (cut with an
-    ellipsis where it must be), the labels and sentences follow the table, wrapped at words."""
-    from .fit import column_widths, wrap_line
+    """The trend as text ``width`` columns wide: the runs' table (names wrap in their column, numbers stay
+    whole), then each category's part of the change in columns that fit (as many tables as it takes),
+    then the labels and sentences, wrapped at words."""
+    from .fittable import GAP, fit_table, wrap_text
 
     v = build_trend_view(t)
-    # what led each change is in its category columns (Markdown and HTML name it too)
-    head = ["run", "name", "step ms", "Δ ms", "Δ %", "verdict", *v.categories]
-    table = [head] + [[r.run, r.name, r.step_ms, r.delta_ms, r.pct, r.verdict, *r.categories] for r in v.rows]
-    natural = [max(len(row[i]) for row in table) for i in range(len(head))]
-    flexible = [i == 1 for i in range(len(head))]
-    widths = column_widths(natural, flexible, width)
-    numeric = {2, 3, 4, *range(6, 6 + len(v.categories))}
-    def wrapped(text: str) -> list[str]:  # one line per output line (each is cleaned on its own)
-        return wrap_line(text, width).split("\n")
+
+    def wrapped(text: str) -> list[str]:
+        return wrap_text(text, width)
 
     out = [*wrapped(f"tracedoc diff: {len(v.rows)} runs, each against the first ({v.base})"), "",
            *wrapped("step: median step time; category columns: each category's part of the change from the base "
                     "(ms, summing to Δ ms)"), ""]
-    for row in table:
-        cells = [_cut(c, w).rjust(w) if i in numeric else _cut(c, w).ljust(w)
-                 for i, (c, w) in enumerate(zip(row, widths))]
-        out.append("  ".join(cells).rstrip())
+    head = ["run", "name", "step ms", "Δ ms", "Δ %", "verdict", *v.categories]
+    rows = [[r.run, r.name, r.step_ms, r.delta_ms, r.pct, r.verdict, *r.categories] for r in v.rows]
+    kinds = ["id", "text", "num", "num", "num", "id", *("num" for _ in v.categories)]
+    fixed = sum(max(len(row[i]) for row in [head, *rows]) for i in range(len(head)) if i != 1)
+    if fixed + GAP * (len(head) - 1) + min(NAME_MIN, max(len(row[1]) for row in [head, *rows])) <= width:
+        return _trend_tail(v, out + fit_table(head, rows, kinds, width, min_text=NAME_MIN), width)
+    # too many numbers for one line: the runs first, then the categories in as many tables as it takes
+    out += fit_table(head[:6], [row[:6] for row in rows], kinds[:6], width, min_text=NAME_MIN)
+    if v.categories:
+        out += ["", *wrapped("Each category's part of the change from the base (ms per step, summing to Δ ms)")]
+        runs = v.rows[1:]
+        first = max(len("run"), *(len(r.run) for r in runs))
+        chunk: list[int] = []
+        used = first
+        chunks = []
+        for i, c in enumerate(v.categories):
+            need = GAP + max(len(c), *(len(r.categories[i]) for r in runs))
+            if chunk and used + need > width:
+                chunks.append(chunk)
+                chunk, used = [], first
+            chunk.append(i)
+            used += need
+        chunks.append(chunk)
+        for k, chunk in enumerate(chunks):
+            out += ([""] if k else []) + fit_table(
+                ("run", *(v.categories[i] for i in chunk)), [(r.run, *(r.categories[i] for i in chunk)) for r in runs],
+                ("id", *("num" for _ in chunk)), width)
+    return _trend_tail(v, out, width)
+
+
+def _trend_tail(v: TrendView, out: list[str], width: int) -> str:
+    from .fittable import wrap_text
+
+    def wrapped(text: str) -> list[str]:
+        return wrap_text(text, width)
+
     labelled = [r for r in v.rows if r.labels]
     if labelled:
         out += ["", "Labels against the base"] + [x for r in labelled for x in wrapped(f"  run {r.run}: {r.labels}")]
@@ -150,5 +176,8 @@ def render_trend_html(t: "TrendResult") -> str:
 
     from .templating import asset, jinja_environment
 
+    from .trendchart import trend_chart
+
     env = jinja_environment("html")
-    return env.get_template("trend.html.j2").render(trend=build_trend_view(t), css=markupsafe.Markup(asset("diff.css")))
+    return env.get_template("trend.html.j2").render(trend=build_trend_view(t), css=markupsafe.Markup(asset("diff.css")),
+                                                    chart=markupsafe.Markup(trend_chart(t)))
