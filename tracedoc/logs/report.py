@@ -56,6 +56,7 @@ class LogResult(Record, dict=True, kw_only=True):
     lr_schedule: dict[str, Any] | None = None  # the learning-rate schedule's shape; null without a learning rate
     labels: list[str] = []  # the findings' verdict labels, most impactful first
     findings: list[Finding] = []  # the scope = "log" rules that fired
+    story: list[str] = []  # how the log's pieces make one run: resumes, second writers, joined files
     notes: list[str] = []  # what the analysis could not do on this log
     warnings: list[str] = []  # what was wrong with the log's lines
 
@@ -178,7 +179,8 @@ def build_log_result(path: str | os.PathLike, *, config: list[str] | tuple[str, 
         fields=dict(series.fields_seen), units=dict(series.units),
         metrics={k: plain_finite(analysis.metrics.get(k)) for k in LOG_METRICS},
         anomalies=[{k: plain_finite(v) for k, v in a.items()} for a in analysis.anomalies], config_checks=rows,
-        lr_schedule=(analysis.evidence.get("lr_schedule") or [None])[0], notes=list(analysis.notes),
+        lr_schedule=(analysis.evidence.get("lr_schedule") or [None])[0], story=list(series.story),
+        notes=list(analysis.notes),
         warnings=list(series.warnings))
     result.series, result.analysis, result.verdict = series, analysis, None
     return result

@@ -90,6 +90,9 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
         by_trail = tp < options.dip_fraction * med
         by_median = tp < options.dip_fraction * p50
         slow = steady & (tp < floor) & (by_p10 | by_trail | by_median)
+        tick = _derived_tick(series, unit)
+        if tick:  # step times from a coarse clock ("H:MM:SS"): slower by more than its rounding only
+            slow &= (1.0 / tp - 1.0 / p50) * stride > TICKS * tick
         lost = np.where(slow, np.maximum(1.0 / tp - 1.0 / p50, 0.0) * stride, 0.0)
     total = float(np.sum(np.where(steady, stride / np.where(ok, tp, np.inf), 0.0))) or 1.0
     starts, ends = detect.episodes(slow)
@@ -141,6 +144,16 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
     _drift(steps, tp, steady & ~slow, unit, m, anomalies, options.drift_fraction)
     charts.update(throughput=tp, throughput_unit=unit, throughput_p10=p10, throughput_p50=p50, throughput_p90=p90,
                   dip_mask=dip_mask, stall_mask=stall_mask)
+
+
+TICKS = 2  # a difference of two rounded clock readings is off by up to one tick; a slow interval needs more
+
+
+def _derived_tick(series, unit: str | None) -> float | None:
+    """The clock resolution behind steps/s derived from elapsed-time differences, when it is one."""
+    if unit != "steps/s" or not series.fields_seen.get("step_time_s", "").startswith("differences"):
+        return None
+    return series.clock_tick_s
 
 
 def _window(n: int, window: int) -> int:

@@ -43,6 +43,7 @@ def summary_lines(result: "LogResult") -> list[str]:
     m = result.metrics
     lines = [f"{result.input.format}: {m['log_points']} logged steps, {m['log_first_step']}-{m['log_last_step']}"]
     lines.append("fields: " + ", ".join(f"{k} <- {v!r}" for k, v in result.fields.items()))
+    lines += [f"run: {line}" for line in result.story]
     if m.get("log_series"):
         lines.append(f"series: {m['log_series']} (engines logged side by side, analysed apart)")
     if m["loss_logged"]:
