@@ -21,7 +21,9 @@ def register(sub: Any) -> None:
     g = sub.add_parser("logs", help="analyse a training log (loss, throughput, NaN, spikes, dips) and its config",
                        description="Analyse a training log: JSON Lines, trainer_state.json, Megatron-LM, DeepSpeed, "
                                    "torchtitan, Lightning metrics.csv, CSV, or a tracedoc run directory.")
-    g.add_argument("path", help="log file, or a tracedoc run / Hugging Face output directory")
+    g.add_argument("path", nargs="+", help="log file, or a tracedoc run / LLaMA-Factory / Hugging Face output "
+                                           "directory; several files (or a directory of Lightning version_N logs) "
+                                           "are segments of one run, joined in step order")
     g.add_argument("--config", metavar="FILE", action="append", default=[],
                    help="Megatron arguments, DeepSpeed or TrainingArguments JSON, YAML config or torchrun env "
                         "(repeatable)")
@@ -53,14 +55,18 @@ def cmd_logs(args) -> int:
     fmt = output_format(args.format, args.output, "log")
     engine = engine_kwargs(args)
     command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
-    result = analyze_log(args.path, config=args.config, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
+    paths = args.path[0] if len(args.path) == 1 else list(args.path)
+    result = analyze_log(paths, config=args.config, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
                          gpu_name=args.gpu, command=command, options=LogOptions(window=args.window), jobs=args.jobs,
                          log_format=args.format_hint, fields=fields)
     for w in result.warnings:
         print_warning(f"{result.source}: {w}")
     text = renderer(fmt, "log").render(result)
     if args.output:
-        check_output_path(args.output, [("the log being analysed", args.path), ("the log being analysed", result.source), *(("--config", c) for c in args.config or ()),
+        check_output_path(args.output, [*(("the log being analysed", p) for p in args.path),
+                                        ("the log being analysed", result.source),
+                                        *(("the log being analysed", s.path) for s in result.segments),
+                                        *(("--config", c) for c in args.config or ()),
                                         *(("--rules", d) for d in args.rules or ())])
         write_atomic(args.output, text)
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)

@@ -53,6 +53,7 @@ class LogOptions:
     dip_p10_margin: float = 0.05
     dip_noise_z: float = 5.0  # and more than this many robust sigmas (1.4826 MAD) under the median
     drift_fraction: float = 0.1  # drifts of at least this share are listed as anomalies
+    pattern_min_lost_fraction: float = 0.002  # a periodic pattern costing less is a note, not a stall
     low_gpu_util_percent: float = 50.0
     divergence_rise_fraction: float = 0.1
 

@@ -61,11 +61,31 @@ def looked_for() -> str:
     return "; ".join(kinds)
 
 
+_VERSION_RE = re.compile(r"^version_(\d{1,9})$")
+
+
+def resolve_paths(path: str) -> list[str]:
+    """The logs a path stands for: a file; the log inside a run or output directory; or, for a directory of
+    Lightning ``version_N`` logs (segments of one run), each version's ``metrics.csv`` in version order."""
+    if os.path.isdir(path):
+        versions = []
+        for d in os.listdir(path):
+            m = _VERSION_RE.match(d)
+            if m and os.path.isfile(os.path.join(path, d, "metrics.csv")):
+                versions.append((int(m.group(1)), os.path.join(path, d, "metrics.csv")))
+        if versions and not any(os.path.isfile(os.path.join(path, n)) for n in _RUN_LOGS):
+            return [p for _, p in sorted(versions)]
+    return [resolve_path(path)]
+
+
+_RUN_LOGS = ("steps.jsonl", "trainer_log.jsonl", "trainer_state.json", "metrics.csv")
+
+
 def resolve_path(path: str) -> str:
-    """A log file, or the log inside a ``tracedoc run`` / Hugging Face output directory."""
+    """A log file, or the log inside a ``tracedoc run``, LLaMA-Factory or Hugging Face output directory."""
     if not os.path.isdir(path):
         return path
-    for name in ("steps.jsonl", "trainer_state.json", "metrics.csv"):
+    for name in _RUN_LOGS:
         candidate = os.path.join(path, name)
         if os.path.isfile(candidate):
             return candidate
@@ -75,7 +95,8 @@ def resolve_path(path: str) -> str:
         candidate = os.path.join(path, d, "trainer_state.json")
         if os.path.isfile(candidate):
             return candidate
-    raise LogError(path, "is a directory without a training log", "no steps.jsonl, trainer_state.json or metrics.csv",
+    raise LogError(path, "is a directory without a training log",
+                   "no steps.jsonl, trainer_log.jsonl, trainer_state.json, metrics.csv or version_N/metrics.csv",
                    "pass the log file itself")
 
 
@@ -196,6 +217,30 @@ def read_log(path: str | os.PathLike, fmt: str | None = None, jobs: int = 1,
         raise LogError(path, f"--field {', '.join(missing)}: no such field in this {series.format} log", None,
                        f"the log's fields include {', '.join(sorted(series.fields_seen.values())[:12]) or 'none'}")
     return series
+
+
+def read_logs(paths: list[str | os.PathLike], fmt: str | None = None, jobs: int = 1,
+              field_map: Mapping[str, str] | None = None) -> LogSeries:
+    """Segments of one run (files, or a directory of Lightning ``version_N`` logs) read and joined in step
+    order (:func:`tracedoc.logs.runs.join`); one path is read as :func:`read_log` reads it."""
+    files = [f for p in paths for f in resolve_paths(os.fspath(p))]
+    if len(files) == 1:
+        return read_log(files[0], fmt, jobs, field_map)
+    from .runs import join
+
+    parts = [read_log(f, fmt, jobs, field_map) for f in files]
+    return join(parts, display_names(files))
+
+
+def display_names(files: list[str]) -> list[str]:
+    """Short names for files shown side by side: their paths below the directory they share."""
+    try:
+        common = os.path.commonpath([os.path.abspath(f) for f in files])
+    except ValueError:
+        return list(files)
+    if os.path.isfile(common):
+        common = os.path.dirname(common)
+    return [os.path.relpath(os.path.abspath(f), common) for f in files]
 
 
 def _read(path: str, size: int, fmt: str | None, jobs: int) -> LogSeries:

@@ -142,3 +142,42 @@ def segment_step_times(step: np.ndarray, elapsed: np.ndarray, present: np.ndarra
     ok = np.isfinite(per) & (per > 0) & (segment[at[1:]] == segment[at[:-1]])
     out[at[1:][ok]] = per[ok]
     return out
+
+
+def join(parts: list, names: list[str]):
+    """Segments of one run (each a :class:`LogSeries` read from its own file, named by ``names``) as one
+    series in step order: the pieces sorted by their first step, a later piece that starts before the
+    previous one ended is a resume (its values win), each recognised and said in the story."""
+    from .series import LogSeries
+
+    order = sorted(range(len(parts)), key=lambda i: (int(parts[i].step[0]) if len(parts[i]) else 0, i))
+    parts = [parts[i] for i in order]
+    names = [names[i] for i in order]
+    fields: list[str] = []
+    for p in parts:
+        fields += [f for f in p.columns if f not in fields]
+    step = np.concatenate([p.step for p in parts])
+    columns, present = {}, {}
+    for f in fields:
+        columns[f] = np.concatenate([p.columns[f] if f in p.columns else np.full(len(p), np.nan) for p in parts])
+        present[f] = np.concatenate([p.present[f] if f in p.present else np.zeros(len(p), dtype=bool) for p in parts])
+    row_names = [n for p, n in zip(parts, names) for _ in range(len(p))]
+    story = recognise(step, present, None, names=row_names)
+    joined = "; ".join(f"{n} (steps {int(p.step[0])}-{int(p.step[-1])})" for p, n in zip(parts, names) if len(p))
+    lines = [f"{len(parts)} segments of one run joined in step order: {joined}"]
+    lines += [line for p, n in zip(parts, names) for line in (f"{n}: {x}" for x in p.story)]
+    lines += [x for x in story.lines if not x.startswith(("two writers", "three writers", "four writers"))]
+    first = parts[0]
+    units: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    header: dict = {}
+    for p in reversed(parts):
+        units.update(p.units)
+        seen.update(p.fields_seen)
+        header.update(p.header)
+    out = LogSeries(source=first.source, format=first.format, step=step, columns=columns, present=present,
+                    units=units, fields_seen=seen, header=header,
+                    warnings=[f"{n}: {w}" for p, n in zip(parts, names) for w in p.warnings],
+                    events=[e for p in parts for e in p.events], story=lines,
+                    clock_tick_s=max((p.clock_tick_s for p in parts if p.clock_tick_s), default=None))
+    return out.finish()

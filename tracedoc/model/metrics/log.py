@@ -76,6 +76,11 @@ LOG_METRICS: tuple[Metric, ...] = (
         Metric("periodic_stall_first_step", "step", None, "first slow step on the period"),
         Metric("periodic_stall_lost_fraction", "fraction", None, "time lost in the periodic slow steps / run time "
                "after warm-up"),
+        Metric("periodic_stall_period_text", "name", None, "the period as logged: '190', or '189-190' where the "
+               "spacing varies by a step or two"),
+        Metric("periodic_stall_slowdown", "ratio", None, "median time of a periodic slow step / the median step"),
+        Metric("periodic_pattern_count", "count", None, "periodic patterns worth reporting (each costs at least "
+               "0.2% of the run time); the metrics above describe the costliest"),
         Metric("periodic_stall_cause", "name", None, "what the log reports right before most periodic slow steps: "
                "evaluation, checkpoint save or garbage collection; None when it shows nothing"),
         Metric("step_time_drift_fraction", "fraction", None, "change of the median time per unit of work from the "
