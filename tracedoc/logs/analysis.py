@@ -16,7 +16,8 @@ Definitions (DESIGN.md, log anomalies and round 3):
   reported with the loss before, at and after it.
 - **skipped steps** (fp16): classified by :mod:`tracedoc.logs.scaler` (calibration and a steady trickle
   are normal; bursts, a rising rate, frequent skips and a collapsing scale are not).
-- throughput dips, periodic stalls and drift: :mod:`tracedoc.logs.throughput`.
+- throughput dips, periodic stalls and drift: :mod:`tracedoc.logs.throughput`; periodic patterns:
+  :mod:`tracedoc.logs.periodic`; slow loss trends (regression, overfitting): :mod:`tracedoc.logs.trends`.
 
 Every anomaly carries its step(s), the values, the reference level it was judged against, the
 criterion that fired and the rule that reads it (``rule``). Engines logged side by side (RLHF actor
@@ -36,6 +37,7 @@ from . import detect
 from .scaler import PRIORITY, skip_rhythm
 from .series import LogSeries
 from .throughput import analyze_throughput
+from .trends import find_trends
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,7 @@ def _analyze_one(series: LogSeries, options: LogOptions, stability_only: bool = 
     warm = min(n, max(3, n // 100))
     stride = np.diff(steps, prepend=steps[0] - (int(np.median(np.diff(steps))) if n > 1 else 1)).astype(float)
     _stability(series, options, m, anomalies, evidence, charts, notes)
+    find_trends(series, options.window, bool(m.get("divergence")), anomalies, notes, m)
     _skips(series, m, anomalies, evidence, charts)
     m["precision"] = series.header.get("precision")
     if stability_only:

@@ -159,7 +159,8 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
         columns["step_time_s"], present["step_time_s"] = times, np.isfinite(times)
         seen["step_time_s"] = f"differences of {seen['elapsed_s']!r} within each run segment"
     series = LogSeries(source=source, format=fmt, step=step, columns=columns, present=present, units=units,
-                       fields_seen=seen, header=dict(header or {}), warnings=warnings, story=story.lines)
+                       fields_seen=seen, header=dict(header or {}), warnings=warnings, story=story.lines,
+                       resume_steps=story.resumes)
     if "step_time_s" in columns and seen["step_time_s"].startswith("differences"):
         series.clock_tick_s = clock_tick(columns["elapsed_s"])
     series.finish()

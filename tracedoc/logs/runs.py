@@ -33,6 +33,7 @@ class Story:
     keep: np.ndarray  # rows analysed (a second writer's rows are False)
     segment: np.ndarray  # per row: the run segment (0, 1, ... in file order; resumes start a new one)
     lines: list[str] = field(default_factory=list)  # one line per resume / the writers, for the report
+    resumes: list[int] = field(default_factory=list)  # the first step logged after each resume
 
 
 def _row_signature(present: dict[str, np.ndarray], n: int) -> np.ndarray:
@@ -79,6 +80,7 @@ def recognise(step: np.ndarray, present: dict[str, np.ndarray], elapsed: np.ndar
     keep = np.ones(n, dtype=bool)
     segment = np.zeros(n, dtype=np.int64)
     lines: list[str] = []
+    resumes: list[int] = []
     if n < 2:
         return Story(keep, segment, lines)
     writers = _writers(step, _row_signature(present, n))
@@ -97,7 +99,8 @@ def recognise(step: np.ndarray, present: dict[str, np.ndarray], elapsed: np.ndar
         segment = np.cumsum(segment)
         for i in back.tolist():
             lines.append(_resume_line(s, i, stride, rows, elapsed, names))
-    return Story(keep, segment, lines)
+            resumes.append(int(s[i + 1]))
+    return Story(keep, segment, lines, resumes)
 
 
 def _resume_line(s: np.ndarray, i: int, stride: int, rows: np.ndarray, elapsed: np.ndarray | None,
@@ -179,5 +182,6 @@ def join(parts: list, names: list[str]):
                     units=units, fields_seen=seen, header=header,
                     warnings=[f"{n}: {w}" for p, n in zip(parts, names) for w in p.warnings],
                     events=[e for p in parts for e in p.events], story=lines,
+                    resume_steps=sorted({*story.resumes, *(r for p in parts for r in p.resume_steps)}),
                     clock_tick_s=max((p.clock_tick_s for p in parts if p.clock_tick_s), default=None))
     return out.finish()

@@ -158,6 +158,7 @@ class LogSeries:
     name: str | None = None  # this series' name among its companions ("actor")
     # how the log's pieces make one run, a line each: resumes, second writers, joined files (:mod:`.runs`)
     story: list[str] = field(default_factory=list)
+    resume_steps: list[int] = field(default_factory=list)  # the first step logged after each resume
     # the resolution of the elapsed-time field step times were derived from (1.0 for "H:MM:SS"), if any
     clock_tick_s: float | None = None
 

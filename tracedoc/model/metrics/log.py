@@ -52,6 +52,13 @@ LOG_METRICS: tuple[Metric, ...] = (
                "loss"),
         Metric("divergence_start_step", "step", None, "step where the rise begins (the smoothed minimum)"),
         Metric("divergence_rise_fraction", "fraction", None, "(final smoothed loss - its minimum) / |minimum|"),
+        Metric("loss_regression", "bool", None, "the loss rises window after window (epochs, or blocks of points) to "
+               "the end of the log, from its lowest level so far; None without a loss"),
+        Metric("loss_regression_start_step", "step", None, "first step of the window the rise starts from"),
+        Metric("loss_regression_rise_fraction", "fraction", None, "last window's level / the level the rise starts "
+               "from - 1"),
+        Metric("loss_regression_after_resume_step", "step", None, "the resume the rise follows (the first step "
+               "logged after it); None when it follows none"),
         Metric("grad_clip_value", "1", None, "gradient-clipping threshold from the config (clip_grad, max_grad_norm, "
                "gradient_clipping)"),
         Metric("grad_clip_fraction", "fraction", None, "share of logged steps whose gradient norm exceeds the "
