@@ -41,6 +41,17 @@ def register(sub: Any) -> None:
                    help="map a field to the log's own name for it, e.g. --field loss=train/lm_loss --field step=iter "
                         "(repeatable; names: step, loss, eval_loss, lr, grad_norm, tokens_per_s, samples_per_s, "
                         "steps_per_s, step_time_s, step_time_ms, elapsed_s, ...)")
+    w = g.add_argument_group("watching a running job (--follow)")
+    w.add_argument("--follow", action="store_true",
+                   help="read the lines already in the log, then the lines appended, and print each anomaly when it "
+                        "becomes certain (NaN, loss spike, divergence, stall, throughput regression, no new line); "
+                        "survives rotation and truncation; Ctrl-C or SIGTERM end it with a summary")
+    w.add_argument("--stall-factor", type=float, default=3.0, metavar="N",
+                   help="--follow: a step taking more than N x the median step time is a stall (default 3)")
+    w.add_argument("--idle", type=float, default=600.0, metavar="SECONDS",
+                   help="--follow: report no_new_line when no line arrives for this long (default 600; 0: never)")
+    w.add_argument("--poll", type=float, default=0.5, metavar="SECONDS",
+                   help="--follow: how often to look for new lines (default 0.5)")
     add_engine_options(g)
     g.set_defaults(func=cmd_logs)
 
@@ -52,6 +63,15 @@ def cmd_logs(args) -> int:
     if args.window < MIN_WINDOW:
         raise UsageError("--window", f"must be at least {MIN_WINDOW} log points", repr(args.window), "e.g. --window 50")
     fields = _field_map(args.field)
+    if args.follow:
+        from .follow import cmd_follow
+
+        return cmd_follow(args, fields)
+    from ..logs.registry import WATCH_KINDS
+
+    if args.fail_on in WATCH_KINDS:
+        raise UsageError("--fail-on", f"{args.fail_on!r} is a kind of live finding, reported with --follow", None,
+                         "add --follow, or name a label (unstable_training) or a severity (warning)")
     fmt = output_format(args.format, args.output, "log")
     engine = engine_kwargs(args)
     command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None

@@ -255,6 +255,22 @@ def _read(path: str, size: int, fmt: str | None, jobs: int) -> LogSeries:
         from .jsonlog import read_jsonl
 
         series = read_jsonl(path, data, jobs, size if data is head else None)
+    else:
+        series = read_chunk(path, data, kind)
+    if len(series) == 0:
+        raise LogError(path, f"holds no logged steps ({series.format})", None,
+                       "point tracedoc at the log after the run has logged steps")
+    series.warnings[:0] = [f"{reason}; what came before is read" for reason in cut[:1]]
+    return series
+
+
+def read_chunk(path: str, data: bytes, kind: str) -> LogSeries:
+    """Some lines (or all) of a log of a known format (one of ``FORMATS``) as a series: what ``--follow``
+    reads each time lines are appended."""
+    if kind == "jsonl":
+        from .jsonlog import read_jsonl
+
+        series = read_jsonl(path, data)
     elif kind == "json":
         from .jsonlog import read_json_document
 
@@ -265,10 +281,6 @@ def _read(path: str, size: int, fmt: str | None, jobs: int) -> LogSeries:
         series = read_csv(path, data.decode("utf-8", "replace"))
     else:
         series = _text_reader(kind)(path, data.decode("utf-8", "replace"))
-    if len(series) == 0:
-        raise LogError(path, f"holds no logged steps ({series.format})", None,
-                       "point tracedoc at the log after the run has logged steps")
-    series.warnings[:0] = [f"{reason}; what came before is read" for reason in cut[:1]]
     return series
 
 

@@ -15,6 +15,9 @@ LOG_METRICS: dict[str, Metric] = LOG_METRIC_TABLE
 # them without importing the readers)
 LOG_FORMATS = ("jsonl", "json", "megatron", "deepspeed", "torchtitan", "nanogpt", "llmc", "hf-console", "csv", "text")
 
+# what ``tracedoc logs --follow`` reports (``tracedoc.logs.watch``); ``--fail-on`` takes these too
+WATCH_KINDS = ("nan", "loss_spike", "divergence", "stall", "throughput_regression", "no_new_line")
+
 # Evidence tables a log rule may cite (``[[evidence]] table = ...``): what the log analyses produce.
 LOG_EVIDENCE: dict[str, str] = {
     "anomalies": "Every anomaly found, with its kind and steps.",
