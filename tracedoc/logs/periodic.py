@@ -3,7 +3,10 @@
 A **pattern** is a chain of slow episodes whose starts follow each other every k steps, within a
 tolerance (``max(log stride, 1% of k)``: a data-shard switch every 189-190 steps is one pattern), where
 one beat may be missed (a gap of 2k links too, and counts as a beat without a stall). It needs at
-least ``MIN_HITS`` stalls and stalls on at least ``MIN_COVERAGE`` of its beats.
+least ``MIN_HITS`` stalls, stalls on at least ``MIN_COVERAGE`` of its beats, and to be one that chance
+would not make: with the slow points scattered at random, a chain with as many hits on its beats would
+turn up less often than ``ALPHA`` over all the chains tried (a binomial tail; the wider the tolerance and
+the more slow points, the more hits it takes).
 
 Candidate periods are the most common spacings between each episode's start and the starts of the next
 ``NEIGHBOURS`` episodes (so two patterns that interleave are both seen). Of the chains found, the one that
@@ -14,6 +17,7 @@ pattern. Plain values in and out: episode starts (steps), the time each lost, th
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
@@ -24,6 +28,22 @@ MIN_COVERAGE = 0.6
 NEIGHBOURS = 8
 CANDIDATES = 8
 MAX_PATTERNS = 3
+ALPHA = 0.05  # a chain is kept when chance would make one as good less often than this, over all tried
+
+
+def _chance(hits: int, beats: int, p: float, trials: int) -> float:
+    """How often ``trials`` chains of random slow points (each beat hit with probability ``p``) would have
+    ``hits`` of ``beats`` (the first hit given): the binomial tail times the trials, at most 1."""
+    n, k = beats - 1, hits - 1
+    if k <= 0 or p >= 1:
+        return 1.0
+    if p <= 0:
+        return 0.0
+    tail = 0.0
+    for j in range(k, n + 1):
+        tail += math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1)
+                         + j * math.log(p) + (n - j) * math.log1p(-p))
+    return min(1.0, tail * trials)
 
 
 @dataclass(frozen=True)
@@ -103,16 +123,22 @@ def _chains(starts: np.ndarray, lost: np.ndarray, k: int, stride: int) -> list[n
     return chains
 
 
-def _best(starts: np.ndarray, lost: np.ndarray, stride: int, last_step: int) -> Pattern | None:
+def _best(starts: np.ndarray, lost: np.ndarray, stride: int, last_step: int, points: int) -> Pattern | None:
     best: Pattern | None = None
-    for k in _candidates(starts, stride):
+    candidates = _candidates(starts, stride)
+    density = starts.size / max(points, 1)  # slow points per logged point
+    for k in candidates:
         for chain in _chains(starts, lost, k, stride):
             s = starts[chain]
             gaps = np.diff(s)
             # beats from the first stall to the end of the log: a pattern that stopped is covered less
             beats = int(np.sum(np.maximum(1, np.round(gaps / k)))) + 1 + max(0, int((last_step - s[-1]) // k))
             coverage = chain.size / beats
-            if coverage < MIN_COVERAGE:
+            # the chance that a beat's window holds a slow point: the density x the logged points in a window as
+            # wide as the chain's own spread around its beats
+            spread = int(np.max(np.abs(gaps - k * np.maximum(1, np.round(gaps / k))))) if gaps.size else 0
+            p_beat = min(1.0, density * (2 * spread / stride + 1))
+            if coverage < MIN_COVERAGE or _chance(chain.size, beats, p_beat, starts.size * len(candidates)) > ALPHA:
                 continue
             single = gaps[np.abs(gaps - k) <= _tolerance(k, stride)]
             single = single if single.size else gaps
@@ -124,17 +150,18 @@ def _best(starts: np.ndarray, lost: np.ndarray, stride: int, last_step: int) -> 
     return best
 
 
-def find_patterns(starts: np.ndarray, lost: np.ndarray, stride: int, last_step: int,
+def find_patterns(starts: np.ndarray, lost: np.ndarray, stride: int, last_step: int, points: int,
                   most: int = MAX_PATTERNS) -> list[Pattern]:
     """Periodic patterns among slow episodes (``starts``: their first steps, increasing; ``lost``: the time
-    each lost; ``last_step``: the log's last step, to which a pattern's beats are counted), the costliest
-    first; each episode belongs to at most one pattern."""
+    each lost; ``last_step``: the log's last step, to which a pattern's beats are counted; ``points``: the
+    logged points they are among, for the chance test), the costliest first; each episode belongs to at
+    most one pattern."""
     starts = np.asarray(starts, dtype=np.int64)
     lost = np.asarray(lost, dtype=np.float64)
     left = np.arange(starts.size)
     out: list[Pattern] = []
     while left.size >= MIN_HITS and len(out) < most:
-        pat = _best(starts[left], lost[left], max(1, stride), last_step)
+        pat = _best(starts[left], lost[left], max(1, stride), last_step, points)
         if pat is None:
             break
         members = left[pat.members]

@@ -169,7 +169,8 @@ def build_log_result(path: str | os.PathLike | list | tuple, *, config: list[str
         from .runs import join
 
         series = join(parts, display_names(files))
-        segments = [LogInput(path=f, sha256=h, format=p.format) for f, h, p in zip(files, hashes, parts)]
+        order = sorted(range(len(parts)), key=lambda i: (int(parts[i].step[0]) if len(parts[i]) else 0, i))
+        segments = [LogInput(path=files[i], sha256=hashes[i], format=parts[i].format) for i in order]
     analysis = analyze_series(series, options)
     settings, sources = gather(series.header, list(config))
     scales = series.col("loss_scale")

@@ -101,7 +101,7 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
     lengths = ends - starts + 1
     log_stride = max(1, int(np.median(np.diff(steps)))) if steps.size > 1 else 1
     last_step = int(steps[np.flatnonzero(steady)[-1]])
-    patterns = find_patterns(steps[starts], lost[starts], log_stride, last_step)
+    patterns = find_patterns(steps[starts], lost[starts], log_stride, last_step, int(steady.sum()))
     stall_mask = np.zeros(tp.size, dtype=bool)
     rows: list[tuple[int, int, str, int]] = []  # first, last point, kind, pattern number
     pattern_of = {}
