@@ -3,10 +3,11 @@
 A **pattern** is a chain of slow episodes whose starts follow each other every k steps, within a
 tolerance (``max(log stride, 1% of k)``: a data-shard switch every 189-190 steps is one pattern), where
 one beat may be missed (a gap of 2k links too, and counts as a beat without a stall). It needs at
-least ``MIN_HITS`` stalls, stalls on at least ``MIN_COVERAGE`` of its beats, and to be one that chance
-would not make: with the slow points scattered at random, a chain with as many hits on its beats would
-turn up less often than ``ALPHA`` over all the chains tried (a binomial tail; the wider the tolerance and
-the more slow points, the more hits it takes).
+least ``MIN_HITS`` stalls and stalls on at least ``MIN_COVERAGE`` of its beats, and, unless its stalls are
+exactly on the beat and at least half of all slow points, to be one that chance would not make: with the slow points scattered at
+random, a chain with as many hits within its own spread of the beats would turn up less often than
+``ALPHA`` over all the chains tried (a binomial tail; the wider the spread and the more slow points, the
+more hits it takes).
 
 Candidate periods are the most common spacings between each episode's start and the starts of the next
 ``NEIGHBOURS`` episodes (so two patterns that interleave are both seen). Of the chains found, the one that
@@ -28,6 +29,7 @@ MIN_COVERAGE = 0.6
 NEIGHBOURS = 8
 CANDIDATES = 8
 MAX_PATTERNS = 3
+DOMINANT_SHARE = 0.5
 ALPHA = 0.05  # a chain is kept when chance would make one as good less often than this, over all tried
 
 
@@ -138,7 +140,11 @@ def _best(starts: np.ndarray, lost: np.ndarray, stride: int, last_step: int, poi
             # wide as the chain's own spread around its beats
             spread = int(np.max(np.abs(gaps - k * np.maximum(1, np.round(gaps / k))))) if gaps.size else 0
             p_beat = min(1.0, density * (2 * spread / stride + 1))
-            if coverage < MIN_COVERAGE or _chance(chain.size, beats, p_beat, starts.size * len(candidates)) > ALPHA:
+            # chance must not make such a chain (the gap that set the candidate period given), unless the
+            # stalls are exactly on the beat and most of the slow points (three slow steps 20 apart and no other)
+            dominant = spread == 0 and chain.size >= DOMINANT_SHARE * starts.size
+            if coverage < MIN_COVERAGE or not dominant and _chance(chain.size - 1, beats - 1, p_beat,
+                                                                   starts.size * len(candidates)) > ALPHA:
                 continue
             single = gaps[np.abs(gaps - k) <= _tolerance(k, stride)]
             single = single if single.size else gaps
