@@ -105,6 +105,7 @@ class Watch:
         self.baseline_values: list[float] = []
         self.in_spike = self.diverged = self.regressed = False
         self.nan_run = 0
+        self.spike_points = 0
         self.points = 0
         self.last_step: int | None = None
         self.last_elapsed: tuple[int, float] | None = None
@@ -174,10 +175,11 @@ class Watch:
                 out.append(Finding("loss_spike", step, f"loss {loss:.5g} at step {step}, trailing median {med:.5g}",
                                    crit, {"loss": loss, "reference": med, "z": min(z, 1e9)}))
             self.in_spike = bool(by_z or by_ratio)
-            if self.in_spike:
-                return  # a spike does not enter the reference it is judged against
-        self.losses.append(loss)
+            self.spike_points = self.spike_points + 1 if self.in_spike else 0
         self._blocks(step, loss, out)
+        if self.in_spike and self.spike_points <= self.losses.maxlen // 2:
+            return  # a spike does not enter the reference it is judged against; a new level does, after a while
+        self.losses.append(loss)
 
     def _blocks(self, step: int, loss: float, out: list[Finding]) -> None:
         self.block.append(loss)
