@@ -81,8 +81,8 @@ def recognise(step: np.ndarray, present: dict[str, np.ndarray], elapsed: np.ndar
     segment = np.zeros(n, dtype=np.int64)
     lines: list[str] = []
     resumes: list[int] = []
-    if n < 2:
-        return Story(keep, segment, lines)
+    if n < 2 or bool(np.all(step[1:] > step[:-1])):
+        return Story(keep, segment, lines)  # every step once, in order: one writer, no resume
     writers = _writers(step, _row_signature(present, n))
     if writers is not None:
         k, occurrence = writers
