@@ -29,6 +29,7 @@ MIN_COVERAGE = 0.6
 NEIGHBOURS = 8
 CANDIDATES = 8
 MAX_PATTERNS = 3
+MAX_EPISODES = 5_000  # bounds the chain search (a Python loop over episodes per candidate period)
 DOMINANT_SHARE = 0.5
 ALPHA = 0.05  # a chain is kept when chance would make one as good less often than this, over all tried
 
@@ -165,6 +166,8 @@ def find_patterns(starts: np.ndarray, lost: np.ndarray, stride: int, last_step: 
     starts = np.asarray(starts, dtype=np.int64)
     lost = np.asarray(lost, dtype=np.float64)
     left = np.arange(starts.size)
+    if left.size > MAX_EPISODES:  # a log slow everywhere: the costliest episodes set the patterns
+        left = np.sort(np.argsort(-lost, kind="stable")[:MAX_EPISODES])
     out: list[Pattern] = []
     while left.size >= MIN_HITS and len(out) < most:
         pat = _best(starts[left], lost[left], max(1, stride), last_step, points)

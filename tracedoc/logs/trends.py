@@ -25,6 +25,7 @@ import numpy as np
 MIN_WINDOWS = 4
 MIN_RISES = 3
 MIN_RISE_FRACTION = 0.005
+MAX_EPOCHS = 100_000  # more distinct epochs than this is not an epoch field: windows of points instead
 
 
 def _windows(series, name: str, window: int) -> tuple[np.ndarray, np.ndarray, str] | None:
@@ -37,12 +38,10 @@ def _windows(series, name: str, window: int) -> tuple[np.ndarray, np.ndarray, st
     if epoch is not None:
         e = np.floor(np.where(series.present["epoch"], epoch, np.nan))
         e = _fill(e)
-        use = ok & np.isfinite(e)
-        keys = np.unique(e[use])
-        if keys.size >= MIN_WINDOWS:
-            levels = np.array([np.median(col[use & (e == k)]) for k in keys])
-            first = np.array([int(series.step[use & (e == k)][0]) for k in keys])
-            return levels, first, "epochs"
+        use = np.flatnonzero(ok & np.isfinite(e))
+        keys, inverse, counts = np.unique(e[use], return_inverse=True, return_counts=True)
+        if MIN_WINDOWS <= keys.size <= MAX_EPOCHS:
+            return _group_medians(col[use], inverse, counts), _group_first(series.step[use], inverse, keys.size), "epochs"
     idx = np.flatnonzero(ok)
     if name == "eval_loss" and idx.size >= MIN_WINDOWS:
         return col[idx], series.step[idx], "evaluations"
@@ -52,6 +51,20 @@ def _windows(series, name: str, window: int) -> tuple[np.ndarray, np.ndarray, st
     blocks = np.array_split(idx[idx.size - n * window:], n)
     return (np.array([np.median(col[b]) for b in blocks]), np.array([int(series.step[b[0]]) for b in blocks]),
             f"windows of {window} points")
+
+
+def _group_medians(x: np.ndarray, group: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The median of ``x`` in each group (groups numbered 0..k-1), in one sort."""
+    order = np.lexsort((x, group))
+    xs = x[order]
+    start = np.r_[0, np.cumsum(counts)[:-1]]
+    return 0.5 * (xs[start + (counts - 1) // 2] + xs[start + counts // 2])
+
+
+def _group_first(steps: np.ndarray, group: np.ndarray, k: int) -> np.ndarray:
+    first = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, group, steps.astype(np.int64))
+    return first
 
 
 def _fill(e: np.ndarray) -> np.ndarray:
