@@ -213,3 +213,14 @@ def test_watch_nan_once_per_run_of_them(value):
     for step in range(1, 40):
         kinds += [f.kind for f in watch.feed({"step": step, "loss": value if 10 <= step < 20 else 2.0})]
     assert kinds.count("nan") == 1 and kinds.count("divergence") == 1  # three NaN lines in a row: diverged
+
+
+def test_ctrl_c_ends_with_a_summary(tmp_path):
+    path = tmp_path / "train.jsonl"
+    path.write_text("".join(record(s) for s in range(1, 39)) + record(39, loss=float("nan")))
+    follow = Follow(path, "--idle", "0")
+    follow.wait_for("step 39: nan")
+    follow.proc.send_signal(signal.SIGINT)
+    rc, err = follow.stop()
+    assert rc == 0 and "Traceback" not in err
+    assert follow.lines[-1][1].startswith("tracedoc logs --follow: stopped (Ctrl-C): 39 records, steps 1-39: nan 1")
