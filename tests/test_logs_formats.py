@@ -376,8 +376,9 @@ def test_resumed_run_keeps_the_later_values(tmp_path):
     series = read_log(path)
     assert series.step.tolist() == list(range(1, 151))
     assert (series.columns["loss"][:50] == 3.0).all() and (series.columns["loss"][50:] == 2.0).all()
-    assert series.warnings == ["the step counter goes back from 100 to 51 (a resumed run?); for steps logged twice "
-                               "the later values are used"]
+    assert series.story == ["resumed from a checkpoint: the step counter goes back from 100 to 51, 50 steps trained "
+                            "again; the later values are analysed"]
+    assert series.warnings == []
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

@@ -69,12 +69,13 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
 
 
 @with_paused_gc
-def analyze_log(path: str | os.PathLike, *, config: tuple | list = (), params: dict | None = None,
+def analyze_log(path: str | os.PathLike | list | tuple, *, config: tuple | list = (), params: dict | None = None,
                 rule_dirs: tuple = (), compute_capability: float | None = None, gpu_name: str | None = None,
                 command: str | None = None, options: Any = None, jobs: int | None = None,
                 log_format: str | None = None, fields: dict[str, str] | None = None):
     """Analyse a training log (and its config files): anomalies, config checks and the findings of the
-    ``scope = "log"`` rules. Returns a ``tracedoc.logs.LogResult``. A large JSON Lines log is decoded in
+    ``scope = "log"`` rules. Returns a ``tracedoc.logs.LogResult``. ``path`` may be a list of files (or a
+    directory of Lightning ``version_N`` logs): segments of one run, joined in step order. A large JSON Lines log is decoded in
     ``jobs`` processes (default: the CPU count, at most 4). ``log_format`` names the log's format instead
     of sniffing it (``tracedoc.logs.reader.FORMATS``); ``fields`` maps field names to the log's own
     (``{"loss": "train/lm_loss"}``)."""

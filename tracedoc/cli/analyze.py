@@ -73,12 +73,15 @@ def register(sub: Any) -> None:
 
 
 def fail_on_value(text: str) -> str:
-    """argparse type for ``--fail-on``: a severity or a label."""
+    """argparse type for ``--fail-on``: a severity or a label (or, for ``tracedoc logs --follow``, a kind of
+    live finding)."""
+    from ..logs.registry import WATCH_KINDS
+
     value = text.strip().lower()
-    if value not in SEVERITIES and value not in LABELS:
+    if value not in SEVERITIES and value not in LABELS and value not in WATCH_KINDS:
         from ..engine.expr import suggest
 
-        choices = ", ".join(SEVERITIES + LABELS)
+        choices = ", ".join(SEVERITIES + LABELS) + f" (tracedoc logs --follow also: {', '.join(WATCH_KINDS)})"
         raise argparse.ArgumentTypeError(f"{text!r} is not a severity or label{suggest(value, SEVERITIES + LABELS)}; one of: {choices}")
     return value
 
@@ -115,7 +118,8 @@ def fail_on_exit_code(verdict: "Verdict | None", fail_on: str | None) -> int:
         return EXIT_OK
     fail_on = fail_on.lower()
     if fail_on not in SEVERITIES and fail_on not in LABELS:
-        raise UsageError("--fail-on", f"{fail_on!r} is not a severity or label")
+        raise UsageError("--fail-on", f"{fail_on!r} is not a severity or label", None,
+                         "the kinds of live finding (nan, stall, ...) are for tracedoc logs --follow")
     for finding in verdict.findings:
         if fail_on in SEVERITIES:
             if SEVERITIES.index(finding.severity) >= SEVERITIES.index(fail_on):

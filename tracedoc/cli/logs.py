@@ -21,7 +21,9 @@ def register(sub: Any) -> None:
     g = sub.add_parser("logs", help="analyse a training log (loss, throughput, NaN, spikes, dips) and its config",
                        description="Analyse a training log: JSON Lines, trainer_state.json, Megatron-LM, DeepSpeed, "
                                    "torchtitan, Lightning metrics.csv, CSV, or a tracedoc run directory.")
-    g.add_argument("path", help="log file, or a tracedoc run / Hugging Face output directory")
+    g.add_argument("path", nargs="+", help="log file, or a tracedoc run / LLaMA-Factory / Hugging Face output "
+                                           "directory; several files (or a directory of Lightning version_N logs) "
+                                           "are segments of one run, joined in step order")
     g.add_argument("--config", metavar="FILE", action="append", default=[],
                    help="Megatron arguments, DeepSpeed or TrainingArguments JSON, YAML config or torchrun env "
                         "(repeatable)")
@@ -40,6 +42,17 @@ def register(sub: Any) -> None:
                         "(repeatable; names: step, loss, eval_loss, lr, grad_norm, tokens_per_s, samples_per_s, "
                         "steps_per_s, step_time_s, step_time_ms, elapsed_s, ...)")
     add_width_option(g)
+    w = g.add_argument_group("watching a running job (--follow)")
+    w.add_argument("--follow", action="store_true",
+                   help="read the lines already in the log, then the lines appended, and print each anomaly when it "
+                        "becomes certain (NaN, loss spike, divergence, stall, throughput regression, no new line); "
+                        "survives rotation and truncation; Ctrl-C or SIGTERM end it with a summary")
+    w.add_argument("--stall-factor", type=float, default=3.0, metavar="N",
+                   help="--follow: a step taking more than N x the median step time is a stall (default 3)")
+    w.add_argument("--idle", type=float, default=600.0, metavar="SECONDS",
+                   help="--follow: report no_new_line when no line arrives for this long (default 600; 0: never)")
+    w.add_argument("--poll", type=float, default=0.5, metavar="SECONDS",
+                   help="--follow: how often to look for new lines (default 0.5)")
     add_engine_options(g)
     g.set_defaults(func=cmd_logs)
 
@@ -51,17 +64,30 @@ def cmd_logs(args) -> int:
     if args.window < MIN_WINDOW:
         raise UsageError("--window", f"must be at least {MIN_WINDOW} log points", repr(args.window), "e.g. --window 50")
     fields = _field_map(args.field)
+    if args.follow:
+        from .follow import cmd_follow
+
+        return cmd_follow(args, fields)
+    from ..logs.registry import WATCH_KINDS
+
+    if args.fail_on in WATCH_KINDS:
+        raise UsageError("--fail-on", f"{args.fail_on!r} is a kind of live finding, reported with --follow", None,
+                         "add --follow, or name a label (unstable_training) or a severity (warning)")
     fmt = output_format(args.format, args.output, "log")
     engine = engine_kwargs(args)
     command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
-    result = analyze_log(args.path, config=args.config, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
+    paths = args.path[0] if len(args.path) == 1 else list(args.path)
+    result = analyze_log(paths, config=args.config, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
                          gpu_name=args.gpu, command=command, options=LogOptions(window=args.window), jobs=args.jobs,
                          log_format=args.format_hint, fields=fields)
     for w in result.warnings:
         print_warning(f"{result.source}: {w}")
     text = renderer(fmt, "log").render(result, **({"width": output_width(args)} if fmt == "text" else {}))
     if args.output:
-        check_output_path(args.output, [("the log being analysed", args.path), ("the log being analysed", result.source), *(("--config", c) for c in args.config or ()),
+        check_output_path(args.output, [*(("the log being analysed", p) for p in args.path),
+                                        ("the log being analysed", result.source),
+                                        *(("the log being analysed", s.path) for s in result.segments),
+                                        *(("--config", c) for c in args.config or ()),
                                         *(("--rules", d) for d in args.rules or ())])
         write_atomic(args.output, text)
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)

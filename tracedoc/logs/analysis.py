@@ -16,7 +16,8 @@ Definitions (docs/definitions.md: training logs):
   reported with the loss before, at and after it.
 - **skipped steps** (fp16): classified by :mod:`tracedoc.logs.scaler` (calibration and a steady trickle
   are normal; bursts, a rising rate, frequent skips and a collapsing scale are not).
-- throughput dips, periodic stalls and drift: :mod:`tracedoc.logs.throughput`.
+- throughput dips, periodic stalls and drift: :mod:`tracedoc.logs.throughput`; periodic patterns:
+  :mod:`tracedoc.logs.periodic`; slow loss trends (regression, overfitting): :mod:`tracedoc.logs.trends`.
 
 Every anomaly carries its step(s), the values, the reference level it was judged against, the
 criterion that fired and the rule that reads it (``rule``). Engines logged side by side (RLHF actor
@@ -36,6 +37,7 @@ from . import detect
 from .scaler import PRIORITY, skip_rhythm
 from .series import LogSeries
 from .throughput import analyze_throughput
+from .trends import find_trends
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class LogOptions:
     dip_p10_margin: float = 0.05
     dip_noise_z: float = 5.0  # and more than this many robust sigmas (1.4826 MAD) under the median
     drift_fraction: float = 0.1  # drifts of at least this share are listed as anomalies
+    pattern_min_lost_fraction: float = 0.002  # a periodic pattern costing less is a note, not a stall
     low_gpu_util_percent: float = 50.0
     divergence_rise_fraction: float = 0.1
 
@@ -164,6 +167,7 @@ def _analyze_one(series: LogSeries, options: LogOptions, stability_only: bool = 
     warm = min(n, max(3, n // 100))
     stride = np.diff(steps, prepend=steps[0] - (int(np.median(np.diff(steps))) if n > 1 else 1)).astype(float)
     _stability(series, options, m, anomalies, evidence, charts, notes)
+    find_trends(series, options.window, bool(m.get("divergence")), anomalies, notes, m)
     _skips(series, m, anomalies, evidence, charts)
     m["precision"] = series.header.get("precision")
     if stability_only:

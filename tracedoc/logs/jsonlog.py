@@ -26,7 +26,9 @@ PARALLEL_MIN_BYTES = 64 * 2**20  # below this a second process costs more than i
 # bare non-finite literals -> strings the columns read back as floats; "-Infinity" first, as "-Inf"
 _NONFINITE = ((b"-Infinity", b'"-Inf"'), (b"Infinity", b'"Infinity"'), (b"NaN", b'"NaN"'))
 _MONITOR_TYPES = ("step", "interval", "summary")
-_FLAGS = ("type", "rank", "profiled")  # read as they are (strings, ints, booleans), not as numbers
+_FLAGS = ("type", "rank", "profiled")
+LLAMA_FACTORY = "LLaMA-Factory trainer_log.jsonl"
+_LLAMA_FACTORY_KEYS = {"current_steps", "total_steps"}  # read as they are (strings, ints, booleans), not as numbers
 
 
 def loads_lenient(text: bytes | str) -> Any:
@@ -107,7 +109,7 @@ def read_jsonl(source: str, data: bytes, jobs: int = 1, size: int | None = None)
         columns = _columns(_decode_lines_one_by_one(source, data, attrs, kinds, warnings), attrs, kinds)
     columns = _interval_records_of_one_rank(columns, warnings)
     count = len(next(iter(columns.values()))) if columns else 0
-    fmt = "tracedoc step monitor" if monitor else "JSON Lines"
+    fmt = "tracedoc step monitor" if monitor else LLAMA_FACTORY if _LLAMA_FACTORY_KEYS <= keys.keys() else "JSON Lines"
     return build_series(source, fmt, wanted.values(), lambda k: columns[k], count, warnings=warnings)
 
 

@@ -61,11 +61,31 @@ def looked_for() -> str:
     return "; ".join(kinds)
 
 
+_VERSION_RE = re.compile(r"^version_(\d{1,9})$")
+
+
+def resolve_paths(path: str) -> list[str]:
+    """The logs a path stands for: a file; the log inside a run or output directory; or, for a directory of
+    Lightning ``version_N`` logs (segments of one run), each version's ``metrics.csv`` in version order."""
+    if os.path.isdir(path):
+        versions = []
+        for d in os.listdir(path):
+            m = _VERSION_RE.match(d)
+            if m and os.path.isfile(os.path.join(path, d, "metrics.csv")):
+                versions.append((int(m.group(1)), os.path.join(path, d, "metrics.csv")))
+        if versions and not any(os.path.isfile(os.path.join(path, n)) for n in _RUN_LOGS):
+            return [p for _, p in sorted(versions)]
+    return [resolve_path(path)]
+
+
+_RUN_LOGS = ("steps.jsonl", "trainer_log.jsonl", "trainer_state.json", "metrics.csv")
+
+
 def resolve_path(path: str) -> str:
-    """A log file, or the log inside a ``tracedoc run`` / Hugging Face output directory."""
+    """A log file, or the log inside a ``tracedoc run``, LLaMA-Factory or Hugging Face output directory."""
     if not os.path.isdir(path):
         return path
-    for name in ("steps.jsonl", "trainer_state.json", "metrics.csv"):
+    for name in _RUN_LOGS:
         candidate = os.path.join(path, name)
         if os.path.isfile(candidate):
             return candidate
@@ -75,7 +95,8 @@ def resolve_path(path: str) -> str:
         candidate = os.path.join(path, d, "trainer_state.json")
         if os.path.isfile(candidate):
             return candidate
-    raise LogError(path, "is a directory without a training log", "no steps.jsonl, trainer_state.json or metrics.csv",
+    raise LogError(path, "is a directory without a training log",
+                   "no steps.jsonl, trainer_log.jsonl, trainer_state.json, metrics.csv or version_N/metrics.csv",
                    "pass the log file itself")
 
 
@@ -198,6 +219,30 @@ def read_log(path: str | os.PathLike, fmt: str | None = None, jobs: int = 1,
     return series
 
 
+def read_logs(paths: list[str | os.PathLike], fmt: str | None = None, jobs: int = 1,
+              field_map: Mapping[str, str] | None = None) -> LogSeries:
+    """Segments of one run (files, or a directory of Lightning ``version_N`` logs) read and joined in step
+    order (:func:`tracedoc.logs.runs.join`); one path is read as :func:`read_log` reads it."""
+    files = [f for p in paths for f in resolve_paths(os.fspath(p))]
+    if len(files) == 1:
+        return read_log(files[0], fmt, jobs, field_map)
+    from .runs import join
+
+    parts = [read_log(f, fmt, jobs, field_map) for f in files]
+    return join(parts, display_names(files))
+
+
+def display_names(files: list[str]) -> list[str]:
+    """Short names for files shown side by side: their paths below the directory they share."""
+    try:
+        common = os.path.commonpath([os.path.abspath(f) for f in files])
+    except ValueError:
+        return list(files)
+    if os.path.isfile(common):
+        common = os.path.dirname(common)
+    return [os.path.relpath(os.path.abspath(f), common) for f in files]
+
+
 def _read(path: str, size: int, fmt: str | None, jobs: int) -> LogSeries:
     head = _read_head(path) if jobs > 1 and size >= PARALLEL_MIN_BYTES else None
     cut: list[str] = []
@@ -210,6 +255,22 @@ def _read(path: str, size: int, fmt: str | None, jobs: int) -> LogSeries:
         from .jsonlog import read_jsonl
 
         series = read_jsonl(path, data, jobs, size if data is head else None)
+    else:
+        series = read_chunk(path, data, kind)
+    if len(series) == 0:
+        raise LogError(path, f"holds no logged steps ({series.format})", None,
+                       "point tracedoc at the log after the run has logged steps")
+    series.warnings[:0] = [f"{reason}; what came before is read" for reason in cut[:1]]
+    return series
+
+
+def read_chunk(path: str, data: bytes, kind: str) -> LogSeries:
+    """Some lines (or all) of a log of a known format (one of ``FORMATS``) as a series: what ``--follow``
+    reads each time lines are appended."""
+    if kind == "jsonl":
+        from .jsonlog import read_jsonl
+
+        series = read_jsonl(path, data)
     elif kind == "json":
         from .jsonlog import read_json_document
 
@@ -220,10 +281,6 @@ def _read(path: str, size: int, fmt: str | None, jobs: int) -> LogSeries:
         series = read_csv(path, data.decode("utf-8", "replace"))
     else:
         series = _text_reader(kind)(path, data.decode("utf-8", "replace"))
-    if len(series) == 0:
-        raise LogError(path, f"holds no logged steps ({series.format})", None,
-                       "point tracedoc at the log after the run has logged steps")
-    series.warnings[:0] = [f"{reason}; what came before is read" for reason in cut[:1]]
     return series
 
 

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from .errors import LogError
-from .series import (THROUGHPUT_UNITS, LogSeries, field_overrides, list_columns, list_minimum, match_keys,
-                     to_float_column)
+from .runs import recognise, segment_step_times
+from .series import (POSITION_FIELDS, THROUGHPUT_UNITS, LogSeries, clock_tick, duration_column, field_overrides, list_columns,
+                     list_minimum, match_keys, to_float_column)
 
 GIB = 2**30
 
@@ -53,7 +54,7 @@ _THROUGHPUT_ORDER = ("tokens_per_s", "samples_per_s", "steps_per_s", "throughput
 def usable_groups(keys: Iterable[str]) -> dict[str, str]:
     """The alias groups found among ``keys``, without ``step`` (which alone says nothing)."""
     found = match_keys(keys)
-    return {g: k for g, k in found.items() if g != "step"}
+    return {g: k for g, k in found.items() if g not in POSITION_FIELDS}
 
 
 def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[str], list[Any]], count: int,
@@ -62,11 +63,11 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
     keys = list(keys)
     found = match_keys(keys)
     missing = [f"{g}={k}" for g, k in field_overrides().items() if g not in found]
-    if missing and not any(g != "step" for g in found):
+    if missing and not any(g not in POSITION_FIELDS for g in found):
         shown = ", ".join(repr(k) for k in keys[:12]) + (" ..." if len(keys) > 12 else "")
         raise LogError(source, f"--field {', '.join(missing)}: no such field in this {fmt} log",
                        f"fields {shown}" if keys else "no fields at all", "map a field the log has")
-    if not any(g != "step" for g in found):
+    if not any(g not in POSITION_FIELDS for g in found):
         shown = ", ".join(repr(k) for k in keys[:12]) + (" ..." if len(keys) > 12 else "")
         raise LogError(source, f"no training-log field recognised in this {fmt} log",
                        f"fields {shown}" if keys else "no fields at all",
@@ -91,7 +92,7 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
             present[name] = present["gpu_util_min_percent"] = pres
             seen[name] = seen["gpu_util_min_percent"] = key
             return
-        col, pres = _convert(raw)
+        col, pres = duration_column(raw) if name == "elapsed_s" and isinstance(raw, list) else _convert(raw)
         if scale != 1.0:
             col = col * scale
         columns[name], present[name], seen[name] = col, pres, key
@@ -102,7 +103,8 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
                 seen["gpu_util_min_percent"] = key
 
     for name in ("loss", "eval_loss", "lr", "grad_norm", "gpu_util_percent", "skipped_iterations",
-                 "nan_iterations", "loss_scale", "tflops", "mfu_percent", "generation_time_s", "training_time_s"):
+                 "nan_iterations", "loss_scale", "tflops", "mfu_percent", "generation_time_s", "training_time_s",
+                 "epoch", "total_tokens"):
         if name in found:
             put(name, name)
     for group in _THROUGHPUT_ORDER:  # the first throughput field that holds a value
@@ -143,9 +145,24 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
     else:
         warnings.append("no step field (step, iteration, global_step, ...); record numbers are used as steps")
         step = np.arange(count, dtype=np.int64)
+    if fmt.startswith("LLaMA-Factory"):
+        _llamafactory_throughput(columns, present, units, seen)
     _positive_times(columns, present, seen, warnings)
+    story = recognise(step, present, columns.get("elapsed_s"))
+    if not story.keep.all():
+        step = step[story.keep]
+        for name in columns:
+            columns[name], present[name] = columns[name][story.keep], present[name][story.keep]
+        story.segment = story.segment[story.keep]
+    if "step_time_s" not in columns and "elapsed_s" in columns and story.lines:
+        times = segment_step_times(step, columns["elapsed_s"], present["elapsed_s"], story.segment)
+        columns["step_time_s"], present["step_time_s"] = times, np.isfinite(times)
+        seen["step_time_s"] = f"differences of {seen['elapsed_s']!r} within each run segment"
     series = LogSeries(source=source, format=fmt, step=step, columns=columns, present=present, units=units,
-                       fields_seen=seen, header=dict(header or {}), warnings=warnings)
+                       fields_seen=seen, header=dict(header or {}), warnings=warnings, story=story.lines,
+                       resume_steps=story.resumes)
+    if "step_time_s" in columns and seen["step_time_s"].startswith("differences"):
+        series.clock_tick_s = clock_tick(columns["elapsed_s"])
     series.finish()
     series.derive_step_time()
     return series
@@ -166,6 +183,19 @@ def _usable_steps(step_f: np.ndarray, key: str, columns: dict, present: dict, wa
     for name in columns:
         columns[name], present[name] = columns[name][ok], present[name][ok]
     return step_f[ok]
+
+
+def _llamafactory_throughput(columns: dict, present: dict, units: dict, seen: dict) -> None:
+    """LLaMA-Factory's ``throughput`` is tokens/s, and "0.00" where it was not measured: not a value."""
+    if "throughput" not in columns or seen.get("throughput") != "throughput":
+        return
+    with np.errstate(invalid="ignore"):
+        present["throughput"] &= columns["throughput"] > 0
+    if present["throughput"].any():
+        units["throughput"] = "tokens/s"
+    else:
+        del columns["throughput"], present["throughput"], seen["throughput"]
+        units.pop("throughput", None)
 
 
 def _positive_times(columns: dict, present: dict, seen: dict, warnings: list[str]) -> None:

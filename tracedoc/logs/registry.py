@@ -15,6 +15,9 @@ LOG_METRICS: dict[str, Metric] = LOG_METRIC_TABLE
 # them without importing the readers)
 LOG_FORMATS = ("jsonl", "json", "megatron", "deepspeed", "torchtitan", "nanogpt", "llmc", "hf-console", "csv", "text")
 
+# what ``tracedoc logs --follow`` reports (``tracedoc.logs.watch``); ``--fail-on`` takes these too
+WATCH_KINDS = ("nan", "loss_spike", "divergence", "stall", "throughput_regression", "no_new_line")
+
 # Evidence tables a log rule may cite (``[[evidence]] table = ...``): what the log analyses produce.
 LOG_EVIDENCE: dict[str, str] = {
     "anomalies": "Every anomaly found, with its kind and steps.",
@@ -22,7 +25,8 @@ LOG_EVIDENCE: dict[str, str] = {
     "loss_spikes": "Loss-spike episodes: steps, peak step and loss, the trailing median it rose from, the modified "
                    "z-score, and whether the loss stayed up.",
     "throughput_dips": "Throughput-dip episodes (the first 100): steps and how far throughput fell.",
-    "periodic_stalls": "Slow steps that recur every k steps: the period, its phase, how many and the first of them.",
+    "periodic_stalls": "Periodic patterns of slow steps, costliest first: the period (and its range), phase, how many, "
+                       "the slowdown, the share of the run time lost, the cause, whether it is reported, the first steps.",
     "loss_bumps": "Sustained loss bumps: steps, peak step and loss, the level before the bump it rose from, and the "
                   "mean and highest ratio to that level.",
     "skip_groups": "Groups of skipped steps (the first 100): first and last step, skips, and their kind in the loss "

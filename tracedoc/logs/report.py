@@ -20,7 +20,7 @@ from ..model.record import Record, replace, to_json_bytes
 from ..model.verdict import Finding
 from .analysis import LogOptions, analyze_series
 from .config import check_config, clip_value, gather
-from .reader import read_log, resolve_path
+from .reader import display_names, read_log, resolve_paths
 from .registry import LOG_METRICS
 from .source import require_regular_file
 
@@ -56,6 +56,8 @@ class LogResult(Record, dict=True, kw_only=True):
     lr_schedule: dict[str, Any] | None = None  # the learning-rate schedule's shape; null without a learning rate
     labels: list[str] = []  # the findings' verdict labels, most impactful first
     findings: list[Finding] = []  # the scope = "log" rules that fired
+    segments: list[LogInput] = []  # the files joined into one run (tracedoc logs A B, version_N directories)
+    story: list[str] = []  # how the log's pieces make one run: resumes, second writers, joined files
     notes: list[str] = []  # what the analysis could not do on this log
     warnings: list[str] = []  # what was wrong with the log's lines
 
@@ -169,19 +171,33 @@ def _sha256(path: str) -> str | None:
     return h.hexdigest()
 
 
-def build_log_result(path: str | os.PathLike, *, config: list[str] | tuple[str, ...] = (),
+def build_log_result(path: str | os.PathLike | list | tuple, *, config: list[str] | tuple[str, ...] = (),
                      options: LogOptions = LogOptions(), compute_capability: float | None = None,
                      gpu_name: str | None = None, command: str | None = None, fmt: str | None = None,
                      jobs: int = 1, fields: dict[str, str] | None = None) -> LogResult:
-    """Read a training log, analyse it and check its config (the log header and ``config`` files)."""
-    source = resolve_path(os.fspath(path))
-    require_regular_file(source, "log")  # before the hash starts reading: a pipe or a device never ends
+    """Read a training log, analyse it and check its config (the log header and ``config`` files). ``path``
+    may be a list of files (or a directory of Lightning ``version_N`` logs): segments of one run, joined in
+    step order."""
+    paths = list(path) if isinstance(path, (list, tuple)) else [path]
+    files = [f for p in paths for f in resolve_paths(os.fspath(p))]
+    source = files[0]
+    for f in files:
+        require_regular_file(f, "log")  # before the hash starts reading: a pipe or a device never ends
     with ThreadPoolExecutor(1) as pool:  # hashlib releases the GIL: the hash runs beside the decode
-        digest = pool.submit(_sha256, source)
+        digests = [pool.submit(_sha256, f) for f in files]
         try:
-            series = read_log(source, fmt, jobs, fields)
+            parts = [read_log(f, fmt, jobs, fields) for f in files]
         finally:
-            sha256 = digest.result()
+            hashes = [d.result() for d in digests]
+    sha256 = hashes[0]
+    if len(parts) == 1:
+        series, segments = parts[0], []
+    else:
+        from .runs import join
+
+        series = join(parts, display_names(files))
+        order = sorted(range(len(parts)), key=lambda i: (int(parts[i].step[0]) if len(parts[i]) else 0, i))
+        segments = [LogInput(path=files[i], sha256=hashes[i], format=parts[i].format) for i in order]
     analysis = analyze_series(series, options)
     settings, sources = gather(series.header, list(config))
     scales = series.col("loss_scale")
@@ -201,11 +217,12 @@ def build_log_result(path: str | os.PathLike, *, config: list[str] | tuple[str, 
     for k in LOG_METRICS:
         analysis.metrics.setdefault(k, None)
     result = LogResult(
-        input=LogInput(path=source, sha256=sha256, format=series.format), command=command,
+        input=LogInput(path=source, sha256=sha256, format=series.format), segments=segments, command=command,
         fields=dict(series.fields_seen), units=dict(series.units),
         metrics={k: plain_finite(analysis.metrics.get(k)) for k in LOG_METRICS},
         anomalies=[{k: plain_finite(v) for k, v in a.items()} for a in analysis.anomalies], config_checks=rows,
-        lr_schedule=(analysis.evidence.get("lr_schedule") or [None])[0], notes=list(analysis.notes),
+        lr_schedule=(analysis.evidence.get("lr_schedule") or [None])[0], story=list(series.story),
+        notes=list(analysis.notes),
         warnings=list(series.warnings))
     result.series, result.analysis, result.verdict = series, analysis, None
     return result

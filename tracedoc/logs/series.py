@@ -36,12 +36,14 @@ FIELDS: dict[str, tuple[str, str]] = {
     "elapsed_s": ("s", "training time since the start, as logged (step times are its differences)"),
     "generation_time_s": ("s", "RLHF: time the step spent generating experience"),
     "training_time_s": ("s", "RLHF: time the step spent training actor and critic"),
+    "epoch": ("epoch", "the epoch (fractional where the log says how far into it)"),
+    "total_tokens": ("tokens", "tokens trained on so far, as logged"),
 }
 
 # canonical field -> normalised aliases, most specific first; the first alias a log holds wins
 ALIASES: dict[str, tuple[str, ...]] = {
     "step": ("step", "global_step", "iteration", "iter", "trainer_global_step", "train_global_step", "it",
-             "optimizer_step", "steps"),
+             "optimizer_step", "current_steps", "steps"),
     "loss": ("loss", "train_loss_step", "train_loss", "lm_loss", "training_loss", "loss_step", "train_lm_loss",
              "loss_metrics_global_avg_loss", "total_loss", "train_total_loss", "trainer_loss"),
     "eval_loss": ("eval_loss", "val_loss", "validation_loss", "val_loss_epoch", "valid_loss", "eval_lm_loss"),
@@ -71,12 +73,17 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "tflops": ("tflops", "throughput_per_gpu_tflop_s_gpu", "tflops_per_gpu", "model_tflops"),
     "mfu_percent": ("mfu", "mfu_percent", "mfu_pct"),
     # cumulative training time: nanoGPT's train_time, W&B's _runtime
+    # (LLaMA-Factory's elapsed_time is a "H:MM:SS" / "N days, H:MM:SS" string: :func:`parse_duration`)
     "elapsed_s": ("elapsed_s", "elapsed_time_s", "train_time_s", "training_time_elapsed_s", "runtime", "wall_time_s",
-                  "time_elapsed_s"),
+                  "time_elapsed_s", "elapsed_time"),
     "elapsed_ms": ("train_time_ms", "elapsed_ms", "elapsed_time_ms", "time_elapsed_ms"),
     "generation_time_s": ("generation_time_s", "generate_time_s", "gen_time_s"),
     "training_time_s": ("training_time_s", "train_phase_time_s"),
+    "epoch": ("epoch", "train_epoch"),
+    "total_tokens": ("total_tokens", "num_input_tokens_seen", "tokens_seen", "consumed_tokens"),
 }
+# fields that say where or when a record is, not what training did: a log of only these has nothing to analyse
+POSITION_FIELDS = ("step", "epoch", "total_tokens")
 
 THROUGHPUT_UNITS = {"tokens_per_s": "tokens/s", "samples_per_s": "samples/s", "steps_per_s": "steps/s",
                     "throughput": "as logged"}
@@ -149,6 +156,11 @@ class LogSeries:
     # engines logged side by side in the same file (RLHF: the critic beside the actor), by name
     companions: dict[str, "LogSeries"] = field(default_factory=dict)
     name: str | None = None  # this series' name among its companions ("actor")
+    # how the log's pieces make one run, a line each: resumes, second writers, joined files (:mod:`.runs`)
+    story: list[str] = field(default_factory=list)
+    resume_steps: list[int] = field(default_factory=list)  # the first step logged after each resume
+    # the resolution of the elapsed-time field step times were derived from (1.0 for "H:MM:SS"), if any
+    clock_tick_s: float | None = None
 
     def __len__(self) -> int:
         return int(self.step.size)
@@ -178,6 +190,7 @@ class LogSeries:
         self.columns["step_time_s"] = out
         self.present["step_time_s"] = np.isfinite(out)
         self.fields_seen["step_time_s"] = f"differences of {self.fields_seen.get('elapsed_s', 'elapsed time')!r}"
+        self.clock_tick_s = clock_tick(t)
 
     def finish(self) -> "LogSeries":
         """Sort by step, merge rows that share a step (a later value wins, per field) and drop rows
@@ -187,7 +200,7 @@ class LogSeries:
         steps = self.step
         if steps.size > 1 and not np.all(np.diff(steps) > 0):
             back = np.flatnonzero(np.diff(steps) <= 0)
-            if back.size and np.any(np.diff(steps)[back] < 0):
+            if back.size and np.any(np.diff(steps)[back] < 0) and not self.story:
                 i = int(back[0])
                 self.warnings.append(f"the step counter goes back from {int(steps[i])} to {int(steps[i + 1])} "
                                      "(a resumed run?); for steps logged twice the later values are used")
@@ -213,6 +226,19 @@ class LogSeries:
                 self.columns[name] = self.columns[name][keep]
                 self.present[name] = self.present[name][keep]
         return self
+
+
+def clock_tick(t: np.ndarray) -> float | None:
+    """The resolution of a clock's readings: the coarsest of 1 s, 0.1 s, ... 1 us that every finite reading
+    is a whole multiple of; None when finer."""
+    t = t[np.isfinite(t)]
+    if t.size == 0:
+        return None
+    for tick in (1.0, 0.1, 0.01, 1e-3, 1e-4, 1e-5, 1e-6):
+        q = t / tick
+        if np.all(np.abs(q - np.round(q)) <= 1e-6 * np.maximum(1.0, np.abs(q))):
+            return tick
+    return None
 
 
 def to_float_column(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -298,6 +324,33 @@ def list_minimum(values: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
 
 # no two quantifiers that can match the same characters next to each other: linear in the text's length
 _NUMBER_RE = re.compile(r"^[-+]?(?:\d[\d,]*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
+
+
+_DURATION_RE = re.compile(r"^(?:(\d{1,9}) days?, )?(\d{1,9}):(\d{2}):(\d{2}(?:\.\d{1,9})?)$")
+
+
+def parse_duration(value: Any) -> float | None:
+    """Seconds from a number or a ``timedelta`` string (``"1:02:03"``, ``"2 days, 1:02:03"``,
+    ``"0:00:01.5"``); None for anything else."""
+    if isinstance(value, str):
+        m = _DURATION_RE.match(value.strip())
+        if m:
+            days, h, mi, sec = m.groups()
+            return int(days or 0) * 86400.0 + int(h) * 3600.0 + int(mi) * 60.0 + float(sec)
+    return scalar(value)
+
+
+def duration_column(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Values of an elapsed-time field -> (seconds, present): numbers or ``timedelta`` strings."""
+    if not any(isinstance(v, str) and ":" in v for v in values):
+        return to_float_column(values)
+    out = np.full(len(values), np.nan)
+    present = np.zeros(len(values), dtype=bool)
+    for i, v in enumerate(values):
+        x = parse_duration(v)
+        if x is not None:
+            out[i], present[i] = x, True
+    return out, present
 
 
 def parse_number(text: str) -> float | None:

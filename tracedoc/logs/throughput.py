@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from . import detect
+from .periodic import find_patterns
 
 CAUSE_SHARE = 0.6
 CAUSES = {"eval": "evaluation", "save": "checkpoint save", "gc": "garbage collection"}
@@ -35,6 +36,7 @@ DRIFT_BLOCKS = 10
 _NAMES = ("throughput_p10", "throughput_p50", "throughput_p90", "throughput_dip_count", "throughput_dip_first_step",
           "throughput_dip_lost_fraction", "periodic_stall_period_steps", "periodic_stall_count",
           "periodic_stall_first_step", "periodic_stall_lost_fraction", "periodic_stall_cause", "step_time_p50_s",
+          "periodic_stall_period_text", "periodic_stall_slowdown", "periodic_pattern_count",
           "step_time_drift_fraction", "throughput_drift_shape", "generation_time_fraction")
 
 
@@ -90,27 +92,53 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
         by_trail = tp < options.dip_fraction * med
         by_median = tp < options.dip_fraction * p50
         slow = steady & (tp < floor) & (by_p10 | by_trail | by_median)
+        tick = _derived_tick(series, unit)
+        if tick:  # step times from a coarse clock ("H:MM:SS"): slower by more than its rounding only
+            slow &= (1.0 / tp - 1.0 / p50) * stride > TICKS * tick
         lost = np.where(slow, np.maximum(1.0 / tp - 1.0 / p50, 0.0) * stride, 0.0)
     total = float(np.sum(np.where(steady, stride / np.where(ok, tp, np.inf), 0.0))) or 1.0
     starts, ends = detect.episodes(slow)
     lengths = ends - starts + 1
-    period = detect.find_period(steps[starts], starts, steps[steady], lengths=lengths)
-    stall_len = _stall_length(period, starts, lengths, steps)
+    log_stride = max(1, int(np.median(np.diff(steps)))) if steps.size > 1 else 1
+    last_step = int(steps[np.flatnonzero(steady)[-1]])
+    patterns = find_patterns(steps[starts], lost[starts], log_stride, last_step, int(steady.sum()))
     stall_mask = np.zeros(tp.size, dtype=bool)
-    rows: list[tuple[int, int, str]] = []
-    on = set(period.hits.tolist()) if period is not None else set()
+    rows: list[tuple[int, int, str, int]] = []  # first, last point, kind, pattern number
+    pattern_of = {}
+    stall_lens = []
+    for n_pat, pat in enumerate(patterns):
+        on = starts[pat.members]
+        stall_lens.append(_stall_length(pat.period, lengths[pat.members], log_stride))
+        pattern_of.update(dict.fromkeys(on.tolist(), n_pat))
     for s, e in zip(starts.tolist(), ends.tolist()):
-        if s in on:
-            cut = min(e, s + stall_len - 1)
+        n_pat = pattern_of.get(s)
+        if n_pat is not None:
+            cut = min(e, s + stall_lens[n_pat] - 1)
             stall_mask[s:cut + 1] = True
-            rows.append((s, cut, "periodic_stall"))
+            rows.append((s, cut, "periodic_stall", n_pat))
             if cut < e:
-                rows.append((cut + 1, e, "throughput_dip"))
+                rows.append((cut + 1, e, "throughput_dip", -1))
         else:
-            rows.append((s, e, "throughput_dip"))
-    cause = _stall_cause(series, period, steps, starts) if period is not None else None
+            rows.append((s, e, "throughput_dip", -1))
+    summaries = []
+    for n_pat, pat in enumerate(patterns):
+        hits = np.array(sorted(s for s, p in pattern_of.items() if p == n_pat), dtype=np.int64)
+        mask = np.zeros(tp.size, dtype=bool)
+        for s in hits.tolist():
+            mask[s:s + stall_lens[n_pat]] = True
+        mask &= stall_mask
+        cause = _stall_cause(series, hits, steps)
+        summaries.append({"pattern": n_pat + 1, "period_steps": pat.period, "period_min_steps": pat.period_min,
+                          "period_max_steps": pat.period_max, "phase": pat.phase, "slow_steps": int(hits.size),
+                          "coverage": round(pat.coverage, 3), "lost_fraction": float(lost[mask].sum() / total),
+                          "slowdown": float(np.median(p50 / tp[hits])), "cause": cause[0] if cause else None,
+                          "cause_evidence": cause[1] if cause else None,
+                          "reported": bool(lost[mask].sum() / total >= options.pattern_min_lost_fraction),
+                          "first_steps": [int(steps[i]) for i in hits[:10]]})
     dips, stalls = [], []
-    for s, e, kind in rows:
+    for s, e, kind, n_pat in rows:
+        if kind == "periodic_stall" and not summaries[n_pat]["reported"]:
+            continue  # a pattern too cheap to report: its steps are explained, not dips
         i_min = s + int(np.argmin(tp[s:e + 1]))
         crit = ("below P10 and >5% under the median" if by_p10[i_min] else
                 f"under {options.dip_fraction:g}x the moving median" if by_trail[i_min] else
@@ -119,52 +147,81 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
                                  "lost_fraction": float(lost[s:e + 1].sum() / total),
                                  "criterion": f"{crit}, and {options.dip_noise_z:g} robust sigmas under it"}
         if kind == "periodic_stall":
-            extra.update(period_steps=period.period, **({"cause": cause[0]} if cause else {}))
+            summ = summaries[n_pat]
+            extra.update(period_steps=summ["period_steps"], pattern=summ["pattern"],
+                         pattern_lost_fraction=summ["lost_fraction"], **({"cause": summ["cause"]} if summ["cause"] else {}))
+            if summ["period_min_steps"] != summ["period_max_steps"]:
+                extra.update(period_min_steps=summ["period_min_steps"], period_max_steps=summ["period_max_steps"])
         row = anomaly(kind, steps, s, e, rule="TD612" if kind == "periodic_stall" else "TD611", **extra)
         (stalls if kind == "periodic_stall" else dips).append(row)
         anomalies.append(row)
+    for summ in summaries[1:]:
+        if summ["reported"]:
+            notes.append(f"periodic pattern {summ['pattern']}: a slow step {_every(summ)}{_after(summ)}, "
+                         f"{summ['slowdown']:.2f}x the median step, {summ['slow_steps']} of them, "
+                         f"{summ['lost_fraction']:.2%} of the run time (the costliest pattern is in the metrics)")
+    for summ in summaries:
+        if not summ["reported"]:
+            notes.append(f"also a slow step {_every(summ)}{_after(summ)}: {summ['slowdown']:.2f}x the median step, "
+                         f"{summ['slow_steps']} of them, {summ['lost_fraction']:.2%} of the run time (under "
+                         f"{options.pattern_min_lost_fraction:.1%}: not reported as a stall, nor as dips)")
     dip_mask = slow & ~stall_mask
     m["throughput_dip_count"] = len(dips)
     m["throughput_dip_first_step"] = (dips[0].get("step", dips[0].get("start_step"))) if dips else None
     m["throughput_dip_lost_fraction"] = float(lost[dip_mask].sum() / total)
-    if period is not None:
-        m["periodic_stall_period_steps"] = period.period
-        m["periodic_stall_count"] = len(stalls)
-        m["periodic_stall_first_step"] = int(steps[period.hits[0]])
-        m["periodic_stall_lost_fraction"] = float(lost[stall_mask].sum() / total)
-        m["periodic_stall_cause"] = cause[0] if cause else None
+    top = summaries[0] if summaries and summaries[0]["reported"] else None
+    if top is not None:
+        m["periodic_stall_period_steps"] = top["period_steps"]
+        m["periodic_stall_count"] = top["slow_steps"]
+        m["periodic_stall_first_step"] = top["first_steps"][0]
+        m["periodic_stall_lost_fraction"] = top["lost_fraction"]
+        m["periodic_stall_cause"] = top["cause"]
+        m["periodic_stall_period_text"] = _every(top)[len("every "):-len(" steps")]
+        m["periodic_stall_slowdown"] = top["slowdown"]
+    m["periodic_pattern_count"] = sum(s["reported"] for s in summaries) if summaries else 0
     evidence["throughput_dips"] = dips[:100]
-    evidence["periodic_stalls"] = ([{"period_steps": period.period, "phase": period.phase, "slow_steps": len(stalls),
-                                     "coverage": round(period.coverage, 3), "cause": cause[0] if cause else None,
-                                     "cause_evidence": cause[1] if cause else None,
-                                     "first_steps": [int(steps[i]) for i in period.hits[:10]]}] if period else [])
+    evidence["periodic_stalls"] = summaries
     _drift(steps, tp, steady & ~slow, unit, m, anomalies, options.drift_fraction)
     charts.update(throughput=tp, throughput_unit=unit, throughput_p10=p10, throughput_p50=p50, throughput_p90=p90,
                   dip_mask=dip_mask, stall_mask=stall_mask)
+
+
+TICKS = 2  # a difference of two rounded clock readings is off by up to one tick; a slow interval needs more
+
+
+def _derived_tick(series, unit: str | None) -> float | None:
+    """The clock resolution behind steps/s derived from elapsed-time differences, when it is one."""
+    if unit != "steps/s" or not series.fields_seen.get("step_time_s", "").startswith("differences"):
+        return None
+    return series.clock_tick_s
 
 
 def _window(n: int, window: int) -> int:
     return int(max(5, min(window, n // 5))) if n >= 25 else 0
 
 
-def _stall_length(period, starts: np.ndarray, lengths: np.ndarray, steps: np.ndarray) -> int:
+def _stall_length(period: int, lengths: np.ndarray, log_stride: int) -> int:
     """How many points a stall on the period lasts: the usual length of the slow episodes that start on
     it, at most a quarter of the period."""
-    if period is None:
-        return 1
-    on = np.isin(starts, period.hits)
-    typical = int(np.median(lengths[on])) if on.any() else 1
-    stride = max(1, int(np.median(np.diff(steps)))) if steps.size > 1 else 1
-    return max(1, min(typical, period.period // (4 * stride) or 1))
+    typical = int(np.median(lengths)) if lengths.size else 1
+    return max(1, min(typical, period // (4 * log_stride) or 1))
 
 
-def _stall_cause(series, period, steps: np.ndarray, starts: np.ndarray) -> tuple[str, str] | None:
+def _every(summ: dict[str, Any]) -> str:
+    lo, hi = summ["period_min_steps"], summ["period_max_steps"]
+    return f"every {lo}-{hi} steps" if lo != hi else f"every {summ['period_steps']} steps"
+
+
+def _after(summ: dict[str, Any]) -> str:
+    return f" after each {summ['cause']}" if summ["cause"] else ""
+
+
+def _stall_cause(series, hits: np.ndarray, steps: np.ndarray) -> tuple[str, str] | None:
     """The event kind the log reports in the interval before most stalls (the previous logged step to the
     stall's step), and how many stalls had one."""
     events = [e for e in series.events if e.get("kind") in CAUSES]
-    if not events:
+    if not events or hits.size == 0:
         return None
-    hits = period.hits
     prev = np.where(hits > 0, steps[np.maximum(hits - 1, 0)], steps[hits] - 1)
     best = None
     for kind in CAUSES:

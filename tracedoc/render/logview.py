@@ -43,6 +43,7 @@ def summary_lines(result: "LogResult") -> list[str]:
     m = result.metrics
     lines = [f"{result.input.format}: {m['log_points']} logged steps, {m['log_first_step']}-{m['log_last_step']}"]
     lines.append("fields: " + ", ".join(f"{k} <- {v!r}" for k, v in result.fields.items()))
+    lines += [f"run: {line}" for line in result.story]
     if m.get("log_series"):
         lines.append(f"series: {m['log_series']} (engines logged side by side, analysed apart)")
     if m["loss_logged"]:
@@ -59,7 +60,10 @@ def summary_lines(result: "LogResult") -> list[str]:
                      f"last {_fmt(m.get('loss_scale_final'))}; no skipped steps")
     if m["throughput_p50"] is not None:
         cause = f" after each {m['periodic_stall_cause']}" if m.get("periodic_stall_cause") else ""
-        stall = (f"; slow step every {m['periodic_stall_period_steps']} steps{cause} x{m['periodic_stall_count']}"
+        stall = (f"; slow step every {m.get('periodic_stall_period_text') or m['periodic_stall_period_steps']} "
+                 f"steps{cause} x{m['periodic_stall_count']}"
+                 + (f" ({_fmt(m.get('periodic_stall_slowdown'), '.1f')}x the median step, "
+                    f"{_fmt(m.get('periodic_stall_lost_fraction'), '.1%')} of the time)")
                  if m["periodic_stall_period_steps"] else "; no periodic stall")
         if m.get("step_time_drift_fraction") is not None and m.get("throughput_drift_shape"):
             stall += (f"; time per unit of work {m['step_time_drift_fraction']:+.0%} first to last fifth "

@@ -52,6 +52,13 @@ LOG_METRICS: tuple[Metric, ...] = (
                "loss"),
         Metric("divergence_start_step", "step", None, "step where the rise begins (the smoothed minimum)"),
         Metric("divergence_rise_fraction", "fraction", None, "(final smoothed loss - its minimum) / |minimum|"),
+        Metric("loss_regression", "bool", None, "the loss rises window after window (epochs, or blocks of points) to "
+               "the end of the log, from its lowest level so far; None without a loss"),
+        Metric("loss_regression_start_step", "step", None, "first step of the window the rise starts from"),
+        Metric("loss_regression_rise_fraction", "fraction", None, "last window's level / the level the rise starts "
+               "from - 1"),
+        Metric("loss_regression_after_resume_step", "step", None, "the resume the rise follows (the first step "
+               "logged after it); None when it follows none"),
         Metric("grad_clip_value", "1", None, "gradient-clipping threshold from the config (clip_grad, max_grad_norm, "
                "gradient_clipping)"),
         Metric("grad_clip_fraction", "fraction", None, "share of logged steps whose gradient norm exceeds the "
@@ -76,6 +83,11 @@ LOG_METRICS: tuple[Metric, ...] = (
         Metric("periodic_stall_first_step", "step", None, "first slow step on the period"),
         Metric("periodic_stall_lost_fraction", "fraction", None, "time lost in the periodic slow steps / run time "
                "after warm-up"),
+        Metric("periodic_stall_period_text", "name", None, "the period as logged: '190', or '189-190' where the "
+               "spacing varies by a step or two"),
+        Metric("periodic_stall_slowdown", "ratio", None, "median time of a periodic slow step / the median step"),
+        Metric("periodic_pattern_count", "count", None, "periodic patterns worth reporting (each costs at least "
+               "0.2% of the run time); the metrics above describe the costliest"),
         Metric("periodic_stall_cause", "name", None, "what the log reports right before most periodic slow steps: "
                "evaluation, checkpoint save or garbage collection; None when it shows nothing"),
         Metric("step_time_drift_fraction", "fraction", None, "change of the median time per unit of work from the "
