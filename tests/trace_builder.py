@@ -20,6 +20,8 @@ DEVICE_PROPS = {
              "numSms": 108, "maxThreadsPerBlock": 1024, "warpSize": 32},
     "V100": {"name": "Tesla V100-SXM2-32GB", "totalGlobalMem": 34089730048, "computeMajor": 7, "computeMinor": 0,
              "numSms": 80, "maxThreadsPerBlock": 1024, "warpSize": 32},
+    "MI300X": {"name": "AMD Instinct MI300X", "totalGlobalMem": 206141652992, "computeMajor": 9, "computeMinor": 4,
+               "numSms": 304, "maxThreadsPerBlock": 1024, "warpSize": 64},
     "P100": {"name": "Tesla P100-PCIE-16GB", "totalGlobalMem": 17071734784, "computeMajor": 6, "computeMinor": 0,
              "numSms": 56, "maxThreadsPerBlock": 1024, "warpSize": 32},
 }

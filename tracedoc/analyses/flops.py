@@ -24,6 +24,7 @@ from ..model.metrics import metric_names
 from ..model.trace import Trace
 from . import opflops as F
 from ..model.peaks import DevicePeak, device_peak
+from .flop_credit import Credit, credit_flops
 from .flop_ops import Selection, children_gradients, resolve_flops, select_counted
 from .flops_tables import by_kernel_class, by_op_class, flops_evidence, not_counted, per_step_rows, summary_row
 from .nesting import ThreadClock, enclosing, kernel_owners, union_on_clock
@@ -60,6 +61,7 @@ class FlopOps:
 
     counted: _Counted
     kernel_owner: np.ndarray
+    credit: Credit | None = None  # which kernels ran each op's FLOPs (``flop_credit``)
 
 
 _DGRAD_RE = re.compile(r"dgrad", re.I)
@@ -149,6 +151,8 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
             _mark_tf32(counted, kernel_owner, compute, g, tc_classes, peak_row)
         _fix_unrecorded_masks(trace, counted, mask_assumed[sel.idx], sel, clock, kernel_owner, compute, helper)
 
+    credit = credit_flops(counted.hw_flops, counted.dtype, kernel_owner, kernel, dur,
+                          helper[g["name"]] if len(g) else np.zeros(0, dtype=bool), peak_row)
     known_ns = int(dur[(kernel_owner >= 0) & compute].sum()) if len(g) else 0
     m["flops_counted_fraction"] = known_ns / compute_ns if compute_ns else None
 
@@ -182,14 +186,14 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
         m["unfused_attention_fraction"] = _softmax_ns(trace, clock, gpu_ext, launching_ops, compute, dur) / compute_ns
 
     in_window = (start >= lo) & (start < hi)
-    by_class = by_op_class(trace, counted, peak_row, in_window)
-    by_kernel = by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, trace.strings)
+    by_class = by_op_class(trace, counted, peak_row, in_window, credit)
+    by_kernel = by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, trace.strings, credit)
     missing = not_counted(trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns, clock,
                           sel.start, sel.end)
     per_step = per_step_rows(steps, step_flops, peak)
     summary = summary_row(m, device, peak_row, dominant, counted, known_ns, compute_ns, n_steps, len(g) > 0)
     evidence = flops_evidence(None, device, peak_row, [summary], by_class, by_kernel, missing, per_step)
-    return m, evidence, FlopOps(counted, kernel_owner)
+    return m, evidence, FlopOps(counted, kernel_owner, credit)
 
 
 EVIDENCE_NAMES = ("flops_summary", "flops_by_op_class", "flops_by_kernel_class", "flops_not_counted", "flops_per_step")
