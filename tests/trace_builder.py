@@ -102,13 +102,14 @@ class TraceBuilder:
     # -- GPU side ----------------------------------------------------------------------------
     def gpu_op(self, kind: str, name: str, start: float, dur: float, stream: int = 7, device: int = 0,
                launch_at: float | None = None, launch_dur: float = 4.0, op: str | None = None,
-               launch_name: str | None = None, args: dict | None = None, link: bool = True) -> int:
+               launch_name: str | None = None, args: dict | None = None, link: bool = True,
+               op_args: dict | None = None) -> int:
         corr = self._corr
         self._corr += 1
         ext = None
         launch_at = start - 10.0 if launch_at is None else launch_at
         if op:
-            ext = self.cpu_op(op, launch_at - 1.0, launch_at + launch_dur + 1.0)
+            ext = self.cpu_op(op, launch_at - 1.0, launch_at + launch_dur + 1.0, args=op_args)
         call = launch_name or {"kernel": "cudaLaunchKernel", "memcpy": "cudaMemcpyAsync",
                                "memset": "cudaMemsetAsync"}[kind]
         self.runtime(call, launch_at, launch_at + launch_dur, ext=ext, corr=corr)

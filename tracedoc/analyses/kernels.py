@@ -75,13 +75,28 @@ def kernel_totals(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list
              "count": int(count[i]), "total_ns": int(total[i])} for i in order]
 
 
-def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int) -> list[dict]:
-    """Every CPU operator name that starts in the window: calls, inclusive CPU time, and the GPU ops
-    (and their time) it launched directly (innermost operator of each launch)."""
+def ops_of_window(trace: Trace, launch_rows: np.ndarray | None, lo: int, hi: int) -> np.ndarray:
+    """Per cpu_ops row: an operator call whose work is in the window: it starts in the window, or it
+    launched a GPU op that runs in it (``launch_rows``: the launching row of each GPU op, -1 none). When
+    the CPU runs ahead of the GPU, the calls behind the window's kernels started before the window: they
+    count with the GPU time they launched, so calls, CPU time and GPU time come from the same steps."""
+    c, g = trace.cpu_ops, trace.gpu_ops
+    mask = (c["start_ns"] >= lo) & (c["start_ns"] < hi)
+    if launch_rows is not None and len(g):
+        ran = launch_rows[(g["start_ns"] < hi) & (g["end_ns"] > lo) & (launch_rows >= 0)]
+        mask[ran] = True
+    return mask & (c["kind"] == M.CPU_OP)
+
+
+def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int,
+                    launch_rows: np.ndarray | None = None) -> list[dict]:
+    """Every CPU operator name with a call whose work is in the window (``ops_of_window``): calls,
+    inclusive CPU time, and the GPU ops (and their time) it launched directly (innermost operator of
+    each launch)."""
     c, g = trace.cpu_ops, trace.gpu_ops
     if not len(c):
         return []
-    in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi) & (c["kind"] == M.CPU_OP)
+    in_win = ops_of_window(trace, launch_rows, lo, hi)
     if not in_win.any():
         return []
     ids, inverse = dense_codes(c["name"][in_win])
@@ -217,8 +232,10 @@ def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classe
     return rows
 
 
-def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: int = 15) -> list[dict]:
-    """GPU time attributed to the CPU ops that launched it (through External id)."""
+def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: int = 15,
+                  launch_rows: np.ndarray | None = None) -> list[dict]:
+    """GPU time attributed to the CPU ops that launched it (through External id), with the calls and CPU
+    time of the operator calls whose work is in the window (``ops_of_window``)."""
     g, c = trace.gpu_ops, trace.cpu_ops
     if not len(g):
         return []
@@ -230,7 +247,7 @@ def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: i
     gpu_ops, gpu_ns = by_op.count(), by_op.sum(dur)
     calls = {}
     if len(c):
-        in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi) & (c["kind"] == M.CPU_OP)
+        in_win = ops_of_window(trace, launch_rows, lo, hi)
         by_name = Groups(c["name"][in_win])
         calls = dict(zip(by_name.keys[0].tolist(), zip(by_name.count().tolist(),
                                                        by_name.sum(c["end_ns"][in_win] - c["start_ns"][in_win]).tolist())))
@@ -330,10 +347,12 @@ def kernel_class_table(trace: Trace, inputs) -> Produced:
                                                                win.end_ns)})
 
 
-@analysis(needs=("kernel_ops", "window"), evidence=("top_operators",))
+@analysis(needs=("kernel_ops", "window", "launching_ops", "gpu_ext"), evidence=("top_operators",))
 def operator_table(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
-    return Produced(evidence={"top_operators": top_operators(trace, inputs["kernel_ops"], win.start_ns, win.end_ns)})
+    rows = inputs["launching_ops"].rows_of(inputs["gpu_ext"])
+    return Produced(evidence={"top_operators": top_operators(trace, inputs["kernel_ops"], win.start_ns, win.end_ns,
+                                                             launch_rows=rows)})
 
 
 @analysis(needs=("comm_mask", "window"), evidence=("kernel_totals",))
@@ -342,8 +361,9 @@ def kernel_total_table(trace: Trace, inputs) -> Produced:
     return Produced(evidence={"kernel_totals": kernel_totals(trace, inputs["comm_mask"], win.start_ns, win.end_ns)})
 
 
-@analysis(needs=("kernel_ops", "window"), evidence=("operator_totals",))
+@analysis(needs=("kernel_ops", "window", "launching_ops", "gpu_ext"), evidence=("operator_totals",))
 def operator_total_table(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
+    rows = inputs["launching_ops"].rows_of(inputs["gpu_ext"])
     return Produced(evidence={"operator_totals": operator_totals(trace, inputs["kernel_ops"], win.start_ns,
-                                                                 win.end_ns)})
+                                                                 win.end_ns, launch_rows=rows)})

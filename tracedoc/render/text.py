@@ -205,7 +205,7 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
     for w in warnings:
         out.append(Text(f"warning: {w}", style="yellow"))
     w = r.window
-    step_txt = plural(w.steps, "step") + (f", step p50 {w.step_p50}" if w.steps else "")
+    step_txt = w.steps_text or plural(w.steps, "step")
     out.append(Text(f"Window: {w.length} ({w.description}); {step_txt}", style="dim"))
     if not r.has_gpu_ops:
         out.append(Text(f"No GPU ops in this trace, so GPU metrics do not apply. It holds {r.events} events: "
