@@ -103,7 +103,7 @@ class TraceBuilder:
     def gpu_op(self, kind: str, name: str, start: float, dur: float, stream: int = 7, device: int = 0,
                launch_at: float | None = None, launch_dur: float = 4.0, op: str | None = None,
                launch_name: str | None = None, args: dict | None = None, link: bool = True,
-               op_args: dict | None = None) -> int:
+               op_args: dict | None = None, flow: bool = True) -> int:
         corr = self._corr
         self._corr += 1
         ext = None
@@ -125,10 +125,11 @@ class TraceBuilder:
         self.events.append({"ph": "X", "cat": cat, "name": name, "pid": device, "tid": tid, "ts": start, "dur": dur,
                             "args": a})
         flow_cat = "async" if self.legacy else "ac2g"
-        self.events.append({"ph": "s", "id": corr, "pid": PID, "tid": MAIN_TID, "ts": launch_at, "cat": flow_cat,
-                            "name": flow_cat})
-        self.events.append({"ph": "f", "id": corr, "pid": device, "tid": tid, "ts": start, "cat": flow_cat,
-                            "name": flow_cat, "bp": "e"})
+        if flow:  # without flow events (and ``link``), nothing in the file ties the op to its launch call
+            self.events.append({"ph": "s", "id": corr, "pid": PID, "tid": MAIN_TID, "ts": launch_at, "cat": flow_cat,
+                                "name": flow_cat})
+            self.events.append({"ph": "f", "id": corr, "pid": device, "tid": tid, "ts": start, "cat": flow_cat,
+                                "name": flow_cat, "bp": "e"})
         return corr
 
     def unlaunched(self, name: str, start: float, dur: float, stream: int = 7, device: int = 0,

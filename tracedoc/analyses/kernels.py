@@ -126,6 +126,52 @@ def launch_link_fraction(trace: Trace, backlog=None) -> float | None:
     return float(np.count_nonzero(g["launch"] >= 0) / n) if n > 0 else None
 
 
+OLD_TORCH = (1, 10)  # Kineto traces of torch before 1.10 often lack the correlation ids that link launches
+
+
+def _version(text: str | None) -> tuple[int, ...] | None:
+    m = re.match(r"\s*(\d+)\.(\d+)", str(text or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def unlinked_ops_text(trace: Trace, backlog=None) -> str | None:
+    """Which GPU ops have no launch call, and why, as far as the trace tells: the most frequent names,
+    whether they carry a correlation id at all, and what the trace's recorder says. A version is named
+    only where the trace records one (Kineto does not record torch's). None when all are linked."""
+    g, r = trace.gpu_ops, trace.runtime
+    if not len(g):
+        return None
+    unlinked = g["launch"] < 0
+    if backlog is not None and backlog.found:
+        unlinked[backlog.ops] = False
+    n = int(unlinked.sum())
+    if not n:
+        return None
+    rows = np.flatnonzero(unlinked)
+    by_name = Groups(g["name"][rows])
+    counts = by_name.count()
+    top = largest_first(counts)[:3].tolist()
+    names = ", ".join(f"{int(counts[i]):,} {trace.string(int(by_name.keys[0][i]))}" for i in top)
+    if by_name.size > len(top):
+        names += f" and {n - int(sum(counts[i] for i in top)):,} more"
+    corr = g["correlation"][rows]
+    without = int((corr <= 0).sum())
+    why = []
+    if without:
+        why.append(f"{without:,} carry no correlation id" if without < n else "none carries a correlation id")
+    if n - without:
+        who = "no CUDA API call in the export" if trace.meta.format == "nsys" else "no launch call in the trace"
+        why.append(f"{n - without:,} carry a correlation id that {who} has" + (
+            " (the calls were made by a thread or API the capture did not trace, or before it started)"
+            if len(r) else " (the trace holds no runtime calls)"))
+    text = f"unlinked: {names}; " + "; ".join(why)
+    version = _version(trace.meta.versions.torch)
+    if trace.meta.format != "nsys" and version is not None and version < OLD_TORCH:
+        text += (f"; this trace was recorded with torch {trace.meta.versions.torch}, and torch before "
+                 f"{OLD_TORCH[0]}.{OLD_TORCH[1]} often leaves out the correlation ids")
+    return text
+
+
 def launch_stats(trace: Trace, lo: int, hi: int, backlog=None, blocked: iv.IntervalSet | None = None) -> dict:
     """Launch statistics in ``[lo, hi)``; ``blocked``: host time blocked on a full launch queue, which is
     back-pressure from the GPU and not counted as launch overhead."""
@@ -166,6 +212,7 @@ def launch_stats(trace: Trace, lo: int, hi: int, backlog=None, blocked: iv.Inter
         else:
             out["clock_anomaly"] = False
         out["launch_link_fraction"] = launch_link_fraction(trace, backlog)
+        out["unlinked_gpu_ops"] = unlinked_ops_text(trace, backlog)
         # Kernels inside graphs carry a graph id (2026 traces) or the correlation of their cudaGraphLaunch.
         in_graph = g["graph_id"] >= 0
         if len(r) and linked.size:
@@ -174,7 +221,8 @@ def launch_stats(trace: Trace, lo: int, hi: int, backlog=None, blocked: iv.Inter
         out["graph_kernels"] = int((in_graph & is_kernel).sum())
         out["graph_kernel_fraction"] = out["graph_kernels"] / int(is_kernel.sum()) if is_kernel.any() else None
     else:
-        out.update(launch_link_fraction=None, graph_kernels=0, graph_kernel_fraction=None, clock_anomaly=False)
+        out.update(launch_link_fraction=None, graph_kernels=0, graph_kernel_fraction=None, clock_anomaly=False,
+                   unlinked_gpu_ops=None)
     return out
 
 
@@ -301,7 +349,8 @@ def kernel_statistics(trace: Trace, inputs) -> Produced:
 
 
 LAUNCH_METRICS = ("launches_per_ms", "launch_delay_p50_ns", "launch_delay_p95_ns", "cpu_launch_overhead_fraction",
-                  "graph_launches", "graph_kernels", "graph_kernel_fraction", "launch_link_fraction", "clock_anomaly")
+                  "graph_launches", "graph_kernels", "graph_kernel_fraction", "launch_link_fraction", "clock_anomaly",
+                  "unlinked_gpu_ops")
 
 
 @analysis(needs=("window", "backlog", "launch_queue"), produces=LAUNCH_METRICS, evidence=("launch",))

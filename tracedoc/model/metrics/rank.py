@@ -200,6 +200,9 @@ RANK_METRICS: tuple[Metric, ...] = (
         Metric("gpu_op_count", "count", None, "kernels, memcpy and memset in the trace"),
         Metric("has_host_events", "bool", None, "the trace has CPU ops or runtime (launch/sync) calls"),
         Metric("launch_link_fraction", "fraction", None, "GPU ops linked to their launch call; None without GPU ops"),
+        Metric("unlinked_gpu_ops", "name", None, "the GPU ops without a launch call (most frequent names) and why, "
+               "as far as the trace tells (no correlation id, or one no recorded call has; a torch version only "
+               "where the trace records one); None when all are linked"),
         Metric("truncated", "bool", None, "the file ended before the trace was complete"),
         Metric("runtime_calls", "count", None, "CUDA/HIP runtime and driver API calls recorded on the host"),
         Metric("profiler_range_events", "count", None, "CUPTI range-profiler records (per-kernel hardware counters, "
