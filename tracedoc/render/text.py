@@ -324,7 +324,8 @@ def _top_table(title: str, table: TableView, rows: int, options: TextOptions, co
     columns = [_name_cells(table, key, rows, options) if key in _WIDE else table.cells(key)[:rows] for key, _ in cols]
     folded = _fold_headers([label for _, label in cols], columns, [key in _WIDE for key, _ in cols], options)
     cols = [(key, label) for (key, _), label in zip(cols, folded)]
-    labels, columns, dropped = _drop_to_fit([label for _, label in cols], columns, TOP_DROPPED_FIRST,
+    order = [next((f for f in folded if f.replace("\n", " ") == label), label) for label in TOP_DROPPED_FIRST]
+    labels, columns, dropped = _drop_to_fit([label for _, label in cols], columns, order,
                                             [label for key, label in cols if key in _WIDE], options)
     dropped = [d.replace("\n", " ") for d in dropped]
     cols = [c for c in cols if c[1] in labels]
