@@ -35,8 +35,8 @@ def disagreements(rank) -> list[str]:
         if t2 < t1:
             bad.append(f"a bar for {t2} ns is drawn longer than one for {t1} ns")
     for b, r in zip(view.bars, rank.per_step):
-        if r.get("step_time_ns") is None and "step_time_ns" in r and b.time != NO_STEP_TIME:
-            bad.append(f"{r['step']} has no step time but its bar says {b.time}")
+        if r.get("step_time_ns") is None and "step_time_ns" in r and (b.time != NO_STEP_TIME or b.width):
+            bad.append(f"{r['step']} has no step time but its bar says {b.time} and is {b.width}% long")
     # the timeline's representative step is one of the report's steps, as long as its step time
     times = [r["step_time_ns"] for r in rank.per_step if r.get("step_time_ns") is not None]
     for ex in (rank.timeline or {}).get("excerpts") or []:

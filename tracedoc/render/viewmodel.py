@@ -290,7 +290,10 @@ def _steps(per_step: list[dict], caps: Caps) -> StepsView:
         slow = max(range(len(rows)), key=lambda i: _step_time(rows[i]))
         if slow not in shown_idx:
             shown_idx[-1] = slow
-    longest = max((rows[i].get("window_ns") or 0 for i in shown_idx), default=0) or 1
+    def untimed(row: dict) -> bool:  # a pre-window backlog ran ahead of it: no step time, so no bar
+        return "step_time_ns" in row and row["step_time_ns"] is None
+
+    longest = max((rows[i].get("window_ns") or 0 for i in shown_idx if not untimed(rows[i])), default=0) or 1
     bars = []
     for i in shown_idx:
         row = rows[i]
@@ -303,11 +306,10 @@ def _steps(per_step: list[dict], caps: Caps) -> StepsView:
         segments = [Segment(key=k, label=label, ns=values[k], time=fmt_ns(values[k]),
                             pct=fmt_pct(values[k] / total if total else 0.0),
                             width=round(100 * values[k] / longest, 3))
-                    for k, label in SEGMENTS if values[k] > 0]
-        # a step a pre-window backlog ran ahead of has no step time: its bar is the span until it completed
-        time = NO_STEP_TIME if "step_time_ns" in row and row["step_time_ns"] is None else fmt_ns(_step_time(row))
+                    for k, label in SEGMENTS if values[k] > 0 and not untimed(row)]
+        time = NO_STEP_TIME if untimed(row) else fmt_ns(_step_time(row))
         bars.append(StepBar(step=shorten(row.get("step", f"step {i}"), 120), time=time,
-                            width=round(100 * total / longest, 3), segments=segments,
+                            width=0.0 if untimed(row) else round(100 * total / longest, 3), segments=segments,
                             cells=[time] + [fmt_pct(values[k] / total if total else 0.0)
                                                      for k, _ in SEGMENTS]))
     return StepsView(bars=bars, total=len(rows), left_out=len(rows) - len(bars),
