@@ -175,14 +175,15 @@ def test_shared_traces_flops_match_an_independent_leaf_count(name, rel):
     assert m["model_flops_per_step"] == pytest.approx(_leaf_blas_flops_per_step(path), rel=rel)
 
 
-def test_v100_dlrm_rates_and_mfu_against_the_fp32_peak():
+def test_v100_dlrm_mfu_against_the_tensor_core_peak_and_the_fp32_figure_apart():
     rank = tracedoc.analyze(str(shared_traces() / "kineto" / "v100_2rank_rank1.json.gz")).ranks[0]
     m, summary = rank.metrics, rank.evidence["flops_summary"][0]
-    # fp32 GEMMs on CUDA cores: MFU against the V100 SXM2 FP32 peak (15.7), Tensor Core MFU against 125
+    # fp32 GEMMs on CUDA cores: MFU against the V100 SXM2 fp16 Tensor Core peak (125), like every MFU;
+    # the rate against the FP32 peak (15.7) is a figure of its own
     assert summary["dtype"] == "fp32" and summary["peak_device"] == "V100 SXM2"
-    assert m["peak_tflops"] == 15.7
-    assert m["mfu"] == pytest.approx(m["achieved_tflops"] / 15.7)
-    assert m["tensor_core_mfu"] == pytest.approx(m["achieved_tflops"] / 125)
+    assert m["peak_tflops"] == 125 and summary["peak_basis"] == "dense 16-bit Tensor Core"
+    assert m["mfu"] == pytest.approx(m["achieved_tflops"] / 125) == m["tensor_core_mfu"]
+    assert m["dtype_peak_tflops"] == 15.7 and m["dtype_peak_fraction"] == pytest.approx(m["achieved_tflops"] / 15.7)
     assert m["fp32_flops_fraction"] == 1.0
     # achieved = FLOPs per step / the report's one step time: the median of the step times
     steps = rank.evidence["flops_per_step"]
@@ -273,8 +274,9 @@ def test_fp32_gemms_on_a100_fire_low_mfu_with_the_fp32_fix(tmp_path):
     achieved = LINEAR_FLOPS / STEP_S / 1e12  # 13.75 TFLOP/s
     assert m["model_flops_per_step"] == LINEAR_FLOPS
     assert m["achieved_tflops"] == pytest.approx(achieved)
-    assert m["peak_tflops"] == 19.5 and m["mfu"] == pytest.approx(achieved / 19.5)  # 70% of the FP32 peak...
-    assert m["tensor_core_mfu"] == pytest.approx(achieved / 312)  # ...but 4.4% of what bf16 reaches
+    assert m["dtype_peak_tflops"] == 19.5 and m["dtype_peak_fraction"] == pytest.approx(achieved / 19.5)  # 70%...
+    assert m["peak_tflops"] == 312 and m["mfu"] == pytest.approx(achieved / 312)  # ...but MFU 4.4%
+    assert m["tensor_core_mfu"] == m["mfu"]
     assert m["fp32_flops_fraction"] == 1.0 and m["flops_counted_fraction"] == 1.0
     # the kernel class: CUDA-core fp32 at 137.46 GFLOP / 9 ms = 15.27 TFLOP/s
     row = rank.evidence["flops_by_kernel_class"][0]
@@ -282,13 +284,21 @@ def test_fp32_gemms_on_a100_fire_low_mfu_with_the_fp32_fix(tmp_path):
     fired = {f.label: f for f in verdict.findings}
     assert "low_mfu" in fired and "compute_bound" not in fired
     assert any("autocast" in fix for fix in fired["low_mfu"].fixes)
+    # a faster precision cannot be replayed: no predicted step, and what reaching the threshold would take
+    w = fired["low_mfu"].what_if
+    assert w["step_ms_after"] is None and w["gain_ms"] is None and w["method"].startswith("not modelled")
+    # 20% of 312 TFLOP/s = 62.4 TFLOP/s: the 137.5 GFLOP of a step in 2.2 ms
+    assert "at 62 TFLOP/s or faster, which is 2.2 ms of kernel time per step" in fired["low_mfu"].expect
+    assert f"MFU {achieved / 312:.1%} of this GPU's dense peak of 312.0 TFLOP/s" in fired["low_mfu"].message
+    assert f"{achieved / 19.5:.1%} of the 19.5 TFLOP/s peak of the dtype" in fired["low_mfu"].message
 
 
 def test_tf32_kernels_make_fp32_ops_tf32(tmp_path):
     b = _gemm_steps("sm80_xmma_gemm_tf32f32_tf32f32_f32_tn_n_tilesize128x128x32", "float")
     m = tracedoc.analyze(b.write(tmp_path / "tf32.pt.trace.json")).ranks[0]
     assert m.evidence["flops_summary"][0]["dtype"] == "tf32"
-    assert m.metrics["peak_tflops"] == 156 and m.metrics["fp32_flops_fraction"] == 0.0
+    assert m.metrics["dtype_peak_tflops"] == 156 and m.metrics["fp32_flops_fraction"] == 0.0
+    assert m.metrics["peak_tflops"] == 312  # MFU: against the 16-bit peak, whatever the dtype
 
 
 def test_bf16_at_a_healthy_rate_does_not_fire(tmp_path):

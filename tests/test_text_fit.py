@@ -83,3 +83,26 @@ def test_markdown_tables_show_short_names_and_full_names_on_request(pathological
     assert re.search(r"vectorized\\_elementwise\\_kernel&lt;4, MulFunctor", md)
     full = render_md(result, Caps(full_names=True)).replace("\\", "")
     assert "void cutlass::device::gemm_kernel&lt;cutlass::gemm::GemmShape&lt;0" in full  # as recorded (to name_chars)
+
+
+def test_a_short_name_is_never_cut_while_a_longer_one_can_give_way():
+    from tracedoc.render.fit import column_widths
+
+    # 60 columns: a 7-wide number, then names wanting 40 and 18 characters, with 49 left for them
+    assert column_widths([7, 40, 18], [False, True, True], 60) == [7, 31, 18]
+    # too narrow for both at their floor: each keeps MIN_NAME_WIDTH
+    assert column_widths([7, 40, 18], [False, True, True], 20) == [7, 12, 12]
+
+
+def test_top_gaps_at_100_columns_keep_an_op_name_whole(capsys):
+    from conftest import shared_traces
+
+    path = shared_traces() / "kineto" / "a100_2rank_nccl_rank0.json.gz"
+    code, out = run_cli(capsys, "analyze", str(path), "--width", "100")
+    assert code == 0
+    assert_fits(out, 100)
+    rows = table_rows(out, "Top gaps")
+    # the number columns' two-word headers fold so both names stay whole
+    assert rows[0].strip() == "device" and rows[1].split()[:2] == ["gap", "idle"]
+    assert len(rows) == 5
+    assert all(r.endswith("ncclKernel_AllReduce_RING_LL_Sum_float  record_param_comms") for r in rows[2:])

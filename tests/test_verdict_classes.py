@@ -43,7 +43,9 @@ def test_cpu_running_ahead_gives_the_true_period(tmp_path):
     assert r.metrics["step_time_p50_ns"] == 10_000 * US
     assert r.metrics["step_time_mean_ns"] == pytest.approx((6 * 10_000 + 5) * US / 6)
     # The spans overlap and grow with the queue (step 6: 5,000 -> 60,005 us); they are not the step time.
-    assert r.per_step[5]["window_ns"] == (60_005 - 5_000) * US
+    assert r.per_step[5]["end_ns"] - r.per_step[5]["start_ns"] == (60_005 - 5_000) * US
+    # the per-step quantities are measured over the step time, not over the span
+    assert [row["window_ns"] for row in r.per_step] == times
     assert r.verdict is not None and "small_batch_bound" not in r.verdict.labels
     for f in r.verdict.findings:  # every ms-per-step impact is a share of the 10 ms step, never of a span
         if f.impact_fraction is not None and f.impact_ms_per_step is not None:

@@ -20,6 +20,8 @@ DEVICE_PROPS = {
              "numSms": 108, "maxThreadsPerBlock": 1024, "warpSize": 32},
     "V100": {"name": "Tesla V100-SXM2-32GB", "totalGlobalMem": 34089730048, "computeMajor": 7, "computeMinor": 0,
              "numSms": 80, "maxThreadsPerBlock": 1024, "warpSize": 32},
+    "MI300X": {"name": "AMD Instinct MI300X", "totalGlobalMem": 206141652992, "computeMajor": 9, "computeMinor": 4,
+               "numSms": 304, "maxThreadsPerBlock": 1024, "warpSize": 64},
     "P100": {"name": "Tesla P100-PCIE-16GB", "totalGlobalMem": 17071734784, "computeMajor": 6, "computeMinor": 0,
              "numSms": 56, "maxThreadsPerBlock": 1024, "warpSize": 32},
 }
@@ -100,13 +102,14 @@ class TraceBuilder:
     # -- GPU side ----------------------------------------------------------------------------
     def gpu_op(self, kind: str, name: str, start: float, dur: float, stream: int = 7, device: int = 0,
                launch_at: float | None = None, launch_dur: float = 4.0, op: str | None = None,
-               launch_name: str | None = None, args: dict | None = None, link: bool = True) -> int:
+               launch_name: str | None = None, args: dict | None = None, link: bool = True,
+               op_args: dict | None = None, flow: bool = True) -> int:
         corr = self._corr
         self._corr += 1
         ext = None
         launch_at = start - 10.0 if launch_at is None else launch_at
         if op:
-            ext = self.cpu_op(op, launch_at - 1.0, launch_at + launch_dur + 1.0)
+            ext = self.cpu_op(op, launch_at - 1.0, launch_at + launch_dur + 1.0, args=op_args)
         call = launch_name or {"kernel": "cudaLaunchKernel", "memcpy": "cudaMemcpyAsync",
                                "memset": "cudaMemsetAsync"}[kind]
         self.runtime(call, launch_at, launch_at + launch_dur, ext=ext, corr=corr)
@@ -122,10 +125,11 @@ class TraceBuilder:
         self.events.append({"ph": "X", "cat": cat, "name": name, "pid": device, "tid": tid, "ts": start, "dur": dur,
                             "args": a})
         flow_cat = "async" if self.legacy else "ac2g"
-        self.events.append({"ph": "s", "id": corr, "pid": PID, "tid": MAIN_TID, "ts": launch_at, "cat": flow_cat,
-                            "name": flow_cat})
-        self.events.append({"ph": "f", "id": corr, "pid": device, "tid": tid, "ts": start, "cat": flow_cat,
-                            "name": flow_cat, "bp": "e"})
+        if flow:  # without flow events (and ``link``), nothing in the file ties the op to its launch call
+            self.events.append({"ph": "s", "id": corr, "pid": PID, "tid": MAIN_TID, "ts": launch_at, "cat": flow_cat,
+                                "name": flow_cat})
+            self.events.append({"ph": "f", "id": corr, "pid": device, "tid": tid, "ts": start, "cat": flow_cat,
+                                "name": flow_cat, "bp": "e"})
         return corr
 
     def unlaunched(self, name: str, start: float, dur: float, stream: int = 7, device: int = 0,

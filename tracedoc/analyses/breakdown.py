@@ -143,10 +143,16 @@ def step_stats(per_step_rows: list[dict]) -> list[dict]:
 def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet,
              backlog: iv.IntervalSet = iv.empty()) -> list[dict]:
     """Per-step breakdown in ns; every quantity for all steps at once via prefix sums. A step a
-    pre-window backlog ran ahead of has no step time (None); the backlog's span is not idle."""
+    pre-window backlog ran ahead of has no step time (None); the backlog's span is not idle.
+
+    Each step's quantities are measured over its step time: from the previous step's completion to its
+    own (the first step: from its start), so they add up to the step time beside them and the steps do
+    not overlap. ``start_ns`` and ``end_ns`` stay the step's own span (CPU start to completion), which
+    overlaps the next steps when the CPU runs ahead; ``window_ns`` is the interval measured over."""
     if not len(steps):
         return []
-    lo, hi = steps.cpu_start_ns, steps.end_ns
+    hi = steps.completion_ns
+    lo = np.concatenate([steps.cpu_start_ns[:1], hi[:-1]])
 
     def over(iset) -> list[int]:
         return iv.overlap_per_interval(lo, hi, iset).tolist()
@@ -163,10 +169,10 @@ def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet,
     rows = []
     for i in range(len(steps)):
         window = int(hi[i] - lo[i])
-        # window_ns is the step's own span (what the per-step quantities are measured over);
-        # step_time_ns is the interval since the previous step completed (throughput).
-        row = {"step": steps.names[i], "start_ns": int(lo[i]), "end_ns": int(hi[i]), "step_time_ns": step_time[i],
-               "window_ns": window}
+        # window_ns: the interval since the previous step completed, which the quantities are measured
+        # over (the step time, where the step has one); start_ns/end_ns: the step's own span
+        row = {"step": steps.names[i], "start_ns": int(steps.cpu_start_ns[i]), "end_ns": int(steps.end_ns[i]),
+               "step_time_ns": step_time[i], "window_ns": window}
         row.update({k: v[i] for k, v in cols.items()})
         row["idle_ns"] = max(0, window - occupied[i])
         rows.append(row)

@@ -20,7 +20,7 @@ from .registry import Produced, analysis
 TC_EXCLUDE_RE = re.compile(r"ffma|_fp64_|dgemm|sgemm_(?!.*tensorop)", re.I)
 TC_RE = re.compile(
     r"(h884|h1688|s1688|i8816|i16832|h16816|s16816|bf16816|tf32|hmma|imma|16816|1688|884gemm|"
-    r"xmma|wgmma|tensorop|tensorcore|_tc_|nvjet|sm(80|86|89|90|90a|100|100a|120)_xmma|"
+    r"xmma|wgmma|(?<!sub)tensorop|tensorcore|_tc_|nvjet|sm(80|86|89|90|90a|100|100a|120)_xmma|"
     r"sm(80|86|89|90|100|120)_.*(gemm|conv)|cutlass.*(s|h|bf)16816|gmma|mma_|flash_fwd|flash_bwd|"
     r"fmha|flash::|cudnn_.*_hmma|ampere_.*(h|bf|s)16816|ampere_fp16|ampere_bf16|turing_fp16|volta_h884|"
     r"volta_fp16|hopper_|sm90_|cublasLt.*tensor)", re.I)
@@ -37,7 +37,14 @@ HELPER_RE = re.compile(
     r"adam|sgd|multi_tensor|foreach|relu|gelu|silu|sigmoid|tanh|pool|upsample|arange|memcpy|memset|"
     r"distribution|random|philox|transpose|permute|nchw|nhwc|compute_|fft|bn_fw|bn_bw|_bn_|im2col|col2im|"
     r"nll_loss|cross_entropy|adaptive_|Offsets?Kernel|splitKreduce|cub::|Scan|GammaBeta|_offsets|"
-    r"bounds_check|quantize|to_float|histogram|unique|masked|clamp|rms_?norm)", re.I)
+    r"bounds_check|quantize|to_float|histogram|unique|masked|clamp|rms_?norm|SubTensorOp|Op\dd?TensorGeneric)", re.I)
+# Matrix and convolution work whose names carry layout words a helper pattern would take (``nchw``,
+# ``nhwc``, ``transpose``, ``fft``): MIOpen's and composable_kernel's implicit-GEMM convolutions, naive and
+# assembly convolutions, rocBLAS/Tensile GEMMs, cuDNN's FFT and Winograd convolution stages. They run an
+# op's arithmetic, so they are never helpers.
+MATRIX_WORK_RE = re.compile(
+    r"(igemm_(fwd|bwd|wrw)|implicit_?gemm|gridwise_(convolution|gemm)|naive_conv|MIOpenConv|Asm_?Conv|"
+    r"conv_?(fwd|bwd|wrw)|Cijk_|xdlops|fft2d_|cgemm|winograd|_conv_)", re.I)
 # Kernels templated on plain float (FP32) with no half/bf16/tf32/int8 type and no MMA marker: these run
 # on CUDA cores (TF32 Tensor Core kernels carry "tf32" in their names).
 FP32_TYPED_RE = re.compile(r"<\s*float\s*[,>]|\bfloat\s*,\s*float\b")
@@ -99,7 +106,8 @@ def tensor_core_class(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     Only the distinct names of ``gpu_ops`` are classified (other strings read -1 / False).
 
     Checked in order: CUDA-core math (FFMA, SGEMM, FP32 cuDNN) is "no"; a Tensor Core marker (HMMA,
-    xmma, wgmma, tensorop, nvjet...) is "yes"; helpers are "no"; a kernel templated on plain float
+    xmma, wgmma, tensorop, nvjet...) is "yes"; helpers are "no", except names of matrix or convolution
+    work (``MATRIX_WORK_RE``), which are never helpers; a kernel templated on plain float
     with no low-precision type is "no"; anything else is unknown.
     """
     n = len(trace.strings)
@@ -119,6 +127,7 @@ def tensor_core_class(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     yes = found(TC_RE, rest)
     rest &= ~yes
     helper = found(HELPER_RE, rest)
+    helper &= ~found(MATRIX_WORK_RE, helper)
     rest &= ~helper
     fp32 = found(FP32_TYPED_RE, rest)
     tc[no | helper | (fp32 & ~found(LOW_PRECISION_RE, fp32))] = 0

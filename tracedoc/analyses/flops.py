@@ -24,6 +24,7 @@ from ..model.metrics import metric_names
 from ..model.trace import Trace
 from . import opflops as F
 from ..model.peaks import DevicePeak, device_peak
+from .flop_credit import Credit, credit_flops
 from .flop_ops import Selection, children_gradients, resolve_flops, select_counted
 from .flops_tables import by_kernel_class, by_op_class, flops_evidence, not_counted, per_step_rows, summary_row
 from .nesting import ThreadClock, enclosing, kernel_owners, union_on_clock
@@ -60,6 +61,7 @@ class FlopOps:
 
     counted: _Counted
     kernel_owner: np.ndarray
+    credit: Credit | None = None  # which kernels ran each op's FLOPs (``flop_credit``)
 
 
 _DGRAD_RE = re.compile(r"dgrad", re.I)
@@ -149,6 +151,8 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
             _mark_tf32(counted, kernel_owner, compute, g, tc_classes, peak_row)
         _fix_unrecorded_masks(trace, counted, mask_assumed[sel.idx], sel, clock, kernel_owner, compute, helper)
 
+    credit = credit_flops(counted.hw_flops, counted.dtype, kernel_owner, kernel, dur,
+                          helper[g["name"]] if len(g) else np.zeros(0, dtype=bool), peak_row)
     known_ns = int(dur[(kernel_owner >= 0) & compute].sum()) if len(g) else 0
     m["flops_counted_fraction"] = known_ns / compute_ns if compute_ns else None
 
@@ -158,7 +162,8 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
     n_steps = len(steps) if len(steps) else 0
     per_step_ns = step_time_ns if n_steps and step_time_ns else (time_ns if not n_steps else None)
     dominant = _dominant_dtype(counted)
-    peak = peak_row.peak_tflops(dominant) if peak_row and dominant else None
+    dtype_peak = peak_row.peak_tflops(dominant) if peak_row and dominant else None
+    peak = mfu_peak(peak_row, dominant)
     total, total_hw = float(step_flops.sum()), float(step_hw.sum())
     if n_steps:
         m["model_flops_per_step"] = total / n_steps
@@ -171,6 +176,9 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
             m["peak_tflops"] = peak
             m["mfu"] = m["achieved_tflops"] / peak
             m["hfu"] = achieved_hw / peak
+        if dtype_peak and len(g):
+            m["dtype_peak_tflops"] = dtype_peak
+            m["dtype_peak_fraction"] = m["achieved_tflops"] / dtype_peak
         if peak_row and peak_row.tensor_core_tflops and len(g):
             m["tensor_core_mfu"] = m["achieved_tflops"] / peak_row.tensor_core_tflops
     total_model = float(counted.flops.sum())
@@ -182,14 +190,15 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
         m["unfused_attention_fraction"] = _softmax_ns(trace, clock, gpu_ext, launching_ops, compute, dur) / compute_ns
 
     in_window = (start >= lo) & (start < hi)
-    by_class = by_op_class(trace, counted, peak_row, in_window)
-    by_kernel = by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, trace.strings)
+    by_class = by_op_class(trace, counted, peak_row, in_window, credit)
+    by_kernel = by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, trace.strings, credit)
     missing = not_counted(trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns, clock,
                           sel.start, sel.end)
     per_step = per_step_rows(steps, step_flops, peak)
-    summary = summary_row(m, device, peak_row, dominant, counted, known_ns, compute_ns, n_steps, len(g) > 0)
+    summary = summary_row(m, device, peak_row, dominant, counted, known_ns, compute_ns, n_steps, len(g) > 0,
+                          mfu_peak_name(peak_row, dominant))
     evidence = flops_evidence(None, device, peak_row, [summary], by_class, by_kernel, missing, per_step)
-    return m, evidence, FlopOps(counted, kernel_owner)
+    return m, evidence, FlopOps(counted, kernel_owner, credit)
 
 
 EVIDENCE_NAMES = ("flops_summary", "flops_by_op_class", "flops_by_kernel_class", "flops_not_counted", "flops_per_step")
@@ -206,6 +215,29 @@ def flop_rates(trace: Trace, inputs) -> Produced:
 
 
 # -- pieces --------------------------------------------------------------------------------------
+
+def mfu_peak(peak_row: DevicePeak | None, dtype: str | None) -> float | None:
+    """The one peak MFU is measured against: the device's dense 16-bit Tensor Core peak (what the
+    hardware offers a mixed-precision model), or the peak of the dtype used where that is higher (fp8)
+    or the device has no 16-bit peak. A model in fp32 is not measured against the fp32 peak: its rate
+    against that is ``dtype_peak_fraction``, a different figure."""
+    if peak_row is None:
+        return None
+    own = peak_row.peak_tflops(dtype) if dtype else None
+    tc = peak_row.tensor_core_tflops
+    if own is None and tc is None:
+        return None
+    return max(p for p in (own, tc) if p is not None) if dtype else tc
+
+
+def mfu_peak_name(peak_row: DevicePeak | None, dtype: str | None) -> str | None:
+    """What ``mfu_peak`` is, in words: ``dense 16-bit Tensor Core`` or ``dense fp8``."""
+    peak = mfu_peak(peak_row, dtype)
+    if peak is None:
+        return None
+    tc = peak_row.tensor_core_tflops
+    return "dense 16-bit Tensor Core" if tc is not None and peak == tc else f"dense {dtype}"
+
 
 def device_name(trace: Trace) -> str | None:
     """Name of the first described GPU that ran ops (else the first named one)."""

@@ -12,6 +12,7 @@ import numpy as np
 from ..model.groups import Groups, dense_codes, largest_first
 from ..model.trace import Trace
 from . import opflops as F
+from .flop_credit import OVER_PEAK_NOTE, Credit
 from .nesting import ThreadClock, enclosing, innermost_op_names
 
 if TYPE_CHECKING:
@@ -24,62 +25,80 @@ def _rate(flops: float, ns: float) -> float | None:
     return flops / ns / 1e3 if ns > 0 else None
 
 
-def by_op_class(trace: Trace, counted: _Counted, peak_row, in_window: np.ndarray) -> list[dict]:
-    """Ops launched in the window by class, pass and dtype; the rate is the FLOPs of the ops whose
-    kernels ran over those kernels' time."""
+def by_op_class(trace: Trace, counted: _Counted, peak_row, in_window: np.ndarray, credit: Credit) -> list[dict]:
+    """Ops whose kernels ran in the window (ops without kernels: launched in it, ``in_window``) by class,
+    pass and dtype. FLOPs are what their kernels in the window ran (each op's FLOPs times the share of
+    its kernel time inside the window), whenever the CPU launched them: when the CPU runs ahead, the ops
+    of the window's kernels were launched before it. The rate is those FLOPs over that time; ops whose
+    FLOPs exceed what their kernels can run at the peak (``flop_credit``) are left out of the rate, and
+    the row says how many."""
+    has_kernels = credit.op_kernel_ns > 0
+    in_window = np.where(has_kernels, counted.gpu_ns > 0, in_window)
     if not in_window.any():
         return []
     dtypes = np.array([d or "unknown" for d in counted.dtype.tolist()], dtype=object)
     phases = np.where(counted.recomputed, "recompute", counted.phase).astype(object)
     groups = Groups(counted.op_class.astype(str), phases.astype(str), dtypes.astype(str))
-    ran = counted.gpu_ns > 0
+    ran = (counted.gpu_ns > 0) & ~credit.over_peak
+    share = np.divide(counted.gpu_ns, credit.op_kernel_ns, out=np.zeros(counted.rows.size),
+                      where=credit.op_kernel_ns > 0)
+    share = np.where(has_kernels, share, 1.0)
+    ran_flops = np.nan_to_num(counted.hw_flops, nan=0.0) * share
+    model_flops = np.nan_to_num(counted.flops, nan=0.0) * share
     out = []
     for i in groups.by_appearance().tolist():  # a loop over (class, phase, dtype) groups, not ops
         mine = (groups.index == i) & in_window
         if not mine.any():
             continue
         cls, phase, dtype = (str(k[i]) for k in groups.keys)
-        ns = float(counted.gpu_ns[mine].sum())
-        hw = float(np.nansum(counted.hw_flops[mine]))
-        tflops = _rate(float(np.nansum(counted.hw_flops[mine & ran])), ns)
+        ns = float(counted.gpu_ns[mine & ~credit.over_peak].sum())
+        hw = float(ran_flops[mine].sum())
+        tflops = _rate(float(ran_flops[mine & ran].sum()), ns)
         peak = peak_row.peak_tflops(dtype) if peak_row else None
+        over = int((mine & credit.over_peak).sum())
         out.append({"op_class": f"{cls} {phase}", "dtype": dtype, "ops": int(mine.sum()),
-                    "model_flops": float(np.nansum(counted.flops[mine])), "hardware_flops": hw,
-                    "gpu_ns": int(ns), "tflops": tflops, "peak_tflops": peak,
-                    "of_peak_fraction": tflops / peak if tflops is not None and peak else None})
+                    "model_flops": float(model_flops[mine].sum()), "hardware_flops": hw,
+                    "gpu_ns": int(counted.gpu_ns[mine].sum()), "tflops": tflops, "peak_tflops": peak,
+                    "of_peak_fraction": tflops / peak if tflops is not None and peak else None,
+                    "note": f"{over} op(s) left out of the rate: {OVER_PEAK_NOTE}" if over else None})
     return sorted(out, key=lambda r: -r["hardware_flops"])
 
 
 _FAMILIES = ((re.compile(r"flash|fmha|attention|attn", re.I), "attention kernel"),
-             (re.compile(r"conv|fprop|dgrad|wgrad|winograd|implicit_gemm|cudnn", re.I), "convolution kernel"),
-             (re.compile(r"gemm|gemv|matmul|nvjet|cutlass|xmma|wgmma|mma", re.I), "GEMM kernel"))
+             (re.compile(r"conv|fprop|dgrad|wgrad|winograd|implicit_gemm|cudnn|igemm|fft2d", re.I), "convolution kernel"),
+             (re.compile(r"gemm|gemv|matmul|nvjet|cutlass|xmma|wgmma|mma|Cijk_", re.I), "GEMM kernel"))
+OVER_PEAK_CLASS = "kernels of ops faster than the peak"
 
 
 def _kernel_family(name: str) -> str:
     return next((label for rx, label in _FAMILIES if rx.search(name)), "other kernel")
 
 
-def by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak_row, trace_strings) -> list[dict]:
-    """FLOPs split over each op's kernels by their duration; grouped by what the kernel's name says it
-    computes (GEMM, convolution, attention) and whether it runs on Tensor Cores. Helper kernels
-    (element-wise, layout) an op launches get none of its FLOPs unless they are all it launched."""
+def by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak_row, trace_strings,
+                    credit: Credit) -> list[dict]:
+    """FLOPs each kernel in the window ran (``flop_credit``: each op's split over the kernels that ran
+    its work, by duration); grouped by what the kernel's name says it computes (GEMM, convolution,
+    attention) and whether it runs on Tensor Cores. Each kernel's rate is its op's, which is at most the
+    peak for the op's dtype; the kernels of ops whose FLOPs exceed what their kernels can run form one
+    row without a rate, which says why."""
     sel = np.flatnonzero((owner >= 0) & compute)
     if not sel.size:
         return []
     tc, helper = tc_classes
     op = owner[sel]
     names = g["name"][sel]
-    is_helper = helper[names].astype(bool)
-    worker_ns = np.bincount(op, weights=np.where(is_helper, 0, dur[sel]), minlength=counted.rows.size)
-    credited = ~is_helper | (worker_ns[op] <= 0)  # the op's math kernels, or all of them when it has none
-    credit_ns = np.bincount(op, weights=np.where(credited, dur[sel], 0), minlength=counted.rows.size)[op]
-    share = np.where(credited & (credit_ns > 0), dur[sel] / np.maximum(credit_ns, 1), 0.0)
-    flops = counted.hw_flops[op] * share
+    flops = credit.kernel_flops[sel]
     unit = np.select([tc[names] == 1, tc[names] == 0], [" on Tensor Cores", " on CUDA cores"], "")
     ids, inverse = dense_codes(names)
     family = np.array(["helper (elementwise, layout)" if helper[n] else _kernel_family(trace_strings[n])
                        for n in ids.tolist()], dtype=object)[inverse.reshape(-1)]
     cls = np.where(np.asarray([f.startswith("helper") for f in family]), family, family + unit)
+    over = credit.over_peak[op]
+    cls = np.where(over, OVER_PEAK_CLASS, cls)
+    if over.any():  # their FLOPs by time, for the record; no rate
+        total_ns = credit.op_kernel_ns[op[over]]
+        flops = flops.copy()
+        flops[over] = np.nan_to_num(counted.hw_flops[op[over]]) * dur[sel][over] / np.maximum(total_ns, 1)
     dtypes = np.array([d or "unknown" for d in counted.dtype[op].tolist()], dtype=object)
     groups = Groups(cls.astype(str), dtypes.astype(str))
     ns_sel = dur[sel]
@@ -89,11 +108,13 @@ def by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak_
         k, dtype = (str(key[i]) for key in groups.keys)
         ns = float(ns_sel[mine].sum())
         total = float(np.nansum(flops[mine]))
-        tflops = _rate(total, ns)
+        no_rate = k == OVER_PEAK_CLASS
+        tflops = None if no_rate else _rate(total, ns)
         peak = peak_row.peak_tflops(dtype) if peak_row else None
         out.append({"kernel_class": k, "dtype": dtype, "kernels": int(mine.sum()), "flops": total,
                     "gpu_ns": int(ns), "tflops": tflops, "peak_tflops": peak,
-                    "of_peak_fraction": tflops / peak if tflops is not None and peak else None})
+                    "of_peak_fraction": tflops / peak if tflops is not None and peak else None,
+                    "note": OVER_PEAK_NOTE if no_rate else None})
     return sorted(out, key=lambda r: -r["gpu_ns"])
 
 
@@ -155,7 +176,8 @@ def per_step_rows(steps, step_flops, peak) -> list[dict]:
     return out
 
 
-def summary_row(m, device, peak_row, dominant, counted: _Counted, known_ns, compute_ns, n_steps, has_gpu) -> dict:
+def summary_row(m, device, peak_row, dominant, counted: _Counted, known_ns, compute_ns, n_steps, has_gpu,
+                peak_name: str | None = None) -> dict:
     if not has_gpu:
         missing, note = "no GPU kernels", "the trace has no GPU kernels: TFLOP/s over the step time only; MFU needs " \
             "the GPU's kernels"
@@ -167,13 +189,17 @@ def summary_row(m, device, peak_row, dominant, counted: _Counted, known_ns, comp
         missing = f"no {dominant or 'known-dtype'} peak"
         note = f"{peak_row.name} has no {dominant or 'known-dtype'} peak in the table: TFLOP/s only, no MFU"
     else:
-        missing, note = None, f"MFU against the {peak_row.name} dense {dominant} peak ({peak_row.source})"
+        missing, note = None, f"MFU against the {peak_row.name} {peak_name} peak ({peak_row.source})"
+        if m.get("dtype_peak_fraction") is not None and m["dtype_peak_tflops"] != m["peak_tflops"]:
+            note += (f"; the model's FLOPs are {dominant}, at {m['dtype_peak_fraction']:.1%} of the dense {dominant} "
+                     f"peak ({m['dtype_peak_tflops']:g} TFLOP/s)")
     if not counted.rows.size:
         missing = "no resolvable shapes"
         note = "no matmul/convolution/attention op has shapes that resolve to FLOPs; " + note
     return {"model_flops_per_step": m["model_flops_per_step"], "hardware_flops_per_step": m["hardware_flops_per_step"],
             "achieved_tflops": m["achieved_tflops"], "mfu": m["mfu"], "hfu": m["hfu"], "dtype": dominant,
-            "peak_tflops": m["peak_tflops"], "device": device, "peak_device": peak_row.name if peak_row else None,
+            "peak_tflops": m["peak_tflops"], "peak_basis": peak_name if m["peak_tflops"] is not None else None,
+            "dtype_peak_tflops": m.get("dtype_peak_tflops"), "dtype_peak_fraction": m.get("dtype_peak_fraction"), "device": device, "peak_device": peak_row.name if peak_row else None,
             "peak_source": peak_row.source if peak_row else None, "counted_ops": int(counted.rows.size),
             "recomputed_ops": int(counted.recomputed.sum()), "counted_gpu_ns": known_ns, "compute_gpu_ns": compute_ns,
             "counted_fraction": m["flops_counted_fraction"], "steps": n_steps, "mfu_missing": missing, "note": note}
@@ -182,7 +208,8 @@ def summary_row(m, device, peak_row, dominant, counted: _Counted, known_ns, comp
 def flops_evidence(statement, device, peak_row, summary, by_class, by_kernel, missing, per_step=()) -> dict:
     if statement is not None:
         summary = [{"model_flops_per_step": None, "hardware_flops_per_step": None, "achieved_tflops": None,
-                    "mfu": None, "hfu": None, "dtype": None, "peak_tflops": None, "device": device,
+                    "mfu": None, "hfu": None, "dtype": None, "peak_tflops": None, "peak_basis": None,
+                    "dtype_peak_tflops": None, "dtype_peak_fraction": None, "device": device,
                     "peak_device": peak_row.name if peak_row else None,
                     "peak_source": peak_row.source if peak_row else None, "counted_ops": 0, "recomputed_ops": 0,
                     "counted_gpu_ns": 0, "compute_gpu_ns": None, "counted_fraction": None, "steps": None,

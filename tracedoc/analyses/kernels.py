@@ -76,13 +76,28 @@ def kernel_totals(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list
              "count": int(count[i]), "total_ns": int(total[i])} for i in order]
 
 
-def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int) -> list[dict]:
-    """Every CPU operator name that starts in the window: calls, inclusive CPU time, and the GPU ops
-    (and their time) it launched directly (innermost operator of each launch)."""
+def ops_of_window(trace: Trace, launch_rows: np.ndarray | None, lo: int, hi: int) -> np.ndarray:
+    """Per cpu_ops row: an operator call whose work is in the window: it starts in the window, or it
+    launched a GPU op that runs in it (``launch_rows``: the launching row of each GPU op, -1 none). When
+    the CPU runs ahead of the GPU, the calls behind the window's kernels started before the window: they
+    count with the GPU time they launched, so calls, CPU time and GPU time come from the same steps."""
+    c, g = trace.cpu_ops, trace.gpu_ops
+    mask = (c["start_ns"] >= lo) & (c["start_ns"] < hi)
+    if launch_rows is not None and len(g):
+        ran = launch_rows[(g["start_ns"] < hi) & (g["end_ns"] > lo) & (launch_rows >= 0)]
+        mask[ran] = True
+    return mask & (c["kind"] == M.CPU_OP)
+
+
+def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int,
+                    launch_rows: np.ndarray | None = None) -> list[dict]:
+    """Every CPU operator name with a call whose work is in the window (``ops_of_window``): calls,
+    inclusive CPU time, and the GPU ops (and their time) it launched directly (innermost operator of
+    each launch)."""
     c, g = trace.cpu_ops, trace.gpu_ops
     if not len(c):
         return []
-    in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi) & (c["kind"] == M.CPU_OP)
+    in_win = ops_of_window(trace, launch_rows, lo, hi)
     if not in_win.any():
         return []
     ids, inverse = dense_codes(c["name"][in_win])
@@ -115,6 +130,52 @@ def launch_link_fraction(trace: Trace, backlog=None) -> float | None:
     n_backlog = int(backlog.ops.size) if backlog is not None and backlog.found else 0
     n = len(g) - n_backlog
     return float(np.count_nonzero(g["launch"] >= 0) / n) if n > 0 else None
+
+
+OLD_TORCH = (1, 10)  # Kineto traces of torch before 1.10 often lack the correlation ids that link launches
+
+
+def _version(text: str | None) -> tuple[int, ...] | None:
+    m = re.match(r"\s*(\d+)\.(\d+)", str(text or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def unlinked_ops_text(trace: Trace, backlog=None) -> str | None:
+    """Which GPU ops have no launch call, and why, as far as the trace tells: the most frequent names,
+    whether they carry a correlation id at all, and what the trace's recorder says. A version is named
+    only where the trace records one (Kineto does not record torch's). None when all are linked."""
+    g, r = trace.gpu_ops, trace.runtime
+    if not len(g):
+        return None
+    unlinked = g["launch"] < 0
+    if backlog is not None and backlog.found:
+        unlinked[backlog.ops] = False
+    n = int(unlinked.sum())
+    if not n:
+        return None
+    rows = np.flatnonzero(unlinked)
+    by_name = Groups(g["name"][rows])
+    counts = by_name.count()
+    top = largest_first(counts)[:3].tolist()
+    names = ", ".join(f"{int(counts[i]):,} {trace.string(int(by_name.keys[0][i]))}" for i in top)
+    if by_name.size > len(top):
+        names += f" and {n - int(sum(counts[i] for i in top)):,} more"
+    corr = g["correlation"][rows]
+    without = int((corr <= 0).sum())
+    why = []
+    if without:
+        why.append(f"{without:,} carry no correlation id" if without < n else "none carries a correlation id")
+    if n - without:
+        who = "no CUDA API call in the export" if trace.meta.format == "nsys" else "no launch call in the trace"
+        why.append(f"{n - without:,} carry a correlation id that {who} has" + (
+            " (the calls were made by a thread or API the capture did not trace, or before it started)"
+            if len(r) else " (the trace holds no runtime calls)"))
+    text = f"unlinked: {names}; " + "; ".join(why)
+    version = _version(trace.meta.versions.torch)
+    if trace.meta.format != "nsys" and version is not None and version < OLD_TORCH:
+        text += (f"; this trace was recorded with torch {trace.meta.versions.torch}, and torch before "
+                 f"{OLD_TORCH[0]}.{OLD_TORCH[1]} often leaves out the correlation ids")
+    return text
 
 
 def launch_stats(trace: Trace, lo: int, hi: int, backlog=None, blocked: iv.IntervalSet | None = None) -> dict:
@@ -157,6 +218,7 @@ def launch_stats(trace: Trace, lo: int, hi: int, backlog=None, blocked: iv.Inter
         else:
             out["clock_anomaly"] = False
         out["launch_link_fraction"] = launch_link_fraction(trace, backlog)
+        out["unlinked_gpu_ops"] = unlinked_ops_text(trace, backlog)
         # Kernels inside graphs carry a graph id (2026 traces) or the correlation of their cudaGraphLaunch.
         in_graph = g["graph_id"] >= 0
         if len(r) and linked.size:
@@ -165,7 +227,8 @@ def launch_stats(trace: Trace, lo: int, hi: int, backlog=None, blocked: iv.Inter
         out["graph_kernels"] = int((in_graph & is_kernel).sum())
         out["graph_kernel_fraction"] = out["graph_kernels"] / int(is_kernel.sum()) if is_kernel.any() else None
     else:
-        out.update(launch_link_fraction=None, graph_kernels=0, graph_kernel_fraction=None, clock_anomaly=False)
+        out.update(launch_link_fraction=None, graph_kernels=0, graph_kernel_fraction=None, clock_anomaly=False,
+                   unlinked_gpu_ops=None)
     return out
 
 
@@ -223,8 +286,10 @@ def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classe
     return rows
 
 
-def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: int = 15) -> list[dict]:
-    """GPU time attributed to the CPU ops that launched it (through External id)."""
+def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: int = 15,
+                  launch_rows: np.ndarray | None = None) -> list[dict]:
+    """GPU time attributed to the CPU ops that launched it (through External id), with the calls and CPU
+    time of the operator calls whose work is in the window (``ops_of_window``)."""
     g, c = trace.gpu_ops, trace.cpu_ops
     if not len(g):
         return []
@@ -236,7 +301,7 @@ def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: i
     gpu_ops, gpu_ns = by_op.count(), by_op.sum(dur)
     calls = {}
     if len(c):
-        in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi) & (c["kind"] == M.CPU_OP)
+        in_win = ops_of_window(trace, launch_rows, lo, hi)
         by_name = Groups(c["name"][in_win])
         calls = dict(zip(by_name.keys[0].tolist(), zip(by_name.count().tolist(),
                                                        by_name.sum(c["end_ns"][in_win] - c["start_ns"][in_win]).tolist())))
@@ -290,7 +355,8 @@ def kernel_statistics(trace: Trace, inputs) -> Produced:
 
 
 LAUNCH_METRICS = ("launches_per_ms", "launch_delay_p50_ns", "launch_delay_p95_ns", "cpu_launch_overhead_fraction",
-                  "graph_launches", "graph_kernels", "graph_kernel_fraction", "launch_link_fraction", "clock_anomaly")
+                  "graph_launches", "graph_kernels", "graph_kernel_fraction", "launch_link_fraction", "clock_anomaly",
+                  "unlinked_gpu_ops")
 
 
 @analysis(needs=("window", "backlog", "launch_queue"), produces=LAUNCH_METRICS, evidence=("launch",))
@@ -336,10 +402,12 @@ def kernel_class_table(trace: Trace, inputs) -> Produced:
                                                                win.end_ns)})
 
 
-@analysis(needs=("kernel_ops", "window"), evidence=("top_operators",))
+@analysis(needs=("kernel_ops", "window", "launching_ops", "gpu_ext"), evidence=("top_operators",))
 def operator_table(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
-    return Produced(evidence={"top_operators": top_operators(trace, inputs["kernel_ops"], win.start_ns, win.end_ns)})
+    rows = inputs["launching_ops"].rows_of(inputs["gpu_ext"])
+    return Produced(evidence={"top_operators": top_operators(trace, inputs["kernel_ops"], win.start_ns, win.end_ns,
+                                                             launch_rows=rows)})
 
 
 @analysis(needs=("comm_mask", "window"), evidence=("kernel_totals",))
@@ -348,8 +416,9 @@ def kernel_total_table(trace: Trace, inputs) -> Produced:
     return Produced(evidence={"kernel_totals": kernel_totals(trace, inputs["comm_mask"], win.start_ns, win.end_ns)})
 
 
-@analysis(needs=("kernel_ops", "window"), evidence=("operator_totals",))
+@analysis(needs=("kernel_ops", "window", "launching_ops", "gpu_ext"), evidence=("operator_totals",))
 def operator_total_table(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
+    rows = inputs["launching_ops"].rows_of(inputs["gpu_ext"])
     return Produced(evidence={"operator_totals": operator_totals(trace, inputs["kernel_ops"], win.start_ns,
-                                                                 win.end_ns)})
+                                                                 win.end_ns, launch_rows=rows)})

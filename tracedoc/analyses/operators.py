@@ -7,9 +7,9 @@ import re
 
 import numpy as np
 
-from ..model import trace as M
 from ..model.groups import dense_codes, distinct, row_codes
 from ..model.trace import Trace
+from .kernels import ops_of_window
 from .nesting import ThreadClock, enclosing
 from .registry import Produced, analysis
 
@@ -38,12 +38,14 @@ def _gpu_time_by_cpu_row(trace: Trace, launching_ops, gpu_ext: np.ndarray, lo: i
 
 def operators_by_shape(trace: Trace, launching_ops, gpu_ext: np.ndarray, lo: int, hi: int,
                        top: int = TOP_ROWS) -> list[dict]:
-    """CPU ops starting in the window grouped by (name, recorded input shapes): calls, inclusive CPU
-    time, and the GPU ops each launched directly. Ops without recorded shapes group by name alone."""
+    """CPU op calls whose work is in the window (``kernels.ops_of_window``: started in it, or launched
+    a GPU op running in it) grouped by (name, recorded input shapes): calls, inclusive CPU time, and the
+    GPU ops each launched directly. Ops without recorded shapes group by name alone."""
     c = trace.cpu_ops
     if not len(c):
         return []
-    rows = np.flatnonzero((c["kind"] == M.CPU_OP) & (c["start_ns"] >= lo) & (c["start_ns"] < hi))
+    launch_rows = launching_ops.rows_of(gpu_ext) if len(trace.gpu_ops) else None
+    rows = np.flatnonzero(ops_of_window(trace, launch_rows, lo, hi))
     if not rows.size:
         return []
     dims = np.full(len(c), -1, dtype=np.int64)
@@ -78,9 +80,6 @@ def operators_by_module(trace: Trace, lo: int, hi: int, top: int = TOP_ROWS) -> 
         return []
     ids, inverse = dense_codes(c["name"][mods])
     in_window = (c["start_ns"][mods] >= lo) & (c["start_ns"][mods] < hi)
-    calls = np.bincount(inverse, weights=in_window.astype(np.float64), minlength=ids.size)
-    cpu = np.bincount(inverse, weights=np.where(in_window, c["end_ns"][mods] - c["start_ns"][mods], 0)
-                      .astype(np.float64), minlength=ids.size)
     gpu = np.zeros(ids.size, dtype=np.float64)
     kernels = np.zeros(ids.size, dtype=np.float64)
     launched = np.flatnonzero((g["launch"] >= 0) & (g["start_ns"] < hi) & (g["end_ns"] > lo)) if len(g) and len(r) \
@@ -99,9 +98,13 @@ def operators_by_module(trace: Trace, lo: int, hi: int, top: int = TOP_ROWS) -> 
             hit = enclosing(ks, clock.cpu(mods[at], "end_ns"), qs, qe)
             owner[hit >= 0] = at[hit[hit >= 0]]
         ok = owner >= 0
+        in_window[owner[ok]] = True  # a module call whose kernels run in the window counts, wherever it began
         dur = (g["end_ns"] - g["start_ns"])[launched].astype(np.float64)
         gpu = np.bincount(inverse[owner[ok]], weights=dur[ok], minlength=ids.size)
         kernels = np.bincount(inverse[owner[ok]], minlength=ids.size).astype(np.float64)
+    calls = np.bincount(inverse, weights=in_window.astype(np.float64), minlength=ids.size)
+    cpu = np.bincount(inverse, weights=np.where(in_window, c["end_ns"][mods] - c["start_ns"][mods], 0)
+                      .astype(np.float64), minlength=ids.size)
     grand = float(gpu.sum()) or 1.0
     order = np.lexsort((-cpu, -gpu))
     order = order[(calls[order] > 0) | (gpu[order] > 0)][:top]

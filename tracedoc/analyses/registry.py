@@ -77,10 +77,12 @@ EVIDENCE: dict[str, str] = {
     "flops_summary": "One row: model and hardware FLOPs per step, achieved TFLOP/s, MFU and HFU, the dtype, peak, "
                      "device and datasheet they are measured against, the share of compute time with known FLOPs, "
                      "and what the numbers rest on or why there are none.",
-    "flops_by_op_class": "Counted ops by class (matmul, conv, attention), pass (forward, backward, recompute) and "
-                         "dtype: FLOPs, kernel time, TFLOP/s and the share of that dtype's peak.",
-    "flops_by_kernel_class": "Kernels of counted ops by Tensor Core use and dtype: FLOPs (each op's split over its "
-                             "kernels by duration), time, TFLOP/s, share of peak.",
+    "flops_by_op_class": "Counted ops whose kernels ran in the window, by class (matmul, conv, attention), pass "
+                         "(forward, backward, recompute) and dtype: FLOPs their kernels in the window ran, kernel "
+                         "time, TFLOP/s and the share of that dtype's peak; a note names ops left out of the rate.",
+    "flops_by_kernel_class": "Kernels of counted ops by Tensor Core use and dtype: FLOPs (each op's split over the "
+                             "kernels that ran its work, by duration), time, TFLOP/s, share of peak; the kernels of "
+                             "ops whose FLOPs exceed what their kernels can run form one row without a rate.",
     "flops_not_counted": "Matmul/conv/attention ops whose recorded shapes do not resolve (with the reason), and the "
                          "operators whose kernels take compute time without a FLOP model.",
     "flops_per_step": "Per step: model FLOPs, step time (completion to completion), achieved TFLOP/s and MFU.",

@@ -28,6 +28,7 @@ from ..model.groups import Groups, dense_codes, distinct, first_match, isin
 from ..model.peaks import DevicePeak, device_peak
 from ..model.trace import Trace
 from . import opflops as F
+from .flop_credit import OVER_PEAK_NOTE
 from .flop_ops import parse, resolve_each
 from .flops import device_name
 from .nesting import ThreadClock, enclosing
@@ -142,8 +143,12 @@ def _instances(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, lau
         hit = k >= 0
         inst.op_class[hit] = counted.op_class[k[hit]].astype(str)
         inst.dtype[hit] = counted.dtype[k[hit]]
-        inst.flops[hit] = counted.hw_flops[k[hit]]
-        inst.bytes[hit] = np.where(counted.bytes[k[hit]] > 0, counted.bytes[k[hit]], np.nan)
+        # the share of each op's FLOPs and bytes its kernels inside the window ran (``flop_credit``)
+        credit = flop_ops.credit
+        total = credit.op_kernel_ns[k[hit]] if credit is not None else inst.gpu_ns[hit]
+        share = np.divide(inst.gpu_ns[hit], total, out=np.ones(int(hit.sum())), where=total > 0)
+        inst.flops[hit] = counted.hw_flops[k[hit]] * share
+        inst.bytes[hit] = np.where(counted.bytes[k[hit]] > 0, counted.bytes[k[hit]] * share, np.nan)
     if mem_rows.size:
         j = first_match((rows,), (mem_rows,))
         hit = (j >= 0) & (inst.op_class == UNMODELLED)
@@ -297,6 +302,9 @@ def _rate_columns(row: dict, peak, bw, compiled_kind: str) -> None:
         frac = row["tflops"] / peak
     else:
         frac = None
+    if frac is not None and frac > 1 and bound == "compute":  # no kernel runs faster than its peak: say why
+        row["note"] = (row.get("note") + "; " if row.get("note") else "") + OVER_PEAK_NOTE
+        row["tflops"] = frac = None
     if frac is not None and frac > 1 and bound == "memory":
         if "bandwidth" not in (row.get("note") or ""):
             row["note"] = (row.get("note") + "; " if row.get("note") else "") + \

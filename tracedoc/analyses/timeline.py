@@ -1,4 +1,5 @@
-"""Timeline excerpts for reports: the representative (median) step and the slowest step.
+"""Timeline excerpts for reports: the representative (median) step and the slowest step, each over its
+step time (the previous step's completion to its own), so an excerpt is as long as the step time beside it.
 
 Each excerpt lists, per GPU stream, the ops inside the step (downsampled: ops shorter than a pixel
 at report width are merged into runs), plus the CPU-side DataLoader spans, host syncs and the idle
@@ -22,13 +23,18 @@ def excerpts(trace: Trace, steps, comm_mask: np.ndarray, lo: int, hi: int, idle_
     spans: list[tuple[str, int, int]] = []
     if len(steps) > steps.timed_from:
         # only steps with a step time: a pre-window backlog ran ahead of the ones before
+        # each step as its step time: previous completion to its own (the first step: its start to its
+        # completion), the GPU work the report's step p50 measures. Its own CPU-to-completion span is
+        # longer when the CPU runs ahead, and overlaps the next steps.
         d = steps.intervals_ns
         med = steps.timed_from + int(np.argsort(d, kind="stable")[len(d) // 2])
         slow = steps.timed_from + int(np.argmax(d))
-        spans.append(("representative step", int(steps.cpu_start_ns[med]), int(steps.end_ns[med])))
+        done = steps.completion_ns
+        begin = np.concatenate([steps.cpu_start_ns[:1], done[:-1]])
+        spans.append(("representative step", int(begin[med]), int(done[med])))
         if slow != med:
-            spans.append(("slowest step", int(steps.cpu_start_ns[slow]), int(steps.end_ns[slow])))
-        names = {int(steps.cpu_start_ns[i]): steps.names[i] for i in (med, slow)}
+            spans.append(("slowest step", int(begin[slow]), int(done[slow])))
+        names = {int(begin[i]): steps.names[i] for i in (med, slow)}
     else:
         names = {}
         if hi > lo:

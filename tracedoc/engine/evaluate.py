@@ -26,6 +26,8 @@ NOT_MODELLED = {
     "compute_bound": "faster kernels (fusion, better attention kernels, lower precision) change kernel durations, "
                      "which the trace cannot tell in advance",
     "memory_pressure": "memory use changes no recorded duration",
+    "low_mfu": "another precision, bigger GEMMs or fused attention change kernel durations, which the trace cannot "
+               "tell in advance; what reaching the threshold would take: see what the next profile should show",
     "": "the fix changes what the trace cannot tell in advance",
 }
 

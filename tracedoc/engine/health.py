@@ -127,7 +127,7 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
         ))  # fmt: skip
     out.extend(_check_steps(metrics.get("steps"), metrics.get("iterations"), metrics.get("iteration_name")))
     out.extend(_check_backlog(metrics.get("backlog_ns"), metrics.get("backlog_ops"), metrics.get("steps")))
-    out.extend(_check_links(metrics.get("launch_link_fraction")))
+    out.extend(_check_links(metrics.get("launch_link_fraction"), metrics.get("unlinked_gpu_ops")))
     out.extend(_check_graphs(metrics.get("graph_launches"), metrics.get("graph_kernels"), metrics.get("gpu_busy_fraction")))
     if metrics.get("truncated") is True:
         out.append(HealthMessage(
@@ -209,17 +209,19 @@ def _check_backlog(backlog_ns: Any, ops: Any, steps: Any) -> list[HealthMessage]
     )]  # fmt: skip
 
 
-def _check_links(link_fraction: Any) -> list[HealthMessage]:
+def _check_links(link_fraction: Any, unlinked: Any = None) -> list[HealthMessage]:
+    """Too few GPU ops linked to their launch call: which ones and why come from the trace itself
+    (``unlinked_gpu_ops``); a version is blamed only where the trace records it."""
     if link_fraction is None or link_fraction >= LINK_FRACTION_MEDIUM:
         return []
     low = link_fraction < LINK_FRACTION_LOW
+    which = f" ({unlinked})" if unlinked else ""
     return [HealthMessage(
         "missing-launch-links", "warning",
         f"only {link_fraction:.0%} of GPU ops are linked to the CPU call that launched them "
-        f"(expected >= {LINK_FRACTION_MEDIUM:.0%}), so idle time cannot be fully attributed to its "
+        f"(expected >= {LINK_FRACTION_MEDIUM:.0%}){which}, so idle time cannot be fully attributed to its "
         "cause and communication kernels launched by collectives may be missed; findings that use "
-        f"idle causes or launch delays have {'low' if low else 'medium'} confidence. Traces from "
-        "torch < 1.10 or edited traces often lack the correlation ids",
+        f"idle causes or launch delays have {'low' if low else 'medium'} confidence",
         confidence="low" if low else "medium", affects=_LINK_METRICS,
     )]  # fmt: skip
 

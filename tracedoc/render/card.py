@@ -37,7 +37,7 @@ def render_card(result: "AnalysisResult") -> str:
     conf = f" <small>(confidence {escape(v.confidence)})</small>" if v.confidence else ""
     where = f"rank {view.focus_rank} of {view.rank_count} · " if view.multi_rank else ""
     w = r.window
-    steps = f"{w.steps} step{'' if w.steps == 1 else 's'}" + (f", step p50 {w.step_p50}" if w.step_p50 else "")
+    steps = w.steps_text or f"{w.steps} step{'' if w.steps == 1 else 's'}"
     rows = "".join(_finding_row(f) for f in r.findings[:CARD_FINDINGS])
     more = len(r.findings) - CARD_FINDINGS
     parts = [

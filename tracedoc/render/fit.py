@@ -30,28 +30,21 @@ def wrap_line(text: str, width: int) -> str:
 
 def column_widths(natural: Sequence[int], flexible: Sequence[bool], width: int) -> list[int]:
     """Column widths for a table ``width`` characters wide: fixed columns keep their natural width; the
-    flexible ones (names) share what is left in proportion to what they would need, none wider than that
-    need and none narrower than ``MIN_NAME_WIDTH`` (the table is then wider than ``width``, which only a
-    width too small for its numbers does)."""
+    flexible ones (names) share what is left: a name column that needs no more than an equal share of
+    what is left is given all it needs (a short name is never cut while a longer one could give way),
+    and the rest share the remainder equally, none narrower than ``MIN_NAME_WIDTH`` (the table is then
+    wider than ``width``, which only a width too small for its numbers does)."""
     fixed = sum(n for n, f in zip(natural, flexible) if not f)
     room = width - fixed - COLUMN_GAP * max(0, len(natural) - 1)
     want = [n for n, f in zip(natural, flexible) if f]
     if not want:
         return list(natural)
-    if sum(want) <= room:
-        shares = list(want)
-    else:  # each its floor first, then what is left in proportion to what each still wants
-        shares = [min(w, MIN_NAME_WIDTH) for w in want]
-        left = max(0, room - sum(shares))
-        extra = [w - s for w, s in zip(want, shares)]
-        total = sum(extra)
-        if total:
-            add = [left * e // total for e in extra]
-            for i in sorted(range(len(want)), key=lambda k: -extra[k]):  # what rounding left goes to the widest
-                if sum(add) >= left:
-                    break
-                if add[i] < extra[i]:
-                    add[i] += 1
-            shares = [s + a for s, a in zip(shares, add)]
+    shares = list(want)
+    if sum(want) > room:
+        left, todo = max(0, room), sorted(range(len(want)), key=lambda k: want[k])
+        for done, i in enumerate(todo):  # narrowest first: each takes its need, or an equal share of what is left
+            fair = left // (len(todo) - done)
+            shares[i] = max(min(want[i], fair), min(want[i], MIN_NAME_WIDTH))
+            left = max(0, left - shares[i])
     it = iter(shares)
     return [next(it) if f else n for n, f in zip(natural, flexible)]

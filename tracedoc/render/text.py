@@ -262,7 +262,7 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
     for w in warnings:
         out.append(Text(f"warning: {w}", style="yellow"))
     w = r.window
-    step_txt = plural(w.steps, "step") + (f", step p50 {w.step_p50}" if w.steps else "")
+    step_txt = w.steps_text or plural(w.steps, "step")
     out.append(Text(f"Window: {w.length} ({w.description}); {step_txt}", style="dim"))
     if not r.has_gpu_ops:
         out.append(Text(f"No GPU ops in this trace, so GPU metrics do not apply. It holds {r.events} events: "
@@ -345,7 +345,7 @@ def _drop_to_fit(header: list[str], columns: list[list[str]], order: Sequence[st
     for label in order:
         if options.full_names or not options.width or label not in header:
             continue
-        natural = [MIN_NAME_WIDTH if h in names else (floor or {}).get(h) or max([len(h), *map(len, cells)])
+        natural = [MIN_NAME_WIDTH if h in names else (floor or {}).get(h) or max([_width(h), *map(len, cells)])
                    for h, cells in zip(header, columns)]
         if sum(natural) + 2 * (len(natural) - 1) <= options.width:
             break
@@ -379,8 +379,12 @@ def _top_table(title: str, table: TableView, rows: int, options: TextOptions, co
               header_style="dim", pad_edge=False)
     cols = sorted(cols, key=lambda c: c[0] in _WIDE)  # numbers first, then the long names
     columns = [_name_cells(table, key, rows, options) if key in _WIDE else table.cells(key)[:rows] for key, _ in cols]
-    labels, columns, dropped = _drop_to_fit([label for _, label in cols], columns, TOP_DROPPED_FIRST,
+    folded = _fold_headers([label for _, label in cols], columns, [key in _WIDE for key, _ in cols], options)
+    cols = [(key, label) for (key, _), label in zip(cols, folded)]
+    order = [next((f for f in folded if f.replace("\n", " ") == label), label) for label in TOP_DROPPED_FIRST]
+    labels, columns, dropped = _drop_to_fit([label for _, label in cols], columns, order,
                                             [label for key, label in cols if key in _WIDE], options)
+    dropped = [d.replace("\n", " ") for d in dropped]
     cols = [c for c in cols if c[1] in labels]
     columns, widths = _fit_columns(labels, columns, [key in _WIDE for key, _ in cols], options, names=True)
     for (key, label), w in zip(cols, widths):
@@ -407,12 +411,38 @@ def _name_cells(table: TableView, key: str, rows: int, options: TextOptions) -> 
     return [s or c for s, c in zip(short, cells)] if short else cells
 
 
+def _width(text: str) -> int:
+    """Columns a cell or header takes: its longest line."""
+    return max(map(len, text.split("\n")))
+
+
+def _fold_headers(labels: list[str], columns: list[list[str]], flexible: Sequence[bool],
+                  options: TextOptions) -> list[str]:
+    """Headers of number columns folded onto two lines (``device`` over ``idle``) when the table would
+    otherwise cut its names: a number column then is only as wide as its numbers, so it gives way before
+    a name is cut in the middle."""
+    if options.full_names or not options.width:
+        return labels
+    natural = [max([len(label), *map(len, cells)]) for label, cells in zip(labels, columns)]
+    if sum(natural) + 2 * (len(natural) - 1) <= options.width:
+        return labels
+    out = []
+    for label, cells, flex in zip(labels, columns, flexible):
+        widest = max(map(len, cells), default=0)
+        if not flex and " " in label and len(label) > widest:
+            a, _, b = label.rpartition(" ") if len(label.rpartition(" ")[0]) >= len(label.partition(" ")[2]) \
+                else label.partition(" ")
+            label = f"{a}\n{b}"
+        out.append(label)
+    return out
+
+
 def _fit_columns(labels: Sequence[str], columns: list[list[str]], flexible: Sequence[bool], options: TextOptions,
                  names: bool = False) -> tuple[list[list[str]], list[int]]:
     """Columns and their widths for one table of ``options.width``: fixed columns at their widest cell,
     flexible ones sharing the rest, each cell of a flexible column cut to a form no other cell shares
     (``names``: cut as names are, keeping where they differ; else from the end)."""
-    natural = [max([len(label), *map(len, cells)]) for label, cells in zip(labels, columns)]
+    natural = [max([_width(label), *map(len, cells)]) for label, cells in zip(labels, columns)]
     if options.full_names or not options.width:
         return columns, natural
     widths = column_widths(natural, flexible, options.width)

@@ -106,8 +106,7 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
         warnings=[shorten(w, 1000) for w in r.warnings[: caps.table_rows]],
         warnings_left_out=max(0, len(r.warnings) - caps.table_rows),
         window=WindowView(length=fmt_ns(m.get("window_ns")), description=r.window.describe(), kind=r.window.kind,
-                          steps=int(m.get("steps") or 0),
-                          step_p50=fmt_ns(m.get("step_time_p50_ns")) if m.get("steps") else None),
+                          steps=int(m.get("steps") or 0), step_p50=_step_p50(m), steps_text=steps_text(m)),
         summary=tiles(_summary(m) + [Item(key=f"flops:{a}", label=a, value=b) for a, b in efficiency_items(m, r.evidence)],
                       bool(m.get("has_gpu_ops"))),
         efficiency=efficiency_line(m, r.evidence),
@@ -259,6 +258,25 @@ def _window_bar(m: dict) -> list[Segment]:
             for k, label in SEGMENTS if values[k] >= 0.005]
 
 
+NO_STEP_TIME = "no step time"
+
+
+def _step_p50(m: dict) -> str | None:
+    """The report's step time, from step spans or from detected iterations alike."""
+    return fmt_ns(m["step_time_p50_ns"]) if m.get("step_time_p50_ns") is not None else None
+
+
+def steps_text(m: dict) -> str:
+    """The steps behind the report's step time, in words, as the trace-health messages count them."""
+    steps, p50 = int(m.get("steps") or 0), _step_p50(m)
+    if steps:
+        return f"{steps} step{'' if steps == 1 else 's'}" + (f", step p50 {p50}" if p50 else "")
+    n = int(m.get("iterations") or 0)
+    if n and p50:
+        return f"{n} interval{'' if n == 1 else 's'} between detected iterations, step p50 {p50}"
+    return "0 steps"
+
+
 def _step_time(row: dict) -> int:
     """A step row's step time (interval between completions); its span in reports saved before that."""
     v = row.get("step_time_ns")
@@ -272,7 +290,10 @@ def _steps(per_step: list[dict], caps: Caps) -> StepsView:
         slow = max(range(len(rows)), key=lambda i: _step_time(rows[i]))
         if slow not in shown_idx:
             shown_idx[-1] = slow
-    longest = max((rows[i].get("window_ns") or 0 for i in shown_idx), default=0) or 1
+    def untimed(row: dict) -> bool:  # a pre-window backlog ran ahead of it: no step time, so no bar
+        return "step_time_ns" in row and row["step_time_ns"] is None
+
+    longest = max((rows[i].get("window_ns") or 0 for i in shown_idx if not untimed(rows[i])), default=0) or 1
     bars = []
     for i in shown_idx:
         row = rows[i]
@@ -285,10 +306,11 @@ def _steps(per_step: list[dict], caps: Caps) -> StepsView:
         segments = [Segment(key=k, label=label, ns=values[k], time=fmt_ns(values[k]),
                             pct=fmt_pct(values[k] / total if total else 0.0),
                             width=round(100 * values[k] / longest, 3))
-                    for k, label in SEGMENTS if values[k] > 0]
-        bars.append(StepBar(step=shorten(row.get("step", f"step {i}"), 120), time=fmt_ns(_step_time(row)),
-                            width=round(100 * total / longest, 3), segments=segments,
-                            cells=[fmt_ns(_step_time(row))] + [fmt_pct(values[k] / total if total else 0.0)
+                    for k, label in SEGMENTS if values[k] > 0 and not untimed(row)]
+        time = NO_STEP_TIME if untimed(row) else fmt_ns(_step_time(row))
+        bars.append(StepBar(step=shorten(row.get("step", f"step {i}"), 120), time=time,
+                            width=0.0 if untimed(row) else round(100 * total / longest, 3), segments=segments,
+                            cells=[time] + [fmt_pct(values[k] / total if total else 0.0)
                                                      for k, _ in SEGMENTS]))
     return StepsView(bars=bars, total=len(rows), left_out=len(rows) - len(bars),
                      legend=[{"key": k, "label": label} for k, label in SEGMENTS
@@ -348,7 +370,7 @@ def _rank_row(row: "RankRow", file_shared: bool) -> list[str]:
         name = f"pid {row.pid} · {name}"  # one export, one rank per process
     labels = "withheld" if row.withheld else ", ".join(row.labels) or "—"
     return [str(row.rank) if row.rank is not None else "?", name, fmt_ns(row.window_ns),
-            fmt_ns(row.step_time_p50_ns) if row.steps else "—", fmt_pct(row.gpu_busy_fraction),
+            fmt_ns(row.step_time_p50_ns) if row.step_time_p50_ns is not None else "—", fmt_pct(row.gpu_busy_fraction),
             fmt_pct(row.compute_fraction), fmt_pct(row.exposed_comm_fraction), fmt_pct(row.comm_overlap_fraction),
             fmt_pct(row.dataloader_stall_fraction), fmt_pct(row.idle_fraction), labels,
             fmt_pct(row.top_impact_fraction) if row.top_impact_fraction is not None else "—"]

@@ -244,6 +244,9 @@ class WindowView:
     kind: str
     steps: int
     step_p50: str | None
+    # the steps in words: "4 steps, step p50 45.8 ms", or for iterations detected without step spans
+    # "26 intervals between detected iterations, step p50 29.3 ms"
+    steps_text: str = ""
 
 
 @dataclass

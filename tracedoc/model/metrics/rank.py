@@ -115,11 +115,16 @@ RANK_METRICS: tuple[Metric, ...] = (
         Metric("hardware_flops_per_step", "FLOPs", None, "FLOPs the GPU executed per step: model FLOPs plus "
                "recomputation (activation checkpointing, fused attention backward)"),
         Metric("achieved_tflops", "TFLOP/s", HIGHER, "model FLOPs / step time (window length without steps)"),
-        Metric("mfu", "fraction", HIGHER, "achieved_tflops / the device's dense peak for the dtype carrying most "
-               "FLOPs; None for an unknown GPU"),
+        Metric("mfu", "fraction", HIGHER, "achieved_tflops / the device's dense 16-bit Tensor Core peak (the "
+               "peak of the dtype carrying most FLOPs where that is higher, fp8, or the device has no 16-bit "
+               "peak); None for an unknown GPU. A model in fp32 is not measured against the fp32 peak: that is "
+               "dtype_peak_fraction"),
         Metric("hfu", "fraction", HIGHER, "hardware FLOPs per second / the same peak as mfu"),
-        Metric("peak_tflops", "TFLOP/s", None, "dense peak used for mfu (device and dtype in the flops_summary "
+        Metric("peak_tflops", "TFLOP/s", None, "dense peak used for mfu (device and basis in the flops_summary "
                "evidence)"),
+        Metric("dtype_peak_tflops", "TFLOP/s", None, "the device's dense peak for the dtype carrying most FLOPs"),
+        Metric("dtype_peak_fraction", "fraction", HIGHER, "achieved_tflops / dtype_peak_tflops: how close the "
+               "model runs to the peak of the precision it uses (not MFU, which is against peak_tflops)"),
         Metric("tensor_core_mfu", "fraction", HIGHER, "achieved_tflops / the device's dense bf16/fp16 Tensor Core "
                "peak: the rate against what mixed precision can reach"),
         Metric("flops_counted_fraction", "fraction", None, "compute kernel time launched by ops whose FLOPs are "
@@ -195,6 +200,9 @@ RANK_METRICS: tuple[Metric, ...] = (
         Metric("gpu_op_count", "count", None, "kernels, memcpy and memset in the trace"),
         Metric("has_host_events", "bool", None, "the trace has CPU ops or runtime (launch/sync) calls"),
         Metric("launch_link_fraction", "fraction", None, "GPU ops linked to their launch call; None without GPU ops"),
+        Metric("unlinked_gpu_ops", "name", None, "the GPU ops without a launch call (most frequent names) and why, "
+               "as far as the trace tells (no correlation id, or one no recorded call has; a torch version only "
+               "where the trace records one); None when all are linked"),
         Metric("truncated", "bool", None, "the file ended before the trace was complete"),
         Metric("runtime_calls", "count", None, "CUDA/HIP runtime and driver API calls recorded on the host"),
         Metric("profiler_range_events", "count", None, "CUPTI range-profiler records (per-kernel hardware counters, "
