@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import zlib
 import shlex
 import sys
 from typing import TYPE_CHECKING, Any
@@ -246,7 +247,7 @@ def training_log_format(path: str) -> str | None:
         if head[:2] == b"\x1f\x8b":
             with gzip.open(path, "rb") as gz:
                 head = gz.read(LOG_SNIFF_BYTES)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except (OSError, EOFError, zlib.error):  # gzip.BadGzipFile is an OSError
         return None
     if b'"traceEvents"' in head or head.startswith(b"SQLite format"):
         return None  # a trace, however damaged: its own error says what is wrong with it
@@ -256,12 +257,18 @@ def training_log_format(path: str) -> str | None:
         return None
     if kind == "json" and b'"log_history"' not in head:
         return None  # a JSON document that is neither a trace nor a trainer_state.json
-    if kind == "jsonl" and not _LOG_KEYS.search(head.split(b"\n", 1)[0]):
-        return None  # JSON objects, but none of a training log's fields in the first
+    lines = head.strip().split(b"\n")
+    if kind == "jsonl" and not (_LOG_KEYS.search(lines[0]) and (len(lines) > 1 or _STEP_KEYS.search(lines[0]))):
+        return None  # JSON objects, but none of a training log's fields in the first (one object of settings
+        # such as {"lr": 0.1, "batch_size": 32} is a config file: a log of one line names its step or loss)
+    if kind == "csv" and not _LOG_COLUMNS.search(head.split(b"\n", 1)[0]):
+        return None  # a line with commas ("hello, this is not json"), not a header of a log's columns
     return kind
 
 
 _LOG_KEYS = re.compile(rb'"[^"]{0,40}(loss|step|iter|epoch|lr|learning_rate|tokens|samples)[^"]{0,40}"\s*:', re.I)
+_STEP_KEYS = re.compile(rb'"[^"]{0,40}(loss|step|iter)[^"]{0,40}"\s*:', re.I)
+_LOG_COLUMNS = re.compile(rb"(^|[,;\t])[^,;\t]{0,40}(loss|step|iter|epoch|lr|learning_rate|tokens|samples)", re.I)
 
 
 def _inputs(args, path: str, result) -> list[tuple[str, str]]:
