@@ -53,3 +53,57 @@ def test_a_log_key_that_is_not_a_field_name_reads_through_the_command(tmp_path):
     log.write_text("".join(json.dumps({"step": i, 'run"1/loss': 2.0 + 1 / i}) + "\n" for i in range(1, 41)))
     proc = tracedoc("logs", log)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+
+
+# ---- configuration from directories other people own -------------------------------------------------------
+RAISE_STALL = "[tool.tracedoc.params]\nTD301.stall_threshold = 1.0\n"  # hides the example's io_bound finding
+
+
+def project_under(tmp_path, owner=None, mode=None, file_owner=None, file_mode=None):
+    """``tmp_path/shared/pyproject.toml`` (raising TD301's threshold) above the working directory."""
+    shared = tmp_path / "shared"
+    work = shared / "me" / "work"
+    work.mkdir(parents=True)
+    config = shared / "pyproject.toml"
+    config.write_text(RAISE_STALL)
+    if file_owner is not None:
+        os.chown(config, file_owner, file_owner)
+    if file_mode is not None:
+        os.chmod(config, file_mode)
+    if owner is not None:
+        os.chown(shared, owner, owner)
+    if mode is not None:
+        os.chmod(shared, mode)
+    return config, work
+
+
+@pytest.mark.parametrize("setup,why", [
+    (dict(owner=NOBODY, file_owner=NOBODY), f"belongs to user id {NOBODY}"),
+    (dict(owner=NOBODY), f"its directory belongs to user id {NOBODY}"),
+    (dict(mode=0o777), "group or others may write its directory (mode 0777)"),
+    (dict(file_mode=0o666), "group or others may write the file (mode 0666)"),
+])
+def test_a_config_that_another_user_could_write_is_skipped_and_said(tmp_path, setup, why):
+    config, work = project_under(tmp_path, **setup)
+    proc = tracedoc("analyze", "--example", "--fail-on", "io_bound", "--format", "json", cwd=work)
+    assert proc.returncode == 3, proc.stderr  # the finding the file would hide is there
+    assert f"{config}: not read: " in proc.stderr and why in proc.stderr
+    assert proc.stderr.count("not read:") == 1 and "Traceback" not in proc.stderr
+    assert json.loads(proc.stdout)["config_files"] == []
+
+
+def test_every_report_names_the_config_it_used(tmp_path):
+    config, work = project_under(tmp_path)
+    proc = tracedoc("analyze", "--example", "--fail-on", "io_bound", "--format", "json", cwd=work)
+    assert proc.returncode == 0, proc.stderr  # the user's own file is read, and it hides the finding
+    assert json.loads(proc.stdout)["config_files"] == [str(config)]
+    for fmt in ("text", "md", "html"):
+        out = tmp_path / f"report.{fmt}"
+        proc = tracedoc("analyze", "--example", "--format", fmt, "-o", out, cwd=work)
+        assert proc.returncode == 0, proc.stderr
+        assert str(config) in out.read_text().replace("\\", ""), fmt  # Markdown escapes the underscores
+    log = tmp_path / "train.jsonl"
+    log.write_text("".join(json.dumps({"step": i, "loss": 2.0 + 1 / i}) + "\n" for i in range(1, 41)))
+    for fmt in ("json", "text", "md", "html"):
+        proc = tracedoc("logs", log, "--format", fmt, cwd=work)
+        assert proc.returncode == 0 and str(config) in proc.stdout.replace("\\", ""), (fmt, proc.stderr)

@@ -99,12 +99,14 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
 
 
 def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``params`` and ``extra_rule_dirs`` from parsed args (pyproject.toml params merged with ``--param``)."""
+    """``params`` and ``extra_rule_dirs`` from parsed args (pyproject.toml params merged with ``--param``), and
+    ``config_files``: the pyproject.toml whose settings they hold (a report names it)."""
     from ..engine.params import collect_params, read_pyproject
 
-    _, pyproject_dirs, _ = read_pyproject()
+    _, pyproject_dirs, config = read_pyproject()
     return {"params": collect_params(getattr(args, "param", None) or []),
-            "extra_rule_dirs": tuple(str(d) for d in pyproject_dirs) + tuple(getattr(args, "rules", None) or ())}
+            "extra_rule_dirs": tuple(str(d) for d in pyproject_dirs) + tuple(getattr(args, "rules", None) or ()),
+            "config_files": [str(config)] if config is not None else []}
 
 
 def fail_on_exit_code(verdict: "Verdict | None", fail_on: str | None) -> int:
@@ -154,6 +156,7 @@ def cmd_analyze(args) -> int:
     finally:
         if progress is not None:
             progress.stop()
+    result.config_files = engine["config_files"]
     for r in result.ranks:
         for w in r.warnings:
             print_warning(w)

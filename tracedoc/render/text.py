@@ -43,7 +43,11 @@ _WIDE = ("name", "after", "launched_by")
 
 def renderables(result: "AnalysisResult", options: TextOptions = TextOptions()) -> list[Any]:
     # Every string of the view came from a trace or a file: cleaned here, before it is laid out (tracedoc.neutral).
-    return view_renderables(clean_view(build_report(result, replace(PIPE_CAPS, full_names=options.full_names))), options)
+    view = clean_view(build_report(result, replace(PIPE_CAPS, full_names=options.full_names)))
+    out = view_renderables(view, options)
+    if view.config_files and not options.quiet:  # whose thresholds these findings used
+        out.append(Text(f"Settings from {', '.join(view.config_files)}", style="dim"))
+    return out
 
 
 def render_text(result: "AnalysisResult", width: int | None = None, options: TextOptions | None = None,

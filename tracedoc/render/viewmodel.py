@@ -64,6 +64,7 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: st
         tracedoc_version=result.tracedoc_version,
         rules_version=result.rules_version or "unknown",
         command=command,
+        config_files=list(result.config_files),
         inputs=inputs,
         rank_count=len(result.ranks),
         multi_rank=len(result.ranks) > 1,
