@@ -107,3 +107,113 @@ def test_every_report_names_the_config_it_used(tmp_path):
     for fmt in ("json", "text", "md", "html"):
         proc = tracedoc("logs", log, "--format", fmt, cwd=work)
         assert proc.returncode == 0 and str(config) in proc.stdout.replace("\\", ""), (fmt, proc.stderr)
+
+
+# ---- the --perfetto overlay: read through the bounded reader, never at the report's cost ----------------------
+def example_trace() -> Path:
+    from tracedoc.cli.analyze import example_path
+
+    return Path(example_path())
+
+
+def damaged_copies(tmp_path):
+    import gzip
+
+    raw = gzip.decompress(example_trace().read_bytes())
+    packed = gzip.compress(raw)
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(packed[: len(packed) * 9 // 10])  # cut off while written: the analysis reads what is there
+    tail = tmp_path / "tail.json.gz"
+    tail.write_bytes(packed + b"garbage after the gzip data")
+    return {"cut": cut, "tail": tail}
+
+
+@pytest.mark.parametrize("damage", ["cut", "tail"])
+def test_a_damaged_trace_costs_the_overlay_not_the_report(tmp_path, damage):
+    trace = damaged_copies(tmp_path)[damage]
+    report, overlay = tmp_path / "report.html", tmp_path / "overlay.json"
+    proc = tracedoc("analyze", trace, "-o", report, "--perfetto", overlay)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert report.is_file() and "<html" in report.read_text()[:400]  # the report is written all the same
+    if overlay.exists():  # the bytes before the damage made a whole trace: a valid overlay of them
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(overlay.read_text())["traceEvents"]
+    else:
+        assert proc.returncode == 1, proc.stderr
+        assert f"--perfetto {overlay} not written; the report is written anyway (exit status 1)" in proc.stderr
+        assert "href=\"./overlay.json\"" not in report.read_text()  # no link to a file that is not there
+        assert not list(tmp_path.glob(".*tmp*"))  # no temporary file left behind
+
+
+@pytest.mark.parametrize("swap", ["fifo", "dev-zero"])
+def test_a_trace_swapped_after_the_analysis_is_refused_by_the_overlay(tmp_path, swap):
+    import shutil
+
+    from tracedoc.api import analyze
+    from tracedoc.errors import TracedocError
+    from tracedoc.render.perfetto import write_perfetto
+
+    trace = tmp_path / "t.json.gz"
+    shutil.copy(example_trace(), trace)
+    result = analyze(str(trace))
+    trace.unlink()
+    if swap == "fifo":
+        os.mkfifo(trace)  # reading would wait forever for a writer
+    else:
+        trace.symlink_to("/dev/zero")  # reading would never end
+    with pytest.raises(TracedocError, match="not a trace file"):
+        write_perfetto(result, str(tmp_path / "overlay.json"))
+    assert not (tmp_path / "overlay.json").exists() and not list(tmp_path.glob(".*tmp*"))
+
+
+def test_the_overlay_keeps_the_original_events_byte_for_byte_and_adds_its_tracks(tmp_path):
+    import gzip
+
+    from tracedoc.api import analyze
+    from tracedoc.render.perfetto import write_perfetto
+
+    trace = example_trace()
+    original = json.loads(gzip.decompress(trace.read_bytes()))
+    out = tmp_path / "o.json.gz"
+    write_perfetto(analyze(str(trace)), str(out))
+    doc = json.loads(gzip.decompress(out.read_bytes()))
+    n = len(original["traceEvents"])
+    assert doc["traceEvents"][:n] == original["traceEvents"]
+    assert {k: v for k, v in doc.items() if k != "traceEvents"} == \
+        {k: v for k, v in original.items() if k != "traceEvents"}
+    added = doc["traceEvents"][n:]
+    assert any(e.get("name") == "process_name" and e["args"]["name"] == "tracedoc" for e in added)
+    assert any(e.get("cat") == "tracedoc.finding" for e in added)
+
+
+# ---- link targets and the HTML report's Content-Security-Policy ---------------------------------------------
+def test_a_perfetto_name_that_is_a_url_is_a_local_file_link(tmp_path):
+    import re
+
+    name = "javascript:alert(1)"
+    proc = tracedoc("analyze", example_trace(), "-o", "report.html", "--perfetto", name, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / name).is_file()
+    page = (tmp_path / "report.html").read_text()
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert "./javascript%3Aalert%281%29" in hrefs
+    assert not any(h.lower().startswith("javascript:") for h in hrefs)
+
+
+def test_the_report_allows_its_own_script_by_hash_and_nothing_inline():
+    import base64
+    import hashlib
+    import re
+
+    from tracedoc.api import analyze
+    from tracedoc.render.html import render_html
+    from tracedoc.render.viewmodel import local_href
+
+    page = render_html(analyze(str(example_trace())), overlay_href="javascript:alert(1)")
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1)
+    script_src = re.search(r"script-src ([^;]*)", csp).group(1)
+    assert "unsafe-inline" not in script_src
+    (script,) = re.findall(r"<script>(.*?)</script>", page, flags=re.S)
+    assert script_src == f"'sha256-{base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()}'"
+    assert 'href="./javascript%3Aalert%281%29"' in page
+    assert local_href("/abs/x y.json") == "file:///abs/x%20y.json" and local_href("file:/a/b") == "file:/a/b"

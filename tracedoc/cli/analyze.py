@@ -16,7 +16,7 @@ from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, output_extension, output_extensions_text, renderer, renderer_for_path
 from .estimate import add_estimate_options, estimate_request
-from .common import add_output_options, check_output_path, jobs_count, print_warning, text_options
+from .common import add_output_options, check_output_path, jobs_count, print_error, print_warning, text_options
 from ..outfiles import write_atomic
 from ..exits import EXIT_FAIL_ON, EXIT_OK
 
@@ -187,15 +187,10 @@ def cmd_analyze(args) -> int:
         check_output_path(args.perfetto, _inputs(args, path, result) + [("the --output file", args.output)], "--perfetto")
     if args.output:
         check_output_path(args.output, _inputs(args, path, result) + [("the --perfetto output", args.perfetto)])
-    if args.perfetto:
-        from ..render.perfetto import write_perfetto
-
-        write_perfetto(result, args.perfetto)
-        merged = result.job is not None and result.job.not_a_job is None
-        print(f"tracedoc: wrote the {'merged timeline of the ranks' if merged else 'Perfetto overlay'} to "
-              f"{args.perfetto}", file=sys.stderr)
-        if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):
-            render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
+    overlay_failed = _write_overlay(args, result) if args.perfetto else None  # never costs the report
+    if args.perfetto and overlay_failed is None and fmt == "html" and args.output \
+            and _same_folder(args.output, args.perfetto):
+        render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:
         write_atomic(args.output, renderer(fmt).render(result, **render_options))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
@@ -206,10 +201,35 @@ def cmd_analyze(args) -> int:
     else:
         text = renderer(fmt).render(result, **render_options)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if overlay_failed is not None:
+        return overlay_failed
     if args.fail_on:
         verdicts = list(result.verdicts) + ([result.job.verdict] if result.job is not None else [])
         return max((fail_on_exit_code(v, args.fail_on) for v in verdicts if v is not None), default=EXIT_OK)
     return EXIT_OK
+
+
+def _write_overlay(args: argparse.Namespace, result) -> int | None:
+    """Write the ``--perfetto`` timeline; None when written, else the exit code of its one-line error (the
+    report is written all the same)."""
+    from ..render.perfetto import write_perfetto
+
+    try:
+        write_perfetto(result, args.perfetto)
+    except TracedocError as exc:
+        code = print_error(exc)
+        print(f"tracedoc: --perfetto {args.perfetto} not written; the report is written anyway (exit status {code})",
+              file=sys.stderr)
+        return code
+    except MemoryError:
+        print(f"tracedoc: --perfetto {args.perfetto} not written: out of memory while reading the trace again; the "
+              "report is written anyway (exit status 1)", file=sys.stderr)
+        return 1
+    merged = result.job is not None and result.job.not_a_job is None
+    print(f"tracedoc: wrote the {'merged timeline of the ranks' if merged else 'Perfetto overlay'} to "
+          f"{args.perfetto}", file=sys.stderr)
+    return None
+
 
 
 def _inputs(args, path: str, result) -> list[tuple[str, str]]:
