@@ -217,3 +217,73 @@ def test_the_report_allows_its_own_script_by_hash_and_nothing_inline():
     assert script_src == f"'sha256-{base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()}'"
     assert 'href="./javascript%3Aalert%281%29"' in page
     assert local_href("/abs/x y.json") == "file:///abs/x%20y.json" and local_href("file:/a/b") == "file:/a/b"
+
+
+# ---- nsys exports that compute values as they are read --------------------------------------------------------
+def nsys_mock() -> Path:
+    from conftest import shared_traces
+
+    return shared_traces() / "nsys" / "nsys2026_mock.sqlite"
+
+
+def crafted_export(tmp_path, attack: str, n: int = 25_000_000) -> Path:
+    """The mock export with its ``StringIds`` made hostile (each name ``hex(zeroblob(n))`` long when read)."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path / f"{attack}.sqlite"
+    shutil.copy(nsys_mock(), path)
+    con = sqlite3.connect(path)
+    grow = f"hex(zeroblob({n}))"
+    if attack == "generated":
+        con.executescript(f"""ALTER TABLE StringIds RENAME TO S0;
+            CREATE TABLE StringIds (id INTEGER PRIMARY KEY, raw TEXT,
+                                    value TEXT GENERATED ALWAYS AS (raw || {grow}) VIRTUAL);
+            INSERT INTO StringIds (id, raw) SELECT id, value FROM S0; DROP TABLE S0;""")
+    elif attack == "stored":
+        con.executescript("""ALTER TABLE StringIds RENAME TO S0;
+            CREATE TABLE StringIds (id INTEGER PRIMARY KEY, raw TEXT,
+                                    value TEXT GENERATED ALWAYS AS (raw || '') STORED);
+            INSERT INTO StringIds (id, raw) SELECT id, value FROM S0; DROP TABLE S0;""")
+    elif attack == "view":
+        con.executescript(f"""ALTER TABLE StringIds RENAME TO S0;
+            CREATE VIEW StringIds AS SELECT id, value || {grow} AS value FROM S0;""")
+    elif attack == "trigger":
+        con.executescript("CREATE TRIGGER grow AFTER INSERT ON StringIds BEGIN SELECT 1; END;")
+    elif attack == "huge-value":
+        con.execute("UPDATE StringIds SET value = value || ? WHERE id = (SELECT demangledName FROM "
+                    "CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)",
+                    ("x" * (17 << 20),))
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("attack,said", [
+    ("generated", "table StringIds has a generated column ('value')"),
+    ("stored", "table StringIds has a generated column ('value')"),
+    ("view", "StringIds is a view, where an Nsight Systems export has a plain table"),
+    ("trigger", "StringIds has a trigger ('grow'), where an Nsight Systems export has a plain table"),
+    ("huge-value", "holds a value longer than 16,777,216 bytes"),
+])
+def test_an_export_that_computes_values_is_refused_in_one_line_within_memory(tmp_path, attack, said):
+    # a generated column is refused before a row is read, so a short one shows it (writing 25 MB names takes s)
+    path = crafted_export(tmp_path, attack, n=1000 if attack == "generated" else 25_000_000)
+    proc = tracedoc("analyze", path, limit_as=3 << 30, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert said in proc.stderr and "Traceback" not in proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if line.startswith("tracedoc: error")]) == 1
+
+
+def test_an_export_opened_by_the_reader_cannot_write_or_run_schema_functions(tmp_path):
+    import sqlite3
+
+    from tracedoc.ingest.nsys.db import MAX_VALUE_BYTES, _connect
+
+    con = _connect(str(nsys_mock()))
+    assert con.execute("PRAGMA trusted_schema").fetchone()[0] == 0
+    assert con.execute("PRAGMA query_only").fetchone()[0] == 1
+    assert con.getlimit(sqlite3.SQLITE_LIMIT_LENGTH) == MAX_VALUE_BYTES
+    with pytest.raises(sqlite3.DataError, match="too big"):
+        con.execute("SELECT hex(zeroblob(?))", (MAX_VALUE_BYTES,)).fetchone()
+    con.close()
