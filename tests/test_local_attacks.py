@@ -287,3 +287,52 @@ def test_an_export_opened_by_the_reader_cannot_write_or_run_schema_functions(tmp
     with pytest.raises(sqlite3.DataError, match="too big"):
         con.execute("SELECT hex(zeroblob(?))", (MAX_VALUE_BYTES,)).fetchone()
     con.close()
+
+
+# ---- patterns and rank selections checked before the work --------------------------------------------------
+def test_a_huge_metrics_pattern_is_refused_at_once():
+    proc = tracedoc("metrics", "[" * 50_000, timeout=60)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "a pattern of 50,000 characters is longer than the 200 allowed" in proc.stderr
+    assert tracedoc("metrics", "[" * 200, timeout=60).returncode == 2  # within the bound: matches nothing
+
+
+def rank_directory(tmp_path, ranks, named_only=()):
+    """Copies of the example trace as rank files: its distributedInfo says rank ``r`` (or, for ranks in
+    ``named_only``, the distributedInfo is removed and only the file name tells the rank)."""
+    import gzip
+
+    raw = gzip.decompress(example_trace().read_bytes())
+    directory = tmp_path / "job"
+    directory.mkdir()
+    for r in ranks:
+        text = raw.replace(b'"rank": 0,', f'"rank": {r},'.encode(), 1)
+        if r in named_only:
+            text = text.replace(b'"distributedInfo"', b'"distributedInfoX"', 1)
+        (directory / f"rank{r}.json").write_bytes(text)
+    return directory
+
+
+def test_a_bad_rank_is_refused_before_the_analysis(tmp_path, monkeypatch, capsys):
+    from tracedoc import cli, stages
+
+    directory = rank_directory(tmp_path, [0, 1, 2], named_only=[2])
+    assert stages.directory_ranks(str(directory)) == {0, 1, 2}
+    monkeypatch.setattr("tracedoc.stages.read_ranks", lambda *a, **k: pytest.fail("the analysis ran"))
+    for bad, said in ((7, "rank 7 is not in"), (-1, "rank -1 is negative")):
+        assert cli.main(["analyze", str(directory), "--rank", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err
+    assert "ranks [0, 1, 2]" not in err  # a negative rank is refused without reading a file
+
+
+def test_a_rank_told_only_by_the_analysis_is_checked_after_it(tmp_path):
+    from tracedoc import stages
+
+    directory = rank_directory(tmp_path, [0, 1])
+    (directory / "rank1.json").rename(directory / "other.json")  # neither its head nor its name says
+    (directory / "other.json").write_bytes((directory / "other.json").read_bytes().replace(
+        b'"distributedInfo"', b'"distributedInfoX"', 1))
+    assert stages.directory_ranks(str(directory)) is None
+    proc = tracedoc("analyze", directory, "--rank", "5")
+    assert proc.returncode == 2 and "rank 5 is not in" in proc.stderr and "Traceback" not in proc.stderr

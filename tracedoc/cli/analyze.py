@@ -141,6 +141,8 @@ def cmd_analyze(args) -> int:
     fmt = output_format(args.format, args.output)
     if args.rank is not None and sniff(path) == "kineto":  # a directory or an nsys export may hold several
         raise _rank_on_one_trace(path, "a Kineto trace file: one process")
+    if args.rank is not None:
+        _check_rank_first(args.rank, path)
     engine = engine_kwargs(args)
     update, progress = _progress_callback(not args.no_progress and _big_input(path))
     options = {}
@@ -230,6 +232,23 @@ def _write_overlay(args: argparse.Namespace, result) -> int | None:
           f"{args.perfetto}", file=sys.stderr)
     return None
 
+
+
+def _check_rank_first(rank: int, path: str) -> None:
+    """A ``--rank`` that no rank of ``path`` can be, refused before the analysis (which may take minutes)."""
+    if rank < 0:
+        raise UsageError("--rank", f"rank {rank} is negative", None, "ranks are numbered from 0")
+    from ..ingest import sniff
+    from ..stages import directory_ranks
+
+    if sniff(path) != "directory":
+        return
+
+    have = directory_ranks(path)
+    if have is not None and rank not in have:
+        shown = sorted(have)
+        raise UsageError("--rank", f"rank {rank} is not in {path}", f"ranks {shown[:16]}"
+                         + (f" and {len(shown) - 16:,} more" if len(shown) > 16 else ""), "pick one of the ranks listed")
 
 
 def _inputs(args, path: str, result) -> list[tuple[str, str]]:
