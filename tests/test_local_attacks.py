@@ -336,3 +336,27 @@ def test_a_rank_told_only_by_the_analysis_is_checked_after_it(tmp_path):
     assert stages.directory_ranks(str(directory)) is None
     proc = tracedoc("analyze", directory, "--rank", "5")
     assert proc.returncode == 2 and "rank 5 is not in" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---- CSV logs read a bounded line at a time -------------------------------------------------------------------
+def test_a_csv_line_past_the_bound_is_an_error_naming_it(tmp_path):
+    from tracedoc.logs.csvlog import MAX_LINE_CHARS
+
+    log = tmp_path / "one-line.csv"
+    with open(log, "w") as f:
+        f.write("step,loss\n1,2.5\n2," + "9" * (MAX_LINE_CHARS * 10) + "\n")  # 40 MB on one line
+    proc = tracedoc("logs", log, limit_as=2 << 30)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"line 3 is longer than {MAX_LINE_CHARS:,} characters" in proc.stderr
+
+
+def test_a_csv_log_is_read_into_its_columns(tmp_path):
+    from tracedoc.logs.reader import read_log
+
+    log = tmp_path / "metrics.csv"
+    rows = ["epoch,step,train_loss,val_loss"] + [f"0,{i},{2 + 1 / i},{'' if i % 5 else 2.1}" for i in range(1, 61)]
+    log.write_text("\n".join(rows) + "\n0,61,1.9\n0,62,1")  # a short row, and a last line cut off
+    series = read_log(log)
+    assert series.format == "Lightning metrics.csv" and len(series) == 60
+    assert series.columns["loss"].tolist() == pytest.approx([2 + 1 / i for i in range(1, 61)])
+    assert any("cut off" in w for w in series.warnings) and any("1 rows do not have" in w for w in series.warnings)

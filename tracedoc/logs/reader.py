@@ -217,7 +217,7 @@ def _read(path: str, size: int, fmt: str | None, jobs: int) -> LogSeries:
     elif kind == "csv":
         from .csvlog import read_csv
 
-        series = read_csv(path, data.decode("utf-8", "replace"))
+        series = read_csv(path, data)  # decoded a bounded line at a time
     else:
         series = _text_reader(kind)(path, data.decode("utf-8", "replace"))
     if len(series) == 0:
