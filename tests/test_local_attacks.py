@@ -360,3 +360,20 @@ def test_a_csv_log_is_read_into_its_columns(tmp_path):
     assert series.format == "Lightning metrics.csv" and len(series) == 60
     assert series.columns["loss"].tolist() == pytest.approx([2 + 1 / i for i in range(1, 61)])
     assert any("cut off" in w for w in series.warnings) and any("1 rows do not have" in w for w in series.warnings)
+
+
+# ---- the merged --perfetto timeline: names bounded -----------------------------------------------------------
+def test_a_long_process_name_is_not_copied_into_every_thread_label():
+    from tracedoc.render.perfetto_job import MAX_LABEL_CHARS, rank_events
+
+    huge = "p" * (1 << 20)
+    events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": huge}},
+              {"ph": "M", "name": "thread_name", "pid": 1, "tid": 0, "args": {"name": huge}},
+              {"ph": "M", "name": "process_name", "pid": [1], "args": {"name": {"odd": 1}}}]
+    events += [{"ph": "X", "name": "op", "pid": 1, "tid": t, "ts": t, "dur": 1} for t in range(2000)]
+    events += [{"ph": "X", "name": "op", "pid": [1], "tid": {"t": 1}, "ts": 1, "dur": 1}]
+    out = rank_events(3, 0, events, 0)
+    labels = [e["args"]["name"] for e in out if e["ph"] == "M" and e["name"] == "thread_name"]
+    assert len(labels) == 2002
+    assert max(map(len, labels)) <= 2 * MAX_LABEL_CHARS + 3
+    assert sum(map(len, labels)) < 2002 * (2 * MAX_LABEL_CHARS + 3)
