@@ -71,6 +71,13 @@ def write_perfetto(result: "AnalysisResult", out_path: str) -> str:
     return out_path
 
 
+class _Args(msgspec.Struct, gc=False):
+    """What the overlay reads of an event's ``args`` (the rest is skipped, not decoded)."""
+
+    stream: Any = None
+    device: Any = None
+
+
 class _Event(msgspec.Struct, gc=False):
     """What the overlay reads of an original event; the event itself is copied through as its bytes."""
 
@@ -81,7 +88,7 @@ class _Event(msgspec.Struct, gc=False):
     ts: Any = None
     dur: Any = None
     cat: Any = None
-    args: Any = None
+    args: _Args | None = None
 
 
 def _read_trace(path: str) -> tuple[dict[str, msgspec.Raw], msgspec.Raw, list]:
@@ -99,12 +106,22 @@ def _read_trace(path: str) -> tuple[dict[str, msgspec.Raw], msgspec.Raw, list]:
         try:
             events = msgspec.json.decode(events_raw, type=list[_Event])
         except msgspec.ValidationError:  # entries that are not objects (or oddly typed): kept, not read
-            events = [msgspec.convert(e, _Event) if isinstance(e, dict) else None
-                      for e in msgspec.json.decode(events_raw)]
+            events = [_lenient_event(e) for e in msgspec.json.decode(events_raw)]
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
         raise TracedocError(path, "is not complete JSON, so it cannot be overlaid", str(exc)[:120],
                             "overlay an intact copy of the trace") from None
     return top, events_raw, events
+
+
+def _lenient_event(e: Any) -> "_Event | None":
+    """An entry of an odd file as an ``_Event`` (its ``args`` dropped when they are not an object), or None."""
+    if not isinstance(e, dict):
+        return None
+    args = e.get("args")
+    try:
+        return msgspec.convert({**e, "args": args if isinstance(args, dict) else None}, _Event)
+    except msgspec.ValidationError:
+        return None
 
 
 def _write_overlay(out_path: str, top: dict[str, msgspec.Raw], events_raw: msgspec.Raw, added: list[dict],
@@ -298,11 +315,11 @@ def _track_lookup(events: list) -> dict:
     for e in events:
         if e is None or e.ph != "X":
             continue
-        args = e.args if isinstance(e.args, dict) else {}
+        args = e.args if isinstance(e.args, _Args) else _Args()
         cat = (e.cat if isinstance(e.cat, str) else "").lower()
         try:
-            if "stream" in args and ("kernel" in cat or "memcpy" in cat or "memset" in cat):
-                key = ("gpu", int(args.get("device", e.pid)), int(args["stream"]))
+            if args.stream is not None and ("kernel" in cat or "memcpy" in cat or "memset" in cat):
+                key = ("gpu", int(e.pid if args.device is None else args.device), int(args.stream))
             elif cat in ("cuda_runtime", "runtime", "cuda_driver", "cpu_op", "operator", "user_annotation"):
                 key = ("cpu", int(e.pid), int(e.tid))
             else:
