@@ -233,4 +233,4 @@ def test_cpu_job_merged_timeline_from_the_cli(cpu_jobs, tmp_path):
     events = json.loads(gzip.decompress(out.read_bytes()))["traceEvents"]
     result = analyze(cpu_jobs["shifted"], jobs=2)
     check_merged(events, [0, 1, 2], result.job.collectives_matched)
-    assert f'href="{out.name}"' in html.read_text()
+    assert f'href="./{out.name}"' in html.read_text()  # a relative path, never a URL scheme

@@ -80,7 +80,7 @@ def test_overlay_keeps_every_original_event_and_adds_tracks(tmp_path):
     for e in flows:
         assert any(a - 1e-3 <= e["ts"] <= b + 1e-3 for a, b in tracks[(e["pid"], e["tid"])]), e
     page = html.read_text()
-    assert 'href="report.perfetto.json"' in page
+    assert 'href="./report.perfetto.json"' in page  # a relative path, never a URL scheme
     assert "critical path" in page
 
 

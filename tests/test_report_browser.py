@@ -259,3 +259,26 @@ def test_roofline_table_sorts_by_any_column(browser, tmp_path):
         assert page.errors == []
     finally:
         page.close()
+
+
+def test_a_link_or_script_slipped_into_the_page_does_not_run(browser, tmp_path):
+    """The page's own script runs (allowed by its hash); the overlay link named like a URL is a local file;
+    a ``javascript:`` link or an inline script added to the page runs nothing (no 'unsafe-inline')."""
+    page_html = render_html(analyze(example_path()), overlay_href="javascript:alert(1)")
+    assert 'href="./javascript%3Aalert%281%29"' in page_html
+    slipped = page_html.replace("</main>", '<a id="js" href="javascript:alert(3)">x</a>'
+                                           '<button id="on" onclick="alert(4)">y</button></main>'
+                                           '<script>alert(2)</script>', 1)
+    path = tmp_path / "slipped.html"
+    path.write_text(slipped, encoding="utf-8")
+    page = Page(browser, path)
+    try:
+        assert page.page.get_attribute("html", "data-timeline") == "ready"  # its own script ran
+        page.page.click("#js")
+        page.page.click("#on")
+        page.page.click('a[href^="./javascript"]')
+        page.page.wait_for_timeout(300)
+        assert page.dialogs == []
+        assert any("Content Security Policy" in e for e in page.errors), page.errors  # the browser refused them
+    finally:
+        page.close()

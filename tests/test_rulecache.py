@@ -49,7 +49,7 @@ def rules_dir(tmp_path):
 
 
 def entries(directory):
-    return sorted(directory.glob("rules-*.pickle"))
+    return sorted(directory.glob("rules-*.json"))
 
 
 def fresh(monkeypatch):
@@ -65,7 +65,8 @@ def test_hit_gives_the_rules_the_files_give(cache, rules_dir, monkeypatch):
     assert len(entries(cache)) == 1
     fresh(monkeypatch)
     calls = []
-    monkeypatch.setattr("tracedoc.engine.rulefile.load_rule_file", lambda p: calls.append(p))
+    monkeypatch.setattr("tracedoc.engine.rulefile._load_rule_file", lambda p: calls.append(p))
+    monkeypatch.setattr("tracedoc.engine.rulefile.parse_rule_text", lambda *a: calls.append(a))
     assert describe(load_rules([rules_dir], builtin=False)) == from_files  # hit: no file is parsed
     assert calls == []
 
@@ -122,8 +123,9 @@ def test_a_damaged_entry_is_a_miss_and_is_rewritten(cache, rules_dir, monkeypatc
     fresh(monkeypatch)
     assert describe(load_rules([rules_dir], builtin=False)) == want
     fresh(monkeypatch)
-    key = rulecache.files_key(sorted(rules_dir.glob("*.toml")), rulefile.MAX_RULE_FILE_BYTES, rulefile._VOCABULARY)
-    assert rulecache.load(key) is not None  # the miss stored a good entry again
+    paths = sorted(rules_dir.glob("*.toml"))
+    key = rulecache.files_key(paths, rulefile.MAX_RULE_FILE_BYTES, rulefile._VOCABULARY)
+    assert rulecache.load(key, paths) is not None  # the miss stored a good entry again
 
 
 def test_an_entry_that_is_not_a_regular_file_is_a_miss(cache, rules_dir, monkeypatch):
@@ -184,3 +186,160 @@ def test_concurrent_processes_share_one_cold_cache(cache, rules_dir):
         assert [(p.returncode, o.strip(), e) for p, (o, e) in zip(procs, outs)] == [(0, want, "")] * 4
         assert len(entries(cache)) == 1
         assert not list(cache.glob(".rules-*"))  # no temporary file left behind
+
+
+# Attacks by another local user on the cache. Each plants an entry, under the name and with the header
+# tracedoc looks for, whose payload runs code when unpickled (it touches a marker file and gives an empty
+# rule list); the rules must still come from their files and the marker must never appear. The tests run
+# as any user: "another user" is user id 65534 (nobody), and the checks compare with os.getuid().
+NOBODY = 65534
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return eval, (f"(__import__('pathlib').Path({self.marker!r}).touch(), [])[1]",)
+
+
+def planted(key, marker):
+    """The bytes of an entry for ``key`` whose payload is a pickle that runs code."""
+    import hashlib
+    import pickle
+
+    payload = pickle.dumps(_Payload(marker))
+    return rulecache._MAGIC + bytes.fromhex(key) + hashlib.sha256(payload).digest() + payload
+
+
+def key_of(rules_dir):
+    paths = sorted(rules_dir.glob("*.toml"))
+    return rulecache.files_key(paths, rulefile.MAX_RULE_FILE_BYTES, rulefile._VOCABULARY)
+
+
+def entry_path(directory, key):
+    return directory / rulecache._entry_name(key)
+
+
+@pytest.fixture
+def refused(monkeypatch):
+    monkeypatch.setattr(rulecache, "_refused", set())
+
+
+def test_a_symlink_in_a_writable_cache_directory_runs_no_code(cache, rules_dir, tmp_path, monkeypatch, capsys,
+                                                              refused):
+    want = describe(load_rules([rules_dir], builtin=False))
+    key, marker = key_of(rules_dir), tmp_path / "marker"
+    victim_file = tmp_path / "downloaded-trace.json"  # the victim's own file, its bytes chosen by the attacker
+    victim_file.write_bytes(planted(key, marker))
+    entry = entry_path(cache, key)
+    entry.unlink()
+    entry.symlink_to(victim_file)
+    os.chmod(cache, 0o1777)  # anyone may write the directory (as /tmp)
+    for _ in range(2):
+        fresh(monkeypatch)
+        assert describe(load_rules([rules_dir], builtin=False)) == want
+    assert not marker.exists()
+    err = capsys.readouterr().err
+    assert err.count("rule cache") == 1 and "group or others may write to it (mode 1777)" in err
+    assert entry.is_symlink()  # the unsafe directory was not written either
+    # The same link in a directory that is safe: the link is not followed.
+    os.chmod(cache, 0o700)
+    fresh(monkeypatch)
+    assert describe(load_rules([rules_dir], builtin=False)) == want
+    assert not marker.exists() and capsys.readouterr().err == ""
+
+
+def test_a_cache_directory_of_another_user_is_not_used(cache, rules_dir, tmp_path, monkeypatch, capsys, refused):
+    want = describe(load_rules([rules_dir], builtin=False))
+    key, marker = key_of(rules_dir), tmp_path / "marker"
+    entry = entry_path(cache, key)
+    entry.write_bytes(planted(key, marker))
+    os.chown(entry, NOBODY, NOBODY)
+    os.chown(cache, NOBODY, NOBODY)
+    fresh(monkeypatch)
+    assert describe(load_rules([rules_dir], builtin=False)) == want
+    assert not marker.exists()
+    assert f"belongs to user id {NOBODY}, not to you (user id {os.getuid()})" in capsys.readouterr().err
+
+
+def test_a_group_writable_default_cache_directory_runs_no_code(rules_dir, tmp_path, monkeypatch, capsys, refused):
+    monkeypatch.delenv("TRACEDOC_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    default = tmp_path / "home" / ".cache" / "tracedoc"
+    assert rulecache.cache_dir() == default
+    fresh(monkeypatch)
+    want = describe(load_rules([rules_dir], builtin=False))
+    assert stat_mode(default) == 0o700  # created private
+    key, marker = key_of(rules_dir), tmp_path / "marker"
+    os.chmod(default, 0o770)  # the group may write it: a member replaces the entry
+    entry = entry_path(default, key)
+    entry.unlink()
+    entry.write_bytes(planted(key, marker))
+    entry.chmod(0o600)
+    fresh(monkeypatch)
+    assert describe(load_rules([rules_dir], builtin=False)) == want
+    assert not marker.exists()
+    assert "group or others may write to it (mode 0770)" in capsys.readouterr().err
+
+
+def stat_mode(path):
+    import stat
+
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_a_world_writable_entry_rewritten_in_place_runs_no_code(cache, rules_dir, tmp_path, monkeypatch):
+    want = describe(load_rules([rules_dir], builtin=False))
+    key, marker = key_of(rules_dir), tmp_path / "marker"
+    entry = entry_path(cache, key)
+    assert stat_mode(entry) == 0o600
+    entry.chmod(0o666)
+    with open(entry, "r+b") as f:  # another user rewrites the victim's own file
+        f.truncate()
+        f.write(planted(key, marker))
+    fresh(monkeypatch)
+    assert describe(load_rules([rules_dir], builtin=False)) == want
+    assert not marker.exists()
+    # Even in a safe directory and file, the entry's pickle is never loaded: it is not the cache's format.
+    entry.chmod(0o600)
+    fresh(monkeypatch)
+    assert describe(load_rules([rules_dir], builtin=False)) == want
+    assert not marker.exists()
+
+
+def test_an_entry_is_checked_as_a_rule_file_is(cache, rules_dir, monkeypatch):
+    """A well-formed entry whose tables no rule file could hold is a miss: an expression that calls code,
+    a rule whose fields are of the wrong type."""
+    import hashlib
+    import json
+
+    want = describe(load_rules([rules_dir], builtin=False))
+    key = key_of(rules_dir)
+    entry = entry_path(cache, key)
+    good = json.loads(entry.read_bytes()[len(rulecache._MAGIC) + 64:])
+    for damage in ({"when": "__import__('os').system('true')"}, {"severity": ["high"]}, {"params": {"x": {}}}):
+        tables = [[path, {**table, **damage}] if i == 0 else [path, table] for i, (path, table) in enumerate(good)]
+        payload = json.dumps(tables).encode()
+        entry.write_bytes(rulecache._MAGIC + bytes.fromhex(key) + hashlib.sha256(payload).digest() + payload)
+        fresh(monkeypatch)
+        assert describe(load_rules([rules_dir], builtin=False)) == want
+
+
+def test_a_huge_entry_is_refused_before_it_is_read(cache, rules_dir, monkeypatch):
+    import tracemalloc
+
+    want = describe(load_rules([rules_dir], builtin=False))
+    entry = entry_path(cache, key_of(rules_dir))
+    with open(entry, "r+b") as f:
+        f.truncate(1 << 30)  # sparse: 1 GiB on paper, nothing on disk
+    fresh(monkeypatch)
+    tracemalloc.start()
+    try:
+        got = describe(load_rules([rules_dir], builtin=False))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert got == want
+    assert peak < 64 << 20

@@ -141,6 +141,7 @@ class AnalysisResult(Record, dict=True, kw_only=True):
     rules_version: str | None = None  # digest of the rule files used ('sha256:aa2c4b1f632c')
     inputs: list[Input]  # the trace files read, in order: one file, or every rank file of a directory
     command: str | None = None  # the command line that wrote it; None from the Python API
+    config_files: list[str] = []  # the pyproject.toml files whose [tool.tracedoc] settings (thresholds, rule directories) it used
     ranks: list[RankResult]  # one per rank (per file, or per process of an nsys export), by rank
     job: JobResult | None = None  # a directory's job view, rank table and job verdict; None for one trace
 

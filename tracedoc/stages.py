@@ -59,6 +59,36 @@ def rank_from_name(path: str) -> int | None:
     return None
 
 
+_HEAD_BYTES = 1 << 16  # Kineto writes distributedInfo before its events, within the first few KB
+_HEAD_RANK_RE = re.compile(rb'"distributedInfo"\s*:\s*\{\s*(?:"[^"]{0,64}"\s*:\s*(?:"[^"]{0,256}"|[-+.\w]{1,32})\s*,\s*){0,16}'
+                           rb'"rank"\s*:\s*(-?\d{1,9})\s*[,}]')
+
+
+def directory_ranks(path: str) -> set[int] | None:
+    """The ranks of a directory's rank files, told from each file's head (its ``distributedInfo`` rank, else
+    its name) before any is analysed, so that ``--rank`` can be checked first; None when some file's rank
+    cannot be told that way (the analysis then says)."""
+    from .infile import InputStream
+
+    ranks: set[int] = set()
+    for f in rank_files(path):
+        try:
+            with InputStream(f, TracedocError, "trace file") as src:
+                head = src.read(_HEAD_BYTES)
+        except (TracedocError, OSError):
+            return None
+        if b'"distributedInfo"' in head:
+            m = _HEAD_RANK_RE.search(head)
+            if m is None:
+                return None
+            ranks.add(int(m.group(1)))
+        elif f.endswith((".sqlite", ".nsys-rep")) or rank_from_name(f) is None:
+            return None  # an export holds processes, ranked in it; a file without a rank: the analysis says
+        else:
+            ranks.add(rank_from_name(f))  # type: ignore[arg-type]
+    return ranks
+
+
 @dataclass
 class Ranks:
     """What ``read_ranks`` read: the input, its files, each rank as read (sorted by rank) and the files

@@ -18,7 +18,7 @@ from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, output_extension, output_extensions_text, renderer, renderer_for_path
 from .estimate import add_estimate_options, estimate_request
-from .common import add_output_options, check_output_path, jobs_count, print_warning, text_options
+from .common import add_output_options, check_output_path, jobs_count, print_error, print_warning, text_options
 from ..outfiles import write_atomic
 from ..exits import EXIT_FAIL_ON, EXIT_OK
 
@@ -105,12 +105,14 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
 
 
 def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``params`` and ``extra_rule_dirs`` from parsed args (pyproject.toml params merged with ``--param``)."""
+    """``params`` and ``extra_rule_dirs`` from parsed args (pyproject.toml params merged with ``--param``), and
+    ``config_files``: the pyproject.toml whose settings they hold (a report names it)."""
     from ..engine.params import collect_params, read_pyproject
 
-    _, pyproject_dirs, _ = read_pyproject()
+    _, pyproject_dirs, config = read_pyproject()
     return {"params": collect_params(getattr(args, "param", None) or []),
-            "extra_rule_dirs": tuple(str(d) for d in pyproject_dirs) + tuple(getattr(args, "rules", None) or ())}
+            "extra_rule_dirs": tuple(str(d) for d in pyproject_dirs) + tuple(getattr(args, "rules", None) or ()),
+            "config_files": [str(config)] if config is not None else []}
 
 
 def fail_on_exit_code(verdict: "Verdict | None", fail_on: str | None) -> int:
@@ -150,6 +152,8 @@ def cmd_analyze(args) -> int:
                          "copy the trace files to a local folder and pass that folder with --perfetto")
     if args.rank is not None and not is_url(path) and sniff(path) == "kineto":  # a directory or an nsys export may hold several
         raise _rank_on_one_trace(path, "a Kineto trace file: one process")
+    if args.rank is not None:
+        _check_rank_first(args.rank, path)
     engine = engine_kwargs(args)
     update, progress = _progress_callback(not args.no_progress and _big_input(path), _of_ranks(path))
     options = {}
@@ -173,6 +177,7 @@ def cmd_analyze(args) -> int:
     finally:
         if progress is not None:
             progress.stop()
+    result.config_files = engine["config_files"]
     for r in result.ranks:
         for w in r.warnings:
             print_warning(w)
@@ -203,15 +208,10 @@ def cmd_analyze(args) -> int:
         check_output_path(args.perfetto, _inputs(args, path, result) + [("the --output file", args.output)], "--perfetto")
     if args.output:
         check_output_path(args.output, _inputs(args, path, result) + [("the --perfetto output", args.perfetto)])
-    if args.perfetto:
-        from ..render.perfetto import write_perfetto
-
-        write_perfetto(result, args.perfetto)
-        merged = result.job is not None and result.job.not_a_job is None
-        print(f"tracedoc: wrote the {'merged timeline of the ranks' if merged else 'Perfetto overlay'} to "
-              f"{args.perfetto}", file=sys.stderr)
-        if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):
-            render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
+    overlay_failed = _write_overlay(args, result) if args.perfetto else None  # never costs the report
+    if args.perfetto and overlay_failed is None and fmt == "html" and args.output \
+            and _same_folder(args.output, args.perfetto):
+        render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:
         write_atomic(args.output, renderer(fmt).render(result, **render_options))
         print(f"tracedoc: wrote {fmt} report to {args.output}", file=sys.stderr)
@@ -222,6 +222,8 @@ def cmd_analyze(args) -> int:
     else:
         text = renderer(fmt).render(result, **render_options)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if overlay_failed is not None:
+        return overlay_failed
     if args.fail_on:
         verdicts = list(result.verdicts) + ([result.job.verdict] if result.job is not None else [])
         return max((fail_on_exit_code(v, args.fail_on) for v in verdicts if v is not None), default=EXIT_OK)
@@ -269,6 +271,46 @@ def training_log_format(path: str) -> str | None:
 _LOG_KEYS = re.compile(rb'"[^"]{0,40}(loss|step|iter|epoch|lr|learning_rate|tokens|samples)[^"]{0,40}"\s*:', re.I)
 _STEP_KEYS = re.compile(rb'"[^"]{0,40}(loss|step|iter)[^"]{0,40}"\s*:', re.I)
 _LOG_COLUMNS = re.compile(rb"(^|[,;\t])[^,;\t]{0,40}(loss|step|iter|epoch|lr|learning_rate|tokens|samples)", re.I)
+
+
+def _write_overlay(args: argparse.Namespace, result) -> int | None:
+    """Write the ``--perfetto`` timeline; None when written, else the exit code of its one-line error (the
+    report is written all the same)."""
+    from ..render.perfetto import write_perfetto
+
+    try:
+        write_perfetto(result, args.perfetto)
+    except TracedocError as exc:
+        code = print_error(exc)
+        print(f"tracedoc: --perfetto {args.perfetto} not written; the report is written anyway (exit status {code})",
+              file=sys.stderr)
+        return code
+    except MemoryError:
+        print(f"tracedoc: --perfetto {args.perfetto} not written: out of memory while reading the trace again; the "
+              "report is written anyway (exit status 1)", file=sys.stderr)
+        return 1
+    merged = result.job is not None and result.job.not_a_job is None
+    print(f"tracedoc: wrote the {'merged timeline of the ranks' if merged else 'Perfetto overlay'} to "
+          f"{args.perfetto}", file=sys.stderr)
+    return None
+
+
+
+def _check_rank_first(rank: int, path: str) -> None:
+    """A ``--rank`` that no rank of ``path`` can be, refused before the analysis (which may take minutes)."""
+    if rank < 0:
+        raise UsageError("--rank", f"rank {rank} is negative", None, "ranks are numbered from 0")
+    from ..ingest import sniff
+    from ..stages import directory_ranks
+
+    if sniff(path) != "directory":
+        return
+
+    have = directory_ranks(path)
+    if have is not None and rank not in have:
+        shown = sorted(have)
+        raise UsageError("--rank", f"rank {rank} is not in {path}", f"ranks {shown[:16]}"
+                         + (f" and {len(shown) - 16:,} more" if len(shown) > 16 else ""), "pick one of the ranks listed")
 
 
 def _inputs(args, path: str, result) -> list[tuple[str, str]]:

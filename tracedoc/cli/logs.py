@@ -80,6 +80,7 @@ def cmd_logs(args) -> int:
     result = analyze_log(paths, config=args.config, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
                          gpu_name=args.gpu, command=command, options=LogOptions(window=args.window), jobs=args.jobs,
                          log_format=args.format_hint, fields=fields)
+    result.config_files = engine["config_files"]
     for w in result.warnings:
         print_warning(f"{result.source}: {w}")
     text = renderer(fmt, "log").render(result, **({"width": output_width(args)} if fmt == "text" else {}))

@@ -12,6 +12,7 @@ from .common import add_width_option, output_width
 
 _FORMATS = ("text", "json", "md")
 _SCOPES = ("rank", "job", "log")
+MAX_PATTERN_CHARS = 200  # a NAME pattern, as --fail-if bounds its expressions
 
 
 def register(sub: Any) -> None:
@@ -66,7 +67,14 @@ def select(names: list[str], scopes: list[str] | None) -> list:
 
     if not names:
         return table
-    for pattern in names:
+    for pattern in names:  # bounded before any matching: fnmatch's translation and difflib grow with its length
+        if len(pattern) > MAX_PATTERN_CHARS:
+            from ..infile import excerpt
+
+            raise UsageError("tracedoc metrics NAME", f"a pattern of {len(pattern):,} characters is longer than the "
+                             f"{MAX_PATTERN_CHARS} allowed (no metric name is longer than "
+                             f"{max(len(m.name) for m in TABLE)})", excerpt(pattern),
+                             "give a part of a metric name or a short pattern, e.g. '*_fraction'")
         if not any(matches(pattern, m.name) for m in table):
             where = f" in scope {', '.join(scopes)}" if scopes else ""
             raise UsageError(f"tracedoc metrics {pattern}",

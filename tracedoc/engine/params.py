@@ -96,13 +96,67 @@ def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def find_pyproject(start: str | Path | None = None) -> Path | None:
     """Return the nearest ``pyproject.toml`` at or above ``start`` (default: cwd) with a
-    ``[tool.tracedoc]`` table, or None."""
+    ``[tool.tracedoc]`` table, or None. As git's ``safe.directory``: a file, or the directory holding it,
+    that another user owns (not you, not root) or that group or others may write is skipped, with a
+    warning naming it, since whoever can write it would set this run's thresholds."""
     here = Path(start or Path.cwd()).resolve()
     for directory in (here, *here.parents):
         candidate = directory / "pyproject.toml"
-        if candidate.is_file() and _tool_table(candidate) is not None:
+        if not candidate.is_file():
+            continue
+        why = unsafe_config(candidate)
+        if why is not None:
+            if _tool_table_mentioned(candidate):
+                _skipped(candidate, why)
+            continue
+        if _tool_table(candidate) is not None:
             return candidate
     return None
+
+
+_said: set[str] = set()  # configuration files already said to be skipped (each is said once)
+
+
+def unsafe_config(path: Path) -> str | None:
+    """Why a configuration file may hold what another user wrote (it or its directory is owned by someone
+    other than you or root, or group or others may write it), or None when it is safe to read."""
+    import os
+    import stat
+
+    uid = os.getuid()
+    for what, target in (("the file", path), ("its directory", path.parent)):
+        try:
+            st = os.stat(target)
+        except OSError:
+            return f"{what} cannot be checked"
+        if st.st_uid not in (uid, 0):
+            return f"{what} belongs to user id {st.st_uid}, not to you (user id {uid}) or root"
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"group or others may write {what} (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def _tool_table_mentioned(path: Path) -> bool:
+    """Whether a regular file mentions ``tracedoc`` (read bounded and non-blocking, never parsed)."""
+    import os
+    import stat
+
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            return stat.S_ISREG(os.fstat(f.fileno()).st_mode) and b"tracedoc" in f.read(MAX_PYPROJECT_BYTES)
+    except (OSError, ValueError):
+        return False
+
+
+def _skipped(path: Path, why: str) -> None:
+    if str(path) in _said:
+        return
+    _said.add(str(path))
+    from ..errors import warn
+
+    warn(str(path), f"not read: {why}, so another user could set tracedoc's thresholds there",
+         "tracedoc reads [tool.tracedoc] only from files and directories that you or root own and that only "
+         "the owner may write (pass --param to set a threshold)")
 
 
 PYPROJECT_KEYS = ("params", "rules")  # what [tool.tracedoc] may hold

@@ -27,6 +27,7 @@ from ..model.metrics import Metric
 from ..job.view import JOB_EVIDENCE
 from ..resources import data_dir
 from . import rulecache
+from .ruletests import UNSET_KEY, apply_test_case, rule_tests  # noqa: F401
 from .whatifs import WHAT_IF_KINDS, LABEL_WHAT_IF, rule_what_if, what_if_kind
 
 # Evidence tables a rule may cite: those some analysis declares it produces (``@analysis(evidence=...)``).
@@ -40,7 +41,6 @@ SCOPES: dict[str, tuple[Mapping[str, Metric], tuple[str, ...]]] = {
 }
 MAX_EVIDENCE_ROWS = 100
 MAX_RULE_FILE_BYTES = 1 << 20
-UNSET_KEY = "unset"  # in a [[tests.*]] case: metric names whose value is None (TOML has no null)
 
 _ID_RE = re.compile(r"^[A-Z]+[0-9]{3,4}$")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
@@ -248,7 +248,7 @@ class _FileChecker:
         if flags["requires_no_other_verdict"] and label == ADVICE_LABEL:
             self.problem("requires_no_other_verdict", "only a verdict label can require that no other verdict fires")
         flags["what_if"] = rule_what_if(data, self)
-        tests = self.tests(data.get("tests", {}))
+        tests = rule_tests(self, data.get("tests", {}))
         if self.problems:
             return None
         return Rule(
@@ -344,55 +344,17 @@ class _FileChecker:
                 self.problem(f"docs.{key}", "expected non-empty text")
         return {k: (v.strip() if isinstance(v, str) else v) for k, v in table.items()}
 
-    def tests(self, table: Any) -> dict[str, tuple[Mapping[str, Any], ...]]:
-        if not self.typed("tests", table, dict, "a [tests] table"):
-            return {}
-        self.unknown_keys("tests.", table, ("fires", "ok"))
-        out = {}
-        for kind in ("fires", "ok"):
-            cases = table.get(kind, [])
-            if not self.typed(f"tests.{kind}", cases, list, f"an array of [[tests.{kind}]] tables"):
-                continue
-            for i, case in enumerate(cases):
-                fld = f"tests.{kind}[{i}]"
-                if not self.typed(fld, case, dict, "a table of metric overrides"):
-                    continue
-                for key, value in case.items():
-                    if key == UNSET_KEY:
-                        self.unset(f"{fld}.{key}", value)
-                    elif key not in self.registry:
-                        self.problem(f"{fld}.{key}", f"unknown {self.scope} metric {key!r}{suggest(key, self.registry)}")
-                    elif value_type(value) != self.metric_types[key]:
-                        self.problem(f"{fld}.{key}", f"expected a {self.metric_types[key]} value, got {value!r}")
-            out[kind] = tuple(cases)
-        return out
 
-    def unset(self, fld: str, names: Any) -> None:
-        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-            self.problem(fld, "expected an array of metric names to set to None")
-            return
-        for name in names:
-            if name not in self.registry:
-                self.problem(fld, f"unknown {self.scope} metric {name!r}{suggest(name, self.registry)}")
-
-
-def apply_test_case(baseline: Mapping[str, Any], case: Mapping[str, Any]) -> dict[str, Any]:
-    """Return ``baseline`` with a [[tests.*]] case applied (its ``unset`` names become None)."""
-    metrics = dict(baseline)
-    for key, value in case.items():
-        if key == UNSET_KEY:
-            metrics.update(dict.fromkeys(value))
-        else:
-            metrics[key] = value
-    return metrics
-
-
-_cache: dict[tuple[str, int, int], Rule] = {}
+_cache: dict[tuple[str, int, int], tuple[Rule, dict[str, Any]]] = {}
 
 
 def load_rule_file(path: Path) -> Rule:
     """Load and validate one rule file; raise :class:`RuleError` listing its problems."""
-    path = Path(path)
+    return _load_rule_file(Path(path))[0]
+
+
+def _load_rule_file(path: Path) -> tuple[Rule, dict[str, Any]]:
+    """The rule of one file and the file's parsed table (what the rule cache keeps)."""
     try:
         stat = path.stat()
         key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
@@ -409,8 +371,8 @@ def load_rule_file(path: Path) -> Rule:
     rule = checker.check()
     if rule is None:
         raise RuleError(checker.problems)
-    _cache[key] = rule
-    return rule
+    _cache[key] = (rule, data)
+    return rule, data
 
 
 def parse_rule_text(path: Path, raw: bytes) -> dict[str, Any]:
@@ -454,30 +416,62 @@ def load_rules(extra_rule_dirs: Iterable[str | Path] = (), *, builtin: bool = Tr
         else:
             dirs.append(extra)
     paths = [path for directory in dirs for path in rule_files(directory)]
-    key = None if problems else rulecache.files_key(paths, MAX_RULE_FILE_BYTES, _VOCABULARY)
-    cached = rulecache.load(key)
+    off = problems or rulecache.cache_dir() is None
+    key = None if off else rulecache.files_key(paths, MAX_RULE_FILE_BYTES, _VOCABULARY)
+    cached = rulecache.recall(key)
+    if cached is None and key is not None:
+        cached = _from_cache(paths, rulecache.load(key, paths))
     if cached is not None:
+        rulecache.remember(key, cached)
         return cached
     rules: list[Rule] = []
-    seen_ids: dict[str, Path] = {}
-    seen_names: dict[str, Path] = {}
+    tables: list[dict[str, Any]] = []
+    seen: dict[tuple[str, str], Path] = {}
     for path in paths:
         try:
-            rule = load_rule_file(path)
+            rule, table = _load_rule_file(path)
         except RuleError as exc:
             problems.extend(exc.problems)
             continue
-        if rule.id in seen_ids:
-            problems.append((f"{path}: id", f"duplicate rule id {rule.id!r}, also defined in {seen_ids[rule.id]}"))
+        duplicate = _duplicate(rule, path, seen)
+        if duplicate is not None:
+            problems.append(duplicate)
             continue
-        if rule.name in seen_names:
-            problems.append((f"{path}: name", f"duplicate rule name {rule.name!r}, also used in {seen_names[rule.name]}"))
-            continue
-        seen_ids[rule.id] = seen_names[rule.name] = path
         rules.append(rule)
+        tables.append(table)
     if problems:
         raise RuleError(problems)
-    rulecache.store(key, rules)
+    rulecache.remember(key, rules)
+    rulecache.store(key, paths, tables)
+    return rules
+
+
+def _duplicate(rule: Rule, path: Path, seen: dict[tuple[str, str], Path]) -> tuple[str, str] | None:
+    """The problem of a rule whose id or name an earlier file (in ``seen``, updated here) has."""
+    for fld, value in (("id", rule.id), ("name", rule.name)):
+        if (fld, value) in seen:
+            what = "rule id" if fld == "id" else "rule name"
+            verb = "also defined in" if fld == "id" else "also used in"
+            return f"{path}: {fld}", f"duplicate {what} {value!r}, {verb} {seen[fld, value]}"
+    seen["id", rule.id] = seen["name", rule.name] = path
+    return None
+
+
+def _from_cache(paths: list[Path], tables: list[dict[str, Any]] | None) -> list[Rule] | None:
+    """The rules of the rule cache's tables, each checked as its rule file would be; None (read the files)
+    when an entry holds anything a rule file could not."""
+    if tables is None:
+        return None
+    rules: list[Rule] = []
+    seen: dict[tuple[str, str], Path] = {}
+    try:
+        for path, table in zip(paths, tables):
+            rule = _FileChecker(path, table).check()
+            if rule is None or _duplicate(rule, path, seen) is not None:
+                return None
+            rules.append(rule)
+    except Exception:  # noqa: BLE001 - data no rule file could give (the files are then read and checked)
+        return None
     return rules
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import re
 
 from .errors import LogError, excerpt
@@ -19,6 +20,9 @@ from .records import build_series
 from .series import LogSeries
 
 MAX_FIELD_CHARS = 1 << 20
+# The longest line a CSV log may have: a training log's row is a few KB, a W&B export with thousands of
+# columns a few hundred KB. The file is read a line at a time, each bounded, never whole as text.
+MAX_LINE_CHARS = 4 << 20
 _RUN_PREFIX_RE = re.compile(r"^(.{1,200}?) - (.{1,200})$")
 _DELIMITERS = (",", "\t", ";")
 
@@ -29,45 +33,87 @@ def _delimiter(first: str) -> str:
     return max(_DELIMITERS, key=lambda d: (bare.count(d), d == ","))
 
 
-def read_csv(source: str, text: str) -> LogSeries:
-    lines = text.splitlines()
-    first = next((ln for ln in lines if ln.strip()), "")
+def _bounded_lines(source: str, data: bytes | str):
+    """The file's lines (newlines kept, NULs dropped), read a chunk at a time; a line longer than
+    ``MAX_LINE_CHARS`` is an error naming it."""
+    stream = (io.StringIO(data, newline="") if isinstance(data, str)
+              else io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace", newline=""))
+    number = 0
+    while True:
+        line = stream.readline(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_CHARS:
+            raise LogError(source, f"line {number:,} is longer than {MAX_LINE_CHARS:,} characters, more than a row "
+                           "of a CSV log holds", excerpt(line), "check that this is a CSV training log (one row "
+                           "per logged step)")
+        yield line.replace("\0", "") if "\0" in line else line
+
+
+def read_csv(source: str, data: bytes | str) -> LogSeries:
+    """A CSV log, read a bounded line at a time into the columns it names (rows are not kept)."""
     warnings: list[str] = []
     csv.field_size_limit(MAX_FIELD_CHARS)
+    lines = _bounded_lines(source, data)
+    head: list[str] = []
+    for line in lines:  # the delimiter is the header line's
+        head.append(line)
+        if line.strip():
+            break
+    first = head[-1] if head else ""
+    ends_with_newline = data.endswith("\n" if isinstance(data, str) else b"\n")
+    reader = csv.reader(itertools.chain(head, lines), delimiter=_delimiter(first))
+    header: list[str] | None = None
+    names: list = []
+    columns: dict[str, list] = {}
+    picks: list[tuple[int, list]] = []
+    count, bad, last_width, empty_seen = 0, [], None, False
     try:
-        rows = list(csv.reader(io.StringIO(text.replace("\0", "")), delimiter=_delimiter(first)))
+        for row in reader:
+            if not row or not any(c.strip() for c in row):
+                continue
+            if header is None:
+                header = [h.strip() for h in row]
+                names, fmt = _wandb_columns(header, warnings)
+                for i, name in enumerate(names):
+                    if name is not None and name not in columns:
+                        columns[name] = []
+                        picks.append((i, columns[name]))
+                continue
+            last_width = len(row)
+            if len(row) != len(header):
+                bad.append(reader.line_num)
+                continue
+            count += 1
+            for i, col in picks:
+                cell = row[i]
+                if cell.strip() == "":
+                    col.append(None)
+                    empty_seen = True
+                else:
+                    col.append(cell)
     except csv.Error as exc:
-        raise LogError(source, "is not a readable CSV file", str(exc),
+        raise LogError(source, "is not a readable CSV file", f"line {reader.line_num:,}: {exc}",
                        "check the file, or convert the log to JSON Lines") from None
-    rows = [r for r in rows if r and any(c.strip() for c in r)]
-    if len(rows) < 2:
-        raise LogError(source, "CSV log has a header but no rows", excerpt(text), "log at least one step")
-    header = [h.strip() for h in rows[0]]
+    if header is None or count + len(bad) == 0:
+        raise LogError(source, "CSV log has a header but no rows", excerpt(first), "log at least one step")
     width = len(header)
-    body = rows[1:]
-    if not text.endswith("\n") and len(body[-1]) != width:
-        warnings.append(f"the last line ({len(rows)}) is cut off; it is left out")
-        body = body[:-1]
-    bad = [i for i, r in enumerate(body, 2) if len(r) != width]
+    if not ends_with_newline and last_width is not None and last_width != width and bad and bad[-1] == reader.line_num:
+        bad.pop()  # the last row, cut off while written
+        warnings.append(f"the last line ({reader.line_num}) is cut off; it is left out")
     if bad:
-        if len(bad) > len(body) // 2:
-            raise LogError(source, f"{len(bad)} of {len(body)} rows do not have the header's {width} columns, "
+        if len(bad) > (count + len(bad)) // 2:
+            raise LogError(source, f"{len(bad)} of {count + len(bad)} rows do not have the header's {width} columns, "
                            "so this is not one CSV table (mixed formats?)", f"line {bad[0]}",
                            "give tracedoc one log format per file")
         warnings.append(f"{len(bad)} rows do not have the header's {width} columns and are left out (first: line {bad[0]})")
-        body = [r for r in body if len(r) == width]
-    names, fmt = _wandb_columns(header, warnings)
-    columns: dict[str, list] = {}
-    for i, name in enumerate(names):
-        if name is None or name in columns:
-            continue
-        columns[name] = [(r[i] if r[i].strip() != "" else None) for r in body]
     if fmt is None:
-        sparse = any(v is None for col in columns.values() for v in col)
+        sparse = empty_seen
         fmt = "Lightning metrics.csv" if sparse and {"epoch", "step"} <= set(header) else (
             "W&B history CSV" if "_runtime" in header or "_step" in header else "CSV")
     keys = list(columns)
-    return build_series(source, fmt, keys, lambda k: list(columns.get(k, [])), len(body), warnings=warnings)
+    return build_series(source, fmt, keys, lambda k: list(columns.get(k, [])), count, warnings=warnings)
 
 
 def _wandb_columns(header: list[str], warnings: list[str]) -> tuple[list[str | None], str | None]:

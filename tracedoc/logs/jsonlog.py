@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from operator import attrgetter
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
@@ -148,7 +149,17 @@ def _interval_records_of_one_rank(columns: dict[str, Any], warnings: list[str]) 
     return {k: subset(v) for k, v in columns.items()}
 
 
+def _nameable(key: str) -> bool:
+    """Whether a typed decoder can match this key as it is: msgspec refuses field names holding a quote, a
+    backslash or a control character, so a log's keys are never made into one."""
+    return not any(c in '"\\' or c < " " for c in key)
+
+
 def _record_type(attrs: list[str], kinds: dict[str, Any]):
+    """A typed record of these keys, or None when a key cannot be a field name (``_nameable``): such logs
+    are decoded line by line into plain objects."""
+    if not all(map(_nameable, attrs)):
+        return None
     # scalars typed (faster than Any); lists (per-GPU values) and objects (the step monitor's summaries)
     # only where the sample showed them
     fields = [(f"f{i}", kinds.get(k, float | str | None), None) for i, k in enumerate(attrs)]
@@ -177,8 +188,11 @@ def _columns(rows: list, attrs: list[str], kinds: dict[str, Any]) -> dict[str, A
 
 
 def _decode_fast(data: bytes, attrs: list[str], kinds: dict[str, Any]) -> dict[str, Any] | None:
-    """One typed pass over all lines; None when some line does not decode."""
-    decoder = msgspec.json.Decoder(_record_type(attrs, kinds))
+    """One typed pass over all lines; None when some line does not decode or a key is not ``_nameable``."""
+    struct = _record_type(attrs, kinds)
+    if struct is None:
+        return None
+    decoder = msgspec.json.Decoder(struct)
     try:
         rows = _decode_around_nan(decoder, data)
         if rows is None:
@@ -277,11 +291,23 @@ def _decode_parallel(path: str, size: int, attrs: list[str], kinds: dict[str, An
 def _decode_lines_one_by_one(source: str, data: bytes, attrs: list[str], kinds: dict[str, Any],
                              warnings: list[str]) -> list:
     struct = _record_type(attrs, kinds)
-    decoder = msgspec.json.Decoder(struct)
+    decoder = msgspec.json.Decoder(struct) if struct is not None else None
     rows, bad_lines = [], []
     lines = data.split(b"\n")
     for number, line in enumerate(lines, 1):
         if not line.strip():
+            continue
+        if decoder is None:  # keys no typed record can name: plain objects, the keys' values in f0, f1, ...
+            try:
+                obj = loads_lenient(line)
+            except ValueError:
+                obj = None
+            values = [obj.get(k) for k in attrs] if isinstance(obj, dict) else None
+            if values is not None and not any(k not in kinds and isinstance(v, (dict, list))
+                                              for k, v in zip(attrs, values)):  # as the typed record checks
+                rows.append(SimpleNamespace(**{f"f{i}": v for i, v in enumerate(values)}))
+            else:
+                bad_lines.append(number)
             continue
         try:
             rows.append(decoder.decode(quote_nonfinite(line)))

@@ -278,7 +278,7 @@ def read_chunk(path: str, data: bytes, kind: str) -> LogSeries:
     elif kind == "csv":
         from .csvlog import read_csv
 
-        series = read_csv(path, data.decode("utf-8", "replace"))
+        series = read_csv(path, data)  # decoded a bounded line at a time
     else:
         series = _text_reader(kind)(path, data.decode("utf-8", "replace"))
     return series

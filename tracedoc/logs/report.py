@@ -48,6 +48,7 @@ class LogResult(Record, dict=True, kw_only=True):
     tracedoc_version: str | None = None  # the tracedoc that wrote it
     input: LogInput
     command: str | None = None  # the command line that wrote it; None from the Python API
+    config_files: list[str] = []  # the pyproject.toml files whose [tool.tracedoc] settings (thresholds, rule directories) it used
     fields: dict[str, str] = {}  # canonical field -> the log's own name for it
     units: dict[str, str] = {}  # canonical field -> its unit where the log says (throughput: tokens/s ...)
     metrics: dict[str, Any]

@@ -82,6 +82,8 @@ def summary_lines(result: "LogResult") -> list[str]:
                      f"{m['low_gpu_util_fraction']:.0%} of the steps")
     if m["config_source"]:
         lines.append(f"config: {m['config_source']}")
+    if getattr(result, "config_files", None):  # whose thresholds the findings used
+        lines.append(f"settings from: {', '.join(result.config_files)}")
     return lines
 
 

@@ -11,15 +11,23 @@ original file's events unchanged, plus one ``tracedoc`` process with three kinds
 
 The file opens in ui.perfetto.dev and chrome://tracing (JSON object format, ``ph`` X/M/s/f events,
 microsecond timestamps on the trace's own clock).
+
+The trace is read once, through the analysis's bounded reader (``tracedoc/infile.py``: regular files only,
+bounded gzip inflation, a damaged file refused with one line). Its events are copied to the output as the
+bytes they were, never parsed into Python objects: only the few fields the overlay reads of each event
+(``_Event``) are decoded, and the output is written as it is made.
 """
 
 from __future__ import annotations
 
 import gzip
+import os
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ..errors import TracedocError, UsageError
-from ..outfiles import write_atomic
+from ..outfiles import replace_atomically
 from .format import fmt_what_if
 from .names import short_name
 
@@ -40,7 +48,6 @@ TRACK_IDLE, TRACK_PATH, TRACK_FINDINGS = 1, 2, 10
 def write_perfetto(result: "AnalysisResult", out_path: str) -> str:
     """Write the overlay of ``result``'s one trace file to ``out_path`` (``.gz`` compresses); for a
     job (a directory of ranks), the merged timeline of all its ranks (``perfetto_job.py``)."""
-    import orjson
 
     if result.job is not None and not result.job.not_a_job and len(result.ranks) > 1:
         from .perfetto_job import write_job_perfetto
@@ -55,29 +62,108 @@ def write_perfetto(result: "AnalysisResult", out_path: str) -> str:
         raise UsageError("--perfetto", "needs a torch.profiler Chrome trace to overlay",
                          f"a {fmt} file", "export the run with torch.profiler, or open the "
                          "nsys report in Nsight Systems")
-    doc = _read_json(result.paths[0])
-    events = doc.get("traceEvents") if isinstance(doc, dict) else None
-    if not isinstance(events, list):
-        raise TracedocError(result.paths[0], "has no traceEvents array to overlay", None,
-                            "pass the torch.profiler trace file itself")
+    top, raw_events, events = _read_trace(result.paths[0])
     verdict = result.verdicts[0] if result.verdicts else None
     added = overlay_events(rank, verdict, events, (getattr(result, "overlays", None) or {}).get(0))
-    doc["traceEvents"] = events + added
-    data = orjson.dumps(doc)
-    write_atomic(out_path, data, option="--perfetto")
+    had_events = bool(events)
+    del events
+    _write_overlay(out_path, top, raw_events, added, had_events)
     return out_path
 
 
-def _read_json(path: str) -> Any:
+class _Args(msgspec.Struct, gc=False):
+    """What the overlay reads of an event's ``args`` (the rest is skipped, not decoded)."""
+
+    stream: Any = None
+    device: Any = None
+
+
+class _Event(msgspec.Struct, gc=False):
+    """What the overlay reads of an original event; the event itself is copied through as its bytes."""
+
+    ph: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = None
+    cat: Any = None
+    args: _Args | None = None
+
+
+def _read_trace(path: str) -> tuple[dict[str, msgspec.Raw], msgspec.Raw, list]:
+    """The trace's top-level values (as their bytes), its ``traceEvents`` array (as its bytes) and the
+    ``_Event`` of each event (None for an entry that is not an object), read through the bounded reader."""
+    from ..infile import read_input
+
+    raw = read_input(path, TracedocError, "trace file")  # a damaged or cut-off file is refused, one line
+    try:
+        top = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
+        events_raw = top.pop("traceEvents", None)
+        if events_raw is None or not bytes(memoryview(events_raw)[:1]) == b"[":
+            raise TracedocError(path, "has no traceEvents array to overlay", None,
+                                "pass the torch.profiler trace file itself")
+        try:
+            events = msgspec.json.decode(events_raw, type=list[_Event])
+        except msgspec.ValidationError:  # entries that are not objects (or oddly typed): kept, not read
+            events = [_lenient_event(e) for e in msgspec.json.decode(events_raw)]
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
+        raise TracedocError(path, "is not complete JSON, so it cannot be overlaid", str(exc)[:120],
+                            "overlay an intact copy of the trace") from None
+    return top, events_raw, events
+
+
+def _lenient_event(e: Any) -> "_Event | None":
+    """An entry of an odd file as an ``_Event`` (its ``args`` dropped when they are not an object), or None."""
+    if not isinstance(e, dict):
+        return None
+    args = e.get("args")
+    try:
+        return msgspec.convert({**e, "args": args if isinstance(args, dict) else None}, _Event)
+    except msgspec.ValidationError:
+        return None
+
+
+def _write_overlay(out_path: str, top: dict[str, msgspec.Raw], events_raw: msgspec.Raw, added: list[dict],
+                   had_events: bool) -> None:
+    """Stream the overlay: the original events' bytes, tracedoc's events, then the other top-level values."""
     import orjson
 
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
+    body = memoryview(events_raw)[:-1]  # the array without its closing bracket
+
+    def write(raw) -> None:
+        f = gzip.GzipFile(os.path.basename(out_path)[:-3], "wb", 6, raw) if out_path.lower().endswith(".gz") else raw
+        with f:
+            f.write(b'{"traceEvents":')
+            f.write(body)
+            first = not had_events
+            for k in range(0, len(added), 10_000):
+                chunk = orjson.dumps(added[k:k + 10_000])[1:-1]
+                f.write(chunk if first else b"," + chunk)
+                first = False
+            f.write(b"]")
+            for key, value in top.items():
+                f.write(b"," + orjson.dumps(key) + b":")
+                f.write(memoryview(value))
+            f.write(b"}")
+
+    try:
+        replace_atomically(out_path, write)
+    except OSError as exc:
+        raise TracedocError(out_path, "cannot be written", exc.strerror or str(exc),
+                            "choose another --perfetto path") from None
+
+
+def _read_json(path: str) -> Any:
+    """A whole trace file's JSON, read through the bounded reader (a merged timeline reads one rank at a time)."""
+    import orjson
+
+    from ..infile import read_input
+
+    raw = read_input(path, TracedocError, "trace file")
     try:
         return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+    except (orjson.JSONDecodeError, RecursionError) as exc:
         raise TracedocError(path, "is not complete JSON, so it cannot be overlaid", str(exc).split(":")[0],
                             "overlay an intact copy of the trace") from None
 
@@ -140,13 +226,13 @@ class _CoveringOps:
 
         spans: dict = {}
         for e in self._events:
-            if not isinstance(e, dict) or e.get("ph") != "X" or not isinstance(e.get("name"), str):
+            if e is None or e.ph != "X" or not isinstance(e.name, str):
                 continue
             try:
-                ts, dur = float(e["ts"]), float(e.get("dur") or 0)
-            except (KeyError, TypeError, ValueError):
+                ts, dur = float(e.ts), float(e.dur or 0)
+            except (TypeError, ValueError):
                 continue
-            spans.setdefault((e.get("pid"), e.get("tid")), []).append((ts, ts + dur, e["name"]))
+            spans.setdefault((_key(e.pid), _key(e.tid)), []).append((ts, ts + dur, e.name))
         out = {}
         for key, rows in spans.items():
             rows.sort()
@@ -210,8 +296,13 @@ def _meta(pid: int, tid: int | None, name: str, value) -> dict:
     return ev
 
 
+def _key(value: Any) -> Any:
+    """A pid or tid as a dictionary key (a hostile file may give a list or an object)."""
+    return value if isinstance(value, (int, float, str)) or value is None else repr(value)[:100]
+
+
 def _free_pid(events: list) -> int:
-    used = {e.get("pid") for e in events if isinstance(e, dict)}
+    used = {_key(e.pid) for e in events if e is not None}
     pid = 0x7D0C
     while pid in used or str(pid) in used:
         pid += 1
@@ -222,18 +313,18 @@ def _track_lookup(events: list) -> dict:
     """(kind, a, b) chain key -> the (pid, tid) the original file uses for that thread or stream."""
     out: dict = {}
     for e in events:
-        if not isinstance(e, dict) or e.get("ph") != "X":
+        if e is None or e.ph != "X":
             continue
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
-        cat = str(e.get("cat", "")).lower()
+        args = e.args if isinstance(e.args, _Args) else _Args()
+        cat = (e.cat if isinstance(e.cat, str) else "").lower()
         try:
-            if "stream" in args and ("kernel" in cat or "memcpy" in cat or "memset" in cat):
-                key = ("gpu", int(args.get("device", e.get("pid"))), int(args["stream"]))
+            if args.stream is not None and ("kernel" in cat or "memcpy" in cat or "memset" in cat):
+                key = ("gpu", int(e.pid if args.device is None else args.device), int(args.stream))
             elif cat in ("cuda_runtime", "runtime", "cuda_driver", "cpu_op", "operator", "user_annotation"):
-                key = ("cpu", int(e.get("pid")), int(e.get("tid")))
+                key = ("cpu", int(e.pid), int(e.tid))
             else:
                 continue
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             continue
-        out.setdefault(key, (e.get("pid"), e.get("tid")))
+        out.setdefault(key, (_key(e.pid), _key(e.tid)))
     return out

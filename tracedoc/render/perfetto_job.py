@@ -31,6 +31,9 @@ if TYPE_CHECKING:  # pragma: no cover
 MAX_FLOWS = 20_000  # arrows in all; past it the arrows are left out (the slices are all there)
 WAIT_COLOUR, TRANSFER_COLOUR, LATE_COLOUR = "bad", "good", "terrible"
 TRACK_TID = 0  # the tracedoc thread of each rank's process; original threads are numbered from 1
+# A thread's label in the merged timeline is its process's name and its own: each is cut to this many
+# characters, so that a long process name is not copied into every thread's label (1 MiB x 2,000 threads).
+MAX_LABEL_CHARS = 200
 
 
 def write_job_perfetto(result: "AnalysisResult", out_path: str) -> str:
@@ -103,11 +106,11 @@ def rank_events(rank: int, order: int, events: list, offset_ns: int) -> list[dic
         if ph == "M":
             args = e.get("args") if isinstance(e.get("args"), dict) else {}
             if e.get("name") == "process_name":
-                names[e.get("pid")] = str(args.get("name", e.get("pid")))
+                names[_key(e.get("pid"))] = _label(args.get("name", e.get("pid")))
             elif e.get("name") == "thread_name":
-                thread_names[(e.get("pid"), e.get("tid"))] = str(args.get("name", e.get("tid")))
+                thread_names[(_key(e.get("pid")), _key(e.get("tid")))] = _label(args.get("name", e.get("tid")))
             continue
-        key = (e.get("pid"), e.get("tid"))
+        key = (_key(e.get("pid")), _key(e.get("tid")))
         tid = tids.get(key)
         if tid is None:
             tid = tids[key] = len(tids) + 1
@@ -123,9 +126,20 @@ def rank_events(rank: int, order: int, events: list, offset_ns: int) -> list[dic
             _meta(pid, TRACK_TID, "thread_name", "tracedoc · collectives"),
             _meta(pid, TRACK_TID, "thread_sort_index", -1)]
     for (opid, otid), tid in tids.items():
-        label = thread_names.get((opid, otid), f"thread {otid}")
-        meta.append(_meta(pid, tid, "thread_name", f"{names.get(opid, f'pid {opid}')} · {label}"))
+        label = thread_names.get((opid, otid), _label(f"thread {otid}"))
+        meta.append(_meta(pid, tid, "thread_name", f"{names.get(opid) or _label(f'pid {opid}')} · {label}"))
     return meta + out
+
+
+def _label(value: Any) -> str:
+    """A process or thread name as a label: at most ``MAX_LABEL_CHARS`` characters."""
+    text = value if isinstance(value, str) else repr(value)[:MAX_LABEL_CHARS + 1]
+    return text if len(text) <= MAX_LABEL_CHARS else text[:MAX_LABEL_CHARS - 1] + "…"
+
+
+def _key(value: Any) -> Any:
+    """A pid or tid as a dictionary key, whatever the file gives (a list or an object is not hashable)."""
+    return value if value is None or isinstance(value, (int, float, str)) else repr(value)[:MAX_LABEL_CHARS]
 
 
 class _Flows:

@@ -45,6 +45,8 @@ def renderables(result: "AnalysisResult", options: TextOptions = TextOptions()) 
     # Every string of the view came from a trace or a file: cleaned here, before it is laid out (tracedoc.neutral).
     view = clean_view(build_report(result, replace(PIPE_CAPS, full_names=options.full_names)))
     out = view_renderables(view, options)
+    if view.config_files and not options.quiet:  # whose thresholds these findings used
+        out.append(Text(f"Settings from {', '.join(view.config_files)}", style="dim"))
     if view.ranks and not options.quiet:  # a long summary scrolls its verdict away: it ends by repeating it
         out += [Text(""), summary_line(view, options.width)]
     return out

@@ -64,6 +64,7 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: st
         tracedoc_version=result.tracedoc_version,
         rules_version=result.rules_version or "unknown",
         command=command,
+        config_files=list(result.config_files),
         inputs=inputs,
         rank_count=len(result.ranks),
         multi_rank=len(result.ranks) > 1,
@@ -75,7 +76,7 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: st
         job_rank_rows=min(caps.ranks, 64),
         focus_reason=focus_reason,
         focus_asked=bool(result.job is not None and result.job.focus_asked),
-        overlay_href=overlay_href,
+        overlay_href=local_href(overlay_href) if overlay_href else None,
         not_a_job=result.job.not_a_job if result.job is not None else None,
         not_analysed=not_analysed(result),
     )
@@ -374,3 +375,15 @@ def _rank_row(row: "RankRow", file_shared: bool) -> list[str]:
             fmt_pct(row.compute_fraction), fmt_pct(row.exposed_comm_fraction), fmt_pct(row.comm_overlap_fraction),
             fmt_pct(row.dataloader_stall_fraction), fmt_pct(row.idle_fraction), labels,
             fmt_pct(row.top_impact_fraction) if row.top_impact_fraction is not None else "—"]
+
+
+def local_href(path: str) -> str:
+    """A link to a local file: a relative path (``./name``, percent-encoded) or a ``file:`` URL, never another
+    URL scheme, so that a file named ``javascript:alert(1)`` is that file, not a script."""
+    from urllib.parse import quote
+
+    if path.startswith("file:"):
+        return "file:" + quote(path[5:])
+    if os.path.isabs(path):
+        return "file://" + quote(path)
+    return "./" + quote(path)

@@ -328,6 +328,7 @@ class ReportView:
     overlay_href: str | None = None  # the Perfetto overlay written beside an HTML report
     not_a_job: str | None = None  # a directory of files that are not one job: why (each is analysed alone)
     not_analysed: list[str] = field(default_factory=list)  # then: the files that could not be read
+    config_files: list[str] = field(default_factory=list)  # the pyproject.toml files whose settings were used
 
 
 # -- the job section (render/jobview.py) -----------------------------------------------------------

@@ -1,4 +1,11 @@
-"""Database access: a read-only connection, the tables and columns a given export has, lenient text."""
+"""Database access: a read-only connection, the tables and columns a given export has, lenient text.
+
+An export is data, never code: it is opened read-only (``mode=ro``, ``immutable``, ``query_only``) with
+``trusted_schema`` off, every string or BLOB SQLite hands back is bounded (``MAX_VALUE_BYTES``, a
+connection limit), and what an export never holds but a crafted file could use to compute values as they
+are read is refused where the reader expects a table: a generated column (``PRAGMA table_xinfo``, hidden
+2 or 3), a view, a trigger.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +23,10 @@ from ...infile import open_regular
 from ...model.groups import distinct
 
 _FETCH_ROWS = 1 << 18
+# The longest string or BLOB read from an export: kernel names with long template arguments take a few
+# KB; a value past this is what a crafted file computes (``hex(zeroblob(N))``), not a name.
+MAX_VALUE_BYTES = 16 << 20
+_AGAIN = "export it again with `nsys export --type sqlite --force-overwrite true REPORT.nsys-rep`"
 # A corrupt page can garble SQLite's error message itself (it quotes schema text): that is corruption too.
 _DB_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
 
@@ -46,12 +57,16 @@ class _Db:
         self.conn = _connect(path)
         try:
             self.conn.text_factory = self._lenient_text
-            rows = self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+            rows = self.conn.execute("SELECT type, name, tbl_name FROM sqlite_master "
+                                     "WHERE type IN ('table', 'view', 'trigger')").fetchall()
             self.conn.text_factory = str
         except _DB_ERRORS as exc:
             self.conn.close()
             raise _corrupt(path, exc) from None
-        self.tables = {r[0] for r in rows}
+        self.tables = {name for kind, name, _ in rows if kind == "table"}
+        # names the reader may ask for that are not plain tables: a view, a table with a trigger
+        self._not_tables = {name: "is a view" for kind, name, _ in rows if kind == "view"}
+        self._not_tables.update({table: f"has a trigger ({name!r})" for kind, name, table in rows if kind == "trigger"})
         self._cols: dict[str, list[str]] = {}
 
     def close(self) -> None:
@@ -77,15 +92,28 @@ class _Db:
         return self._lenient_text(value) if isinstance(value, bytes) else value
 
     def has(self, table: str) -> bool:
+        self._expect_table(table)
         return table in self.tables
+
+    def _expect_table(self, table: str) -> None:
+        why = self._not_tables.get(table)
+        if why is not None:
+            raise TraceError(self.path, f"{table} {why}, where an Nsight Systems export has a plain table",
+                             None, f"pass an export written by nsys itself; {_AGAIN}")
 
     def columns(self, table: str) -> list[str]:
         if table not in self._cols:
+            self._expect_table(table)
             if table not in self.tables:
                 self._cols[table] = []
-            else:
-                rows = self.small(f"PRAGMA table_info({_q(table)})")
-                self._cols[table] = [str(r[1]) for r in rows]
+            else:  # hidden: 0 a column, 1 a virtual table's hidden column, 2 or 3 a generated column
+                rows = self.small(f"PRAGMA table_xinfo({_q(table)})")
+                generated = [str(r[1]) for r in rows if r[6] in (2, 3)]
+                if generated:
+                    raise TraceError(self.path, f"table {table} has a generated column ({generated[0]!r}), which an "
+                                     "Nsight Systems export never has: its values would be computed as they are read",
+                                     None, f"pass an export written by nsys itself; {_AGAIN}")
+                self._cols[table] = [str(r[1]) for r in rows if r[6] == 0]
         return self._cols[table]
 
     def pick(self, table: str, *candidates: str) -> str | None:
@@ -127,6 +155,7 @@ class _Db:
             raise _corrupt(self.path, exc) from None
 
     def count(self, table: str) -> int:
+        self._expect_table(table)
         return int(self.execute(f"SELECT COUNT(*) FROM {_q(table)}").fetchone()[0])
 
     def read(self, table: str, ints: dict[str, tuple], texts: dict[str, tuple] | None = None,
@@ -137,6 +166,7 @@ class _Db:
         the table has is read, and a table without any gets the default in every row.
         """
         texts = texts or {}
+        self._expect_table(table)
         exprs, names = [], []
         for out, (default, *cands) in ints.items():
             col = self.pick(table, *cands)
@@ -211,6 +241,12 @@ def _connect(path: str) -> sqlite3.Connection:
     conn = None
     try:
         conn = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True)
+        # Functions that are not innocuous may not run from the schema; nothing is ever written; no value
+        # longer than MAX_VALUE_BYTES is made (SQLite refuses it: "string or blob too big").
+        conn.execute("PRAGMA trusted_schema = OFF")
+        conn.execute("PRAGMA query_only = ON")
+        if hasattr(conn, "setlimit"):  # Python 3.11+
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
         conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
         return conn
     except _DB_ERRORS as exc:
@@ -220,6 +256,9 @@ def _connect(path: str) -> sqlite3.Connection:
 
 
 def _corrupt(path: str, exc: Exception | None) -> TraceError:
+    if exc is not None and "too big" in str(exc):
+        return TraceError(path, f"holds a value longer than {MAX_VALUE_BYTES:,} bytes, more than any name or "
+                          "field of an Nsight Systems export", str(exc), f"pass an export written by nsys itself; {_AGAIN}")
     return TraceError(path, "cannot be read as an SQLite database: it is corrupt or incomplete",
                       str(exc) if exc else None,
                       "export it again with `nsys export --type sqlite --force-overwrite true REPORT.nsys-rep` "
