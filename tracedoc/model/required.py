@@ -58,12 +58,16 @@ KNOWN: dict[tuple[str, int], tuple[tuple[str, ...], ...]] = {
         (('record_param_comms', 'c10d::', 'gloo:', 'nccl'),),
     ('^(record_param_comms$|nccl:|gloo:)', 32):
         (('record_param_comms', 'nccl:', 'gloo:'),),
+    ('^(triton_\\w+?)_\\d+$', 32):
+        (('triton_',), ('_',)),
     ('^CompiledFunction|Torch-Compiled Region|^## Call CompiledFxGraph', 32):
         (('CompiledFunction', 'Torch-Compiled Region', '## Call CompiledFxGraph'),),
     ('^Optimizer\\.step#', 32):
         (('Optimizer.step#',),),
     ('^ProfilerStep#(\\d+)$', 32):
         (('ProfilerStep#',),),
+    ('^Torch-Compiled Region: \\d+/\\d+$', 32):
+        (('Torch-Compiled Region: ',), ('/',)),
     ('^\\s*(?P<fam>profiler[ _]?step|train(?:ing)?[ _\\-]?step|step|train[ _\\-]?iter(?:ation)?|iteration|iter)(?:[\\s_#:=\\-]*\\d+)?\\s*(?:,\\s*(?:seq|op_id|sizes|stream)\\b.*)?$', 34):
         (('profiler', 'train', 'step', 'iter'),),
     ('^\\s*([a-zA-Z]*)\\s*,\\s*([a-zA-Z]*)\\s*(?:->\\s*([a-zA-Z]*)\\s*)?$', 32):
