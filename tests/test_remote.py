@@ -77,7 +77,7 @@ def _store_env(endpoint: str, **extra) -> dict:
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """A running server holding bucket ``runs``: ``job/`` (4 rank files), ``one/trace.json.gz``,
-    ``logs/trainer_state.json``, ``bomb/rank0.json.gz`` (inflates 70 MB of zeros); and the local copies."""
+    ``logs/trainer_state.json``, ``bomb/rank0.json.gz`` (a trace padded to 70 MB with white space); and the local copies."""
     proc, endpoint = _start_moto()
     try:
         local = tmp_path_factory.mktemp("store")
@@ -91,7 +91,7 @@ def s3(tmp_path_factory):
         client.put_object(Bucket=BUCKET, Key="one/trace.json.gz", Body=(job / "rank3.pt.trace.json.gz").read_bytes())
         client.put_object(Bucket=BUCKET, Key="logs/trainer_state.json", Body=(local / "trainer_state.json").read_bytes())
         client.put_object(Bucket=BUCKET, Key="job/notes.txt", Body=b"not a trace")  # not read, as in a directory
-        client.put_object(Bucket=BUCKET, Key="bomb/rank0.json.gz", Body=gzip.compress(b"\0" * (70 << 20), 9))
+        client.put_object(Bucket=BUCKET, Key="bomb/rank0.json.gz", Body=gzip.compress(b'{"traceEvents": [' + b" " * (70 << 20) + b"]}", 9))
         yield endpoint, local
     finally:
         _stop(proc)

@@ -14,6 +14,7 @@ Nothing is written into a finished result afterwards; ``tracedoc.api.analyze`` c
 from __future__ import annotations
 
 import hashlib
+import contextlib
 import os
 import re
 from collections.abc import Callable
@@ -188,14 +189,18 @@ def judge_log(path: str | os.PathLike, ruleset: Ruleset, *, config: tuple | list
     from .logs.analysis import LogOptions
     from .logs.report import build_log_result
 
-    shown = os.fspath(path)
-    with fetched(shown, what="training log") as local:  # a log by URL is read from a local copy
-        result = build_log_result(local, config=tuple(config), options=options or LogOptions(),
-                                  compute_capability=compute_capability, gpu_name=gpu_name, command=command,
-                                  jobs=jobs, fmt=log_format, fields=fields)
+    several = isinstance(path, (list, tuple))  # the segments of one run, joined in step order
+    shown = [os.fspath(p) for p in path] if several else [os.fspath(path)]
+    with contextlib.ExitStack() as stack:  # a log by URL is read from a local copy
+        local = [stack.enter_context(fetched(p, what="training log")) for p in shown]
+        result = build_log_result(local if several else local[0], config=tuple(config),
+                                  options=options or LogOptions(), compute_capability=compute_capability,
+                                  gpu_name=gpu_name, command=command, jobs=jobs, fmt=log_format, fields=fields)
     if local != shown:  # in place: a fresh result carries unsaved attributes a copy would drop
-        result.input.path = shown
-        result.warnings[:] = [renamed_text(w, local, shown) for w in result.warnings]
+        if not several:
+            result.input.path = shown[0]
+        for copy, name in zip(local, shown):
+            result.warnings[:] = [renamed_text(w, copy, name) for w in result.warnings]
     verdict = evaluate(result.metrics, result.analysis.evidence, result.step_time_ns, ruleset=ruleset, scope="log")
     return result.judged(verdict, __version__)
 
