@@ -17,7 +17,7 @@ from typing import Any, Callable
 from ..analyses import RankRead, read_rank
 from ..errors import TraceError, TracedocError, UsageError
 from ..gcpause import with_paused_gc
-from ..ingest import check_nsys_options, load, sniff
+from ..ingest import check_kineto_options, check_nsys_options, load, sniff
 
 DASK_CONNECT_TIMEOUT_S = 20
 
@@ -40,13 +40,16 @@ def analyze_file(path: str, options: dict, progress: Callable[[float], None] | N
     ``job=False`` for a lone file: the straggler's cause is a job-view question. ``given``: the rank
     analyses' stage inputs (the ``estimate_request``).
     """
+    options = dict(options)
+    steps = options.pop("steps", None)
     if sniff(path) == "nsys":
         from ..ingest import nsys
 
+        check_kineto_options(path, steps)
         traces = [load(path, **options)] if "pid" in options else nsys.read_nsys_ranks(path, **options)
     else:
         check_nsys_options(path, options)
-        traces = [load(path, progress=progress, workers=workers)]
+        traces = [load(path, progress=progress, workers=workers, steps=steps)]
     out = []
     for t in traces:
         if t.meta.rank is None and len(traces) == 1 and rank_of is not None:
