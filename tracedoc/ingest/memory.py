@@ -17,13 +17,15 @@ from typing import NamedTuple
 
 from ..errors import TraceError
 
-# What analysing a trace holds beyond the interpreter, per byte of its JSON (columns, string table,
-# the analyses' working arrays), with a margin. Measured peaks of `tracedoc analyze` above the
-# process after its imports: 0.70x the JSON at 200 MB and 0.62x at 1 GiB (the cpu_ops shape, whose
-# columns are the largest per byte); 0.85 leaves room for traces denser in events than any measured.
-NEED_PER_JSON_BYTE = 0.85
-# A decode worker holds a few chunks, their decoded events and their columns (measured 40-60 MB).
-NEED_PER_WORKER = 96 << 20
+# What analysing a trace holds beyond the interpreter, per byte of its JSON: the columns, the string
+# table, the analyses' working arrays and the forked child that computes the critical path. Measured
+# peaks of the process tree's memory (PSS, summed) above the interpreter, cpu_ops shape, whose columns are
+# the largest per byte: 0.95x the JSON at 200 MB and 1.19x at 1 GiB (the load alone: 0.25x); 1.25 leaves
+# a margin.
+NEED_PER_JSON_BYTE = 1.25
+# A decode worker holds a few chunks, their decoded events and their columns (measured 20-30 MB of its
+# own; the analyses that follow need more than the load, so this matters only with many workers).
+NEED_PER_WORKER = 64 << 20
 # Reading a slice (``--steps``) holds the columns of the slice only; what it needs beyond the workers
 # is not known before reading, so only this much is asked for.
 NEED_SLICE = 128 << 20

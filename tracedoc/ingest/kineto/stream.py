@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from ...errors import TraceError
+from ...errors import TraceError, UsageError
 from ...model.trace import Trace
 from .columns import _Reader
 from .cuts import DAMAGED, cut_and_decode, cuts_backward, find_cut
@@ -168,7 +168,18 @@ def _worker_count(src: _Source, chunk_bytes: int) -> int:
         small = src.size < PARALLEL_MIN_BYTES * scale
     if small:
         return 1
-    return max(1, min(4, os.cpu_count() or 1))
+    return max(1, min(4, os.cpu_count() or 1, _env_workers() or 4))
+
+
+def _env_workers() -> int | None:
+    """``TRACEDOC_DECODE_WORKERS``: at most this many decode processes (1: decode in this process)."""
+    text = os.environ.get("TRACEDOC_DECODE_WORKERS", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError("TRACEDOC_DECODE_WORKERS", f"{text[:20]!r} is not a number of processes", None,
+                         "set it to 1 (decode in the analysing process) or more, or unset it")
+    return int(text)
 
 
 def _start_methods() -> list[str]:
