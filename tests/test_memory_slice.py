@@ -182,3 +182,25 @@ def test_the_cli_refuses_before_reading_and_a_slice_still_fits(monkeypatch, tmp_
     lines = [x for x in err.splitlines() if x.strip()]
     assert len(lines) == 1 and "needs about" in lines[0] and "MemAvailable 512.0 MiB" in lines[0], err
     assert main(["analyze", str(path), "--steps", "1:2", "--no-progress", "-f", "json"]) == 0
+
+
+def test_step_events_are_found_whatever_their_args_and_wherever_chunks_end(tmp_path, monkeypatch):
+    """A step event whose args hold objects in a list (their ends look like an event's), keys in another
+    order, and the same step on two threads (the window takes the earliest start and the latest end)."""
+    import json
+
+    events = []
+    for n in range(1, 7):
+        s = 1_000_000 + n * 1_000
+        events.append({"name": f"ProfilerStep#{n}", "ph": "X", "ts": s, "dur": 900, "cat": "user_annotation",
+                       "pid": 1, "tid": 1, "args": {"x": [{"a": 1}, {"b": {"c": [2, {"d": 3}]}}]}})
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 2,
+                       "ts": s - 10, "dur": 950})
+        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": s + 5, "dur": 10})
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": events}, indent=1))
+    for chunk in (97, 256, 1 << 20):
+        monkeypatch.setattr(window, "_CHUNK", chunk)
+        monkeypatch.setattr(window, "_LOOK_BACK", 64)
+        w = window.find_window(str(p), Steps(2, 3))
+        assert (w.start_ns, w.end_ns, w.steps, w.total) == (1_001_990_000, 1_003_940_000, 2, 6), chunk

@@ -23,6 +23,7 @@ _EVENT_END_RE = re.compile(rb"\}\s*(?:,\s*\{|\])")
 _END_TRIES = 8  # ends tried per step event (an object inside its args ends like an event)
 _LOOK_BACK = 4096  # bytes searched before a step's name for its opening brace (its ph, cat, pid... keys)
 _CHUNK = 4 << 20
+_HOLD_LIMIT = 64 << 20  # the most bytes held back for one step event that has not ended yet
 _MAX_STEP = 10**18
 
 
@@ -94,15 +95,16 @@ def find_window(path: str, steps: Steps) -> Window:
             for m in _STEP_NAME_RE.finditer(buf):
                 if base + m.start() in seen:
                     continue
+                brace = buf.rfind(b"{", max(0, m.start() - _LOOK_BACK), m.start())
                 ends = [e.start() + 1 for _, e in zip(range(_END_TRIES), _EVENT_END_RE.finditer(buf, m.end()))]
-                if len(ends) < _END_TRIES and not done:  # the event may go on in the next chunk
-                    keep = min(keep, max(0, m.start() - _LOOK_BACK))
+                if done:
+                    ends.append(len(buf))
+                if brace >= 0 and not _add_step(spans, [buf[brace:stop] for stop in ends], int(m.group(1))) \
+                        and not done and len(ends) < _END_TRIES:  # the event may end in the next chunk
+                    keep = min(keep, brace)
                     break
                 seen.add(base + m.start())
-                brace = buf.rfind(b"{", max(0, m.start() - _LOOK_BACK), m.start())
-                if brace >= 0:
-                    _add_step(spans, [buf[brace:stop] for stop in ends + [len(buf)]], int(m.group(1)))
-            keep = max(keep, len(buf) - _CHUNK)  # never more than a chunk held back
+            keep = max(keep, len(buf) - _HOLD_LIMIT)  # an event that never ends is not held on to
             carry, base = buf[keep:], base + keep
     if not spans:
         raise TraceError(path, "has no ProfilerStep#N events to choose steps from", f"--steps {steps.text()}",
@@ -119,9 +121,9 @@ def find_window(path: str, steps: Steps) -> Window:
     return Window(start, end, chosen[0], chosen[-1], len(chosen), len(numbers))
 
 
-def _add_step(spans: dict[int, list[int]], texts: list[bytes], number: int) -> None:
+def _add_step(spans: dict[int, list[int]], texts: list[bytes], number: int) -> bool:
     """Record the span of one ``ProfilerStep#N`` event (its earliest start and latest end over threads)
-    from the first of ``texts`` that decodes as an event."""
+    from the first of ``texts`` that decodes as an event; False when none does."""
     for text in texts:
         try:
             ev = _decode_step(text)
@@ -129,14 +131,15 @@ def _add_step(spans: dict[int, list[int]], texts: list[bytes], number: int) -> N
         except (msgspec.DecodeError, UnicodeDecodeError):
             continue
     else:
-        return
+        return False
     if ev.ph != "X":
-        return
+        return True
     ts, dur = decimal_text_to_scaled_int([ev.ts, ev.dur]).tolist()
     if ts == BAD_NUMBER or dur == BAD_NUMBER or dur < 0:
-        return
+        return True
     span = spans.setdefault(number, [ts, ts + dur])
     span[0], span[1] = min(span[0], ts), max(span[1], ts + dur)
+    return True
 
 
 def slice_warning(path: str, window: Window, outside: int) -> str:
