@@ -19,7 +19,9 @@ Per shape and size, ``tracedoc analyze`` (``tracedoc.api.analyze``) and HTA's lo
 comm/comp overlap each run ``--reps`` times in fresh processes, interleaved; the table gives the median
 wall time and its spread (min-max), the CPU time (user + system, worker processes included), and the
 HTA/tracedoc ratio of wall times and of CPU times. HTA failing on a trace (crash, timeout, out of memory)
-is HTA's failure: the row says so and that shape leaves the minimum. Then the other targets:
+is HTA's failure: the row says so and that shape leaves the minimum. In the same interleaved runs, a
+``tracedoc load`` alone and a pysimdjson parse of the same bytes (the JSON-parse limit; measured when
+pysimdjson is installed): from 50 MB the load is checked to be within 2x that parse. Then the other targets:
 
 - nsys: exports of 2 MB or more analyse within 2x a plain sqlite3 read of the tables used; smaller ones
   finish within 0.3 s per whole ``tracedoc analyze`` process;
@@ -90,12 +92,19 @@ def shape_trace(shape: str, size_mb: float, shared: Path, out_dir: Path, python:
     return out
 
 
+def has_simdjson(python: str) -> bool:
+    return subprocess.run([python, "-c", "import simdjson"], capture_output=True).returncode == 0
+
+
 def measure(path: Path, reps: int, args, hta_py: str | None) -> dict[str, Runs]:
     BL.warm_page_cache(path)
-    out = {"tracedoc": Runs(), "hta": Runs()}
+    out = {"tracedoc": Runs(), "hta": Runs(), "load": Runs(), "simdjson": Runs()}
+    simd_py = args.python if args.simdjson else None
     for i in range(reps):
         for who, tool, py, timeout in (("tracedoc", "tracedoc analyze", args.python, args.timeout),
-                                       ("hta", "HTA load+analysis", hta_py, args.hta_timeout)):
+                                       ("hta", "HTA load+analysis", hta_py, args.hta_timeout),
+                                       ("load", "tracedoc load", args.python, args.timeout),
+                                       ("simdjson", "simdjson parse", simd_py, args.timeout)):
             runs = out[who]
             if py is None or runs.failed:
                 continue
@@ -125,12 +134,14 @@ class Table:
         cpu_x = _ratios(hta.cpu, td.cpu)
         self.rows.append({"shape": shape, "size_mb": size_mb, "file": path.name, "json_mb": path.stat().st_size / MIB,
                           "events": (gen.read_meta(path) or {}).get("events"), "td": td, "hta": hta,
-                          "wall_x": wall_x, "cpu_x": cpu_x})
+                          "wall_x": wall_x, "cpu_x": cpu_x, "load": runs["load"], "simdjson": runs["simdjson"],
+                          "load_x": _ratios(runs["load"].wall, runs["simdjson"].wall)})
 
     def markdown(self) -> str:
         out = ["| shape | JSON MiB | events | tracedoc wall s (spread) | tracedoc CPU s | HTA wall s (spread) "
-               "| HTA CPU s | HTA/tracedoc wall x (spread) | CPU x | peak RSS / JSON |",
-               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+               "| HTA CPU s | HTA/tracedoc wall x (spread) | CPU x | peak memory / JSON | load s (spread) "
+               "| simdjson parse s (spread) | load / simdjson x |",
+               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in self.rows:
             td, hta = r["td"], r["hta"]
             ev = f"{r['events']:,}" if r["events"] else "-"
@@ -144,8 +155,13 @@ class Table:
                 hta_wall, hx = "not measured", "-"
             cx = f"{statistics.median(r['cpu_x']):.1f}" if r["cpu_x"] else "-"
             rss = f"{max(td.rss_mb) / r['json_mb']:.2f}" if td.rss_mb else "-"
+            ld, sj = r["load"], r["simdjson"]
+            ld_wall = f"{ld.med('wall'):.3f} ({ld.spread('wall')})" if ld.wall else "-"
+            sj_wall = f"{sj.med('wall'):.3f} ({sj.spread('wall')})" if sj.wall else "-"
+            lx = f"{statistics.median(r['load_x']):.1f}" if r["load_x"] else "-"
             out.append(f"| {r['shape']} | {r['json_mb']:.1f} | {ev} | {td_wall} | "
-                       f"{td.med('cpu') or 0:.3f} | {hta_wall} | {hta.med('cpu') or 0:.2f} | {hx} | {cx} | {rss} |")
+                       f"{td.med('cpu') or 0:.3f} | {hta_wall} | {hta.med('cpu') or 0:.2f} | {hx} | {cx} | {rss} | "
+                       f"{ld_wall} | {sj_wall} | {lx} |")
         return "\n".join(out)
 
 
@@ -168,6 +184,11 @@ def shape_checks(table: Table, checks: BT.Checks) -> None:
                 + (f"; HTA failed on {', '.join(hta_failed)}: HTA's failure" if hta_failed else "") + ")")
         checks.add(f"{size:g} MB: min over shapes of HTA / tracedoc (x)", statistics.median(worst["wall_x"]),
                    ">=", target, note)
+        loads = [r for r in rows if r["load_x"]]
+        if size >= 50 and loads:
+            worst = max(loads, key=lambda r: statistics.median(r["load_x"]))
+            checks.add(f"{size:g} MB: max over shapes of tracedoc load / simdjson parse (x)",
+                       statistics.median(worst["load_x"]), "<=", 2.0, f"(worst shape {worst['shape']})")
         if size >= 1024:
             for r in measured:
                 checks.add(f"{size:g} MB {r['shape']}: tracedoc peak RSS / JSON", max(r["td"].rss_mb) / r["json_mb"],
@@ -267,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     a.out_dir = Path(a.out_dir)
     a.python = sys.executable
     a.mem_limit_kb = int(BL.mem_available_kb() * 0.9)
+    a.simdjson = has_simdjson(a.python)
     hta_py, why = (None, "--skip-hta") if a.skip_hta else BL.hta_python(a.out_dir / "hta-venv", install=True)
     sizes = [float(s) for s in a.sizes.split(",") if s.strip()]
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]
@@ -275,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown shape {s!r}; known: {', '.join(SHAPES)}")
     load0, t0 = os.getloadavg()[0], time.time()
     print(f"tracedoc shapes benchmark | {os.cpu_count()} CPUs | load average {load0:.2f} at start | HTA: "
-          f"{BL.hta_version(hta_py) if hta_py else 'not measured (' + why + ')'} | {a.reps} runs each")
+          f"{BL.hta_version(hta_py) if hta_py else 'not measured (' + why + ')'} | simdjson parse: "
+          f"{'measured' if a.simdjson else 'not measured (pip install pysimdjson)'} | {a.reps} runs each")
     table = Table()
     for size in sizes:
         for shape in (shapes if size < 1024 else ["cpu_ops"]):

@@ -116,3 +116,19 @@ def test_no_child_for_one_worker_a_small_trace_or_a_threaded_caller(trace, monke
     finally:
         stop.set()
         other.join()
+
+
+def test_no_child_when_the_memory_free_would_not_hold_it(trace, monkeypatch):
+    from tracedoc.ingest import memory as MEM
+
+    monkeypatch.setattr(O, "OFFLOAD_MIN_OPS", 0)
+    monkeypatch.setattr(O.threading, "active_count", lambda: 1)
+    if (os.cpu_count() or 1) < 2 or not O.sys.platform.startswith("linux"):
+        pytest.skip("no child is forked here whatever the memory")
+    need = O.CHILD_NEED_PER_TABLE_BYTE * sum(t.nbytes for t in trace.tables.values())
+    monkeypatch.setattr(MEM, "free_memory", lambda: MEM.Free(need, ["MemAvailable"]))
+    assert O.worth_offloading(trace, None)
+    monkeypatch.setattr(MEM, "free_memory", lambda: MEM.Free(need - 1, ["MemAvailable"]))
+    assert not O.worth_offloading(trace, None)
+    monkeypatch.setattr(MEM, "free_memory", lambda: MEM.Free(None, []))  # not known: as before
+    assert O.worth_offloading(trace, None)

@@ -39,7 +39,21 @@ def worth_offloading(trace: Trace, workers: int | None) -> bool:
     if threading.active_count() != 1:
         return False
     ops = sum(len(trace.tables[t]) for t in ("gpu_ops", "cpu_ops", "runtime") if t in trace.tables)
-    return ops >= OFFLOAD_MIN_OPS
+    return ops >= OFFLOAD_MIN_OPS and child_fits(trace)
+
+
+# What a child computing the critical path holds of its own, per byte of the trace's columns (pages it
+# writes are copied from this process; measured about 2.4x at 1 GiB of JSON), with a margin.
+CHILD_NEED_PER_TABLE_BYTE = 3
+
+
+def child_fits(trace: Trace) -> bool:
+    """Whether the memory free now holds a child as well: when it does not, the analysis runs in this
+    process, which needs less than this process and a child together."""
+    from ..ingest.memory import free_memory
+
+    free = free_memory().bytes
+    return free is None or free >= CHILD_NEED_PER_TABLE_BYTE * sum(t.nbytes for t in trace.tables.values())
 
 
 class _Child:

@@ -51,6 +51,10 @@ def register(sub: Any) -> None:
                    help="analyse the ranks of a directory on a Dask cluster (e.g. tcp://host:8786); "
                         "its workers must see the same paths, or read the same URLs")
     a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
+    a.add_argument("--steps", metavar="A:B",
+                   help="torch.profiler traces: analyse a slice, ProfilerStep#A to #B (both included; A: and :B "
+                        "leave an end open, N is one step), in the memory the slice needs; the report says it is "
+                        "a slice")
     a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     a.add_argument("--timeline", action="store_true",
@@ -159,6 +163,10 @@ def cmd_analyze(args) -> int:
     options = {}
     if args.step_range:
         options["step_range"] = args.step_range
+    if args.steps is not None:
+        from ..ingest.kineto.window import parse_steps
+
+        options["steps"] = parse_steps(args.steps)
     if args.pid:
         options["pid"] = args.pid if args.pid == "all" else _int_arg("--pid", args.pid)
     command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None

@@ -46,20 +46,31 @@ def load(path: str | os.PathLike, progress: Callable[[float], None] | None = Non
     """Read one trace file of any supported format.
 
     ``workers`` bounds the processes a large Kineto file is decoded with (default: CPU count);
+    ``steps`` (``"A:B"``) reads a slice of a Kineto trace, ``ProfilerStep#A`` to ``#B``; the other
     ``options`` are the nsys reader's (``step_range``, ``pid``, ...).
     """
     path = os.fspath(path)
     kind = sniff(path)
     if kind == "directory":
         raise TraceError(path, "is a directory", None, "use tracedoc.load_dir() or `tracedoc analyze DIR` for per-rank traces")
+    steps = options.pop("steps", None)
     if kind == "nsys":
         from .nsys import read_nsys
 
+        check_kineto_options(path, steps)
         return read_nsys(path, progress=progress, **options)
     from .kineto import read_kineto
 
     check_nsys_options(path, options)
-    return read_kineto(path, progress=progress, workers=workers)
+    return read_kineto(path, progress=progress, workers=workers, steps=steps)
+
+
+def check_kineto_options(path: str, steps) -> None:
+    """``--steps`` given for an nsys export: a usage error (its steps are NVTX ranges, chosen by
+    ``--step-range``)."""
+    if steps is not None:
+        raise UsageError(path, "--steps applies to torch.profiler traces only", None,
+                         "drop the option for nsys exports")
 
 
 def check_nsys_options(path: str, options: dict) -> None:

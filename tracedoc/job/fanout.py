@@ -20,7 +20,7 @@ from typing import Any, Callable
 from ..analyses import RankRead, read_rank
 from ..errors import TraceError, TracedocError, UsageError
 from ..gcpause import with_paused_gc
-from ..ingest import check_nsys_options, load, sniff
+from ..ingest import check_kineto_options, check_nsys_options, load, sniff
 from ..remote import fetched, renamed_text
 
 try:  # ISA-L's deflate (a core dependency), zlib's where it has no wheels: the same format either way
@@ -59,13 +59,16 @@ def read_local(path: str, options: dict, progress: Callable[[float], None] | Non
                job: bool = True, given: dict | None = None, shown: str | None = None) -> list[RankRead]:
     """``analyze_file`` of a local file; ``shown``: the name the results give it (a URL it was copied from)."""
     shown = shown or path
+    options = dict(options)
+    steps = options.pop("steps", None)
     if sniff(path) == "nsys":
         from ..ingest import nsys
 
+        check_kineto_options(path, steps)
         traces = [load(path, **options)] if "pid" in options else nsys.read_nsys_ranks(path, **options)
     else:
         check_nsys_options(path, options)
-        traces = [load(path, progress=progress, workers=workers)]
+        traces = [load(path, progress=progress, workers=workers, steps=steps)]
     out = []
     for t in traces:
         if t.meta.rank is None and len(traces) == 1 and rank_of is not None:

@@ -87,7 +87,7 @@ SHAPE_OP_RE = re.compile(
     r"|triton_\w+|torch::autograd::AccumulateGrad)$")
 _STREAM_RE = re.compile(r"^\s*stream\s+(\d+)", re.I)
 LABEL_ID_BASE = -(1 << 40)
-_COUNTS = ("bad_times", "wrong_types", "bad_utf8", "nonfinite")
+_COUNTS = ("bad_times", "wrong_types", "bad_utf8", "nonfinite", "outside")
 _STRING_COLS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "pg_ranks", "dims", "types", "concrete"}
 # CPU ops of collectives whose first input is the message (record_param_comms, nccl:*, gloo:*): their
 # shapes give the size on torch versions that record no collective args. (c10d::*_base_ ops take
@@ -113,6 +113,9 @@ class _Reader:
         self.bad_utf8 = 0  # invalid UTF-8 sequences decoded as U+FFFD
         self.nonfinite = 0  # Infinity/NaN written where JSON needs a number
         self.ignored_phases: dict[str, int] = {}
+        self.window: tuple[int, int] | None = None  # a slice (--steps): events starting outside are dropped
+        self.outside = 0  # events dropped for starting outside the window
+        self.slice: Any = None  # the window.Window of a slice, for its warning
         self._id_cache: dict[Any, int] = {}
         self._wants_shapes = np.zeros(0, dtype=bool)  # per string id: a name whose shapes FLOPs need
 
@@ -231,6 +234,8 @@ class _Reader:
         ts = decimal_text_to_scaled_int([e.ts for e in evs])
         dur = decimal_text_to_scaled_int([e.dur for e in evs])
         self._drop_impossible_times(evs, cls, ts, dur)
+        if self.window is not None:
+            self._drop_outside(cls, ts)
         by_class = {c: np.flatnonzero(cls == c) for c in distinct(cls).tolist()}
         for c, idx in by_class.items():
             if c == C_DROPPED:
@@ -262,6 +267,14 @@ class _Reader:
             e = evs[i]
             self.bad_time_example = f'"ts": {bytes(e.ts)[:40].decode("utf-8", "replace")}, ' \
                                     f'"dur": {bytes(e.dur)[:40].decode("utf-8", "replace")}'
+
+    def _drop_outside(self, cls: np.ndarray, ts: np.ndarray) -> None:
+        """Mark timed events that start outside the window as dropped, and count them."""
+        start, end = self.window
+        out = (cls != C_META) & (cls != C_IGNORE) & (cls != C_DROPPED) & ((ts < start) | (ts >= end))
+        if out.any():
+            cls[out] = C_DROPPED
+            self.outside += int(out.sum())
 
     def _gpu(self, sub, ts, cats, dur, phases):
         args = [e.args or _EMPTY_ARGS for e in sub]

@@ -18,6 +18,7 @@ from ..depth import set_cpu_depths
 from ..launches import link_launches
 from ..values import clean_device, plain_scalar, text_value
 from .columns import _Reader
+from .window import slice_warning
 
 _COPY_KIND = {"htod": M.COPY_HTOD, "dtoh": M.COPY_DTOH, "dtod": M.COPY_DTOD, "ptop": M.COPY_PTOP}
 _MEM_KIND = {"pageable": M.MEM_PAGEABLE, "pinned": M.MEM_PINNED, "device": M.MEM_DEVICE,
@@ -47,6 +48,8 @@ def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Tr
         warnings.append(f"{path}: {reader.bad_args:,} events have an args value that is not an object of the "
                         "usual fields; their other fields were read and their args ignored")
     warnings.extend(_repair_warnings(reader, path))
+    if reader.slice is not None:
+        warnings.append(slice_warning(path, reader.slice, reader.outside))
     if reader.ignored_phases:
         desc = _shown(reader, ", ".join(f"{n} '{p}'" for p, n in sorted(reader.ignored_phases.items())))
         warnings.append(f"{path}: ignored events of phases tracedoc does not use ({desc})")

@@ -63,14 +63,17 @@ def _damage(rest: bytes, upto: int, reader: _Reader) -> str:
     at = _MALFORMED_AT_RE.search(what or "")
     pos = max(0, int(at.group(1)) - 1) if at else 0
     lead = len(dropped) - len(dropped.lstrip(b", \t\r\n"))
+    # counted from the first byte after the separator: where the last cut fell (before or after the comma
+    # and white space following the last whole event) depends on how the file was split into pieces
+    n_dropped = len(dropped) - lead
     # The input ends there (a number cut to "12." or "1e" reads as malformed at the end): a cut
     cut_short = at is not None and lead + pos >= len(dropped.rstrip())
     if what is None or "truncated" in what or cut_short:
         return (f"the JSON ends before the trace is complete; read {reader.n_events:,} events "
-                f"and dropped {len(dropped):,} trailing bytes")
+                f"and dropped {n_dropped:,} trailing bytes")
     snippet = excerpt(dropped[lead + pos: lead + pos + 30], reader.hides_content, 30)
     return (f"the JSON is malformed after event {reader.n_events:,} ({what.split(' (')[0]}: saw {snippet}); read the "
-            f"{reader.n_events:,} events before it and dropped the {len(dropped):,} bytes from there on")
+            f"{reader.n_events:,} events before it and dropped the {n_dropped:,} bytes from there on")
 
 
 def _read_whole(path: str, data: bytes, src: _Source, reader: _Reader) -> Trace:

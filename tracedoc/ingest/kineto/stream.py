@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from ...errors import TraceError
+from ...errors import TraceError, UsageError
 from ...model.trace import Trace
 from .columns import _Reader
 from .cuts import DAMAGED, cut_and_decode, cuts_backward, find_cut
@@ -17,6 +17,8 @@ from .decode import _decode_events, _decode_top, decode_metadata
 from .metadata import _finish
 from .salvage import _decode_tail, _read_whole
 from .source import _Source, concatenated_members
+from .window import Steps, Window, find_window, parse_steps
+from ..memory import check_fits, json_bytes
 
 # Events are decoded a chunk at a time: small chunks keep the decoded objects of one chunk in cache
 # and let the memory they take be reused by the next (16 MB chunks were a third slower than 2 MB ones
@@ -29,6 +31,9 @@ CHUNK_BYTES = 2 * 1024 * 1024
 PARALLEL_MIN_BYTES = 8 * 1024 * 1024
 PARALLEL_MIN_GZIP_BYTES = 2 * 1024 * 1024
 PARALLEL_MIN_GZIP_JSON_BYTES = 12 * 1024 * 1024
+# Below this much JSON a trace is read without asking what memory is free (it needs at most a few
+# tens of MB); the check reads /proc/meminfo and the cgroup's files.
+MEMORY_CHECK_MIN_BYTES = 16 * 1024 * 1024
 _HEAD_LIMIT = 64 * 1024 * 1024
 _UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -37,16 +42,28 @@ _EVENTS_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
 def read_kineto(path: str, chunk_bytes: int = CHUNK_BYTES, progress: Callable[[float], None] | None = None,
-                workers: int | None = None) -> Trace:
+                workers: int | None = None, steps: Steps | str | None = None) -> Trace:
     """Read one Kineto Chrome-trace JSON file (plain or gzip) into a ``Trace``.
 
     Files larger than a few chunks are decoded by ``workers`` processes (default: CPU count, at
-    most 4); ``workers=1`` decodes in this process.
+    most 4); ``workers=1`` decodes in this process. ``steps`` (``"A:B"`` or ``Steps``) keeps only the
+    events of ``ProfilerStep#A`` to ``#B`` (``window``). A trace that will not fit in the memory free
+    is refused before its events are decoded (``memory``).
     """
+    window = None
+    if steps is not None:
+        window = find_window(path, parse_steps(steps) if isinstance(steps, str) else steps)
+    return _read_file(path, chunk_bytes, progress, workers, window)
+
+
+def _read_file(path: str, chunk_bytes: int, progress, workers: int | None, window: Window | None) -> Trace:
     src = _Source(path)
     src.forced_workers = workers
     try:
-        trace = _read(src, chunk_bytes, progress)
+        size = json_bytes(src.size, src.gzipped, src.trailer_size)
+        if size >= MEMORY_CHECK_MIN_BYTES:
+            check_fits(path, size, _worker_count(src, chunk_bytes), sliced=window is not None)
+        trace = _read(src, chunk_bytes, progress, window)
         if trace.meta.sha256 is None and not src.closed:
             trace.meta.sha256 = src.sha256()
         return trace
@@ -58,9 +75,11 @@ def read_kineto(path: str, chunk_bytes: int = CHUNK_BYTES, progress: Callable[[f
         src.close()
 
 
-def _read(src: _Source, chunk_bytes: int, progress) -> Trace:
+def _read(src: _Source, chunk_bytes: int, progress, window: Window | None = None) -> Trace:
     path = src.path
     reader = _Reader(path)
+    if window is not None:
+        reader.window, reader.slice = (window.start_ns, window.end_ns), window
     reader.hides_content = src.hides_content
     buf = src.read(min(chunk_bytes, _HEAD_LIMIT))
     while buf and buf.isspace():  # leading white space is dropped as it is read, never accumulated
@@ -119,7 +138,7 @@ def _read(src: _Source, chunk_bytes: int, progress) -> Trace:
         done = _read_parallel(src, rest, chunk_bytes, reader, workers, progress)
         if done is None:  # a cut the workers could not decode: start over, verifying every cut
             src.close()
-            return read_kineto(path, chunk_bytes, progress, workers=1)
+            return _read_file(path, chunk_bytes, progress, 1, window)
         rest = done
     else:
         rest = _read_sequential(src, rest, chunk_bytes, reader, progress)
@@ -149,7 +168,18 @@ def _worker_count(src: _Source, chunk_bytes: int) -> int:
         small = src.size < PARALLEL_MIN_BYTES * scale
     if small:
         return 1
-    return max(1, min(4, os.cpu_count() or 1))
+    return max(1, min(4, os.cpu_count() or 1, _env_workers() or 4))
+
+
+def _env_workers() -> int | None:
+    """``TRACEDOC_DECODE_WORKERS``: at most this many decode processes (1: decode in this process)."""
+    text = os.environ.get("TRACEDOC_DECODE_WORKERS", "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise UsageError("TRACEDOC_DECODE_WORKERS", f"{text[:20]!r} is not a number of processes", None,
+                         "set it to 1 (decode in the analysing process) or more, or unset it")
+    return int(text)
 
 
 def _start_methods() -> list[str]:
@@ -198,7 +228,7 @@ def _read_sequential(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Read
         rest = rest[next_start:]
 
 
-def _decode_span(path: str, start: int, length: int):
+def _decode_span(path: str, start: int, length: int, window: tuple[int, int] | None = None):
     """Worker: ``_decode_piece`` of ``length`` bytes of a plain file from ``start``, read here rather than
     sent through a pipe."""
     fd = os.open(path, os.O_RDONLY)
@@ -206,16 +236,17 @@ def _decode_span(path: str, start: int, length: int):
         piece = os.pread(fd, length, start)
     finally:
         os.close(fd)
-    return _decode_piece(piece) if len(piece) == length else None
+    return _decode_piece(piece, window) if len(piece) == length else None
 
 
-def _decode_piece(piece: bytes):
+def _decode_piece(piece: bytes, window: tuple[int, int] | None = None):
     """Worker: decode one piece of events into columns. None when the cut was not an event boundary."""
     try:
         evs = _decode_events(b"[" + piece + b"]")
     except msgspec.DecodeError:
         return None
     r = _Reader("")
+    r.window = window
     r.add(evs)
     return r.export()
 
@@ -237,9 +268,10 @@ def _read_parallel(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader
     def submit(piece_start: int, piece_end: int):
         """A worker's future for ``rest[piece_start:piece_end]``."""
         if src.gzipped:
-            return pool.submit(_decode_piece, rest[piece_start:piece_end])
+            return pool.submit(_decode_piece, rest[piece_start:piece_end], reader.window)
         # the worker reads the bytes itself: offset of rest[0] in the file
-        return pool.submit(_decode_span, src.path, src.offset - len(rest) + piece_start, piece_end - piece_start)
+        return pool.submit(_decode_span, src.path, src.offset - len(rest) + piece_start, piece_end - piece_start,
+                           reader.window)
 
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         try:
