@@ -21,6 +21,7 @@ import numpy as np
 from ..model.groups import distinct, first_rows, isin, row_codes, stable_order
 from ..model.stats import median
 from .align import SignatureAlignment, _group_median, align_signature, nearest_distance, noise_of, refuse
+from .order import issue_order, kernel_unseen
 from ..analyses.instances import COLUMNS, RankTables
 
 KEY_SEQ = "group+seq"
@@ -147,9 +148,13 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
         arrival, end = arrival - shift, end - shift
         windows = {r: (a - coarse.get(r, 0), b - coarse.get(r, 0)) for r, (a, b) in (windows or {}).items()}
     # a rank's sequence is in the order its calls were issued (NCCL requires the same order on every
-    # member); a kernel with no call (launched before the window opened) by when it ran
-    issued = np.where(c["call_start_ns"] >= 0, c["call_start_ns"], arrival)
-    todo = np.flatnonzero(~use_seq & in_group)
+    # member); a kernel with no call launched before the window opened, before every call recorded
+    issued = issue_order(stacked.rank, group, c["call_start_ns"], c["gpu_start_ns"])
+    # a call of a GPU group whose kernel ran after its rank's profiler stopped has neither arrival
+    # nor end: it is left out (after the window), not timed by its launch
+    unseen = kernel_unseen(stacked.rank, group, c["call_start_ns"], c["gpu_start_ns"])
+    in_match = in_group & ~unseen
+    todo = np.flatnonzero(~use_seq & in_match)
     noise = 0.0
     if todo.size:
         todo = todo[np.argsort(sig[todo], kind="stable")]
@@ -168,7 +173,7 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
     codes = _codes_by_appearance(group, np.where(use_seq, -1, sig), position)
     n_codes = int(codes.max()) + 1
     n_members = np.array([len(members.get(g, [])) for g in stacked.groups], dtype=np.int64)
-    countable = in_group & ~refused
+    countable = in_match & ~refused
     counts = np.bincount(codes[countable], minlength=n_codes)
     pairs = _keys(codes[countable], stacked.rank[countable])[1]
     distinct = np.bincount(codes[countable][pairs], minlength=n_codes)  # ranks with the key
@@ -177,6 +182,7 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
     uniq, inst = np.unique(codes[ok_row], return_inverse=True)
     instance[ok_row] = inst
     reason = _reasons(stacked, ok_row, in_group, refused, arrival, members, windows)
+    reason[in_group & unseen] = REASON_AFTER
     keys_by_group = {}
     for gi, g in enumerate(stacked.groups):
         rows = group == gi

@@ -233,7 +233,8 @@ def _unmatched_issues(m) -> list[str]:
         by = [f"rank {r['rank']}: {r['unmatched'].get('before_span', 0)} before, {r['unmatched'].get('after_span', 0)} after"
               for r in m.alignment.get("ranks", []) if r["unmatched"].get("before_span") or r["unmatched"].get("after_span")]
         out.append(f"{outside} collective call{'s' if outside > 1 else ''} lie outside the time every rank's trace "
-                   f"covers (the ranks' profilers opened and closed at different times; {'; '.join(by[:4])}"
+                   f"covers (the ranks' profilers opened and closed at different times, and a kernel launched as a profiler "
+                   f"stopped runs after it; {'; '.join(by[:4])}"
                    f"{' ...' if len(by) > 4 else ''}): left out of matching (job.alignment)")
     if counts[REASON_REFUSED]:
         out.append(f"{int(counts[REASON_REFUSED])} call{'s' if counts[REASON_REFUSED] > 1 else ''} end too far from "
