@@ -43,7 +43,7 @@ def compute_us(kind: str, n: int) -> float:
     return base + n / 1e6 * 100.0
 
 
-def _balanced_step_us() -> float:
+def balanced_step_us() -> float:
     plan = step_plan()
     return sum(compute_us(k, n) for op, k, n in plan if op == "compute") + \
         sum(n / 1e6 * TRANSFER_US_PER_MELEM for op, _, n in plan if op == "coll")
@@ -58,7 +58,7 @@ def simulate(n_ranks: int, steps: int, slow: dict[int, float] | None = None, see
     slow = slow or {}
     rng = np.random.default_rng(seed)
     plan = step_plan()
-    extra = {r: f * _balanced_step_us() for r, f in slow.items()}
+    extra = {r: f * balanced_step_us() for r, f in slow.items()}
     cursor = np.full(n_ranks, 1_000_000.0)
     ops = []  # (step, index, kind, name, nelems, start[n], end[n])
     for s in range(-pre_steps + 1, steps + 1):
@@ -166,6 +166,11 @@ def job_tables(n_ranks: int, steps: int, slow: dict[int, float] | None = None, s
     tcode = np.array([types.index(o[3]) for o in colls])
     arrival = np.stack([o[5] for o in colls]).T  # ranks x calls (us)
     end = np.stack([o[6] for o in colls]).T
+    starts = np.stack([first[s][5] for s in range(1, steps + 1)]).T * 1000  # ranks x steps (ns)
+    completions = np.stack([np.max([o[6] for o in sim["ops"] if o[0] == s], axis=0)
+                            for s in range(1, steps + 1)]).T * 1000
+    starts, completions = starts.astype(np.int64), completions.astype(np.int64)
+    lead_ns = {s: ((o[6] - o[5]) * 1000).astype(np.int64) for s, o in lead.items()}
     out = []
     for r in range(n_ranks):
         cols = {c: np.full(n, -1, dtype=np.int64) for c in COLUMNS}
@@ -179,11 +184,10 @@ def job_tables(n_ranks: int, steps: int, slow: dict[int, float] | None = None, s
                     lead_kernels=np.ones(n, np.int64))
         for cat in LEAD_CATEGORIES:
             cols[f"lead_{cat}_ns"] = np.zeros(n, dtype=np.int64)
-        lead_ns = np.array([(lead[s][6][r] - lead[s][5][r]) * 1000 for s in step_of.tolist()])
-        cols["lead_compute_ns"] = np.where(np.r_[True, step_of[1:] != step_of[:-1]], lead_ns, 1_000_000).astype(np.int64)
-        start = np.array([first[s][5][r] * 1000 for s in range(1, steps + 1)], dtype=np.int64)
-        completion = np.array([max(e[r] for (st, _, _, _, _, _, e) in sim["ops"] if st == s) * 1000
-                               for s in range(1, steps + 1)], dtype=np.int64)
+        own_lead = np.array([lead_ns[s][r] for s in range(1, steps + 1)])[step_of - 1]
+        cols["lead_compute_ns"] = np.where(np.r_[True, step_of[1:] != step_of[:-1]], own_lead, 1_000_000)
+        start = starts[r]
+        completion = completions[r]
         st = {"number": np.arange(1, steps + 1), "start_ns": start, "completion_ns": completion,
               "step_time_ns": completion - np.r_[start[:1], completion[:-1]], "timed": np.ones(steps, np.int64)}
         out.append(RankTables(rank=r, source=f"rank{r}.json", collectives=cols, groups=["0"], types=types,

@@ -25,13 +25,16 @@ def _per_key(rank: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, int]:
     return rcode * n_groups + group, ranks.size * n_groups
 
 
-def issue_order(rank: np.ndarray, group: np.ndarray, call_start: np.ndarray, gpu_start: np.ndarray) -> np.ndarray:
+def issue_order(rank: np.ndarray, group: np.ndarray, call_start: np.ndarray,
+                gpu_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row, a time that orders each rank's calls of a group as they were issued: the call's start;
     for a kernel with no call, when it ran, except that a backlog kernel (run before the first kernel
-    of a call launched in the window) comes before every recorded call, in the order it ran."""
+    of a call launched in the window) comes before every recorded call, in the order it ran. And
+    which rows are backlog kernels: the step a trace gives them is the one whose launches were under
+    way when they ran, not the step that launched them."""
     issued = np.where(call_start >= 0, call_start, gpu_start).astype(np.int64)
     if not rank.size:
-        return issued
+        return issued, np.zeros(0, dtype=bool)
     key, n = _per_key(rank, group)
     big = np.iinfo(np.int64).max
     launched = (call_start >= 0) & (gpu_start >= 0)
@@ -42,12 +45,12 @@ def issue_order(rank: np.ndarray, group: np.ndarray, call_start: np.ndarray, gpu
     np.minimum.at(first_call, key[has_call], call_start[has_call])
     backlog = (call_start < 0) & (gpu_start >= 0) & (gpu_start < first_gpu[key]) & (first_call[key] < big)
     if not backlog.any():
-        return issued
+        return issued, backlog
     last_backlog = np.full(n, -big, dtype=np.int64)
     np.maximum.at(last_backlog, key[backlog], gpu_start[backlog])
     k = key[backlog]
     issued[backlog] = first_call[k] - 1 - (last_backlog[k] - gpu_start[backlog])
-    return issued
+    return issued, backlog
 
 
 def kernel_unseen(rank: np.ndarray, group: np.ndarray, call_start: np.ndarray, gpu_start: np.ndarray) -> np.ndarray:

@@ -173,6 +173,8 @@ def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = 
         cause = cause_of(s.rank, lead, late_ps, info.get(s.rank))
         view.stragglers.append({
             "rank": s.rank, "confidence": f.confidence, "confidence_why": f.why,
+            "named_by": "size" if f.by_size else "count", "explains_wait_fraction": s.explains,
+            "lateness_score": s.score, "lateness_fraction": s.late_fraction,
             "arrived_last_fraction": s.last_share, "arrived_last": s.arrived_last,
             "instances": s.instances, "steps": s.steps, "late_steps": s.late_steps, "trials": s.trials,
             "wait_cost_fraction": f.caused_fraction,
