@@ -63,7 +63,7 @@ class JobView(Record, kw_only=True):
     median_rank: int | None = None  # the rank whose wait is the median: the job's typical rank
     # per collective type and size: count, transfer p50, skew p50, mean wait, busbw p50
     collective_rows: list[dict[str, Any]] = msgspec.field(default_factory=list, name="collectives")
-    heatmap: dict[str, Any] = {}  # rank x step grids of step time and wait (ms), over the common steps
+    heatmap: dict[str, Any] = {}  # rank x step grids of step time, wait and lateness (ms), over the common steps
     # what was wrong with the input or what limits the view (missing ranks, mixed jobs, different steps)
     issues: list[str] = []
     excluded: list[dict[str, Any]] = []  # ranks left out of the view, and why
@@ -348,7 +348,7 @@ def _collective_rows(stacked, t) -> list[dict]:
 
 
 def _heatmap(view: JobView, ranks, windows, steps: list[int], shift: dict[int, int]) -> dict:
-    """Rank x step matrices of step time and of wait (ms), for the common steps (job numbering)."""
+    """Rank x step matrices of step time, of wait and of lateness (ms), for the common steps (job numbering)."""
     if not steps:
         return {}
     idx = {s: i for i, s in enumerate(steps)}
@@ -361,13 +361,17 @@ def _heatmap(view: JobView, ranks, windows, steps: list[int], shift: dict[int, i
         for num, st, has in zip(numbers, rt.steps["step_time_ns"].tolist(), timed):
             if num in idx and has:
                 step_ms[row_of[rt.rank], idx[num]] = st / 1e6
+    late_ms = np.zeros((len(ranks), len(steps)))
     if windows.wait_ns is not None:
-        for r, num, w in zip(windows.rank.tolist(), windows.step.tolist(), windows.wait_ns.tolist()):
+        late = windows.late_ns if windows.late_ns is not None else np.zeros_like(windows.wait_ns)
+        for r, num, w, lt in zip(windows.rank.tolist(), windows.step.tolist(), windows.wait_ns.tolist(), late.tolist()):
             if num in idx and r in row_of:
                 wait_ms[row_of[r], idx[num]] = w / 1e6
+                late_ms[row_of[r], idx[num]] = lt / 1e6
     return {"ranks": [rt.rank for rt in ranks], "steps": steps,
             "step_ms": [[None if np.isnan(v) else round(float(v), 4) for v in row] for row in step_ms],
-            "wait_ms": [[round(float(v), 4) for v in row] for row in wait_ms]}
+            "wait_ms": [[round(float(v), 4) for v in row] for row in wait_ms],
+            "late_ms": [[round(float(v), 4) for v in row] for row in late_ms]}
 
 
 def _metrics(view: JobView, ranks, stacked, t, step_ns) -> dict[str, Any]:

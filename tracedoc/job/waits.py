@@ -38,6 +38,7 @@ class StepWindows:
     hi_ns: np.ndarray
     step_time_ns: np.ndarray
     wait_ns: np.ndarray | None = None  # per window: the rank's wait in it (rank_waits fills it)
+    late_ns: np.ndarray | None = None  # per window: the rank's lateness in it (rank_waits fills it)
 
     def total_by_rank(self, ranks: np.ndarray) -> np.ndarray:
         return np.bincount(np.searchsorted(ranks, self.rank), weights=self.step_time_ns.astype(np.float64),
@@ -123,6 +124,8 @@ def rank_waits(t: Timing, windows: StepWindows) -> dict[int, RankWaits]:
     late_each = per_window(code[late], med[late], t.arrival_ns[late], wk, lo, hi, ranks.size)
     windows.wait_ns = np.zeros(windows.rank.size, dtype=np.int64)
     windows.wait_ns[known] = wait_each
+    windows.late_ns = np.zeros(windows.rank.size, dtype=np.int64)
+    windows.late_ns[known] = late_each
     comm = union_length(code, t.arrival_ns, np.maximum(t.end_ns, t.arrival_ns), ranks.size)
     comm_wait = waiting.totals()
     steps = np.bincount(wk, minlength=ranks.size)
