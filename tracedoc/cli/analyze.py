@@ -186,11 +186,16 @@ def cmd_analyze(args) -> int:
         check_output_path(args.output, _inputs(args, path, result) + [("the --perfetto output", args.perfetto)])
     if args.perfetto:
         from ..render.perfetto import write_perfetto
+        from ..render.perfetto_job import MAX_FULL_RANKS
 
         write_perfetto(result, args.perfetto)
         merged = result.job is not None and result.job.not_a_job is None
+        n_ranks = len(result.job.ranks_used) if merged else 0
+        bounded = "" if n_ranks <= MAX_FULL_RANKS else (
+            f" (the stragglers, the median rank and the ranks that wait most in full, up to {MAX_FULL_RANKS} of "
+            f"{n_ranks}; every matched collective on 'all ranks')")
         print(f"tracedoc: wrote the {'merged timeline of the ranks' if merged else 'Perfetto overlay'} to "
-              f"{args.perfetto}", file=sys.stderr)
+              f"{args.perfetto}{bounded}", file=sys.stderr)
         if fmt == "html" and args.output and _same_folder(args.output, args.perfetto):
             render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:
