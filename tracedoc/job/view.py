@@ -388,6 +388,7 @@ def _metrics(view: JobView, ranks, stacked, t, step_ns) -> dict[str, Any]:
         "straggler_wait_ms_per_step": top["wait_cost_ms_per_step"] if top else None,
         "straggler_wait_fraction": top["wait_cost_fraction"] if top else None,
         "straggler_arrived_last_fraction": top["arrived_last_fraction"] if top else None,
+        "straggler_explained_fraction": top["explains_wait_fraction"] if top else None,
         "straggler_cause_ms_per_step": top["cause_ms_per_step"] if top else None,
     }
     # the collective type with the most transfer time, and its bus bandwidth (messages >= 1 MB)

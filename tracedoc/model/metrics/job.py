@@ -39,6 +39,8 @@ JOB_METRICS: tuple[Metric, ...] = (
         Metric("straggler_wait_fraction", "fraction", LOWER, "share of their step the other ranks spend waiting for "
                "the straggler: per rank the mean over its matched steps of that wait (a union of intervals) over "
                "its median step, then the mean over the ranks"),
+        Metric("straggler_explained_fraction", "fraction", LOWER, "share of the other ranks' wait at the matched "
+               "collectives spent at those the straggler arrived last at"),
         Metric("straggler_arrived_last_fraction", "fraction", LOWER, "share of matched collectives the straggler "
                "arrives last at"),
     )),
