@@ -1,4 +1,4 @@
-"""Many ranks at a glance (README: reports of many ranks).
+"""Many ranks at a glance (README: the job view, reports of many ranks).
 
 From ``MANY_RANKS`` ranks a report cannot list every rank: the text and Markdown reports show the
 ranks that matter -- the stragglers, the median rank and the ranks that wait most -- and one line
