@@ -82,11 +82,13 @@ def write_rank(path: str, rank: int, world: int, steps: int, layers: int, stragg
     for s in range(1, steps + 1):
         step_cpu0 = None
         cursor = t_end
+        since = 0.0  # the longest any rank can compute since the last collective ended (all ranks agree)
         for j, (kind, what, n) in enumerate(plan):
             if kind == "k":
                 per = KERNEL_US[what] * (1.0 + 0.05 * rng.random())
                 names = STEP_KERNELS.get(what, ("multi_tensor_apply_kernel<AdamFunctor>",))
                 stretch = per * n + (late_us if (rank == straggler and j == 1) else 0.0)
+                since += KERNEL_US[what] * 1.05 * n + (late_us if j == 1 else 0.0)
                 g = cursor
                 for i in range(n):
                     dur = stretch / n
@@ -115,12 +117,11 @@ def write_rank(path: str, rank: int, world: int, steps: int, layers: int, stragg
             else:
                 seq += 1
                 arrival = cursor + rng.uniform(0, JITTER_US)
-                # all ranks leave together: after the latest possible arrival (the straggler's lateness
-                # at the first collective of the step) plus the transfer
-                nominal = t_end + sum(KERNEL_US[w] * 1.05 * c for k2, w, c in plan[:j] if k2 == "k") + JITTER_US
-                if j > 0:
-                    nominal += late_us  # every collective of the step waits for the straggler's first one
+                # all ranks leave together: the transfer after the latest possible arrival (the last
+                # collective's end, the longest compute since, the straggler's lateness where it is late)
+                nominal = t_end + since + JITTER_US
                 end = max(nominal, arrival) + n * 2 / 1e6 * TRANSFER_US_PER_MB * (1 if what == "all_gather" else 1.2)
+                since = 0.0
                 cpu = arrival - runahead
                 name = "_allgather_base" if what == "all_gather" else "_reduce_scatter_base"
                 args = {"Collective name": name, "In msg nelems": n // world if what == "all_gather" else n,
@@ -140,8 +141,8 @@ def write_rank(path: str, rank: int, world: int, steps: int, layers: int, stragg
                            "name": "ac2g", "bp": "e"})
                 ext += 1
                 corr += 1
-                cursor = end
-        t_end = cursor
+                cursor = t_end = end
+        t_end += since  # the step ends when the slowest rank's optimizer would (all ranks agree)
         ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "pid": 1, "tid": 1,
                    "ts": round(step_cpu0 - 20, 3), "dur": round(cursor - runahead - step_cpu0 + 30, 3),
                    "args": {"External id": ext}})
