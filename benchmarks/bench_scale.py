@@ -205,19 +205,32 @@ def run_child(d: str, cluster: int) -> dict:
     t0 = time.perf_counter()
     result = analyze(d, scheduler=scheduler)
     seconds = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before any report is rendered
     if cluster_obj is not None:
         scheduler.close()
         cluster_obj.close()
     files = sorted(Path(d).iterdir())
     file_bytes = sum(p.stat().st_size for p in files)
     job = result.job
+    reports = {}
+    if not cluster:  # the reports of the job, and the merged timeline (once)
+        from tracedoc.render import render_html, render_md, render_text
+        from tracedoc.render.perfetto import write_perfetto
+
+        t1 = time.perf_counter()
+        text, md, html = render_text(result, width=140), render_md(result), render_html(result)
+        with tempfile.TemporaryDirectory() as tmp:
+            merged = write_perfetto(result, os.path.join(tmp, "job.json.gz"))
+            reports = {"render_s": round(time.perf_counter() - t1, 1), "text_lines": text.count("\n"),
+                       "md_chars": len(md), "html_kb": round(len(html.encode()) / 1e3),
+                       "perfetto_mb": round(os.path.getsize(merged) / 1e6, 1)}
     return {"engine": f"local cluster, {cluster} worker processes" if cluster else f"process pool ({os.cpu_count()})",
             "ranks": len(result.ranks), "wall_s": round(seconds, 1),
-            "client_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "client_peak_rss_mb": round(peak_mb, 1),
             "bytes_moved_mb": round(sum(moved) / 1e6, 2), "per_rank_kb": round(sum(moved) / max(len(moved), 1) / 1e3, 1),
             "per_rank_of_file": f"{sum(moved) / file_bytes:.2%}",
             "straggler_ranks": job.straggler_ranks, "confidence": [s["confidence"] for s in job.stragglers],
-            "collectives_matched": job.collectives_matched}
+            "collectives_matched": job.collectives_matched, **reports}
 
 
 def main() -> None:
