@@ -9,8 +9,8 @@ Each rank is an FSDP-like training profile of torch.profiler shape: per step, ev
 gathers its parameters (``_allgather_base``), runs its kernels (GEMMs, elementwise, norms), and the
 backward re-gathers, runs twice the kernels and reduce-scatters its gradients (``_reduce_scatter_base``);
 then an optimizer's multi-tensor kernels. Every kernel has its CPU op, its launch and the flow between
-them; the CPU runs ahead of the GPU. One rank (``--straggler``) computes longer before the first
-collective of every step; the others wait for it. Layers are added until a rank's file is about
+them; the CPU runs ahead of the GPU. One rank (``--straggler``) computes longer (``--late-share`` of
+the step) before the second collective of every step; the others wait for it. Layers are added until a rank's file is about
 ``--rank-mb`` MB.
 
 Before generating, the free disk space is checked: the files need ranks x rank-mb; ``--gzip`` writes
@@ -159,6 +159,13 @@ def write_rank(path: str, rank: int, world: int, steps: int, layers: int, stragg
     return len(data)
 
 
+def step_us(layers: int) -> float:
+    """A balanced rank's step: its compute (mean jitter) and the transfers."""
+    plan = _plan(layers)
+    return (sum(KERNEL_US[w] * 1.025 * c for k, w, c in plan if k == "k")
+            + sum(n * 2 / 1e6 * TRANSFER_US_PER_MB * (1 if w == "all_gather" else 1.2) for k, w, n in plan if k == "c"))
+
+
 def layers_for(rank_mb: float, steps: int) -> int:
     per_layer = 6 + 12 + 3  # forward and backward kernels, and three collectives, per layer
     return max(1, int(rank_mb * 1e6 / (BYTES_PER_KERNEL * steps * per_layer)))
@@ -168,10 +175,12 @@ def generate(d: Path, args) -> dict:
     layers = layers_for(args.rank_mb, args.steps)
     suffix = ".pt.trace.json.gz" if args.gzip else ".pt.trace.json"
     t0 = time.perf_counter()
+    late_us = args.late_share * step_us(layers)
     with cf.ProcessPoolExecutor(max_workers=args.gen_jobs) as pool:
         sizes = list(pool.map(_write_one, [(str(d / f"rank{r}{suffix}"), r, args.ranks, args.steps, layers,
-                                            args.straggler, args.late_ms * 1000, args.gzip) for r in range(args.ranks)]))
-    return {"generate_s": round(time.perf_counter() - t0, 1), "layers": layers, "files_mb": round(sum(sizes) / 1e6, 1),
+                                            args.straggler, late_us, args.gzip) for r in range(args.ranks)]))
+    return {"generate_s": round(time.perf_counter() - t0, 1), "layers": layers, "step_ms": round(step_us(layers) / 1e3, 1),
+            "straggler": args.straggler, "late_ms": round(late_us / 1e3, 1), "files_mb": round(sum(sizes) / 1e6, 1),
             "rank_file_mb": round(sizes[0] / 1e6, 2), "compressed": args.gzip}
 
 
@@ -239,7 +248,7 @@ def main() -> None:
     p.add_argument("--rank-mb", type=float, default=20.0)
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--straggler", type=int, default=37)
-    p.add_argument("--late-ms", type=float, default=6.0)
+    p.add_argument("--late-share", type=float, default=0.1, help="the straggler's lateness, a share of the step")
     p.add_argument("--gzip", action="store_true", help="write the rank files compressed")
     p.add_argument("--gen-jobs", type=int, default=os.cpu_count())
     p.add_argument("--cluster", type=int, default=0, help="also run on a local Dask cluster of this many workers")

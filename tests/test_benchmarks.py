@@ -229,7 +229,7 @@ def test_bench_scale_runs_a_few_small_ranks(tmp_path):
     """The scale benchmark's runner: generated ranks of the asked size, analysed in a fresh process that
     reports wall time, its peak memory and the bytes moved, and names the planted straggler."""
     r = subprocess.run([sys.executable, str(BENCH / "bench_scale.py"), "--ranks", "4", "--rank-mb", "0.5",
-                        "--steps", "3", "--straggler", "2", "--gen-jobs", "1", "--dir", str(tmp_path / "run")],
+                        "--steps", "3", "--straggler", "2", "--late-share", "0.1", "--gen-jobs", "1", "--dir", str(tmp_path / "run")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     gen_line, run = (json.loads(line) for line in r.stdout.strip().splitlines())

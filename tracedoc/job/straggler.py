@@ -202,15 +202,15 @@ def find_stragglers(stats: list[RankStats], n_ranks: int,
     scores = robust_scores({s.rank: s.late_fraction for s in stats})
     for s in stats:
         s.score = scores.get(s.rank)
-    outliers = [s for s in stats if _stands_out(s)]
-    explained = sum(s.explains for s in outliers)
+    outliers = {s.rank for s in stats if _stands_out(s)}
+    explained = sum(s.explains for s in stats if s.rank in outliers)
     most = max(s.arrived_last for s in stats)
     most_often = [s for s in stats if s.arrived_last == most]
     out = []
     for s in stats:
         if not (s.arrived_last and s.late_fraction > 0 and s.wait_fraction <= median_wait):
             continue
-        by_size = s in outliers and explained >= MIN_EXPLAINED and s.explains >= MIN_EXPLAINS_EACH
+        by_size = s.rank in outliers and explained >= MIN_EXPLAINED and s.explains >= MIN_EXPLAINS_EACH
         if by_size:
             level, why = _by_size(s, n_ranks, alpha)
         else:
