@@ -223,3 +223,16 @@ def test_bench_shapes_prints_the_table_and_its_target(tmp_path):
     assert re.search(r"\| kernel \| 0\.\d \| [\d,]+ \| \d+\.\d{3} \(\d+\.\d\d-\d+\.\d\d\) \| \d+\.\d{3} \| not measured",
                      row), row
     assert re.search(r"n/a\s+0\.2 MB: min over shapes of HTA / tracedoc", r.stdout), r.stdout
+
+
+def test_bench_scale_runs_a_few_small_ranks(tmp_path):
+    """The scale benchmark's runner: generated ranks of the asked size, analysed in a fresh process that
+    reports wall time, its peak memory and the bytes moved, and names the planted straggler."""
+    r = subprocess.run([sys.executable, str(BENCH / "bench_scale.py"), "--ranks", "4", "--rank-mb", "0.5",
+                        "--steps", "3", "--straggler", "2", "--late-share", "0.1", "--gen-jobs", "1", "--dir", str(tmp_path / "run")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    gen_line, run = (json.loads(line) for line in r.stdout.strip().splitlines())
+    assert 0.3 < gen_line["generated"]["rank_file_mb"] < 0.8
+    assert run["ranks"] == 4 and run["straggler_ranks"] == [2]
+    assert run["bytes_moved_mb"] > 0 and run["client_peak_rss_mb"] > 0 and run["wall_s"] > 0

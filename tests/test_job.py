@@ -490,9 +490,10 @@ def test_a_rank_late_as_often_as_chance_allows_among_four_is_not_a_straggler():
 
 
 def test_confidence_follows_what_the_profile_can_show():
-    """Three ranks. Enough steps: the chance test over steps decides (high, or no one). Fewer: the
-    test runs over collectives (medium when it passes); too few collectives for any test, or a
-    one-step profile: the rank last most often is named with low confidence, never no one."""
+    """Three ranks (too few for a score of size: the count decides). Enough steps: the chance test over
+    steps decides (high, or no one). Fewer: the test runs over collectives (medium when it passes, low
+    over one step); too few collectives for any test, or a one-step profile: the rank last most often
+    is named with low confidence, never no one."""
     from tracedoc.job.straggler import RankStats, find_stragglers
 
     def job(steps: int, decided: int, last: int, late_steps: int) -> list[RankStats]:
@@ -509,7 +510,8 @@ def test_confidence_follows_what_the_profile_can_show():
 
     assert named(job(steps=6, decided=24, last=24, late_steps=6)) == [(1, "high")]  # 6 of 6: chance 0.14%
     assert named(job(steps=6, decided=24, last=10, late_steps=3)) == []  # 3 of 6 among 3 ranks: chance
-    assert named(job(steps=1, decided=8, last=7, late_steps=1)) == [(1, "medium")]  # 7 of 8: chance 0.2%
+    assert named(job(steps=2, decided=8, last=7, late_steps=1)) == [(1, "medium")]  # 7 of 8: chance 0.2%
+    assert named(job(steps=1, decided=8, last=7, late_steps=1)) == [(1, "low")]  # ... but one step: at most low
     assert named(job(steps=1, decided=2, last=2, late_steps=1)) == [(1, "low")]  # (1/3)^2 = 11%: no test
     assert named(job(steps=1, decided=8, last=4, late_steps=1)) == [(1, "low")]  # one step: most often last
     assert named(job(steps=2, decided=8, last=4, late_steps=1)) == []  # two steps, 4 of 8: chance (8%)

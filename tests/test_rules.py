@@ -147,6 +147,7 @@ HEALTHY: dict = {
     "straggler_wait_ms_per_step": None,
     "straggler_wait_fraction": None,
     "straggler_arrived_last_fraction": None,
+    "straggler_explained_fraction": None,
 }
 BASELINE: dict = {**dict.fromkeys(METRICS), **HEALTHY}
 

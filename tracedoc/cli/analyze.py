@@ -297,9 +297,15 @@ def _write_overlay(args: argparse.Namespace, result) -> int | None:
         print(f"tracedoc: --perfetto {args.perfetto} not written: out of memory while reading the trace again; the "
               "report is written anyway (exit status 1)", file=sys.stderr)
         return 1
+    from ..render.perfetto_job import MAX_FULL_RANKS
+
     merged = result.job is not None and result.job.not_a_job is None
+    n_ranks = len(result.job.ranks_used) if merged else 0
+    bounded = "" if n_ranks <= MAX_FULL_RANKS else (
+        f" (the stragglers, the median rank and the ranks that wait most in full, up to {MAX_FULL_RANKS} of "
+        f"{n_ranks}; every matched collective on 'all ranks')")
     print(f"tracedoc: wrote the {'merged timeline of the ranks' if merged else 'Perfetto overlay'} to "
-          f"{args.perfetto}", file=sys.stderr)
+          f"{args.perfetto}{bounded}", file=sys.stderr)
     return None
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from ..model.groups import distinct, first_rows, isin, row_codes, stable_order
 from ..model.stats import median
 from .align import SignatureAlignment, _group_median, align_signature, nearest_distance, noise_of, refuse
+from .order import issue_order, kernel_unseen
 from ..analyses.instances import COLUMNS, RankTables
 
 KEY_SEQ = "group+seq"
@@ -147,9 +148,14 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
         arrival, end = arrival - shift, end - shift
         windows = {r: (a - coarse.get(r, 0), b - coarse.get(r, 0)) for r, (a, b) in (windows or {}).items()}
     # a rank's sequence is in the order its calls were issued (NCCL requires the same order on every
-    # member); a kernel with no call (launched before the window opened) by when it ran
-    issued = np.where(c["call_start_ns"] >= 0, c["call_start_ns"], arrival)
-    todo = np.flatnonzero(~use_seq & in_group)
+    # member); a kernel with no call launched before the window opened, before every call recorded
+    issued, backlog = issue_order(stacked.rank, group, c["call_start_ns"], c["gpu_start_ns"])
+    step_of = np.where(backlog, -1, c["step"])  # a backlog kernel's step is not known
+    # a call of a GPU group whose kernel ran after its rank's profiler stopped has neither arrival
+    # nor end: it is left out (after the window), not timed by its launch
+    unseen = kernel_unseen(stacked.rank, group, c["call_start_ns"], c["gpu_start_ns"])
+    in_match = in_group & ~unseen
+    todo = np.flatnonzero(~use_seq & in_match)
     noise = 0.0
     if todo.size:
         todo = todo[np.argsort(sig[todo], kind="stable")]
@@ -158,7 +164,7 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
         noise = noise_of(np.concatenate([nearest_distance(stacked.rank[b], end[b]) for b in blocks]))
         difference, scale = np.full(n, np.nan), np.full(n, np.inf)
         for rows in blocks:
-            al = align_signature(stacked.rank[rows], issued[rows], end[rows], c["step"][rows], noise, half_step_ns,
+            al = align_signature(stacked.rank[rows], issued[rows], end[rows], step_of[rows], noise, half_step_ns,
                                  on_cpu=not (c["gpu_end_ns"][rows] >= 0).any())
             position[rows], difference[rows], scale[rows] = al.position, al.difference_ns, al.scale_ns
             aligned[int(sig[rows[0]])] = al
@@ -168,7 +174,7 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
     codes = _codes_by_appearance(group, np.where(use_seq, -1, sig), position)
     n_codes = int(codes.max()) + 1
     n_members = np.array([len(members.get(g, [])) for g in stacked.groups], dtype=np.int64)
-    countable = in_group & ~refused
+    countable = in_match & ~refused
     counts = np.bincount(codes[countable], minlength=n_codes)
     pairs = _keys(codes[countable], stacked.rank[countable])[1]
     distinct = np.bincount(codes[countable][pairs], minlength=n_codes)  # ranks with the key
@@ -176,7 +182,8 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
     ok_row = ok_code[codes] & countable
     uniq, inst = np.unique(codes[ok_row], return_inverse=True)
     instance[ok_row] = inst
-    reason = _reasons(stacked, ok_row, in_group, refused, arrival, members, windows)
+    reason = _reasons(stacked, ok_row, in_group, refused, arrival, end, members, windows)
+    reason[in_group & unseen] = REASON_AFTER
     keys_by_group = {}
     for gi, g in enumerate(stacked.groups):
         rows = group == gi
@@ -201,10 +208,11 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
                    unmatched_calls=int((~ok_row).sum()), reason=reason, step_shift=shift, alignment=alignment)
 
 
-def _reasons(stacked: Stacked, ok_row, in_group, refused, arrival, members, windows) -> np.ndarray:
-    """Why each call is unmatched (``REASONS``): it lies outside the span of time every member's trace
-    window covers, its end disagrees with its partner's, or it is missing on some member although
-    every member's window covers it."""
+def _reasons(stacked: Stacked, ok_row, in_group, refused, arrival, end, members, windows) -> np.ndarray:
+    """Why each call is unmatched (``REASONS``): it is not wholly inside the span of time every
+    member's trace window covers (it began before, or ended after: a kernel still running when a
+    member's profiler stopped is missing there), its end disagrees with its partner's, or it is
+    missing on some member although every member's window covers it."""
     n = len(stacked)
     reason = np.full(n, REASON_MISSING, dtype=np.int8)
     reason[ok_row] = REASON_MATCHED
@@ -221,7 +229,7 @@ def _reasons(stacked: Stacked, ok_row, in_group, refused, arrival, members, wind
         lo, hi = max(s[0] for s in spans), min(s[1] for s in spans)
         mine = rows[group[rows] == gi]
         reason[mine[arrival[mine] < lo]] = REASON_BEFORE
-        reason[mine[arrival[mine] > hi]] = REASON_AFTER
+        reason[mine[np.maximum(arrival[mine], end[mine]) > hi]] = REASON_AFTER
     return reason
 
 

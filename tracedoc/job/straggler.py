@@ -1,16 +1,19 @@
-"""Stragglers, how sure the report is of them, and their cause (docs/job.md: straggler,
-straggler confidence).
+"""Stragglers, how sure the report is of them, and their cause (docs/job.md: straggler by cost).
 
-A straggler arrives last at the collectives that hold most of the others' wait, more often than
-chance makes likely among that many ranks (often only the first collective of each step: after it
-the ranks run in lockstep); the wait it costs the other ranks is a significant share of their step;
-and it waits no more than the median rank itself. The rank with the longest step is not the test: a
-rank that starts its step early and waits for the straggler has the longest step.
+A straggler is named for what its lateness costs the others (``magnitude.py``): its lateness explains
+a large share of the other ranks' wait and stands far above the spread of the other ranks'
+lateness. Where the size cannot decide (fewer than four ranks, or no rank stands out), the count
+decides: the rank arrives last at the collectives that hold most of the others' wait more often
+than chance makes likely among that many ranks. Either way the wait it costs the other ranks is a
+significant share of their step, and it waits no more than the median rank itself. The rank with
+the longest step is not the test: a rank that starts its step early and waits for the straggler has
+the longest step.
 
-Confidence: ``high`` when the chance test passes over steps; ``medium`` when too few steps were
-profiled for that test and it passes over collective instances; ``low`` for the rank that arrives
-last most often when there are too few collectives for a test, or only one step (a one-step profile
-still names its likely straggler, never no one).
+Confidence combines size and count: ``high`` when the chance test passes over steps; ``medium`` for
+a large, isolated lateness over a few steps (or one the steps cannot test: the count passes over
+collective instances); ``low`` over one step (a one-step profile still names its likely straggler,
+never no one), or for the rank that arrives last most often when there are too few collectives for
+a test. A balanced job names no one above ``low``.
 
 Its cause: the lead-in category (time from its previous collective end to its arrival) in which
 it spends more per step than the median rank, by the largest margin; host launch starvation when
@@ -27,12 +30,21 @@ import numpy as np
 from ..model.groups import distinct
 from ..model.stats import median
 from ..analyses.instances import LEAD_CATEGORIES, RankTables
+from .magnitude import explained_share, robust_scores
 from .match import Stacked
 from .timing import Timing
 from .waits import RankWaits
 
 # Significance: the wait a straggler costs each other rank, per step, as a share of the step.
-MIN_WAIT_FRACTION = 0.05
+MIN_WAIT_FRACTION = 0.03
+# Size: a rank stands out when its lateness, a share of the step at least MIN_LATE_SHARE, lies at
+# least MIN_SCORE spreads above the other ranks' (magnitude.robust_scores); the ranks that stand out
+# are named by size when together they explain at least MIN_EXPLAINED of the others' wait, each at
+# least MIN_EXPLAINS_EACH (two equally slow ranks take turns at arriving last).
+MIN_LATE_SHARE = 0.03
+MIN_SCORE = 4.0
+MIN_EXPLAINED = 0.5
+MIN_EXPLAINS_EACH = 0.2
 # Confidence levels, lowest first (as the engine's trace-health levels)
 CONFIDENCES = ("low", "medium", "high")
 # Fewer profiled steps than this: the chance test runs over collective instances (medium confidence).
@@ -78,6 +90,8 @@ class RankStats:
     trials: int = 0  # steps (or instances, without steps) the chance test counts
     steady: bool = False  # late in every trial by a steady amount (mean >= STEADY_RATIO x spread)
     step_p50_ns: float | None = None  # median step time over its matched steps
+    explains: float = 0.0  # share of the other ranks' wait spent at the collectives it arrived last at
+    score: float | None = None  # how far its lateness stands above the others' (magnitude.robust_scores)
 
     @property
     def last_share(self) -> float:
@@ -100,6 +114,7 @@ class Straggler:
     confidence: str  # high, medium, low (docs/job.md: confidence)
     why: str  # the test behind the confidence, and why it is limited
     caused_fraction: float  # the share of the others' matched step time spent waiting for it (mean over them)
+    by_size: bool = False  # named by the size of its lateness (else by the count alone)
 
     @property
     def rank(self) -> int:
@@ -154,6 +169,7 @@ def rank_stats(t: Timing, waits: dict[int, RankWaits], step_shift: dict[int, int
     for i in np.flatnonzero((late_steps == trials) & (trials >= MIN_STEADY_TRIALS)):
         v = late_by_trial[i][counted.reshape(nr, nt)[i]]
         steady[i] = v.size >= MIN_STEADY_TRIALS and (v > 0).all() and v.mean() >= STEADY_RATIO * v.std()
+    explains = explained_share(t, ranks)
     out = []
     for i in range(nr):
         r = int(ranks[i])
@@ -162,7 +178,7 @@ def rank_stats(t: Timing, waits: dict[int, RankWaits], step_shift: dict[int, int
                              decided=int(decided[i]), wait_ns=w.wait_ns if w else 0, lateness_ns=w.late_ns if w else 0,
                              time_ns=w.time_ns if w else 0, steps=w.steps if w else 0,
                              late_steps=int(late_steps[i]), trials=int(trials[i]), steady=bool(steady[i]),
-                             step_p50_ns=w.step_p50_ns if w else None))
+                             step_p50_ns=w.step_p50_ns if w else None, explains=float(explains[i])))
     return out
 
 
@@ -176,37 +192,77 @@ def find_stragglers(stats: list[RankStats], n_ranks: int,
                     caused_fraction: Callable[[int], float | None]) -> list[Straggler]:
     """Ranks that hold the job back, most costly first, each with its confidence; empty when none.
 
-    A straggler arrives last more often than the others, waits no more than the median rank, is
-    late, and the wait it costs the others is at least ``MIN_WAIT_FRACTION`` of their step. Its
-    confidence (docs/job.md): ``high`` when the chance test passes over steps; ``medium`` when
-    the steps cannot decide (fewer than ``MIN_STEP_TRIALS``, or too few for the test to pass at
-    all) and it passes over collective instances; ``low`` for the rank that arrives last most often
-    when there are too few collectives for that test to pass at all, or one step only. Where a test
-    could decide and says chance (and more than one step was profiled), no one is named.
-    """
+    A straggler is late, waits no more than the median rank, and the wait it costs the others is at
+    least ``MIN_WAIT_FRACTION`` of their step. It is named by size (``_stands_out``) or, where size
+    cannot decide, by how often it arrives last (``_by_count``). Fills each rank's ``score``."""
     if len(stats) < 2:
         return []
     alpha = CHANCE_P / max(n_ranks, 1)
     median_wait = median(np.array([s.wait_fraction for s in stats]))
+    scores = robust_scores({s.rank: s.late_fraction for s in stats})
+    for s in stats:
+        s.score = scores.get(s.rank)
+    outliers = {s.rank for s in stats if _stands_out(s)}
+    explained = sum(s.explains for s in stats if s.rank in outliers)
     most = max(s.arrived_last for s in stats)
     most_often = [s for s in stats if s.arrived_last == most]
     out = []
     for s in stats:
         if not (s.arrived_last and s.late_fraction > 0 and s.wait_fraction <= median_wait):
             continue
-        level, why = _confidence(s, n_ranks, alpha, len(most_often) == 1 and most_often[0] is s)
+        by_size = s.rank in outliers and explained >= MIN_EXPLAINED and s.explains >= MIN_EXPLAINS_EACH
+        if by_size:
+            level, why = _by_size(s, n_ranks, alpha)
+        else:
+            level, why = _by_count(s, n_ranks, alpha, len(most_often) == 1 and most_often[0] is s)
         if level is None:
             continue
         share = caused_fraction(s.rank)
         if share is None or share < MIN_WAIT_FRACTION:
             continue
-        out.append(Straggler(s, level, why, share))
+        out.append(Straggler(s, level, why, share, by_size))
     return sorted(out, key=lambda x: (-CONFIDENCES.index(x.confidence), -x.caused_fraction))
 
 
-def _confidence(s: RankStats, n_ranks: int, alpha: float, most_often_last: bool) -> tuple[str | None, str]:
+def _stands_out(s: RankStats) -> bool:
+    return s.score is not None and s.score >= MIN_SCORE and s.late_fraction >= MIN_LATE_SHARE
+
+
+def _chance_over_steps(s: RankStats, n_ranks: int, alpha: float) -> tuple[bool, float]:
     step_p = chance_of(s.late_steps, s.trials, n_ranks) if s.trials else 1.0
-    if s.trials and (step_p < alpha or s.steady):
+    return bool(s.trials and (step_p < alpha or s.steady)), step_p
+
+
+def _size_text(s: RankStats) -> str:
+    return (f"late by {s.late_fraction:.0%} of the step, {s.score:.0f} spreads above the other ranks' lateness, "
+            f"at the collectives holding {s.explains:.0%} of their wait")
+
+
+def _by_size(s: RankStats, n_ranks: int, alpha: float) -> tuple[str, str]:
+    """Confidence of a rank named by size: high when the chance test over steps passes too; low over
+    one step; medium otherwise (a few steps, or steps the count cannot tell from chance)."""
+    passes, step_p = _chance_over_steps(s, n_ranks, alpha)
+    if s.steps == 1 or s.trials == 1:
+        return "low", f"{_size_text(s)}; only 1 step profiled, which cannot show that it repeats"
+    if passes:
+        how = (f"late in {s.late_steps} of {s.trials} steps, chance {_p(step_p)}" if step_p < alpha
+               else f"late by a steady amount in all {s.trials} steps")
+        return "high", f"{_size_text(s)}; {how}"
+    if s.trials >= MIN_STEP_TRIALS and chance_of(s.trials, s.trials, n_ranks) < alpha:
+        count = f"late in {s.late_steps} of {s.trials} steps, which the count alone cannot tell from chance"
+    else:
+        count = (f"only {s.trials} steps profiled, too few for the chance test over steps" if s.trials
+                 else "no steps recorded for the chance test over steps")
+    return "medium", f"{_size_text(s)}; {count}"
+
+
+def _by_count(s: RankStats, n_ranks: int, alpha: float, most_often_last: bool) -> tuple[str | None, str]:
+    """Confidence of a rank named by how often it arrives last (no rank stands out by size): high
+    when the chance test passes over steps; medium when the steps cannot decide and it passes over
+    collective instances (more than one step); low for the rank last most often when there are too
+    few collectives for that test, or one step only. None where a test could decide and says chance."""
+    passes, step_p = _chance_over_steps(s, n_ranks, alpha)
+    if passes:
         how = (f"late in {s.late_steps} of {s.trials} steps, chance {_p(step_p)}" if step_p < alpha
                else f"late by a steady amount in all {s.trials} steps")
         return "high", how
@@ -214,7 +270,11 @@ def _confidence(s: RankStats, n_ranks: int, alpha: float, most_often_last: bool)
     if steps_can_decide:
         return None, f"late in {s.late_steps} of {s.trials} steps: as often as chance allows"
     few = f"{s.trials} step{'s' if s.trials != 1 else ''} profiled" if s.trials else "no steps recorded"
+    one_step = s.steps == 1 or s.trials == 1
     inst_p = chance_of(s.arrived_last, s.decided, n_ranks) if s.decided else 1.0
+    if inst_p < alpha and one_step:
+        return "low", (f"last at {s.arrived_last} of {s.decided} collectives, chance {_p(inst_p)}; but only {few}, "
+                       "and collectives within a step are not independent")
     if inst_p < alpha:
         return "medium", (f"last at {s.arrived_last} of {s.decided} collectives, chance {_p(inst_p)}; only {few}, "
                           f"so the test runs over collectives, which within a step are not independent")

@@ -63,7 +63,7 @@ class JobView(Record, kw_only=True):
     median_rank: int | None = None  # the rank whose wait is the median: the job's typical rank
     # per collective type and size: count, transfer p50, skew p50, mean wait, busbw p50
     collective_rows: list[dict[str, Any]] = msgspec.field(default_factory=list, name="collectives")
-    heatmap: dict[str, Any] = {}  # rank x step grids of step time and wait (ms), over the common steps
+    heatmap: dict[str, Any] = {}  # rank x step grids of step time, wait and lateness (ms), over the common steps
     # what was wrong with the input or what limits the view (missing ranks, mixed jobs, different steps)
     issues: list[str] = []
     excluded: list[dict[str, Any]] = []  # ranks left out of the view, and why
@@ -173,6 +173,8 @@ def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = 
         cause = cause_of(s.rank, lead, late_ps, info.get(s.rank))
         view.stragglers.append({
             "rank": s.rank, "confidence": f.confidence, "confidence_why": f.why,
+            "named_by": "size" if f.by_size else "count", "explains_wait_fraction": s.explains,
+            "lateness_score": s.score, "lateness_fraction": s.late_fraction,
             "arrived_last_fraction": s.last_share, "arrived_last": s.arrived_last,
             "instances": s.instances, "steps": s.steps, "late_steps": s.late_steps, "trials": s.trials,
             "wait_cost_fraction": f.caused_fraction,
@@ -233,7 +235,8 @@ def _unmatched_issues(m) -> list[str]:
         by = [f"rank {r['rank']}: {r['unmatched'].get('before_span', 0)} before, {r['unmatched'].get('after_span', 0)} after"
               for r in m.alignment.get("ranks", []) if r["unmatched"].get("before_span") or r["unmatched"].get("after_span")]
         out.append(f"{outside} collective call{'s' if outside > 1 else ''} lie outside the time every rank's trace "
-                   f"covers (the ranks' profilers opened and closed at different times; {'; '.join(by[:4])}"
+                   f"covers (the ranks' profilers opened and closed at different times, and a kernel launched as a profiler "
+                   f"stopped runs after it; {'; '.join(by[:4])}"
                    f"{' ...' if len(by) > 4 else ''}): left out of matching (job.alignment)")
     if counts[REASON_REFUSED]:
         out.append(f"{int(counts[REASON_REFUSED])} call{'s' if counts[REASON_REFUSED] > 1 else ''} end too far from "
@@ -345,7 +348,7 @@ def _collective_rows(stacked, t) -> list[dict]:
 
 
 def _heatmap(view: JobView, ranks, windows, steps: list[int], shift: dict[int, int]) -> dict:
-    """Rank x step matrices of step time and of wait (ms), for the common steps (job numbering)."""
+    """Rank x step matrices of step time, of wait and of lateness (ms), for the common steps (job numbering)."""
     if not steps:
         return {}
     idx = {s: i for i, s in enumerate(steps)}
@@ -358,13 +361,17 @@ def _heatmap(view: JobView, ranks, windows, steps: list[int], shift: dict[int, i
         for num, st, has in zip(numbers, rt.steps["step_time_ns"].tolist(), timed):
             if num in idx and has:
                 step_ms[row_of[rt.rank], idx[num]] = st / 1e6
+    late_ms = np.zeros((len(ranks), len(steps)))
     if windows.wait_ns is not None:
-        for r, num, w in zip(windows.rank.tolist(), windows.step.tolist(), windows.wait_ns.tolist()):
+        late = windows.late_ns if windows.late_ns is not None else np.zeros_like(windows.wait_ns)
+        for r, num, w, lt in zip(windows.rank.tolist(), windows.step.tolist(), windows.wait_ns.tolist(), late.tolist()):
             if num in idx and r in row_of:
                 wait_ms[row_of[r], idx[num]] = w / 1e6
+                late_ms[row_of[r], idx[num]] = lt / 1e6
     return {"ranks": [rt.rank for rt in ranks], "steps": steps,
             "step_ms": [[None if np.isnan(v) else round(float(v), 4) for v in row] for row in step_ms],
-            "wait_ms": [[round(float(v), 4) for v in row] for row in wait_ms]}
+            "wait_ms": [[round(float(v), 4) for v in row] for row in wait_ms],
+            "late_ms": [[round(float(v), 4) for v in row] for row in late_ms]}
 
 
 def _metrics(view: JobView, ranks, stacked, t, step_ns) -> dict[str, Any]:
@@ -381,6 +388,7 @@ def _metrics(view: JobView, ranks, stacked, t, step_ns) -> dict[str, Any]:
         "straggler_wait_ms_per_step": top["wait_cost_ms_per_step"] if top else None,
         "straggler_wait_fraction": top["wait_cost_fraction"] if top else None,
         "straggler_arrived_last_fraction": top["arrived_last_fraction"] if top else None,
+        "straggler_explained_fraction": top["explains_wait_fraction"] if top else None,
         "straggler_cause_ms_per_step": top["cause_ms_per_step"] if top else None,
     }
     # the collective type with the most transfer time, and its bus bandwidth (messages >= 1 MB)

@@ -38,6 +38,7 @@ class StepWindows:
     hi_ns: np.ndarray
     step_time_ns: np.ndarray
     wait_ns: np.ndarray | None = None  # per window: the rank's wait in it (rank_waits fills it)
+    late_ns: np.ndarray | None = None  # per window: the rank's lateness in it (rank_waits fills it)
 
     def total_by_rank(self, ranks: np.ndarray) -> np.ndarray:
         return np.bincount(np.searchsorted(ranks, self.rank), weights=self.step_time_ns.astype(np.float64),
@@ -92,7 +93,10 @@ def step_windows(ranks: list[RankTables], t: Timing, step_shift: dict[int, int])
         completion = np.maximum.accumulate(st["completion_ns"]) - shift
         lo = np.append(st["start_ns"][:1] - shift, completion[:-1])
         keep = np.isin(st["number"], own)
-        if "timed" in st:  # a step a pre-window backlog ran ahead of has no step time to take a share of
+        # a step a pre-window backlog ran ahead of has no step time to take a share of; where no step
+        # of the rank has one (a one-step profile), its span from the CPU start stands in (longer than
+        # the step by the CPU's run-ahead: the shares are understated, never overstated)
+        if "timed" in st and st["timed"].astype(bool).any():
             keep &= st["timed"].astype(bool)
         parts["rank"].append(np.full(int(keep.sum()), rt.rank, dtype=np.int64))
         parts["step"].append(st["number"][keep] + step_shift.get(rt.rank, 0))
@@ -120,6 +124,8 @@ def rank_waits(t: Timing, windows: StepWindows) -> dict[int, RankWaits]:
     late_each = per_window(code[late], med[late], t.arrival_ns[late], wk, lo, hi, ranks.size)
     windows.wait_ns = np.zeros(windows.rank.size, dtype=np.int64)
     windows.wait_ns[known] = wait_each
+    windows.late_ns = np.zeros(windows.rank.size, dtype=np.int64)
+    windows.late_ns[known] = late_each
     comm = union_length(code, t.arrival_ns, np.maximum(t.end_ns, t.arrival_ns), ranks.size)
     comm_wait = waiting.totals()
     steps = np.bincount(wk, minlength=ranks.size)
@@ -136,8 +142,9 @@ def rank_waits(t: Timing, windows: StepWindows) -> dict[int, RankWaits]:
 
 def caused_wait(t: Timing, windows: StepWindows, late_rank: int, waits: dict[int, RankWaits]) -> float | None:
     """The share of their step the other ranks spend waiting at the collectives ``late_rank`` arrived
-    last at: per other rank, the median over its matched steps of that wait (a union of intervals in
-    each step) over its median step; then the mean over the other ranks. In [0, 1]."""
+    last at: per other rank, the mean over its matched steps of that wait (a union of intervals in
+    each step) over its median step; then the mean over the other ranks. In [0, 1]. A mean, not a
+    median over steps: two slow ranks that take turns at arriving last each cost their share."""
     if not t.inst.size:
         return None
     at = (t.last_rank[t.inst] == late_rank) & (t.rank != late_rank)
@@ -150,9 +157,10 @@ def caused_wait(t: Timing, windows: StepWindows, late_rank: int, waits: dict[int
     last = np.minimum(t.last_ns[t.inst[at]], np.maximum(t.end_ns[at], t.arrival_ns[at]))
     each = per_window(code, t.arrival_ns[at], last, wcode[known], windows.lo_ns[known],
                       windows.hi_ns[known], others.size)
-    p50 = _median_by(wcode[known], each, others.size)
-    shares = [_share(p50[i], waits[r].step_p50_ns) for i, r in enumerate(others.tolist()) if r in waits]
-    shares = [x for x in shares if x is not None]
+    total = np.bincount(wcode[known], weights=each.astype(np.float64), minlength=others.size)
+    shares = [_share(float(total[i]) / waits[r].steps, waits[r].step_p50_ns) if waits[r].steps else None
+              for i, r in enumerate(others.tolist()) if r in waits]
+    shares = [min(x, 1.0) for x in shares if x is not None]
     return float(np.mean(shares)) if shares else None
 
 

@@ -11,6 +11,7 @@ import os
 from typing import TYPE_CHECKING
 
 from .format import fmt_ms, fmt_pct, fmt_what_if
+from .manyranks import MANY_RANKS, digest, heatmap_svgs, sort_keys
 from .views import (BarPart, CompareView, GridView, HeatCell, HeatmapView, HeatRow, JobFindingView,
                     JobSectionView, StragglerView)
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult, JobResult
 
 MAX_HEATMAP_RANKS = 256
+MAX_SORTABLE_RANKS = 4096  # the HTML's sortable rank table of a many-rank job
 MAX_HEATMAP_STEPS = 64
 SEGMENTS = ("compute", "copy", "dataloader", "sync", "host", "other", "wait", "transfer")
 RANK_COLUMNS = ["rank", "step p50", "step p95", "wait/step", "arrived last", "lateness/step", ""]
@@ -109,6 +111,9 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
     per = ("step" if any(r.metrics.get("steps") for r in result.ranks) else
            "iteration" if any(r.metrics.get("iterations") for r in result.ranks) else "window")
     in_view = [r for r in job.ranks if r.rank in set(job.ranks_used)]
+    many = len(in_view) >= MANY_RANKS
+    if many:  # every rank, for the HTML's sortable table; text and Markdown show the digest
+        rank_cap = max(rank_cap, MAX_SORTABLE_RANKS)
     ranks_rows = [[str(r.rank), _ns_ms(r.step_time_p50_ns), _ns_ms(r.step_time_p95_ns), _ns_ms(r.wait_ns_per_step, 2),
                    fmt_pct(r.arrived_last_fraction), _ns_ms(r.lateness_ns_per_step, 2),
                    "straggler" if r.straggler else ""] for r in in_view[:rank_cap]]
@@ -125,9 +130,12 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
         late_among_present=list(job.late_among_present),
         rank_table=GridView(RANK_COLUMNS, ranks_rows, max(0, len(in_view) - len(ranks_rows))),
         collectives=GridView(COLLECTIVE_COLUMNS, colls),
-        heatmaps=_heatmaps(job.heatmap),
+        heatmaps=[] if many else _heatmaps(job.heatmap),
         compare=_compare(job),
         median_rank=job.median_rank,
+        digest=digest(job) if many else None,
+        heat_svgs=heatmap_svgs(job) if many else [],
+        rank_sort=sort_keys(in_view[:rank_cap], RANK_COLUMNS),
     )
 
 

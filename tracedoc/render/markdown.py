@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..neutral import md_code_block as md_code, md_escape  # noqa: F401 - the Markdown escapes live in neutral
 from .templating import jinja_environment
+from .text_many import cut_rank_table
 from .viewmodel import build_report
 from .views import Caps
 
@@ -39,7 +40,10 @@ def render_md(result: "AnalysisResult", caps: Caps = Caps()) -> str:
     template = env.get_template("report.md.j2")
     text = ""
     for shrink in _SHRINK:
-        text = template.render(report=build_report(result, replace(caps, **shrink)))
+        view = build_report(result, replace(caps, **shrink))
+        if view.job is not None and view.job.digest is not None and view.rank_table is not None:
+            view = replace(view, rank_table=cut_rank_table(view.rank_table, view.job.digest))  # many ranks
+        text = template.render(report=view)
         if len(text) <= _TARGET_MD_CHARS:
             return text
     # Still too long (thousands of findings or huge messages): cut at a line and say so.

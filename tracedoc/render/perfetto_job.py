@@ -12,6 +12,13 @@ onto one clock by the job view's clock offsets; plus, per rank, a ``tracedoc · 
   waited for, linked across ranks.
 
 Rank files are read and written one at a time, so memory holds one rank's events, not the job's.
+
+A job of more than ``MAX_FULL_RANKS`` ranks stays bounded: only the stragglers, the median rank and
+the ranks that wait most are drawn in full (their events and collectives thread); every matched
+collective is one slice of an ``all ranks · matched collectives`` process (first arrival to end,
+its last arriver named), with arrows to the drawn ranks' slices, so every matched collective's flow
+is there. What was left out is said in the file: an instant event at the start of that process and
+the top-level ``tracedoc`` object (ranks drawn in full, ranks left out and why).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
 
 MAX_FLOWS = 20_000  # arrows in all; past it the arrows are left out (the slices are all there)
+MAX_FULL_RANKS = 16  # a larger job draws the ranks that matter in full (see the module docstring)
 WAIT_COLOUR, TRANSFER_COLOUR, LATE_COLOUR = "bad", "good", "terrible"
 TRACK_TID = 0  # the tracedoc thread of each rank's process; original threads are numbered from 1
 # A thread's label in the merged timeline is its process's name and its own: each is cut to this many
@@ -54,13 +62,26 @@ def write_job_perfetto(result: "AnalysisResult", out_path: str) -> str:
     ranks = [r for r in result.ranks if r.rank is not None and r.rank in set(view.ranks_used)]
     if not ranks:
         raise UsageError("--perfetto", "found no rank of the job to draw", None, "check the directory's rank files")
-    flows = _Flows(inst, {r.rank: rank_pid(i) for i, r in enumerate(sorted(ranks, key=lambda x: x.rank))})
+    every = sorted(ranks, key=lambda x: x.rank)
+    full = full_ranks(view, [r.rank for r in every])
+    ranks = [r for r in every if r.rank in full]
+    summary_pid = rank_pid(len(ranks)) if len(ranks) < len(every) else None
+    flows = _Flows(inst, {r.rank: rank_pid(i) for i, r in enumerate(ranks)}, summary_pid)
+    left_out = sorted(set(r.rank for r in every) - full)
 
     def write(raw) -> None:
         f = gzip.GzipFile(os.path.basename(out_path)[:-3], "wb", 6, raw) if out_path.lower().endswith(".gz") else raw
         with f:
-            f.write(b'{"displayTimeUnit":"ms","traceEvents":[')
+            head = {"ranks": len(every), "ranks_in_full": sorted(full), "ranks_left_out": len(left_out),
+                    "left_out": (f"{len(left_out)} of {len(every)} ranks are not drawn in full (only the stragglers, "
+                                 f"the median rank and the ranks that wait most are); every matched collective is a "
+                                 f"slice of 'all ranks · matched collectives', linked to the ranks drawn")
+                    if left_out else None}
+            f.write(b'{"displayTimeUnit":"ms","tracedoc":' + orjson.dumps(head) + b',"traceEvents":[')
             first = True
+            if summary_pid is not None:
+                f.write(orjson.dumps(summary_events(summary_pid, inst, head["left_out"], flows))[1:-1])
+                first = False
             for order, r in enumerate(sorted(ranks, key=lambda x: x.rank)):
                 if r.environment.format != "kineto":
                     raise UsageError("--perfetto", "merges torch.profiler Chrome traces", f"rank {r.rank}: a "
@@ -142,16 +163,60 @@ def _key(value: Any) -> Any:
     return value if value is None or isinstance(value, (int, float, str)) else repr(value)[:MAX_LABEL_CHARS]
 
 
-class _Flows:
-    """The arrows drawn so far, and where each collective's last arriver starts to transfer."""
+def full_ranks(view, ranks: list[int]) -> set[int]:
+    """The ranks drawn in full: all of them up to ``MAX_FULL_RANKS``; else the stragglers, the median rank
+    and the ranks that wait most (per step), up to that many."""
+    if len(ranks) <= MAX_FULL_RANKS:
+        return set(ranks)
+    present = set(ranks)
+    chosen = [r for r in view.straggler_ranks if r in present]
+    if view.median_rank in present and view.median_rank not in chosen:
+        chosen.append(view.median_rank)
+    waits = sorted(((row.wait_ns_per_step or 0.0, row.rank) for row in view.ranks if row.rank in present),
+                   key=lambda x: (-x[0], x[1]))
+    for _, r in waits:
+        if len(chosen) >= MAX_FULL_RANKS:
+            break
+        if r not in chosen:
+            chosen.append(r)
+    return set(chosen)
 
-    def __init__(self, inst: dict, pid_of: dict[int, int]) -> None:
+
+class _Flows:
+    """The arrows drawn so far, and where each collective's last arriver starts to transfer; with a
+    summary process (``summary_pid``), each collective's span there, where arrows start whose last
+    arriver is not drawn."""
+
+    def __init__(self, inst: dict, pid_of: dict[int, int], summary_pid: int | None = None) -> None:
         self.count = 0
         self.pid_of = pid_of
+        self.summary_pid = summary_pid
         m = inst["last_ns"].size
         self.last_end = np.full(m, -1, dtype=np.int64)  # per instance: the last arriver's end
         is_last = inst["rank"] == inst["last_rank"][inst["inst"]]
         self.last_end[inst["inst"][is_last]] = inst["end_ns"][is_last]
+        self.first = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)  # per instance: the first arrival
+        np.minimum.at(self.first, inst["inst"], inst["arrival_ns"])
+        self.end = np.full(m, np.iinfo(np.int64).min, dtype=np.int64)  # ... and the last end
+        np.maximum.at(self.end, inst["inst"], np.maximum(inst["end_ns"], inst["arrival_ns"]))
+
+
+def summary_events(pid: int, inst: dict, note: str, flows: _Flows) -> list[dict]:
+    """The ``all ranks · matched collectives`` process: one slice per matched collective, and the note
+    saying what was left out."""
+    m = inst["last_ns"].size
+    members = np.bincount(inst["inst"], minlength=m)
+    out = [_meta(pid, None, "process_name", "all ranks · matched collectives"),
+           _meta(pid, None, "process_sort_index", -1), _meta(pid, TRACK_TID, "thread_name", "every matched collective")]
+    t0 = int(flows.first.min()) if m else 0
+    out.append({"ph": "i", "s": "p", "cat": "tracedoc.collective", "name": "left out: " + note, "pid": pid,
+                "tid": TRACK_TID, "ts": t0 / 1000, "args": {"note": note}})
+    for k in range(m):
+        out.append(_slice(pid, f"{inst['type'][k]} · last rank {int(inst['last_rank'][k])}", int(flows.first[k]),
+                          int(flows.end[k]), WAIT_COLOUR,
+                          {"instance": k, "last_rank": int(inst["last_rank"][k]), "members": int(members[k]),
+                           "skew_ms": (int(inst["last_ns"][k]) - int(flows.first[k])) / 1e6}))
+    return out
 
 
 def collective_events(rank: int, order: int, inst: dict, stragglers: list[int], flows: _Flows) -> list[dict]:
@@ -176,13 +241,17 @@ def collective_events(rank: int, order: int, inst: dict, stragglers: list[int], 
         if rank in late_rank and a > med:
             out.append(_slice(pid, f"late · {(a - med) / 1e6:.2f} ms", med, a, LATE_COLOUR,
                               {"instance": k, "median_arrival_us": med / 1000}))
-        # an arrow from the last arriver's collective to this member's, where it starts to transfer
+        # an arrow from the last arriver's collective to this member's, where it starts to transfer (from
+        # the collective's slice on the summary process when the last arriver is not drawn)
         src = flows.pid_of.get(last_rank)
+        at = _inside(last, int(flows.last_end[k]))
+        if src is None and flows.summary_pid is not None:
+            src, at = flows.summary_pid, _inside(int(flows.first[k]), int(flows.end[k]))
         if last_rank >= 0 and last_rank != rank and src is not None and flows.count < MAX_FLOWS:
             flows.count += 1
             fid = f"tdc{k}.{rank}"
             out.append({"ph": "s", "cat": "tracedoc.collective", "name": "collective", "id": fid, "pid": src,
-                        "tid": TRACK_TID, "ts": _inside(last, int(flows.last_end[k])) / 1000})
+                        "tid": TRACK_TID, "ts": at / 1000})
             out.append({"ph": "f", "bp": "e", "cat": "tracedoc.collective", "name": "collective", "id": fid,
                         "pid": pid, "tid": TRACK_TID, "ts": _inside(start, max(e, start)) / 1000})
     return out

@@ -17,6 +17,7 @@ from rich.text import Text
 from ..neutral import clean_view
 from .format import plural
 from .roofline import text_cells
+from .text_many import cut_rank_table, digest_renderables
 from .console import TextOptions, make_console, print_item
 from .fit import MIN_NAME_WIDTH, column_widths
 from .names import fit_names
@@ -132,7 +133,10 @@ def view_renderables(view: ReportView, options: TextOptions = TextOptions()) -> 
         return [verdict_line(view)]
     if view.job is not None:
         out = _job_block(view.job, options)
-        if view.rank_table is not None:
+        if view.rank_table is not None and view.job.digest is not None:  # many ranks: the digest's ranks
+            out.append(_rank_table(replace(view, rank_table=cut_rank_table(view.rank_table, view.job.digest)),
+                                   options))
+        elif view.rank_table is not None:
             out.append(_rank_table(view, options))
         if not view.focus_asked:
             return [*out, Text("Per-rank details: --rank N", style="dim")]
@@ -195,24 +199,29 @@ def _job_block(job: JobSectionView, options: TextOptions = TextOptions()) -> lis
         out.append(Text("note: " + issue, style="yellow"))
     if len(job.issues) > 6:
         out.append(Text(f"note: {len(job.issues) - 6} more (--format json lists them all)", style="yellow"))
-    t = Table(title="Ranks in the job", title_justify="left", title_style="bold", box=None, header_style="bold",
-              pad_edge=False)
-    header = job.rank_table.columns
-    rows = job.rank_table.rows[:32]
+    if job.digest is not None:
+        out.extend(digest_renderables(job.digest, lambda title, header, rows: _job_table(title, header, rows, options)))
+        return out
+    out.append(_job_table("Ranks in the job", job.rank_table.columns, job.rank_table.rows[:32], options))
+    more = len(job.rank_table.rows) + job.rank_table.left_out - 32
+    if more > 0:
+        out.append(Text(f"{more} more ranks in --format json/html", style="dim"))
+    out.append(Text(""))
+    return out
+
+
+def _job_table(title: str, header: list[str], rows: list[list[str]], options: TextOptions) -> Table:
+    """A job table: numbers right-aligned, the last column (a note) cut to fit."""
+    t = Table(title=title, title_justify="left", title_style="bold", box=None, header_style="bold", pad_edge=False)
     columns = [[row[i] for row in rows] for i in range(len(header))]
-    flexible = [i == len(header) - 1 for i in range(len(header))]  # numbers, then a note ("straggler")
+    flexible = [i == len(header) - 1 or header[i] == "why shown" for i in range(len(header))]  # numbers; notes
     columns, widths = _fit_columns(header, columns, flexible, options)
     for col, w, flex in zip(header, widths, flexible):
         t.add_column(col, justify="left" if flex else "right", no_wrap=True, overflow="ellipsis",
                      width=w if flex and not options.full_names else None, min_width=None if flex else w)
     for row in zip(*columns):
         t.add_row(*row)
-    out.append(t)
-    more = len(job.rank_table.rows) + job.rank_table.left_out - 32
-    if more > 0:
-        out.append(Text(f"{more} more ranks in --format json/html", style="dim"))
-    out.append(Text(""))
-    return out
+    return t
 
 
 def _verdict_lines(r: RankView, brief: bool, verbose: bool = False) -> list[Any]:

@@ -430,6 +430,38 @@ class JobSectionView:
     heatmaps: list[HeatmapView]
     compare: list[CompareView]
     median_rank: int | None
+    # many ranks (render/manyranks.py): the ranks that matter and a summary of the rest (text, Markdown);
+    # SVG heatmaps of lateness and wait (HTML); raw values to sort the rank table by (HTML)
+    digest: DigestView | None = None
+    heat_svgs: list[HeatmapSvgView] = field(default_factory=list)
+    rank_sort: list[list[Any]] = field(default_factory=list)
+
+
+@dataclass
+class DigestRow:
+    """A rank shown in full in a many-rank report: its cells (``DigestView.columns``)."""
+
+    rank: int
+    cells: list[str]
+
+
+@dataclass
+class DigestView:
+    """The stragglers, the median rank and the ranks that wait most; one line per measure for the rest."""
+
+    columns: list[str]
+    rows: list[DigestRow]
+    rest: list[str]
+    total: int
+
+
+@dataclass
+class HeatmapSvgView:
+    """A rank x step heatmap drawn as inline SVG (markup built by tracedoc from numbers only)."""
+
+    title: str
+    svg: str
+    note: str
 
 
 # -- the training-log report (render/logview.py) ---------------------------------------------------

@@ -21,12 +21,14 @@ JOB_METRICS: tuple[Metric, ...] = (
                "1 MB or more, from their transfer time"),
         Metric("link_busbw_gbps", "GB/s", None, "typical bus bandwidth the job's links give (nccl-tests figures: "
                "NVLink by GPU inside one host, InfiniBand across hosts); None unknown"),
-        Metric("straggler_count", "count", LOWER, "ranks that arrive last at most matched collectives and cost the "
-               "others a significant wait"),
+        Metric("straggler_count", "count", LOWER, "ranks whose lateness explains the others' wait (it stands far "
+               "above the other ranks' lateness, or they arrive last more often than chance) and costs them a "
+               "significant wait"),
         Metric("straggler_rank", "rank", None, "the straggler that costs the others the most wait"),
         Metric("straggler_confidence", "name", None, "how sure the job view is of the straggler: high (the chance "
-               "test passes over steps), medium (too few steps; it passes over collectives), low (the rank that "
-               "arrives last most often; too few collectives for a test)"),
+               "test passes over steps), medium (a large lateness that stands far above the other ranks' over a "
+               "few steps; or too few steps and it passes over collectives), low (one step, or the rank that "
+               "arrives last most often with too few collectives for a test)"),
         Metric("straggler_cause", "name", None, "category in which the straggler's time before its collectives "
                "exceeds the median rank's: compute, copy, dataloader, sync, host, other, unknown; host_launch when "
                "it is host work that leaves its GPU idle in long host-late gaps"),
@@ -35,8 +37,10 @@ JOB_METRICS: tuple[Metric, ...] = (
         Metric("straggler_wait_ms_per_step", "ms", LOWER, "wait per step each other rank spends for the straggler: "
                "straggler_wait_fraction x the job's step"),
         Metric("straggler_wait_fraction", "fraction", LOWER, "share of their step the other ranks spend waiting for "
-               "the straggler: per rank the median over its matched steps of that wait (a union of intervals) over "
+               "the straggler: per rank the mean over its matched steps of that wait (a union of intervals) over "
                "its median step, then the mean over the ranks"),
+        Metric("straggler_explained_fraction", "fraction", LOWER, "share of the other ranks' wait at the matched "
+               "collectives spent at those the straggler arrived last at"),
         Metric("straggler_arrived_last_fraction", "fraction", LOWER, "share of matched collectives the straggler "
                "arrives last at"),
     )),
