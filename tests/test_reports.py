@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import html.parser
 import json
+import base64
+import hashlib
 import re
 import subprocess
 import sys
@@ -213,7 +215,12 @@ def test_html_is_self_contained(example_result):
     assert "@import" not in page and "url(" not in page
     csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page)
     assert csp and "default-src 'none'" in csp.group(1) and "img-src data:" in csp.group(1)
-    assert "script-src 'unsafe-inline'" in csp.group(1) and "style-src 'unsafe-inline'" in csp.group(1)
+    # The page's one script is allowed by its own SHA-256, nothing else: no 'unsafe-inline' for scripts.
+    script = re.search(r"script-src ([^;]+)", csp.group(1)).group(1).strip()
+    body = re.findall(r"<script>(.*?)</script>", page, flags=re.S)
+    digest = base64.b64encode(hashlib.sha256(body[0].encode()).digest()).decode()
+    assert len(body) == 1 and script == f"'sha256-{digest}'", script
+    assert "style-src 'unsafe-inline'" in csp.group(1)
 
 
 def test_html_shows_verdict_first_and_every_section(example_result):
