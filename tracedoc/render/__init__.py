@@ -4,7 +4,7 @@ The renderer contract: each renderer of a report formats that report's typed vie
 its result by one function (``viewmodel.build_report`` -> ``ReportView`` for ``tracedoc analyze``,
 ``diffview.build_diff_view`` -> ``DiffView`` for ``tracedoc diff``, ``trend.build_trend_view`` ->
 ``TrendView`` for ``tracedoc diff`` of three runs or more, ``logview.build_log_view`` ->
-``LogView`` for ``tracedoc logs``), except JSON, which is the saved value itself. Every renderer is
+``logviews.LogView`` for ``tracedoc logs``), except JSON, which is the saved value itself. Every renderer is
 called the same way: ``renderer(format, report).render(result, **options) -> str``.
 
 ``RENDERERS`` is the one table of them: the report it renders, a name (``--format``), the file

@@ -1,4 +1,4 @@
-"""Reports for a training log: ``LogResult`` -> its view model (``views.LogView``) -> terminal text,
+"""Reports for a training log: ``LogResult`` -> its view model (``logviews.LogView``) -> terminal text,
 Markdown or one self-contained HTML page; JSON is the result itself.
 
 The HTML page draws its charts as inline SVG computed here (loss with its moving average and markers
@@ -15,7 +15,7 @@ import numpy as np
 
 from ..neutral import clean_lines
 from .format import fmt_log_value, readable
-from .views import LogView
+from .logviews import LogView
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..logs.report import LogResult
