@@ -17,8 +17,8 @@ Before generating, the free disk space is checked: the files need ranks x rank-m
 them compressed (about 12x smaller, slower to read) where that does not fit.
 
 Each run of ``analyze`` happens in a fresh process, which reports: wall time, the peak memory (RSS)
-of that client process, and the bytes moved: the pickled size of every rank's result as it reaches
-the client (what travels from a worker; the traces never do), in all and per rank against the
+of that client process, and the bytes moved: the packed size of every rank's result as a worker sends it to
+the client (``fanout.pack``: pickled, then deflated; the traces never travel), in all and per rank against the
 rank file's size. Prints one JSON line per run.
 """
 
@@ -190,21 +190,21 @@ def _write_one(a) -> int:
 
 def run_child(d: str, cluster: int) -> dict:
     """In a fresh process: analyze ``d`` and report time, this process's peak RSS and the bytes moved."""
-    import pickle
     import resource
 
     sys.path.insert(0, str(ROOT))
     from tracedoc.api import analyze
+    from tracedoc.job import cluster as dask_path
     from tracedoc.job import fanout
 
     moved = []
-    collect = fanout._collect
+    collect = fanout.collect
 
-    def counting(done, outs, failure):
-        moved.append(len(pickle.dumps(outs, protocol=pickle.HIGHEST_PROTOCOL)))
-        collect(done, outs, failure)
+    def counting(done, path, blob):
+        moved.append(len(blob))  # what a worker sent for this file: its ranks' results, pickled and packed
+        collect(done, path, blob)
 
-    fanout._collect = counting
+    fanout.collect = dask_path.collect = counting  # the process pool's and the Dask path's
     scheduler, cluster_obj = None, None
     if cluster:
         from distributed import Client, LocalCluster

@@ -111,6 +111,9 @@ def test_the_environment_can_force_decoding_in_this_process(tmp_path, monkeypatc
     calls = []
     real = stream._read_parallel
     monkeypatch.setattr(stream, "_read_parallel", lambda *a: calls.append(a[4]) or real(*a))
+    # A thread another test left running (a server's, a client's) would make the reader decode here rather
+    # than fork (see ``_worker_count``): this test is about the environment variable, so it sees one thread.
+    monkeypatch.setattr(stream.threading, "active_count", lambda: 1)
     read_kineto(str(path), chunk_bytes=4096)
     if (stream.os.cpu_count() or 1) >= 2:  # a small file decoded by worker processes (as configured above)
         assert calls and calls[-1] >= 2

@@ -1,5 +1,5 @@
 """The order in which a rank issued its calls of a group, and the calls whose kernel the trace lacks
-(DESIGN.md round 3: matching across ranks whose windows differ).
+(docs/job.md: matched instance).
 
 A GPU rank's trace holds three kinds of collective rows: calls launched inside the window with their
 kernel; kernels with no call, launched before the window opened and run after it (the pre-window
