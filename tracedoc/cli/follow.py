@@ -73,6 +73,8 @@ def cmd_follow(args, fields: dict[str, str]) -> int:
             if follower.poll():
                 break
             time.sleep(args.poll)
+        if stop:  # the lines written before SIGTERM are part of the run: read them before the summary
+            follower.poll()
         why = stop[0] if stop else f"--fail-on {args.fail_on}: {failed[0].kind} at step {failed[0].step}"
     except KeyboardInterrupt:
         why = "Ctrl-C"
