@@ -21,7 +21,7 @@ import os
 import signal
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import BinaryIO
 
 from .errors import TracedocError
@@ -142,3 +142,25 @@ def write_atomic(path: str, data: str | bytes, option: str | None = "--output") 
     except OSError as exc:
         raise TracedocError(path, "cannot be written", exc.strerror or str(exc),
                             f"choose another {option} path" if option else "check the directory and free space") from None
+
+
+def write_generated(directory: "os.PathLike[str] | str", names: Iterable[str], render: Callable[[str], str], check: bool) -> int:
+    """Bring generated files up to date: each of ``names`` in ``directory`` gets ``render(name)``, or with
+    ``check`` is only reported when it differs. Says on stderr which were written (or are stale); the exit
+    status is 1 when ``check`` found stale files, else 0."""
+    import sys
+    from pathlib import Path
+
+    stale = []
+    for name in names:
+        path = Path(directory) / name
+        text = render(name)
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue
+        stale.append(name)
+        if not check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    if stale:
+        print(("stale: " if check else "wrote: ") + ", ".join(stale), file=sys.stderr)
+    return 1 if check and stale else 0

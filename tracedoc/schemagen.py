@@ -30,6 +30,7 @@ from .analyses.registry import EVIDENCE
 from .logs.registry import LOG_EVIDENCE
 from .logs.report import LogResult
 from .model.metrics import LOG_METRIC_TABLE, TRACE_METRICS, Metric, metric_names
+from .outfiles import write_generated
 from .result import SCHEMA_VERSION, AnalysisResult
 
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
@@ -186,18 +187,7 @@ def render(name: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Write the generated schemas to ``tracedoc/schema`` (``--check``: only say which ones differ)."""
     check = "--check" in (argv if argv is not None else sys.argv[1:])
-    stale = []
-    for name in SCHEMAS:
-        path = SCHEMA_DIR / name
-        text = render(name)
-        if path.exists() and path.read_text(encoding="utf-8") == text:
-            continue
-        stale.append(name)
-        if not check:
-            path.write_text(text, encoding="utf-8")
-    if stale:
-        print(("stale: " if check else "wrote: ") + ", ".join(stale), file=sys.stderr)
-    return 1 if check and stale else 0
+    return write_generated(SCHEMA_DIR, SCHEMAS, render, check)
 
 
 if __name__ == "__main__":
