@@ -50,8 +50,11 @@ class Follow:
 
     def __init__(self, path: Path, *args: str):
         env = dict(os.environ, PYTHONPATH=str(ROOT))
+        # Ctrl-C has its usual effect in the child even when the tests run in a background job or under
+        # nohup, which start children with SIGINT ignored (Python then installs no KeyboardInterrupt).
         self.proc = subprocess.Popen([sys.executable, "-m", "tracedoc", "logs", "--follow", str(path), "--poll", "0.05",
-                                      *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                                      *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.lines: list[tuple[float, str]] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -221,6 +224,7 @@ def test_ctrl_c_ends_with_a_summary(tmp_path):
     follow = Follow(path, "--idle", "0")
     follow.wait_for("step 39: nan")
     follow.proc.send_signal(signal.SIGINT)
+    rc = follow.proc.wait(timeout=60)  # it ends by itself: a SIGTERM from stop() now could cut its summary short
     rc, err = follow.stop()
     assert rc == 0 and "Traceback" not in err
     assert follow.lines[-1][1].startswith("tracedoc logs --follow: stopped (Ctrl-C): 39 records, steps 1-39: nan 1")
