@@ -45,6 +45,11 @@ MIN_LATE_SHARE = 0.03
 MIN_SCORE = 4.0
 MIN_EXPLAINED = 0.5
 MIN_EXPLAINS_EACH = 0.2
+# Where the steps could show a repeat (the chance test over them can pass) and show none, the size
+# alone names a rank only when its lateness is at least this share of the step: a few percent late in
+# some steps is what the scheduler does to balanced ranks sharing cores (a real 4-rank CPU job, 3% late
+# in 5 of 8 steps), a quarter of the step late in one of three is not (the 8-rank NCCL job: 27%, medium).
+LARGE_LATE_SHARE = 0.10
 # Confidence levels, lowest first (as the engine's trace-health levels)
 CONFIDENCES = ("low", "medium", "high")
 # Fewer profiled steps than this: the chance test runs over collective instances (medium confidence).
@@ -238,9 +243,10 @@ def _size_text(s: RankStats) -> str:
             f"at the collectives holding {s.explains:.0%} of their wait")
 
 
-def _by_size(s: RankStats, n_ranks: int, alpha: float) -> tuple[str, str]:
+def _by_size(s: RankStats, n_ranks: int, alpha: float) -> tuple[str | None, str]:
     """Confidence of a rank named by size: high when the chance test over steps passes too; low over
-    one step; medium otherwise (a few steps, or steps the count cannot tell from chance)."""
+    one step; medium otherwise (a few steps, or steps the count cannot tell from chance, the lateness
+    then at least ``LARGE_LATE_SHARE``). None for a small lateness in steps that show no repeat."""
     passes, step_p = _chance_over_steps(s, n_ranks, alpha)
     if s.steps == 1 or s.trials == 1:
         return "low", f"{_size_text(s)}; only 1 step profiled, which cannot show that it repeats"
@@ -250,6 +256,9 @@ def _by_size(s: RankStats, n_ranks: int, alpha: float) -> tuple[str, str]:
         return "high", f"{_size_text(s)}; {how}"
     if s.trials >= MIN_STEP_TRIALS and chance_of(s.trials, s.trials, n_ranks) < alpha:
         count = f"late in {s.late_steps} of {s.trials} steps, which the count alone cannot tell from chance"
+        if s.late_fraction < LARGE_LATE_SHARE:
+            return None, f"{_size_text(s)}; but {count}, and {s.late_fraction:.0%} of the step is within what " \
+                         "the scheduler alone does to balanced ranks"
     else:
         count = (f"only {s.trials} steps profiled, too few for the chance test over steps" if s.trials
                  else "no steps recorded for the chance test over steps")
