@@ -83,3 +83,12 @@ def builder():
 def pytest_addoption(parser):
     parser.addoption("--update-gold", action="store_true", default=False,
                      help="rewrite the gold files under tests/gold/ (and generated schema parts) from the current output")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium for the browser tests (tests/browser_support.py), one per test module."""
+    from browser_support import chromium
+
+    with chromium() as b:
+        yield b

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
 
-from test_report_browser import ARGS, CHROMIUM, OUTPUT, sync_api  # noqa: F401  (skips without a browser)
+from browser_support import ARGS, CHROMIUM, OUTPUT, sync_api  # noqa: F401  (skips without a browser)
 
 from tracedoc.api import analyze, analyze_log, trend
 from tracedoc.render import render_html
@@ -50,13 +49,6 @@ GEOMETRY = """(selector) => {
   return out;
 }"""
 
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def open_page(browser, html: str, tmp_path, name: str, width: int):

@@ -15,21 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-
 import log_fixtures as F  # noqa: E402
-from test_report_browser import ARGS, CHROMIUM, OUTPUT  # noqa: E402  (skips when Chromium is missing)
+from browser_support import ARGS, CHROMIUM, OUTPUT, sync_api  # noqa: E402, F401  (skips when Chromium is missing)
 
 from tracedoc.api import analyze_log  # noqa: E402
 from tracedoc.render.logview import render_log_html  # noqa: E402
 
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def open_log_report(browser, log: Path, tmp_path: Path, name: str):

@@ -14,13 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-
-CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")) if p
-                 and Path(p).exists()), None)
-if CHROMIUM is None:
-    pytest.skip("Chromium is not installed (apt-get install -y chromium)", allow_module_level=True)
+from browser_support import ARGS, CHROMIUM, OUTPUT, sync_api  # noqa: F401  (skips without a browser)
 
 from conftest import shared_traces  # noqa: E402
 from test_reports import XSS, build_hostile_trace  # noqa: E402
@@ -30,18 +24,8 @@ from tracedoc.cli import example_path  # noqa: E402
 from tracedoc.render import render_html  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent
-OUTPUT = TESTS / "_output"
-ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
 RENDER_BUDGET_MS = 2000
 
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 class Page:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_report_browser import ARGS, CHROMIUM, OUTPUT, sync_api  # noqa: F401  (skips without a browser)
+from browser_support import ARGS, CHROMIUM, OUTPUT, sync_api  # noqa: F401  (skips without a browser)
 
 from tracedoc.api import analyze
 from tracedoc.cli import example_path
@@ -72,13 +72,6 @@ def cpu_report(tmp_path):
 
     return cpu_only_trace(tmp_path)
 
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.mark.parametrize("kind", ["gpu", "h100", "job", "cpu"])
