@@ -33,6 +33,8 @@ from .flop_ops import parse, resolve_each
 from .flops import device_name
 from .nesting import ThreadClock, enclosing
 from .opflops import memory as MEM
+from .opflops.optimizers import optimizer_flops_per_param, optimizer_touches_per_param
+from .opflops.tensors import COMPILED, OPTIMIZER, TENSOR_LISTS_MISSING, tensor_at
 from .registry import Produced, analysis
 
 ROW_CAP = 100  # rows kept in the evidence table (most GPU time first); the rest are summed into one last row
@@ -186,8 +188,8 @@ def _optimizer_params(trace: Trace, flop_ops, inst: _Instances) -> None:
     forward matmul/conv/attention op). Calls between the same forward op share those parameters;
     when they are different optimizers, the split is unknown and nothing is filled in."""
     c, s = trace.cpu_ops, trace.op_shapes
-    missing = np.flatnonzero(inst.note == MEM.TENSOR_LISTS_MISSING)
-    todo = [i for i in missing.tolist() if MEM.optimizer_flops_per_param(trace.string(int(inst.name[i]))) is not None]
+    missing = np.flatnonzero(inst.note == TENSOR_LISTS_MISSING)
+    todo = [i for i in missing.tolist() if optimizer_flops_per_param(trace.string(int(inst.name[i]))) is not None]
     counted = flop_ops.counted if flop_ops is not None else None
     if not todo or counted is None or not len(s):
         return
@@ -201,7 +203,7 @@ def _optimizer_params(trace: Trace, flop_ops, inst: _Instances) -> None:
     sizes = []
     for k in acc.tolist():  # one parse per distinct record (cached)
         dims, types = parse(trace, int(s["dims"][k]), cache), parse(trace, int(s["types"][k]), cache)
-        t = MEM._tensor(dims, types, 0)
+        t = tensor_at(dims, types, 0)
         sizes.append((t.numel, t.size, t.dtype) if t is not None else (0, 0, None))
     stretch = {}
     for i in todo:
@@ -217,13 +219,13 @@ def _optimizer_params(trace: Trace, flop_ops, inst: _Instances) -> None:
             continue
         name = trace.string(names.pop())
         concrete = parse(trace, int(s["concrete"][_shapes_row(trace, inst.row[calls[0]])]), cache)
-        touches = MEM.optimizer_touches_per_param(name, concrete)
+        touches = optimizer_touches_per_param(name, concrete)
         params = sum(n for n, _, _ in mine)
         moved = sum(n * size for n, size, _ in mine) * touches
         for i in calls:
-            inst.op_class[i] = MEM.OPTIMIZER
+            inst.op_class[i] = OPTIMIZER
             inst.dtype[i] = "/".join(dict.fromkeys(d for _, _, d in mine if d)) or None
-            inst.flops[i] = params * MEM.optimizer_flops_per_param(name) / len(calls)
+            inst.flops[i] = params * optimizer_flops_per_param(name) / len(calls)
             inst.bytes[i] = moved / len(calls)
             inst.note[i] = FROM_GRADIENTS
 
@@ -293,7 +295,7 @@ def _rate_columns(row: dict, peak, bw, compiled_kind: str) -> None:
     if ai is not None and ridge is not None:
         bound = "compute" if ai >= ridge else "memory"
         roof = peak if bound == "compute" else ai * bw
-    elif row["op_class"] == MEM.COMPILED and compiled_kind == "memory" and bw:
+    elif row["op_class"] == COMPILED and compiled_kind == "memory" and bw:
         bound = "memory"
     row["bound"], row["roof_tflops"] = bound, roof
     if bound == "memory" and row["tb_per_s"] is not None and bw:
