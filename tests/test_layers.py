@@ -1,10 +1,10 @@
 """The package's imports follow the data flow: a module imports only from its own layer or lower ones.
 
 The layers are the import-linter contract in pyproject.toml (``lint-imports``, run by CI before the
-tests, and here): cli > capture > api > render > result/checks > engine > job/diff/logs/estimate >
-analyses > ingest > model > the leaf modules (errors, exits, version, labels, resources, ...).
+tests, and here): cli > capture > api/output/stages > render > diff > result/checks > engine > job/logs >
+analyses > ingest/estimate > model > the leaf modules (errors, exits, version, labels, display, ...).
 Imports inside functions count too: a lazy import is still a dependency. This file adds what the
-contract cannot say: the
+contract cannot say: no import circle across files (benchmarks/import_graph.py measures the graph), the
 contract ignores nothing but the capture entry point's import of the CLI (the results' notebook
 conveniences reach the renderers through the output façade, ``tracedoc.output``), the package imports
 itself relatively, and no module grows past ~500 lines.
@@ -82,6 +82,14 @@ def _import_graph():
     sys.modules.setdefault("import_graph", mod)
     spec.loader.exec_module(mod)
     return mod
+
+
+def test_no_import_circle_across_files():
+    """No two modules import each other, directly or through others (lazy and TYPE_CHECKING imports
+    included): each module can be read, tested and moved with what is below it alone."""
+    graph = _import_graph()
+    found = graph.circles(graph.build_graph(PACKAGE))
+    assert not found, "import circles (strongly connected modules): " + "; ".join(" <-> ".join(c) for c in found)
 
 
 def test_the_circle_finder_finds_circles():

@@ -15,10 +15,7 @@ from .predictions import PredictionCheck
 from .steps import StepProfile, attribution_ns, median_change_interval_ns
 from .tables import KernelDelta, OperatorDelta
 
-DIFF_SCHEMA = "tracedoc.diff"
-DIFF_SCHEMA_VERSION = 1
 NOISE_FLOOR_PCT = 2.0  # one capture per side cannot resolve run-to-run jitter below this
-TABLE_ROWS_JSON = 50
 
 
 def step_change_pct(before: StepProfile, after: StepProfile) -> float | None:
