@@ -122,6 +122,19 @@ def test_results_reach_the_renderers_only_through_the_output_facade():
         assert "tracedoc.display" in mods and not any(m.startswith("tracedoc.render") for m in mods), module
 
 
+def test_importing_the_results_loads_no_renderer():
+    """Loading, comparing and saving results needs no renderer: importing the results, the diff, the logs
+    and the API loads none, yet the output façade is installed for their methods."""
+    import subprocess
+    code = ("import sys\nimport tracedoc.result, tracedoc.diff, tracedoc.diff.trend, tracedoc.logs.report, tracedoc.api\n"
+            "from tracedoc import display\n"
+            "loaded = sorted(m for m in sys.modules if m.startswith('tracedoc.render'))\n"
+            "assert not loaded, loaded\n"
+            "assert display._render is not None and display._save is not None\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+
+
 @pytest.mark.parametrize("path", all_modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_the_package_imports_itself_relatively(path):
     """One import style: ``from ..model import trace``, never ``from tracedoc.model import trace``, so
