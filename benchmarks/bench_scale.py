@@ -18,7 +18,7 @@ them compressed (about 12x smaller, slower to read) where that does not fit.
 
 Each run of ``analyze`` happens in a fresh process, which reports: wall time, the peak memory (RSS)
 of that client process, and the bytes moved: the packed size of every rank's result as a worker sends it to
-the client (``fanout.pack``: pickled, then deflated; the traces never travel), in all and per rank against the
+the client (``ranktask.pack``: pickled, then deflated; the traces never travel), in all and per rank against the
 rank file's size. Prints one JSON line per run.
 """
 

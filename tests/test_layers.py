@@ -1,28 +1,25 @@
 """The package's imports follow the data flow: a module imports only from its own layer or lower ones.
 
 The layers are the import-linter contract in pyproject.toml (``lint-imports``, run by CI before the
-tests, and here): cli > capture > api > render > result/checks > engine > job/diff/logs/estimate >
-analyses > ingest > model > the leaf modules (errors, exits, version, labels, resources, ...).
+tests, and here): cli > capture > api/output/stages > render > diff > result/checks > engine > job/logs >
+analyses > ingest/estimate > model > the leaf modules (errors, exits, version, labels, display, ...).
 Imports inside functions count too: a lazy import is still a dependency. This file adds what the
-contract cannot say: the notebook conveniences import the renderers only inside themselves, the
-package imports itself relatively, and no module grows past ~500 lines.
+contract cannot say: no import circle across files (benchmarks/import_graph.py measures the graph), the
+contract ignores nothing but the capture entry point's import of the CLI (the results' notebook
+conveniences reach the renderers through the output façade, ``tracedoc.output``), the package imports
+itself relatively, and no module grows past ~500 lines.
 """
 
 import ast
+import importlib.util
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tracedoc"
 ROOT = PACKAGE.parent
-# The one exception to the layers, by name: notebook conveniences on a result that hand it to a renderer
-# when called (``result.to_html()``). They import lazily inside these methods only, so loading, saving and
-# comparing results never loads a renderer; no other function of the module may import upwards.
-_OUTPUTS = {"to_text", "to_markdown", "to_html", "to_json", "_repr_html_", "save"}
-CONVENIENCES = {("tracedoc.result", "tracedoc.render"): _OUTPUTS, ("tracedoc.diff.model", "tracedoc.render"): _OUTPUTS,
-                ("tracedoc.diff.trend", "tracedoc.render"): _OUTPUTS, ("tracedoc.logs.report", "tracedoc.render"): _OUTPUTS}
-
-
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts)
@@ -48,26 +45,6 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
             else:
                 out.append((node.lineno, target))
     return out
-
-
-def convenience_import(path: Path, module: str, line: int, target: str) -> bool:
-    """True for an import listed in CONVENIENCES, made inside one of the functions named there."""
-    allowed = next((names for (mod, up), names in CONVENIENCES.items()
-                    if module == mod and (target == up or target.startswith(up + "."))), None)
-    if not allowed:
-        return False
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    return any(isinstance(node, ast.FunctionDef) and node.name in allowed and node.lineno < line <= node.end_lineno
-               for node in ast.walk(tree))
-
-
-@pytest.mark.parametrize("module", sorted({m for m, _ in CONVENIENCES}))
-def test_convenience_imports_only_inside_their_functions(module):
-    path = PACKAGE.parent / (module.replace(".", "/") + ".py")
-    ups = [(line, t) for line, t in imported_modules(path) if t.startswith("tracedoc.render")]
-    assert ups, f"{module}'s notebook conveniences import the renderers lazily"
-    assert all(convenience_import(path, module, line, t) for line, t in ups)
-    assert not convenience_import(path, module, 1, "tracedoc.render")  # at module level: never
 
 
 def submodule_or_package(package: str, name: str) -> str:
@@ -97,6 +74,65 @@ def test_import_contracts_hold():
         assert importlinter.lint_imports(no_cache=True) == 0, "run `lint-imports` to see the broken contract"
     finally:
         os.chdir(here)
+
+
+def _import_graph():
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "benchmarks" / "import_graph.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("import_graph", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_no_import_circle_across_files():
+    """No two modules import each other, directly or through others (lazy and TYPE_CHECKING imports
+    included): each module can be read, tested and moved with what is below it alone."""
+    graph = _import_graph()
+    found = graph.circles(graph.build_graph(PACKAGE))
+    assert not found, "import circles (strongly connected modules): " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_circle_finder_finds_circles():
+    graph = _import_graph()
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e", "d"}, "f": {"g"}, "g": {"f"}}
+    assert graph.circles(edges) == [["a", "b", "c"], ["f", "g"]]
+    assert graph.circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_resolves_lazy_and_relative_imports():
+    graph = _import_graph().build_graph(PACKAGE)
+    assert "tracedoc.render.perfetto_job" in graph["tracedoc.render.perfetto"]  # lazy, inside write_perfetto
+    assert {"tracedoc.display", "tracedoc.checks", "tracedoc.analyses.rank"} <= graph["tracedoc.result"]
+    assert "tracedoc.output" in graph["tracedoc"]
+
+
+def test_the_contract_ignores_only_the_capture_entry_point():
+    """The results import no renderer: the contract's one exception is ``python -m tracedoc.capture``,
+    an entry point that runs the CLI (like ``tracedoc.__main__``)."""
+    contract = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    ignored = contract["contracts"][0].get("ignore_imports", [])
+    assert ignored and all(rule.startswith("tracedoc.capture.__main__ -> tracedoc.cli") for rule in ignored), ignored
+
+
+def test_results_reach_the_renderers_only_through_the_output_facade():
+    """The modules below the renderers never name ``tracedoc.render``; their output methods go through
+    ``tracedoc.display``, which importing ``tracedoc`` fills."""
+    for module in ("tracedoc/result.py", "tracedoc/diff/model.py", "tracedoc/diff/trend.py", "tracedoc/logs/report.py"):
+        mods = {m for _, m in imported_modules(ROOT / module)}
+        assert "tracedoc.display" in mods and not any(m.startswith("tracedoc.render") for m in mods), module
+
+
+def test_importing_the_results_loads_no_renderer():
+    """Loading, comparing and saving results needs no renderer: importing the results, the diff, the logs
+    and the API loads none, yet the output façade is installed for their methods."""
+    import subprocess
+    code = ("import sys\nimport tracedoc.result, tracedoc.diff, tracedoc.diff.trend, tracedoc.logs.report, tracedoc.api\n"
+            "from tracedoc import display\n"
+            "loaded = sorted(m for m in sys.modules if m.startswith('tracedoc.render'))\n"
+            "assert not loaded, loaded\n"
+            "assert display._render is not None and display._save is not None\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
 
 
 @pytest.mark.parametrize("path", all_modules(), ids=lambda p: str(p.relative_to(PACKAGE)))

@@ -1,9 +1,11 @@
 """tracedoc: reads GPU profiler traces and says why a training or inference job is slow.
 
 The entry points import their stage on first use, so ``import tracedoc`` (and ``tracedoc --version``)
-loads nothing heavy.
+loads nothing heavy. Importing it installs the output façade (``tracedoc.output``): the results are plain
+data, and their ``to_text`` / ``to_html`` / ``_repr_html_`` ... reach the renderers through it.
 """
 
+from . import output as _output  # noqa: F401  (installs the results' output methods; imports no renderer)
 from .version import __version__
 
 

@@ -9,8 +9,9 @@ migration, ``tracedoc.migrate``), so a saved report can be rendered again, compa
 or gate CI without the trace.
 
 Renderers take a result (``tracedoc.render``); nothing here formats for people except the short
-``repr`` and, for notebooks, ``to_text`` / ``to_markdown`` / ``to_html`` / ``_repr_html_``, which
-hand the result to a renderer when called (the only place this module reaches up to ``render``).
+``repr``. The notebook conveniences ``to_text`` / ``to_markdown`` / ``to_html`` / ``_repr_html_`` /
+``save`` hand the result to the output façade (``tracedoc.display``, filled by ``tracedoc.output`` above
+the renderers): this module never imports a renderer.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Literal
 import msgspec
 
 from .analyses.rank import RankResult, short, verdict_summary
+from . import display
 from .checks import refuse_impossible
 from .errors import TraceError
 from .job.view import JobView
@@ -224,27 +226,19 @@ class AnalysisResult(Record, dict=True, kw_only=True):
 
     def to_text(self, **options: Any) -> str:
         """The terminal summary as a string (laid out for a file: nothing cut, no colour)."""
-        from .render import render_text
-
-        return render_text(self, **options)
+        return display.show(self, "analysis", "text", **options)
 
     def to_markdown(self, **options: Any) -> str:
         """The Markdown report (a ticket comment)."""
-        from .render import render_md
-
-        return render_md(self, **options)
+        return display.show(self, "analysis", "md", **options)
 
     def to_html(self, **options: Any) -> str:
         """The self-contained HTML report."""
-        from .render import render_html
-
-        return render_html(self, **options)
+        return display.show(self, "analysis", "html", **options)
 
     def _repr_html_(self) -> str:
         """A compact verdict card for notebooks (the full report is ``to_html()``)."""
-        from .render.card import render_card
-
-        return render_card(self)
+        return display.show(self, "analysis", "card")
 
     def _saved(self, timeline: bool) -> "AnalysisResult":
         return self if timeline else replace(self, ranks=[replace(r, timeline={}) for r in self.ranks])
@@ -259,9 +253,7 @@ class AnalysisResult(Record, dict=True, kw_only=True):
     def save(self, path: str | os.PathLike, format: str | None = None) -> None:
         """Write the report to ``path``: JSON by default (timeline included; ``load`` reads it back into an
         equal value), or the format its extension (or ``format``: text, json, md, html) names."""
-        from .render.notebook import save_as
-
-        save_as(self, path, "analysis", format)
+        display.save(self, path, "analysis", format)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "report") -> "AnalysisResult":

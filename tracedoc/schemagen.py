@@ -158,9 +158,7 @@ def _evidence(tables: dict[str, str], description: str) -> dict[str, Any]:
 
 
 def diff_schema() -> dict[str, Any]:
-    from .diff.report import DiffReport
-
-    from .diff.model import DIFF_SCHEMA_VERSION
+    from .diff.report import DIFF_SCHEMA_VERSION, DiffReport
 
     return _schema(DiffReport, f"urn:tracedoc:schema:diff:{DIFF_SCHEMA_VERSION}", "tracedoc diff",
                    "What `tracedoc diff --format json` prints (DiffReport): two runs compared, the median step time's "

@@ -156,3 +156,21 @@ def children_gradients(trace: Trace, sel: Selection, clock: ThreadClock) -> tupl
             at = enclosing(sel.start, sel.end, clock.cpu(kids, "start_ns"), clock.cpu(kids, "end_ns"))
             has[k, at[at >= 0]] = True
     return has[0], has[1]
+
+
+@dataclass
+class Counted:
+    """The ops whose FLOPs are counted (one entry per op), as columns: what ``flops.analyze_flops`` builds
+    from ``select_counted`` and its tables (``flops_tables``) and the roofline read."""
+
+    rows: np.ndarray  # cpu_ops row
+    name: np.ndarray  # name id
+    op_class: np.ndarray  # object
+    phase: np.ndarray  # object
+    dtype: np.ndarray  # object (None unknown)
+    flops: np.ndarray  # float64 model FLOPs (0 for recomputed ops)
+    hw_flops: np.ndarray  # float64 hardware FLOPs
+    bytes: np.ndarray  # float64
+    recomputed: np.ndarray  # bool
+    gpu_ns: np.ndarray  # int64 kernel time launched inside the op
+    shapes: np.ndarray = None  # op_shapes row of each op

@@ -25,7 +25,7 @@ from ..model.trace import Trace
 from . import opflops as F
 from ..model.peaks import DevicePeak, device_peak
 from .flop_credit import Credit, credit_flops
-from .flop_ops import Selection, children_gradients, resolve_flops, select_counted
+from .flop_ops import Counted, Selection, children_gradients, resolve_flops, select_counted
 from .flops_tables import by_kernel_class, by_op_class, flops_evidence, not_counted, per_step_rows, summary_row
 from .nesting import ThreadClock, enclosing, kernel_owners, union_on_clock
 from .registry import Produced, analysis
@@ -38,28 +38,11 @@ METRIC_NAMES = metric_names(topic="flops")  # the metric table's FLOPs section
 
 
 @dataclass
-class _Counted:
-    """The ops whose FLOPs are counted (one entry per op), as columns."""
-
-    rows: np.ndarray  # cpu_ops row
-    name: np.ndarray  # name id
-    op_class: np.ndarray  # object
-    phase: np.ndarray  # object
-    dtype: np.ndarray  # object (None unknown)
-    flops: np.ndarray  # float64 model FLOPs (0 for recomputed ops)
-    hw_flops: np.ndarray  # float64 hardware FLOPs
-    bytes: np.ndarray  # float64
-    recomputed: np.ndarray  # bool
-    gpu_ns: np.ndarray  # int64 kernel time launched inside the op
-    shapes: np.ndarray = None  # op_shapes row of each op
-
-
-@dataclass
 class FlopOps:
     """What the roofline reads from the FLOPs analysis: the counted ops and which of them launched
     each GPU op (index into ``counted``, -1 none)."""
 
-    counted: _Counted
+    counted: Counted
     kernel_owner: np.ndarray
     credit: Credit | None = None  # which kernels ran each op's FLOPs (``flop_credit``)
 
@@ -68,7 +51,7 @@ _DGRAD_RE = re.compile(r"dgrad", re.I)
 _WGRAD_RE = re.compile(r"wgrad", re.I)
 
 
-def _fix_unrecorded_masks(trace: Trace, counted: _Counted, assumed: np.ndarray, sel: Selection, clock: ThreadClock,
+def _fix_unrecorded_masks(trace: Trace, counted: Counted, assumed: np.ndarray, sel: Selection, clock: ThreadClock,
                           owner, compute, helper) -> None:
     """Convolution backwards counted with both gradients because their output mask was not recorded:
     keep only the gradients they computed. Old ones (torch < 1.11) call one single-gradient op per
@@ -132,7 +115,7 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
     # A matrix product's pass is where it runs (mm computes gradients inside backward nodes).
     phase = np.array([F.BACKWARD if bw and r.op_class == F.MATMUL else r.phase for r, bw in zip(res, in_backward)],
                      dtype=object)
-    counted = _Counted(
+    counted = Counted(
         rows=rows, name=c["name"][rows],
         op_class=np.array([r.op_class for r in res], dtype=object),
         phase=phase,
@@ -271,7 +254,7 @@ def _no_shapes_statement(trace: Trace) -> tuple[str, str] | None:
         "record_shapes=True (tracedoc run and tracedoc.profile do by default) to get FLOPs and MFU")
 
 
-def _mark_tf32(counted: _Counted, owner, compute, g, tc_classes, peak_row) -> None:
+def _mark_tf32(counted: Counted, owner, compute, g, tc_classes, peak_row) -> None:
     """fp32 ops whose kernels run on Tensor Cores used TF32 (fp32 inputs reach Tensor Cores only so)."""
     tc = tc_classes[0][g["name"]]
     on_tc = (owner >= 0) & compute & (tc == 1)
@@ -282,7 +265,7 @@ def _mark_tf32(counted: _Counted, owner, compute, g, tc_classes, peak_row) -> No
     counted.dtype[hit & (counted.dtype == "fp32")] = "tf32"
 
 
-def _dominant_dtype(counted: _Counted) -> str | None:
+def _dominant_dtype(counted: Counted) -> str | None:
     """The dtype with the most hardware FLOPs (of equal totals, the first by name)."""
     if not counted.rows.size:
         return None
@@ -295,7 +278,7 @@ def _dominant_dtype(counted: _Counted) -> str | None:
     return str(by_dtype.keys[0][int(np.argmax(totals))])
 
 
-def _per_step_flops(steps, start, counted: _Counted, lo: int, hi: int):
+def _per_step_flops(steps, start, counted: Counted, lo: int, hi: int):
     if len(steps):
         s, e = steps.cpu_start_ns, steps.cpu_end_ns
         order = np.argsort(s, kind="stable")
@@ -311,7 +294,7 @@ def _per_step_flops(steps, start, counted: _Counted, lo: int, hi: int):
     return np.array([counted.flops[sel].sum()]), np.array([counted.hw_flops[sel].sum()]), int(hi - lo)
 
 
-def _small_gemm_ns(counted: _Counted, peak_row: DevicePeak | None) -> float:
+def _small_gemm_ns(counted: Counted, peak_row: DevicePeak | None) -> float:
     """Kernel time of matrix products whose shapes are memory-bound on this device (arithmetic
     intensity below the ridge point peak / bandwidth for their dtype)."""
     if peak_row is None or not counted.rows.size:

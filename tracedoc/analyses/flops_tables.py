@@ -16,7 +16,7 @@ from .flop_credit import OVER_PEAK_NOTE, Credit
 from .nesting import ThreadClock, enclosing, innermost_op_names
 
 if TYPE_CHECKING:
-    from .flops import _Counted
+    from .flop_ops import Counted
 
 COMPILED_RE = re.compile(r"^CompiledFunction|Torch-Compiled Region|^## Call CompiledFxGraph")
 
@@ -25,7 +25,7 @@ def _rate(flops: float, ns: float) -> float | None:
     return flops / ns / 1e3 if ns > 0 else None
 
 
-def by_op_class(trace: Trace, counted: _Counted, peak_row, in_window: np.ndarray, credit: Credit) -> list[dict]:
+def by_op_class(trace: Trace, counted: Counted, peak_row, in_window: np.ndarray, credit: Credit) -> list[dict]:
     """Ops whose kernels ran in the window (ops without kernels: launched in it, ``in_window``) by class,
     pass and dtype. FLOPs are what their kernels in the window ran (each op's FLOPs times the share of
     its kernel time inside the window), whenever the CPU launched them: when the CPU runs ahead, the ops
@@ -74,7 +74,7 @@ def _kernel_family(name: str) -> str:
     return next((label for rx, label in _FAMILIES if rx.search(name)), "other kernel")
 
 
-def by_kernel_class(counted: _Counted, owner, compute, g, dur, tc_classes, peak_row, trace_strings,
+def by_kernel_class(counted: Counted, owner, compute, g, dur, tc_classes, peak_row, trace_strings,
                     credit: Credit) -> list[dict]:
     """FLOPs each kernel in the window ran (``flop_credit``: each op's split over the kernels that ran
     its work, by duration); grouped by what the kernel's name says it computes (GEMM, convolution,
@@ -176,7 +176,7 @@ def per_step_rows(steps, step_flops, peak) -> list[dict]:
     return out
 
 
-def summary_row(m, device, peak_row, dominant, counted: _Counted, known_ns, compute_ns, n_steps, has_gpu,
+def summary_row(m, device, peak_row, dominant, counted: Counted, known_ns, compute_ns, n_steps, has_gpu,
                 peak_name: str | None = None) -> dict:
     if not has_gpu:
         missing, note = "no GPU kernels", "the trace has no GPU kernels: TFLOP/s over the step time only; MFU needs " \

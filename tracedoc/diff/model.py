@@ -9,15 +9,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import display
 from .metrics import LabelChange, MetricDelta
 from .predictions import PredictionCheck
 from .steps import StepProfile, attribution_ns, median_change_interval_ns
 from .tables import KernelDelta, OperatorDelta
 
-DIFF_SCHEMA = "tracedoc.diff"
-DIFF_SCHEMA_VERSION = 1
 NOISE_FLOOR_PCT = 2.0  # one capture per side cannot resolve run-to-run jitter below this
-TABLE_ROWS_JSON = 50
 
 
 def step_change_pct(before: StepProfile, after: StepProfile) -> float | None:
@@ -197,40 +195,28 @@ class DiffResult:
 
     def _repr_html_(self) -> str:
         """A compact card for notebooks (the full page is ``tracedoc.render.diff.render_diff_html``)."""
-        from ..render.card import render_diff_card
-
-        return render_diff_card(self)
+        return display.show(self, "diff", "card")
 
     def to_text(self, **options: Any) -> str:
         """The terminal summary as a string (``width=N`` columns, 100 by default)."""
-        from ..render.notebook import render_as
-
-        return render_as(self, "diff", "text", **options)
+        return display.show(self, "diff", "text", **options)
 
     def to_markdown(self, **options: Any) -> str:
         """The Markdown report (a ticket comment)."""
-        from ..render.notebook import render_as
-
-        return render_as(self, "diff", "md", **options)
+        return display.show(self, "diff", "md", **options)
 
     def to_html(self, **options: Any) -> str:
         """The self-contained HTML page with side-by-side bars."""
-        from ..render.notebook import render_as
-
-        return render_as(self, "diff", "html", **options)
+        return display.show(self, "diff", "html", **options)
 
     def to_json(self, **options: Any) -> str:
         """The ``--format json`` document as text."""
-        from ..render.notebook import render_as
-
-        return render_as(self, "diff", "json", **options)
+        return display.show(self, "diff", "json", **options)
 
     def save(self, path: str | os.PathLike, format: str | None = None) -> None:
         """Write the diff to ``path`` in the format its extension (or ``format``: text, json, md, html)
         names; JSON for any other extension."""
-        from ..render.notebook import save_as
-
-        save_as(self, path, "diff", format)
+        display.save(self, path, "diff", format)
 
     def report(self):
         """The ``--format json`` document (``diff.report.DiffReport``)."""

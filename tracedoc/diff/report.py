@@ -5,20 +5,24 @@ is generated from them).
 attribution, the focus pair's tables (cut to ``TABLE_ROWS_JSON`` rows) and, per aligned rank pair,
 a compact entry. CI scripts read ``step_ms`` = ``{before, after, delta}`` and ``attribution`` = a list
 of ``{category, delta_ms}`` in the breakdown's category order, whose values sum to ``step_ms.delta``.
+The document sits below the result (``DiffResult.report()`` calls ``diff_report``): this module reads a
+``DiffResult`` and a ``RankDiff`` by their attributes and does not import ``diff.model``.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from ..analyses.rank import Environment
 from ..model.record import Record
 from .metrics import LabelChange, MetricDelta
 from .predictions import PredictionCheck
-from .model import DIFF_SCHEMA, DIFF_SCHEMA_VERSION, TABLE_ROWS_JSON, DiffResult, RankDiff
 from .steps import CATEGORIES, StepProfile, attribution_ns
 from .tables import KernelDelta, OperatorDelta
 
+DIFF_SCHEMA = "tracedoc.diff"
+DIFF_SCHEMA_VERSION = 1
+TABLE_ROWS_JSON = 50
 RANK_ROWS_JSON = 5  # kernels and operators per rank pair of a job
 
 
@@ -155,8 +159,8 @@ def _split(split: dict[str, tuple[int, int]] | None) -> CommSplit | None:
     return CommSplit(wait_ms=parts[0], transfer_ms=parts[1])
 
 
-def pair_report(p: RankDiff, rows: int = TABLE_ROWS_JSON, compact: bool = False) -> RankPairReport:
-    """One pair's entry; ``compact`` (one entry per rank of a job) keeps only metrics that moved."""
+def pair_report(p: Any, rows: int = TABLE_ROWS_JSON, compact: bool = False) -> RankPairReport:
+    """One ``RankDiff``'s entry; ``compact`` (one entry per rank of a job) keeps only metrics that moved."""
     return RankPairReport(
         rank_before=p.rank_before, rank_after=p.rank_after, step_ms=_step_ms(p.before, p.after),
         attribution=_attribution(p.before, p.after), composition_ms=_composition(p.before, p.after),
@@ -168,7 +172,8 @@ def pair_report(p: RankDiff, rows: int = TABLE_ROWS_JSON, compact: bool = False)
         operators=p.operators[:rows], kernels_complete=p.kernels_complete, predictions=p.predictions)
 
 
-def diff_report(d: DiffResult) -> DiffReport:
+def diff_report(d: Any) -> DiffReport:
+    """The document of ``d``, a ``DiffResult``."""
     focus = d.focus_pair
     env = d.environment
     return DiffReport(

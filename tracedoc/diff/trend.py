@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .. import display
 from ..model.record import Record, to_builtins
 from .metrics import LabelChange
 from .model import DiffResult
@@ -110,36 +111,24 @@ class TrendResult:
 
     def _repr_html_(self) -> str:
         """A compact card for notebooks: the chart of step time per run and each run's verdict."""
-        from ..render.trendchart import render_trend_card
-
-        return render_trend_card(self)
+        return display.show(self, "trend", "card")
 
     def to_text(self, **options: Any) -> str:
         """The trend table as text (``width=N`` columns, 100 by default)."""
-        from ..render.notebook import render_as
-
-        return render_as(self, "trend", "text", **options)
+        return display.show(self, "trend", "text", **options)
 
     def to_markdown(self, **options: Any) -> str:
         """The trend as Markdown (a ticket comment)."""
-        from ..render.notebook import render_as
-
-        return render_as(self, "trend", "md", **options)
+        return display.show(self, "trend", "md", **options)
 
     def to_html(self, **options: Any) -> str:
         """The self-contained HTML page with the chart of step time per run."""
-        from ..render.notebook import render_as
-
-        return render_as(self, "trend", "html", **options)
+        return display.show(self, "trend", "html", **options)
 
     def to_json(self, **options: Any) -> str:
         """Every run's comparison with the first, as the ``--format json`` document."""
-        from ..render.notebook import render_as
-
-        return render_as(self, "trend", "json", **options)
+        return display.show(self, "trend", "json", **options)
 
     def save(self, path: str | os.PathLike, format: str | None = None) -> None:
         """Write the trend to ``path`` in the format its extension (or ``format``) names; JSON otherwise."""
-        from ..render.notebook import save_as
-
-        save_as(self, path, "trend", format)
+        display.save(self, path, "trend", format)

@@ -1,7 +1,7 @@
 """Ranks on a Dask cluster: one task per rank file, run by the cluster's workers.
 
 Each worker reads its own files (local paths its machine sees, or URLs it fetches with the credentials
-in its own environment) and sends back only the packed compact results (``fanout.rank_task``).
+in its own environment) and sends back only the packed compact results (``ranktask.rank_task``).
 
 Faults:
 
@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any, Callable
 
 from ..errors import TraceError, UsageError
-from .fanout import FanOut, collect, rank_task
+from .ranktask import FanOut, collect, rank_task
 
 # Connecting to the scheduler, and waiting for its first worker: Dask's own setting
 # (distributed.comm.timeouts.connect, e.g. DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=10s), unless set here.

@@ -12,103 +12,12 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
-import pickle
-import zlib
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..analyses import RankRead, read_rank
-from ..errors import TraceError, TracedocError, UsageError
-from ..gcpause import with_paused_gc
-from ..ingest import check_kineto_options, check_nsys_options, load, sniff
-from ..remote import fetched, renamed_text
+from ..errors import TraceError
+from .ranktask import FanOut, analyze_file, collect, rank_task, read_local
 
-try:  # ISA-L's deflate (a core dependency), zlib's where it has no wheels: the same format either way
-    from isal.isal_zlib import compress as _compress
-    from isal.isal_zlib import decompress as _decompress
-except ImportError:
-    _compress, _decompress = zlib.compress, zlib.decompress
-PACK_LEVEL = 1  # the fastest level: a rank's results pack in a few ms, to about a third
-
-@dataclass
-class FanOut:
-    """What reading a file's or directory's ranks gave: each rank's read, and the files that failed."""
-
-    outputs: list[RankRead]
-    failed: list[dict] = field(default_factory=list)  # {"source", "error"}
-    received: dict[str, int] = field(default_factory=dict)  # file -> bytes its worker sent back
-
-
-@with_paused_gc
-def analyze_file(path: str, options: dict, progress: Callable[[float], None] | None = None,
-                 workers: int | None = None, rank_of: Callable[[str], int | None] | None = None,
-                 job: bool = True, given: dict | None = None) -> list[RankRead]:
-    """Load and analyse one file (one rank, or one per process of a multi-process nsys export).
-
-    ``path`` may be a URL (``s3://...``): the file is copied and read here, by the process that analyses
-    it, and every name in the result is the URL's. ``workers=1`` when ranks are already spread over a
-    process pool: no nested decode pools. ``job=False`` for a lone file: the straggler's cause is a
-    job-view question. ``given``: the rank analyses' stage inputs (the ``estimate_request``).
-    """
-    with fetched(path) as local:
-        return read_local(local, options, progress, workers, rank_of, job, given, shown=path)
-
-
-def read_local(path: str, options: dict, progress: Callable[[float], None] | None = None,
-               workers: int | None = None, rank_of: Callable[[str], int | None] | None = None,
-               job: bool = True, given: dict | None = None, shown: str | None = None) -> list[RankRead]:
-    """``analyze_file`` of a local file; ``shown``: the name the results give it (a URL it was copied from)."""
-    shown = shown or path
-    options = dict(options)
-    steps = options.pop("steps", None)
-    if sniff(path) == "nsys":
-        from ..ingest import nsys
-
-        check_kineto_options(path, steps)
-        traces = [load(path, **options)] if "pid" in options else nsys.read_nsys_ranks(path, **options)
-    else:
-        check_nsys_options(path, options)
-        traces = [load(path, progress=progress, workers=workers, steps=steps)]
-    out = []
-    for t in traces:
-        if t.meta.rank is None and len(traces) == 1 and rank_of is not None:
-            t.meta.rank = rank_of(shown)
-        if shown != path:
-            t.source = renamed_text(t.source, path, shown)
-        read = read_rank(t, job=job or len(traces) > 1, given=given, workers=workers)
-        if shown != path:
-            read.result.warnings[:] = [renamed_text(w, path, shown) for w in read.result.warnings]
-        out.append(read)
-    return out
-
-
-def _guarded(path: str, options: dict, rank_of, given: dict | None) -> tuple[list[RankRead], dict | None]:
-    """A worker's task: the file's ranks without their overlays (only a fresh lone file draws one)."""
-    try:
-        return [r._replace(overlay=None) for r in analyze_file(path, options, None, 1, rank_of, given=given)], None
-    except UsageError:
-        raise
-    except TracedocError as exc:
-        return [], {"source": path, "error": exc.message()}
-    except (OSError, EOFError, ValueError) as exc:  # a file that vanished or broke mid-read
-        return [], {"source": path, "error": f"{path}: cannot be read ({type(exc).__name__}: {exc})"}
-
-
-def rank_task(path: str, options: dict, rank_of, given: dict | None) -> bytes:
-    """What a worker process sends back for one file: its ranks' compact results (or why it failed),
-    pickled and compressed. The results are summaries (metrics, evidence tables, timeline excerpts, the job
-    view's collective tables): about 1% of a large rank file (1.06% of a 25 MB one), a third of that packed.
-    Pickle is the trust model of the process pool and of a Dask cluster alike: only our own processes
-    exchange these bytes."""
-    return pack(_guarded(path, options, rank_of, given))
-
-
-def pack(value: Any) -> bytes:
-    return _compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), PACK_LEVEL)
-
-
-def unpack(blob: bytes) -> Any:
-    return pickle.loads(_decompress(blob))
+__all__ = ["FanOut", "analyze_file", "collect", "fan_out", "rank_task", "read_local"]
 
 
 def fan_out(files: list[str], options: dict, *, jobs: int | None = None, scheduler: Any = None,
@@ -136,15 +45,6 @@ def fan_out(files: list[str], options: dict, *, jobs: int | None = None, schedul
                 progress(n, len(files))
     _all_failed(done, files)
     return done
-
-
-def collect(done: FanOut, path: str, blob: bytes) -> None:
-    """One finished file: its ranks' outputs, or why it could not be read; the bytes it sent are counted."""
-    outs, failure = unpack(blob)
-    done.outputs.extend(outs)
-    done.received[path] = len(blob)
-    if failure:
-        done.failed.append(failure)
 
 
 def _all_failed(done: FanOut, files: list[str]) -> None:

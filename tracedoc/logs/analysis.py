@@ -34,6 +34,7 @@ import numpy as np
 
 from ..model.plain import plain_finite
 from . import detect
+from .detect import anomaly
 from .scaler import PRIORITY, skip_rhythm
 from .series import LogSeries
 from .throughput import analyze_throughput
@@ -71,17 +72,6 @@ class LogAnalysis:
 
 def _window(n: int, window: int) -> int:
     return int(max(5, min(window, n // 5))) if n >= 25 else 0
-
-
-def anomaly(kind: str, steps: np.ndarray, start: int, end: int, **extra) -> dict[str, Any]:
-    """One anomaly row: ``step`` or ``start_step``/``end_step``, then its values (NaN/inf as None)."""
-    out: dict[str, Any] = {"kind": kind}
-    if start == end:
-        out["step"] = int(steps[start])
-    else:
-        out["start_step"], out["end_step"] = int(steps[start]), int(steps[end])
-    out.update({k: plain_finite(v) for k, v in extra.items()})
-    return out
 
 
 def analyze_series(series: LogSeries, options: LogOptions = LogOptions()) -> LogAnalysis:

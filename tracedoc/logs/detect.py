@@ -2,17 +2,19 @@
 episodes, periodicity, trend and learning-rate schedule shape.
 
 All functions take numpy arrays indexed by log point (one per logged step) and return index-based
-results; the caller turns indices into step numbers.
+results; the caller turns indices into step numbers with ``anomaly``, the one row every detection reports.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..model.groups import distinct
+from ..model.plain import plain_finite
 
 MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution x 1.4826 = its standard deviation
 _CHUNK_BLOCKS = 20_000  # bound the memory of the windowed medians
@@ -333,3 +335,14 @@ def lr_schedule(steps: np.ndarray, lr: np.ndarray) -> dict:
 def _inv_sqrt(t: np.ndarray) -> np.ndarray:
     s = 1.0 / np.sqrt(1.0 + 99.0 * t)  # a 1/sqrt(step) decay over two decades, normalised to 1..0
     return (s - s[-1]) / (s[0] - s[-1]) if s[0] != s[-1] else s
+
+
+def anomaly(kind: str, steps: np.ndarray, start: int, end: int, **extra) -> dict[str, Any]:
+    """One anomaly row: ``step`` or ``start_step``/``end_step``, then its values (NaN/inf as None)."""
+    out: dict[str, Any] = {"kind": kind}
+    if start == end:
+        out["step"] = int(steps[start])
+    else:
+        out["start_step"], out["end_step"] = int(steps[start]), int(steps[end])
+    out.update({k: plain_finite(v) for k, v in extra.items()})
+    return out

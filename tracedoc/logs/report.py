@@ -15,6 +15,7 @@ from typing import Any, Literal
 import msgspec
 import numpy as np
 
+from .. import display
 from ..model.plain import plain_finite
 from ..model.record import Record, replace, to_json_bytes
 from ..model.verdict import Finding
@@ -121,9 +122,7 @@ class LogResult(Record, dict=True, kw_only=True):
 
     def _repr_html_(self) -> str:
         """A compact card for notebooks: labels, logged steps, anomalies by kind and the top findings."""
-        from ..render.card import render_log_card
-
-        return render_log_card(self)
+        return display.show(self, "log", "card")
 
     def judged(self, verdict: Any, tracedoc_version: str | None) -> "LogResult":
         """This result with the log rules' verdict: its findings and labels, and the verdict itself."""
@@ -138,27 +137,19 @@ class LogResult(Record, dict=True, kw_only=True):
 
     def to_text(self, **options: Any) -> str:
         """The terminal summary as a string (``width=N`` columns, 100 by default)."""
-        from ..render.notebook import render_as
-
-        return render_as(self, "log", "text", **options)
+        return display.show(self, "log", "text", **options)
 
     def to_markdown(self, **options: Any) -> str:
         """The Markdown report (a ticket comment)."""
-        from ..render.notebook import render_as
-
-        return render_as(self, "log", "md", **options)
+        return display.show(self, "log", "md", **options)
 
     def to_html(self, **options: Any) -> str:
         """The self-contained HTML page with charts."""
-        from ..render.notebook import render_as
-
-        return render_as(self, "log", "html", **options)
+        return display.show(self, "log", "html", **options)
 
     def save(self, path: str | os.PathLike, format: str | None = None) -> None:
         """Write the report to ``path`` in the format its extension (or ``format``) names; JSON otherwise."""
-        from ..render.notebook import save_as
-
-        save_as(self, path, "log", format)
+        display.save(self, path, "log", format)
 
 
 def _sha256(path: str) -> str | None:

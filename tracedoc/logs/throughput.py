@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from . import detect
+from .detect import anomaly
 from .periodic import find_patterns
 
 CAUSE_SHARE = 0.6
@@ -54,8 +55,6 @@ def throughput_of(series) -> tuple[np.ndarray | None, str | None]:
 def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[str, Any],
                        anomalies: list[dict[str, Any]], evidence: dict[str, list], charts: dict[str, Any],
                        notes: list[str]) -> None:
-    from .analysis import anomaly
-
     steps = series.step
     tp, unit = throughput_of(series)
     st = series.col("step_time_s")
@@ -241,8 +240,6 @@ def _stall_cause(series, hits: np.ndarray, steps: np.ndarray) -> tuple[str, str]
 
 def _drift(steps: np.ndarray, tp: np.ndarray, steady: np.ndarray, unit: str | None, m: dict[str, Any],
            anomalies: list[dict[str, Any]], report_fraction: float) -> None:
-    from .analysis import anomaly
-
     idx = np.flatnonzero(steady)
     if idx.size < DRIFT_MIN_POINTS:
         return

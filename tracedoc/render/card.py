@@ -1,4 +1,5 @@
-"""A compact verdict card: the notebook view of a result (``AnalysisResult._repr_html_``).
+"""A compact verdict card: the notebook view of a result (``AnalysisResult._repr_html_``; a diff's, a
+trend's and a log's too).
 
 The verdict, its confidence, the window and step time, and the top findings with their impact and
 first fix; the full report is ``result.to_html()``. Built from the same view model as every report.
@@ -13,6 +14,7 @@ from .viewmodel import build_report
 from .views import Caps, FindingView
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..diff.trend import TrendResult
     from ..result import AnalysisResult
 
 CARD_CAPS = Caps(table_rows=5, evidence_rows=0, steps=0, ranks=16, name_chars=120, timeline=False,
@@ -112,3 +114,19 @@ def render_log_card(result) -> str:
         parts.append(f'<ol style="margin:6px 0 0 0;padding-left:20px">{items}</ol>')
     parts.append("</div>")
     return "".join(parts)
+
+
+def render_trend_card(t: "TrendResult") -> str:
+    """The notebook view of a ``TrendResult``: the chart, then each run's step and verdict."""
+    from .trend import build_trend_view
+    from .trendchart import trend_chart
+
+    v = build_trend_view(t)
+    rows = "".join(f"<tr><td>{escape(r.run)}</td><td>{escape(r.name)}</td><td style='text-align:right'>"
+                   f"{escape(r.step_ms)}</td><td style='text-align:right'>{escape(r.delta_ms)}</td>"
+                   f"<td>{escape(r.verdict)}</td><td>{escape(r.labels)}</td></tr>" for r in v.rows)
+    return (f'<div style="{_BOX}"><div style="font-weight:600">tracedoc diff: {len(v.rows)} runs, each against the '
+            f"first</div>{trend_chart(t)}<table style='font-size:90%'><tr><th>run</th><th>name</th><th>step ms</th>"
+            f"<th>Δ ms</th><th>verdict</th><th>labels</th></tr>{rows}</table>"
+            '<div style="color:#555;font-size:90%">tables: t.table("runs"), t.table("predictions"); '
+            "the full page: t.to_html()</div></div>")

@@ -1,8 +1,9 @@
 """The output methods every result offers in a notebook (``to_text``, ``to_markdown``, ``to_html``,
 ``to_json``, ``save``): one report's renderer, chosen by format name or by the file's extension.
 
-The results import this module inside those methods only, so loading, saving and comparing results
-never loads a renderer.
+The results never import it: their methods call ``tracedoc.display``, which the output façade
+(``tracedoc.output``, above this package) fills with these two functions; so loading, saving and
+comparing results never loads a renderer.
 """
 
 from __future__ import annotations

@@ -154,20 +154,6 @@ def _write_overlay(out_path: str, top: dict[str, msgspec.Raw], events_raw: msgsp
                             "choose another --perfetto path") from None
 
 
-def _read_json(path: str) -> Any:
-    """A whole trace file's JSON, read through the bounded reader (a merged timeline reads one rank at a time)."""
-    import orjson
-
-    from ..infile import read_input
-
-    raw = read_input(path, TracedocError, "trace file")
-    try:
-        return orjson.loads(raw)
-    except (orjson.JSONDecodeError, RecursionError) as exc:
-        raise TracedocError(path, "is not complete JSON, so it cannot be overlaid", str(exc).split(":")[0],
-                            "overlay an intact copy of the trace") from None
-
-
 def overlay_events(rank, verdict, original: list, overlay=None) -> list[dict]:
     """tracedoc's events for one rank: metadata, idle causes, critical path and findings. ``overlay``: the
     idle intervals and critical paths of a fresh analysis (``analyses.RankOverlay``); a loaded report has none."""

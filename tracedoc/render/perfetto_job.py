@@ -48,8 +48,6 @@ def write_job_perfetto(result: "AnalysisResult", out_path: str) -> str:
     """Write the merged timeline of ``result``'s job to ``out_path``."""
     import orjson
 
-    from .perfetto import _read_json
-
     view = result.job
     if view is None or view.not_a_job:
         raise UsageError("--perfetto", "merges the ranks of one job", "files that are not one job",
@@ -272,3 +270,17 @@ def _meta(pid: int, tid: int | None, name: str, value) -> dict:
     if tid is not None:
         ev["tid"] = tid
     return ev
+
+
+def _read_json(path: str) -> Any:
+    """A whole trace file's JSON, read through the bounded reader (a merged timeline reads one rank at a time)."""
+    import orjson
+
+    from ..infile import read_input
+
+    raw = read_input(path, TracedocError, "trace file")
+    try:
+        return orjson.loads(raw)
+    except (orjson.JSONDecodeError, RecursionError) as exc:
+        raise TracedocError(path, "is not complete JSON, so it cannot be overlaid", str(exc).split(":")[0],
+                            "overlay an intact copy of the trace") from None

@@ -125,21 +125,3 @@ def trend_chart(t: "TrendResult") -> str:
     """The chart and its legend, as HTML for the trend page."""
     bars = trend_bars(t)
     return trend_chart_svg(bars) + legend_html(bars)
-
-
-_BOX = "font-family:system-ui,sans-serif;border:1px solid #ccc;border-radius:6px;padding:8px 12px;max-width:900px"
-
-
-def render_trend_card(t: "TrendResult") -> str:
-    """The notebook view of a ``TrendResult``: the chart, then each run's step and verdict."""
-    from .trend import build_trend_view
-
-    v = build_trend_view(t)
-    rows = "".join(f"<tr><td>{escape(r.run)}</td><td>{escape(r.name)}</td><td style='text-align:right'>"
-                   f"{escape(r.step_ms)}</td><td style='text-align:right'>{escape(r.delta_ms)}</td>"
-                   f"<td>{escape(r.verdict)}</td><td>{escape(r.labels)}</td></tr>" for r in v.rows)
-    return (f'<div style="{_BOX}"><div style="font-weight:600">tracedoc diff: {len(v.rows)} runs, each against the '
-            f"first</div>{trend_chart(t)}<table style='font-size:90%'><tr><th>run</th><th>name</th><th>step ms</th>"
-            f"<th>Δ ms</th><th>verdict</th><th>labels</th></tr>{rows}</table>"
-            '<div style="color:#555;font-size:90%">tables: t.table("runs"), t.table("predictions"); '
-            "the full page: t.to_html()</div></div>")
