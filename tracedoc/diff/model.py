@@ -2,7 +2,7 @@
 
 Both are saved records (``tracedoc.model.record``): ``tracedoc diff --format json`` is the result's own
 fields, in integer nanoseconds (``tracedoc/schema/diff.schema.json`` is generated from these types), and
-``tracedoc.diff.saved.load_diff`` reads a saved diff back into an equal value (one of schema version 1,
+``tracedoc.diff.saved.load`` reads a saved diff back into an equal value (one of schema version 1,
 in ms, through a migration). Renderers format the nanoseconds as ms for people.
 """
 
@@ -18,8 +18,9 @@ from .sides import CategoryDelta, RunSide, StepSplit
 from .steps import CATEGORIES, StepProfile, median_change_interval_ns
 from .tables import KernelDelta, OperatorDelta, TableSizes
 
-DIFF_SCHEMA = "tracedoc.diff"
-DIFF_SCHEMA_VERSION = 2  # the version history: tracedoc/diff/saved.py
+from .saved import CURRENT as DIFF_SCHEMA_VERSION  # the version history is there
+from .saved import DIFF_SCHEMA, convert
+
 NOISE_FLOOR_PCT = 2.0  # one capture per side cannot resolve run-to-run jitter below this
 TABLE_ROWS = 50  # the focus pair's kernels and operators kept, of each kind (all, changed, new, vanished)
 RANK_ROWS = 5  # the same for every other rank pair
@@ -169,6 +170,12 @@ class DiffResult(Record, kw_only=True):
     def report(self) -> "DiffResult":
         """The ``--format json`` document: the result itself (a saved record)."""
         return self
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "diff") -> "DiffResult":
+        """The value a saved diff's document describes (schema version 1 migrated); a ``TraceError`` says
+        what is wrong with one this tracedoc does not read."""
+        return convert(data, cls, DIFF_SCHEMA, where)
 
     def __repr__(self) -> str:
         pct = self.step_pct

@@ -4,7 +4,7 @@ Each run is a ``DiffResult`` against the base (the base analysed or read once), 
 trend is the two-run diff's: the step change, its attribution by category (summing to the change),
 the verdict, the labels gone and new, and the base's predictions checked against that run.
 ``TrendResult`` is a saved record in integer nanoseconds: ``--format json`` is its own fields
-(``tracedoc/schema/trend.schema.json``), and ``tracedoc.diff.saved.load_trend`` reads one back.
+(``tracedoc/schema/trend.schema.json``), and ``tracedoc.diff.saved.load`` reads one back.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from .predictions import PredictionCheck
 from .sides import CategoryDelta
 from .steps import CATEGORIES
 
-TREND_SCHEMA = "tracedoc.trend"
-TREND_SCHEMA_VERSION = 2  # the version history: tracedoc/diff/saved.py
+from .saved import CURRENT as TREND_SCHEMA_VERSION  # the version history is there
+from .saved import TREND_SCHEMA, convert
 
 
 class TrendRun(Record, kw_only=True):
@@ -88,6 +88,11 @@ class TrendResult(Record, dict=True, kw_only=True):
     def report(self) -> "TrendResult":
         """The ``--format json`` document: the result itself (a saved record)."""
         return self
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "trend") -> "TrendResult":
+        """The value a saved trend's document describes (schema version 1 migrated)."""
+        return convert(data, cls, TREND_SCHEMA, where)
 
     def __repr__(self) -> str:
         steps = ", ".join(f"{r.step_ns / 1e6:.3f}" for r in self.runs)
