@@ -192,10 +192,11 @@ class DiffResult(Record, kw_only=True):
               "predictions")
 
     def table(self, name: str | None = None):
-        """Without a name, the names of the diff's tables; else one of them as a pandas DataFrame: ``attribution`` (each category's part of the step
-        before, after and its change), the focus pair's ``kernels``, ``new_kernels``, ``vanished_kernels``,
-        ``operators`` and ``metrics`` (every row, uncut), ``ranks`` (one row per aligned pair) or ``predictions``
-        (the base's what-if predictions against the step the new run measured)."""
+        """Without a name, the names of the diff's tables; else one of them as a pandas DataFrame, times in ns:
+        ``attribution`` (each category's part of the step before, after and its change), the focus pair's
+        ``kernels``, ``new_kernels``, ``vanished_kernels``, ``operators`` (its largest 50 rows of each kind)
+        and ``metrics`` (every one), ``ranks`` (one row per aligned pair) or ``predictions`` (the base's
+        what-if predictions against the step the new run measured)."""
         import pandas as pd
 
         from ..model.record import to_builtins

@@ -21,10 +21,10 @@ class StepSplit(Record, kw_only=True):
     basis: str  # "steps" (completion intervals) or "window" (no steps: the whole window as one step)
     # the step by category (compute, exposed_comm, memcpy, then the idle causes), summing to step_ns
     category_ns: dict[str, int]
-    # exposed communication spent waiting for the last rank, and the rest (transfer); null unless both
-    # runs have a job view that measured waits
+    # the exposed communication spent waiting for the last rank; null unless both runs have a job view
+    # that measured waits
     exposed_wait_ns: int | None = None
-    exposed_transfer_ns: int | None = None  # exposed_comm_ns minus the wait; null as exposed_wait_ns
+    exposed_transfer_ns: int | None = None  # the rest of the exposed communication (transfer); null as the wait
 
     @property
     def comm_split(self) -> tuple[int, int] | None:
