@@ -120,6 +120,10 @@ def test_what_is_not_a_saved_diff_is_refused_in_one_line(runs, tmp_path):
         DiffResult.from_dict({**doc, "schema": "tracedoc.analysis"})
     with pytest.raises(TraceError, match="missing or malformed field.*step_ns"):
         DiffResult.from_dict({**doc, "before": {**doc["before"], "step_ns": "fast"}})
+    with pytest.raises(TraceError, match="focus = 7 with 1 pairs"):
+        DiffResult.from_dict({**doc, "focus": 7})
+    with pytest.raises(TraceError, match="before.category_ns has compute; expected compute, exposed_comm"):
+        DiffResult.from_dict({**doc, "before": {**doc["before"], "category_ns": {"compute": 1}}})
     old = _v1("v1_diff")
     del old["ranks"][0]["composition_ms"]
     with pytest.raises(TraceError, match="missing or malformed field"):
