@@ -278,27 +278,27 @@ def _expr_case(rng: random.Random) -> Case:
 def diff_violations(doc: dict) -> list[str]:
     """Numbers in a ``tracedoc diff --format json`` document that cannot be true."""
     out = []
-    step = doc.get("step_ms") or {}
-    b, a, d = step.get("before"), step.get("after"), step.get("delta")
+    sides = {k: doc.get(k) or {} for k in ("before", "after")}
+    b, a, d = sides["before"].get("step_ns"), sides["after"].get("step_ns"), doc.get("step_delta_ns")
     for k, v in (("before", b), ("after", a)):
         if v is not None and v < 0:
-            out.append(f"step_ms.{k} = {v} is negative")
-    if None not in (b, a, d) and abs((a - b) - d) > 1e-6 * max(1.0, abs(a), abs(b)):
-        out.append(f"step_ms.delta = {d} is not after - before = {a - b}")
+            out.append(f"{k}.step_ns = {v} is negative")
+    if None not in (b, a, d) and (a - b) != d:
+        out.append(f"step_delta_ns = {d} is not after - before = {a - b}")
     from tracedoc.model.metrics import valid_range
 
-    for m in doc.get("metrics") or []:  # each inside its range in the metric table (a fraction's is [0, 1])
+    pairs = doc.get("pairs") or []
+    for m in [m for p in pairs for m in p.get("metrics") or []]:  # each inside its range in the metric table
         lo, hi = valid_range(str(m.get("name"))) or (-math.inf, math.inf)
         for k in ("before", "after"):
             v = m.get(k)
             if isinstance(v, (int, float)) and not lo - 1e-9 <= v <= hi + 1e-9:
                 out.append(f"metric {m.get('name')} {k} = {v} outside [{lo:g}, {hi:g}]")
-    for c in doc.get("composition_ms") or []:
-        for k in ("before_ms", "after_ms"):
-            v = c.get(k)
+    for k, side in sides.items():
+        for c, v in (side.get("category_ns") or {}).items():
             if v is not None and v < 0:
-                out.append(f"{c.get('category')} {k} = {v} is negative")
-    iv = doc.get("step_delta_interval_ms")
+                out.append(f"{c} {k} = {v} ns is negative")
+    iv = doc.get("step_delta_interval_ns")
     if iv and iv[0] > iv[1]:
         out.append(f"interval {iv} is reversed")
     return out

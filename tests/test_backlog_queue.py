@@ -267,4 +267,5 @@ def test_a_diff_compares_the_same_medians(tmp_path):
     b = TraceBuilder()
     cpu_ahead(b, gpu_from=15.0)
     after = b.write(tmp_path / "b.pt.trace.json")
-    assert diff(before, after).to_dict()["step_ms"] == {"before": 10.0, "after": 10.0, "delta": 0.0}
+    d = diff(before, after)
+    assert (d.before.step_ns, d.after.step_ns, d.step_delta_ns) == (10_000_000, 10_000_000, 0)

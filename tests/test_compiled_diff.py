@@ -48,11 +48,11 @@ def test_renumbered_regions_are_one_region_and_suffixes_do_not_matter(tmp_path):
     regions = sorted(n for n in ops if n.startswith("Torch-Compiled Region"))
     assert regions == ["Torch-Compiled Region: 0/0 (now 8/0)", "Torch-Compiled Region: 5/0 (now 0/0)"]
     assert all(ops[n].status not in ("new", "vanished") for n in regions)
-    assert ops["Torch-Compiled Region: 0/0 (now 8/0)"].gpu_ms_after == 0  # regions launch through their kernels
+    assert ops["Torch-Compiled Region: 0/0 (now 8/0)"].gpu_after_ns == 0  # regions launch through their kernels
     kernels = {k.name: k for k in d.focus_pair.kernels}
     assert not d.focus_pair.new_kernels and not d.focus_pair.vanished_kernels
     assert kernels["triton_poi_fused_gelu"].status == "changed"  # suffix 0 and 3: one kernel, 1.5x slower
-    assert kernels["triton_poi_fused_gelu"].ms_after == pytest.approx(kernels["triton_poi_fused_gelu"].ms_before * 1.5)
+    assert kernels["triton_poi_fused_gelu"].time_after_ns == pytest.approx(kernels["triton_poi_fused_gelu"].time_before_ns * 1.5)
     text = d.to_text(width=100)
     assert "Torch-Compiled" not in text or "(now " in text  # never listed as vanished and new under two numbers
     assert not any(("new" in line or "vanished" in line) and "Torch-Compiled" in line for line in text.splitlines())

@@ -63,16 +63,33 @@ def _loop(path: Path, steps: int = 4, dl_us: float = 0.0, tiny: int = 0, tiny_na
 
 
 def _attribution(d) -> dict[str, float]:
-    return {row["category"]: row["delta_ms"] for row in d.to_dict()["attribution"]}
+    """Each category's part of the change, in ms."""
+    return {row["category"]: row["delta_ns"] / 1e6 for row in d.to_dict()["attribution"]}
+
+
+def _step_ms(doc: dict) -> dict[str, float]:
+    return {"before": doc["before"]["step_ns"] / 1e6, "after": doc["after"]["step_ns"] / 1e6,
+            "delta": doc["step_delta_ns"] / 1e6}
+
+
+def _focus(doc: dict) -> dict:
+    return doc["pairs"][doc["focus"]]
+
+
+def _new(doc: dict) -> list[dict]:
+    return [k for k in _focus(doc)["kernels"] if k["status"] == "new"]
 
 
 def _assert_sums(d) -> None:
+    """Integer ns: the parts sum to the change exactly, the categories to the step, in the job and every pair."""
     doc = d.to_dict()
-    assert sum(r["delta_ms"] for r in doc["attribution"]) == pytest.approx(doc["step_ms"]["delta"], abs=1e-9)
+    assert sum(r["delta_ns"] for r in doc["attribution"]) == doc["step_delta_ns"] == \
+        doc["after"]["step_ns"] - doc["before"]["step_ns"]
     for side in ("before", "after"):
-        assert sum(r[f"{side}_ms"] for r in doc["composition_ms"]) == pytest.approx(doc["step_ms"][side], abs=1e-9)
-    for rank in doc["ranks"]:
-        assert sum(r["delta_ms"] for r in rank["attribution"]) == pytest.approx(rank["step_ms"]["delta"], abs=1e-9)
+        assert sum(doc[side]["category_ns"].values()) == doc[side]["step_ns"]
+    for pair in doc["pairs"]:
+        for side in ("before", "after"):
+            assert sum(pair[side]["category_ns"].values()) == pair[side]["step_ns"]
 
 
 @pytest.fixture(scope="module")
@@ -89,28 +106,28 @@ def test_many_small_kernels_are_a_regression_led_by_host_launch_and_the_new_kern
     d = diff(loops["base"], loops["tiny"])
     doc = d.to_dict()
     # 8021 us -> 8021 + 2990 + 2 = 11013 us; compute +300 x 2 us; host_launch +299 x 8 us.
-    assert doc["step_ms"] == pytest.approx({"before": 8.021, "after": 11.013, "delta": 2.992})
+    assert _step_ms(doc) == pytest.approx({"before": 8.021, "after": 11.013, "delta": 2.992})
     att = _attribution(d)
     assert att["compute"] == pytest.approx(0.6)
     assert att["host_launch"] == pytest.approx(2.392)
     assert all(att[c] == 0 for c in CATEGORIES if c not in ("compute", "host_launch"))
     assert doc["verdict"] == "regression"
     assert doc["led_by"] == ["host_launch", "compute"]
-    new = doc["new_kernels"]
+    new = _new(doc)
     assert [k["name"] for k in new] == [TINY_KEY]
-    assert new[0]["count_after"] == 300 and new[0]["ms_after"] == pytest.approx(0.6)
-    assert new[0]["mean_us_after"] == pytest.approx(2.0)
-    assert doc["vanished_kernels"] == []
-    big = next(k for k in doc["kernels"] if k["name"] == "at::native::vectorized_elementwise_kernel")
+    assert new[0]["count_after"] == 300 and new[0]["time_after_ns"] == pytest.approx(0.6e6)
+    assert new[0]["mean_after_ns"] == pytest.approx(2000.0)
+    assert not [k for k in _focus(doc)["kernels"] if k["status"] == "vanished"]
+    big = next(k for k in _focus(doc)["kernels"] if k["name"] == "at::native::vectorized_elementwise_kernel")
     assert big["status"] == "same" and big["count_before"] == big["count_after"] == 20
-    op = next(o for o in doc["operators"] if o["name"] == "aten::native_dropout")
+    op = next(o for o in _focus(doc)["operators"] if o["name"] == "aten::native_dropout")
     assert op["status"] == "new" and op["calls_after"] == 300
-    assert "new" == next(k for k in doc["kernels"] if k["name"] == TINY_KEY)["status"]
+    assert _focus(doc)["sizes"]["new_kernels"] == 1 and _focus(doc)["sizes"]["new_time_ns"] == pytest.approx(0.6e6)
     text = " ".join(render_diff_text(d).split())  # sentences wrap at the width: read them as one line
     assert "regression, led by host_launch +2.392 ms, compute +0.600 ms" in text
     assert "1 new kernel (300 launches, 0.600 ms per step; largest at::native::anon::fused_dropout_kernel_vec)" in text
     _assert_sums(d)
-    short = next(m for m in doc["metrics"] if m["name"] == "kernels_under_10us_fraction")
+    short = next(m for m in _focus(doc)["metrics"] if m["name"] == "kernels_under_10us_fraction")
     assert short["change"] == "worse" and short["after"] == pytest.approx(300 / 320)
 
 
@@ -118,13 +135,13 @@ def test_dataloader_fix_is_attributed_to_dataloader_and_io_bound_goes(loops):
     d = diff(loops["io"], loops["base"])
     doc = d.to_dict()
     # 8021 + 3000 us -> 8021 us, all of it DataLoader wait.
-    assert doc["step_ms"] == pytest.approx({"before": 11.021, "after": 8.021, "delta": -3.0})
+    assert _step_ms(doc) == pytest.approx({"before": 11.021, "after": 8.021, "delta": -3.0})
     att = _attribution(d)
     assert att["dataloader"] == pytest.approx(-3.0)
     assert all(att[c] == 0 for c in CATEGORIES if c != "dataloader")
     assert doc["verdict"] == "improvement" and doc["led_by"] == ["dataloader"]
-    assert "io_bound" in doc["labels"]["gone"]
-    stall = next(m for m in doc["metrics"] if m["name"] == "dataloader_stall_fraction")
+    assert "io_bound" in _focus(doc)["labels"]["gone"]
+    stall = next(m for m in _focus(doc)["metrics"] if m["name"] == "dataloader_stall_fraction")
     assert stall["change"] == "better" and stall["before"] == pytest.approx(4 * 3000 / (4 * 11021))
     _assert_sums(d)
     assert "label io_bound gone" in " ".join(render_diff_text(d).split())
@@ -133,12 +150,12 @@ def test_dataloader_fix_is_attributed_to_dataloader_and_io_bound_goes(loops):
 def test_a_trace_diffed_with_itself_shows_no_change(loops, capsys):
     d = diff(loops["tiny"], loops["tiny"])
     doc = d.to_dict()
-    assert doc["step_ms"]["delta"] == 0 and doc["verdict"] == "no_change" and doc["led_by"] == []
-    assert all(r["delta_ms"] == 0 for r in doc["attribution"])
-    assert doc["new_kernels"] == doc["vanished_kernels"] == []
-    assert all(k["status"] == "same" for k in doc["kernels"]) and all(o["status"] == "same" for o in doc["operators"])
-    assert all(m["change"] == "same" for m in doc["metrics"])
-    assert doc["labels"]["gone"] == doc["labels"]["new"] == [] and doc["warnings"] == []
+    assert doc["step_delta_ns"] == 0 and doc["verdict"] == "no_change" and doc["led_by"] == []
+    assert all(r["delta_ns"] == 0 for r in doc["attribution"])
+    focus = _focus(doc)
+    assert all(k["status"] == "same" for k in focus["kernels"]) and all(o["status"] == "same" for o in focus["operators"])
+    assert all(m["change"] == "same" for m in focus["metrics"])
+    assert focus["labels"]["gone"] == focus["labels"]["new"] == [] and doc["warnings"] == []
     rc = main(["diff", str(loops["tiny"]), str(loops["tiny"]), "--fail-on-regression", "0",
                "--fail-if", "step_pct > 0 or kernel_count != 0 or compute_ms != 0"])
     assert rc == 0
@@ -151,8 +168,10 @@ def test_saved_reports_diff_like_their_traces(loops, tmp_path):
     from_trace = diff(loops["base"], loops["tiny"]).to_dict()
     from_report = diff(report, loops["tiny"]).to_dict()
     assert from_report["before"]["kind"] == "report" and from_trace["before"]["kind"] == "trace"
-    for key in ("step_ms", "attribution", "composition_ms", "new_kernels", "kernels", "operators", "metrics", "labels"):
+    for key in ("step_delta_ns", "attribution", "pairs"):
         assert from_report[key] == from_trace[key], key
+    for key in ("step_ns", "category_ns", "steps", "basis"):
+        assert from_report["before"][key] == from_trace["before"][key], key
     both = tmp_path / "tiny.report.json"
     both.write_text(analyze(loops["tiny"]).to_json())
     assert diff(report, both).to_dict()["attribution"] == from_trace["attribution"]
@@ -165,9 +184,9 @@ def test_json_names_ci_scripts_read(loops, tmp_path):
     out = tmp_path / "d.json"
     assert main(["diff", str(loops["base"]), str(loops["tiny"]), "-o", str(out)]) == 0
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "tracedoc.diff" and doc["schema_version"] == 1 and isinstance(doc["tracedoc_version"], str)
-    assert set(doc["step_ms"]) == {"before", "after", "delta"}
-    assert [set(r) for r in doc["attribution"]] == [{"category", "delta_ms"}] * len(CATEGORIES)
+    assert doc["schema"] == "tracedoc.diff" and doc["schema_version"] == 2 and isinstance(doc["tracedoc_version"], str)
+    assert isinstance(doc["before"]["step_ns"], int) and isinstance(doc["step_delta_ns"], int)
+    assert [set(r) for r in doc["attribution"]] == [{"category", "delta_ns"}] * len(CATEGORIES)
     assert [r["category"] for r in doc["attribution"]] == list(CATEGORIES) == [
         "compute", "exposed_comm", "memcpy", "dataloader", "host_launch", "sync", "launch_latency", "other"]
 
@@ -249,13 +268,13 @@ def test_captured_runs_dataloader_sleep_removed(tmp_path):
     after = _capture(tmp_path / "after", 0.0)
     d = diff(before, after)
     doc = d.to_dict()
-    assert doc["step_ms"]["delta"] < -12.0, doc["step_ms"]
+    assert _step_ms(doc)["delta"] < -12.0, _step_ms(doc)
     att = _attribution(d)
     assert att["dataloader"] <= -0.8 * 16.0, att
     assert doc["led_by"][0] == "dataloader" and doc["verdict"] == "improvement"
-    assert abs(att["dataloader"]) > 0.8 * abs(doc["step_ms"]["delta"])
+    assert abs(att["dataloader"]) > 0.8 * abs(_step_ms(doc)["delta"])
     _assert_sums(d)
-    stall = next(m for m in doc["metrics"] if m["name"] == "dataloader_stall_fraction")
+    stall = next(m for m in _focus(doc)["metrics"] if m["name"] == "dataloader_stall_fraction")
     assert stall["change"] == "better"
 
 
@@ -435,12 +454,12 @@ def test_exposed_comm_splits_into_wait_and_transfer_when_the_job_view_has_waits(
 
     before, after = with_wait(0.45), with_wait(0.1)
     d = diff_sides(Side("b.json", "report", before), Side("a.json", "report", after))
-    split = d.to_dict()["exposed_comm_split"]
-    assert split["wait_ms"] == pytest.approx({"before": 0.45, "after": 0.1, "delta": -0.35})
-    assert split["transfer_ms"] == pytest.approx({"before": 0.15, "after": 0.5, "delta": 0.35})
+    doc = d.to_dict()
+    assert (doc["before"]["exposed_wait_ns"], doc["before"]["exposed_transfer_ns"]) == (450_000, 150_000)
+    assert (doc["after"]["exposed_wait_ns"], doc["after"]["exposed_transfer_ns"]) == (100_000, 500_000)
     assert "  wait" in render_diff_text(d)
     plain = diff_sides(Side("b.json", "report", report), Side("a.json", "report", report))
-    assert plain.to_dict()["exposed_comm_split"] is None
+    assert plain.to_dict()["before"]["exposed_wait_ns"] is None and plain.comm_split is None
 
 
 def test_markdown_of_a_huge_diff_stays_a_ticket_comment(tmp_path):
@@ -452,7 +471,9 @@ def test_markdown_of_a_huge_diff_stays_a_ticket_comment(tmp_path):
             b.kernel(f"void {tag}_kernel_family_k{k}_" + "x" * 300 + "<float>(int)", s + 20 + 12.0 * k, 10.0,
                      launch_at=s + 12.0 * k + 1, op=f"aten::{tag}_op_{k}")
     d = diff(before.write(tmp_path / "b.json"), after.write(tmp_path / "a.json"))
-    assert len(d.focus_pair.new_kernels) == 3000 and len(d.focus_pair.vanished_kernels) == 3000
+    sizes = d.focus_pair.sizes  # the saved tables keep their largest rows and say how many there were
+    assert sizes.new_kernels == 3000 and sizes.vanished_kernels == 3000
+    assert len(d.focus_pair.new_kernels) == len(d.focus_pair.vanished_kernels) == 50
     md = render_diff_md(d)
     assert len(md) < MAX_MD_CHARS and "more rows not shown" in md
     assert len(render_diff_html(d).encode()) < 5 * 1024 * 1024
@@ -470,8 +491,7 @@ def test_json_output_validates_against_the_generated_diff_schema(loops, tmp_path
     assert main(["diff", str(saved), str(loops["base"]), "-f", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     jsonschema.validate(doc, schema)
-    assert doc["schema"] == "tracedoc.diff" and sum(a["delta_ms"] for a in doc["attribution"]) == \
-        pytest.approx(doc["step_ms"]["delta"], abs=1e-9)
+    assert doc["schema"] == "tracedoc.diff" and sum(a["delta_ns"] for a in doc["attribution"]) == doc["step_delta_ns"]
 
 
 def test_bootstrap_medians_match_resampling_in_distribution():

@@ -15,6 +15,7 @@ from test_diff import _capture, _loop
 
 from tracedoc.api import analyze, diff
 from tracedoc.cli import main
+from tracedoc.model.record import to_builtins
 from tracedoc.render.diff import render_diff_html, render_diff_md, render_diff_text
 
 
@@ -29,9 +30,20 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
+def _in_ms(check: dict) -> dict:
+    """A saved check (ns) with its times as ms, as the reports show them."""
+    return {(k[:-3] + "_ms" if k.endswith("_ns") else k): (v / 1e6 if k.endswith("_ns") and v is not None else v)
+            for k, v in check.items()}
+
+
+def _checks(d) -> list[dict]:
+    """The diff's checks of the base's predictions (the job's, then the focus pair's), times in ms."""
+    return [_in_ms(p) for p in to_builtins(d.predictions)]
+
+
 def _io(d):
-    checks = [p for p in d.to_dict()["predictions"] if p["label"] == "io_bound"]
-    assert len(checks) == 1, d.to_dict()["predictions"]
+    checks = [p for p in _checks(d) if p["label"] == "io_bound"]
+    assert len(checks) == 1, _checks(d)
     return checks[0]
 
 
@@ -78,7 +90,7 @@ def test_fix_not_made_still_present_and_grew(runs):
 def test_a_base_without_predictions_has_none(runs):
     d = diff(runs[0], runs[3000])
     # the clean loop's only finding (compute_bound) does not model its fix: nothing to check
-    assert d.to_dict()["predictions"] == []
+    assert d.predictions == [] and d.to_dict()["job_predictions"] == []
     assert "predictions, checked" not in _flat(render_diff_text(d))
 
 
@@ -94,10 +106,9 @@ def test_every_format_shows_the_check_and_a_saved_base_report_works(runs, tmp_pa
     assert "predictions, checked</h2>" in html and "<td class=\"down\">gone</td>" in html
     assert main(["diff", str(base), str(runs[1000]), "-f", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["predictions"][0]["status"] == "reduced"
-    assert doc["ranks"][0]["predictions"] == doc["predictions"]
+    assert doc["job_predictions"] == [] and doc["pairs"][0]["predictions"][0]["status"] == "reduced"
     table = d.table("predictions")
-    assert table["status"].tolist() == ["gone"] and table["measured_after_ms"].iloc[0] == pytest.approx(8.021)
+    assert table["status"].tolist() == ["gone"] and table["measured_after_ns"].iloc[0] == 8_021_000
 
 
 def test_captured_cpu_runs_dataloader_sleep_prediction(tmp_path):
@@ -106,16 +117,16 @@ def test_captured_cpu_runs_dataloader_sleep_prediction(tmp_path):
     after = _capture(tmp_path / "after", 0.0)
     d = diff(before, after)
     doc = d.to_dict()
-    checks = [p for p in doc["predictions"] if p["label"] == "io_bound"]
-    assert len(checks) == 1, doc["predictions"]
+    checks = [p for p in _checks(d) if p["label"] == "io_bound"]
+    assert len(checks) == 1, _checks(d)
     p = checks[0]
     # the loop still waits a little on a DataLoader without the sleep (collation, worker hand-off): the finding
     # goes, or stays with a share much smaller than before
     assert p["status"] in ("gone", "reduced"), p
     assert p["impact_after_ms"] is None or p["impact_after_ms"] < 0.5 * p["impact_before_ms"], p
     # the numbers the check shows are the diff's steps and the base report's what-if, not recomputed
-    assert p["measured_before_ms"] == pytest.approx(doc["step_ms"]["before"])
-    assert p["measured_after_ms"] == pytest.approx(doc["step_ms"]["after"])
+    assert p["measured_before_ms"] == doc["before"]["step_ns"] / 1e6
+    assert p["measured_after_ms"] == doc["after"]["step_ns"] / 1e6
     what_if = next(f.what_if for f in analyze(before).ranks[0].verdict.findings if f.label == "io_bound")
     assert p["predicted_after_ms"] == pytest.approx(what_if["step_ms_after"])
     assert p["error_ms"] == pytest.approx(p["measured_after_ms"] - p["predicted_after_ms"])
@@ -140,23 +151,23 @@ def test_three_run_trend_each_against_the_first(series):
 
     t = trend(*series)
     doc = t.to_dict()
-    assert doc["schema"] == "tracedoc.trend" and doc["base_step_ms"] == pytest.approx(11.021)
+    assert doc["schema"] == "tracedoc.trend" and doc["schema_version"] == 2 and doc["base"]["step_ns"] == 11_021_000
     r2, r3 = doc["runs"]
     # run 2: the DataLoader wait gone, 11.021 -> 8.021 ms
-    assert (r2["step_ms"], r2["delta_ms"]) == pytest.approx((8.021, -3.0))
-    assert {a["category"]: a["delta_ms"] for a in r2["attribution"] if a["delta_ms"]} == pytest.approx({"dataloader": -3.0})
+    assert (r2["step_ns"], r2["delta_ns"]) == (8_021_000, -3_000_000)
+    assert {a["category"]: a["delta_ns"] for a in r2["attribution"] if a["delta_ns"]} == {"dataloader": -3_000_000}
     # run 3: no wait, but 300 tiny kernels: 8021 + 10 x 299 + 2 = 11013 us; -3 ms DataLoader, +0.6 ms compute
     # (300 x 2 us) and +2.392 ms host_launch (299 gaps of 8 us): -0.008 ms in all, within noise
-    assert (r3["step_ms"], r3["delta_ms"]) == pytest.approx((11.013, -0.008))
-    att = {a["category"]: a["delta_ms"] for a in r3["attribution"] if a["delta_ms"]}
-    assert att == pytest.approx({"compute": 0.6, "dataloader": -3.0, "host_launch": 2.392})
-    assert sum(att.values()) == pytest.approx(r3["delta_ms"], abs=1e-9)
+    assert (r3["step_ns"], r3["delta_ns"]) == (11_013_000, -8_000)
+    att = {a["category"]: a["delta_ns"] for a in r3["attribution"] if a["delta_ns"]}
+    assert att == {"compute": 600_000, "dataloader": -3_000_000, "host_launch": 2_392_000}
+    assert sum(att.values()) == r3["delta_ns"] and sum(r3["category_ns"].values()) == r3["step_ns"]
     assert (r2["verdict"], r3["verdict"]) == ("improvement", "within_noise")
     # each run's check of the base's prediction: the wait went in both; run 3 is slower for another reason
-    assert [p["status"] for p in r2["predictions"]] == ["gone"] and r2["predictions"][0]["error_ms"] == pytest.approx(0)
+    assert [p["status"] for p in r2["predictions"]] == ["gone"] and r2["predictions"][0]["error_ns"] == 0
     assert r3["predictions"][0]["status"] == "gone"
-    assert r3["predictions"][0]["error_ms"] == pytest.approx(11.013 - 8.021)
-    assert t.table("runs")["step_ms"].tolist() == pytest.approx([11.021, 8.021, 11.013])
+    assert r3["predictions"][0]["error_ns"] == 11_013_000 - 8_021_000
+    assert t.table("runs")["step_ns"].tolist() == [11_021_000, 8_021_000, 11_013_000]
     assert "3 runs against dl3000.json" in repr(t)
 
 

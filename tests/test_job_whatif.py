@@ -212,7 +212,8 @@ def test_diff_checks_the_straggler_prediction_against_the_job_without_the_latene
     _, late = pair["late"]
     _, on_time = pair["on_time"]
     d = diff(late, on_time)
-    checks = [p for p in d.to_dict()["predictions"] if p["rule_id"] == "TD620"]
+    checks = [{k.replace("_ns", "_ms"): v / 1e6 if k.endswith("_ns") and v is not None else v for k, v in p.items()}
+              for p in d.to_dict()["job_predictions"] if p["rule_id"] == "TD620"]  # times as ms
     assert len(checks) == 1
     p = checks[0]
     job_b, job_a = late.to_dict()["job"], on_time.to_dict()["job"]

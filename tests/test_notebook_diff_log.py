@@ -44,16 +44,16 @@ def test_diff_card_and_tables(pair):
     assert card.startswith("<div") and card.endswith("</div>") and len(card) < 8000
     assert "tracedoc diff" in card and "dataloader" in card and "io_bound fix predicted" in card
     att = pair.table("attribution")
-    assert isinstance(att, pd.DataFrame) and list(att.columns) == ["category", "before_ms", "after_ms", "delta_ms"]
+    assert isinstance(att, pd.DataFrame) and list(att.columns) == ["category", "before_ns", "after_ns", "delta_ns"]
     # the table is the JSON document's attribution, row for row
     doc = pair.to_dict()
-    assert att["delta_ms"].tolist() == pytest.approx([r["delta_ms"] for r in doc["attribution"]])
-    assert att["delta_ms"].sum() == pytest.approx(doc["step_ms"]["delta"])
+    assert att["delta_ns"].tolist() == [r["delta_ns"] for r in doc["attribution"]]
+    assert att["delta_ns"].sum() == doc["step_delta_ns"]
     metrics = pair.table("metrics")
     assert {"name", "before", "after", "delta", "change"} <= set(metrics.columns)
     assert len(pair.table("kernels")) == len(pair.focus_pair.kernels)
     ranks = pair.table("ranks")
-    assert len(ranks) == 1 and ranks["delta_ms"].iloc[0] == pytest.approx(doc["step_ms"]["delta"])
+    assert len(ranks) == 1 and ranks["delta_ns"].iloc[0] == doc["step_delta_ns"]
     with pytest.raises(KeyError, match="tables: attribution"):
         pair.table("nope")
 

@@ -205,7 +205,7 @@ def test_diff_and_logs_take_urls(s3, store_env, tmp_path):
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     here = _cli("diff", saved, local / "job" / "rank3.pt.trace.json.gz", "-f", "json", env={})
-    same = ("step_ms", "step_pct", "metrics", "kernels", "labels")
+    same = ("step_delta_ns", "step_pct", "attribution", "pairs")
     assert {k: doc[k] for k in same} == {k: json.loads(here.stdout)[k] for k in same}
     assert (doc["before"]["path"], doc["before"]["kind"]) == (f"s3://{BUCKET}/reports/base.json", "report")
     assert (doc["after"]["path"], doc["after"]["kind"]) == (f"s3://{BUCKET}/one/trace.json.gz", "trace")

@@ -58,8 +58,8 @@ def test_mutated_reports_and_model_configs_never_crash_nor_show_impossible_numbe
 
 
 def test_the_invariants_catch_impossible_diff_numbers():
-    doc = {"step_ms": {"before": -1.0, "after": 2.0, "delta": 1.0}, "step_delta_interval_ms": [2.0, 1.0],
-           "metrics": [{"name": "gpu_busy_fraction", "unit": "fraction", "before": 7.5, "after": 0.5}],
-           "composition_ms": [{"category": "compute", "before_ms": -3.0, "after_ms": 1.0}]}
+    doc = {"before": {"step_ns": -1, "category_ns": {"compute": -3}}, "after": {"step_ns": 2, "category_ns": {"compute": 1}},
+           "step_delta_ns": 1, "step_delta_interval_ns": [2.0, 1.0],
+           "pairs": [{"metrics": [{"name": "gpu_busy_fraction", "unit": "fraction", "before": 7.5, "after": 0.5}]}]}
     problems = fuzz_surfaces.diff_violations(doc)
     assert len(problems) == 5, problems

@@ -106,7 +106,7 @@ def test_values_inside_their_domain_load_and_diff(saved, tmp_path, capsys):
     assert result.ranks[0].metrics["gpu_busy_fraction"] == 1.0
     assert main(["diff", str(saved), edited, "-f", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    busy = next(m for m in doc["metrics"] if m["name"] == "gpu_busy_fraction")
+    busy = next(m for m in doc["pairs"][doc["focus"]]["metrics"] if m["name"] == "gpu_busy_fraction")
     assert busy["after"] == 1.0
 
 
@@ -190,4 +190,4 @@ def test_a_step_row_without_its_window_measured_counts_its_span(saved, tmp_path,
     edited = _edited(saved, tmp_path, _set("ranks/0/per_step/1/window_ns", None))
     assert main(["diff", str(saved), edited, "-f", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["step_ms"]["delta"] == 0 and sum(a["delta_ms"] for a in doc["attribution"]) == 0
+    assert doc["step_delta_ns"] == 0 and sum(a["delta_ns"] for a in doc["attribution"]) == 0

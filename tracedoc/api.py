@@ -113,7 +113,7 @@ def trend(base, *runs, jobs: int | None = None, noise_pct: float | None = None, 
                        NOISE_FLOOR_PCT if noise_pct is None else noise_pct)
         d.tracedoc_version = __version__
         diffs.append(d)
-    return TrendResult(diffs)
+    return TrendResult.of(diffs)
 
 
 def _diff_side(value, label: str, jobs: int | None, options: dict):

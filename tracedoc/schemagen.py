@@ -1,8 +1,8 @@
 """The JSON schemas of the saved reports, generated from their types: never edited by hand.
 
 ``analysis_schema()`` describes ``tracedoc analyze --format json`` (``AnalysisResult``),
-``diff_schema()`` ``tracedoc diff --format json`` (``DiffReport``), ``trend_schema()`` the same for three
-runs or more (``TrendReport``), ``log_schema()`` ``tracedoc logs --format json`` (``LogResult``). Each is msgspec's schema of the
+``diff_schema()`` ``tracedoc diff --format json`` (``DiffResult``), ``trend_schema()`` the same for three
+runs or more (``TrendResult``), ``log_schema()`` ``tracedoc logs --format json`` (``LogResult``). Each is msgspec's schema of the
 record type, with:
 
 - every field described by the comment beside it in the type's definition (a type by its docstring);
@@ -158,20 +158,22 @@ def _evidence(tables: dict[str, str], description: str) -> dict[str, Any]:
 
 
 def diff_schema() -> dict[str, Any]:
-    from .diff.report import DIFF_SCHEMA_VERSION, DiffReport
+    from .diff.model import DIFF_SCHEMA_VERSION, DiffResult
 
-    return _schema(DiffReport, f"urn:tracedoc:schema:diff:{DIFF_SCHEMA_VERSION}", "tracedoc diff",
-                   "What `tracedoc diff --format json` prints (DiffReport): two runs compared, the median step time's "
-                   "change attributed to its causes (the parts sum to step_ms.delta), and the tables behind it.")
+    return _schema(DiffResult, f"urn:tracedoc:schema:diff:{DIFF_SCHEMA_VERSION}", "tracedoc diff",
+                   "What `tracedoc diff --format json` prints (DiffResult): two runs compared, the median step time's "
+                   "change attributed to its causes (the parts sum to step_delta_ns), and every aligned rank pair "
+                   "with the tables behind it. All times are nanoseconds (integers, or floats for per-step "
+                   "averages and intervals) unless a name says otherwise.")
 
 
 def trend_schema() -> dict[str, Any]:
-    from .diff.trend import TREND_SCHEMA_VERSION, TrendReport
+    from .diff.trend import TREND_SCHEMA_VERSION, TrendResult
 
-    return _schema(TrendReport, f"urn:tracedoc:schema:trend:{TREND_SCHEMA_VERSION}", "tracedoc trend",
-                   "What `tracedoc diff BASE RUN2 RUN3 ... --format json` prints (TrendReport): each run compared "
-                   "with the first, its step change attributed to its causes (the parts sum to delta_ms), and the "
-                   "base's what-if predictions checked against it.")
+    return _schema(TrendResult, f"urn:tracedoc:schema:trend:{TREND_SCHEMA_VERSION}", "tracedoc trend",
+                   "What `tracedoc diff BASE RUN2 RUN3 ... --format json` prints (TrendResult): each run compared "
+                   "with the first, its step change attributed to its causes (the parts sum to delta_ns), and the "
+                   "base's what-if predictions checked against it. All times are nanoseconds.")
 
 
 SCHEMAS = {"analysis.schema.json": analysis_schema, "diff.schema.json": diff_schema, "log.schema.json": log_schema,

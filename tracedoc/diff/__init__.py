@@ -6,7 +6,8 @@ reads a saved ``tracedoc analyze --format json`` report, and either side may be 
 
     >>> from tracedoc.api import diff
     >>> d = diff("before.pt.trace.json.gz", "baseline.json")
-    >>> d.to_dict()["attribution"]      # [{"category": "compute", "delta_ms": 0.6}, ...]
+    >>> d.to_dict()["attribution"]      # [{"category": "compute", "delta_ns": 600000}, ...]
+    >>> load("diff.json")               # a saved diff (or trend) back, one of schema version 1 migrated
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from .compare import diff_sides
 from .gate import gate_failures, gate_names
 from .inputs import Side, check_report, is_report
 from .model import NOISE_FLOOR_PCT, DiffResult, RankDiff
+from .reload import load
 from .steps import CATEGORIES
 
 __all__ = ["CATEGORIES", "NOISE_FLOOR_PCT", "DiffResult", "RankDiff", "Side", "check_report", "diff_sides",
-           "gate_failures", "gate_names", "is_report"]
+           "gate_failures", "gate_names", "is_report", "load"]

@@ -12,10 +12,13 @@ from ..analyses.rank import RankResult
 from .comm import rank_waits_ns, split_exposed_ns
 from .inputs import Side
 from .metrics import label_change, metric_deltas
-from .model import NOISE_FLOOR_PCT, DiffResult, RankDiff
+from ..model.record import replace
+from .model import NOISE_FLOOR_PCT, RANK_ROWS, TABLE_ROWS, DiffResult, RankDiff, step_change_pct, verdict_of
 from .predictions import PredictionCheck, check_predictions
-from .steps import mean_profile, step_profile
-from .tables import kernel_deltas, kernel_table, name_overlap, operator_deltas, operator_overlap
+from .sides import RunSide, StepSplit, attribution, led_by, step_split
+from .steps import StepProfile, mean_profile, median_change_interval_ns, step_profile
+from .tables import (kernel_deltas, kernel_table, largest_rows, name_overlap, operator_deltas, operator_overlap,
+                     table_sizes)
 
 MIN_NAME_OVERLAP = 0.5
 _ENV_FIELDS = (("gpu", "GPU"), ("device_count", "device count"), ("world_size", "world size"),
@@ -25,7 +28,8 @@ _ENV_FIELDS = (("gpu", "GPU"), ("device_count", "device count"), ("world_size", 
 def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) -> DiffResult:
     pairs, warnings = align_ranks(before.ranks, after.ranks, before.path, after.path)
     waits_b, waits_a = rank_waits_ns(before.result), rank_waits_ns(after.result)
-    diffs = [diff_ranks(b, a, waits_b.get(b.rank), waits_a.get(a.rank), noise_pct) for b, a in pairs]
+    worked = [_pair(b, a, waits_b.get(b.rank), waits_a.get(a.rank), noise_pct) for b, a in pairs]
+    diffs = [d for d, _, _ in worked]
     per_pair = [comparability_warnings(b, a, d, before.path, after.path) for d, (b, a) in zip(diffs, pairs)]
     for i, found in enumerate(per_pair):  # said once when every pair has it, else per rank
         for w in found:
@@ -34,12 +38,37 @@ def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) ->
             else:
                 warnings.append(f"rank {diffs[i].rank_before}: {w}")
     focus = max(range(len(diffs)), key=lambda i: (abs(diffs[i].step_delta_ns), -i))
-    env_b, env_a = pairs[0][0].environment, pairs[0][1].environment
-    return DiffResult(before_path=before.path, after_path=after.path, before_kind=before.kind, after_kind=after.kind,
-                      before=mean_profile([d.before for d in diffs]), after=mean_profile([d.after for d in diffs]),
+    diffs = [_cut(d, TABLE_ROWS if i == focus else RANK_ROWS) for i, d in enumerate(diffs)]
+    pb, pa = mean_profile([p for _, p, _ in worked]), mean_profile([p for _, _, p in worked])
+    split = _mean_split([d.comm_split for d in diffs])
+    run_b = RunSide(path=before.path, kind=before.kind, environment=pairs[0][0].environment,
+                    **step_split(pb, split["before"] if split else None))
+    run_a = RunSide(path=after.path, kind=after.kind, environment=pairs[0][1].environment,
+                    **step_split(pa, split["after"] if split else None))
+    delta = run_a.step_ns - run_b.step_ns
+    parts = attribution(run_b, run_a)
+    interval = median_change_interval_ns(pb, pa) if len(diffs) == 1 else None
+    return DiffResult(before=run_b, after=run_a, step_delta_ns=delta, step_pct=step_change_pct(pb, pa),
+                      step_delta_interval_ns=list(interval) if interval is not None else None,
+                      verdict=verdict_of(pb, pa, noise_pct), noise_floor_pct=noise_pct,
+                      led_by=led_by({c.category: c.delta_ns for c in parts}, delta), attribution=parts,
                       pairs=diffs, focus=focus, warnings=_dedupe(warnings),
-                      environment={"before": env_b, "after": env_a}, noise_pct=noise_pct,
                       job_predictions=job_predictions(before, after, noise_pct))
+
+
+def _mean_split(splits: list[dict[str, tuple[int, int]] | None]) -> dict[str, tuple[int, int]] | None:
+    """Exposed communication as (wait, transfer) ns per side, averaged over the pairs that have it."""
+    have = [s for s in splits if s]
+    if not have:
+        return None
+    return {side: (round(sum(h[side][0] for h in have) / len(have)), round(sum(h[side][1] for h in have) / len(have)))
+            for side in ("before", "after")}
+
+
+def _cut(d: RankDiff, rows: int) -> RankDiff:
+    """A pair with only the largest ``rows`` rows of each kind of its tables (``tables.largest_rows``)."""
+    kernels, operators = largest_rows(d.kernels, d.operators, rows)
+    return replace(d, kernels=kernels, operators=operators, rows_kept=rows)
 
 
 def _findings(rank_or_job) -> list:
@@ -59,20 +88,23 @@ def job_predictions(before: Side, after: Side, noise_pct: float) -> list[Predict
     return check_predictions(_findings(jb), _findings(ja), sb, sa, noise_pct)
 
 
-def diff_ranks(before: RankResult, after: RankResult, wait_before_ns: float | None = None,
-               wait_after_ns: float | None = None, noise_pct: float = NOISE_FLOOR_PCT) -> RankDiff:
+def _pair(before: RankResult, after: RankResult, wait_before_ns: float | None, wait_after_ns: float | None,
+          noise_pct: float) -> tuple[RankDiff, StepProfile, StepProfile]:
+    """One pair's record, and the two working profiles it was read from (their intervals give the job's)."""
     pb, pa = step_profile(before), step_profile(after)
     nb, na = pb.per_step_divisor, pa.per_step_divisor
     split_b = split_exposed_ns(pb.category_ns["exposed_comm"], wait_before_ns)
     split_a = split_exposed_ns(pa.category_ns["exposed_comm"], wait_after_ns)
-    return RankDiff(comm_split={"before": split_b, "after": split_a} if split_b and split_a else None,
-                    rank_before=before.rank, rank_after=after.rank, before=pb, after=pa,
-                    kernels=kernel_deltas(before, after, nb, na), operators=operator_deltas(before, after, nb, na),
-                    metrics=metric_deltas(before.metrics, after.metrics),
-                    labels=label_change(before, after),
-                    kernels_complete=kernel_table(before)[1] and kernel_table(after)[1],
-                    predictions=check_predictions(_findings(before), _findings(after), pb.step_ns, pa.step_ns,
-                                                  noise_pct) if pb.step_ns > 0 else [])
+    both = bool(split_b and split_a)
+    kernels, operators = kernel_deltas(before, after, nb, na), operator_deltas(before, after, nb, na)
+    d = RankDiff(rank_before=before.rank, rank_after=after.rank, before=StepSplit(**step_split(pb, split_b if both else None)),
+                 after=StepSplit(**step_split(pa, split_a if both else None)), kernels=kernels, operators=operators,
+                 rows_kept=max(len(kernels), len(operators)), sizes=table_sizes(kernels, operators),
+                 metrics=metric_deltas(before.metrics, after.metrics), labels=label_change(before, after),
+                 kernels_complete=kernel_table(before)[1] and kernel_table(after)[1],
+                 predictions=check_predictions(_findings(before), _findings(after), pb.step_ns, pa.step_ns,
+                                               noise_pct) if pb.step_ns > 0 else [])
+    return d, pb, pa
 
 
 def align_ranks(before: list[RankResult], after: list[RankResult], where_b: str, where_a: str

@@ -52,7 +52,7 @@ def gate_failures(diff: DiffResult, fail_on_regression_pct: float | None = None,
         if pct is None:
             reasons.append(f"step time cannot be judged: the base run's step time is {before:g} ms")
         elif pct > fail_on_regression_pct:
-            led = ", ".join(f"{c} {diff.attribution_ns[c] / 1e6:+.3f} ms" for c in diff.led_by()[:3])
+            led = ", ".join(f"{c} {diff.attribution_ns[c] / 1e6:+.3f} ms" for c in diff.led_by[:3])
             iv = diff.step_interval_ms
             unsure = (f"; the steps' spread leaves it uncertain (95% interval {iv[0]:+.3f} to {iv[1]:+.3f} ms)"
                       if iv and iv[0] <= 0 <= iv[1] else "")

@@ -1,24 +1,33 @@
 """What a diff produces: ``DiffResult`` (the job) and one ``RankDiff`` per aligned rank pair.
 
-``report()`` is its ``tracedoc diff --format json`` document, a typed ``diff.report.DiffReport``.
+Both are saved records (``tracedoc.model.record``): ``tracedoc diff --format json`` is the result's own
+fields, in integer nanoseconds (``tracedoc/schema/diff.schema.json`` is generated from these types), and
+``tracedoc.diff.load`` reads a saved diff back into an equal value (one of schema version 1,
+in ms, through a migration). Renderers format the nanoseconds as ms for people.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .. import display
+from ..model.record import Record
 from .metrics import LabelChange, MetricDelta
 from .predictions import PredictionCheck
-from .steps import StepProfile, attribution_ns, median_change_interval_ns
-from .tables import KernelDelta, OperatorDelta
+from .sides import CategoryDelta, RunSide, StepSplit
+from .steps import CATEGORIES, StepProfile, median_change_interval_ns
+from .tables import KernelDelta, OperatorDelta, TableSizes
+
+from .saved import CURRENT as DIFF_SCHEMA_VERSION  # the version history is there
+from .saved import DIFF_SCHEMA, convert
 
 NOISE_FLOOR_PCT = 2.0  # one capture per side cannot resolve run-to-run jitter below this
+TABLE_ROWS = 50  # the focus pair's kernels and operators kept, of each kind (all, changed, new, vanished)
+RANK_ROWS = 5  # the same for every other rank pair
 
 
-def step_change_pct(before: StepProfile, after: StepProfile) -> float | None:
+def step_change_pct(before: StepSplit | StepProfile, after: StepSplit | StepProfile) -> float | None:
     return (after.step_ns - before.step_ns) / before.step_ns * 100.0 if before.step_ns > 0 else None
 
 
@@ -38,34 +47,40 @@ def verdict_of(before: StepProfile, after: StepProfile, noise_pct: float = NOISE
 
 
 def _basename(path: str) -> str:
-    import os
-
     return os.path.basename(os.path.normpath(path)) or path
 
 
-@dataclass(repr=False)
-class RankDiff:
-    """One aligned pair of ranks."""
+class RankDiff(Record, kw_only=True):
+    """One aligned pair of ranks: its step change and attribution, and its tables."""
 
-    rank_before: int | None
-    rank_after: int | None
-    before: StepProfile
-    after: StepProfile
+    rank_before: int | None  # null: the rank number is unknown
+    rank_after: int | None  # null: the rank number is unknown
+    before: StepSplit  # the base rank's typical step
+    after: StepSplit  # the new rank's
+    labels: LabelChange  # the verdict labels that went, came and stayed
+    metrics: list[MetricDelta]  # every numeric metric (a migrated version-1 report: those that moved, off the focus)
+    # kernel groups, largest change in time per step first: the largest rows_kept of all, of the changed,
+    # of the new and of the vanished ones
     kernels: list[KernelDelta]
-    operators: list[OperatorDelta]
-    metrics: list[MetricDelta]
-    labels: LabelChange
-    kernels_complete: bool = True  # both reports carry every kernel name (not only the top 15)
-    comm_split: dict[str, tuple[int, int]] | None = None  # "before"/"after" -> (wait_ns, transfer_ns) of exposed comm
-    predictions: list[PredictionCheck] = field(default_factory=list)  # the base's what-ifs against the new step
+    operators: list[OperatorDelta]  # CPU operators, largest change first: the largest rows_kept of all and of the changed
+    kernels_complete: bool  # both reports carry every kernel name (not only their top 15)
+    rows_kept: int  # rows kept of each kind: 50 for the focus pair, 5 for the others
+    sizes: TableSizes  # the tables' rows before the cut, and the new kernels' totals
+    predictions: list[PredictionCheck] = []  # the base rank's what-if predictions against the new rank's step
 
     @property
     def attribution_ns(self) -> dict[str, int]:
-        return attribution_ns(self.before, self.after)
+        return {c: self.after.category_ns[c] - self.before.category_ns[c] for c in CATEGORIES}
 
     @property
     def step_delta_ns(self) -> int:
         return self.after.step_ns - self.before.step_ns
+
+    @property
+    def comm_split(self) -> dict[str, tuple[int, int]] | None:
+        """"before"/"after" -> (wait_ns, transfer_ns) of the exposed communication; None unless both have it."""
+        b, a = self.before.comm_split, self.after.comm_split
+        return {"before": b, "after": a} if b and a else None
 
     @property
     def new_kernels(self) -> list[KernelDelta]:
@@ -83,23 +98,50 @@ class RankDiff:
         return next((m for m in self.metrics if m.name == name), None)
 
 
-@dataclass(repr=False)
-class DiffResult:
+class DiffResult(Record, kw_only=True):
     """Two runs compared: the job's step change and its attribution, and every aligned rank pair."""
 
-    before_path: str
-    after_path: str
-    before_kind: str  # "trace" or "report"
-    after_kind: str
-    before: StepProfile  # averaged over the aligned ranks
-    after: StepProfile
-    pairs: list[RankDiff]
-    focus: int  # index of the pair with the largest step change: the one whose tables are shown
-    warnings: list[str] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)  # "before"/"after" -> its focus rank's Environment
-    noise_pct: float = NOISE_FLOOR_PCT
-    tracedoc_version: str | None = None  # filled in by tracedoc.api.diff
-    job_predictions: list[PredictionCheck] = field(default_factory=list)  # the base job verdict's, vs the job step
+    schema: Literal["tracedoc.diff"] = DIFF_SCHEMA  # names this document type
+    schema_version: Literal[2] = DIFF_SCHEMA_VERSION  # bumped on any incompatible change (tracedoc/diff/saved.py)
+    tracedoc_version: str | None = None  # the tracedoc that wrote it
+    before: RunSide  # the base run: where it came from, its typical step averaged over the aligned rank pairs
+    after: RunSide  # the new run, the same way
+    step_delta_ns: int  # after.step_ns - before.step_ns
+    step_pct: float | None  # the change in percent of the step before; null without a step before
+    step_delta_interval_ns: list[float] | None  # 95% bootstrap interval of the change (one pair, 5+ steps a side)
+    verdict: str  # regression, improvement, within_noise, no_change or unknown
+    noise_floor_pct: float  # changes smaller than this are within noise
+    led_by: list[str]  # categories moving the same way as the step, each at least 10% of the change
+    attribution: list[CategoryDelta]  # the step change by category, in category order (summing to step_delta_ns)
+    pairs: list[RankDiff]  # every aligned rank pair; the focus pair with all its rows
+    focus: int  # index in pairs of the pair with the largest step change: the one whose tables are shown
+    job_predictions: list[PredictionCheck] = []  # the base job verdict's what-if predictions, against the job's step
+    warnings: list[str]  # what differs between the runs beyond the change measured
+
+    @property
+    def before_path(self) -> str:
+        return self.before.path
+
+    @property
+    def after_path(self) -> str:
+        return self.after.path
+
+    @property
+    def before_kind(self) -> str:
+        return self.before.kind
+
+    @property
+    def after_kind(self) -> str:
+        return self.after.kind
+
+    @property
+    def noise_pct(self) -> float:
+        return self.noise_floor_pct
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        """"before"/"after" -> its focus rank's ``Environment``."""
+        return {"before": self.before.environment, "after": self.after.environment}
 
     @property
     def predictions(self) -> list[PredictionCheck]:
@@ -107,54 +149,39 @@ class DiffResult:
         return self.job_predictions + self.focus_pair.predictions
 
     @property
-    def step_delta_ns(self) -> int:
-        return self.after.step_ns - self.before.step_ns
-
-    @property
-    def step_pct(self) -> float | None:
-        return step_change_pct(self.before, self.after)
-
-    @property
-    def verdict(self) -> str:
-        return verdict_of(self.before, self.after, self.noise_pct)
-
-    @property
     def attribution_ns(self) -> dict[str, int]:
-        return attribution_ns(self.before, self.after)
+        return {a.category: a.delta_ns for a in self.attribution}
 
     @property
     def comm_split(self) -> dict[str, tuple[int, int]] | None:
         """Exposed communication as (wait, transfer) ns per side, averaged over the pairs that have it."""
-        have = [p.comm_split for p in self.pairs if p.comm_split]
-        if not have:
-            return None
-        return {side: (round(sum(h[side][0] for h in have) / len(have)), round(sum(h[side][1] for h in have) / len(have)))
-                for side in ("before", "after")}
+        b, a = self.before.comm_split, self.after.comm_split
+        return {"before": b, "after": a} if b and a else None
 
     @property
     def step_interval_ms(self) -> tuple[float, float] | None:
-        """95% bootstrap interval of the step-time change (single rank pair with >= 5 steps a side)."""
-        if len(self.pairs) != 1:
-            return None
-        iv = median_change_interval_ns(self.before, self.after)
-        return (iv[0] / 1e6, iv[1] / 1e6) if iv is not None else None
+        """95% bootstrap interval of the step-time change in ms (single rank pair with >= 5 steps a side)."""
+        iv = self.step_delta_interval_ns
+        return (iv[0] / 1e6, iv[1] / 1e6) if iv else None
 
     @property
     def focus_pair(self) -> RankDiff:
         return self.pairs[self.focus]
 
-    def led_by(self, share: float = 0.1) -> list[str]:
-        """Categories moving the same way as the step, each at least ``share`` of the change, largest first."""
-        delta = self.step_delta_ns
-        if delta == 0:
-            return []
-        parts = [(c, v) for c, v in self.attribution_ns.items() if v * delta > 0 and abs(v) >= share * abs(delta)]
-        return [c for c, _ in sorted(parts, key=lambda cv: -abs(cv[1]))]
+    def report(self) -> "DiffResult":
+        """The ``--format json`` document: the result itself (a saved record)."""
+        return self
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "diff") -> "DiffResult":
+        """The value a saved diff's document describes (schema version 1 migrated); a ``TraceError`` says
+        what is wrong with one this tracedoc does not read."""
+        return convert(data, cls, DIFF_SCHEMA, where)
 
     def __repr__(self) -> str:
         pct = self.step_pct
         change = f" ({pct:+.1f}%)" if pct is not None else ""
-        led = self.led_by()
+        led = self.led_by
         lead = f", led by {', '.join(led[:3])}" if led and self.verdict in ("regression", "improvement") else ""
         ranks = f"; {len(self.pairs)} rank pairs" if len(self.pairs) > 1 else ""
         names = f"{_basename(self.before_path)} → {_basename(self.after_path)}"
@@ -166,10 +193,11 @@ class DiffResult:
               "predictions")
 
     def table(self, name: str | None = None):
-        """Without a name, the names of the diff's tables; else one of them as a pandas DataFrame: ``attribution`` (each category's part of the step
-        before, after and its change), the focus pair's ``kernels``, ``new_kernels``, ``vanished_kernels``,
-        ``operators`` and ``metrics`` (every row, uncut), ``ranks`` (one row per aligned pair) or ``predictions``
-        (the base's what-if predictions against the step the new run measured)."""
+        """Without a name, the names of the diff's tables; else one of them as a pandas DataFrame, times in ns:
+        ``attribution`` (each category's part of the step before, after and its change), the focus pair's
+        ``kernels``, ``new_kernels``, ``vanished_kernels``, ``operators`` (its largest 50 rows of each kind)
+        and ``metrics`` (every one), ``ranks`` (one row per aligned pair) or ``predictions`` (the base's
+        what-if predictions against the step the new run measured)."""
         import pandas as pd
 
         from ..model.record import to_builtins
@@ -179,16 +207,16 @@ class DiffResult:
         focus = self.focus_pair
         if name == "attribution":
             att = self.attribution_ns
-            rows = [{"category": c, "before_ms": self.before.category_ns[c] / 1e6,
-                     "after_ms": self.after.category_ns[c] / 1e6, "delta_ms": att[c] / 1e6} for c in att]
+            rows = [{"category": c, "before_ns": self.before.category_ns[c], "after_ns": self.after.category_ns[c],
+                     "delta_ns": att[c]} for c in att]
         elif name in ("kernels", "new_kernels", "vanished_kernels", "operators", "metrics"):
             rows = to_builtins(getattr(focus, name))
         elif name == "predictions":
             rows = to_builtins(self.predictions)
         elif name == "ranks":
-            rows = [{"rank_before": p.rank_before, "rank_after": p.rank_after, "before_ms": p.before.step_ns / 1e6,
-                     "after_ms": p.after.step_ns / 1e6, "delta_ms": p.step_delta_ns / 1e6,
-                     **{f"{c}_ms": v / 1e6 for c, v in p.attribution_ns.items()}} for p in self.pairs]
+            rows = [{"rank_before": p.rank_before, "rank_after": p.rank_after, "before_ns": p.before.step_ns,
+                     "after_ns": p.after.step_ns, "delta_ns": p.step_delta_ns,
+                     **{f"{c}_ns": v for c, v in p.attribution_ns.items()}} for p in self.pairs]
         else:
             raise KeyError(f"no diff table {name!r}; tables: {', '.join(self.TABLES)}")
         return pd.DataFrame(rows)
@@ -217,12 +245,3 @@ class DiffResult:
         """Write the diff to ``path`` in the format its extension (or ``format``: text, json, md, html)
         names; JSON for any other extension."""
         display.save(self, path, "diff", format)
-
-    def report(self):
-        """The ``--format json`` document (``diff.report.DiffReport``)."""
-        from .report import diff_report
-
-        return diff_report(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.report().to_dict()

@@ -24,16 +24,16 @@ class KernelDelta(Record, kw_only=True):
     category: str  # compute, communication, memcpy, memset
     count_before: float  # per step
     count_after: float  # per step
-    ms_before: float  # time per step
-    ms_after: float  # time per step
-    mean_us_before: float | None  # mean duration; null where absent
-    mean_us_after: float | None  # mean duration; null where absent
+    time_before_ns: float  # its time per step
+    time_after_ns: float  # its time per step
+    mean_before_ns: float | None  # mean duration; null where absent
+    mean_after_ns: float | None  # mean duration; null where absent
     status: str  # "new", "vanished", "changed", "same"
-    delta_ms: float = 0.0  # ms_after - ms_before
+    delta_ns: float = 0.0  # time_after_ns - time_before_ns
     delta_count: float = 0.0  # count_after - count_before
 
     def __post_init__(self) -> None:
-        self.delta_ms = self.ms_after - self.ms_before
+        self.delta_ns = self.time_after_ns - self.time_before_ns
         self.delta_count = self.count_after - self.count_before
 
 
@@ -43,17 +43,63 @@ class OperatorDelta(Record, kw_only=True):
     name: str  # the operator's
     calls_before: float  # per step
     calls_after: float  # per step
-    cpu_ms_before: float  # inclusive CPU time per step
-    cpu_ms_after: float  # inclusive CPU time per step
-    gpu_ms_before: float  # GPU time it launched directly, per step
-    gpu_ms_after: float  # GPU time it launched directly, per step
+    cpu_before_ns: float  # inclusive CPU time per step
+    cpu_after_ns: float  # inclusive CPU time per step
+    gpu_before_ns: float  # GPU time it launched directly, per step
+    gpu_after_ns: float  # GPU time it launched directly, per step
     status: str  # "new", "vanished", "changed", "same"
-    delta_cpu_ms: float = 0.0  # cpu_ms_after - cpu_ms_before
-    delta_gpu_ms: float = 0.0  # gpu_ms_after - gpu_ms_before
+    delta_cpu_ns: float = 0.0  # cpu_after_ns - cpu_before_ns
+    delta_gpu_ns: float = 0.0  # gpu_after_ns - gpu_before_ns
 
     def __post_init__(self) -> None:
-        self.delta_cpu_ms = self.cpu_ms_after - self.cpu_ms_before
-        self.delta_gpu_ms = self.gpu_ms_after - self.gpu_ms_before
+        self.delta_cpu_ns = self.cpu_after_ns - self.cpu_before_ns
+        self.delta_gpu_ns = self.gpu_after_ns - self.gpu_before_ns
+
+
+class TableSizes(Record, kw_only=True):
+    """A rank pair's tables before they were cut to their largest rows: rows per table, and what the new
+    kernels add up to."""
+
+    kernels: int  # kernel groups of either run
+    changed_kernels: int  # of them, those whose time or launches per step changed (status changed)
+    new_kernels: int  # only in the new run
+    vanished_kernels: int  # only in the base run
+    operators: int  # CPU operators of either run
+    changed_operators: int  # of them, those not the same (changed, new or vanished)
+    new_kernels_running: int  # new kernels with time or launches in the new run
+    new_launches: float  # their launches per step
+    new_time_ns: float  # their time per step
+
+
+def table_sizes(kernels: list[KernelDelta], operators: list[OperatorDelta]) -> TableSizes:
+    new = [k for k in kernels if k.status == "new"]
+    running = [k for k in new if k.time_after_ns > 0 or k.count_after > 0]
+    return TableSizes(kernels=len(kernels), changed_kernels=sum(k.status == "changed" for k in kernels),
+                      new_kernels=len(new), vanished_kernels=sum(k.status == "vanished" for k in kernels),
+                      operators=len(operators), changed_operators=sum(o.status != "same" for o in operators),
+                      new_kernels_running=len(running), new_launches=sum(k.count_after for k in running),
+                      new_time_ns=sum(k.time_after_ns for k in running))
+
+
+def largest_rows(kernels: list[KernelDelta], operators: list[OperatorDelta], rows: int
+                 ) -> tuple[list[KernelDelta], list[OperatorDelta]]:
+    """The tables cut to their largest ``rows`` rows of each kind (kernels: of all, of the changed, the new and
+    the vanished ones; operators: of all and of those not the same), in table order."""
+    keep = set()
+    for status in (None, "changed", "new", "vanished"):
+        keep |= {id(k) for k in [k for k in kernels if status is None or k.status == status][:rows]}
+    ops = {id(o) for o in operators[:rows]} | {id(o) for o in [o for o in operators if o.status != "same"][:rows]}
+    return [k for k in kernels if id(k) in keep], [o for o in operators if id(o) in ops]
+
+
+def kernel_order(k: KernelDelta) -> tuple:
+    """Largest absolute change in time per step first, then in count, then by name."""
+    return -abs(k.delta_ns), -abs(k.delta_count), k.name
+
+
+def operator_order(o: OperatorDelta) -> tuple:
+    """Largest absolute change in GPU or CPU time per step first, then by name."""
+    return -max(abs(o.delta_gpu_ns), abs(o.delta_cpu_ns)), o.name
 
 
 def kernel_table(rank: RankResult) -> tuple[list[dict], bool]:
@@ -120,10 +166,10 @@ def kernel_deltas(before: RankResult, after: RankResult, steps_before: int, step
         out.append(KernelDelta(
             name=key, example=ref["example"], category=ref["category"],
             count_before=cb / steps_before, count_after=ca / steps_after,
-            ms_before=tb / steps_before / 1e6, ms_after=ta / steps_after / 1e6,
-            mean_us_before=tb / cb / 1e3 if cb else None, mean_us_after=ta / ca / 1e3 if ca else None,
+            time_before_ns=tb / steps_before, time_after_ns=ta / steps_after,
+            mean_before_ns=tb / cb if cb else None, mean_after_ns=ta / ca if ca else None,
             status=_status(tb / steps_before, ta / steps_after, gb is not None, ga is not None)))
-    out.sort(key=lambda k: (-abs(k.delta_ms), -abs(k.delta_count), k.name))
+    out.sort(key=kernel_order)
     return out
 
 
@@ -159,13 +205,13 @@ def operator_deltas(before: RankResult, after: RankResult, steps_before: int, st
             continue
         od = OperatorDelta(
             name=name, calls_before=(rb.get("calls") or 0) / steps_before, calls_after=(ra.get("calls") or 0) / steps_after,
-            cpu_ms_before=(rb.get("cpu_ns") or 0) / steps_before / 1e6, cpu_ms_after=(ra.get("cpu_ns") or 0) / steps_after / 1e6,
-            gpu_ms_before=(rb.get("gpu_ns") or 0) / steps_before / 1e6, gpu_ms_after=(ra.get("gpu_ns") or 0) / steps_after / 1e6,
+            cpu_before_ns=(rb.get("cpu_ns") or 0) / steps_before, cpu_after_ns=(ra.get("cpu_ns") or 0) / steps_after,
+            gpu_before_ns=(rb.get("gpu_ns") or 0) / steps_before, gpu_after_ns=(ra.get("gpu_ns") or 0) / steps_after,
             status="same")
-        od.status = _status(od.cpu_ms_before + od.gpu_ms_before + od.calls_before,
-                            od.cpu_ms_after + od.gpu_ms_after + od.calls_after, bool(rb), bool(ra))
+        od.status = _status(od.cpu_before_ns + od.gpu_before_ns + od.calls_before,
+                            od.cpu_after_ns + od.gpu_after_ns + od.calls_after, bool(rb), bool(ra))
         out.append(od)
-    out.sort(key=lambda o: (-max(abs(o.delta_gpu_ms), abs(o.delta_cpu_ms)), o.name))
+    out.sort(key=operator_order)
     return out
 
 

@@ -3,25 +3,26 @@
 Each run is a ``DiffResult`` against the base (the base analysed or read once), so every number of the
 trend is the two-run diff's: the step change, its attribution by category (summing to the change),
 the verdict, the labels gone and new, and the base's predictions checked against that run.
-``TrendResult.report()`` is the ``--format json`` document (``tracedoc/schema/trend.schema.json``).
+``TrendResult`` is a saved record in integer nanoseconds: ``--format json`` is its own fields
+(``tracedoc/schema/trend.schema.json``), and ``tracedoc.diff.load`` reads one back.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from .. import display
+from ..analyses.rank import Environment
 from ..model.record import Record, to_builtins
 from .metrics import LabelChange
 from .model import DiffResult
 from .predictions import PredictionCheck
-from .report import CategoryDelta, RunInput
+from .sides import CategoryDelta
 from .steps import CATEGORIES
 
-TREND_SCHEMA = "tracedoc.trend"
-TREND_SCHEMA_VERSION = 1
+from .saved import CURRENT as TREND_SCHEMA_VERSION  # the version history is there
+from .saved import TREND_SCHEMA, convert
 
 
 class TrendRun(Record, kw_only=True):
@@ -29,63 +30,76 @@ class TrendRun(Record, kw_only=True):
 
     path: str  # as given
     kind: str  # "trace" (analysed for the comparison) or "report" (a saved report)
-    step_ms: float  # its median step time (ms), averaged over the rank pairs aligned with the base
-    delta_ms: float  # step_ms minus the base's
+    step_ns: int  # its median step time, averaged over the rank pairs aligned with the base
+    # its typical step by category (summing to step_ns); null in a trend migrated from version 1
+    category_ns: dict[str, int] | None
+    delta_ns: int  # step_ns minus the base's
     step_pct: float | None  # the change in percent of the base step; null without a base step
     verdict: str  # regression, improvement, within_noise, no_change or unknown, against the base
     led_by: list[str]  # categories moving the same way as the step, each at least 10% of the change
-    attribution: list[CategoryDelta]  # the change from the base by category (summing to delta_ms)
+    attribution: list[CategoryDelta]  # the change from the base by category (summing to delta_ns)
     labels: LabelChange  # the focus pair's labels, against the base's
     predictions: list[PredictionCheck]  # the base's what-if predictions against this run's step
     warnings: list[str]  # what differs from the base beyond the change measured
 
 
-class TrendReport(Record, kw_only=True):
-    """A series of runs, each compared with the first."""
+class TrendBase(Record, kw_only=True):
+    """The run every other is compared with."""
+
+    path: str  # as given
+    kind: str  # "trace" or "report"
+    environment: Environment | None  # its focus rank's; null in a trend migrated from version 1
+    step_ns: int  # its median step time
+    category_ns: dict[str, int] | None  # its typical step by category; null in a trend migrated from version 1
+
+
+class TrendResult(Record, dict=True, kw_only=True):
+    """Runs compared with the first. Not saved: ``diffs``, the whole ``DiffResult`` of each later run that
+    a fresh comparison holds (the command line's gate reads them)."""
 
     schema: Literal["tracedoc.trend"] = TREND_SCHEMA  # names this document type
-    schema_version: Literal[1] = TREND_SCHEMA_VERSION  # bumped on any incompatible change
+    schema_version: Literal[2] = TREND_SCHEMA_VERSION  # bumped on any incompatible change
     tracedoc_version: str | None = None  # the tracedoc that wrote it
-    base: RunInput  # the run every other is compared with
-    base_step_ms: float  # its median step time (ms)
+    base: TrendBase  # the run every other is compared with
     noise_floor_pct: float  # changes smaller than this are within noise
     categories: list[str]  # the attribution's categories, in order
     runs: list[TrendRun]  # the other runs, in the order given
 
-
-@dataclass(repr=False)
-class TrendResult:
-    """Runs compared with the first: one ``DiffResult`` per later run."""
-
-    diffs: list[DiffResult]
+    @classmethod
+    def of(cls, diffs: list[DiffResult]) -> "TrendResult":
+        """The trend of the later runs' diffs against the same base; it keeps ``diffs``."""
+        first = diffs[0]
+        runs = [TrendRun(path=d.after.path, kind=d.after.kind, step_ns=d.after.step_ns,
+                         category_ns=dict(d.after.category_ns), delta_ns=d.step_delta_ns, step_pct=d.step_pct,
+                         verdict=d.verdict, led_by=list(d.led_by), attribution=list(d.attribution),
+                         labels=d.focus_pair.labels, predictions=d.predictions, warnings=list(d.warnings))
+                for d in diffs]
+        b = first.before
+        out = cls(tracedoc_version=first.tracedoc_version,
+                  base=TrendBase(path=b.path, kind=b.kind, environment=b.environment, step_ns=b.step_ns,
+                                 category_ns=dict(b.category_ns)),
+                  noise_floor_pct=first.noise_floor_pct, categories=list(CATEGORIES), runs=runs)
+        out.diffs = diffs
+        return out
 
     @property
     def base_path(self) -> str:
-        return self.diffs[0].before_path
+        return self.base.path
+
+    def report(self) -> "TrendResult":
+        """The ``--format json`` document: the result itself (a saved record)."""
+        return self
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "trend") -> "TrendResult":
+        """The value a saved trend's document describes (schema version 1 migrated)."""
+        return convert(data, cls, TREND_SCHEMA, where)
 
     def __repr__(self) -> str:
-        steps = ", ".join(f"{d.after.step_ns / 1e6:.3f}" for d in self.diffs)
-        text = (f"<TrendResult {len(self.diffs) + 1} runs against {os.path.basename(self.base_path)}: step ms "
-                f"{self.diffs[0].before.step_ns / 1e6:.3f} → {steps}>")
+        steps = ", ".join(f"{r.step_ns / 1e6:.3f}" for r in self.runs)
+        text = (f"<TrendResult {len(self.runs) + 1} runs against {os.path.basename(self.base_path)}: step ms "
+                f"{self.base.step_ns / 1e6:.3f} → {steps}>")
         return text if len(text) <= 300 else text[:299] + "…"
-
-    def report(self) -> TrendReport:
-        first = self.diffs[0]
-        env = first.environment.get("before")
-        runs = []
-        for d in self.diffs:
-            doc = d.report()
-            runs.append(TrendRun(path=d.after_path, kind=d.after_kind, step_ms=doc.step_ms.after,
-                                 delta_ms=doc.step_ms.delta, step_pct=doc.step_pct, verdict=doc.verdict,
-                                 led_by=doc.led_by, attribution=doc.attribution, labels=doc.labels,
-                                 predictions=doc.predictions, warnings=doc.warnings))
-        return TrendReport(tracedoc_version=first.tracedoc_version,
-                           base=RunInput(path=first.before_path, kind=first.before_kind, environment=env),
-                           base_step_ms=first.before.step_ns / 1e6, noise_floor_pct=first.noise_pct,
-                           categories=list(CATEGORIES), runs=runs)
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_builtins(self.report())
 
     TABLES = ("runs", "predictions")
 
@@ -96,15 +110,14 @@ class TrendResult:
 
         if name is None:
             return list(self.TABLES)
-        doc = self.report()
         if name == "runs":
-            rows = [{"run": doc.base.path, "step_ms": doc.base_step_ms, "delta_ms": 0.0, "step_pct": 0.0,
-                     "verdict": "base", **{f"{c}_ms": 0.0 for c in doc.categories}}]
-            rows += [{"run": r.path, "step_ms": r.step_ms, "delta_ms": r.delta_ms, "step_pct": r.step_pct,
-                      "verdict": r.verdict, **{f"{a.category}_ms": a.delta_ms for a in r.attribution}}
-                     for r in doc.runs]
+            rows = [{"run": self.base.path, "step_ns": self.base.step_ns, "delta_ns": 0, "step_pct": 0.0,
+                     "verdict": "base", **{f"{c}_ns": 0 for c in self.categories}}]
+            rows += [{"run": r.path, "step_ns": r.step_ns, "delta_ns": r.delta_ns, "step_pct": r.step_pct,
+                      "verdict": r.verdict, **{f"{a.category}_ns": a.delta_ns for a in r.attribution}}
+                     for r in self.runs]
         elif name == "predictions":
-            rows = [{"run": r.path, **to_builtins(p)} for r in doc.runs for p in r.predictions]
+            rows = [{"run": r.path, **to_builtins(p)} for r in self.runs for p in r.predictions]
         else:
             raise KeyError(f"no trend table {name!r}; tables: runs, predictions")
         return pd.DataFrame(rows)

@@ -1,7 +1,7 @@
 """The saved model's base: a typed record that is its own JSON form.
 
-Every value tracedoc writes as JSON (a report, its ranks, verdicts, findings, the job view, a log's
-result) is a ``Record``: a ``msgspec.Struct`` whose fields are the document's fields, so encoding,
+Every value tracedoc writes as JSON (a report, its ranks, verdicts, findings, the job view, a diff, a
+trend, a log's result) is a ``Record``: a ``msgspec.Struct`` whose fields are the document's fields, so encoding,
 decoding and the JSON schema (``tracedoc.schema``) all come from the type, never from hand-written
 ``to_dict``/``from_dict`` pairs. Records refuse unknown fields when read, as the schema does.
 """

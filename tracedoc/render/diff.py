@@ -1,6 +1,6 @@
 """Renderers of a diff: terminal text, Markdown (a ticket comment under 65,000 characters) and one
 self-contained HTML page with side-by-side bars. All three format ``diffview.build_diff_view``;
-the JSON form is the typed ``DiffResult.report()``.
+the JSON form is the ``DiffResult`` record itself.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def render_diff_json(d: "DiffResult") -> str:
 
     from ..model.record import to_json_bytes
 
-    return msgspec.json.format(to_json_bytes(d.report()), indent=2).decode()
+    return msgspec.json.format(to_json_bytes(d), indent=2).decode()
 
 
 def render_diff_text(d: "DiffResult", width: int = 100) -> str:

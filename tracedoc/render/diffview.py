@@ -116,6 +116,14 @@ class DiffView:
     predictions: list[PredictionRow] = field(default_factory=list)
 
 
+def _us(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e3
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6
+
+
 def _count(v: float) -> str:
     return f"{v:.0f}" if abs(v - round(v)) < 0.05 or abs(v) >= 100 else f"{v:.1f}"
 
@@ -141,11 +149,13 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
         return name if len(name) <= name_chars else name[: name_chars - 1] + "…"
 
     def krow(k) -> KernelRow:
-        mean = f"{k.mean_us_before:.1f} → {k.mean_us_after:.1f}" if k.mean_us_before and k.mean_us_after else \
-            f"{(k.mean_us_after or k.mean_us_before or 0):.1f}"
+        mb, ma = _us(k.mean_before_ns), _us(k.mean_after_ns)
+        mean = f"{mb:.1f} → {ma:.1f}" if mb and ma else f"{(ma or mb or 0):.1f}"
         return KernelRow(name=cut(k.name), status=k.status, count=f"{_count(k.count_before)} → {_count(k.count_after)}",
-                         ms=f"{k.ms_before:.3f} → {k.ms_after:.3f}", delta_ms=f"{k.delta_ms:+.3f}", mean_us=mean)
+                         ms=f"{k.time_before_ns / 1e6:.3f} → {k.time_after_ns / 1e6:.3f}", delta_ms=f"{k.delta_ns / 1e6:+.3f}",
+                         mean_us=mean)
 
+    sizes = focus.sizes  # the rows before the saved tables were cut to their largest
     moved = [k for k in focus.kernels if k.status == "changed"]
     ops = [o for o in focus.operators if o.status != "same"]
     notable = [m for m in focus.metrics if m.change in ("better", "worse", "changed")]
@@ -171,9 +181,9 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
         vanished_kernels=[krow(k) for k in focus.vanished_kernels[:rows]],
         operators=[OperatorRow(name=cut(o.name), status=o.status,
                                calls=f"{_count(o.calls_before)} → {_count(o.calls_after)}",
-                               cpu_ms=f"{o.cpu_ms_before:.3f} → {o.cpu_ms_after:.3f}",
-                               gpu_ms=f"{o.gpu_ms_before:.3f} → {o.gpu_ms_after:.3f}",
-                               delta=f"cpu {o.delta_cpu_ms:+.3f}, gpu {o.delta_gpu_ms:+.3f}") for o in ops[:rows]],
+                               cpu_ms=f"{o.cpu_before_ns / 1e6:.3f} → {o.cpu_after_ns / 1e6:.3f}",
+                               gpu_ms=f"{o.gpu_before_ns / 1e6:.3f} → {o.gpu_after_ns / 1e6:.3f}",
+                               delta=f"cpu {o.delta_cpu_ns / 1e6:+.3f}, gpu {o.delta_gpu_ns / 1e6:+.3f}") for o in ops[:rows]],
         labels_gone=focus.labels.gone, labels_new=focus.labels.new, labels_kept=focus.labels.kept,
         metrics=[MetricRow(name=m.name, before=fmt_unit(m.before, m.unit), after=fmt_unit(m.after, m.unit),
                            delta=fmt_unit_delta(m.delta, m.unit), change=m.change, meaning=METRICS[m.name].meaning)
@@ -183,9 +193,9 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
                f"rank {focus.rank_before} vs rank {focus.rank_after}") if focus.rank_before is not None else "",
         warnings=list(d.warnings),
         predictions=prediction_rows(d),
-        left_out={"kernels": max(0, len(moved) - rows), "new_kernels": max(0, len(focus.new_kernels) - rows),
-                  "vanished_kernels": max(0, len(focus.vanished_kernels) - rows),
-                  "operators": max(0, len(ops) - rows), "metrics": max(0, len(notable) - rows * 2),
+        left_out={"kernels": max(0, sizes.changed_kernels - rows), "new_kernels": max(0, sizes.new_kernels - rows),
+                  "vanished_kernels": max(0, sizes.vanished_kernels - rows),
+                  "operators": max(0, sizes.changed_operators - rows), "metrics": max(0, len(notable) - rows * 2),
                   "ranks": max(0, len(ranks) - rows * 4)},
     )
 
@@ -202,19 +212,22 @@ def step_figure(ms: float, scale: float | None = None) -> str:
 
 def prediction_row(p, where: str = "") -> PredictionRow:
     """One of the base's predictions beside the new run's step, as a row and a sentence."""
-    scale = max(p.predicted_before_ms, p.measured_after_ms)
-    pb, pa, ma = (step_figure(x, scale) for x in (p.predicted_before_ms, p.predicted_after_ms, p.measured_after_ms))
+    predicted_before, predicted_after, measured_after = (_ms(x) for x in (p.predicted_before_ns, p.predicted_after_ns,
+                                                                           p.measured_after_ns))
+    impact_before, impact_after, error = _ms(p.impact_before_ns), _ms(p.impact_after_ns), _ms(p.error_ns)
+    scale = max(predicted_before, measured_after)
+    pb, pa, ma = (step_figure(x, scale) for x in (predicted_before, predicted_after, measured_after))
     upper = p.method.startswith("upper bound")
     predicted = f"{pb} → {pa}"
     off = ""
-    if p.error_ms is not None:
-        pct = f", {100 * p.error_ms / p.predicted_after_ms:+.1f}%" if p.predicted_after_ms > 0 else ""
-        off = f"{p.error_ms:+.{2 if abs(p.error_ms) < 10 else 1}f} ms{pct}"
+    if error is not None:
+        pct = f", {100 * error / predicted_after:+.1f}%" if predicted_after > 0 else ""
+        off = f"{error:+.{2 if abs(error) < 10 else 1}f} ms{pct}"
     head = f"{where}: " if where else ""
     what = p.name if p.label == ADVICE_LABEL else p.label
     fix = f"{head}{what} fix predicted {'at best ' if upper else ''}{predicted} ms"
-    impact = (f"{step_figure(p.impact_before_ms, scale)} → {step_figure(p.impact_after_ms, scale)} ms per step"
-              if p.impact_before_ms is not None and p.impact_after_ms is not None else "")
+    impact = (f"{step_figure(impact_before, scale)} → {step_figure(impact_after, scale)} ms per step"
+              if impact_before is not None and impact_after is not None else "")
     if p.status == "gone":
         sentence = f"{fix}; measured {ma} ms (finding gone; prediction off by {off})"
     elif p.status == "reduced":
@@ -255,18 +268,19 @@ def headline(d: "DiffResult") -> str:
         change += f" ({pct:+.1f}%)"
     text = f"Step time {change}: {VERDICT_WORDS[d.verdict]}"
     att = d.attribution_ns
-    led = d.led_by()
+    led = d.led_by
     if led and d.verdict in ("regression", "improvement"):
         text += ", led by " + ", ".join(f"{c} {ms_figure(att[c], signed=True)} ms" for c in led[:3])
     focus = d.focus_pair
-    new = [k for k in focus.new_kernels if k.ms_after > 0 or k.count_after > 0]
+    sizes = focus.sizes
+    new = [k for k in focus.new_kernels if k.time_after_ns > 0 or k.count_after > 0]
     if new and d.verdict != "no_change":
-        top = new[0]
-        text += (f"; {len(new)} new kernel{'s' if len(new) != 1 else ''} ({_count(sum(k.count_after for k in new))} "
-                 f"launches, {sum(k.ms_after for k in new):.3f} ms per step; largest {top.name})")
-    gone = focus.vanished_kernels
+        n = sizes.new_kernels_running
+        text += (f"; {n} new kernel{'s' if n != 1 else ''} ({_count(sizes.new_launches)} "
+                 f"launches, {sizes.new_time_ns / 1e6:.3f} ms per step; largest {new[0].name})")
+    gone = sizes.vanished_kernels
     if gone and d.verdict != "no_change":
-        text += f"; {len(gone)} kernel{'s' if len(gone) != 1 else ''} gone"
+        text += f"; {gone} kernel{'s' if gone != 1 else ''} gone"
     if focus.labels.gone:
         text += "; label" + ("s " if len(focus.labels.gone) > 1 else " ") + ", ".join(focus.labels.gone) + " gone"
     if focus.labels.new:

@@ -1,6 +1,6 @@
 """Renderers of a trend (``tracedoc diff BASE RUN2 RUN3 ...``): a table of the runs against the base,
 with the step change attributed by category per run, then the base's predictions checked against each
-run. Text, Markdown and HTML format ``build_trend_view``; JSON is ``TrendResult.report()``.
+run. Text, Markdown and HTML format ``build_trend_view``; JSON is the ``TrendResult`` record itself.
 """
 
 from __future__ import annotations
@@ -55,21 +55,21 @@ def _names(paths: list[str]) -> list[str]:
 
 
 def build_trend_view(t: "TrendResult") -> TrendView:
-    doc = t.report()
+    doc = t
     names = _names([doc.base.path] + [r.path for r in doc.runs])
     moved = [c for c in doc.categories
-             if any(abs(a.delta_ms) >= 5e-4 for r in doc.runs for a in r.attribution if a.category == c)]
-    rows = [TrendRow(run="base", name=names[0], step_ms=ms_figure(doc.base_step_ms * 1e6), delta_ms="", pct="",
+             if any(abs(a.delta_ns) >= 500 for r in doc.runs for a in r.attribution if a.category == c)]
+    rows = [TrendRow(run="base", name=names[0], step_ms=ms_figure(doc.base.step_ns), delta_ms="", pct="",
                      verdict="", categories=["" for _ in moved], led_by="", labels="")]
     warnings = []
     for i, r in enumerate(doc.runs):
-        att = {a.category: a.delta_ms for a in r.attribution}
+        att = {a.category: a.delta_ns for a in r.attribution}
         labels = "; ".join(filter(None, ["gone " + ", ".join(r.labels.gone) if r.labels.gone else "",
                                          "new " + ", ".join(r.labels.new) if r.labels.new else ""]))
         rows.append(TrendRow(
-            run=str(i + 2), name=names[i + 1], step_ms=ms_figure(r.step_ms * 1e6),
-            delta_ms=ms_figure(r.delta_ms * 1e6, signed=True), pct=f"{r.step_pct:+.1f}%" if r.step_pct is not None else "n/a",
-            verdict=VERDICT_WORDS.get(r.verdict, r.verdict), categories=[ms_figure(att[c] * 1e6, signed=True) for c in moved],
+            run=str(i + 2), name=names[i + 1], step_ms=ms_figure(r.step_ns),
+            delta_ms=ms_figure(r.delta_ns, signed=True), pct=f"{r.step_pct:+.1f}%" if r.step_pct is not None else "n/a",
+            verdict=VERDICT_WORDS.get(r.verdict, r.verdict), categories=[ms_figure(att[c], signed=True) for c in moved],
             led_by=", ".join(r.led_by) if r.verdict in ("regression", "improvement") else "", labels=labels,
             predictions=[prediction_row(p) for p in r.predictions]))
         warnings += [f"run {i + 2}: {w}" for w in r.warnings]
@@ -81,7 +81,7 @@ def render_trend_json(t: "TrendResult") -> str:
 
     from ..model.record import to_json_bytes
 
-    return msgspec.json.format(to_json_bytes(t.report()), indent=2).decode()
+    return msgspec.json.format(to_json_bytes(t), indent=2).decode()
 
 
 NAME_MIN = 12  # the name column's least width before the category columns move to tables of their own

@@ -34,14 +34,13 @@ class TrendBar:
 
 
 def trend_bars(t: "TrendResult") -> list[TrendBar]:
-    first = t.diffs[0]
-    bars = [TrendBar(run="base", name=first.before_path, step_ms=first.before.step_ns / 1e6,
-                     parts_ms={c: v / 1e6 for c, v in first.before.category_ns.items()})]
-    for i, d in enumerate(t.diffs):
-        labels = d.report().labels
-        bars.append(TrendBar(run=str(i + 2), name=d.after_path, step_ms=d.after.step_ns / 1e6,
-                             parts_ms={c: v / 1e6 for c, v in d.after.category_ns.items()},
-                             new=list(labels.new), gone=list(labels.gone)))
+    base = t.base
+    bars = [TrendBar(run="base", name=base.path, step_ms=base.step_ns / 1e6,
+                     parts_ms={c: v / 1e6 for c, v in (base.category_ns or {}).items()})]
+    for i, r in enumerate(t.runs):  # a trend saved by version 1 kept no split: figures only
+        bars.append(TrendBar(run=str(i + 2), name=r.path, step_ms=r.step_ns / 1e6,
+                             parts_ms={c: v / 1e6 for c, v in (r.category_ns or {}).items()},
+                             new=list(r.labels.new), gone=list(r.labels.gone)))
     return bars
 
 
