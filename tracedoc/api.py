@@ -64,7 +64,8 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     """
     ruleset = load_ruleset(params, rule_dirs)  # a bad rule file or --param fails now, not after the ranks
     ranks = read_ranks(path, jobs=jobs, scheduler=scheduler, progress=progress, estimate=estimate, options=options)
-    result = judge(ranks, ruleset, job=join_job(ranks), log=read_step_log(ranks, log, ruleset), command=command)
+    result = judge(ranks, ruleset, job=join_job(ranks, ruleset), log=read_step_log(ranks, log, ruleset),
+                   command=command)
     return result.with_focus(rank) if rank is not None else result
 
 
