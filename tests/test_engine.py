@@ -312,13 +312,26 @@ def test_findings_ranked_by_impact_with_ms_per_step():
     assert "compute_bound" not in verdict.labels
 
 
-def test_step_time_defaults_to_metric_and_none_gives_no_ms():
+def test_step_time_defaults_to_the_reports_step_and_none_gives_no_ms():
     m = metrics(dataloader_stall_fraction=0.2)
     f = next(f for f in evaluate(m, {}).findings if f.rule_id == "TD301")
-    assert f.impact_ms_per_step == pytest.approx(20.0)
-    m["step_time_p50_ns"] = None  # the report's step is the median
+    assert f.impact_ms_per_step == pytest.approx(20.0)  # the report's step is the median: 100 ms
+    m.update(step_time_p50_ns=None, steps=0)  # no step time: the window (1 s) stands for the step, as a rank's
+    verdict = evaluate(m, {})
+    f = next(f for f in verdict.findings if f.rule_id == "TD301")
+    assert f.impact_ms_per_step == pytest.approx(200.0) and verdict.step_time_ns == 1e9
+    m["window_ns"] = None  # no step time and no window: no ms
     f = next(f for f in evaluate(m, {}).findings if f.rule_id == "TD301")
     assert f.impact_ms_per_step is None and f.impact_fraction == pytest.approx(0.2)
+
+
+def test_the_reports_step_is_the_median_else_the_window():
+    from tracedoc.model.reportstep import report_step
+
+    assert report_step(100.0, 1000, 10) == (100.0, "steps")
+    assert report_step(100.0, 1000, 0) == (100.0, "iterations")  # a loop's iterations without step spans
+    assert report_step(None, 1000, 1) == (1000.0, "window")  # one step after a backlog has no step time
+    assert report_step(0, 0, 0) == (None, None)
 
 
 def test_none_metrics_never_fire_or_raise():

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..model.plain import plain
 from ..model.record import replace
+from ..model.reportstep import report_step
 from ..model.verdict import VERDICT_SCHEMA_VERSION, Finding, HealthMessage, Verdict
 from .health import check_health, host_verdict_allowed, lowest
 from .params import resolve_params
@@ -63,7 +64,7 @@ def evaluate(
     is minor: listed, without a place in the verdict's labels.
 
     ``params`` maps ``"RULE.param"`` (rule id or name) to a value and overrides defaults.
-    ``step_time_ns`` (default: the ``step_time_p50_ns`` metric, the report's one step time) converts impact
+    ``step_time_ns`` (default: the report's one step time, ``model.reportstep``, of the metrics) converts impact
     fractions into milliseconds per step. ``rules`` replaces loading from disk (for tests and embedding); a
     ``ruleset`` (``load_ruleset``, once per run) replaces both, its parameters already resolved.
     Only the rules of ``scope`` are evaluated: ``"trace"`` (per-rank trace metrics) or ``"log"``
@@ -78,7 +79,8 @@ def evaluate(
     rules = [rule for rule in rules if rule.scope == scope]
     env_metrics = {name: plain(value) for name, value in metrics.items()}
     if step_time_ns is None:
-        step_time_ns = env_metrics.get("step_time_p50_ns")
+        step_time_ns = report_step(env_metrics.get("step_time_p50_ns"), env_metrics.get("window_ns"),
+                                   env_metrics.get("steps")).ns
     step_time_ns = plain(step_time_ns)
     evidence = evidence or {}
     health = check_health(env_metrics) if scope == SCOPE_TRACE else []
