@@ -137,3 +137,30 @@ def test_every_log_metric_has_a_producer(tmp_path):
     produced = set(analyze_series(series).metrics)
     produced |= set(check_config({}, [])[0]) | {"grad_clip_value", "grad_clip_fraction"}  # the last two: report.py
     assert produced == set(LOG_METRICS)
+
+
+def test_each_anomaly_kind_names_a_shipped_log_rule():
+    """The log analyses name rule ids in one table (``ANOMALY_RULES``): each one a shipped log rule, and a
+    different rule for each kind but NaN (the loss and the gradient norm, both TD601)."""
+    from tracedoc.logs.registry import ANOMALY_RULES
+
+    log_ids = {r.id for r in LOG_RULES}
+    assert set(ANOMALY_RULES.values()) <= log_ids, set(ANOMALY_RULES.values()) - log_ids
+    assert len(set(ANOMALY_RULES.values())) == len(ANOMALY_RULES)
+
+
+def test_an_anomaly_row_names_the_rule_the_table_gives(tmp_path, monkeypatch):
+    """Renaming a rule changes the anomaly rows through the table alone: the NaN losses of a JSON Lines
+    log carry the id the table holds, whatever it is."""
+    import json
+
+    import tracedoc
+    from tracedoc.logs import registry
+
+    monkeypatch.setitem(registry.ANOMALY_RULES, "nan", "TD691")
+    rows = [{"step": i, "loss": 5.0 - 0.01 * i} for i in range(200)]
+    rows += [{"step": 200 + i, "loss": float("nan")} for i in range(5)]
+    log = tmp_path / "train.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    result = tracedoc.analyze_log(str(log), jobs=1)
+    assert [(a["kind"], a["rule"]) for a in result.anomalies] == [("nan", "TD691")]
