@@ -111,13 +111,14 @@ class Ranks:
 
 def read_ranks(path: str | os.PathLike, *, jobs: int | None = None, scheduler: Any = None,
                progress: Callable[[int, int], None] | None = None, estimate: Any = None,
-               options: dict | None = None) -> Ranks:
+               options: dict | None = None, kind: str | None = None) -> Ranks:
     """Read and analyse a trace file or every rank file of a directory (in ``jobs`` processes, or on the
     Dask cluster ``scheduler`` names). ``estimate``: an ``EstimateRequest``, a stage input of the rank
-    analyses (``--model``); ``options``: the nsys reader's."""
+    analyses (``--model``); ``options``: the nsys reader's; ``kind``: what ``ingest.sniff`` told of a local
+    ``path`` already (each file is sniffed once: a directory's files by the task that reads each)."""
     path = os.fspath(path)
     url = is_url(path)
-    kind = ("directory" if is_prefix(path) else "file") if url else sniff(path)
+    kind = ("directory" if is_prefix(path) else "file") if url else (kind or sniff(path))
     files = (url_rank_files(path) if url else rank_files(path)) if kind == "directory" else [path]
     options = dict(options or {})
     given = {"estimate_request": estimate} if estimate is not None else None
@@ -125,8 +126,9 @@ def read_ranks(path: str | os.PathLike, *, jobs: int | None = None, scheduler: A
     if kind != "directory":
         by_fraction = (lambda f: progress(int(1000 * f), 1000)) if progress else None
         with fetched(path) as local:  # a URL's file is copied here; a local path is read in place
-            kind = sniff(local)
-            reads = read_local(local, options, by_fraction, rank_of=rank_from_name, job=False, given=given, shown=path)
+            kind = sniff(local) if url else kind
+            reads = read_local(local, options, by_fraction, rank_of=rank_from_name, job=False, given=given, shown=path,
+                               kind=kind)
         if progress:
             progress(1000, 1000)
     else:
