@@ -17,6 +17,7 @@ from tracedoc.engine import (
     compile_expr,
     evaluate,
     load_rules,
+    load_ruleset,
     rules_version,
 )
 from tracedoc.cli.analyze import add_engine_options, fail_on_exit_code
@@ -220,7 +221,7 @@ def test_user_rules_dir_is_loaded_and_evaluated(tmp_path):
     write_rule(tmp_path, rid="XX001", name="my-stall", when="dataloader_stall_fraction > limit")
     rules = load_rules([tmp_path])
     assert "XX001" in {r.id for r in rules}
-    verdict = evaluate(metrics(dataloader_stall_fraction=0.2), {}, 1e8, extra_rule_dirs=[tmp_path])
+    verdict = evaluate(metrics(dataloader_stall_fraction=0.2), {}, 1e8, ruleset=load_ruleset(rule_dirs=[tmp_path]))
     assert "XX001" in {f.rule_id for f in verdict.findings}
 
 
@@ -231,14 +232,15 @@ def test_param_override_by_id_and_name_changes_firing_and_message():
     m = metrics(dataloader_stall_fraction=0.08)
     assert "TD301" in {f.rule_id for f in evaluate(m, {}, 1e8).findings}
     for key in ("TD301.stall_threshold", "dataloader-stall.stall_threshold", "td301.stall_threshold"):
-        assert "TD301" not in {f.rule_id for f in evaluate(m, {}, 1e8, params={key: 0.1}).findings}
-    finding = next(f for f in evaluate(m, {}, 1e8, params={"TD301.stall_threshold": 0.07}).findings if f.rule_id == "TD301")
+        assert "TD301" not in {f.rule_id for f in evaluate(m, {}, 1e8, ruleset=load_ruleset({key: 0.1})).findings}
+    verdict = evaluate(m, {}, 1e8, ruleset=load_ruleset({"TD301.stall_threshold": 0.07}))
+    finding = next(f for f in verdict.findings if f.rule_id == "TD301")
     assert "threshold 7%" in finding.message and finding.params == {"stall_threshold": 0.07}
 
 
 def test_nested_param_tables_are_accepted():
     m = metrics(dataloader_stall_fraction=0.08)
-    verdict = evaluate(m, {}, 1e8, params={"TD301": {"stall_threshold": 0.1}})
+    verdict = evaluate(m, {}, 1e8, ruleset=load_ruleset({"TD301": {"stall_threshold": 0.1}}))
     assert "TD301" not in {f.rule_id for f in verdict.findings}
 
 
@@ -254,7 +256,7 @@ def test_nested_param_tables_are_accepted():
 )
 def test_bad_param_overrides(params, message):
     with pytest.raises(ParamError, match=message):
-        evaluate(BASELINE, {}, 1e8, params=params)
+        evaluate(BASELINE, {}, 1e8, ruleset=load_ruleset(params))
 
 
 def test_parse_param_assignments():
@@ -281,10 +283,11 @@ def test_pyproject_params_found_walking_up_and_cli_wins(tmp_path, monkeypatch):
     assert collect_params(["TD301.stall_threshold=0.3"])["TD301.stall_threshold"] == 0.3
     # an alias on the command line beats the file's id key
     params = collect_params(["dataloader-stall.stall_threshold=0.01"])
-    finding_ids = {f.rule_id for f in evaluate(metrics(dataloader_stall_fraction=0.05), {}, 1e8, params=params).findings}
+    verdict = evaluate(metrics(dataloader_stall_fraction=0.05), {}, 1e8, ruleset=load_ruleset(params))
+    finding_ids = {f.rule_id for f in verdict.findings}
     assert "TD301" in finding_ids
     assert "TD301" not in {f.rule_id for f in evaluate(metrics(dataloader_stall_fraction=0.15), {}, 1e8,
-                                                          params=collect_params([])).findings}  # fmt: skip
+                                                          ruleset=load_ruleset(collect_params([]))).findings}  # fmt: skip
 
 
 def test_pyproject_without_tool_table_is_skipped(tmp_path, monkeypatch):
@@ -312,13 +315,26 @@ def test_findings_ranked_by_impact_with_ms_per_step():
     assert "compute_bound" not in verdict.labels
 
 
-def test_step_time_defaults_to_metric_and_none_gives_no_ms():
+def test_step_time_defaults_to_the_reports_step_and_none_gives_no_ms():
     m = metrics(dataloader_stall_fraction=0.2)
     f = next(f for f in evaluate(m, {}).findings if f.rule_id == "TD301")
-    assert f.impact_ms_per_step == pytest.approx(20.0)
-    m["step_time_p50_ns"] = None  # the report's step is the median
+    assert f.impact_ms_per_step == pytest.approx(20.0)  # the report's step is the median: 100 ms
+    m.update(step_time_p50_ns=None, steps=0)  # no step time: the window (1 s) stands for the step, as a rank's
+    verdict = evaluate(m, {})
+    f = next(f for f in verdict.findings if f.rule_id == "TD301")
+    assert f.impact_ms_per_step == pytest.approx(200.0) and verdict.step_time_ns == 1e9
+    m["window_ns"] = None  # no step time and no window: no ms
     f = next(f for f in evaluate(m, {}).findings if f.rule_id == "TD301")
     assert f.impact_ms_per_step is None and f.impact_fraction == pytest.approx(0.2)
+
+
+def test_the_reports_step_is_the_median_else_the_window():
+    from tracedoc.model.reportstep import report_step
+
+    assert report_step(100.0, 1000, 10) == (100.0, "steps")
+    assert report_step(100.0, 1000, 0) == (100.0, "iterations")  # a loop's iterations without step spans
+    assert report_step(None, 1000, 1) == (1000.0, "window")  # one step after a backlog has no step time
+    assert report_step(0, 0, 0) == (None, None)
 
 
 def test_none_metrics_never_fire_or_raise():

@@ -204,3 +204,25 @@ def test_a_formula_faster_than_the_gpu_is_called_out(tmp_path):
 def test_latent_attention_configs_are_refused_not_miscounted():
     with pytest.raises(UsageError, match="multi-head latent attention"):
         from_hf_config(dict(LLAMA2_7B, model_type="deepseek_v3", kv_lora_rank=512))
+
+
+def test_the_formula_uses_the_reports_one_step_when_no_step_has_a_step_time(tmp_path):
+    """One step after a pre-window backlog has no step time (docs/definitions.md): the report's step is the
+    window, from the backlog's end (4 ms) to the step's end (9 ms). tokens/s divides by that same 5 ms, never
+    by the step's own 7.5 ms span: a report shows one step time."""
+    from trace_builder import TraceBuilder
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "gpt2", "n_embd": 512, "n_layer": 4, "n_head": 8, "vocab_size": 1000,
+                               "n_positions": 256}))
+    req = EstimateRequest(spec=load_model_spec(str(cfg)), tokens_per_step=4096, setup=TrainSetup(seq_len=256))
+    b = TraceBuilder()
+    b.unlaunched("ampere_sgemm_128x64_tn", 1_000.0, 3_000.0)  # launched before the capture: runs until 4 ms
+    b.step(1, 1_500.0, 9_000.0)
+    b.kernel("ampere_sgemm_128x64_tn", 4_100.0, 2_000.0, op="aten::mm", launch_at=2_000.0)
+    b.kernel("vectorized_elementwise_kernel", 6_200.0, 500.0, op="aten::add", launch_at=2_100.0)
+    rank = tracedoc.analyze(str(b.write(tmp_path / "t.json")), estimate=req).ranks[0]
+    assert rank.metrics["steps"] == 1 and rank.metrics["step_time_p50_ns"] is None
+    assert rank.verdict.step_time_ns == 5_000_000
+    assert rank.evidence["model_estimate"][0]["step_time_ns"] == 5_000_000
+    assert rank.metrics["tokens_per_s"] == pytest.approx(4096 / 5e-3)

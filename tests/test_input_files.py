@@ -265,3 +265,52 @@ def test_a_file_read_directly_is_quoted_only_as_an_escaped_excerpt(tmp_path):
         analyze(str(p))
     msg = str(err.value)
     assert "\x1b" not in msg and "\\x1b" in msg and len(msg) < 400
+
+
+@fork_only
+def test_each_input_file_is_sniffed_once(tmp_path, monkeypatch, capsys):
+    """``ingest.sniff`` opens a file's first bytes to tell its format; the stages after it (the CLI's --rank
+    checks, the rank reader, the loader) take its answer instead of opening the file again. Every sniffing
+    open is written to a log, by the rank workers too (forked with the patch): one per analysed file."""
+    from nsys_builder import NsysDb
+
+    import tracedoc.ingest as ingest
+    from tracedoc.cli import main
+
+    opened = tmp_path / "sniffed.txt"
+    real = ingest.open_regular
+
+    def counted(path, *args, **kwargs):
+        with open(opened, "a") as f:
+            f.write(os.path.basename(path) + "\n")
+        return real(path, *args, **kwargs)
+
+    def sniffed() -> list[str]:
+        names = opened.read_text().split() if opened.exists() else []
+        opened.unlink(missing_ok=True)
+        return sorted(names)
+
+    monkeypatch.setattr(ingest, "open_regular", counted)
+    one = tmp_path / "one.json"
+    one.write_bytes(trace_bytes())
+    assert main(["analyze", str(one), "--no-progress", "-f", "json", "-o", str(tmp_path / "r1.json")]) == 0
+    assert sniffed() == ["one.json"]
+    run = tmp_path / "run"
+    run.mkdir()
+    for rank in range(3):
+        (run / f"rank{rank}.pt.trace.json").write_bytes(trace_bytes(rank))
+    assert main(["analyze", str(run), "--rank", "1", "-j", "2", "--no-progress", "-f", "json",
+                 "-o", str(tmp_path / "r2.json")]) == 0
+    assert sniffed() == ["rank0.pt.trace.json", "rank1.pt.trace.json", "rank2.pt.trace.json"]
+    db = NsysDb(tmp_path / "two.sqlite")  # an export of two processes: --rank picks one of them
+    db.session(1_000_000_000, 1_100_000_000, 1_763_700_000_000_000_000)
+    for pid in (200, 300):
+        db.process(pid, f"rank-{pid}")
+        db.thread(pid, pid, "python3")
+        for corr in (1, 2):
+            s = 1_000_000_000 + corr * 100_000
+            db.runtime(pid, pid, s, s + 10_000, corr, "cudaLaunchKernel_v7000")
+            db.kernel(pid, s + 20_000, s + 50_000, corr, f"k{corr}", device=0)
+    assert main(["analyze", db.close(), "--rank", "1", "--no-progress", "-f", "json",
+                 "-o", str(tmp_path / "r3.json")]) == 0, capsys.readouterr().err
+    assert sniffed() == ["two.sqlite"]

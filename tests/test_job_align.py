@@ -275,11 +275,9 @@ def test_perfetto_on_a_directory_merges_the_ranks_with_linked_collectives(tmp_pa
         if n == "rank 1")}
 
 
-def test_a_straggler_whose_gpu_waits_for_its_host_is_host_launch_starvation(tmp_path):
+def _host_starved_job(d: Path) -> Path:
     """Rank 1 spends 8 ms of every 20 ms step in CPU work before it launches its kernels; its GPU idles
-    meanwhile (busy about 15%, 40% of the window in host-late gaps of milliseconds). Its cause is host
-    work, and the host starves its GPU: the report says host launch starvation."""
-    d = tmp_path / "job"
+    meanwhile (busy about 12% of the window, idle about 80% of it in host-late gaps of milliseconds)."""
     d.mkdir()
     for rank in (0, 1):
         b = TraceBuilder(rank=rank, world_size=2)
@@ -297,7 +295,12 @@ def test_a_straggler_whose_gpu_waits_for_its_host_is_host_launch_starvation(tmp_
             last = base + 40.0 + 8_000.0 + 1_500.0
             b.nccl(a, last + 1_000.0 - a, nelems=NELEMS, launch_at=t + 12.0)
         b.write(d / f"rank{rank}.pt.trace.json.gz")
-    result = analyze(d, jobs=1)
+    return d
+
+
+def test_a_straggler_whose_gpu_waits_for_its_host_is_host_launch_starvation(tmp_path):
+    """Rank 1's cause is host work, and the host starves its GPU: the report says host launch starvation."""
+    result = analyze(_host_starved_job(tmp_path / "job"), jobs=1)
     job = result.to_dict()["job"]
     (s,) = job["stragglers"]
     assert s["rank"] == 1 and s["cause"] == "host_launch"
@@ -306,3 +309,24 @@ def test_a_straggler_whose_gpu_waits_for_its_host_is_host_launch_starvation(tmp_
     assert rank1.metrics["gpu_busy_fraction"] < 0.5
     (finding,) = [f for f in job["verdict"]["findings"] if f["rule_id"] == "TD620"]
     assert any("waits for its host to launch work" in x for x in finding["fixes"])
+
+
+@pytest.mark.parametrize("param,starved", [(None, True), ("TD101.busy_threshold=0.1", False),
+                                           ("TD101.busy_threshold=0.2", True), ("TD104.host_idle_threshold=0.9", False),
+                                           ("host-late.host_idle_threshold=0.5", True)])
+def test_param_moves_the_bars_of_a_straggler_starved_by_its_host(param, starved, tmp_path, capsys):
+    """Host launch starvation is TD101's busy threshold and TD104's host-late threshold: ``--param`` moves
+    the straggler's cause with them. Rank 1's GPU is busy about 12% of the window, about 80% idle in
+    host-late gaps: starved under the defaults (50%, 10%), at a busy bar of 20% or a host-late bar of 50%;
+    not at a busy bar of 10% (it is busier) nor at a host-late bar of 90% (it idles less)."""
+    from tracedoc.cli import main
+
+    out = tmp_path / "r.json"
+    argv = ["analyze", str(_host_starved_job(tmp_path / "job")), "-j", "1", "--no-progress", "-o", str(out)]
+    assert main(argv + (["--param", param] if param else [])) == 0, capsys.readouterr().err
+    (s,) = json.loads(out.read_text())["job"]["stragglers"]
+    assert s["rank"] == 1
+    assert (s["cause"] == "host_launch") is starved, s["cause"]
+    assert s["cause_text"].startswith("host launch starvation") is starved
+    if not starved:
+        assert s["cause"] == "host"  # the lead-in category it spends its lateness in, no longer called starvation

@@ -13,10 +13,10 @@ from trace_builder import TraceBuilder
 
 import tracedoc
 from tracedoc.engine.evaluate import MIN_GAIN_FRACTION, evaluate
-from tracedoc.engine.rulefile import load_rules
+from tracedoc.engine.ruleset import load_ruleset
 from tracedoc.render.format import fmt_what_if
 
-RULES = load_rules()
+RULESET = load_ruleset()
 US = 1000
 
 
@@ -39,7 +39,7 @@ SYNCS = {"gpu_busy_fraction": 0.7, "compute_fraction": 0.68, "idle_fraction": 0.
 def test_what_ifs_start_from_the_reports_step_not_the_mean():
     # the replay measured its own step slightly differently: the finding keeps its gain, on the report's step
     m = metrics(step_time_mean_ns=150_000_000, step_time_p50_ns=100_000_000, **SYNCS)
-    v = evaluate(m, EVIDENCE, rules=RULES, what_ifs={"sync": replay(100.4, 30.0, "host syncs removed")})
+    v = evaluate(m, EVIDENCE, ruleset=RULESET, what_ifs={"sync": replay(100.4, 30.0, "host syncs removed")})
     assert v.step_time_ns == 100_000_000
     td501 = next(f for f in v.findings if f.rule_id == "TD501")
     assert td501.what_if["step_ms_before"] == 100.0 and td501.what_if["gain_ms"] == 30.0
@@ -51,7 +51,7 @@ def test_what_ifs_start_from_the_reports_step_not_the_mean():
 
 def test_findings_of_one_cause_give_one_number():
     m = metrics(**SYNCS)
-    v = evaluate(m, EVIDENCE, 100_000_000, rules=RULES, what_ifs={"sync": replay(100.0, 1.9, "host syncs removed")})
+    v = evaluate(m, EVIDENCE, 100_000_000, ruleset=RULESET, what_ifs={"sync": replay(100.0, 1.9, "host syncs removed")})
     td501 = next(f for f in v.findings if f.rule_id == "TD501")
     td502 = next(f for f in v.findings if f.rule_id == "TD502")
     assert td501.impact_ms_per_step == td502.impact_ms_per_step == pytest.approx(1.9)
@@ -60,7 +60,7 @@ def test_findings_of_one_cause_give_one_number():
 @pytest.mark.parametrize("gain_ms, labelled", [(1.9, False), (2.0, True), (30.0, True)])
 def test_a_label_needs_a_predicted_gain_of_two_percent(gain_ms, labelled):
     m = metrics(**SYNCS)
-    v = evaluate(m, EVIDENCE, 100_000_000, rules=RULES, what_ifs={"sync": replay(100.0, gain_ms, "syncs removed")})
+    v = evaluate(m, EVIDENCE, 100_000_000, ruleset=RULESET, what_ifs={"sync": replay(100.0, gain_ms, "syncs removed")})
     td501 = next(f for f in v.findings if f.rule_id == "TD501")
     assert td501.minor is not labelled
     assert ("sync_bound" in v.labels) is labelled
@@ -75,7 +75,7 @@ def test_a_large_share_without_a_predicted_gain_is_minor():
     (it is off the critical path): the finding stays, minor, with today's share beside the prediction."""
     m = metrics(comm_fraction=0.45, exposed_comm_fraction=0.4, comm_overlap_fraction=0.1, compute_fraction=0.5,
                 gpu_busy_fraction=0.9, world_size=8, backend="nccl")
-    v = evaluate(m, EVIDENCE, 100_000_000, rules=RULES, what_ifs={"comm": replay(100.0, 0.0, "comm overlapped")})
+    v = evaluate(m, EVIDENCE, 100_000_000, ruleset=RULESET, what_ifs={"comm": replay(100.0, 0.0, "comm overlapped")})
     td201 = next(f for f in v.findings if f.rule_id == "TD201")
     assert td201.minor and td201.what_if["share_fraction"] == pytest.approx(0.4)
     assert "comm_bound" not in v.labels
@@ -84,14 +84,14 @@ def test_a_large_share_without_a_predicted_gain_is_minor():
 def test_low_occupancy_is_replayed_as_a_bigger_batch_not_cuda_graphs():
     m = metrics(blocks_per_sm_mean=0.4, est_occupancy_mean=8.0)
     what_ifs = {"launch": replay(100.0, 0.0, "CUDA graphs"), "batch": replay(100.0, 25.0, "a batch that fills")}
-    v = evaluate(m, EVIDENCE, 100_000_000, rules=RULES, what_ifs=what_ifs)
+    v = evaluate(m, EVIDENCE, 100_000_000, ruleset=RULESET, what_ifs=what_ifs)
     td402 = next(f for f in v.findings if f.rule_id == "TD402")
     assert td402.what_if["gain_ms"] == 25.0 and "a batch that fills" in td402.what_if["method"]
     assert "small_batch_bound" in v.labels
 
 
 def test_compute_bound_predicts_nothing_it_cannot_model():
-    v = evaluate(dict(BASELINE), EVIDENCE, 100_000_000, rules=RULES)
+    v = evaluate(dict(BASELINE), EVIDENCE, 100_000_000, ruleset=RULESET)
     (f,) = v.findings
     assert f.label == "compute_bound" and v.labels == ["compute_bound"]
     assert f.what_if["step_ms_after"] is None and f.what_if["gain_ms"] is None
@@ -105,12 +105,12 @@ def test_host_bound_and_small_batch_bound_are_told_apart():
     long_gaps = metrics(gpu_busy_fraction=0.6, idle_fraction=0.4, idle_host_launch_fraction=0.35,
                         idle_host_long_fraction=0.33, idle_short_launch_fraction=0.02, kernel_median_ns=18_000,
                         kernels_under_10us_fraction=0.3)
-    v = evaluate(long_gaps, EVIDENCE, 100_000_000, rules=RULES, what_ifs={"host": replay(100.0, 25.0, "host")})
+    v = evaluate(long_gaps, EVIDENCE, 100_000_000, ruleset=RULESET, what_ifs={"host": replay(100.0, 25.0, "host")})
     assert v.labels == ["host_bound"]
     short_gaps = metrics(gpu_busy_fraction=0.6, idle_fraction=0.4, idle_host_launch_fraction=0.35,
                          idle_host_long_fraction=0.0, idle_short_launch_fraction=0.38, kernel_median_ns=4_000,
                          kernels_under_10us_fraction=0.9)
-    v = evaluate(short_gaps, EVIDENCE, 100_000_000, rules=RULES, what_ifs={"launch": replay(100.0, 30.0, "graphs")})
+    v = evaluate(short_gaps, EVIDENCE, 100_000_000, ruleset=RULESET, what_ifs={"launch": replay(100.0, 30.0, "graphs")})
     assert v.labels == ["small_batch_bound"]
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from tracedoc.engine import evaluate, load_rules
+from tracedoc.engine import evaluate, load_rules, load_ruleset
 from tracedoc.engine.rulefile import RuleError, apply_test_case, load_rule_file, rule_files
 from tracedoc.logs.registry import LOG_METRICS
 from tracedoc.resources import data_dir
 
 ALL_RULES = load_rules()
+RULESET = load_ruleset()
 LOG_RULES = [r for r in ALL_RULES if r.scope == "log"]
 
 # A healthy run: 10,000 steps of 0.5 s, loss falling, steady throughput, consistent config.
@@ -49,7 +50,7 @@ def test_the_log_labels_have_rules():
 @pytest.mark.parametrize("rule_id, case", list(_cases("fires")))
 def test_log_rule_fires(rule_id, case):
     metrics = apply_test_case(BASELINE, case)
-    verdict = evaluate(metrics, EVIDENCE, 0.5e9, rules=ALL_RULES, scope="log")
+    verdict = evaluate(metrics, EVIDENCE, 0.5e9, ruleset=RULESET, scope="log")
     fired = {f.rule_id: f for f in verdict.findings}
     assert rule_id in fired, f"{rule_id} did not fire on {case}; fired: {sorted(fired)}"
     f = fired[rule_id]
@@ -61,22 +62,22 @@ def test_log_rule_fires(rule_id, case):
 @pytest.mark.parametrize("rule_id, case", list(_cases("ok")))
 def test_log_rule_near_miss(rule_id, case):
     metrics = apply_test_case(BASELINE, case)
-    verdict = evaluate(metrics, EVIDENCE, 0.5e9, rules=ALL_RULES, scope="log")
+    verdict = evaluate(metrics, EVIDENCE, 0.5e9, ruleset=RULESET, scope="log")
     assert rule_id not in {f.rule_id for f in verdict.findings}
 
 
 def test_healthy_log_baseline_has_no_finding():
-    verdict = evaluate(BASELINE, EVIDENCE, 0.5e9, rules=ALL_RULES, scope="log")
+    verdict = evaluate(BASELINE, EVIDENCE, 0.5e9, ruleset=RULESET, scope="log")
     assert verdict.findings == [] and verdict.health == []
 
 
 def test_scopes_do_not_cross():
     # a log rule that would fire on everything does not run on trace metrics, and vice versa
     trace_metrics = {"gpu_busy_fraction": 0.1, "has_gpu_ops": True, "steps": 10, "step_time_mean_ns": 1e8}
-    trace_verdict = evaluate(trace_metrics, {}, 1e8, rules=ALL_RULES)
+    trace_verdict = evaluate(trace_metrics, {}, 1e8, ruleset=RULESET)
     assert not {f.rule_id for f in trace_verdict.findings} & {r.id for r in LOG_RULES}
     log_verdict = evaluate(apply_test_case(BASELINE, {"parallel_mismatch": True}), EVIDENCE, 0.5e9,
-                           rules=ALL_RULES, scope="log")
+                           ruleset=RULESET, scope="log")
     assert {f.rule_id for f in log_verdict.findings} == {"TD701"}
 
 
@@ -136,3 +137,30 @@ def test_every_log_metric_has_a_producer(tmp_path):
     produced = set(analyze_series(series).metrics)
     produced |= set(check_config({}, [])[0]) | {"grad_clip_value", "grad_clip_fraction"}  # the last two: report.py
     assert produced == set(LOG_METRICS)
+
+
+def test_each_anomaly_kind_names_a_shipped_log_rule():
+    """The log analyses name rule ids in one table (``ANOMALY_RULES``): each one a shipped log rule, and a
+    different rule for each kind but NaN (the loss and the gradient norm, both TD601)."""
+    from tracedoc.logs.registry import ANOMALY_RULES
+
+    log_ids = {r.id for r in LOG_RULES}
+    assert set(ANOMALY_RULES.values()) <= log_ids, set(ANOMALY_RULES.values()) - log_ids
+    assert len(set(ANOMALY_RULES.values())) == len(ANOMALY_RULES)
+
+
+def test_an_anomaly_row_names_the_rule_the_table_gives(tmp_path, monkeypatch):
+    """Renaming a rule changes the anomaly rows through the table alone: the NaN losses of a JSON Lines
+    log carry the id the table holds, whatever it is."""
+    import json
+
+    import tracedoc
+    from tracedoc.logs import registry
+
+    monkeypatch.setitem(registry.ANOMALY_RULES, "nan", "TD691")
+    rows = [{"step": i, "loss": 5.0 - 0.01 * i} for i in range(200)]
+    rows += [{"step": 200 + i, "loss": float("nan")} for i in range(5)]
+    log = tmp_path / "train.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    result = tracedoc.analyze_log(str(log), jobs=1)
+    assert [(a["kind"], a["rule"]) for a in result.anomalies] == [("nan", "TD691")]

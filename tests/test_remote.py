@@ -272,3 +272,14 @@ def test_one_file_from_a_web_server(s3, tmp_path):
     assert missing.returncode == 1
     line, = missing.stderr.strip().splitlines()
     assert "rank9.pt.trace.json.gz: does not exist" in line
+
+
+def test_rank_picks_a_rank_of_a_prefix(s3, store_env, capsys, monkeypatch, tmp_path):
+    """--rank on a URL prefix: no local file to sniff, so the check of the rank waits for the ranks read (it
+    once sniffed the URL as a local path, which does not exist)."""
+    endpoint, _ = s3
+    out = tmp_path / "r.json"
+    rc, err = _in_process(capsys, monkeypatch, "analyze", f"s3://{BUCKET}/job/", "--rank", "1", "-j", "1",
+                          "--no-progress", "-o", out, env=_store_env(endpoint))
+    assert rc == 0, err
+    assert json.loads(out.read_text())["job"]["focus_rank"] == 1

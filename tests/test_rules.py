@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tracedoc.analyses.registry import METRICS
-from tracedoc.engine import evaluate, load_rules
+from tracedoc.engine import evaluate, load_rules, load_ruleset
 from tracedoc.engine.rulefile import apply_test_case, load_rule_file, rule_files
 from tracedoc.resources import data_dir
 
@@ -161,6 +161,7 @@ EVIDENCE = {
 }  # fmt: skip
 
 ALL_RULES = load_rules()
+RULESET = load_ruleset()
 
 
 def _cases(kind: str):
@@ -202,7 +203,7 @@ def test_rule_file_is_valid_and_documented(path: Path):
 @pytest.mark.parametrize("rule_id, case", list(_cases("fires")))
 def test_rule_fires(rule_id: str, case: dict):
     metrics = apply_test_case(BASELINE, case)
-    verdict = evaluate(metrics, EVIDENCE, metrics["step_time_mean_ns"], rules=ALL_RULES)
+    verdict = evaluate(metrics, EVIDENCE, metrics["step_time_mean_ns"], ruleset=RULESET)
     fired = {f.rule_id: f for f in verdict.findings}
     assert rule_id in fired, f"{rule_id} did not fire on {case}; fired: {sorted(fired)}"
     finding = fired[rule_id]
@@ -220,12 +221,12 @@ def test_rule_fires(rule_id: str, case: dict):
 @pytest.mark.parametrize("rule_id, case", list(_cases("ok")))
 def test_rule_near_miss_does_not_fire(rule_id: str, case: dict):
     metrics = apply_test_case(BASELINE, case)
-    verdict = evaluate(metrics, EVIDENCE, metrics["step_time_mean_ns"], rules=ALL_RULES)
+    verdict = evaluate(metrics, EVIDENCE, metrics["step_time_mean_ns"], ruleset=RULESET)
     assert rule_id not in {f.rule_id for f in verdict.findings}
 
 
 def test_healthy_baseline_is_compute_bound_only():
-    verdict = evaluate(BASELINE, EVIDENCE, BASELINE["step_time_mean_ns"], rules=ALL_RULES)
+    verdict = evaluate(BASELINE, EVIDENCE, BASELINE["step_time_mean_ns"], ruleset=RULESET)
     assert verdict.labels == ["compute_bound"]
     assert [f.label for f in verdict.findings] == ["compute_bound"], [f.rule_id for f in verdict.findings]
     assert verdict.confidence == "high"
@@ -247,7 +248,7 @@ COMM_BOUND = {"comm_fraction": 0.45, "exposed_comm_fraction": 0.4, "comm_overlap
 ])
 def test_comm_fixes_follow_the_collective(collective: str, wanted: str):
     metrics = apply_test_case(BASELINE, {**COMM_BOUND, "comm_top_collective": collective})
-    verdict = evaluate(metrics, EVIDENCE, metrics["step_time_mean_ns"], rules=ALL_RULES)
+    verdict = evaluate(metrics, EVIDENCE, metrics["step_time_mean_ns"], ruleset=RULESET)
     (finding,) = [f for f in verdict.findings if f.rule_id == "TD201"]
     assert finding.label == "comm_bound"
     text = " ".join(finding.fixes)

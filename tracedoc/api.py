@@ -49,7 +49,7 @@ def load_dir(directory: str | os.PathLike, **options) -> list[Trace]:
 def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | None = None,
             rule_dirs: tuple = (), progress: Callable[[int, int], None] | None = None,
             command: str | None = None, scheduler: str | None = None, log: str | None = None, estimate=None,
-            rank: int | None = None, **options) -> AnalysisResult:
+            rank: int | None = None, kind: str | None = None, **options) -> AnalysisResult:
     """Analyse a trace file or a directory of rank traces and evaluate the rules.
 
     Ranks fan out to a local process pool (``jobs`` processes), or, with ``scheduler`` set to a Dask
@@ -60,11 +60,14 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
 
     ``log`` names a training log whose findings join the first rank's; a ``tracedoc run`` directory
     brings its own ``steps.jsonl``. ``estimate`` (an ``estimate.EstimateRequest``) adds the model
-    formula's FLOPs, tokens/s and memory beside each rank's measurements.
+    formula's FLOPs, tokens/s and memory beside each rank's measurements. ``kind``: the input's format when
+    the caller has told it already (``tracedoc.ingest.sniff``), so that the file is not sniffed again.
     """
     ruleset = load_ruleset(params, rule_dirs)  # a bad rule file or --param fails now, not after the ranks
-    ranks = read_ranks(path, jobs=jobs, scheduler=scheduler, progress=progress, estimate=estimate, options=options)
-    result = judge(ranks, ruleset, job=join_job(ranks), log=read_step_log(ranks, log, ruleset), command=command)
+    ranks = read_ranks(path, jobs=jobs, scheduler=scheduler, progress=progress, estimate=estimate, options=options,
+                       kind=kind)
+    result = judge(ranks, ruleset, job=join_job(ranks, ruleset), log=read_step_log(ranks, log, ruleset),
+                   command=command)
     return result.with_focus(rank) if rank is not None else result
 
 

@@ -19,7 +19,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .analyses import RankRead, RankResult
 from .checks import check_job, check_rank, check_verdict
@@ -38,6 +38,9 @@ from .model.verdict import Verdict
 from .remote import fetched, is_prefix, is_url, list_files, renamed_text
 from .result import AnalysisResult, Input, JobResult, RankRow, focus_rank
 from .version import __version__
+
+if TYPE_CHECKING:
+    from .job.straggler import Starvation
 
 # A rank in a file name: a "rank" token, then a "worker" token, then an "r" token, then a short number
 # right before ".pt.trace.json". Never a long number: torch.profiler's tensorboard handler names files
@@ -108,13 +111,14 @@ class Ranks:
 
 def read_ranks(path: str | os.PathLike, *, jobs: int | None = None, scheduler: Any = None,
                progress: Callable[[int, int], None] | None = None, estimate: Any = None,
-               options: dict | None = None) -> Ranks:
+               options: dict | None = None, kind: str | None = None) -> Ranks:
     """Read and analyse a trace file or every rank file of a directory (in ``jobs`` processes, or on the
     Dask cluster ``scheduler`` names). ``estimate``: an ``EstimateRequest``, a stage input of the rank
-    analyses (``--model``); ``options``: the nsys reader's."""
+    analyses (``--model``); ``options``: the nsys reader's; ``kind``: what ``ingest.sniff`` told of a local
+    ``path`` already (each file is sniffed once: a directory's files by the task that reads each)."""
     path = os.fspath(path)
     url = is_url(path)
-    kind = ("directory" if is_prefix(path) else "file") if url else sniff(path)
+    kind = ("directory" if is_prefix(path) else "file") if url else (kind or sniff(path))
     files = (url_rank_files(path) if url else rank_files(path)) if kind == "directory" else [path]
     options = dict(options or {})
     given = {"estimate_request": estimate} if estimate is not None else None
@@ -122,8 +126,9 @@ def read_ranks(path: str | os.PathLike, *, jobs: int | None = None, scheduler: A
     if kind != "directory":
         by_fraction = (lambda f: progress(int(1000 * f), 1000)) if progress else None
         with fetched(path) as local:  # a URL's file is copied here; a local path is read in place
-            kind = sniff(local)
-            reads = read_local(local, options, by_fraction, rank_of=rank_from_name, job=False, given=given, shown=path)
+            kind = sniff(local) if url else kind
+            reads = read_local(local, options, by_fraction, rank_of=rank_from_name, job=False, given=given, shown=path,
+                               kind=kind)
         if progress:
             progress(1000, 1000)
     else:
@@ -165,12 +170,23 @@ def _flag_duplicate_ranks(reads: list[RankRead]) -> None:
                                   "one file per rank: check for a copy or a rank from another run")
 
 
-def join_job(ranks: Ranks) -> JobJoin | None:
-    """The job view over a directory's ranks (or the processes of one nsys export); None for one trace."""
+def join_job(ranks: Ranks, ruleset: Ruleset) -> JobJoin | None:
+    """The job view over a directory's ranks (or the processes of one nsys export); None for one trace.
+    The straggler's cause reads the run's rule parameters (``starvation``)."""
     if ranks.kind != "directory" and len(ranks.reads) <= 1:
         return None
     unreadable = {r for r in map(rank_from_name, ranks.failed) if r is not None}
-    return _join([o.tables for o in ranks.reads], unreadable_ranks=unreadable)
+    return _join([o.tables for o in ranks.reads], unreadable_ranks=unreadable, starved=starvation(ruleset))
+
+
+def starvation(ruleset: Ruleset) -> Starvation:
+    """Host launch starvation as the rules define it, with the run's overrides: a GPU busy less than
+    TD101's ``busy_threshold`` of the window, idle at least TD104's ``host_idle_threshold`` of it in long
+    host-late gaps."""
+    from .job.straggler import Starvation  # the module that judges starvation; loaded only for a job
+
+    return Starvation(busy_below=ruleset.values["TD101"]["busy_threshold"],
+                      host_late_from=ruleset.values["TD104"]["host_idle_threshold"])
 
 
 class StepLog(NamedTuple):

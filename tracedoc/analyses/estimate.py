@@ -16,18 +16,11 @@ from ..estimate.formulas import flops_per_token, param_count
 from ..estimate.memory import USABLE_FRACTION, estimate_memory, largest_micro_batch
 from ..model.metrics import metric_names
 from ..model.peaks import device_peak
+from ..model.reportstep import report_step
 from ..model.trace import Trace
 from .registry import Produced, analysis
 
 METRIC_NAMES = metric_names(topic="estimate")  # the metric table's model-formula section
-
-
-def _step_time_ns(per_step: list[dict]) -> float | None:
-    """Mean step time: last completion - first step start, over the steps (docs/definitions.md: step time)."""
-    if not per_step:
-        return None
-    span = max(r["end_ns"] for r in per_step) - min(r["start_ns"] for r in per_step)
-    return span / len(per_step) if span > 0 else None
 
 
 def _compare(ratio: float | None, counted_fraction) -> str:
@@ -47,8 +40,8 @@ def _compare(ratio: float | None, counted_fraction) -> str:
 
 
 @analysis(needs=("estimate_request",), produces=METRIC_NAMES, evidence=("model_estimate", "memory_estimate"),
-          reads=("world_size", "step_time_p50_ns", "peak_tflops", "has_gpu_ops", "model_flops_per_step", "flops_counted_fraction",
-                 "device_memory_bytes", "memory_peak_allocated_bytes"), reads_tables=("per_step",))
+          reads=("world_size", "step_time_p50_ns", "window_ns", "steps", "peak_tflops", "has_gpu_ops", "model_flops_per_step",
+                 "flops_counted_fraction", "device_memory_bytes", "memory_peak_allocated_bytes"))
 def model_estimate(trace: Trace, inputs) -> Produced:
     """The formula metrics and the ``model_estimate`` / ``memory_estimate`` evidence of a rank."""
     request: EstimateRequest = inputs["estimate_request"]
@@ -57,7 +50,7 @@ def model_estimate(trace: Trace, inputs) -> Produced:
     warnings = []
     if setup.dp_size is None:
         setup = replace(setup, dp_size=inputs["world_size"] or 1)
-    step_ns = inputs["step_time_p50_ns"] or _step_time_ns(inputs["per_step"])  # the report's step
+    step_ns = report_step(inputs["step_time_p50_ns"], inputs["window_ns"], inputs["steps"]).ns
     per_token = flops_per_token(spec, setup.seq_len)
     formula = per_token.training * tokens
     params = param_count(spec, setup.seq_len)

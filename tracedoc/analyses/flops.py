@@ -24,6 +24,7 @@ from ..model.metrics import metric_names
 from ..model.trace import Trace
 from . import opflops as F
 from ..model.peaks import DevicePeak, device_peak
+from ..model.reportstep import STEPS, ReportStep
 from .flop_credit import Credit, credit_flops
 from .flop_ops import Counted, Selection, children_gradients, resolve_flops, select_counted
 from .flops_tables import by_kernel_class, by_op_class, flops_evidence, not_counted, per_step_rows, summary_row
@@ -84,10 +85,11 @@ def _in_backward(trace: Trace, rows: np.ndarray, clock: ThreadClock) -> np.ndarr
 
 
 def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, gpu_ext: np.ndarray,
-                  launching_ops, tc_classes, step_time_ns: float | None = None) -> tuple[dict, dict, FlopOps | None]:
+                  launching_ops, tc_classes, step: ReportStep = ReportStep(None, None)) -> tuple[dict, dict, FlopOps | None]:
     """Metrics (``METRIC_NAMES``), evidence tables and the counted ops (for the roofline).
 
-    ``step_time_ns``: the report's one step time (step p50); rates per step divide by it."""
+    ``step``: the report's one step time (``model.reportstep``). FLOPs counted per step span divide by it
+    when it is the median over those steps; FLOPs counted over the window (no step spans) by the window."""
     m: dict = {k: None for k in METRIC_NAMES}
     g, c = trace.gpu_ops, trace.cpu_ops
     device = device_name(trace)
@@ -143,7 +145,7 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
     start = c["start_ns"][rows]
     step_flops, step_hw, time_ns = _per_step_flops(steps, start, counted, lo, hi)
     n_steps = len(steps) if len(steps) else 0
-    per_step_ns = step_time_ns if n_steps and step_time_ns else (time_ns if not n_steps else None)
+    per_step_ns = (step.ns if step.source == STEPS else None) if n_steps else time_ns
     dominant = _dominant_dtype(counted)
     dtype_peak = peak_row.peak_tflops(dominant) if peak_row and dominant else None
     peak = mfu_peak(peak_row, dominant)
@@ -187,13 +189,13 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
 EVIDENCE_NAMES = ("flops_summary", "flops_by_op_class", "flops_by_kernel_class", "flops_not_counted", "flops_per_step")
 
 
-@analysis(needs=("step_spans", "window", "step_time_ns", "comm_mask", "gpu_ext", "launching_ops", "tc_classes"),
+@analysis(needs=("step_spans", "window", "report_step", "comm_mask", "gpu_ext", "launching_ops", "tc_classes"),
           produces=METRIC_NAMES, evidence=EVIDENCE_NAMES, provides=("flop_ops",))
 def flop_rates(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
     metrics, evidence, ops = analyze_flops(trace, inputs["step_spans"], win.start_ns, win.end_ns, inputs["comm_mask"],
                                            inputs["gpu_ext"], inputs["launching_ops"], inputs["tc_classes"],
-                                           inputs["step_time_ns"])
+                                           inputs["report_step"])
     return Produced(metrics=metrics, evidence=evidence, values={"flop_ops": ops})
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..model.meta import TraceMeta, torch_version
 from ..model.record import Record
+from ..model.reportstep import report_step
 from ..model.verdict import Verdict
 from .critical_path import CriticalPath
 from .window import Window
@@ -121,8 +122,7 @@ class RankResult(Record, omit_defaults=True, kw_only=True):
     @property
     def step_time_ns(self) -> float | None:
         """The report's step: the median step time (docs/definitions.md: the report's step); the window without one."""
-        v = self.metrics.get("step_time_p50_ns")
-        return float(v) if v else (float(self.window.length_ns) or None)
+        return report_step(self.metrics.get("step_time_p50_ns"), self.window.length_ns, self.metrics.get("steps")).ns
 
     @property
     def top_impact_fraction(self) -> float:

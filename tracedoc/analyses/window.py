@@ -12,6 +12,7 @@ from ..model.trace import Trace
 from ..model import vocab as V
 from ..model.vocab import PROFILER_STEP_RE
 from ..model.groups import isin
+from ..model.reportstep import report_step
 from ..model.stats import percentile
 from . import classify as C
 from .backlog import Backlog, find_backlog
@@ -287,7 +288,7 @@ def find_window(trace: Trace, steps: Steps, backlog: Backlog | None = None) -> W
     return Window(0, 0, "cpu")
 
 
-@analysis(needs=("backlog",), provides=("step_spans", "window", "step_time_ns"),
+@analysis(needs=("backlog",), provides=("step_spans", "window", "report_step"),
           produces=("window_ns", "steps", "iterations", "iteration_name", "step_time_mean_ns", "step_time_p50_ns",
                     "step_time_p95_ns"))
 def steps_and_window(trace: Trace, inputs) -> Produced:
@@ -304,4 +305,5 @@ def steps_and_window(trace: Trace, inputs) -> Produced:
         m.update(step_time_mean_ns=float(d.mean()), step_time_p50_ns=percentile(d, 50),
                  step_time_p95_ns=percentile(d, 95))
     # the report's one step time (docs/definitions.md): rates per step divide by it
-    return Produced(metrics=m, values={"step_spans": steps, "window": win, "step_time_ns": m["step_time_p50_ns"]})
+    step = report_step(m["step_time_p50_ns"], m["window_ns"], m["steps"])
+    return Produced(metrics=m, values={"step_spans": steps, "window": win, "report_step": step})

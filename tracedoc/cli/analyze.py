@@ -154,10 +154,11 @@ def cmd_analyze(args) -> int:
     if args.perfetto and is_url(path):
         raise UsageError("--perfetto", f"reads the trace files again to write the timeline, and {path} is a URL", None,
                          "copy the trace files to a local folder and pass that folder with --perfetto")
-    if args.rank is not None and not is_url(path) and sniff(path) == "kineto":  # a directory or an nsys export may hold several
+    kind = sniff(path) if args.rank is not None and not is_url(path) else None  # sniffed once, handed on
+    if kind == "kineto":  # a directory or an nsys export may hold several
         raise _rank_on_one_trace(path, "a Kineto trace file: one process")
     if args.rank is not None:
-        _check_rank_first(args.rank, path)
+        _check_rank_first(args.rank, path, kind)
     engine = engine_kwargs(args)
     update, progress = _progress_callback(not args.no_progress and _big_input(path), _of_ranks(path))
     options = {}
@@ -173,7 +174,7 @@ def cmd_analyze(args) -> int:
     try:
         result = analyze(path, jobs=args.jobs, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
                          progress=update, command=command, scheduler=args.scheduler, log=args.log,
-                         estimate=estimate_request(args), **options)
+                         estimate=estimate_request(args), kind=kind, **options)
     except TracedocError:
         log_format = training_log_format(path)
         if log_format is None:
@@ -310,14 +311,14 @@ def _write_overlay(args: argparse.Namespace, result) -> int | None:
 
 
 
-def _check_rank_first(rank: int, path: str) -> None:
-    """A ``--rank`` that no rank of ``path`` can be, refused before the analysis (which may take minutes)."""
+def _check_rank_first(rank: int, path: str, kind: str | None) -> None:
+    """A ``--rank`` that no rank of ``path`` can be, refused before the analysis (which may take minutes);
+    ``kind``: what ``ingest.sniff`` told of ``path`` (None for a URL)."""
     if rank < 0:
         raise UsageError("--rank", f"rank {rank} is negative", None, "ranks are numbered from 0")
-    from ..ingest import sniff
     from ..stages import directory_ranks
 
-    if sniff(path) != "directory":
+    if kind != "directory":
         return
 
     have = directory_ranks(path)

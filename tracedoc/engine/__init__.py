@@ -2,8 +2,9 @@
 
 Public API::
 
-    from tracedoc.engine import evaluate
-    verdict = evaluate(metrics, evidence, step_time_ns, params={"TD301.stall_threshold": 0.1})
+    from tracedoc.engine import evaluate, load_ruleset
+    ruleset = load_ruleset({"TD301.stall_threshold": 0.1}, rule_dirs=())  # once per run
+    verdict = evaluate(metrics, evidence, step_time_ns, ruleset=ruleset)
     verdict.labels, verdict.findings, verdict.health, verdict.confidence, verdict.to_dict()
 """
 

@@ -1,24 +1,23 @@
 """Evaluate rules against one rank's metrics.
 
 Input: the metrics dict (names from ``tracedoc.analyses.registry.METRICS``; None = not measurable),
-evidence tables, the step time (the median), threshold overrides and extra rule directories.
+evidence tables, the step time (the median) and the run's ``Ruleset`` (rules, parameter values).
 Output: a :class:`Verdict` holding trace-health messages and findings ranked by the share of the
 step each one explains.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from ..model.plain import plain
 from ..model.record import replace
+from ..model.reportstep import report_step
 from ..model.verdict import VERDICT_SCHEMA_VERSION, Finding, HealthMessage, Verdict
 from .health import check_health, host_verdict_allowed, lowest
-from .params import resolve_params
-from .rulefile import SCOPE_TRACE, SEVERITIES, Rule, load_rules
-from .ruleset import Ruleset
+from .rulefile import SCOPE_TRACE, SEVERITIES, Rule
+from .ruleset import Ruleset, load_ruleset
 from .whatifs import REPLAYED, WHAT_IF_ESTIMATE, WHAT_IF_NONE, WHAT_IF_SHARE
 
 # Why a label's fix cannot be predicted from the trace ("not modelled: ...").
@@ -42,14 +41,11 @@ def evaluate(
     metrics: Mapping[str, Any],
     evidence: Mapping[str, list[Mapping[str, Any]]] | None = None,
     step_time_ns: float | None = None,
-    params: Mapping[str, Any] | None = None,
-    extra_rule_dirs: Iterable[str | Path] = (),
     *,
-    rules: list[Rule] | None = None,
+    ruleset: Ruleset | None = None,
     scope: str = SCOPE_TRACE,
     what_ifs: Mapping[str, Mapping[str, Any]] | None = None,
     what_if_unavailable: str | None = None,
-    ruleset: Ruleset | None = None,
 ) -> Verdict:
     """Run trace-health checks, then every rule; return findings ranked by impact.
 
@@ -62,23 +58,20 @@ def evaluate(
     as not modelled. A verdict finding whose predicted gain is under ``MIN_GAIN_FRACTION`` of the step
     is minor: listed, without a place in the verdict's labels.
 
-    ``params`` maps ``"RULE.param"`` (rule id or name) to a value and overrides defaults.
-    ``step_time_ns`` (default: the ``step_time_p50_ns`` metric, the report's one step time) converts impact
-    fractions into milliseconds per step. ``rules`` replaces loading from disk (for tests and embedding); a
-    ``ruleset`` (``load_ruleset``, once per run) replaces both, its parameters already resolved.
+    ``ruleset`` (``load_ruleset(params, rule_dirs)``, once per run) holds the rules and their parameter
+    values with the overrides applied; without one, the shipped rules at their defaults.
+    ``step_time_ns`` (default: the report's one step time, ``model.reportstep``, of the metrics) converts impact
+    fractions into milliseconds per step.
     Only the rules of ``scope`` are evaluated: ``"trace"`` (per-rank trace metrics) or ``"log"``
     (training-log metrics); trace-health checks run for traces only.
     """
-    if ruleset is not None:
-        rules, values = list(ruleset.rules), ruleset.values
-    else:
-        if rules is None:
-            rules = load_rules(extra_rule_dirs)
-        values = resolve_params(rules, params)
-    rules = [rule for rule in rules if rule.scope == scope]
+    if ruleset is None:
+        ruleset = load_ruleset()
+    rules, values = ruleset.of_scope(scope), ruleset.values
     env_metrics = {name: plain(value) for name, value in metrics.items()}
     if step_time_ns is None:
-        step_time_ns = env_metrics.get("step_time_p50_ns")
+        step_time_ns = report_step(env_metrics.get("step_time_p50_ns"), env_metrics.get("window_ns"),
+                                   env_metrics.get("steps")).ns
     step_time_ns = plain(step_time_ns)
     evidence = evidence or {}
     health = check_health(env_metrics) if scope == SCOPE_TRACE else []

@@ -16,7 +16,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 
 def sniff(path: str) -> str:
     """Name the format of ``path``: ``kineto``, ``nsys`` or ``directory``; raise a TraceError for
-    anything else (a pipe or a device is refused before a byte of it is read)."""
+    anything else (a pipe or a device is refused before a byte of it is read). Each input is sniffed
+    once: the stages after it take the name (``kind``) instead of opening the file again."""
     if not os.path.exists(path):
         if not_regular(path) == "a symbolic link loop":
             raise TraceError(path, "is a symbolic link loop", None, "point tracedoc at the trace file itself")
@@ -42,15 +43,16 @@ def sniff(path: str) -> str:
 
 @with_paused_gc
 def load(path: str | os.PathLike, progress: Callable[[float], None] | None = None, workers: int | None = None,
-         **options) -> Trace:
+         *, kind: str | None = None, **options) -> Trace:
     """Read one trace file of any supported format.
 
     ``workers`` bounds the processes a large Kineto file is decoded with (default: CPU count);
     ``steps`` (``"A:B"``) reads a slice of a Kineto trace, ``ProfilerStep#A`` to ``#B``; the other
-    ``options`` are the nsys reader's (``step_range``, ``pid``, ...).
+    ``options`` are the nsys reader's (``step_range``, ``pid``, ...). ``kind``: the file's format when the
+    caller has sniffed it already (``sniff``).
     """
     path = os.fspath(path)
-    kind = sniff(path)
+    kind = kind or sniff(path)
     if kind == "directory":
         raise TraceError(path, "is a directory", None, "use tracedoc.load_dir() or `tracedoc analyze DIR` for per-rank traces")
     steps = options.pop("steps", None)

@@ -50,19 +50,22 @@ def analyze_file(path: str, options: dict, progress: Callable[[float], None] | N
 
 def read_local(path: str, options: dict, progress: Callable[[float], None] | None = None,
                workers: int | None = None, rank_of: Callable[[str], int | None] | None = None,
-               job: bool = True, given: dict | None = None, shown: str | None = None) -> list[RankRead]:
-    """``analyze_file`` of a local file; ``shown``: the name the results give it (a URL it was copied from)."""
+               job: bool = True, given: dict | None = None, shown: str | None = None,
+               kind: str | None = None) -> list[RankRead]:
+    """``analyze_file`` of a local file; ``shown``: the name the results give it (a URL it was copied from);
+    ``kind``: its format when the caller has sniffed it (``ingest.sniff``), else sniffed here, once."""
     shown = shown or path
     options = dict(options)
     steps = options.pop("steps", None)
-    if sniff(path) == "nsys":
+    kind = kind or sniff(path)
+    if kind == "nsys":
         from ..ingest import nsys
 
         check_kineto_options(path, steps)
-        traces = [load(path, **options)] if "pid" in options else nsys.read_nsys_ranks(path, **options)
+        traces = [load(path, kind=kind, **options)] if "pid" in options else nsys.read_nsys_ranks(path, **options)
     else:
         check_nsys_options(path, options)
-        traces = [load(path, progress=progress, workers=workers, steps=steps)]
+        traces = [load(path, progress=progress, workers=workers, kind=kind, steps=steps)]
     out = []
     for t in traces:
         if t.meta.rank is None and len(traces) == 1 and rank_of is not None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -64,10 +64,6 @@ MIN_STEADY_TRIALS = 3
 STEADY_RATIO = 2.0
 # A cause must explain at least this share of the straggler's lateness.
 MIN_CAUSE_SHARE = 0.25
-# Host launch starvation: the GPU busy less than half the window (TD101's threshold), and at least 10%
-# of the window idle in host-late gaps of 1 ms or more (TD104's threshold).
-STARVED_BUSY = 0.5
-STARVED_HOST_LATE = 0.1
 
 CAUSE_TEXT = {
     "compute": "longer GPU compute before its collectives",
@@ -77,6 +73,16 @@ CAUSE_TEXT = {
     "host": "host work: CPU ops, Python and kernel launches",
     "other": "time no recorded op explains (host stalls outside the profiler, clocks/thermal, data skew)",
 }
+
+
+class Starvation(NamedTuple):
+    """When a straggler's GPU is starved by its host: busy less than ``busy_below`` of the window (TD101's
+    ``busy_threshold``) and idle at least ``host_late_from`` of it in long host-late gaps (TD104's
+    ``host_idle_threshold``). The caller reads both from the run's rule parameters, so ``--param``
+    moves them as it moves the rules."""
+
+    busy_below: float
+    host_late_from: float
 
 
 @dataclass
@@ -316,12 +322,12 @@ def lead_per_step(ranks: list[RankTables], stacked: Stacked, t: Timing) -> dict[
 
 
 def cause_of(rank: int, lead: dict[int, dict[str, float]], lateness_per_step_ns: float,
-             gpu: dict[str, float | None] | None = None) -> dict:
+             gpu: dict[str, float | None] | None = None, starved: Starvation | None = None) -> dict:
     """The category in which the straggler's lead-in exceeds the median rank's most.
 
     ``gpu``: the straggler's ``gpu_busy_fraction`` and ``host_late_idle_fraction`` (idle in gaps of
     1 ms or more because the host launched late, not blocked in a sync): host work that leaves its GPU
-    idle in such gaps is host launch starvation."""
+    idle in such gaps is host launch starvation, by the bars ``starved`` sets (none without them)."""
     others = [v for r, v in lead.items() if r != rank] or list(lead.values())
     own = lead.get(rank, {})
     rows = []
@@ -337,8 +343,8 @@ def cause_of(rank: int, lead: dict[int, dict[str, float]], lateness_per_step_ns:
         and top["excess_ms_per_step"] > 0
     cause = top["category"] if explained else "unknown"
     busy, host_late = (gpu or {}).get("gpu_busy_fraction"), (gpu or {}).get("host_late_idle_fraction")
-    if cause in ("host", "other", "unknown") and busy is not None and host_late is not None \
-            and busy < STARVED_BUSY and host_late >= STARVED_HOST_LATE:
+    if cause in ("host", "other", "unknown") and starved is not None and busy is not None and host_late is not None \
+            and busy < starved.busy_below and host_late >= starved.host_late_from:
         cause = "host_launch"
         text = (f"host launch starvation: its GPU is busy {busy:.0%} of the window and idles {host_late:.0%} of it "
                 "in gaps of 1 ms or more waiting for the host to launch the next work")

@@ -8,7 +8,7 @@ the judge and the merged timeline need besides.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -18,6 +18,9 @@ from ..model.groups import distinct, isin
 from ..model.metrics import metric_names
 from ..model.record import Record
 from ..model.stats import median, percentile
+
+if TYPE_CHECKING:
+    from .straggler import Starvation
 
 TOP_COLLECTIVE_ROWS = 20
 # The metrics the job view produces, for the job verdict and every rank of a job (the metric table's job scope)
@@ -96,16 +99,20 @@ class JobJoin(NamedTuple):
         return out
 
 
-def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset()) -> JobView:
+def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset(),
+              starved: Starvation | None = None) -> JobView:
     """The job view of the ranks' compact tables (``join_job`` without the rest)."""
-    return join_job(tables, unreadable_ranks).view
+    return join_job(tables, unreadable_ranks, starved).view
 
 
-def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset()) -> JobJoin:
+def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset(),
+             starved: Starvation | None = None) -> JobJoin:
     """Join the ranks' compact tables: match, time, find stragglers. O(ranks x collectives).
 
     ``unreadable_ranks``: ranks whose file is in the directory but could not be read (the result's
-    ``failed``); like absent ranks they are in no match and cannot be named stragglers."""
+    ``failed``); like absent ranks they are in no match and cannot be named stragglers. ``starved``:
+    the bars of host launch starvation, a straggler's cause (from the run's rule parameters; without
+    them no straggler is said to be starved)."""
     # imported here: analysing one file imports this module (the job view's type) but never joins ranks
     from .checks import admit
     from .match import group_members, match, stack
@@ -170,7 +177,7 @@ def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = 
     for f in found:
         s = f.stats
         late_ps = waits[s.rank].late_p50_ns or 0.0
-        cause = cause_of(s.rank, lead, late_ps, info.get(s.rank))
+        cause = cause_of(s.rank, lead, late_ps, info.get(s.rank), starved)
         view.stragglers.append({
             "rank": s.rank, "confidence": f.confidence, "confidence_why": f.why,
             "named_by": "size" if f.by_size else "count", "explains_wait_fraction": s.explains,

@@ -35,6 +35,7 @@ import numpy as np
 from ..model.plain import plain_finite
 from . import detect
 from .detect import anomaly
+from .registry import ANOMALY_RULES
 from .scaler import PRIORITY, skip_rhythm
 from .series import LogSeries
 from .throughput import analyze_throughput
@@ -195,7 +196,7 @@ def _stability(series, options, m, anomalies, evidence, charts, notes) -> None:
         bad = present & ~np.isfinite(loss)
         starts, ends = detect.episodes(bad)
         for s, e in zip(starts, ends):
-            anomalies.append(anomaly("nan", steps, int(s), int(e), field="loss", value=str(loss[s]), rule="TD601",
+            anomalies.append(anomaly("nan", steps, int(s), int(e), field="loss", value=str(loss[s]), rule=ANOMALY_RULES["nan"],
                                      criterion="not a finite number"))
         m["loss_nonfinite_count"] = int(bad.sum())
         m["loss_nonfinite_first_step"] = int(steps[starts[0]]) if starts.size else None
@@ -219,7 +220,7 @@ def _stability(series, options, m, anomalies, evidence, charts, notes) -> None:
         if col is not None:
             for i in np.flatnonzero(col > 0)[:1000]:
                 anomalies.append({"kind": kind, "step": int(steps[i]), "count": int(col[i]), "field": "nan_iterations",
-                                  "rule": "TD601", "criterion": "Megatron counted NaN iterations"})
+                                  "rule": ANOMALY_RULES[kind], "criterion": "Megatron counted NaN iterations"})
 
 
 def _loss_episodes(steps, x, present, w, options, m, anomalies, evidence) -> None:
@@ -232,7 +233,7 @@ def _loss_episodes(steps, x, present, w, options, m, anomalies, evidence) -> Non
     for b in bumps:
         in_bump[b.start:b.end + 1] = True
         row = anomaly("loss_bump", st, b.start, b.end, peak_step=int(st[b.peak]), loss=float(xs[b.peak]),
-                      reference=b.reference, mean_ratio=b.mean_ratio, max_ratio=b.max_ratio, rule="TD607",
+                      reference=b.reference, mean_ratio=b.mean_ratio, max_ratio=b.max_ratio, rule=ANOMALY_RULES["loss_bump"],
                       criterion=f"the loss stayed over {1 + options.bump_rise_fraction:g}x (and {options.bump_z:g} "
                                 f"robust sigmas above) the level before it for {b.end - b.start + 1} points, then "
                                 "came back")
@@ -259,7 +260,7 @@ def _loss_episodes(steps, x, present, w, options, m, anomalies, evidence) -> Non
                 f"{(value - ref) / abs(ref) if ref else float('inf'):+.0%} > {options.spike_min_rise_fraction:.0%} "
                 "above the trailing median")
         a = anomaly("loss_spike", st, int(s), int(e), peak_step=int(st[p]), loss=value, reference=float(ref),
-                    ratio=ratio, z=min(float(z), 1e9), persistent=bool(pers), rule="TD602", criterion=crit)
+                    ratio=ratio, z=min(float(z), 1e9), persistent=bool(pers), rule=ANOMALY_RULES["loss_spike"], criterion=crit)
         anomalies.append(a)
         rows.append(a)
         zs.append(min(float(z), 1e9))
@@ -275,7 +276,7 @@ def _loss_episodes(steps, x, present, w, options, m, anomalies, evidence) -> Non
         m["divergence_start_step"] = int(st[min(tr.start, idx.size - 1)])
         m["divergence_rise_fraction"] = tr.rise_fraction if np.isfinite(tr.rise_fraction) else None
         anomalies.append({"kind": "divergence", "start_step": m["divergence_start_step"], "end_step": int(st[-1]),
-                          "to_nan": tr.to_nan, "rise_fraction": plain_finite(tr.rise_fraction), "rule": "TD603",
+                          "to_nan": tr.to_nan, "rise_fraction": plain_finite(tr.rise_fraction), "rule": ANOMALY_RULES["divergence"],
                           "criterion": "ends in NaN/inf" if tr.to_nan else
                           "the smoothed loss rises from its minimum in most blocks to the end"})
 
@@ -289,7 +290,7 @@ def _grad_norm(series, loss, options, m, anomalies, charts) -> None:
     bad = present & ~np.isfinite(grad)
     m["grad_norm_nonfinite_count"] = int(bad.sum())
     for s, e in zip(*detect.episodes(bad)):
-        anomalies.append(anomaly("nan", steps, int(s), int(e), field="grad_norm", value=str(grad[s]), rule="TD601",
+        anomalies.append(anomaly("nan", steps, int(s), int(e), field="grad_norm", value=str(grad[s]), rule=ANOMALY_RULES["nan"],
                                  criterion="not a finite number"))
     idx = np.flatnonzero(present)
     w = _window(idx.size, options.window)
@@ -301,7 +302,7 @@ def _grad_norm(series, loss, options, m, anomalies, charts) -> None:
             anomalies.append(anomaly("grad_norm_spike", steps[idx], int(s), int(e), peak_step=int(steps[peak]),
                                      grad_norm=float(grad[peak]), reference=float(ref),
                                      ratio=float(grad[peak] / ref) if ref > 0 else None, z=min(float(z), 1e9),
-                                     rule="TD604", criterion=f"z {min(float(z), 1e9):.1f} > {options.grad_spike_z:g} and "
+                                     rule=ANOMALY_RULES["grad_norm_spike"], criterion=f"z {min(float(z), 1e9):.1f} > {options.grad_spike_z:g} and "
                                      f">= {options.grad_spike_min_ratio:g}x the trailing median", **extra))
         m["grad_norm_spike_count"] = int(sp.starts.size)
         m["grad_norm_spike_first_step"] = int(steps[idx[sp.starts[0]]]) if sp.starts.size else None
@@ -368,7 +369,7 @@ def _skips(series, m, anomalies, evidence, charts) -> None:
         end = int(np.searchsorted(steps, g["end_step"]))
         start, end = min(start, len(steps) - 1), min(end, len(steps) - 1)
         anomalies.append(anomaly("skipped_iterations", steps, start, end, count=g["skips"], group=g["kind"],
-                                 **{k: v for k, v in g.items() if k.startswith("loss_scale")}, rule="TD605",
+                                 **{k: v for k, v in g.items() if k.startswith("loss_scale")}, rule=ANOMALY_RULES["skipped_iterations"],
                                  criterion=f"{rhythm.pattern} pattern: {rhythm.reason}"))
     if scale is not None:
         charts["loss_scale"] = scale
@@ -391,5 +392,5 @@ def _utilisation(series, options, warm, m, anomalies) -> None:
     m["low_gpu_util_episode_count"] = int(starts.size)
     for s, e in zip(starts, ends):
         anomalies.append(anomaly("low_gpu_util", series.step, int(s), int(e),
-                                 mean_percent=float(np.mean(util[s:e + 1])), rule="TD613",
+                                 mean_percent=float(np.mean(util[s:e + 1])), rule=ANOMALY_RULES["low_gpu_util"],
                                  criterion=f"GPU utilisation under {options.low_gpu_util_percent:g}%"))

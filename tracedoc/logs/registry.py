@@ -18,6 +18,14 @@ LOG_FORMATS = ("jsonl", "json", "megatron", "deepspeed", "torchtitan", "nanogpt"
 # what ``tracedoc logs --follow`` reports (``tracedoc.logs.watch``); ``--fail-on`` takes these too
 WATCH_KINDS = ("nan", "loss_spike", "divergence", "stall", "throughput_regression", "no_new_line")
 
+# The log rule that reports each kind of anomaly (an anomaly row's ``rule``): the one place the log
+# analyses name rule ids (tests/test_log_rules.py checks each against the rule files).
+ANOMALY_RULES: dict[str, str] = {
+    "nan": "TD601", "loss_spike": "TD602", "divergence": "TD603", "grad_norm_spike": "TD604",
+    "skipped_iterations": "TD605", "loss_bump": "TD607", "loss_regression": "TD608", "throughput_dip": "TD611",
+    "periodic_stall": "TD612", "low_gpu_util": "TD613", "throughput_drift": "TD614",
+}
+
 # Evidence tables a log rule may cite (``[[evidence]] table = ...``): what the log analyses produce.
 LOG_EVIDENCE: dict[str, str] = {
     "anomalies": "Every anomaly found, with its kind and steps.",

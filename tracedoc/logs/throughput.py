@@ -29,6 +29,7 @@ import numpy as np
 from . import detect
 from .detect import anomaly
 from .periodic import find_patterns
+from .registry import ANOMALY_RULES
 
 CAUSE_SHARE = 0.6
 CAUSES = {"eval": "evaluation", "save": "checkpoint save", "gc": "garbage collection"}
@@ -151,7 +152,7 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
                          pattern_lost_fraction=summ["lost_fraction"], **({"cause": summ["cause"]} if summ["cause"] else {}))
             if summ["period_min_steps"] != summ["period_max_steps"]:
                 extra.update(period_min_steps=summ["period_min_steps"], period_max_steps=summ["period_max_steps"])
-        row = anomaly(kind, steps, s, e, rule="TD612" if kind == "periodic_stall" else "TD611", **extra)
+        row = anomaly(kind, steps, s, e, rule=ANOMALY_RULES[kind], **extra)
         (stalls if kind == "periodic_stall" else dips).append(row)
         anomalies.append(row)
     for summ in summaries[1:]:
@@ -263,7 +264,7 @@ def _drift(steps: np.ndarray, tp: np.ndarray, steady: np.ndarray, unit: str | No
     m["throughput_drift_shape"] = shape
     if abs(drift) < report_fraction:
         return
-    anomalies.append(anomaly("throughput_drift", steps, int(idx[0]), int(idx[-1]), rule="TD614",
+    anomalies.append(anomaly("throughput_drift", steps, int(idx[0]), int(idx[-1]), rule=ANOMALY_RULES["throughput_drift"],
                              drift_fraction=drift, shape=shape, **({"change_step": at} if at is not None else {}),
                              first_throughput=1.0 / first, last_throughput=1.0 / last, unit=unit,
                              criterion="median time per unit of work, last fifth of the steady points vs the first"))

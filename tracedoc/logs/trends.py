@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from .registry import ANOMALY_RULES
+
 MIN_WINDOWS = 4
 MIN_RISES = 3
 MIN_RISE_FRACTION = 0.005
@@ -121,7 +123,7 @@ def find_trends(series, window: int, diverging: bool, anomalies: list[dict[str, 
         row: dict[str, Any] = {"kind": "loss_regression", "start_step": step, "end_step": int(series.step[-1]),
                                "loss_from": float(levels[start]), "loss_to": float(levels[-1]), "rise_fraction": rise,
                                "windows": int(levels.size - 1 - start), "window_kind": unit, "field": what,
-                               "rule": "TD608", "criterion": crit}
+                               "rule": ANOMALY_RULES["loss_regression"], "criterion": crit}
         if after:
             row["after_resume_step"] = m["loss_regression_after_resume_step"] = after[-1]
         if what == "training loss" and v_start is not None:
