@@ -2,7 +2,8 @@
 
 Each task loads one file, runs the per-rank analyses and reduces the trace to the compact job tables
 (``analyses.read_rank``), so only results travel back, never traces; what a task sends back is packed
-(``rank_task``): a few tenths of a percent of a large rank file. Tasks run in a local process pool, or
+(``rank_task``) as plain data (``tracedoc.job.wire``: never pickle): a few tenths of a percent of a large
+rank file. Tasks run in a local process pool, or
 on a Dask cluster when a scheduler is given (``tracedoc.job.cluster``; its workers must see the same
 paths, or read the same URLs). In a directory, a file that cannot be read costs only that rank: it is
 reported in ``failed`` (the analysis result's ``failed``, JSON ``inputs[].error``), the others go on.
@@ -12,8 +13,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
-import pickle
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -22,13 +21,7 @@ from ..errors import TraceError, TracedocError, UsageError
 from ..gcpause import with_paused_gc
 from ..ingest import check_kineto_options, check_nsys_options, load, sniff
 from ..remote import fetched, renamed_text
-
-try:  # ISA-L's deflate (a core dependency), zlib's where it has no wheels: the same format either way
-    from isal.isal_zlib import compress as _compress
-    from isal.isal_zlib import decompress as _decompress
-except ImportError:
-    _compress, _decompress = zlib.compress, zlib.decompress
-PACK_LEVEL = 1  # the fastest level: a rank's results pack in a few ms, to about a third
+from .wire import WireError, pack, unpack
 
 @dataclass
 class FanOut:
@@ -96,19 +89,10 @@ def _guarded(path: str, options: dict, rank_of, given: dict | None) -> tuple[lis
 
 def rank_task(path: str, options: dict, rank_of, given: dict | None) -> bytes:
     """What a worker process sends back for one file: its ranks' compact results (or why it failed),
-    pickled and compressed. The results are summaries (metrics, evidence tables, timeline excerpts, the job
-    view's collective tables): about 1% of a large rank file (1.06% of a 25 MB one), a third of that packed.
-    Pickle is the trust model of the process pool and of a Dask cluster alike: only our own processes
-    exchange these bytes."""
-    return pack(_guarded(path, options, rank_of, given))
-
-
-def pack(value: Any) -> bytes:
-    return _compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), PACK_LEVEL)
-
-
-def unpack(blob: bytes) -> Any:
-    return pickle.loads(_decompress(blob))
+    packed as plain data and deflated (``wire.pack``). The results are summaries (metrics, evidence tables,
+    timeline excerpts, the job view's collective tables): about 1% of a large rank file (1.06% of a 25 MB
+    one), a third of that packed. Reading them back (``wire.unpack``) builds values, never runs code."""
+    return pack(*_guarded(path, options, rank_of, given))
 
 
 def fan_out(files: list[str], options: dict, *, jobs: int | None = None, scheduler: Any = None,
@@ -139,8 +123,13 @@ def fan_out(files: list[str], options: dict, *, jobs: int | None = None, schedul
 
 
 def collect(done: FanOut, path: str, blob: bytes) -> None:
-    """One finished file: its ranks' outputs, or why it could not be read; the bytes it sent are counted."""
-    outs, failure = unpack(blob)
+    """One finished file: its ranks' outputs, or why it could not be read; the bytes it sent are counted.
+    Bytes that are not a rank task's answer (cut or altered on the way) cost that file's ranks alone."""
+    try:
+        outs, failure = unpack(blob)
+    except WireError as exc:
+        outs, failure = [], {"source": path, "error": f"{path}: not read: what its worker sent back cannot be "
+                                                      f"read: {exc}"}
     done.outputs.extend(outs)
     done.received[path] = len(blob)
     if failure:
