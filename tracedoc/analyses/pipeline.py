@@ -13,11 +13,14 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from ..gcpause import RELEASE_MIN_BYTES, release_free_memory
 from ..model.trace import Trace
 from .offload import Offloader
 from .registry import ANALYSES, GIVEN, PRODUCERS, Analysis, ContractError, Produced
 
 _KINDS = ("metrics", "evidence", "values")
+# From RELEASE_MIN_BYTES of columns the memory an analysis freed is given back to the system after it (and
+# the load's, before the first): on a large trace the next stage, and a forked child, start from what is live.
 
 
 _registered = False
@@ -107,6 +110,8 @@ def run_analyses(trace: Trace, metrics: Iterable[str] | None = None, evidence: I
         out.warnings.extend(produced.warnings)
 
     order = plan(**asked, given=tuple(given or ()))
+    release = release_free_memory if sum(t.nbytes for t in trace.tables.values()) >= RELEASE_MIN_BYTES else _no_op
+    release()
     away = Offloader(order, trace, workers)
     try:
         for entry in order:
@@ -115,10 +120,15 @@ def run_analyses(trace: Trace, metrics: Iterable[str] | None = None, evidence: I
                 continue
             away.collect(entry.needs, merge)
             merge(entry, entry.run(trace, inputs_for(entry, out)))
+            release()
         away.collect(None, merge)
     finally:
         away.cancel()
     return out
+
+
+def _no_op() -> None:
+    pass
 
 
 def inputs_for(entry: Analysis, out: Produced) -> MappingProxyType:
