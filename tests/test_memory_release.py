@@ -1,9 +1,11 @@
-"""Memory a large trace's analysis frees is given back as it goes: the load's pieces once joined, and
-after each analysis (``gcpause.release_free_memory``, ``pipeline.RELEASE_MIN_BYTES``)."""
+"""Memory a large trace's analysis frees is given back: the load's pieces as each table is joined, then
+before the first analysis and before a child is forked (``gcpause.release_free_memory``,
+``gcpause.RELEASE_MIN_BYTES``)."""
 
 from __future__ import annotations
 
 import copy
+import os
 import sys
 
 import numpy as np
@@ -11,7 +13,8 @@ import pytest
 from trace_builder import TraceBuilder, training_steps
 
 from tracedoc import gcpause
-from tracedoc.analyses import RANK_VALUES, analyze_trace, pipeline
+from tracedoc.analyses import analyze_trace, pipeline
+from tracedoc.analyses import offload as O
 from tracedoc.ingest import load
 from tracedoc.model.trace import SCHEMAS, Table
 
@@ -54,17 +57,25 @@ def test_freed_heap_memory_goes_back_to_the_system():
     assert last[0] == 1
 
 
-def test_a_large_traces_analyses_give_back_memory_after_each_one(monkeypatch, tmp_path):
+def test_a_large_traces_analyses_start_from_live_memory_and_so_does_a_child(monkeypatch, tmp_path):
     b = TraceBuilder()
     training_steps(b, steps=4, kernels=6)
     trace = load(str(b.write(tmp_path / "t.json")))
     calls = []
-    monkeypatch.setattr(pipeline, "release_free_memory", lambda: calls.append(1))
+    monkeypatch.setattr(pipeline, "release_free_memory", lambda: calls.append("analyses"))
+    monkeypatch.setattr(O, "release_free_memory", lambda: calls.append("child"))
     small = analyze_trace(trace, workers=1)
     assert calls == []  # a small trace: nothing to give back
     monkeypatch.setattr(pipeline, "RELEASE_MIN_BYTES", 0)
-    default = pipeline.default_request()
-    order = pipeline.plan(default["metrics"], default["evidence"], RANK_VALUES + ("collective_calls",))
     big = analyze_trace(trace, workers=1)
-    assert len(calls) == len(order) + 1  # before the first, then after each analysis (none in a child)
+    assert calls == ["analyses"]  # once, before the first analysis; no child with workers=1
     assert big.metrics == small.metrics and big.evidence == small.evidence
+    if not sys.platform.startswith("linux") or (os.cpu_count() or 1) < 2:
+        return
+    calls.clear()
+    monkeypatch.setattr(O, "OFFLOAD_MIN_OPS", 0)
+    monkeypatch.setattr(O.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(O, "child_fits", lambda trace: True)
+    forked = analyze_trace(trace)
+    assert calls == ["analyses", "child"]  # and again just before the critical path's child is forked
+    assert forked.metrics == small.metrics

@@ -19,8 +19,8 @@ from .offload import Offloader
 from .registry import ANALYSES, GIVEN, PRODUCERS, Analysis, ContractError, Produced
 
 _KINDS = ("metrics", "evidence", "values")
-# From RELEASE_MIN_BYTES of columns the memory an analysis freed is given back to the system after it (and
-# the load's, before the first): on a large trace the next stage, and a forked child, start from what is live.
+# From RELEASE_MIN_BYTES of columns the memory freed so far is given back to the system before the first
+# analysis and before a child is forked (``offload``): the analyses, and the child, start from what is live.
 
 
 _registered = False
@@ -120,7 +120,6 @@ def run_analyses(trace: Trace, metrics: Iterable[str] | None = None, evidence: I
                 continue
             away.collect(entry.needs, merge)
             merge(entry, entry.run(trace, inputs_for(entry, out)))
-            release()
         away.collect(None, merge)
     finally:
         away.cancel()
