@@ -143,6 +143,16 @@ def test_a_damaged_answer_costs_only_its_file():
     assert done.received == {"/run/rank0.json": len(garbage), "/run/rank1.json": len(failed)}
 
 
+def test_a_result_plain_data_cannot_carry_costs_only_its_file(job_reads, monkeypatch):
+    read = job_reads[0]._replace(overlay=None)
+    odd = read._replace(result=msgspec.structs.replace(read.result, metrics={**read.result.metrics, "x": 1 << 70}))
+    monkeypatch.setattr(fanout, "_guarded", lambda *a: ([odd], None))
+    done = fanout.FanOut([])
+    fanout.collect(done, "/run/rank0.json", fanout.rank_task("/run/rank0.json", {}, None, None))
+    assert done.outputs == []
+    assert done.failed[0]["error"].startswith("/run/rank0.json: not read: its results cannot be sent back")
+
+
 @pytest.mark.parametrize("module", ["tracedoc/job/fanout.py", "tracedoc/job/wire.py", "tracedoc/job/cluster.py"])
 def test_no_pickle_on_the_fan_outs_path(module):
     tree = ast.parse((ROOT / module).read_text())

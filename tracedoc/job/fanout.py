@@ -92,7 +92,12 @@ def rank_task(path: str, options: dict, rank_of, given: dict | None) -> bytes:
     packed as plain data and deflated (``wire.pack``). The results are summaries (metrics, evidence tables,
     timeline excerpts, the job view's collective tables): about 1% of a large rank file (1.06% of a 25 MB
     one), a third of that packed. Reading them back (``wire.unpack``) builds values, never runs code."""
-    return pack(*_guarded(path, options, rank_of, given))
+    reads, failure = _guarded(path, options, rank_of, given)
+    try:
+        return pack(reads, failure)
+    except (TypeError, ValueError, OverflowError) as exc:  # a value plain data cannot carry: this file alone
+        return pack([], {"source": path, "error": f"{path}: not read: its results cannot be sent back from the "
+                                                  f"worker ({exc})"})
 
 
 def fan_out(files: list[str], options: dict, *, jobs: int | None = None, scheduler: Any = None,
