@@ -144,7 +144,17 @@ def write_rank_trace(path: Path, rank: int, world: int, steps: int, per_step: in
 
 def bench_traces(args) -> dict:
     from tracedoc.api import analyze
+    from tracedoc.job import fanout
 
+    received, unpack_s, collect = {}, [], fanout.collect
+
+    def counting(done, path, blob):  # what each worker sent back, and the client's time to read it
+        received[path] = len(blob)
+        t = time.perf_counter()
+        collect(done, path, blob)
+        unpack_s.append(time.perf_counter() - t)
+
+    fanout.collect = counting
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         t0 = time.perf_counter()
@@ -161,7 +171,9 @@ def bench_traces(args) -> dict:
             "parent_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "worker_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
             "collectives_matched": job.collectives_matched, "straggler_ranks": job.straggler_ranks,
-            "labels": result.job_verdict.labels if result.job_verdict else None}
+            "labels": job.verdict.labels if job.verdict else None,
+            "packed_kb_per_rank": round(sum(received.values()) / 1024 / max(len(received), 1), 1),
+            "unpack_ms_per_rank": round(1e3 * sum(unpack_s) / max(len(unpack_s), 1), 2)}
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ them compressed (about 12x smaller, slower to read) where that does not fit.
 
 Each run of ``analyze`` happens in a fresh process, which reports: wall time, the peak memory (RSS)
 of that client process, and the bytes moved: the packed size of every rank's result as a worker sends it to
-the client (``ranktask.pack``: pickled, then deflated; the traces never travel), in all and per rank against the
+the client (``wire.pack``: plain data, then deflated; the traces never travel), in all and per rank against the
 rank file's size. Prints one JSON line per run.
 """
 
@@ -201,7 +201,7 @@ def run_child(d: str, cluster: int) -> dict:
     collect = fanout.collect
 
     def counting(done, path, blob):
-        moved.append(len(blob))  # what a worker sent for this file: its ranks' results, pickled and packed
+        moved.append(len(blob))  # what a worker sent for this file: its ranks' results, packed
         collect(done, path, blob)
 
     fanout.collect = dask_path.collect = counting  # the process pool's and the Dask path's

@@ -151,12 +151,12 @@ def test_gzip_json_size_comes_from_a_plausible_trailer():
 
 def test_a_trace_that_does_not_fit_is_refused_in_one_line(monkeypatch, tmp_path):
     free = MEM.Free(1 << 30, ["MemAvailable 1.0 GiB", "cgroup memory.max 2.0 GiB, 1.0 GiB of it unused"])
-    MEM.check_fits("t.json", 1 << 29, 1, free=free)  # 0.6 GiB needed: fits
+    MEM.check_fits("t.json", 1 << 29, 1, free=free)  # 0.5 GiB needed: fits
     with pytest.raises(TraceError) as e:
         MEM.check_fits("t.json", 2 << 30, 2, free=free)
     msg = str(e.value)
     assert "\n" not in msg
-    assert "needs about 2.6 GiB of memory to analyse its 2.0 GiB of JSON, more than is free (1.0 GiB)" in msg
+    assert "needs about 2.0 GiB of memory to analyse its 2.0 GiB of JSON, more than is free (1.0 GiB)" in msg
     assert "MemAvailable 1.0 GiB" in msg and "cgroup memory.max 2.0 GiB" in msg and "--steps A:B" in msg
     MEM.check_fits("t.json", 2 << 30, 2, sliced=True, free=free)  # a slice needs its columns only
     MEM.check_fits("t.json", 2 << 30, 2, free=MEM.Free(None, []))  # nothing known: nothing refused

@@ -13,11 +13,14 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from ..gcpause import RELEASE_MIN_BYTES, release_free_memory
 from ..model.trace import Trace
 from .offload import Offloader
 from .registry import ANALYSES, GIVEN, PRODUCERS, Analysis, ContractError, Produced
 
 _KINDS = ("metrics", "evidence", "values")
+# From RELEASE_MIN_BYTES of columns the memory freed so far is given back to the system before the first
+# analysis and before a child is forked (``offload``): the analyses, and the child, start from what is live.
 
 
 _registered = False
@@ -107,6 +110,8 @@ def run_analyses(trace: Trace, metrics: Iterable[str] | None = None, evidence: I
         out.warnings.extend(produced.warnings)
 
     order = plan(**asked, given=tuple(given or ()))
+    release = release_free_memory if sum(t.nbytes for t in trace.tables.values()) >= RELEASE_MIN_BYTES else _no_op
+    release()
     away = Offloader(order, trace, workers)
     try:
         for entry in order:
@@ -119,6 +124,10 @@ def run_analyses(trace: Trace, metrics: Iterable[str] | None = None, evidence: I
     finally:
         away.cancel()
     return out
+
+
+def _no_op() -> None:
+    pass
 
 
 def inputs_for(entry: Analysis, out: Produced) -> MappingProxyType:

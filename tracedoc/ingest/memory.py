@@ -18,11 +18,13 @@ from typing import NamedTuple
 from ..errors import TraceError
 
 # What analysing a trace holds beyond the interpreter, per byte of its JSON: the columns, the string
-# table, the analyses' working arrays and the forked child that computes the critical path. Measured
-# peaks of the process tree's memory (PSS, summed) above the interpreter, cpu_ops shape, whose columns are
-# the largest per byte: 0.95x the JSON at 200 MB and 1.19x at 1 GiB (the load alone: 0.25x); 1.25 leaves
-# a margin.
-NEED_PER_JSON_BYTE = 1.25
+# table and the analyses' working arrays, the critical path's the largest. Measured peaks above the
+# interpreter (38 MiB) with every analysis in the one process, cpu_ops shape, whose columns are the
+# largest per byte: 0.84x the JSON at 200 MB and 0.82x at 1 GiB (the load alone: 0.38x and 0.33x);
+# 0.95 leaves a margin. The critical path runs in a forked child beside the other analyses only when
+# the memory free at that moment holds the child as well (``analyses.offload.child_fits``), so what a
+# trace needs is what it needs without one (benchmarks/README.md, Memory).
+NEED_PER_JSON_BYTE = 0.95
 # A decode worker holds a few chunks, their decoded events and their columns (measured 20-30 MB of its
 # own; the analyses that follow need more than the load, so this matters only with many workers).
 NEED_PER_WORKER = 64 << 20

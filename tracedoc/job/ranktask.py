@@ -6,23 +6,16 @@ Dask cluster; ``collect`` takes one finished task's bytes back into the ``FanOut
 
 from __future__ import annotations
 
-import pickle
-import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from ..analyses import RankRead, read_rank
 from ..errors import TracedocError, UsageError
 from ..gcpause import with_paused_gc
 from ..ingest import check_kineto_options, check_nsys_options, load, sniff
 from ..remote import fetched, renamed_text
+from .wire import WireError, pack, unpack
 
-try:  # ISA-L's deflate (a core dependency), zlib's where it has no wheels: the same format either way
-    from isal.isal_zlib import compress as _compress
-    from isal.isal_zlib import decompress as _decompress
-except ImportError:
-    _compress, _decompress = zlib.compress, zlib.decompress
-PACK_LEVEL = 1  # the fastest level: a rank's results pack in a few ms, to about a third
 
 @dataclass
 class FanOut:
@@ -93,24 +86,25 @@ def _guarded(path: str, options: dict, rank_of, given: dict | None) -> tuple[lis
 
 def rank_task(path: str, options: dict, rank_of, given: dict | None) -> bytes:
     """What a worker process sends back for one file: its ranks' compact results (or why it failed),
-    pickled and compressed. The results are summaries (metrics, evidence tables, timeline excerpts, the job
-    view's collective tables): about 1% of a large rank file (1.06% of a 25 MB one), a third of that packed.
-    Pickle is the trust model of the process pool and of a Dask cluster alike: only our own processes
-    exchange these bytes."""
-    return pack(_guarded(path, options, rank_of, given))
-
-
-def pack(value: Any) -> bytes:
-    return _compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), PACK_LEVEL)
-
-
-def unpack(blob: bytes) -> Any:
-    return pickle.loads(_decompress(blob))
+    packed as plain data and deflated (``wire.pack``). The results are summaries (metrics, evidence tables,
+    timeline excerpts, the job view's collective tables): about 1% of a large rank file (1.06% of a 25 MB
+    one), a third of that packed. Reading them back (``wire.unpack``) builds values, never runs code."""
+    reads, failure = _guarded(path, options, rank_of, given)
+    try:
+        return pack(reads, failure)
+    except (TypeError, ValueError, OverflowError) as exc:  # a value plain data cannot carry: this file alone
+        return pack([], {"source": path, "error": f"{path}: not read: its results cannot be sent back from the "
+                                                  f"worker ({exc})"})
 
 
 def collect(done: FanOut, path: str, blob: bytes) -> None:
-    """One finished file: its ranks' outputs, or why it could not be read; the bytes it sent are counted."""
-    outs, failure = unpack(blob)
+    """One finished file: its ranks' outputs, or why it could not be read; the bytes it sent are counted.
+    Bytes that are not a rank task's answer (cut or altered on the way) cost that file's ranks alone."""
+    try:
+        outs, failure = unpack(blob)
+    except WireError as exc:
+        outs, failure = [], {"source": path, "error": f"{path}: not read: what its worker sent back cannot be "
+                                                      f"read: {exc}"}
     done.outputs.extend(outs)
     done.received[path] = len(blob)
     if failure:

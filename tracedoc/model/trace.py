@@ -159,13 +159,17 @@ class Table:
         return Table(self.name, {c: a[rows] for c, a in self.columns.items()})
 
     @classmethod
-    def concat(cls, name: str, parts: list["Table"]) -> "Table":
+    def concat(cls, name: str, parts: list["Table"], consume: bool = False) -> "Table":
+        """The rows of ``parts``, in order. ``consume``: each column's pieces are taken out of the parts as
+        that column is joined, so they are freed then (a load holds its columns and one column's pieces,
+        not its columns twice); the parts are left without columns."""
         parts = [p for p in parts if len(p)]
         if not parts:
             return cls(name)
         if len(parts) == 1:
             return parts[0]
-        return cls(name, {c: np.concatenate([p.columns[c] for p in parts]) for c in SCHEMAS[name]})
+        take = (lambda p, c: p.columns.pop(c)) if consume else (lambda p, c: p.columns[c])
+        return cls(name, {c: np.concatenate([take(p, c) for p in parts]) for c in SCHEMAS[name]})
 
     @property
     def nbytes(self) -> int:

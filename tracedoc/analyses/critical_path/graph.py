@@ -267,6 +267,7 @@ class _Builder(CrossEdges):
         # every chain head may start no earlier than the origin unless it is pinned earlier
         self.floor[self.head] = np.where(self.floor[self.head] > NEG, self.floor[self.head],
                                          np.minimum(0, self.T[self.head]))
+        self.t = self.chain_key = self.prio = []  # sorted above: the pieces are freed (large traces)
 
     def edge(self, src: np.ndarray, dst: np.ndarray, base: np.ndarray | int, etype: int) -> None:
         src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
@@ -298,6 +299,7 @@ class _Builder(CrossEdges):
         etype = np.concatenate([np.full(e[0].size, e[3]) for e in self.edges]) if self.edges else np.zeros(0, np.int64)
         lag = np.minimum(lag, T[dst] - T[src])
         chain_ready = np.where(self.head, NEG, prev_t + w)
+        del prev_t, dt, base, gpu_s  # each as long as the points: freed before the next ones are made
         ready = np.maximum(chain_ready, self.floor)
         cross_ready = T[src] + lag
         np.maximum.at(ready, dst, cross_ready)
@@ -316,6 +318,7 @@ class _Builder(CrossEdges):
         has_cross = first >= 0
         lag[first[has_cross]] += residual[has_cross]
         binding = np.where(chain_binds, -1, np.where(floor_binds, -2, first))
+        del chain_ready, ready, cross_ready, residual, chain_binds, floor_binds, first, has_cross
         graph = self._graph(w, src, dst, lag, etype, steps)
         graph.binding = binding
         graph.launch_latency_ns = self.launch_latency_ns

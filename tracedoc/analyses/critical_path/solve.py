@@ -159,8 +159,9 @@ def replay(m: Model) -> np.ndarray:
     w = m.chain_w[lay.perm]
     floor = m.floor[lay.perm]
     floor[lay.chain_head] = np.maximum(floor[lay.chain_head], G.NEG // 2)  # every chain head has a finite bound
-    cs = np.cumsum(np.where(lay.run_head, 0, w))
-    A = cs - cs[lay.run_start]  # summed chain weights from the point's run head
+    A = np.where(lay.run_head, 0, w)
+    np.cumsum(A, out=A)
+    A -= A[lay.run_start]  # summed chain weights from the point's run head (in place: one array, not three)
     lag = m.lag[lay.edges]
     t = np.zeros(n, dtype=np.int64)
     for win in lay.windows:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import TraceError
+from ...gcpause import RELEASE_MIN_BYTES, release_free_memory
 from ...infile import excerpt
 from ...model import trace as M
 from ...model.groups import distinct
@@ -39,7 +40,14 @@ def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Tr
                          + (f"; {reader.nonfinite:,} Infinity/NaN literals" if reader.nonfinite else ""),
                          "timestamps must be finite microseconds; this file was not written by torch.profiler "
                          "as is")
-    tables = {name: Table.concat(name, parts) for name, parts in reader.parts.items()}
+    # Each table's pieces are freed as it is joined, and on a large trace their heap pages go back to the
+    # system before the next table is built: the load's peak holds the columns once, not twice.
+    big = sum(p.nbytes for parts in reader.parts.values() for p in parts) >= RELEASE_MIN_BYTES
+    tables = {}
+    for name, parts in reader.parts.items():
+        tables[name] = Table.concat(name, parts, consume=True)
+        if big:
+            release_free_memory()
     strings = reader.strings.strings
     warnings: list[str] = []
     if truncated:
