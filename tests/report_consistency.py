@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tracedoc.checks import BUG_PREFIX
+from tracedoc.model.evidence import cell
 from tracedoc.render.efficiency import efficiency_items
 from tracedoc.render.format import fmt_pct
 from tracedoc.render.format import fmt_ns
@@ -47,9 +48,9 @@ def disagreements(rank) -> list[str]:
     # operator tables: the calls behind the GPU time are counted in the same window
     for table in ("top_operators", "operators_by_shape", "operators_by_module"):
         for row in ev.get(table) or []:
-            if row.get("gpu_ops") and not row.get("calls"):
-                bad.append(f"{table}: {row.get('name') or row.get('module')} launched {row['gpu_ops']} GPU ops "
-                           f"in {row['calls']} calls")
+            if cell(row, "gpu_ops") and not cell(row, "calls"):
+                bad.append(f"{table}: {cell(row, 'name') or cell(row, 'module')} launched {cell(row, 'gpu_ops')} GPU "
+                           f"ops in {cell(row, 'calls')} calls")
     # FLOP rates: none above the peak of its dtype
     for table, key in (("flops_by_kernel_class", "kernel_class"), ("flops_by_op_class", "op_class"),
                        ("roofline", "op")):

@@ -221,9 +221,9 @@ def test_top_operators_attribute_gpu_time_through_external_id(tmp_path):
     b.kernel("gemm", 300.0, 100.0, op="aten::mm")
     b.kernel("add", 400.0, 100.0, op="aten::add")
     r = analyse(b, tmp_path)
-    ops = {o["name"]: o["gpu_ns"] for o in r.evidence["top_operators"]}
+    ops = {o.name: o.gpu_ns for o in r.evidence["top_operators"]}
     assert ops == {"aten::mm": 400 * US, "aten::add": 100 * US}
-    assert r.evidence["top_kernels"][0]["name"] == "gemm" and r.evidence["top_kernels"][0]["count"] == 2
+    assert r.evidence["top_kernels"][0].name == "gemm" and r.evidence["top_kernels"][0].count == 2
 
 
 def test_multiprocess_dataloader_detected(tmp_path):

@@ -221,7 +221,7 @@ def test_invalid_utf8_is_replaced_and_counted(tmp_path):
     res = analyze(str(path))
     rank = res.ranks[0]
     assert any("4 invalid UTF-8 sequences" in w for w in rank.warnings), rank.warnings  # ff, fe, c3, \ud800
-    assert "gemm_\ufffd\ufffd_kernel" in [k["name"] for k in rank.evidence["top_kernels"]]
+    assert "gemm_\ufffd\ufffd_kernel" in [k.name for k in rank.evidence["top_kernels"]]
     clean(res)
 
 
@@ -484,7 +484,7 @@ def test_nsys_negative_string_ids_are_no_name(nsys_db, value):
             f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "shortName" = {value}, "demangledName" = {value} WHERE rowid = 1')
     res = analyze(nsys_db)
     assert res.ranks[0].metrics["kernel_count"] == 6
-    assert "" in [k["name"] for k in res.ranks[0].evidence["top_kernels"]] or \
+    assert "" in [k.name for k in res.ranks[0].evidence["top_kernels"]] or \
         len(res.ranks[0].evidence["top_kernels"]) == 6
     clean(res)
 
