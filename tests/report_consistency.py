@@ -55,11 +55,11 @@ def disagreements(rank) -> list[str]:
     for table, key in (("flops_by_kernel_class", "kernel_class"), ("flops_by_op_class", "op_class"),
                        ("roofline", "op")):
         for row in ev.get(table) or []:
-            tf, peak = row.get("tflops"), row.get("peak_tflops")
-            if table == "roofline" and row.get("bound") != "compute":
+            tf, peak = cell(row, "tflops"), cell(row, "peak_tflops")
+            if table == "roofline" and cell(row, "bound") != "compute":
                 continue
             if tf is not None and peak and tf > peak * (1 + 1e-9):
-                bad.append(f"{table}: {row[key]} at {tf:.1f} TFLOP/s, above its {peak} TFLOP/s peak")
+                bad.append(f"{table}: {cell(row, key)} at {tf:.1f} TFLOP/s, above its {peak} TFLOP/s peak")
     # one MFU: the summary, the evidence and the verdict's low_mfu say the same number
     summary = (ev.get("flops_summary") or [{}])[0]
     if summary.get("mfu") is not None and summary["mfu"] != m.get("mfu"):

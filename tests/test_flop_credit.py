@@ -39,7 +39,7 @@ def _rates(rank) -> list[tuple[str, float | None, float | None]]:
     ev = rank.evidence
     rows = [(r["kernel_class"], r["tflops"], r["peak_tflops"]) for r in ev["flops_by_kernel_class"]]
     rows += [(r["op_class"], r["tflops"], r["peak_tflops"]) for r in ev["flops_by_op_class"]]
-    rows += [(r["op"], r["tflops"], r["peak_tflops"]) for r in ev["roofline"] if r["bound"] == "compute"]
+    rows += [(r.op, r.tflops, r.peak_tflops) for r in ev["roofline"] if r.bound == "compute"]
     return rows
 
 
@@ -106,8 +106,8 @@ def test_an_op_whose_recorded_kernels_are_too_short_for_its_flops_gets_no_rate_a
     assert over["tflops"] is None and over["of_peak_fraction"] is None and "missing from the trace" in over["note"]
     (bwd,) = rank.evidence["flops_by_op_class"]
     assert bwd["tflops"] is None and bwd["note"].startswith(f"{bwd['ops']} op(s) left out of the rate")
-    (row,) = [r for r in rank.evidence["roofline"] if r["op"] == "aten::convolution_backward"]
-    assert row["tflops"] is None and row["of_roof_fraction"] is None and "missing from the trace" in row["note"]
+    (row,) = [r for r in rank.evidence["roofline"] if r.op == "aten::convolution_backward"]
+    assert row.tflops is None and row.of_roof_fraction is None and "missing from the trace" in row.note
 
 
 def test_an_op_cut_by_the_window_brings_only_the_flops_its_kernels_ran_inside(tmp_path):

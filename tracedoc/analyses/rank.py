@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from ..model.evidence import plain_rows, typed_evidence
+from ..model.evidence import RooflineRow, check_fields, plain_rows, typed_evidence
 from ..model.meta import TraceMeta, torch_version
 from ..model.record import Record
 from ..model.verdict import Verdict
@@ -24,6 +24,7 @@ ROOFLINE_COLUMNS = ("op", "op_class", "input_shapes", "dtype", "calls", "gpu_ns"
                     "bytes", "flops_per_call", "bytes_per_call", "tflops", "tb_per_s", "flop_per_byte",
                     "ridge_flop_per_byte", "peak_tflops", "bandwidth_tb_per_s", "bound", "roof_tflops",
                     "of_roof_fraction", "step_fraction", "note")
+check_fields(RooflineRow, ROOFLINE_COLUMNS, "ROOFLINE_COLUMNS")  # a misspelt column fails at import
 
 
 class Environment(Record, kw_only=True):

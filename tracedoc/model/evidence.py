@@ -6,7 +6,9 @@ attributes and a misspelt one fails in a type check or at its first use, not as 
 report. A row's JSON object is its fields, in their order (``omit_defaults`` tables leave out the
 fields a row does not have), exactly the object the table held as a dict. ``ROW_TYPES`` names each
 typed table's row; ``typed_evidence`` turns the rows of a saved report back into them. Numbers may be
-null: the checks (``tracedoc.checks``) show an impossible value as null.
+null: the checks (``tracedoc.checks``) show an impossible value as null. A number a producer may write as an
+int or a float (a peak from the peak table) is typed ``int | float`` so that a report read back writes it
+as it was.
 
 Tables without a row type here are still lists of dicts; ``cell`` and ``row_keys`` read either kind.
 """
@@ -72,18 +74,50 @@ class TopOperator(Row):
     share: float | None  # of the GPU time launched by any operator
 
 
+class RooflineRow(Row):
+    """``roofline``: one op, input shapes and dtype, measured against the device's roof (or the row summing
+    the rows past the table's cap, whose rates are None)."""
+
+    op: str  # the launching operator (or what stands for it)
+    op_class: str  # matmul, conv, attention, elementwise, ... (the FLOP and byte model's class)
+    input_shapes: str | None  # the tensor inputs' shapes, "[4096, 2048] x [2048, 8192]"
+    dtype: str | None  # the inputs' dtype
+    calls: int | None  # calls whose kernels ran in the window
+    gpu_ns: int | None  # their kernels' time
+    gpu_ns_per_call: float | None  # gpu_ns / calls
+    flops: float | None  # FLOPs of the calls (None: not modelled, or some call's unknown)
+    bytes: float | None  # bytes moved, by the same rule
+    step_fraction: float | None  # the kernels' time (overlaps once) / the analysis window
+    note: str | None  # what the numbers rest on
+    flops_per_call: float | None  # flops / calls
+    bytes_per_call: float | None  # bytes / calls (a lower bound: each tensor read or written once)
+    tflops: float | None  # achieved TFLOP/s
+    tb_per_s: float | None  # achieved TB/s
+    flop_per_byte: float | None  # arithmetic intensity
+    ridge_flop_per_byte: float | None  # the device's ridge point for the row's peak
+    peak_tflops: int | float | None  # the peak the row is measured against
+    bandwidth_tb_per_s: int | float | None  # the device's memory bandwidth
+    bound: str | None  # compute or memory
+    roof_tflops: int | float | None  # the roof the row can reach at its intensity
+    of_roof_fraction: float | None  # share of that roof reached
+
+
 ROW_TYPES: dict[str, type[Row]] = {
     "kernel_totals": KernelTotal,
     "top_kernels": TopKernel,
     "operator_totals": OperatorTotal,
     "top_operators": TopOperator,
+    "roofline": RooflineRow,
 }
 
 
-def row_fields(table: str) -> tuple[str, ...]:
-    """The field names of a typed table's rows (empty for a table of dicts)."""
-    t = ROW_TYPES.get(table)
-    return t.__struct_fields__ if t is not None else ()
+def check_fields(row_type: type[Row], names: tuple[str, ...] | list[str], where: str) -> None:
+    """Raise ``AttributeError`` unless every name is a field of ``row_type``: a reader that names columns
+    (a renderer's column list) calls it at import, so a misspelt column fails there."""
+    unknown = [n for n in names if n not in row_type.__struct_fields__]
+    if unknown:
+        raise AttributeError(f"{where} names {', '.join(unknown)}: not a field of {row_type.__name__} "
+                             f"({', '.join(row_type.__struct_fields__)})")
 
 
 def typed_rows(table: str, rows: list[Any]) -> list[Any]:
