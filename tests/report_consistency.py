@@ -61,9 +61,9 @@ def disagreements(rank) -> list[str]:
             if tf is not None and peak and tf > peak * (1 + 1e-9):
                 bad.append(f"{table}: {cell(row, key)} at {tf:.1f} TFLOP/s, above its {peak} TFLOP/s peak")
     # one MFU: the summary, the evidence and the verdict's low_mfu say the same number
-    summary = (ev.get("flops_summary") or [{}])[0]
-    if summary.get("mfu") is not None and summary["mfu"] != m.get("mfu"):
-        bad.append(f"flops_summary MFU {summary['mfu']} != metrics MFU {m.get('mfu')}")
+    summary = (ev.get("flops_summary") or [None])[0]
+    if summary is not None and summary.mfu is not None and summary.mfu != m.get("mfu"):
+        bad.append(f"flops_summary MFU {summary.mfu} != metrics MFU {m.get('mfu')}")
     items = dict(efficiency_items(m, ev))
     if m.get("mfu") is not None and not items.get("MFU", "").startswith(fmt_pct(m["mfu"])):
         bad.append(f"summary says MFU {items.get('MFU')}, metrics.mfu is {m['mfu']}")

@@ -154,7 +154,7 @@ def test_autocast_products_take_the_leaf_dtype_and_only_the_gemm_kernel(tmp_path
     m, ev = result.ranks[0].metrics, result.ranks[0].evidence
     # counted once, at the addmm: 2*4096^3 + 4096*4096 bias adds = 137,455,730,688 per step
     assert m["model_flops_per_step"] == 2 * 4096 ** 3 + 4096 * 4096
-    assert ev["flops_summary"][0]["dtype"] == "bf16" and m["peak_tflops"] == A100_BF16
+    assert ev["flops_summary"][0].dtype == "bf16" and m["peak_tflops"] == A100_BF16
     # the class rate is over the GEMM kernel's 600 us only: 137.456 GFLOP / 0.6 ms = 229.09 TFLOP/s
     (cls,) = ev["flops_by_op_class"]
     assert cls["dtype"] == "bf16" and cls["gpu_ns"] == 3 * 600_000

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..model.evidence import FlopsSummary
 from ..model.groups import Groups, dense_codes, largest_first
 from ..model.trace import Trace
 from . import opflops as F
@@ -177,7 +178,7 @@ def per_step_rows(steps, step_flops, peak) -> list[dict]:
 
 
 def summary_row(m, device, peak_row, dominant, counted: _Counted, known_ns, compute_ns, n_steps, has_gpu,
-                peak_name: str | None = None) -> dict:
+                peak_name: str | None = None) -> FlopsSummary:
     if not has_gpu:
         missing, note = "no GPU kernels", "the trace has no GPU kernels: TFLOP/s over the step time only; MFU needs " \
             "the GPU's kernels"
@@ -196,23 +197,24 @@ def summary_row(m, device, peak_row, dominant, counted: _Counted, known_ns, comp
     if not counted.rows.size:
         missing = "no resolvable shapes"
         note = "no matmul/convolution/attention op has shapes that resolve to FLOPs; " + note
-    return {"model_flops_per_step": m["model_flops_per_step"], "hardware_flops_per_step": m["hardware_flops_per_step"],
-            "achieved_tflops": m["achieved_tflops"], "mfu": m["mfu"], "hfu": m["hfu"], "dtype": dominant,
-            "peak_tflops": m["peak_tflops"], "peak_basis": peak_name if m["peak_tflops"] is not None else None,
-            "dtype_peak_tflops": m.get("dtype_peak_tflops"), "dtype_peak_fraction": m.get("dtype_peak_fraction"), "device": device, "peak_device": peak_row.name if peak_row else None,
-            "peak_source": peak_row.source if peak_row else None, "counted_ops": int(counted.rows.size),
-            "recomputed_ops": int(counted.recomputed.sum()), "counted_gpu_ns": known_ns, "compute_gpu_ns": compute_ns,
-            "counted_fraction": m["flops_counted_fraction"], "steps": n_steps, "mfu_missing": missing, "note": note}
+    return FlopsSummary(
+        model_flops_per_step=m["model_flops_per_step"], hardware_flops_per_step=m["hardware_flops_per_step"],
+        achieved_tflops=m["achieved_tflops"], mfu=m["mfu"], hfu=m["hfu"], dtype=dominant, peak_tflops=m["peak_tflops"],
+        peak_basis=peak_name if m["peak_tflops"] is not None else None, dtype_peak_tflops=m.get("dtype_peak_tflops"),
+        dtype_peak_fraction=m.get("dtype_peak_fraction"), device=device, peak_device=peak_row.name if peak_row else None,
+        peak_source=peak_row.source if peak_row else None, counted_ops=int(counted.rows.size),
+        recomputed_ops=int(counted.recomputed.sum()), counted_gpu_ns=known_ns, compute_gpu_ns=compute_ns,
+        counted_fraction=m["flops_counted_fraction"], steps=n_steps, mfu_missing=missing, note=note)
 
 
 def flops_evidence(statement, device, peak_row, summary, by_class, by_kernel, missing, per_step=()) -> dict:
     if statement is not None:
-        summary = [{"model_flops_per_step": None, "hardware_flops_per_step": None, "achieved_tflops": None,
-                    "mfu": None, "hfu": None, "dtype": None, "peak_tflops": None, "peak_basis": None,
-                    "dtype_peak_tflops": None, "dtype_peak_fraction": None, "device": device,
-                    "peak_device": peak_row.name if peak_row else None,
-                    "peak_source": peak_row.source if peak_row else None, "counted_ops": 0, "recomputed_ops": 0,
-                    "counted_gpu_ns": 0, "compute_gpu_ns": None, "counted_fraction": None, "steps": None,
-                    "mfu_missing": statement[0], "note": statement[1]}]
+        summary = [FlopsSummary(model_flops_per_step=None, hardware_flops_per_step=None, achieved_tflops=None,
+                                mfu=None, hfu=None, dtype=None, peak_tflops=None, peak_basis=None,
+                                dtype_peak_tflops=None, dtype_peak_fraction=None, device=device,
+                                peak_device=peak_row.name if peak_row else None,
+                                peak_source=peak_row.source if peak_row else None, counted_ops=0, recomputed_ops=0,
+                                counted_gpu_ns=0, compute_gpu_ns=None, counted_fraction=None, steps=None,
+                                mfu_missing=statement[0], note=statement[1])]
     return {"flops_summary": summary, "flops_by_op_class": by_class, "flops_by_kernel_class": by_kernel,
             "flops_not_counted": missing, "flops_per_step": list(per_step)}

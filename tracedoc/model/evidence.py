@@ -102,12 +102,40 @@ class RooflineRow(Row):
     of_roof_fraction: float | None  # share of that roof reached
 
 
+class FlopsSummary(Row):
+    """``flops_summary``: the one row of model and hardware FLOPs per step, the rate and MFU, the peak they
+    are measured against, and what they rest on or why there are none."""
+
+    model_flops_per_step: int | float | None  # FLOPs the model's counted ops need per step
+    hardware_flops_per_step: int | float | None  # the same with recomputation
+    achieved_tflops: float | None  # model FLOPs per step / the step time
+    mfu: float | None  # achieved_tflops / peak_tflops
+    hfu: float | None  # with the hardware FLOPs
+    dtype: str | None  # the dtype most counted FLOPs ran in
+    peak_tflops: int | float | None  # the dense peak MFU is measured against
+    peak_basis: str | None  # which peak that is
+    dtype_peak_tflops: int | float | None  # the dense peak of the dtype used, where another
+    dtype_peak_fraction: float | None  # achieved_tflops / dtype_peak_tflops
+    device: str | None  # the GPU the trace names
+    peak_device: str | None  # the peak table's entry for it
+    peak_source: str | None  # the datasheet the peak comes from
+    counted_ops: int | None  # ops with counted FLOPs
+    recomputed_ops: int | None  # of them, recomputed (activation checkpointing)
+    counted_gpu_ns: int | None  # kernel time of the counted ops
+    compute_gpu_ns: int | None  # compute kernel time
+    counted_fraction: float | None  # counted_gpu_ns / compute_gpu_ns
+    steps: int | None  # steps the rate is over
+    mfu_missing: str | None  # why there is no MFU
+    note: str | None  # what the numbers rest on
+
+
 ROW_TYPES: dict[str, type[Row]] = {
     "kernel_totals": KernelTotal,
     "top_kernels": TopKernel,
     "operator_totals": OperatorTotal,
     "top_operators": TopOperator,
     "roofline": RooflineRow,
+    "flops_summary": FlopsSummary,
 }
 
 
