@@ -366,9 +366,9 @@ def test_low_mfu_names_the_ops_furthest_below_their_roof(tmp_path):
     # FP32 ridge 19.5 / 2.039 = 9.56, so compute-bound, at 8.39 MFLOP / 230 us = 0.0365 TFLOP/s = 0.19% of
     # 19.5; 1150 us of the step: it loses 0.575 x 0.998 = 57%
     small, big = gaps[0], gaps[1]
-    assert small["input_shapes"] == "[64, 1024] x [1024, 64]" and small["bound"] == "compute"
-    assert small["of_roof_fraction"] == pytest.approx(8_388_608 / 230e-6 / 1e12 / 19.5)
-    assert small["step_fraction"] == pytest.approx(1_150 / 2_000)
-    assert big["of_roof_fraction"] == pytest.approx(2 * 1024 ** 3 / 150e-6 / 1e12 / 19.5)
-    assert big["below_roof_step_fraction"] == pytest.approx(0.375 * (1 - 2 * 1024 ** 3 / 150e-6 / 1e12 / 19.5))
+    assert small.input_shapes == "[64, 1024] x [1024, 64]" and small.bound == "compute"
+    assert small.of_roof_fraction == pytest.approx(8_388_608 / 230e-6 / 1e12 / 19.5)
+    assert small.step_fraction == pytest.approx(1_150 / 2_000)
+    assert big.of_roof_fraction == pytest.approx(2 * 1024 ** 3 / 150e-6 / 1e12 / 19.5)
+    assert big.below_roof_step_fraction == pytest.approx(0.375 * (1 - 2 * 1024 ** 3 / 150e-6 / 1e12 / 19.5))
     assert "[64, 1024] x [1024, 64]" in finding.message and "57.5% of the step" in finding.message

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import trace as M
-from ..model.evidence import RooflineRow
+from ..model.evidence import BelowRoof, RooflineRow
 from ..model.groups import Groups, dense_codes, distinct, first_match, isin
 from ..model.peaks import DevicePeak, device_peak
 from ..model.trace import Trace
@@ -376,7 +376,7 @@ GAP_ROWS = 10  # rows of the below-roof table
 GAPS_NAMED = 3  # rows the metric names
 
 
-def below_roof(rows: list[RooflineRow], top: int = GAP_ROWS) -> list[dict]:
+def below_roof(rows: list[RooflineRow], top: int = GAP_ROWS) -> list[BelowRoof]:
     """The rows whose distance to their roof costs the most step time: share of the step x (1 - share
     of the roof reached), the time the step would lose if the op ran at its roof."""
     out = []
@@ -384,20 +384,19 @@ def below_roof(rows: list[RooflineRow], top: int = GAP_ROWS) -> list[dict]:
         frac, share = r.of_roof_fraction, r.step_fraction
         if frac is None or share is None:
             continue
-        out.append({"op_class": r.op_class, "op": r.op, "input_shapes": r.input_shapes, "dtype": r.dtype,
-                    "bound": r.bound, "of_roof_fraction": frac, "step_fraction": share,
-                    "below_roof_step_fraction": share * (1.0 - frac), "calls": r.calls,
-                    "gpu_ns_per_call": r.gpu_ns_per_call})
-    out.sort(key=lambda r: -r["below_roof_step_fraction"])
+        out.append(BelowRoof(op_class=r.op_class, op=r.op, input_shapes=r.input_shapes, dtype=r.dtype, bound=r.bound,
+                             of_roof_fraction=frac, step_fraction=share, below_roof_step_fraction=share * (1.0 - frac),
+                             calls=r.calls, gpu_ns_per_call=r.gpu_ns_per_call))
+    out.sort(key=lambda r: -r.below_roof_step_fraction)
     return out[:top]
 
 
-def gaps_text(gaps: list[dict], n: int = GAPS_NAMED) -> str | None:
+def gaps_text(gaps: list[BelowRoof], n: int = GAPS_NAMED) -> str | None:
     """``"matmul aten::mm [4096, 8192] x [8192, 2048] bf16 at 62% of its compute roof, 6.3% of the step; ..."``"""
     if not gaps:
         return None
-    return "; ".join(f"{g['op_class']} {g['op']} {g['input_shapes'] or ''} {g['dtype'] or ''}".replace("  ", " ")
-                     + f" at {g['of_roof_fraction']:.0%} of its {g['bound']} roof, {g['step_fraction']:.1%} of the step"
+    return "; ".join(f"{g.op_class} {g.op} {g.input_shapes or ''} {g.dtype or ''}".replace("  ", " ")
+                     + f" at {g.of_roof_fraction:.0%} of its {g.bound} roof, {g.step_fraction:.1%} of the step"
                      for g in gaps[:n])
 
 

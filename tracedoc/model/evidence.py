@@ -102,6 +102,21 @@ class RooflineRow(Row):
     of_roof_fraction: float | None  # share of that roof reached
 
 
+class BelowRoof(Row):
+    """``roofline_below_roof``: a roofline row by the step time its distance to its roof costs."""
+
+    op_class: str  # the FLOP and byte model's class
+    op: str  # the launching operator
+    input_shapes: str | None  # the tensor inputs' shapes
+    dtype: str | None  # the inputs' dtype
+    bound: str | None  # compute or memory
+    of_roof_fraction: float | None  # share of its roof reached
+    step_fraction: float | None  # its kernels' time / the analysis window
+    below_roof_step_fraction: float | None  # step_fraction x (1 - of_roof_fraction): the step it would gain at its roof
+    calls: int | None  # calls whose kernels ran in the window
+    gpu_ns_per_call: float | None  # kernel time per call
+
+
 class FlopsSummary(Row):
     """``flops_summary``: the one row of model and hardware FLOPs per step, the rate and MFU, the peak they
     are measured against, and what they rest on or why there are none."""
@@ -135,6 +150,7 @@ ROW_TYPES: dict[str, type[Row]] = {
     "operator_totals": OperatorTotal,
     "top_operators": TopOperator,
     "roofline": RooflineRow,
+    "roofline_below_roof": BelowRoof,
     "flops_summary": FlopsSummary,
 }
 
