@@ -54,10 +54,10 @@ def test_comm_only_stream_overlap_is_zero_not_undefined(tmp_path):
     # The gap's cause is the idle cause the canonical split gave its time (the stream is named a
     # communication stream in stream_gaps)
     (gap,) = r.evidence["top_gaps"]
-    assert gap["device_idle_ns"] == gap["gap_ns"] == 100 * US
+    assert gap.device_idle_ns == gap.gap_ns == 100 * US
     idle_cause = max((c for c in r.evidence["idle_causes"]), key=lambda c: c["ns"])["cause"]
-    assert gap["cause"] == idle_cause
-    assert r.evidence["stream_gaps"][0]["comm_stream"] is True
+    assert gap.cause == idle_cause
+    assert r.evidence["stream_gaps"][0].comm_stream is True
 
 
 def test_no_communication_overlap_is_undefined(tmp_path):

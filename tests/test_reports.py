@@ -352,8 +352,9 @@ def inflate(result, factor: int = 1):
     big = copy.deepcopy(result)
     r = big.ranks[0]
     long = "void very::long::templated<kernel, " + "T" * 900 + ">"
-    r.evidence["top_gaps"] = [dict(r.evidence["top_gaps"][0], before=f"{long}{i}", after=f"{long}|{i}",
-                                   stack=[f"frame {j} " + "x" * 80 for j in range(40)]) for i in range(100_000 * factor)]
+    r.evidence["top_gaps"] = [replace(r.evidence["top_gaps"][0], before=f"{long}{i}", after=f"{long}|{i}",
+                                      stack="\n".join(f"frame {j} " + "x" * 80 for j in range(40)))
+                              for i in range(100_000 * factor)]
     r.evidence["top_kernels"] = [replace(r.evidence["top_kernels"][0], name=f"{long}{i}") for i in range(100_000 * factor)]
     r.evidence["top_operators"] = [replace(r.evidence["top_operators"][0], name=f"aten::op{i}") for i in range(50_000)]
     r.evidence["memory_curve"] = [{"ts_ns": i * 1000, "allocated": i * 7 % 1000003, "reserved": 2 << 30, "device": 0}

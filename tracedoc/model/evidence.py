@@ -102,6 +102,36 @@ class RooflineRow(Row):
     of_roof_fraction: float | None  # share of that roof reached
 
 
+class TopGap(Row):
+    """``top_gaps``: a gap between GPU ops on one stream, among those holding the most device-idle time."""
+
+    device: int | None  # the GPU
+    stream: int | None  # the stream the gap is on
+    start_ns: int | None  # when the op before it ended
+    gap_ns: int | None  # its length
+    device_idle_ns: int | None  # the part of it no stream of the device ran an op
+    cause: str  # the idle cause given most of that part, or device_busy
+    before: str  # the op before it
+    after: str  # the op after it
+    launched_by: str | None  # the CPU op that launched the op after it
+    launch_call: str | None  # the launch call of the op after it
+    stack: str | None  # the launching op's Python stack, when recorded
+
+
+class StreamGaps(Row):
+    """``stream_gaps``: the gap statistics of one stream."""
+
+    device: int | None  # the GPU
+    stream: int | None  # the stream
+    count: int | None  # gaps between its ops in the window
+    total_ns: int | None  # their total length
+    p50_ns: float | None  # median gap
+    p95_ns: float | None  # 95th percentile gap
+    max_ns: int | None  # the longest
+    comm_stream: bool  # most of its op time is communication
+    causes_ns: dict[str, int | None]  # its gap time by idle cause, the rest device_busy (other streams running)
+
+
 class BelowRoof(Row):
     """``roofline_below_roof``: a roofline row by the step time its distance to its roof costs."""
 
@@ -149,6 +179,8 @@ ROW_TYPES: dict[str, type[Row]] = {
     "top_kernels": TopKernel,
     "operator_totals": OperatorTotal,
     "top_operators": TopOperator,
+    "top_gaps": TopGap,
+    "stream_gaps": StreamGaps,
     "roofline": RooflineRow,
     "roofline_below_roof": BelowRoof,
     "flops_summary": FlopsSummary,
