@@ -48,14 +48,14 @@ def classed_trace(tmp_path):
 
 def test_kernel_classes_sum_to_the_gpu_op_time_by_hand(tmp_path):
     result = classed_trace(tmp_path)
-    rows = {r["kernel_class"]: r for r in result.focus.evidence["kernel_classes"]}
+    rows = {r.kernel_class: r for r in result.focus.evidence["kernel_classes"]}
     want_us = {"GEMM": 300.0, "convolution": 250.0, "attention": 200.0, "elementwise": 100.0, "reduction": 90.0,
                "other": 20.0, "communication": 400.0, "memory": 90.0}
-    assert {k: r["total_ns"] / 1e3 for k, r in rows.items()} == pytest.approx(want_us)
-    assert rows["reduction"]["count"] == 2 and rows["memory"]["count"] == 2
+    assert {k: r.total_ns / 1e3 for k, r in rows.items()} == pytest.approx(want_us)
+    assert rows["reduction"].count == 2 and rows["memory"].count == 2
     total_us = sum(want_us.values())  # 1,450 µs of GPU ops, every one inside the step
-    assert sum(r["total_ns"] for r in rows.values()) / 1e3 == pytest.approx(total_us)
-    assert rows["GEMM"]["share"] == pytest.approx(300.0 / total_us)
+    assert sum(r.total_ns for r in rows.values()) / 1e3 == pytest.approx(total_us)
+    assert rows["GEMM"].share == pytest.approx(300.0 / total_us)
     page = render_html(result)
     assert 'class="class-bar"' in page
     assert "GEMM 20.7%" in page and "communication 27.6%" in page  # 300 / 1450, 400 / 1450

@@ -9,7 +9,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
-from ..model.evidence import KernelTotal, OperatorTotal, TopKernel, TopOperator
+from ..model.evidence import KernelClass, KernelTotal, OperatorTotal, TopKernel, TopOperator
 from ..model.groups import Groups, dense_codes, largest_first
 from ..model.trace import Trace
 from ..model.stats import median, percentile
@@ -314,7 +314,7 @@ def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: i
     return rows
 
 
-def kernel_classes(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[dict]:
+def kernel_classes(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[KernelClass]:
     """GPU op time in the window by what the ops compute (``vocab.KERNEL_CLASSES``): communication
     kernels, copies and memsets ("memory"), then compute kernels by name. The rows' times sum to the
     time of every GPU op overlapping the window (the ``top_kernels`` selection)."""
@@ -335,8 +335,8 @@ def kernel_classes(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> lis
     count = np.bincount(cls, minlength=n)
     total = np.bincount(cls, weights=dur, minlength=n)
     grand = float(dur.sum()) or 1.0
-    return [{"kernel_class": V.KERNEL_CLASSES[i], "count": int(count[i]), "total_ns": int(round(total[i])),
-             "share": float(total[i]) / grand} for i in np.argsort(-total, kind="stable").tolist() if count[i]]
+    return [KernelClass(kernel_class=V.KERNEL_CLASSES[i], count=int(count[i]), total_ns=int(round(total[i])),
+                        share=float(total[i]) / grand) for i in np.argsort(-total, kind="stable").tolist() if count[i]]
 
 
 def _window_kernel_rows(trace: Trace, lo: int, hi: int) -> np.ndarray:

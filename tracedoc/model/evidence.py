@@ -51,6 +51,15 @@ class TopKernel(Row):
     tensor_core: str  # yes, no, unknown; n/a for copies, memsets and communication
 
 
+class KernelClass(Row):
+    """``kernel_classes``: GPU op time in the window of one class of what the ops compute."""
+
+    kernel_class: str  # GEMM, convolution, attention, elementwise, reduction, communication, memory, other
+    count: int | None  # GPU ops of the class
+    total_ns: int | None  # their time
+    share: float | None  # of the time of every GPU op overlapping the window
+
+
 class OperatorTotal(Row, omit_defaults=True):
     """``operator_totals``: one CPU operator name with a call whose work is in the window (what a diff aligns)."""
 
@@ -177,6 +186,7 @@ class FlopsSummary(Row):
 ROW_TYPES: dict[str, type[Row]] = {
     "kernel_totals": KernelTotal,
     "top_kernels": TopKernel,
+    "kernel_classes": KernelClass,
     "operator_totals": OperatorTotal,
     "top_operators": TopOperator,
     "top_gaps": TopGap,
