@@ -141,6 +141,21 @@ class StreamGaps(Row):
     causes_ns: dict[str, int | None]  # its gap time by idle cause, the rest device_busy (other streams running)
 
 
+class LaunchQueueRow(Row):
+    """``launch_queue``: one stream's GPU ops launched and not finished, from the first step's start to the
+    window's end, and the launch calls that blocked on a full queue."""
+
+    device: int | None  # the GPU
+    stream: int | None  # the stream
+    launches: int | None  # launches onto it in that span
+    depth_max: int | None  # most ops queued at once
+    depth_mean: float | None  # time-weighted mean of the ops queued
+    blocked_calls: int | None  # launch calls that waited for a slot in a full queue
+    blocked_ns: int | None  # the host time they waited
+    series_step_ns: int | None  # the length of each stretch of the series
+    series: list[int]  # the most ops queued in each of its equal stretches
+
+
 class BelowRoof(Row):
     """``roofline_below_roof``: a roofline row by the step time its distance to its roof costs."""
 
@@ -191,6 +206,7 @@ ROW_TYPES: dict[str, type[Row]] = {
     "top_operators": TopOperator,
     "top_gaps": TopGap,
     "stream_gaps": StreamGaps,
+    "launch_queue": LaunchQueueRow,
     "roofline": RooflineRow,
     "roofline_below_roof": BelowRoof,
     "flops_summary": FlopsSummary,
