@@ -27,6 +27,13 @@ class Row(Record, frozen=True, kw_only=True):
     """One row of an evidence table."""
 
 
+class TableRows(Row):
+    """``contents``: the rows of one table of the trace, or the events of one category tracedoc does not analyse."""
+
+    table: str  # the table's name ("other: CATEGORY" for a category left unanalysed)
+    rows: int | None  # its rows (events)
+
+
 class KernelTotal(Row):
     """``kernel_totals``: one GPU op name in the window (what a diff aligns)."""
 
@@ -199,6 +206,7 @@ class FlopsSummary(Row):
 
 
 ROW_TYPES: dict[str, type[Row]] = {
+    "contents": TableRows,
     "kernel_totals": KernelTotal,
     "top_kernels": TopKernel,
     "kernel_classes": KernelClass,
