@@ -28,11 +28,11 @@ def test_overlapping_compute_and_nccl_on_two_streams(tmp_path):
     assert m["exposed_comm_fraction"] == pytest.approx(50 / 150)
     assert m["comm_overlap_fraction"] == pytest.approx(50 / 100)
     coll = r.evidence["collectives"]
-    assert [c["collective"] for c in coll] == ["all_reduce"]
-    assert coll[0]["count"] == 1 and coll[0]["message_bytes_max"] == (1 << 20) * 4
+    assert [c.collective for c in coll] == ["all_reduce"]
+    assert coll[0].count == 1 and coll[0].message_bytes_max == (1 << 20) * 4
     # 4 MiB in 100 us = 41.94 GB/s algorithm bandwidth; bus bandwidth x 2(n-1)/n = x1 for n = 2.
-    assert coll[0]["algbw_gbps"] == pytest.approx((1 << 22) / (100 * US))
-    assert coll[0]["busbw_gbps"] == pytest.approx(coll[0]["algbw_gbps"])
+    assert coll[0].algbw_gbps == pytest.approx((1 << 22) / (100 * US))
+    assert coll[0].busbw_gbps == pytest.approx(coll[0].algbw_gbps)
 
 
 def test_comm_kernel_found_through_collective_op_not_name(tmp_path):

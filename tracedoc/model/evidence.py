@@ -118,6 +118,19 @@ class RooflineRow(Row):
     of_roof_fraction: float | None  # share of that roof reached
 
 
+class Collective(Row):
+    """``collectives``: the communication kernels of one collective type in the window."""
+
+    collective: str  # all_reduce, all_gather, reduce_scatter, ... (unknown where neither kernel nor record names it)
+    count: int | None  # its kernels
+    total_ns: int | None  # their time
+    mean_ns: float | None  # their mean duration
+    message_bytes_p50: float | None  # median message size, where recorded
+    message_bytes_max: int | None  # the largest message
+    algbw_gbps: float | None  # bytes / kernel time of the kernels with a known size
+    busbw_gbps: float | None  # algbw_gbps x the collective's bus factor for the group size
+
+
 class TopGap(Row):
     """``top_gaps``: a gap between GPU ops on one stream, among those holding the most device-idle time."""
 
@@ -212,6 +225,7 @@ ROW_TYPES: dict[str, type[Row]] = {
     "kernel_classes": KernelClass,
     "operator_totals": OperatorTotal,
     "top_operators": TopOperator,
+    "collectives": Collective,
     "top_gaps": TopGap,
     "stream_gaps": StreamGaps,
     "launch_queue": LaunchQueueRow,
