@@ -211,7 +211,7 @@ def test_sync_calls_name_the_op_that_caused_them(tmp_path):
     # CPU time blocked: [109,151) + [209,231) + [250,260) of a 300 us window
     assert r.metrics["sync_fraction"] == pytest.approx((42 + 22 + 10) / 300)
     assert r.metrics["sync_memcpy_count"] == 1
-    ops = {(row["op"], row["call"]) for row in r.evidence["sync_calls"]}
+    ops = {(row.op, row.call) for row in r.evidence["sync_calls"]}
     assert ("aten::_local_scalar_dense", "cudaStreamSynchronize") in ops
 
 

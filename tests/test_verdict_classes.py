@@ -8,6 +8,7 @@ import pytest
 
 import tracedoc
 from trace_builder import TraceBuilder
+from tracedoc.model.evidence import ImplicitSync
 
 US = 1000  # ns per microsecond
 
@@ -133,9 +134,9 @@ def test_hipfree_per_step_is_sync_bound(tmp_path):
     assert r.verdict.labels[0] == "sync_bound"
     assert "small_batch_bound" not in r.verdict.labels
     rows = r.evidence["implicit_syncs"]
-    assert rows == [{"op": "aten::empty", "call": "hipFree", "count": 5, "total_ns": 5 * 9_860 * US, "per_step": 1.0}]
+    assert rows == [ImplicitSync(op="aten::empty", call="hipFree", count=5, total_ns=5 * 9_860 * US, per_step=1.0)]
     td501 = next(f for f in r.verdict.findings if f.rule_id == "TD501")
-    assert td501.evidence["implicit_syncs"][0]["call"] == "hipFree"
+    assert td501.evidence["implicit_syncs"][0].call == "hipFree"
     assert any("caching allocator" in fix for fix in td501.fixes)
     assert r.metrics["step_time_p50_ns"] == 12_000 * US
 
@@ -151,7 +152,7 @@ def test_cudamalloc_is_an_implicit_sync_only_while_the_allocator_frees(tmp_path)
     b.runtime("cudaFree", 400.0, 450.0)
     r = analyse(b, tmp_path, "pressure.json")
     assert r.metrics["implicit_sync_calls"] == 3
-    assert {row["call"] for row in r.evidence["implicit_syncs"]} == {"cudaMalloc", "cudaHostAlloc", "cudaFree"}
+    assert {row.call for row in r.evidence["implicit_syncs"]} == {"cudaMalloc", "cudaHostAlloc", "cudaFree"}
 
 
 def test_pageable_async_copy_and_empty_cache_are_implicit_syncs(tmp_path):
@@ -162,9 +163,9 @@ def test_pageable_async_copy_and_empty_cache_are_implicit_syncs(tmp_path):
     b.cpu_op("torch/cuda/memory.py(192): empty_cache", 900.0, 1100.0, cat="python_function")
     r = analyse(b, tmp_path)
     assert r.metrics["implicit_sync_calls"] == 2
-    calls = {row["call"]: row for row in r.evidence["implicit_syncs"]}
-    assert calls["cudaMemcpyAsync"]["total_ns"] == 360 * US
-    assert calls["torch/cuda/memory.py(192): empty_cache"]["total_ns"] == 200 * US
+    calls = {row.call: row for row in r.evidence["implicit_syncs"]}
+    assert calls["cudaMemcpyAsync"].total_ns == 360 * US
+    assert calls["torch/cuda/memory.py(192): empty_cache"].total_ns == 200 * US
 
 
 TC_GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn"  # a Tensor Core GEMM on the A100

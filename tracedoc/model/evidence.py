@@ -118,6 +118,25 @@ class RooflineRow(Row):
     of_roof_fraction: float | None  # share of that roof reached
 
 
+class SyncCall(Row):
+    """``sync_calls``: synchronizing calls of one kind, grouped by the operator that made them."""
+
+    op: str | None  # the outermost operator with the call's External id (the call itself when it is an op)
+    call: str  # the call
+    count: int | None  # calls in the window
+    total_ns: int | None  # their time
+
+
+class ImplicitSync(Row):
+    """``implicit_syncs``: implicitly synchronizing calls of one kind, grouped by the operator that made them."""
+
+    op: str | None  # the outermost operator with the call's External id (the call itself when it is an op)
+    call: str  # the call (cudaFree, cudaHostAlloc, a pageable copy's launch, empty_cache, ...)
+    count: int | None  # calls in the window
+    total_ns: int | None  # their time
+    per_step: float | None  # count / steps; None without steps
+
+
 class Collective(Row):
     """``collectives``: the communication kernels of one collective type in the window."""
 
@@ -225,6 +244,8 @@ ROW_TYPES: dict[str, type[Row]] = {
     "kernel_classes": KernelClass,
     "operator_totals": OperatorTotal,
     "top_operators": TopOperator,
+    "sync_calls": SyncCall,
+    "implicit_syncs": ImplicitSync,
     "collectives": Collective,
     "top_gaps": TopGap,
     "stream_gaps": StreamGaps,
