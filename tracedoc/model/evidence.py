@@ -118,6 +118,29 @@ class RooflineRow(Row):
     of_roof_fraction: float | None  # share of that roof reached
 
 
+class OperatorShape(Row):
+    """``operators_by_shape``: CPU operator calls of one name and recorded input shapes whose work is in the window."""
+
+    name: str  # the operator
+    input_shapes: str | None  # its recorded input shapes (kept for the ops the roofline models); None unrecorded
+    calls: int | None  # calls
+    cpu_ns: int | None  # their inclusive CPU time
+    gpu_ops: int | None  # GPU ops they launched in the window
+    gpu_ns: int | None  # those ops' time
+    share: float | None  # of the GPU time launched by any operator
+
+
+class ModuleOperators(Row):
+    """``operators_by_module``: the nn.Module spans of one module, and the GPU time launched inside them."""
+
+    module: str  # the module, as the span names it (Linear_0)
+    calls: int | None  # its spans starting in the window
+    cpu_ns: int | None  # their CPU time
+    gpu_ops: int | None  # GPU ops launched inside them (innermost module) in the window
+    gpu_ns: int | None  # those ops' time
+    share: float | None  # of the GPU time launched inside any module
+
+
 class SyncCall(Row):
     """``sync_calls``: synchronizing calls of one kind, grouped by the operator that made them."""
 
@@ -244,6 +267,8 @@ ROW_TYPES: dict[str, type[Row]] = {
     "kernel_classes": KernelClass,
     "operator_totals": OperatorTotal,
     "top_operators": TopOperator,
+    "operators_by_shape": OperatorShape,
+    "operators_by_module": ModuleOperators,
     "sync_calls": SyncCall,
     "implicit_syncs": ImplicitSync,
     "collectives": Collective,
