@@ -141,6 +141,16 @@ class ModuleOperators(Row):
     share: float | None  # of the GPU time launched inside any module
 
 
+class HostOperator(Row):
+    """``host_operators``: CPU operators of one name started in the window, by self time (traces without GPU ops)."""
+
+    name: str  # the operator
+    calls: int | None  # its calls
+    self_ns: int | None  # their time not spent in a nested span
+    cpu_ns: int | None  # their inclusive time
+    share: float | None  # self_ns / the window
+
+
 class SyncCall(Row):
     """``sync_calls``: synchronizing calls of one kind, grouped by the operator that made them."""
 
@@ -269,6 +279,7 @@ ROW_TYPES: dict[str, type[Row]] = {
     "top_operators": TopOperator,
     "operators_by_shape": OperatorShape,
     "operators_by_module": ModuleOperators,
+    "host_operators": HostOperator,
     "sync_calls": SyncCall,
     "implicit_syncs": ImplicitSync,
     "collectives": Collective,
