@@ -55,7 +55,7 @@ def test_comm_only_stream_overlap_is_zero_not_undefined(tmp_path):
     # communication stream in stream_gaps)
     (gap,) = r.evidence["top_gaps"]
     assert gap.device_idle_ns == gap.gap_ns == 100 * US
-    idle_cause = max((c for c in r.evidence["idle_causes"]), key=lambda c: c["ns"])["cause"]
+    idle_cause = max((c for c in r.evidence["idle_causes"]), key=lambda c: c.ns).cause
     assert gap.cause == idle_cause
     assert r.evidence["stream_gaps"][0].comm_stream is True
 
@@ -85,7 +85,7 @@ def test_idle_causes(tmp_path):
     assert r.window.kind == "steps" and m["window_ns"] == 1000 * US
     busy = 100 + 100 + 90 + 100
     assert m["gpu_busy_fraction"] == pytest.approx(busy / 1000)
-    causes = {c["cause"]: c["ns"] for c in r.evidence["idle_causes"]}
+    causes = {c.cause: c.ns for c in r.evidence["idle_causes"]}
     assert causes == {"dataloader": 300 * US, "host_launch": 100 * US, "sync": 40 * US,
                       "launch_latency": 10 * US, "other": (60 + 100) * US}
     assert sum(causes.values()) == (1000 - busy) * US
@@ -313,7 +313,7 @@ def test_sync_owns_a_gap_only_until_the_cpu_has_had_time_to_restart(tmp_path):
     b.sync(500.0, 1_005.0, op=None)                 # blocked when the GPU drains at 1000, returns at 1005
     b.kernel("k2", 60_000.0, 1_000.0, launch_at=59_990.0)
     r = analyse(b, tmp_path)
-    causes = {c["cause"]: c["ns"] for c in r.evidence["idle_causes"]}
+    causes = {c.cause: c.ns for c in r.evidence["idle_causes"]}
     restart = 10_000  # us: SYNC_RESTART_NS
     assert causes["sync"] == (1_005 + restart - 1_000) * US
     assert causes["host_launch"] == (60_000 - (1_005 + restart)) * US

@@ -53,7 +53,8 @@ def test_evidence_rows_are_checked_by_column_meaning(result):
     top = rank.evidence["top_kernels"]
     top[0] = replace(top[0], share=-1.54, total_ns=-5)
     rank.per_step[0]["end_ns"] = rank.per_step[0]["start_ns"] - 1
-    rank.evidence["idle_causes"][0]["fraction"] = math.nan
+    causes = rank.evidence["idle_causes"]
+    causes[0] = replace(causes[0], fraction=math.nan)
     found = check_rank(rank)
     joined = "\n".join(found)
     assert len(found) == 4, joined

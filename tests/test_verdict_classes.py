@@ -8,7 +8,7 @@ import pytest
 
 import tracedoc
 from trace_builder import TraceBuilder
-from tracedoc.model.evidence import ImplicitSync
+from tracedoc.model.evidence import IdleCpuOp, ImplicitSync
 
 US = 1000  # ns per microsecond
 
@@ -366,10 +366,10 @@ def test_other_idle_lists_the_cpu_ops_running_during_it(tmp_path):
     # before); [9000,10000) of the last step other (nothing pending).
     assert r.metrics["idle_other_fraction"] == pytest.approx((10 * 4990 + 1000) / 100_000)
     rows = r.evidence["idle_other_cpu_ops"]
-    assert rows == [{"op": "checkpoint.save", "count": 10, "idle_overlap_ns": 35_000 * US},
-                    {"op": "logging.info", "count": 10, "idle_overlap_ns": 5_000 * US}]
+    assert rows == [IdleCpuOp(op="checkpoint.save", count=10, idle_overlap_ns=35_000 * US),
+                    IdleCpuOp(op="logging.info", count=10, idle_overlap_ns=5_000 * US)]
     td101 = next(f for f in r.verdict.findings if f.rule_id == "TD101")
-    assert td101.evidence["idle_other_cpu_ops"][0]["op"] == "checkpoint.save"
+    assert td101.evidence["idle_other_cpu_ops"][0].op == "checkpoint.save"
 
 
 def test_dlrm_host_launch_idle_gets_a_finding():

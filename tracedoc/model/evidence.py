@@ -183,6 +183,22 @@ class Collective(Row):
     busbw_gbps: float | None  # algbw_gbps x the collective's bus factor for the group size
 
 
+class IdleCause(Row):
+    """``idle_causes``: the window's device-idle time of one cause."""
+
+    cause: str  # dataloader, host_launch, sync, launch_latency, other
+    ns: int | None  # its idle time in the window
+    fraction: float | None  # of the window
+
+
+class IdleCpuOp(Row):
+    """``idle_other_cpu_ops``: an outermost CPU op running while the GPU idled for no identified cause."""
+
+    op: str  # the op's name
+    count: int | None  # its calls overlapping that idle time
+    idle_overlap_ns: int | None  # their time overlapping it
+
+
 class TopGap(Row):
     """``top_gaps``: a gap between GPU ops on one stream, among those holding the most device-idle time."""
 
@@ -283,6 +299,8 @@ ROW_TYPES: dict[str, type[Row]] = {
     "sync_calls": SyncCall,
     "implicit_syncs": ImplicitSync,
     "collectives": Collective,
+    "idle_causes": IdleCause,
+    "idle_other_cpu_ops": IdleCpuOp,
     "top_gaps": TopGap,
     "stream_gaps": StreamGaps,
     "launch_queue": LaunchQueueRow,
