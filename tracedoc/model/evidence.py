@@ -170,6 +170,20 @@ class ImplicitSync(Row):
     per_step: float | None  # count / steps; None without steps
 
 
+class CopyDirection(Row):
+    """``memcpy``: the copies of one direction in the window, and the ops and calls that issued them."""
+
+    copy_kind: str  # HtoD, DtoH, DtoD, ...
+    count: int | None  # copies
+    total_ns: int | None  # their time
+    bytes: int | None  # bytes they moved, where recorded
+    achieved_gbps: float | None  # bytes / the time of the copies with a known size
+    pageable_count: int | None  # copies from or to pageable host memory, where recorded
+    pinned_count: int | None  # copies from or to pinned host memory, where recorded
+    ops: list[str]  # the operators that issued the most of them, "name (count)"
+    calls: list[str]  # the launch calls, "name (count)"
+
+
 class Collective(Row):
     """``collectives``: the communication kernels of one collective type in the window."""
 
@@ -298,6 +312,7 @@ ROW_TYPES: dict[str, type[Row]] = {
     "host_operators": HostOperator,
     "sync_calls": SyncCall,
     "implicit_syncs": ImplicitSync,
+    "memcpy": CopyDirection,
     "collectives": Collective,
     "idle_causes": IdleCause,
     "idle_other_cpu_ops": IdleCpuOp,
