@@ -8,7 +8,7 @@ import pytest
 
 import tracedoc
 from trace_builder import TraceBuilder
-from tracedoc.model.evidence import IdleCpuOp, ImplicitSync
+from tracedoc.model.evidence import IdleCpuOp, ImplicitSync, SyncBlockedCall
 
 US = 1000  # ns per microsecond
 
@@ -221,9 +221,9 @@ def test_gpu_idle_while_the_host_sits_in_cudafree_is_sync_bound_not_host_late(tm
     assert td501.what_if["step_ms_before"] == pytest.approx(12.0)
     assert td501.what_if["gain_ms"] == pytest.approx(5.7, abs=0.01)
     assert "sync idle 0%" in td501.message and "38%" in td501.message
-    assert td501.evidence["sync_blocked_calls"][0] == {
-        "call": "cudaFree", "op": "aten::empty", "annotation": "ProfilerStep#1", "start_ns": 5200 * US,
-        "dur_ns": 5700 * US, "idle_ns": 5700 * US}
+    assert td501.evidence["sync_blocked_calls"][0] == SyncBlockedCall(
+        call="cudaFree", op="aten::empty", annotation="ProfilerStep#1", start_ns=5200 * US, dur_ns=5700 * US,
+        idle_ns=5700 * US)
     # four equal frees, each a step apart: a per-step cost, not a one-time one
     assert not any("one-time" in fix for fix in td501.fixes)
 

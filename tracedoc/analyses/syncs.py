@@ -10,7 +10,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
-from ..model.evidence import ImplicitSync, SyncCall
+from ..model.evidence import ImplicitSync, SyncBlockedCall, SyncCall
 from ..model.groups import Groups, distinct, isin, largest_first, row_codes
 from ..model.trace import Trace
 from . import classify as C
@@ -218,12 +218,13 @@ def blocked_idle(trace: Trace, calls: BlockingCalls, idle: iv.IntervalSet, host_
     idle_ns = iv.overlap_per_interval(s, e, blocked)
     order = np.argsort(-idle_ns, kind="stable")[:top]
     order = order[idle_ns[order] > 0]
-    rows = [{"call": trace.string(int(names[i])), "op": _enclosing_name(trace, s[i], e[i], pid[i], tid[i], M.CPU_OP),
-             "annotation": _enclosing_name(trace, s[i], e[i], pid[i], tid[i], M.USER_ANNOTATION),
-             "start_ns": int(s[i]), "dur_ns": int(e[i] - s[i]), "idle_ns": int(idle_ns[i])} for i in order.tolist()]
+    rows = [SyncBlockedCall(call=trace.string(int(names[i])),
+                            op=_enclosing_name(trace, s[i], e[i], pid[i], tid[i], M.CPU_OP),
+                            annotation=_enclosing_name(trace, s[i], e[i], pid[i], tid[i], M.USER_ANNOTATION),
+                            start_ns=int(s[i]), dur_ns=int(e[i] - s[i]), idle_ns=int(idle_ns[i])) for i in order.tolist()]
     total = iv.total(blocked)
     return {"blocked_ns": total, "host_late_blocked_ns": iv.total(iv.intersect(host_late, blocked)),
-            "longest_ns": rows[0]["idle_ns"] if rows else 0, "rows": rows}
+            "longest_ns": rows[0].idle_ns if rows else 0, "rows": rows}
 
 
 def _enclosing_name(trace: Trace, start: int, end: int, pid: int, tid: int, kind: int) -> str | None:
@@ -254,6 +255,6 @@ def sync_blocked_idle(trace: Trace, inputs) -> Produced:
          "idle_host_late_blocked_fraction": out["host_late_blocked_ns"] / length if length > 0 else 0.0,
          "sync_blocked_longest_call_ns": out["longest_ns"],
          "sync_blocked_longest_call_fraction": out["longest_ns"] / out["blocked_ns"] if out["blocked_ns"] else None,
-         "sync_blocked_longest_call": (f"{rows[0]['call']} in {rows[0]['op']}" if rows[0]["op"] and rows[0]["op"] !=
-                                       rows[0]["call"] else rows[0]["call"]) if rows else None}
+         "sync_blocked_longest_call": (f"{rows[0].call} in {rows[0].op}" if rows[0].op and rows[0].op != rows[0].call
+                                       else rows[0].call) if rows else None}
     return Produced(metrics=m, evidence={"sync_blocked_calls": rows})

@@ -118,6 +118,17 @@ class RooflineRow(Row):
     of_roof_fraction: float | None  # share of that roof reached
 
 
+class SyncBlockedCall(Row):
+    """``sync_blocked_calls``: a synchronizing call on a launching thread holding GPU idle time."""
+
+    call: str  # the call
+    op: str | None  # the innermost CPU op around it
+    annotation: str | None  # the innermost user annotation around it
+    start_ns: int | None  # when it began
+    dur_ns: int | None  # how long it blocked the thread
+    idle_ns: int | None  # the GPU idle time inside it
+
+
 class OperatorShape(Row):
     """``operators_by_shape``: CPU operator calls of one name and recorded input shapes whose work is in the window."""
 
@@ -311,6 +322,7 @@ ROW_TYPES: dict[str, type[Row]] = {
     "operators_by_module": ModuleOperators,
     "host_operators": HostOperator,
     "sync_calls": SyncCall,
+    "sync_blocked_calls": SyncBlockedCall,
     "implicit_syncs": ImplicitSync,
     "memcpy": CopyDirection,
     "collectives": Collective,
