@@ -154,9 +154,9 @@ def test_kernel_statistics_and_launch_delay(tmp_path):
     assert m["kernels_under_10us_fraction"] == pytest.approx(3 / 5)
     assert m["launch_delay_p50_ns"] == 3 * US
     launch = analyse(b, tmp_path, "again.json").evidence["launch"][0]
-    assert launch["launch_delay_p5_ns"] == launch["launch_delay_p99_ns"] == 3 * US
-    assert launch["gpu_kernel_ns"] == sum(durs) * US
-    assert launch["launch_calls"] == 3  # the first two launches precede the window (it starts at the first op)
+    assert launch.launch_delay_p5_ns == launch.launch_delay_p99_ns == 3 * US
+    assert launch.gpu_kernel_ns == sum(durs) * US
+    assert launch.launch_calls == 3  # the first two launches precede the window (it starts at the first op)
     assert m["launch_link_fraction"] == 1.0
 
 

@@ -414,7 +414,7 @@ def test_duplicated_launch_calls_do_not_push_the_launch_share_past_the_window(tm
         doc["traceEvents"].append({**e, "tid": e["tid"] + 1})
     res = analyze(write_with_tokens(tmp_path / "b.json", doc, {}))
     assert res.ranks[0].metrics["cpu_launch_overhead_fraction"] == pytest.approx(base)
-    assert res.ranks[0].evidence["launch"][0]["launch_calls"] == 2 * len(
+    assert res.ranks[0].evidence["launch"][0].launch_calls == 2 * len(
         [e for e in runtime if e["name"].startswith("cudaLaunch")])
     clean(res)
 

@@ -9,7 +9,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
-from ..model.evidence import KernelClass, KernelTotal, OperatorTotal, TopKernel, TopOperator
+from ..model.evidence import KernelClass, KernelTotal, LaunchTotals, OperatorTotal, TopKernel, TopOperator
 from ..model.groups import Groups, dense_codes, largest_first
 from ..model.trace import Trace
 from ..model.stats import median, percentile
@@ -364,10 +364,10 @@ def launches(trace: Trace, inputs) -> Produced:
     ls = launch_stats(trace, lo, hi, inputs["backlog"], inputs["launch_queue"].blocked_spans(trace))
     g = trace.gpu_ops
     rows = _window_kernel_rows(trace, lo, hi)
-    row = {"launch_calls": ls.get("launch_calls"), "cpu_launch_overhead_ns": ls.get("cpu_launch_overhead_ns"),
-           "gpu_kernel_ns": int((g["end_ns"] - g["start_ns"])[rows].sum()) if len(g) else 0,
-           "clock_anomaly_count": ls.get("clock_anomaly_count", 0),
-           **_distribution("launch_delay", ls.get("launch_delays_ns"))}
+    row = LaunchTotals(launch_calls=ls.get("launch_calls"), cpu_launch_overhead_ns=ls.get("cpu_launch_overhead_ns"),
+                       gpu_kernel_ns=int((g["end_ns"] - g["start_ns"])[rows].sum()) if len(g) else 0,
+                       clock_anomaly_count=ls.get("clock_anomaly_count", 0),
+                       **_distribution("launch_delay", ls.get("launch_delays_ns")))
     return Produced(metrics={k: ls.get(k) for k in LAUNCH_METRICS}, evidence={"launch": [row]})
 
 

@@ -21,14 +21,15 @@ from typing import Any
 import msgspec
 
 from .flops import BelowRoof, FlopsSummary, RooflineRow
-from .gpu import (Collective, CopyDirection, KernelClass, KernelTotal, LaunchQueueRow, OperatorTotal, StreamGaps,
-                  TopGap, TopKernel, TopOperator)
-from .host import (HostOperator, IdleCause, IdleCpuOp, ImplicitSync, ModuleOperators, OperatorShape, SyncBlockedCall,
-                   SyncCall, TableRows)
+from .gpu import (Collective, CopyDirection, KernelClass, KernelTotal, LaunchQueueRow, LaunchTotals, OperatorTotal,
+                  StreamGaps, TopGap, TopKernel, TopOperator)
+from .host import (DataLoaderSpan, HostOperator, IdleCause, IdleCpuOp, ImplicitSync, ModuleOperators, OperatorShape,
+                   SyncBlockedCall, SyncCall, TableRows)
 from .row import Row
 
-__all__ = ["ROW_TYPES", "BelowRoof", "Collective", "CopyDirection", "FlopsSummary", "HostOperator", "IdleCause",
-           "IdleCpuOp", "ImplicitSync", "KernelClass", "KernelTotal", "LaunchQueueRow", "ModuleOperators",
+__all__ = ["ROW_TYPES", "BelowRoof", "Collective", "CopyDirection", "DataLoaderSpan", "FlopsSummary", "HostOperator",
+           "IdleCause", "IdleCpuOp", "ImplicitSync", "KernelClass", "KernelTotal", "LaunchQueueRow", "LaunchTotals",
+           "ModuleOperators",
            "OperatorShape", "OperatorTotal", "RooflineRow", "Row", "StreamGaps", "SyncBlockedCall", "SyncCall",
            "TableRows", "TopGap", "TopKernel", "TopOperator", "cell", "check_fields", "copy_row", "plain_rows",
            "row_keys", "typed_evidence", "typed_rows"]
@@ -54,6 +55,8 @@ ROW_TYPES: dict[str, type[Row]] = {
     "top_gaps": TopGap,
     "stream_gaps": StreamGaps,
     "launch_queue": LaunchQueueRow,
+    "launch": LaunchTotals,
+    "dataloader": DataLoaderSpan,
     "roofline": RooflineRow,
     "roofline_below_roof": BelowRoof,
     "flops_summary": FlopsSummary,

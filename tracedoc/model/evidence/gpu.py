@@ -132,3 +132,19 @@ class CopyDirection(Row):
     pinned_count: int | None  # copies from or to pinned host memory, where recorded
     ops: list[str]  # the operators that issued the most of them, "name (count)"
     calls: list[str]  # the launch calls, "name (count)"
+
+
+class LaunchTotals(Row, omit_defaults=True):
+    """``launch``: the one row of launch totals in the window, and the launch delays' percentiles (left out
+    without a launch delay)."""
+
+    launch_calls: int | None  # kernel launch calls
+    cpu_launch_overhead_ns: int | None  # host time inside them
+    gpu_kernel_ns: int | None  # kernel time in the window
+    clock_anomaly_count: int | None  # GPU ops that start before their launch call (clocks out of step)
+    launch_delay_p5_ns: float | None = None  # launch call to kernel start, 5th percentile
+    launch_delay_p25_ns: float | None = None  # 25th percentile
+    launch_delay_p50_ns: float | None = None  # median
+    launch_delay_p75_ns: float | None = None  # 75th percentile
+    launch_delay_p95_ns: float | None = None  # 95th percentile
+    launch_delay_p99_ns: float | None = None  # 99th percentile

@@ -90,3 +90,9 @@ class IdleCpuOp(Row):
     op: str  # the op's name
     count: int | None  # its calls overlapping that idle time
     idle_overlap_ns: int | None  # their time overlapping it
+
+
+class DataLoaderSpan(Row):
+    """``dataloader``: a DataLoader iterator span name seen in the trace."""
+
+    name: str  # the span's name
