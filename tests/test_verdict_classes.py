@@ -253,8 +253,8 @@ def test_gpu_idle_while_the_host_works_between_launches_is_host_bound(tmp_path, 
     assert td104.what_if["step_ms_before"] == pytest.approx(12.0)
     assert td104.what_if["gain_ms"] == pytest.approx(7.0, abs=0.05)
     # the evidence names the host work by self time
-    assert td104.evidence["host_late_python"][0]["name"] == "augment_batch"
-    assert td104.evidence["host_late_python"][0]["self_ns"] == 4 * 5700 * US
+    assert td104.evidence["host_late_python"][0].name == "augment_batch"
+    assert td104.evidence["host_late_python"][0].self_ns == 4 * 5700 * US
 
 
 def test_one_long_free_in_a_profile_without_steps_says_it_is_start_up(tmp_path):

@@ -175,7 +175,7 @@ def _cite(defs: dict[str, Any], evidence: str) -> None:
 
 def _row_types() -> dict[str, Any]:
     """The schemas of the evidence row types, described like the records'."""
-    types = list(ROW_TYPES.values())
+    types = list(dict.fromkeys(ROW_TYPES.values()))  # a row type may serve several tables
     _, defs = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
     for cls in types:
         _document(defs[cls.__name__], cls)

@@ -23,11 +23,11 @@ import msgspec
 from .flops import BelowRoof, FlopsSummary, RooflineRow
 from .gpu import (Collective, CopyDirection, KernelClass, KernelTotal, LaunchQueueRow, LaunchTotals, OperatorTotal,
                   StreamGaps, TopGap, TopKernel, TopOperator)
-from .host import (DataLoaderSpan, HostOperator, IdleCause, IdleCpuOp, ImplicitSync, ModuleOperators, OperatorShape,
+from .host import (DataLoaderSpan, HostOperator, HostWork, IdleCause, IdleCpuOp, ImplicitSync, ModuleOperators, OperatorShape,
                    SyncBlockedCall, SyncCall, TableRows)
 from .row import Row
 
-__all__ = ["ROW_TYPES", "BelowRoof", "Collective", "CopyDirection", "DataLoaderSpan", "FlopsSummary", "HostOperator",
+__all__ = ["ROW_TYPES", "BelowRoof", "Collective", "CopyDirection", "DataLoaderSpan", "FlopsSummary", "HostOperator", "HostWork",
            "IdleCause", "IdleCpuOp", "ImplicitSync", "KernelClass", "KernelTotal", "LaunchQueueRow", "LaunchTotals",
            "ModuleOperators",
            "OperatorShape", "OperatorTotal", "RooflineRow", "Row", "StreamGaps", "SyncBlockedCall", "SyncCall",
@@ -45,6 +45,8 @@ ROW_TYPES: dict[str, type[Row]] = {
     "operators_by_shape": OperatorShape,
     "operators_by_module": ModuleOperators,
     "host_operators": HostOperator,
+    "host_late_cpu_ops": HostWork,
+    "host_late_python": HostWork,
     "sync_calls": SyncCall,
     "sync_blocked_calls": SyncBlockedCall,
     "implicit_syncs": ImplicitSync,

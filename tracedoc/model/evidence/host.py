@@ -96,3 +96,13 @@ class DataLoaderSpan(Row):
     """``dataloader``: a DataLoader iterator span name seen in the trace."""
 
     name: str  # the span's name
+
+
+class HostWork(Row):
+    """``host_late_cpu_ops`` and ``host_late_python``: CPU ops (or Python frames) of one name running in the long
+    host-late idle gaps."""
+
+    name: str  # the op's (frame's) name
+    calls: int | None  # its calls overlapping the gaps
+    self_ns: int | None  # their time inside the gaps less what they called (at most total_ns)
+    total_ns: int | None  # their time inside the gaps (the union of the calls')
