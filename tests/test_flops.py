@@ -85,11 +85,11 @@ def test_real_cpu_profile_counts_forward_and_backward_from_the_model_definition(
     assert m["mfu"] is None  # no GPU
     summary = rank.evidence["flops_summary"][0]
     assert summary.dtype == "fp32" and "no GPU kernels" in summary.note
-    classes = {r["op_class"]: r for r in rank.evidence["flops_by_op_class"]}
-    assert classes["conv forward"]["model_flops"] == 3 * CONV_FWD
-    assert classes["attention backward"]["model_flops"] == 3 * 2 * ATTN_FWD
+    classes = {r.op_class: r for r in rank.evidence["flops_by_op_class"]}
+    assert classes["conv forward"].model_flops == 3 * CONV_FWD
+    assert classes["attention backward"].model_flops == 3 * 2 * ATTN_FWD
     for row in rank.evidence["flops_per_step"]:
-        assert row["model_flops"] == FORWARD + BACKWARD
+        assert row.model_flops == FORWARD + BACKWARD
 
 
 def test_activation_checkpointing_is_hardware_not_model_flops(tmp_path):
@@ -188,13 +188,13 @@ def test_v100_dlrm_mfu_against_the_tensor_core_peak_and_the_fp32_figure_apart():
     # achieved = FLOPs per step / the report's one step time: the median of the step times
     steps = rank.evidence["flops_per_step"]
     # the first step has no step time: a pre-window backlog ran ahead of it
-    assert steps[0]["step_time_ns"] is None and steps[0]["achieved_tflops"] is None
-    median_ns = statistics.median(r["step_time_ns"] for r in steps[1:])
+    assert steps[0].step_time_ns is None and steps[0].achieved_tflops is None
+    median_ns = statistics.median(r.step_time_ns for r in steps[1:])
     assert m["step_time_p50_ns"] == median_ns
     assert m["achieved_tflops"] == pytest.approx(m["model_flops_per_step"] / median_ns / 1e3)
     # the embedding-heavy model spends most GPU time outside the counted GEMMs, and says so
     assert 0 < m["flops_counted_fraction"] < 0.2
-    assert any(r["gpu_ns"] for r in rank.evidence["flops_not_counted"])
+    assert any(r.gpu_ns for r in rank.evidence["flops_not_counted"])
 
 
 def test_trace_without_shapes_states_it_instead_of_a_number():
@@ -280,7 +280,7 @@ def test_fp32_gemms_on_a100_fire_low_mfu_with_the_fp32_fix(tmp_path):
     assert m["fp32_flops_fraction"] == 1.0 and m["flops_counted_fraction"] == 1.0
     # the kernel class: CUDA-core fp32 at 137.46 GFLOP / 9 ms = 15.27 TFLOP/s
     row = rank.evidence["flops_by_kernel_class"][0]
-    assert row["kernel_class"] == "GEMM kernel on CUDA cores" and row["tflops"] == pytest.approx(LINEAR_FLOPS / 0.009 / 1e12)
+    assert row.kernel_class == "GEMM kernel on CUDA cores" and row.tflops == pytest.approx(LINEAR_FLOPS / 0.009 / 1e12)
     fired = {f.label: f for f in verdict.findings}
     assert "low_mfu" in fired and "compute_bound" not in fired
     assert any("autocast" in fix for fix in fired["low_mfu"].fixes)
@@ -418,7 +418,7 @@ def test_unresolved_ops_counted_through_their_parent_or_children_are_not_listed(
     rank = tracedoc.analyze(b.write(tmp_path / "nest.pt.trace.json")).ranks[0]
     # conv2d 14080 (out [2,8,4,4]: 2*256*27 + 256) + bmm 2*2*4*3*5 = 240
     assert rank.metrics["model_flops_per_step"] == 14_080 + 240
-    listed = [r["op"] for r in rank.evidence["flops_not_counted"] if r["gpu_ns"] is None]
+    listed = [r.op for r in rank.evidence["flops_not_counted"] if r.gpu_ns is None]
     assert listed == ["aten::mm"]
 
 

@@ -157,8 +157,8 @@ def test_autocast_products_take_the_leaf_dtype_and_only_the_gemm_kernel(tmp_path
     assert ev["flops_summary"][0].dtype == "bf16" and m["peak_tflops"] == A100_BF16
     # the class rate is over the GEMM kernel's 600 us only: 137.456 GFLOP / 0.6 ms = 229.09 TFLOP/s
     (cls,) = ev["flops_by_op_class"]
-    assert cls["dtype"] == "bf16" and cls["gpu_ns"] == 3 * 600_000
-    assert cls["tflops"] == pytest.approx((2 * 4096 ** 3 + 4096 * 4096) / 600e-6 / 1e12)
+    assert cls.dtype == "bf16" and cls.gpu_ns == 3 * 600_000
+    assert cls.tflops == pytest.approx((2 * 4096 ** 3 + 4096 * 4096) / 600e-6 / 1e12)
     # the cast is a copy row: 4096*4096 fp32 read (4 B) and bf16 written (2 B) = 100,663,296 B in 50 us
     rows = rows_by_op(result)
     cast = rows[("aten::copy_", "[4096, 4096] x [4096, 4096]")]
@@ -247,8 +247,8 @@ def test_every_sdpa_variant_counts_once_forward_and_backward(tmp_path, fwd, bwd,
     # (half the forward): hardware = 2.5x
     assert m["model_flops_per_step"] == ATTN_FWD + 2 * ATTN_FWD
     assert m["hardware_flops_per_step"] == ATTN_FWD + 2.5 * ATTN_FWD
-    classes = {r["op_class"]: r for r in result.ranks[0].evidence["flops_by_op_class"]}
-    assert classes["attention backward"]["ops"] == 1 and classes["attention forward"]["ops"] == 1
+    classes = {r.op_class: r for r in result.ranks[0].evidence["flops_by_op_class"]}
+    assert classes["attention backward"].ops == 1 and classes["attention forward"].ops == 1
     rows = [r for r in result.ranks[0].evidence["roofline"] if r.op_class == "attention"]
     assert sorted(r.flops for r in rows) == [ATTN_FWD, 2.5 * ATTN_FWD]  # one row each, hardware FLOPs
 

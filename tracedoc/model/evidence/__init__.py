@@ -20,14 +20,16 @@ from typing import Any
 
 import msgspec
 
-from .flops import BelowRoof, FlopsSummary, RooflineRow
+from .flops import (BelowRoof, FlopsByKernelClass, FlopsByOpClass, FlopsNotCounted, FlopsPerStep, FlopsSummary,
+                    RooflineRow)
 from .gpu import (Collective, CopyDirection, KernelClass, KernelTotal, LaunchQueueRow, LaunchTotals, OperatorTotal,
                   StreamGaps, TopGap, TopKernel, TopOperator)
 from .host import (DataLoaderSpan, HostOperator, HostWork, IdleCause, IdleCpuOp, ImplicitSync, ModuleOperators, OperatorShape,
                    SyncBlockedCall, SyncCall, TableRows)
 from .row import Row
 
-__all__ = ["ROW_TYPES", "BelowRoof", "Collective", "CopyDirection", "DataLoaderSpan", "FlopsSummary", "HostOperator", "HostWork",
+__all__ = ["ROW_TYPES", "BelowRoof", "Collective", "CopyDirection", "DataLoaderSpan", "FlopsByKernelClass", "FlopsByOpClass",
+           "FlopsNotCounted", "FlopsPerStep", "FlopsSummary", "HostOperator", "HostWork",
            "IdleCause", "IdleCpuOp", "ImplicitSync", "KernelClass", "KernelTotal", "LaunchQueueRow", "LaunchTotals",
            "ModuleOperators",
            "OperatorShape", "OperatorTotal", "RooflineRow", "Row", "StreamGaps", "SyncBlockedCall", "SyncCall",
@@ -62,6 +64,10 @@ ROW_TYPES: dict[str, type[Row]] = {
     "roofline": RooflineRow,
     "roofline_below_roof": BelowRoof,
     "flops_summary": FlopsSummary,
+    "flops_by_op_class": FlopsByOpClass,
+    "flops_by_kernel_class": FlopsByKernelClass,
+    "flops_not_counted": FlopsNotCounted,
+    "flops_per_step": FlopsPerStep,
 }
 
 

@@ -73,3 +73,53 @@ class FlopsSummary(Row):
     steps: int | None  # steps the rate is over
     mfu_missing: str | None  # why there is no MFU
     note: str | None  # what the numbers rest on
+
+
+class FlopsByOpClass(Row):
+    """``flops_by_op_class``: counted ops whose kernels ran in the window, of one class, pass and dtype."""
+
+    op_class: str  # class and pass, "matmul forward", "attention recompute"
+    dtype: str  # the ops' dtype ("unknown" where not recorded)
+    ops: int | None  # the ops
+    model_flops: float | None  # model FLOPs their kernels in the window ran
+    hardware_flops: float | None  # the same with recomputation
+    gpu_ns: int | None  # their kernels' time in the window
+    tflops: float | None  # hardware FLOPs / that time, ops faster than the peak left out
+    peak_tflops: int | float | None  # the dtype's dense peak
+    of_peak_fraction: float | None  # tflops / peak_tflops
+    note: str | None  # the ops left out of the rate, and why
+
+
+class FlopsByKernelClass(Row):
+    """``flops_by_kernel_class``: kernels of counted ops, of one kind (Tensor Core use) and dtype."""
+
+    kernel_class: str  # "GEMM kernel on Tensor Cores", "helper (elementwise, layout)", ...
+    dtype: str  # their ops' dtype ("unknown" where not recorded)
+    kernels: int | None  # the kernels
+    flops: float | None  # FLOPs they ran (each op's split over its kernels by duration)
+    gpu_ns: int | None  # their time
+    tflops: float | None  # flops / that time; None for the kernels of ops faster than the peak
+    peak_tflops: int | float | None  # the dtype's dense peak
+    of_peak_fraction: float | None  # tflops / peak_tflops
+    note: str | None  # why a row has no rate
+
+
+class FlopsNotCounted(Row):
+    """``flops_not_counted``: an op left uncounted (with why), or an operator whose kernels take compute time
+    without a FLOP model."""
+
+    op: str  # the op
+    calls: int | None  # its calls
+    gpu_ns: int | None  # its kernels' compute time; None for an op whose shapes do not resolve
+    gpu_fraction: float | None  # of the compute time
+    reason: str  # why it is not counted
+
+
+class FlopsPerStep(Row):
+    """``flops_per_step``: one step's model FLOPs over its own step time."""
+
+    step: str  # the step's name
+    model_flops: float | None  # its model FLOPs
+    step_time_ns: int | None  # completion to completion; None for a step a pre-window backlog ran ahead of
+    achieved_tflops: float | None  # model_flops / step_time_ns
+    mfu: float | None  # achieved_tflops / the MFU's peak
