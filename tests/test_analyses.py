@@ -116,12 +116,12 @@ def test_step_extends_to_its_gpu_work_and_window_excludes_ops_outside(tmp_path):
     # step 2 at 1500 (1500 - 1200 = 300).
     assert [s["step_time_ns"] for s in steps] == [1200 * US, 300 * US]
     assert r.metrics["step_time_p50_ns"] == pytest.approx((1200 * US + 300 * US) / 2)
-    stats = {row["quantity"]: row for row in r.evidence["step_stats"]}
+    stats = {row.quantity: row for row in r.evidence["step_stats"]}
     # each step is measured over its step time, so the steps add up to the window without overlapping
-    assert stats["window_ns"]["total_ns"] == 1500 * US == r.window.length_ns
-    assert stats["window_ns"]["p50_ns"] == pytest.approx(750 * US)
-    assert stats["window_ns"]["p95_ns"] == pytest.approx((300 + 0.95 * 900) * US)
-    assert stats["busy_ns"]["max_ns"] == 300 * US  # step 1: k1 [900,1200); step 2: k2 [1250,1350)
+    assert stats["window_ns"].total_ns == 1500 * US == r.window.length_ns
+    assert stats["window_ns"].p50_ns == pytest.approx(750 * US)
+    assert stats["window_ns"].p95_ns == pytest.approx((300 + 0.95 * 900) * US)
+    assert stats["busy_ns"].max_ns == 300 * US  # step 1: k1 [900,1200); step 2: k2 [1250,1350)
 
 
 def test_single_step(tmp_path):

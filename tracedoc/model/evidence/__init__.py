@@ -24,21 +24,21 @@ from .flops import (BelowRoof, FlopsByKernelClass, FlopsByOpClass, FlopsNotCount
                     RooflineRow)
 from .gpu import (Collective, CopyDirection, KernelClass, KernelTotal, LaunchQueueRow, LaunchTotals, OperatorTotal,
                   StreamGaps, TopGap, TopKernel, TopOperator)
-from .host import (DataLoaderSpan, HostOperator, HostWork, IdleCause, IdleCpuOp, ImplicitSync, ModuleOperators, OperatorShape,
-                   SyncBlockedCall, SyncCall, TableRows)
+from .host import (DataLoaderSpan, HostOperator, HostWork, IdleCause, IdleCpuOp, ImplicitSync, ModuleOperators,
+                   OperatorShape, StepStat, SyncBlockedCall, SyncCall, TableRows)
 from .row import Row
 
-__all__ = ["ROW_TYPES", "BelowRoof", "Collective", "CopyDirection", "DataLoaderSpan", "FlopsByKernelClass", "FlopsByOpClass",
-           "FlopsNotCounted", "FlopsPerStep", "FlopsSummary", "HostOperator", "HostWork",
-           "IdleCause", "IdleCpuOp", "ImplicitSync", "KernelClass", "KernelTotal", "LaunchQueueRow", "LaunchTotals",
-           "ModuleOperators",
-           "OperatorShape", "OperatorTotal", "RooflineRow", "Row", "StreamGaps", "SyncBlockedCall", "SyncCall",
-           "TableRows", "TopGap", "TopKernel", "TopOperator", "cell", "check_fields", "copy_row", "plain_rows",
-           "row_keys", "typed_evidence", "typed_rows"]
+__all__ = ["BelowRoof", "Collective", "CopyDirection", "DataLoaderSpan", "FlopsByKernelClass", "FlopsByOpClass",
+           "FlopsNotCounted", "FlopsPerStep", "FlopsSummary", "HostOperator", "HostWork", "IdleCause", "IdleCpuOp",
+           "ImplicitSync", "KernelClass", "KernelTotal", "LaunchQueueRow", "LaunchTotals", "ModuleOperators",
+           "OperatorShape", "OperatorTotal", "ROW_TYPES", "RooflineRow", "Row", "StepStat", "StreamGaps",
+           "SyncBlockedCall", "SyncCall", "TableRows", "TopGap", "TopKernel", "TopOperator", "cell", "check_fields",
+           "copy_row", "plain_rows", "row_keys", "typed_evidence", "typed_rows"]
 
 
 ROW_TYPES: dict[str, type[Row]] = {
     "contents": TableRows,
+    "step_stats": StepStat,
     "kernel_totals": KernelTotal,
     "top_kernels": TopKernel,
     "kernel_classes": KernelClass,

@@ -106,3 +106,13 @@ class HostWork(Row):
     calls: int | None  # its calls overlapping the gaps
     self_ns: int | None  # their time inside the gaps less what they called (at most total_ns)
     total_ns: int | None  # their time inside the gaps (the union of the calls')
+
+
+class StepStat(Row):
+    """``step_stats``: one per-step quantity across the steps."""
+
+    quantity: str  # the per-step column (step_time_ns, busy_ns, idle_sync_ns, ...)
+    total_ns: int | None  # its sum over the steps that have it
+    p50_ns: float | None  # its median
+    p95_ns: float | None  # its 95th percentile
+    max_ns: int | None  # its largest
