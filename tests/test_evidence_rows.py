@@ -80,3 +80,23 @@ def test_omitted_defaults_stay_omitted():
                            content_kernels=2)
     assert plain.to_dict() == {"name": "aten::mm", "calls": 1, "cpu_ns": 5, "gpu_ops": 1, "gpu_ns": 3}
     assert row_keys(plain) == list(plain.to_dict()) and row_keys(region) == list(region.to_dict())
+
+
+def test_a_row_written_before_a_field_existed_reads_it_as_null(fresh, tmp_path):
+    # an earlier release's top_gaps rows had no device_idle_ns: not measured then, as a metric added since
+    result, _ = fresh
+    doc = json.loads(result.to_json())
+    gaps = doc["ranks"][0]["evidence"]["top_gaps"]
+    assert gaps, "the fixture has gaps"
+    for row in gaps:
+        del row["device_idle_ns"]
+    path = tmp_path / "older.json"
+    path.write_text(json.dumps(doc))
+    back = load(path)
+    assert [g.device_idle_ns for g in back.ranks[0].evidence["top_gaps"]] == [None] * len(gaps)
+    assert [g.gap_ns for g in back.ranks[0].evidence["top_gaps"]] == [g["gap_ns"] for g in gaps]
+    # a field that cannot be null is still required
+    del doc["ranks"][0]["evidence"]["top_gaps"][0]["cause"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TraceError, match=r"evidence.top_gaps\[0\].*cause"):
+        load(path)

@@ -10,11 +10,14 @@ null: the checks (``tracedoc.checks``) show an impossible value as null. A numbe
 int or a float (a peak from the peak table) is typed ``int | float`` so that a report read back writes it
 as it was.
 
-Tables without a row type here are still lists of dicts; ``cell`` and ``row_keys`` read either kind.
+A saved report's row that lacks a field added since it was written reads that field as None (not
+measured then). Tables without a row type here are still lists of dicts; ``cell`` and ``row_keys`` read
+either kind.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,16 +83,31 @@ def check_fields(row_type: type[Row], names: tuple[str, ...] | list[str], where:
                              f"({', '.join(row_type.__struct_fields__)})")
 
 
+@functools.cache
+def _nullable(row_type: type[Row]) -> tuple[str, ...]:
+    """The required fields of ``row_type`` that may be null."""
+    def admits_none(t: Any) -> bool:
+        return isinstance(t, msgspec.inspect.NoneType) or (
+            isinstance(t, msgspec.inspect.UnionType) and any(isinstance(x, msgspec.inspect.NoneType) for x in t.types))
+
+    return tuple(f.encode_name for f in msgspec.inspect.type_info(row_type).fields if f.required and admits_none(f.type))
+
+
 def typed_rows(table: str, rows: list[Any]) -> list[Any]:
-    """``rows`` of ``table`` as its row type (dict rows converted; a table without one as given).
-    ``msgspec.ValidationError`` names the field of a row that does not fit."""
+    """``rows`` of ``table`` as its row type (dict rows converted; a table without one as given). A row
+    written before one of its fields existed (an earlier release's report) holds None there: not measured
+    then, as a metric added since (``tracedoc.migrate``). ``msgspec.ValidationError`` names the field of a
+    row that does not fit, and refuses a field the row type does not have."""
     t = ROW_TYPES.get(table)
     if t is None or not any(isinstance(r, dict) for r in rows):
         return rows
     out = []
     for i, r in enumerate(rows):
         try:
-            out.append(msgspec.convert(r, t) if isinstance(r, dict) else r)
+            if isinstance(r, dict):
+                missing = [f for f in _nullable(t) if f not in r]
+                r = msgspec.convert({**dict.fromkeys(missing), **r} if missing else r, t)
+            out.append(r)
         except msgspec.ValidationError as exc:
             raise msgspec.ValidationError(f"evidence.{table}[{i}]: {exc}") from None
     return out
