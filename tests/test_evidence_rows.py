@@ -64,6 +64,17 @@ def test_a_row_with_an_unknown_field_in_a_saved_report_is_refused_in_one_line(fr
     assert "malformed evidence row in ranks[0]" in text and "evidence.kernel_totals[0]" in text and "totl_ns" in text
 
 
+@pytest.mark.parametrize("row", [5, "top", [1, 2], None])
+def test_a_row_that_is_no_object_in_a_saved_report_is_refused_in_one_line(fresh, tmp_path, row):
+    result, _ = fresh
+    doc = json.loads(result.to_json())
+    doc["ranks"][0]["evidence"]["idle_causes"][0] = row
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TraceError, match=r"evidence.idle_causes\[0\]"):
+        load(path)
+
+
 def test_a_misspelt_field_fails_where_it_is_written():
     with pytest.raises(TypeError, match="totl_ns"):
         KernelTotal(name="gemm", kind="kernel", category="compute", count=1, totl_ns=5)

@@ -23,6 +23,7 @@ from trace_builder import TraceBuilder
 from tracedoc import __version__
 from tracedoc.api import analyze
 from tracedoc.cli import example_path
+from tracedoc.model.evidence import plain_rows
 from tracedoc.model.record import replace
 from tracedoc.render import render_html, render_md
 from tracedoc.render.html import MAX_HTML_BYTES
@@ -369,7 +370,7 @@ def inflate(result, factor: int = 1):
     v = big.verdicts[0]
     for f in v.findings:
         for k in list(f.evidence):
-            f.evidence[k] = [dict(row, note=long) for row in (f.evidence[k] * 100)[:100]]
+            f.evidence[k] = [{**plain_rows([row])[0], "note": long} for row in (f.evidence[k] * 100)[:100]]
     return big
 
 

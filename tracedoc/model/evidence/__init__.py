@@ -99,15 +99,13 @@ def typed_rows(table: str, rows: list[Any]) -> list[Any]:
     then, as a metric added since (``tracedoc.migrate``). ``msgspec.ValidationError`` names the field of a
     row that does not fit, and refuses a field the row type does not have."""
     t = ROW_TYPES.get(table)
-    if t is None or not any(isinstance(r, dict) for r in rows):
+    if t is None or all(type(r) is t for r in rows):
         return rows
     out = []
     for i, r in enumerate(rows):
         try:
-            if isinstance(r, dict):
-                missing = [f for f in _nullable(t) if f not in r]
-                r = msgspec.convert({**dict.fromkeys(missing), **r} if missing else r, t)
-            out.append(r)
+            missing = [f for f in _nullable(t) if f not in r] if isinstance(r, dict) else []
+            out.append(r if type(r) is t else msgspec.convert({**dict.fromkeys(missing), **r} if missing else r, t))
         except msgspec.ValidationError as exc:
             raise msgspec.ValidationError(f"evidence.{table}[{i}]: {exc}") from None
     return out
