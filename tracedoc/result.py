@@ -286,6 +286,7 @@ class AnalysisResult(Record, dict=True, kw_only=True):
 
 
 def _typed(convert, where: str, part: str) -> None:
+    """Run ``convert`` (evidence rows to their row types); a row that does not fit is one ``TraceError``."""
     try:
         convert()
     except msgspec.ValidationError as exc:
