@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tracedoc.checks import BUG_PREFIX
+from tracedoc.model.evidence import cell
 from tracedoc.render.efficiency import efficiency_items
 from tracedoc.render.format import fmt_pct
 from tracedoc.render.format import fmt_ns
@@ -47,22 +48,22 @@ def disagreements(rank) -> list[str]:
     # operator tables: the calls behind the GPU time are counted in the same window
     for table in ("top_operators", "operators_by_shape", "operators_by_module"):
         for row in ev.get(table) or []:
-            if row.get("gpu_ops") and not row.get("calls"):
-                bad.append(f"{table}: {row.get('name') or row.get('module')} launched {row['gpu_ops']} GPU ops "
-                           f"in {row['calls']} calls")
+            if cell(row, "gpu_ops") and not cell(row, "calls"):
+                bad.append(f"{table}: {cell(row, 'name') or cell(row, 'module')} launched {cell(row, 'gpu_ops')} GPU "
+                           f"ops in {cell(row, 'calls')} calls")
     # FLOP rates: none above the peak of its dtype
     for table, key in (("flops_by_kernel_class", "kernel_class"), ("flops_by_op_class", "op_class"),
                        ("roofline", "op")):
         for row in ev.get(table) or []:
-            tf, peak = row.get("tflops"), row.get("peak_tflops")
-            if table == "roofline" and row.get("bound") != "compute":
+            tf, peak = cell(row, "tflops"), cell(row, "peak_tflops")
+            if table == "roofline" and cell(row, "bound") != "compute":
                 continue
             if tf is not None and peak and tf > peak * (1 + 1e-9):
-                bad.append(f"{table}: {row[key]} at {tf:.1f} TFLOP/s, above its {peak} TFLOP/s peak")
+                bad.append(f"{table}: {cell(row, key)} at {tf:.1f} TFLOP/s, above its {peak} TFLOP/s peak")
     # one MFU: the summary, the evidence and the verdict's low_mfu say the same number
-    summary = (ev.get("flops_summary") or [{}])[0]
-    if summary.get("mfu") is not None and summary["mfu"] != m.get("mfu"):
-        bad.append(f"flops_summary MFU {summary['mfu']} != metrics MFU {m.get('mfu')}")
+    summary = (ev.get("flops_summary") or [None])[0]
+    if summary is not None and summary.mfu is not None and summary.mfu != m.get("mfu"):
+        bad.append(f"flops_summary MFU {summary.mfu} != metrics MFU {m.get('mfu')}")
     items = dict(efficiency_items(m, ev))
     if m.get("mfu") is not None and not items.get("MFU", "").startswith(fmt_pct(m["mfu"])):
         bad.append(f"summary says MFU {items.get('MFU')}, metrics.mfu is {m['mfu']}")

@@ -28,11 +28,11 @@ def test_overlapping_compute_and_nccl_on_two_streams(tmp_path):
     assert m["exposed_comm_fraction"] == pytest.approx(50 / 150)
     assert m["comm_overlap_fraction"] == pytest.approx(50 / 100)
     coll = r.evidence["collectives"]
-    assert [c["collective"] for c in coll] == ["all_reduce"]
-    assert coll[0]["count"] == 1 and coll[0]["message_bytes_max"] == (1 << 20) * 4
+    assert [c.collective for c in coll] == ["all_reduce"]
+    assert coll[0].count == 1 and coll[0].message_bytes_max == (1 << 20) * 4
     # 4 MiB in 100 us = 41.94 GB/s algorithm bandwidth; bus bandwidth x 2(n-1)/n = x1 for n = 2.
-    assert coll[0]["algbw_gbps"] == pytest.approx((1 << 22) / (100 * US))
-    assert coll[0]["busbw_gbps"] == pytest.approx(coll[0]["algbw_gbps"])
+    assert coll[0].algbw_gbps == pytest.approx((1 << 22) / (100 * US))
+    assert coll[0].busbw_gbps == pytest.approx(coll[0].algbw_gbps)
 
 
 def test_comm_kernel_found_through_collective_op_not_name(tmp_path):
@@ -54,10 +54,10 @@ def test_comm_only_stream_overlap_is_zero_not_undefined(tmp_path):
     # The gap's cause is the idle cause the canonical split gave its time (the stream is named a
     # communication stream in stream_gaps)
     (gap,) = r.evidence["top_gaps"]
-    assert gap["device_idle_ns"] == gap["gap_ns"] == 100 * US
-    idle_cause = max((c for c in r.evidence["idle_causes"]), key=lambda c: c["ns"])["cause"]
-    assert gap["cause"] == idle_cause
-    assert r.evidence["stream_gaps"][0]["comm_stream"] is True
+    assert gap.device_idle_ns == gap.gap_ns == 100 * US
+    idle_cause = max((c for c in r.evidence["idle_causes"]), key=lambda c: c.ns).cause
+    assert gap.cause == idle_cause
+    assert r.evidence["stream_gaps"][0].comm_stream is True
 
 
 def test_no_communication_overlap_is_undefined(tmp_path):
@@ -85,7 +85,7 @@ def test_idle_causes(tmp_path):
     assert r.window.kind == "steps" and m["window_ns"] == 1000 * US
     busy = 100 + 100 + 90 + 100
     assert m["gpu_busy_fraction"] == pytest.approx(busy / 1000)
-    causes = {c["cause"]: c["ns"] for c in r.evidence["idle_causes"]}
+    causes = {c.cause: c.ns for c in r.evidence["idle_causes"]}
     assert causes == {"dataloader": 300 * US, "host_launch": 100 * US, "sync": 40 * US,
                       "launch_latency": 10 * US, "other": (60 + 100) * US}
     assert sum(causes.values()) == (1000 - busy) * US
@@ -116,12 +116,12 @@ def test_step_extends_to_its_gpu_work_and_window_excludes_ops_outside(tmp_path):
     # step 2 at 1500 (1500 - 1200 = 300).
     assert [s["step_time_ns"] for s in steps] == [1200 * US, 300 * US]
     assert r.metrics["step_time_p50_ns"] == pytest.approx((1200 * US + 300 * US) / 2)
-    stats = {row["quantity"]: row for row in r.evidence["step_stats"]}
+    stats = {row.quantity: row for row in r.evidence["step_stats"]}
     # each step is measured over its step time, so the steps add up to the window without overlapping
-    assert stats["window_ns"]["total_ns"] == 1500 * US == r.window.length_ns
-    assert stats["window_ns"]["p50_ns"] == pytest.approx(750 * US)
-    assert stats["window_ns"]["p95_ns"] == pytest.approx((300 + 0.95 * 900) * US)
-    assert stats["busy_ns"]["max_ns"] == 300 * US  # step 1: k1 [900,1200); step 2: k2 [1250,1350)
+    assert stats["window_ns"].total_ns == 1500 * US == r.window.length_ns
+    assert stats["window_ns"].p50_ns == pytest.approx(750 * US)
+    assert stats["window_ns"].p95_ns == pytest.approx((300 + 0.95 * 900) * US)
+    assert stats["busy_ns"].max_ns == 300 * US  # step 1: k1 [900,1200); step 2: k2 [1250,1350)
 
 
 def test_single_step(tmp_path):
@@ -154,9 +154,9 @@ def test_kernel_statistics_and_launch_delay(tmp_path):
     assert m["kernels_under_10us_fraction"] == pytest.approx(3 / 5)
     assert m["launch_delay_p50_ns"] == 3 * US
     launch = analyse(b, tmp_path, "again.json").evidence["launch"][0]
-    assert launch["launch_delay_p5_ns"] == launch["launch_delay_p99_ns"] == 3 * US
-    assert launch["gpu_kernel_ns"] == sum(durs) * US
-    assert launch["launch_calls"] == 3  # the first two launches precede the window (it starts at the first op)
+    assert launch.launch_delay_p5_ns == launch.launch_delay_p99_ns == 3 * US
+    assert launch.gpu_kernel_ns == sum(durs) * US
+    assert launch.launch_calls == 3  # the first two launches precede the window (it starts at the first op)
     assert m["launch_link_fraction"] == 1.0
 
 
@@ -211,7 +211,7 @@ def test_sync_calls_name_the_op_that_caused_them(tmp_path):
     # CPU time blocked: [109,151) + [209,231) + [250,260) of a 300 us window
     assert r.metrics["sync_fraction"] == pytest.approx((42 + 22 + 10) / 300)
     assert r.metrics["sync_memcpy_count"] == 1
-    ops = {(row["op"], row["call"]) for row in r.evidence["sync_calls"]}
+    ops = {(row.op, row.call) for row in r.evidence["sync_calls"]}
     assert ("aten::_local_scalar_dense", "cudaStreamSynchronize") in ops
 
 
@@ -221,9 +221,9 @@ def test_top_operators_attribute_gpu_time_through_external_id(tmp_path):
     b.kernel("gemm", 300.0, 100.0, op="aten::mm")
     b.kernel("add", 400.0, 100.0, op="aten::add")
     r = analyse(b, tmp_path)
-    ops = {o["name"]: o["gpu_ns"] for o in r.evidence["top_operators"]}
+    ops = {o.name: o.gpu_ns for o in r.evidence["top_operators"]}
     assert ops == {"aten::mm": 400 * US, "aten::add": 100 * US}
-    assert r.evidence["top_kernels"][0]["name"] == "gemm" and r.evidence["top_kernels"][0]["count"] == 2
+    assert r.evidence["top_kernels"][0].name == "gemm" and r.evidence["top_kernels"][0].count == 2
 
 
 def test_multiprocess_dataloader_detected(tmp_path):
@@ -313,7 +313,7 @@ def test_sync_owns_a_gap_only_until_the_cpu_has_had_time_to_restart(tmp_path):
     b.sync(500.0, 1_005.0, op=None)                 # blocked when the GPU drains at 1000, returns at 1005
     b.kernel("k2", 60_000.0, 1_000.0, launch_at=59_990.0)
     r = analyse(b, tmp_path)
-    causes = {c["cause"]: c["ns"] for c in r.evidence["idle_causes"]}
+    causes = {c.cause: c.ns for c in r.evidence["idle_causes"]}
     restart = 10_000  # us: SYNC_RESTART_NS
     assert causes["sync"] == (1_005 + restart - 1_000) * US
     assert causes["host_launch"] == (60_000 - (1_005 + restart)) * US

@@ -169,8 +169,8 @@ def test_full_launch_queue_is_back_pressure_not_launch_overhead(tmp_path):
     launch = r.critical_path.predictions.get("launch")
     assert launch is None or launch.gain_ms < 0.02 * launch.step_ms_before  # CUDA graphs would not help
     (stream,) = r.evidence["launch_queue"]
-    assert stream["depth_max"] == QUEUE_CAPACITY and stream["blocked_calls"] == waited
-    assert max(stream["series"]) == QUEUE_CAPACITY and stream["series"][-1] < QUEUE_CAPACITY
+    assert stream.depth_max == QUEUE_CAPACITY and stream.blocked_calls == waited
+    assert max(stream.series) == QUEUE_CAPACITY and stream.series[-1] < QUEUE_CAPACITY
 
 
 def test_command_buffer_full_records_mark_blocked_calls_at_any_depth(tmp_path):
@@ -183,7 +183,7 @@ def test_command_buffer_full_records_mark_blocked_calls_at_any_depth(tmp_path):
     assert m["launch_queue_depth_max"] == 256 and waited == len(records) > 400
     assert m["launch_blocked_calls"] == waited
     # the blocked time is the records' time: each spans its call less 1 us at either end
-    assert r.evidence["launch_queue"][0]["blocked_ns"] == pytest.approx(sum(e["dur"] for e in records) * US, abs=2)
+    assert r.evidence["launch_queue"][0].blocked_ns == pytest.approx(sum(e["dur"] for e in records) * US, abs=2)
 
 
 def test_queue_view_in_every_format(tmp_path):

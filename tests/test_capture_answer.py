@@ -22,12 +22,12 @@ def test_host_operators_by_self_time(builder, tmp_path):
     b.cpu_op("aten::addmm", 350, 650)         # nested: 300 µs
     b.cpu_op("aten::relu", 750, 800)          # 50 µs
     result = analyze(str(b.write(tmp_path / "cpu.json")))
-    rows = {r["name"]: r for r in result.focus.evidence["host_operators"]}
-    assert rows["aten::linear"]["self_ns"] == 100_000 and rows["aten::linear"]["cpu_ns"] == 600_000
-    assert rows["aten::addmm"]["self_ns"] == 300_000 and rows["aten::t"]["self_ns"] == 200_000
-    assert [r["name"] for r in result.focus.evidence["host_operators"]][:2] == ["aten::addmm", "aten::t"]
+    rows = {r.name: r for r in result.focus.evidence["host_operators"]}
+    assert rows["aten::linear"].self_ns == 100_000 and rows["aten::linear"].cpu_ns == 600_000
+    assert rows["aten::addmm"].self_ns == 300_000 and rows["aten::t"].self_ns == 200_000
+    assert [r.name for r in result.focus.evidence["host_operators"]][:2] == ["aten::addmm", "aten::t"]
     window = result.focus.window.length_ns
-    assert rows["aten::addmm"]["share"] == pytest.approx(300_000 / window)
+    assert rows["aten::addmm"].share == pytest.approx(300_000 / window)
     lines = answer_lines(result)
     assert lines[0].startswith("Verdict withheld: the trace holds CPU activity only")
     assert lines[1].startswith("Host time by operator (self time, share of the window): aten::addmm")

@@ -8,6 +8,7 @@ import pytest
 from trace_builder import TraceBuilder, training_steps
 from tracedoc.api import analyze
 from tracedoc.checks import BUG_PREFIX, bounds_of, check_rank, violations_in
+from tracedoc.model.record import replace
 
 
 @pytest.fixture
@@ -49,10 +50,11 @@ def test_an_impossible_metric_becomes_null_with_a_bug_report(result, name, value
 
 def test_evidence_rows_are_checked_by_column_meaning(result):
     rank = result.ranks[0]
-    rank.evidence["top_kernels"][0]["share"] = -1.54
-    rank.evidence["top_kernels"][0]["total_ns"] = -5
+    top = rank.evidence["top_kernels"]
+    top[0] = replace(top[0], share=-1.54, total_ns=-5)
     rank.per_step[0]["end_ns"] = rank.per_step[0]["start_ns"] - 1
-    rank.evidence["idle_causes"][0]["fraction"] = math.nan
+    causes = rank.evidence["idle_causes"]
+    causes[0] = replace(causes[0], fraction=math.nan)
     found = check_rank(rank)
     joined = "\n".join(found)
     assert len(found) == 4, joined
@@ -60,7 +62,7 @@ def test_evidence_rows_are_checked_by_column_meaning(result):
     assert "evidence.top_kernels[0].total_ns = -5 is negative" in joined
     assert "per_step[0].end_ns" in joined and "before its start_ns" in joined
     assert "evidence.idle_causes[0].fraction = nan is not a finite number" in joined
-    assert rank.evidence["top_kernels"][0]["share"] is None and rank.per_step[0]["end_ns"] is None
+    assert rank.evidence["top_kernels"][0].share is None and rank.per_step[0]["end_ns"] is None
 
 
 def test_a_violation_is_visible_in_every_output_and_json_stays_valid(result):

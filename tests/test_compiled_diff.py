@@ -10,6 +10,7 @@ from trace_builder import TraceBuilder
 from tracedoc.api import analyze, diff
 from tracedoc.analyses.compiled import kernel_key
 from tracedoc.diff.tables import match_regions
+from tracedoc.model.evidence import OperatorTotal
 
 GELU = ["triton_poi_fused_gelu_{}", "triton_red_fused_sum_{}"]
 COPY = ["triton_poi_fused__to_copy_{}", "triton_per_fused_mean_{}", "triton_poi_fused_add_{}"]
@@ -40,9 +41,9 @@ def test_renumbered_regions_are_one_region_and_suffixes_do_not_matter(tmp_path):
     # (copies), with other Triton suffixes. A name match would pair 0/0 with 0/0, which ran other work.
     base = compiled_run(tmp_path / "base.json", [("0/0", GELU, 0), ("5/0", COPY, 1)])
     new = compiled_run(tmp_path / "new.json", [("8/0", GELU, 3), ("0/0", COPY, 7)], slow=1.5)
-    rows = {r["name"]: r for r in analyze(base).ranks[0].evidence["operator_totals"]}
-    assert rows["Torch-Compiled Region: 0/0"]["content_kernels"] == 2
-    assert rows["Torch-Compiled Region: 0/0"]["content"] != rows["Torch-Compiled Region: 5/0"]["content"]
+    rows = {r.name: r for r in analyze(base).ranks[0].evidence["operator_totals"]}
+    assert rows["Torch-Compiled Region: 0/0"].content_kernels == 2
+    assert rows["Torch-Compiled Region: 0/0"].content != rows["Torch-Compiled Region: 5/0"].content
     d = diff(base, new)
     ops = {o.name: o for o in d.focus_pair.operators}
     regions = sorted(n for n in ops if n.startswith("Torch-Compiled Region"))
@@ -59,15 +60,17 @@ def test_renumbered_regions_are_one_region_and_suffixes_do_not_matter(tmp_path):
 
 
 def test_numbers_break_ties_between_regions_of_equal_content():
-    rows_b = [{"name": "Torch-Compiled Region: 1/0", "content": "aa"}, {"name": "Torch-Compiled Region: 4/0",
-                                                                        "content": "aa"}]
-    rows_a = [{"name": "Torch-Compiled Region: 5/0", "content": "aa"}, {"name": "Torch-Compiled Region: 2/0",
-                                                                        "content": "aa"}]
+    def region(number: str, content: str | None = "aa") -> OperatorTotal:
+        return OperatorTotal(name=f"Torch-Compiled Region: {number}", calls=1, cpu_ns=1, gpu_ops=0, gpu_ns=0,
+                             content=content)
+
+    rows_b = [region("1/0"), region("4/0")]
+    rows_a = [region("5/0"), region("2/0")]
     assert match_regions(rows_b, rows_a) == {"Torch-Compiled Region: 2/0": "Torch-Compiled Region: 1/0",
                                              "Torch-Compiled Region: 5/0": "Torch-Compiled Region: 4/0"}
     # the same name with the same content stays itself; without content (an older report) names decide
     assert match_regions(rows_b[:1], rows_b[:1]) == {}
-    assert match_regions([{"name": "Torch-Compiled Region: 1/0"}], [{"name": "Torch-Compiled Region: 2/0"}]) == {}
+    assert match_regions([region("1/0", None)], [region("2/0", None)]) == {}
 
 
 def test_triton_suffix_is_not_content():

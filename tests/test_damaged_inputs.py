@@ -221,7 +221,7 @@ def test_invalid_utf8_is_replaced_and_counted(tmp_path):
     res = analyze(str(path))
     rank = res.ranks[0]
     assert any("4 invalid UTF-8 sequences" in w for w in rank.warnings), rank.warnings  # ff, fe, c3, \ud800
-    assert "gemm_\ufffd\ufffd_kernel" in [k["name"] for k in rank.evidence["top_kernels"]]
+    assert "gemm_\ufffd\ufffd_kernel" in [k.name for k in rank.evidence["top_kernels"]]
     clean(res)
 
 
@@ -414,7 +414,7 @@ def test_duplicated_launch_calls_do_not_push_the_launch_share_past_the_window(tm
         doc["traceEvents"].append({**e, "tid": e["tid"] + 1})
     res = analyze(write_with_tokens(tmp_path / "b.json", doc, {}))
     assert res.ranks[0].metrics["cpu_launch_overhead_fraction"] == pytest.approx(base)
-    assert res.ranks[0].evidence["launch"][0]["launch_calls"] == 2 * len(
+    assert res.ranks[0].evidence["launch"][0].launch_calls == 2 * len(
         [e for e in runtime if e["name"].startswith("cudaLaunch")])
     clean(res)
 
@@ -484,7 +484,7 @@ def test_nsys_negative_string_ids_are_no_name(nsys_db, value):
             f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "shortName" = {value}, "demangledName" = {value} WHERE rowid = 1')
     res = analyze(nsys_db)
     assert res.ranks[0].metrics["kernel_count"] == 6
-    assert "" in [k["name"] for k in res.ranks[0].evidence["top_kernels"]] or \
+    assert "" in [k.name for k in res.ranks[0].evidence["top_kernels"]] or \
         len(res.ranks[0].evidence["top_kernels"]) == 6
     clean(res)
 

@@ -397,16 +397,15 @@ def test_normalised_kernel_names():
 def test_kernel_and_operator_totals_agree_with_the_top_tables():
     """The diff's full tables (numpy bincount) against the top-15 tables (pandas groupby) on a real trace."""
     ev = analyze(shared_traces() / "kineto" / "v100_2rank_rank1.json.gz").ranks[0].evidence
-    totals = {r["name"]: r for r in ev["kernel_totals"]}
+    totals = {r.name: r for r in ev["kernel_totals"]}
     assert len(totals) == len(ev["kernel_totals"]) > len(ev["top_kernels"])
     for row in ev["top_kernels"]:
-        t = totals[row["name"]]
-        assert (t["count"], t["total_ns"], t["kind"], t["category"]) == \
-            (row["count"], row["total_ns"], row["kind"], row["category"])
-    ops = {r["name"]: r for r in ev["operator_totals"]}
+        t = totals[row.name]
+        assert (t.count, t.total_ns, t.kind, t.category) == (row.count, row.total_ns, row.kind, row.category)
+    ops = {r.name: r for r in ev["operator_totals"]}
     for row in ev["top_operators"]:
-        o = ops[row["name"]]
-        assert (o["calls"], o["cpu_ns"], o["gpu_ops"], o["gpu_ns"]) == (row["calls"], row["cpu_ns"], row["gpu_ops"], row["gpu_ns"])
+        o = ops[row.name]
+        assert (o.calls, o.cpu_ns, o.gpu_ops, o.gpu_ns) == (row.calls, row.cpu_ns, row.gpu_ops, row.gpu_ns)
 
 
 def test_verdict_needs_the_change_to_clear_the_noise_floor_and_the_steps_spread():

@@ -65,7 +65,7 @@ def test_idle_causes_sum_to_idle_exactly(row):
 
     result = tracedoc.analyze(shared_traces() / "kineto" / row["trace"])
     r = result.ranks[0]
-    idle_ns = sum(c["ns"] for c in r.evidence["idle_causes"])
+    idle_ns = sum(c.ns for c in r.evidence["idle_causes"])
     # The causes (idle.py) add up to the idle time the breakdown reports (breakdown.py), whose busy
     # share test_agrees_with_expected checks against EXPECTED.json.
     window = r.window.length_ns

@@ -37,9 +37,9 @@ def _conv_steps(gpu: str, kernels: list[tuple[str, float]], steps: int = 3, call
 
 def _rates(rank) -> list[tuple[str, float | None, float | None]]:
     ev = rank.evidence
-    rows = [(r["kernel_class"], r["tflops"], r["peak_tflops"]) for r in ev["flops_by_kernel_class"]]
-    rows += [(r["op_class"], r["tflops"], r["peak_tflops"]) for r in ev["flops_by_op_class"]]
-    rows += [(r["op"], r["tflops"], r["peak_tflops"]) for r in ev["roofline"] if r["bound"] == "compute"]
+    rows = [(r.kernel_class, r.tflops, r.peak_tflops) for r in ev["flops_by_kernel_class"]]
+    rows += [(r.op_class, r.tflops, r.peak_tflops) for r in ev["flops_by_op_class"]]
+    rows += [(r.op, r.tflops, r.peak_tflops) for r in ev["roofline"] if r.bound == "compute"]
     return rows
 
 
@@ -57,12 +57,12 @@ def test_implicit_gemm_convolutions_with_layout_words_carry_their_own_flops(tmp_
     b = _conv_steps("MI300X", [("SubTensorOpWithScalar1d", 5.0), (igemm, 400.0)])
     rank = tracedoc.analyze(b.write(tmp_path / "mi300x_conv.pt.trace.json")).ranks[0]
     _no_rate_above_peak(rank)
-    rows = {r["kernel_class"]: r for r in rank.evidence["flops_by_kernel_class"]}
+    rows = {r.kernel_class: r for r in rank.evidence["flops_by_kernel_class"]}
     conv = rows["convolution kernel"]
     # every FLOP on the implicit-GEMM kernel: 24 calls x 7.40 GFLOP over 24 x 400 us = 18.5 TFLOP/s
-    assert conv["flops"] == pytest.approx(24 * CONV_FLOPS)
-    assert conv["tflops"] == pytest.approx(CONV_FLOPS / 400e-6 / 1e12)
-    assert rows["helper (elementwise, layout)"]["flops"] == 0
+    assert conv.flops == pytest.approx(24 * CONV_FLOPS)
+    assert conv.tflops == pytest.approx(CONV_FLOPS / 400e-6 / 1e12)
+    assert rows["helper (elementwise, layout)"].flops == 0
 
 
 def test_fft_convolution_spreads_its_flops_over_its_stages(tmp_path):
@@ -75,9 +75,9 @@ def test_fft_convolution_spreads_its_flops_over_its_stages(tmp_path):
     rank = tracedoc.analyze(b.write(tmp_path / "v100_fft.pt.trace.json")).ranks[0]
     _no_rate_above_peak(rank)
     # over all three stages: 7.40 GFLOP in 800 us = 9.25 TFLOP/s, 59% of the fp32 peak
-    (conv,) = [r for r in rank.evidence["flops_by_op_class"] if r["op_class"] == "conv forward"]
-    assert conv["tflops"] == pytest.approx(CONV_FLOPS / 800e-6 / 1e12)
-    assert conv["of_peak_fraction"] == pytest.approx(CONV_FLOPS / 800e-6 / 1e12 / 15.7)
+    (conv,) = [r for r in rank.evidence["flops_by_op_class"] if r.op_class == "conv forward"]
+    assert conv.tflops == pytest.approx(CONV_FLOPS / 800e-6 / 1e12)
+    assert conv.of_peak_fraction == pytest.approx(CONV_FLOPS / 800e-6 / 1e12 / 15.7)
 
 
 def test_an_op_whose_recorded_kernels_are_too_short_for_its_flops_gets_no_rate_and_says_why(tmp_path):
@@ -100,14 +100,14 @@ def test_an_op_whose_recorded_kernels_are_too_short_for_its_flops_gets_no_rate_a
             b.kernel("volta_sgemm_128x64_nt", t + 600.0, 300.0, launch_at=at + 5.0, launch_dur=2.0)
     rank = tracedoc.analyze(b.write(tmp_path / "v100_bwd.pt.trace.json")).ranks[0]
     _no_rate_above_peak(rank)
-    rows = {r["kernel_class"]: r for r in rank.evidence["flops_by_kernel_class"]}
+    rows = {r.kernel_class: r for r in rank.evidence["flops_by_kernel_class"]}
     assert "GEMM kernel on CUDA cores" not in rows
     over = rows["kernels of ops faster than the peak"]
-    assert over["tflops"] is None and over["of_peak_fraction"] is None and "missing from the trace" in over["note"]
+    assert over.tflops is None and over.of_peak_fraction is None and "missing from the trace" in over.note
     (bwd,) = rank.evidence["flops_by_op_class"]
-    assert bwd["tflops"] is None and bwd["note"].startswith(f"{bwd['ops']} op(s) left out of the rate")
-    (row,) = [r for r in rank.evidence["roofline"] if r["op"] == "aten::convolution_backward"]
-    assert row["tflops"] is None and row["of_roof_fraction"] is None and "missing from the trace" in row["note"]
+    assert bwd.tflops is None and bwd.note.startswith(f"{bwd.ops} op(s) left out of the rate")
+    (row,) = [r for r in rank.evidence["roofline"] if r.op == "aten::convolution_backward"]
+    assert row.tflops is None and row.of_roof_fraction is None and "missing from the trace" in row.note
 
 
 def test_an_op_cut_by_the_window_brings_only_the_flops_its_kernels_ran_inside(tmp_path):
@@ -130,5 +130,5 @@ def test_an_op_cut_by_the_window_brings_only_the_flops_its_kernels_ran_inside(tm
     gemm = 2 * 4096**3
     (row,) = rank.evidence["flops_by_kernel_class"]
     # every kernel runs at its op's rate, 137 GFLOP / 9 ms; the cut op brings a tenth of its FLOPs
-    assert row["tflops"] == pytest.approx(gemm / 9e-3 / 1e12)
-    assert row["flops"] == pytest.approx(3.1 * gemm)
+    assert row.tflops == pytest.approx(gemm / 9e-3 / 1e12)
+    assert row.flops == pytest.approx(3.1 * gemm)

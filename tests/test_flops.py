@@ -84,12 +84,12 @@ def test_real_cpu_profile_counts_forward_and_backward_from_the_model_definition(
     assert m["achieved_tflops"] > 0
     assert m["mfu"] is None  # no GPU
     summary = rank.evidence["flops_summary"][0]
-    assert summary["dtype"] == "fp32" and "no GPU kernels" in summary["note"]
-    classes = {r["op_class"]: r for r in rank.evidence["flops_by_op_class"]}
-    assert classes["conv forward"]["model_flops"] == 3 * CONV_FWD
-    assert classes["attention backward"]["model_flops"] == 3 * 2 * ATTN_FWD
+    assert summary.dtype == "fp32" and "no GPU kernels" in summary.note
+    classes = {r.op_class: r for r in rank.evidence["flops_by_op_class"]}
+    assert classes["conv forward"].model_flops == 3 * CONV_FWD
+    assert classes["attention backward"].model_flops == 3 * 2 * ATTN_FWD
     for row in rank.evidence["flops_per_step"]:
-        assert row["model_flops"] == FORWARD + BACKWARD
+        assert row.model_flops == FORWARD + BACKWARD
 
 
 def test_activation_checkpointing_is_hardware_not_model_flops(tmp_path):
@@ -98,7 +98,7 @@ def test_activation_checkpointing_is_hardware_not_model_flops(tmp_path):
     # the checkpointed fc1 forward runs again during backward: model FLOPs unchanged, hardware + FC1_FWD
     assert m["model_flops_per_step"] == FORWARD + BACKWARD
     assert m["hardware_flops_per_step"] == FORWARD + BACKWARD + ATTN_RECOMPUTE + FC1_FWD
-    assert rank.evidence["flops_summary"][0]["recomputed_ops"] == 3  # one per profiled step
+    assert rank.evidence["flops_summary"][0].recomputed_ops == 3  # one per profiled step
 
 
 COMPILED = textwrap.dedent("""
@@ -180,35 +180,35 @@ def test_v100_dlrm_mfu_against_the_tensor_core_peak_and_the_fp32_figure_apart():
     m, summary = rank.metrics, rank.evidence["flops_summary"][0]
     # fp32 GEMMs on CUDA cores: MFU against the V100 SXM2 fp16 Tensor Core peak (125), like every MFU;
     # the rate against the FP32 peak (15.7) is a figure of its own
-    assert summary["dtype"] == "fp32" and summary["peak_device"] == "V100 SXM2"
-    assert m["peak_tflops"] == 125 and summary["peak_basis"] == "dense 16-bit Tensor Core"
+    assert summary.dtype == "fp32" and summary.peak_device == "V100 SXM2"
+    assert m["peak_tflops"] == 125 and summary.peak_basis == "dense 16-bit Tensor Core"
     assert m["mfu"] == pytest.approx(m["achieved_tflops"] / 125) == m["tensor_core_mfu"]
     assert m["dtype_peak_tflops"] == 15.7 and m["dtype_peak_fraction"] == pytest.approx(m["achieved_tflops"] / 15.7)
     assert m["fp32_flops_fraction"] == 1.0
     # achieved = FLOPs per step / the report's one step time: the median of the step times
     steps = rank.evidence["flops_per_step"]
     # the first step has no step time: a pre-window backlog ran ahead of it
-    assert steps[0]["step_time_ns"] is None and steps[0]["achieved_tflops"] is None
-    median_ns = statistics.median(r["step_time_ns"] for r in steps[1:])
+    assert steps[0].step_time_ns is None and steps[0].achieved_tflops is None
+    median_ns = statistics.median(r.step_time_ns for r in steps[1:])
     assert m["step_time_p50_ns"] == median_ns
     assert m["achieved_tflops"] == pytest.approx(m["model_flops_per_step"] / median_ns / 1e3)
     # the embedding-heavy model spends most GPU time outside the counted GEMMs, and says so
     assert 0 < m["flops_counted_fraction"] < 0.2
-    assert any(r["gpu_ns"] for r in rank.evidence["flops_not_counted"])
+    assert any(r.gpu_ns for r in rank.evidence["flops_not_counted"])
 
 
 def test_trace_without_shapes_states_it_instead_of_a_number():
     rank = tracedoc.analyze(str(shared_traces() / "kineto" / "v100_resnet_ns_rank0.pt.trace.json.gz")).ranks[0]
     for k in ("model_flops_per_step", "achieved_tflops", "mfu"):
         assert rank.metrics[k] is None
-    assert "record_shapes=True" in rank.evidence["flops_summary"][0]["note"]
+    assert "record_shapes=True" in rank.evidence["flops_summary"][0].note
 
 
 def test_unknown_gpu_gives_tflops_without_mfu():
     rank = tracedoc.analyze(str(shared_traces() / "kineto" / "mi250_rocm_minitoy.json.gz")).ranks[0]
     assert rank.metrics["achieved_tflops"] > 0
     assert rank.metrics["mfu"] is None and rank.metrics["peak_tflops"] is None
-    note = rank.evidence["flops_summary"][0]["note"]
+    note = rank.evidence["flops_summary"][0].note
     assert "AMD Radeon Graphics" in note and "no MFU" in note
 
 
@@ -280,7 +280,7 @@ def test_fp32_gemms_on_a100_fire_low_mfu_with_the_fp32_fix(tmp_path):
     assert m["fp32_flops_fraction"] == 1.0 and m["flops_counted_fraction"] == 1.0
     # the kernel class: CUDA-core fp32 at 137.46 GFLOP / 9 ms = 15.27 TFLOP/s
     row = rank.evidence["flops_by_kernel_class"][0]
-    assert row["kernel_class"] == "GEMM kernel on CUDA cores" and row["tflops"] == pytest.approx(LINEAR_FLOPS / 0.009 / 1e12)
+    assert row.kernel_class == "GEMM kernel on CUDA cores" and row.tflops == pytest.approx(LINEAR_FLOPS / 0.009 / 1e12)
     fired = {f.label: f for f in verdict.findings}
     assert "low_mfu" in fired and "compute_bound" not in fired
     assert any("autocast" in fix for fix in fired["low_mfu"].fixes)
@@ -296,7 +296,7 @@ def test_fp32_gemms_on_a100_fire_low_mfu_with_the_fp32_fix(tmp_path):
 def test_tf32_kernels_make_fp32_ops_tf32(tmp_path):
     b = _gemm_steps("sm80_xmma_gemm_tf32f32_tf32f32_f32_tn_n_tilesize128x128x32", "float")
     m = tracedoc.analyze(b.write(tmp_path / "tf32.pt.trace.json")).ranks[0]
-    assert m.evidence["flops_summary"][0]["dtype"] == "tf32"
+    assert m.evidence["flops_summary"][0].dtype == "tf32"
     assert m.metrics["dtype_peak_tflops"] == 156 and m.metrics["fp32_flops_fraction"] == 0.0
     assert m.metrics["peak_tflops"] == 312  # MFU: against the 16-bit peak, whatever the dtype
 
@@ -418,7 +418,7 @@ def test_unresolved_ops_counted_through_their_parent_or_children_are_not_listed(
     rank = tracedoc.analyze(b.write(tmp_path / "nest.pt.trace.json")).ranks[0]
     # conv2d 14080 (out [2,8,4,4]: 2*256*27 + 256) + bmm 2*2*4*3*5 = 240
     assert rank.metrics["model_flops_per_step"] == 14_080 + 240
-    listed = [r["op"] for r in rank.evidence["flops_not_counted"] if r["gpu_ns"] is None]
+    listed = [r.op for r in rank.evidence["flops_not_counted"] if r.gpu_ns is None]
     assert listed == ["aten::mm"]
 
 
@@ -461,4 +461,4 @@ def test_h100_flops_match_the_hand_count_and_no_check_fails(name):
     assert m["achieved_tflops"] * 1e12 * m["step_time_p50_ns"] / 1e9 == pytest.approx(m["model_flops_per_step"])
     assert not [w for w in rank.warnings if BUG_PREFIX in w]
     # the dtype the products ran in: bf16 under autocast (compiled or not), fp32 with TF32 off
-    assert rank.evidence["flops_summary"][0]["dtype"] == ("fp32" if "fp32" in name else "bf16")
+    assert rank.evidence["flops_summary"][0].dtype == ("fp32" if "fp32" in name else "bf16")

@@ -46,14 +46,14 @@ def test_self_time_names_the_python_that_holds_the_thread(tmp_path):
     main = (c["pid"][steps[:1]], c["tid"][steps[:1]])
     frames = work_in(trace, spans, (M.PYTHON_FUNCTION,), top=5, threads=main)
     # the innermost Python work, by self time: _busy_python, not the frames around it (this test, pytest)
-    assert "_busy_python" in frames[0]["name"]
-    assert frames[0]["calls"] == 4
-    assert all(f["self_ns"] <= f["total_ns"] for f in frames)
+    assert "_busy_python" in frames[0].name
+    assert frames[0].calls == 4
+    assert all(f.self_ns <= f.total_ns for f in frames)
     # its self time is most of its own time (it calls nothing recorded), and no frame's time exceeds the steps'
-    assert frames[0]["self_ns"] >= 0.9 * frames[0]["total_ns"]
-    assert max(f["total_ns"] for f in frames) <= iv.total(spans)
+    assert frames[0].self_ns >= 0.9 * frames[0].total_ns
+    assert max(f.total_ns for f in frames) <= iv.total(spans)
     ops = work_in(trace, spans, (M.CPU_OP,), top=5, threads=main)
-    assert {"aten::mm", "aten::tanh"} <= {o["name"] for o in ops}
+    assert {"aten::mm", "aten::tanh"} <= {o.name for o in ops}
 
 
 def test_parents_follow_the_recorded_nesting(tmp_path):

@@ -128,18 +128,18 @@ def test_a_gap_is_named_by_the_idle_cause_of_its_time(tmp_path):
     b.kernel("long", 7_200.0, 2_000.0, launch_at=7_150.0)
     b.kernel("side1", 8_000.0, 100.0, launch_at=7_160.0, stream=20)
     r = tracedoc.analyze(b.write(tmp_path / "g.pt.trace.json")).ranks[0]
-    top = {(g["stream"], g["after"]): g for g in r.evidence["top_gaps"]}
+    top = {(g.stream, g.after): g for g in r.evidence["top_gaps"]}
     dl = top[(7, "k1")]
-    assert dl["cause"] == "dataloader" and dl["device_idle_ns"] == dl["gap_ns"] == 5000 * US
+    assert dl.cause == "dataloader" and dl.device_idle_ns == dl.gap_ns == 5000 * US
     side = top[(20, "side1")]  # 300 -> 8,000 us on stream 20: the device idles only inside the DataLoader wait
-    assert side["gap_ns"] == 7700 * US and side["device_idle_ns"] == 5000 * US + 100 * US
-    assert r.evidence["top_gaps"][0]["after"] == "side1"  # the most device-idle time first
-    by_stream = {s["stream"]: s for s in r.evidence["stream_gaps"]}
-    assert by_stream[20]["causes_ns"]["device_busy"] == (7700 - 5100) * US
+    assert side.gap_ns == 7700 * US and side.device_idle_ns == 5000 * US + 100 * US
+    assert r.evidence["top_gaps"][0].after == "side1"  # the most device-idle time first
+    by_stream = {s.stream: s for s in r.evidence["stream_gaps"]}
+    assert by_stream[20].causes_ns["device_busy"] == (7700 - 5100) * US
     busy_only = TraceBuilder()
     busy_only.kernel("long", 0.0, 5_000.0, launch_at=-10.0)
     busy_only.kernel("s0", 100.0, 100.0, launch_at=50.0, stream=20)
     busy_only.kernel("s1", 3_000.0, 100.0, launch_at=2_950.0, stream=20)
     r = tracedoc.analyze(busy_only.write(tmp_path / "b.pt.trace.json")).ranks[0]
     (gap,) = r.evidence["top_gaps"]
-    assert gap["cause"] == "device_busy" and gap["device_idle_ns"] == 0
+    assert gap.cause == "device_busy" and gap.device_idle_ns == 0

@@ -16,6 +16,7 @@ from tracedoc.analyses import analyze_trace, pipeline, registry
 from tracedoc.analyses.registry import EVIDENCE, METRICS, ContractError, Produced, analysis
 from tracedoc.engine import RuleError, load_rules
 from tracedoc.engine.rulefile import load_rule_file
+from tracedoc.model.evidence import plain_rows
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -184,7 +185,7 @@ def test_memcpy_evidence_on_pageable_h2d_copies(tmp_path):
     rank = result.ranks[0]
     # by hand: HtoD = 4 x 100 us of 1 MiB (pageable) + 2 x 50 us of 2 MiB (pinned)
     htod_ns, htod_bytes = 4 * 100_000 + 2 * 50_000, 4 * (1 << 20) + 2 * (2 << 20)
-    assert rank.evidence["memcpy"] == [
+    assert plain_rows(rank.evidence["memcpy"]) == [
         {"copy_kind": "HtoD", "count": 6, "total_ns": htod_ns, "bytes": htod_bytes,
          "achieved_gbps": pytest.approx(htod_bytes / htod_ns), "pageable_count": 4, "pinned_count": 2,
          "ops": ["aten::copy_ (4)", "aten::to (2)"], "calls": ["cudaMemcpyAsync (6)"]},

@@ -10,6 +10,7 @@ from report_consistency import disagreements, job_disagreements
 from trace_builder import TraceBuilder
 
 import tracedoc
+from tracedoc.model.record import replace
 
 US = 1000
 MM = {"Input Dims": [[2048, 2048], [2048, 2048]], "Input type": ["float", "float"]}
@@ -50,14 +51,14 @@ def test_figures_beside_a_cpu_far_ahead_come_from_the_report_steps(tmp_path):
     (rep, *_) = r.timeline["excerpts"]
     assert rep["title"] == "representative step" and rep["length_ns"] == 10_000 * US
     # the operator table counts the calls behind the window's kernels, launched before the window
-    (mm,) = [row for row in r.evidence["top_operators"] if row["name"] == "aten::mm"]
-    assert mm["gpu_ops"] == 40 and mm["calls"] == 40 and mm["cpu_ns"] == 40 * 6 * US
+    (mm,) = [row for row in r.evidence["top_operators"] if row.name == "aten::mm"]
+    assert mm.gpu_ops == 40 and mm.calls == 40 and mm.cpu_ns == 40 * 6 * US
 
 
 def test_the_check_finds_what_the_old_reports_showed(tmp_path):
     r = _cpu_far_ahead(tmp_path)
     r.per_step[2]["window_ns"] = 40_000 * US  # a step measured over its own span
-    r.evidence["top_operators"][0]["calls"] = 0
+    r.evidence["top_operators"][0] = replace(r.evidence["top_operators"][0], calls=0)
     r.timeline["excerpts"][0]["length_ns"] = 42_000 * US
     found = disagreements(r)
     assert len([d for d in found if "measured over" in d]) == 1

@@ -48,14 +48,14 @@ def classed_trace(tmp_path):
 
 def test_kernel_classes_sum_to_the_gpu_op_time_by_hand(tmp_path):
     result = classed_trace(tmp_path)
-    rows = {r["kernel_class"]: r for r in result.focus.evidence["kernel_classes"]}
+    rows = {r.kernel_class: r for r in result.focus.evidence["kernel_classes"]}
     want_us = {"GEMM": 300.0, "convolution": 250.0, "attention": 200.0, "elementwise": 100.0, "reduction": 90.0,
                "other": 20.0, "communication": 400.0, "memory": 90.0}
-    assert {k: r["total_ns"] / 1e3 for k, r in rows.items()} == pytest.approx(want_us)
-    assert rows["reduction"]["count"] == 2 and rows["memory"]["count"] == 2
+    assert {k: r.total_ns / 1e3 for k, r in rows.items()} == pytest.approx(want_us)
+    assert rows["reduction"].count == 2 and rows["memory"].count == 2
     total_us = sum(want_us.values())  # 1,450 µs of GPU ops, every one inside the step
-    assert sum(r["total_ns"] for r in rows.values()) / 1e3 == pytest.approx(total_us)
-    assert rows["GEMM"]["share"] == pytest.approx(300.0 / total_us)
+    assert sum(r.total_ns for r in rows.values()) / 1e3 == pytest.approx(total_us)
+    assert rows["GEMM"].share == pytest.approx(300.0 / total_us)
     page = render_html(result)
     assert 'class="class-bar"' in page
     assert "GEMM 20.7%" in page and "communication 27.6%" in page  # 300 / 1450, 400 / 1450
@@ -145,23 +145,23 @@ def shaped_trace(tmp_path):
 
 def test_operators_grouped_by_name_and_input_shape(tmp_path):
     rows = shaped_trace(tmp_path).focus.evidence["operators_by_shape"]
-    by = {(r["name"], r["input_shapes"]): r for r in rows}
+    by = {(r.name, r.input_shapes): r for r in rows}
     big = by[("aten::mm", "[[64, 128], [128, 256]]")]
     small = by[("aten::mm", "[[64, 256], [256, 10]]")]
-    assert (big["calls"], big["gpu_ops"], big["gpu_ns"]) == (2, 2, 100_000)
-    assert (small["calls"], small["gpu_ns"]) == (1, 30_000)
+    assert (big.calls, big.gpu_ops, big.gpu_ns) == (2, 2, 100_000)
+    assert (small.calls, small.gpu_ns) == (1, 30_000)
     assert rows[0] is big  # most GPU time first
     # the add's shapes are kept too (the roofline derives its bytes from them)
-    assert by[("aten::add", "[[64, 10], [64, 10]]")]["gpu_ns"] == 5_000
+    assert by[("aten::add", "[[64, 10], [64, 10]]")].gpu_ns == 5_000
 
 
 def test_operators_grouped_by_innermost_module(tmp_path):
     result = shaped_trace(tmp_path)
-    rows = {r["module"]: r for r in result.focus.evidence["operators_by_module"]}
-    assert rows["Linear_0"]["gpu_ns"] == 100_000 and rows["Linear_0"]["gpu_ops"] == 2
-    assert rows["Linear_1"]["gpu_ns"] == 30_000
-    assert rows["Model_0"]["gpu_ns"] == 5_000  # the add ran in the model, outside both linears
-    assert rows["Model_0"]["calls"] == 1 and rows["Model_0"]["cpu_ns"] == 2_895_000
+    rows = {r.module: r for r in result.focus.evidence["operators_by_module"]}
+    assert rows["Linear_0"].gpu_ns == 100_000 and rows["Linear_0"].gpu_ops == 2
+    assert rows["Linear_1"].gpu_ns == 30_000
+    assert rows["Model_0"].gpu_ns == 5_000  # the add ran in the model, outside both linears
+    assert rows["Model_0"].calls == 1 and rows["Model_0"].cpu_ns == 2_895_000
     page = render_html(result)
     assert 'id="table-operators_by_shape"' in page and 'id="table-operators_by_module"' in page
     assert "[[64, 256], [256, 10]]" in page and "Linear_1" in page

@@ -23,6 +23,8 @@ from trace_builder import TraceBuilder
 from tracedoc import __version__
 from tracedoc.api import analyze
 from tracedoc.cli import example_path
+from tracedoc.model.evidence import plain_rows
+from tracedoc.model.record import replace
 from tracedoc.render import render_html, render_md
 from tracedoc.render.html import MAX_HTML_BYTES
 from tracedoc.render.templating import jinja_environment, script_json
@@ -351,10 +353,11 @@ def inflate(result, factor: int = 1):
     big = copy.deepcopy(result)
     r = big.ranks[0]
     long = "void very::long::templated<kernel, " + "T" * 900 + ">"
-    r.evidence["top_gaps"] = [dict(r.evidence["top_gaps"][0], before=f"{long}{i}", after=f"{long}|{i}",
-                                   stack=[f"frame {j} " + "x" * 80 for j in range(40)]) for i in range(100_000 * factor)]
-    r.evidence["top_kernels"] = [dict(r.evidence["top_kernels"][0], name=f"{long}{i}") for i in range(100_000 * factor)]
-    r.evidence["top_operators"] = [dict(r.evidence["top_operators"][0], name=f"aten::op{i}") for i in range(50_000)]
+    r.evidence["top_gaps"] = [replace(r.evidence["top_gaps"][0], before=f"{long}{i}", after=f"{long}|{i}",
+                                      stack="\n".join(f"frame {j} " + "x" * 80 for j in range(40)))
+                              for i in range(100_000 * factor)]
+    r.evidence["top_kernels"] = [replace(r.evidence["top_kernels"][0], name=f"{long}{i}") for i in range(100_000 * factor)]
+    r.evidence["top_operators"] = [replace(r.evidence["top_operators"][0], name=f"aten::op{i}") for i in range(50_000)]
     r.evidence["memory_curve"] = [{"ts_ns": i * 1000, "allocated": i * 7 % 1000003, "reserved": 2 << 30, "device": 0}
                                   for i in range(500_000)]
     r.per_step = [dict(r.per_step[0], step=f"ProfilerStep#{i}") for i in range(50_000)]
@@ -367,7 +370,7 @@ def inflate(result, factor: int = 1):
     v = big.verdicts[0]
     for f in v.findings:
         for k in list(f.evidence):
-            f.evidence[k] = [dict(row, note=long) for row in (f.evidence[k] * 100)[:100]]
+            f.evidence[k] = [{**plain_rows([row])[0], "note": long} for row in (f.evidence[k] * 100)[:100]]
     return big
 
 

@@ -30,7 +30,7 @@ def launch(b: TraceBuilder, kernel: str, at: float, gpu_at: float, dur: float) -
 
 
 def rows_by_op(result) -> dict:
-    return {(r["op"], r["input_shapes"]): r for r in result.ranks[0].evidence["roofline"]}
+    return {(r.op, r.input_shapes): r for r in result.ranks[0].evidence["roofline"]}
 
 
 # -- two ops by hand -------------------------------------------------------------------------------
@@ -63,46 +63,46 @@ def test_roofline_rates_agree_with_a_hand_computation_on_two_ops(tmp_path):
     # mm (M=4096, K=4096, N=8192), bf16: FLOPs 2*M*N*K = 2*4096*8192*4096 = 274,877,906,944 per call;
     # bytes (M*K + K*N + M*N) * 2 = (16,777,216 + 33,554,432 + 33,554,432) * 2 = 167,772,160 per call
     mm = rows[("aten::mm", "[4096, 4096] x [4096, 8192]")]
-    assert (mm["op_class"], mm["dtype"], mm["calls"]) == ("matmul", "bf16", 3)
-    assert mm["gpu_ns_per_call"] == 1_000_000
-    assert mm["flops_per_call"] == 274_877_906_944 and mm["bytes_per_call"] == 167_772_160
+    assert (mm.op_class, mm.dtype, mm.calls) == ("matmul", "bf16", 3)
+    assert mm.gpu_ns_per_call == 1_000_000
+    assert mm.flops_per_call == 274_877_906_944 and mm.bytes_per_call == 167_772_160
     # 274.878 GFLOP in 1 ms = 274.878 TFLOP/s; 0.1678 GB in 1 ms = 0.1678 TB/s; 274877906944 / 167772160 = 1638.4 FLOP/B
-    assert mm["tflops"] == pytest.approx(274.877906944)
-    assert mm["tb_per_s"] == pytest.approx(0.16777216)
-    assert mm["flop_per_byte"] == pytest.approx(1638.4)
+    assert mm.tflops == pytest.approx(274.877906944)
+    assert mm.tb_per_s == pytest.approx(0.16777216)
+    assert mm.flop_per_byte == pytest.approx(1638.4)
     # ridge 312 / 2.039 = 153.0 FLOP/B < 1638.4: compute-bound, at 274.878 / 312 = 88.1% of the bf16 peak
-    assert mm["ridge_flop_per_byte"] == pytest.approx(153.016, abs=1e-3)
-    assert mm["bound"] == "compute" and mm["roof_tflops"] == A100_BF16
-    assert mm["of_roof_fraction"] == pytest.approx(0.881019, abs=1e-6)
+    assert mm.ridge_flop_per_byte == pytest.approx(153.016, abs=1e-3)
+    assert mm.bound == "compute" and mm.roof_tflops == A100_BF16
+    assert mm.of_roof_fraction == pytest.approx(0.881019, abs=1e-6)
     # 1 ms of a 2 ms step (3 steps, window 6 ms)
-    assert mm["step_fraction"] == pytest.approx(3 * 1_000 / 6_000)
+    assert mm.step_fraction == pytest.approx(3 * 1_000 / 6_000)
 
     # layer norm over 8192 rows of 1024, fp32: reads input 8192*1024*4 = 33,554,432 B and weight and bias
     # 2*1024*4 = 8,192 B; writes the output 33,554,432 B and mean and rstd 2*8192*4 = 65,536 B
     ln = rows[("aten::native_layer_norm", "[8192, 1024] x [1024] x [1024]")]
-    assert (ln["op_class"], ln["dtype"], ln["calls"]) == ("normalization", "fp32", 3)
-    assert ln["bytes_per_call"] == 33_554_432 + 8_192 + 33_554_432 + 65_536  # 67,182,592
+    assert (ln.op_class, ln.dtype, ln.calls) == ("normalization", "fp32", 3)
+    assert ln.bytes_per_call == 33_554_432 + 8_192 + 33_554_432 + 65_536  # 67,182,592
     # 67,182,592 B in 40 us = 1.67956 TB/s; of the 2.039 TB/s bandwidth: 82.37%
-    assert ln["tb_per_s"] == pytest.approx(1.6795648)
+    assert ln.tb_per_s == pytest.approx(1.6795648)
     # 8 FLOPs per element (mean, variance, normalise, scale and shift) = 67,108,864; intensity 0.9989
     # FLOP/B, below the CUDA-core ridge 19.5 / 2.039 = 9.56: memory-bound
-    assert ln["flops_per_call"] == 8 * 8192 * 1024
-    assert ln["bound"] == "memory" and ln["ridge_flop_per_byte"] == pytest.approx(9.5635, abs=1e-4)
-    assert ln["of_roof_fraction"] == pytest.approx(1.6795648 / 2.039)
+    assert ln.flops_per_call == 8 * 8192 * 1024
+    assert ln.bound == "memory" and ln.ridge_flop_per_byte == pytest.approx(9.5635, abs=1e-4)
+    assert ln.of_roof_fraction == pytest.approx(1.6795648 / 2.039)
 
 
 def test_rows_are_complete_and_unmodelled_ops_stay_without_numbers(tmp_path):
     result = two_ops_trace(tmp_path)
     rows = result.ranks[0].evidence["roofline"]
     # every kernel of the window in exactly one row: (1000 + 40 + 30) us x 3 steps
-    assert sum(r["gpu_ns"] for r in rows) == 3 * 1_070_000
-    other = next(r for r in rows if r["op"] == "aten::nonzero")
-    assert other["op_class"] == "unmodelled" and other["flops"] is None and other["bytes"] is None
-    assert other["of_roof_fraction"] is None and other["gpu_ns"] == 90_000
-    assert [r["op"] for r in rows] == ["aten::mm", "aten::native_layer_norm", "aten::nonzero"]  # most time first
+    assert sum(r.gpu_ns for r in rows) == 3 * 1_070_000
+    other = next(r for r in rows if r.op == "aten::nonzero")
+    assert other.op_class == "unmodelled" and other.flops is None and other.bytes is None
+    assert other.of_roof_fraction is None and other.gpu_ns == 90_000
+    assert [r.op for r in rows] == ["aten::mm", "aten::native_layer_norm", "aten::nonzero"]  # most time first
     # the API gives the same rows as a DataFrame
     df = result.roofline()
-    assert list(df["op"]) == [r["op"] for r in rows] and df.loc[0, "tflops"] == pytest.approx(274.877906944)
+    assert list(df["op"]) == [r.op for r in rows] and df.loc[0, "tflops"] == pytest.approx(274.877906944)
 
 
 def test_rows_past_the_cap_are_summed_so_the_total_stays_complete(tmp_path, monkeypatch):
@@ -110,8 +110,8 @@ def test_rows_past_the_cap_are_summed_so_the_total_stays_complete(tmp_path, monk
 
     monkeypatch.setattr(roofline, "ROW_CAP", 2)
     rows = two_ops_trace(tmp_path).ranks[0].evidence["roofline"]
-    assert [r["op"] for r in rows] == ["aten::mm", "(2 more op/shape rows)"]
-    assert rows[1]["calls"] == 6 and rows[1]["gpu_ns"] == 3 * (40_000 + 30_000) and rows[1]["tflops"] is None
+    assert [r.op for r in rows] == ["aten::mm", "(2 more op/shape rows)"]
+    assert rows[1].calls == 6 and rows[1].gpu_ns == 3 * (40_000 + 30_000) and rows[1].tflops is None
 
 
 def test_roofline_in_every_format(tmp_path):
@@ -154,16 +154,16 @@ def test_autocast_products_take_the_leaf_dtype_and_only_the_gemm_kernel(tmp_path
     m, ev = result.ranks[0].metrics, result.ranks[0].evidence
     # counted once, at the addmm: 2*4096^3 + 4096*4096 bias adds = 137,455,730,688 per step
     assert m["model_flops_per_step"] == 2 * 4096 ** 3 + 4096 * 4096
-    assert ev["flops_summary"][0]["dtype"] == "bf16" and m["peak_tflops"] == A100_BF16
+    assert ev["flops_summary"][0].dtype == "bf16" and m["peak_tflops"] == A100_BF16
     # the class rate is over the GEMM kernel's 600 us only: 137.456 GFLOP / 0.6 ms = 229.09 TFLOP/s
     (cls,) = ev["flops_by_op_class"]
-    assert cls["dtype"] == "bf16" and cls["gpu_ns"] == 3 * 600_000
-    assert cls["tflops"] == pytest.approx((2 * 4096 ** 3 + 4096 * 4096) / 600e-6 / 1e12)
+    assert cls.dtype == "bf16" and cls.gpu_ns == 3 * 600_000
+    assert cls.tflops == pytest.approx((2 * 4096 ** 3 + 4096 * 4096) / 600e-6 / 1e12)
     # the cast is a copy row: 4096*4096 fp32 read (4 B) and bf16 written (2 B) = 100,663,296 B in 50 us
     rows = rows_by_op(result)
     cast = rows[("aten::copy_", "[4096, 4096] x [4096, 4096]")]
-    assert cast["op_class"] == "copy" and cast["flops_per_call"] == 0
-    assert cast["bytes_per_call"] == 4096 * 4096 * 6 and cast["tb_per_s"] == pytest.approx(100_663_296 / 50e-6 / 1e12)
+    assert cast.op_class == "copy" and cast.flops_per_call == 0
+    assert cast.bytes_per_call == 4096 * 4096 * 6 and cast.tb_per_s == pytest.approx(100_663_296 / 50e-6 / 1e12)
     # share of compute time with counted FLOPs: 600 of 650 us
     assert m["flops_counted_fraction"] == pytest.approx(600 / 650)
 
@@ -205,8 +205,8 @@ def test_compiled_graph_matmuls_with_out_tensors_count(tmp_path):
     assert result.ranks[0].metrics["model_flops_per_step"] == 2_147_483_648 + 2_149_580_800
     tri = rows_by_op(result)[("triton_poi_fused_gelu_0", "[2048, 1024] x [2048, 1024]")]
     # a Triton kernel's buffers: 2 x 2048*1024 bf16 = 8,388,608 B in 10 us = 0.839 TB/s, memory-bound, no FLOPs
-    assert tri["op_class"] == "compiled" and tri["flops"] is None and tri["bytes_per_call"] == 8_388_608
-    assert tri["bound"] == "memory" and tri["of_roof_fraction"] == pytest.approx(0.8388608 / A100_TB)
+    assert tri.op_class == "compiled" and tri.flops is None and tri.bytes_per_call == 8_388_608
+    assert tri.bound == "memory" and tri.of_roof_fraction == pytest.approx(0.8388608 / A100_TB)
 
 
 QKV = [2, 8, 512, 64]  # B, H, N, d (heads first, as the sdpa ops take them)
@@ -247,10 +247,10 @@ def test_every_sdpa_variant_counts_once_forward_and_backward(tmp_path, fwd, bwd,
     # (half the forward): hardware = 2.5x
     assert m["model_flops_per_step"] == ATTN_FWD + 2 * ATTN_FWD
     assert m["hardware_flops_per_step"] == ATTN_FWD + 2.5 * ATTN_FWD
-    classes = {r["op_class"]: r for r in result.ranks[0].evidence["flops_by_op_class"]}
-    assert classes["attention backward"]["ops"] == 1 and classes["attention forward"]["ops"] == 1
-    rows = [r for r in result.ranks[0].evidence["roofline"] if r["op_class"] == "attention"]
-    assert sorted(r["flops"] for r in rows) == [ATTN_FWD, 2.5 * ATTN_FWD]  # one row each, hardware FLOPs
+    classes = {r.op_class: r for r in result.ranks[0].evidence["flops_by_op_class"]}
+    assert classes["attention backward"].ops == 1 and classes["attention forward"].ops == 1
+    rows = [r for r in result.ranks[0].evidence["roofline"] if r.op_class == "attention"]
+    assert sorted(r.flops for r in rows) == [ATTN_FWD, 2.5 * ATTN_FWD]  # one row each, hardware FLOPs
 
 
 # -- convolution backward: what it computed, old and new ----------------------------------------------
@@ -302,10 +302,10 @@ def test_conv_whose_mask_skips_the_input_gradient_counts_only_the_weight_gradien
     result = tracedoc.analyze(str(b.write(tmp_path / "first_conv.pt.trace.json")))
     # weight gradient FWD1 = 7,077,888 + bias gradient (one add per output element, 131,072)
     assert result.ranks[0].metrics["model_flops_per_step"] == FWD1 + 8 * 16 * 32 * 32
-    (row,) = [r for r in result.ranks[0].evidence["roofline"] if r["op_class"] == "conv"]
+    (row,) = [r for r in result.ranks[0].evidence["roofline"] if r.op_class == "conv"]
     # bytes: grad_output read + the input read + the weight gradient written, bf16:
     # (131,072 + 24,576 + 432) * 2 = 312,160
-    assert row["bytes_per_call"] == (8 * 16 * 32 * 32 + 8 * 3 * 32 * 32 + 16 * 27) * 2
+    assert row.bytes_per_call == (8 * 16 * 32 * 32 + 8 * 3 * 32 * 32 + 16 * 27) * 2
 
 
 # -- fused optimizer without recorded TensorLists, and the low_mfu evidence -------------------------
@@ -330,16 +330,16 @@ def test_fused_adamw_takes_its_parameters_from_the_backward_pass(tmp_path):
     adam = adamw_trace(tmp_path, 20.0)
     # 1,049,600 fp32 parameters; AdamW reads and writes param, exp_avg and exp_avg_sq and reads the grad:
     # 7 x 4 B = 28 B each = 29,388,800 B per call; in 20 us = 1.469 TB/s
-    assert adam["op_class"] == "optimizer" and adam["bytes_per_call"] == 1_049_600 * 28
-    assert adam["tb_per_s"] == pytest.approx(1_049_600 * 28 / 20e-6 / 1e12)
-    assert adam["of_roof_fraction"] == pytest.approx(1_049_600 * 28 / 20e-6 / 1e12 / A100_TB)
+    assert adam.op_class == "optimizer" and adam.bytes_per_call == 1_049_600 * 28
+    assert adam.tb_per_s == pytest.approx(1_049_600 * 28 / 20e-6 / 1e12)
+    assert adam.of_roof_fraction == pytest.approx(1_049_600 * 28 / 20e-6 / 1e12 / A100_TB)
 
 
 def test_an_optimizer_faster_than_the_bandwidth_says_what_that_can_mean(tmp_path):
     # 29.4 MB in 5 us is 5.9 TB/s, beyond the A100's 2.039: cached data, or fewer parameters than gradients
     adam = adamw_trace(tmp_path, 5.0)
-    assert adam["tb_per_s"] == pytest.approx(1_049_600 * 28 / 5e-6 / 1e12) and adam["of_roof_fraction"] is None
-    assert "cache" in adam["note"] and "sharded" in adam["note"]
+    assert adam.tb_per_s == pytest.approx(1_049_600 * 28 / 5e-6 / 1e12) and adam.of_roof_fraction is None
+    assert "cache" in adam.note and "sharded" in adam.note
 
 
 def test_low_mfu_names_the_ops_furthest_below_their_roof(tmp_path):
@@ -366,9 +366,9 @@ def test_low_mfu_names_the_ops_furthest_below_their_roof(tmp_path):
     # FP32 ridge 19.5 / 2.039 = 9.56, so compute-bound, at 8.39 MFLOP / 230 us = 0.0365 TFLOP/s = 0.19% of
     # 19.5; 1150 us of the step: it loses 0.575 x 0.998 = 57%
     small, big = gaps[0], gaps[1]
-    assert small["input_shapes"] == "[64, 1024] x [1024, 64]" and small["bound"] == "compute"
-    assert small["of_roof_fraction"] == pytest.approx(8_388_608 / 230e-6 / 1e12 / 19.5)
-    assert small["step_fraction"] == pytest.approx(1_150 / 2_000)
-    assert big["of_roof_fraction"] == pytest.approx(2 * 1024 ** 3 / 150e-6 / 1e12 / 19.5)
-    assert big["below_roof_step_fraction"] == pytest.approx(0.375 * (1 - 2 * 1024 ** 3 / 150e-6 / 1e12 / 19.5))
+    assert small.input_shapes == "[64, 1024] x [1024, 64]" and small.bound == "compute"
+    assert small.of_roof_fraction == pytest.approx(8_388_608 / 230e-6 / 1e12 / 19.5)
+    assert small.step_fraction == pytest.approx(1_150 / 2_000)
+    assert big.of_roof_fraction == pytest.approx(2 * 1024 ** 3 / 150e-6 / 1e12 / 19.5)
+    assert big.below_roof_step_fraction == pytest.approx(0.375 * (1 - 2 * 1024 ** 3 / 150e-6 / 1e12 / 19.5))
     assert "[64, 1024] x [1024, 64]" in finding.message and "57.5% of the step" in finding.message

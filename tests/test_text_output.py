@@ -172,7 +172,7 @@ def test_off_a_terminal_each_table_row_is_one_line(capsys):
     from tracedoc.render.names import short_forms
 
     path = shared_traces() / "kineto" / "v100_resnet_ns_rank0.pt.trace.json.gz"
-    every = [r["name"] for r in analyze(str(path)).focus.evidence["top_kernels"]][:50]  # the table's rows
+    every = [r.name for r in analyze(str(path)).focus.evidence["top_kernels"]][:50]  # the table's rows
     names = every[:4]
     code, out = run_cli(capsys, "analyze", str(path), "--top", "4")
     rows = table_rows(out, "Top kernels")[1:]

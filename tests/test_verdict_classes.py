@@ -8,6 +8,7 @@ import pytest
 
 import tracedoc
 from trace_builder import TraceBuilder
+from tracedoc.model.evidence import IdleCpuOp, ImplicitSync, SyncBlockedCall
 
 US = 1000  # ns per microsecond
 
@@ -133,9 +134,9 @@ def test_hipfree_per_step_is_sync_bound(tmp_path):
     assert r.verdict.labels[0] == "sync_bound"
     assert "small_batch_bound" not in r.verdict.labels
     rows = r.evidence["implicit_syncs"]
-    assert rows == [{"op": "aten::empty", "call": "hipFree", "count": 5, "total_ns": 5 * 9_860 * US, "per_step": 1.0}]
+    assert rows == [ImplicitSync(op="aten::empty", call="hipFree", count=5, total_ns=5 * 9_860 * US, per_step=1.0)]
     td501 = next(f for f in r.verdict.findings if f.rule_id == "TD501")
-    assert td501.evidence["implicit_syncs"][0]["call"] == "hipFree"
+    assert td501.evidence["implicit_syncs"][0].call == "hipFree"
     assert any("caching allocator" in fix for fix in td501.fixes)
     assert r.metrics["step_time_p50_ns"] == 12_000 * US
 
@@ -151,7 +152,7 @@ def test_cudamalloc_is_an_implicit_sync_only_while_the_allocator_frees(tmp_path)
     b.runtime("cudaFree", 400.0, 450.0)
     r = analyse(b, tmp_path, "pressure.json")
     assert r.metrics["implicit_sync_calls"] == 3
-    assert {row["call"] for row in r.evidence["implicit_syncs"]} == {"cudaMalloc", "cudaHostAlloc", "cudaFree"}
+    assert {row.call for row in r.evidence["implicit_syncs"]} == {"cudaMalloc", "cudaHostAlloc", "cudaFree"}
 
 
 def test_pageable_async_copy_and_empty_cache_are_implicit_syncs(tmp_path):
@@ -162,9 +163,9 @@ def test_pageable_async_copy_and_empty_cache_are_implicit_syncs(tmp_path):
     b.cpu_op("torch/cuda/memory.py(192): empty_cache", 900.0, 1100.0, cat="python_function")
     r = analyse(b, tmp_path)
     assert r.metrics["implicit_sync_calls"] == 2
-    calls = {row["call"]: row for row in r.evidence["implicit_syncs"]}
-    assert calls["cudaMemcpyAsync"]["total_ns"] == 360 * US
-    assert calls["torch/cuda/memory.py(192): empty_cache"]["total_ns"] == 200 * US
+    calls = {row.call: row for row in r.evidence["implicit_syncs"]}
+    assert calls["cudaMemcpyAsync"].total_ns == 360 * US
+    assert calls["torch/cuda/memory.py(192): empty_cache"].total_ns == 200 * US
 
 
 TC_GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn"  # a Tensor Core GEMM on the A100
@@ -220,9 +221,9 @@ def test_gpu_idle_while_the_host_sits_in_cudafree_is_sync_bound_not_host_late(tm
     assert td501.what_if["step_ms_before"] == pytest.approx(12.0)
     assert td501.what_if["gain_ms"] == pytest.approx(5.7, abs=0.01)
     assert "sync idle 0%" in td501.message and "38%" in td501.message
-    assert td501.evidence["sync_blocked_calls"][0] == {
-        "call": "cudaFree", "op": "aten::empty", "annotation": "ProfilerStep#1", "start_ns": 5200 * US,
-        "dur_ns": 5700 * US, "idle_ns": 5700 * US}
+    assert td501.evidence["sync_blocked_calls"][0] == SyncBlockedCall(
+        call="cudaFree", op="aten::empty", annotation="ProfilerStep#1", start_ns=5200 * US, dur_ns=5700 * US,
+        idle_ns=5700 * US)
     # four equal frees, each a step apart: a per-step cost, not a one-time one
     assert not any("one-time" in fix for fix in td501.fixes)
 
@@ -252,8 +253,8 @@ def test_gpu_idle_while_the_host_works_between_launches_is_host_bound(tmp_path, 
     assert td104.what_if["step_ms_before"] == pytest.approx(12.0)
     assert td104.what_if["gain_ms"] == pytest.approx(7.0, abs=0.05)
     # the evidence names the host work by self time
-    assert td104.evidence["host_late_python"][0]["name"] == "augment_batch"
-    assert td104.evidence["host_late_python"][0]["self_ns"] == 4 * 5700 * US
+    assert td104.evidence["host_late_python"][0].name == "augment_batch"
+    assert td104.evidence["host_late_python"][0].self_ns == 4 * 5700 * US
 
 
 def test_one_long_free_in_a_profile_without_steps_says_it_is_start_up(tmp_path):
@@ -365,10 +366,10 @@ def test_other_idle_lists_the_cpu_ops_running_during_it(tmp_path):
     # before); [9000,10000) of the last step other (nothing pending).
     assert r.metrics["idle_other_fraction"] == pytest.approx((10 * 4990 + 1000) / 100_000)
     rows = r.evidence["idle_other_cpu_ops"]
-    assert rows == [{"op": "checkpoint.save", "count": 10, "idle_overlap_ns": 35_000 * US},
-                    {"op": "logging.info", "count": 10, "idle_overlap_ns": 5_000 * US}]
+    assert rows == [IdleCpuOp(op="checkpoint.save", count=10, idle_overlap_ns=35_000 * US),
+                    IdleCpuOp(op="logging.info", count=10, idle_overlap_ns=5_000 * US)]
     td101 = next(f for f in r.verdict.findings if f.rule_id == "TD101")
-    assert td101.evidence["idle_other_cpu_ops"][0]["op"] == "checkpoint.save"
+    assert td101.evidence["idle_other_cpu_ops"][0].op == "checkpoint.save"
 
 
 def test_dlrm_host_launch_idle_gets_a_finding():

@@ -71,6 +71,12 @@ def test_a_shared_traces_rank_result_comes_back_equal():
     assert reads[0].result.timeline  # op excerpts: the bulk of what travels
     got, _ = wire.unpack(wire.pack(reads, failure))
     assert_same_reads(reads, got)
+    from tracedoc.model.evidence import ROW_TYPES
+
+    typed = [name for name in got[0].result.evidence if name in ROW_TYPES and got[0].result.evidence[name]]
+    assert typed  # typed evidence rows travel as plain rows and come back as their row types
+    for name in typed:
+        assert all(type(row) is ROW_TYPES[name] for row in got[0].result.evidence[name]), name
 
 
 def test_a_failure_comes_back_as_sent():

@@ -17,8 +17,10 @@ import math
 from functools import lru_cache
 from typing import Any
 
+import msgspec
 import numpy as np
 
+from .model.evidence import Row, cell
 from .model.metrics import valid_range
 
 BUG_PREFIX = "internal check failed"
@@ -98,7 +100,17 @@ class _Checker:
         """Check and repair a nested structure of dicts and lists (results are a few levels deep).
 
         A value's bounds come from its key (``bounds_of``); a container without bounds of its own
-        passes its parent's down to the values in it."""
+        passes its parent's down to the values in it. A typed evidence row (frozen) is repaired field
+        by field, as a dict is."""
+        if isinstance(node, Row):
+            for key in node.__struct_fields__:
+                item = getattr(node, key)
+                if isinstance(item, (dict, list)):
+                    self.tree((where, key, False), item, bounds_of(key) or bounds)
+                elif not _plain_number_ok(item, bounds_of(key)):
+                    msgspec.structs.force_setattr(node, key, self.value((where, key, False), item, bounds_of(key)))
+            self.interval(where, node)
+            return node
         if isinstance(node, dict):
             for key, item in node.items():  # values are replaced in place; no key is added or removed
                 if isinstance(item, (dict, list)):
@@ -111,18 +123,21 @@ class _Checker:
             return node
         if isinstance(node, list):
             for i, item in enumerate(node):
-                if isinstance(item, (dict, list)):
+                if isinstance(item, (dict, list, Row)):
                     self.tree((where, i, True), item, bounds)
                 elif not _plain_number_ok(item, bounds):
                     node[i] = self.value((where, i, True), item, bounds)
             return node
         return self.value(where, node, bounds)
 
-    def interval(self, where: Any, row: dict) -> None:
-        start, end = row.get("start_ns"), row.get("end_ns")
+    def interval(self, where: Any, row: dict | Row) -> None:
+        start, end = cell(row, "start_ns"), cell(row, "end_ns")
         if _is_number(start) and _is_number(end) and end < start:
             self.fail((where, "end_ns", False), end, f"before its start_ns {start!r}")
-            row["end_ns"] = None
+            if isinstance(row, Row):
+                msgspec.structs.force_setattr(row, "end_ns", None)
+            else:
+                row["end_ns"] = None
 
 
 def _is_number(v: Any) -> bool:

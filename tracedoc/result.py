@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from .analyses.rank import RankResult, short, verdict_summary
 from . import display
+from .analyses.rank import RankResult, short, type_rows, verdict_summary
 from .checks import refuse_impossible
 from .errors import TraceError
 from .job.view import JobView
@@ -270,7 +270,20 @@ class AnalysisResult(Record, dict=True, kw_only=True):
             raise TraceError(where, "is a tracedoc report nested too deeply to be one", None,
                              "write it again with `tracedoc analyze --format json`") from None
         refuse_impossible(result, where)  # every value of its type and in its domain, or one line naming it
+        for i, rank in enumerate(result.ranks):  # evidence rows as their row types (tracedoc.model.evidence)
+            _typed(rank.type_rows, where, f"ranks[{i}]")
+        if result.job is not None:
+            _typed(lambda: type_rows(result.job.verdict), where, "job.verdict")
         return result
+
+
+def _typed(convert, where: str, part: str) -> None:
+    """Run ``convert`` (evidence rows to their row types); a row that does not fit is one ``TraceError``."""
+    try:
+        convert()
+    except msgspec.ValidationError as exc:
+        raise TraceError(where, f"is a tracedoc report with a malformed evidence row in {part}", str(exc),
+                         "write it again with `tracedoc analyze --format json`") from None
 
 
 def load(path: str | os.PathLike) -> AnalysisResult:

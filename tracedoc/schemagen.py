@@ -8,7 +8,8 @@ record type, with:
 - every field described by the comment beside it in the type's definition (a type by its docstring);
 - ``metrics`` objects spelled out from the metric table (``tracedoc.model.metrics``): each metric with
   its JSON type or null and ``[unit] meaning``;
-- ``evidence`` objects with a description per known table (``analyses.registry.EVIDENCE``);
+- ``evidence`` objects with a description per known table (``analyses.registry.EVIDENCE``), and the rows of
+  each typed table (``model.evidence.ROW_TYPES``) described like a record; a finding's evidence is the same;
 - every field required, except those a document may leave out (a record's defaults where it omits them).
 
 ``python -m tracedoc.schemagen`` writes them to ``tracedoc/schema/``; a test regenerates them and
@@ -29,6 +30,7 @@ import msgspec
 from .analyses.registry import EVIDENCE
 from .logs.registry import LOG_EVIDENCE
 from .logs.report import LogResult
+from .model.evidence import ROW_TYPES
 from .model.metrics import LOG_METRIC_TABLE, TRACE_METRICS, Metric, metric_names
 from .outfiles import write_generated
 from .result import SCHEMA_VERSION, AnalysisResult
@@ -53,8 +55,10 @@ def analysis_schema() -> dict[str, Any]:
                                    "The job view's metrics (the metric table's job scope).")
     defs["evidence"] = _evidence(EVIDENCE, "Evidence tables: rows reports show and rules cite (log_anomalies: a "
                                  "training log's, joined to the first rank).")
+    defs.update(_row_types())
     defs["RankResult"]["properties"]["metrics"] = {"$ref": "#/$defs/metrics"}
     defs["RankResult"]["properties"]["evidence"] = {"$ref": "#/$defs/evidence"}
+    _cite(defs, "evidence")
     defs["JobResult"]["properties"]["metrics"] = {"$ref": "#/$defs/job_metrics"}
     return root
 
@@ -68,6 +72,7 @@ def log_schema() -> dict[str, Any]:
     root["$defs"]["log_metrics"] = _metrics(LOG_METRIC_TABLE, "Every metric of the metric table's log scope.")
     root["properties"]["metrics"] = {"$ref": "#/$defs/log_metrics"}
     root["$defs"]["log_evidence"] = _evidence(LOG_EVIDENCE, "The log's evidence tables.")
+    _cite(root["$defs"], "log_evidence")
     return root
 
 
@@ -152,9 +157,30 @@ def _metrics(table: dict[str, Metric], description: str) -> dict[str, Any]:
 
 
 def _evidence(tables: dict[str, str], description: str) -> dict[str, Any]:
+    """Each table's rows: its row type's (``model.evidence.ROW_TYPES``), else objects."""
     rows = {"type": "array", "items": {"type": "object"}}
+
+    def table(name: str) -> dict[str, Any]:
+        typed = ROW_TYPES.get(name)
+        return {**rows, "items": {"$ref": f"#/$defs/{typed.__name__}"}} if typed is not None else rows
+
     return {"type": "object", "description": description, "additionalProperties": rows,
-            "properties": {name: {**rows, "description": text} for name, text in tables.items()}}
+            "properties": {name: {**table(name), "description": text} for name, text in tables.items()}}
+
+
+def _cite(defs: dict[str, Any], evidence: str) -> None:
+    """A finding's evidence: tables of the document's evidence (``evidence``, a name in ``defs``)."""
+    prop = defs["Finding"]["properties"]["evidence"]
+    defs["Finding"]["properties"]["evidence"] = {"$ref": f"#/$defs/{evidence}", "description": prop["description"]}
+
+
+def _row_types() -> dict[str, Any]:
+    """The schemas of the evidence row types, described like the records'."""
+    types = list(dict.fromkeys(ROW_TYPES.values()))  # a row type may serve several tables
+    _, defs = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
+    for cls in types:
+        _document(defs[cls.__name__], cls)
+    return defs
 
 
 def diff_schema() -> dict[str, Any]:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..model import intervals as iv
 from ..model import trace as M
+from ..model.evidence import StepStat
 from ..model.groups import distinct
 from ..model.trace import Trace
 from ..model.stats import percentile
@@ -126,7 +127,7 @@ STEP_QUANTITIES = ("step_time_ns", "window_ns", "busy_ns", "compute_ns", "comm_n
                    "idle_other_ns", "dataloader_ns")
 
 
-def step_stats(per_step_rows: list[dict]) -> list[dict]:
+def step_stats(per_step_rows: list[dict]) -> list[StepStat]:
     """Total, p50 and p95 across steps of each per-step quantity."""
     if not per_step_rows:
         return []
@@ -135,8 +136,8 @@ def step_stats(per_step_rows: list[dict]) -> list[dict]:
         v = np.array([row[q] for row in per_step_rows if row[q] is not None], dtype=np.float64)
         if not v.size:
             continue
-        out.append({"quantity": q, "total_ns": int(v.sum()), "p50_ns": percentile(v, 50),
-                    "p95_ns": percentile(v, 95), "max_ns": int(v.max())})
+        out.append(StepStat(quantity=q, total_ns=int(v.sum()), p50_ns=percentile(v, 50), p95_ns=percentile(v, 95),
+                            max_ns=int(v.max())))
     return out
 
 

@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 
+from ..model.evidence import Collective
 from ..model.groups import dense_codes, first_match
 from ..model.trace import MATCH_CHARS, Trace
 from ..model.vocab import KERNEL_COLLECTIVE_RE
@@ -45,7 +46,7 @@ def bus_factor(collective: str, n: int | None) -> float:
 
 
 def collectives(trace: Trace, comm_mask: np.ndarray, gpu_ext: np.ndarray, lo: int, hi: int,
-                world_size: int | None) -> list[dict]:
+                world_size: int | None) -> list[Collective]:
     g = trace.gpu_ops
     rows = np.flatnonzero(comm_mask & (g["start_ns"] < hi) & (g["end_ns"] > lo)) if len(g) else np.zeros(0, int)
     if not rows.size:
@@ -95,8 +96,8 @@ def collectives(trace: Trace, comm_mask: np.ndarray, gpu_ext: np.ndarray, lo: in
                 n = int(group[known].max()) or None
                 row["algbw_gbps"] = float(algbw)
                 row["busbw_gbps"] = float(algbw * bus_factor(name, n))
-        out.append(row)
-    out.sort(key=lambda r: -r["total_ns"])
+        out.append(Collective(**row))
+    out.sort(key=lambda r: -r.total_ns)
     return out
 
 

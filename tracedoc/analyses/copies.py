@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import trace as M
+from ..model.evidence import CopyDirection
 from ..model.groups import distinct
 from ..model.trace import Trace
 from .registry import Produced, analysis
@@ -38,7 +39,7 @@ def copies(trace: Trace, inputs) -> Produced:
                     evidence={"memcpy": copy_table(trace, rows, inputs["kernel_ops"])})
 
 
-def copy_table(trace: Trace, rows: np.ndarray, kernel_ops: np.ndarray) -> list[dict]:
+def copy_table(trace: Trace, rows: np.ndarray, kernel_ops: np.ndarray) -> list[CopyDirection]:
     """One row per copy direction over the ``gpu_ops`` rows given (memcpy rows)."""
     g = trace.gpu_ops
     kind = g["copy_kind"][rows].astype(np.int64)
@@ -58,15 +59,15 @@ def copy_table(trace: Trace, rows: np.ndarray, kernel_ops: np.ndarray) -> list[d
         known = sel & (nbytes >= 0)
         known_ns = int(dur[known].sum())
         total_bytes = int(nbytes[known].sum()) if known.any() else None
-        out.append({
-            "copy_kind": M.COPY_KIND_NAMES.get(k, "unknown"), "count": int(sel.sum()), "total_ns": int(dur[sel].sum()),
-            "bytes": total_bytes,
-            "achieved_gbps": total_bytes / known_ns if total_bytes is not None and known_ns > 0 else None,
-            "pageable_count": int((sel & pageable).sum()) if (sel & recorded).any() else None,
-            "pinned_count": int((sel & pinned).sum()) if (sel & recorded).any() else None,
-            "ops": _top_names(trace, ops[sel]), "calls": _top_names(trace, calls[sel]),
-        })
-    out.sort(key=lambda r: -r["total_ns"])
+        out.append(CopyDirection(
+            copy_kind=M.COPY_KIND_NAMES.get(k, "unknown"), count=int(sel.sum()), total_ns=int(dur[sel].sum()),
+            bytes=total_bytes,
+            achieved_gbps=total_bytes / known_ns if total_bytes is not None and known_ns > 0 else None,
+            pageable_count=int((sel & pageable).sum()) if (sel & recorded).any() else None,
+            pinned_count=int((sel & pinned).sum()) if (sel & recorded).any() else None,
+            ops=_top_names(trace, ops[sel]), calls=_top_names(trace, calls[sel]),
+        ))
+    out.sort(key=lambda r: -r.total_ns)
     return out
 
 

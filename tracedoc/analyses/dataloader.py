@@ -7,6 +7,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
+from ..model.evidence import DataLoaderSpan
 from ..model.groups import distinct, isin
 from ..model.trace import MATCH_CHARS, Trace
 from . import classify as C
@@ -32,5 +33,5 @@ def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[st
 @analysis(provides=("dataloader_spans",), produces=("dataloader_multiprocess",), evidence=("dataloader",))
 def input_pipeline(trace: Trace, inputs) -> Produced:
     spans, multi, names = dataloader_spans(trace)
-    return Produced(metrics={"dataloader_multiprocess": multi}, evidence={"dataloader": [{"name": n} for n in names]},
+    return Produced(metrics={"dataloader_multiprocess": multi}, evidence={"dataloader": [DataLoaderSpan(name=n) for n in names]},
                     values={"dataloader_spans": spans})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import intervals as iv
+from ..model.evidence import StreamGaps, TopGap
 from ..model.groups import Groups
 from ..model.trace import Trace
 from ..model.stats import percentile
@@ -68,12 +69,12 @@ def stream_gaps(trace: Trace, lo: int, hi: int, gpu_ext: np.ndarray, ops: OpsByE
         mine = gaps.index == i
         v = gap_v[mine]
         totals = per_cause[mine].sum(axis=0)
-        streams.append({
-            "device": int(d), "stream": int(st), "count": int(v.size), "total_ns": int(v.sum()),
-            "p50_ns": percentile(v, 50), "p95_ns": percentile(v, 95),
-            "max_ns": int(v.max()), "comm_stream": bool(comm_stream[i]),
-            "causes_ns": {GAP_CAUSES[k]: int(x) for k, x in enumerate(totals.tolist()) if x > 0},
-        })
+        streams.append(StreamGaps(
+            device=int(d), stream=int(st), count=int(v.size), total_ns=int(v.sum()),
+            p50_ns=percentile(v, 50), p95_ns=percentile(v, 95),
+            max_ns=int(v.max()), comm_stream=bool(comm_stream[i]),
+            causes_ns={GAP_CAUSES[k]: int(x) for k, x in enumerate(totals.tolist()) if x > 0},
+        ))
     # the gaps holding the most device-idle time first, then the longest
     top_gaps = np.lexsort((-gap_v, -idle_ns))[:top]
     top_list = []
@@ -81,12 +82,12 @@ def stream_gaps(trace: Trace, lo: int, hi: int, gpu_ext: np.ndarray, ops: OpsByE
         r = int(rows[j])
         nxt = int(order[r])
         prv = int(order[r - 1])
-        top_list.append({
-            "device": int(d_o[r]), "stream": int(st_o[r]), "start_ns": int(gap_start[r]), "gap_ns": int(gap_ns[r]),
-            "device_idle_ns": int(idle_ns[j]), "cause": GAP_CAUSES[int(cause[j])],
-            "before": trace.string(int(g["name"][prv])), "after": trace.string(int(g["name"][nxt])),
+        top_list.append(TopGap(
+            device=int(d_o[r]), stream=int(st_o[r]), start_ns=int(gap_start[r]), gap_ns=int(gap_ns[r]),
+            device_idle_ns=int(idle_ns[j]), cause=GAP_CAUSES[int(cause[j])],
+            before=trace.string(int(g["name"][prv])), after=trace.string(int(g["name"][nxt])),
             **_launching_op(trace, nxt, gpu_ext, ops),
-        })
+        ))
     return {"streams": streams, "top": top_list, "all_ns": gap_ns[rows]}
 
 

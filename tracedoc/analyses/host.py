@@ -7,6 +7,7 @@ import numpy as np
 
 from ..model import trace as M
 from ..model import vocab as V
+from ..model.evidence import HostOperator
 from ..model.groups import Groups, dense_codes, largest_first, row_codes
 from ..model.trace import Trace
 from . import classify as C
@@ -20,7 +21,7 @@ def uses_data_parallel(trace: Trace) -> bool:
     return bool(C.name_mask(trace, V.DATA_PARALLEL_RE, ids=c["name"]).any())
 
 
-def host_operators(trace: Trace, lo: int, hi: int, top: int = 15) -> list[dict]:
+def host_operators(trace: Trace, lo: int, hi: int, top: int = 15) -> list[HostOperator]:
     """CPU operators (``cpu_op``) started in ``[lo, hi)`` by their self time (time not spent in a nested
     span), with their total (inclusive) time; shares are of the window, and self-time shares add up to
     at most 100% per thread."""
@@ -34,8 +35,8 @@ def host_operators(trace: Trace, lo: int, hi: int, top: int = 15) -> list[dict]:
     own = total - _children_ns(c)
     groups = Groups(c["name"][sel])
     calls, self_ns, cpu_ns = groups.count(), groups.sum(own[sel]), groups.sum(total[sel])
-    return [{"name": trace.string(int(groups.keys[0][i])), "calls": int(calls[i]), "self_ns": int(self_ns[i]),
-             "cpu_ns": int(cpu_ns[i]), "share": float(self_ns[i]) / (hi - lo)}
+    return [HostOperator(name=trace.string(int(groups.keys[0][i])), calls=int(calls[i]), self_ns=int(self_ns[i]),
+                         cpu_ns=int(cpu_ns[i]), share=float(self_ns[i]) / (hi - lo))
             for i in largest_first(self_ns)[:top].tolist()]
 
 

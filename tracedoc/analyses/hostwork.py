@@ -22,6 +22,7 @@ import numpy as np
 from ..ingest.depth import nest_depths
 from ..model import intervals as iv
 from ..model import trace as M
+from ..model.evidence import HostWork
 from ..model.groups import dense_codes, largest_first, row_codes
 from ..model.trace import Trace
 from .syncs import launching_threads
@@ -102,7 +103,7 @@ def _self_within(overlap: np.ndarray, rows: np.ndarray, parent: np.ndarray, sub:
 
 
 def work_in(trace: Trace, iset: iv.IntervalSet, kinds: tuple[int, ...], top: int = 15,
-            threads: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict]:
+            threads: tuple[np.ndarray, np.ndarray] | None = None) -> list[HostWork]:
     """CPU ops of ``kinds`` on ``threads`` (pids, tids; default: the launching threads, every thread when
     none is known) overlapping ``iset``, by name: calls, total time inside it (the union of the calls') and self time inside it.
     Python frames' self time leaves out the frames they called and the outermost operators they called;
@@ -145,8 +146,8 @@ def work_in(trace: Trace, iset: iv.IntervalSet, kinds: tuple[int, ...], top: int
         mine = rows[code == i]
         total = iv.total(iv.intersect(iv.union(c["start_ns"][mine], c["end_ns"][mine]), iset))
         if total > 0:
-            out.append({"name": trace.string(int(uniq[i])), "calls": int(calls[i]),
-                        "self_ns": int(min(self_by[i], total)), "total_ns": int(total)})
+            out.append(HostWork(name=trace.string(int(uniq[i])), calls=int(calls[i]),
+                                self_ns=int(min(self_by[i], total)), total_ns=int(total)))
     return out
 
 

@@ -28,6 +28,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
+from ..model.evidence import IdleCause, IdleCpuOp
 from ..model.groups import dense_codes, isin
 from ..model.trace import Trace
 from . import classify as C
@@ -168,7 +169,7 @@ def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
                       long_ns=long_gap_ns(trace, lo, hi) if long_ns is None else long_ns)
 
 
-def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[dict]:
+def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[IdleCpuOp]:
     """The outermost CPU ops (step spans left out) running during ``iset``, by time overlapping it."""
     c = trace.cpu_ops
     if not len(c) or not iset[0].size:
@@ -198,7 +199,7 @@ def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[di
     total = np.bincount(code, weights=overlap[hit])
     count = np.bincount(code)
     order = np.argsort(-total, kind="stable")[:top]
-    return [{"op": trace.string(int(uniq[i])), "count": int(count[i]), "idle_overlap_ns": int(total[i])}
+    return [IdleCpuOp(op=trace.string(int(uniq[i])), count=int(count[i]), idle_overlap_ns=int(total[i]))
             for i in order]
 
 
@@ -240,7 +241,7 @@ def idle_time(trace: Trace, inputs) -> Produced:
          **{f"idle_{cause}_fraction": frac(ns) for cause, ns in totals.items()},
          "dataloader_fraction": frac(iv.total(iv.clip(dl_spans, lo, hi))),
          "dataloader_stall_fraction": frac(totals["dataloader"])}
-    rows = [{"cause": c, "ns": ns, "fraction": frac(ns)} for c, ns in totals.items()]
+    rows = [IdleCause(cause=c, ns=ns, fraction=frac(ns)) for c, ns in totals.items()]
     return Produced(metrics=m, evidence={"idle_causes": rows,
                                          "idle_other_cpu_ops": cpu_ops_during(trace, iv.clip(causes.sets["other"],
                                                                                             lo, hi))},

@@ -9,6 +9,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
+from ..model.evidence import KernelClass, KernelTotal, LaunchTotals, OperatorTotal, TopKernel, TopOperator
 from ..model.groups import Groups, dense_codes, largest_first
 from ..model.trace import Trace
 from ..model.stats import median, percentile
@@ -52,7 +53,7 @@ def _overlapping(g, lo: int, hi: int) -> np.ndarray | None:
     return sel if sel.any() else None
 
 
-def kernel_totals(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[dict]:
+def kernel_totals(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[KernelTotal]:
     """Every GPU op name in the window with its count and total time: the table a diff aligns.
 
     Compact on purpose (name, kind, category, count, total_ns); ``top_kernels`` carries the detail
@@ -70,10 +71,10 @@ def kernel_totals(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list
     kind[inverse[::-1]] = g["kind"][sel][::-1]  # the first row's kind of each name
     comm = np.bincount(inverse, weights=comm_mask[sel].astype(np.float64)) > 0
     order = np.argsort(-total, kind="stable")
-    return [{"name": trace.string(int(ids[i])), "kind": M.GPU_KIND_NAMES[int(kind[i])],
-             "category": "communication" if comm[i] else ("compute" if kind[i] == M.KERNEL else
-                                                          M.GPU_KIND_NAMES[int(kind[i])]),
-             "count": int(count[i]), "total_ns": int(total[i])} for i in order]
+    return [KernelTotal(name=trace.string(int(ids[i])), kind=M.GPU_KIND_NAMES[int(kind[i])],
+                        category="communication" if comm[i] else ("compute" if kind[i] == M.KERNEL else
+                                                                  M.GPU_KIND_NAMES[int(kind[i])]),
+                        count=int(count[i]), total_ns=int(total[i])) for i in order]
 
 
 def ops_of_window(trace: Trace, launch_rows: np.ndarray | None, lo: int, hi: int) -> np.ndarray:
@@ -90,7 +91,7 @@ def ops_of_window(trace: Trace, launch_rows: np.ndarray | None, lo: int, hi: int
 
 
 def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int,
-                    launch_rows: np.ndarray | None = None) -> list[dict]:
+                    launch_rows: np.ndarray | None = None) -> list[OperatorTotal]:
     """Every CPU operator name with a call whose work is in the window (``ops_of_window``): calls,
     inclusive CPU time, and the GPU ops (and their time) it launched directly (innermost operator of
     each launch)."""
@@ -113,13 +114,12 @@ def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int,
         np.add.at(gpu_ops, pos[known], 1)
         np.add.at(gpu_ns, pos[known], (g["end_ns"] - g["start_ns"])[launched][known].astype(np.float64))
     order = np.argsort(-cpu_ns, kind="stable")
-    rows = [{"name": trace.string(int(ids[i])), "calls": int(calls[i]), "cpu_ns": int(cpu_ns[i]),
-             "gpu_ops": int(gpu_ops[i]), "gpu_ns": int(gpu_ns[i])} for i in order]
     contents = region_contents(trace, lo, hi)  # torch.compile regions: what they ran, for the diff to match by
-    for i, row in zip(order, rows):
-        if int(ids[i]) in contents:
-            row["content"], row["content_kernels"] = contents[int(ids[i])]
-    return rows
+    return [OperatorTotal(name=trace.string(int(ids[i])), calls=int(calls[i]), cpu_ns=int(cpu_ns[i]),
+                          gpu_ops=int(gpu_ops[i]), gpu_ns=int(gpu_ns[i]),
+                          content=contents[int(ids[i])][0] if int(ids[i]) in contents else None,
+                          content_kernels=contents[int(ids[i])][1] if int(ids[i]) in contents else None)
+            for i in order]
 
 
 def launch_link_fraction(trace: Trace, backlog=None) -> float | None:
@@ -261,7 +261,7 @@ def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_o
 
 
 def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classes: tuple[np.ndarray, np.ndarray],
-                top: int = 15) -> list[dict]:
+                top: int = 15) -> list[TopKernel]:
     g = trace.gpu_ops
     sel = _overlapping(g, lo, hi)
     if sel is None:
@@ -275,19 +275,18 @@ def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classe
     rows = []
     for i in largest_first(total_ns)[:top].tolist():
         sid, kind, comm = int(by_name.keys[0][i]), int(kinds[i]), bool(comms[i])
-        rows.append({
-            "name": trace.string(sid), "kind": M.GPU_KIND_NAMES[kind], "count": int(count[i]),
-            "total_ns": int(total_ns[i]), "mean_ns": float(total_ns[i] / count[i]), "max_ns": int(max_ns[i]),
-            "share": float(total_ns[i]) / grand,
-            "category": "communication" if comm else ("compute" if kind == M.KERNEL else M.GPU_KIND_NAMES[kind]),
-            "tensor_core": ({1: "yes", 0: "no", -1: "unknown"}[int(tc[sid])]
-                            if kind == M.KERNEL and not comm else "n/a"),
-        })
+        rows.append(TopKernel(
+            name=trace.string(sid), kind=M.GPU_KIND_NAMES[kind], count=int(count[i]),
+            total_ns=int(total_ns[i]), mean_ns=float(total_ns[i] / count[i]), max_ns=int(max_ns[i]),
+            share=float(total_ns[i]) / grand,
+            category="communication" if comm else ("compute" if kind == M.KERNEL else M.GPU_KIND_NAMES[kind]),
+            tensor_core=({1: "yes", 0: "no", -1: "unknown"}[int(tc[sid])] if kind == M.KERNEL and not comm else "n/a"),
+        ))
     return rows
 
 
 def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: int = 15,
-                  launch_rows: np.ndarray | None = None) -> list[dict]:
+                  launch_rows: np.ndarray | None = None) -> list[TopOperator]:
     """GPU time attributed to the CPU ops that launched it (through External id), with the calls and CPU
     time of the operator calls whose work is in the window (``ops_of_window``)."""
     g, c = trace.gpu_ops, trace.cpu_ops
@@ -310,12 +309,12 @@ def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: i
     for i in largest_first(gpu_ns)[:top].tolist():
         sid = int(by_op.keys[0][i])
         n_calls, cpu_ns = calls.get(sid, (0, 0))
-        rows.append({"name": trace.string(sid), "calls": int(n_calls), "cpu_ns": int(cpu_ns),
-                     "gpu_ops": int(gpu_ops[i]), "gpu_ns": int(gpu_ns[i]), "share": float(gpu_ns[i]) / grand})
+        rows.append(TopOperator(name=trace.string(sid), calls=int(n_calls), cpu_ns=int(cpu_ns), gpu_ops=int(gpu_ops[i]),
+                                gpu_ns=int(gpu_ns[i]), share=float(gpu_ns[i]) / grand))
     return rows
 
 
-def kernel_classes(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[dict]:
+def kernel_classes(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[KernelClass]:
     """GPU op time in the window by what the ops compute (``vocab.KERNEL_CLASSES``): communication
     kernels, copies and memsets ("memory"), then compute kernels by name. The rows' times sum to the
     time of every GPU op overlapping the window (the ``top_kernels`` selection)."""
@@ -336,8 +335,8 @@ def kernel_classes(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> lis
     count = np.bincount(cls, minlength=n)
     total = np.bincount(cls, weights=dur, minlength=n)
     grand = float(dur.sum()) or 1.0
-    return [{"kernel_class": V.KERNEL_CLASSES[i], "count": int(count[i]), "total_ns": int(round(total[i])),
-             "share": float(total[i]) / grand} for i in np.argsort(-total, kind="stable").tolist() if count[i]]
+    return [KernelClass(kernel_class=V.KERNEL_CLASSES[i], count=int(count[i]), total_ns=int(round(total[i])),
+                        share=float(total[i]) / grand) for i in np.argsort(-total, kind="stable").tolist() if count[i]]
 
 
 def _window_kernel_rows(trace: Trace, lo: int, hi: int) -> np.ndarray:
@@ -365,10 +364,10 @@ def launches(trace: Trace, inputs) -> Produced:
     ls = launch_stats(trace, lo, hi, inputs["backlog"], inputs["launch_queue"].blocked_spans(trace))
     g = trace.gpu_ops
     rows = _window_kernel_rows(trace, lo, hi)
-    row = {"launch_calls": ls.get("launch_calls"), "cpu_launch_overhead_ns": ls.get("cpu_launch_overhead_ns"),
-           "gpu_kernel_ns": int((g["end_ns"] - g["start_ns"])[rows].sum()) if len(g) else 0,
-           "clock_anomaly_count": ls.get("clock_anomaly_count", 0),
-           **_distribution("launch_delay", ls.get("launch_delays_ns"))}
+    row = LaunchTotals(launch_calls=ls.get("launch_calls"), cpu_launch_overhead_ns=ls.get("cpu_launch_overhead_ns"),
+                       gpu_kernel_ns=int((g["end_ns"] - g["start_ns"])[rows].sum()) if len(g) else 0,
+                       clock_anomaly_count=ls.get("clock_anomaly_count", 0),
+                       **_distribution("launch_delay", ls.get("launch_delays_ns")))
     return Produced(metrics={k: ls.get(k) for k in LAUNCH_METRICS}, evidence={"launch": [row]})
 
 

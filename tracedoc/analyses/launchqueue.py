@@ -26,6 +26,7 @@ import numpy as np
 
 from ..model import intervals as iv
 from ..model import vocab as V
+from ..model.evidence import LaunchQueueRow
 from ..model.groups import Groups, isin
 from ..model.stats import median
 from ..model.trace import Trace
@@ -61,7 +62,7 @@ class LaunchQueue:
 
     blocked_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     blocked_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    streams: list[dict] = field(default_factory=list)
+    streams: list[LaunchQueueRow] = field(default_factory=list)
 
     def blocked_spans(self, trace: Trace) -> iv.IntervalSet:
         """The host time blocked on a full queue: the end of each blocked call, as long as it blocked."""
@@ -177,7 +178,7 @@ def launch_queue(trace: Trace, lo: int, hi: int, backlog: Backlog | None = None)
         out.streams.append(_stream_row(int(streams.keys[0][k]), int(streams.keys[1][k]), times, depths, lo, hi,
                                        int(np.count_nonzero((launched[ops] >= lo) & (launched[ops] < hi))),
                                        mine.size, int(blocked_ns[mine].sum())))
-    out.streams.sort(key=lambda row: (-row["depth_max"], row["device"], row["stream"]))
+    out.streams.sort(key=lambda row: (-row.depth_max, row.device, row.stream))
     return out
 
 
@@ -217,7 +218,7 @@ def _usual_duration(trace: Trace, is_launch: np.ndarray) -> np.ndarray:
 
 
 def _stream_row(device: int, stream: int, times: np.ndarray, depths: np.ndarray, lo: int, hi: int, launches: int,
-                blocked_calls: int, blocked_ns: int) -> dict:
+                blocked_calls: int, blocked_ns: int) -> LaunchQueueRow:
     """One stream's queue: its maximum and time-weighted mean depth in the window, the host time blocked
     on it, and the depth over the window as ``SERIES_POINTS`` points (offset from the window's start,
     the maximum depth over the stretch that begins there)."""
@@ -235,9 +236,9 @@ def _stream_row(device: int, stream: int, times: np.ndarray, depths: np.ndarray,
     np.maximum.at(peak, which, d)
     entering = _depth_at(np.r_[lo, times], np.r_[start_depth, depths], edges[:-1] + 1)
     peak = np.maximum(peak, entering)
-    return {"device": device, "stream": stream, "launches": launches, "depth_max": int(d.max()),
-            "depth_mean": mean, "blocked_calls": int(blocked_calls), "blocked_ns": int(blocked_ns),
-            "series_step_ns": int(length // SERIES_POINTS), "series": peak.tolist()}
+    return LaunchQueueRow(device=device, stream=stream, launches=launches, depth_max=int(d.max()), depth_mean=mean,
+                          blocked_calls=int(blocked_calls), blocked_ns=int(blocked_ns),
+                          series_step_ns=int(length // SERIES_POINTS), series=peak.tolist())
 
 
 @analysis(needs=("window", "backlog"), provides=("launch_queue",),
@@ -251,7 +252,7 @@ def launch_queue_depth(trace: Trace, inputs) -> Produced:
     q = launch_queue(trace, lo, hi, inputs["backlog"])
     blocked = iv.total(iv.clip(q.blocked_spans(trace), lo, hi))
     length = hi - lo
-    m = {"launch_queue_depth_max": max((s["depth_max"] for s in q.streams), default=None),
+    m = {"launch_queue_depth_max": max((s.depth_max for s in q.streams), default=None),
          "launch_blocked_calls": int(q.blocked_rows.size),
          "launch_blocked_fraction": blocked / length if length > 0 else None,
          "launch_period_ns": launch_period_ns(trace, lo, hi),

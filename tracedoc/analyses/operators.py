@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 
+from ..model.evidence import ModuleOperators, OperatorShape
 from ..model.groups import dense_codes, distinct, row_codes
 from ..model.trace import Trace
 from .kernels import ops_of_window
@@ -37,7 +38,7 @@ def _gpu_time_by_cpu_row(trace: Trace, launching_ops, gpu_ext: np.ndarray, lo: i
 
 
 def operators_by_shape(trace: Trace, launching_ops, gpu_ext: np.ndarray, lo: int, hi: int,
-                       top: int = TOP_ROWS) -> list[dict]:
+                       top: int = TOP_ROWS) -> list[OperatorShape]:
     """CPU op calls whose work is in the window (``kernels.ops_of_window``: started in it, or launched
     a GPU op running in it) grouped by (name, recorded input shapes): calls, inclusive CPU time, and the
     GPU ops each launched directly. Ops without recorded shapes group by name alone."""
@@ -62,13 +63,13 @@ def operators_by_shape(trace: Trace, launching_ops, gpu_ext: np.ndarray, lo: int
     gpu = np.bincount(inverse, weights=gpu_ns[rows])
     grand = float(gpu.sum()) or 1.0
     order = np.lexsort((-cpu, -gpu))[:top]
-    return [{"name": trace.string(int(uniq[i, 0])),
-             "input_shapes": _compact(trace.string(int(uniq[i, 1]))) if uniq[i, 1] >= 0 else None,
-             "calls": int(calls[i]), "cpu_ns": int(round(cpu[i])), "gpu_ops": int(launched[i]),
-             "gpu_ns": int(round(gpu[i])), "share": float(gpu[i]) / grand} for i in order.tolist()]
+    return [OperatorShape(name=trace.string(int(uniq[i, 0])),
+                          input_shapes=_compact(trace.string(int(uniq[i, 1]))) if uniq[i, 1] >= 0 else None,
+                          calls=int(calls[i]), cpu_ns=int(round(cpu[i])), gpu_ops=int(launched[i]),
+                          gpu_ns=int(round(gpu[i])), share=float(gpu[i]) / grand) for i in order.tolist()]
 
 
-def operators_by_module(trace: Trace, lo: int, hi: int, top: int = TOP_ROWS) -> list[dict]:
+def operators_by_module(trace: Trace, lo: int, hi: int, top: int = TOP_ROWS) -> list[ModuleOperators]:
     """``nn.Module`` spans starting in the window grouped by module: calls, CPU time, and the GPU time of
     kernels whose launch call ran inside them (each launch counted for its innermost module only)."""
     c, g, r = trace.cpu_ops, trace.gpu_ops, trace.runtime
@@ -108,9 +109,9 @@ def operators_by_module(trace: Trace, lo: int, hi: int, top: int = TOP_ROWS) -> 
     grand = float(gpu.sum()) or 1.0
     order = np.lexsort((-cpu, -gpu))
     order = order[(calls[order] > 0) | (gpu[order] > 0)][:top]
-    return [{"module": MODULE_SPAN_RE.match(trace.string(int(ids[i]))).group(1), "calls": int(calls[i]),
-             "cpu_ns": int(round(cpu[i])), "gpu_ops": int(kernels[i]), "gpu_ns": int(round(gpu[i])),
-             "share": float(gpu[i]) / grand} for i in order.tolist()]
+    return [ModuleOperators(module=MODULE_SPAN_RE.match(trace.string(int(ids[i]))).group(1), calls=int(calls[i]),
+                            cpu_ns=int(round(cpu[i])), gpu_ops=int(kernels[i]), gpu_ns=int(round(gpu[i])),
+                            share=float(gpu[i]) / grand) for i in order.tolist()]
 
 
 @analysis(needs=("launching_ops", "gpu_ext", "window"), evidence=("operators_by_shape", "operators_by_module"))

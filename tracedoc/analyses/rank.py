@@ -10,6 +10,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import msgspec
+
+from ..model.evidence import RooflineRow, check_fields, plain_rows, typed_evidence
 from ..model.meta import TraceMeta, torch_version
 from ..model.record import Record
 from ..model.reportstep import report_step
@@ -22,6 +25,7 @@ ROOFLINE_COLUMNS = ("op", "op_class", "input_shapes", "dtype", "calls", "gpu_ns"
                     "bytes", "flops_per_call", "bytes_per_call", "tflops", "tb_per_s", "flop_per_byte",
                     "ridge_flop_per_byte", "peak_tflops", "bandwidth_tb_per_s", "bound", "roof_tflops",
                     "of_roof_fraction", "step_fraction", "note")
+check_fields(RooflineRow, ROOFLINE_COLUMNS, "ROOFLINE_COLUMNS")  # a misspelt column fails at import
 
 
 class Environment(Record, kw_only=True):
@@ -73,7 +77,13 @@ def evidence_frame(evidence: dict[str, list[dict]], name: str, where: str = "thi
 
     if name not in evidence:
         raise KeyError(f"no evidence table {name!r} in {where}; tables: {', '.join(sorted(evidence)) or 'none'}")
-    return pd.DataFrame(evidence[name])
+    return pd.DataFrame(plain_rows(evidence[name]))
+
+
+def type_rows(verdict: Verdict | None) -> None:
+    """A verdict read from JSON, its findings' evidence rows as their row types (``model.evidence``), in place."""
+    for f in verdict.findings if verdict is not None else ():
+        msgspec.structs.force_setattr(f, "evidence", typed_evidence(f.evidence))  # findings are frozen values
 
 
 class RankResult(Record, omit_defaults=True, kw_only=True):
@@ -87,7 +97,7 @@ class RankResult(Record, omit_defaults=True, kw_only=True):
     metrics: dict[str, Any]
     per_step: list[dict[str, Any]]  # one row per step (ProfilerStep or NVTX range), measured over its own span
     per_device: list[dict[str, Any]]  # one row per GPU with GPU ops
-    evidence: dict[str, list[dict[str, Any]]]
+    evidence: dict[str, list[Any]]  # rows of a typed table (model.evidence.ROW_TYPES) as its row type, else dicts
     warnings: list[str]  # what was wrong with the trace, what was left out, and failed internal checks
     environment: Environment
     # optional: op-level data of a few steps for the HTML report ({"excerpts": [...]}); present only with
@@ -101,6 +111,19 @@ class RankResult(Record, omit_defaults=True, kw_only=True):
         return short(f"<RankResult rank {self.rank} of {os.path.basename(self.source)!r}: "
                      f"{verdict_summary(self.verdict)}; {steps} step{'' if steps == 1 else 's'}, "
                      f"{len(self.metrics)} metrics, evidence tables {', '.join(sorted(self.evidence))}>")
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "RankResult":
+        """The value a rank's JSON object describes, its evidence rows typed (``model.evidence``)."""
+        rank = msgspec.convert(data, cls)
+        rank.type_rows()
+        return rank
+
+    def type_rows(self) -> None:
+        """Evidence rows read from JSON (dicts) as their row types, the verdict's too (in place);
+        ``msgspec.ValidationError`` names the field of a row that does not fit."""
+        self.evidence = typed_evidence(self.evidence)
+        type_rows(self.verdict)
 
     def table(self, name: str):
         """An evidence table (``top_kernels``, ``top_gaps``, ...) as a pandas DataFrame."""
@@ -117,7 +140,7 @@ class RankResult(Record, omit_defaults=True, kw_only=True):
         before the roofline existed)."""
         import pandas as pd
 
-        return pd.DataFrame(self.evidence.get("roofline") or [], columns=list(ROOFLINE_COLUMNS))
+        return pd.DataFrame(plain_rows(self.evidence.get("roofline") or []), columns=list(ROOFLINE_COLUMNS))
 
     @property
     def step_time_ns(self) -> float | None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import trace as M
+from ..model.evidence import BelowRoof, RooflineRow
 from ..model.groups import Groups, dense_codes, distinct, first_match, isin
 from ..model.peaks import DevicePeak, device_peak
 from ..model.trace import Trace
@@ -316,7 +317,7 @@ def _rate_columns(row: dict, peak, bw, compiled_kind: str) -> None:
 
 
 def roofline(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, launching_ops,
-             device: str | None, cap: int = ROW_CAP) -> list[dict]:
+             device: str | None, cap: int = ROW_CAP) -> list[RooflineRow]:
     """The roofline rows, most GPU time first; rows past ``cap`` summed into a last row."""
     g = trace.gpu_ops
     if not len(g) or hi <= lo:
@@ -355,7 +356,7 @@ def roofline(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, launc
                            "of the data came from cache, or the optimizer updates fewer parameters than got "
                            "gradients (a sharded optimizer)")
         _rate_columns(row, peak, bw, "memory" if row["op"].startswith(_TRITON_MEMORY) else "unknown")
-        rows.append(row)
+        rows.append(RooflineRow(**row))
     if len(order) > cap:
         rest = np.asarray(order[cap - 1:])
         real = inst.row[first[rest]] >= 0  # not the kernels without a launching op
@@ -363,42 +364,41 @@ def roofline(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, launc
     return rows
 
 
-def _rest_row(n_rows: int, calls: int, gpu_ns: int) -> dict:
+def _rest_row(n_rows: int, calls: int, gpu_ns: int) -> RooflineRow:
     row = {"op": f"({n_rows} more op/shape rows)", "op_class": "mixed", "input_shapes": None, "dtype": None,
            "calls": calls, "gpu_ns": gpu_ns, "gpu_ns_per_call": None, "flops": None, "bytes": None,
            "step_fraction": None, "note": "summed so that the rows add up to the compute time; rates are per row above"}
     row.update(dict.fromkeys(("flops_per_call", "bytes_per_call", "tflops", "tb_per_s", "flop_per_byte",
                               "ridge_flop_per_byte", "peak_tflops", "bandwidth_tb_per_s", "bound", "roof_tflops",
                               "of_roof_fraction")))
-    return row
+    return RooflineRow(**row)
 
 
 GAP_ROWS = 10  # rows of the below-roof table
 GAPS_NAMED = 3  # rows the metric names
 
 
-def below_roof(rows: list[dict], top: int = GAP_ROWS) -> list[dict]:
+def below_roof(rows: list[RooflineRow], top: int = GAP_ROWS) -> list[BelowRoof]:
     """The rows whose distance to their roof costs the most step time: share of the step x (1 - share
     of the roof reached), the time the step would lose if the op ran at its roof."""
     out = []
     for r in rows:
-        frac, share = r.get("of_roof_fraction"), r.get("step_fraction")
+        frac, share = r.of_roof_fraction, r.step_fraction
         if frac is None or share is None:
             continue
-        out.append({"op_class": r["op_class"], "op": r["op"], "input_shapes": r["input_shapes"], "dtype": r["dtype"],
-                    "bound": r["bound"], "of_roof_fraction": frac, "step_fraction": share,
-                    "below_roof_step_fraction": share * (1.0 - frac), "calls": r["calls"],
-                    "gpu_ns_per_call": r["gpu_ns_per_call"]})
-    out.sort(key=lambda r: -r["below_roof_step_fraction"])
+        out.append(BelowRoof(op_class=r.op_class, op=r.op, input_shapes=r.input_shapes, dtype=r.dtype, bound=r.bound,
+                             of_roof_fraction=frac, step_fraction=share, below_roof_step_fraction=share * (1.0 - frac),
+                             calls=r.calls, gpu_ns_per_call=r.gpu_ns_per_call))
+    out.sort(key=lambda r: -r.below_roof_step_fraction)
     return out[:top]
 
 
-def gaps_text(gaps: list[dict], n: int = GAPS_NAMED) -> str | None:
+def gaps_text(gaps: list[BelowRoof], n: int = GAPS_NAMED) -> str | None:
     """``"matmul aten::mm [4096, 8192] x [8192, 2048] bf16 at 62% of its compute roof, 6.3% of the step; ..."``"""
     if not gaps:
         return None
-    return "; ".join(f"{g['op_class']} {g['op']} {g['input_shapes'] or ''} {g['dtype'] or ''}".replace("  ", " ")
-                     + f" at {g['of_roof_fraction']:.0%} of its {g['bound']} roof, {g['step_fraction']:.1%} of the step"
+    return "; ".join(f"{g.op_class} {g.op} {g.input_shapes or ''} {g.dtype or ''}".replace("  ", " ")
+                     + f" at {g.of_roof_fraction:.0%} of its {g.bound} roof, {g.step_fraction:.1%} of the step"
                      for g in gaps[:n])
 
 

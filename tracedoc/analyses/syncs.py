@@ -10,6 +10,7 @@ import numpy as np
 from ..model import intervals as iv
 from ..model import trace as M
 from ..model import vocab as V
+from ..model.evidence import ImplicitSync, SyncBlockedCall, SyncCall
 from ..model.groups import Groups, distinct, isin, largest_first, row_codes
 from ..model.trace import Trace
 from . import classify as C
@@ -36,7 +37,7 @@ class BlockingCalls:
         return isin(code[:self.start_ns.size], code[self.start_ns.size:])
 
 
-def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, list[dict], list[dict], BlockingCalls]:
+def sync_calls(trace: Trace, lo: int, hi: int) -> tuple[iv.IntervalSet, dict, list[SyncCall], list[SyncCall], BlockingCalls]:
     """Synchronizing CPU calls: runtime sync APIs, synchronous memcpy, ``.item()``-style ops, and the
     implicit syncs (``implicit_syncs``). Returns the union of their spans, counts, the explicit-sync
     table, the implicit-sync table and the calls one by one."""
@@ -147,7 +148,7 @@ def _concat_calls(frames: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     return out
 
 
-def _by_op_and_call(trace: Trace, calls: dict[str, np.ndarray], top: int = 10) -> list[dict]:
+def _by_op_and_call(trace: Trace, calls: dict[str, np.ndarray], top: int = 10) -> list[SyncCall]:
     """Calls grouped by the op that caused them (the outermost aten op with the same External id);
     a call that is an op itself names itself."""
     if not calls["call"].size:
@@ -158,8 +159,8 @@ def _by_op_and_call(trace: Trace, calls: dict[str, np.ndarray], top: int = 10) -
     count, total_ns = groups.count(), groups.sum(calls["dur"])
     order = largest_first(total_ns)[:top]
     op, call = groups.keys
-    return [{"op": trace.string(int(op[i])) if op[i] >= 0 else None, "call": trace.string(int(call[i])),
-             "count": int(count[i]), "total_ns": int(total_ns[i])} for i in order.tolist()]
+    return [SyncCall(op=trace.string(int(op[i])) if op[i] >= 0 else None, call=trace.string(int(call[i])),
+                     count=int(count[i]), total_ns=int(total_ns[i])) for i in order.tolist()]
 
 
 @analysis(needs=("window", "step_spans"), provides=("sync_spans", "blocking_calls"),
@@ -174,8 +175,8 @@ def host_syncs(trace: Trace, inputs) -> Produced:
          "sync_memcpy_count": stats["sync_memcpy_count"], "implicit_sync_calls": stats["implicit_sync_calls"],
          "implicit_sync_fraction": stats["implicit_sync_ns"] / length if length > 0 else 0.0}
     steps = len(inputs["step_spans"])
-    for row in implicit:
-        row["per_step"] = row["count"] / steps if steps else None
+    implicit = [ImplicitSync(op=r.op, call=r.call, count=r.count, total_ns=r.total_ns,
+                             per_step=r.count / steps if steps else None) for r in implicit]
     return Produced(metrics=m, evidence={"sync_calls": rows, "implicit_syncs": implicit},
                     values={"sync_spans": spans, "blocking_calls": blocking})
 
@@ -217,12 +218,13 @@ def blocked_idle(trace: Trace, calls: BlockingCalls, idle: iv.IntervalSet, host_
     idle_ns = iv.overlap_per_interval(s, e, blocked)
     order = np.argsort(-idle_ns, kind="stable")[:top]
     order = order[idle_ns[order] > 0]
-    rows = [{"call": trace.string(int(names[i])), "op": _enclosing_name(trace, s[i], e[i], pid[i], tid[i], M.CPU_OP),
-             "annotation": _enclosing_name(trace, s[i], e[i], pid[i], tid[i], M.USER_ANNOTATION),
-             "start_ns": int(s[i]), "dur_ns": int(e[i] - s[i]), "idle_ns": int(idle_ns[i])} for i in order.tolist()]
+    rows = [SyncBlockedCall(call=trace.string(int(names[i])),
+                            op=_enclosing_name(trace, s[i], e[i], pid[i], tid[i], M.CPU_OP),
+                            annotation=_enclosing_name(trace, s[i], e[i], pid[i], tid[i], M.USER_ANNOTATION),
+                            start_ns=int(s[i]), dur_ns=int(e[i] - s[i]), idle_ns=int(idle_ns[i])) for i in order.tolist()]
     total = iv.total(blocked)
     return {"blocked_ns": total, "host_late_blocked_ns": iv.total(iv.intersect(host_late, blocked)),
-            "longest_ns": rows[0]["idle_ns"] if rows else 0, "rows": rows}
+            "longest_ns": rows[0].idle_ns if rows else 0, "rows": rows}
 
 
 def _enclosing_name(trace: Trace, start: int, end: int, pid: int, tid: int, kind: int) -> str | None:
@@ -253,6 +255,6 @@ def sync_blocked_idle(trace: Trace, inputs) -> Produced:
          "idle_host_late_blocked_fraction": out["host_late_blocked_ns"] / length if length > 0 else 0.0,
          "sync_blocked_longest_call_ns": out["longest_ns"],
          "sync_blocked_longest_call_fraction": out["longest_ns"] / out["blocked_ns"] if out["blocked_ns"] else None,
-         "sync_blocked_longest_call": (f"{rows[0]['call']} in {rows[0]['op']}" if rows[0]["op"] and rows[0]["op"] !=
-                                       rows[0]["call"] else rows[0]["call"]) if rows else None}
+         "sync_blocked_longest_call": (f"{rows[0].call} in {rows[0].op}" if rows[0].op and rows[0].op != rows[0].call
+                                       else rows[0].call) if rows else None}
     return Produced(metrics=m, evidence={"sync_blocked_calls": rows})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+from ..model.evidence import TableRows
 from ..model.groups import distinct
 from ..model.meta import TraceMeta
 from ..model.trace import Trace
@@ -43,8 +44,8 @@ def system(trace: Trace, inputs) -> Produced:
 def contents(trace: Trace, inputs) -> Produced:
     """Rows per table, event categories left unanalysed, and the reader's warnings."""
     other = trace.meta.other_categories
-    rows = [{"table": name, "rows": n} for name, n in trace.summary().items()]
-    rows += [{"table": f"other: {cat}", "rows": n} for cat, n in sorted(other.items())]
+    rows = [TableRows(table=name, rows=n) for name, n in trace.summary().items()]
+    rows += [TableRows(table=f"other: {cat}", rows=n) for cat, n in sorted(other.items())]
     warnings = list(trace.warnings)
     accel = {k: v for k, v in other.items() if k.startswith(("mtia", "xpu", "privateuse1"))}
     if accel and not len(trace.gpu_ops):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from ..analyses.rank import RankResult
+from ..model.evidence import KernelTotal, OperatorTotal, TopKernel
 from ..model.record import Record
 from .names import normalise_kernel
 
@@ -102,7 +103,7 @@ def operator_order(o: OperatorDelta) -> tuple:
     return -max(abs(o.delta_gpu_ns), abs(o.delta_cpu_ns)), o.name
 
 
-def kernel_table(rank: RankResult) -> tuple[list[dict], bool]:
+def kernel_table(rank: RankResult) -> tuple[list[KernelTotal] | list[TopKernel], bool]:
     """The rank's per-name GPU op totals, and whether the table is complete."""
     ev = rank.evidence
     if "kernel_totals" in ev:
@@ -110,23 +111,23 @@ def kernel_table(rank: RankResult) -> tuple[list[dict], bool]:
     return ev.get("top_kernels") or [], False
 
 
-def operator_table(rank: RankResult) -> tuple[list[dict], bool]:
+def operator_table(rank: RankResult) -> tuple[list[OperatorTotal], bool]:
     ev = rank.evidence
     if "operator_totals" in ev:
         return ev["operator_totals"] or [], True
-    return [{"name": r.get("name"), "calls": r.get("calls", 0), "cpu_ns": r.get("cpu_ns", 0),
-             "gpu_ops": r.get("gpu_ops", 0), "gpu_ns": r.get("gpu_ns", 0)} for r in ev.get("top_operators") or []], False
+    return [OperatorTotal(name=r.name, calls=r.calls, cpu_ns=r.cpu_ns, gpu_ops=r.gpu_ops, gpu_ns=r.gpu_ns)
+            for r in ev.get("top_operators") or []], False
 
 
-def _group_kernels(rows: list[dict]) -> dict[str, dict]:
+def _group_kernels(rows: list[KernelTotal] | list[TopKernel]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for r in rows:
-        name = str(r.get("name", ""))
+        name = str(r.name)
         key = normalise_kernel(name)
         g = out.setdefault(key, {"count": 0, "total_ns": 0, "example": name, "example_ns": -1,
-                                 "category": r.get("category") or r.get("kind") or "compute"})
-        total = int(r.get("total_ns") or 0)
-        g["count"] += int(r.get("count") or 0)
+                                 "category": r.category or r.kind or "compute"})
+        total = int(r.total_ns or 0)
+        g["count"] += int(r.count or 0)
         g["total_ns"] += total
         if total > g["example_ns"]:
             g["example"], g["example_ns"] = name, total
@@ -149,13 +150,13 @@ def kernel_deltas(before: RankResult, after: RankResult, steps_before: int, step
     """
     rows_b, complete_b = kernel_table(before)
     rows_a, complete_a = kernel_table(after)
-    names_b, names_a = {r.get("name") for r in rows_b}, {r.get("name") for r in rows_a}
-    floor_b = _listed_floor(rows_b, complete_b, steps_before)
-    floor_a = _listed_floor(rows_a, complete_a, steps_after)
+    names_b, names_a = {r.name for r in rows_b}, {r.name for r in rows_a}
+    floor_b = _listed_floor([r.total_ns for r in rows_b], complete_b, steps_before)
+    floor_a = _listed_floor([r.total_ns for r in rows_a], complete_a, steps_after)
     if not complete_b:
-        rows_a = [r for r in rows_a if r.get("name") in names_b or (r.get("total_ns") or 0) / steps_after >= floor_b]
+        rows_a = [r for r in rows_a if r.name in names_b or (r.total_ns or 0) / steps_after >= floor_b]
     if not complete_a:
-        rows_b = [r for r in rows_b if r.get("name") in names_a or (r.get("total_ns") or 0) / steps_before >= floor_a]
+        rows_b = [r for r in rows_b if r.name in names_a or (r.total_ns or 0) / steps_before >= floor_a]
     b, a = _group_kernels(rows_b), _group_kernels(rows_a)
     out = []
     for key in set(b) | set(a):
@@ -173,11 +174,12 @@ def kernel_deltas(before: RankResult, after: RankResult, steps_before: int, step
     return out
 
 
-def _listed_floor(rows: list[dict], complete: bool, steps: int) -> float:
-    """Per-step time below which a kernel may be missing from a top-N table (0 for a full table)."""
-    if complete or not rows:
+def _listed_floor(totals: list[int | None], complete: bool, steps: int) -> float:
+    """Per-step time below which a kernel may be missing from a top-N table (0 for a full table), from
+    the table's rows' total times."""
+    if complete or not totals:
         return 0.0
-    return min(int(r.get("total_ns") or 0) for r in rows) / steps
+    return min(int(t or 0) for t in totals) / steps
 
 
 def operator_deltas(before: RankResult, after: RankResult, steps_before: int, steps_after: int) -> list[OperatorDelta]:
@@ -186,49 +188,57 @@ def operator_deltas(before: RankResult, after: RankResult, steps_before: int, st
     region renumbered in the new run shows as one row, named "Torch-Compiled Region: 5/0 (now 8/0)"."""
     rows_b, complete_b = operator_table(before)
     rows_a, complete_a = operator_table(after)
-    b = {str(r["name"]): r for r in rows_b}
+    b = {str(r.name): r for r in rows_b}
     a = {}
     renamed = match_regions(rows_b, rows_a)
     for r in rows_a:
-        name = str(r["name"])
+        name = str(r.name)
         target = renamed.get(name, name)
         a[target if target == name else f"{target} (now {name.split(': ', 1)[-1]})"] = r
     for shown in [n for n in a if n not in b and n.endswith(")") and " (now " in n]:
         b[shown] = b.pop(shown.rsplit(" (now ", 1)[0])
-    floor_b = _listed_floor([{"total_ns": r.get("gpu_ns")} for r in rows_b], complete_b, steps_before)
-    floor_a = _listed_floor([{"total_ns": r.get("gpu_ns")} for r in rows_a], complete_a, steps_after)
+    floor_b = _listed_floor([r.gpu_ns for r in rows_b], complete_b, steps_before)
+    floor_a = _listed_floor([r.gpu_ns for r in rows_a], complete_a, steps_after)
     out = []
     for name in set(b) | set(a):
-        rb, ra = b.get(name) or {}, a.get(name) or {}
-        if not rb and (ra.get("gpu_ns") or 0) / steps_after <= floor_b and not complete_b or \
-                not ra and (rb.get("gpu_ns") or 0) / steps_before <= floor_a and not complete_a:
+        rb, ra = b.get(name), a.get(name)
+        (calls_b, cpu_b, gpu_b), (calls_a, cpu_a, gpu_a) = _amounts(rb), _amounts(ra)
+        if rb is None and gpu_a / steps_after <= floor_b and not complete_b or \
+                ra is None and gpu_b / steps_before <= floor_a and not complete_a:
             continue
         od = OperatorDelta(
-            name=name, calls_before=(rb.get("calls") or 0) / steps_before, calls_after=(ra.get("calls") or 0) / steps_after,
-            cpu_before_ns=(rb.get("cpu_ns") or 0) / steps_before, cpu_after_ns=(ra.get("cpu_ns") or 0) / steps_after,
-            gpu_before_ns=(rb.get("gpu_ns") or 0) / steps_before, gpu_after_ns=(ra.get("gpu_ns") or 0) / steps_after,
+            name=name, calls_before=calls_b / steps_before, calls_after=calls_a / steps_after,
+            cpu_before_ns=cpu_b / steps_before, cpu_after_ns=cpu_a / steps_after,
+            gpu_before_ns=gpu_b / steps_before, gpu_after_ns=gpu_a / steps_after,
             status="same")
         od.status = _status(od.cpu_before_ns + od.gpu_before_ns + od.calls_before,
-                            od.cpu_after_ns + od.gpu_after_ns + od.calls_after, bool(rb), bool(ra))
+                            od.cpu_after_ns + od.gpu_after_ns + od.calls_after, rb is not None, ra is not None)
         out.append(od)
     out.sort(key=operator_order)
     return out
 
 
+def _amounts(row: OperatorTotal | None) -> tuple[int, int, int]:
+    """An operator's calls, CPU time and GPU time (0 for an operator a run does not have)."""
+    if row is None:
+        return 0, 0, 0
+    return row.calls or 0, row.cpu_ns or 0, row.gpu_ns or 0
+
+
 _REGION = re.compile(r"^Torch-Compiled Region: (\d+)/(\d+)$")
 
 
-def match_regions(rows_before: list[dict], rows_after: list[dict]) -> dict[str, str]:
+def match_regions(rows_before: list[OperatorTotal], rows_after: list[OperatorTotal]) -> dict[str, str]:
     """The new run's torch.compile regions that are a base region under another number: {new name: base
     name}. Regions pair by content (the signature of the kernel sequence they ran), the nearest frame and
     recompile numbers deciding between regions of equal content; a region with no content (an older
     report) or none in common keeps its name."""
-    def regions(rows: list[dict]) -> dict[str, tuple[str, tuple[int, int]]]:
+    def regions(rows: list[OperatorTotal]) -> dict[str, tuple[str, tuple[int, int]]]:
         out = {}
         for r in rows:
-            m = _REGION.match(str(r.get("name", "")))
-            if m and isinstance(r.get("content"), str):
-                out[str(r["name"])] = (r["content"], (int(m.group(1)), int(m.group(2))))
+            m = _REGION.match(str(r.name))
+            if m and isinstance(r.content, str):
+                out[str(r.name)] = (r.content, (int(m.group(1)), int(m.group(2))))
         return out
 
     rb, ra = regions(rows_before), regions(rows_after)
@@ -257,8 +267,8 @@ def name_overlap(before: RankResult, after: RankResult) -> float | None:
 
 
 def operator_overlap(before: RankResult, after: RankResult) -> float | None:
-    b = {str(r["name"]) for r in operator_table(before)[0]}
-    a = {str(r["name"]) for r in operator_table(after)[0]}
+    b = {str(r.name) for r in operator_table(before)[0]}
+    a = {str(r.name) for r in operator_table(after)[0]}
     if not a or not b:
         return None
     return len(a & b) / min(len(a), len(b))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..model.evidence import copy_row
 from ..model.plain import plain
 from ..model.record import replace
 from ..model.reportstep import report_step
@@ -196,7 +197,7 @@ def _apply(
         message=rule.message.render(env),
         impact_fraction=impact,
         impact_ms_per_step=impact_ms,
-        evidence={spec.table: [dict(r) for r in list(evidence.get(spec.table) or [])[: spec.rows]] for spec in rule.evidence},
+        evidence={spec.table: [copy_row(r) for r in list(evidence.get(spec.table) or [])[: spec.rows]] for spec in rule.evidence},
         fixes=fixes,
         expect=rule.expect.render(env),
         confidence=lowest(m.confidence for m in health if m.applies_to(used)),

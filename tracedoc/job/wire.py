@@ -88,6 +88,8 @@ def _array_bytes(a: np.ndarray) -> bytes:
 def _tagged(value: Any) -> Any:
     """``value`` with its tuples, and its lists of rows that share their keys, as tagged values."""
     kind = type(value)
+    if kind is list and value and isinstance(value[0], msgspec.Struct):  # typed evidence rows: as plain rows
+        value = [msgspec.structs.asdict(r) if isinstance(r, msgspec.Struct) else r for r in value]
     if kind is list:
         first = value[0] if len(value) > 1 else None
         if type(first) is dict:
@@ -193,7 +195,12 @@ def _rank_result(w: _Read) -> RankResult:
     bad = [k for k, rows in free["evidence"].items() if type(rows) is not list]
     if bad:
         raise WireError(f"a rank result whose evidence table {bad[0]!r} is not a list of rows")
-    return msgspec.structs.replace(w.result, **free)
+    result = msgspec.structs.replace(w.result, **free)
+    try:
+        result.type_rows()  # evidence rows travel as plain rows; they are read back as their row types
+    except (msgspec.ValidationError, TypeError) as exc:
+        raise WireError(f"a rank result with an evidence row that does not fit its type ({exc})") from None
+    return result
 
 
 def _rank_tables(w: _Tables) -> RankTables:

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from ..labels import ADVICE_LABEL
+from .evidence import plain_rows
 from .record import Record
 
 VERDICT_SCHEMA_VERSION = 1
@@ -51,7 +52,7 @@ class Finding(Record, frozen=True, kw_only=True):
     params: dict[str, Any] = {}  # the rule's thresholds as used
     fixes: list[str]  # what to do, most likely first
     expect: str  # what the next profile should show once fixed
-    evidence: dict[str, list[dict[str, Any]]]  # the tables the rule cites (rows cut to the rule's limit)
+    evidence: dict[str, list[Any]]  # the tables the rule cites (rows cut to the rule's limit)
     # the step time predicted once fixed: {step_ms_before, step_ms_after, gain_ms, method[, share_fraction]};
     # null for advice; step_ms_after and gain_ms null when the fix's effect is not modelled
     what_if: dict[str, Any] | None = None
@@ -69,7 +70,7 @@ class Finding(Record, frozen=True, kw_only=True):
 
         if name not in self.evidence:
             raise KeyError(f"no evidence table {name!r} in {self.rule_id}; tables: {', '.join(sorted(self.evidence)) or 'none'}")
-        return pd.DataFrame(self.evidence[name])
+        return pd.DataFrame(plain_rows(self.evidence[name]))
 
     @property
     def is_verdict(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model.evidence import ROW_TYPES, cell, check_fields, row_keys
 from .format import fmt_bytes, fmt_ns, fmt_pct
 from .names import distinct_short_names, short_name  # noqa: F401  (short_name: the one shortener)
 from .views import Column, TableView
@@ -30,6 +31,11 @@ MAIN_TABLES = {
     "memory_per_device": ("Memory per device", ("device", "peak_allocated_bytes", "peak_reserved_bytes",
                                                  "device_memory_bytes", "peak_fraction")),
 }
+
+
+for _table, (_, _columns) in MAIN_TABLES.items():  # a typed table's columns are its row's fields (fails at import)
+    if _table in ROW_TYPES:
+        check_fields(ROW_TYPES[_table], _columns, f"MAIN_TABLES[{_table!r}]")
 _COLUMN_LABELS = {
     "gap_ns": "gap", "device_idle_ns": "device idle", "start_ns": "at", "end_ns": "until", "ts_ns": "at", "total_ns": "time", "mean_ns": "mean",
     "max_ns": "max", "p50_ns": "p50", "p95_ns": "p95", "cpu_ns": "CPU time", "self_ns": "self time", "gpu_ns": "GPU time",
@@ -93,38 +99,38 @@ def fmt_cell(key: str, value: Any, origin_ns: int = 0, name_chars: int = 300) ->
 KERNEL_NAME_COLUMNS = {"top_kernels": ("name",), "top_gaps": ("before", "after"), "kernel_totals": ("name",)}
 
 
-def build_table(title: str, rows: list[dict], columns: tuple[str, ...] | None, cap: int, origin_ns: int = 0,
+def build_table(title: str, rows: list[Any], columns: tuple[str, ...] | None, cap: int, origin_ns: int = 0,
                 name_chars: int = 300, key: str = "", short_names: bool = True) -> TableView:
     """A table view: formatted string cells, at most ``cap`` rows, and how many were left out."""
     rows = list(rows or [])
     if columns is None:
         seen: dict[str, None] = {}
         for r in rows[:cap]:
-            seen.update(dict.fromkeys(r))
+            seen.update(dict.fromkeys(row_keys(r)))
         columns = tuple(seen)
     else:
-        columns = tuple(c for c in columns if any(r.get(c) is not None for r in rows[:cap])) or columns[:1]
+        columns = tuple(c for c in columns if any(cell(r, c) is not None for r in rows[:cap])) or columns[:1]
     shown = rows[:cap]
     return TableView(
         key=key, title=title,
         columns=[Column(key=c, label=column_label(c), wide=c in _WIDE_COLUMNS,
-                        num=c not in _TEXT_COLUMNS and all(isinstance(r.get(c), (int, float)) or r.get(c) is None
+                        num=c not in _TEXT_COLUMNS and all(isinstance(cell(r, c), (int, float)) or cell(r, c) is None
                                                            for r in shown)) for c in columns],
-        rows=[[fmt_cell(c, r.get(c), origin_ns, name_chars) for c in columns] for r in shown],
+        rows=[[fmt_cell(c, cell(r, c), origin_ns, name_chars) for c in columns] for r in shown],
         total=len(rows), left_out=max(0, len(rows) - len(shown)),
         short=_short_cells(shown, columns, KERNEL_NAME_COLUMNS.get(key, ()) if short_names else ()),
     )
 
 
-def _short_cells(rows: list[dict], columns: tuple[str, ...], name_columns: tuple[str, ...]) -> list[list[str]]:
+def _short_cells(rows: list[Any], columns: tuple[str, ...], name_columns: tuple[str, ...]) -> list[list[str]]:
     """Per cell, a kernel name's short form ("" elsewhere): distinct within its column, so two different
     kernels of one table never show the same text."""
     out = [["" for _ in columns] for _ in rows]
     for j, c in enumerate(columns):
         if c not in name_columns:
             continue
-        at = [i for i, r in enumerate(rows) if isinstance(r.get(c), str)]
-        for i, form in zip(at, distinct_short_names([rows[i][c] for i in at])):
+        at = [i for i, r in enumerate(rows) if isinstance(cell(r, c), str)]
+        for i, form in zip(at, distinct_short_names([cell(rows[i], c) for i in at])):
             out[i][j] = form
     return out
 

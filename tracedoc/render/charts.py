@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..model.evidence import KernelClass
 from .format import fmt_bytes, fmt_ns, fmt_pct
 from .views import Caps, Item, MemoryView, Segment
 
@@ -33,15 +34,15 @@ def gpu_figures(m: dict) -> list[Item]:
     return [Item(key=k, label=label, value=value) for k, label, value in rows]
 
 
-def kernel_class_bar(rows: list[dict]) -> list[Segment]:
+def kernel_class_bar(rows: list[KernelClass]) -> list[Segment]:
     """GPU op time by class as segments of one bar; widths are shares of the classes' total time."""
-    total = sum(r.get("total_ns") or 0 for r in rows)
+    total = sum(r.total_ns or 0 for r in rows)
     if total <= 0:
         return []
-    return [Segment(key=str(r["kernel_class"]).lower(), label=CLASS_LABELS.get(r["kernel_class"], r["kernel_class"]),
-                    pct=fmt_pct(r["total_ns"] / total), width=round(100 * r["total_ns"] / total, 3),
-                    ns=int(r["total_ns"]), time=fmt_ns(r["total_ns"]))
-            for r in rows if (r.get("total_ns") or 0) > 0]
+    return [Segment(key=str(r.kernel_class).lower(), label=CLASS_LABELS.get(r.kernel_class, r.kernel_class),
+                    pct=fmt_pct(r.total_ns / total), width=round(100 * r.total_ns / total, 3),
+                    ns=int(r.total_ns), time=fmt_ns(r.total_ns))
+            for r in rows if (r.total_ns or 0) > 0]
 
 
 def nice_ceiling(value: float) -> float:

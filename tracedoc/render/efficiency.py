@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from ..model.evidence import FlopsSummary
 from .format import fmt_bytes, fmt_flops, fmt_pct, fmt_tflops
+
+
+def _summary(evidence: dict) -> FlopsSummary | None:
+    """The ``flops_summary`` row; None where the trace has none."""
+    rows = evidence.get("flops_summary")
+    return rows[0] if rows else None
 
 
 def mfu_text(m: dict, evidence: dict) -> str:
     """MFU with the peak, dtype and device it was measured against, or why there is none."""
-    row = (evidence.get("flops_summary") or [{}])[0]
+    row = _summary(evidence)
     if m.get("mfu") is None:
-        return "n/a" + (f" ({row['mfu_missing']})" if row.get("mfu_missing") else "")
-    basis = row.get("peak_basis") or f"dense {row.get('dtype')}"
-    text = f"{fmt_pct(m['mfu'])} of the {row.get('peak_device')} {basis} peak, {m['peak_tflops']:g} TFLOP/s"
+        return "n/a" + (f" ({row.mfu_missing})" if row is not None and row.mfu_missing else "")
+    device, basis, dtype = (row.peak_device, row.peak_basis, row.dtype) if row is not None else (None, None, None)
+    text = f"{fmt_pct(m['mfu'])} of the {device} {basis or f'dense {dtype}'} peak, {m['peak_tflops']:g} TFLOP/s"
     if m.get("hfu") is not None and fmt_pct(m["hfu"]) != fmt_pct(m["mfu"]):
         text += f"; HFU {fmt_pct(m['hfu'])} with recomputation"
     return text
@@ -28,8 +35,8 @@ def dtype_peak_text(m: dict, evidence: dict) -> str | None:
 
 def efficiency_items(m: dict, evidence: dict) -> list[tuple[str, str]]:
     """Summary label/value pairs; empty when the trace has nothing to count FLOPs from."""
-    row = (evidence.get("flops_summary") or [{}])[0]
-    if not row:
+    row = _summary(evidence)
+    if row is None:
         return []
     if m.get("achieved_tflops") is None and m.get("formula_flops_per_step") is None:
         return [("MFU", mfu_text(m, evidence))]
@@ -38,7 +45,7 @@ def efficiency_items(m: dict, evidence: dict) -> list[tuple[str, str]]:
              ("MFU", mfu_text(m, evidence))]
     own = dtype_peak_text(m, evidence)
     if own is not None:
-        items.append((f"of the {(evidence.get('flops_summary') or [{}])[0].get('dtype')} peak", own))
+        items.append((f"of the {row.dtype} peak", own))
     items += [("FLOPs known for", "n/a" if m.get("flops_counted_fraction") is None
               else f"{fmt_pct(m['flops_counted_fraction'])} of compute time")]
     if m.get("formula_flops_per_step") is not None:
@@ -62,9 +69,9 @@ def _memory_text(m: dict) -> str:
 
 def efficiency_line(m: dict, evidence: dict) -> str | None:
     """One line for the terminal summary (the full statement when there is nothing to count)."""
-    row = (evidence.get("flops_summary") or [{}])[0]
-    if not row:
+    row = _summary(evidence)
+    if row is None:
         return None
     if m.get("achieved_tflops") is None and m.get("formula_flops_per_step") is None:
-        return f"Model FLOPs: n/a: {row.get('note')}"
+        return f"Model FLOPs: n/a: {row.note}"
     return "Model FLOPs: " + "; ".join(f"{label} {value}" for label, value in efficiency_items(m, evidence))

@@ -5,6 +5,7 @@ blocked on a full queue. Evidence rows (``launchqueue.launch_queue``) in, a ``La
 from __future__ import annotations
 
 from ..analyses.launchqueue import QUEUE_CAPACITY
+from ..model.evidence import LaunchQueueRow
 from .format import fmt_ns, fmt_pct
 from .views import LaunchQueueView, QueueStreamView
 
@@ -37,24 +38,24 @@ def chart_points(series: list[int], top: float) -> str:
     return " ".join(pts)
 
 
-def launch_queue_view(m: dict, rows: list[dict]) -> LaunchQueueView | None:
+def launch_queue_view(m: dict, rows: list[LaunchQueueRow]) -> LaunchQueueView | None:
     """The queue view of a rank (None when no stream had a launch in the span it covers)."""
-    rows = [r for r in rows if r.get("launches") or r.get("depth_max")]
+    rows = [r for r in rows if r.launches or r.depth_max]
     if not rows:
         return None
     shown = rows[:STREAMS_SHOWN]
-    deepest = max(int(r["depth_max"]) for r in rows)
+    deepest = max(int(r.depth_max or 0) for r in rows)
     full = deepest >= QUEUE_CAPACITY - 2 or bool(m.get("launch_blocked_calls"))
     top = float(QUEUE_CAPACITY if full else max(deepest, 1))
-    blocked_ns = sum(int(r.get("blocked_ns") or 0) for r in rows)
+    blocked_ns = sum(int(r.blocked_ns or 0) for r in rows)
     streams = [QueueStreamView(
-        device=int(r["device"]), stream=int(r["stream"]), launches=f"{int(r['launches']):,}",
-        depth_max=f"{int(r['depth_max']):,}", depth_mean=f"{float(r['depth_mean']):,.0f}",
-        blocked=fmt_ns(r.get("blocked_ns") or 0), blocked_calls=f"{int(r.get('blocked_calls') or 0):,}",
-        spark=sparkline(list(r.get("series") or []), top), points=chart_points(list(r.get("series") or []), top),
-        full=int(r["depth_max"]) >= QUEUE_CAPACITY - 2,
+        device=int(r.device), stream=int(r.stream), launches=f"{int(r.launches or 0):,}",
+        depth_max=f"{int(r.depth_max or 0):,}", depth_mean=f"{float(r.depth_mean or 0):,.0f}",
+        blocked=fmt_ns(r.blocked_ns or 0), blocked_calls=f"{int(r.blocked_calls or 0):,}",
+        spark=sparkline(list(r.series), top), points=chart_points(list(r.series), top),
+        full=int(r.depth_max or 0) >= QUEUE_CAPACITY - 2,
         capacity_y=round(2.0 if full else -10.0, 1),
-        stretch=fmt_ns(r.get("series_step_ns") or 0)) for r in shown]
+        stretch=fmt_ns(r.series_step_ns or 0)) for r in shown]
     if m.get("launch_blocked_calls"):
         note = (f"the host waited {fmt_ns(blocked_ns)} in {int(m['launch_blocked_calls']):,} launch calls for a slot "
                 f"in a full queue ({fmt_pct(m.get('launch_blocked_fraction'))} of the span): back-pressure from a busy "

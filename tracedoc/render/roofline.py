@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..model.evidence import RooflineRow, check_fields
 from .cells import shorten
 from .format import fmt_bytes_si, fmt_flops, fmt_ns, fmt_pct, fmt_rate
 from .rooflineplot import roofline_legend, roofline_svg
@@ -36,6 +37,7 @@ COLUMNS = (
 )
 TEXT_COLUMNS = ("op", "input_shapes", "dtype", "calls", "gpu_ns_per_call", "tflops", "tb_per_s", "bound",
                 "of_roof_fraction", "step_fraction")
+check_fields(RooflineRow, [c.key for c in COLUMNS], "the roofline's COLUMNS")  # a misspelt column fails at import
 
 
 @dataclass
@@ -73,15 +75,15 @@ def cell(key: str, v) -> str:
     return str(v)
 
 
-def _roof_text(rows: list[dict]) -> str:
+def _roof_text(rows: list[RooflineRow]) -> str:
     """The device roofs the rows are measured against, once per distinct peak."""
-    bw = next((r["bandwidth_tb_per_s"] for r in rows if r.get("bandwidth_tb_per_s")), None)
+    bw = next((r.bandwidth_tb_per_s for r in rows if r.bandwidth_tb_per_s), None)
     peaks: dict[str, tuple] = {}
     for r in rows:
-        if r.get("peak_tflops") and r.get("dtype"):
-            kind = "matrix" if r["op_class"] in ("matmul", "conv", "attention") else "vector"
-            label = f"{r['dtype']} {kind}" if kind == "matrix" else "CUDA cores"
-            peaks.setdefault(label, (r["peak_tflops"], r.get("ridge_flop_per_byte")))
+        if r.peak_tflops and r.dtype:
+            kind = "matrix" if r.op_class in ("matmul", "conv", "attention") else "vector"
+            label = f"{r.dtype} {kind}" if kind == "matrix" else "CUDA cores"
+            peaks.setdefault(label, (r.peak_tflops, r.ridge_flop_per_byte))
     if bw and not peaks:
         return f"memory {bw:g} TB/s"
     if bw is None and not peaks:
@@ -91,18 +93,18 @@ def _roof_text(rows: list[dict]) -> str:
     return "; ".join(parts)
 
 
-def build_roofline(rows: list[dict] | None, cap: int, name_chars: int = 300) -> RooflineView | None:
+def build_roofline(rows: list[RooflineRow] | None, cap: int, name_chars: int = 300) -> RooflineView | None:
     rows = list(rows or [])
     if not rows:
         return None
     shown = rows[:cap]
-    total_ns = sum(r["gpu_ns"] for r in rows) or 1
-    modelled = sum(r["gpu_ns"] for r in rows if r.get("flops") is not None or r.get("bytes") is not None)
+    total_ns = sum(r.gpu_ns or 0 for r in rows) or 1
+    modelled = sum(r.gpu_ns or 0 for r in rows if r.flops is not None or r.bytes is not None)
     return RooflineView(
         columns=list(COLUMNS),
-        rows=[[shorten(cell(c.key, r.get(c.key)), name_chars) for c in COLUMNS] for r in shown],
-        keys=[[_key(r.get(c.key), c.num) for c in COLUMNS] for r in shown],
-        notes=[r.get("note") or "" for r in shown],
+        rows=[[shorten(cell(c.key, getattr(r, c.key)), name_chars) for c in COLUMNS] for r in shown],
+        keys=[[_key(getattr(r, c.key), c.num) for c in COLUMNS] for r in shown],
+        notes=[r.note or "" for r in shown],
         total=len(rows), left_out=max(0, len(rows) - len(shown)), roof=_roof_text(rows),
         coverage=f"rows with FLOPs or bytes: {fmt_pct(modelled / total_ns)} of compute time",
         plot=roofline_svg(rows) + roofline_legend(rows),

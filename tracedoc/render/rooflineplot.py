@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from html import escape
 
+from ..model.evidence import RooflineRow
 from .format import fmt_pct
 from .svg import decades, label, svg_open, text_width, tick_text, title
 
@@ -35,15 +36,15 @@ class Roof:
     ridge: float | None  # FLOP/B where the memory roof meets it (None without a bandwidth)
 
 
-def _roofs(rows: list[dict]) -> tuple[float | None, list[Roof]]:
-    bw = next((float(r["bandwidth_tb_per_s"]) for r in rows if r.get("bandwidth_tb_per_s")), None)
+def _roofs(rows: list[RooflineRow]) -> tuple[float | None, list[Roof]]:
+    bw = next((float(r.bandwidth_tb_per_s) for r in rows if r.bandwidth_tb_per_s), None)
     roofs: dict[str, Roof] = {}
     for r in rows:
-        peak = r.get("peak_tflops")
-        if not peak or not r.get("dtype"):
+        peak = r.peak_tflops
+        if not peak or not r.dtype:
             continue
-        matrix = r.get("op_class") in ("matmul", "conv", "attention")
-        name = f"{r['dtype']} matrix peak" if matrix else "CUDA-core peak"
+        matrix = r.op_class in ("matmul", "conv", "attention")
+        name = f"{r.dtype} matrix peak" if matrix else "CUDA-core peak"
         roofs.setdefault(name, Roof(name, float(peak), float(peak) / bw if bw else None))
     merged: dict[float, Roof] = {}  # roofs at one height are one line with one label
     for roof in roofs.values():
@@ -54,19 +55,19 @@ def _roofs(rows: list[dict]) -> tuple[float | None, list[Roof]]:
     return bw, sorted(merged.values(), key=lambda x: -x.tflops)
 
 
-def plottable(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if (r.get("flop_per_byte") or 0) > 0 and (r.get("tflops") or 0) > 0]
+def plottable(rows: list[RooflineRow]) -> list[RooflineRow]:
+    return [r for r in rows if (r.flop_per_byte or 0) > 0 and (r.tflops or 0) > 0]
 
 
-def roofline_svg(rows: list[dict] | None) -> str:
+def roofline_svg(rows: list[RooflineRow] | None) -> str:
     """The plot as one ``<svg>``, or "" when no row has both FLOPs and bytes."""
     rows = list(rows or [])
     points = plottable(rows)
     if not points:
         return ""
     bw, roofs = _roofs(rows)
-    xs = [float(r["flop_per_byte"]) for r in points] + [x.ridge for x in roofs if x.ridge]
-    ys = [float(r["tflops"]) for r in points] + [x.tflops for x in roofs]
+    xs = [float(r.flop_per_byte) for r in points] + [x.ridge for x in roofs if x.ridge]
+    ys = [float(r.tflops) for r in points] + [x.tflops for x in roofs]
     gx, gy = decades(min(xs) / 2, max(xs) * 2), decades(min(ys) / 2, max(ys) * 2)
     x0, x1, y0, y1 = math.log10(gx[0]), math.log10(gx[-1]), math.log10(gy[0]), math.log10(gy[-1])
     pl, pr, pt, pb = LEFT, W - RIGHT, TOP, H - BOTTOM
@@ -93,24 +94,24 @@ def roofline_svg(rows: list[dict] | None) -> str:
     mid = (pt + pb) / 2
     out.append(label(14, mid, "achieved TFLOP/s (log)", size=FONT, anchor="middle", cls="axis-title",
                      fill="#5b6577").replace("<text ", f'<text transform="rotate(-90 14 {mid:.1f})" ', 1))
-    share_max = max(float(r.get("step_fraction") or 0) for r in points) or 1.0
+    share_max = max(float(r.step_fraction or 0) for r in points) or 1.0
 
-    def radius(r: dict) -> float:
-        return R_MIN + (R_MAX - R_MIN) * math.sqrt(float(r.get("step_fraction") or 0) / share_max)
+    def radius(r: RooflineRow) -> float:
+        return R_MIN + (R_MAX - R_MIN) * math.sqrt(float(r.step_fraction or 0) / share_max)
 
-    dots = [(px(float(r["flop_per_byte"])), py(float(r["tflops"])), radius(r)) for r in points]
+    dots = [(px(float(r.flop_per_byte)), py(float(r.tflops)), radius(r)) for r in points]
     out += _roof_marks(bw, roofs, px, py, (pl, pr, pt, pb), (gx[0], gx[-1]), (gy[0], gy[-1]),
                        [(x - d, y - d, x + d, y + d) for x, y, d in dots])
-    for r in sorted(points, key=lambda r: -(r.get("step_fraction") or 0)):  # small points drawn over large ones
-        share = float(r.get("step_fraction") or 0)
+    for r in sorted(points, key=lambda r: -(r.step_fraction or 0)):  # small points drawn over large ones
+        share = float(r.step_fraction or 0)
         rad = radius(r)
-        colour = CLASS_COLOURS.get(str(r.get("op_class")), OTHER)
-        hover = (f"{r.get('op')} · {r.get('input_shapes') or 'no shapes'} · {r.get('dtype') or 'no dtype'}\n"
-                 f"{float(r['tflops']):.3g} TFLOP/s at {float(r['flop_per_byte']):.3g} FLOP/B; "
-                 f"{r.get('bound') or 'no roof'}-bound, {fmt_pct(r.get('of_roof_fraction'))} of the roof; "
-                 f"{r.get('calls')} calls, {fmt_pct(share)} of the step")
-        out.append(f'<circle class="op-point" cx="{px(float(r["flop_per_byte"])):.1f}" '
-                   f'cy="{py(float(r["tflops"])):.1f}" r="{rad:.1f}" fill="{colour}" fill-opacity="0.6" '
+        colour = CLASS_COLOURS.get(str(r.op_class), OTHER)
+        hover = (f"{r.op} · {r.input_shapes or 'no shapes'} · {r.dtype or 'no dtype'}\n"
+                 f"{float(r.tflops):.3g} TFLOP/s at {float(r.flop_per_byte):.3g} FLOP/B; "
+                 f"{r.bound or 'no roof'}-bound, {fmt_pct(r.of_roof_fraction)} of the roof; "
+                 f"{r.calls} calls, {fmt_pct(share)} of the step")
+        out.append(f'<circle class="op-point" cx="{px(float(r.flop_per_byte)):.1f}" '
+                   f'cy="{py(float(r.tflops)):.1f}" r="{rad:.1f}" fill="{colour}" fill-opacity="0.6" '
                    f'stroke="{colour}">{title(hover)}</circle>')
     out.append("</svg>")
     return "".join(out)
@@ -176,13 +177,13 @@ def _roof_marks(bw, roofs: list[Roof], px, py, box, xrange, yrange, taken: list)
     return out
 
 
-def roofline_legend(rows: list[dict] | None) -> str:
+def roofline_legend(rows: list[RooflineRow] | None) -> str:
     """The op classes on the plot, and how many rows it leaves out, as HTML under it."""
     rows = list(rows or [])
     points = plottable(rows)
     if not points:
         return ""
-    classes = sorted({str(r.get("op_class")) for r in points})
+    classes = sorted({str(r.op_class) for r in points})
     keys = "".join(f'<span class="key"><i class="swatch" style="background:{CLASS_COLOURS.get(c, OTHER)}"></i>'
                    f"{escape(c)}</span>" for c in classes)
     missing = len(rows) - len(points)

@@ -133,8 +133,8 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
         dataloader=(DataLoaderView(share=fmt_pct(m["dataloader_fraction"]),
                                    stall=fmt_pct(m.get("dataloader_stall_fraction")))
                     if m.get("dataloader_fraction") else None),
-        contents=[f"{row['rows']:,} {row['table'].replace('_', ' ')}" for row in r.evidence.get("contents", [])
-                  if row["rows"] and row["table"] not in ("gpu_ops", "other_spans")],
+        contents=[f"{row.rows:,} {row.table.replace('_', ' ')}" for row in r.evidence.get("contents", [])
+                  if row.rows and row.table not in ("gpu_ops", "other_spans")],
         events=f"{env.events:,}" if isinstance(env.events, int) else "unknown",
         environment=_environment(r),
         metrics=[{"key": k, "value": fmt_cell(k, val) if not isinstance(val, bool) else str(val).lower()}
