@@ -1,0 +1,546 @@
+/* A compiled scan of one chunk of Kineto events (a JSON array of event objects) into columns.
+ *
+ * scan(data) returns None ("declined") whenever the chunk holds anything this scan is not sure to read
+ * exactly as the msgspec decoder does (decode.py): a syntax error, invalid UTF-8, a control character
+ * in a string, a lone surrogate escape, an escape in a key, a known key twice in one object, an entry
+ * that is not an object, an ``args`` that is neither an object nor null, a number out of float range,
+ * nesting deeper than 64 levels. The caller then decodes the chunk with msgspec; correctness rests on
+ * that path, this one only reads the common case faster.
+ *
+ * Otherwise it returns (n, fields, tags, a, b, times, triples, distinct):
+ *   fields    the number of fields per event, in the order of FIELD_KEYS below;
+ *   tags      n * fields bytes, event-major: what each field held (T_* below);
+ *   a, b      n * fields int64 each: T_INT the value; T_FLOAT the double's bits; T_STR a code into
+ *             ``distinct``; T_RAW* the value's byte span [a, b) in ``data``;
+ *   times     n * 2 int64: ts and dur scaled to nanoseconds where their tag is T_RAW_NUM;
+ *   triples   n * 6 int64: grid and block [x, y, z] where their tag is T_RAW_TRIPLE;
+ *   distinct  the distinct strings of the chunk: str, or the raw JSON text (bytes, quotes included) of
+ *             a string with escapes, for the caller to decode.
+ * Uses the CPython API only. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { T_ABSENT, T_NULL, T_FALSE, T_TRUE, T_INT, T_FLOAT, T_STR, T_RAW, T_RAW_TRIPLE, T_RAW_NUM };
+enum { K_ANY, K_RAW, K_TIME, K_TRIPLE, K_ARGS };
+
+static const char *FIELD_KEYS[] = {
+    "ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "args",
+    "External id", "external id", "correlation", "device", "stream", "grid", "block", "registers per thread",
+    "shared memory", "blocks per SM", "warps per SM", "est. achieved occupancy %", "bytes", "cbid", "Call stack",
+    "graph id", "Device Type", "Device Id", "Bytes", "Total Allocated", "Total Reserved", "Addr",
+    "Collective name", "In msg nelems", "Out msg nelems", "Group size", "dtype", "Process Group Name",
+    "Process Group Ranks", "Seq", "seq", "wait_on_stream", "name", "labels", "Input Dims", "Input type",
+    "Concrete Inputs", "flops"};
+#define NF ((int)(sizeof(FIELD_KEYS) / sizeof(FIELD_KEYS[0])))
+#define N_EVENT_FIELDS 9
+#define F_TS 5
+#define F_DUR 6
+#define F_ARGS 8
+#define F_GRID 14
+#define F_BLOCK 15
+#define MAX_DEPTH 64
+
+static int field_kind(int f) {
+    if (f == F_TS || f == F_DUR) return K_TIME;
+    if (f == F_ARGS) return K_ARGS;
+    if (f == F_GRID || f == F_BLOCK) return K_TRIPLE;
+    if (f >= 43) return f == 46 ? K_ANY : K_RAW; /* Input Dims, Input type, Concrete Inputs; flops */
+    return K_ANY;
+}
+
+typedef struct { Py_ssize_t off, len; } Span;
+
+typedef struct {
+    const unsigned char *base, *p, *end;
+    /* per-event rows */
+    Py_ssize_t n, cap;
+    uint8_t *tags;
+    int64_t *a, *b, *times, *tri;
+    /* distinct strings: spans into base, with a hash table of indexes */
+    Span *dist;
+    uint8_t *dist_esc;
+    Py_ssize_t nd, dcap;
+    Py_ssize_t *htab;
+    Py_ssize_t hcap;
+} Scan;
+
+#define FAIL (-1)
+
+static inline void skip_ws(Scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) s->p++;
+}
+
+static int hexval(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* A string at s->p (the opening quote); on success s->p is past the closing quote, start and stop span the
+ * quotes included, *esc tells whether it holds an escape. Validates UTF-8 and escapes. */
+static int scan_string(Scan *s, Py_ssize_t *start, Py_ssize_t *stop, int *esc) {
+    const unsigned char *p = s->p + 1, *end = s->end;
+    *esc = 0;
+    *start = s->p - s->base;
+    for (;;) {
+        if (p >= end) return FAIL;
+        unsigned char c = *p;
+        if (c == '"') break;
+        if (c < 0x20) return FAIL;
+        if (c == '\\') {
+            *esc = 1;
+            if (p + 1 >= end) return FAIL;
+            unsigned char e = p[1];
+            if (e == 'u') {
+                if (p + 6 > end) return FAIL;
+                int v = 0;
+                for (int k = 2; k < 6; k++) {
+                    int h = hexval(p[k]);
+                    if (h < 0) return FAIL;
+                    v = v * 16 + h;
+                }
+                if (v >= 0xD800 && v <= 0xDFFF) return FAIL; /* surrogates: left to the other path */
+                p += 6;
+                continue;
+            }
+            if (!(e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't'))
+                return FAIL;
+            p += 2;
+            continue;
+        }
+        if (c < 0x80) { p++; continue; }
+        int need;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) need = 1;
+        else if (c == 0xE0) { need = 2; lo = 0xA0; }
+        else if (c >= 0xE1 && c <= 0xEC) need = 2;
+        else if (c == 0xED) { need = 2; hi = 0x9F; }
+        else if (c >= 0xEE && c <= 0xEF) need = 2;
+        else if (c == 0xF0) { need = 3; lo = 0x90; }
+        else if (c >= 0xF1 && c <= 0xF3) need = 3;
+        else if (c == 0xF4) { need = 3; hi = 0x8F; }
+        else return FAIL;
+        if (p + need >= end) return FAIL;
+        if (p[1] < lo || p[1] > hi) return FAIL;
+        for (int k = 2; k <= need; k++)
+            if (p[k] < 0x80 || p[k] > 0xBF) return FAIL;
+        p += need + 1;
+    }
+    s->p = p + 1;
+    *stop = s->p - s->base;
+    return 0;
+}
+
+/* A JSON number at s->p; *is_int when it has neither fraction nor exponent. */
+static int scan_number(Scan *s, int *is_int) {
+    const unsigned char *p = s->p, *end = s->end;
+    *is_int = 1;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return FAIL;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9') { while (p < end && *p >= '0' && *p <= '9') p++; }
+    else return FAIL;
+    if (p < end && *p == '.') {
+        *is_int = 0;
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return FAIL;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        *is_int = 0;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return FAIL;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    s->p = p;
+    return 0;
+}
+
+static int skip_value(Scan *s, int depth);
+
+static int skip_container(Scan *s, int depth, unsigned char close) {
+    if (depth > MAX_DEPTH) return FAIL;
+    s->p++;
+    skip_ws(s);
+    if (s->p < s->end && *s->p == close) { s->p++; return 0; }
+    for (;;) {
+        skip_ws(s);
+        if (close == '}') {
+            Py_ssize_t a, b; int esc;
+            if (s->p >= s->end || *s->p != '"' || scan_string(s, &a, &b, &esc)) return FAIL;
+            if (esc) return FAIL; /* an escaped key in a value: msgspec reads it, so do not guess */
+            skip_ws(s);
+            if (s->p >= s->end || *s->p != ':') return FAIL;
+            s->p++;
+            skip_ws(s);
+        }
+        if (skip_value(s, depth + 1)) return FAIL;
+        skip_ws(s);
+        if (s->p >= s->end) return FAIL;
+        if (*s->p == ',') { s->p++; continue; }
+        if (*s->p == close) { s->p++; return 0; }
+        return FAIL;
+    }
+}
+
+static int match_lit(Scan *s, const char *lit, size_t n) {
+    if ((size_t)(s->end - s->p) < n || memcmp(s->p, lit, n)) return FAIL;
+    s->p += n;
+    return 0;
+}
+
+static int skip_value(Scan *s, int depth) {
+    if (s->p >= s->end) return FAIL;
+    unsigned char c = *s->p;
+    Py_ssize_t a, b; int esc, is_int;
+    switch (c) {
+    case '{': return skip_container(s, depth, '}');
+    case '[': return skip_container(s, depth, ']');
+    case '"': return scan_string(s, &a, &b, &esc);
+    case 't': return match_lit(s, "true", 4);
+    case 'f': return match_lit(s, "false", 5);
+    case 'n': return match_lit(s, "null", 4);
+    default: return scan_number(s, &is_int);
+    }
+}
+
+static uint64_t hash_bytes(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ULL; }
+    return h;
+}
+
+static int grow_table(Scan *s) {
+    Py_ssize_t cap = s->hcap ? s->hcap * 2 : 1024;
+    Py_ssize_t *t = PyMem_Malloc(cap * sizeof(Py_ssize_t));
+    if (!t) return FAIL;
+    for (Py_ssize_t i = 0; i < cap; i++) t[i] = -1;
+    for (Py_ssize_t k = 0; k < s->nd; k++) {
+        uint64_t h = hash_bytes(s->base + s->dist[k].off, s->dist[k].len) & (cap - 1);
+        while (t[h] >= 0) h = (h + 1) & (cap - 1);
+        t[h] = k;
+    }
+    PyMem_Free(s->htab);
+    s->htab = t;
+    s->hcap = cap;
+    return 0;
+}
+
+/* The code of the string spanning [a, b) (quotes included). */
+static int64_t intern(Scan *s, Py_ssize_t a, Py_ssize_t b, int esc) {
+    if (2 * (s->nd + 1) > s->hcap && grow_table(s)) return FAIL;
+    const unsigned char *p = s->base + a;
+    Py_ssize_t n = b - a;
+    uint64_t h = hash_bytes(p, n) & (s->hcap - 1);
+    while (s->htab[h] >= 0) {
+        Span *d = &s->dist[s->htab[h]];
+        if (d->len == n && !memcmp(s->base + d->off, p, n)) return s->htab[h];
+        h = (h + 1) & (s->hcap - 1);
+    }
+    if (s->nd == s->dcap) {
+        Py_ssize_t cap = s->dcap ? s->dcap * 2 : 256;
+        Span *d = PyMem_Realloc(s->dist, cap * sizeof(Span));
+        if (!d) return FAIL;
+        s->dist = d;
+        uint8_t *e = PyMem_Realloc(s->dist_esc, cap);
+        if (!e) return FAIL;
+        s->dist_esc = e;
+        s->dcap = cap;
+    }
+    s->dist[s->nd].off = a;
+    s->dist[s->nd].len = n;
+    s->dist_esc[s->nd] = (uint8_t)esc;
+    s->htab[h] = s->nd;
+    return s->nd++;
+}
+
+/* Time text (microseconds) to round(value * 1000), half away from zero on the first dropped digit, as
+ * model.numbers.decimal_text_to_scaled_int does; 0 when done, 1 when the text is left to that function. */
+static int scaled_time(const unsigned char *p, const unsigned char *end, int64_t *out) {
+    int neg = 0;
+    if (*p == '-') { neg = 1; p++; }
+    int64_t ip = 0;
+    int nd = 0;
+    while (p < end && *p >= '0' && *p <= '9') { ip = ip * 10 + (*p - '0'); p++; nd++; }
+    if (nd > 15) return 1;
+    int64_t frac = 0;
+    int round = 0;
+    if (p < end && *p == '.') {
+        p++;
+        int k = 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (k < 3) frac = frac * 10 + (*p - '0');
+            else if (k == 3) round = *p >= '5';
+            k++;
+            p++;
+        }
+        for (; k < 3; k++) frac *= 10;
+    }
+    if (p != end) return 1; /* an exponent */
+    int64_t v = ip * 1000 + frac + round;
+    *out = neg ? -v : v;
+    return 0;
+}
+
+/* The value of field f of the current event at s->p. */
+static int read_field(Scan *s, int f, int depth) {
+    Py_ssize_t row = s->n * NF + f;
+    int kind = field_kind(f);
+    const unsigned char *start = s->p;
+    if (s->p >= s->end) return FAIL;
+    unsigned char c = *s->p;
+    if (kind != K_ANY) {
+        if (kind == K_ARGS) return FAIL; /* handled by the caller */
+        if (skip_value(s, depth)) return FAIL;
+        s->tags[row] = T_RAW;
+        s->a[row] = start - s->base;
+        s->b[row] = s->p - s->base;
+        if (kind == K_TIME && (c == '-' || (c >= '0' && c <= '9'))) {
+            int64_t v;
+            if (!scaled_time(start, s->p, &v)) {
+                s->times[s->n * 2 + (f == F_DUR)] = v;
+                s->tags[row] = T_RAW_NUM;
+            }
+        } else if (kind == K_TRIPLE && c == '[') {
+            /* [int, int, int] of at most 18 digits each */
+            const unsigned char *p = start + 1, *end = s->p;
+            int64_t v[3];
+            int k = 0;
+            for (; k < 3; k++) {
+                while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+                int neg = 0, nd = 0;
+                int64_t x = 0;
+                if (p < end && *p == '-') { neg = 1; p++; }
+                while (p < end && *p >= '0' && *p <= '9') { x = x * 10 + (*p - '0'); p++; nd++; }
+                if (nd == 0 || nd > 18) break;
+                v[k] = neg ? -x : x;
+                while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+                if (p < end && *p == (k < 2 ? ',' : ']')) p++;
+                else break;
+            }
+            if (k == 3 && p == end) {
+                int64_t *t = s->tri + s->n * 6 + (f == F_BLOCK) * 3;
+                t[0] = v[0]; t[1] = v[1]; t[2] = v[2];
+                s->tags[row] = T_RAW_TRIPLE;
+            }
+        }
+        return 0;
+    }
+    if (c == '"') {
+        Py_ssize_t a, b; int esc;
+        if (scan_string(s, &a, &b, &esc)) return FAIL;
+        int64_t code = intern(s, a, b, esc);
+        if (code < 0) return FAIL;
+        s->tags[row] = T_STR;
+        s->a[row] = code;
+        return 0;
+    }
+    if (c == '{' || c == '[') {
+        if (skip_value(s, depth)) return FAIL;
+        s->tags[row] = T_RAW;
+        s->a[row] = start - s->base;
+        s->b[row] = s->p - s->base;
+        return 0;
+    }
+    if (c == 't') { s->tags[row] = T_TRUE; return match_lit(s, "true", 4); }
+    if (c == 'f') { s->tags[row] = T_FALSE; return match_lit(s, "false", 5); }
+    if (c == 'n') { s->tags[row] = T_NULL; return match_lit(s, "null", 4); }
+    int is_int;
+    if (scan_number(s, &is_int)) return FAIL;
+    Py_ssize_t len = s->p - start;
+    if (is_int && len - (*start == '-') <= 18) {
+        const unsigned char *p = start + (*start == '-');
+        int64_t x = 0;
+        for (; p < s->p; p++) x = x * 10 + (*p - '0');
+        s->tags[row] = T_INT;
+        s->a[row] = *start == '-' ? -x : x;
+        return 0;
+    }
+    if (is_int) { /* a wide integer: the caller decodes its text */
+        s->tags[row] = T_RAW;
+        s->a[row] = start - s->base;
+        s->b[row] = s->p - s->base;
+        return 0;
+    }
+    char buf[64];
+    if (len >= (Py_ssize_t)sizeof(buf)) return FAIL;
+    memcpy(buf, start, len);
+    buf[len] = 0;
+    double d = PyOS_string_to_double(buf, NULL, NULL);
+    if (d == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return FAIL; }
+    if (!(d - d == 0.0)) return FAIL; /* out of float range: msgspec refuses it */
+    s->tags[row] = T_FLOAT;
+    memcpy(&s->a[row], &d, sizeof(d));
+    return 0;
+}
+
+/* The field index of key [a, b) (quotes included) among FIELD_KEYS[lo:hi], or -1. */
+static int key_index(Scan *s, Py_ssize_t a, Py_ssize_t b, int lo, int hi) {
+    const char *k = (const char *)s->base + a + 1;
+    size_t n = (size_t)(b - a - 2);
+    for (int f = lo; f < hi; f++)
+        if (strlen(FIELD_KEYS[f]) == n && !memcmp(FIELD_KEYS[f], k, n)) return f;
+    return -1;
+}
+
+/* An object at s->p whose known keys are FIELD_KEYS[lo:hi]. */
+static int scan_object(Scan *s, int lo, int hi, int depth) {
+    uint64_t seen = 0;
+    s->p++;
+    skip_ws(s);
+    if (s->p < s->end && *s->p == '}') { s->p++; return 0; }
+    for (;;) {
+        skip_ws(s);
+        Py_ssize_t a, b; int esc;
+        if (s->p >= s->end || *s->p != '"' || scan_string(s, &a, &b, &esc) || esc) return FAIL;
+        skip_ws(s);
+        if (s->p >= s->end || *s->p != ':') return FAIL;
+        s->p++;
+        skip_ws(s);
+        int f = key_index(s, a, b, lo, hi);
+        if (f < 0) {
+            if (skip_value(s, depth + 1)) return FAIL;
+        } else {
+            if (seen & (1ULL << f)) return FAIL; /* a key twice */
+            seen |= 1ULL << f;
+            if (f == F_ARGS) {
+                if (s->p < s->end && *s->p == '{') {
+                    s->tags[s->n * NF + f] = T_RAW;
+                    if (scan_object(s, N_EVENT_FIELDS, NF, depth + 1)) return FAIL;
+                } else if (!match_lit(s, "null", 4)) {
+                    s->tags[s->n * NF + f] = T_NULL;
+                } else {
+                    return FAIL; /* args of another type: the other path counts and drops it */
+                }
+            } else if (read_field(s, f, depth + 1)) {
+                return FAIL;
+            }
+        }
+        skip_ws(s);
+        if (s->p >= s->end) return FAIL;
+        if (*s->p == ',') { s->p++; continue; }
+        if (*s->p == '}') { s->p++; return 0; }
+        return FAIL;
+    }
+}
+
+static int add_row(Scan *s) {
+    if (s->n == s->cap) {
+        Py_ssize_t cap = s->cap ? s->cap * 2 : 1024;
+        uint8_t *t = PyMem_Realloc(s->tags, cap * NF);
+        if (!t) return FAIL;
+        s->tags = t;
+        int64_t *x;
+        if (!(x = PyMem_Realloc(s->a, cap * NF * 8))) return FAIL;
+        s->a = x;
+        if (!(x = PyMem_Realloc(s->b, cap * NF * 8))) return FAIL;
+        s->b = x;
+        if (!(x = PyMem_Realloc(s->times, cap * 2 * 8))) return FAIL;
+        s->times = x;
+        if (!(x = PyMem_Realloc(s->tri, cap * 6 * 8))) return FAIL;
+        s->tri = x;
+        s->cap = cap;
+    }
+    memset(s->tags + s->n * NF, 0, NF);
+    memset(s->a + s->n * NF, 0, NF * 8);
+    memset(s->b + s->n * NF, 0, NF * 8);
+    memset(s->times + s->n * 2, 0, 2 * 8);
+    memset(s->tri + s->n * 6, 0, 6 * 8);
+    return 0;
+}
+
+static int scan_all(Scan *s) {
+    skip_ws(s);
+    if (s->p >= s->end || *s->p != '[') return FAIL;
+    s->p++;
+    skip_ws(s);
+    if (s->p < s->end && *s->p == ']') {
+        s->p++;
+    } else {
+        for (;;) {
+            skip_ws(s);
+            if (s->p >= s->end || *s->p != '{') return FAIL;
+            if (add_row(s) || scan_object(s, 0, N_EVENT_FIELDS, 1)) return FAIL;
+            s->n++;
+            skip_ws(s);
+            if (s->p >= s->end) return FAIL;
+            if (*s->p == ',') { s->p++; continue; }
+            if (*s->p == ']') { s->p++; break; }
+            return FAIL;
+        }
+    }
+    skip_ws(s);
+    return s->p == s->end ? 0 : FAIL;
+}
+
+static PyObject *distinct_list(Scan *s) {
+    PyObject *out = PyList_New(s->nd);
+    if (!out) return NULL;
+    for (Py_ssize_t k = 0; k < s->nd; k++) {
+        const char *p = (const char *)s->base + s->dist[k].off;
+        Py_ssize_t n = s->dist[k].len;
+        PyObject *v = s->dist_esc[k] ? PyBytes_FromStringAndSize(p, n) : PyUnicode_DecodeUTF8(p + 1, n - 2, "strict");
+        if (!v) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, k, v);
+    }
+    return out;
+}
+
+static void release(Scan *s) {
+    PyMem_Free(s->tags); PyMem_Free(s->a); PyMem_Free(s->b); PyMem_Free(s->times); PyMem_Free(s->tri);
+    PyMem_Free(s->dist); PyMem_Free(s->dist_esc); PyMem_Free(s->htab);
+}
+
+static PyObject *scan(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE)) return NULL;
+    Scan s;
+    memset(&s, 0, sizeof(s));
+    s.base = s.p = view.buf;
+    s.end = s.base + view.len;
+    int failed = scan_all(&s); /* holding the GIL: PyOS_string_to_double may set an exception */
+    PyObject *res = NULL;
+    if (failed) {
+        if (!PyErr_Occurred()) { res = Py_None; Py_INCREF(res); }
+    } else {
+        PyObject *dist = distinct_list(&s);
+        if (dist) {
+            Py_ssize_t n = s.n;
+            res = Py_BuildValue("(nny#y#y#y#y#N)", n, (Py_ssize_t)NF, (const char *)s.tags, n * NF,
+                                (const char *)s.a, n * NF * 8, (const char *)s.b, n * NF * 8,
+                                (const char *)s.times, n * 16, (const char *)s.tri, n * 48, dist);
+        }
+    }
+    release(&s);
+    PyBuffer_Release(&view);
+    return res;
+}
+
+static PyObject *field_keys(void) {
+    PyObject *t = PyTuple_New(NF);
+    if (!t) return NULL;
+    for (int f = 0; f < NF; f++) {
+        PyObject *k = PyUnicode_FromString(FIELD_KEYS[f]);
+        if (!k) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, f, k);
+    }
+    return t;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_O, "Columns of a chunk of Kineto events (a JSON array), or None when declined."},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kscan", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__kscan(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    PyObject *keys = field_keys();
+    if (!keys || PyModule_AddObject(m, "FIELD_KEYS", keys)) { Py_XDECREF(keys); Py_DECREF(m); return NULL; }
+    return m;
+}
