@@ -102,7 +102,18 @@ static int scan_string(Scan *s, Py_ssize_t *start, Py_ssize_t *stop, int *esc) {
                     if (h < 0) return FAIL;
                     v = v * 16 + h;
                 }
-                if (v >= 0xD800 && v <= 0xDFFF) return FAIL; /* surrogates: left to the other path */
+                if (v >= 0xDC00 && v <= 0xDFFF) return FAIL; /* a lone low surrogate: left to the other path */
+                if (v >= 0xD800 && v <= 0xDBFF) { /* a high surrogate: a low one must follow */
+                    if (p + 12 > end || p[6] != '\\' || p[7] != 'u') return FAIL;
+                    int w = 0;
+                    for (int k = 8; k < 12; k++) {
+                        int h = hexval(p[k]);
+                        if (h < 0) return FAIL;
+                        w = w * 16 + h;
+                    }
+                    if (w < 0xDC00 || w > 0xDFFF) return FAIL;
+                    p += 6;
+                }
                 p += 6;
                 continue;
             }
@@ -542,5 +553,8 @@ PyMODINIT_FUNC PyInit__kscan(void) {
     if (!m) return NULL;
     PyObject *keys = field_keys();
     if (!keys || PyModule_AddObject(m, "FIELD_KEYS", keys)) { Py_XDECREF(keys); Py_DECREF(m); return NULL; }
+    /* raised whenever what scan() returns changes meaning, so that a module built from older source is
+     * not used (rows.py checks it) */
+    if (PyModule_AddIntConstant(m, "FORMAT", 1)) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -8,6 +8,7 @@ Fields are named as the structs name them (``decode.Event``, ``decode.Args``); t
 
 from __future__ import annotations
 
+import importlib.util
 import operator
 import os
 from typing import Any
@@ -25,6 +26,7 @@ EVENT_FIELDS = tuple(f for f in Event.__struct_fields__ if f != "args")
 ARG_FIELDS = tuple("args_name" if f == "name" else f for f in Args.__struct_fields__)
 FIELD_KEYS = Event.__struct_encode_fields__ + Args.__struct_encode_fields__  # the compiled scan's order
 _INDEX = {f: i for i, f in enumerate(EVENT_FIELDS)} | {f: 9 + i for i, f in enumerate(ARG_FIELDS)}
+SCAN_FORMAT = 1  # what the compiled scan returns (its FORMAT)
 _RAW_FIELDS = {"ts", "dur", "grid", "block", "input_dims", "input_type", "concrete_inputs"}
 _RAW_DEFAULT = {"ts": b"null", "dur": b"0"}
 # what the compiled scan found in a field (its T_* codes)
@@ -284,17 +286,21 @@ def _load_scan():
     if choice == "python":
         return None
     if _scan is None:
-        try:
-            from . import _kscan
-        except ImportError:
+        # not built (no C compiler at install): absent. Once found it is imported unguarded, so that a
+        # module that is there but broken fails loudly rather than passing for absent.
+        if importlib.util.find_spec(f"{__package__}._kscan") is None:
             _scan = False
         else:
-            if tuple(_kscan.FIELD_KEYS) != FIELD_KEYS:  # built from another version of the source
+            from . import _kscan
+
+            if tuple(_kscan.FIELD_KEYS) != FIELD_KEYS or getattr(_kscan, "FORMAT", None) != SCAN_FORMAT:
+                # built from another version of the source (an editable install not rebuilt since)
                 _scan = False
             else:
                 _scan = _kscan.scan
     if _scan is False and choice == "compiled":
-        raise UsageError("TRACEDOC_DECODER", "is 'compiled' but the compiled decoder is not built", None,
+        raise UsageError("TRACEDOC_DECODER", "is 'compiled' but the compiled decoder is not built (or was "
+                         "built from older source)", None,
                          "reinstall with a C compiler present (pip install -e .), or set it to auto or python")
     return _scan or None
 
