@@ -9,11 +9,13 @@
  *
  * Otherwise it returns (n, fields, tags, a, b, times, triples, distinct):
  *   fields    the number of fields per event, in the order of FIELD_KEYS below;
- *   tags      n * fields bytes, event-major: what each field held (T_* below);
- *   a, b      n * fields int64 each: T_INT the value; T_FLOAT the double's bits; T_STR a code into
- *             ``distinct``; T_RAW* the value's byte span [a, b) in ``data``;
+ *   tags      a list of one column per field: n bytes, what the field held in each event (T_* below), or
+ *             None where no event of the chunk has the field;
+ *   a, b      lists of columns likewise, n int64 each: T_INT the value; T_FLOAT the double's bits; T_STR
+ *             a code into ``distinct``; T_RAW* the value's byte span [a, b) in ``data`` (b is None where
+ *             no span was needed);
  *   times     n * 2 int64: ts and dur scaled to nanoseconds where their tag is T_RAW_NUM;
- *   triples   n * 6 int64: grid and block [x, y, z] where their tag is T_RAW_TRIPLE;
+ *   triples   n * 6 int64: grid and block [x, y, z] where their tag is T_RAW_TRIPLE (or None);
  *   distinct  the distinct strings of the chunk: str, or the raw JSON text (bytes, quotes included) of
  *             a string with escapes, for the caller to decode.
  * Uses the CPython API only. */
@@ -54,10 +56,10 @@ typedef struct { Py_ssize_t off, len; } Span;
 
 typedef struct {
     const unsigned char *base, *p, *end;
-    /* per-event rows */
+    /* per-field columns of cap rows, allocated when the field first shows (zero: T_ABSENT) */
     Py_ssize_t n, cap;
-    uint8_t *tags;
-    int64_t *a, *b, *times, *tri;
+    uint8_t *tags[NF];
+    int64_t *a[NF], *b[NF], *times, *tri;
     /* distinct strings: spans into base, with a hash table of indexes */
     Span *dist;
     uint8_t *dist_esc;
@@ -277,7 +279,7 @@ static int scaled_time(const unsigned char *p, const unsigned char *end, int64_t
     int64_t ip = 0;
     int nd = 0;
     while (p < end && *p >= '0' && *p <= '9') { ip = ip * 10 + (*p - '0'); p++; nd++; }
-    if (nd > 15) return 1;
+    if (nd > 16 || ip > (INT64_MAX - 999) / 1000) return 1; /* beyond int64 once scaled: left to it */
     int64_t frac = 0;
     int round = 0;
     if (p < end && *p == '.') {
@@ -297,9 +299,32 @@ static int scaled_time(const unsigned char *p, const unsigned char *end, int64_t
     return 0;
 }
 
+static void *column(void **col, Py_ssize_t cap, size_t size) {
+    if (!*col) *col = PyMem_Calloc(cap, size);
+    return *col;
+}
+
+#define TAGS(s, f) ((uint8_t *)column((void **)&(s)->tags[f], (s)->cap, 1))
+#define COL_A(s, f) ((int64_t *)column((void **)&(s)->a[f], (s)->cap, 8))
+#define COL_B(s, f) ((int64_t *)column((void **)&(s)->b[f], (s)->cap, 8))
+
+/* Field f of the current row holds tag (and value a, b). */
+static int put(Scan *s, int f, int tag, int64_t a, int64_t b, int with_b) {
+    uint8_t *t = TAGS(s, f);
+    int64_t *ca = COL_A(s, f);
+    if (!t || !ca) return FAIL;
+    t[s->n] = (uint8_t)tag;
+    ca[s->n] = a;
+    if (with_b) {
+        int64_t *cb = COL_B(s, f);
+        if (!cb) return FAIL;
+        cb[s->n] = b;
+    }
+    return 0;
+}
+
 /* The value of field f of the current event at s->p. */
 static int read_field(Scan *s, int f, int depth) {
-    Py_ssize_t row = s->n * NF + f;
     int kind = field_kind(f);
     const unsigned char *start = s->p;
     if (s->p >= s->end) return FAIL;
@@ -307,14 +332,12 @@ static int read_field(Scan *s, int f, int depth) {
     if (kind != K_ANY) {
         if (kind == K_ARGS) return FAIL; /* handled by the caller */
         if (skip_value(s, depth)) return FAIL;
-        s->tags[row] = T_RAW;
-        s->a[row] = start - s->base;
-        s->b[row] = s->p - s->base;
+        int tag = T_RAW;
         if (kind == K_TIME && (c == '-' || (c >= '0' && c <= '9'))) {
             int64_t v;
             if (!scaled_time(start, s->p, &v)) {
                 s->times[s->n * 2 + (f == F_DUR)] = v;
-                s->tags[row] = T_RAW_NUM;
+                tag = T_RAW_NUM;
             }
         } else if (kind == K_TRIPLE && c == '[') {
             /* [int, int, int] of at most 18 digits each */
@@ -334,32 +357,29 @@ static int read_field(Scan *s, int f, int depth) {
                 else break;
             }
             if (k == 3 && p == end) {
-                int64_t *t = s->tri + s->n * 6 + (f == F_BLOCK) * 3;
+                int64_t *t = column((void **)&s->tri, s->cap, 48);
+                if (!t) return FAIL;
+                t += s->n * 6 + (f == F_BLOCK) * 3;
                 t[0] = v[0]; t[1] = v[1]; t[2] = v[2];
-                s->tags[row] = T_RAW_TRIPLE;
+                tag = T_RAW_TRIPLE;
             }
         }
-        return 0;
+        return put(s, f, tag, start - s->base, s->p - s->base, 1);
     }
     if (c == '"') {
         Py_ssize_t a, b; int esc;
         if (scan_string(s, &a, &b, &esc)) return FAIL;
         int64_t code = intern(s, a, b, esc);
         if (code < 0) return FAIL;
-        s->tags[row] = T_STR;
-        s->a[row] = code;
-        return 0;
+        return put(s, f, T_STR, code, 0, 0);
     }
     if (c == '{' || c == '[') {
         if (skip_value(s, depth)) return FAIL;
-        s->tags[row] = T_RAW;
-        s->a[row] = start - s->base;
-        s->b[row] = s->p - s->base;
-        return 0;
+        return put(s, f, T_RAW, start - s->base, s->p - s->base, 1);
     }
-    if (c == 't') { s->tags[row] = T_TRUE; return match_lit(s, "true", 4); }
-    if (c == 'f') { s->tags[row] = T_FALSE; return match_lit(s, "false", 5); }
-    if (c == 'n') { s->tags[row] = T_NULL; return match_lit(s, "null", 4); }
+    if (c == 't') return match_lit(s, "true", 4) || put(s, f, T_TRUE, 0, 0, 0);
+    if (c == 'f') return match_lit(s, "false", 5) || put(s, f, T_FALSE, 0, 0, 0);
+    if (c == 'n') return match_lit(s, "null", 4) || put(s, f, T_NULL, 0, 0, 0);
     int is_int;
     if (scan_number(s, &is_int)) return FAIL;
     Py_ssize_t len = s->p - start;
@@ -367,16 +387,10 @@ static int read_field(Scan *s, int f, int depth) {
         const unsigned char *p = start + (*start == '-');
         int64_t x = 0;
         for (; p < s->p; p++) x = x * 10 + (*p - '0');
-        s->tags[row] = T_INT;
-        s->a[row] = *start == '-' ? -x : x;
-        return 0;
+        return put(s, f, T_INT, *start == '-' ? -x : x, 0, 0);
     }
-    if (is_int) { /* a wide integer: the caller decodes its text */
-        s->tags[row] = T_RAW;
-        s->a[row] = start - s->base;
-        s->b[row] = s->p - s->base;
-        return 0;
-    }
+    if (is_int) /* a wide integer: the caller decodes its text */
+        return put(s, f, T_RAW, start - s->base, s->p - s->base, 1);
     char buf[64];
     if (len >= (Py_ssize_t)sizeof(buf)) return FAIL;
     memcpy(buf, start, len);
@@ -384,17 +398,19 @@ static int read_field(Scan *s, int f, int depth) {
     double d = PyOS_string_to_double(buf, NULL, NULL);
     if (d == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return FAIL; }
     if (!(d - d == 0.0)) return FAIL; /* out of float range: msgspec refuses it */
-    s->tags[row] = T_FLOAT;
-    memcpy(&s->a[row], &d, sizeof(d));
-    return 0;
+    int64_t bits;
+    memcpy(&bits, &d, sizeof(d));
+    return put(s, f, T_FLOAT, bits, 0, 0);
 }
+
+static size_t KEY_LEN[NF];
 
 /* The field index of key [a, b) (quotes included) among FIELD_KEYS[lo:hi], or -1. */
 static int key_index(Scan *s, Py_ssize_t a, Py_ssize_t b, int lo, int hi) {
     const char *k = (const char *)s->base + a + 1;
     size_t n = (size_t)(b - a - 2);
     for (int f = lo; f < hi; f++)
-        if (strlen(FIELD_KEYS[f]) == n && !memcmp(FIELD_KEYS[f], k, n)) return f;
+        if (KEY_LEN[f] == n && FIELD_KEYS[f][0] == k[0] && !memcmp(FIELD_KEYS[f], k, n)) return f;
     return -1;
 }
 
@@ -420,10 +436,9 @@ static int scan_object(Scan *s, int lo, int hi, int depth) {
             seen |= 1ULL << f;
             if (f == F_ARGS) {
                 if (s->p < s->end && *s->p == '{') {
-                    s->tags[s->n * NF + f] = T_RAW;
-                    if (scan_object(s, N_EVENT_FIELDS, NF, depth + 1)) return FAIL;
+                    if (put(s, f, T_RAW, 0, 0, 0) || scan_object(s, N_EVENT_FIELDS, NF, depth + 1)) return FAIL;
                 } else if (!match_lit(s, "null", 4)) {
-                    s->tags[s->n * NF + f] = T_NULL;
+                    if (put(s, f, T_NULL, 0, 0, 0)) return FAIL;
                 } else {
                     return FAIL; /* args of another type: the other path counts and drops it */
                 }
@@ -439,32 +454,32 @@ static int scan_object(Scan *s, int lo, int hi, int depth) {
     }
 }
 
+static int grow_column(void **col, Py_ssize_t old, Py_ssize_t cap, size_t size) {
+    if (!*col) return 0;
+    char *c = PyMem_Realloc(*col, cap * size);
+    if (!c) return FAIL;
+    memset(c + old * size, 0, (cap - old) * size);
+    *col = c;
+    return 0;
+}
+
 static int add_row(Scan *s) {
     if (s->n == s->cap) {
-        Py_ssize_t cap = s->cap ? s->cap * 2 : 1024;
-        uint8_t *t = PyMem_Realloc(s->tags, cap * NF);
-        if (!t) return FAIL;
-        s->tags = t;
-        int64_t *x;
-        if (!(x = PyMem_Realloc(s->a, cap * NF * 8))) return FAIL;
-        s->a = x;
-        if (!(x = PyMem_Realloc(s->b, cap * NF * 8))) return FAIL;
-        s->b = x;
-        if (!(x = PyMem_Realloc(s->times, cap * 2 * 8))) return FAIL;
-        s->times = x;
-        if (!(x = PyMem_Realloc(s->tri, cap * 6 * 8))) return FAIL;
-        s->tri = x;
+        Py_ssize_t cap = s->cap * 2;
+        for (int f = 0; f < NF; f++)
+            if (grow_column((void **)&s->tags[f], s->n, cap, 1) || grow_column((void **)&s->a[f], s->n, cap, 8)
+                || grow_column((void **)&s->b[f], s->n, cap, 8))
+                return FAIL;
+        if (grow_column((void **)&s->times, s->n, cap, 16) || grow_column((void **)&s->tri, s->n, cap, 48))
+            return FAIL;
         s->cap = cap;
     }
-    memset(s->tags + s->n * NF, 0, NF);
-    memset(s->a + s->n * NF, 0, NF * 8);
-    memset(s->b + s->n * NF, 0, NF * 8);
-    memset(s->times + s->n * 2, 0, 2 * 8);
-    memset(s->tri + s->n * 6, 0, 6 * 8);
     return 0;
 }
 
 static int scan_all(Scan *s) {
+    s->cap = (s->end - s->base) / 160 + 64; /* rows: events are rarely under 160 bytes */
+    if (!column((void **)&s->times, s->cap, 16)) return FAIL;
     skip_ws(s);
     if (s->p >= s->end || *s->p != '[') return FAIL;
     s->p++;
@@ -502,8 +517,27 @@ static PyObject *distinct_list(Scan *s) {
 }
 
 static void release(Scan *s) {
-    PyMem_Free(s->tags); PyMem_Free(s->a); PyMem_Free(s->b); PyMem_Free(s->times); PyMem_Free(s->tri);
+    for (int f = 0; f < NF; f++) { PyMem_Free(s->tags[f]); PyMem_Free(s->a[f]); PyMem_Free(s->b[f]); }
+    PyMem_Free(s->times); PyMem_Free(s->tri);
     PyMem_Free(s->dist); PyMem_Free(s->dist_esc); PyMem_Free(s->htab);
+}
+
+/* bytes of the first n rows of a column, or None where the field never showed */
+static PyObject *column_bytes(void *col, Py_ssize_t n, size_t size) {
+    if (!col) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize(col, n * size);
+}
+
+static PyObject *columns(Scan *s, int which) {
+    PyObject *out = PyList_New(NF);
+    if (!out) return NULL;
+    for (int f = 0; f < NF; f++) {
+        void *col = which == 0 ? (void *)s->tags[f] : which == 1 ? (void *)s->a[f] : (void *)s->b[f];
+        PyObject *v = column_bytes(col, s->n, which == 0 ? 1 : 8);
+        if (!v) { Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, f, v);
+    }
+    return out;
 }
 
 static PyObject *scan(PyObject *self, PyObject *arg) {
@@ -519,11 +553,12 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         if (!PyErr_Occurred()) { res = Py_None; Py_INCREF(res); }
     } else {
         PyObject *dist = distinct_list(&s);
-        if (dist) {
-            Py_ssize_t n = s.n;
-            res = Py_BuildValue("(nny#y#y#y#y#N)", n, (Py_ssize_t)NF, (const char *)s.tags, n * NF,
-                                (const char *)s.a, n * NF * 8, (const char *)s.b, n * NF * 8,
-                                (const char *)s.times, n * 16, (const char *)s.tri, n * 48, dist);
+        PyObject *tags = columns(&s, 0), *a = columns(&s, 1), *b = columns(&s, 2);
+        PyObject *times = column_bytes(s.times, s.n, 16), *tri = column_bytes(s.tri, s.n, 48);
+        if (dist && tags && a && b && times && tri)
+            res = Py_BuildValue("(nnNNNNNN)", s.n, (Py_ssize_t)NF, tags, a, b, times, tri, dist);
+        else {
+            Py_XDECREF(dist); Py_XDECREF(tags); Py_XDECREF(a); Py_XDECREF(b); Py_XDECREF(times); Py_XDECREF(tri);
         }
     }
     release(&s);
@@ -549,12 +584,13 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kscan", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__kscan(void) {
+    for (int f = 0; f < NF; f++) KEY_LEN[f] = strlen(FIELD_KEYS[f]);
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     PyObject *keys = field_keys();
     if (!keys || PyModule_AddObject(m, "FIELD_KEYS", keys)) { Py_XDECREF(keys); Py_DECREF(m); return NULL; }
     /* raised whenever what scan() returns changes meaning, so that a module built from older source is
      * not used (rows.py checks it) */
-    if (PyModule_AddIntConstant(m, "FORMAT", 1)) { Py_DECREF(m); return NULL; }
+    if (PyModule_AddIntConstant(m, "FORMAT", 2)) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -230,8 +230,8 @@ def flow(r, sub, ts, cats, dur, phases):
 
 
 def instant(r, sub, ts, cats, dur, phases):
-    keep = [i for i, name in enumerate(sub.values("name")) if name == "[memory]"]
-    if not keep:
+    keep = np.flatnonzero(sub.equals("name", "[memory]"))
+    if not keep.size:
         return
     sub = sub.take(keep)
     ts = ts[keep]

@@ -17,6 +17,7 @@ import msgspec
 import numpy as np
 
 from ...errors import UsageError
+from ...model.groups import isin
 from ...model.numbers import BAD_NUMBER, decimal_text_to_scaled_int, to_float64, to_int64
 from .argvalues import raw_triples
 from .coded import _Coded
@@ -26,7 +27,7 @@ EVENT_FIELDS = tuple(f for f in Event.__struct_fields__ if f != "args")
 ARG_FIELDS = tuple("args_name" if f == "name" else f for f in Args.__struct_fields__)
 FIELD_KEYS = Event.__struct_encode_fields__ + Args.__struct_encode_fields__  # the compiled scan's order
 _INDEX = {f: i for i, f in enumerate(EVENT_FIELDS)} | {f: 9 + i for i, f in enumerate(ARG_FIELDS)}
-SCAN_FORMAT = 1  # what the compiled scan returns (its FORMAT)
+SCAN_FORMAT = 2  # what the compiled scan returns (its FORMAT)
 _RAW_FIELDS = {"ts", "dur", "grid", "block", "input_dims", "input_type", "concrete_inputs"}
 _RAW_DEFAULT = {"ts": b"null", "dur": b"0"}
 # what the compiled scan found in a field (its T_* codes)
@@ -105,6 +106,10 @@ class StructRows:
     def raws(self, field: str) -> list:
         return self.values(field)
 
+    def equals(self, field: str, text: str) -> np.ndarray:
+        """Where the field's value is ``text``, as a bool array."""
+        return np.fromiter((v == text for v in self.values(field)), dtype=bool, count=self.n)
+
     def triples(self, field: str) -> np.ndarray:
         return raw_triples(self.values(field))
 
@@ -123,7 +128,7 @@ class ScanRows(StructRows):
 
     def __init__(self, data: bytes, scan: tuple, rows: np.ndarray | None = None):
         self.data, self.scan, self.rows = data, scan, rows
-        total = scan[0] if len(scan) == 8 else len(scan[0])
+        total = scan[0] if len(scan) == 8 else len(scan[3])
         self.n = total if rows is None else len(rows)
 
     def struct_rows(self) -> StructRows:
@@ -134,14 +139,17 @@ class ScanRows(StructRows):
     @property
     def _arrays(self):
         cache = self.scan
-        if len(cache) == 8:  # first use: wrap the buffers
+        if len(cache) == 8:  # first use: wrap the buffers (a field no event has: absent throughout)
             n, nf, tags, a, b, times, tri, distinct = cache
             distinct = [msgspec.json.decode(d) if type(d) is bytes else d for d in distinct]
-            self.scan = cache = (np.frombuffer(tags, dtype=np.uint8).reshape(n, nf),
-                                 np.frombuffer(a, dtype=np.int64).reshape(n, nf),
-                                 np.frombuffer(b, dtype=np.int64).reshape(n, nf),
-                                 np.frombuffer(times, dtype=np.int64).reshape(n, 2),
-                                 np.frombuffer(tri, dtype=np.int64).reshape(n, 6), distinct)
+            zeros8, zeros64 = np.zeros(n, dtype=np.uint8), np.zeros(n, dtype=np.int64)
+            self.scan = cache = (
+                [zeros8 if t is None else np.frombuffer(t, dtype=np.uint8) for t in tags],
+                [zeros64 if x is None else np.frombuffer(x, dtype=np.int64) for x in a],
+                [zeros64 if x is None else np.frombuffer(x, dtype=np.int64) for x in b],
+                np.frombuffer(times, dtype=np.int64).reshape(n, 2),
+                np.zeros((n, 6), dtype=np.int64) if tri is None else np.frombuffer(tri, dtype=np.int64).reshape(n, 6),
+                distinct)
         return cache
 
     def take(self, idx) -> "ScanRows":
@@ -150,8 +158,11 @@ class ScanRows(StructRows):
         return ScanRows(self.data, self._arrays, rows)
 
     def _col(self, k: int, f: int) -> np.ndarray:
+        """Column ``f`` of tags (k 0), a (1), b (2); of the times (k 3: ts 0, dur 1)."""
         arr = self._arrays[k]
-        return arr[:, f] if self.rows is None else arr[self.rows, f]
+        if k == 3:
+            return arr[:, f] if self.rows is None else arr[self.rows, f]
+        return arr[f] if self.rows is None else arr[f][self.rows]
 
     def _tags(self, field: str) -> np.ndarray:
         return self._col(0, _INDEX[field])
@@ -184,7 +195,7 @@ class ScanRows(StructRows):
         out = []
         for field in ("ph", "cat"):
             tags = self._tags(field)
-            if not np.isin(tags, _STRS).all():
+            if not isin(tags, _STRS).all():
                 return None
             distinct = self._arrays[5]
             codes = np.where(tags == T_STR, self._col(1, _INDEX[field]), len(distinct))
@@ -199,7 +210,7 @@ class ScanRows(StructRows):
             tags = self._tags(field)
             if (tags == T_RAW_NUM).all():
                 out.append(self._col(3, k).copy())
-            elif np.isin(tags, (T_RAW_NUM, T_ABSENT)).all():
+            elif isin(tags, (T_RAW_NUM, T_ABSENT)).all():
                 out.append(np.where(tags == T_RAW_NUM, self._col(3, k), BAD_NUMBER if k == 0 else 0))
             else:
                 out.append(decimal_text_to_scaled_int(self.values(field)))
@@ -210,13 +221,13 @@ class ScanRows(StructRows):
 
     def int64(self, field: str) -> np.ndarray:
         tags = self._tags(field)
-        if np.isin(tags, _INTS).all():  # absent and null read as -1, as to_int64 reads their None / -1
+        if isin(tags, _INTS).all():  # absent and null read as -1, as to_int64 reads their None / -1
             return np.where(tags == T_INT, self._col(1, _INDEX[field]), -1)
         return to_int64(self.values(field))
 
     def float64(self, field: str) -> np.ndarray:
         tags = self._tags(field)
-        if _DEFAULTS[field] is None and np.isin(tags, _FLOATS).all():
+        if _DEFAULTS[field] is None and isin(tags, _FLOATS).all():
             a = self._col(1, _INDEX[field])
             return np.where(tags == T_FLOAT, a.view(np.float64),
                             np.where(tags == T_INT, a.astype(np.float64), np.nan))
@@ -224,11 +235,17 @@ class ScanRows(StructRows):
 
     def given(self, field: str) -> np.ndarray:
         if _DEFAULTS[field] is None:
-            return ~np.isin(self._tags(field), (T_ABSENT, T_NULL))
+            return ~isin(self._tags(field), (T_ABSENT, T_NULL))
         return super().given(field)
 
     def raws(self, field: str) -> list:
         return self.values(field)
+
+    def equals(self, field: str, text: str) -> np.ndarray:
+        tags = self._tags(field)
+        distinct = self._arrays[5]
+        codes = [k for k, v in enumerate(distinct) if v == text]
+        return (tags == T_STR) & isin(self._col(1, _INDEX[field]), codes) if codes else np.zeros(self.n, dtype=bool)
 
     def raw_lengths(self, field: str) -> np.ndarray:
         f = _INDEX[field]
@@ -236,7 +253,7 @@ class ScanRows(StructRows):
 
     def triples(self, field: str) -> np.ndarray:
         tags = self._tags(field)
-        if np.isin(tags, (T_RAW_TRIPLE, T_ABSENT)).all():
+        if isin(tags, (T_RAW_TRIPLE, T_ABSENT)).all():
             k = 0 if field == "grid" else 3
             tri = self._arrays[4]
             tri = tri[:, k:k + 3] if self.rows is None else tri[self.rows, k:k + 3]
@@ -251,7 +268,7 @@ class ScanRows(StructRows):
 
     def names(self, field: str, reader) -> np.ndarray:
         tags = self._tags(field)
-        if _DEFAULTS[field] is not None or not np.isin(tags, _STRS).all():
+        if _DEFAULTS[field] is not None or not isin(tags, _STRS).all():
             return reader.names(self.values(field))
         codes = np.where(tags == T_STR, self._col(1, _INDEX[field]), -1)
         present = codes >= 0
