@@ -17,14 +17,17 @@
  *   times     n * 2 int64: ts and dur scaled to nanoseconds where their tag is T_RAW_NUM;
  *   triples   n * 6 int64: grid and block [x, y, z] where their tag is T_RAW_TRIPLE (or None);
  *   distinct  the distinct strings of the chunk: str, or the raw JSON text (bytes, quotes included) of
- *             a string with escapes, for the caller to decode.
+ *             a string with escapes, for the caller to decode; and the text (str) of the raw values of
+ *             Input Dims, Input type and Concrete Inputs (T_RAW_TEXT: a is its code, b its length).
  * Uses the CPython API only. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
-enum { T_ABSENT, T_NULL, T_FALSE, T_TRUE, T_INT, T_FLOAT, T_STR, T_RAW, T_RAW_TRIPLE, T_RAW_NUM };
+enum { T_ABSENT, T_NULL, T_FALSE, T_TRUE, T_INT, T_FLOAT, T_STR, T_RAW, T_RAW_TRIPLE, T_RAW_NUM, T_RAW_TEXT };
+/* what a distinct string stands for: a string without escapes, one with escapes, a raw value's text */
+enum { D_PLAIN, D_ESCAPED, D_TEXT };
 enum { K_ANY, K_RAW, K_TIME, K_TRIPLE, K_ARGS };
 
 static const char *FIELD_KEYS[] = {
@@ -251,7 +254,7 @@ static int64_t intern(Scan *s, Py_ssize_t a, Py_ssize_t b, int esc) {
     uint64_t h = hash_bytes(p, n) & (s->hcap - 1);
     while (s->htab[h] >= 0) {
         Span *d = &s->dist[s->htab[h]];
-        if (d->len == n && !memcmp(s->base + d->off, p, n)) return s->htab[h];
+        if (d->len == n && s->dist_esc[s->htab[h]] == esc && !memcmp(s->base + d->off, p, n)) return s->htab[h];
         h = (h + 1) & (s->hcap - 1);
     }
     if (s->nd == s->dcap) {
@@ -333,6 +336,11 @@ static int read_field(Scan *s, int f, int depth) {
         if (kind == K_ARGS) return FAIL; /* handled by the caller */
         if (skip_value(s, depth)) return FAIL;
         int tag = T_RAW;
+        if (kind == K_RAW) { /* its text, as a code into the distinct strings, and its length */
+            int64_t code = intern(s, start - s->base, s->p - s->base, D_TEXT);
+            if (code < 0) return FAIL;
+            return put(s, f, T_RAW_TEXT, code, s->p - start, 1);
+        }
         if (kind == K_TIME && (c == '-' || (c >= '0' && c <= '9'))) {
             int64_t v;
             if (!scaled_time(start, s->p, &v)) {
@@ -369,7 +377,7 @@ static int read_field(Scan *s, int f, int depth) {
     if (c == '"') {
         Py_ssize_t a, b; int esc;
         if (scan_string(s, &a, &b, &esc)) return FAIL;
-        int64_t code = intern(s, a, b, esc);
+        int64_t code = intern(s, a, b, esc ? D_ESCAPED : D_PLAIN);
         if (code < 0) return FAIL;
         return put(s, f, T_STR, code, 0, 0);
     }
@@ -509,7 +517,9 @@ static PyObject *distinct_list(Scan *s) {
     for (Py_ssize_t k = 0; k < s->nd; k++) {
         const char *p = (const char *)s->base + s->dist[k].off;
         Py_ssize_t n = s->dist[k].len;
-        PyObject *v = s->dist_esc[k] ? PyBytes_FromStringAndSize(p, n) : PyUnicode_DecodeUTF8(p + 1, n - 2, "strict");
+        int kind = s->dist_esc[k];
+        PyObject *v = kind == D_ESCAPED ? PyBytes_FromStringAndSize(p, n)
+                      : PyUnicode_DecodeUTF8(p + (kind == D_PLAIN), n - 2 * (kind == D_PLAIN), "strict");
         if (!v) { Py_DECREF(out); return NULL; }
         PyList_SET_ITEM(out, k, v);
     }
@@ -591,6 +601,6 @@ PyMODINIT_FUNC PyInit__kscan(void) {
     if (!keys || PyModule_AddObject(m, "FIELD_KEYS", keys)) { Py_XDECREF(keys); Py_DECREF(m); return NULL; }
     /* raised whenever what scan() returns changes meaning, so that a module built from older source is
      * not used (rows.py checks it) */
-    if (PyModule_AddIntConstant(m, "FORMAT", 2)) { Py_DECREF(m); return NULL; }
+    if (PyModule_AddIntConstant(m, "FORMAT", 3)) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -138,13 +138,9 @@ def _shapes(r, sub, names: np.ndarray, base: int) -> None:
     if not keep.size:
         return
     sel = sub.take(keep)
-
-    def text(field):
-        return r.names([bytes(x).decode("utf-8", "replace") if x else None for x in sel.raws(field)])
-
     r.parts["op_shapes"].append(Table("op_shapes", {
-        "row": keep.astype(np.int64) + base, "dims": text("input_dims"),
-        "types": text("input_type"), "concrete": text("concrete_inputs"),
+        "row": keep.astype(np.int64) + base, "dims": sel.text_ids("input_dims", r),
+        "types": sel.text_ids("input_type", r), "concrete": sel.text_ids("concrete_inputs", r),
         "flops": sel.float64("flops"),
     }))
 

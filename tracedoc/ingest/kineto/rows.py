@@ -27,11 +27,11 @@ EVENT_FIELDS = tuple(f for f in Event.__struct_fields__ if f != "args")
 ARG_FIELDS = tuple("args_name" if f == "name" else f for f in Args.__struct_fields__)
 FIELD_KEYS = Event.__struct_encode_fields__ + Args.__struct_encode_fields__  # the compiled scan's order
 _INDEX = {f: i for i, f in enumerate(EVENT_FIELDS)} | {f: 9 + i for i, f in enumerate(ARG_FIELDS)}
-SCAN_FORMAT = 2  # what the compiled scan returns (its FORMAT)
+SCAN_FORMAT = 3  # what the compiled scan returns (its FORMAT)
 _RAW_FIELDS = {"ts", "dur", "grid", "block", "input_dims", "input_type", "concrete_inputs"}
 _RAW_DEFAULT = {"ts": b"null", "dur": b"0"}
 # what the compiled scan found in a field (its T_* codes)
-T_ABSENT, T_NULL, T_FALSE, T_TRUE, T_INT, T_FLOAT, T_STR, T_RAW, T_RAW_TRIPLE, T_RAW_NUM = range(10)
+T_ABSENT, T_NULL, T_FALSE, T_TRUE, T_INT, T_FLOAT, T_STR, T_RAW, T_RAW_TRIPLE, T_RAW_NUM, T_RAW_TEXT = range(11)
 _INTS = np.array([T_ABSENT, T_NULL, T_INT], dtype=np.uint8)
 _FLOATS = np.array([T_ABSENT, T_NULL, T_INT, T_FLOAT], dtype=np.uint8)
 _STRS = np.array([T_ABSENT, T_NULL, T_STR], dtype=np.uint8)
@@ -119,6 +119,10 @@ class StructRows:
     def names(self, field: str, reader) -> np.ndarray:
         return reader.names(self.values(field))
 
+    def text_ids(self, field: str, reader) -> np.ndarray:
+        """String ids of a raw field's JSON text (-1 where absent)."""
+        return reader.names([bytes(x).decode("utf-8", "replace") if x else None for x in self.raws(field)])
+
 
 class ScanRows(StructRows):
     """Rows of the compiled scan's columns (``_kscan.scan``) over ``data``, the chunk's JSON text."""
@@ -184,6 +188,8 @@ class ScanRows(StructRows):
                 out.append(distinct[x])
             elif t == T_FLOAT:
                 out.append(d)
+            elif t == T_RAW_TEXT:
+                out.append(distinct[x].encode())
             elif t >= T_RAW:
                 out.append(data[x:y] if raw else msgspec.json.decode(data[x:y]))
             else:
@@ -249,7 +255,8 @@ class ScanRows(StructRows):
 
     def raw_lengths(self, field: str) -> np.ndarray:
         f = _INDEX[field]
-        return np.where(self._col(0, f) == T_ABSENT, len(_DEFAULTS[field]), self._col(2, f) - self._col(1, f))
+        tags, a, b = self._col(0, f), self._col(1, f), self._col(2, f)
+        return np.where(tags == T_ABSENT, len(_DEFAULTS[field]), np.where(tags == T_RAW_TEXT, b, b - a))
 
     def triples(self, field: str) -> np.ndarray:
         tags = self._tags(field)
@@ -270,7 +277,17 @@ class ScanRows(StructRows):
         tags = self._tags(field)
         if _DEFAULTS[field] is not None or not isin(tags, _STRS).all():
             return reader.names(self.values(field))
-        codes = np.where(tags == T_STR, self._col(1, _INDEX[field]), -1)
+        return self._interned(np.where(tags == T_STR, self._col(1, _INDEX[field]), -1), reader)
+
+    def text_ids(self, field: str, reader) -> np.ndarray:
+        tags = self._tags(field)
+        if not isin(tags, (T_ABSENT, T_RAW_TEXT)).all():
+            return super().text_ids(field, reader)
+        return self._interned(np.where(tags == T_RAW_TEXT, self._col(1, _INDEX[field]), -1), reader)
+
+    def _interned(self, codes: np.ndarray, reader) -> np.ndarray:
+        """String ids of codes into the distinct strings (-1: none), interned in order of first appearance
+        as ``StringTable.intern_many`` interns a list of the strings."""
         present = codes >= 0
         if not present.any():
             return np.full(self.n, -1, dtype=np.int32)
