@@ -227,7 +227,7 @@ class ScanRows(StructRows):
 
     def int64(self, field: str) -> np.ndarray:
         tags = self._tags(field)
-        if isin(tags, _INTS).all():  # absent and null read as -1, as to_int64 reads their None / -1
+        if _DEFAULTS[field] in (None, -1) and isin(tags, _INTS).all():  # absent and null: -1, as to_int64 reads them
             return np.where(tags == T_INT, self._col(1, _INDEX[field]), -1)
         return to_int64(self.values(field))
 
