@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -44,7 +45,8 @@ class CustomBuildHook(BuildHookInterface):
         if self.target_name != "wheel":
             return
         editable = version == "editable"
-        out_dir = os.path.join(self.root, os.path.dirname(SOURCE)) if editable else tempfile.mkdtemp()
+        self._scratch = None if editable else tempfile.mkdtemp(prefix="tracedoc-build-")
+        out_dir = os.path.join(self.root, os.path.dirname(SOURCE)) if editable else self._scratch
         try:
             built = compile_extension(self.root, out_dir)
         except RuntimeError as exc:
@@ -55,3 +57,7 @@ class CustomBuildHook(BuildHookInterface):
             build_data["force_include"][built] = os.path.join(os.path.dirname(SOURCE), os.path.basename(built))
             build_data["pure_python"] = False
             build_data["infer_tag"] = True
+
+    def finalize(self, version: str, build_data: dict, artifact_path: str) -> None:
+        if getattr(self, "_scratch", None):
+            shutil.rmtree(self._scratch, ignore_errors=True)
