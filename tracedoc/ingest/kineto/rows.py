@@ -51,8 +51,6 @@ _DEFAULTS = {f: _default(f) for f in _INDEX}
 class StructRows:
     """Rows of decoded structs (``decode.Event``)."""
 
-    scanned = False
-
     def __init__(self, evs: list[Event]):
         self.evs = evs
         self.n = len(evs)
@@ -127,18 +125,12 @@ class StructRows:
 class ScanRows(StructRows):
     """Rows of the compiled scan's columns (``_kscan.scan``) over ``data``, the chunk's JSON text."""
 
-    scanned = True
     bad_args = bad_utf8 = nonfinite = 0
 
     def __init__(self, data: bytes, scan: tuple, rows: np.ndarray | None = None):
         self.data, self.scan, self.rows = data, scan, rows
         total = scan[0] if len(scan) == 8 else len(scan[3])
         self.n = total if rows is None else len(rows)
-
-    def struct_rows(self) -> StructRows:
-        """The same rows decoded by msgspec (for what this path leaves to that one)."""
-        evs = _decode_events(self.data)
-        return StructRows(evs) if self.rows is None else StructRows(evs).take(self.rows)
 
     @property
     def _arrays(self):
