@@ -44,8 +44,8 @@ class Counted:
             if scan is None:
                 return None
 
-            def counted(data):
-                res = scan(data)
+            def counted(*args):
+                res = scan(*args)
                 if res is None:
                     self.declined += 1
                 else:
@@ -206,6 +206,23 @@ def test_what_the_scan_is_not_sure_of_is_declined_and_read_the_same(what, tmp_pa
     p = tmp_path / "t.json"
     p.write_bytes(_trace(events * 3))
     assert_all_same(read_all(str(p), 1024, monkeypatch), what)
+
+
+def test_a_piece_is_scanned_in_place_as_the_array_around_it():
+    """``scan(buf, end)`` reads ``buf[:end]`` as the inside of an array: the same columns as the bracketed
+    copy, spans counted from ``buf``'s start; what the brackets would make invalid is declined."""
+    piece = ", ".join(BASE).encode()
+    buf = piece + b", {\"ph\": \"X\", \"name\": \"cut here"
+    framed, inside = _kscan.scan(b"[" + piece + b"]"), _kscan.scan(buf, len(piece))
+    assert framed is not None and inside is not None
+    a, b = rows.ScanRows(b"[" + piece + b"]", framed), rows.ScanRows(buf, inside)
+    for field in ("name", "pid", "ts", "input_dims", "grid", "pg_ranks", "labels", "args_name"):
+        assert a.values(field) == b.values(field), field
+    assert _kscan.scan(b"  ", 2) is not None and _kscan.scan(b"  ", 2)[0] == 0  # as "[  ]"
+    for bad in (piece + b",", piece + b"]", b"[" + piece, piece + b", 7"):
+        assert _kscan.scan(bad, len(bad)) is None, bad[-12:]
+    with pytest.raises(ValueError):
+        _kscan.scan(piece, len(piece) + 1)
 
 
 def test_the_base_events_fill_every_table():

@@ -1,6 +1,7 @@
 /* A compiled scan of one chunk of Kineto events (a JSON array of event objects) into columns.
  *
- * scan(data) returns None ("declined") whenever the chunk holds anything this scan is not sure to read
+ * scan(data) (or scan(data, end): data[:end] holds what lies between the array's brackets, spans then
+ * counting from data's start) returns None ("declined") whenever the chunk holds anything this scan is not sure to read
  * exactly as the msgspec decoder does (decode.py): a syntax error, invalid UTF-8, a control character
  * in a string, a lone surrogate escape, an escape in a key, a known key twice in one object, an entry
  * that is not an object, an ``args`` that is neither an object nor null, a number out of float range,
@@ -485,14 +486,19 @@ static int add_row(Scan *s) {
     return 0;
 }
 
-static int scan_all(Scan *s) {
+/* A JSON array of events; with bare, the text between its brackets (as if they were around it). */
+static int scan_all(Scan *s, int bare) {
     s->cap = (s->end - s->base) / 160 + 64; /* rows: events are rarely under 160 bytes */
     if (!column((void **)&s->times, s->cap, 16)) return FAIL;
     skip_ws(s);
-    if (s->p >= s->end || *s->p != '[') return FAIL;
-    s->p++;
-    skip_ws(s);
-    if (s->p < s->end && *s->p == ']') {
+    if (!bare) {
+        if (s->p >= s->end || *s->p != '[') return FAIL;
+        s->p++;
+        skip_ws(s);
+    }
+    if (bare && s->p == s->end) {
+        return 0;
+    } else if (!bare && s->p < s->end && *s->p == ']') {
         s->p++;
     } else {
         for (;;) {
@@ -501,9 +507,10 @@ static int scan_all(Scan *s) {
             if (add_row(s) || scan_object(s, 0, N_EVENT_FIELDS, 1)) return FAIL;
             s->n++;
             skip_ws(s);
+            if (bare && s->p == s->end) break;
             if (s->p >= s->end) return FAIL;
             if (*s->p == ',') { s->p++; continue; }
-            if (*s->p == ']') { s->p++; break; }
+            if (!bare && *s->p == ']') { s->p++; break; }
             return FAIL;
         }
     }
@@ -550,14 +557,23 @@ static PyObject *columns(Scan *s, int which) {
     return out;
 }
 
-static PyObject *scan(PyObject *self, PyObject *arg) {
+static PyObject *scan(PyObject *self, PyObject *args) {
+    PyObject *arg;
+    Py_ssize_t end = -1;
+    if (!PyArg_ParseTuple(args, "O|n", &arg, &end)) return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE)) return NULL;
+    if (end > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "end beyond the data");
+        return NULL;
+    }
     Scan s;
     memset(&s, 0, sizeof(s));
     s.base = s.p = view.buf;
-    s.end = s.base + view.len;
-    int failed = scan_all(&s); /* holding the GIL: PyOS_string_to_double may set an exception */
+    s.end = s.base + (end >= 0 ? end : view.len);
+    /* holding the GIL: PyOS_string_to_double may set an exception */
+    int failed = scan_all(&s, end >= 0);
     PyObject *res = NULL;
     if (failed) {
         if (!PyErr_Occurred()) { res = Py_None; Py_INCREF(res); }
@@ -588,7 +604,8 @@ static PyObject *field_keys(void) {
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_O, "Columns of a chunk of Kineto events (a JSON array), or None when declined."},
+    {"scan", scan, METH_VARARGS, "scan(data[, end]): columns of a chunk of Kineto events, a JSON array (with end: "
+     "data[:end] is the text inside the array's brackets), or None when declined."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kscan", NULL, -1, methods};
@@ -601,6 +618,6 @@ PyMODINIT_FUNC PyInit__kscan(void) {
     if (!keys || PyModule_AddObject(m, "FIELD_KEYS", keys)) { Py_XDECREF(keys); Py_DECREF(m); return NULL; }
     /* raised whenever what scan() returns changes meaning, so that a module built from older source is
      * not used (rows.py checks it) */
-    if (PyModule_AddIntConstant(m, "FORMAT", 3)) { Py_DECREF(m); return NULL; }
+    if (PyModule_AddIntConstant(m, "FORMAT", 4)) { Py_DECREF(m); return NULL; }
     return m;
 }

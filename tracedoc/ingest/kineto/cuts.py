@@ -12,7 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from .decode import _MALFORMED_AT_RE
-from .rows import StructRows, decode_chunk
+from .rows import StructRows, decode_piece
 
 _JSON_SPACE = b" \t\n\r\x0b\x0c"  # what the boundary pattern's \s matches
 _TRIES = 9  # boundaries tried per chunk before reading on (a boundary inside a nested object fails)
@@ -61,7 +61,7 @@ def _decode_prefix(buf: bytes, end: int) -> tuple[StructRows | None, int | None]
     read from the repaired text is never before the real one: no valid boundary is ruled out.
     ``msgspec.ValidationError`` (an entry that is not an event object) propagates."""
     try:
-        return decode_chunk(b"[" + buf[:end] + b"]"), None
+        return decode_piece(buf, end), None
     except msgspec.ValidationError:
         raise
     except msgspec.DecodeError as exc:

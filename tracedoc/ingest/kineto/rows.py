@@ -27,7 +27,7 @@ EVENT_FIELDS = tuple(f for f in Event.__struct_fields__ if f != "args")
 ARG_FIELDS = tuple("args_name" if f == "name" else f for f in Args.__struct_fields__)
 FIELD_KEYS = Event.__struct_encode_fields__ + Args.__struct_encode_fields__  # the compiled scan's order
 _INDEX = {f: i for i, f in enumerate(EVENT_FIELDS)} | {f: 9 + i for i, f in enumerate(ARG_FIELDS)}
-SCAN_FORMAT = 3  # what the compiled scan returns (its FORMAT)
+SCAN_FORMAT = 4  # what the compiled scan returns (its FORMAT)
 _RAW_FIELDS = {"ts", "dur", "grid", "block", "input_dims", "input_type", "concrete_inputs"}
 _RAW_DEFAULT = {"ts": b"null", "dur": b"0"}
 # what the compiled scan found in a field (its T_* codes)
@@ -340,3 +340,14 @@ def decode_chunk(data: bytes) -> StructRows:
         if res is not None:
             return ScanRows(data, res)
     return StructRows(_decode_events(data))
+
+
+def decode_piece(buf: bytes, end: int) -> StructRows:
+    """``decode_chunk(b"[" + buf[:end] + b"]")``, without copying the bytes where the compiled decoder
+    takes them."""
+    scan = _load_scan()
+    if scan is not None:
+        res = scan(buf, end)
+        if res is not None:
+            return ScanRows(buf, res)
+    return StructRows(_decode_events(b"[" + buf[:end] + b"]"))
