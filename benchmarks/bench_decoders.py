@@ -5,17 +5,21 @@
 
 Measured: ``orjson.loads``; a pysimdjson parse (no field access: the JSON-parse limit) and the same
 with four fields read per event; msgspec's typed decode of the events into tracedoc's structs (the
-decode half of tracedoc's reader); tracedoc's whole reader in this process and with two worker
-processes; a vectorised numpy splitter that finds the event boundaries (top-level commas at array
+decode half of tracedoc's pure-Python reader); the compiled scan of the same events into column buffers
+(``_kscan``, where built: the decode half of the compiled reader); tracedoc's whole reader with each
+decoder (``TRACEDOC_DECODER``), in this process and with two worker processes; a vectorised numpy splitter that finds the event boundaries (top-level commas at array
 depth 1, outside strings); pyarrow's JSON reader on the events turned into NDJSON by that splitter,
 with an explicit schema; a numba scanner finding the same boundaries (its compile is timed apart).
-A library that is not installed is skipped (pip install pysimdjson pyarrow numba).
+A library that is not installed is skipped (pip install pysimdjson pyarrow numba). Each row gives the
+median wall time and its spread, and the median CPU time of this process (worker processes not
+counted), which a loaded machine disturbs less.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
 import time
@@ -25,22 +29,24 @@ import numpy as np
 
 
 def timed(name: str, fn: Callable, reps: int) -> None:
-    ts = []
+    ts, cpu = [], []
     note = ""
     for _ in range(reps):
         gc.collect()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         try:
             r = fn()
         except Exception as exc:  # noqa: BLE001 - a decoder that cannot read the trace is a result
             note = f"fails: {str(exc)[:120]}"
             break
         ts.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
         del r
     if ts:
-        print(f"{name:<52} {statistics.median(ts):7.3f} s  ({min(ts):.3f}-{max(ts):.3f}) {note}", flush=True)
+        print(f"{name:<60} {statistics.median(ts):7.3f} s  ({min(ts):.3f}-{max(ts):.3f})  "
+              f"cpu {statistics.median(cpu):.3f} s {note}", flush=True)
     else:
-        print(f"{name:<52}       - {note}", flush=True)
+        print(f"{name:<60}       - {note}", flush=True)
 
 
 def split_events(body: bytes) -> np.ndarray:
@@ -92,12 +98,22 @@ def main(argv: list[str] | None = None) -> int:
 
         timed("pysimdjson parse + iterate events (no field access)", parse_only, a.reps)
         timed("pysimdjson parse + 4 fields per event", four_fields, a.reps)
-    from tracedoc.ingest.kineto import read_kineto
+    from tracedoc.ingest.kineto import read_kineto, rows
     from tracedoc.ingest.kineto.decode import _decode_events
 
     timed("msgspec typed decode into structs (1 process)", lambda: _decode_events(body), a.reps)
-    timed("tracedoc reader, 1 process", lambda: read_kineto(a.trace, workers=1), a.reps)
-    timed("tracedoc reader, 2 worker processes", lambda: read_kineto(a.trace, workers=2), a.reps)
+    os.environ["TRACEDOC_DECODER"] = "auto"
+    scan = rows._load_scan()
+    if scan is None:
+        print("compiled decoder: not built")
+    else:
+        timed("compiled scan into column buffers (1 process)", lambda: scan(body), a.reps)
+    for decoder in ("python", "compiled") if scan is not None else ("python",):
+        os.environ["TRACEDOC_DECODER"] = decoder
+        timed(f"tracedoc reader, 1 process, {decoder} decoder", lambda: read_kineto(a.trace, workers=1), a.reps)
+        timed(f"tracedoc reader, 2 worker processes, {decoder} decoder", lambda: read_kineto(a.trace, workers=2),
+              a.reps)
+    del os.environ["TRACEDOC_DECODER"]
     timed("numpy vectorised splitter (boundaries only)", lambda: split_events(body), a.reps)
     try:
         import pyarrow as pa

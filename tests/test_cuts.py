@@ -14,6 +14,7 @@ from tracedoc.ingest.kineto import cuts
 from tracedoc.ingest.kineto import stream
 from tracedoc.ingest.kineto.cuts import DAMAGED, cut_and_decode, cuts_backward, salvage
 from tracedoc.ingest.kineto.decode import _decode_events
+from tracedoc.ingest.kineto.rows import decode_piece
 
 
 def events_text(steps: int = 3, kernels: int = 4) -> bytes:
@@ -93,11 +94,11 @@ def test_a_damaged_stretch_costs_a_few_decodes_not_one_per_boundary(monkeypatch)
     buf = text[:middle] + b"\x00garbage{" + text[middle:]
     calls = [0]
 
-    def counted(data):
+    def counted(buf, end):
         calls[0] += 1
-        return _decode_events(data)
+        return decode_piece(buf, end)
 
-    monkeypatch.setattr(cuts, "_decode_events", counted)
+    monkeypatch.setattr(cuts, "decode_piece", counted)
     after = sum(1 for comma, _ in cuts_backward(buf) if comma > middle)
     assert after > 500  # trying each would take that many decodes
     good = salvage(buf)
@@ -123,12 +124,12 @@ def test_a_damaged_file_is_read_to_the_damage_and_no_further(tmp_path, where, mo
     p.write_bytes(doc)
     calls, decoded = [0], [0]
 
-    def counted(data):
+    def counted(buf, end):
         calls[0] += 1
-        decoded[0] += len(data)
-        return _decode_events(data)
+        decoded[0] += end
+        return decode_piece(buf, end)
 
-    monkeypatch.setattr(cuts, "_decode_events", counted)
+    monkeypatch.setattr(cuts, "decode_piece", counted)
     trace = stream.read_kineto(str(p), chunk_bytes=4096)
     assert decoded[0] <= 4 * len(doc)  # each byte a few times, not once per chunk read after the damage
     assert f"the JSON is malformed after event {before:,} " in trace.meta.truncated, trace.meta.truncated

@@ -84,3 +84,24 @@ def test_source_checkout_resolves_top_level_dirs():
     assert data_dir("templates") == ROOT / "reports" / "templates"
     with pytest.raises(ValueError, match="unknown data kind"):
         data_dir("fonts")
+
+
+def test_the_wheel_ships_the_compiled_decoder_where_a_compiler_is_there(wheel: Path, tmp_path: Path):
+    """With a C compiler and Python's headers the build hook compiles the Kineto decoder into the wheel,
+    and the installed copy imports it (without them the wheel is pure Python: see hatch_build.py)."""
+    import shutil
+    import sysconfig
+
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None or not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists():
+        pytest.skip("no C compiler or no Python headers here: the wheel is built without the compiled decoder")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(n.startswith("tracedoc/ingest/kineto/_kscan") and n.endswith((".so", ".pyd")) for n in names)
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    script = "from tracedoc.ingest.kineto import rows, _kscan\nprint(_kscan.__file__, rows._load_scan() is not None)"
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(site), TRACEDOC_DECODER="compiled"), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    module_file, loaded = proc.stdout.split()
+    assert Path(module_file).is_relative_to(site) and loaded == "True"

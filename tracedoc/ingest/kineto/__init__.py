@@ -8,9 +8,15 @@ dropped before the next chunk is read. Peak memory is therefore the columns plus
 A cut is accepted only if the piece before it decodes as a JSON array: a cut inside a string or a
 nested value leaves the piece unbalanced, so a wrong cut can never go unnoticed.
 
-Modules: ``source`` (bytes of a plain or gzip file), ``decode`` (msgspec structs), ``columns``
-(structs -> numpy columns), ``stream`` (chunking, worker processes), ``salvage`` (the end of the
-file, truncated files), ``metadata`` (finishing the ``Trace``).
+A chunk is read by the compiled scan (``_kscan.c``, built at install where a C compiler is present) into
+per-field columns without a Python object per event; a chunk it is not sure to read exactly, or every
+chunk where it is not built (``TRACEDOC_DECODER=python``), is decoded with msgspec. Both give the same
+tables.
+
+Modules: ``source`` (bytes of a plain or gzip file), ``decode`` (msgspec structs), ``rows`` (a chunk's
+fields as columns, from either decoder), ``columns`` and ``handlers`` (rows -> numpy tables), ``stream``
+(chunking, worker processes), ``salvage`` (the end of the file, truncated files), ``metadata``
+(finishing the ``Trace``).
 """
 
 from .columns import LABEL_ID_BASE

@@ -12,8 +12,6 @@ import msgspec
 import numpy as np
 import orjson
 
-from ...model.numbers import to_int64
-from .decode import Args
 
 # The most elements a tensor of a real trace holds (far beyond any GPU's memory); a larger product of
 # recorded dims is damage, read as unknown.
@@ -32,11 +30,12 @@ def _ranks_text(ranks: Any) -> str | None:
         return None
 
 
-def _first_input(args: Args) -> tuple[int, str | None]:
-    """Elements and dtype of a collective op's first input, from ``Input Dims``/``Input type``; -1 unknown."""
+def _first_input(input_dims, input_type) -> tuple[int, str | None]:
+    """Elements and dtype of a collective op's first input, from the raw text of ``Input Dims`` and
+    ``Input type``; -1 unknown."""
     try:
-        dims = orjson.loads(bytes(args.input_dims))
-        types = orjson.loads(bytes(args.input_type))
+        dims = orjson.loads(bytes(input_dims))
+        types = orjson.loads(bytes(input_type))
     except orjson.JSONDecodeError:
         return -1, None
     if not isinstance(dims, list) or not dims or not isinstance(dims[0], list) or not dims[0]:
@@ -49,15 +48,6 @@ def _first_input(args: Args) -> tuple[int, str | None]:
         return -1, None
     dtype = types[0] if isinstance(types, list) and types and isinstance(types[0], str) and types[0] else None
     return nelems, dtype
-
-
-def _external_ids(args: list[Args]) -> np.ndarray:
-    ext = to_int64([a.external_id for a in args])
-    missing = ext == -1
-    if missing.any():
-        legacy = to_int64([a.external_id_legacy for a in args])
-        ext = np.where(missing, legacy, ext)
-    return ext
 
 
 def _triples(values: list) -> np.ndarray:

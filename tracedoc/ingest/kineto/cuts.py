@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import msgspec
 
-from .decode import _MALFORMED_AT_RE, Event, _decode_events
+from .decode import _MALFORMED_AT_RE
+from .rows import StructRows, decode_piece
 
 _JSON_SPACE = b" \t\n\r\x0b\x0c"  # what the boundary pattern's \s matches
 _TRIES = 9  # boundaries tried per chunk before reading on (a boundary inside a nested object fails)
@@ -52,7 +53,7 @@ def _error_at(exc: msgspec.DecodeError) -> int | None:
     return int(m.group(1)) - 1 if m else None
 
 
-def _decode_prefix(buf: bytes, end: int) -> tuple[list[Event] | None, int | None]:
+def _decode_prefix(buf: bytes, end: int) -> tuple[StructRows | None, int | None]:
     """The events of ``buf[:end]``, or None and the position of a syntax error inside it (None if the
     text is cut short there, or the error is at its end: a boundary inside a nested object).
 
@@ -60,7 +61,7 @@ def _decode_prefix(buf: bytes, end: int) -> tuple[list[Event] | None, int | None
     read from the repaired text is never before the real one: no valid boundary is ruled out.
     ``msgspec.ValidationError`` (an entry that is not an event object) propagates."""
     try:
-        return _decode_events(b"[" + buf[:end] + b"]"), None
+        return decode_piece(buf, end), None
     except msgspec.ValidationError:
         raise
     except msgspec.DecodeError as exc:
@@ -77,7 +78,7 @@ def _brace_bound(buf: bytes, bad: int) -> int:
     return j + 1 if j < len(buf) and buf[j] == 0x7B else bad + 1
 
 
-def cut_and_decode(buf: bytes) -> tuple[list[Event], int] | Damaged | None:
+def cut_and_decode(buf: bytes) -> tuple[StructRows, int] | Damaged | None:
     """Decode the events before the last boundary in ``buf`` that decodes; return them and where the
     rest starts. None: no boundary decodes yet (read on). ``DAMAGED``: none decodes, and the bytes
     held are malformed (a syntax error, an entry that is not an event object), which more bytes
@@ -108,11 +109,11 @@ def cut_and_decode(buf: bytes) -> tuple[list[Event], int] | Damaged | None:
     return DAMAGED if bad is not None or invalid else None
 
 
-def salvage(buf: bytes) -> tuple[list[Event], int] | None:
+def salvage(buf: bytes) -> tuple[StructRows, int] | None:
     """The longest prefix of ``buf`` that is a sequence of whole events, and where it ends."""
     bad = None
 
-    def attempt(end: int) -> list[Event] | None:
+    def attempt(end: int) -> StructRows | None:
         nonlocal bad
         piece = len(buf[:end].rstrip().rstrip(b"]}").rstrip())
         for candidate in (end, piece):

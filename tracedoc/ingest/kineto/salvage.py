@@ -9,8 +9,9 @@ from ...infile import excerpt
 from ...model.trace import Trace
 from .columns import _Reader
 from .cuts import salvage
-from .decode import _MALFORMED_AT_RE, _decode_any, _decode_events, _decode_top, decode_metadata
+from .decode import _MALFORMED_AT_RE, _decode_any, _decode_top, decode_metadata
 from .metadata import _finish
+from .rows import decode_chunk
 from .source import _Source, concatenated_members
 
 
@@ -20,7 +21,7 @@ def _decode_tail(rest: bytes, bare_array: bool, reader: _Reader, path: str) -> t
         body = rest.rstrip()
         for candidate in (b"[" + body, b"[" + body.rstrip(b",") + b"]"):
             try:
-                reader.add(_decode_events(candidate))
+                reader.add(decode_chunk(candidate))
                 return {}, None
             except msgspec.ValidationError as exc:
                 raise TraceError(path, "is a JSON array whose entries are not trace events", str(exc),
@@ -34,7 +35,7 @@ def _decode_tail(rest: bytes, bare_array: bool, reader: _Reader, path: str) -> t
             top = None
         if top is not None:
             try:
-                evs = _decode_events(top.pop("traceEvents"))
+                evs = decode_chunk(bytes(top.pop("traceEvents")))
             except msgspec.ValidationError as exc:
                 raise TraceError(path, "has a traceEvents entry that is not an event object", str(exc),
                                  "the file is not a Chrome trace written by torch.profiler") from None
@@ -101,7 +102,7 @@ def _read_whole(path: str, data: bytes, src: _Source, reader: _Reader) -> Trace:
                          f"top-level keys: {keys}", "pass the file torch.profiler wrote (export_chrome_trace "
                          "or tensorboard_trace_handler)")
     try:
-        reader.add(_decode_events(top.pop("traceEvents")))
+        reader.add(decode_chunk(bytes(top.pop("traceEvents"))))
     except msgspec.ValidationError as exc:
         raise TraceError(path, "has a traceEvents value that is not a list of event objects", str(exc),
                          "pass the file torch.profiler wrote") from None

@@ -13,8 +13,9 @@ from ...errors import TraceError, UsageError
 from ...model.trace import Trace
 from .columns import _Reader
 from .cuts import DAMAGED, cut_and_decode, cuts_backward, find_cut
-from .decode import _decode_events, _decode_top, decode_metadata
+from .decode import _decode_top, decode_metadata
 from .metadata import _finish
+from .rows import decode_piece
 from .salvage import _decode_tail, _read_whole
 from .source import _Source, concatenated_members
 from .window import Steps, Window, find_window, parse_steps
@@ -242,7 +243,7 @@ def _decode_span(path: str, start: int, length: int, window: tuple[int, int] | N
 def _decode_piece(piece: bytes, window: tuple[int, int] | None = None):
     """Worker: decode one piece of events into columns. None when the cut was not an event boundary."""
     try:
-        evs = _decode_events(b"[" + piece + b"]")
+        evs = decode_piece(piece, len(piece))
     except msgspec.DecodeError:
         return None
     r = _Reader("")
