@@ -18,7 +18,7 @@ from ...model.record import Record, to_builtins
 from ...model.trace import Trace
 from ..backlog import Backlog
 from ..launchqueue import LaunchQueue
-from ..kernels import launch_link_fraction as _launch_link_fraction
+from ..launches import launch_link_fraction as _launch_link_fraction
 from ..registry import Produced, analysis
 from ..window import Steps
 from . import graph as G

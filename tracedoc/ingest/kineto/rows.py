@@ -317,7 +317,7 @@ def _load_scan():
         if importlib.util.find_spec(f"{__package__}._kscan") is None:
             _scan = False
         else:
-            from . import _kscan
+            _kscan = importlib.import_module(f"{__package__}._kscan")  # a C extension: a leaf, imports nothing
 
             if tuple(_kscan.FIELD_KEYS) != FIELD_KEYS or getattr(_kscan, "FORMAT", None) != SCAN_FORMAT:
                 # built from another version of the source (an editable install not rebuilt since)
