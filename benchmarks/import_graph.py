@@ -175,16 +175,30 @@ def rooms(package: Path = PACKAGE) -> dict[str, int]:
     return out
 
 
+def folders(package: Path = PACKAGE) -> dict[str, int]:
+    """Lines per folder of the package, of the modules directly in it (a folder's sub-folders are rooms of
+    their own): what a reader finds side by side in one listing."""
+    out: dict[str, int] = {}
+    for path in module_files(package).values():
+        key = ".".join(path.relative_to(package.parent).parent.parts)
+        out[key] = out.get(key, 0) + len(path.read_text(encoding="utf-8").splitlines())
+    return out
+
+
 def measure(package: Path = PACKAGE) -> dict:
     graph = build_graph(package)
     lines = rooms(package)
     total = sum(lines.values())
     subpackages = {k: v for k, v in lines.items() if (package.parent / k.replace(".", "/")).is_dir()}
     largest = max(subpackages, key=subpackages.get)
+    own = {k: v for k, v in folders(package).items() if k != package.name}  # the package's own top level aside
+    folder = max(own, key=own.get)
     return {"modules": len(graph), "imports": sum(len(t) for t in graph.values()),
             "circles": circles(graph), "back_arrows": back_arrows(graph),
             "lines": total, "largest_room": largest, "largest_room_lines": subpackages[largest],
-            "largest_room_share": round(subpackages[largest] / total, 4)}
+            "largest_room_share": round(subpackages[largest] / total, 4),
+            "largest_folder": folder, "largest_folder_lines": own[folder],
+            "largest_folder_share": round(own[folder] / total, 4)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,8 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"back-arrows (against the layer order): {len(m['back_arrows'])}")
     for src, dst in m["back_arrows"]:
         print(f"  {src} -> {dst}")
-    print(f"largest room: {m['largest_room']}, {m['largest_room_lines']} of {m['lines']} lines "
-          f"({m['largest_room_share']:.1%})")
+    print(f"largest stage (a sub-package with all under it): {m['largest_room']}, {m['largest_room_lines']} of "
+          f"{m['lines']} lines ({m['largest_room_share']:.1%})")
+    print(f"largest room (one folder's own modules): {m['largest_folder']}, {m['largest_folder_lines']} lines "
+          f"({m['largest_folder_share']:.1%})")
     return 0
 
 
