@@ -20,7 +20,7 @@ from tracedoc.engine import (
     load_ruleset,
     rules_version,
 )
-from tracedoc.cli.analyze import add_engine_options, fail_on_exit_code
+from tracedoc.cli.ruleoptions import add_engine_options, fail_on_exit_code
 from tracedoc.cli.rules import register
 from tracedoc.engine.params import parse_assignments, parse_value
 from tracedoc.engine.rulefile import load_rule_file

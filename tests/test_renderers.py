@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tracedoc.cli.analyze import output_format
+from tracedoc.cli.common import output_format
 from tracedoc.render import FORMATS, RENDERERS, REPORTS, renderer, renderer_for_path
 
 

@@ -1,7 +1,8 @@
 """``tracedoc analyze``: analyse a trace file or a directory of rank traces and print or write a report.
 
-Also the rules options every analysing command takes (``--rules``, ``--param``, ``--fail-on``) and
-the ``--fail-on`` exit code.
+The rules options it shares with ``tracedoc logs`` (``--rules``, ``--param``, ``--fail-on``) and the
+``--fail-on`` exit code are in ``ruleoptions``; how ``-o`` and ``--format`` choose a report's format
+is ``common.output_format``.
 """
 
 from __future__ import annotations
@@ -12,18 +13,16 @@ import re
 import zlib
 import shlex
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..labels import LABELS, SEVERITIES
 from ..errors import TracedocError, UsageError
-from ..render import FORMATS, output_extension, output_extensions_text, renderer, renderer_for_path
+from ..render import FORMATS, renderer
 from .estimate import add_estimate_options, estimate_request
-from .common import add_output_options, check_output_path, jobs_count, print_error, print_warning, text_options
+from .common import (add_output_options, check_output_path, jobs_count, output_format, print_error, print_warning,
+                     text_options)
+from .ruleoptions import add_engine_options, engine_kwargs, fail_on_exit_code
 from ..outfiles import write_atomic
-from ..exits import EXIT_FAIL_ON, EXIT_OK
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.evaluate import Verdict
+from ..exits import EXIT_OK
 
 BIG_INPUT_BYTES = 20 * 1024 * 1024  # a progress bar for inputs larger than this (or directories)
 
@@ -72,68 +71,6 @@ def register(sub: Any) -> None:
     add_engine_options(a)
     add_output_options(a)
     a.set_defaults(func=cmd_analyze)
-
-
-# -- rules options ------------------------------------------------------------------------------------
-
-
-def fail_on_value(text: str) -> str:
-    """argparse type for ``--fail-on``: a severity or a label (or, for ``tracedoc logs --follow``, a kind of
-    live finding)."""
-    from ..logs.registry import WATCH_KINDS
-
-    value = text.strip().lower()
-    if value not in SEVERITIES and value not in LABELS and value not in WATCH_KINDS:
-        from ..engine.expr import suggest
-
-        choices = ", ".join(SEVERITIES + LABELS) + f" (tracedoc logs --follow also: {', '.join(WATCH_KINDS)})"
-        raise argparse.ArgumentTypeError(f"{text!r} is not a severity or label{suggest(value, SEVERITIES + LABELS)}; one of: {choices}")
-    return value
-
-
-def add_engine_options(parser: argparse.ArgumentParser) -> None:
-    """Add ``--rules DIR``, ``--param RULE.name=value`` and ``--fail-on LEVEL`` to ``parser``.
-
-    They land in ``args.rules`` (list of directories), ``args.param`` (list of assignments) and
-    ``args.fail_on`` (None or a severity/label).
-    """
-    group = parser.add_argument_group("rules")
-    group.add_argument("--rules", metavar="DIR", action="append", default=[],
-                       help="also load the *.toml rule files in DIR (repeatable)")  # fmt: skip
-    group.add_argument("--param", metavar="RULE.name=value", action="append", default=[],
-                       help="override a rule threshold, e.g. TD301.stall_threshold=0.1 (repeatable); "
-                            "[tool.tracedoc.params] in pyproject.toml sets defaults")  # fmt: skip
-    group.add_argument("--fail-on", metavar="LEVEL", type=fail_on_value, default=None,
-                       help=f"exit with 3 when a finding has this label, or a severity at or above it "
-                            f"({', '.join(SEVERITIES)}; or a label such as io_bound)")  # fmt: skip
-
-
-def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """``params`` and ``extra_rule_dirs`` from parsed args (pyproject.toml params merged with ``--param``), and
-    ``config_files``: the pyproject.toml whose settings they hold (a report names it)."""
-    from ..engine.params import collect_params, read_pyproject
-
-    _, pyproject_dirs, config = read_pyproject()
-    return {"params": collect_params(getattr(args, "param", None) or []),
-            "extra_rule_dirs": tuple(str(d) for d in pyproject_dirs) + tuple(getattr(args, "rules", None) or ()),
-            "config_files": [str(config)] if config is not None else []}
-
-
-def fail_on_exit_code(verdict: "Verdict | None", fail_on: str | None) -> int:
-    """3 when a finding of ``verdict`` has label ``fail_on`` or a severity at or above it, else 0."""
-    if not fail_on or verdict is None:
-        return EXIT_OK
-    fail_on = fail_on.lower()
-    if fail_on not in SEVERITIES and fail_on not in LABELS:
-        raise UsageError("--fail-on", f"{fail_on!r} is not a severity or label", None,
-                         "the kinds of live finding (nan, stall, ...) are for tracedoc logs --follow")
-    for finding in verdict.findings:
-        if fail_on in SEVERITIES:
-            if SEVERITIES.index(finding.severity) >= SEVERITIES.index(fail_on):
-                return EXIT_FAIL_ON
-        elif finding.label == fail_on:
-            return EXIT_FAIL_ON
-    return EXIT_OK
 
 
 # -- the command -------------------------------------------------------------------------------------
@@ -355,21 +292,6 @@ def _rank_on_one_trace(path: str, seen: str) -> UsageError:
 
 def _same_folder(a: str, b: str) -> bool:
     return os.path.dirname(os.path.abspath(a)) == os.path.dirname(os.path.abspath(b))
-
-
-def output_format(fmt: str | None, output: str | None, report: str = "analysis") -> str:
-    """``--format`` when given, else the one ``-o``'s extension names, else text; an ``-o`` file whose
-    extension names no format is a usage error (it would otherwise get text under any name)."""
-    if fmt:
-        return fmt
-    if not output:
-        return "text"
-    by_path = renderer_for_path(output, report)
-    if by_path is None:
-        ext = output_extension(output)
-        raise UsageError(output, "has no extension that names a report format", f"{ext!r}" if ext else "no extension",
-                         f"end the name in {output_extensions_text(report)}, or give --format ({', '.join(FORMATS)})")
-    return by_path.name
 
 
 def _progress_callback(enabled: bool, ranks: bool = False):

@@ -1,4 +1,5 @@
-"""What every subcommand shares: the argument parser class, error printing and atomic output files."""
+"""What every subcommand shares: the argument parser class, error printing, atomic output files and the
+report format ``--format`` or ``-o`` names."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import warnings
 from ..errors import TracedocError, TraceWarning, UsageError
 from ..exits import EXIT_USAGE
 from ..neutral import clean_text
+from ..render import FORMATS, output_extension, output_extensions_text, renderer_for_path
 
 
 class Parser(argparse.ArgumentParser):
@@ -151,6 +153,21 @@ def text_options(args: argparse.Namespace):
                                   verbose=getattr(args, "verbose", False), top=getattr(args, "top", None),
                                   full_names=getattr(args, "full_names", False),
                                   warnings_shown=True)  # the commands print them on stderr as they load
+
+
+def output_format(fmt: str | None, output: str | None, report: str = "analysis") -> str:
+    """``--format`` when given, else the one ``-o``'s extension names, else text; an ``-o`` file whose
+    extension names no format is a usage error (it would otherwise get text under any name)."""
+    if fmt:
+        return fmt
+    if not output:
+        return "text"
+    by_path = renderer_for_path(output, report)
+    if by_path is None:
+        ext = output_extension(output)
+        raise UsageError(output, "has no extension that names a report format", f"{ext!r}" if ext else "no extension",
+                         f"end the name in {output_extensions_text(report)}, or give --format ({', '.join(FORMATS)})")
+    return by_path.name
 
 
 def add_width_option(parser: argparse.ArgumentParser, default=None) -> None:

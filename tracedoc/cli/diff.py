@@ -15,8 +15,7 @@ import sys
 
 from ..exits import EXIT_GATE, EXIT_OK
 from ..render import FORMATS, renderer
-from .analyze import output_format
-from .common import add_width_option, check_output_path, jobs_count, output_width, print_warning
+from .common import add_width_option, check_output_path, jobs_count, output_format, output_width, print_warning
 from ..neutral import clean_text
 from ..outfiles import write_atomic
 

@@ -10,8 +10,8 @@ from ..errors import UsageError
 from ..exits import EXIT_OK
 from ..logs.registry import LOG_FORMATS
 from ..render import FORMATS, renderer
-from .analyze import add_engine_options, engine_kwargs, fail_on_exit_code, output_format
-from .common import add_width_option, check_output_path, jobs_count, output_width, print_warning
+from .common import add_width_option, check_output_path, jobs_count, output_format, output_width, print_warning
+from .ruleoptions import add_engine_options, engine_kwargs, fail_on_exit_code
 from ..outfiles import write_atomic
 
 MIN_WINDOW = 5

@@ -5,6 +5,7 @@ reduce a trace to compact tables in the rank's worker; ``join_job`` joins those 
 Layer: above ``analyses``, below ``engine``.
 """
 
-from .view import JobJoin, JobView, build_job, join_job
+from .join import build_job, join_job
+from .view import JobJoin, JobView
 
 __all__ = ["JobJoin", "JobView", "build_job", "join_job"]
