@@ -10,7 +10,8 @@ from tracedoc.model.evidence import cell
 from tracedoc.render.efficiency import efficiency_items
 from tracedoc.render.format import fmt_pct
 from tracedoc.render.format import fmt_ns
-from tracedoc.render.viewmodel import NO_STEP_TIME, _rank_row, _steps, steps_text
+from tracedoc.render.stepview import NO_STEP_TIME, build_steps, steps_text
+from tracedoc.render.viewmodel import rank_row
 
 
 def disagreements(rank) -> list[str]:
@@ -29,7 +30,7 @@ def disagreements(rank) -> list[str]:
         if span is not None and (row.get("busy_ns") or 0) > span:
             bad.append(f"{row['step']}: busy {row['busy_ns']} ns in a {span} ns step")
     # the per-step bars: a bar's length follows the time written beside it
-    view = _steps(rank.per_step, SimpleNamespace(steps=len(rank.per_step)))
+    view = build_steps(rank.per_step, SimpleNamespace(steps=len(rank.per_step)))
     timed = [(b.width, r["step_time_ns"]) for b, r in zip(view.bars, rank.per_step) if r.get("step_time_ns")]
     by_width = [t for _, t in sorted(timed)]  # the times, shortest bar first: they must not fall
     for t1, t2 in zip(by_width, by_width[1:]):
@@ -82,7 +83,7 @@ def job_disagreements(result) -> list[str]:
         return []
     bad = [i for i in result.job.issues if BUG_PREFIX in i]
     for row in result.job.ranks:
-        shown = _rank_row(row, False)[3]
+        shown = rank_row(row, False)[3]
         if row.step_time_p50_ns is not None and shown != fmt_ns(row.step_time_p50_ns):
             bad.append(f"rank {row.rank}: the rank table shows step p50 {shown}, the job table "
                        f"{fmt_ns(row.step_time_p50_ns)}")

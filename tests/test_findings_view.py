@@ -5,7 +5,8 @@ from tracedoc import analyze
 from tracedoc.model.record import replace
 from tracedoc.cli import example_path, main
 from tracedoc.render.text import render_text
-from tracedoc.render.viewmodel import MIN_IMPACT_FRACTION, build_report
+from tracedoc.render.findingview import MIN_IMPACT_FRACTION
+from tracedoc.render.viewmodel import build_report
 
 
 def with_impacts(result, impacts, shares=None):

@@ -23,7 +23,8 @@ from typing import Any
 from .analyses.registry import EVIDENCE
 from .cli.metrics import range_text
 from .cli.rules import WHAT_IF_WORDS
-from .engine.rulefile import Rule, load_rules
+from .engine.rulefile import load_rules
+from .engine.rulemodel import Rule
 from .engine.whatifs import LABEL_WHAT_IF, what_if_kind
 from .job.view import JOB_EVIDENCE
 from .labels import ADVICE_LABEL, LABELS, label_meaning

@@ -12,7 +12,7 @@ from ..exits import EXIT_OK
 from .common import print_error
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.rulefile import Rule
+    from ..engine.rulemodel import Rule
 
 
 def register(subparsers: Any) -> None:

@@ -13,18 +13,9 @@ from .expr import ExprError, compile_expr
 from .health import HealthMessage, check_health
 from .ruleset import Ruleset, load_ruleset
 from .params import ParamError, collect_params, parse_assignments, read_pyproject, resolve_params
-from .rulefile import (
-    ADVICE_LABEL,
-    EVIDENCE_TABLES,
-    LABELS,
-    SEVERITIES,
-    VERDICT_LABELS,
-    Rule,
-    RuleError,
-    find_rule,
-    load_rules,
-    rules_version,
-)
+from ..labels import ADVICE_LABEL, LABELS, SEVERITIES, VERDICT_LABELS
+from .rulefile import RuleError, find_rule, load_rules, rules_version
+from .rulemodel import EVIDENCE_TABLES, Rule
 
 __all__ = [
     "ADVICE_LABEL",

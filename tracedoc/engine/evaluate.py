@@ -17,7 +17,8 @@ from ..model.record import replace
 from ..model.reportstep import report_step
 from ..model.verdict import VERDICT_SCHEMA_VERSION, Finding, HealthMessage, Verdict
 from .health import check_health, host_verdict_allowed, lowest
-from .rulefile import SCOPE_TRACE, SEVERITIES, Rule
+from ..labels import SEVERITIES
+from .rulemodel import SCOPE_TRACE, Rule
 from .ruleset import Ruleset, load_ruleset
 from .whatifs import REPLAYED, WHAT_IF_ESTIMATE, WHAT_IF_NONE, WHAT_IF_SHARE
 

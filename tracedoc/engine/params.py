@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .expr import BOOL, NUM, STR, suggest
-from .rulefile import Rule, value_type
+from .expr import value_type
+from .rulemodel import Rule
 from ..errors import UsageError
 from ..infile import excerpt as infile_excerpt
 

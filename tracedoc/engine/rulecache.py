@@ -48,7 +48,7 @@ _SUFFIX = ".json"
 _OLD_SUFFIXES = (".pickle",)  # entries of earlier versions, removed when pruning
 MAX_ENTRY_BYTES = 8 << 20  # the shipped rules take ~0.1 MB
 # Modules whose code decides what a rule file means.
-_CODE = ("rulecache.py", "rulefile.py", "ruletests.py", "expr.py", "template.py", "whatifs.py")
+_CODE = ("rulecache.py", "rulefile.py", "rulemodel.py", "ruletests.py", "expr.py", "template.py", "whatifs.py")
 _NOFOLLOW, _CLOEXEC = getattr(os, "O_NOFOLLOW", 0), getattr(os, "O_CLOEXEC", 0)
 _OPEN = os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC

@@ -12,34 +12,21 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analyses.pipeline import declared
-from ..analyses.registry import EVIDENCE, METRICS
-from ..labels import ADVICE_LABEL, LABELS, SEVERITIES, VERDICT_LABELS  # noqa: F401
-from .expr import BOOL, NUM, STR, Expr, ExprError, compile_expr, suggest, value_type
+from ..labels import ADVICE_LABEL, LABELS, SEVERITIES, VERDICT_LABELS
+from .expr import NUM, Expr, ExprError, compile_expr, suggest, value_type
 from .template import Template, compile_template
 from ..errors import TracedocError
-from ..logs.registry import LOG_EVIDENCE_TABLES, LOG_METRICS
-from ..model.metrics import Metric
-from ..job.view import JOB_EVIDENCE
+from ..logs.registry import LOG_EVIDENCE_TABLES
 from ..resources import data_dir
 from . import rulecache
+from .rulemodel import (EVIDENCE_TABLES, LOG_METRIC_TYPES, MAX_EVIDENCE_ROWS, METRIC_TYPES, SCOPE_TRACE, SCOPE_TYPES,
+                        SCOPES, EvidenceSpec, Fix, Param, Rule)
 from .ruletests import UNSET_KEY, apply_test_case, rule_tests  # noqa: F401
-from .whatifs import WHAT_IF_KINDS, LABEL_WHAT_IF, rule_what_if, what_if_kind
+from .whatifs import WHAT_IF_KINDS, LABEL_WHAT_IF, rule_what_if
 
-# Evidence tables a rule may cite: those some analysis declares it produces (``@analysis(evidence=...)``).
-EVIDENCE_TABLES: tuple[str, ...] = tuple(name for name in EVIDENCE if name in declared("evidence")) + JOB_EVIDENCE
-# What a rule reads: per-rank trace metrics, or the metrics of a training log and its config. A rule
-# is evaluated only on its own scope's metrics.
-SCOPE_TRACE, SCOPE_LOG = "trace", "log"
-SCOPES: dict[str, tuple[Mapping[str, Metric], tuple[str, ...]]] = {
-    SCOPE_TRACE: (METRICS, EVIDENCE_TABLES),
-    SCOPE_LOG: (LOG_METRICS, LOG_EVIDENCE_TABLES),
-}
-MAX_EVIDENCE_ROWS = 100
 MAX_RULE_FILE_BYTES = 1 << 20
 
 _ID_RE = re.compile(r"^[A-Z]+[0-9]{3,4}$")
@@ -52,20 +39,6 @@ _OPTIONAL = ("impact", "params", "evidence", "requires_no_other_verdict", "requi
 
 _DOCS_KEYS = ("what_it_detects", "why_it_matters", "references")
 
-
-def metric_type(name: str, registry: Mapping[str, Metric] = METRICS) -> str:
-    """Return the rule-language type of a registered metric, from its unit."""
-    unit = registry[name].unit
-    if unit == "bool":
-        return BOOL
-    if unit == "name":
-        return STR
-    return NUM
-
-
-METRIC_TYPES: dict[str, str] = {name: metric_type(name) for name in METRICS}
-LOG_METRIC_TYPES: dict[str, str] = {name: metric_type(name, LOG_METRICS) for name in LOG_METRICS}
-_SCOPE_TYPES = {SCOPE_TRACE: METRIC_TYPES, SCOPE_LOG: LOG_METRIC_TYPES}
 # Everything outside a rule file that a rule is checked against (part of the rule cache's key).
 _VOCABULARY = (sorted(METRIC_TYPES.items()), sorted(LOG_METRIC_TYPES.items()), EVIDENCE_TABLES, LOG_EVIDENCE_TABLES,
                LABELS, SEVERITIES, VERDICT_LABELS, ADVICE_LABEL, WHAT_IF_KINDS, sorted(LABEL_WHAT_IF.items()),
@@ -85,82 +58,6 @@ class RuleError(TracedocError):
         super().__init__(where, what, todo=None)
 
 
-@dataclass(frozen=True)
-class Param:
-    """A named threshold of a rule."""
-
-    name: str
-    default: Any
-    unit: str
-    justification: str
-
-    @property
-    def type(self) -> str:
-        return value_type(self.default) or NUM
-
-
-@dataclass(frozen=True)
-class Fix:
-    """A fix a rule suggests, and the condition under which it applies."""
-
-    text: Template
-    when: Expr | None = None
-
-
-@dataclass(frozen=True)
-class EvidenceSpec:
-    """An evidence table a rule cites and how many of its rows."""
-
-    table: str
-    rows: int
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A validated rule, ready to evaluate."""
-
-    id: str
-    name: str
-    title: str
-    label: str
-    severity: str
-    when: Expr
-    message: Template
-    expect: Template
-    fixes: tuple[Fix, ...]
-    docs: Mapping[str, Any]
-    path: Path
-    impact: Expr | None = None
-    params: Mapping[str, Param] = field(default_factory=dict)
-    evidence: tuple[EvidenceSpec, ...] = ()
-    requires_no_other_verdict: bool = False
-    requires_gpu: bool = True
-    what_if: str | None = None  # one of WHAT_IF_KINDS; None: the label's default (``what_if_kind``)
-    tests: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=dict)
-    scope: str = SCOPE_TRACE
-
-    @property
-    def is_verdict(self) -> bool:
-        return self.label != ADVICE_LABEL
-
-    @property
-    def what_if_kind(self) -> str | None:
-        """How this rule's finding predicts its gain (``whatifs.what_if_kind``)."""
-        return what_if_kind(self.label, self.what_if)
-
-    @property
-    def metrics_used(self) -> frozenset[str]:
-        """Metric names read by the condition, impact, message, fixes and expectation."""
-        names = set(self.when.names) | set(self.message.names) | set(self.expect.names)
-        if self.impact is not None:
-            names |= self.impact.names
-        for fix in self.fixes:
-            names |= fix.text.names
-            if fix.when is not None:
-                names |= fix.when.names
-        return frozenset(n for n in names if n in SCOPES[self.scope][0])
-
-
 class _FileChecker:
     """Validate one parsed rule file, collecting problems instead of stopping at the first."""
 
@@ -174,7 +71,7 @@ class _FileChecker:
             scope = SCOPE_TRACE
         self.scope = scope
         self.registry, self.tables = SCOPES[scope]
-        self.metric_types = _SCOPE_TYPES[scope]
+        self.metric_types = SCOPE_TYPES[scope]
         self.names: dict[str, str] = dict(self.metric_types)
 
     def problem(self, fld: str, what: str) -> None:

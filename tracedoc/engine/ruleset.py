@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .params import resolve_params
-from .rulefile import Rule, load_rules, rules_version
+from .rulefile import load_rules, rules_version
+from .rulemodel import Rule
 
 
 @dataclass(frozen=True)

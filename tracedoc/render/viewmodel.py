@@ -12,33 +12,24 @@ import shlex
 from typing import TYPE_CHECKING
 
 from ..analyses.idle import CAUSES as IDLE_CAUSES
-from ..engine.evaluate import MIN_GAIN_FRACTION, Finding, Verdict
-from ..labels import label_meaning
 from .charts import gpu_figures, kernel_class_bar, memory_view
 from .cells import MAIN_TABLES, build_table, fmt_cell, shorten, version_text
 from .efficiency import efficiency_items, efficiency_line
-from .format import fmt_ns, fmt_pct, fmt_what_if
+from .findingview import MIN_IMPACT_FRACTION, build_finding, build_verdict
+from .format import fmt_ns, fmt_pct
+from .stepview import build_steps, step_p50, steps_text, window_bar
 from .tiles import tiles
 from .roofline import build_roofline
 from .queueview import launch_queue_view
 from .timeline import CAUSE_LABELS, build_timeline
-from .views import (Caps, DataLoaderView, FindingView, HealthView, IdleCause, InputView, Item, KernelsView,
-                    RankTableView, RankView, ReportView, Segment, StepBar, StepsView, TensorCoreView,
-                    VerdictView, WindowView)
+from .views import (Caps, DataLoaderView, HealthView, IdleCause, InputView, Item, KernelsView, RankTableView,
+                    RankView, ReportView, TensorCoreView, WindowView)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult, RankResult, RankRow
 
-__all__ = ["Caps", "SEGMENTS", "build_rank", "build_report"]
+__all__ = ["Caps", "build_rank", "build_report"]
 
-SEGMENTS = (("compute", "compute"), ("exposed_comm", "exposed communication"),
-            ("memcpy", "memcpy/memset (not overlapped)"),
-            *((f"idle_{c}", CAUSE_LABELS[c]) for c in IDLE_CAUSES))
-
-# A finding whose predicted gain (else its share of the step; of the window without steps) is under this
-# is "minor" (the engine marks it, ``evaluate.MIN_GAIN_FRACTION``): reports list it apart, and the verdict
-# names only the labels of findings above it. Findings whose gain cannot be predicted are never minor.
-MIN_IMPACT_FRACTION = MIN_GAIN_FRACTION
 TENSOR_CORE_UNKNOWN_NOTABLE = 0.05  # above this share of compute, "unknown" Tensor Core use is worth saying
 IDLE_CAUSE_SHOWN = 0.0005  # idle causes under 0.05% of the window are left out of the lists
 
@@ -93,29 +84,29 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
     origin = int(r.window.start_ns)
     # Without steps, impact is per detected iteration, else a share of the window.
     per = "step" if m.get("steps") else ("iteration" if m.get("iterations") else "window")
-    every = [_finding(f, caps, origin, per) for f in (v.findings if v is not None else [])]
+    every = [build_finding(f, caps, origin, per) for f in (v.findings if v is not None else [])]
     findings = [f for f in every if not f.minor]
     return RankView(
         minor_findings=[f for f in every if f.minor], minor_threshold=f"{fmt_pct(MIN_IMPACT_FRACTION, 0)} of the {per}",
         rank=r.rank,
         source_name=os.path.basename(r.source),
         header=_header_bits(r),
-        verdict=_verdict(v, findings, every),
+        verdict=build_verdict(v, findings, every),
         findings=findings,
         health=[HealthView(code=h.code, level=h.level, message=h.message, confidence=h.confidence)
                 for h in (v.health if v is not None else [])],
         warnings=[shorten(w, 1000) for w in r.warnings[: caps.table_rows]],
         warnings_left_out=max(0, len(r.warnings) - caps.table_rows),
         window=WindowView(length=fmt_ns(m.get("window_ns")), description=r.window.describe(), kind=r.window.kind,
-                          steps=int(m.get("steps") or 0), step_p50=_step_p50(m), steps_text=steps_text(m)),
+                          steps=int(m.get("steps") or 0), step_p50=step_p50(m), steps_text=steps_text(m)),
         summary=tiles(_summary(m) + [Item(key=f"flops:{a}", label=a, value=b) for a, b in efficiency_items(m, r.evidence)],
                       bool(m.get("has_gpu_ops"))),
         efficiency=efficiency_line(m, r.evidence),
-        window_bar=_window_bar(m),
+        window_bar=window_bar(m),
         has_gpu_ops=bool(m.get("has_gpu_ops")),
         idle_causes=[IdleCause(cause=c, label=CAUSE_LABELS[c], pct=fmt_pct(m.get(f"idle_{c}_fraction") or 0.0))
                      for c in IDLE_CAUSES if (m.get(f"idle_{c}_fraction") or 0) >= IDLE_CAUSE_SHOWN],
-        steps=_steps(r.per_step, caps),
+        steps=build_steps(r.per_step, caps),
         timeline=build_timeline(r.timeline.get("excerpts") or [], caps) if caps.timeline else None,
         tables={key: build_table(title, r.evidence.get(key) or [], cols, caps.table_rows, origin, caps.name_chars,
                                  key=key, short_names=not caps.full_names)
@@ -155,77 +146,6 @@ def _header_bits(r: "RankResult") -> list[str]:
     return [shorten(b, 200) for b in bits]
 
 
-def _finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> FindingView:
-    frac = f.impact_fraction
-    ms = f.impact_ms_per_step
-    if ms is None:
-        impact_ms = None
-    elif per in ("step", "iteration"):
-        impact_ms = f"{ms:.1f} ms/{per}" if ms >= 0.05 else f"{fmt_ns(ms * 1e6)}/{per}"
-    else:
-        impact_ms = f"{fmt_ns(ms * 1e6)} of the window"
-    return FindingView(
-        rule_id=f.rule_id, name=f.name, label=f.label, severity=f.severity, title=f.title,
-        message=f.message, confidence=f.confidence, is_verdict=f.is_verdict,
-        label_meaning=label_meaning(f.label),
-        impact_ms=impact_ms, impact_of=f"the {per}",
-        impact_pct=None if frac is None else fmt_pct(frac),
-        impact_width=0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
-        fixes=list(f.fixes), expect=f.expect, minor=_minor(f),
-        what_if=fmt_what_if(f.what_if, per if per in ("step", "iteration") else "window"),
-        what_if_method=(f.what_if or {}).get("method"),
-        evidence=[build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
-                              key=table, short_names=not caps.full_names)
-                  for table, rows in f.evidence.items() if rows],
-    )
-
-
-def _minor(f: Finding) -> bool:
-    """Minor as the engine decided (``evaluate.MIN_GAIN_FRACTION``): the predicted gain, else the share of
-    the step, under 2%. Findings of reports saved before the engine marked them are judged here alike."""
-    if f.minor:
-        return True
-    w = f.what_if or {}
-    gain, before = w.get("gain_ms"), w.get("step_ms_before")
-    if isinstance(gain, (int, float)) and before:
-        return gain < MIN_IMPACT_FRACTION * before
-    if w or f.impact_fraction is None:
-        return False
-    return f.impact_fraction < MIN_IMPACT_FRACTION
-
-
-def _verdict(v: Verdict | None, findings: list[FindingView], every: list[FindingView] | None = None) -> VerdictView:
-    if v is None:
-        return VerdictView(status="none", labels=[], confidence=None, headline="The rules engine did not run.",
-                           impact=None, withheld=None)
-    major = {f.label for f in findings}
-    # the verdict names the labels that matter: those with a finding above the minimum impact
-    labels = [lb for lb in v.labels if lb in major or not any(f.label == lb for f in (every or []))]
-    top = next((f for f in findings if f.is_verdict), findings[0] if findings else None)
-    if v.withheld:
-        status, headline = "withheld", "Verdict withheld: " + v.withheld
-    elif labels:
-        status, headline = "findings", top.title if top else ""
-    elif findings:
-        status, headline = "advice", f"No bottleneck label. Top advice: {findings[0].title}" + (
-            f" ({findings[0].impact_pct} of {findings[0].impact_of})" if findings[0].impact_pct else "")
-    elif every:
-        status, headline = "advice", (f"Only minor findings: none explains {fmt_pct(MIN_IMPACT_FRACTION, 0)} or more "
-                                      "of the step time.")
-    else:
-        status, headline = "clean", "No rule fired: nothing in this trace explains lost step time."
-    impact = None
-    if top and status == "findings":
-        impact = " · ".join(x for x in (top.impact_ms, top.impact_pct and f"{top.impact_pct} of {top.impact_of}")
-                            if x)
-    # The box headlines the top finding, so it shows that finding's confidence (the trace-wide one,
-    # the lowest any health check allows, is in the trace health list).
-    confidence = top.confidence if status == "findings" and top else v.confidence
-    return VerdictView(status=status, labels=labels, confidence=confidence, headline=headline,
-                       impact=impact or None, withheld=v.withheld,
-                       label_meanings=[{"label": lb, "meaning": label_meaning(lb)} for lb in labels])
-
-
 def _summary(m: dict) -> list[Item]:
     items = [
         ("step_time_p50", "step time p50", fmt_ns(m.get("step_time_p50_ns")) if m.get("steps") else "no steps"),
@@ -245,78 +165,6 @@ def _summary(m: dict) -> list[Item]:
 
 
 COMM_ITEMS = ("comm", "exposed_comm", "comm_overlap")
-
-
-def _window_bar(m: dict) -> list[Segment]:
-    """The whole window as one stacked bar: compute, exposed comm, copies, idle by cause (fractions)."""
-    busy = m.get("gpu_busy_fraction") or 0.0
-    values = {"compute": m.get("compute_fraction") or 0.0, "exposed_comm": m.get("exposed_comm_fraction") or 0.0}
-    values["memcpy"] = max(0.0, busy - values["compute"] - values["exposed_comm"])
-    for c in IDLE_CAUSES:
-        values[f"idle_{c}"] = m.get(f"idle_{c}_fraction") or 0.0
-    return [Segment(key=k, label=label, pct=fmt_pct(values[k], 0 if values[k] >= 0.1 else 1),
-                    width=round(100 * min(1.0, values[k]), 3))
-            for k, label in SEGMENTS if values[k] >= 0.005]
-
-
-NO_STEP_TIME = "no step time"
-
-
-def _step_p50(m: dict) -> str | None:
-    """The report's step time, from step spans or from detected iterations alike."""
-    return fmt_ns(m["step_time_p50_ns"]) if m.get("step_time_p50_ns") is not None else None
-
-
-def steps_text(m: dict) -> str:
-    """The steps behind the report's step time, in words, as the trace-health messages count them."""
-    steps, p50 = int(m.get("steps") or 0), _step_p50(m)
-    if steps:
-        return f"{steps} step{'' if steps == 1 else 's'}" + (f", step p50 {p50}" if p50 else "")
-    n = int(m.get("iterations") or 0)
-    if n and p50:
-        return f"{n} interval{'' if n == 1 else 's'} between detected iterations, step p50 {p50}"
-    return "0 steps"
-
-
-def _step_time(row: dict) -> int:
-    """A step row's step time (interval between completions); its span in reports saved before that."""
-    v = row.get("step_time_ns")
-    return int(v if v is not None else (row.get("window_ns") or 0))
-
-
-def _steps(per_step: list[dict], caps: Caps) -> StepsView:
-    rows = list(per_step or [])
-    shown_idx = list(range(min(len(rows), caps.steps)))
-    if len(rows) > caps.steps and caps.steps > 0:
-        slow = max(range(len(rows)), key=lambda i: _step_time(rows[i]))
-        if slow not in shown_idx:
-            shown_idx[-1] = slow
-    def untimed(row: dict) -> bool:  # a pre-window backlog ran ahead of it: no step time, so no bar
-        return "step_time_ns" in row and row["step_time_ns"] is None
-
-    longest = max((rows[i].get("window_ns") or 0 for i in shown_idx if not untimed(rows[i])), default=0) or 1
-    bars = []
-    for i in shown_idx:
-        row = rows[i]
-        total = row.get("window_ns") or 0
-        busy = row.get("busy_ns") or 0
-        values = {"compute": row.get("compute_ns") or 0, "exposed_comm": row.get("exposed_comm_ns") or 0}
-        values["memcpy"] = max(0, busy - values["compute"] - values["exposed_comm"])
-        for c in IDLE_CAUSES:
-            values[f"idle_{c}"] = row.get(f"idle_{c}_ns") or 0
-        segments = [Segment(key=k, label=label, ns=values[k], time=fmt_ns(values[k]),
-                            pct=fmt_pct(values[k] / total if total else 0.0),
-                            width=round(100 * values[k] / longest, 3))
-                    for k, label in SEGMENTS if values[k] > 0 and not untimed(row)]
-        time = NO_STEP_TIME if untimed(row) else fmt_ns(_step_time(row))
-        bars.append(StepBar(step=shorten(row.get("step", f"step {i}"), 120), time=time,
-                            width=0.0 if untimed(row) else round(100 * total / longest, 3), segments=segments,
-                            cells=[time] + [fmt_pct(values[k] / total if total else 0.0)
-                                                     for k, _ in SEGMENTS]))
-    return StepsView(bars=bars, total=len(rows), left_out=len(rows) - len(bars),
-                     legend=[{"key": k, "label": label} for k, label in SEGMENTS
-                             if any(seg.key == k for b in bars for seg in b.segments)],
-                     columns=["step", "time"] + [label for _, label in SEGMENTS])
 
 
 def _tensor_cores(m: dict) -> TensorCoreView:
@@ -361,11 +209,11 @@ def _rank_table(result: "AnalysisResult", caps: Caps) -> RankTableView:
     for row in rows:
         shared[row.source] = shared.get(row.source, 0) + 1
     return RankTableView(columns=list(RANK_TABLE_COLUMNS),
-                         rows=[_rank_row(row, shared[row.source] > 1) for row in rows[: caps.ranks]],
+                         rows=[rank_row(row, shared[row.source] > 1) for row in rows[: caps.ranks]],
                          total=len(rows), left_out=max(0, len(rows) - caps.ranks))
 
 
-def _rank_row(row: "RankRow", file_shared: bool) -> list[str]:
+def rank_row(row: "RankRow", file_shared: bool) -> list[str]:
     name = shorten(os.path.basename(row.source), 60)
     if file_shared and row.pid is not None:
         name = f"pid {row.pid} · {name}"  # one export, one rank per process

@@ -142,7 +142,7 @@ class FindingView:
     what_if: str | None  # "step 176 ms → ~121 ms, −31%": the step time predicted once fixed
     what_if_method: str | None  # how it was predicted (a replay, or an upper bound and why)
     evidence: list[TableView]
-    minor: bool = False  # explains less than viewmodel.MIN_IMPACT_FRACTION of the step (or window)
+    minor: bool = False  # explains less than findingview.MIN_IMPACT_FRACTION of the step (or window)
 
 
 @dataclass
