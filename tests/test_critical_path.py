@@ -384,7 +384,7 @@ def test_captured_cpu_run_dataloader_sleep(tmp_path):
     loading; the same loop without it is the measured "after". Each step is about a millisecond of CPU
     work and a 40 ms wait standing for device work, so the step times hold on a loaded machine (see
     loader_pair.py for why). Five pairs alternate, so drift on the machine hits both alike; the median
-    of the per-pair differences between predicted and measured "after" must be within 15% of the
+    of the per-pair differences between predicted and measured "after" must be within 30% of the
     "after" step. A prediction that kept the DataLoader wait (about 100 ms) or dropped the rest of the
     step with it (about 1 ms) is off by 40 ms or more."""
     pytest.importorskip("torch")
@@ -407,4 +407,7 @@ def test_captured_cpu_run_dataloader_sleep(tmp_path):
     assert float(np.median(befores)) > after + 50.0  # the sleep is there
     diffs = [p.step_ms_after - a for p, a in zip(preds, afters)]
     print("predicted - measured after, per pair (ms):", [round(d, 2) for d in diffs], f"after {after:.2f} ms")
-    assert abs(float(np.median(diffs))) <= TOLERANCE * after, (diffs, afters)
+    # Twice the hand-built traces' tolerance: on a machine running a dozen other processes, every pair's
+    # "before" step (woken from a 60 ms sleep each batch) came out about 10 ms (20%) slower in the rest of
+    # the step than its "after" (seen once in a full run at load 12). A wrong model is off by 40 ms or more.
+    assert abs(float(np.median(diffs))) <= 2 * TOLERANCE * after, (diffs, afters)
