@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 def stage_times(trace, repeat: int) -> tuple[dict[str, tuple[float, float]], tuple[float, float]]:
     """Per stage (cpu_s, wall_s) of the run with the least CPU time, and the best totals."""
     from tracedoc.analyses import RANK_VALUES
-    from tracedoc.analyses.pipeline import default_request, plan
+    from tracedoc.analyses.core.pipeline import default_request, plan
     from tracedoc.gcpause import paused_gc
 
     asked = default_request()
@@ -43,8 +43,8 @@ def stage_times(trace, repeat: int) -> tuple[dict[str, tuple[float, float]], tup
 def _run(order, trace, best: dict) -> tuple[float, float]:
     """One pass over the stages, each timed; keeps each stage's least-CPU run in ``best``. Returns the
     pass's total (cpu_s, wall_s)."""
-    from tracedoc.analyses.pipeline import inputs_for
-    from tracedoc.analyses.registry import Produced
+    from tracedoc.analyses.core.pipeline import inputs_for
+    from tracedoc.analyses.core.registry import Produced
 
     out = Produced()
     cpu_total = wall_total = 0.0

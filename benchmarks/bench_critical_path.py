@@ -29,13 +29,13 @@ def _best(fn, repeat: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tracedoc.analyses import classify as C
-    from tracedoc.analyses import links
+    from tracedoc.analyses.kernels import classify as C
+    from tracedoc.analyses.host import links
     from tracedoc.analyses.critical_path import critical_path
     from tracedoc.analyses.critical_path import graph as G
     from tracedoc.analyses.critical_path import solve as S
     from tracedoc.analyses.critical_path import whatif as W
-    from tracedoc.analyses.window import find_steps
+    from tracedoc.analyses.gputime.window import find_steps
     from tracedoc.api import analyze, load
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

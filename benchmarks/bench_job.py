@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tracedoc.job import build_job  # noqa: E402
-from tracedoc.analyses.instances import COLUMNS, LEAD_CATEGORIES, RankTables  # noqa: E402
+from tracedoc.analyses.comm.instances import COLUMNS, LEAD_CATEGORIES, RankTables  # noqa: E402
 
 STEP_NS = 100_000_000
 STRAGGLER_LATE_NS = 8_000_000
@@ -144,7 +144,7 @@ def write_rank_trace(path: Path, rank: int, world: int, steps: int, per_step: in
 
 def bench_traces(args) -> dict:
     from tracedoc.api import analyze
-    from tracedoc.job import fanout
+    from tracedoc.fanout import pool as fanout
 
     received, unpack_s, collect = {}, [], fanout.collect
 

@@ -65,7 +65,7 @@ def whole(path: str, size: int, in_process: bool = False) -> dict:
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     code = ("import runpy, sys; sys.argv = ['tracedoc', 'analyze', sys.argv[1], '-f', 'json']\n"
-            + ("import tracedoc.analyses.offload as o; o.worth_offloading = lambda *a: False\n" if in_process else "")
+            + ("import tracedoc.analyses.core.offload as o; o.worth_offloading = lambda *a: False\n" if in_process else "")
             + "try:\n    runpy.run_module('tracedoc', run_name='__main__')\n"
             "finally:\n    print('VmHWM', [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1],"
             " file=sys.stderr)")
@@ -108,7 +108,7 @@ def stages(path: str, size: int) -> None:
     _reset_peak()
     t0 = time.perf_counter()
     sys.path.insert(0, str(ROOT))
-    from tracedoc.analyses import pipeline
+    from tracedoc.analyses.core import pipeline
     from tracedoc.ingest import load
 
     mark("start + imports", t0)

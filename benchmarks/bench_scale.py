@@ -194,8 +194,8 @@ def run_child(d: str, cluster: int) -> dict:
 
     sys.path.insert(0, str(ROOT))
     from tracedoc.api import analyze
-    from tracedoc.job import cluster as dask_path
-    from tracedoc.job import fanout
+    from tracedoc.fanout import cluster as dask_path
+    from tracedoc.fanout import pool as fanout
 
     moved = []
     collect = fanout.collect

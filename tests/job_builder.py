@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from trace_builder import TraceBuilder
 
-from tracedoc.analyses.instances import COLUMNS, LEAD_CATEGORIES, RankTables
+from tracedoc.analyses.comm.instances import COLUMNS, LEAD_CATEGORIES, RankTables
 
 STEP_US = 40_000.0  # the step of a balanced rank: compute + transfers
 LAYER_NELEMS = (4 << 20, 2 << 20, 2 << 20, 8 << 20)  # several sizes, one repeated

@@ -282,7 +282,7 @@ def test_directory_of_ranks_on_a_dask_cluster(tmp_path):
 
 def test_unreachable_dask_scheduler_is_a_clear_error(tmp_path, monkeypatch):
     pytest.importorskip("distributed")
-    monkeypatch.setattr("tracedoc.job.cluster.DASK_CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr("tracedoc.fanout.cluster.DASK_CONNECT_TIMEOUT_S", 2)
     d = rank_dir(tmp_path, "rank{}.json")
     from tracedoc.errors import TraceError
 
@@ -326,7 +326,7 @@ def test_iteration_name_is_the_repeating_one_covering_most_time():
     cover 10 ns without overlap (tie: the lower id wins); name 4 covers 12 ns but occurs once."""
     import numpy as np
 
-    from tracedoc.analyses.window import _longest_repeating
+    from tracedoc.analyses.gputime.window import _longest_repeating
 
     names = np.array([1, 1, 1, 3, 2, 3, 2, 4], dtype=np.int32)
     start = np.array([0, 5, 20, 30, 40, 50, 60, 70], dtype=np.int64)
@@ -341,7 +341,7 @@ def test_iteration_name_is_the_repeating_one_covering_most_time():
 def test_children_time_agrees_with_a_scan_of_every_span_on_random_nestings():
     """A span's direct children: every span one level deeper on its own (pid, tid) thread goes to the
     latest span of the level above that started at or before it (ties: the last in file order)."""
-    from tracedoc.analyses.host import _children_ns
+    from tracedoc.analyses.host.cpu_ops import _children_ns
 
     class Rows(dict):
         def __len__(self):
@@ -396,7 +396,7 @@ def test_period_search_finds_the_repeating_kernel_sequence(tmp_path):
     iteration begins at the op after the gap. A sequence that does not repeat has no period."""
     import random
 
-    from tracedoc.analyses.periodic import find_period
+    from tracedoc.analyses.gputime.periodic import find_period
 
     b = TraceBuilder()
     t = 1000.0

@@ -14,8 +14,8 @@ import pytest
 from trace_builder import TraceBuilder
 
 import tracedoc
-from tracedoc.analyses.backlog import find_backlog
-from tracedoc.analyses.launchqueue import QUEUE_CAPACITY
+from tracedoc.analyses.gputime.backlog import find_backlog
+from tracedoc.analyses.host.launchqueue import QUEUE_CAPACITY
 from tracedoc.render.text import render_text
 
 US = 1000  # ns per microsecond

@@ -189,7 +189,7 @@ def test_bench_analyses_lists_the_stages_of_a_small_trace(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     stages = [line.split()[0] for line in r.stdout.splitlines()[2:-1]]
-    assert "idle.idle_time" in stages and "critical_path.step_critical_paths" in stages
+    assert "gputime.idle.idle_time" in stages and "critical_path.step_critical_paths" in stages
     assert re.search(r"analyses in all \(best run\)\s+\d+\.\d\s+\d+\.\d", r.stdout), r.stdout
 
 

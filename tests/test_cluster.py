@@ -124,7 +124,7 @@ def test_a_large_rank_sends_back_under_one_percent_of_its_file(cluster, tmp_path
     big = tmp_path / "rank1.json"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_big_trace.py"), "--size-mb", "21", "-o", str(big),
                     "-q"], check=True, cwd=ROOT, env=_env(), timeout=CLI_TIMEOUT_S)
-    from tracedoc.job.fanout import fan_out
+    from tracedoc.fanout.pool import fan_out
     from tracedoc.stages import rank_from_name
 
     size = big.stat().st_size

@@ -8,7 +8,7 @@ import pytest
 from trace_builder import TraceBuilder
 
 from tracedoc.api import analyze, diff
-from tracedoc.analyses.compiled import kernel_key
+from tracedoc.analyses.kernels.compiled import kernel_key
 from tracedoc.diff.tables import match_regions
 from tracedoc.model.evidence import OperatorTotal
 

@@ -10,15 +10,15 @@ import pytest
 from conftest import shared_names, shared_traces
 from trace_builder import TraceBuilder
 
-from tracedoc.analyses import classify as C
-from tracedoc.analyses import links
+from tracedoc.analyses.kernels import classify as C
+from tracedoc.analyses.host import links
 from tracedoc.analyses.critical_path import critical_path
 from tracedoc.render.format import fmt_what_if
 from tracedoc.analyses.critical_path import graph as G
 from tracedoc.analyses.critical_path import solve as S
 from tracedoc.analyses.critical_path import whatif as W
-from tracedoc.analyses.backlog import find_backlog
-from tracedoc.analyses.window import find_steps
+from tracedoc.analyses.gputime.backlog import find_backlog
+from tracedoc.analyses.gputime.window import find_steps
 from tracedoc.api import analyze, load
 
 TOLERANCE = 0.15  # each prediction within 15% of the measured "after" step

@@ -1,5 +1,5 @@
 """No FLOP rate above the device's peak for its dtype: each counted op's FLOPs go to the kernels that ran
-its work, over all of them wherever the window cut them (tracedoc/analyses/flop_credit.py). Built traces
+its work, over all of them wherever the window cut them (tracedoc/analyses/flops/kernel_credit.py). Built traces
 reproduce the patterns that used to give impossible rates: fp32 convolutions lowered to implicit-GEMM
 kernels whose names carry layout words, a convolution split over FFT stages and a complex GEMM, a backward
 whose recorded kernels are too short for its FLOPs, and an op cut by the window's start."""

@@ -367,7 +367,7 @@ def test_thread_clock_keeps_order_when_epoch_times_would_overflow():
 
     import numpy as np
 
-    from tracedoc.analyses.nesting import ThreadClock
+    from tracedoc.analyses.host.nesting import ThreadClock
     from tracedoc.model.trace import Table
 
     epoch = 1_700_000_000_000_000_000  # ns since 1970: times this large x 10 threads overflow int64
@@ -386,7 +386,7 @@ def test_thread_clock_keeps_order_when_epoch_times_would_overflow():
 
 
 def test_rank_compressed_clock_gives_the_same_numbers(monkeypatch):
-    from tracedoc.analyses.nesting import ThreadClock
+    from tracedoc.analyses.host.nesting import ThreadClock
 
     path = str(shared_traces() / "kineto" / "v100_2rank_rank1.json.gz")
     plain = tracedoc.analyze(path).ranks[0]

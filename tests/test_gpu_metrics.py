@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import tracedoc
-from tracedoc.analyses.gpu_metrics import gpu_metrics, sm_efficiency_steps, utilization_buckets
-from tracedoc.analyses.window import find_steps, find_window
+from tracedoc.analyses.gputime.gpu_metrics import gpu_metrics, sm_efficiency_steps, utilization_buckets
+from tracedoc.analyses.gputime.window import find_steps, find_window
 
 KINETO = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "kineto"
 INPUT = KINETO / "tbp_gpu_metrics_input.json"

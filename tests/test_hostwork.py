@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tracedoc
-from tracedoc.analyses.hostwork import parents, work_in
+from tracedoc.analyses.host.late_work import parents, work_in
 from tracedoc.model import intervals as iv
 from tracedoc.model import trace as M
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from trace_builder import TraceBuilder
 
-from tracedoc.analyses import dataloader
+from tracedoc.analyses.host import dataloader
 from tracedoc.ingest.depth import set_cpu_depths
 from tracedoc.ingest.kineto import read_kineto
 from tracedoc.ingest.launches import link_by_correlation

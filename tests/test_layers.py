@@ -102,7 +102,7 @@ def test_the_circle_finder_finds_circles():
 def test_the_graph_resolves_lazy_and_relative_imports():
     graph = _import_graph().build_graph(PACKAGE)
     assert "tracedoc.render.perfetto_job" in graph["tracedoc.render.perfetto"]  # lazy, inside write_perfetto
-    assert {"tracedoc.display", "tracedoc.checks", "tracedoc.analyses.rank"} <= graph["tracedoc.result"]
+    assert {"tracedoc.display", "tracedoc.checks", "tracedoc.analyses.core.rank"} <= graph["tracedoc.result"]
     assert "tracedoc.output" in graph["tracedoc"]
 
 

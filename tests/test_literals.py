@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from tracedoc.analyses import classify as C
+from tracedoc.analyses.kernels import classify as C
 from tracedoc.model import vocab as V
 from tracedoc.model import literals
 from tracedoc.model.literals import pattern_mask, pattern_of, required_texts
@@ -95,7 +95,7 @@ def test_kernel_class_codes_agree_with_the_vocabulary_one_name_at_a_time():
     """Kernel classes through the kept pattern answers (literal prefilter, one run per distinct name)
     are the classes vocab.kernel_class gives each full name, including names past the part patterns
     see, mixed case and non-ASCII text."""
-    from tracedoc.analyses.classify import kernel_class_codes
+    from tracedoc.analyses.kernels.classify import kernel_class_codes
     from tracedoc.model import trace as M
     from tracedoc.model import vocab as V
     from tracedoc.model.trace import Trace

@@ -13,8 +13,9 @@ import pytest
 from trace_builder import TraceBuilder, training_steps
 
 from tracedoc import gcpause
-from tracedoc.analyses import analyze_trace, pipeline
-from tracedoc.analyses import offload as O
+from tracedoc.analyses import analyze_trace
+from tracedoc.analyses.core import pipeline
+from tracedoc.analyses.core import offload as O
 from tracedoc.ingest import load
 from tracedoc.model.trace import SCHEMAS, Table
 

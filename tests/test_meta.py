@@ -42,7 +42,7 @@ def test_kineto_process_groups_and_versions(tmp_path):
 
 
 def test_the_recorded_values_stay_and_the_environment_summarises_them(tmp_path):
-    from tracedoc.analyses.rank import environment
+    from tracedoc.analyses.core.rank import environment
 
     meta = built(tmp_path)
     assert meta.devices[1].properties["computeMajor"] == 7 and [g.properties for g in meta.process_groups] == [PG]

@@ -14,8 +14,8 @@ import pytest
 from trace_builder import TraceBuilder, training_steps
 
 from tracedoc.analyses import analyze_trace, read_rank
-from tracedoc.analyses import offload as O
-from tracedoc.analyses.registry import ANALYSES, ContractError
+from tracedoc.analyses.core import offload as O
+from tracedoc.analyses.core.registry import ANALYSES, ContractError
 from tracedoc.ingest import load
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="analyses are offloaded on Linux only")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracedoc.analyses.opflops import BACKWARD, FORWARD, causal_fraction, conv_output_shape, op_flops
+from tracedoc.analyses.flops.formulas import BACKWARD, FORWARD, causal_fraction, conv_output_shape, op_flops
 from tracedoc.model.peaks import device_peak
 
 F32 = "float"
@@ -267,8 +267,8 @@ def test_fp32_and_tf32_are_distinct_dense_peaks():
 
 
 def test_the_reader_keeps_shapes_of_every_op_a_formula_counts():
-    from tracedoc.analyses.opflops import FLOP_OPS
-    from tracedoc.analyses.opflops.memory import MEMORY_FORMULAS
+    from tracedoc.analyses.flops.formulas import FLOP_OPS
+    from tracedoc.analyses.flops.formulas.memory import MEMORY_FORMULAS
     from tracedoc.ingest.kineto.columns import SHAPE_OP_RE
 
     assert [n for n in FLOP_OPS if not SHAPE_OP_RE.match(n)] == []
@@ -287,7 +287,7 @@ BF = "c10::BFloat16"
 
 
 def cost(name, dims, types, concrete=None):
-    from tracedoc.analyses.opflops import op_cost
+    from tracedoc.analyses.flops.formulas import op_cost
 
     r = op_cost(name, dims, types, concrete or [""] * len(dims))
     assert not isinstance(r, str), r
@@ -356,7 +356,7 @@ def test_optimizers_and_compiled_kernels():
              [""] * 6 + ["0.001", "0.9", "0.999", "0.01", "1e-08", "False", "False", "", ""])
     assert r.bytes == 1_049_600 * 28 and r.op_class == "optimizer"
     # TensorLists recorded as [] (torch does for long lists): said, not guessed
-    from tracedoc.analyses.opflops import op_cost
+    from tracedoc.analyses.flops.formulas import op_cost
 
     assert "TensorList" in op_cost("aten::_fused_adamw_", [[]] * 15, ["TensorList"] * 6 + ["Scalar"] * 9, [""] * 15)
     # a Triton kernel: its buffers [4096,8192] bf16 x 2 = 134,217,728 B; FLOPs unknown

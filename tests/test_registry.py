@@ -12,8 +12,9 @@ from tracedoc.job.view import JOB_EVIDENCE, JOB_METRICS
 from trace_builder import TraceBuilder
 
 import tracedoc
-from tracedoc.analyses import analyze_trace, pipeline, registry
-from tracedoc.analyses.registry import EVIDENCE, METRICS, ContractError, Produced, analysis
+from tracedoc.analyses import analyze_trace
+from tracedoc.analyses.core import pipeline, registry
+from tracedoc.analyses.core.registry import EVIDENCE, METRICS, ContractError, Produced, analysis
 from tracedoc.engine import RuleError, load_rules
 from tracedoc.engine.rulefile import load_rule_file
 from tracedoc.model.evidence import plain_rows
@@ -55,7 +56,7 @@ def test_every_metric_and_evidence_table_has_one_producer():
     job_only = set(JOB_METRICS) - {"comm_top_collective"}
     assert not declared & job_only
     assert declared | job_only == set(METRICS)
-    assert registry.PRODUCERS["metrics"]["formula_mfu"] == "estimate.model_estimate"
+    assert registry.PRODUCERS["metrics"]["formula_mfu"] == "flops.estimate.model_estimate"
     assert set(pipeline.declared("evidence")) == set(EVIDENCE)
 
 
@@ -145,7 +146,8 @@ def test_only_what_is_asked_for_runs(scratch_registry, tmp_path):
         return Produced(values={"probe_costly": inputs["window"].length_ns})
 
     names = [a.name for a in pipeline.plan(metrics=("kernel_count",))]
-    assert names == ["backlog.pre_window_backlog", "window.steps_and_window", "kernels.kernel_statistics"]
+    assert names == ["gputime.backlog.pre_window_backlog", "gputime.window.steps_and_window",
+                     "kernels.stats.kernel_statistics"]
     assert "probe_costly" not in pipeline.default_request()["values"]
     trace = _trace(tmp_path)
     analyze_trace(trace)

@@ -106,7 +106,7 @@ def test_rows_are_complete_and_unmodelled_ops_stay_without_numbers(tmp_path):
 
 
 def test_rows_past_the_cap_are_summed_so_the_total_stays_complete(tmp_path, monkeypatch):
-    from tracedoc.analyses import roofline
+    from tracedoc.analyses.flops import roofline
 
     monkeypatch.setattr(roofline, "ROW_CAP", 2)
     rows = two_ops_trace(tmp_path).ranks[0].evidence["roofline"]

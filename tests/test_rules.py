@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tracedoc.analyses.registry import METRICS
+from tracedoc.analyses.core.registry import METRICS
 from tracedoc.engine import evaluate, load_rules, load_ruleset
 from tracedoc.engine.rulefile import apply_test_case, load_rule_file, rule_files
 from tracedoc.resources import data_dir

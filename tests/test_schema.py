@@ -19,7 +19,7 @@ from conftest import shared_traces
 from trace_builder import TraceBuilder, training_steps
 
 from tracedoc import schemagen
-from tracedoc.analyses.registry import METRICS
+from tracedoc.analyses.core.registry import METRICS
 from tracedoc.api import analyze
 from tracedoc.cli import example_path
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tracedoc.analyses.timeline import _downsample
+from tracedoc.analyses.gputime.timeline import _downsample
 from tracedoc.model.trace import KERNEL, MEMCPY, Table, Trace
 
 

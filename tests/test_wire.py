@@ -1,4 +1,4 @@
-"""What a rank task sends back (``tracedoc.job.wire``): plain data, read back equal, never code.
+"""What a rank task sends back (``tracedoc.fanout.wire``): plain data, read back equal, never code.
 
 Covered: real rank results (a built job's ranks, and a shared trace's) come back equal, job tables
 included (arrays by dtype and value, writable); cut, altered and forged bytes are refused with one
@@ -20,8 +20,8 @@ import pytest
 from conftest import shared_traces
 from job_builder import write_job
 
-from tracedoc.job import ranktask
-from tracedoc.job import wire
+from tracedoc.fanout import tasks as ranktask
+from tracedoc.fanout import wire
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -160,7 +160,7 @@ def test_a_result_plain_data_cannot_carry_costs_only_its_file(job_reads, monkeyp
     assert done.failed[0]["error"].startswith("/run/rank0.json: not read: its results cannot be sent back")
 
 
-@pytest.mark.parametrize("module", ["tracedoc/job/fanout.py", "tracedoc/job/ranktask.py", "tracedoc/job/wire.py", "tracedoc/job/cluster.py"])
+@pytest.mark.parametrize("module", ["tracedoc/fanout/pool.py", "tracedoc/fanout/tasks.py", "tracedoc/fanout/wire.py", "tracedoc/fanout/cluster.py"])
 def test_no_pickle_on_the_fan_outs_path(module):
     tree = ast.parse((ROOT / module).read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .analyses.registry import EVIDENCE
+from .analyses.core.registry import EVIDENCE
 from .cli.metrics import range_text
 from .cli.rules import WHAT_IF_WORDS
 from .engine.rulefile import load_rules
@@ -216,7 +216,7 @@ def labels_page(rules: list[Rule] | None = None) -> str:
 
 def evidence_page() -> str:
     out = ["# Evidence reference", "", GENERATED.format(
-           source="the evidence tables the analyses declare (`tracedoc/analyses/registry.py`, "
+           source="the evidence tables the analyses declare (`tracedoc/analyses/core/registry.py`, "
                   "`tracedoc/logs/registry.py`, `tracedoc/job/view.py`)"), "",
            "Evidence tables are the rows behind a finding: a rule cites tables by name (`[[evidence]]`), the "
            "report shows their first rows under the finding, and `--format json` holds them whole "

@@ -1,6 +1,6 @@
 """What an analysis produces, as a saved value: the report of ``tracedoc analyze``.
 
-``AnalysisResult`` holds one ``RankResult`` per rank (``tracedoc.analyses.rank``), each with the
+``AnalysisResult`` holds one ``RankResult`` per rank (``tracedoc.analyses.core.rank``), each with the
 rules engine's ``Verdict``, and for a directory of ranks a ``JobResult``: the job view, the one rank
 table (ns) and the job verdict. It is a typed record (``tracedoc.model.record``): its JSON document,
 ``--format json``, is its fields, and the schema in ``tracedoc/schema`` is generated from it.
@@ -22,7 +22,7 @@ from typing import Any, Literal
 import msgspec
 
 from . import display
-from .analyses.rank import RankResult, short, type_rows, verdict_summary
+from .analyses.core.rank import RankResult, short, type_rows, verdict_summary
 from .checks import refuse_impossible
 from .errors import TraceError
 from .job.view import JobView

@@ -8,7 +8,7 @@ record type, with:
 - every field described by the comment beside it in the type's definition (a type by its docstring);
 - ``metrics`` objects spelled out from the metric table (``tracedoc.model.metrics``): each metric with
   its JSON type or null and ``[unit] meaning``;
-- ``evidence`` objects with a description per known table (``analyses.registry.EVIDENCE``), and the rows of
+- ``evidence`` objects with a description per known table (``analyses.core.registry.EVIDENCE``), and the rows of
   each typed table (``model.evidence.ROW_TYPES``) described like a record; a finding's evidence is the same;
 - every field required, except those a document may leave out (a record's defaults where it omits them).
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from .analyses.registry import EVIDENCE
+from .analyses.core.registry import EVIDENCE
 from .logs.registry import LOG_EVIDENCE
 from .logs.report import LogResult
 from .model.evidence import ROW_TYPES

@@ -30,7 +30,7 @@ from .errors import TraceError, TracedocError, warn
 from .ingest import is_trace_name, rank_files, sniff
 from .job import JobJoin
 from .job import join_job as _join
-from .job.fanout import fan_out, read_local
+from .fanout.pool import fan_out, read_local
 from .job.view import job_evidence
 from .model.plain import plain
 from .model.record import replace

@@ -15,10 +15,10 @@ from typing import Any, NamedTuple
 
 from ..model.trace import Trace
 from .critical_path import PathOverlay
-from .instances import RankTables, gpu_figures
-from .pipeline import run_analyses
-from .rank import Environment, RankResult, environment
-from .registry import EVIDENCE, METRICS
+from .comm.instances import RankTables, gpu_figures
+from .core.pipeline import run_analyses
+from .core.rank import Environment, RankResult, environment
+from .core.registry import EVIDENCE, METRICS
 
 __all__ = ["Environment", "RankOverlay", "RankRead", "RankResult", "analyze_trace", "environment", "read_rank"]
 

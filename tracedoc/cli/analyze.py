@@ -18,8 +18,15 @@ from typing import Any
 from ..errors import TracedocError, UsageError
 from ..render import FORMATS, renderer
 from .estimate import add_estimate_options, estimate_request
-from .common import (add_output_options, check_output_path, jobs_count, output_format, print_error, print_warning,
-                     text_options)
+from .common import (
+    add_output_options,
+    check_output_path,
+    jobs_count,
+    output_format,
+    print_error,
+    print_warning,
+    text_options,
+)
 from .ruleoptions import add_engine_options, engine_kwargs, fail_on_exit_code
 from ..outfiles import write_atomic
 from ..exits import EXIT_OK

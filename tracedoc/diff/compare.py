@@ -8,7 +8,7 @@ compared; the result carries a warning that says what differs.
 
 from __future__ import annotations
 
-from ..analyses.rank import RankResult
+from ..analyses.core.rank import RankResult
 from .comm import rank_waits_ns, split_exposed_ns
 from .inputs import Side
 from .metrics import label_change, metric_deltas
@@ -17,8 +17,15 @@ from .model import NOISE_FLOOR_PCT, RANK_ROWS, TABLE_ROWS, DiffResult, RankDiff,
 from .predictions import PredictionCheck, check_predictions
 from .sides import RunSide, StepSplit, attribution, led_by, step_split
 from .steps import StepProfile, mean_profile, median_change_interval_ns, step_profile
-from .tables import (kernel_deltas, kernel_table, largest_rows, name_overlap, operator_deltas, operator_overlap,
-                     table_sizes)
+from .tables import (
+    kernel_deltas,
+    kernel_table,
+    largest_rows,
+    name_overlap,
+    operator_deltas,
+    operator_overlap,
+    table_sizes,
+)
 
 MIN_NAME_OVERLAP = 0.5
 _ENV_FIELDS = (("gpu", "GPU"), ("device_count", "device count"), ("world_size", "world size"),

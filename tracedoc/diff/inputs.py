@@ -14,7 +14,7 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from ..analyses.rank import RankResult
+from ..analyses.core.rank import RankResult
 from ..errors import TraceError
 from ..result import AnalysisResult
 

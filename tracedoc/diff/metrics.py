@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..analyses.rank import RankResult
+from ..analyses.core.rank import RankResult
 from ..model.metrics import LOWER, TRACE_METRICS as METRICS
 from ..model.record import Record
 

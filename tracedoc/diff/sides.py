@@ -8,7 +8,7 @@ interval.
 
 from __future__ import annotations
 
-from ..analyses.rank import Environment
+from ..analyses.core.rank import Environment
 from ..model.record import Record
 from .steps import CATEGORIES, StepProfile
 

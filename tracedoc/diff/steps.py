@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analyses.rank import RankResult
+from ..analyses.core.rank import RankResult
 
 CATEGORIES = ("compute", "exposed_comm", "memcpy", "dataloader", "host_launch", "sync", "launch_latency", "other")
 IDLE_CAUSES = ("dataloader", "host_launch", "sync", "launch_latency", "other")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ..analyses.rank import RankResult
+from ..analyses.core.rank import RankResult
 from ..model.evidence import KernelTotal, OperatorTotal, TopKernel
 from ..model.record import Record
 from .names import normalise_kernel

@@ -13,7 +13,7 @@ import os
 from typing import Any, Literal
 
 from .. import display
-from ..analyses.rank import Environment
+from ..analyses.core.rank import Environment
 from ..model.record import Record, to_builtins
 from .metrics import LabelChange
 from .model import DiffResult

@@ -1,6 +1,6 @@
 """Evaluate rules against one rank's metrics.
 
-Input: the metrics dict (names from ``tracedoc.analyses.registry.METRICS``; None = not measurable),
+Input: the metrics dict (names from ``tracedoc.analyses.core.registry.METRICS``; None = not measurable),
 evidence tables, the step time (the median) and the run's ``Ruleset`` (rules, parameter values).
 Output: a :class:`Verdict` holding trace-health messages and findings ranked by the share of the
 step each one explains.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..analyses.periodic import SEQUENCE_NAME
+from ..analyses.gputime.periodic import SEQUENCE_NAME
 from ..model.verdict import HealthMessage
 
 CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")

@@ -22,8 +22,19 @@ from ..errors import TracedocError
 from ..logs.registry import LOG_EVIDENCE_TABLES
 from ..resources import data_dir
 from . import rulecache
-from .rulemodel import (EVIDENCE_TABLES, LOG_METRIC_TYPES, MAX_EVIDENCE_ROWS, METRIC_TYPES, SCOPE_TRACE, SCOPE_TYPES,
-                        SCOPES, EvidenceSpec, Fix, Param, Rule)
+from .rulemodel import (
+    EVIDENCE_TABLES,
+    LOG_METRIC_TYPES,
+    MAX_EVIDENCE_ROWS,
+    METRIC_TYPES,
+    SCOPE_TRACE,
+    SCOPE_TYPES,
+    SCOPES,
+    EvidenceSpec,
+    Fix,
+    Param,
+    Rule,
+)
 from .ruletests import UNSET_KEY, apply_test_case, rule_tests  # noqa: F401
 from .whatifs import WHAT_IF_KINDS, LABEL_WHAT_IF, rule_what_if
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..analyses.pipeline import declared
-from ..analyses.registry import EVIDENCE, METRICS
+from ..analyses.core.pipeline import declared
+from ..analyses.core.registry import EVIDENCE, METRICS
 from ..labels import ADVICE_LABEL
 from .expr import BOOL, NUM, STR, Expr, value_type
 from .template import Template

@@ -1,7 +1,7 @@
 """Model formulas: FLOPs per token, parameter counts and the memory of training, from a model config.
 
 ``EstimateRequest`` (``--model CONFIG --tokens-per-step N``) is a stage input of the rank analyses:
-``tracedoc.analyses.estimate`` sets the formula's FLOPs per step and MFU beside the FLOPs counted
+``tracedoc.analyses.flops.estimate`` sets the formula's FLOPs per step and MFU beside the FLOPs counted
 from the trace, tokens and samples per second, and the memory estimate beside the measured peak.
 """
 

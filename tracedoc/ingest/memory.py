@@ -22,7 +22,7 @@ from ..errors import TraceError
 # interpreter (38 MiB) with every analysis in the one process, cpu_ops shape, whose columns are the
 # largest per byte: 0.84x the JSON at 200 MB and 0.82x at 1 GiB (the load alone: 0.38x and 0.33x);
 # 0.95 leaves a margin. The critical path runs in a forked child beside the other analyses only when
-# the memory free at that moment holds the child as well (``analyses.offload.child_fits``), so what a
+# the memory free at that moment holds the child as well (``analyses.core.offload.child_fits``), so what a
 # trace needs is what it needs without one (benchmarks/README.md, Memory).
 NEED_PER_JSON_BYTE = 0.95
 # A decode worker holds a few chunks, their decoded events and their columns (measured 20-30 MB of its

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 import os
 
-from ..analyses.instances import RankTables
+from ..analyses.comm.instances import RankTables
 
 
 def admit(tables: list[RankTables]) -> tuple[list[RankTables], list[str], list[dict]]:

@@ -8,7 +8,7 @@ NVLink2 ~130 GB/s; PCIe Gen4 x16 ~20 GB/s, Gen5 ~40 GB/s; one 400 Gb/s InfiniBan
 
 from __future__ import annotations
 
-from ..analyses.instances import RankTables
+from ..analyses.comm.instances import RankTables
 
 _INTRA_NODE = (  # (substring of the device name, GB/s), first match wins
     ("H100 PCIe", 40.0), ("H100", 360.0), ("H200", 360.0), ("H800", 180.0), ("B200", 700.0), ("GB200", 700.0),

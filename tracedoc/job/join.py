@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..analyses.instances import RankTables
+from ..analyses.comm.instances import RankTables
 from ..model.groups import distinct, isin
 from ..model.stats import median, percentile
 from .view import JobJoin, JobView

@@ -22,7 +22,7 @@ from ..model.groups import distinct, first_rows, isin, row_codes, stable_order
 from ..model.stats import median
 from .align import SignatureAlignment, _group_median, align_signature, nearest_distance, noise_of, refuse
 from .order import issue_order, kernel_unseen
-from ..analyses.instances import COLUMNS, RankTables
+from ..analyses.comm.instances import COLUMNS, RankTables
 
 KEY_SEQ = "group+seq"
 KEY_ALIGNED = "group+type+size+aligned-ends"

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..model.groups import distinct
 from ..model.stats import median
-from ..analyses.instances import LEAD_CATEGORIES, RankTables
+from ..analyses.comm.instances import LEAD_CATEGORIES, RankTables
 from .magnitude import explained_share, robust_scores
 from .match import Stacked
 from .timing import Timing

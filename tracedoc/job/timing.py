@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analyses.comm import bus_factor
+from ..analyses.comm.collectives import bus_factor
 from ..model.groups import distinct, isin
 from ..model.stats import median
 from .align import _group_median
-from ..analyses.instances import RankTables
+from ..analyses.comm.instances import RankTables
 from .match import Matches, Stacked
 
 SYNCHRONISING = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "barrier", "reduce")

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..model import intervals as iv
 from ..model.groups import distinct
-from ..analyses.instances import RankTables
+from ..analyses.comm.instances import RankTables
 from .timing import Timing
 
 _LIMIT = 2 ** 62

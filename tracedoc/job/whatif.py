@@ -40,7 +40,7 @@ import numpy as np
 
 from ..model.groups import distinct
 from ..model.stats import median
-from ..analyses.instances import RankTables
+from ..analyses.comm.instances import RankTables
 from .timing import Timing
 
 METHOD = ("job replay of {n} matched collectives over {steps} steps: rank {rank}'s lateness removed (each "

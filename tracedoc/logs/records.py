@@ -14,8 +14,18 @@ import numpy as np
 
 from .errors import LogError
 from .runs import recognise, segment_step_times
-from .series import (POSITION_FIELDS, THROUGHPUT_UNITS, LogSeries, clock_tick, duration_column, field_overrides, list_columns,
-                     list_minimum, match_keys, to_float_column)
+from .series import (
+    POSITION_FIELDS,
+    THROUGHPUT_UNITS,
+    LogSeries,
+    clock_tick,
+    duration_column,
+    field_overrides,
+    list_columns,
+    list_minimum,
+    match_keys,
+    to_float_column,
+)
 
 GIB = 2**30
 

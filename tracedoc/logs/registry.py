@@ -1,7 +1,7 @@
 """What a training log (and its config) yields: its metrics and evidence tables.
 
 Rules with ``scope = "log"`` may reference exactly these names, as trace rules reference
-``tracedoc.analyses.registry``; the engine validates each rule file against its scope's tables. The
+``tracedoc.analyses.core.registry``; the engine validates each rule file against its scope's tables. The
 metrics are the log scope of the metric table (``tracedoc.model.metrics``); ``None`` means not
 measurable on this log (e.g. no throughput field), never zero. Steps are the log's own step numbers.
 """

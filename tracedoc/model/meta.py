@@ -3,7 +3,7 @@
 Every reader fills one :class:`TraceMeta`; analyses read its fields instead of string keys. Values a
 trace does not record are ``None`` (or empty), never guessed; what was recorded stays as recorded in
 ``properties`` (Kineto's own key names). The saved report's ``environment`` summarises it
-(``analyses.rank.environment``).
+(``analyses.core.rank.environment``).
 """
 
 from __future__ import annotations

@@ -12,8 +12,17 @@ from typing import TYPE_CHECKING
 
 from .format import fmt_ms, fmt_pct, fmt_what_if
 from .manyranks import MANY_RANKS, digest, heatmap_svgs, sort_keys
-from .views import (BarPart, CompareView, GridView, HeatCell, HeatmapView, HeatRow, JobFindingView,
-                    JobSectionView, StragglerView)
+from .views import (
+    BarPart,
+    CompareView,
+    GridView,
+    HeatCell,
+    HeatmapView,
+    HeatRow,
+    JobFindingView,
+    JobSectionView,
+    StragglerView,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..model.verdict import Finding

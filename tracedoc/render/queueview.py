@@ -4,7 +4,7 @@ blocked on a full queue. Evidence rows (``launchqueue.launch_queue``) in, a ``La
 
 from __future__ import annotations
 
-from ..analyses.launchqueue import QUEUE_CAPACITY
+from ..analyses.host.launchqueue import QUEUE_CAPACITY
 from ..model.evidence import LaunchQueueRow
 from .format import fmt_ns, fmt_pct
 from .views import LaunchQueueView, QueueStreamView

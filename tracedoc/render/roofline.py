@@ -1,6 +1,6 @@
 """The per-op roofline as a view every renderer shows: formatted cells, a raw sort key per cell (the
 HTML table sorts on them), and the device roof it is measured against. Reads the ``roofline``
-evidence rows (tracedoc/analyses/roofline.py); computes nothing new."""
+evidence rows (tracedoc/analyses/flops/roofline.py); computes nothing new."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ TFLOP/s, with the device's memory roof (bandwidth × intensity) and its compute 
 rows are measured against), one point per roofline row sized by its share of the step. Hovering a point
 shows the op, its input shapes, dtype and numbers (an SVG ``<title>``: no script).
 
-Reads the ``roofline`` evidence rows (tracedoc/analyses/roofline.py) as ``roofline.build_roofline`` does;
+Reads the ``roofline`` evidence rows (tracedoc/analyses/flops/roofline.py) as ``roofline.build_roofline`` does;
 computes nothing new. Rows without both a FLOP count and a byte count have no place on the plot and
 are counted under it.
 """
@@ -22,7 +22,7 @@ W, H = 760.0, 420.0
 LEFT, RIGHT, TOP, BOTTOM = 64.0, 14.0, 14.0, 46.0
 FONT = 11.0
 R_MIN, R_MAX = 3.0, 16.0
-# One colour per op class (analyses/roofline.py); others grey.
+# One colour per op class (analyses/flops/roofline.py); others grey.
 CLASS_COLOURS = {"matmul": "#2b5fb3", "conv": "#16a085", "attention": "#8e44ad", "elementwise": "#d35400",
                  "reduction": "#c0392b", "normalization": "#e67e22", "softmax": "#f1c40f", "copy": "#7f8c8d",
                  "optimizer": "#27ae60", "pooling": "#1abc9c", "embedding": "#9b59b6", "compiled": "#e84393"}

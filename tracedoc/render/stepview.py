@@ -4,7 +4,7 @@ among those shown) and the step time in words, from step spans or detected itera
 
 from __future__ import annotations
 
-from ..analyses.idle import CAUSES as IDLE_CAUSES
+from ..analyses.gputime.idle import CAUSES as IDLE_CAUSES
 from .cells import shorten
 from .format import fmt_ns, fmt_pct
 from .timeline import CAUSE_LABELS

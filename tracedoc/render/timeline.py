@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analyses.idle import CAUSES as IDLE_CAUSES
+from ..analyses.gputime.idle import CAUSES as IDLE_CAUSES
 from ..model import intervals as iv
 from .cells import shorten
 from .format import fmt_ns

@@ -11,7 +11,7 @@ import os
 import shlex
 from typing import TYPE_CHECKING
 
-from ..analyses.idle import CAUSES as IDLE_CAUSES
+from ..analyses.gputime.idle import CAUSES as IDLE_CAUSES
 from .charts import gpu_figures, kernel_class_bar, memory_view
 from .cells import MAIN_TABLES, build_table, fmt_cell, shorten, version_text
 from .efficiency import efficiency_items, efficiency_line
@@ -22,8 +22,20 @@ from .tiles import tiles
 from .roofline import build_roofline
 from .queueview import launch_queue_view
 from .timeline import CAUSE_LABELS, build_timeline
-from .views import (Caps, DataLoaderView, HealthView, IdleCause, InputView, Item, KernelsView, RankTableView,
-                    RankView, ReportView, TensorCoreView, WindowView)
+from .views import (
+    Caps,
+    DataLoaderView,
+    HealthView,
+    IdleCause,
+    InputView,
+    Item,
+    KernelsView,
+    RankTableView,
+    RankView,
+    ReportView,
+    TensorCoreView,
+    WindowView,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult, RankResult, RankRow

@@ -16,11 +16,11 @@ import numpy as np
 
 from ...model.record import Record, to_builtins
 from ...model.trace import Trace
-from ..backlog import Backlog
-from ..launchqueue import LaunchQueue
-from ..launches import launch_link_fraction as _launch_link_fraction
-from ..registry import Produced, analysis
-from ..window import Steps
+from ..gputime.backlog import Backlog
+from ..host.launchqueue import LaunchQueue
+from ..host.launches import launch_link_fraction as _launch_link_fraction
+from ..core.registry import Produced, analysis
+from ..gputime.window import Steps
 from . import graph as G
 from . import solve as S
 from . import whatif as W

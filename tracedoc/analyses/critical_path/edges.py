@@ -13,9 +13,20 @@ from ...model import trace as M
 from ...model import vocab as V
 from ...model.groups import distinct
 from ...model.stats import median
-from .. import classify as C
-from .kinds import (BLOCKED_OVERLAP_FRACTION, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_QUEUE, E_SYNC, NEG,
-                    SPAN_BLOCKED, SPAN_SYNC, SYNC_TOLERANCE_NS)
+from ..kernels import classify as C
+from .kinds import (
+    BLOCKED_OVERLAP_FRACTION,
+    E_EVENT,
+    E_FORK,
+    E_JOIN,
+    E_LAUNCH,
+    E_QUEUE,
+    E_SYNC,
+    NEG,
+    SPAN_BLOCKED,
+    SPAN_SYNC,
+    SYNC_TOLERANCE_NS,
+)
 from .spans import step_mask
 
 

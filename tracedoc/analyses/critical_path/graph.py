@@ -30,13 +30,30 @@ from ...model import trace as M
 from ...model.groups import dense_codes, first_rows
 from ...model import vocab as V
 from ...model.trace import Trace
-from .. import classify as C
-from ..backlog import Backlog
-from ..launchqueue import LaunchQueue, long_gap_ns
-from ..window import Steps, launch_times
+from ..kernels import classify as C
+from ..gputime.backlog import Backlog
+from ..host.launchqueue import LaunchQueue, long_gap_ns
+from ..gputime.window import Steps, launch_times
 from .edges import CrossEdges
-from .kinds import (CPU_E, CPU_S, E_EVENT, E_FORK, E_JOIN, E_LAUNCH, E_QUEUE, E_SYNC, EDGE_NAMES, GPU_E,
-                    GPU_S, NEG, SPAN_BLOCKED, SPAN_DATALOADER, SPAN_LAUNCH, SPAN_STEP, SPAN_SYNC)
+from .kinds import (
+    CPU_E,
+    CPU_S,
+    E_EVENT,
+    E_FORK,
+    E_JOIN,
+    E_LAUNCH,
+    E_QUEUE,
+    E_SYNC,
+    EDGE_NAMES,
+    GPU_E,
+    GPU_S,
+    NEG,
+    SPAN_BLOCKED,
+    SPAN_DATALOADER,
+    SPAN_LAUNCH,
+    SPAN_STEP,
+    SPAN_SYNC,
+)
 from .spans import cpu_spans, host_sync_mask, main_thread, outermost
 
 # the constants are read through this module by the other stages

@@ -31,7 +31,7 @@ from ...model import intervals as iv
 from ...model import trace as M
 from ...model.groups import dense_codes, distinct, isin, stable_order
 from ...model.trace import Trace
-from ..idle import LAUNCH_LATENCY_NS
+from ..gputime.idle import LAUNCH_LATENCY_NS
 from . import graph as G
 
 MAX_PASSES = 20_000

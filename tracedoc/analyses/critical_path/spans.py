@@ -8,8 +8,8 @@ import numpy as np
 from ...model import trace as M
 from ...model import vocab as V
 from ...model.trace import Trace
-from .. import classify as C
-from ..window import Steps, step_name_mask
+from ..kernels import classify as C
+from ..gputime.window import Steps, step_name_mask
 from .kinds import SPAN_BLOCKED, SPAN_DATALOADER, SPAN_LAUNCH, SPAN_STEP, SPAN_SYNC
 
 _HOST_SYNC_RE_EXTRA = ("cudaFree", "hipFree", "cuMemFree", "cuMemFree_v2")

@@ -1,6 +1,6 @@
 """Typed evidence rows: the rows of the evidence tables that several layers read.
 
-An evidence table (``analyses.registry.EVIDENCE``) is a list of rows. The tables rules, renderers and
+An evidence table (``analyses.core.registry.EVIDENCE``) is a list of rows. The tables rules, renderers and
 the diff read have a row type here: a frozen ``Row`` (a ``Record``), so a reader spells its fields as
 attributes and a misspelt one fails in a type check or at its first use, not as a missing cell in a
 report. A row's JSON object is its fields, in their order (``omit_defaults`` tables leave out the
@@ -23,12 +23,42 @@ from typing import Any
 
 import msgspec
 
-from .flops import (BelowRoof, FlopsByKernelClass, FlopsByOpClass, FlopsNotCounted, FlopsPerStep, FlopsSummary,
-                    RooflineRow)
-from .gpu import (Collective, CopyDirection, KernelClass, KernelTotal, LaunchQueueRow, LaunchTotals, OperatorTotal,
-                  StreamGaps, TopGap, TopKernel, TopOperator)
-from .host import (DataLoaderSpan, HostOperator, HostWork, IdleCause, IdleCpuOp, ImplicitSync, ModuleOperators,
-                   OperatorShape, StepStat, SyncBlockedCall, SyncCall, TableRows)
+from .flops import (
+    BelowRoof,
+    FlopsByKernelClass,
+    FlopsByOpClass,
+    FlopsNotCounted,
+    FlopsPerStep,
+    FlopsSummary,
+    RooflineRow,
+)
+from .gpu import (
+    Collective,
+    CopyDirection,
+    KernelClass,
+    KernelTotal,
+    LaunchQueueRow,
+    LaunchTotals,
+    OperatorTotal,
+    StreamGaps,
+    TopGap,
+    TopKernel,
+    TopOperator,
+)
+from .host import (
+    DataLoaderSpan,
+    HostOperator,
+    HostWork,
+    IdleCause,
+    IdleCpuOp,
+    ImplicitSync,
+    ModuleOperators,
+    OperatorShape,
+    StepStat,
+    SyncBlockedCall,
+    SyncCall,
+    TableRows,
+)
 from .row import Row
 
 __all__ = ["BelowRoof", "Collective", "CopyDirection", "DataLoaderSpan", "FlopsByKernelClass", "FlopsByOpClass",

@@ -1,0 +1,150 @@
+"""Long analyses run in a forked child process while this process runs the others.
+
+The critical path replays every step five times (the trace, then each what-if); on a large trace it
+takes as long as all the other analyses together, and only the timeline waits for it. With a spare
+core it runs in a child forked as soon as its inputs are ready. The child holds a copy-on-write image
+of this process, so it computes exactly what this process would; its ``Produced`` comes back pickled.
+A child that fails in any way (an exception, a signal, a result that does not unpickle) is not
+trusted: the analysis runs again here, so an error surfaces exactly as it would have.
+
+Input: the planned analyses, the trace, and a bound on processes (``workers=1``: none, as in a rank
+fan-out, which already keeps every core busy). Output: each offloaded analysis's ``Produced``, when
+asked for.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from ...gcpause import release_free_memory
+from ...model.trace import Trace
+from .registry import Analysis, Produced
+
+# Ops (GPU ops, CPU ops, runtime calls) from which a child is worth its start: below this the
+# fork, the pickled result and the copy-on-write faults cost more than the overlap saves.
+OFFLOAD_MIN_OPS = 60_000
+
+
+def worth_offloading(trace: Trace, workers: int | None) -> bool:
+    """Whether this run may fork: a large trace, a spare core, Linux, and no other thread (a fork copies
+    only the calling thread; locks other threads hold would stay held in the child). macOS has fork,
+    but its system libraries (numpy's Accelerate among them) are not safe to use in a forked child."""
+    if workers == 1 or (os.cpu_count() or 1) < 2 or not sys.platform.startswith("linux"):
+        return False
+    if threading.active_count() != 1:
+        return False
+    ops = sum(len(trace.tables[t]) for t in ("gpu_ops", "cpu_ops", "runtime") if t in trace.tables)
+    return ops >= OFFLOAD_MIN_OPS and child_fits(trace)
+
+
+# What a child computing the critical path holds of its own, per byte of the trace's columns (pages it
+# writes are copied from this process; its working arrays measured about 1.8x at 1 GiB of JSON), with a
+# margin for what this process allocates meanwhile (its other analyses, 0.5-0.8x the columns at 1 GiB).
+CHILD_NEED_PER_TABLE_BYTE = 3
+
+
+def child_fits(trace: Trace) -> bool:
+    """Whether the memory free now holds a child as well: when it does not, the analysis runs in this
+    process, which needs less than this process and a child together."""
+    from ...ingest.memory import free_memory
+
+    free = free_memory().bytes
+    return free is None or free >= CHILD_NEED_PER_TABLE_BYTE * sum(t.nbytes for t in trace.tables.values())
+
+
+class _Child:
+    """One analysis running in a forked child; its pickled ``Produced`` comes back through a pipe."""
+
+    def __init__(self, entry: Analysis, trace: Trace, inputs: Mapping):
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: compute, send, and leave without running any of the parent's exit code
+            code = 1
+            try:
+                os.close(read_fd)
+                data = pickle.dumps(entry.run(trace, inputs), protocol=pickle.HIGHEST_PROTOCOL)
+                with os.fdopen(write_fd, "wb") as pipe:
+                    pipe.write(data)
+                code = 0
+            except BaseException:  # noqa: BLE001 - any failure: the parent runs the analysis itself
+                pass
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        self.pid, self.fd = pid, read_fd
+
+    def result(self) -> Produced | None:
+        """The child's ``Produced`` (waiting for it), or None if it failed in any way."""
+        with os.fdopen(self.fd, "rb") as pipe:
+            data = pipe.read()
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = None
+        if status != 0 or not data:
+            return None
+        try:
+            produced = pickle.loads(data)
+        except Exception:  # noqa: BLE001 - a damaged result: recompute
+            return None
+        return produced if isinstance(produced, Produced) else None
+
+    def cancel(self) -> None:
+        if self.pid is None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        self.pid = None
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+class Offloader:
+    """Starts the offloadable analyses of a plan in children once their inputs exist, and collects them."""
+
+    def __init__(self, order: list[Analysis], trace: Trace, workers: int | None):
+        self.trace = trace
+        self.waiting = [e for e in order if e.offload] if worth_offloading(trace, workers) else []
+        self.names = {e.name for e in self.waiting}
+        self.running: dict[str, tuple[Analysis, Mapping, _Child]] = {}  # provided value -> its child
+
+    def handles(self, entry: Analysis) -> bool:
+        return entry.name in self.names
+
+    def start_ready(self, values: Mapping) -> None:
+        """Fork a child for each waiting analysis whose inputs are all in ``values``."""
+        for entry in [e for e in self.waiting if all(n in values for n in e.needs)]:
+            self.waiting.remove(entry)
+            inputs = MappingProxyType({n: values[n] for n in entry.needs})
+            # Free heap pages go back first: after the fork, this process's writes to a page it shares
+            # with the child copy it, and the child's copy stays until the child ends.
+            release_free_memory()
+            child = _Child(entry, self.trace, inputs)
+            for name in entry.provides:
+                self.running[name] = (entry, inputs, child)
+
+    def collect(self, names, merge: Callable[[Analysis, Produced], None]) -> None:
+        """Wait for the children providing any of ``names`` (None: all) and ``merge`` their results;
+        an analysis whose child failed runs here instead."""
+        for name in list(self.running if names is None else names):
+            if name not in self.running:
+                continue
+            entry, inputs, child = self.running[name]
+            for provided in entry.provides:
+                self.running.pop(provided, None)
+            produced = child.result()
+            merge(entry, produced if produced is not None else entry.run(self.trace, inputs))
+
+    def cancel(self) -> None:
+        for _, _, child in self.running.values():
+            child.cancel()
+        self.running.clear()

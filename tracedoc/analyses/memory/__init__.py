@@ -1,0 +1,1 @@
+"""Memory: device memory peaks and curve, memory copies by direction."""
