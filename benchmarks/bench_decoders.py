@@ -7,12 +7,12 @@ Measured: ``orjson.loads``; a pysimdjson parse (no field access: the JSON-parse 
 with four fields read per event; msgspec's typed decode of the events into tracedoc's structs (the
 decode half of tracedoc's pure-Python reader); the compiled scan of the same events into column buffers
 (``_kscan``, where built: the decode half of the compiled reader); tracedoc's whole reader with each
-decoder (``TRACEDOC_DECODER``), in this process and with two worker processes; a vectorised numpy splitter that finds the event boundaries (top-level commas at array
-depth 1, outside strings); pyarrow's JSON reader on the events turned into NDJSON by that splitter,
-with an explicit schema; a numba scanner finding the same boundaries (its compile is timed apart).
-A library that is not installed is skipped (pip install pysimdjson pyarrow numba). Each row gives the
-median wall time and its spread, and the median CPU time of this process (worker processes not
-counted), which a loaded machine disturbs less.
+decoder (``TRACEDOC_DECODER``), in this process and with two worker processes; a vectorised numpy splitter that
+finds the event boundaries (top-level commas at array depth 1, outside strings); pyarrow's JSON reader on the events
+turned into NDJSON by that splitter, with an explicit schema; a numba scanner finding the same boundaries (its
+compile is timed apart). A library that is not installed is skipped (pip install pysimdjson pyarrow numba). Each row
+gives the median wall time and its spread, and the median CPU time of this process (worker processes not counted),
+which a loaded machine disturbs less.
 """
 
 from __future__ import annotations

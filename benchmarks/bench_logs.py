@@ -78,7 +78,8 @@ def main() -> int:
     verdict = "OK" if best <= args.target_s else "MISSED"
     load = os.getloadavg()[0]
     print(f"tracedoc logs, {args.lines:,} lines, {os.path.getsize(path) / 2**20:.0f} MiB, {os.cpu_count()} CPUs, "
-          f"load average {load:.1f}: best {best:.2f} s wall of {len(times)} (all: {', '.join(f'{t:.2f}' for t in times)}), "
+          f"load average {load:.1f}: best {best:.2f} s wall of {len(times)} "
+          f"(all: {', '.join(f'{t:.2f}' for t in times)}), "
           f"CPU {min(cpus):.2f} s; target <= {args.target_s:.1f} s: {verdict}")
     if load > (os.cpu_count() or 1):
         print("  the machine is busy (load above its CPU count): wall times are inflated; rerun when it is idle")

@@ -10,8 +10,8 @@ gathers its parameters (``_allgather_base``), runs its kernels (GEMMs, elementwi
 backward re-gathers, runs twice the kernels and reduce-scatters its gradients (``_reduce_scatter_base``);
 then an optimizer's multi-tensor kernels. Every kernel has its CPU op, its launch and the flow between
 them; the CPU runs ahead of the GPU. One rank (``--straggler``) computes longer (``--late-share`` of
-the step) before the second collective of every step; the others wait for it. Layers are added until a rank's file is about
-``--rank-mb`` MB.
+the step) before the second collective of every step; the others wait for it. Layers are added until a rank's file
+is about ``--rank-mb`` MB.
 
 Before generating, the free disk space is checked: the files need ranks x rank-mb; ``--gzip`` writes
 them compressed (about 12x smaller, slower to read) where that does not fit.

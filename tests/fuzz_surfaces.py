@@ -232,7 +232,8 @@ def _config_case(rng: random.Random) -> Case:
         doc, detail = mutate_tree(rng, DS_CONFIG, rng.choice((1, 2, 4)))
         return Case("config", "json", detail, dumps(doc), "ds_config.json")
     if kind == "yaml":
-        pieces = [f"lr: {rng.choice(('1e-4', '.nan', '.inf', '9' * 5000, '[1, 2]', '!!python/object:os.system x', '&a [*a]'))}",
+        lrs = ("1e-4", ".nan", ".inf", "9" * 5000, "[1, 2]", "!!python/object:os.system x", "&a [*a]")
+        pieces = [f"lr: {rng.choice(lrs)}",
                   "batch_size: " + rng.choice(("8", "-1", "0", "1e400", "null", '"x"')),
                   rng.choice(("a: &a [1, 2]\nb: [*a, *a, *a]", "x: " + "[" * 3000 + "]" * 3000, "bf16: true", "fp16: yes"))]
         rng.shuffle(pieces)

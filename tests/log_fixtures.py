@@ -167,7 +167,8 @@ def ds_chat_sft(n=2000, window=100, seed=4, burst_at=None, collapse_from=None) -
 
 
 def _ds_overflow(attempted: float, new: float | None) -> str:
-    head = "[2024-05-01 10:00:00,000] [INFO] [loss_scaler.py:18{}:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
+    head = ("[2024-05-01 10:00:00,000] [INFO] [loss_scaler.py:18{}:update_scale] [deepspeed] OVERFLOW! "
+            "Rank 0 Skipping step. ")
     if new is None:
         return head.format(8) + f"Attempted loss scale: {int(attempted)}, but hysteresis is 2. Reducing hysteresis to 1"
     return head.format(1) + f"Attempted loss scale: {int(attempted)}, reducing to {int(new) if new >= 1 else new}"
@@ -295,9 +296,11 @@ def torchtitan(n=600, gc_every=50, ckpt_every=None, seed=7, drift=0.0) -> str:
                      f"{0.9 + rng.normal(0, 0.02):7.4f}  \x1b[38;2;180;60;0mmemory: 40.12GiB(50.00%)  \x1b[34mtps: "
                      f"{int(tps):,}  \x1b[36mtflops: 250.31  \x1b[35mmfu: 25.31%\x1b[39m")
         if gc_every and s % gc_every == 0:
-            lines.append(f"[titan] 2026-01-01 10:00:00,000 - root - INFO - [GC] Peforming periodical GC collection. 0.{s % 7 + 1}2 seconds.")
+            lines.append("[titan] 2026-01-01 10:00:00,000 - root - INFO - [GC] Peforming periodical GC collection. "
+                         f"0.{s % 7 + 1}2 seconds.")
         if ckpt_every and s % ckpt_every == 0:
-            lines.append("[titan] 2026-01-01 10:00:00,000 - root - INFO - Saving the checkpoint (or staging if async is enabled).")
+            lines.append("[titan] 2026-01-01 10:00:00,000 - root - INFO - Saving the checkpoint (or staging if async "
+                         "is enabled).")
             lines.append("[titan] 2026-01-01 10:00:00,000 - root - INFO - Finished saving the checkpoint (or staging if "
                          "async is enabled)in 5.53 seconds.")
     return "\n".join(lines) + "\n"

@@ -43,7 +43,8 @@ def _synthetic_trace(path: Path) -> Path:
             f'{{"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7, '
             f'"ts": {t + 20:.3f}, "dur": 300.001, "args": {{"External id": {11 + 2 * i}, "correlation": {corr}, '
             f'"stream": 7, "device": 0, "est. achieved occupancy %": 0.5}}}}',
-            f'{{"ph": "f", "id": {corr}, "pid": 0, "tid": 7, "ts": {t + 20:.3f}, "cat": "ac2g", "name": "ac2g", "bp": "e"}}',
+            f'{{"ph": "f", "id": {corr}, "pid": 0, "tid": 7, "ts": {t + 20:.3f}, '
+            '"cat": "ac2g", "name": "ac2g", "bp": "e"}',
         ]
     path.write_text(
         '{"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 4},\n'

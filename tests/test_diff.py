@@ -370,20 +370,25 @@ def test_markdown_and_html_escape_trace_strings_and_stay_in_bounds(tmp_path):
 def test_normalised_kernel_names():
     cases = {
         "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-        "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)":
+        "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "
+        "at::detail::Array<char*, 3>)":
             "at::native::vectorized_elementwise_kernel",
         "ampere_sgemm_128x64_tn": "ampere_sgemm",
         "ampere_sgemm_32x128_nn": "ampere_sgemm",
-        "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16_kernel":
+        "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32_"
+        "stage4_warpsize2x2x1_tensor16x8x16_kernel":
             "sm80_xmma_gemm_f16f16_f16f32_f32_n_kernel",
         "triton_poi_fused_add_mul_0": "triton_poi_fused_add_mul",
         "triton_poi_fused_add_mul_12": "triton_poi_fused_add_mul",
         "triton_per_fused_native_layer_norm_0d1d2d3de4de": "triton_per_fused_native_layer_norm",
-        "cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x4_tn_align4>(Params)":
+        "cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x4_tn_align4>"
+        "(Params)":
             "cutlass::Kernel2<cutlass_tensorop_s1688gemm>",
         "Memcpy HtoD (Pageable -> Device)": "Memcpy HtoD (Pageable -> Device)",
-        "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
-        "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false>(float*)":
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+        "(ncclDevKernelArgsStorage<4096ul>)": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+        "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false>"
+        "(float*)":
             "anon::softmax_warp_forward",
         "kernel_3f9a2b7c1d4e5f60": "kernel",
         "Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN": "Cijk_Ailk_Bljk_HHS_BH_SN",

@@ -286,8 +286,8 @@ def test_pyproject_params_found_walking_up_and_cli_wins(tmp_path, monkeypatch):
     verdict = evaluate(metrics(dataloader_stall_fraction=0.05), {}, 1e8, ruleset=load_ruleset(params))
     finding_ids = {f.rule_id for f in verdict.findings}
     assert "TD301" in finding_ids
-    assert "TD301" not in {f.rule_id for f in evaluate(metrics(dataloader_stall_fraction=0.15), {}, 1e8,
-                                                          ruleset=load_ruleset(collect_params([]))).findings}  # fmt: skip
+    default = evaluate(metrics(dataloader_stall_fraction=0.15), {}, 1e8, ruleset=load_ruleset(collect_params([])))
+    assert "TD301" not in {f.rule_id for f in default.findings}
 
 
 def test_pyproject_without_tool_table_is_skipped(tmp_path, monkeypatch):
@@ -439,8 +439,9 @@ SCENARIOS = {
         gpu_busy_fraction=0.68, compute_fraction=0.66, idle_fraction=0.32, idle_sync_fraction=0.27,
         idle_host_launch_fraction=0.03, sync_fraction=0.3, sync_calls=100, sync_memcpy_count=100), "sync_bound"),
     "pageable_h2d_copy": (dict(
-        gpu_busy_fraction=0.85, compute_fraction=0.48, memcpy_fraction=0.37, h2d_fraction=0.36, exposed_h2d_fraction=0.35,
-        pageable_memcpy_fraction=0.36, pageable_memcpy_count=200, idle_fraction=0.15, idle_other_fraction=0.1),
+        gpu_busy_fraction=0.85, compute_fraction=0.48, memcpy_fraction=0.37, h2d_fraction=0.36,
+        exposed_h2d_fraction=0.35, pageable_memcpy_fraction=0.36, pageable_memcpy_count=200, idle_fraction=0.15,
+        idle_other_fraction=0.1),
         "h2d_copy_bound"),
     "fp32_matmuls": (dict(tensor_core_fraction=0.0, tc_eligible_non_tc_fraction=0.7), "low_tensor_core_use"),
     "memory_full": (dict(memory_peak_fraction=0.97), "memory_pressure"),
@@ -485,8 +486,8 @@ def _parser():
 
 
 def test_engine_options_parse():
-    args = _parser().parse_args(["analyze", "t.json", "--rules", "a", "--rules", "b", "--param", "TD301.stall_threshold=0.1",
-                                 "--fail-on", "Warning"])  # fmt: skip
+    args = _parser().parse_args(["analyze", "t.json", "--rules", "a", "--rules", "b",
+                                 "--param", "TD301.stall_threshold=0.1", "--fail-on", "Warning"])  # fmt: skip
     assert args.rules == ["a", "b"] and args.param == ["TD301.stall_threshold=0.1"] and args.fail_on == "warning"
     with pytest.raises(SystemExit):
         _parser().parse_args(["analyze", "t.json", "--fail-on", "io_bund"])

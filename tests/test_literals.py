@@ -1,5 +1,6 @@
 """Name patterns answered through required texts give exactly the pattern's own answer."""
 
+import ast
 import random
 import re
 
@@ -138,6 +139,19 @@ def _module_patterns() -> set[tuple[str, int]]:
     return out
 
 
+def _literal(pattern: str) -> str:
+    """The pattern as a Python literal for the table; one with white space too long for a 120-column line as
+    adjacent literals, each cut after a ``|`` (a line without white space may run long)."""
+    if len(repr(pattern)) <= 100 or not any(c.isspace() for c in repr(pattern)):
+        return repr(pattern)
+    pieces = []
+    while len(pattern) > 90:
+        cut = pattern.rfind("|", 0, 90) + 1 or 90
+        pieces.append(pattern[:cut])
+        pattern = pattern[cut:]
+    return "\n     ".join(map(repr, [*pieces, pattern]))
+
+
 def test_precomputed_required_texts_are_the_parsers_for_every_module_pattern():
     from tracedoc.model.literals import parsed_required_texts
     from tracedoc.model.required import KNOWN
@@ -147,5 +161,6 @@ def test_precomputed_required_texts_are_the_parsers_for_every_module_pattern():
         texts = parsed_required_texts(pattern, flags)
         if texts:
             live[(pattern, flags)] = texts
-    table = "\n".join(f"    ({p!r}, {f}):\n        {t!r}," for (p, f), t in sorted(live.items()))
+    table = "\n".join(f"    ({_literal(p)}, {f}):\n        {t!r}," for (p, f), t in sorted(live.items()))
+    assert ast.literal_eval("{\n" + table + "\n}") == live  # the table to paste reads back as the parser's texts
     assert KNOWN == live, f"tracedoc/model/required.py is out of date; its KNOWN should read:\n{table}"

@@ -123,7 +123,8 @@ def test_truncated_gzip_log_keeps_its_complete_lines(tmp_path):
     "step\t" + " " * 24_000 + "loss: 1",
 ])
 def test_a_24_kb_deepspeed_line_parses_in_linear_time(tmp_path, line):
-    head = "[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[1e-4], mom=[(0.9, 0.95)]\n"
+    head = ("[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[1e-4], "
+            "mom=[(0.9, 0.95)]\n")
     path = tmp_path / "ds.log"
     path.write_text(head + (line + "\n") * 20)
     cpu, series = cpu_seconds(read_log, path)

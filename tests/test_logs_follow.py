@@ -22,8 +22,10 @@ from tracedoc.logs.watch import Watch, WatchOptions
 ROOT = Path(__file__).resolve().parents[1]
 WRITER = r"""
 import json, math, sys, time
-path, first, last, nan_at, stall_at, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
-t = 0.5 * (first - 1)
+""" + (
+    "path, first, last, nan_at, stall_at, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), "
+    "int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])\n"
+) + r"""t = 0.5 * (first - 1)
 with open(path, "a") as fh:
     for step in range(first, last + 1):
         dt = 0.5 * (1 + 0.01 * math.sin(step))

@@ -94,15 +94,21 @@ def test_megatron_header_config_errors(tmp_path):
     assert "config_error" in result.labels
 
 
-DEEPSPEED_LOG = """\
-[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[5e-05, 5e-05], mom=[(0.9, 0.999), (0.9, 0.999)]
-[2024-01-01 10:00:00,000] [INFO] [timer.py:260:stop] epoch=0/micro_step=40/global_step=10, RunningAvgSamplesPerSec=25.03, CurrSamplesPerSec=25.70, MemAllocated=4.32GB, MaxMemAllocated=38.49GB
-step 10 loss: 2.5000
-[2024-01-01 10:00:01,000] [INFO] [fused_optimizer.py:344:_update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768
-[2024-01-01 10:00:02,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=20, skipped=3, lr=[4.9e-05, 4.9e-05], mom=[(0.9, 0.999), (0.9, 0.999)]
-[2024-01-01 10:00:02,000] [INFO] [timer.py:260:stop] epoch=0/micro_step=80/global_step=20, RunningAvgSamplesPerSec=24.00, CurrSamplesPerSec=12.00, MemAllocated=4.32GB, MaxMemAllocated=38.49GB
-step 20 loss: nan
-"""
+DEEPSPEED_LOG = "\n".join([
+    "[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[5e-05, 5e-05], "
+    "mom=[(0.9, 0.999), (0.9, 0.999)]",
+    "[2024-01-01 10:00:00,000] [INFO] [timer.py:260:stop] epoch=0/micro_step=40/global_step=10, "
+    "RunningAvgSamplesPerSec=25.03, CurrSamplesPerSec=25.70, MemAllocated=4.32GB, MaxMemAllocated=38.49GB",
+    "step 10 loss: 2.5000",
+    "[2024-01-01 10:00:01,000] [INFO] [fused_optimizer.py:344:_update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping "
+    "step. Attempted loss scale: 65536, reducing to 32768",
+    "[2024-01-01 10:00:02,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=20, skipped=3, lr=[4.9e-05, 4.9e-05], "
+    "mom=[(0.9, 0.999), (0.9, 0.999)]",
+    "[2024-01-01 10:00:02,000] [INFO] [timer.py:260:stop] epoch=0/micro_step=80/global_step=20, "
+    "RunningAvgSamplesPerSec=24.00, CurrSamplesPerSec=12.00, MemAllocated=4.32GB, MaxMemAllocated=38.49GB",
+    "step 20 loss: nan",
+    "",
+])
 
 
 def test_deepspeed_log(tmp_path):

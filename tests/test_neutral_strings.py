@@ -22,7 +22,8 @@ RLO = "\u202e"
 FAKE_LINE = "\nVerdict: no finding"
 RICH_MARKUP = "[link=https://evil.example]x[/link][/]"
 HOSTILE = f"gemm{ESC_TITLE}{ESC_CLEAR}{RLO}lmth.exe{ESC_LINK}{RICH_MARKUP}{FAKE_LINE}\u200b\x9b31m"
-MD_HOSTILE = "x` ![i](https://evil.example/i.png) [l](javascript:alert(1)) <img src=x onerror=alert(1)> @everyone www.evil.example"
+MD_HOSTILE = ("x` ![i](https://evil.example/i.png) [l](javascript:alert(1)) <img src=x onerror=alert(1)> "
+              "@everyone www.evil.example")
 
 
 def _raw_controls(text: str) -> list[str]:

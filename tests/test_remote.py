@@ -77,7 +77,8 @@ def _store_env(endpoint: str, **extra) -> dict:
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """A running server holding bucket ``runs``: ``job/`` (4 rank files), ``one/trace.json.gz``,
-    ``logs/trainer_state.json``, ``bomb/rank0.json.gz`` (a trace padded to 70 MB with white space); and the local copies."""
+    ``logs/trainer_state.json``, ``bomb/rank0.json.gz`` (a trace padded to 70 MB with white space); and the local
+    copies."""
     proc, endpoint = _start_moto()
     try:
         local = tmp_path_factory.mktemp("store")

@@ -20,7 +20,8 @@ CLASSED = [
     ("sm80_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x128x32", 300.0, "GEMM"),
     ("void implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1, false, false, true>(int, int, int)", 250.0,
      "convolution"),
-    ("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::half_t>>(Flash_fwd_params)",
+    ("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, "
+     "cutlass::half_t>>(Flash_fwd_params)",
      200.0, "attention"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, at::detail::Array<char*, 3> >"
      "(int, at::native::AddFunctor<float>, at::detail::Array<char*, 3>)", 100.0, "elementwise"),
@@ -62,22 +63,27 @@ def test_kernel_classes_sum_to_the_gpu_op_time_by_hand(tmp_path):
 
 
 @pytest.mark.parametrize("name, short", [
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >"
-     "(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)", "vectorized_elementwise_kernel"),
-    ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, float, "
-     "float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, at::native::BinaryFunctor<"
-     "float, float, float, at::native::binary_internal::MulFunctor<float> > const&)::{lambda(int)#1}>(int, "
-     "at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, float, float, at::native::binary_internal::"
-     "MulFunctor<float> > >(at::TensorIteratorBase&, at::native::BinaryFunctor<float, float, float, "
-     "at::native::binary_internal::MulFunctor<float> > const&)::{lambda(int)#1})", "elementwise_kernel"),
-    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::(anonymous "
-     "namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)", "cunn_SoftMaxForward"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+     "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
+     "vectorized_elementwise_kernel"),
+    ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::BinaryFunctor<"
+     "float, float, float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
+     "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > "
+     "const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, float, "
+     "float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
+     "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > "
+     "const&)::{lambda(int)#1})", "elementwise_kernel"),
+    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+     "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
+     "cunn_SoftMaxForward"),
     ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
      "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"),
-    ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(cutlass_80_tensorop_s1688gemm_128x"
-     "128_32x3_nn_align4::Params)", "Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>"),
-    ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, float, float, false, true, "
-     "true, false, 7, false, cublasGemvParamsEx<int, float> >(cublasGemvParamsEx<int, float>)", "gemvx::kernel"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>"
+     "(cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)",
+     "Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>"),
+    ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, float, float, "
+     "false, true, true, false, 7, false, cublasGemvParamsEx<int, float> >(cublasGemvParamsEx<int, float>)",
+     "gemvx::kernel"),
     ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),
     ("triton_poi_fused_add_0", "triton_poi_fused_add_0"),
 ])

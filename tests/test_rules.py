@@ -154,7 +154,8 @@ BASELINE: dict = {**dict.fromkeys(METRICS), **HEALTHY}
 EVIDENCE = {
     name: [{"row": i} for i in range(20)]
     for name in ("top_gaps", "top_kernels", "top_operators", "idle_causes", "per_step", "collectives",
-                 "sync_calls", "implicit_syncs", "sync_blocked_calls", "launch", "idle_other_cpu_ops", "memcpy", "memory_top_allocs", "dataloader", "flops_summary", "flops_by_op_class",
+                 "sync_calls", "implicit_syncs", "sync_blocked_calls", "launch", "idle_other_cpu_ops", "memcpy",
+                 "memory_top_allocs", "dataloader", "flops_summary", "flops_by_op_class",
                  "host_late_cpu_ops", "host_late_python", "launch_queue",
                  "flops_by_kernel_class", "roofline_below_roof", "job_ranks", "job_collectives", "straggler_cause",
                  "job_disagreements", "host_operators")

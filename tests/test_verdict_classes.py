@@ -207,7 +207,8 @@ def test_gpu_idle_while_the_host_sits_in_cudafree_is_sync_bound_not_host_late(tm
     assert m["idle_sync_fraction"] == 0.0
     assert m["idle_other_fraction"] == pytest.approx(6990 / 60_000)
     # But for 5,700 us of each gap the launching thread sat inside cudaFree: 4 * 5,700 = 22,800 us, all
-    # in long gaps (ten launch periods: 10 * 20 us). The pin-memory thread's cudaHostAlloc (another 4 * 100 us) does not count.
+    # in long gaps (ten launch periods: 10 * 20 us). The pin-memory thread's cudaHostAlloc (another 4 * 100 us) does
+    # not count.
     assert m["idle_blocked_in_sync_fraction"] == pytest.approx(22_800 / 60_000)
     assert m["idle_host_late_blocked_fraction"] == pytest.approx(22_800 / 60_000)
     assert m["sync_blocked_longest_call_ns"] == 5700 * US

@@ -28,8 +28,9 @@ def wheel(tmp_path_factory) -> Path:
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
-        offline = any(s in proc.stderr for s in ("No matching distribution", "Could not find a version",
-                                                  "NewConnectionError", "Temporary failure in name resolution"))  # fmt: skip
+        markers = ("No matching distribution", "Could not find a version", "NewConnectionError",
+                   "Temporary failure in name resolution")
+        offline = any(s in proc.stderr for s in markers)
         if offline:
             pytest.skip(f"cannot fetch the build backend (hatchling): {proc.stderr.strip().splitlines()[-1]}")
         pytest.fail(f"pip wheel failed:\n{proc.stdout}\n{proc.stderr}")

@@ -78,8 +78,8 @@ def analyze_log(path: str | os.PathLike | list | tuple, *, config: tuple | list 
                 log_format: str | None = None, fields: dict[str, str] | None = None):
     """Analyse a training log (and its config files): anomalies, config checks and the findings of the
     ``scope = "log"`` rules. Returns a ``tracedoc.logs.LogResult``. ``path`` may be a list of files (or a
-    directory of Lightning ``version_N`` logs): segments of one run, joined in step order. A large JSON Lines log is decoded in
-    ``jobs`` processes (default: the CPU count, at most 4). ``log_format`` names the log's format instead
+    directory of Lightning ``version_N`` logs): segments of one run, joined in step order. A large JSON Lines log is
+    decoded in ``jobs`` processes (default: the CPU count, at most 4). ``log_format`` names the log's format instead
     of sniffing it (``tracedoc.logs.reader.FORMATS``); ``fields`` maps field names to the log's own
     (``{"loss": "train/lm_loss"}``)."""
     return judge_log(path, load_ruleset(params, rule_dirs), config=config, options=options,

@@ -2,8 +2,8 @@
 
 ``analysis_schema()`` describes ``tracedoc analyze --format json`` (``AnalysisResult``),
 ``diff_schema()`` ``tracedoc diff --format json`` (``DiffResult``), ``trend_schema()`` the same for three
-runs or more (``TrendResult``), ``log_schema()`` ``tracedoc logs --format json`` (``LogResult``). Each is msgspec's schema of the
-record type, with:
+runs or more (``TrendResult``), ``log_schema()`` ``tracedoc logs --format json`` (``LogResult``). Each is msgspec's
+schema of the record type, with:
 
 - every field described by the comment beside it in the type's definition (a type by its docstring);
 - ``metrics`` objects spelled out from the metric table (``tracedoc.model.metrics``): each metric with

@@ -12,7 +12,8 @@ from .batch import batch_counts
 
 
 def install_hooks(session) -> None:
-    """Step hooks: the optimizer post-step hook, DataLoader.__next__, and a one-shot forward pre-hook for the batch size."""
+    """Step hooks: the optimizer post-step hook, DataLoader.__next__, and a one-shot forward pre-hook for the batch
+    size."""
     torch = session._torch
     from torch.optim.optimizer import register_optimizer_step_post_hook
 

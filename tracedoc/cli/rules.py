@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
 def register(subparsers: Any) -> None:
     """Add ``tracedoc rules`` and ``tracedoc rules explain ID`` to a subparsers action."""
     rules = subparsers.add_parser("rules", help="list the diagnosis rules, or explain one",
-                                  description="List the rules tracedoc evaluates; 'tracedoc rules explain ID' prints one rule's documentation.")  # fmt: skip
+                                  description="List the rules tracedoc evaluates; 'tracedoc rules explain ID' "
+                                              "prints one rule's documentation.")  # fmt: skip
     rules.add_argument("--rules", metavar="DIR", action="append", default=[], help="also load the rule files in DIR")
     _add_layout_options(rules)
     rules.set_defaults(func=cmd_rules_list)

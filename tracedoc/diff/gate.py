@@ -1,10 +1,10 @@
 """The regression gate: ``--fail-on-regression PCT`` on step time and ``--fail-if EXPR`` on metric deltas.
 
 An expression is in the rules' safe expression language (``tracedoc.engine.expr``, never ``eval``;
-the command line compiles it against ``gate_names()``) and reads, for every numeric metric, its change (``exposed_comm_fraction > +0.05``) and its two
-values (``exposed_comm_fraction_before``, ``..._after``), plus ``step_ms`` and ``step_pct`` (the
-step-time change in ms and percent) and ``<category>_ms`` (each category's share of it). It is
-checked on every aligned rank pair and fails the gate when it holds on any of them.
+the command line compiles it against ``gate_names()``) and reads, for every numeric metric, its change
+(``exposed_comm_fraction > +0.05``) and its two values (``exposed_comm_fraction_before``, ``..._after``), plus
+``step_ms`` and ``step_pct`` (the step-time change in ms and percent) and ``<category>_ms`` (each category's share
+of it). It is checked on every aligned rank pair and fails the gate when it holds on any of them.
 """
 
 from __future__ import annotations

@@ -92,12 +92,14 @@ def _inconsistent(doc: dict) -> str | None:
     for name, split in splits:
         cats = (split or {}).get("category_ns")
         if cats is not None and list(cats) != list(CATEGORIES):
-            return f"{name}.category_ns has {', '.join(map(str, cats)) or 'no categories'}; expected {', '.join(CATEGORIES)}"
+            return (f"{name}.category_ns has {', '.join(map(str, cats)) or 'no categories'}; "
+                    f"expected {', '.join(CATEGORIES)}")
     parts = [("", doc)] if "pairs" in doc else [(f"runs[{i}].", r) for i, r in enumerate(doc.get("runs") or [])]
     for name, part in parts:
         cats = [a["category"] for a in part.get("attribution") or []]
         if cats != list(CATEGORIES):
-            return f"{name}attribution has {', '.join(map(str, cats)) or 'no categories'}; expected {', '.join(CATEGORIES)}"
+            return (f"{name}attribution has {', '.join(map(str, cats)) or 'no categories'}; "
+                    f"expected {', '.join(CATEGORIES)}")
     if "pairs" in doc and not 0 <= doc["focus"] < len(doc["pairs"]):
         return f"focus = {doc['focus']} with {len(doc['pairs'])} pairs"
     return None

@@ -104,8 +104,9 @@ class TrendResult(Record, dict=True, kw_only=True):
     TABLES = ("runs", "predictions")
 
     def table(self, name: str | None = None):
-        """Without a name, the names of the trend's tables; else one as a pandas DataFrame: ``runs`` (one row per run, base first: step, change, verdict and
-        each category's part of the change) or ``predictions`` (each run's checks of the base's predictions)."""
+        """Without a name, the names of the trend's tables; else one as a pandas DataFrame: ``runs`` (one row per
+        run, base first: step, change, verdict and each category's part of the change) or ``predictions`` (each
+        run's checks of the base's predictions)."""
         import pandas as pd
 
         if name is None:

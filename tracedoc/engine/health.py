@@ -20,11 +20,11 @@ CPU_ONLY_CODE = "cpu-only-trace"
 # A trace whose GPU ops are mostly unlinked to their launch calls cannot say why the GPU idled.
 LINK_FRACTION_MEDIUM = 0.9  # below this: some idle causes fall to "other"; medium confidence
 LINK_FRACTION_LOW = 0.5  # below this: most of them do; low confidence
-FEW_STEPS = 3
+FEW_STEPS = 3  # fewer complete steps than this and warm-up may dominate the averages
 # Fewer GPU ops than this is a unit test or a toy, not a workload: one op moves every share (kernels
 # under 10 us, idle by cause) by 5 points or more, so no pattern can be told from chance.
 TINY_GPU_OPS = 20
-GRAPH_BUSY_MEDIUM = 0.8  # graph kernels missing but GPU this busy: little can be hidden; medium confidence  # fewer complete steps than this and warm-up may dominate the averages
+GRAPH_BUSY_MEDIUM = 0.8  # graph kernels missing but GPU this busy: little can be hidden; medium confidence
 
 # Metrics derived from launch<->kernel links (correlation ids / ac2g flows).
 _LINK_METRICS = frozenset({

@@ -245,8 +245,9 @@ def resolve_params(
                              todo="name a rule by id or name, e.g. TD301.stall_threshold")  # fmt: skip
         if pname not in rule.params:
             choices = ", ".join(sorted(rule.params)) or "none"
-            raise ParamError(f"{where} {key!r}", f"rule {rule.id} has no parameter {pname!r}{suggest(pname, rule.params)}",
-                             todo=f"its parameters: {choices}")  # fmt: skip
+            raise ParamError(f"{where} {key!r}",
+                             f"rule {rule.id} has no parameter {pname!r}{suggest(pname, rule.params)}",
+                             todo=f"its parameters: {choices}")
         param = rule.params[pname]
         got = value_type(value)
         if got != param.type:

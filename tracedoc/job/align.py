@@ -29,9 +29,9 @@ than to its partner, it would be the neighbour's), but never below the job's end
 ``END_SKEW_FLOOR_NS``, and never above half a step: a pairing a step off is never right. A CPU
 backend (gloo) runs a collective on a worker thread whose end, on a busy host, can trail the other
 ranks' by many milliseconds (up to half a step measured with three ranks on two cores): there the
-scale is ``CPU_SCALE_STEPS`` of a step, and only pairings about a step off are refused. ``refuse`` turns away a pairing whose end, less the rank's clock difference
-(the median over its agreeing pairings), lies beyond that scale. Vectorised over ranks: a signature
-costs O(calls log calls).
+scale is ``CPU_SCALE_STEPS`` of a step, and only pairings about a step off are refused. ``refuse`` turns away a
+pairing whose end, less the rank's clock difference (the median over its agreeing pairings), lies beyond that scale.
+Vectorised over ranks: a signature costs O(calls log calls).
 """
 
 from __future__ import annotations

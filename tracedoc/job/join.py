@@ -155,7 +155,8 @@ def _unmatched_issues(m) -> list[str]:
     out = []
     outside = int(counts[REASON_BEFORE] + counts[REASON_AFTER])
     if outside:
-        by = [f"rank {r['rank']}: {r['unmatched'].get('before_span', 0)} before, {r['unmatched'].get('after_span', 0)} after"
+        by = [(f"rank {r['rank']}: {r['unmatched'].get('before_span', 0)} before, "
+               f"{r['unmatched'].get('after_span', 0)} after")
               for r in m.alignment.get("ranks", []) if r["unmatched"].get("before_span") or r["unmatched"].get("after_span")]
         out.append(f"{outside} collective call{'s' if outside > 1 else ''} lie outside the time every rank's trace "
                    f"covers (the ranks' profilers opened and closed at different times, and a kernel launched as a profiler "

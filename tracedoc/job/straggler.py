@@ -351,6 +351,7 @@ def cause_of(rank: int, lead: dict[int, dict[str, float]], lateness_per_step_ns:
     else:
         text = CAUSE_TEXT.get(cause, "no category explains its lateness; compare its timeline with the median rank's")
     if kernels_med and abs(kernels_own - kernels_med) > 0.1 * kernels_med:
-        text += f"; it runs {kernels_own:.0f} kernels per step before its collectives vs {kernels_med:.0f} on the median rank"
+        text += (f"; it runs {kernels_own:.0f} kernels per step before its collectives vs {kernels_med:.0f} "
+                 "on the median rank")
     return {"cause": cause, "text": text, "excess_ms_per_step": top["excess_ms_per_step"] if explained else 0.0,
             "breakdown": rows, "kernels_per_step": kernels_own, "median_kernels_per_step": kernels_med}

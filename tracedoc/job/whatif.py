@@ -6,7 +6,8 @@ instance its last arrival, clocks aligned) and each rank's step table. Output: t
 
 Why not the critical-path replay of each rank (``analyses/critical_path``): the ranks' traces and
 graphs live in their workers and are gone by the time the job step matches collectives across
-ranks; shipping graphs back would break the job step's O(ranks x collectives) budget. The job step replays the collectives themselves instead, in lockstep:
+ranks; shipping graphs back would break the job step's O(ranks x collectives) budget. The job step replays the
+collectives themselves instead, in lockstep:
 
 - each rank's time between two of its collectives is its own work, kept as recorded; what a rank
   does after a collective starts when the collective does, so a collective that starts (and ends)

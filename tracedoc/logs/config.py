@@ -11,8 +11,8 @@ Semantics (Megatron-LM ``validate_args``, DeepSpeed config asserts):
 world = TP x PP x CP x DP (DP derived as world / (TP PP CP) when not given, which must divide);
 EP divides DP x CP; global batch = micro x DP x grad-accum (Megatron derives grad-accum, which must be
 a whole number); heads and query groups % TP == 0; seq % TP == 0 with sequence parallelism; seq %
-(2 CP) == 0 with context parallelism; layers % (PP x virtual stages) == 0; fp16 with a fixed loss scale of 1 is fp16 without loss scaling;
-bf16 needs compute capability >= 8.0.
+(2 CP) == 0 with context parallelism; layers % (PP x virtual stages) == 0; fp16 with a fixed loss scale of 1 is fp16
+without loss scaling; bf16 needs compute capability >= 8.0.
 """
 
 from __future__ import annotations
@@ -121,7 +121,8 @@ def check_config(settings: dict[str, Any], sources: list[str], *, compute_capabi
         else:
             bad = world % model != 0
             text = f"world size {world} {'is not' if bad else 'is'} divisible by {sizes} = {model}"
-            fix = f"choose TP x PP x CP (now {model}) dividing the world size {world}, or run on a multiple of {model} GPUs"
+            fix = (f"choose TP x PP x CP (now {model}) dividing the world size {world}, "
+                   f"or run on a multiple of {model} GPUs")
             dp = world // model if not bad else None
         if not bad and ep and ep > 1 and dp and (dp * (cp or 1)) % ep != 0:
             bad = True

@@ -4,8 +4,8 @@ A **pattern** is a chain of slow episodes whose starts follow each other every k
 tolerance (``max(log stride, 1% of k)``: a data-shard switch every 189-190 steps is one pattern), where
 one beat may be missed (a gap of 2k links too, and counts as a beat without a stall). It needs at
 least ``MIN_HITS`` stalls and stalls on at least ``MIN_COVERAGE`` of its beats, and, unless its stalls are
-exactly on the beat and at least half of all slow points, to be one that chance would not make: with the slow points scattered at
-random, a chain with as many hits within its own spread of the beats would turn up less often than
+exactly on the beat and at least half of all slow points, to be one that chance would not make: with the slow points
+scattered at random, a chain with as many hits within its own spread of the beats would turn up less often than
 ``ALPHA`` over all the chains tried (a binomial tail; the wider the spread and the more slow points, the
 more hits it takes).
 

@@ -88,8 +88,8 @@ class LogResult(Record, dict=True, kw_only=True):
     TABLES = ("anomalies", "config_checks", "findings", "metrics")
 
     def table(self, name: str | None = None):
-        """Without a name, the names of the result's tables; else one of them as a pandas DataFrame: ``anomalies``, ``config_checks``, ``findings``
-        (rule, label, impact, message) or ``metrics`` (name, value)."""
+        """Without a name, the names of the result's tables; else one of them as a pandas DataFrame: ``anomalies``,
+        ``config_checks``, ``findings`` (rule, label, impact, message) or ``metrics`` (name, value)."""
         import pandas as pd
 
         if name is None:

@@ -93,7 +93,8 @@ _EVAL_PREFIX_RE = re.compile(r"(?:^|[^a-z])(?:eval|val|valid|validation|test|dev
 
 
 def normalise_key(key: str) -> str:
-    """``"Train/Loss"`` -> ``"train_loss"``; ``"elapsed time per iteration (ms)"`` -> ``"elapsed_time_per_iteration_ms"``."""
+    """``"Train/Loss"`` -> ``"train_loss"``; ``"elapsed time per iteration (ms)"`` ->
+    ``"elapsed_time_per_iteration_ms"``."""
     return _NORMALISE_RE.sub("_", key.lower()).strip("_")
 
 

@@ -170,8 +170,8 @@ class Watch:
             if (by_z or by_ratio) and not self.in_spike:
                 crit = (f"{loss / med:.2g}x the trailing median (>= {self.o.spike_ratio:g}x), z {min(z, 1e9):.1f}"
                         if by_ratio and not by_z else
-                        f"z {min(z, 1e9):.1f} > {self.o.spike_z:g} scaled MADs and {rise / abs(med) if med else math.inf:+.0%} "
-                        "above the trailing median")
+                        f"z {min(z, 1e9):.1f} > {self.o.spike_z:g} scaled MADs and "
+                        f"{rise / abs(med) if med else math.inf:+.0%} above the trailing median")
                 out.append(Finding("loss_spike", step, f"loss {loss:.5g} at step {step}, trailing median {med:.5g}",
                                    crit, {"loss": loss, "reference": med, "z": min(z, 1e9)}))
             self.in_spike = bool(by_z or by_ratio)

@@ -68,7 +68,8 @@ KNOWN: dict[tuple[str, int], tuple[tuple[str, ...], ...]] = {
         (('ProfilerStep#',),),
     ('^Torch-Compiled Region: \\d+/\\d+$', 32):
         (('Torch-Compiled Region: ',), ('/',)),
-    ('^\\s*(?P<fam>profiler[ _]?step|train(?:ing)?[ _\\-]?step|step|train[ _\\-]?iter(?:ation)?|iteration|iter)(?:[\\s_#:=\\-]*\\d+)?\\s*(?:,\\s*(?:seq|op_id|sizes|stream)\\b.*)?$', 34):
+    ('^\\s*(?P<fam>profiler[ _]?step|train(?:ing)?[ _\\-]?step|step|train[ _\\-]?iter(?:ation)?|'
+     'iteration|iter)(?:[\\s_#:=\\-]*\\d+)?\\s*(?:,\\s*(?:seq|op_id|sizes|stream)\\b.*)?$', 34):
         (('profiler', 'train', 'step', 'iter'),),
     ('^\\s*([a-zA-Z]*)\\s*,\\s*([a-zA-Z]*)\\s*(?:->\\s*([a-zA-Z]*)\\s*)?$', 32):
         ((',',),),

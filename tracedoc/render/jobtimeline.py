@@ -7,8 +7,8 @@ its lane. Where the rank's timeline excerpt covers that step, its compute is its
 elsewhere it is the step's time outside the collectives, and the hover says so with the step's measured
 compute and idle time.
 
-Drawn for jobs of 2 to ``MAX_LANES`` ranks (a larger job is read from its rank x step heatmap), from a fresh analysis (a saved report keeps no matched
-collectives). Inline SVG; hover text in ``<title>`` elements, no script.
+Drawn for jobs of 2 to ``MAX_LANES`` ranks (a larger job is read from its rank x step heatmap), from a fresh
+analysis (a saved report keeps no matched collectives). Inline SVG; hover text in ``<title>`` elements, no script.
 """
 
 from __future__ import annotations

@@ -156,8 +156,8 @@ _LEVELS = (short_name, _with_arguments, _with_nested_arguments, _signature, lamb
 
 def distinct_short_names(names: Sequence[str], full: bool = False) -> list[str]:
     """For each name, the shortest form that no different name in ``names`` shares: the short name, then
-    with its template arguments (first with what nests in them elided), then the signature without namespaces, then the whole name. ``full``: the
-    names as they are (one-line)."""
+    with its template arguments (first with what nests in them elided), then the signature without namespaces, then
+    the whole name. ``full``: the names as they are (one-line)."""
     if full:
         return [" ".join(str(n).split()) for n in names]
     level = {n: 0 for n in names}

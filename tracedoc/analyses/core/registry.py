@@ -31,7 +31,8 @@ METRICS: dict[str, Metric] = TRACE_METRICS
 EVIDENCE: dict[str, str] = {
     "host_operators": "Traces without GPU ops: CPU operators by self time (and total time) in the window.",
     "idle_causes": "Idle time by cause (dataloader, host_launch, sync, launch_latency, other).",
-    "idle_other_cpu_ops": "The outermost CPU ops running while the GPU idled for no identified cause, by overlapping time.",
+    "idle_other_cpu_ops": "The outermost CPU ops running while the GPU idled for no identified cause, by "
+                          "overlapping time.",
     "host_late_cpu_ops": "CPU operators and user annotations running in the long host-late idle gaps (the GPU waited "
                          "for a launch the host made late, host_gap_long_ns or longer), by name: calls, time inside "
                          "the gaps and self time inside them (less the ops nested in them).",
@@ -44,9 +45,10 @@ EVIDENCE: dict[str, str] = {
                 "device_busy when other streams kept the device busy throughout.",
     "stream_gaps": "Gap statistics per stream; causes_ns splits each stream's gap time by idle cause, the "
                    "rest device_busy (other streams running).",
-    "launch_queue": "Per stream: GPU ops launched and not finished from the first step's start to the window's end (maximum, time-weighted mean, and "
-                    "the maximum over each of 120 equal stretches, series_step_ns apart), launches, and the launch "
-                    "calls that blocked on a full queue and the host time they blocked.",
+    "launch_queue": "Per stream: GPU ops launched and not finished from the first step's start to the window's end "
+                    "(maximum, time-weighted mean, and the maximum over each of 120 equal stretches, series_step_ns "
+                    "apart), launches, and the launch calls that blocked on a full queue and the host time they "
+                    "blocked.",
     "top_kernels": "Kernels (and copies) by total time in the window.",
     "top_operators": "CPU operators by the GPU time of the ops they launched.",
     "kernel_classes": "GPU op time by what the ops compute (GEMM, convolution, attention, elementwise, reduction, "
@@ -63,9 +65,11 @@ EVIDENCE: dict[str, str] = {
                        "a signature of the kernel sequence its first call launched, and that sequence's length.",
     "collectives": "Collectives by type: count, time, message sizes, bandwidth.",
     "sync_calls": "Synchronizing calls grouped by operator and call.",
-    "implicit_syncs": "Implicitly synchronizing calls grouped by the operator that triggered them and call, with calls per step.",
-    "sync_blocked_calls": "The synchronizing calls on the launching threads that hold the most GPU idle time: call, the "
-                          "innermost CPU op and user annotation around it, start, duration and the idle time inside it.",
+    "implicit_syncs": "Implicitly synchronizing calls grouped by the operator that triggered them and call, with "
+                      "calls per step.",
+    "sync_blocked_calls": "The synchronizing calls on the launching threads that hold the most GPU idle time: call, "
+                          "the innermost CPU op and user annotation around it, start, duration and the idle time "
+                          "inside it.",
     "memcpy": "Copies by direction: count, time, bytes, pageable and pinned host memory where recorded, "
               "achieved GB/s, and the ops and calls that issued them.",
     "memory_top_allocs": "Largest allocations by operator.",

@@ -50,7 +50,8 @@ FIXES = {
 
 
 class Prediction(Record, frozen=True, kw_only=True):
-    """A fix's predicted step time (the median of the replayed step times), in ms to 0.1 µs, and how it was predicted."""
+    """A fix's predicted step time (the median of the replayed step times), in ms to 0.1 µs, and how it was
+    predicted."""
 
     step_ms_before: float  # median step time (interval between completions) as recorded
     step_ms_after: float  # replayed with the fix applied

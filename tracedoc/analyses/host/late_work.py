@@ -105,7 +105,8 @@ def _self_within(overlap: np.ndarray, rows: np.ndarray, parent: np.ndarray, sub:
 def work_in(trace: Trace, iset: iv.IntervalSet, kinds: tuple[int, ...], top: int = 15,
             threads: tuple[np.ndarray, np.ndarray] | None = None) -> list[HostWork]:
     """CPU ops of ``kinds`` on ``threads`` (pids, tids; default: the launching threads, every thread when
-    none is known) overlapping ``iset``, by name: calls, total time inside it (the union of the calls') and self time inside it.
+    none is known) overlapping ``iset``, by name: calls, total time inside it (the union of the calls') and self
+    time inside it.
     Python frames' self time leaves out the frames they called and the outermost operators they called;
     operators' and annotations', the operators and annotations nested in them. Step spans are left out."""
     c = trace.cpu_ops
