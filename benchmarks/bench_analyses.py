@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load: {time.perf_counter() - t:.3f} s wall ({args.trace})")
     best, (cpu_total, wall_total) = stage_times(trace, max(1, args.repeat))
     print(f"{'stage':44s} {'cpu ms':>8s} {'wall ms':>8s}")
-    for name, (cpu, wall) in sorted(best.items(), key=lambda kv: -kv[1][0])[:args.top]:
+    for name, (cpu, wall) in sorted(best.items(), key=lambda kv: -kv[1][0])[: args.top]:
         print(f"{name:44s} {cpu * 1e3:8.1f} {wall * 1e3:8.1f}")
     print(f"{'analyses in all (best run)':44s} {cpu_total * 1e3:8.1f} {wall_total * 1e3:8.1f}")
     return 0

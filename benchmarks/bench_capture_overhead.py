@@ -26,11 +26,31 @@ TRAIN = ROOT / "tests" / "capture_scripts" / "train_tiny.py"
 
 def one_run(wrapped: bool, args, tmp: str, i: int) -> float:
     out = os.path.join(tmp, f"{'w' if wrapped else 'b'}{i}.json")
-    script = [str(TRAIN), "--steps", str(args.steps), "--batch", str(args.batch), "--width", str(args.width),
-              "--out", out]
+    script = [
+        str(TRAIN),
+        "--steps",
+        str(args.steps),
+        "--batch",
+        str(args.batch),
+        "--width",
+        str(args.width),
+        "--out",
+        out,
+    ]
     if wrapped:
-        cmd = [sys.executable, "-m", "tracedoc.capture", "run", "-o", os.path.join(tmp, f"cap{i}"),
-               "--wait-for-trigger", "--no-report", "--", "python", *script]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tracedoc.capture",
+            "run",
+            "-o",
+            os.path.join(tmp, f"cap{i}"),
+            "--wait-for-trigger",
+            "--no-report",
+            "--",
+            "python",
+            *script,
+        ]
     else:
         cmd = [sys.executable, *script]
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
@@ -114,22 +134,31 @@ def main() -> int:
         for i in range(a.reps):
             bare.append(one_run(False, a, tmp, i))
             wrapped.append(one_run(True, a, tmp, i))
-            print(f"rep {i}: bare {bare[-1] * 1e3:.3f} ms/step, tracedoc run {wrapped[-1] * 1e3:.3f} ms/step",
-                  flush=True)
+            print(
+                f"rep {i}: bare {bare[-1] * 1e3:.3f} ms/step, tracedoc run {wrapped[-1] * 1e3:.3f} ms/step", flush=True
+            )
     mb, mw = statistics.mean(bare), statistics.mean(wrapped)
-    print(f"bare:         mean step {mb * 1e3:.3f} ms (median {statistics.median(bare) * 1e3:.3f}, "
-          f"stdev {statistics.stdev(bare) * 1e3 if len(bare) > 1 else 0:.3f})")
-    print(f"tracedoc run: mean step {mw * 1e3:.3f} ms (median {statistics.median(wrapped) * 1e3:.3f}, "
-          f"stdev {statistics.stdev(wrapped) * 1e3 if len(wrapped) > 1 else 0:.3f})")
+    print(
+        f"bare:         mean step {mb * 1e3:.3f} ms (median {statistics.median(bare) * 1e3:.3f}, "
+        f"stdev {statistics.stdev(bare) * 1e3 if len(bare) > 1 else 0:.3f})"
+    )
+    print(
+        f"tracedoc run: mean step {mw * 1e3:.3f} ms (median {statistics.median(wrapped) * 1e3:.3f}, "
+        f"stdev {statistics.stdev(wrapped) * 1e3 if len(wrapped) > 1 else 0:.3f})"
+    )
     print(f"ratio (tracedoc run / bare): {mw / mb:.4f}  ({(mw / mb - 1) * 100:+.2f}%)")
     ib, iw = in_process_ab(a)
     r = statistics.median(iw) / statistics.median(ib)
-    print(f"in-process A/B (same loop, alternating blocks): bare median {statistics.median(ib) * 1e3:.3f} ms/step, "
-          f"hooked median {statistics.median(iw) * 1e3:.3f} ms/step, ratio {r:.4f} ({(r - 1) * 100:+.2f}%)")
+    print(
+        f"in-process A/B (same loop, alternating blocks): bare median {statistics.median(ib) * 1e3:.3f} ms/step, "
+        f"hooked median {statistics.median(iw) * 1e3:.3f} ms/step, ratio {r:.4f} ({(r - 1) * 100:+.2f}%)"
+    )
     b_us, c_us = per_step_cost_us()
-    print(f"in-process: one step boundary (monitor + trigger poll, no capture pending) {b_us:.2f} us, "
-          f"DataLoader batch accounting {c_us:.2f} us; together {(b_us + c_us) / (mb * 1e6) * 100:.3f}% "
-          "of the bare step")
+    print(
+        f"in-process: one step boundary (monitor + trigger poll, no capture pending) {b_us:.2f} us, "
+        f"DataLoader batch accounting {c_us:.2f} us; together {(b_us + c_us) / (mb * 1e6) * 100:.3f}% "
+        "of the bare step"
+    )
     return 0
 
 

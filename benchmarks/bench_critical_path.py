@@ -56,8 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     t_whatif = _best(lambda: W.predict_all(graph), a.repeat)
     t_all = _best(lambda: critical_path(trace, steps, comm), a.repeat)
     without = end_to_end - t_all
-    print(f"trace: {a.trace} ({sum(trace.summary().values())} rows, {len(steps)} steps, {len(graph)} points, "
-          f"{graph.src.size} cross edges)")
+    print(
+        f"trace: {a.trace} ({sum(trace.summary().values())} rows, {len(steps)} steps, {len(graph)} points, "
+        f"{graph.src.size} cross edges)"
+    )
     print(f"analyze end to end (best of {a.repeat}): {end_to_end * 1e3:8.1f} ms")
     print(f"  graph build:                      {t_graph * 1e3:8.1f} ms")
     print(f"  critical paths + breakdown input: {t_paths * 1e3:8.1f} ms")

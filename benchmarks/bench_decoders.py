@@ -43,8 +43,11 @@ def timed(name: str, fn: Callable, reps: int) -> None:
         cpu.append(time.process_time() - c)
         del r
     if ts:
-        print(f"{name:<60} {statistics.median(ts):7.3f} s  ({min(ts):.3f}-{max(ts):.3f})  "
-              f"cpu {statistics.median(cpu):.3f} s {note}", flush=True)
+        print(
+            f"{name:<60} {statistics.median(ts):7.3f} s  ({min(ts):.3f}-{max(ts):.3f})  "
+            f"cpu {statistics.median(cpu):.3f} s {note}",
+            flush=True,
+        )
     else:
         print(f"{name:<60}       - {note}", flush=True)
 
@@ -76,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(a.trace, "rb") as f:
         raw = f.read()
     start = raw.index(b"[", raw.index(b'"traceEvents"'))
-    body = raw[start:raw.rindex(b"]") + 1]
+    body = raw[start : raw.rindex(b"]") + 1]
     print(f"{a.trace}: {len(raw) / 2**20:.1f} MiB, {a.reps} runs each")
     import orjson
 
@@ -111,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     for decoder in ("python", "compiled") if scan is not None else ("python",):
         os.environ["TRACEDOC_DECODER"] = decoder
         timed(f"tracedoc reader, 1 process, {decoder} decoder", lambda: read_kineto(a.trace, workers=1), a.reps)
-        timed(f"tracedoc reader, 2 worker processes, {decoder} decoder", lambda: read_kineto(a.trace, workers=2),
-              a.reps)
+        timed(
+            f"tracedoc reader, 2 worker processes, {decoder} decoder", lambda: read_kineto(a.trace, workers=2), a.reps
+        )
     del os.environ["TRACEDOC_DECODER"]
     timed("numpy vectorised splitter (boundaries only)", lambda: split_events(body), a.reps)
     try:
@@ -121,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("pyarrow: not installed")
     else:
+
         def ndjson(b: bytes) -> bytes:
             arr = np.frombuffer(b, dtype=np.uint8).copy()
             commas = split_events(b)
@@ -129,22 +134,40 @@ def main(argv: list[str] | None = None) -> int:
             arr[0] = arr[-1] = 32
             return arr.tobytes()
 
-        args_t = pa.struct([("External id", pa.int64()), ("correlation", pa.int64()), ("device", pa.int64()),
-                            ("stream", pa.int64())])
-        schema = pa.schema([("ph", pa.string()), ("cat", pa.string()), ("name", pa.string()), ("pid", pa.int64()),
-                            ("tid", pa.int64()), ("ts", pa.float64()), ("dur", pa.float64()), ("id", pa.int64()),
-                            ("args", args_t)])
+        args_t = pa.struct(
+            [("External id", pa.int64()), ("correlation", pa.int64()), ("device", pa.int64()), ("stream", pa.int64())]
+        )
+        schema = pa.schema(
+            [
+                ("ph", pa.string()),
+                ("cat", pa.string()),
+                ("name", pa.string()),
+                ("pid", pa.int64()),
+                ("tid", pa.int64()),
+                ("ts", pa.float64()),
+                ("dur", pa.float64()),
+                ("id", pa.int64()),
+                ("args", args_t),
+            ]
+        )
         opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
         lines = ndjson(body)
-        timed("pyarrow.json.read_json of the NDJSON (schema, threads)",
-              lambda: pj.read_json(pa.BufferReader(lines), parse_options=opts), a.reps)
-        timed("splitter + NDJSON + pyarrow.json.read_json",
-              lambda: pj.read_json(pa.BufferReader(ndjson(body)), parse_options=opts), a.reps)
+        timed(
+            "pyarrow.json.read_json of the NDJSON (schema, threads)",
+            lambda: pj.read_json(pa.BufferReader(lines), parse_options=opts),
+            a.reps,
+        )
+        timed(
+            "splitter + NDJSON + pyarrow.json.read_json",
+            lambda: pj.read_json(pa.BufferReader(ndjson(body)), parse_options=opts),
+            a.reps,
+        )
     try:
         import numba
     except ImportError:
         print("numba: not installed")
     else:
+
         @numba.njit(cache=True)
         def scan(a):
             out = np.empty(len(a) // 32 + 16, np.int64)

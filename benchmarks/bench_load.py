@@ -44,7 +44,7 @@ HTA_TOOLS = ("HTA load", "HTA load+analysis")
 # ...} or {"ok": false, "skipped"/"error": ...} on its last stdout line. The code below runs in the
 # child's own interpreter (tracedoc's for the first three, the HTA venv's for HTA).
 
-CHILD = r'''
+CHILD = r"""
 import json, os, resource, sys, time, traceback
 
 def peak_kb():
@@ -173,7 +173,7 @@ except Exception as exc:
     finish({"ok": False, "error": f"{type(exc).__name__}: {exc}",
             "traceback": traceback.format_exc()[-3000:]})
 finish(res)
-'''
+"""
 
 
 @dataclass
@@ -262,8 +262,14 @@ def run_child(python: str, tool: str, path: Path, timeout_s: float, mem_limit_kb
     env.setdefault("PYTHONHASHSEED", "0")
     with open(log, "wb") as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([python, "-c", CHILD, tool, str(path)], stdout=subprocess.PIPE, stderr=err,
-                                cwd=str(REPO_ROOT), env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            [python, "-c", CHILD, tool, str(path)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            cwd=str(REPO_ROOT),
+            env=env,
+            start_new_session=True,
+        )
         peak_seen = 0
         killed = ""
         pause = SAMPLE_S
@@ -343,6 +349,7 @@ def run_child(python: str, tool: str, path: Path, timeout_s: float, mem_limit_kb
 
 # --- HTA's environment -------------------------------------------------------------------------------
 
+
 def hta_python(venv: Path, install: bool = True) -> tuple[str | None, str]:
     """The HTA venv's interpreter, creating the venv and installing HTA on first use."""
     py = venv / "bin" / "python"
@@ -365,12 +372,16 @@ def hta_python(venv: Path, install: bool = True) -> tuple[str | None, str]:
 
 
 def hta_version(py: str) -> str:
-    r = subprocess.run([py, "-c", "import importlib.metadata as m; print(m.version('holistictraceanalysis'))"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [py, "-c", "import importlib.metadata as m; print(m.version('holistictraceanalysis'))"],
+        capture_output=True,
+        text=True,
+    )
     return r.stdout.strip() or "?"
 
 
 # --- reporting ---------------------------------------------------------------------------------------
+
 
 def fmt(v: float | None, spec: str, missing: str = "-") -> str:
     return missing if v is None else format(v, spec)
@@ -380,8 +391,11 @@ def print_table(title: str, results: list[Result], events: int | None, json_byte
     print()
     print(title)
     print(f"  file: {results[0].path if results else '?'}")
-    print(f"  size: {json_bytes / MIB:,.1f} MiB uncompressed JSON, "
-          f"{events:,} events (len(traceEvents))" if events else f"  size: {json_bytes / MIB:,.1f} MiB")
+    print(
+        f"  size: {json_bytes / MIB:,.1f} MiB uncompressed JSON, {events:,} events (len(traceEvents))"
+        if events
+        else f"  size: {json_bytes / MIB:,.1f} MiB"
+    )
     hdr = f"  {'tool':<20} {'wall s':>9} {'events/s':>12} {'peak RSS MB':>12} {'RSS/JSON':>9}  {'import s':>8}  note"
     print(hdr)
     print("  " + "-" * (len(hdr) - 2))
@@ -389,8 +403,10 @@ def print_table(title: str, results: list[Result], events: int | None, json_byte
         eps = events / r.wall_s if (r.ok and events and r.wall_s) else None
         note = r.note
         if r.ok and r.extra.get("breakdown_s") is not None:
-            note = (f"load {r.extra['load_s']:.1f} s + temporal breakdown {r.extra['breakdown_s']:.1f} s"
-                    f" + comm/comp overlap {r.extra['overlap_s']:.1f} s")
+            note = (
+                f"load {r.extra['load_s']:.1f} s + temporal breakdown {r.extra['breakdown_s']:.1f} s"
+                f" + comm/comp overlap {r.extra['overlap_s']:.1f} s"
+            )
         rss_kb = r.maxrss_kb
         if not r.ok:
             if r.extra.get("stopped") and rss_kb:
@@ -398,16 +414,17 @@ def print_table(title: str, results: list[Result], events: int | None, json_byte
             else:
                 rss_kb = None
         rss_mb = rss_kb / 1024 if rss_kb else None
-        print(f"  {r.tool:<20} {fmt(r.wall_s, '9.2f'):>9} {fmt(eps, ',.0f'):>12} {fmt(rss_mb, ',.0f'):>12} "
-              f"{fmt(rss_kb * 1024 / json_bytes if rss_kb else None, '.2f'):>9}  {fmt(r.import_s, '8.2f'):>8}  {note}")
+        print(
+            f"  {r.tool:<20} {fmt(r.wall_s, '9.2f'):>9} {fmt(eps, ',.0f'):>12} {fmt(rss_mb, ',.0f'):>12} "
+            f"{fmt(rss_kb * 1024 / json_bytes if rss_kb else None, '.2f'):>9}  {fmt(r.import_s, '8.2f'):>8}  {note}"
+        )
 
 
 def check(label: str, value: float | None, op: str, bound: float, unit: str = "", why_missing: str = "") -> str:
     if value is None:
         return f"  {label:<58} {'n/a':>9}   target {op} {bound:g}{unit}   ({why_missing or 'not measured'})"
     passed = {"<=": value <= bound, ">=": value >= bound, "<": value < bound}[op]
-    return (f"  {label:<58} {value:>9.2f}{unit:<1}  target {op} {bound:g}{unit}   "
-            f"{'PASS' if passed else 'FAIL'}")
+    return f"  {label:<58} {value:>9.2f}{unit:<1}  target {op} {bound:g}{unit}   {'PASS' if passed else 'FAIL'}"
 
 
 def ratios(results: dict[str, Result], events: int | None, json_bytes: int, hta_note: str = "") -> list[str]:
@@ -428,7 +445,9 @@ def ratios(results: dict[str, Result], events: int | None, json_bytes: int, hta_
     td, oj, an = ok("tracedoc load"), ok("orjson.loads"), ok("tracedoc analyze")
     hl, ha = ok("HTA load"), ok("HTA load+analysis")
     v = td.wall_s / oj.wall_s if (td and oj) else None
-    lines.append(check("tracedoc load time / orjson.loads time", v, "<=", 1.0, "", why("tracedoc load", "orjson.loads")))
+    lines.append(
+        check("tracedoc load time / orjson.loads time", v, "<=", 1.0, "", why("tracedoc load", "orjson.loads"))
+    )
     td_rss = results.get("tracedoc load")
     v = (td_rss.maxrss_kb * 1024 / json_bytes) if (td_rss and td_rss.ok and td_rss.maxrss_kb) else None
     lines.append(check("tracedoc load peak RSS / JSON size", v, "<=", 2.0, "", why("tracedoc load")))
@@ -436,17 +455,36 @@ def ratios(results: dict[str, Result], events: int | None, json_bytes: int, hta_
     v = (an_r.maxrss_kb * 1024 / json_bytes) if (an and an_r.maxrss_kb) else None
     lines.append(check("tracedoc analyze peak RSS / JSON size", v, "<=", 2.0, "", why("tracedoc analyze")))
     v = (an.wall_s - td.wall_s) / td.wall_s * 100 if (an and td) else None
-    lines.append(check("analysis overhead (analyze - load) / load", v, "<", 25, "%", why("tracedoc analyze", "tracedoc load")))
+    lines.append(
+        check("analysis overhead (analyze - load) / load", v, "<", 25, "%", why("tracedoc analyze", "tracedoc load"))
+    )
     v = hl.wall_s / td.wall_s if (hl and td) else None
-    lines.append(check("load throughput: tracedoc load / HTA load (x)", v, ">=", 10, "",
-                       hta_note or why("tracedoc load", "HTA load")))
+    lines.append(
+        check(
+            "load throughput: tracedoc load / HTA load (x)",
+            v,
+            ">=",
+            10,
+            "",
+            hta_note or why("tracedoc load", "HTA load"),
+        )
+    )
     v = ha.wall_s / an.wall_s if (ha and an) else None
-    lines.append(check("end to end: tracedoc analyze / HTA load+analysis (x)", v, ">=", 10, "",
-                       hta_note or why("tracedoc analyze", "HTA load+analysis")))
+    lines.append(
+        check(
+            "end to end: tracedoc analyze / HTA load+analysis (x)",
+            v,
+            ">=",
+            10,
+            "",
+            hta_note or why("tracedoc analyze", "HTA load+analysis"),
+        )
+    )
     return lines
 
 
 # --- driving -----------------------------------------------------------------------------------------
+
 
 def ensure_trace(size_mb: float, args) -> Path:
     src = gen.resolve_source(args.source, args.shared)
@@ -455,8 +493,21 @@ def ensure_trace(size_mb: float, args) -> Path:
         return out
     print(f"[setup] generating {out.name} ({size_mb:g} MiB from {src.name}) ...", file=sys.stderr, flush=True)
     # in a subprocess: the generator's memory must not stay in this process next to the measured children
-    r = subprocess.run([args.python, str(HERE / "make_big_trace.py"), "--source", str(src), "--size-mb", f"{size_mb:g}",
-                        "-o", str(out), "-q"], stdout=subprocess.PIPE, text=True)
+    r = subprocess.run(
+        [
+            args.python,
+            str(HERE / "make_big_trace.py"),
+            "--source",
+            str(src),
+            "--size-mb",
+            f"{size_mb:g}",
+            "-o",
+            str(out),
+            "-q",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     if r.returncode != 0:
         raise SystemExit(f"bench_load: generating {out} failed (status {r.returncode})")
     print("[setup] " + r.stdout.strip(), file=sys.stderr, flush=True)
@@ -484,19 +535,29 @@ def measure(tools: list[str], path: Path, args, hta_py: str | None) -> dict[str,
     for tool in tools:
         if tool == "HTA load+analysis" and "HTA load" in out and not out["HTA load"].ok:
             # it would repeat the same load first: do not spend another timeout on it
-            out[tool] = Result(tool=tool, path=str(path), json_bytes=path.stat().st_size,
-                               note="skipped: HTA load did not finish on this file")
+            out[tool] = Result(
+                tool=tool,
+                path=str(path),
+                json_bytes=path.stat().st_size,
+                note="skipped: HTA load did not finish on this file",
+            )
             continue
         is_hta = tool in HTA_TOOLS
         py = hta_py if is_hta else args.python
         timeout = args.hta_timeout if is_hta else args.timeout
         best: Result | None = None
         for i in range(args.repeat):
-            print(f"[run] {tool} on {path.name}" + (f" ({i + 1}/{args.repeat})" if args.repeat > 1 else "") + " ...",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[run] {tool} on {path.name}" + (f" ({i + 1}/{args.repeat})" if args.repeat > 1 else "") + " ...",
+                file=sys.stderr,
+                flush=True,
+            )
             r = run_child(py, tool, path, timeout, args.mem_limit_kb, Path(args.out_dir) / "logs")
-            print(f"[run]   {'%.2f s, peak RSS %.0f MB' % (r.wall_s, r.rss_mb) if r.ok else r.note}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[run]   {'%.2f s, peak RSS %.0f MB' % (r.wall_s, r.rss_mb) if r.ok else r.note}",
+                file=sys.stderr,
+                flush=True,
+            )
             if not r.ok:
                 best = r
                 break
@@ -519,22 +580,40 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", default=None, help="benchmark this file instead of a generated one")
     ap.add_argument("--size-mb", type=float, default=1024, help="size of the generated trace in MiB (default 1024)")
-    ap.add_argument("--source", default=gen.DEFAULT_SOURCE, help=f"source trace for the generator (default {gen.DEFAULT_SOURCE})")
+    ap.add_argument(
+        "--source", default=gen.DEFAULT_SOURCE, help=f"source trace for the generator (default {gen.DEFAULT_SOURCE})"
+    )
     ap.add_argument("--shared", default=None, help=f"the shared folder (default {gen.DEFAULT_SHARED})")
-    ap.add_argument("--out-dir", default=str(DATA_DIR), help=f"generated traces, logs and the HTA venv's parent (default {DATA_DIR})")
+    ap.add_argument(
+        "--out-dir",
+        default=str(DATA_DIR),
+        help=f"generated traces, logs and the HTA venv's parent (default {DATA_DIR})",
+    )
     ap.add_argument("--timeout", type=float, default=1800, help="seconds each tool may run (default 1800)")
-    ap.add_argument("--hta-timeout", type=float, default=None, help="seconds each HTA run may take (default: --timeout)")
-    ap.add_argument("--hta-size-mb", default="full,256,64",
-                    help="sizes to try HTA at, in order, until one finishes: 'full' is the main file "
-                         "(default full,256,64)")
-    ap.add_argument("--mem-limit-gb", type=float, default=None,
-                    help="kill a child whose RSS passes this (default: 90%% of MemAvailable at start)")
+    ap.add_argument(
+        "--hta-timeout", type=float, default=None, help="seconds each HTA run may take (default: --timeout)"
+    )
+    ap.add_argument(
+        "--hta-size-mb",
+        default="full,256,64",
+        help="sizes to try HTA at, in order, until one finishes: 'full' is the main file (default full,256,64)",
+    )
+    ap.add_argument(
+        "--mem-limit-gb",
+        type=float,
+        default=None,
+        help="kill a child whose RSS passes this (default: 90%% of MemAvailable at start)",
+    )
     ap.add_argument("--skip-hta", action="store_true", help="measure only tracedoc and orjson")
     ap.add_argument("--no-install", action="store_true", help="do not create the HTA venv; skip HTA if it is missing")
     ap.add_argument("--hta-venv", default=None, help="HTA virtual environment (default <out-dir>/hta-venv)")
     ap.add_argument("--python", default=sys.executable, help="interpreter with tracedoc and orjson (default: this one)")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="runs per tool; the table shows the fastest time and the highest peak RSS (default 1)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs per tool; the table shows the fastest time and the highest peak RSS (default 1)",
+    )
     ap.add_argument("--json-out", default=None, help="also write all results to this JSON file")
     args = ap.parse_args(argv)
     args.hta_timeout = args.hta_timeout or args.timeout
@@ -552,12 +631,15 @@ def main(argv: list[str] | None = None) -> int:
 
     hta_py, hta_why = (None, "--skip-hta")
     if not args.skip_hta:
-        hta_py, hta_why = hta_python(Path(args.hta_venv) if args.hta_venv else Path(args.out_dir) / "hta-venv",
-                                     install=not args.no_install)
+        hta_py, hta_why = hta_python(
+            Path(args.hta_venv) if args.hta_venv else Path(args.out_dir) / "hta-venv", install=not args.no_install
+        )
 
-    print(f"tracedoc benchmark  |  python {sys.version.split()[0]}  |  {os.cpu_count()} CPUs  |  "
-          f"{mem_total_kb() / MIB:.1f} GiB RAM  |  child timeout {args.timeout:.0f} s (HTA {args.hta_timeout:.0f} s)"
-          f"  |  memory limit {args.mem_limit_kb / MIB:.1f} GiB  |  load average {os.getloadavg()[0]:.2f} at start")
+    print(
+        f"tracedoc benchmark  |  python {sys.version.split()[0]}  |  {os.cpu_count()} CPUs  |  "
+        f"{mem_total_kb() / MIB:.1f} GiB RAM  |  child timeout {args.timeout:.0f} s (HTA {args.hta_timeout:.0f} s)"
+        f"  |  memory limit {args.mem_limit_kb / MIB:.1f} GiB  |  load average {os.getloadavg()[0]:.2f} at start"
+    )
     if hta_py:
         print(f"HTA: {HTA_PACKAGE} {hta_version(hta_py)} ({hta_py})")
     else:
@@ -568,8 +650,14 @@ def main(argv: list[str] | None = None) -> int:
     results = measure(main_tools, main_path, args, hta_py)
     events = count_events(main_path, results.get("orjson.loads"))
     json_bytes = main_path.stat().st_size
-    report["runs"].append({"path": str(main_path), "events": events, "json_bytes": json_bytes,
-                           "results": [r.__dict__ for r in results.values()]})
+    report["runs"].append(
+        {
+            "path": str(main_path),
+            "events": events,
+            "json_bytes": json_bytes,
+            "results": [r.__dict__ for r in results.values()],
+        }
+    )
 
     hta_fallback_note = ""
     fallback: tuple[Path, dict[str, Result], int | None] | None = None
@@ -589,8 +677,14 @@ def main(argv: list[str] | None = None) -> int:
                 path = ensure_trace(size, args)
                 fb = measure(list(TRACEDOC_TOOLS) + list(HTA_TOOLS), path, args, hta_py)
                 fb_events = count_events(path, fb.get("orjson.loads"))
-                report["runs"].append({"path": str(path), "events": fb_events, "json_bytes": path.stat().st_size,
-                                       "results": [r.__dict__ for r in fb.values()]})
+                report["runs"].append(
+                    {
+                        "path": str(path),
+                        "events": fb_events,
+                        "json_bytes": path.stat().st_size,
+                        "results": [r.__dict__ for r in fb.values()],
+                    }
+                )
                 fallback = (path, fb, fb_events)
                 if fb["HTA load"].ok and fb["HTA load+analysis"].ok:
                     break
@@ -606,15 +700,23 @@ def main(argv: list[str] | None = None) -> int:
         path, fb, fb_events = fallback
         fb_bytes = path.stat().st_size
         done = fb["HTA load"].ok and fb["HTA load+analysis"].ok
-        print_table(f"Fallback comparison at {fb_bytes / MIB:,.0f} MiB "
-                    f"({'the largest tried size HTA finished' if done else 'HTA did not finish this either'})",
-                    list(fb.values()), fb_events, fb_bytes)
+        print_table(
+            f"Fallback comparison at {fb_bytes / MIB:,.0f} MiB "
+            f"({'the largest tried size HTA finished' if done else 'HTA did not finish this either'})",
+            list(fb.values()),
+            fb_events,
+            fb_bytes,
+        )
         print()
         print(f"Targets on the {fb_bytes / MIB:,.0f} MiB file:")
         for line in ratios(fb, fb_events, fb_bytes):
             print(line)
-    hta_ok = [(run["path"], r) for run in report["runs"] for r in run["results"]
-              if r["tool"] == "HTA load+analysis" and r["ok"]]
+    hta_ok = [
+        (run["path"], r)
+        for run in report["runs"]
+        for r in run["results"]
+        if r["tool"] == "HTA load+analysis" and r["ok"]
+    ]
     if hta_ok:
         r = hta_ok[-1][1]
         print()

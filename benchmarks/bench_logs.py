@@ -40,9 +40,11 @@ def write_log(path: str, lines: int, seed: int = 0) -> None:
     with open(path, "w") as fh:
         for i in range(lines):
             lv = "NaN" if i in nan_at else f"{loss[i]:.5f}"
-            fh.write(f'{{"step": {step[i]}, "loss": {lv}, "lr": 0.0003, "grad_norm": {grad[i]:.4f}, '
-                     f'"tokens_per_sec": {tps[i]:.1f}, "step_time_s": {4096 / tps[i]:.5f}, '
-                     f'"gpu_util": [{gpu[i, 0]:.0f}, {gpu[i, 1]:.0f}]}}\n')
+            fh.write(
+                f'{{"step": {step[i]}, "loss": {lv}, "lr": 0.0003, "grad_norm": {grad[i]:.4f}, '
+                f'"tokens_per_sec": {tps[i]:.1f}, "step_time_s": {4096 / tps[i]:.5f}, '
+                f'"gpu_util": [{gpu[i, 0]:.0f}, {gpu[i, 1]:.0f}]}}\n'
+            )
 
 
 def main() -> int:
@@ -65,9 +67,23 @@ def main() -> int:
     for _ in range(args.repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "tracedoc", "logs", path, "--format", "json", "-o", report,
-                               *(["--jobs", str(args.jobs)] if args.jobs else [])],
-                              env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tracedoc",
+                "logs",
+                path,
+                "--format",
+                "json",
+                "-o",
+                report,
+                *(["--jobs", str(args.jobs)] if args.jobs else []),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         times.append(time.perf_counter() - t)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -77,10 +93,12 @@ def main() -> int:
     best = min(times)
     verdict = "OK" if best <= args.target_s else "MISSED"
     load = os.getloadavg()[0]
-    print(f"tracedoc logs, {args.lines:,} lines, {os.path.getsize(path) / 2**20:.0f} MiB, {os.cpu_count()} CPUs, "
-          f"load average {load:.1f}: best {best:.2f} s wall of {len(times)} "
-          f"(all: {', '.join(f'{t:.2f}' for t in times)}), "
-          f"CPU {min(cpus):.2f} s; target <= {args.target_s:.1f} s: {verdict}")
+    print(
+        f"tracedoc logs, {args.lines:,} lines, {os.path.getsize(path) / 2**20:.0f} MiB, {os.cpu_count()} CPUs, "
+        f"load average {load:.1f}: best {best:.2f} s wall of {len(times)} "
+        f"(all: {', '.join(f'{t:.2f}' for t in times)}), "
+        f"CPU {min(cpus):.2f} s; target <= {args.target_s:.1f} s: {verdict}"
+    )
     if load > (os.cpu_count() or 1):
         print("  the machine is busy (load above its CPU count): wall times are inflated; rerun when it is idle")
     return 0 if best <= args.target_s else 2

@@ -64,14 +64,17 @@ def whole(path: str, size: int, in_process: bool = False) -> dict:
     import bench_load as BL
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    code = ("import runpy, sys; sys.argv = ['tracedoc', 'analyze', sys.argv[1], '-f', 'json']\n"
-            + ("import tracedoc.analyses.core.offload as o; o.worth_offloading = lambda *a: False\n" if in_process else "")
-            + "try:\n    runpy.run_module('tracedoc', run_name='__main__')\n"
-            "finally:\n    print('VmHWM', [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1],"
-            " file=sys.stderr)")
+    code = (
+        "import runpy, sys; sys.argv = ['tracedoc', 'analyze', sys.argv[1], '-f', 'json']\n"
+        + ("import tracedoc.analyses.core.offload as o; o.worth_offloading = lambda *a: False\n" if in_process else "")
+        + "try:\n    runpy.run_module('tracedoc', run_name='__main__')\n"
+        "finally:\n    print('VmHWM', [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1],"
+        " file=sys.stderr)"
+    )
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code, path], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, path], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     peak_rss = peak_pss = 0
     err: list[str] = []
     reader = threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)
@@ -84,10 +87,16 @@ def whole(path: str, size: int, in_process: bool = False) -> dict:
     hwm = [int(line.split()[1]) for line in err if line.startswith("VmHWM")]
     mib = size / MIB
     rss = max(peak_rss, *hwm) / 1024 if hwm else peak_rss / 1024
-    return {"json_mib": round(mib, 1), "exit": proc.returncode, "wall_s": round(time.perf_counter() - t0, 1),
-            "main_peak_rss_mib": round(rss, 1), "main_x": round(rss / mib, 2),
-            "tree_peak_pss_mib": round(peak_pss / 1024, 1), "tree_x": round(peak_pss / 1024 / mib, 2),
-            "errors": [line.rstrip() for line in err if not line.startswith("VmHWM")][-3:]}
+    return {
+        "json_mib": round(mib, 1),
+        "exit": proc.returncode,
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "main_peak_rss_mib": round(rss, 1),
+        "main_x": round(rss / mib, 2),
+        "tree_peak_pss_mib": round(peak_pss / 1024, 1),
+        "tree_x": round(peak_pss / 1024 / mib, 2),
+        "errors": [line.rstrip() for line in err if not line.startswith("VmHWM")][-3:],
+    }
 
 
 def _reset_peak() -> None:
@@ -101,8 +110,9 @@ def stages(path: str, size: int) -> None:
     mib = size / MIB
 
     def mark(name: str, t0: float) -> None:
-        rows.append((name, _status_kb("self", "VmHWM") / 1024, _status_kb("self", "VmRSS") / 1024,
-                     time.perf_counter() - t0))
+        rows.append(
+            (name, _status_kb("self", "VmHWM") / 1024, _status_kb("self", "VmRSS") / 1024, time.perf_counter() - t0)
+        )
         _reset_peak()
 
     _reset_peak()
@@ -142,8 +152,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
     ap.add_argument("--stages", action="store_true", help="also each stage's own peak (a second run)")
-    ap.add_argument("--in-process", action="store_true", help="no forked critical-path child: every analysis "
-                    "in the main process (as without a spare core, or memory free for a child)")
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="no forked critical-path child: every analysis "
+        "in the main process (as without a spare core, or memory free for a child)",
+    )
     ap.add_argument("--child-stages", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     size = json_bytes(args.trace)

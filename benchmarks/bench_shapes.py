@@ -86,9 +86,24 @@ def shape_trace(shape: str, size_mb: float, shared: Path, out_dir: Path, python:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     print(f"[setup] generating {out.name} from {src_rel} ...", file=sys.stderr, flush=True)
-    subprocess.run([python, str(HERE / "make_big_trace.py"), "--source", str(shared / src_rel), "--size-mb",
-                    f"{size_mb:g}", "--exact", "--activities", activities, "-o", str(out), "-q"], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            python,
+            str(HERE / "make_big_trace.py"),
+            "--source",
+            str(shared / src_rel),
+            "--size-mb",
+            f"{size_mb:g}",
+            "--exact",
+            "--activities",
+            activities,
+            "-o",
+            str(out),
+            "-q",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return out
 
 
@@ -101,10 +116,12 @@ def measure(path: Path, reps: int, args, hta_py: str | None) -> dict[str, Runs]:
     out = {"tracedoc": Runs(), "hta": Runs(), "load": Runs(), "simdjson": Runs()}
     simd_py = args.python if args.simdjson else None
     for i in range(reps):
-        for who, tool, py, timeout in (("tracedoc", "tracedoc analyze", args.python, args.timeout),
-                                       ("hta", "HTA load+analysis", hta_py, args.hta_timeout),
-                                       ("load", "tracedoc load", args.python, args.timeout),
-                                       ("simdjson", "simdjson parse", simd_py, args.timeout)):
+        for who, tool, py, timeout in (
+            ("tracedoc", "tracedoc analyze", args.python, args.timeout),
+            ("hta", "HTA load+analysis", hta_py, args.hta_timeout),
+            ("load", "tracedoc load", args.python, args.timeout),
+            ("simdjson", "simdjson parse", simd_py, args.timeout),
+        ):
             runs = out[who]
             if py is None or runs.failed:
                 continue
@@ -132,16 +149,30 @@ class Table:
         # ratios per run pair (run i of HTA against run i of tracedoc), so the spread is of the ratio itself
         wall_x = _ratios(hta.wall, td.wall)
         cpu_x = _ratios(hta.cpu, td.cpu)
-        self.rows.append({"shape": shape, "size_mb": size_mb, "file": path.name, "json_mb": path.stat().st_size / MIB,
-                          "events": (gen.read_meta(path) or {}).get("events"), "td": td, "hta": hta,
-                          "wall_x": wall_x, "cpu_x": cpu_x, "load": runs["load"], "simdjson": runs["simdjson"],
-                          "load_x": _ratios(runs["load"].wall, runs["simdjson"].wall)})
+        self.rows.append(
+            {
+                "shape": shape,
+                "size_mb": size_mb,
+                "file": path.name,
+                "json_mb": path.stat().st_size / MIB,
+                "events": (gen.read_meta(path) or {}).get("events"),
+                "td": td,
+                "hta": hta,
+                "wall_x": wall_x,
+                "cpu_x": cpu_x,
+                "load": runs["load"],
+                "simdjson": runs["simdjson"],
+                "load_x": _ratios(runs["load"].wall, runs["simdjson"].wall),
+            }
+        )
 
     def markdown(self) -> str:
-        out = ["| shape | JSON MiB | events | tracedoc wall s (spread) | tracedoc CPU s | HTA wall s (spread) "
-               "| HTA CPU s | HTA/tracedoc wall x (spread) | CPU x | peak memory / JSON | load s (spread) "
-               "| simdjson parse s (spread) | load / simdjson x |",
-               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        out = [
+            "| shape | JSON MiB | events | tracedoc wall s (spread) | tracedoc CPU s | HTA wall s (spread) "
+            "| HTA CPU s | HTA/tracedoc wall x (spread) | CPU x | peak memory / JSON | load s (spread) "
+            "| simdjson parse s (spread) | load / simdjson x |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in self.rows:
             td, hta = r["td"], r["hta"]
             ev = f"{r['events']:,}" if r["events"] else "-"
@@ -159,9 +190,11 @@ class Table:
             ld_wall = f"{ld.med('wall'):.3f} ({ld.spread('wall')})" if ld.wall else "-"
             sj_wall = f"{sj.med('wall'):.3f} ({sj.spread('wall')})" if sj.wall else "-"
             lx = f"{statistics.median(r['load_x']):.1f}" if r["load_x"] else "-"
-            out.append(f"| {r['shape']} | {r['json_mb']:.1f} | {ev} | {td_wall} | "
-                       f"{td.med('cpu') or 0:.3f} | {hta_wall} | {hta.med('cpu') or 0:.2f} | {hx} | {cx} | {rss} | "
-                       f"{ld_wall} | {sj_wall} | {lx} |")
+            out.append(
+                f"| {r['shape']} | {r['json_mb']:.1f} | {ev} | {td_wall} | "
+                f"{td.med('cpu') or 0:.3f} | {hta_wall} | {hta.med('cpu') or 0:.2f} | {hx} | {cx} | {rss} | "
+                f"{ld_wall} | {sj_wall} | {lx} |"
+            )
         return "\n".join(out)
 
 
@@ -172,27 +205,46 @@ def shape_checks(table: Table, checks: BT.Checks) -> None:
         hta_failed = [r["shape"] for r in rows if r["hta"].failed]
         target = TARGET_1G_X if size >= 1024 else TARGET_X
         if not measured:
-            checks.add(f"{size:g} MB: min over shapes of HTA / tracedoc (x)", None, ">=", target,
-                       "(HTA failed on: " + ", ".join(hta_failed) + ")" if hta_failed else "(HTA not measured)")
+            checks.add(
+                f"{size:g} MB: min over shapes of HTA / tracedoc (x)",
+                None,
+                ">=",
+                target,
+                "(HTA failed on: " + ", ".join(hta_failed) + ")" if hta_failed else "(HTA not measured)",
+            )
             continue
         worst = min(measured, key=lambda r: statistics.median(r["wall_x"]))
         runs = min(len(r["wall_x"]) for r in measured)
         per_run = [min(r["wall_x"][i] for r in measured) for i in range(runs)]  # run i's minimum over shapes
         lo, hi = min(per_run), max(per_run)
-        note = (f"(worst shape {worst['shape']}; the minimum over shapes ranged {lo:.1f}-{hi:.1f} over runs; "
-                f"CPU-time ratio {statistics.median(worst['cpu_x']):.1f}"
-                + (f"; HTA failed on {', '.join(hta_failed)}: HTA's failure" if hta_failed else "") + ")")
-        checks.add(f"{size:g} MB: min over shapes of HTA / tracedoc (x)", statistics.median(worst["wall_x"]),
-                   ">=", target, note)
+        note = (
+            f"(worst shape {worst['shape']}; the minimum over shapes ranged {lo:.1f}-{hi:.1f} over runs; "
+            f"CPU-time ratio {statistics.median(worst['cpu_x']):.1f}"
+            + (f"; HTA failed on {', '.join(hta_failed)}: HTA's failure" if hta_failed else "")
+            + ")"
+        )
+        checks.add(
+            f"{size:g} MB: min over shapes of HTA / tracedoc (x)",
+            statistics.median(worst["wall_x"]),
+            ">=",
+            target,
+            note,
+        )
         loads = [r for r in rows if r["load_x"]]
         if size >= 50 and loads:
             worst = max(loads, key=lambda r: statistics.median(r["load_x"]))
-            checks.add(f"{size:g} MB: max over shapes of tracedoc load / simdjson parse (x)",
-                       statistics.median(worst["load_x"]), "<=", 2.0, f"(worst shape {worst['shape']})")
+            checks.add(
+                f"{size:g} MB: max over shapes of tracedoc load / simdjson parse (x)",
+                statistics.median(worst["load_x"]),
+                "<=",
+                2.0,
+                f"(worst shape {worst['shape']})",
+            )
         if size >= 1024:
             for r in measured:
-                checks.add(f"{size:g} MB {r['shape']}: tracedoc peak RSS / JSON", max(r["td"].rss_mb) / r["json_mb"],
-                           "<=", 1.5)
+                checks.add(
+                    f"{size:g} MB {r['shape']}: tracedoc peak RSS / JSON", max(r["td"].rss_mb) / r["json_mb"], "<=", 1.5
+                )
 
 
 def _process(cmd: list[str]) -> tuple[float, float]:
@@ -217,30 +269,50 @@ def nsys_checks(checks: BT.Checks, reps: int, shared: Path) -> None:
                 r = BT._child_json([sys.executable, "-c", BT.NSYS_CHILD, "tracedoc", str(f)])
                 td.append(r["wall_s"])
                 tables = r["tables"]
-                sq.append(BT._child_json([sys.executable, "-c", BT.NSYS_CHILD, "sqlite", str(f),
-                                          json.dumps(tables)])["wall_s"])
+                sq.append(
+                    BT._child_json([sys.executable, "-c", BT.NSYS_CHILD, "sqlite", str(f), json.dumps(tables)])[
+                        "wall_s"
+                    ]
+                )
             x = [a / max(1e-9, b) for a, b in zip(td, sq)]
-            print(f"  {f.name:<34} {size / MIB:5.1f} MiB  tracedoc {statistics.median(td):.3f} s  sqlite3 read "
-                  f"{statistics.median(sq):.3f} s  ({len(tables)} tables)  {statistics.median(x):.2f}x "
-                  f"(spread {min(x):.2f}-{max(x):.2f})")
-            checks.add(f"nsys {f.name}: analyze / sqlite3 read of its tables", statistics.median(x), "<=", 2.0,
-                       f"(spread {min(x):.2f}-{max(x):.2f})")
+            print(
+                f"  {f.name:<34} {size / MIB:5.1f} MiB  tracedoc {statistics.median(td):.3f} s  sqlite3 read "
+                f"{statistics.median(sq):.3f} s  ({len(tables)} tables)  {statistics.median(x):.2f}x "
+                f"(spread {min(x):.2f}-{max(x):.2f})"
+            )
+            checks.add(
+                f"nsys {f.name}: analyze / sqlite3 read of its tables",
+                statistics.median(x),
+                "<=",
+                2.0,
+                f"(spread {min(x):.2f}-{max(x):.2f})",
+            )
         else:
             cmd = [sys.executable, "-m", "tracedoc", "analyze", str(f)]
             BT._wall(cmd)
             runs = [_process(cmd) for _ in range(reps)]
             w, c = [r[0] for r in runs], [r[1] for r in runs]
-            print(f"  {f.name:<34} {size / MIB:5.1f} MiB  whole process {statistics.median(w):.3f} s "
-                  f"(spread {min(w):.3f}-{max(w):.3f}), CPU {statistics.median(c):.3f} s")
-            checks.add(f"nsys {f.name}: whole process (s)", statistics.median(w), "<=", 0.3,
-                       f"(spread {min(w):.3f}-{max(w):.3f}; CPU {statistics.median(c):.3f} s)")
+            print(
+                f"  {f.name:<34} {size / MIB:5.1f} MiB  whole process {statistics.median(w):.3f} s "
+                f"(spread {min(w):.3f}-{max(w):.3f}), CPU {statistics.median(c):.3f} s"
+            )
+            checks.add(
+                f"nsys {f.name}: whole process (s)",
+                statistics.median(w),
+                "<=",
+                0.3,
+                f"(spread {min(w):.3f}-{max(w):.3f}; CPU {statistics.median(c):.3f} s)",
+            )
 
 
 def small_check(checks: BT.Checks, reps: int, shared: Path) -> None:
     path = shared / "kineto" / BT.SMALL_TRACE
     py = sys.executable
-    cmds = {"python -c pass": [py, "-c", "pass"], "orjson.loads": [py, "-c", BT.ORJSON_SNIPPET, str(path)],
-            "tracedoc analyze": [py, "-m", "tracedoc", "analyze", str(path)]}
+    cmds = {
+        "python -c pass": [py, "-c", "pass"],
+        "orjson.loads": [py, "-c", BT.ORJSON_SNIPPET, str(path)],
+        "tracedoc analyze": [py, "-m", "tracedoc", "analyze", str(path)],
+    }
     for cmd in cmds.values():
         BT._wall(cmd)
     times: dict[str, list[float]] = {k: [] for k in cmds}
@@ -254,21 +326,34 @@ def small_check(checks: BT.Checks, reps: int, shared: Path) -> None:
     cx = [a / b for a, b in zip(cpu["tracedoc analyze"], cpu["orjson.loads"])]
     print(f"\n1 MB shared trace ({BT.SMALL_TRACE}), whole processes, median and spread of {reps}")
     for k, v in times.items():
-        print(f"  {k:<22} {statistics.median(v):.3f} s ({min(v):.3f}-{max(v):.3f}), CPU {statistics.median(cpu[k]):.3f} s")
-    checks.add("1 MB: whole tracedoc analyze process / orjson process", statistics.median(x), "<=", 2.0,
-               f"(spread {min(x):.2f}-{max(x):.2f}; CPU-time ratio {statistics.median(cx):.2f})")
+        print(
+            f"  {k:<22} {statistics.median(v):.3f} s ({min(v):.3f}-{max(v):.3f}), CPU {statistics.median(cpu[k]):.3f} s"
+        )
+    checks.add(
+        "1 MB: whole tracedoc analyze process / orjson process",
+        statistics.median(x),
+        "<=",
+        2.0,
+        f"(spread {min(x):.2f}-{max(x):.2f}; CPU-time ratio {statistics.median(cx):.2f})",
+    )
 
 
 def job_check(checks: BT.Checks, reps: int) -> None:
     times = []
     for _ in range(reps):
-        out = subprocess.run([sys.executable, str(HERE / "bench_job.py")], capture_output=True, text=True, check=True,
-                             cwd=ROOT).stdout
+        out = subprocess.run(
+            [sys.executable, str(HERE / "bench_job.py")], capture_output=True, text=True, check=True, cwd=ROOT
+        ).stdout
         rec = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
         times.append(next(r["build_job_s"] for r in rec if "build_job_s" in r))
     print(f"\nJob step over 1,024 ranks: {statistics.median(times):.2f} s ({min(times):.2f}-{max(times):.2f})")
-    checks.add("job step over 1,024 ranks (s)", statistics.median(times), "<=", 1.5,
-               f"(spread {min(times):.2f}-{max(times):.2f})")
+    checks.add(
+        "job step over 1,024 ranks (s)",
+        statistics.median(times),
+        "<=",
+        1.5,
+        f"(spread {min(times):.2f}-{max(times):.2f})",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,16 +381,19 @@ def main(argv: list[str] | None = None) -> int:
         if s not in SHAPES:
             ap.error(f"unknown shape {s!r}; known: {', '.join(SHAPES)}")
     load0, t0 = os.getloadavg()[0], time.time()
-    print(f"tracedoc shapes benchmark | {os.cpu_count()} CPUs | load average {load0:.2f} at start | HTA: "
-          f"{BL.hta_version(hta_py) if hta_py else 'not measured (' + why + ')'} | simdjson parse: "
-          f"{'measured' if a.simdjson else 'not measured (pip install pysimdjson)'} | {a.reps} runs each")
+    print(
+        f"tracedoc shapes benchmark | {os.cpu_count()} CPUs | load average {load0:.2f} at start | HTA: "
+        f"{BL.hta_version(hta_py) if hta_py else 'not measured (' + why + ')'} | simdjson parse: "
+        f"{'measured' if a.simdjson else 'not measured (pip install pysimdjson)'} | {a.reps} runs each"
+    )
     table = Table()
     for size in sizes:
-        for shape in (shapes if size < 1024 else ["cpu_ops"]):
+        for shape in shapes if size < 1024 else ["cpu_ops"]:
             path = shape_trace(shape, size, shared, a.out_dir, a.python)
             table.add(shape, size, path, measure(path, a.reps, a, hta_py))
-    print("\nShapes x sizes (seconds of work in fresh processes, imports excluded; median and spread of "
-          f"{a.reps} runs)\n")
+    print(
+        f"\nShapes x sizes (seconds of work in fresh processes, imports excluded; median and spread of {a.reps} runs)\n"
+    )
     print(table.markdown())
     checks = BT.Checks()
     shape_checks(table, checks)
@@ -317,8 +405,14 @@ def main(argv: list[str] | None = None) -> int:
     load1 = os.getloadavg()[0]
     print(f"\nload average {load0:.2f} at start, {load1:.2f} at the end; {time.time() - t0:.0f} s in all")
     if a.json_out:
-        Path(a.json_out).write_text(json.dumps([{k: (v.__dict__ if isinstance(v, Runs) else v) for k, v in r.items()}
-                                                for r in table.rows], indent=2, default=str) + "\n")
+        Path(a.json_out).write_text(
+            json.dumps(
+                [{k: (v.__dict__ if isinstance(v, Runs) else v) for k, v in r.items()} for r in table.rows],
+                indent=2,
+                default=str,
+            )
+            + "\n"
+        )
     return 1 if failed else 0
 
 

@@ -38,9 +38,13 @@ def profiled_loop(config: str, args, out: str) -> float:
     x, y = torch.randn(args.batch, 16), torch.randint(0, 4, (args.batch,))
     times: list[float] = []
     shapes, flops = CONFIGS[config]
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes, with_flops=flops,
-                 schedule=schedule(wait=0, warmup=2, active=args.steps, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(out)) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        record_shapes=shapes,
+        with_flops=flops,
+        schedule=schedule(wait=0, warmup=2, active=args.steps, repeat=1),
+        on_trace_ready=lambda p: p.export_chrome_trace(out),
+    ) as prof:
         for i in range(args.steps + 2):
             t0 = time.thread_time()
             loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -73,20 +77,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         profiled_loop("shapes", args, os.path.join(tmp, "warmup.json"))
         for rep in range(args.reps):
-            for config in names[rep % 3:] + names[:rep % 3]:
+            for config in names[rep % 3 :] + names[: rep % 3]:
                 out = os.path.join(tmp, f"{config}{rep}.json")
                 step[config].append(profiled_loop(config, args, out))
                 size[config] = os.path.getsize(out)
                 t0 = time.perf_counter()
                 tracedoc.analyze(out)
                 analyse[config].append(time.perf_counter() - t0)
-    print(f"tiny loop, width {args.width}, batch {args.batch}, {args.steps} profiled steps x {args.reps} reps, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); CPU time per step, median of reps")
+    print(
+        f"tiny loop, width {args.width}, batch {args.batch}, {args.steps} profiled steps x {args.reps} reps, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); CPU time per step, median of reps"
+    )
     base = statistics.median(step["plain"])
     for config in names:
         v = statistics.median(step[config])
-        print(f"  {config:13s} {v * 1e3:7.3f} ms/step (x{v / base:.2f}, +{(v - base) * 1e6:5.0f} us)  "
-              f"trace {size[config] / 1e3:6.0f} kB  tracedoc analyze {statistics.median(analyse[config]) * 1e3:5.0f} ms")
+        print(
+            f"  {config:13s} {v * 1e3:7.3f} ms/step (x{v / base:.2f}, +{(v - base) * 1e6:5.0f} us)  "
+            f"trace {size[config] / 1e3:6.0f} kB  tracedoc analyze {statistics.median(analyse[config]) * 1e3:5.0f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -37,15 +37,17 @@ def _env() -> dict[str, str]:
 
 def wall_s(args: list[str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, *args], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   env=_env(), cwd=ROOT)
+    subprocess.run(
+        [sys.executable, *args], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(), cwd=ROOT
+    )
     return time.perf_counter() - t0
 
 
 def import_profile(args: list[str]) -> tuple[float, list[str]]:
     """(cumulative µs of importing tracedoc's modules, the heavy top-level modules imported)."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", *args], capture_output=True, text=True,
-                          env=_env(), cwd=ROOT, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *args], capture_output=True, text=True, env=_env(), cwd=ROOT, check=True
+    )
     tracedoc_us = 0.0
     heavy = set()
     for line in proc.stderr.splitlines():
@@ -75,20 +77,35 @@ def main() -> int:
     rows = {}
     for name, args in COMMANDS.items():
         import_us, heavy = import_profile(args) if name != "python -c pass" else (0.0, [])
-        rows[name] = {"median_s": statistics.median(times[name]), "min_s": min(times[name]),
-                      "tracedoc_import_ms": import_us / 1000, "heavy_imports": heavy}
+        rows[name] = {
+            "median_s": statistics.median(times[name]),
+            "min_s": min(times[name]),
+            "tracedoc_import_ms": import_us / 1000,
+            "heavy_imports": heavy,
+        }
     if a.json:
         print(json.dumps({"target_s": TARGET_S, "reps": a.reps, "commands": rows}, indent=2))
         return 0
     bare = rows["python -c pass"]["median_s"]
     print(f"start-up over {a.reps} runs each (median / min wall), target {TARGET_S:.2f} s; CPU count {os.cpu_count()}")
     for name, row in rows.items():
-        verdict = "" if name == "python -c pass" else (
-            "  meets the target" if row["median_s"] <= TARGET_S else
-            f"  over the target; {row['median_s'] - bare:.3f} s above a bare interpreter")
-        extra = "" if name == "python -c pass" else (
-            f"; tracedoc imports {row['tracedoc_import_ms']:.1f} ms; heavy imports: "
-            f"{', '.join(row['heavy_imports']) or 'none'}")
+        verdict = (
+            ""
+            if name == "python -c pass"
+            else (
+                "  meets the target"
+                if row["median_s"] <= TARGET_S
+                else f"  over the target; {row['median_s'] - bare:.3f} s above a bare interpreter"
+            )
+        )
+        extra = (
+            ""
+            if name == "python -c pass"
+            else (
+                f"; tracedoc imports {row['tracedoc_import_ms']:.1f} ms; heavy imports: "
+                f"{', '.join(row['heavy_imports']) or 'none'}"
+            )
+        )
         print(f"  {name:<20} {row['median_s']:.3f} s / {row['min_s']:.3f} s{extra}{verdict}")
     return 0
 

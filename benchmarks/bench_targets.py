@@ -46,11 +46,13 @@ README = HERE / "README.md"
 TABLE_BEGIN = "<!-- sizes table: written by bench_targets.py -->"
 TABLE_END = "<!-- end of sizes table -->"
 
-ORJSON_SNIPPET = ("import gzip, sys, orjson\n"
-                  "raw = open(sys.argv[1], 'rb').read()\n"
-                  "orjson.loads(gzip.decompress(raw) if sys.argv[1].endswith('.gz') else raw)\n")
+ORJSON_SNIPPET = (
+    "import gzip, sys, orjson\n"
+    "raw = open(sys.argv[1], 'rb').read()\n"
+    "orjson.loads(gzip.decompress(raw) if sys.argv[1].endswith('.gz') else raw)\n"
+)
 
-NSYS_CHILD = r'''
+NSYS_CHILD = r"""
 import json, re, sqlite3, sys, time
 mode, path = sys.argv[1], sys.argv[2]
 if mode == "tracedoc":
@@ -83,7 +85,7 @@ else:
         rows += len(conn.execute(f'SELECT * FROM "{t}"').fetchall())
     conn.close()
     print(json.dumps({"wall_s": time.perf_counter() - t0, "rows": rows}))
-'''
+"""
 
 
 def _env() -> dict[str, str]:
@@ -128,6 +130,7 @@ class Checks:
 
 # --- parts -------------------------------------------------------------------------------------------
 
+
 def startup(checks: Checks, reps: int) -> None:
     times: dict[str, list[float]] = {name: [] for name in BS.COMMANDS}
     for args in BS.COMMANDS.values():
@@ -148,9 +151,11 @@ def small_trace(checks: Checks, reps: int, shared: Path) -> None:
         checks.add("analyze 1 MB / orjson.loads", None, "<=", 1.5, f"({path} not found)")
         return
     py = sys.executable
-    cmds = {"python -c pass": [py, "-c", "pass"],
-            "orjson.loads": [py, "-c", ORJSON_SNIPPET, str(path)],
-            "tracedoc analyze": [py, "-m", "tracedoc", "analyze", str(path)]}
+    cmds = {
+        "python -c pass": [py, "-c", "pass"],
+        "orjson.loads": [py, "-c", ORJSON_SNIPPET, str(path)],
+        "tracedoc analyze": [py, "-m", "tracedoc", "analyze", str(path)],
+    }
     times: dict[str, list[float]] = {k: [] for k in cmds}
     for cmd in cmds.values():
         _wall(cmd)
@@ -158,15 +163,21 @@ def small_trace(checks: Checks, reps: int, shared: Path) -> None:
         for k, cmd in cmds.items():
             times[k].append(_wall(cmd))
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"\n1 MB shared trace ({SMALL_TRACE}, {path.stat().st_size / MIB:.1f} MiB gzip), whole processes, "
-          f"median of {reps}")
+    print(
+        f"\n1 MB shared trace ({SMALL_TRACE}, {path.stat().st_size / MIB:.1f} MiB gzip), whole processes, "
+        f"median of {reps}"
+    )
     for k, v in med.items():
         print(f"  {k:<22} {v:.3f} s")
     bare = med["python -c pass"]
     without = (med["tracedoc analyze"] - bare) / max(1e-9, med["orjson.loads"] - bare)
-    checks.add("tracedoc analyze 1 MB / orjson.loads (processes, start included)",
-               med["tracedoc analyze"] / med["orjson.loads"], "<=", 1.5,
-               f"(without the interpreter's start: {without:.2f})")
+    checks.add(
+        "tracedoc analyze 1 MB / orjson.loads (processes, start included)",
+        med["tracedoc analyze"] / med["orjson.loads"],
+        "<=",
+        1.5,
+        f"(without the interpreter's start: {without:.2f})",
+    )
 
 
 def nsys(checks: Checks, reps: int, shared: Path) -> None:
@@ -182,8 +193,10 @@ def nsys(checks: Checks, reps: int, shared: Path) -> None:
             sq.append(_child_json([sys.executable, "-c", NSYS_CHILD, "sqlite", str(f), json.dumps(tables)])["wall_s"])
         ratio = statistics.median(td) / max(1e-9, statistics.median(sq))
         worst = ratio if worst is None else max(worst, ratio)
-        print(f"  {f.name:<34} tracedoc {statistics.median(td):.3f} s   sqlite3 {statistics.median(sq):.3f} s   "
-              f"{ratio:.2f}x   ({len(tables)} tables)")
+        print(
+            f"  {f.name:<34} tracedoc {statistics.median(td):.3f} s   sqlite3 {statistics.median(sq):.3f} s   "
+            f"{ratio:.2f}x   ({len(tables)} tables)"
+        )
     checks.add("nsys analyze / sqlite3 read of its tables (worst export)", worst, "<=", 2.0)
 
 
@@ -196,36 +209,56 @@ def sizes(checks: Checks, size_list: list[float], args, hta_py: str | None, shar
         oj, ld, an = res.get("orjson.loads"), res.get("tracedoc load"), res.get("tracedoc analyze")
         hta = res.get("HTA load+analysis")
         json_bytes = (oj.extra.get("json_bytes") if oj else None) or _json_bytes(path)
-        row = {"size_mb": size, "file": path.name, "json_mb": json_bytes / MIB,
-               "events": BL.count_events(path, oj),
-               "orjson_s": oj.wall_s if oj and oj.ok else None,
-               "load_s": ld.wall_s if ld and ld.ok else None,
-               "analyze_s": an.wall_s if an and an.ok else None,
-               "analyze_rss_mb": an.rss_mb if an and an.ok else None,
-               "hta_s": hta.wall_s if hta and hta.ok else None,
-               "hta_note": (hta.note if hta and not hta.ok else "") if hta_py else "not measured"}
+        row = {
+            "size_mb": size,
+            "file": path.name,
+            "json_mb": json_bytes / MIB,
+            "events": BL.count_events(path, oj),
+            "orjson_s": oj.wall_s if oj and oj.ok else None,
+            "load_s": ld.wall_s if ld and ld.ok else None,
+            "analyze_s": an.wall_s if an and an.ok else None,
+            "analyze_rss_mb": an.rss_mb if an and an.ok else None,
+            "hta_s": hta.wall_s if hta and hta.ok else None,
+            "hta_note": (hta.note if hta and not hta.ok else "") if hta_py else "not measured",
+        }
         rows.append(row)
     print_sizes(rows)
     for row in rows:
         label = f"{row['json_mb']:.0f} MiB"
         if row["size_mb"] == 50:
             checks.add(f"{label}: tracedoc load / orjson.loads", _ratio(row["load_s"], row["orjson_s"]), "<=", 1.0)
-            checks.add(f"{label}: HTA load+analysis / tracedoc analyze (x)", _ratio(row["hta_s"], row["analyze_s"]),
-                       ">=", 10, row["hta_note"])
+            checks.add(
+                f"{label}: HTA load+analysis / tracedoc analyze (x)",
+                _ratio(row["hta_s"], row["analyze_s"]),
+                ">=",
+                10,
+                row["hta_note"],
+            )
             checks.add(f"{label}: tracedoc analyze peak RSS / JSON", _rss_ratio(row), "<=", 3.0)
         elif row["size_mb"] >= 1024:
-            checks.add(f"{label}: HTA load+analysis / tracedoc analyze (x)", _ratio(row["hta_s"], row["analyze_s"]),
-                       ">=", 20, row["hta_note"])
+            checks.add(
+                f"{label}: HTA load+analysis / tracedoc analyze (x)",
+                _ratio(row["hta_s"], row["analyze_s"]),
+                ">=",
+                20,
+                row["hta_note"],
+            )
             checks.add(f"{label}: tracedoc analyze peak RSS / JSON", _rss_ratio(row), "<=", 1.5)
         elif row["size_mb"] > 1:
-            checks.add(f"{label}: HTA load+analysis / tracedoc analyze (x)", _ratio(row["hta_s"], row["analyze_s"]),
-                       ">=", 10, row["hta_note"])
+            checks.add(
+                f"{label}: HTA load+analysis / tracedoc analyze (x)",
+                _ratio(row["hta_s"], row["analyze_s"]),
+                ">=",
+                10,
+                row["hta_note"],
+            )
     return rows
 
 
 def _json_bytes(path: Path) -> int:
     if path.name.endswith(".gz"):
         import gzip
+
         with gzip.open(path, "rb") as f:
             return len(f.read())
     return path.stat().st_size
@@ -244,16 +277,20 @@ def _cell(v: float | None, spec: str) -> str:
 
 
 def sizes_table(rows: list[dict]) -> str:
-    out = ["| trace | JSON MiB | events | orjson.loads s | tracedoc load s | load / orjson | tracedoc analyze s "
-           "| HTA load+analysis s | HTA / analyze | analyze peak RSS MB | RSS / JSON |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| trace | JSON MiB | events | orjson.loads s | tracedoc load s | load / orjson | tracedoc analyze s "
+        "| HTA load+analysis s | HTA / analyze | analyze peak RSS MB | RSS / JSON |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        out.append(f"| {r['file']} | {r['json_mb']:.1f} | {_cell(r['events'], ',d')} | {_cell(r['orjson_s'], '.2f')} "
-                   f"| {_cell(r['load_s'], '.2f')} | {_cell(_ratio(r['load_s'], r['orjson_s']), '.2f')} "
-                   f"| {_cell(r['analyze_s'], '.2f')} | {_cell(r['hta_s'], '.2f')}"
-                   f"{' (' + r['hta_note'] + ')' if r['hta_note'] and r['hta_s'] is None else ''} "
-                   f"| {_cell(_ratio(r['hta_s'], r['analyze_s']), '.1f')} | {_cell(r['analyze_rss_mb'], ',.0f')} "
-                   f"| {_cell(_rss_ratio(r), '.2f')} |")
+        out.append(
+            f"| {r['file']} | {r['json_mb']:.1f} | {_cell(r['events'], ',d')} | {_cell(r['orjson_s'], '.2f')} "
+            f"| {_cell(r['load_s'], '.2f')} | {_cell(_ratio(r['load_s'], r['orjson_s']), '.2f')} "
+            f"| {_cell(r['analyze_s'], '.2f')} | {_cell(r['hta_s'], '.2f')}"
+            f"{' (' + r['hta_note'] + ')' if r['hta_note'] and r['hta_s'] is None else ''} "
+            f"| {_cell(_ratio(r['hta_s'], r['analyze_s']), '.1f')} | {_cell(r['analyze_rss_mb'], ',.0f')} "
+            f"| {_cell(_rss_ratio(r), '.2f')} |"
+        )
     return "\n".join(out)
 
 
@@ -282,19 +319,21 @@ def ranks(checks: Checks, n_ranks: int, args, reps: int) -> None:
             link.symlink_to(src)
     # The job step (matching collectives across ranks, waits, stragglers, the job verdict) is timed by
     # wrapping the two functions the pipeline's stages call for it.
-    code = ("import sys, time, tracedoc.api as api, tracedoc.stages as st\n"
-            "spent = [0.0]\n"
-            "def timed(f):\n"
-            "    def run(*a, **k):\n"
-            "        t = time.perf_counter()\n"
-            "        try:\n"
-            "            return f(*a, **k)\n"
-            "        finally:\n"
-            "            spent[0] += time.perf_counter() - t\n"
-            "    return run\n"
-            "st._join, st._judge_job = timed(st._join), timed(st._judge_job)\n"
-            "t0 = time.perf_counter(); api.analyze(sys.argv[1], jobs=int(sys.argv[2]))\n"
-            "print('{\"wall_s\": %f, \"job_s\": %f}' % (time.perf_counter() - t0, spent[0]))\n")
+    code = (
+        "import sys, time, tracedoc.api as api, tracedoc.stages as st\n"
+        "spent = [0.0]\n"
+        "def timed(f):\n"
+        "    def run(*a, **k):\n"
+        "        t = time.perf_counter()\n"
+        "        try:\n"
+        "            return f(*a, **k)\n"
+        "        finally:\n"
+        "            spent[0] += time.perf_counter() - t\n"
+        "    return run\n"
+        "st._join, st._judge_job = timed(st._join), timed(st._judge_job)\n"
+        "t0 = time.perf_counter(); api.analyze(sys.argv[1], jobs=int(sys.argv[2]))\n"
+        'print(\'{"wall_s": %f, "job_s": %f}\' % (time.perf_counter() - t0, spent[0]))\n'
+    )
     times: dict[int, list[float]] = {1: [], os.cpu_count() or 1: []}
     job_s: list[float] = []
     for _ in range(reps):
@@ -305,13 +344,25 @@ def ranks(checks: Checks, n_ranks: int, args, reps: int) -> None:
                 job_s.append(out["job_s"])
     one, pool = statistics.median(times[1]), statistics.median(times[max(times)])
     job = statistics.median(job_s)
-    print(f"\nDirectory of {n_ranks} ranks × {src.stat().st_size / MIB:.0f} MiB: jobs=1 {one:.2f} s, "
-          f"jobs={max(times)} {pool:.2f} s (median of {reps}); speed-up {one / pool:.2f}x on {max(times)} cores; "
-          f"job step {job:.3f} s")
-    checks.add(f"ranks: speed-up per core ({n_ranks} ranks, {max(times)} processes)", one / pool / max(times),
-               ">=", 0.8, "(near-linear: 1.0 is linear)")
-    checks.add(f"ranks: job step / the ranks' analysis ({n_ranks} ranks, {max(times)} processes)",
-               job / max(pool - job, 1e-9), "<=", 0.10, "(the job view adds at most 10%)")
+    print(
+        f"\nDirectory of {n_ranks} ranks × {src.stat().st_size / MIB:.0f} MiB: jobs=1 {one:.2f} s, "
+        f"jobs={max(times)} {pool:.2f} s (median of {reps}); speed-up {one / pool:.2f}x on {max(times)} cores; "
+        f"job step {job:.3f} s"
+    )
+    checks.add(
+        f"ranks: speed-up per core ({n_ranks} ranks, {max(times)} processes)",
+        one / pool / max(times),
+        ">=",
+        0.8,
+        "(near-linear: 1.0 is linear)",
+    )
+    checks.add(
+        f"ranks: job step / the ranks' analysis ({n_ranks} ranks, {max(times)} processes)",
+        job / max(pool - job, 1e-9),
+        "<=",
+        0.10,
+        "(the job view adds at most 10%)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -332,8 +383,10 @@ def main(argv: list[str] | None = None) -> int:
     a.mem_limit_kb = int(BL.mem_available_kb() * 0.9)
     hta_py, why = (None, "--skip-hta") if a.skip_hta else BL.hta_python(Path(a.out_dir) / "hta-venv", install=True)
     load0 = os.getloadavg()[0]
-    print(f"tracedoc targets | {os.cpu_count()} CPUs | load average {load0:.2f} at start | "
-          f"HTA: {BL.hta_version(hta_py) if hta_py else 'not measured (' + why + ')'}")
+    print(
+        f"tracedoc targets | {os.cpu_count()} CPUs | load average {load0:.2f} at start | "
+        f"HTA: {BL.hta_version(hta_py) if hta_py else 'not measured (' + why + ')'}"
+    )
     checks = Checks()
     startup(checks, a.reps)
     small_trace(checks, a.reps, shared)
@@ -345,10 +398,13 @@ def main(argv: list[str] | None = None) -> int:
     load1 = os.getloadavg()[0]
     print(f"\nload average {load0:.2f} at start, {load1:.2f} at the end (2 cores: anything above ~0.5 is other work)")
     if not a.no_readme:
-        write_readme(rows, f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, load average "
-                           f"{load0:.1f}-{load1:.1f} (other work running); HTA "
-                           f"{BL.hta_version(hta_py) if hta_py else 'not measured'}. Seconds of work, imports excluded; "
-                           f"fastest of {a.repeat} runs.")
+        write_readme(
+            rows,
+            f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs, load average "
+            f"{load0:.1f}-{load1:.1f} (other work running); HTA "
+            f"{BL.hta_version(hta_py) if hta_py else 'not measured'}. Seconds of work, imports excluded; "
+            f"fastest of {a.repeat} runs.",
+        )
     return 1 if failed else 0
 
 

@@ -36,8 +36,13 @@ def inputs(shared: Path) -> list[Path]:
 
 def run(checkout: str, path: Path) -> tuple[int, list[str], object]:
     env = {**os.environ, "PYTHONPATH": checkout}
-    p = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", str(path), "-f", "json", "--timeline",
-                        "--no-progress"], capture_output=True, text=True, env=env, timeout=900)
+    p = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "analyze", str(path), "-f", "json", "--timeline", "--no-progress"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     try:
         doc = json.loads(p.stdout) if p.stdout.strip() else None
     except json.JSONDecodeError:
@@ -80,8 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         if len(err0) != len(err1):
             diffs.append(f"stderr: {len(err0)} lines != {len(err1)}")
         diffs += differences(doc0, doc1)
-        print(f"{'same' if not diffs else 'DIFFERENT':<9} {f.relative_to(Path(a.shared))}"
-              + (f" ({len(diffs)} differences)" if diffs else ""), flush=True)
+        print(
+            f"{'same' if not diffs else 'DIFFERENT':<9} {f.relative_to(Path(a.shared))}"
+            + (f" ({len(diffs)} differences)" if diffs else ""),
+            flush=True,
+        )
         for d in diffs[:20]:
             print("    " + d)
         bad += bool(diffs)

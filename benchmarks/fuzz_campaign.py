@@ -31,8 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=30, help="seconds before a case counts as a hang")
     ap.add_argument("--html-every", type=int, default=25, help="also render HTML/Markdown for every Nth case")
-    ap.add_argument("--cli-every", type=int, default=0, help="run every Nth case through `tracedoc analyze` "
-                    "(in this process) instead of the API; 0: never")
+    ap.add_argument(
+        "--cli-every",
+        type=int,
+        default=0,
+        help="run every Nth case through `tracedoc analyze` (in this process) instead of the API; 0: never",
+    )
     ap.add_argument("--keep", type=Path, help="copy the inputs of bad cases here")
     args = ap.parse_args(argv)
     if not fuzzing.have_sources():
@@ -48,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
             root = Path(tmp) / f"c{i}"
             t0 = time.perf_counter()
             via_cli = bool(args.cli_every) and i % args.cli_every == 0
-            outcome, message = fuzzing.run_case(case, root, args.timeout, render_html=i % args.html_every == 0,
-                                                via_cli=via_cli)
+            outcome, message = fuzzing.run_case(
+                case, root, args.timeout, render_html=i % args.html_every == 0, via_cli=via_cli
+            )
             dt = time.perf_counter() - t0
             slowest = max(slowest, (dt, f"{case.cls}: {case.detail}"))
             table[case.cls + (" (cli)" if via_cli else "")][outcome] += 1
@@ -63,16 +68,24 @@ def main(argv: list[str] | None = None) -> int:
             if (i + 1) % 500 == 0:
                 print(f"  {i + 1:,} cases, {time.perf_counter() - started:.0f} s, {len(bad)} bad", file=sys.stderr)
     elapsed = time.perf_counter() - started
-    print(f"fuzz campaign: {args.cases:,} cases, seed {args.seed}, {elapsed:.0f} s "
-          f"(slowest case {slowest[0]:.1f} s: {slowest[1][:80]})\n")
+    print(
+        f"fuzz campaign: {args.cases:,} cases, seed {args.seed}, {elapsed:.0f} s "
+        f"(slowest case {slowest[0]:.1f} s: {slowest[1][:80]})\n"
+    )
     print(f"| {'class':<22} | " + " | ".join(f"{o:>9}" for o in fuzzing.OUTCOMES) + " | total |")
     print(f"|{'-' * 24}|" + "|".join("-" * 11 for _ in fuzzing.OUTCOMES) + "|-------|")
     totals: collections.Counter = collections.Counter()
     for cls in sorted(table):
         row = table[cls]
         totals.update(row)
-        print(f"| {cls:<22} | " + " | ".join(f"{row[o]:>9,}" for o in fuzzing.OUTCOMES) + f" | {sum(row.values()):>5,} |")
-    print(f"| {'all':<22} | " + " | ".join(f"{totals[o]:>9,}" for o in fuzzing.OUTCOMES) + f" | {sum(totals.values()):>5,} |")
+        print(
+            f"| {cls:<22} | " + " | ".join(f"{row[o]:>9,}" for o in fuzzing.OUTCOMES) + f" | {sum(row.values()):>5,} |"
+        )
+    print(
+        f"| {'all':<22} | "
+        + " | ".join(f"{totals[o]:>9,}" for o in fuzzing.OUTCOMES)
+        + f" | {sum(totals.values()):>5,} |"
+    )
     print("\nmost frequent clean errors:")
     for msg, n in errors_seen.most_common(8):
         print(f"  {n:>6,}  {msg}")

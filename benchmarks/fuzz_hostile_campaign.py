@@ -61,9 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         total.update(table[key])
         print(f"{'/'.join(key):<22}" + "".join(f"{table[key][o]:>11}" for o in fuzz_hostile.OUTCOMES))
     print(f"{'all':<22}" + "".join(f"{total[o]:>11}" for o in fuzz_hostile.OUTCOMES))
-    print(f"{args.cases} cases in {time.perf_counter() - wall0:.0f} s wall, {time.process_time() - cpu0:.0f} s CPU; "
-          f"peak RSS {fuzz_hostile._peak_mb():.0f} MB (bound {fuzz_hostile.MEMORY_BOUND_MB} MB); slowest "
-          f"{slowest[0]:.1f} s ({slowest[1][:90]})")
+    print(
+        f"{args.cases} cases in {time.perf_counter() - wall0:.0f} s wall, {time.process_time() - cpu0:.0f} s CPU; "
+        f"peak RSS {fuzz_hostile._peak_mb():.0f} MB (bound {fuzz_hostile.MEMORY_BOUND_MB} MB); slowest "
+        f"{slowest[0]:.1f} s ({slowest[1][:90]})"
+    )
     for i, cls, outcome, detail, message in bad[:60]:
         print(f"#{i} {cls} [{outcome}] {detail[:80]}: {message}")
     return 1 if bad else 0

@@ -65,8 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     for c in table.values():
         total.update(c)
     print(f"{'all':<12}" + "".join(f"{total[o]:>11}" for o in fuzz_logs.OUTCOMES))
-    print(f"{args.cases} cases in {wall:.0f} s wall, {cpu:.0f} s CPU; peak RSS {peak_mb:.0f} MB; "
-          f"slowest {slowest[0]:.1f} s ({slowest[1][:100]})")
+    print(
+        f"{args.cases} cases in {wall:.0f} s wall, {cpu:.0f} s CPU; peak RSS {peak_mb:.0f} MB; "
+        f"slowest {slowest[0]:.1f} s ({slowest[1][:100]})"
+    )
     for i, cls, outcome, detail, message in bad[:50]:
         print(f"#{i} {cls} [{outcome}] {detail}: {message}")
     return 1 if bad else 0

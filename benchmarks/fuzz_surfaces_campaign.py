@@ -57,8 +57,10 @@ def _large_cases(root: Path, base: Path) -> list[str]:
         t0 = time.process_time()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
             rc = main(["diff", str(base), str(path), "-f", "json"])
-        lines.append(f"240,000-step report: exit {rc}, {time.process_time() - t0:.1f} s CPU, peak RSS so far "
-                     f"{_peak_mb():.0f} MB{(' ' + err.getvalue().strip()[:200]) if rc else ''}")
+        lines.append(
+            f"240,000-step report: exit {rc}, {time.process_time() - t0:.1f} s CPU, peak RSS so far "
+            f"{_peak_mb():.0f} MB{(' ' + err.getvalue().strip()[:200]) if rc else ''}"
+        )
     bomb = root / "bomb.report.json"
     with gzip.open(bomb, "wb", compresslevel=9) as f:
         f.write(b'{"schema": "tracedoc.analysis", "schema_version": 1, "ranks": [], "pad": "')
@@ -69,9 +71,11 @@ def _large_cases(root: Path, base: Path) -> list[str]:
     t0 = time.process_time()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
         rc = main(["diff", str(base), str(bomb), "-f", "json"])
-    lines.append(f"gzip bomb as a report ({bomb.stat().st_size / 1e6:.1f} MB -> 2 GiB): exit {rc}, "
-                 f"{time.process_time() - t0:.1f} s CPU, peak RSS so far {_peak_mb():.0f} MB; "
-                 f"{err.getvalue().strip()[:160]}")
+    lines.append(
+        f"gzip bomb as a report ({bomb.stat().st_size / 1e6:.1f} MB -> 2 GiB): exit {rc}, "
+        f"{time.process_time() - t0:.1f} s CPU, peak RSS so far {_peak_mb():.0f} MB; "
+        f"{err.getvalue().strip()[:160]}"
+    )
     return lines
 
 
@@ -103,7 +107,12 @@ def main(argv: list[str] | None = None) -> int:
             if outcome in BAD:
                 bad.append((i, f"{case.surface}/{case.cls}", outcome, case.detail, message))
                 if outcome == "traceback":
-                    sites[(case.surface, message.split(":")[0] + ":" + message.split(":")[1][:50] if ":" in message else message)] += 1
+                    sites[
+                        (
+                            case.surface,
+                            message.split(":")[0] + ":" + message.split(":")[1][:50] if ":" in message else message,
+                        )
+                    ] += 1
             shutil.rmtree(root / f"c{i}", ignore_errors=True)
         peak_cases = _peak_mb()
         large = [] if args.no_large else _large_cases(root, base)
@@ -113,16 +122,24 @@ def main(argv: list[str] | None = None) -> int:
         total.update(table[key])
         print(f"{'/'.join(key):<18}" + "".join(f"{table[key][o]:>11}" for o in fuzz_surfaces.OUTCOMES))
     print(f"{'all':<18}" + "".join(f"{total[o]:>11}" for o in fuzz_surfaces.OUTCOMES))
-    print(f"{args.cases} cases in {time.perf_counter() - wall0:.0f} s wall, {time.process_time() - cpu0:.0f} s CPU; "
-          f"peak RSS over the cases {peak_cases:.0f} MB; slowest {slowest[0]:.1f} s ({slowest[1][:90]})")
+    print(
+        f"{args.cases} cases in {time.perf_counter() - wall0:.0f} s wall, {time.process_time() - cpu0:.0f} s CPU; "
+        f"peak RSS over the cases {peak_cases:.0f} MB; slowest {slowest[0]:.1f} s ({slowest[1][:90]})"
+    )
     for line in large:
         print(line)
     if sites:
         print(f"{len(sites)} distinct traceback messages (surface: exception: start of message):")
         for (surface, msg), n in sites.most_common(60):
             print(f"  {n:>5}  {surface}: {msg}")
-    failing = [b for b in bad if b[2] == "hang" or b[1].split("/")[0] in ("config", "expr") or args.strict
-               or (b[2] == "violation" and not b[4].startswith("metric "))]
+    failing = [
+        b
+        for b in bad
+        if b[2] == "hang"
+        or b[1].split("/")[0] in ("config", "expr")
+        or args.strict
+        or (b[2] == "violation" and not b[4].startswith("metric "))
+    ]
     for i, cls, outcome, detail, message in failing[:50]:
         print(f"#{i} {cls} [{outcome}] {detail[:80]}: {message}")
     return 1 if failing else 0

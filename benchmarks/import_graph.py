@@ -142,7 +142,7 @@ def layers(pyproject: Path = ROOT / "pyproject.toml") -> tuple[str, list[list[li
 def _place(module: str, container: str, order: list[list[list[str]]]) -> tuple[int, int] | None:
     if not module.startswith(container + "."):
         return None
-    child = module[len(container) + 1:].split(".")[0]
+    child = module[len(container) + 1 :].split(".")[0]
     for i, layer in enumerate(order):
         for j, group in enumerate(layer):
             if child in group:
@@ -193,12 +193,19 @@ def measure(package: Path = PACKAGE) -> dict:
     largest = max(subpackages, key=subpackages.get)
     own = {k: v for k, v in folders(package).items() if k != package.name}  # the package's own top level aside
     folder = max(own, key=own.get)
-    return {"modules": len(graph), "imports": sum(len(t) for t in graph.values()),
-            "circles": circles(graph), "back_arrows": back_arrows(graph),
-            "lines": total, "largest_room": largest, "largest_room_lines": subpackages[largest],
-            "largest_room_share": round(subpackages[largest] / total, 4),
-            "largest_folder": folder, "largest_folder_lines": own[folder],
-            "largest_folder_share": round(own[folder] / total, 4)}
+    return {
+        "modules": len(graph),
+        "imports": sum(len(t) for t in graph.values()),
+        "circles": circles(graph),
+        "back_arrows": back_arrows(graph),
+        "lines": total,
+        "largest_room": largest,
+        "largest_room_lines": subpackages[largest],
+        "largest_room_share": round(subpackages[largest] / total, 4),
+        "largest_folder": folder,
+        "largest_folder_lines": own[folder],
+        "largest_folder_share": round(own[folder] / total, 4),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,10 +223,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"back-arrows (against the layer order): {len(m['back_arrows'])}")
     for src, dst in m["back_arrows"]:
         print(f"  {src} -> {dst}")
-    print(f"largest stage (a sub-package with all under it): {m['largest_room']}, {m['largest_room_lines']} of "
-          f"{m['lines']} lines ({m['largest_room_share']:.1%})")
-    print(f"largest room (one folder's own modules): {m['largest_folder']}, {m['largest_folder_lines']} lines "
-          f"({m['largest_folder_share']:.1%})")
+    print(
+        f"largest stage (a sub-package with all under it): {m['largest_room']}, {m['largest_room_lines']} of "
+        f"{m['lines']} lines ({m['largest_room_share']:.1%})"
+    )
+    print(
+        f"largest room (one folder's own modules): {m['largest_folder']}, {m['largest_folder_lines']} lines "
+        f"({m['largest_folder_share']:.1%})"
+    )
     return 0
 
 

@@ -109,7 +109,9 @@ def resolve_source(source: str, shared: str | os.PathLike | None = None) -> Path
     q = shared_dir(shared) / "traces" / "kineto" / source
     if q.exists():
         return q
-    raise FileNotFoundError(f"source trace {source!r} not found (looked at {p} and {q}); pass --source PATH or --shared DIR")
+    raise FileNotFoundError(
+        f"source trace {source!r} not found (looked at {p} and {q}); pass --source PATH or --shared DIR"
+    )
 
 
 def source_stem(path: Path) -> str:
@@ -126,6 +128,7 @@ def default_output(source: Path, size_mb: float, out_dir: Path) -> Path:
 
 
 # --- exact time values -----------------------------------------------------------------------------
+
 
 def _time_value(v: Any) -> tuple[int, int] | None:
     """(integer in units of 10^-decimals µs, decimals) for a ts/dur value, or None if not a number."""
@@ -179,6 +182,7 @@ def _plain_floats(obj: Any) -> Any:
 
 # --- the source, prepared once -----------------------------------------------------------------------
 
+
 class _Template:
     """The source's events, prepared so that building copy k is a cheap loop."""
 
@@ -189,7 +193,7 @@ class _Template:
         keys = list(doc)
         at = keys.index("traceEvents")
         self.head = {k: _plain_floats(doc[k]) for k in keys[:at]}
-        self.tail = {k: _plain_floats(doc[k]) for k in keys[at + 1:]}
+        self.tail = {k: _plain_floats(doc[k]) for k in keys[at + 1 :]}
 
         # entries: (base event without ts, ts units, ts decimals or -1, flow id or None,
         #            args with id fields or None, id field names, step number or None)
@@ -319,6 +323,7 @@ def read_source(path: Path) -> dict:
 
 # --- writing -----------------------------------------------------------------------------------------
 
+
 class _Tee:
     def __init__(self, *files: BinaryIO) -> None:
         self.files = files
@@ -446,8 +451,11 @@ def read_meta(path: str | os.PathLike) -> dict | None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--source", default=DEFAULT_SOURCE,
-                    help=f"a trace file, or a name under <shared>/traces/kineto/ (default {DEFAULT_SOURCE})")
+    ap.add_argument(
+        "--source",
+        default=DEFAULT_SOURCE,
+        help=f"a trace file, or a name under <shared>/traces/kineto/ (default {DEFAULT_SOURCE})",
+    )
     ap.add_argument("--shared", default=None, help=f"the shared folder (default {DEFAULT_SHARED})")
     ap.add_argument("--size-mb", type=float, default=1024, help="target uncompressed size in MiB (default 1024)")
     ap.add_argument("--copies", type=int, default=None, help="write exactly this many copies instead of a size")
@@ -455,24 +463,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", default=None, help=f"output folder (default {DEFAULT_OUT_DIR})")
     ap.add_argument("-o", "--output", default=None, help="output file (default <out-dir>/<source>_<size>MB.json)")
     ap.add_argument("--gzip", action="store_true", help="also write <output>.gz")
-    ap.add_argument("--exact", action="store_true",
-                    help="end with part of a copy (its first stretch of time) to land on --size-mb")
-    ap.add_argument("--activities", choices=("all", "cuda"), default="all",
-                    help="'cuda': keep only what torch.profiler records for ProfilerActivity.CUDA")
+    ap.add_argument(
+        "--exact", action="store_true", help="end with part of a copy (its first stretch of time) to land on --size-mb"
+    )
+    ap.add_argument(
+        "--activities",
+        choices=("all", "cuda"),
+        default="all",
+        help="'cuda': keep only what torch.profiler records for ProfilerActivity.CUDA",
+    )
     ap.add_argument("-q", "--quiet", action="store_true")
     a = ap.parse_args(argv)
     if a.copies is not None and a.copies < 1:
         ap.error("--copies must be >= 1")
     try:
-        res = generate(a.source, a.output, a.size_mb, copies=a.copies, gap_us=a.gap_us, write_gzip=a.gzip,
-                       exact=a.exact, activities=a.activities,
-                       shared=a.shared, out_dir=a.out_dir,
-                       progress=None if a.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
+        res = generate(
+            a.source,
+            a.output,
+            a.size_mb,
+            copies=a.copies,
+            gap_us=a.gap_us,
+            write_gzip=a.gzip,
+            exact=a.exact,
+            activities=a.activities,
+            shared=a.shared,
+            out_dir=a.out_dir,
+            progress=None if a.quiet else (lambda s: print(s, file=sys.stderr, flush=True)),
+        )
     except (OSError, ValueError) as exc:
         print(f"make_big_trace: {exc}", file=sys.stderr)
         return 1
-    print(f"wrote {res.path}: {res.bytes / MIB:,.1f} MiB, {res.events:,} events "
-          f"({res.copies} copies of {res.source_events:,} from {Path(res.source).name}) in {res.seconds:.1f} s")
+    print(
+        f"wrote {res.path}: {res.bytes / MIB:,.1f} MiB, {res.events:,} events "
+        f"({res.copies} copies of {res.source_events:,} from {Path(res.source).name}) in {res.seconds:.1f} s"
+    )
     if res.gz_path:
         print(f"wrote {res.gz_path}: {os.path.getsize(res.gz_path) / MIB:,.1f} MiB")
     return 0

@@ -15,14 +15,27 @@ import pytest
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
-CHROMIUM = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser")) if p
-                 and Path(p).exists()), None)
+CHROMIUM = next(
+    (
+        p
+        for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"))
+        if p and Path(p).exists()
+    ),
+    None,
+)
 if CHROMIUM is None:
     pytest.skip("Chromium is not installed (apt-get install -y chromium)", allow_module_level=True)
 
 OUTPUT = Path(__file__).resolve().parent / "_output"  # screenshots (git-ignored)
-ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @contextlib.contextmanager

@@ -81,8 +81,12 @@ def builder():
 
 
 def pytest_addoption(parser):
-    parser.addoption("--update-gold", action="store_true", default=False,
-                     help="rewrite the gold files under tests/gold/ (and generated schema parts) from the current output")
+    parser.addoption(
+        "--update-gold",
+        action="store_true",
+        default=False,
+        help="rewrite the gold files under tests/gold/ (and generated schema parts) from the current output",
+    )
 
 
 @pytest.fixture(scope="module")

@@ -40,12 +40,44 @@ OUTCOMES = ("result", "error", "traceback", "hang", "violation", "memory")
 SURFACES = ("nsys", "perfetto", "logkeys")
 MEMORY_BOUND_MB = 3000  # the campaign's whole process; a case that takes it past this is "memory"
 # the tables the nsys reader reads (most cases change one of these; the rest, any table of the export)
-READ_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-               "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "META_DATA_CAPTURE",
-               "META_DATA_EXPORT", "NVTX_EVENTS", "OSRT_API", "PROCESSES", "StringIds", "TARGET_INFO_CUDA_DEVICE",
-               "TARGET_INFO_GPU", "TARGET_INFO_SESSION_START_TIME", "ThreadNames")
-ODD_KEY_PARTS = ('"', "\\", "\x00", "\x01", "\n", "\x1b[2J", "\u202e", "\u2028", "'", "/", ".", " ", "💥", "{", "}",
-                 ":", ",", "[", "]")
+READ_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "META_DATA_CAPTURE",
+    "META_DATA_EXPORT",
+    "NVTX_EVENTS",
+    "OSRT_API",
+    "PROCESSES",
+    "StringIds",
+    "TARGET_INFO_CUDA_DEVICE",
+    "TARGET_INFO_GPU",
+    "TARGET_INFO_SESSION_START_TIME",
+    "ThreadNames",
+)
+ODD_KEY_PARTS = (
+    '"',
+    "\\",
+    "\x00",
+    "\x01",
+    "\n",
+    "\x1b[2J",
+    "\u202e",
+    "\u2028",
+    "'",
+    "/",
+    ".",
+    " ",
+    "💥",
+    "{",
+    "}",
+    ":",
+    ",",
+    "[",
+    "]",
+)
 
 
 def overlay_bound(input_bytes: int) -> int:
@@ -89,48 +121,69 @@ def _nsys_case(rng: random.Random, tables: dict[str, list[tuple[str, str]]]) -> 
     col, decl = rng.choice(cols)
     n = rng.choice((10, 1000, 1 << 20, 25_000_000, 400_000_000))
     q = f'"{table}"'
-    kind = rng.choice(("generated", "stored", "view", "trigger", "huge", "huge", "null", "blob", "int_edge",
-                       "text_in_int", "two"))
+    kind = rng.choice(
+        ("generated", "stored", "view", "trigger", "huge", "huge", "null", "blob", "int_edge", "text_in_int", "two")
+    )
     if kind in ("generated", "stored"):
         how = "VIRTUAL" if kind == "generated" else "STORED"
-        expr = rng.choice((f"hex(zeroblob({n}))", f'"{col}_raw"', f"\"{col}_raw\" || hex(zeroblob({n}))"))
+        expr = rng.choice((f"hex(zeroblob({n}))", f'"{col}_raw"', f'"{col}_raw" || hex(zeroblob({n}))'))
         if how == "STORED":  # SQLite adds only VIRTUAL columns to a table in place; a STORED one: a new table
             body = ", ".join(f'"{c}"' for c, _ in cols)
-            sql = [f'ALTER TABLE {q} RENAME TO "_t0"',
-                   f'CREATE TABLE {q} ({body}, "_extra" TEXT GENERATED ALWAYS AS (1) STORED)',
-                   f'INSERT INTO {q} ({body}) SELECT {body} FROM "_t0"', 'DROP TABLE "_t0"']
+            sql = [
+                f'ALTER TABLE {q} RENAME TO "_t0"',
+                f'CREATE TABLE {q} ({body}, "_extra" TEXT GENERATED ALWAYS AS (1) STORED)',
+                f'INSERT INTO {q} ({body}) SELECT {body} FROM "_t0"',
+                'DROP TABLE "_t0"',
+            ]
         else:
-            sql = [f'ALTER TABLE {q} RENAME COLUMN "{col}" TO "{col}_raw"',
-                   f'ALTER TABLE {q} ADD COLUMN "{col}" GENERATED ALWAYS AS ({expr}) VIRTUAL']
+            sql = [
+                f'ALTER TABLE {q} RENAME COLUMN "{col}" TO "{col}_raw"',
+                f'ALTER TABLE {q} ADD COLUMN "{col}" GENERATED ALWAYS AS ({expr}) VIRTUAL',
+            ]
         return Case("nsys", kind, f"{table}.{col} {how} {expr[:40]}", sql=sql)
     if kind == "view":
         grow = rng.choice(("", f", hex(zeroblob({n})) AS _grow"))
         sql = [f'ALTER TABLE {q} RENAME TO "_t0"', f'CREATE VIEW {q} AS SELECT *{grow} FROM "_t0"']
         return Case("nsys", kind, f"view {table}{grow[:30]}", sql=sql)
     if kind == "trigger":
-        return Case("nsys", kind, f"trigger on {table}",
-                    sql=[f'CREATE TRIGGER "_t" AFTER INSERT ON {q} BEGIN SELECT 1; END'])
+        return Case(
+            "nsys", kind, f"trigger on {table}", sql=[f'CREATE TRIGGER "_t" AFTER INSERT ON {q} BEGIN SELECT 1; END']
+        )
     if kind == "huge":
         size = rng.choice((1 << 10, 1 << 20, 17 << 20))
         rows = 1 if size > (1 << 20) else rng.choice((1, 5, 50))
-        return Case("nsys", kind, f"{table}.{col} = {size:,} chars x {rows}",
-                    sql=[(f'UPDATE {q} SET "{col}" = ? WHERE rowid IN (SELECT rowid FROM {q} LIMIT {rows})',
-                          (rng.choice("x\u00e9\u202e\x00") * size,))])
+        return Case(
+            "nsys",
+            kind,
+            f"{table}.{col} = {size:,} chars x {rows}",
+            sql=[
+                (
+                    f'UPDATE {q} SET "{col}" = ? WHERE rowid IN (SELECT rowid FROM {q} LIMIT {rows})',
+                    (rng.choice("x\u00e9\u202e\x00") * size,),
+                )
+            ],
+        )
     if kind == "null":
         return Case("nsys", kind, f"{table}.{col} = NULL", sql=[f'UPDATE {q} SET "{col}" = NULL'])
     if kind == "blob":
-        return Case("nsys", kind, f"{table}.{col} = BLOB",
-                    sql=[(f'UPDATE {q} SET "{col}" = ?', (bytes(rng.randrange(256) for _ in range(64)),))])
+        return Case(
+            "nsys",
+            kind,
+            f"{table}.{col} = BLOB",
+            sql=[(f'UPDATE {q} SET "{col}" = ?', (bytes(rng.randrange(256) for _ in range(64)),))],
+        )
     if kind == "int_edge":
-        v = rng.choice((2 ** 63 - 1, -(2 ** 63), -1, 0, 2 ** 62))
+        v = rng.choice((2**63 - 1, -(2**63), -1, 0, 2**62))
         return Case("nsys", kind, f"{table}.{col} = {v}", sql=[(f'UPDATE {q} SET "{col}" = ?', (v,))])
     if kind == "text_in_int":
         v = rng.choice(("abc", "9" * 400, "1e400", "", "nan"))
         return Case("nsys", kind, f"{table}.{col} = {v[:20]!r} ({decl})", sql=[(f'UPDATE {q} SET "{col}" = ?', (v,))])
     other = rng.choice(sorted(tables))  # two at once: a view of one table, a generated column in another
     c2 = rng.choice(tables[other])[0]
-    sql = [f'ALTER TABLE "{other}" RENAME COLUMN "{c2}" TO "{c2}_raw"',
-           f'ALTER TABLE "{other}" ADD COLUMN "{c2}" GENERATED ALWAYS AS ("{c2}_raw") VIRTUAL']
+    sql = [
+        f'ALTER TABLE "{other}" RENAME COLUMN "{c2}" TO "{c2}_raw"',
+        f'ALTER TABLE "{other}" ADD COLUMN "{c2}" GENERATED ALWAYS AS ("{c2}_raw") VIRTUAL',
+    ]
     if other != table:
         sql += [f'ALTER TABLE {q} RENAME TO "_t1"', f'CREATE VIEW {q} AS SELECT * FROM "_t1"']
     return Case("nsys", "two", f"view {table}, generated {other}.{c2}", sql=sql)
@@ -139,13 +192,21 @@ def _nsys_case(rng: random.Random, tables: dict[str, list[tuple[str, str]]]) -> 
 def _perfetto_case(rng: random.Random, base: dict) -> Case:
     doc = json.loads(json.dumps(base))
     events = doc["traceEvents"]
-    kind = rng.choice(("long_name", "many_tids", "odd_ids", "not_objects", "odd_top", "deep_args", "cut",
-                       "tail", "no_events", "job"))
+    kind = rng.choice(
+        ("long_name", "many_tids", "odd_ids", "not_objects", "odd_top", "deep_args", "cut", "tail", "no_events", "job")
+    )
     detail = kind
     if kind == "long_name":
         size = rng.choice((1 << 10, 1 << 16, 1 << 20))
-        events.append({"ph": "M", "name": rng.choice(("process_name", "thread_name")), "pid": events[0].get("pid"),
-                       "tid": events[0].get("tid"), "args": {"name": rng.choice("p\u202e\x1b") * size}})
+        events.append(
+            {
+                "ph": "M",
+                "name": rng.choice(("process_name", "thread_name")),
+                "pid": events[0].get("pid"),
+                "tid": events[0].get("tid"),
+                "args": {"name": rng.choice("p\u202e\x1b") * size},
+            }
+        )
         detail = f"name of {size:,}"
     elif kind == "many_tids":
         n = rng.choice((100, 2000, 20_000))
@@ -154,13 +215,14 @@ def _perfetto_case(rng: random.Random, base: dict) -> Case:
         detail = f"{n:,} tids"
     elif kind == "odd_ids":
         for e in rng.sample(events, min(len(events), rng.choice((1, 10, 200)))):
-            e[rng.choice(("pid", "tid"))] = rng.choice(([1], {"a": 1}, "x" * 10_000, None, 2 ** 70, -1, 1.5, True))
+            e[rng.choice(("pid", "tid"))] = rng.choice(([1], {"a": 1}, "x" * 10_000, None, 2**70, -1, 1.5, True))
     elif kind == "not_objects":
         for _ in range(rng.choice((1, 10, 100))):
             events.insert(rng.randrange(len(events) + 1), rng.choice((1, "x", None, [1], [[[]]], True)))
     elif kind == "odd_top":
         doc[rng.choice(("deviceProperties", "distributedInfo", "extra", "displayTimeUnit"))] = rng.choice(
-            ([1] * 1000, "z" * 100_000, None, {"rank": "x"}, -1))
+            ([1] * 1000, "z" * 100_000, None, {"rank": "x"}, -1)
+        )
     elif kind == "deep_args":
         v: object = 1
         for _ in range(rng.choice((50, 500, 5000))):
@@ -169,8 +231,9 @@ def _perfetto_case(rng: random.Random, base: dict) -> Case:
     elif kind == "no_events":
         doc["traceEvents"] = rng.choice(({"a": 1}, "x", None, []))
     if kind == "job":
-        return Case("perfetto", kind, f"rank_events of {len(events):,} mutated events",
-                    events=_mutated_events(rng, events))
+        return Case(
+            "perfetto", kind, f"rank_events of {len(events):,} mutated events", events=_mutated_events(rng, events)
+        )
     data = _dumps(doc)
     packed = gzip.compress(data, compresslevel=1)
     if kind == "cut":
@@ -185,7 +248,7 @@ def _mutated_events(rng: random.Random, events: list) -> list:
     out.append({"ph": "M", "name": "process_name", "pid": out[0].get("pid"), "args": {"name": "q" * (1 << 20)}})
     for e in rng.sample(out, min(len(out), 50)):
         if isinstance(e, dict):
-            e[rng.choice(("pid", "tid", "ts", "id", "args"))] = rng.choice(([1], {"a": 1}, "x" * 1000, None, 2 ** 70))
+            e[rng.choice(("pid", "tid", "ts", "id", "args"))] = rng.choice(([1], {"a": 1}, "x" * 1000, None, 2**70))
     return out
 
 
@@ -206,15 +269,19 @@ def _logkeys_case(rng: random.Random) -> Case:
         kind = rng.random()
         if kind < 0.1:
             return base + "x" * 10_000
-        return "".join(parts) + rng.choice(("", "run", "train")) + rng.choice(("/", "\\", ".")) + base + "".join(parts[:1])
+        return (
+            "".join(parts) + rng.choice(("", "run", "train")) + rng.choice(("/", "\\", ".")) + base + "".join(parts[:1])
+        )
 
     keys = [key(b) for b in rng.sample(["loss", "lr", "grad_norm", "tokens_per_sec", "step", "epoch", "loss"], 4)]
     if rng.random() < 0.3:
         keys.append("step")
     lines = []
     for i in range(1, rng.choice((3, 40, 300))):
-        rec = {k: rng.choice((2.0 + 1 / i, i, "NaN", None, "x", [1.0, 2.0], True)) if rng.random() < 0.2
-               else 2.0 + 1 / i for k in keys}
+        rec = {
+            k: rng.choice((2.0 + 1 / i, i, "NaN", None, "x", [1.0, 2.0], True)) if rng.random() < 0.2 else 2.0 + 1 / i
+            for k in keys
+        }
         if "step" in keys:
             rec["step"] = i
         lines.append(json.dumps(rec, ensure_ascii=rng.random() < 0.5))
@@ -235,8 +302,9 @@ def make_bases(root: Path, nsys_export: Path) -> dict:
     shutil.copy(nsys_export, base)
     base.chmod(0o644)
     con = sqlite3.connect(base)
-    names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
-                                       "'sqlite_%'")]
+    names = [
+        r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    ]
     tables = {t: [(r[1], r[2]) for r in con.execute(f'PRAGMA table_info("{t}")')] for t in names}
     con.close()
     kineto = json.loads(gzip.decompress(Path(example_path()).read_bytes()))
@@ -319,8 +387,12 @@ def _run_main(args: list[str], timeout_s: int) -> tuple[str, str, str, str, int]
 
     out, err = io.StringIO(), io.StringIO()
     try:
-        with time_limit(timeout_s), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-                warnings.catch_warnings():
+        with (
+            time_limit(timeout_s),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            warnings.catch_warnings(),
+        ):
             warnings.simplefilter("ignore")
             try:
                 rc = main(args)

@@ -18,9 +18,26 @@ import orjson
 
 # --- byte-level mutations of Kineto JSON ---------------------------------------------------------
 
-WEIRD_NUMBERS = (b"1e400", b"-1e400", b"Infinity", b"-Infinity", b"NaN", b"9223372036854775808",
-                 b"18446744073709551621", b"-9223372036854775809", b"1" + b"0" * 40, b"-5", b"1e18",
-                 b'"123.5"', b"true", b"null", b"[]", b"{}", b'"abc"', b"1.7976931348623157e308")
+WEIRD_NUMBERS = (
+    b"1e400",
+    b"-1e400",
+    b"Infinity",
+    b"-Infinity",
+    b"NaN",
+    b"9223372036854775808",
+    b"18446744073709551621",
+    b"-9223372036854775809",
+    b"1" + b"0" * 40,
+    b"-5",
+    b"1e18",
+    b'"123.5"',
+    b"true",
+    b"null",
+    b"[]",
+    b"{}",
+    b'"abc"',
+    b"1.7976931348623157e308",
+)
 WEIRD_VALUES = (b"[1, 2]", b'{"a": 1}', b"17", b"null", b"true", b'""', b'["x", {"y": []}]', b"-1", b"1e400")
 BAD_UTF8 = (b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\x80\x80", b"\xe2\x82", b"\xc0\xaf")
 
@@ -50,7 +67,7 @@ def _insert(data: bytes, positions: list[int], pieces: list[bytes]) -> bytes:
 
 def m_truncate(rng, data):
     cut = rng.choice([rng.randrange(0, 40), rng.randrange(1, len(data)), len(data) - rng.randrange(1, 40)])
-    return f"cut at {cut} of {len(data)}", data[:max(0, cut)]
+    return f"cut at {cut} of {len(data)}", data[: max(0, cut)]
 
 
 def m_byte_flip(rng, data):
@@ -86,16 +103,33 @@ def m_invalid_utf8(rng, data):
 
 def m_bom(rng, data):
     kind = rng.choice(["utf8", "utf8+ws", "utf16le", "utf16be", "utf16-encoded", "double"])
-    bom = {"utf8": b"\xef\xbb\xbf", "utf8+ws": b"\xef\xbb\xbf \n", "utf16le": b"\xff\xfe", "utf16be": b"\xfe\xff",
-           "double": b"\xef\xbb\xbf\xef\xbb\xbf"}.get(kind)
+    bom = {
+        "utf8": b"\xef\xbb\xbf",
+        "utf8+ws": b"\xef\xbb\xbf \n",
+        "utf16le": b"\xff\xfe",
+        "utf16be": b"\xfe\xff",
+        "double": b"\xef\xbb\xbf\xef\xbb\xbf",
+    }.get(kind)
     if kind == "utf16-encoded":
         return kind, data.decode("utf-8", "replace").encode("utf-16")
     return f"{kind} BOM", bom + data
 
 
 def m_gzip(rng, data):
-    kind = rng.choice(["two-members", "split-members", "truncated", "trailing-garbage", "zero-padding",
-                       "double-gzip", "bad-crc", "empty", "bad-header", "raw-deflate"])
+    kind = rng.choice(
+        [
+            "two-members",
+            "split-members",
+            "truncated",
+            "trailing-garbage",
+            "zero-padding",
+            "double-gzip",
+            "bad-crc",
+            "empty",
+            "bad-header",
+            "raw-deflate",
+        ]
+    )
     gz = gzip.compress(data, compresslevel=rng.choice([1, 6, 9]))
     if kind == "two-members":
         out = gz + gzip.compress(data)
@@ -103,7 +137,7 @@ def m_gzip(rng, data):
         cut = rng.randrange(1, len(data))
         out = gzip.compress(data[:cut]) + gzip.compress(data[cut:])
     elif kind == "truncated":
-        out = gz[:rng.randrange(1, len(gz))]
+        out = gz[: rng.randrange(1, len(gz))]
     elif kind == "trailing-garbage":
         out = gz + bytes(rng.randrange(256) for _ in range(rng.randint(1, 64)))
     elif kind == "zero-padding":
@@ -147,6 +181,7 @@ def m_deep_nesting(rng, data):
 
 # --- structural mutations (parsed, changed, written back) -----------------------------------------
 
+
 def _events_of(doc) -> list:
     if isinstance(doc, list):
         return doc
@@ -163,10 +198,25 @@ def _dumps(doc, tokens: dict[str, bytes]) -> bytes:
 
 def m_json_structure(rng, data):
     doc = orjson.loads(data)
-    kind = rng.choice(["no-traceEvents", "traceEvents-object", "traceEvents-string", "event-not-object",
-                       "bare-array", "top-scalar", "device-properties", "distributed-info", "trailing-garbage",
-                       "two-documents", "empty-events", "duplicate-events", "shuffled", "schema-version",
-                       "duplicate-key"])
+    kind = rng.choice(
+        [
+            "no-traceEvents",
+            "traceEvents-object",
+            "traceEvents-string",
+            "event-not-object",
+            "bare-array",
+            "top-scalar",
+            "device-properties",
+            "distributed-info",
+            "trailing-garbage",
+            "two-documents",
+            "empty-events",
+            "duplicate-events",
+            "shuffled",
+            "schema-version",
+            "duplicate-key",
+        ]
+    )
     events = _events_of(doc)
     if kind == "no-traceEvents" and isinstance(doc, dict):
         doc.pop("traceEvents", None)
@@ -182,11 +232,25 @@ def m_json_structure(rng, data):
     elif kind == "top-scalar":
         doc = rng.choice([1, "trace", None, True, 1.5])
     elif kind == "device-properties" and isinstance(doc, dict):
-        doc["deviceProperties"] = rng.choice([["x", 1], {"a": 1}, [{"id": "zero", "computeMajor": [8],
-                                              "totalGlobalMem": -1, "name": {"n": 1}}], "A100", None])
+        doc["deviceProperties"] = rng.choice(
+            [
+                ["x", 1],
+                {"a": 1},
+                [{"id": "zero", "computeMajor": [8], "totalGlobalMem": -1, "name": {"n": 1}}],
+                "A100",
+                None,
+            ]
+        )
     elif kind == "distributed-info" and isinstance(doc, dict):
-        doc["distributedInfo"] = rng.choice([{"rank": "one", "world_size": -3}, {"rank": 2**70, "world_size": 0},
-                                             [1, 2], "nccl", {"rank": -1, "world_size": {"x": 1}, "backend": [1]}])
+        doc["distributedInfo"] = rng.choice(
+            [
+                {"rank": "one", "world_size": -3},
+                {"rank": 2**70, "world_size": 0},
+                [1, 2],
+                "nccl",
+                {"rank": -1, "world_size": {"x": 1}, "backend": [1]},
+            ]
+        )
     elif kind == "schema-version" and isinstance(doc, dict):
         doc["schemaVersion"] = rng.choice([None, "1", [1], 10**30])
         doc["baseTimeNanoseconds"] = rng.choice([None, "x", -1, 2**80, 1.5])
@@ -207,9 +271,27 @@ def m_json_structure(rng, data):
 
 
 _EVENT_FIELDS = ("ts", "dur", "name", "cat", "ph", "pid", "tid", "id", "args")
-_ARG_FIELDS = ("External id", "correlation", "device", "stream", "grid", "block", "Collective name",
-               "In msg nelems", "Group size", "Bytes", "Total Allocated", "Device Id", "est. achieved occupancy %",
-               "blocks per SM", "registers per thread", "graph id", "wait_on_stream", "labels", "name")
+_ARG_FIELDS = (
+    "External id",
+    "correlation",
+    "device",
+    "stream",
+    "grid",
+    "block",
+    "Collective name",
+    "In msg nelems",
+    "Group size",
+    "Bytes",
+    "Total Allocated",
+    "Device Id",
+    "est. achieved occupancy %",
+    "blocks per SM",
+    "registers per thread",
+    "graph id",
+    "wait_on_stream",
+    "labels",
+    "name",
+)
 
 
 def m_event_shapes(rng, data):
@@ -217,8 +299,21 @@ def m_event_shapes(rng, data):
     events = [e for e in _events_of(doc) if isinstance(e, dict)]
     if not events:
         return "no events", data
-    kind = rng.choice(["ts-weird", "dur-weird", "name-type", "cat-type", "field-type", "args-field-type",
-                       "optional-fields", "end-before-start", "ph-weird", "huge-name", "all-same-ts"])
+    kind = rng.choice(
+        [
+            "ts-weird",
+            "dur-weird",
+            "name-type",
+            "cat-type",
+            "field-type",
+            "args-field-type",
+            "optional-fields",
+            "end-before-start",
+            "ph-weird",
+            "huge-name",
+            "all-same-ts",
+        ]
+    )
     tokens: dict[str, bytes] = {}
     picked = rng.sample(events, min(len(events), rng.randint(1, 12)))
     for n, e in enumerate(picked):
@@ -233,7 +328,9 @@ def m_event_shapes(rng, data):
             tokens[ph] = rng.choice(WEIRD_VALUES + WEIRD_NUMBERS)
             e[key] = ph
         elif kind == "args-field-type":
-            args = e.setdefault("args", {}) if isinstance(e.get("args"), dict) else e.__setitem__("args", {}) or e["args"]
+            args = (
+                e.setdefault("args", {}) if isinstance(e.get("args"), dict) else e.__setitem__("args", {}) or e["args"]
+            )
             tokens[ph] = rng.choice(WEIRD_VALUES + WEIRD_NUMBERS)
             args[rng.choice(_ARG_FIELDS)] = ph
         elif kind == "optional-fields":
@@ -253,7 +350,13 @@ def m_event_shapes(rng, data):
 
 
 KINETO_MUTATIONS: dict[str, Callable] = {
-    "truncation": m_truncate, "byte_flip": m_byte_flip, "control_chars": m_control_chars,
-    "invalid_utf8": m_invalid_utf8, "bom": m_bom, "gzip": m_gzip, "json_structure": m_json_structure,
-    "deep_nesting": m_deep_nesting, "event_shapes": m_event_shapes,
+    "truncation": m_truncate,
+    "byte_flip": m_byte_flip,
+    "control_chars": m_control_chars,
+    "invalid_utf8": m_invalid_utf8,
+    "bom": m_bom,
+    "gzip": m_gzip,
+    "json_structure": m_json_structure,
+    "deep_nesting": m_deep_nesting,
+    "event_shapes": m_event_shapes,
 }

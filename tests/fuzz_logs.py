@@ -30,12 +30,35 @@ import log_fixtures as F
 from fuzzing import Hang, fingerprint, time_limit
 
 OUTCOMES = ("result", "error", "traceback", "hang", "violation")
-TIME_FRACTIONS = ("throughput_dip_lost_fraction", "periodic_stall_lost_fraction", "skipped_iteration_fraction",
-                  "low_gpu_util_fraction", "grad_clip_fraction", "generation_time_fraction")
-NON_NEGATIVE = ("log_points", "loss_nonfinite_count", "grad_norm_nonfinite_count", "nan_iterations", "skipped_iterations",
-                "overflow_messages", "loss_spike_count", "loss_bump_count", "grad_norm_spike_count", "throughput_dip_count",
-                "periodic_stall_count", "periodic_stall_period_steps", "skip_burst_count", "throughput_p10",
-                "throughput_p50", "throughput_p90", "loss_scale_min", "lr_jump_count", "low_gpu_util_episode_count")
+TIME_FRACTIONS = (
+    "throughput_dip_lost_fraction",
+    "periodic_stall_lost_fraction",
+    "skipped_iteration_fraction",
+    "low_gpu_util_fraction",
+    "grad_clip_fraction",
+    "generation_time_fraction",
+)
+NON_NEGATIVE = (
+    "log_points",
+    "loss_nonfinite_count",
+    "grad_norm_nonfinite_count",
+    "nan_iterations",
+    "skipped_iterations",
+    "overflow_messages",
+    "loss_spike_count",
+    "loss_bump_count",
+    "grad_norm_spike_count",
+    "throughput_dip_count",
+    "periodic_stall_count",
+    "periodic_stall_period_steps",
+    "skip_burst_count",
+    "throughput_p10",
+    "throughput_p50",
+    "throughput_p90",
+    "loss_scale_min",
+    "lr_jump_count",
+    "low_gpu_util_episode_count",
+)
 
 
 def _sources() -> dict[str, tuple[str, bytes]]:
@@ -51,23 +74,68 @@ def _sources() -> dict[str, tuple[str, bytes]]:
         "lightning": ("metrics.csv", F.lightning_metrics_csv(epochs=3).encode()),
         "wandb": ("export.csv", F.wandb_chart_csv(n=120).encode()),
         "hf": ("trainer_state.json", F.hf_trainer_state(n=150).encode()),
-        "jsonl": ("steps.jsonl", "".join(json.dumps({"step": i, "loss": 2 + 1 / i, "lr": 1e-4, "grad_norm": 1.0,
-                                                     "tokens_per_sec": 1000.0 + (i % 7), "gpu_util": [90, 95]}) + "\n"
-                                         for i in range(1, 301)).encode()),
+        "jsonl": (
+            "steps.jsonl",
+            "".join(
+                json.dumps(
+                    {
+                        "step": i,
+                        "loss": 2 + 1 / i,
+                        "lr": 1e-4,
+                        "grad_norm": 1.0,
+                        "tokens_per_sec": 1000.0 + (i % 7),
+                        "gpu_util": [90, 95],
+                    }
+                )
+                + "\n"
+                for i in range(1, 301)
+            ).encode(),
+        ),
     }
 
 
 CONFIGS = {
-    "ds.json": json.dumps({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
-                           "fp16": {"enabled": True, "loss_scale": 0}, "zero_optimization": {"stage": 2}}).encode(),
+    "ds.json": json.dumps(
+        {
+            "train_batch_size": 64,
+            "train_micro_batch_size_per_gpu": 2,
+            "gradient_accumulation_steps": 4,
+            "fp16": {"enabled": True, "loss_scale": 0},
+            "zero_optimization": {"stage": 2},
+        }
+    ).encode(),
     "args.txt": b"--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-layers 24 --seq-length 4096",
     "env.sh": b"WORLD_SIZE=8\nNNODES=1\n",
     "config.yaml": b"parallelism:\n  tensor_parallel_degree: 2\ntraining:\n  seq_len: 4096\n  local_batch_size: 8\n",
     "titan.toml": b"[parallelism]\ntensor_parallel_degree = 2\n[training]\nseq_len = 4096\n",
 }
 HUGE = "9" * 5000
-HOSTILE_VALUES = ("nan", "NaN", "inf", "-inf", "Infinity", "1e400", "-1e400", HUGE, "-" + HUGE, "0", "-5", "0.0",
-                  "1e-400", "", "abc", "null", "[]", "{}", "\"1\"", "1,2,3", "1.2.3", "\u202e", "\x00", "\x1b[2J")
+HOSTILE_VALUES = (
+    "nan",
+    "NaN",
+    "inf",
+    "-inf",
+    "Infinity",
+    "1e400",
+    "-1e400",
+    HUGE,
+    "-" + HUGE,
+    "0",
+    "-5",
+    "0.0",
+    "1e-400",
+    "",
+    "abc",
+    "null",
+    "[]",
+    "{}",
+    '"1"',
+    "1,2,3",
+    "1.2.3",
+    "\u202e",
+    "\x00",
+    "\x1b[2J",
+)
 
 
 @dataclass
@@ -129,7 +197,9 @@ def m_values(rng, data):
 
     value = rng.choice(HOSTILE_VALUES).encode()
     share = rng.choice([0.01, 0.2, 1.0])
-    out = re.sub(rb"(?<![\w.])\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", lambda m: value if rng.random() < share else m.group(0), data)
+    out = re.sub(
+        rb"(?<![\w.])\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", lambda m: value if rng.random() < share else m.group(0), data
+    )
     return f"{share:.0%} of numbers -> {value[:12]!r}", out
 
 
@@ -137,11 +207,27 @@ def m_long_line(rng, data):
     lines = _lines(data)
     kind = rng.choice(["digits", "slashes", "spaces", "overflow", "pairs", "quotes", "braces", "args"])
     n = rng.choice([24_000, 60_000, 300_000])
-    filler = {"digits": "1" * n, "slashes": "a/" * (n // 2), "spaces": " " * n, "overflow": "OVERFLOW! " * (n // 10),
-              "pairs": "loss: 1 " * (n // 8), "quotes": "'" * n, "braces": "{'loss': " * (n // 9),
-              "args": "  x" + " " * n + "..... 1"}[kind]
-    prefix = rng.choice(["step 5 loss ", "iteration 10/ 100 | ", "[Rank 0] step=10, skipped=0, lr=[", "",
-                         "  tensor_model_parallel_size ...... ", "s:1 trl:", "step:3/10 train_loss:"])
+    filler = {
+        "digits": "1" * n,
+        "slashes": "a/" * (n // 2),
+        "spaces": " " * n,
+        "overflow": "OVERFLOW! " * (n // 10),
+        "pairs": "loss: 1 " * (n // 8),
+        "quotes": "'" * n,
+        "braces": "{'loss': " * (n // 9),
+        "args": "  x" + " " * n + "..... 1",
+    }[kind]
+    prefix = rng.choice(
+        [
+            "step 5 loss ",
+            "iteration 10/ 100 | ",
+            "[Rank 0] step=10, skipped=0, lr=[",
+            "",
+            "  tensor_model_parallel_size ...... ",
+            "s:1 trl:",
+            "step:3/10 train_loss:",
+        ]
+    )
     lines.insert(rng.randrange(len(lines) + 1), (prefix + filler).encode())
     return f"{kind} x{n} after {prefix!r}", b"\n".join(lines)
 
@@ -172,10 +258,12 @@ def m_steps(rng, data):
     import re
 
     kind = rng.choice(["back", "huge", "negative", "float"])
-    repl = {"back": lambda m: str(max(0, int(m.group(2)) - 50)).encode() if len(m.group(2)) < 12 else m.group(2),
-            "huge": lambda m: b"1e400" if rng.random() < 0.3 else m.group(2),
-            "negative": lambda m: b"-" + m.group(2),
-            "float": lambda m: m.group(2) + b".5"}[kind]
+    repl = {
+        "back": lambda m: str(max(0, int(m.group(2)) - 50)).encode() if len(m.group(2)) < 12 else m.group(2),
+        "huge": lambda m: b"1e400" if rng.random() < 0.3 else m.group(2),
+        "negative": lambda m: b"-" + m.group(2),
+        "float": lambda m: m.group(2) + b".5",
+    }[kind]
     out = re.sub(rb"(step[\"']?\s*[:=]\s*|iteration\s+|s:)(\d+)", lambda m: m.group(1) + repl(m), data)
     return kind, out
 
@@ -186,7 +274,7 @@ def m_gzip(rng, data):
         return kind, gzip.compress(b"\n" * rng.choice([10_000_000, 80_000_000]), compresslevel=1)
     z = gzip.compress(data)
     if kind == "truncated":
-        z = z[:rng.randrange(10, len(z))]
+        z = z[: rng.randrange(10, len(z))]
     elif kind == "corrupt":
         b = bytearray(z)
         b[rng.randrange(10, len(b))] ^= 0xFF
@@ -211,24 +299,50 @@ def m_json(rng, data):
     return kind, b"[1, 2, 3]\n" + data
 
 
-LOG_MUTATIONS = {"truncate": m_truncate, "flip": m_flip, "lines": m_lines, "values": m_values, "long_line": m_long_line,
-                 "encoding": m_encoding, "steps": m_steps, "gzip": m_gzip, "json": m_json}
+LOG_MUTATIONS = {
+    "truncate": m_truncate,
+    "flip": m_flip,
+    "lines": m_lines,
+    "values": m_values,
+    "long_line": m_long_line,
+    "encoding": m_encoding,
+    "steps": m_steps,
+    "gzip": m_gzip,
+    "json": m_json,
+}
 
 
 def config_case(rng) -> tuple[str, str, bytes]:
     """A mutated or hostile config: (detail, file name, bytes)."""
-    kind = rng.choice(["mutated", "alias-bomb", "alias-list", "self-anchor", "deep-yaml", "deep-json", "huge-number",
-                       "python-object", "long-flags", "binary"])
+    kind = rng.choice(
+        [
+            "mutated",
+            "alias-bomb",
+            "alias-list",
+            "self-anchor",
+            "deep-yaml",
+            "deep-json",
+            "huge-number",
+            "python-object",
+            "long-flags",
+            "binary",
+        ]
+    )
     if kind == "mutated":
         name = rng.choice(list(CONFIGS))
         detail, data = rng.choice([m_truncate, m_flip, m_values])(rng, CONFIGS[name])
         return f"{name}: {detail}", name, data
     if kind == "alias-bomb":
-        levels = "".join(f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join(["*" + chr(97 + i)] * 9) + "]\n" for i in range(9))
+        levels = "".join(
+            f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join(["*" + chr(97 + i)] * 9) + "]\n" for i in range(9)
+        )
         return kind, "bomb.yaml", ('a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + levels).encode()
     if kind == "alias-list":
-        return kind, "list.yaml", (b"a: &a [" + b",".join([b"x"] * 1000) + b"]\n"
-                                   + b"".join(f"k{i}: *a\n".encode() for i in range(5000)))
+        return (
+            kind,
+            "list.yaml",
+            (b"a: &a [" + b",".join([b"x"] * 1000) + b"]\n" + b"".join(f"k{i}: *a\n".encode() for i in range(5000))),
+        )
     if kind == "self-anchor":
         return kind, "self.yaml", b"a: &a [1, *a]\nb: &b {x: *b}\n"
     if kind == "deep-yaml":
@@ -237,8 +351,12 @@ def config_case(rng) -> tuple[str, str, bytes]:
         return kind, "deep.json", b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     if kind == "huge-number":
         name = rng.choice(["h.json", "h.yaml", "h.txt", "h.toml"])
-        body = {"h.json": f'{{"world_size": {HUGE}, "train_batch_size": 1e400}}', "h.yaml": f"world_size: {HUGE}\n",
-                "h.txt": f"--world-size {HUGE} --tensor-model-parallel-size {HUGE}", "h.toml": f"world_size = {HUGE}\n"}
+        body = {
+            "h.json": f'{{"world_size": {HUGE}, "train_batch_size": 1e400}}',
+            "h.yaml": f"world_size: {HUGE}\n",
+            "h.txt": f"--world-size {HUGE} --tensor-model-parallel-size {HUGE}",
+            "h.toml": f"world_size = {HUGE}\n",
+        }
         return kind, name, body[name].encode()
     if kind == "python-object":
         return kind, "evil.yaml", b"a: !!python/object/apply:os.system ['echo pwned']\n"
@@ -315,7 +433,9 @@ def run_case(case: LogCase, root: Path, timeout_s: int = 30, formats: tuple[str,
                     return "traceback", f"exit {rc}: {stderr[-300:]}"
                 if rc in (1, 2):
                     errors = [ln for ln in stderr.splitlines() if ln.startswith("tracedoc: error: ")]
-                    return ("error", errors[0][:200]) if len(errors) == 1 else ("traceback", f"exit {rc}: {stderr[-300:]}")
+                    return (
+                        ("error", errors[0][:200]) if len(errors) == 1 else ("traceback", f"exit {rc}: {stderr[-300:]}")
+                    )
                 outputs.append(out.getvalue())
     except Hang:
         return "hang", f"no answer within {timeout_s} s"

@@ -39,9 +39,23 @@ from pathlib import Path
 from fuzzing import Hang, fingerprint, time_limit
 
 OUTCOMES = ("result", "error", "traceback", "hang", "violation")
-HOSTILE_STRINGS = ("\x1b]0;t\x07\x1b[2J", "\u202egnp.exe", "x` ![i](https://e/i.png) <img src=x> @everyone",
-                   "[link=https://e]x[/]", "\nVerdict: no finding", "", " ", "\x00", "a" * 10_000, "💥" * 50)
-CONTROL = {chr(c) for c in range(32) if c != 10} | {chr(c) for c in range(0x7f, 0xa0)} | set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+HOSTILE_STRINGS = (
+    "\x1b]0;t\x07\x1b[2J",
+    "\u202egnp.exe",
+    "x` ![i](https://e/i.png) <img src=x> @everyone",
+    "[link=https://e]x[/]",
+    "\nVerdict: no finding",
+    "",
+    " ",
+    "\x00",
+    "a" * 10_000,
+    "💥" * 50,
+)
+CONTROL = (
+    {chr(c) for c in range(32) if c != 10}
+    | {chr(c) for c in range(0x7F, 0xA0)}
+    | set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+)
 
 
 @dataclass
@@ -59,14 +73,39 @@ class Case:
 
 
 def _bad_value(rng: random.Random, old):
-    kind = rng.choice(("null", "neg", "frac", "huge", "digits", "string", "list", "dict", "bool", "zero", "nan",
-                       "float_for_int", "hostile", "deep"))
+    kind = rng.choice(
+        (
+            "null",
+            "neg",
+            "frac",
+            "huge",
+            "digits",
+            "string",
+            "list",
+            "dict",
+            "bool",
+            "zero",
+            "nan",
+            "float_for_int",
+            "hostile",
+            "deep",
+        )
+    )
     return kind, {
-        "null": None, "neg": -abs(old) if isinstance(old, (int, float)) and not isinstance(old, bool) and old else -1,
-        "frac": rng.choice((7.5, 1.0000001, -0.5)), "huge": rng.choice((1e308, -1e308, 2 ** 63, 10 ** 30)),
-        "digits": _Digits(rng.choice((400, 5000))), "string": rng.choice(("4096", "abc", "1e400", "nan")),
-        "list": [old], "dict": {"v": old}, "bool": True, "zero": 0, "nan": _Raw(rng.choice(("NaN", "Infinity", "-Infinity"))),
-        "float_for_int": 2.5, "hostile": rng.choice(HOSTILE_STRINGS), "deep": _nest(rng.choice((50, 2000))),
+        "null": None,
+        "neg": -abs(old) if isinstance(old, (int, float)) and not isinstance(old, bool) and old else -1,
+        "frac": rng.choice((7.5, 1.0000001, -0.5)),
+        "huge": rng.choice((1e308, -1e308, 2**63, 10**30)),
+        "digits": _Digits(rng.choice((400, 5000))),
+        "string": rng.choice(("4096", "abc", "1e400", "nan")),
+        "list": [old],
+        "dict": {"v": old},
+        "bool": True,
+        "zero": 0,
+        "nan": _Raw(rng.choice(("NaN", "Infinity", "-Infinity"))),
+        "float_for_int": 2.5,
+        "hostile": rng.choice(HOSTILE_STRINGS),
+        "deep": _nest(rng.choice((50, 2000))),
     }[kind]
 
 
@@ -110,6 +149,7 @@ def dumps(doc) -> bytes:
         return v
 
     import sys
+
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 10_000))
     try:
@@ -186,22 +226,91 @@ def _file_level(rng: random.Random, data: bytes) -> tuple[bytes, str]:
 
 # -- generators -------------------------------------------------------------------------------------
 
-MODEL_CONFIG = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
-                "num_key_value_heads": 4, "intermediate_size": 688, "vocab_size": 1000, "max_position_embeddings": 128,
-                "tie_word_embeddings": False}
-DS_CONFIG = {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
-             "fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}, "zero_optimization": {"stage": 2},
-             "gradient_clipping": 1.0, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}}}
-EXPR_NAMES = ("step_pct", "step_ms", "exposed_comm_fraction", "gpu_busy_fraction", "idle_fraction_before",
-              "compute_ms", "dataloader_stall_fraction_after", "kernel_count")
-EXPR_LITERALS = ("0", "5", "+0.05", "-1", "1e3", "0.5", "1e400", "1" + "0" * 400, "9" * 5000, "nan", "inf", "True",
-                 "None", "'x'", "0x10", "1_000", "1j", "10**400")
-EXPR_SHAPES = ("{a} > {x}", "{a} >= {x} and {b} < {y}", "abs({a}) > {x}", "max({a}, {b}) > {x}", "{a} / {x} > {y}",
-               "not {a} > {x}", "{a} > {x} or {b} is None", "{a} // {x} > {y}", "{a} % {x} == {y}", "{a} * {x} > {y}",
-               "min({a}, {b}, {x}) < {y}", "-{a} > {x}", "{a} - {b} > {x}")
-EXPR_BREAKERS = ("__import__('os')", "{a}.real", "{a}[0]", "lambda: 1", "[x for x in ()]", "(" * 200 + "1" + ")" * 200,
-                 "{a} > " + " + ".join(["1"] * 2000), "{a} >\x1b[2J 5", "{a} \u202e> 5", "", "   ", "{a} > > 5",
-                 "f'{{1}}'", "{a} := 3", "{a} if 1 else 2", "{a} > 'x'", "{a} is 5", "{a} in (1, 2)")
+MODEL_CONFIG = {
+    "model_type": "llama",
+    "hidden_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "intermediate_size": 688,
+    "vocab_size": 1000,
+    "max_position_embeddings": 128,
+    "tie_word_embeddings": False,
+}
+DS_CONFIG = {
+    "train_batch_size": 64,
+    "train_micro_batch_size_per_gpu": 4,
+    "gradient_accumulation_steps": 2,
+    "fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": 16},
+    "zero_optimization": {"stage": 2},
+    "gradient_clipping": 1.0,
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-4, "weight_decay": 0.1}},
+}
+EXPR_NAMES = (
+    "step_pct",
+    "step_ms",
+    "exposed_comm_fraction",
+    "gpu_busy_fraction",
+    "idle_fraction_before",
+    "compute_ms",
+    "dataloader_stall_fraction_after",
+    "kernel_count",
+)
+EXPR_LITERALS = (
+    "0",
+    "5",
+    "+0.05",
+    "-1",
+    "1e3",
+    "0.5",
+    "1e400",
+    "1" + "0" * 400,
+    "9" * 5000,
+    "nan",
+    "inf",
+    "True",
+    "None",
+    "'x'",
+    "0x10",
+    "1_000",
+    "1j",
+    "10**400",
+)
+EXPR_SHAPES = (
+    "{a} > {x}",
+    "{a} >= {x} and {b} < {y}",
+    "abs({a}) > {x}",
+    "max({a}, {b}) > {x}",
+    "{a} / {x} > {y}",
+    "not {a} > {x}",
+    "{a} > {x} or {b} is None",
+    "{a} // {x} > {y}",
+    "{a} % {x} == {y}",
+    "{a} * {x} > {y}",
+    "min({a}, {b}, {x}) < {y}",
+    "-{a} > {x}",
+    "{a} - {b} > {x}",
+)
+EXPR_BREAKERS = (
+    "__import__('os')",
+    "{a}.real",
+    "{a}[0]",
+    "lambda: 1",
+    "[x for x in ()]",
+    "(" * 200 + "1" + ")" * 200,
+    "{a} > " + " + ".join(["1"] * 2000),
+    "{a} >\x1b[2J 5",
+    "{a} \u202e> 5",
+    "",
+    "   ",
+    "{a} > > 5",
+    "f'{{1}}'",
+    "{a} := 3",
+    "{a} if 1 else 2",
+    "{a} > 'x'",
+    "{a} is 5",
+    "{a} in (1, 2)",
+)
 
 
 def generate(seed: int, n: int, base_report: dict) -> Iterator[Case]:
@@ -233,25 +342,46 @@ def _config_case(rng: random.Random) -> Case:
         return Case("config", "json", detail, dumps(doc), "ds_config.json")
     if kind == "yaml":
         lrs = ("1e-4", ".nan", ".inf", "9" * 5000, "[1, 2]", "!!python/object:os.system x", "&a [*a]")
-        pieces = [f"lr: {rng.choice(lrs)}",
-                  "batch_size: " + rng.choice(("8", "-1", "0", "1e400", "null", '"x"')),
-                  rng.choice(("a: &a [1, 2]\nb: [*a, *a, *a]", "x: " + "[" * 3000 + "]" * 3000, "bf16: true", "fp16: yes"))]
+        pieces = [
+            f"lr: {rng.choice(lrs)}",
+            "batch_size: " + rng.choice(("8", "-1", "0", "1e400", "null", '"x"')),
+            rng.choice(("a: &a [1, 2]\nb: [*a, *a, *a]", "x: " + "[" * 3000 + "]" * 3000, "bf16: true", "fp16: yes")),
+        ]
         rng.shuffle(pieces)
         return Case("config", "yaml", "yaml " + pieces[0][:40], "\n".join(pieces).encode(), "config.yaml")
     if kind == "toml":
-        body = rng.choice(("lr = nan\n", "lr = inf\n", f"batch = {'9' * 5000}\n", "[a\n", "x = [" * 500 + "]" * 500,
-                           "bf16 = true\nlr = 1e-4\n", "micro_batch_size = -3\n"))
+        body = rng.choice(
+            (
+                "lr = nan\n",
+                "lr = inf\n",
+                f"batch = {'9' * 5000}\n",
+                "[a\n",
+                "x = [" * 500 + "]" * 500,
+                "bf16 = true\nlr = 1e-4\n",
+                "micro_batch_size = -3\n",
+            )
+        )
         return Case("config", "toml", body[:40], body.encode(), "config.toml")
     if kind == "env":
-        body = "\n".join(f"{k}={v}" for k, v in rng.sample([("WORLD_SIZE", rng.choice(("8", "-1", "0", "9" * 5000, "x"))),
-                                                            ("LOCAL_WORLD_SIZE", rng.choice(("8", "1e3", ""))),
-                                                            ("RANK", rng.choice(("0", "nan"))),
-                                                            ("NCCL_DEBUG", rng.choice(HOSTILE_STRINGS[:5]))], 3))
+        body = "\n".join(
+            f"{k}={v}"
+            for k, v in rng.sample(
+                [
+                    ("WORLD_SIZE", rng.choice(("8", "-1", "0", "9" * 5000, "x"))),
+                    ("LOCAL_WORLD_SIZE", rng.choice(("8", "1e3", ""))),
+                    ("RANK", rng.choice(("0", "nan"))),
+                    ("NCCL_DEBUG", rng.choice(HOSTILE_STRINGS[:5])),
+                ],
+                3,
+            )
+        )
         return Case("config", "env", body[:40], body.encode(), "torchrun.env")
     if kind == "megatron":
         lines = ["------------------------ arguments ------------------------"]
-        for k in rng.sample(["micro_batch_size", "global_batch_size", "fp16", "bf16", "lr", "seq_length",
-                             "tensor_model_parallel_size"], 4):
+        for k in rng.sample(
+            ["micro_batch_size", "global_batch_size", "fp16", "bf16", "lr", "seq_length", "tensor_model_parallel_size"],
+            4,
+        ):
             v = rng.choice(("4", "-1", "0", "nan", "1e400", "9" * 5000, "True", "None", " " * 60000 + "8"))
             lines.append(f"  {k} {'.' * rng.randrange(1, 40)} {v}")
         lines.append("-------------------- end of arguments ---------------------")
@@ -269,8 +399,12 @@ def _expr_case(rng: random.Random) -> Case:
     else:
         src = rng.choice(EXPR_SHAPES).format(a=a, b=b, x=x, y=y)
         cls = "grammar"
-    return Case("expr", cls, src[:60], args=[src] + ([rng.choice(EXPR_SHAPES).format(a=a, b=b, x="1", y="2")]
-                                                    if rng.random() < 0.2 else []))
+    return Case(
+        "expr",
+        cls,
+        src[:60],
+        args=[src] + ([rng.choice(EXPR_SHAPES).format(a=a, b=b, x="1", y="2")] if rng.random() < 0.2 else []),
+    )
 
 
 # -- running ----------------------------------------------------------------------------------------
@@ -325,8 +459,17 @@ def run_case(case: Case, root: Path, base_path: Path, timeout_s: int = 30, fmt: 
             sides = [str(base_path), str(path)] if case.side else [str(path), str(base_path)]
             args = ["diff", *sides, "--format", fmt, "-j", "1"]
         elif case.surface == "model":
-            args = ["analyze", str(base_path.with_name("t.json")), "--no-progress", "--format", fmt, "--model",
-                    str(path), "--tokens-per-step", "256"]
+            args = [
+                "analyze",
+                str(base_path.with_name("t.json")),
+                "--no-progress",
+                "--format",
+                fmt,
+                "--model",
+                str(path),
+                "--tokens-per-step",
+                "256",
+            ]
         else:
             args = ["logs", str(base_path.with_name("train.jsonl")), "--format", fmt, "-j", "1", "--config", str(path)]
     before = fingerprint(root)
@@ -383,6 +526,9 @@ def make_base(root: Path) -> Path:
     report = root / "base.report.json"
     with contextlib.redirect_stderr(io.StringIO()):
         assert main(["analyze", str(trace), "--no-progress", "-f", "json", "-o", str(report)]) == 0
-    (root / "train.jsonl").write_text("".join(json.dumps({"step": i, "loss": 3 - i / 200, "tokens_per_sec": 1000 + i % 5})
-                                              + "\n" for i in range(1, 120)))
+    (root / "train.jsonl").write_text(
+        "".join(
+            json.dumps({"step": i, "loss": 3 - i / 200, "tokens_per_sec": 1000 + i % 5}) + "\n" for i in range(1, 120)
+        )
+    )
     return report

@@ -35,9 +35,14 @@ from shared_dir import traces_dir
 
 TRACES = traces_dir(Path(__file__).resolve().parents[2] / "shared")[0]
 # Small real traces (tens of KB of JSON): fast to analyse thousands of times.
-KINETO_SOURCES = ("h100_2026_format.json", "triton_example.json.gz", "cuda_event_sync.json.gz",
-                  "cpu_only_gloo_rank34.pt.trace.json.gz", "cuda_event_sync_multi_stream.json.gz",
-                  "mi250_rocm_minitoy.json.gz")
+KINETO_SOURCES = (
+    "h100_2026_format.json",
+    "triton_example.json.gz",
+    "cuda_event_sync.json.gz",
+    "cpu_only_gloo_rank34.pt.trace.json.gz",
+    "cuda_event_sync_multi_stream.json.gz",
+    "mi250_rocm_minitoy.json.gz",
+)
 NSYS_SOURCES = ("nsys2026_mock.sqlite", "nsys2022_con_kernel.sqlite")
 OUTCOMES = ("result", "error", "traceback", "hang", "violation")
 FIFO = object()  # a file entry that is a named pipe, not bytes
@@ -65,8 +70,9 @@ class Case:
 
 
 def have_sources() -> bool:
-    return all((TRACES / "kineto" / n).is_file() for n in KINETO_SOURCES) and \
-        all((TRACES / "nsys" / n).is_file() for n in NSYS_SOURCES)
+    return all((TRACES / "kineto" / n).is_file() for n in KINETO_SOURCES) and all(
+        (TRACES / "nsys" / n).is_file() for n in NSYS_SOURCES
+    )
 
 
 _cache: dict[str, bytes] = {}
@@ -81,10 +87,28 @@ def kineto_json(name: str) -> bytes:
 
 # --- nsys databases ---------------------------------------------------------------------------------
 
-_NSYS_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
-                "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_MEMSET", "NVTX_EVENTS", "OSRT_API")
-_GARBAGE = ("'abc'", "X'00ff'", "1e400", "-1e400", "9223372036854775807", "-9223372036854775808", "NULL",
-            "-5", "1.5", "''", "CAST(X'ff' AS TEXT)")
+_NSYS_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "NVTX_EVENTS",
+    "OSRT_API",
+)
+_GARBAGE = (
+    "'abc'",
+    "X'00ff'",
+    "1e400",
+    "-1e400",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "NULL",
+    "-5",
+    "1.5",
+    "''",
+    "CAST(X'ff' AS TEXT)",
+)
 
 
 def _some(rng: random.Random, k: int, of: int) -> str:
@@ -107,15 +131,22 @@ def mutate_nsys(rng: random.Random, src: Path) -> tuple[str, str, bytes]:
         os.chmod(path, 0o644)
         cls = rng.choice(["nsys_text", "nsys_int_garbage", "nsys_end_before_start", "nsys_schema", "nsys_file"])
         conn = sqlite3.connect(path)
-        tables = [t for t in _NSYS_TABLES if conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (t,)).fetchone()]
+        tables = [
+            t
+            for t in _NSYS_TABLES
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (t,)).fetchone()
+        ]
         table = rng.choice(tables)
         cols = [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
         detail = ""
         if cls == "nsys_text":
             kind = rng.choice(["invalid-utf8", "blob", "huge", "null"])
-            value = {"invalid-utf8": "CAST(X'41ff42c3' AS TEXT)", "blob": "X'00ff41'",
-                     "huge": "'" + "x(" * 50_000 + "'", "null": "''"}[kind]
+            value = {
+                "invalid-utf8": "CAST(X'41ff42c3' AS TEXT)",
+                "blob": "X'00ff41'",
+                "huge": "'" + "x(" * 50_000 + "'",
+                "null": "''",
+            }[kind]
             frac = rng.choice([0.01, 0.2, 1.0])
             _update(conn, f"UPDATE StringIds SET value = {value} WHERE {_some(rng, int(frac * 1000), 1000)}")
             if "text" in cols and table == "NVTX_EVENTS":
@@ -147,7 +178,7 @@ def mutate_nsys(rng: random.Random, src: Path) -> tuple[str, str, bytes]:
     if cls == "nsys_file":
         kind = rng.choice(["truncated", "page-flip", "header-only"])
         if kind == "truncated":
-            data = data[:rng.randrange(100, len(data))]
+            data = data[: rng.randrange(100, len(data))]
         elif kind == "page-flip":
             b = bytearray(data)
             for _ in range(rng.randint(1, 20)):
@@ -161,11 +192,24 @@ def mutate_nsys(rng: random.Random, src: Path) -> tuple[str, str, bytes]:
 
 # --- directories of ranks and special files ---------------------------------------------------------
 
+
 def directory_case(rng: random.Random) -> Case:
     a, b = rng.sample(KINETO_SOURCES, 2)
     good = {"rank0.json": kineto_json(a), "rank1.json": kineto_json(b)}
-    kind = rng.choice(["empty-rank", "corrupt-gzip", "corrupt-sqlite", "truncated-rank", "not-a-trace",
-                       "duplicate-rank", "mixed-formats", "subdir", "fifo-rank", "all-bad"])
+    kind = rng.choice(
+        [
+            "empty-rank",
+            "corrupt-gzip",
+            "corrupt-sqlite",
+            "truncated-rank",
+            "not-a-trace",
+            "duplicate-rank",
+            "mixed-formats",
+            "subdir",
+            "fifo-rank",
+            "all-bad",
+        ]
+    )
     files: dict[str, object] = dict(good)
     if kind == "empty-rank":
         files["rank2.json"] = b""
@@ -225,6 +269,7 @@ def generate(seed: int, n: int, classes: tuple[str, ...] = CLASSES) -> Iterator[
 
 # --- running one case ---------------------------------------------------------------------------------
 
+
 def _run_cli(path: Path) -> tuple[str, str]:
     """``tracedoc analyze PATH --format json`` in this process: ("result", stdout) or the outcome and stderr."""
     import contextlib
@@ -278,8 +323,9 @@ def fingerprint(root: Path) -> dict[str, str]:
     return out
 
 
-def run_case(case: Case, root: Path, timeout_s: int = 30, render_html: bool = False,
-             via_cli: bool = False) -> tuple[str, str]:
+def run_case(
+    case: Case, root: Path, timeout_s: int = 30, render_html: bool = False, via_cli: bool = False
+) -> tuple[str, str]:
     """Write ``case`` under ``root``, analyse it (through the API, or ``tracedoc analyze --format json``
     in this process), and return (outcome, message)."""
     from tracedoc.api import analyze

@@ -45,12 +45,12 @@ def compute_us(kind: str, n: int) -> float:
 
 def balanced_step_us() -> float:
     plan = step_plan()
-    return sum(compute_us(k, n) for op, k, n in plan if op == "compute") + \
-        sum(n / 1e6 * TRANSFER_US_PER_MELEM for op, _, n in plan if op == "coll")
+    return sum(compute_us(k, n) for op, k, n in plan if op == "compute") + sum(
+        n / 1e6 * TRANSFER_US_PER_MELEM for op, _, n in plan if op == "coll"
+    )
 
 
-def simulate(n_ranks: int, steps: int, slow: dict[int, float] | None = None, seed: int = 0,
-             pre_steps: int = 1) -> dict:
+def simulate(n_ranks: int, steps: int, slow: dict[int, float] | None = None, seed: int = 0, pre_steps: int = 1) -> dict:
     """GPU timelines of every rank: per rank and op, (step, op index, kind, name/type, nelems, start, end).
 
     ``slow``: rank -> lateness as a share of the job's (balanced) step; that rank's lead compute is
@@ -78,9 +78,17 @@ def simulate(n_ranks: int, steps: int, slow: dict[int, float] | None = None, see
     return {"ops": ops, "n_ranks": n_ranks, "steps": steps}
 
 
-def write_job(d: Path, n_ranks: int = 8, steps: int = 3, slow: dict[int, float] | None = None, seed: int = 0,
-              seq: bool = False, open_early_us: dict[int, float] | None = None,
-              runahead_us: dict[int, float] | None = None, tail_us: float = 4_000.0) -> Path:
+def write_job(
+    d: Path,
+    n_ranks: int = 8,
+    steps: int = 3,
+    slow: dict[int, float] | None = None,
+    seed: int = 0,
+    seq: bool = False,
+    open_early_us: dict[int, float] | None = None,
+    runahead_us: dict[int, float] | None = None,
+    tail_us: float = 4_000.0,
+) -> Path:
     """Full Kineto traces of the simulated job, one file per rank, recorded as a profiler records them.
 
     Rank r launches every op ``runahead_us[r]`` before it runs on the GPU (default ``RUNAHEAD_US``).
@@ -97,8 +105,9 @@ def write_job(d: Path, n_ranks: int = 8, steps: int = 3, slow: dict[int, float] 
         b = TraceBuilder(rank=r, world_size=n_ranks, gpu="A100")
         b.extra_meta["host_name"] = "node0"
         ahead = runahead_us.get(r, RUNAHEAD_US)
-        launches = {s: [float(start[r]) - ahead for s2, _, _, _, _, start, _ in sim["ops"] if s2 == s]
-                    for s in (1, steps)}
+        launches = {
+            s: [float(start[r]) - ahead for s2, _, _, _, _, start, _ in sim["ops"] if s2 == s] for s in (1, steps)
+        }
         w_open = launches[1][0] - open_early_us.get(r, 0.0)
         w_close = launches[steps][-1] + 20.0
         seqno = 0
@@ -134,16 +143,25 @@ def write_job(d: Path, n_ranks: int = 8, steps: int = 3, slow: dict[int, float] 
 
 
 def _kernel_name(ctype: str) -> str:
-    return {"all_gather": "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-            "reduce_scatter": "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"}[ctype]
+    return {
+        "all_gather": "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+        "reduce_scatter": "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+    }[ctype]
 
 
 def _coll_args(ctype: str, n: int, world: int, seq: int | None) -> dict:
     name = {"all_gather": "_allgather_base", "reduce_scatter": "_reduce_scatter_base"}[ctype]
     inn, out = (n // world, n) if ctype == "all_gather" else (n, n // world)
-    args = {"Collective name": name, "In msg nelems": inn, "Out msg nelems": out, "Group size": world,
-            "dtype": "BFloat16", "Process Group Name": "0", "Process Group Description": "default_pg",
-            "Process Group Ranks": list(range(world))}
+    args = {
+        "Collective name": name,
+        "In msg nelems": inn,
+        "Out msg nelems": out,
+        "Group size": world,
+        "dtype": "BFloat16",
+        "Process Group Name": "0",
+        "Process Group Description": "default_pg",
+        "Process Group Ranks": list(range(world)),
+    }
     if seq is not None:
         args["Seq"] = seq
     return args
@@ -167,32 +185,65 @@ def job_tables(n_ranks: int, steps: int, slow: dict[int, float] | None = None, s
     arrival = np.stack([o[5] for o in colls]).T  # ranks x calls (us)
     end = np.stack([o[6] for o in colls]).T
     starts = np.stack([first[s][5] for s in range(1, steps + 1)]).T * 1000  # ranks x steps (ns)
-    completions = np.stack([np.max([o[6] for o in sim["ops"] if o[0] == s], axis=0)
-                            for s in range(1, steps + 1)]).T * 1000
+    completions = (
+        np.stack([np.max([o[6] for o in sim["ops"] if o[0] == s], axis=0) for s in range(1, steps + 1)]).T * 1000
+    )
     starts, completions = starts.astype(np.int64), completions.astype(np.int64)
     lead_ns = {s: ((o[6] - o[5]) * 1000).astype(np.int64) for s, o in lead.items()}
     out = []
     for r in range(n_ranks):
         cols = {c: np.full(n, -1, dtype=np.int64) for c in COLUMNS}
         a_ns = (arrival[r] * 1000).astype(np.int64)
-        cols.update(group=np.zeros(n, np.int64), type=tcode, dtype=np.zeros(n, np.int64),
-                    group_size=np.full(n, n_ranks), in_nelems=np.where(tcode == 0, nel // n_ranks, nel),
-                    out_nelems=np.where(tcode == 0, nel, nel // n_ranks), bytes=nel * 2,
-                    call_start_ns=a_ns - int(RUNAHEAD_US * 1000), call_end_ns=a_ns - int(RUNAHEAD_US * 1000) + 10_000,
-                    work_end_ns=a_ns - int(RUNAHEAD_US * 1000) + 10_000, gpu_start_ns=a_ns,
-                    gpu_end_ns=(end[r] * 1000).astype(np.int64), kernels=np.ones(n, np.int64), step=step_of,
-                    lead_kernels=np.ones(n, np.int64))
+        cols.update(
+            group=np.zeros(n, np.int64),
+            type=tcode,
+            dtype=np.zeros(n, np.int64),
+            group_size=np.full(n, n_ranks),
+            in_nelems=np.where(tcode == 0, nel // n_ranks, nel),
+            out_nelems=np.where(tcode == 0, nel, nel // n_ranks),
+            bytes=nel * 2,
+            call_start_ns=a_ns - int(RUNAHEAD_US * 1000),
+            call_end_ns=a_ns - int(RUNAHEAD_US * 1000) + 10_000,
+            work_end_ns=a_ns - int(RUNAHEAD_US * 1000) + 10_000,
+            gpu_start_ns=a_ns,
+            gpu_end_ns=(end[r] * 1000).astype(np.int64),
+            kernels=np.ones(n, np.int64),
+            step=step_of,
+            lead_kernels=np.ones(n, np.int64),
+        )
         for cat in LEAD_CATEGORIES:
             cols[f"lead_{cat}_ns"] = np.zeros(n, dtype=np.int64)
         own_lead = np.array([lead_ns[s][r] for s in range(1, steps + 1)])[step_of - 1]
         cols["lead_compute_ns"] = np.where(np.r_[True, step_of[1:] != step_of[:-1]], own_lead, 1_000_000)
         start = starts[r]
         completion = completions[r]
-        st = {"number": np.arange(1, steps + 1), "start_ns": start, "completion_ns": completion,
-              "step_time_ns": completion - np.r_[start[:1], completion[:-1]], "timed": np.ones(steps, np.int64)}
-        out.append(RankTables(rank=r, source=f"rank{r}.json", collectives=cols, groups=["0"], types=types,
-                              dtypes=["BFloat16"], steps=st,
-                              info={"host": "node0", "world_size": n_ranks, "backend": "nccl", "pg_config": None,
-                                    "has_gpu": True, "span_ns": (int(start[0]), int(completion[-1])),
-                                    "trace_id": None, "gpu": "NVIDIA H100 80GB HBM3", "group_ranks": {}}))
+        st = {
+            "number": np.arange(1, steps + 1),
+            "start_ns": start,
+            "completion_ns": completion,
+            "step_time_ns": completion - np.r_[start[:1], completion[:-1]],
+            "timed": np.ones(steps, np.int64),
+        }
+        out.append(
+            RankTables(
+                rank=r,
+                source=f"rank{r}.json",
+                collectives=cols,
+                groups=["0"],
+                types=types,
+                dtypes=["BFloat16"],
+                steps=st,
+                info={
+                    "host": "node0",
+                    "world_size": n_ranks,
+                    "backend": "nccl",
+                    "pg_config": None,
+                    "has_gpu": True,
+                    "span_ns": (int(start[0]), int(completion[-1])),
+                    "trace_id": None,
+                    "gpu": "NVIDIA H100 80GB HBM3",
+                    "group_ranks": {},
+                },
+            )
+        )
     return out

@@ -25,20 +25,34 @@ def build() -> TraceBuilder:
         b.step(100 + i, s, s + step_us)
         b.dataloader(s + 2.0, s + 2.0 + loader_us)
         t = s + loader_us + 40.0
-        b.memcpy(t + 15.0, 180.0, "HtoD", "Pageable", "Device", nbytes=64 * 3 * 224 * 224 * 4,
-                 launch_at=t, op="aten::to")
+        b.memcpy(
+            t + 15.0, 180.0, "HtoD", "Pageable", "Device", nbytes=64 * 3 * 224 * 224 * 4, launch_at=t, op="aten::to"
+        )
         gpu_t = t + 200.0
         for k in range(48):
             if k % 3 == 0:
                 name, op, dur = "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32_stage4", "aten::mm", 95.0
             elif k % 3 == 1:
-                name, op, dur = "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>()", "aten::gelu", 35.0
+                name, op, dur = (
+                    "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>()",
+                    "aten::gelu",
+                    35.0,
+                )
             else:
-                name, op, dur = "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>()", "aten::sum", 22.0
+                name, op, dur = (
+                    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>()",
+                    "aten::sum",
+                    22.0,
+                )
             b.kernel(name, gpu_t, dur, launch_at=t + 30.0 + k * 6.0, op=op, blocks_per_sm=2.4, occupancy=38.0)
             gpu_t += dur + 3.0
-        b.kernel("void at::native::multi_tensor_apply_kernel<at::native::AdamW>()", gpu_t + 20.0, 210.0,
-                 launch_at=gpu_t - 100.0, op="Optimizer.step#AdamW.step")
+        b.kernel(
+            "void at::native::multi_tensor_apply_kernel<at::native::AdamW>()",
+            gpu_t + 20.0,
+            210.0,
+            launch_at=gpu_t - 100.0,
+            op="Optimizer.step#AdamW.step",
+        )
         b.memory(s + loader_us, 150 << 20, (9 << 30) + i * (1 << 20), 12 << 30)
     return b
 

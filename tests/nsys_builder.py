@@ -18,8 +18,10 @@ import pytest
 from conftest import MISSING_REASON, TRACES, have_shared
 
 SCHEMA_DIR = TRACES / "nsys" / "schema"
-SCHEMA_MISSING_REASON = (f"{MISSING_REASON}; the Nsight Systems exports of this test are built from the CREATE "
-                         "TABLE statements of real exports kept there (NVIDIA's text, not part of the repository)")
+SCHEMA_MISSING_REASON = (
+    f"{MISSING_REASON}; the Nsight Systems exports of this test are built from the CREATE "
+    "TABLE statements of real exports kept there (NVIDIA's text, not part of the repository)"
+)
 SCHEMA_2021 = "schema_extrap_ex-gpu_s10.sql"
 SCHEMA_2022 = "schema_extrap_concurrent_s16.sql"
 SCHEMA_2026_1 = "schema_3.24.14_nsys2026.1.sql"
@@ -136,8 +138,13 @@ class NsysDb:
     # -- session, metadata, devices, names ----------------------------------------------------
     def session(self, start: int, stop: int, utc_epoch_ns: int, system_clock_ns: int | None = None) -> None:
         self.insert("ANALYSIS_DETAILS", globalVid=VM_ID << 48, duration=stop - start, startTime=start, stopTime=stop)
-        self.insert("TARGET_INFO_SESSION_START_TIME", utcEpochNs=utc_epoch_ns, utcTime="2026-01-01T00:00:00",
-                    localTime="2026-01-01T00:00:00", systemClockNs=start if system_clock_ns is None else system_clock_ns)
+        self.insert(
+            "TARGET_INFO_SESSION_START_TIME",
+            utcEpochNs=utc_epoch_ns,
+            utcTime="2026-01-01T00:00:00",
+            localTime="2026-01-01T00:00:00",
+            systemClockNs=start if system_clock_ns is None else system_clock_ns,
+        )
 
     def export_meta(self, table: str = "META_DATA_EXPORT", **kv) -> None:
         for k, v in kv.items():
@@ -150,60 +157,196 @@ class NsysDb:
         self.insert("ThreadNames", nameId=self.sid(name), priority=20, globalTid=global_tid(pid, tid))
 
     def gpu(self, gpu_id: int, name: str, total_memory: int, sms: int, major: int, minor: int) -> None:
-        self.insert("TARGET_INFO_GPU", vmId=VM_ID << 48, id=gpu_id, deviceId=gpu_id, name=name, totalMemory=total_memory,
-                    smCount=sms, computeMajor=major, computeMinor=minor, cuDevice=gpu_id)
+        self.insert(
+            "TARGET_INFO_GPU",
+            vmId=VM_ID << 48,
+            id=gpu_id,
+            deviceId=gpu_id,
+            name=name,
+            totalMemory=total_memory,
+            smCount=sms,
+            computeMajor=major,
+            computeMinor=minor,
+            cuDevice=gpu_id,
+        )
 
     # -- CUDA ---------------------------------------------------------------------------------
     def runtime(self, pid: int, tid: int, start: int, end: int, corr: int, name: str, driver: bool = False) -> None:
-        self.insert("CUPTI_ACTIVITY_KIND_RUNTIME", start=start, end=end, eventClass=1 if driver else 0,
-                    globalTid=global_tid(pid, tid), correlationId=corr, nameId=self.sid(name), returnValue=0)
+        self.insert(
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            start=start,
+            end=end,
+            eventClass=1 if driver else 0,
+            globalTid=global_tid(pid, tid),
+            correlationId=corr,
+            nameId=self.sid(name),
+            returnValue=0,
+        )
 
-    def kernel(self, pid: int, start: int, end: int, corr: int, name: str | Latin1, device: int = 0, stream: int = 7,
-               grid=(1, 1, 1), block=(128, 1, 1), registers: int = 32, static_smem: int = 0,
-               dynamic_smem: int = 0, short_name: str | None = None) -> None:
+    def kernel(
+        self,
+        pid: int,
+        start: int,
+        end: int,
+        corr: int,
+        name: str | Latin1,
+        device: int = 0,
+        stream: int = 7,
+        grid=(1, 1, 1),
+        block=(128, 1, 1),
+        registers: int = 32,
+        static_smem: int = 0,
+        dynamic_smem: int = 0,
+        short_name: str | None = None,
+    ) -> None:
         sid = self.sid(name)
-        self.insert("CUPTI_ACTIVITY_KIND_KERNEL", start=start, end=end, deviceId=device, contextId=1,
-                    streamId=stream, correlationId=corr, globalPid=global_pid(pid), demangledName=sid,
-                    shortName=self.sid(short_name) if short_name else sid, registersPerThread=registers,
-                    gridX=grid[0], gridY=grid[1], gridZ=grid[2], blockX=block[0], blockY=block[1], blockZ=block[2],
-                    staticSharedMemory=static_smem, dynamicSharedMemory=dynamic_smem, gridId=corr)
+        self.insert(
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            start=start,
+            end=end,
+            deviceId=device,
+            contextId=1,
+            streamId=stream,
+            correlationId=corr,
+            globalPid=global_pid(pid),
+            demangledName=sid,
+            shortName=self.sid(short_name) if short_name else sid,
+            registersPerThread=registers,
+            gridX=grid[0],
+            gridY=grid[1],
+            gridZ=grid[2],
+            blockX=block[0],
+            blockY=block[1],
+            blockZ=block[2],
+            staticSharedMemory=static_smem,
+            dynamicSharedMemory=dynamic_smem,
+            gridId=corr,
+        )
 
-    def memcpy(self, pid: int, start: int, end: int, corr: int, nbytes: int, copy_kind: int, src_kind: int,
-               dst_kind: int, device: int = 0, stream: int = 7) -> None:
-        self.insert("CUPTI_ACTIVITY_KIND_MEMCPY", start=start, end=end, deviceId=device, contextId=1, streamId=stream,
-                    correlationId=corr, globalPid=global_pid(pid), bytes=nbytes, copyKind=copy_kind,
-                    srcKind=src_kind, dstKind=dst_kind)
+    def memcpy(
+        self,
+        pid: int,
+        start: int,
+        end: int,
+        corr: int,
+        nbytes: int,
+        copy_kind: int,
+        src_kind: int,
+        dst_kind: int,
+        device: int = 0,
+        stream: int = 7,
+    ) -> None:
+        self.insert(
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            start=start,
+            end=end,
+            deviceId=device,
+            contextId=1,
+            streamId=stream,
+            correlationId=corr,
+            globalPid=global_pid(pid),
+            bytes=nbytes,
+            copyKind=copy_kind,
+            srcKind=src_kind,
+            dstKind=dst_kind,
+        )
 
-    def memset(self, pid: int, start: int, end: int, corr: int, nbytes: int, mem_kind: int = 2, device: int = 0,
-               stream: int = 7) -> None:
-        self.insert("CUPTI_ACTIVITY_KIND_MEMSET", start=start, end=end, deviceId=device, contextId=1, streamId=stream,
-                    correlationId=corr, globalPid=global_pid(pid), value=0, bytes=nbytes, memKind=mem_kind)
+    def memset(
+        self,
+        pid: int,
+        start: int,
+        end: int,
+        corr: int,
+        nbytes: int,
+        mem_kind: int = 2,
+        device: int = 0,
+        stream: int = 7,
+    ) -> None:
+        self.insert(
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+            start=start,
+            end=end,
+            deviceId=device,
+            contextId=1,
+            streamId=stream,
+            correlationId=corr,
+            globalPid=global_pid(pid),
+            value=0,
+            bytes=nbytes,
+            memKind=mem_kind,
+        )
 
-    def sync(self, pid: int, start: int, end: int, corr: int, sync_type: int, device: int = 0,
-             stream: int = 0xFFFFFFFF) -> None:
-        self.insert("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", start=start, end=end, deviceId=device, contextId=1,
-                    streamId=stream, correlationId=corr, globalPid=global_pid(pid), syncType=sync_type,
-                    eventId=0xFFFFFFFF)
+    def sync(
+        self, pid: int, start: int, end: int, corr: int, sync_type: int, device: int = 0, stream: int = 0xFFFFFFFF
+    ) -> None:
+        self.insert(
+            "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+            start=start,
+            end=end,
+            deviceId=device,
+            contextId=1,
+            streamId=stream,
+            correlationId=corr,
+            globalPid=global_pid(pid),
+            syncType=sync_type,
+            eventId=0xFFFFFFFF,
+        )
 
     # -- NVTX / OSRT --------------------------------------------------------------------------
-    def nvtx(self, pid: int, tid: int, start: int, end: int | None, text: str | Latin1 | None = None,
-             text_id: str | None = None, event_type: int = 59, domain: int = 0, end_tid: int | None = None) -> None:
-        self.insert("NVTX_EVENTS", start=start, end=end, eventType=event_type, text=text,
-                    textId=self.sid(text_id) if text_id is not None else None, domainId=domain,
-                    globalTid=global_tid(pid, tid),
-                    endGlobalTid=global_tid(pid, end_tid) if end_tid is not None else None)
+    def nvtx(
+        self,
+        pid: int,
+        tid: int,
+        start: int,
+        end: int | None,
+        text: str | Latin1 | None = None,
+        text_id: str | None = None,
+        event_type: int = 59,
+        domain: int = 0,
+        end_tid: int | None = None,
+    ) -> None:
+        self.insert(
+            "NVTX_EVENTS",
+            start=start,
+            end=end,
+            eventType=event_type,
+            text=text,
+            textId=self.sid(text_id) if text_id is not None else None,
+            domainId=domain,
+            globalTid=global_tid(pid, tid),
+            endGlobalTid=global_tid(pid, end_tid) if end_tid is not None else None,
+        )
 
     def nvtx_domain(self, pid: int, tid: int, ts: int, domain: int, name: str) -> None:
-        self.insert("NVTX_EVENTS", start=ts, end=None, eventType=75, text=name, domainId=domain,
-                    globalTid=global_tid(pid, tid))
+        self.insert(
+            "NVTX_EVENTS", start=ts, end=None, eventType=75, text=name, domainId=domain, globalTid=global_tid(pid, tid)
+        )
 
     def osrt(self, pid: int, tid: int, start: int, end: int, name: str) -> None:
-        self.insert("OSRT_API", start=start, end=end, eventClass=27, globalTid=global_tid(pid, tid),
-                    nameId=self.sid(name), returnValue=0, nestingLevel=0, callchainId=0)
+        self.insert(
+            "OSRT_API",
+            start=start,
+            end=end,
+            eventClass=27,
+            globalTid=global_tid(pid, tid),
+            nameId=self.sid(name),
+            returnValue=0,
+            nestingLevel=0,
+            callchainId=0,
+        )
 
-    def cuda_gpu_2021(self, device: int, name: str, memory: int, sms: int, major: int, minor: int,
-                      pid: int | None = None) -> None:
+    def cuda_gpu_2021(
+        self, device: int, name: str, memory: int, sms: int, major: int, minor: int, pid: int | None = None
+    ) -> None:
         """Device properties as ~2021 exports keep them (TARGET_INFO_CUDA_GPU)."""
-        self.insert("TARGET_INFO_CUDA_GPU", vmId=VM_ID << 48, name=name, globalMemorySize=memory,
-                    numMultiprocessors=sms, computeCapabilityMajor=major, computeCapabilityMinor=minor,
-                    deviceId=device, pid=pid)
+        self.insert(
+            "TARGET_INFO_CUDA_GPU",
+            vmId=VM_ID << 48,
+            name=name,
+            globalMemorySize=memory,
+            numMultiprocessors=sms,
+            computeCapabilityMajor=major,
+            computeCapabilityMinor=minor,
+            deviceId=device,
+            pid=pid,
+        )

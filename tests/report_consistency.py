@@ -50,11 +50,16 @@ def disagreements(rank) -> list[str]:
     for table in ("top_operators", "operators_by_shape", "operators_by_module"):
         for row in ev.get(table) or []:
             if cell(row, "gpu_ops") and not cell(row, "calls"):
-                bad.append(f"{table}: {cell(row, 'name') or cell(row, 'module')} launched {cell(row, 'gpu_ops')} GPU "
-                           f"ops in {cell(row, 'calls')} calls")
+                bad.append(
+                    f"{table}: {cell(row, 'name') or cell(row, 'module')} launched {cell(row, 'gpu_ops')} GPU "
+                    f"ops in {cell(row, 'calls')} calls"
+                )
     # FLOP rates: none above the peak of its dtype
-    for table, key in (("flops_by_kernel_class", "kernel_class"), ("flops_by_op_class", "op_class"),
-                       ("roofline", "op")):
+    for table, key in (
+        ("flops_by_kernel_class", "kernel_class"),
+        ("flops_by_op_class", "op_class"),
+        ("roofline", "op"),
+    ):
         for row in ev.get(table) or []:
             tf, peak = cell(row, "tflops"), cell(row, "peak_tflops")
             if table == "roofline" and cell(row, "bound") != "compute":
@@ -68,7 +73,7 @@ def disagreements(rank) -> list[str]:
     items = dict(efficiency_items(m, ev))
     if m.get("mfu") is not None and not items.get("MFU", "").startswith(fmt_pct(m["mfu"])):
         bad.append(f"summary says MFU {items.get('MFU')}, metrics.mfu is {m['mfu']}")
-    for f in (rank.verdict.findings if rank.verdict else []):
+    for f in rank.verdict.findings if rank.verdict else []:
         if f.label == "low_mfu":
             if m.get("mfu") is not None and f"MFU {m['mfu']:.1%}" not in f.message:
                 bad.append(f"low_mfu says {f.message[:120]!r}; metrics.mfu is {m['mfu']:.1%}")
@@ -85,6 +90,7 @@ def job_disagreements(result) -> list[str]:
     for row in result.job.ranks:
         shown = rank_row(row, False)[3]
         if row.step_time_p50_ns is not None and shown != fmt_ns(row.step_time_p50_ns):
-            bad.append(f"rank {row.rank}: the rank table shows step p50 {shown}, the job table "
-                       f"{fmt_ns(row.step_time_p50_ns)}")
+            bad.append(
+                f"rank {row.rank}: the rank table shows step p50 {shown}, the job table {fmt_ns(row.step_time_p50_ns)}"
+            )
     return bad

@@ -23,8 +23,9 @@ def hms(seconds: float) -> str:
     return f"{days} day{'s' if days != 1 else ''}, {text}" if days else text
 
 
-def llamafactory_rows(total=3000, log_every=10, step_s=0.9, seed=0, throughput=True, first=1, last=None,
-                      t0=0.0, eval_every=0, lr0=5e-5) -> list[dict]:
+def llamafactory_rows(
+    total=3000, log_every=10, step_s=0.9, seed=0, throughput=True, first=1, last=None, t0=0.0, eval_every=0, lr0=5e-5
+) -> list[dict]:
     """LLaMA-Factory's LogCallback rows from ``first`` to ``last`` (inclusive) every ``log_every`` steps;
     elapsed time starts at ``t0`` (0 for a fresh or resumed process)."""
     rng = np.random.default_rng(seed)
@@ -37,10 +38,16 @@ def llamafactory_rows(total=3000, log_every=10, step_s=0.9, seed=0, throughput=T
         t += (step - prev) * step_s * (1 + rng.normal(0, 0.01))
         prev = step
         loss = 1.2 + 1.5 * np.exp(-step / 400) + rng.normal(0, 0.02)
-        row = {"current_steps": step, "total_steps": total, "loss": round(float(loss), 4),
-               "lr": lr0 * 0.5 * (1 + np.cos(np.pi * step / total)), "epoch": round(3.0 * step / total, 2),
-               "percentage": round(100 * step / total, 2), "elapsed_time": hms(t),
-               "remaining_time": hms(t / step * (total - step))}
+        row = {
+            "current_steps": step,
+            "total_steps": total,
+            "loss": round(float(loss), 4),
+            "lr": lr0 * 0.5 * (1 + np.cos(np.pi * step / total)),
+            "epoch": round(3.0 * step / total, 2),
+            "percentage": round(100 * step / total, 2),
+            "elapsed_time": hms(t),
+            "remaining_time": hms(t / step * (total - step)),
+        }
         if throughput:
             row["throughput"] = f"{4096 * 8 / step_s * (1 + rng.normal(0, 0.01)):.2f}"
             row["total_tokens"] = 4096 * 8 * step
@@ -64,8 +71,9 @@ def llamafactory_resumed(total=6000, stop=5220, resume=5010, **kw) -> str:
     """Trained to ``stop``, crashed, resumed from the checkpoint at ``resume``: the steps after it are
     logged again and elapsed time starts again near 0."""
     a = llamafactory_rows(total=total, last=stop, **kw)
-    b = llamafactory_rows(total=total, first=resume + 1, seed=kw.get("seed", 0) + 1,
-                          **{k: v for k, v in kw.items() if k != "seed"})
+    b = llamafactory_rows(
+        total=total, first=resume + 1, seed=kw.get("seed", 0) + 1, **{k: v for k, v in kw.items() if k != "seed"}
+    )
     return jsonl(a + b)
 
 
@@ -101,7 +109,9 @@ def lightning_segments(root: Path, epochs=(6, 4), steps_per_epoch=200, resume_ep
                     if version == 0:
                         level = 3.5 + 0.6 * np.exp(-step / 300)
                     else:
-                        level = 3.5 + 0.6 * np.exp(-resume_epoch * steps_per_epoch / 300) + 0.012 * (e - resume_epoch + 1)
+                        level = (
+                            3.5 + 0.6 * np.exp(-resume_epoch * steps_per_epoch / 300) + 0.012 * (e - resume_epoch + 1)
+                        )
                     rows.append(f"{e},{step},{level + rng.normal(0, 0.005):.4f},,,{1e-4}")
             end = (e + 1) * steps_per_epoch - 1
             if version == 0:
@@ -117,8 +127,9 @@ def lightning_segments(root: Path, epochs=(6, 4), steps_per_epoch=200, resume_ep
     return paths
 
 
-def nanogpt_two_patterns(n=5100, step_ms=176.0, shard_every=(189, 190), shard_factor=2.4, eval_every=125,
-                         eval_factor=1.08, seed=4) -> str:
+def nanogpt_two_patterns(
+    n=5100, step_ms=176.0, shard_every=(189, 190), shard_factor=2.4, eval_every=125, eval_factor=1.08, seed=4
+) -> str:
     """A modded-nanogpt log: a data-shard switch every 189-190 steps makes two steps 2.4x slower (about
     1.4% of the run), and the step after each evaluation (every 125 steps) is 8% slower (negligible)."""
     rng = np.random.default_rng(seed)

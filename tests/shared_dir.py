@@ -14,11 +14,15 @@ def traces_dir(default_shared: Path) -> tuple[Path, str]:
     given = os.environ.get("TRACEDOC_SHARED")
     if not given:
         traces = default_shared / "traces"
-        return traces, (f"the shared real traces are not at {traces} (a checkout with ../shared beside it has "
-                        "them; TRACEDOC_SHARED=DIR points elsewhere: DIR is the traces folder or the one above it)")
+        return traces, (
+            f"the shared real traces are not at {traces} (a checkout with ../shared beside it has "
+            "them; TRACEDOC_SHARED=DIR points elsewhere: DIR is the traces folder or the one above it)"
+        )
     path = Path(given).expanduser()
     for candidate in (path / "traces", path):
         if (candidate / MARKER).is_file():
             return candidate, ""
-    return path / "traces", (f"TRACEDOC_SHARED={given} holds no shared traces: expected {MARKER} in that folder "
-                             f"(the traces folder) or in its traces/ subfolder (the folder above it)")
+    return path / "traces", (
+        f"TRACEDOC_SHARED={given} holds no shared traces: expected {MARKER} in that folder "
+        f"(the traces folder) or in its traces/ subfolder (the folder above it)"
+    )

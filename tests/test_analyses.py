@@ -71,12 +71,12 @@ def idle_fixture() -> TraceBuilder:
     b = TraceBuilder()
     b.step(1, 0.0, 1000.0)
     b.dataloader(0.0, 300.0)
-    b.kernel("kA", 300.0, 100.0, launch_at=290.0)   # gap [0,300) is all DataLoader
-    b.kernel("kB", 500.0, 100.0, launch_at=450.0)   # gap [400,500): launched after it began -> host_launch
-    b.kernel("kC", 610.0, 90.0, launch_at=350.0)    # gap [600,610): launched before, < 30 us -> launch_latency
-    b.kernel("kD", 800.0, 100.0, launch_at=360.0)   # gap [700,800): launched before, sync [720,760) -> sync + other
+    b.kernel("kA", 300.0, 100.0, launch_at=290.0)  # gap [0,300) is all DataLoader
+    b.kernel("kB", 500.0, 100.0, launch_at=450.0)  # gap [400,500): launched after it began -> host_launch
+    b.kernel("kC", 610.0, 90.0, launch_at=350.0)  # gap [600,610): launched before, < 30 us -> launch_latency
+    b.kernel("kD", 800.0, 100.0, launch_at=360.0)  # gap [700,800): launched before, sync [720,760) -> sync + other
     b.sync(720.0, 760.0, op=None)
-    return b                                          # gap [900,1000): no next op -> other
+    return b  # gap [900,1000): no next op -> other
 
 
 def test_idle_causes(tmp_path):
@@ -86,8 +86,13 @@ def test_idle_causes(tmp_path):
     busy = 100 + 100 + 90 + 100
     assert m["gpu_busy_fraction"] == pytest.approx(busy / 1000)
     causes = {c.cause: c.ns for c in r.evidence["idle_causes"]}
-    assert causes == {"dataloader": 300 * US, "host_launch": 100 * US, "sync": 40 * US,
-                      "launch_latency": 10 * US, "other": (60 + 100) * US}
+    assert causes == {
+        "dataloader": 300 * US,
+        "host_launch": 100 * US,
+        "sync": 40 * US,
+        "launch_latency": 10 * US,
+        "other": (60 + 100) * US,
+    }
     assert sum(causes.values()) == (1000 - busy) * US
     assert m["dataloader_stall_fraction"] == pytest.approx(0.3)
     assert m["dataloader_fraction"] == pytest.approx(0.3)
@@ -99,16 +104,16 @@ def test_idle_causes(tmp_path):
 
 def test_step_extends_to_its_gpu_work_and_window_excludes_ops_outside(tmp_path):
     b = TraceBuilder()
-    b.kernel("before", -500.0, 100.0, launch_at=-510.0)        # before the first step: outside the window
+    b.kernel("before", -500.0, 100.0, launch_at=-510.0)  # before the first step: outside the window
     b.step(1, 0.0, 1000.0)
-    b.kernel("k1", 900.0, 300.0, launch_at=950.0 - 100.0)      # launched inside step 1, ends at 1200
+    b.kernel("k1", 900.0, 300.0, launch_at=950.0 - 100.0)  # launched inside step 1, ends at 1200
     b.step(2, 1000.0, 1500.0)
     b.kernel("k2", 1250.0, 100.0, launch_at=1100.0)
-    b.kernel("after", 3000.0, 100.0, launch_at=2000.0)         # launched after the last step: outside
+    b.kernel("after", 3000.0, 100.0, launch_at=2000.0)  # launched after the last step: outside
     r = analyse(b, tmp_path)
     steps = r.per_step
     assert [s["step"] for s in steps] == ["ProfilerStep#1", "ProfilerStep#2"]
-    assert steps[0]["end_ns"] == 1200 * US          # max(CPU end 1000, GPU end 1200)
+    assert steps[0]["end_ns"] == 1200 * US  # max(CPU end 1000, GPU end 1200)
     assert steps[1]["end_ns"] == 1500 * US
     assert r.window.start_ns == 0 and r.window.end_ns == 1500 * US
     assert r.metrics["gpu_busy_fraction"] == pytest.approx((300 + 100) / 1500)
@@ -162,10 +167,10 @@ def test_kernel_statistics_and_launch_delay(tmp_path):
 
 def test_tensor_core_share(tmp_path):
     b = TraceBuilder()
-    b.kernel("sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32", 0.0, 100.0)   # Tensor Cores
+    b.kernel("sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32", 0.0, 100.0)  # Tensor Cores
     b.kernel("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_ffma", 100.0, 200.0)  # FFMA: not TC
-    b.kernel("void at::native::vectorized_elementwise_kernel<4>()", 300.0, 300.0)     # not TC
-    b.kernel("my_custom_fused_thing", 600.0, 400.0)                                  # unknown
+    b.kernel("void at::native::vectorized_elementwise_kernel<4>()", 300.0, 300.0)  # not TC
+    b.kernel("my_custom_fused_thing", 600.0, 400.0)  # unknown
     m = analyse(b, tmp_path).metrics
     assert m["tensor_core_fraction"] == pytest.approx(0.1)
     assert m["tensor_core_unknown_fraction"] == pytest.approx(0.4)
@@ -293,11 +298,19 @@ def test_unreachable_dask_scheduler_is_a_clear_error(tmp_path, monkeypatch):
 def test_tensor_core_eligibility_skips_helpers_inside_conv_ops(tmp_path):
     b = TraceBuilder(gpu="V100")
     b.kernel("volta_scudnn_128x64_relu_interior_nn_v1", 0.0, 300.0, op="aten::cudnn_convolution")  # FP32 conv
-    b.kernel("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>()", 300.0, 100.0,
-             op="aten::cudnn_convolution")                                                       # layout helper
+    b.kernel(
+        "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>()",
+        300.0,
+        100.0,
+        op="aten::cudnn_convolution",
+    )  # layout helper
     b.kernel("volta_h884cudnn_256x64_ldg8_relu_exp_small_nhwc_tn_v1", 400.0, 500.0, op="aten::cudnn_convolution")
-    b.kernel("void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>()", 900.0, 100.0,
-             op="aten::convolution_backward")                                                    # FP32 math
+    b.kernel(
+        "void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>()",
+        900.0,
+        100.0,
+        op="aten::convolution_backward",
+    )  # FP32 math
     m = analyse(b, tmp_path).metrics
     assert m["tensor_core_fraction"] == pytest.approx(0.5)
     assert m["tensor_core_unknown_fraction"] == 0.0
@@ -310,7 +323,7 @@ def test_sync_owns_a_gap_only_until_the_cpu_has_had_time_to_restart(tmp_path):
     b = TraceBuilder()
     b.step(1, 0.0, 100_000.0)
     b.kernel("k1", 0.0, 1_000.0, launch_at=-10.0)
-    b.sync(500.0, 1_005.0, op=None)                 # blocked when the GPU drains at 1000, returns at 1005
+    b.sync(500.0, 1_005.0, op=None)  # blocked when the GPU drains at 1000, returns at 1005
     b.kernel("k2", 60_000.0, 1_000.0, launch_at=59_990.0)
     r = analyse(b, tmp_path)
     causes = {c.cause: c.ns for c in r.evidence["idle_causes"]}
@@ -350,16 +363,23 @@ def test_children_time_agrees_with_a_scan_of_every_span_on_random_nestings():
     rng = np.random.default_rng(5)
     for _ in range(300):
         n = int(rng.integers(1, 40))
-        c = Rows(pid=rng.integers(0, 2, n), tid=rng.integers(0, 3, n), start_ns=rng.integers(0, 30, n),
-                 depth=rng.integers(0, 4, n))
+        c = Rows(
+            pid=rng.integers(0, 2, n),
+            tid=rng.integers(0, 3, n),
+            start_ns=rng.integers(0, 30, n),
+            depth=rng.integers(0, 4, n),
+        )
         c["end_ns"] = c["start_ns"] + rng.integers(0, 10, n)
         want = [0] * n
         by_start = sorted(range(n), key=lambda i: c["start_ns"][i])  # stable: file order among ties
         for k in range(n):
             parent = None
             for p in by_start:
-                if (c["depth"][p] == c["depth"][k] - 1 and (c["pid"][p], c["tid"][p]) == (c["pid"][k], c["tid"][k])
-                        and c["start_ns"][p] <= c["start_ns"][k]):
+                if (
+                    c["depth"][p] == c["depth"][k] - 1
+                    and (c["pid"][p], c["tid"][p]) == (c["pid"][k], c["tid"][k])
+                    and c["start_ns"][p] <= c["start_ns"][k]
+                ):
                     parent = p
             if parent is not None:
                 want[parent] += int(c["end_ns"][k] - c["start_ns"][k])

@@ -118,8 +118,13 @@ def test_gpu_only_trace_has_no_backlog(tmp_path):
 
 
 # -- the full launch queue ---------------------------------------------------------------------------
-def full_queue(capacity: int = QUEUE_CAPACITY, steps: int = 4, per_step: int = 400, kernel_us: float = 100.0,
-               buffer_full_records: bool = False) -> tuple[TraceBuilder, int]:
+def full_queue(
+    capacity: int = QUEUE_CAPACITY,
+    steps: int = 4,
+    per_step: int = 400,
+    kernel_us: float = 100.0,
+    buffer_full_records: bool = False,
+) -> tuple[TraceBuilder, int]:
     """A GPU-bound loop: the CPU launches a kernel every 5 us (a 4 us call and 1 us of Python), the GPU
     runs 100 us kernels back to back from 10 us. Once ``capacity`` kernels are queued, each launch call
     waits until a kernel finishes (it returns 2 us after the slot frees): the host is blocked on the full

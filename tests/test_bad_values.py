@@ -39,8 +39,9 @@ def test_fail_on_regression_must_be_finite(trace, capsys, value):
     assert rc == 2 and value in err and "finite" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("expr", [f"step_pct > {HUGE}", "step_pct > 1e400", "step_pct > -1e999",
-                                  "step_pct > 9" * 1 + "9" * 5000])
+@pytest.mark.parametrize(
+    "expr", [f"step_pct > {HUGE}", "step_pct > 1e400", "step_pct > -1e999", "step_pct > 9" * 1 + "9" * 5000]
+)
 def test_fail_if_refuses_numbers_out_of_range(trace, capsys, expr):
     rc, _, err = _run(["diff", trace, trace, "--fail-if", expr], capsys)
     assert rc == 2 and "--fail-if" in err and "Traceback" not in err
@@ -63,18 +64,27 @@ def _pyproject(tmp_path: Path, body: str) -> Path:
 
 def _cli(cwd: Path, *args) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "tracedoc", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tracedoc", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
 
 
-@pytest.mark.parametrize("body,needle", [
-    ("[tool.tracedoc.params]\nTD301.stall_threshold = nan\n", "finite"),
-    ("[tool.tracedoc.params]\nTD301.stall_threshold = inf\n", "finite"),
-    ("[tool.tracedoc.params]\nTD301.stall_threshold = 0.1\n[tool.tracedoc\nrules = 3\n", "not valid TOML"),
-    ("[tool]\ntracedoc = 5\n", "must be a table"),
-    ("[tool.tracedoc]\nparam = {TD301 = {stall_threshold = 0.1}}\n", "unknown key"),
-    ("[tool.tracedoc.params]\nTD301.stall_threshold = " + "9" * 5000 + "\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "body,needle",
+    [
+        ("[tool.tracedoc.params]\nTD301.stall_threshold = nan\n", "finite"),
+        ("[tool.tracedoc.params]\nTD301.stall_threshold = inf\n", "finite"),
+        ("[tool.tracedoc.params]\nTD301.stall_threshold = 0.1\n[tool.tracedoc\nrules = 3\n", "not valid TOML"),
+        ("[tool]\ntracedoc = 5\n", "must be a table"),
+        ("[tool.tracedoc]\nparam = {TD301 = {stall_threshold = 0.1}}\n", "unknown key"),
+        ("[tool.tracedoc.params]\nTD301.stall_threshold = " + "9" * 5000 + "\n", "not valid TOML"),
+    ],
+)
 def test_a_bad_pyproject_section_is_an_error_naming_it(trace, tmp_path, body, needle):
     proc = _cli(_pyproject(tmp_path, body), "analyze", trace, "--no-progress", "-q")
     assert proc.returncode == 2, proc.stderr

@@ -84,7 +84,9 @@ def test_generator_scales_a_trace_faithfully(tmp_path, which):
     res = gen.generate(src, out, size_mb=2 if len(src_raw) < 300_000 else 4 * len(src_raw) / 2**20)
     raw, doc = _read(out)  # valid JSON
     ev = doc["traceEvents"]
-    assert {k: v for k, v in doc.items() if k != "traceEvents"} == {k: v for k, v in src_doc.items() if k != "traceEvents"}
+    assert {k: v for k, v in doc.items() if k != "traceEvents"} == {
+        k: v for k, v in src_doc.items() if k != "traceEvents"
+    }
     assert len(ev) % n == 0
     copies = len(ev) // n
     assert copies >= 2 and copies == res.copies and len(ev) == res.events
@@ -100,7 +102,7 @@ def test_generator_scales_a_trace_faithfully(tmp_path, which):
     shift = Decimal(res.shift_us)
     prev_end = None
     for k in range(copies):
-        chunk = ev[k * n:(k + 1) * n]
+        chunk = ev[k * n : (k + 1) * n]
         for a, b in zip(src_ev, chunk):
             # ts shifted by exactly k * shift; every other field equal except ids and step names
             if "ts" in a:
@@ -142,15 +144,35 @@ def test_generator_scales_a_trace_faithfully(tmp_path, which):
 def test_generator_cli_exact_copies_and_gzip(tmp_path):
     src = _synthetic_trace(tmp_path / "synthetic.json")
     out = tmp_path / "x.json"
-    r = subprocess.run([sys.executable, str(BENCH / "make_big_trace.py"), "--source", str(src), "--copies", "3",
-                        "-o", str(out), "--gzip", "-q"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "make_big_trace.py"),
+            "--source",
+            str(src),
+            "--copies",
+            "3",
+            "-o",
+            str(out),
+            "--gzip",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     _, doc = _read(out)
     _, doc_gz = _read(Path(str(out) + ".gz"))
     assert len(doc["traceEvents"]) == 3 * 11
     assert doc == doc_gz
     assert [e["name"] for e in doc["traceEvents"] if e["name"].startswith("ProfilerStep")] == [
-        "ProfilerStep#41", "ProfilerStep#42", "ProfilerStep#43", "ProfilerStep#44", "ProfilerStep#45", "ProfilerStep#46"]
+        "ProfilerStep#41",
+        "ProfilerStep#42",
+        "ProfilerStep#43",
+        "ProfilerStep#44",
+        "ProfilerStep#45",
+        "ProfilerStep#46",
+    ]
     assert gen.read_meta(out)["copies"] == 3
 
 
@@ -159,8 +181,22 @@ def test_bench_load_runs_on_a_tiny_trace(tmp_path):
     src = _synthetic_trace(tmp_path / "synthetic.json")
     out = tmp_path / "tiny.json"
     gen.generate(src, out, copies=20)
-    r = subprocess.run([sys.executable, str(BENCH / "bench_load.py"), "--trace", str(out), "--skip-hta",
-                        "--timeout", "120", "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_load.py"),
+            "--trace",
+            str(out),
+            "--skip-hta",
+            "--timeout",
+            "120",
+            "--out-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     row = next(line for line in r.stdout.splitlines() if line.strip().startswith("orjson.loads"))
     assert re.search(r"orjson\.loads\s+\d+\.\d\d\s+[\d,]+\s+[\d,]+", row), r.stdout
@@ -174,8 +210,12 @@ def test_bench_critical_path_runs_on_a_small_trace(tmp_path):
     b = TraceBuilder()
     training_steps(b, steps=3, kernels=6, dataloader_us=2000.0)
     out = b.write(tmp_path / "small.pt.trace.json.gz")
-    r = subprocess.run([sys.executable, str(BENCH / "bench_critical_path.py"), str(out), "--repeat", "1"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(BENCH / "bench_critical_path.py"), str(out), "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert re.search(r"added to analyze: -?\d+\.\d%", r.stdout), r.stdout
 
@@ -186,8 +226,12 @@ def test_bench_analyses_lists_the_stages_of_a_small_trace(tmp_path):
     b = TraceBuilder()
     training_steps(b, steps=3, kernels=6, dataloader_us=2000.0)
     out = b.write(tmp_path / "small.pt.trace.json.gz")
-    r = subprocess.run([sys.executable, str(BENCH / "bench_analyses.py"), str(out), "--repeat", "1", "--top", "100"],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(BENCH / "bench_analyses.py"), str(out), "--repeat", "1", "--top", "100"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     stages = [line.split()[0] for line in r.stdout.splitlines()[2:-1]]
     assert "gputime.idle.idle_time" in stages and "critical_path.step_critical_paths" in stages
@@ -204,34 +248,76 @@ def test_generator_ends_on_part_of_a_copy_and_keeps_cuda_activity_only(tmp_path)
     n = len(src_doc["traceEvents"])
     assert res.copies == 3 and n * 2 < len(doc["traceEvents"]) < n * 3 == 33
     assert abs(res.bytes - 2.5 * whole.bytes) < whole.bytes / 4  # lands near the size asked for
-    last = doc["traceEvents"][2 * n:]  # the partial copy is the copy's first stretch of time
-    assert last and max(e["ts"] for e in last) < max(e["ts"] for e in doc["traceEvents"][n:2 * n]) + res.shift_us
+    last = doc["traceEvents"][2 * n :]  # the partial copy is the copy's first stretch of time
+    assert last and max(e["ts"] for e in last) < max(e["ts"] for e in doc["traceEvents"][n : 2 * n]) + res.shift_us
     cuda = tmp_path / "cuda.json"
     gen.generate(src, cuda, copies=1, activities="cuda")
     _, doc = _read(cuda)
     assert {(e["ph"], e.get("cat")) for e in doc["traceEvents"]} == {
-        ("M", None), ("X", "cuda_runtime"), ("X", "kernel"), ("s", "ac2g"), ("f", "ac2g")}
+        ("M", None),
+        ("X", "cuda_runtime"),
+        ("X", "kernel"),
+        ("s", "ac2g"),
+        ("f", "ac2g"),
+    }
 
 
 def test_bench_shapes_prints_the_table_and_its_target(tmp_path):
-    r = subprocess.run([sys.executable, str(BENCH / "bench_shapes.py"), "--sizes", "0.2", "--shapes", "kernel",
-                        "--reps", "2", "--skip-hta", "--no-extras", "--out-dir", str(tmp_path)],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_shapes.py"),
+            "--sizes",
+            "0.2",
+            "--shapes",
+            "kernel",
+            "--reps",
+            "2",
+            "--skip-hta",
+            "--no-extras",
+            "--out-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if not (KINETO / "dlrm_128rank_rank0.json.gz").exists():
         pytest.skip("shared traces not present")
     assert r.returncode == 0, r.stderr  # HTA not measured: the target reads n/a
     row = next(line for line in r.stdout.splitlines() if line.startswith("| kernel |"))
-    assert re.search(r"\| kernel \| 0\.\d \| [\d,]+ \| \d+\.\d{3} \(\d+\.\d\d-\d+\.\d\d\) \| \d+\.\d{3} \| not measured",
-                     row), row
+    assert re.search(
+        r"\| kernel \| 0\.\d \| [\d,]+ \| \d+\.\d{3} \(\d+\.\d\d-\d+\.\d\d\) \| \d+\.\d{3} \| not measured", row
+    ), row
     assert re.search(r"n/a\s+0\.2 MB: min over shapes of HTA / tracedoc", r.stdout), r.stdout
 
 
 def test_bench_scale_runs_a_few_small_ranks(tmp_path):
     """The scale benchmark's runner: generated ranks of the asked size, analysed in a fresh process that
     reports wall time, its peak memory and the bytes moved, and names the planted straggler."""
-    r = subprocess.run([sys.executable, str(BENCH / "bench_scale.py"), "--ranks", "4", "--rank-mb", "0.5",
-                        "--steps", "3", "--straggler", "2", "--late-share", "0.1", "--gen-jobs", "1", "--dir", str(tmp_path / "run")],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "bench_scale.py"),
+            "--ranks",
+            "4",
+            "--rank-mb",
+            "0.5",
+            "--steps",
+            "3",
+            "--straggler",
+            "2",
+            "--late-share",
+            "0.1",
+            "--gen-jobs",
+            "1",
+            "--dir",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     gen_line, run = (json.loads(line) for line in r.stdout.strip().splitlines())
     assert 0.3 < gen_line["generated"]["rank_file_mb"] < 0.8

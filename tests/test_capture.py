@@ -35,8 +35,15 @@ def _env() -> dict:
 # Timeouts here guard against a hang, they time nothing: a run that writes its report took over 60 s
 # on two cores that other processes kept busy, so they allow minutes.
 def _run(args: list[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=kw.pop("cwd", ROOT), env=_env(), capture_output=True,
-                          text=True, timeout=timeout, **kw)
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=kw.pop("cwd", ROOT),
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        **kw,
+    )
 
 
 def _traces(d: Path) -> list[Path]:
@@ -75,8 +82,28 @@ def _find_numbers(obj, needle: str):
 
 def test_run_writes_gzip_trace_with_steps_dataloader_and_report(tmp_path):
     out = tmp_path / "out"
-    r = _run(["-m", "tracedoc.capture", "run", "-o", str(out), "--skip-first", "1", "--warmup", "1", "--active", "2",
-              "--", "python", str(TRAIN), "--steps", "8", "--sleep", "0.002"])
+    r = _run(
+        [
+            "-m",
+            "tracedoc.capture",
+            "run",
+            "-o",
+            str(out),
+            "--skip-first",
+            "1",
+            "--warmup",
+            "1",
+            "--active",
+            "2",
+            "--",
+            "python",
+            str(TRAIN),
+            "--steps",
+            "8",
+            "--sleep",
+            "0.002",
+        ]
+    )
     assert r.returncode == 0, r.stderr
     assert "trained 8 steps" in r.stdout
     traces = _traces(out)
@@ -122,8 +149,26 @@ def test_run_writes_gzip_trace_with_steps_dataloader_and_report(tmp_path):
 
 def test_steps_without_optimizer_come_from_dataloader(tmp_path):
     out = tmp_path / "out"
-    r = _run(["-m", "tracedoc.capture", "run", "-o", str(out), "--skip-first", "1", "--active", "2",
-              "--no-report", "--", "python", str(TRAIN), "--steps", "8", "--no-optimizer"])
+    r = _run(
+        [
+            "-m",
+            "tracedoc.capture",
+            "run",
+            "-o",
+            str(out),
+            "--skip-first",
+            "1",
+            "--active",
+            "2",
+            "--no-report",
+            "--",
+            "python",
+            str(TRAIN),
+            "--steps",
+            "8",
+            "--no-optimizer",
+        ]
+    )
     assert r.returncode == 0, r.stderr
     (trace,) = _traces(out)
     assert len({n for n in _names(_load_trace(trace)) if n.startswith("ProfilerStep#")}) >= 2
@@ -144,17 +189,44 @@ def _wait_for(pred, timeout: float, what: str):
 def test_trigger_twice_in_a_running_job(tmp_path):
     out, ready, stop = tmp_path / "out", tmp_path / "ready", tmp_path / "stop"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tracedoc.capture", "run", "-o", str(out), "--wait-for-trigger", "--warmup", "1",
-         "--active", "2", "--no-report", "--", "python", str(TRAIN), "--steps", "100000", "--step-sleep", "0.01",
-         "--ready-file", str(ready), "--stop-file", str(stop)],
-        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "tracedoc.capture",
+            "run",
+            "-o",
+            str(out),
+            "--wait-for-trigger",
+            "--warmup",
+            "1",
+            "--active",
+            "2",
+            "--no-report",
+            "--",
+            "python",
+            str(TRAIN),
+            "--steps",
+            "100000",
+            "--step-sleep",
+            "0.01",
+            "--ready-file",
+            str(ready),
+            "--stop-file",
+            str(stop),
+        ],
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _wait_for(ready.exists, 120, "the first step")
         assert _traces(out) == []  # --wait-for-trigger: nothing before a trigger
-        r = _run(["-m", "tracedoc.capture", "trigger", str(proc.pid)], timeout=20)   # SIGUSR2
+        r = _run(["-m", "tracedoc.capture", "trigger", str(proc.pid)], timeout=20)  # SIGUSR2
         assert r.returncode == 0, r.stderr
         _wait_for(lambda: len(_traces(out)) >= 1, 120, "the first capture")
-        r = _run(["-m", "tracedoc.capture", "trigger", str(out)], timeout=20)        # touch OUTDIR/TRIGGER
+        r = _run(["-m", "tracedoc.capture", "trigger", str(out)], timeout=20)  # touch OUTDIR/TRIGGER
         assert r.returncode == 0, r.stderr
         _wait_for(lambda: len(_traces(out)) >= 2, 120, "the second capture")
     finally:
@@ -187,8 +259,26 @@ def test_trigger_refuses_a_process_without_the_handler():
 def test_capture_failure_keeps_training_and_exit_code(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    r = _run(["-m", "tracedoc.capture", "run", "-o", str(blocker / "out"), "--skip-first", "1", "--active", "2",
-              "--", "python", str(TRAIN), "--steps", "6", "--exit", "7"])
+    r = _run(
+        [
+            "-m",
+            "tracedoc.capture",
+            "run",
+            "-o",
+            str(blocker / "out"),
+            "--skip-first",
+            "1",
+            "--active",
+            "2",
+            "--",
+            "python",
+            str(TRAIN),
+            "--steps",
+            "6",
+            "--exit",
+            "7",
+        ]
+    )
     assert r.returncode == 7, r.stderr
     assert "trained 6 steps" in r.stdout
     warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("tracedoc:") and "output directory" in ln]
@@ -204,11 +294,23 @@ def test_script_exception_and_exit_codes_pass_through(tmp_path):
     assert "ValueError: boom x y" in r.stderr
     tb = r.stderr.split("Traceback (most recent call last):", 1)[1]
     assert "tracedoc" not in tb.split("ValueError")[0] and "runpy" not in tb
-    r = _run(["-m", "tracedoc.capture", "run", "-o", str(tmp_path / "o"), "--", "python", "-c",
-              "import sys; sys.exit('bye')"])
+    r = _run(
+        [
+            "-m",
+            "tracedoc.capture",
+            "run",
+            "-o",
+            str(tmp_path / "o"),
+            "--",
+            "python",
+            "-c",
+            "import sys; sys.exit('bye')",
+        ]
+    )
     assert r.returncode == 1 and "bye" in r.stderr
-    r = _run(["-m", "tracedoc.capture", "run", "-o", str(tmp_path / "o"), "--", "python", "-c",
-              "raise KeyboardInterrupt"])
+    r = _run(
+        ["-m", "tracedoc.capture", "run", "-o", str(tmp_path / "o"), "--", "python", "-c", "raise KeyboardInterrupt"]
+    )
     assert r.returncode in (130, -signal.SIGINT) and "KeyboardInterrupt" in r.stderr
 
 
@@ -223,10 +325,37 @@ def _free_port() -> int:
 
 def test_torchrun_two_ranks_write_rank_files_and_one_analysed_directory(tmp_path):
     out = tmp_path / "out"
-    r = _run(["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-              "--master_port", str(_free_port()), "-m", "tracedoc.capture", "run", "-o", str(out),
-              "--skip-first", "1", "--warmup", "1", "--active", "2", "--dist-timeout", "30",
-              "--", str(TRAIN), "--steps", "6", "--ddp"], timeout=90)
+    r = _run(
+        [
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_addr",
+            "127.0.0.1",
+            "--master_port",
+            str(_free_port()),
+            "-m",
+            "tracedoc.capture",
+            "run",
+            "-o",
+            str(out),
+            "--skip-first",
+            "1",
+            "--warmup",
+            "1",
+            "--active",
+            "2",
+            "--dist-timeout",
+            "30",
+            "--",
+            str(TRAIN),
+            "--steps",
+            "6",
+            "--ddp",
+        ],
+        timeout=90,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     traces = _traces(out)
     assert len(traces) == 2, (traces, r.stderr)
@@ -255,8 +384,9 @@ def test_profile_context_manager_with_user_steps(tmp_path):
     import tracedoc.capture as capture
 
     model = torch.nn.Linear(8, 2)
-    with capture.profile(str(tmp_path), skip_first=1, warmup=1, active=2, report=False, signal=False,
-                         trigger_file="") as prof:
+    with capture.profile(
+        str(tmp_path), skip_first=1, warmup=1, active=2, report=False, signal=False, trigger_file=""
+    ) as prof:
         for _ in range(6):
             model(torch.randn(4, 8)).sum().backward()
             prof.step()
@@ -273,8 +403,9 @@ def test_profile_context_manager_with_user_steps(tmp_path):
 def test_profile_decorator_and_programmatic_trigger(tmp_path):
     import tracedoc.capture as capture
 
-    prof = capture.profile(str(tmp_path), on_demand_only=True, warmup=1, active=1, report=False, signal=False,
-                           monitor=False)
+    prof = capture.profile(
+        str(tmp_path), on_demand_only=True, warmup=1, active=1, report=False, signal=False, monitor=False
+    )
 
     @prof
     def train(n):
@@ -297,8 +428,14 @@ def test_load_monitor_tolerates_a_truncated_line(tmp_path):
     from tracedoc.capture import load_monitor
 
     p = tmp_path / "steps.jsonl"
-    rec = {"type": "interval", "rank": 0, "step": 10, "steps": 10, "step_time_s": {"mean": 0.1, "p50": 0.1,
-           "p90": 0.2, "max": 0.3}, "samples_per_s": 80.0}
+    rec = {
+        "type": "interval",
+        "rank": 0,
+        "step": 10,
+        "steps": 10,
+        "step_time_s": {"mean": 0.1, "p50": 0.1, "p90": 0.2, "max": 0.3},
+        "samples_per_s": 80.0,
+    }
     p.write_text(json.dumps(rec) + "\n" + json.dumps(rec)[:20])
     log = load_monitor(p)
     assert len(log.intervals) == 1 and log.bad_lines == [2]
@@ -321,9 +458,11 @@ def test_parse_command_forms():
 
 
 def test_tracedoc_capture_imports_without_torch():
-    code = ("import sys; sys.modules['torch'] = None\n"
-            "import tracedoc, tracedoc.capture, tracedoc.cli.run, tracedoc.capture.session\n"
-            "assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]\n")
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "import tracedoc, tracedoc.capture, tracedoc.cli.run, tracedoc.capture.session\n"
+        "assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
+    )
     r = _run(["-c", code], timeout=30)
     assert r.returncode == 0, r.stderr
 

@@ -17,10 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_host_operators_by_self_time(builder, tmp_path):
     b = builder
     b.step(1, 0, 1000)
-    b.cpu_op("aten::linear", 100, 700)        # 600 µs total, children 200 + 300 -> self 100
-    b.cpu_op("aten::t", 110, 310)             # nested: 200 µs, no children
-    b.cpu_op("aten::addmm", 350, 650)         # nested: 300 µs
-    b.cpu_op("aten::relu", 750, 800)          # 50 µs
+    b.cpu_op("aten::linear", 100, 700)  # 600 µs total, children 200 + 300 -> self 100
+    b.cpu_op("aten::t", 110, 310)  # nested: 200 µs, no children
+    b.cpu_op("aten::addmm", 350, 650)  # nested: 300 µs
+    b.cpu_op("aten::relu", 750, 800)  # 50 µs
     result = analyze(str(b.write(tmp_path / "cpu.json")))
     rows = {r.name: r for r in result.focus.evidence["host_operators"]}
     assert rows["aten::linear"].self_ns == 100_000 and rows["aten::linear"].cpu_ns == 600_000
@@ -43,10 +43,31 @@ def test_answer_of_a_gpu_trace_names_the_verdict_and_top_finding():
 def _capture_cpu_run(out: Path, *script_args: str) -> subprocess.CompletedProcess:
     pytest.importorskip("torch")
     script = ROOT / "tests" / "capture_scripts" / "train_tiny.py"
-    proc = subprocess.run([sys.executable, "-m", "tracedoc", "run", "-o", str(out), "--skip-first", "1", "--warmup",
-                           "1", "--active", "3", "--", sys.executable, str(script), *script_args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracedoc",
+            "run",
+            "-o",
+            str(out),
+            "--skip-first",
+            "1",
+            "--warmup",
+            "1",
+            "--active",
+            "3",
+            "--",
+            sys.executable,
+            str(script),
+            *script_args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -60,8 +81,11 @@ def test_run_prints_the_answer_and_profile_returns_the_result(tmp_path):
     assert "tracedoc: top finding: [io_bound] The training loop waits for the DataLoader" in err
     assert "tracedoc: fix: The DataLoader runs in the main process (num_workers=0)" in err
     assert "tracedoc: DataLoader: the main thread spends" in err
-    host = [line for line in err.splitlines() if line.startswith("tracedoc: Host time by operator (self time, "
-                                                                 "share of the window): ")]
+    host = [
+        line
+        for line in err.splitlines()
+        if line.startswith("tracedoc: Host time by operator (self time, share of the window): ")
+    ]
     assert len(host) == 1 and "aten::" in host[0], err[-3000:]  # which op leads depends on the machine's load
     assert err.index("Verdict: io_bound") < err.index("tracedoc: report: ")
 
@@ -70,8 +94,9 @@ def test_run_prints_the_answer_and_profile_returns_the_result(tmp_path):
     import tracedoc.capture as capture
 
     model = torch.nn.Linear(8, 2)
-    with capture.profile(str(tmp_path / "p"), skip_first=1, warmup=1, active=2, report=True, signal=False,
-                         trigger_file="", monitor=False) as prof:
+    with capture.profile(
+        str(tmp_path / "p"), skip_first=1, warmup=1, active=2, report=True, signal=False, trigger_file="", monitor=False
+    ) as prof:
         for _ in range(6):
             model(torch.randn(4, 8)).sum().backward()
             prof.step()

@@ -50,7 +50,6 @@ GEOMETRY = """(selector) => {
 }"""
 
 
-
 def open_page(browser, html: str, tmp_path, name: str, width: int):
     path = tmp_path / f"{name}.html"
     path.write_text(html, encoding="utf-8")
@@ -58,8 +57,12 @@ def open_page(browser, html: str, tmp_path, name: str, width: int):
     page = context.new_page()
     url = path.resolve().as_uri()
     requests: list[str] = []
-    context.route("**/*", lambda route: route.continue_() if route.request.url == url else
-                  (requests.append(route.request.url), route.abort()))
+    context.route(
+        "**/*",
+        lambda route: (
+            route.continue_() if route.request.url == url else (requests.append(route.request.url), route.abort())
+        ),
+    )
     page.goto(url)
     return context, page, requests
 
@@ -97,7 +100,9 @@ def test_roofline_plot(browser, tmp_path):
 def test_trend_chart(browser, tmp_path):
     from test_notebook_diff_log import _trace
 
-    runs = [_trace(tmp_path / f"run_with_a_long_name_{i}.pt.trace.json", dl) for i, dl in enumerate((8000.0, 0.0, 4000.0))]
+    runs = [
+        _trace(tmp_path / f"run_with_a_long_name_{i}.pt.trace.json", dl) for i, dl in enumerate((8000.0, 0.0, 4000.0))
+    ]
     t = trend(*runs)
     html = render_trend_html(t)
     assert html.count('class="bar"') == 3 and "+ host_bound" in html and "− io_bound" in html  # labels marked

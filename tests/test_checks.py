@@ -29,15 +29,18 @@ def test_a_healthy_result_has_no_violations(result):
     assert check_rank(rank) == []
 
 
-@pytest.mark.parametrize("name, value, what", [
-    ("gpu_busy_fraction", -1.54, "outside [0, 1]"),
-    ("cpu_launch_overhead_fraction", 136.0, "outside [0, 1]"),
-    ("kernel_median_ns", -250, "negative"),
-    ("kernel_count", -1, "negative"),
-    ("est_occupancy_mean", 250.0, "outside [0, 100]"),
-    ("gap_p95_ns", math.nan, "not a finite number"),
-    ("step_time_mean_ns", math.inf, "not a finite number"),
-])
+@pytest.mark.parametrize(
+    "name, value, what",
+    [
+        ("gpu_busy_fraction", -1.54, "outside [0, 1]"),
+        ("cpu_launch_overhead_fraction", 136.0, "outside [0, 1]"),
+        ("kernel_median_ns", -250, "negative"),
+        ("kernel_count", -1, "negative"),
+        ("est_occupancy_mean", 250.0, "outside [0, 100]"),
+        ("gap_p95_ns", math.nan, "not a finite number"),
+        ("step_time_mean_ns", math.inf, "not a finite number"),
+    ],
+)
 def test_an_impossible_metric_becomes_null_with_a_bug_report(result, name, value, what):
     rank = result.ranks[0]
     rank.metrics[name] = value
@@ -112,8 +115,10 @@ def test_job_metrics_are_checked_like_rank_metrics():
 
     assert metric_bounds("straggler_wait_fraction") == (0.0, 1.0)
     assert metric_bounds("straggler_wait_ms_per_step") == (0.0, math.inf)
-    view = JobView(ranks_used=[0, 1], metrics={"straggler_wait_fraction": 1.285, "straggler_count": 1,
-                                           "comm_top_collective": "all_reduce"})
+    view = JobView(
+        ranks_used=[0, 1],
+        metrics={"straggler_wait_fraction": 1.285, "straggler_count": 1, "comm_top_collective": "all_reduce"},
+    )
     found = check_job(view)
     assert len(found) == 1 and "job: metrics.straggler_wait_fraction = 1.285 is outside [0, 1]" in found[0]
     assert view.metrics["straggler_wait_fraction"] is None and view.metrics["straggler_count"] == 1

@@ -10,8 +10,9 @@ from tracedoc.cli import example_path
 
 
 def run(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "tracedoc", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tracedoc", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 def test_fail_on_label_sets_exit_code_3():
@@ -38,7 +39,7 @@ def test_bad_param_is_a_usage_error():
 
 
 def test_extra_rule_directory(tmp_path):
-    (tmp_path / "TD900-team-budget.toml").write_text('''
+    (tmp_path / "TD900-team-budget.toml").write_text("""
 id = "TD900"
 name = "step-over-budget"
 title = "Steps are slower than the team's budget"
@@ -66,15 +67,16 @@ step_time_mean_ns = 20_000_000
 
 [[tests.ok]]
 step_time_mean_ns = 5_000_000
-''')
+""")
     proc = run("analyze", "--example", "--rules", str(tmp_path), "--format", "json", "--fail-on", "error")
     assert proc.returncode == 3, proc.stderr
     findings = json.loads(proc.stdout)["ranks"][0]["verdict"]["findings"]
     assert any(f["rule_id"] == "TD900" and "exceeds the budget of 10 ms" in f["message"] for f in findings)
 
 
-@pytest.mark.parametrize("fmt,needle", [("json", '"schema": "tracedoc.analysis"'), ("md", "io_bound"),
-                                        ("html", "<!DOCTYPE html>")])
+@pytest.mark.parametrize(
+    "fmt,needle", [("json", '"schema": "tracedoc.analysis"'), ("md", "io_bound"), ("html", "<!DOCTYPE html>")]
+)
 def test_formats_to_file(fmt, needle, tmp_path):
     out = tmp_path / f"report.{fmt}"
     proc = run("analyze", "--example", "-f", fmt, "-o", str(out))
@@ -108,8 +110,9 @@ def test_python_m_capture_reports_errors_like_the_cli(monkeypatch, capsys):
     monkeypatch.setattr(trigger, "cmd_trigger", broken)
     assert capture_main(["trigger", "job"]) == EXIT_ERROR
     err = capsys.readouterr().err
-    assert err == ("tracedoc: error: job/TRIGGER: cannot be written (saw read-only file system); "
-                   "pass another --outdir\n")
+    assert err == (
+        "tracedoc: error: job/TRIGGER: cannot be written (saw read-only file system); pass another --outdir\n"
+    )
 
     def interrupted(args):
         raise KeyboardInterrupt
@@ -152,12 +155,28 @@ def test_rank_on_an_nsys_export_of_one_process_is_a_usage_error(tmp_path, capsys
     assert "is a single trace (saw an export of one process" in err, err
 
 
-HTML, JSON, MD, TEXT = b"<!DOCTYPE html>", b'"schema": "tracedoc.analysis"', b"## tracedoc verdict", b"Verdict: io_bound"
+HTML, JSON, MD, TEXT = (
+    b"<!DOCTYPE html>",
+    b'"schema": "tracedoc.analysis"',
+    b"## tracedoc verdict",
+    b"Verdict: io_bound",
+)
 
 
-@pytest.mark.parametrize("name,needle", [("r.html", HTML), ("r.htm", HTML), ("r.md", MD), ("r.markdown", MD),
-                                         ("r.json", JSON), ("r.txt", TEXT), ("r.json.gz", JSON), ("R.HTML.GZ", HTML),
-                                         ("r.md.gz", MD)])
+@pytest.mark.parametrize(
+    "name,needle",
+    [
+        ("r.html", HTML),
+        ("r.htm", HTML),
+        ("r.md", MD),
+        ("r.markdown", MD),
+        ("r.json", JSON),
+        ("r.txt", TEXT),
+        ("r.json.gz", JSON),
+        ("R.HTML.GZ", HTML),
+        ("r.md.gz", MD),
+    ],
+)
 def test_output_format_follows_the_file_extension(name, needle, tmp_path, capsys):
     import gzip
 

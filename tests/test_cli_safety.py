@@ -86,8 +86,15 @@ def test_output_to_a_new_or_regular_file_works(trace, tmp_path, capsys):
 @pytest.mark.parametrize("target", ["0", "-5", "+0", "-1", "99999999999"])
 def test_trigger_refuses_what_is_not_a_job_pid(target, tmp_path):
     # Its own session: a regression (signalling the process group) must not reach the test runner.
-    proc = subprocess.run([sys.executable, "-m", "tracedoc", "trigger", target], cwd=tmp_path, env=env(),
-                          capture_output=True, text=True, timeout=60, start_new_session=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "trigger", target],
+        cwd=tmp_path,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        start_new_session=True,
+    )
     assert proc.returncode == 2, (proc.returncode, proc.stderr)
     assert "is not the process id of a job" in proc.stderr
     assert os.listdir(tmp_path) == []  # no file named "-5" touched into existence
@@ -98,9 +105,24 @@ def test_ctrl_c_while_torch_imports_ends_cleanly(entry, tmp_path):
     fake = tmp_path / "fake"
     (fake / "torch").mkdir(parents=True)
     (fake / "torch" / "__init__.py").write_text("raise KeyboardInterrupt\n")
-    proc = subprocess.run([sys.executable, *entry, "run", "-o", str(tmp_path / "out"), "--",
-                           sys.executable, "-c", "print('the script ran')"],
-                          cwd=tmp_path, env=env(str(fake)), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            *entry,
+            "run",
+            "-o",
+            str(tmp_path / "out"),
+            "--",
+            sys.executable,
+            "-c",
+            "print('the script ran')",
+        ],
+        cwd=tmp_path,
+        env=env(str(fake)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 130, (proc.returncode, proc.stderr)
     assert "tracedoc: interrupted" in proc.stderr and "Traceback" not in proc.stderr
     assert "the script ran" not in proc.stdout

@@ -37,8 +37,15 @@ def _env(**extra) -> dict:
 
 
 def _cli(*args, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tracedoc", *map(str, args)], cwd=ROOT, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tracedoc", *map(str, args)],
+        cwd=ROOT,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
 
 
 def _free_port() -> int:
@@ -92,15 +99,22 @@ def local_report(job_dir) -> dict:
 @pytest.fixture
 def cluster():
     """Two worker processes (each restarted by its nanny when killed) and the scheduler, over TCP."""
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
-                                  host="127.0.0.1", protocol="tcp") as c, distributed.Client(c) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, host="127.0.0.1", protocol="tcp"
+        ) as c,
+        distributed.Client(c) as client,
+    ):
         yield c, client
 
 
 def _tracedoc_tasks(dask_scheduler) -> dict:
     """On the scheduler: each tracedoc task being processed -> (its worker's address, the worker's pid)."""
-    return {str(ts.key): (ts.processing_on.address, ts.processing_on.pid) for ts in dask_scheduler.tasks.values()
-            if str(ts.key).startswith("tracedoc-") and ts.processing_on is not None}
+    return {
+        str(ts.key): (ts.processing_on.address, ts.processing_on.pid)
+        for ts in dask_scheduler.tasks.values()
+        if str(ts.key).startswith("tracedoc-") and ts.processing_on is not None
+    }
 
 
 def test_cluster_gives_the_local_job_and_little_travels_back(job_dir, local_report, cluster, tmp_path):
@@ -114,7 +128,6 @@ def test_cluster_gives_the_local_job_and_little_travels_back(job_dir, local_repo
     assert [i.get("error") for i in doc["inputs"]] == [None] * 8
 
 
-
 @pytest.mark.shared
 def test_a_large_rank_sends_back_under_one_percent_of_its_file(cluster, tmp_path):
     """A 21 MiB rank (the shared V100 rank scaled up by the benchmarks' generator), analysed by a worker:
@@ -122,8 +135,13 @@ def test_a_large_rank_sends_back_under_one_percent_of_its_file(cluster, tmp_path
     about 1.06%)."""
     c, client = cluster
     big = tmp_path / "rank1.json"
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_big_trace.py"), "--size-mb", "21", "-o", str(big),
-                    "-q"], check=True, cwd=ROOT, env=_env(), timeout=CLI_TIMEOUT_S)
+    subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "make_big_trace.py"), "--size-mb", "21", "-o", str(big), "-q"],
+        check=True,
+        cwd=ROOT,
+        env=_env(),
+        timeout=CLI_TIMEOUT_S,
+    )
     from tracedoc.fanout.pool import fan_out
     from tracedoc.stages import rank_from_name
 
@@ -162,9 +180,13 @@ def test_a_rank_whose_worker_dies_on_every_try_costs_only_that_rank(job_dir, loc
     report = tmp_path / "report.json"
     # one retry; and one task at a time on each worker, so that a kill hits the victim's task alone
     settings = {"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0}
-    with dask.config.set(settings), \
-            distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
-                                     host="127.0.0.1", protocol="tcp") as c, distributed.Client(c) as client:
+    with (
+        dask.config.set(settings),
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None, host="127.0.0.1", protocol="tcp"
+        ) as c,
+        distributed.Client(c) as client,
+    ):
         p = _cli("analyze", job_dir, "-o", report, "--scheduler", c.scheduler_address)
         kills: list[int] = []
         deadline = time.monotonic() + CLI_TIMEOUT_S
@@ -197,10 +219,18 @@ def test_a_scheduler_that_vanishes_mid_job_is_one_clear_error(tmp_path):
     d = write_job(tmp_path / "run", steps=12)
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
-    scheduler = subprocess.Popen(["dask", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                                 env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    worker = subprocess.Popen(["dask", "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"],
-                              env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    scheduler = subprocess.Popen(
+        ["dask", "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    worker = subprocess.Popen(
+        ["dask", "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         with distributed.Client(address, timeout=60) as client:
             client.wait_for_workers(1, timeout=60)
@@ -225,9 +255,14 @@ def test_a_scheduler_that_vanishes_mid_job_is_one_clear_error(tmp_path):
 
 def test_an_address_nobody_answers_is_one_clear_error(job_dir):
     address = f"tcp://127.0.0.1:{_free_port()}"
-    p = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", str(job_dir), "--scheduler", address],
-                       capture_output=True, text=True, cwd=ROOT, timeout=CLI_TIMEOUT_S,
-                       env=_env(DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s"))
+    p = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "analyze", str(job_dir), "--scheduler", address],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=CLI_TIMEOUT_S,
+        env=_env(DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s"),
+    )
     assert p.returncode == 1
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1, p.stderr
@@ -239,8 +274,14 @@ def _on_a_terminal(*args) -> tuple[int, str]:
     import pty
 
     leader, follower = pty.openpty()
-    p = subprocess.Popen([sys.executable, "-m", "tracedoc", *map(str, args)], cwd=ROOT, env=_env(COLUMNS="100"),
-                         stdout=subprocess.DEVNULL, stderr=follower, stdin=subprocess.DEVNULL)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tracedoc", *map(str, args)],
+        cwd=ROOT,
+        env=_env(COLUMNS="100"),
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        stdin=subprocess.DEVNULL,
+    )
     os.close(follower)
     shown = bytearray()
     while True:

@@ -19,8 +19,10 @@ WIDTHS = (80, 120, None)  # None: piped, no --width (100 columns)
 PIPE_WIDTH = 100
 # A number: digits with an optional sign, decimal part and thousands commas, not inside a word or a name.
 NUMBER = re.compile(r"(?<![\w.…])[-+−]?\d+(?:[.,]\d+)*(?![\w…])")
-LONG_NAME = ("void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8>"
-             "(cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8::Params)")
+LONG_NAME = (
+    "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8>"
+    "(cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8::Params)"
+)
 
 
 def _trace(path, dl_us: float, long_names: bool = False):
@@ -37,8 +39,13 @@ def inputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("widths")
     log = d / "train.log"
     log.write_text(llmc_main_log(n=600, spike_at=300))
-    return {"a": _trace(d / "a.json", 8000.0), "b": _trace(d / "b.json", 0.0, long_names=True),
-            "c": _trace(d / "c.json", 4000.0, long_names=True), "log": log, "dir": d}
+    return {
+        "a": _trace(d / "a.json", 8000.0),
+        "b": _trace(d / "b.json", 0.0, long_names=True),
+        "c": _trace(d / "c.json", 4000.0, long_names=True),
+        "log": log,
+        "dir": d,
+    }
 
 
 COMMANDS = {
@@ -78,7 +85,7 @@ def test_command_fits_the_width(command, width, inputs, capsys, monkeypatch):
     broken = sorted(numbers(text) - numbers(wide))
     assert not broken, f"numbers broken across lines (not in the 400-column output): {broken[:8]}"
     if command.startswith("analyze"):  # the verdict comes back at the end, in one summary line
-        assert text.rstrip().splitlines()[-1].startswith("Summary: ") or "Summary: " in text.rstrip()[-3 * limit:]
+        assert text.rstrip().splitlines()[-1].startswith("Summary: ") or "Summary: " in text.rstrip()[-3 * limit :]
 
 
 @pytest.mark.parametrize("fixture", ["llmc_main_log", "megatron_deepspeed", "hf_trainer_state"])
@@ -104,7 +111,7 @@ def test_a_json_file_that_is_no_log_keeps_the_trace_error(tmp_path, capsys):
 def test_summary_line_repeats_the_verdict_and_the_top_gain(inputs, capsys):
     text = run(capsys, ["analyze", str(inputs["a"])])  # a DataLoader-bound loop: io_bound with a replayed gain
     last = text.rstrip().splitlines()
-    summary = " ".join(" ".join(last[last.index(next(x for x in last if x.startswith("Summary: "))):]).split())
+    summary = " ".join(" ".join(last[last.index(next(x for x in last if x.startswith("Summary: "))) :]).split())
     verdict = next(x for x in last if x.startswith("Verdict: "))
     assert summary.startswith("Summary: io_bound") and "io_bound" in verdict
     assert "top finding: " in summary and "predicted gain: step " in summary and "→" in summary

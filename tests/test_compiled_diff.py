@@ -53,7 +53,9 @@ def test_renumbered_regions_are_one_region_and_suffixes_do_not_matter(tmp_path):
     kernels = {k.name: k for k in d.focus_pair.kernels}
     assert not d.focus_pair.new_kernels and not d.focus_pair.vanished_kernels
     assert kernels["triton_poi_fused_gelu"].status == "changed"  # suffix 0 and 3: one kernel, 1.5x slower
-    assert kernels["triton_poi_fused_gelu"].time_after_ns == pytest.approx(kernels["triton_poi_fused_gelu"].time_before_ns * 1.5)
+    assert kernels["triton_poi_fused_gelu"].time_after_ns == pytest.approx(
+        kernels["triton_poi_fused_gelu"].time_before_ns * 1.5
+    )
     text = d.to_text(width=100)
     assert "Torch-Compiled" not in text or "(now " in text  # never listed as vanished and new under two numbers
     assert not any(("new" in line or "vanished" in line) and "Torch-Compiled" in line for line in text.splitlines())
@@ -61,13 +63,16 @@ def test_renumbered_regions_are_one_region_and_suffixes_do_not_matter(tmp_path):
 
 def test_numbers_break_ties_between_regions_of_equal_content():
     def region(number: str, content: str | None = "aa") -> OperatorTotal:
-        return OperatorTotal(name=f"Torch-Compiled Region: {number}", calls=1, cpu_ns=1, gpu_ops=0, gpu_ns=0,
-                             content=content)
+        return OperatorTotal(
+            name=f"Torch-Compiled Region: {number}", calls=1, cpu_ns=1, gpu_ops=0, gpu_ns=0, content=content
+        )
 
     rows_b = [region("1/0"), region("4/0")]
     rows_a = [region("5/0"), region("2/0")]
-    assert match_regions(rows_b, rows_a) == {"Torch-Compiled Region: 2/0": "Torch-Compiled Region: 1/0",
-                                             "Torch-Compiled Region: 5/0": "Torch-Compiled Region: 4/0"}
+    assert match_regions(rows_b, rows_a) == {
+        "Torch-Compiled Region: 2/0": "Torch-Compiled Region: 1/0",
+        "Torch-Compiled Region: 5/0": "Torch-Compiled Region: 4/0",
+    }
     # the same name with the same content stays itself; without content (an older report) names decide
     assert match_regions(rows_b[:1], rows_b[:1]) == {}
     assert match_regions([region("1/0", None)], [region("2/0", None)]) == {}

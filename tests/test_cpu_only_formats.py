@@ -32,7 +32,7 @@ def test_every_format_says_gpu_metrics_were_not_recorded(tmp_path):
     health = json.loads(render_json(result))["ranks"][0]["verdict"]["health"]
     assert any(NOT_RECORDED in h["message"] for h in health)
     # GPU figures are n/a, not 0.0% busy / 100% idle
-    tiles = page[page.index('class="tiles"'):]
+    tiles = page[page.index('class="tiles"') :]
     tiles = tiles[: tiles.index("</div>\n")]
     assert "GPU busy" in tiles and "no GPU ops recorded" in tiles
     assert "100.0%" not in tiles and "TFLOP/s" not in tiles

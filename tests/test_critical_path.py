@@ -59,7 +59,7 @@ def measured_step_ms(path) -> float:
     ends; after a pre-window backlog, from its first completion on), independent of the graph."""
     steps = find_steps(load(path))
     done = np.maximum.accumulate(steps.end_ns)
-    return float(np.median(np.diff(np.r_[steps.cpu_start_ns[0], done])[steps.timed_from:])) / 1e6
+    return float(np.median(np.diff(np.r_[steps.cpu_start_ns[0], done])[steps.timed_from :])) / 1e6
 
 
 def predicted(path, fix: str) -> W.Prediction:
@@ -70,7 +70,9 @@ def predicted(path, fix: str) -> W.Prediction:
 
 
 def assert_close(pred_ms: float, after_ms: float) -> None:
-    assert abs(pred_ms - after_ms) <= TOLERANCE * after_ms, f"predicted {pred_ms:.3f} ms, measured after {after_ms:.3f} ms"
+    assert abs(pred_ms - after_ms) <= TOLERANCE * after_ms, (
+        f"predicted {pred_ms:.3f} ms, measured after {after_ms:.3f} ms"
+    )
 
 
 # -- before/after pairs --------------------------------------------------------------------------
@@ -322,10 +324,16 @@ def test_replay_joins_windows_an_edge_goes_back_across(monkeypatch):
     """Two chains of four points 10 ns apart; an edge from the second chain's third point (recorded at
     25) to the first chain's third point (recorded at 20) goes back in recorded time, and one from the
     first chain's last point holds the second chain's last point 5 ns after it."""
-    m = S.Model(chain=np.array([0, 0, 0, 0, 1, 1, 1, 1]), chain_w=np.array([0, 10, 10, 10, 0, 10, 10, 10]),
-                floor=np.array([0, G.NEG, G.NEG, G.NEG, 5, G.NEG, G.NEG, G.NEG]),
-                src=np.array([6, 3]), dst=np.array([2, 7]), lag=np.array([0, 5]),
-                time=np.array([0, 10, 20, 30, 5, 15, 25, 35]), window_starts=np.arange(0, 40, 5))
+    m = S.Model(
+        chain=np.array([0, 0, 0, 0, 1, 1, 1, 1]),
+        chain_w=np.array([0, 10, 10, 10, 0, 10, 10, 10]),
+        floor=np.array([0, G.NEG, G.NEG, G.NEG, 5, G.NEG, G.NEG, G.NEG]),
+        src=np.array([6, 3]),
+        dst=np.array([2, 7]),
+        lag=np.array([0, 5]),
+        time=np.array([0, 10, 20, 30, 5, 15, 25, 35]),
+        window_starts=np.arange(0, 40, 5),
+    )
     # chain 0: 0, 10, then max(20, 25 + 0) = 25, 35; chain 1: 5, 15, 25, then max(35, 35 + 5) = 40
     want = [0, 10, 25, 35, 5, 15, 25, 40]
     monkeypatch.setattr(S, "MIN_WINDOW_POINTS", 1)
@@ -350,8 +358,9 @@ def test_graph_exports_to_networkx(tmp_path):
 
 
 # -- shared traces -------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", shared_names("kineto", "*.json*") + shared_names("nsys", "*.sqlite")
-                         + shared_names("h100", "*.json.gz"))
+@pytest.mark.parametrize(
+    "name", shared_names("kineto", "*.json*") + shared_names("nsys", "*.sqlite") + shared_names("h100", "*.json.gz")
+)
 def test_breakdown_sums_to_the_step_time_on_shared_traces(name):
     sub = "nsys" if name.endswith(".sqlite") else "h100" if (shared_traces() / "h100" / name).exists() else "kineto"
     trace = load(shared_traces() / sub / name)
@@ -375,7 +384,7 @@ def test_breakdown_sums_to_the_step_time_on_shared_traces(name):
         assert 0 <= p.step_ms_after <= p.step_ms_before
         # every replay starts from the report's step: the median of the step times the window covers (a
         # prediction holds its times as saved, to 0.1 us)
-        assert p.step_ms_before == pytest.approx(float(np.median(want[steps.timed_from:])) / 1e6, abs=5e-5)
+        assert p.step_ms_before == pytest.approx(float(np.median(want[steps.timed_from :])) / 1e6, abs=5e-5)
 
 
 # -- a captured run ------------------------------------------------------------------------------
@@ -396,8 +405,13 @@ def test_captured_cpu_run_dataloader_sleep(tmp_path):
     script = Path(__file__).resolve().parent / "capture_scripts" / "loader_pair.py"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     pairs = 5
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path), "0.06", str(pairs), "0.04"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), "0.06", str(pairs), "0.04"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     preds = [predicted(tmp_path / f"before{i}.pt.trace.json", "dataloader") for i in range(pairs)]
     afters = [measured_step_ms(tmp_path / f"after{i}.pt.trace.json") for i in range(pairs)]

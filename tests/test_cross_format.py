@@ -41,12 +41,29 @@ class Scenario:
                 b.annotation(op[1], base + op[2], base + op[3])
             elif op[0] == "kernel":
                 _, name, s, dur, launch_at, stream = op
-                b.kernel(name, base + s, dur, launch_at=base + launch_at, launch_dur=4.0, stream=stream,
-                         grid=[432, 1, 1], block=[256, 1, 1], blocks_per_sm=432 / 108)
+                b.kernel(
+                    name,
+                    base + s,
+                    dur,
+                    launch_at=base + launch_at,
+                    launch_dur=4.0,
+                    stream=stream,
+                    grid=[432, 1, 1],
+                    block=[256, 1, 1],
+                    blocks_per_sm=432 / 108,
+                )
             elif op[0] == "memcpy":
                 _, s, dur, launch_at = op
-                b.memcpy(base + s, dur, "HtoD", "Pageable", "Device", nbytes=1 << 28, launch_at=base + launch_at,
-                         launch_dur=4.0)
+                b.memcpy(
+                    base + s,
+                    dur,
+                    "HtoD",
+                    "Pageable",
+                    "Device",
+                    nbytes=1 << 28,
+                    launch_at=base + launch_at,
+                    launch_dur=4.0,
+                )
             elif op[0] == "sync":
                 b.runtime("cudaStreamSynchronize", base + op[1], base + op[2])
         return tracedoc.analyze(b.write(path))
@@ -128,17 +145,43 @@ def sync_and_pageable_copy():
     return sc
 
 
-COMPARED = ["steps", "window_ns", "gpu_busy_fraction", "compute_fraction", "comm_fraction", "exposed_comm_fraction",
-            "comm_overlap_fraction", "memcpy_fraction", "h2d_fraction", "exposed_h2d_fraction",
-            "pageable_memcpy_count", "idle_fraction", "idle_dataloader_fraction", "idle_host_launch_fraction",
-            "idle_sync_fraction", "idle_launch_latency_fraction", "idle_other_fraction", "dataloader_fraction",
-            "dataloader_stall_fraction", "kernel_count", "kernel_median_ns", "kernels_under_10us_fraction",
-            "launch_delay_p50_ns", "sync_calls", "tensor_core_fraction", "launch_link_fraction", "idle_gap_max_ns", "blocks_per_sm_mean",
-            "compute_capability", "tensor_core_capable"]
+COMPARED = [
+    "steps",
+    "window_ns",
+    "gpu_busy_fraction",
+    "compute_fraction",
+    "comm_fraction",
+    "exposed_comm_fraction",
+    "comm_overlap_fraction",
+    "memcpy_fraction",
+    "h2d_fraction",
+    "exposed_h2d_fraction",
+    "pageable_memcpy_count",
+    "idle_fraction",
+    "idle_dataloader_fraction",
+    "idle_host_launch_fraction",
+    "idle_sync_fraction",
+    "idle_launch_latency_fraction",
+    "idle_other_fraction",
+    "dataloader_fraction",
+    "dataloader_stall_fraction",
+    "kernel_count",
+    "kernel_median_ns",
+    "kernels_under_10us_fraction",
+    "launch_delay_p50_ns",
+    "sync_calls",
+    "tensor_core_fraction",
+    "launch_link_fraction",
+    "idle_gap_max_ns",
+    "blocks_per_sm_mean",
+    "compute_capability",
+    "tensor_core_capable",
+]
 
 
-@pytest.mark.parametrize("build", [dataloader_starved, exposed_allreduce, sync_and_pageable_copy],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "build", [dataloader_starved, exposed_allreduce, sync_and_pageable_copy], ids=lambda f: f.__name__
+)
 def test_same_metrics_and_labels_from_both_formats(build, tmp_path):
     sc = build()
     kin = sc.kineto(tmp_path / "scenario.pt.trace.json")
@@ -163,8 +206,9 @@ def test_expected_labels():
         assert dataloader_starved().nsys(Path(d) / "b.sqlite").verdicts[0].labels[0] == "io_bound"
 
 
-@pytest.mark.parametrize("build", [dataloader_starved, exposed_allreduce, sync_and_pageable_copy],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "build", [dataloader_starved, exposed_allreduce, sync_and_pageable_copy], ids=lambda f: f.__name__
+)
 def test_same_critical_path_and_what_ifs_from_both_formats(build, tmp_path):
     sc = build()
     kin = sc.kineto(tmp_path / "scenario.pt.trace.json").ranks[0].critical_path.to_dict()

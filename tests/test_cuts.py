@@ -104,7 +104,7 @@ def test_a_damaged_stretch_costs_a_few_decodes_not_one_per_boundary(monkeypatch)
     good = salvage(buf)
     assert good is not None and good[1] <= middle and calls[0] <= 12
     calls[0] = 0
-    assert cut_and_decode(buf[middle - 5:]) is DAMAGED and calls[0] <= 12
+    assert cut_and_decode(buf[middle - 5 :]) is DAMAGED and calls[0] <= 12
 
 
 @pytest.mark.parametrize("where", [0.3, 0.7])

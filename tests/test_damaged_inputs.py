@@ -53,9 +53,24 @@ def clean(result) -> None:
 
 
 def test_exact_parse_refuses_what_is_not_a_finite_int64():
-    toks = [b"1712195495519689.047", b"1e400", b"Infinity", b"NaN", b"9223372036854775808",
-            b"18446744073709551621", b"-9223372036854775809", b'"12"', b"null", b"1.5e3", b"9223372036854775.807",
-            b"9999999999999999.999", b"-1712195495519689.047", b'{"": null}', b'"1 2"', b"7"]
+    toks = [
+        b"1712195495519689.047",
+        b"1e400",
+        b"Infinity",
+        b"NaN",
+        b"9223372036854775808",
+        b"18446744073709551621",
+        b"-9223372036854775809",
+        b'"12"',
+        b"null",
+        b"1.5e3",
+        b"9223372036854775.807",
+        b"9999999999999999.999",
+        b"-1712195495519689.047",
+        b'{"": null}',
+        b'"1 2"',
+        b"7",
+    ]
     got = decimal_text_to_scaled_int(toks).tolist()
     assert got[0] == 1712195495519689047  # the exact fast path is unchanged
     assert got[1:9] == [BAD_NUMBER] * 8
@@ -68,8 +83,15 @@ def test_exact_parse_refuses_what_is_not_a_finite_int64():
 
 def test_plain_decimals_that_overflow_once_scaled_are_refused_too():
     # Only digits, dots and signs: the integer fast path, which must not wrap when it scales to ns.
-    toks = [b"1712195495519689.047", b"9999999999999999", b"9223372036854775.808", b"-9223372036854775.807",
-            b"12.3455", b"-12.3455", b"9223372036854775"]
+    toks = [
+        b"1712195495519689.047",
+        b"9999999999999999",
+        b"9223372036854775.808",
+        b"-9223372036854775.807",
+        b"12.3455",
+        b"-12.3455",
+        b"9223372036854775",
+    ]
     got = decimal_text_to_scaled_int(toks).tolist()
     assert got[0] == 1712195495519689047
     assert got[1] == BAD_NUMBER  # 9,999,999,999,999,999,000 > int64 max
@@ -92,8 +114,16 @@ def test_number_tokens_agree_with_exact_decimal_arithmetic():
         return v if abs(v) <= 2**63 - 1 else BAD_NUMBER
 
     rng = random.Random(7)
-    odd = [b"-9223372036854775808", b"-9223372036854775.808", b"9000000000000000000", b"8999999999999999999",
-           b"1712195495519689.047", b"0", b"-0.0005", b"1e3"]
+    odd = [
+        b"-9223372036854775808",
+        b"-9223372036854775.808",
+        b"9000000000000000000",
+        b"8999999999999999999",
+        b"1712195495519689.047",
+        b"0",
+        b"-0.0005",
+        b"1e3",
+    ]
     for _ in range(400):
         toks = []
         for _ in range(rng.randint(1, 25)):
@@ -116,8 +146,18 @@ def test_tokens_of_one_form_agree_with_exact_decimal_arithmetic():
         return v if abs(v) <= 2**63 - 1 else BAD_NUMBER
 
     rng = random.Random(11)
-    near = [b"9223372036854775.807", b"-9223372036854775.807", b"9223372036854775.808", b"99999999999999999.999",
-            b"9223372036854775", b"9223372036854776", b"-9223372036854776", b"99999999999999999999", b"0.000", b"-0"]
+    near = [
+        b"9223372036854775.807",
+        b"-9223372036854775.807",
+        b"9223372036854775.808",
+        b"99999999999999999.999",
+        b"9223372036854775",
+        b"9223372036854776",
+        b"-9223372036854776",
+        b"99999999999999999999",
+        b"0.000",
+        b"-0",
+    ]
     for _ in range(300):
         decimals = rng.random() < 0.6
         toks = []
@@ -130,8 +170,10 @@ def test_tokens_of_one_form_agree_with_exact_decimal_arithmetic():
         assert decimal_text_to_scaled_int(toks).tolist() == [exact(t) for t in toks], toks
 
 
-@pytest.mark.parametrize("token", ["1e400", "Infinity", "-Infinity", "NaN", "18446744073709551621",
-                                   "9223372036854775808", '"soon"', "[1]", "null"])
+@pytest.mark.parametrize(
+    "token",
+    ["1e400", "Infinity", "-Infinity", "NaN", "18446744073709551621", "9223372036854775808", '"soon"', "[1]", "null"],
+)
 def test_impossible_timestamps_are_dropped_and_counted(tmp_path, token):
     doc = small_trace()
     ks = kernels_of(doc)
@@ -185,8 +227,18 @@ def test_literal_infinity_everywhere_says_what_was_seen(tmp_path):
 # --- wrong types, optional fields, invalid text --------------------------------------------------------
 
 
-@pytest.mark.parametrize("field, value", [("name", ["a", "b"]), ("name", {"k": 1}), ("cat", ["kernel"]),
-                                          ("cat", {"x": 1}), ("pid", [1]), ("tid", {"t": 2}), ("ph", ["X"])])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("name", ["a", "b"]),
+        ("name", {"k": 1}),
+        ("cat", ["kernel"]),
+        ("cat", {"x": 1}),
+        ("pid", [1]),
+        ("tid", {"t": 2}),
+        ("ph", ["X"]),
+    ],
+)
 def test_wrong_typed_fields_read_as_absent_and_counted(tmp_path, field, value):
     doc = small_trace()
     for k in kernels_of(doc)[:3]:
@@ -306,8 +358,7 @@ def test_malformed_json_mid_file_says_where_not_truncated(tmp_path):
     clean(res)
 
 
-
-@pytest.mark.parametrize("tail", [b'12.', b'1e', b'-', b'1.5E+'])
+@pytest.mark.parametrize("tail", [b"12.", b"1e", b"-", b"1.5E+"])
 def test_a_file_cut_inside_a_number_is_cut_short_not_malformed(tmp_path, tail):
     # JSON read to its end inside a number ("12." or "1e") is reported by the decoder as an invalid
     # number at the last byte: the file was cut off while being written, and is named so.
@@ -319,6 +370,7 @@ def test_a_file_cut_inside_a_number_is_cut_short_not_malformed(tmp_path, tail):
     warning = next(w for w in res.ranks[0].warnings if "JSON" in w)
     assert "ends before the trace is complete" in warning and "malformed" not in warning, warning
     clean(res)
+
 
 # --- special files ------------------------------------------------------------------------------------------
 
@@ -357,8 +409,11 @@ def _mutate(path: str, *sql: str) -> None:
 
 
 def test_nsys_rows_ending_before_they_start_are_dropped_and_counted(nsys_db):
-    _mutate(nsys_db, 'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "start" - 1000 WHERE rowid <= 2',
-            'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = "start" - 1000000000 WHERE rowid = 3')
+    _mutate(
+        nsys_db,
+        'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = "start" - 1000 WHERE rowid <= 2',
+        'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = "start" - 1000000000 WHERE rowid = 3',
+    )
     res = analyze(nsys_db)
     rank = res.ranks[0]
     assert rank.metrics["kernel_count"] == 4
@@ -369,20 +424,29 @@ def test_nsys_rows_ending_before_they_start_are_dropped_and_counted(nsys_db):
 
 @pytest.mark.parametrize("value", ["'abc'", "1e400", "-1e400", "X'00ff'", "9223372036854775807"])
 def test_nsys_garbage_in_integer_columns(nsys_db, value):
-    _mutate(nsys_db, f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = {value} WHERE rowid = 1',
-            f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "gridX" = {value} WHERE rowid = 2',
-            f'UPDATE TARGET_INFO_GPU SET "totalMemory" = {value}, "smCount" = {value}')
+    _mutate(
+        nsys_db,
+        f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = {value} WHERE rowid = 1',
+        f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "gridX" = {value} WHERE rowid = 2',
+        f'UPDATE TARGET_INFO_GPU SET "totalMemory" = {value}, "smCount" = {value}',
+    )
     clean(analyze(nsys_db))
 
 
 def test_nsys_text_that_is_not_utf8_or_a_blob(nsys_db):
-    _mutate(nsys_db, "UPDATE StringIds SET value = CAST(X'41ff42' AS TEXT) WHERE value LIKE 'sm90_xmma_gemm_1'",
-            "UPDATE StringIds SET value = X'00ff41' WHERE value LIKE 'sm90_xmma_gemm_2'",
-            "UPDATE TARGET_INFO_GPU SET name = X'4869ff'")
+    _mutate(
+        nsys_db,
+        "UPDATE StringIds SET value = CAST(X'41ff42' AS TEXT) WHERE value LIKE 'sm90_xmma_gemm_1'",
+        "UPDATE StringIds SET value = X'00ff41' WHERE value LIKE 'sm90_xmma_gemm_2'",
+        "UPDATE TARGET_INFO_GPU SET name = X'4869ff'",
+    )
     res = analyze(nsys_db)
     text = res.to_json()
-    assert "A\u00ffB" in json.loads(text)["ranks"][0]["evidence"]["top_kernels"][0]["name"] or "A\\u00ffB" in text \
+    assert (
+        "A\u00ffB" in json.loads(text)["ranks"][0]["evidence"]["top_kernels"][0]["name"]
+        or "A\\u00ffB" in text
         or "A\u00ffB" in text
+    )
     assert any("not valid UTF-8" in w for w in res.ranks[0].warnings)
     clean(res)
 
@@ -400,7 +464,7 @@ def test_nsys_corrupt_page_whose_error_message_is_not_utf8(nsys_db):
     data = bytearray(open(nsys_db, "rb").read())
     # Garble the schema text on the first page: SQLite's error message then quotes invalid UTF-8.
     at = data.index(b"CREATE TABLE")
-    data[at + 13: at + 40] = bytes([0x8B]) * 27
+    data[at + 13 : at + 40] = bytes([0x8B]) * 27
     open(nsys_db, "wb").write(bytes(data))
     with pytest.raises(TraceError, match="cannot be read as an SQLite database"):
         analyze(nsys_db)
@@ -415,7 +479,8 @@ def test_duplicated_launch_calls_do_not_push_the_launch_share_past_the_window(tm
     res = analyze(write_with_tokens(tmp_path / "b.json", doc, {}))
     assert res.ranks[0].metrics["cpu_launch_overhead_fraction"] == pytest.approx(base)
     assert res.ranks[0].evidence["launch"][0].launch_calls == 2 * len(
-        [e for e in runtime if e["name"].startswith("cudaLaunch")])
+        [e for e in runtime if e["name"].startswith("cudaLaunch")]
+    )
     clean(res)
 
 
@@ -426,8 +491,17 @@ def test_events_without_a_name_match_no_name_pattern(tmp_path):
         del k["name"]
     # The last string interned (an event of another category, read last) is an NCCL kernel name: a
     # kernel without a name (id -1) must not borrow its class.
-    doc["traceEvents"].append({"ph": "X", "cat": "custom", "name": "ncclDevKernel_AllReduce", "ts": ks[0]["ts"],
-                               "dur": 1.0, "pid": 1, "tid": 1})
+    doc["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "custom",
+            "name": "ncclDevKernel_AllReduce",
+            "ts": ks[0]["ts"],
+            "dur": 1.0,
+            "pid": 1,
+            "tid": 1,
+        }
+    )
     res = analyze(write_with_tokens(tmp_path / "t.json", doc, {}))
     m = res.ranks[0].metrics
     assert m["kernel_count"] == len(ks)
@@ -441,8 +515,16 @@ def test_a_single_nameless_kernel(tmp_path):
     clean(analyze(str(path)))
 
 
-@pytest.mark.parametrize("field, value", [("pid", [False]), ("tid", [[1, 2]]), ("args", {"device": [0]}),
-                                          ("args", {"correlation": [[1], [2]]}), ("args", {"grid": [[1, 2, 3]]})])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("pid", [False]),
+        ("tid", [[1, 2]]),
+        ("args", {"device": [0]}),
+        ("args", {"correlation": [[1], [2]]}),
+        ("args", {"grid": [[1, 2, 3]]}),
+    ],
+)
 def test_nested_lists_never_make_columns_of_another_shape(tmp_path, field, value):
     doc = small_trace()
     for k in kernels_of(doc):  # every kernel of the chunk: the fast whole-column path sees only lists
@@ -452,8 +534,16 @@ def test_nested_lists_never_make_columns_of_another_shape(tmp_path, field, value
     clean(res)
 
 
-@pytest.mark.parametrize("value", ["9223372036854775808", "-9223372036854775809", "1e300", '"99999999999999999999999"',
-                                   '"stream 99999999999999999999"'])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "9223372036854775808",
+        "-9223372036854775809",
+        "1e300",
+        '"99999999999999999999999"',
+        '"stream 99999999999999999999"',
+    ],
+)
 def test_ids_beyond_int64_read_as_absent(tmp_path, value):
     doc = small_trace()
     kernels_of(doc)[0]["pid"] = "__id__"
@@ -480,12 +570,16 @@ def test_utf16_is_named(tmp_path):
 
 @pytest.mark.parametrize("value", ["-9223372036854775808", "-5", "-2"])
 def test_nsys_negative_string_ids_are_no_name(nsys_db, value):
-    _mutate(nsys_db, f'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "nameId" = {value} WHERE rowid <= 2',
-            f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "shortName" = {value}, "demangledName" = {value} WHERE rowid = 1')
+    _mutate(
+        nsys_db,
+        f'UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "nameId" = {value} WHERE rowid <= 2',
+        f'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "shortName" = {value}, "demangledName" = {value} WHERE rowid = 1',
+    )
     res = analyze(nsys_db)
     assert res.ranks[0].metrics["kernel_count"] == 6
-    assert "" in [k.name for k in res.ranks[0].evidence["top_kernels"]] or \
-        len(res.ranks[0].evidence["top_kernels"]) == 6
+    assert (
+        "" in [k.name for k in res.ranks[0].evidence["top_kernels"]] or len(res.ranks[0].evidence["top_kernels"]) == 6
+    )
     clean(res)
 
 

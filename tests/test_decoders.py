@@ -28,8 +28,11 @@ try:
 except ImportError:
     _kscan = None
 
-pytestmark = pytest.mark.skipif(_kscan is None, reason="the compiled Kineto decoder is not built (no C compiler "
-                                "at install); the pure-Python decoder is tested by the rest of the suite")
+pytestmark = pytest.mark.skipif(
+    _kscan is None,
+    reason="the compiled Kineto decoder is not built (no C compiler "
+    "at install); the pure-Python decoder is tested by the rest of the suite",
+)
 
 
 class Counted:
@@ -51,7 +54,9 @@ class Counted:
                 else:
                     self.took += 1
                 return res
+
             return counted
+
         monkeypatch.setattr(rows, "_load_scan", load)
 
 
@@ -104,32 +109,42 @@ def test_the_fuzz_corpus_reads_the_same_with_both_decoders(tmp_path, monkeypatch
     assert counted.took and counted.declined  # damaged copies: both outcomes are exercised
 
 
-KERNEL = ('{"ph": "X", "cat": "kernel", "name": "sgemm_128x64", "pid": 0, "tid": 7, "ts": 1000.500, "dur": 20.25, '
-          '"args": {"External id": 11, "device": 0, "stream": 7, "correlation": 91, "registers per thread": 128, '
-          '"shared memory": 49152, "blocks per SM": 1.25, "warps per SM": 8, "est. achieved occupancy %": 12, '
-          '"grid": [108, 1, 1], "block": [256, 1, 1], "graph id": 3}}')
-CPU_OP = ('{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": 990.125, "dur": 30, '
-          '"args": {"External id": 11, "Input Dims": [[64, 128], [128, 32]], "Input type": ["float", "float"], '
-          '"Concrete Inputs": ["", ""], "flops": 524288, "Call stack": "a.py(1): f"}}')
-RUNTIME = ('{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 5, "tid": 5, "ts": 995, '
-           '"dur": 4.5, "args": {"External id": 11, "correlation": 91, "cbid": 211}}')
-FLOWS = ('{"ph": "s", "id": 91, "pid": 5, "tid": 5, "ts": 995, "cat": "ac2g", "name": "ac2g"}, '
-         '{"ph": "f", "id": 91, "pid": 0, "tid": 7, "ts": 1000.5, "cat": "ac2g", "name": "ac2g", "bp": "e"}')
-OTHERS = ('{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 5, "tid": 5, "ts": 999, "s": "t", '
-          '"args": {"Device Type": 1, "Device Id": 0, "Bytes": 4096, "Total Allocated": 8192, '
-          '"Total Reserved": 16384, "Addr": 140000}}, '
-          '{"ph": "M", "name": "process_name", "pid": 5, "tid": 0, "args": {"name": "python3", "labels": "x"}}, '
-          '{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 9, "ts": 1100, '
-          '"dur": 50, "args": {"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, '
-          '"Group size": 2, "dtype": "Float", "Process Group Name": "0", "Process Group Ranks": "[0, 1]", '
-          '"Seq": 4}}, '
-          '{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 5, "tid": 5, "ts": 1090, "dur": 3, '
-          '"args": {"Input Dims": [[1024]], "Input type": ["float"]}}, '
-          '{"ph": "X", "cat": "gpu_user_annotation", "name": "step", "pid": 0, "tid": 7, "ts": 990, "dur": 200}, '
-          '{"ph": "X", "cat": "cuda_sync", "name": "Event Sync", "pid": 0, "tid": 7, "ts": 1200, "dur": 1, '
-          '"args": {"wait_on_stream": 7}}, '
-          '{"ph": "X", "cat": "my_spans", "name": "other", "pid": 5, "tid": 5, "ts": 980, "dur": 300}, '
-          '{"ph": "C", "name": "counter", "pid": 5, "ts": 981, "args": {"v": 1}}')
+KERNEL = (
+    '{"ph": "X", "cat": "kernel", "name": "sgemm_128x64", "pid": 0, "tid": 7, "ts": 1000.500, "dur": 20.25, '
+    '"args": {"External id": 11, "device": 0, "stream": 7, "correlation": 91, "registers per thread": 128, '
+    '"shared memory": 49152, "blocks per SM": 1.25, "warps per SM": 8, "est. achieved occupancy %": 12, '
+    '"grid": [108, 1, 1], "block": [256, 1, 1], "graph id": 3}}'
+)
+CPU_OP = (
+    '{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": 990.125, "dur": 30, '
+    '"args": {"External id": 11, "Input Dims": [[64, 128], [128, 32]], "Input type": ["float", "float"], '
+    '"Concrete Inputs": ["", ""], "flops": 524288, "Call stack": "a.py(1): f"}}'
+)
+RUNTIME = (
+    '{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 5, "tid": 5, "ts": 995, '
+    '"dur": 4.5, "args": {"External id": 11, "correlation": 91, "cbid": 211}}'
+)
+FLOWS = (
+    '{"ph": "s", "id": 91, "pid": 5, "tid": 5, "ts": 995, "cat": "ac2g", "name": "ac2g"}, '
+    '{"ph": "f", "id": 91, "pid": 0, "tid": 7, "ts": 1000.5, "cat": "ac2g", "name": "ac2g", "bp": "e"}'
+)
+OTHERS = (
+    '{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 5, "tid": 5, "ts": 999, "s": "t", '
+    '"args": {"Device Type": 1, "Device Id": 0, "Bytes": 4096, "Total Allocated": 8192, '
+    '"Total Reserved": 16384, "Addr": 140000}}, '
+    '{"ph": "M", "name": "process_name", "pid": 5, "tid": 0, "args": {"name": "python3", "labels": "x"}}, '
+    '{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 9, "ts": 1100, '
+    '"dur": 50, "args": {"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024, '
+    '"Group size": 2, "dtype": "Float", "Process Group Name": "0", "Process Group Ranks": "[0, 1]", '
+    '"Seq": 4}}, '
+    '{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 5, "tid": 5, "ts": 1090, "dur": 3, '
+    '"args": {"Input Dims": [[1024]], "Input type": ["float"]}}, '
+    '{"ph": "X", "cat": "gpu_user_annotation", "name": "step", "pid": 0, "tid": 7, "ts": 990, "dur": 200}, '
+    '{"ph": "X", "cat": "cuda_sync", "name": "Event Sync", "pid": 0, "tid": 7, "ts": 1200, "dur": 1, '
+    '"args": {"wait_on_stream": 7}}, '
+    '{"ph": "X", "cat": "my_spans", "name": "other", "pid": 5, "tid": 5, "ts": 980, "dur": 300}, '
+    '{"ph": "C", "name": "counter", "pid": 5, "ts": 981, "args": {"v": 1}}'
+)
 BASE = [KERNEL, CPU_OP, RUNTIME, FLOWS, OTHERS]
 
 # Values the scan reads itself though they are odd (the tables must still match the other decoder's).
@@ -143,13 +158,16 @@ ODD = {
     "grid with white space": ('"grid": [108, 1, 1]', '"grid": [ 108 ,\\n1,1 ]'.replace("\\n", "\n")),
     "time with an exponent": ('"ts": 1000.500', '"ts": 1.0005e3'),
     "time as a string": ('"ts": 995, "dur": 4.5', '"ts": "995", "dur": 4.5'),
-    "no time": ('"ts": 995, "dur": 4.5, ', ''),
+    "no time": ('"ts": 995, "dur": 4.5, ', ""),
     "negative and long durations": ('"dur": 20.25', '"dur": -0.00051'),
     "many decimals": ('"ts": 990.125', '"ts": 990.1234999999'),
     "escapes and non-ASCII text": ('"name": "aten::mm"', '"name": "aten::mm\\n\\u00e9 \u00e9 \u4e2d \\ud83d\\ude00"'),
     "escaped name shared by two events": ('"name": "cudaLaunchKernel"', '"name": "sgemm\\u005f128x64"'),
     "args null": ('"args": {"External id": 11, "correlation": 91, "cbid": 211}', '"args": null'),
-    "list call stack and ranks": ('"Call stack": "a.py(1): f"', '"Call stack": ["a", "b"], "Process Group Ranks": [0, 1]'),
+    "list call stack and ranks": (
+        '"Call stack": "a.py(1): f"',
+        '"Call stack": ["a", "b"], "Process Group Ranks": [0, 1]',
+    ),
     "number phase": ('"ph": "C"', '"ph": 5'),
     "list category": ('"cat": "my_spans"', '"cat": ["x"]'),
     "object name": ('"name": "other"', '"name": {"a": [1, 2.5, null]}'),
@@ -199,8 +217,7 @@ def test_odd_values_are_read_the_same(what, tmp_path, monkeypatch, parallel_smal
 
 
 @pytest.mark.parametrize("what", sorted(DECLINED))
-def test_what_the_scan_is_not_sure_of_is_declined_and_read_the_same(what, tmp_path, monkeypatch,
-                                                                    parallel_small_files):  # noqa: F811
+def test_what_the_scan_is_not_sure_of_is_declined_and_read_the_same(what, tmp_path, monkeypatch, parallel_small_files):  # noqa: F811
     events = _events(DECLINED[what])
     assert _kscan.scan(b"[" + events + b"]") is None, what
     p = tmp_path / "t.json"
@@ -212,7 +229,7 @@ def test_a_piece_is_scanned_in_place_as_the_array_around_it():
     """``scan(buf, end)`` reads ``buf[:end]`` as the inside of an array: the same columns as the bracketed
     copy, spans counted from ``buf``'s start; what the brackets would make invalid is declined."""
     piece = ", ".join(BASE).encode()
-    buf = piece + b", {\"ph\": \"X\", \"name\": \"cut here"
+    buf = piece + b', {"ph": "X", "name": "cut here'
     framed, inside = _kscan.scan(b"[" + piece + b"]"), _kscan.scan(buf, len(piece))
     assert framed is not None and inside is not None
     a, b = rows.ScanRows(b"[" + piece + b"]", framed), rows.ScanRows(buf, inside)
@@ -229,8 +246,18 @@ def test_the_base_events_fill_every_table():
     data = b"[" + ", ".join(BASE).encode() + b"]"
     assert _kscan.scan(data) is not None
     t = read_kineto_bytes(data)
-    for name in ("gpu_ops", "cpu_ops", "runtime", "flows", "memory", "collectives", "op_shapes", "syncs",
-                 "gpu_annotations", "other_spans"):
+    for name in (
+        "gpu_ops",
+        "cpu_ops",
+        "runtime",
+        "flows",
+        "memory",
+        "collectives",
+        "op_shapes",
+        "syncs",
+        "gpu_annotations",
+        "other_spans",
+    ):
         assert len(t.tables[name]), name
 
 
@@ -257,18 +284,20 @@ def test_numbers_are_read_as_msgspec_reads_them():
         elif k == 2:
             texts.append(f"{rng.random():.17e}".replace("e-0", "e-"))
         elif k == 3:
-            texts.append(str(rng.randrange(-10 ** 18, 10 ** 18)))
+            texts.append(str(rng.randrange(-(10**18), 10**18)))
         elif k == 4:
-            texts.append(f"{rng.randrange(10 ** 15)}.{rng.randrange(10 ** 6):06d}")
+            texts.append(f"{rng.randrange(10**15)}.{rng.randrange(10**6):06d}")
         else:
-            texts.append(f"-{rng.randrange(10 ** 15)}.{rng.randrange(10 ** 4)}")
+            texts.append(f"-{rng.randrange(10**15)}.{rng.randrange(10**4)}")
+
     def both(events: str):
         data = b"[" + events.encode() + b"]"
-        return (rows.ScanRows(data, _kscan.scan(data)),
-                rows.StructRows(msgspec.json.decode(data, type=list[rows.Event])))
+        return (
+            rows.ScanRows(data, _kscan.scan(data)),
+            rows.StructRows(msgspec.json.decode(data, type=list[rows.Event])),
+        )
 
-    scanned, structs = both(", ".join(f'{{"ph": "X", "args": {{"flops": {t}, "blocks per SM": {t}}}}}'
-                                      for t in texts))
+    scanned, structs = both(", ".join(f'{{"ph": "X", "args": {{"flops": {t}, "blocks per SM": {t}}}}}' for t in texts))
     for field in ("flops", "blocks_per_sm"):
         assert scanned.values(field) == structs.values(field)
         np.testing.assert_array_equal(scanned.float64(field), structs.float64(field))

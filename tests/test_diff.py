@@ -40,8 +40,15 @@ TINY = "void at::native::(anonymous namespace)::fused_dropout_kernel_vec<float, 
 TINY_KEY = "at::native::anon::fused_dropout_kernel_vec"
 
 
-def _loop(path: Path, steps: int = 4, dl_us: float = 0.0, tiny: int = 0, tiny_name: str = TINY,
-          gpu: str = "A100", tiny_op: str = "aten::native_dropout") -> Path:
+def _loop(
+    path: Path,
+    steps: int = 4,
+    dl_us: float = 0.0,
+    tiny: int = 0,
+    tiny_name: str = TINY,
+    gpu: str = "A100",
+    tiny_op: str = "aten::native_dropout",
+) -> Path:
     b = TraceBuilder(gpu=gpu)
     s = 1_000_000.0
     for i in range(steps):
@@ -68,8 +75,11 @@ def _attribution(d) -> dict[str, float]:
 
 
 def _step_ms(doc: dict) -> dict[str, float]:
-    return {"before": doc["before"]["step_ns"] / 1e6, "after": doc["after"]["step_ns"] / 1e6,
-            "delta": doc["step_delta_ns"] / 1e6}
+    return {
+        "before": doc["before"]["step_ns"] / 1e6,
+        "after": doc["after"]["step_ns"] / 1e6,
+        "delta": doc["step_delta_ns"] / 1e6,
+    }
 
 
 def _focus(doc: dict) -> dict:
@@ -83,8 +93,11 @@ def _new(doc: dict) -> list[dict]:
 def _assert_sums(d) -> None:
     """Integer ns: the parts sum to the change exactly, the categories to the step, in the job and every pair."""
     doc = d.to_dict()
-    assert sum(r["delta_ns"] for r in doc["attribution"]) == doc["step_delta_ns"] == \
-        doc["after"]["step_ns"] - doc["before"]["step_ns"]
+    assert (
+        sum(r["delta_ns"] for r in doc["attribution"])
+        == doc["step_delta_ns"]
+        == doc["after"]["step_ns"] - doc["before"]["step_ns"]
+    )
     for side in ("before", "after"):
         assert sum(doc[side]["category_ns"].values()) == doc[side]["step_ns"]
     for pair in doc["pairs"]:
@@ -95,8 +108,12 @@ def _assert_sums(d) -> None:
 @pytest.fixture(scope="module")
 def loops(tmp_path_factory):
     d = tmp_path_factory.mktemp("loops")
-    return {"base": _loop(d / "base.json"), "tiny": _loop(d / "tiny.json", tiny=300),
-            "io": _loop(d / "io.json", dl_us=3000.0), "v100": _loop(d / "v100.json", gpu="V100")}
+    return {
+        "base": _loop(d / "base.json"),
+        "tiny": _loop(d / "tiny.json", tiny=300),
+        "io": _loop(d / "io.json", dl_us=3000.0),
+        "v100": _loop(d / "v100.json", gpu="V100"),
+    }
 
 
 # -- worked-out attributions ---------------------------------------------------------------------------
@@ -153,11 +170,22 @@ def test_a_trace_diffed_with_itself_shows_no_change(loops, capsys):
     assert doc["step_delta_ns"] == 0 and doc["verdict"] == "no_change" and doc["led_by"] == []
     assert all(r["delta_ns"] == 0 for r in doc["attribution"])
     focus = _focus(doc)
-    assert all(k["status"] == "same" for k in focus["kernels"]) and all(o["status"] == "same" for o in focus["operators"])
+    assert all(k["status"] == "same" for k in focus["kernels"]) and all(
+        o["status"] == "same" for o in focus["operators"]
+    )
     assert all(m["change"] == "same" for m in focus["metrics"])
     assert focus["labels"]["gone"] == focus["labels"]["new"] == [] and doc["warnings"] == []
-    rc = main(["diff", str(loops["tiny"]), str(loops["tiny"]), "--fail-on-regression", "0",
-               "--fail-if", "step_pct > 0 or kernel_count != 0 or compute_ms != 0"])
+    rc = main(
+        [
+            "diff",
+            str(loops["tiny"]),
+            str(loops["tiny"]),
+            "--fail-on-regression",
+            "0",
+            "--fail-if",
+            "step_pct > 0 or kernel_count != 0 or compute_ms != 0",
+        ]
+    )
     assert rc == 0
     assert "no change" in capsys.readouterr().out
 
@@ -187,8 +215,11 @@ def test_json_names_ci_scripts_read(loops, tmp_path):
     assert doc["schema"] == "tracedoc.diff" and doc["schema_version"] == 2 and isinstance(doc["tracedoc_version"], str)
     assert isinstance(doc["before"]["step_ns"], int) and isinstance(doc["step_delta_ns"], int)
     assert [set(r) for r in doc["attribution"]] == [{"category", "delta_ns"}] * len(CATEGORIES)
-    assert [r["category"] for r in doc["attribution"]] == list(CATEGORIES) == [
-        "compute", "exposed_comm", "memcpy", "dataloader", "host_launch", "sync", "launch_latency", "other"]
+    assert (
+        [r["category"] for r in doc["attribution"]]
+        == list(CATEGORIES)
+        == ["compute", "exposed_comm", "memcpy", "dataloader", "host_launch", "sync", "launch_latency", "other"]
+    )
 
 
 # -- gate ------------------------------------------------------------------------------------------
@@ -205,16 +236,40 @@ def test_gate_exit_codes_and_reasons(loops, capsys):
     assert main(["diff", tiny, base, "-f", "json", "--fail-on-regression", "0"]) == 0  # an improvement passes
     capsys.readouterr()
     assert main(["diff", base, tiny, "-f", "json", "--fail-if", "kernels_under_10us_fraction > +0.5"]) == 3
-    assert "--fail-if 'kernels_under_10us_fraction > +0.5' holds (kernels_under_10us_fraction = +0.9375)" in \
-        capsys.readouterr().err
-    assert main(["diff", base, tiny, "-f", "json", "--fail-if", "exposed_comm_fraction > +0.05",
-                 "--fail-if", "host_launch_ms > 3"]) == 0
+    assert (
+        "--fail-if 'kernels_under_10us_fraction > +0.5' holds (kernels_under_10us_fraction = +0.9375)"
+        in capsys.readouterr().err
+    )
+    assert (
+        main(
+            [
+                "diff",
+                base,
+                tiny,
+                "-f",
+                "json",
+                "--fail-if",
+                "exposed_comm_fraction > +0.05",
+                "--fail-if",
+                "host_launch_ms > 3",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    assert main(["diff", base, tiny, "-f", "json", "--fail-if", "compute_fraction_after < compute_fraction_before"]) == 3
+    assert (
+        main(["diff", base, tiny, "-f", "json", "--fail-if", "compute_fraction_after < compute_fraction_before"]) == 3
+    )
 
 
-@pytest.mark.parametrize("expr, what", [("__import__('os')", "not allowed"), ("exposed_comm_fractoin > 0", "did you mean"),
-                                        ("step_pct >", "syntax error")])
+@pytest.mark.parametrize(
+    "expr, what",
+    [
+        ("__import__('os')", "not allowed"),
+        ("exposed_comm_fractoin > 0", "did you mean"),
+        ("step_pct >", "syntax error"),
+    ],
+)
 def test_gate_bad_expression_is_a_usage_error(loops, capsys, expr, what):
     assert main(["diff", str(loops["base"]), str(loops["tiny"]), "--fail-if", expr]) == 2
     err = capsys.readouterr().err
@@ -248,14 +303,42 @@ def _capture(out: Path, sleep: float) -> Path:
     import os
 
     pytest.importorskip("torch")
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                                              "MASTER_PORT", "TORCHELASTIC_RUN_ID")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+    }
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("OMP_NUM_THREADS", "1")
-    r = subprocess.run([sys.executable, "-m", "tracedoc.capture", "run", "-o", str(out), "--skip-first", "1",
-                        "--warmup", "1", "--active", "4", "--no-report", "--", sys.executable, str(TRAIN),
-                        "--steps", "8", "--sleep", str(sleep)], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=180)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracedoc.capture",
+            "run",
+            "-o",
+            str(out),
+            "--skip-first",
+            "1",
+            "--warmup",
+            "1",
+            "--active",
+            "4",
+            "--no-report",
+            "--",
+            sys.executable,
+            str(TRAIN),
+            "--steps",
+            "8",
+            "--sleep",
+            str(sleep),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert r.returncode == 0, r.stderr
     traces = sorted(out.rglob("*.pt.trace.json.gz"))
     assert len(traces) == 1, traces
@@ -296,8 +379,10 @@ def test_shared_different_models_and_gpus_still_diff_with_warnings():
     assert any("the runs differ in GPU: Tesla V100-SXM2-32GB before, NVIDIA A100" in w for w in gpus.warnings)
     models = diff(t / "v100_resnet_ns_rank0.pt.trace.json.gz", t / "dlrm_128rank_rank0.json.gz")
     # ResNet's 48 kernel groups and DLRM's 61 share 9 (19%).
-    assert any("only 19% of kernel names are shared between the runs: they may be different models" in w
-               for w in models.warnings)
+    assert any(
+        "only 19% of kernel names are shared between the runs: they may be different models" in w
+        for w in models.warnings
+    )
     for d in (gpus, models):
         _assert_sums(d)
         assert d.before.step_ns > 0 and d.after.step_ns > 0
@@ -340,8 +425,10 @@ def test_report_of_another_schema_version_or_kind(loops, tmp_path, capsys):
     assert "analyse the trace again" in err and "Traceback" not in err
     (tmp_path / "other.json").write_text(json.dumps({"schema": "someone.else", "schema_version": 1}))
     assert main(["diff", str(loops["base"]), str(tmp_path / "other.json")]) == 1
-    assert "other.json: is not a tracedoc report (schema 'tracedoc.analysis') (saw schema 'someone.else')" in \
-        capsys.readouterr().err
+    assert (
+        "other.json: is not a tracedoc report (schema 'tracedoc.analysis') (saw schema 'someone.else')"
+        in capsys.readouterr().err
+    )
     saved = tmp_path / "d.json"
     assert main(["diff", str(loops["base"]), str(loops["base"]), "-o", str(saved)]) == 0
     assert main(["diff", str(saved), str(loops["base"])]) == 1
@@ -371,25 +458,21 @@ def test_normalised_kernel_names():
     cases = {
         "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
         "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "
-        "at::detail::Array<char*, 3>)":
-            "at::native::vectorized_elementwise_kernel",
+        "at::detail::Array<char*, 3>)": "at::native::vectorized_elementwise_kernel",
         "ampere_sgemm_128x64_tn": "ampere_sgemm",
         "ampere_sgemm_32x128_nn": "ampere_sgemm",
         "sm80_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x32_"
-        "stage4_warpsize2x2x1_tensor16x8x16_kernel":
-            "sm80_xmma_gemm_f16f16_f16f32_f32_n_kernel",
+        "stage4_warpsize2x2x1_tensor16x8x16_kernel": "sm80_xmma_gemm_f16f16_f16f32_f32_n_kernel",
         "triton_poi_fused_add_mul_0": "triton_poi_fused_add_mul",
         "triton_poi_fused_add_mul_12": "triton_poi_fused_add_mul",
         "triton_per_fused_native_layer_norm_0d1d2d3de4de": "triton_per_fused_native_layer_norm",
         "cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x4_tn_align4>"
-        "(Params)":
-            "cutlass::Kernel2<cutlass_tensorop_s1688gemm>",
+        "(Params)": "cutlass::Kernel2<cutlass_tensorop_s1688gemm>",
         "Memcpy HtoD (Pageable -> Device)": "Memcpy HtoD (Pageable -> Device)",
         "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
         "(ncclDevKernelArgsStorage<4096ul>)": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
         "void (anonymous namespace)::softmax_warp_forward<float, float, float, 8, false>"
-        "(float*)":
-            "anon::softmax_warp_forward",
+        "(float*)": "anon::softmax_warp_forward",
         "kernel_3f9a2b7c1d4e5f60": "kernel",
         "Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN": "Cijk_Ailk_Bljk_HHS_BH_SN",
         "void cut_short<int": "cut_short",
@@ -420,8 +503,9 @@ def test_verdict_needs_the_change_to_clear_the_noise_floor_and_the_steps_spread(
     def profile(intervals_ms):
         ns = tuple(int(x * 1e6) for x in intervals_ms)
         step = int(sorted(ns)[len(ns) // 2])
-        return StepProfile(step_ns=step, steps=len(ns), basis="steps", category_ns=split_ns(step, {"compute": 1}),
-                           intervals_ns=ns)
+        return StepProfile(
+            step_ns=step, steps=len(ns), basis="steps", category_ns=split_ns(step, {"compute": 1}), intervals_ns=ns
+        )
 
     base = profile([10, 10, 10, 10, 10, 10, 10])
     assert verdict_of(base, profile([10.1] * 7)) == "within_noise"  # +1% < the 2% floor
@@ -472,8 +556,13 @@ def test_markdown_of_a_huge_diff_stays_a_ticket_comment(tmp_path):
         s = 1_000_000.0
         b.step(1, s, s + 3000 * 12.0 + 100)
         for k in range(3000):
-            b.kernel(f"void {tag}_kernel_family_k{k}_" + "x" * 300 + "<float>(int)", s + 20 + 12.0 * k, 10.0,
-                     launch_at=s + 12.0 * k + 1, op=f"aten::{tag}_op_{k}")
+            b.kernel(
+                f"void {tag}_kernel_family_k{k}_" + "x" * 300 + "<float>(int)",
+                s + 20 + 12.0 * k,
+                10.0,
+                launch_at=s + 12.0 * k + 1,
+                op=f"aten::{tag}_op_{k}",
+            )
     d = diff(before.write(tmp_path / "b.json"), after.write(tmp_path / "a.json"))
     sizes = d.focus_pair.sizes  # the saved tables keep their largest rows and say how many there were
     assert sizes.new_kernels == 3000 and sizes.vanished_kernels == 3000

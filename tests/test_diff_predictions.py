@@ -32,8 +32,10 @@ def _flat(text: str) -> str:
 
 def _in_ms(check: dict) -> dict:
     """A saved check (ns) with its times as ms, as the reports show them."""
-    return {(k[:-3] + "_ms" if k.endswith("_ns") else k): (v / 1e6 if k.endswith("_ns") and v is not None else v)
-            for k, v in check.items()}
+    return {
+        (k[:-3] + "_ms" if k.endswith("_ns") else k): (v / 1e6 if k.endswith("_ns") and v is not None else v)
+        for k, v in check.items()
+    }
 
 
 def _checks(d) -> list[dict]:
@@ -67,24 +69,29 @@ def test_fix_half_made_is_reduced_and_the_prediction_is_off_by_what_is_left(runs
     assert p["measured_after_ms"] == pytest.approx(9.021)
     assert p["error_ms"] == pytest.approx(9.021 - 8.021)
     text = _flat(render_diff_text(d))
-    assert "io_bound fix predicted 11.0 → 8.0 ms; measured 9.0 ms (finding reduced, 3.0 → 1.0 ms per step; " \
-           "prediction off by +1.00 ms, +12.5%)" in text
+    assert (
+        "io_bound fix predicted 11.0 → 8.0 ms; measured 9.0 ms (finding reduced, 3.0 → 1.0 ms per step; "
+        "prediction off by +1.00 ms, +12.5%)" in text
+    )
 
 
 def test_fix_not_made_still_present_and_grew(runs):
     same = _io(diff(runs[3000], runs[3000]))
     assert same["status"] == "still_present" and same["error_ms"] is None
     assert same["measured_after_ms"] == pytest.approx(11.021) and same["predicted_after_ms"] == pytest.approx(8.021)
-    assert "io_bound fix predicted 11.0 → 8.0 ms if fixed; still present, measured 11.0 ms" in \
-        _flat(render_diff_text(diff(runs[3000], runs[3000])))
+    assert "io_bound fix predicted 11.0 → 8.0 ms if fixed; still present, measured 11.0 ms" in _flat(
+        render_diff_text(diff(runs[3000], runs[3000]))
+    )
     # 1 ms of wait -> 3 ms: grew beyond the noise floor (2% of the 9.021 ms base step)
     worse = diff(runs[1000], runs[3000])
     p = _io(worse)
     assert p["status"] == "grew" and p["error_ms"] is None
-    assert (p["predicted_before_ms"], p["predicted_after_ms"], p["measured_after_ms"]) == \
-        pytest.approx((9.021, 8.021, 11.021))
-    assert "io_bound fix predicted 9.0 → 8.0 ms if fixed; grew (1.0 → 3.0 ms per step), measured 11.0 ms" \
-        in _flat(render_diff_text(worse))
+    assert (p["predicted_before_ms"], p["predicted_after_ms"], p["measured_after_ms"]) == pytest.approx(
+        (9.021, 8.021, 11.021)
+    )
+    assert "io_bound fix predicted 9.0 → 8.0 ms if fixed; grew (1.0 → 3.0 ms per step), measured 11.0 ms" in _flat(
+        render_diff_text(worse)
+    )
 
 
 def test_a_base_without_predictions_has_none(runs):
@@ -103,7 +110,7 @@ def test_every_format_shows_the_check_and_a_saved_base_report_works(runs, tmp_pa
     assert "### The base run's predictions, checked" in md
     assert "| **io\\_bound** (TD301) | 11.0 → 8.0 | gone | 8.0 | +0.00 ms, +0.0% |" in md
     html = render_diff_html(d)
-    assert "predictions, checked</h2>" in html and "<td class=\"down\">gone</td>" in html
+    assert "predictions, checked</h2>" in html and '<td class="down">gone</td>' in html
     assert main(["diff", str(base), str(runs[1000]), "-f", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["job_predictions"] == [] and doc["pairs"][0]["predictions"][0]["status"] == "reduced"
@@ -179,8 +186,20 @@ def test_trend_in_every_format_from_the_command_line(series, tmp_path, capsys):
     text = capsys.readouterr().out
     lines = text.splitlines()
     head = next(line for line in lines if line.startswith("run "))
-    assert head.split() == ["run", "name", "step", "ms", "Δ", "ms", "Δ", "%", "verdict", "compute", "dataloader",
-                            "host_launch"]
+    assert head.split() == [
+        "run",
+        "name",
+        "step",
+        "ms",
+        "Δ",
+        "ms",
+        "Δ",
+        "%",
+        "verdict",
+        "compute",
+        "dataloader",
+        "host_launch",
+    ]
     assert max(len(line) for line in lines) <= 100
     assert "run 2: gone io_bound; new compute_bound" in text and "run 3: gone io_bound; new small_batch_bound" in text
     row3 = next(line for line in lines if line.startswith("3 "))
@@ -192,7 +211,7 @@ def test_trend_in_every_format_from_the_command_line(series, tmp_path, capsys):
     out = tmp_path / "trend.html"
     assert main(["diff", *paths, "-o", str(out)]) == 0
     html = out.read_text()
-    assert html.startswith("<!DOCTYPE html>") and "<td class=\"name\">tiny.json</td>" in html
+    assert html.startswith("<!DOCTYPE html>") and '<td class="name">tiny.json</td>' in html
     assert "predictions, checked against each run" in html
     assert main(["diff", *paths, "-f", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -56,7 +56,9 @@ def test_a_version_1_diff_loads_in_ns_and_renders_as_the_version_that_wrote_it(t
     d = load(path)
     assert isinstance(d, DiffResult) and d.schema_version == 2
     # the ms of version 1 as integer ns, summing exactly as a fresh diff's do
-    assert d.before.step_ns == round(old["step_ms"]["before"] * 1e6) and d.after.step_ns == round(old["step_ms"]["after"] * 1e6)
+    assert d.before.step_ns == round(old["step_ms"]["before"] * 1e6) and d.after.step_ns == round(
+        old["step_ms"]["after"] * 1e6
+    )
     assert sum(a.delta_ns for a in d.attribution) == d.step_delta_ns == d.after.step_ns - d.before.step_ns
     for side in (d.before, d.after, *(s for p in d.pairs for s in (p.before, p.after))):
         assert sum(side.category_ns.values()) == side.step_ns

@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 # A citation of a file outside the repository: the design notes and research kept beside the checkout.
 # Reading the shared real traces (../shared/traces) is what tests and benchmarks do, not a citation.
-OUTSIDE = re.compile("|".join([r"DESIGN\.md", r"\.\./shared/(?!traces)", r"shared/research", r"STYLE\.md",
-                               r"research/[A-Z]+\.md"]))
+OUTSIDE = re.compile(
+    "|".join([r"DESIGN\.md", r"\.\./shared/(?!traces)", r"shared/research", r"STYLE\.md", r"research/[A-Z]+\.md"])
+)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -37,8 +38,9 @@ def test_reference_pages_are_generated_from_their_sources(request, name):
     if request.config.getoption("--update-gold"):
         path.write_text(want, encoding="utf-8")
     assert path.is_file(), f"{name} is missing: run `python -m tracedoc.docsgen`"
-    assert path.read_text(encoding="utf-8") == want, \
+    assert path.read_text(encoding="utf-8") == want, (
         f"docs/{name} is stale: run `python -m tracedoc.docsgen` to generate it from its source again"
+    )
 
 
 def test_the_metric_page_has_every_metric_of_the_table():
@@ -71,7 +73,7 @@ def test_markdown_escaping_shows_text_as_it_is():
 
 def test_the_user_guide_explains_every_verdict_label():
     guide = (DOCS / "guide.md").read_text(encoding="utf-8")
-    section = guide[guide.index("\n## Labels"):]
+    section = guide[guide.index("\n## Labels") :]
     missing = [label for label in VERDICT_LABELS if f"| `{label}` |" not in section]
     assert not missing, f"docs/guide.md's Labels table lacks {missing}"
 
@@ -100,8 +102,12 @@ def repository_files() -> list[Path]:
         out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60).stdout
         files = [ROOT / name for name in out.decode().split("\0") if name]
     except (OSError, subprocess.SubprocessError):
-        files = [p for p in ROOT.rglob("*") if p.is_file() and not any(
-            part.startswith(".") or part in ("__pycache__", "site") for part in p.relative_to(ROOT).parts)]
+        files = [
+            p
+            for p in ROOT.rglob("*")
+            if p.is_file()
+            and not any(part.startswith(".") or part in ("__pycache__", "site") for part in p.relative_to(ROOT).parts)
+        ]
     return [p for p in files if p.is_file()]
 
 
@@ -135,19 +141,42 @@ def test_the_nav_drops_missing_pages_and_takes_new_ones(tmp_path):
     for name in ("index.md", "guide.md", "new-page.md", "reference/metrics.md"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("# x\n")
-    nav = [{"Home": "index.md"}, {"Guide": [{"Analysing": "guide.md"}, {"Later": "later.md"}]},
-           {"Reference": [{"Metrics": "reference/metrics.md"}, {"Gone": "gone/x.md"}]},
-           {"Empty": [{"None": "none.md"}]}, {"Site": "https://example.org/"}]
+    nav = [
+        {"Home": "index.md"},
+        {"Guide": [{"Analysing": "guide.md"}, {"Later": "later.md"}]},
+        {"Reference": [{"Metrics": "reference/metrics.md"}, {"Gone": "gone/x.md"}]},
+        {"Empty": [{"None": "none.md"}]},
+        {"Site": "https://example.org/"},
+    ]
     config = load_hook().on_config({"docs_dir": str(tmp_path), "nav": nav})
-    assert config["nav"] == [{"Home": "index.md"}, {"Guide": [{"Analysing": "guide.md"}, "new-page.md"]},
-                             {"Reference": [{"Metrics": "reference/metrics.md"}]}, {"Site": "https://example.org/"}]
+    assert config["nav"] == [
+        {"Home": "index.md"},
+        {"Guide": [{"Analysing": "guide.md"}, "new-page.md"]},
+        {"Reference": [{"Metrics": "reference/metrics.md"}]},
+        {"Site": "https://example.org/"},
+    ]
 
 
 def test_the_site_builds_strictly(tmp_path):
     """Every page renders and every link and anchor between them resolves (what CI's docs build checks)."""
     pytest.importorskip("mkdocs", reason="mkdocs is in the dev extra")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-f",
-                           str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--quiet",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(tmp_path / "site"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "reference" / "metrics" / "index.html").is_file()

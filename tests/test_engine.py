@@ -185,7 +185,7 @@ def test_missing_fields_bad_types_and_typos_are_all_reported(tmp_path):
     text = text.replace('severity = "warning"', 'severity = "fatal"').replace('label = "io_bound"', 'label = "io_bund"')
     text = text.replace('title = "A test rule"', "title = 3\nwhem = 'x'")
     text = text.replace('[[fixes]]\ntext = "fix it"\n', "")
-    text = text.replace('default = 0.05', 'default = [1]')
+    text = text.replace("default = 0.05", "default = [1]")
     write_rule(tmp_path, text=text)
     with pytest.raises(RuleError) as exc:
         load_rules([tmp_path])
@@ -268,13 +268,15 @@ def test_parse_param_assignments():
 
 
 def test_pyproject_params_found_walking_up_and_cli_wins(tmp_path, monkeypatch):
-    (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent("""
         [project]
         name = "x"
         [tool.tracedoc.params]
         TD301.stall_threshold = 0.2
         "host-launch-starvation".short_kernel_us = 40.0
-    """))
+    """)
+    )
     deep = tmp_path / "a" / "b"
     deep.mkdir(parents=True)
     monkeypatch.chdir(deep)
@@ -375,8 +377,18 @@ def test_no_gpu_activity_withholds_the_verdict():
         ({"steps": 2}, "few-steps", "medium"),
         ({"launch_link_fraction": 0.7}, "missing-launch-links", "medium"),
         ({"launch_link_fraction": 0.2}, "missing-launch-links", "low"),
-        ({"graph_launches": 40, "graph_kernels": 0, "gpu_busy_fraction": 0.6, "compute_fraction": 0.58,
-          "idle_fraction": 0.4, "idle_other_fraction": 0.05}, "cuda-graph-under-recording", "low"),
+        (
+            {
+                "graph_launches": 40,
+                "graph_kernels": 0,
+                "gpu_busy_fraction": 0.6,
+                "compute_fraction": 0.58,
+                "idle_fraction": 0.4,
+                "idle_other_fraction": 0.05,
+            },
+            "cuda-graph-under-recording",
+            "low",
+        ),
         ({"graph_launches": 40, "graph_kernels": 0}, "cuda-graph-under-recording", "medium"),
         ({"truncated": True}, "truncated-trace", "medium"),
         ({"clock_anomaly": True}, "clock-anomaly", "low"),
@@ -404,7 +416,9 @@ def test_finding_confidence_only_drops_for_affected_metrics():
 
 def test_evidence_rows_are_attached_and_truncated():
     evidence = {"dataloader": [{"name": f"dl{i}"} for i in range(30)], "per_step": [{"step": 1}]}
-    f = next(f for f in evaluate(metrics(dataloader_stall_fraction=0.2), evidence, 1e8).findings if f.rule_id == "TD301")
+    f = next(
+        f for f in evaluate(metrics(dataloader_stall_fraction=0.2), evidence, 1e8).findings if f.rule_id == "TD301"
+    )
     assert len(f.evidence["dataloader"]) == 10 and f.evidence["per_step"] == [{"step": 1}]
     assert f.evidence["idle_causes"] == []
 
@@ -571,10 +585,12 @@ def test_a_real_sized_condition_still_loads(tmp_path):
 
 @pytest.mark.parametrize(
     "spec, message",
-    [(">1500000000", "width 1,500,000,000 is more than the 200 allowed"),
-     ("0>99999", "width 99,999 is more than"),
-     (".100000f", "precision 100,000 is more than the 50 allowed"),
-     ("x^201.2%", "width 201 is more than")],
+    [
+        (">1500000000", "width 1,500,000,000 is more than the 200 allowed"),
+        ("0>99999", "width 99,999 is more than"),
+        (".100000f", "precision 100,000 is more than the 50 allowed"),
+        ("x^201.2%", "width 201 is more than"),
+    ],
 )
 def test_format_widths_and_precisions_are_bounded(tmp_path, spec, message):
     text = MINIMAL_RULE.format(id="XX001", name="test-rule", when="dataloader_stall_fraction > limit")
@@ -592,8 +608,7 @@ def test_format_width_within_bounds_renders(tmp_path):
     assert tpl.render({"a": 0.5}) == "[       0.500]"
 
 
-@pytest.mark.parametrize("nested", ["a = " + "[" * 100_000 + "]" * 100_000,
-                                    "a = " + "{b = " * 5000 + "1" + "}" * 5000])
+@pytest.mark.parametrize("nested", ["a = " + "[" * 100_000 + "]" * 100_000, "a = " + "{b = " * 5000 + "1" + "}" * 5000])
 def test_deeply_nested_toml_is_a_rule_file_error(tmp_path, nested):
     text = MINIMAL_RULE.format(id="XX001", name="test-rule", when="dataloader_stall_fraction > limit")
     write_rule(tmp_path, text=nested + "\n" + text)

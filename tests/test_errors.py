@@ -24,8 +24,13 @@ def test_errors_survive_pickling(err):
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is type(err)
     assert back.message() == err.message() and str(back) == str(err)
-    assert (back.where, back.what, back.seen, back.todo, back.exit_code) == \
-        (err.where, err.what, err.seen, err.todo, err.exit_code)
+    assert (back.where, back.what, back.seen, back.todo, back.exit_code) == (
+        err.where,
+        err.what,
+        err.seen,
+        err.todo,
+        err.exit_code,
+    )
     if isinstance(err, RuleError):
         assert back.problems == err.problems
 

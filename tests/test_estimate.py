@@ -15,16 +15,48 @@ from tracedoc.estimate.config import from_hf_config
 from tracedoc.estimate.formulas import flops_per_token, param_count
 from tracedoc.estimate.memory import activation_bytes_per_sample, estimate_memory, largest_micro_batch
 
-LLAMA2_7B = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
-             "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
-             "max_position_embeddings": 4096, "tie_word_embeddings": False, "hidden_act": "silu"}
-LLAMA2_70B = dict(LLAMA2_7B, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80,
-                  num_attention_heads=64, num_key_value_heads=8)
-MIXTRAL_8X7B = {"model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 8,
-                "num_experts_per_tok": 2, "vocab_size": 32000, "tie_word_embeddings": False}
-GPT2 = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12, "vocab_size": 50257, "n_positions": 1024,
-        "n_inner": None, "activation_function": "gelu_new"}
+LLAMA2_7B = {
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32000,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+    "hidden_act": "silu",
+}
+LLAMA2_70B = dict(
+    LLAMA2_7B,
+    hidden_size=8192,
+    intermediate_size=28672,
+    num_hidden_layers=80,
+    num_attention_heads=64,
+    num_key_value_heads=8,
+)
+MIXTRAL_8X7B = {
+    "model_type": "mixtral",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "vocab_size": 32000,
+    "tie_word_embeddings": False,
+}
+GPT2 = {
+    "model_type": "gpt2",
+    "n_embd": 768,
+    "n_layer": 12,
+    "n_head": 12,
+    "vocab_size": 50257,
+    "n_positions": 1024,
+    "n_inner": None,
+    "activation_function": "gelu_new",
+}
 
 
 def test_llama_7b_and_70b_parameter_counts_match_the_published_sizes():
@@ -56,13 +88,33 @@ def test_gpt2_small_within_its_biases():
 
 def test_qwen_configs():
     # Qwen v1 gives the gate+up width together: 22016 -> 11008 per matrix
-    v1 = from_hf_config({"model_type": "qwen", "hidden_size": 4096, "intermediate_size": 22016,
-                         "num_hidden_layers": 32, "num_attention_heads": 32, "vocab_size": 151936, "seq_length": 8192})
+    v1 = from_hf_config(
+        {
+            "model_type": "qwen",
+            "hidden_size": 4096,
+            "intermediate_size": 22016,
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "vocab_size": 151936,
+            "seq_length": 8192,
+        }
+    )
     assert v1.ffn_size == 11008 and v1.gated_mlp and v1.max_seq_len == 8192 and v1.family == "qwen"
-    moe = from_hf_config({"model_type": "qwen2_moe", "hidden_size": 2048, "intermediate_size": 5632,
-                          "num_hidden_layers": 24, "num_attention_heads": 16, "num_key_value_heads": 16,
-                          "vocab_size": 151936, "num_experts": 60, "num_experts_per_tok": 4,
-                          "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632})
+    moe = from_hf_config(
+        {
+            "model_type": "qwen2_moe",
+            "hidden_size": 2048,
+            "intermediate_size": 5632,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 16,
+            "vocab_size": 151936,
+            "num_experts": 60,
+            "num_experts_per_tok": 4,
+            "moe_intermediate_size": 1408,
+            "shared_expert_intermediate_size": 5632,
+        }
+    )
     assert moe.family == "moe" and moe.moe_ffn_size == 1408 and moe.shared_ffn_size == 5632
     # per token MLP forward: 2*2048*3*(4*1408 + 5632) = 138,412,032 per layer; router 2*2048*60
     f = flops_per_token(moe, seq_len=1024)
@@ -130,8 +182,11 @@ def test_largest_micro_batch_by_hand():
 
 def test_estimate_beside_a_real_trace(tmp_path):
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"model_type": "gpt2", "n_embd": 512, "n_layer": 4, "n_head": 8, "vocab_size": 1000,
-                               "n_positions": 256}))
+    cfg.write_text(
+        json.dumps(
+            {"model_type": "gpt2", "n_embd": 512, "n_layer": 4, "n_head": 8, "vocab_size": 1000, "n_positions": 256}
+        )
+    )
     req = EstimateRequest(spec=load_model_spec(str(cfg)), tokens_per_step=4096, setup=TrainSetup(seq_len=256))
     rank = tracedoc.analyze(str(shared_traces() / "kineto" / "v100_2rank_rank1.json.gz"), estimate=req).ranks[0]
     m = rank.metrics
@@ -158,16 +213,29 @@ def _cli(*args):
 
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(root))
-    return subprocess.run([sys.executable, "-m", "tracedoc", *args], capture_output=True, text=True, env=env,
-                          cwd=root, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tracedoc", *args], capture_output=True, text=True, env=env, cwd=root, timeout=300
+    )
 
 
 def test_cli_model_estimate_in_the_report(tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps(LLAMA2_7B))
     trace = str(shared_traces() / "kineto" / "v100_2rank_rank1.json.gz")
-    out = _cli("analyze", trace, "--model", str(cfg), "--tokens-per-step", "4096", "--seq-len", "2048",
-               "--zero-stage", "3", "-f", "md")
+    out = _cli(
+        "analyze",
+        trace,
+        "--model",
+        str(cfg),
+        "--tokens-per-step",
+        "4096",
+        "--seq-len",
+        "2048",
+        "--zero-stage",
+        "3",
+        "-f",
+        "md",
+    )
     assert out.returncode == 0, out.stderr
     assert "tokens/s" in out.stdout and "model MFU (formula)" in out.stdout and "MFU" in out.stdout
     doc = json.loads(_cli("analyze", trace, "--model", str(cfg), "--tokens-per-step", "4096", "-f", "json").stdout)
@@ -213,8 +281,11 @@ def test_the_formula_uses_the_reports_one_step_when_no_step_has_a_step_time(tmp_
     from trace_builder import TraceBuilder
 
     cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps({"model_type": "gpt2", "n_embd": 512, "n_layer": 4, "n_head": 8, "vocab_size": 1000,
-                               "n_positions": 256}))
+    cfg.write_text(
+        json.dumps(
+            {"model_type": "gpt2", "n_embd": 512, "n_layer": 4, "n_head": 8, "vocab_size": 1000, "n_positions": 256}
+        )
+    )
     req = EstimateRequest(spec=load_model_spec(str(cfg)), tokens_per_step=4096, setup=TrainSetup(seq_len=256))
     b = TraceBuilder()
     b.unlaunched("ampere_sgemm_128x64_tn", 1_000.0, 3_000.0)  # launched before the capture: runs until 4 ms

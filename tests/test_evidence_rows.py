@@ -49,7 +49,9 @@ def test_a_saved_report_reads_back_into_typed_rows_and_writes_the_same_json(fres
         for name, rows in finding.evidence.items():
             assert name not in ROW_TYPES or all(type(r) is ROW_TYPES[name] for r in rows)
     assert json.loads(back.to_json()) == json.loads(path.read_text())
-    assert msgspec.json.encode(back.ranks[0].evidence) == msgspec.json.encode(json.loads(path.read_text())["ranks"][0]["evidence"])
+    assert msgspec.json.encode(back.ranks[0].evidence) == msgspec.json.encode(
+        json.loads(path.read_text())["ranks"][0]["evidence"]
+    )
 
 
 def test_a_row_with_an_unknown_field_in_a_saved_report_is_refused_in_one_line(fresh, tmp_path):
@@ -81,14 +83,20 @@ def test_a_misspelt_field_fails_where_it_is_written():
     with pytest.raises(AttributeError, match="totl_ns: not a field of KernelTotal"):
         check_fields(KernelTotal, ("name", "totl_ns"), "a column list")
     with pytest.raises(msgspec.ValidationError, match=r"evidence.kernel_totals\[1\].*totl_ns"):
-        typed_rows("kernel_totals", [{"name": "a", "kind": "kernel", "category": "compute", "count": 1, "total_ns": 2},
-                                     {"name": "b", "kind": "kernel", "category": "compute", "count": 1, "totl_ns": 2}])
+        typed_rows(
+            "kernel_totals",
+            [
+                {"name": "a", "kind": "kernel", "category": "compute", "count": 1, "total_ns": 2},
+                {"name": "b", "kind": "kernel", "category": "compute", "count": 1, "totl_ns": 2},
+            ],
+        )
 
 
 def test_omitted_defaults_stay_omitted():
     plain = OperatorTotal(name="aten::mm", calls=1, cpu_ns=5, gpu_ops=1, gpu_ns=3)
-    region = OperatorTotal(name="Torch-Compiled Region: 0/0", calls=1, cpu_ns=5, gpu_ops=0, gpu_ns=0, content="ab",
-                           content_kernels=2)
+    region = OperatorTotal(
+        name="Torch-Compiled Region: 0/0", calls=1, cpu_ns=5, gpu_ops=0, gpu_ns=0, content="ab", content_kernels=2
+    )
     assert plain.to_dict() == {"name": "aten::mm", "calls": 1, "cpu_ns": 5, "gpu_ops": 1, "gpu_ns": 3}
     assert row_keys(plain) == list(plain.to_dict()) and row_keys(region) == list(region.to_dict())
 

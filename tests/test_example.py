@@ -15,8 +15,9 @@ def test_shipped_example_matches_its_builder():
 
 
 def test_analyze_example_command():
-    proc = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", "--example"], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "analyze", "--example"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Verdict: io_bound" in proc.stdout
     assert "DataLoader" in proc.stdout

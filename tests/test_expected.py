@@ -12,10 +12,16 @@ from conftest import expected_rows, shared_traces
 from tracedoc.cli import main
 
 KINETO = [r for r in expected_rows() if not r["trace"].endswith(".sqlite")]
-PCT = {"gpu_busy_pct": "gpu_busy_fraction", "compute_pct": "compute_fraction", "comm_pct": "comm_fraction",
-       "exposed_comm_pct": "exposed_comm_fraction", "comm_overlap_pct": "comm_overlap_fraction",
-       "dataloader_pct": "dataloader_fraction", "dataloader_gpu_idle_pct": "dataloader_stall_fraction",
-       "kernels_under_10us_pct": "kernels_under_10us_fraction"}
+PCT = {
+    "gpu_busy_pct": "gpu_busy_fraction",
+    "compute_pct": "compute_fraction",
+    "comm_pct": "comm_fraction",
+    "exposed_comm_pct": "exposed_comm_fraction",
+    "comm_overlap_pct": "comm_overlap_fraction",
+    "dataloader_pct": "dataloader_fraction",
+    "dataloader_gpu_idle_pct": "dataloader_stall_fraction",
+    "kernels_under_10us_pct": "kernels_under_10us_fraction",
+}
 
 
 def analyze_json(path, capsys) -> dict:
@@ -73,5 +79,7 @@ def test_idle_causes_sum_to_idle_exactly(row):
     busy_pct = row["gpu_busy_pct"]
     assert abs(idle_ns / window - (1 - busy_pct / 100)) <= 0.005
     for step in r.per_step:
-        assert sum(step[f"idle_{c}_ns"] for c in ("dataloader", "host_launch", "sync", "launch_latency", "other")) \
+        assert (
+            sum(step[f"idle_{c}_ns"] for c in ("dataloader", "host_launch", "sync", "launch_latency", "other"))
             == step["idle_ns"]
+        )

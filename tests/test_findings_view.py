@@ -18,13 +18,18 @@ def with_impacts(result, impacts, shares=None):
     def what_if(f):
         if f.rule_id not in impacts:
             return f.what_if
-        w = {"step_ms_before": 10.0, "step_ms_after": 10.0 * (1 - impacts[f.rule_id]),
-             "gain_ms": 10.0 * impacts[f.rule_id], "method": "critical-path replay over 3 steps"}
+        w = {
+            "step_ms_before": 10.0,
+            "step_ms_after": 10.0 * (1 - impacts[f.rule_id]),
+            "gain_ms": 10.0 * impacts[f.rule_id],
+            "method": "critical-path replay over 3 steps",
+        }
         return {**w, "share_fraction": shares[f.rule_id]} if f.rule_id in shares else w
 
     focus = result.focus
-    focus.verdict = v.with_findings([replace(f, impact_fraction=impacts.get(f.rule_id, f.impact_fraction),
-                                             what_if=what_if(f)) for f in v.findings])
+    focus.verdict = v.with_findings(
+        [replace(f, impact_fraction=impacts.get(f.rule_id, f.impact_fraction), what_if=what_if(f)) for f in v.findings]
+    )
     return result
 
 

@@ -12,9 +12,11 @@ from trace_builder import TraceBuilder
 import tracedoc
 from tracedoc.checks import BUG_PREFIX
 
-CONV_ARGS = {"Input Dims": [[32, 64, 56, 56], [64, 64, 3, 3], [], [], [], [], []],
-             "Input type": ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
-             "Concrete Inputs": ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"]}
+CONV_ARGS = {
+    "Input Dims": [[32, 64, 56, 56], [64, 64, 3, 3], [], [], [], [], []],
+    "Input type": ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+    "Concrete Inputs": ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"],
+}
 CONV_FLOPS = 2 * (32 * 64 * 56 * 56) * (64 * 3 * 3)  # 7,398,752,256 per call, no bias
 
 
@@ -69,9 +71,14 @@ def test_fft_convolution_spreads_its_flops_over_its_stages(tmp_path):
     # cuDNN's FFT convolution on a V100: forward transform, complex GEMM, inverse transform. The
     # transforms used to count as helpers ("fft"), so the short complex GEMM got every FLOP: 37 TFLOP/s
     # on a GPU whose fp32 peak is 15.7.
-    b = _conv_steps("V100", [("void fft2d_r2c_32x32<float, false, 1u, false>(float2*)", 300.0),
-                             ("volta_cgemm_32x32_tn", 200.0),
-                             ("void fft2d_c2r_32x32<float, false, false, 0u, false, false>(float*)", 300.0)])
+    b = _conv_steps(
+        "V100",
+        [
+            ("void fft2d_r2c_32x32<float, false, 1u, false>(float2*)", 300.0),
+            ("volta_cgemm_32x32_tn", 200.0),
+            ("void fft2d_c2r_32x32<float, false, false, 0u, false, false>(float*)", 300.0),
+        ],
+    )
     rank = tracedoc.analyze(b.write(tmp_path / "v100_fft.pt.trace.json")).ranks[0]
     _no_rate_above_peak(rank)
     # over all three stages: 7.40 GFLOP in 800 us = 9.25 TFLOP/s, 59% of the fp32 peak
@@ -85,8 +92,11 @@ def test_an_op_whose_recorded_kernels_are_too_short_for_its_flops_gets_no_rate_a
     # launch an old profiler did not record): the weight-gradient sgemm it does link would have run both
     # gradients' 14.8 GFLOP in 300 us, 49 TFLOP/s on a 15.7 TFLOP/s GPU.
     b = TraceBuilder(gpu="V100")
-    args = {"Input Dims": [[32, 64, 56, 56], [32, 64, 56, 56], [64, 64, 3, 3]],
-            "Input type": ["float"] * 3, "Concrete Inputs": ["", "", "", "", "", "", "", "", "", "", "[True, True, False]"]}
+    args = {
+        "Input Dims": [[32, 64, 56, 56], [32, 64, 56, 56], [64, 64, 3, 3]],
+        "Input type": ["float"] * 3,
+        "Concrete Inputs": ["", "", "", "", "", "", "", "", "", "", "[True, True, False]"],
+    }
     args["Input Dims"] += [[]] * 8
     args["Input type"] += [""] * 8
     for i in range(3):
@@ -117,8 +127,13 @@ def test_an_op_cut_by_the_window_brings_only_the_flops_its_kernels_ran_inside(tm
     mm = {"Input Dims": [[4096, 4096], [4096, 4096]], "Input type": ["float", "float"]}
     b.cpu_op("aten::mm", 900.0, 990.0, args=mm)
     for k in range(10):  # nine kernels before the first step (at 10 ms), the last one inside it
-        b.kernel("ampere_sgemm_128x64_nn", 1_000.0 + 900.0 * k if k < 9 else 10_100.0, 900.0, launch_at=905.0 + k,
-                 launch_dur=0.5)
+        b.kernel(
+            "ampere_sgemm_128x64_nn",
+            1_000.0 + 900.0 * k if k < 9 else 10_100.0,
+            900.0,
+            launch_at=905.0 + k,
+            launch_dur=0.5,
+        )
     for i in range(3):
         s = 10_000.0 + i * 10_000.0
         b.step(i + 1, s, s + 10_000.0)

@@ -60,8 +60,7 @@ FORWARD = CONV_FWD + FC1_FWD + ATTN_FWD + FC2_FWD
 # Backward: fc2 and fc1 input and weight gradients (2 matmuls each, the size of the forward without
 # bias); attention twice its forward; conv only the weight gradient (the input x needs none) plus
 # its bias gradient (one add per output element).
-BACKWARD = (2 * (2 * 4 * 64 * 10) + 2 * (2 * 4 * 512 * 64) + 2 * ATTN_FWD
-            + 2 * (4 * 8 * 8 * 8) * 27 + 4 * 8 * 8 * 8)
+BACKWARD = 2 * (2 * 4 * 64 * 10) + 2 * (2 * 4 * 512 * 64) + 2 * ATTN_FWD + 2 * (4 * 8 * 8 * 8) * 27 + 4 * 8 * 8 * 8
 ATTN_RECOMPUTE = 2 * 4 * 2 * 4 * 4 // 2 * 8  # the fused backward recomputes QK^T: scores x d_qk = 1024
 
 
@@ -135,18 +134,25 @@ def test_real_torch_compile_profile_counts_the_graphs_matrix_products(tmp_path):
     # layer's input gradient 2*16*32*128 = 131,072 and both weight gradients 2*32*16*128 = 131,072 and
     # 2*128*16*64 = 262,144 (the input needs no gradient)
     assert tracedoc.analyze(str(out)).ranks[0].metrics["model_flops_per_step"] == (
-        264_192 + 131_584 + 131_072 + 131_072 + 262_144)
+        264_192 + 131_584 + 131_072 + 131_072 + 262_144
+    )
 
 
 # -- shared traces that record shapes ------------------------------------------------------------
+
 
 def _leaf_blas_flops_per_step(path) -> float:
     """An independent count: every BLAS leaf op (mm, addmm, bmm) whose CPU start lies in a
     ProfilerStep span, from the raw JSON (not tracedoc's reader or its top-level-op rule)."""
     with gzip.open(path) as f:
         events = json.load(f)["traceEvents"]
-    steps = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("ph") == "X"
-             and e.get("cat") in ("user_annotation", "cpu_op") and str(e.get("name", "")).startswith("ProfilerStep#")]
+    steps = [
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("ph") == "X"
+        and e.get("cat") in ("user_annotation", "cpu_op")
+        and str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
     total = 0
     for e in events:
         d = e.get("args", {}).get("Input Dims")
@@ -162,13 +168,16 @@ def _leaf_blas_flops_per_step(path) -> float:
     return total / len(steps)
 
 
-@pytest.mark.parametrize("name, rel", [
-    ("v100_2rank_rank1.json.gz", 1e-12),
-    ("mi250_rocm_minitoy.json.gz", 1e-12),
-    # linear layers that run as matmul + add: counted at the leaf mm, as the independent count does
-    ("dlrm_128rank_rank0.json.gz", 1e-12),
-    ("dlrm_128rank_rank1.json.gz", 1e-12),
-])
+@pytest.mark.parametrize(
+    "name, rel",
+    [
+        ("v100_2rank_rank1.json.gz", 1e-12),
+        ("mi250_rocm_minitoy.json.gz", 1e-12),
+        # linear layers that run as matmul + add: counted at the leaf mm, as the independent count does
+        ("dlrm_128rank_rank0.json.gz", 1e-12),
+        ("dlrm_128rank_rank1.json.gz", 1e-12),
+    ],
+)
 def test_shared_traces_flops_match_an_independent_leaf_count(name, rel):
     path = shared_traces() / "kineto" / name
     m = tracedoc.analyze(str(path)).ranks[0].metrics
@@ -214,13 +223,15 @@ def test_unknown_gpu_gives_tflops_without_mfu():
 
 # -- capture records shapes by default ----------------------------------------------------------
 
+
 def test_tracedoc_profile_records_shapes_so_reports_have_flops(tmp_path):
     torch = pytest.importorskip("torch")
     import tracedoc.capture as capture
 
     model = torch.nn.Linear(8, 2)
-    with capture.profile(str(tmp_path), skip_first=1, warmup=1, active=2, report=False, signal=False,
-                         trigger_file="", monitor=False) as prof:
+    with capture.profile(
+        str(tmp_path), skip_first=1, warmup=1, active=2, report=False, signal=False, trigger_file="", monitor=False
+    ) as prof:
         for _ in range(6):
             model(torch.randn(4, 8)).sum().backward()
             prof.step()
@@ -243,6 +254,7 @@ def test_tracedoc_run_flag_turns_shapes_off():
 
 # -- GPU traces built by hand: dtype, TF32, peaks and the low_mfu verdict --------------------------
 
+
 def _gemm_steps(kernel_name: str, in_type: str, kernels_per_step: int = 1):
     """Three 10 ms steps; in each, one aten::linear [4096,4096] x [4096,4096]^T + bias whose kernel runs
     9 ms, launched from inside the op (linked by the launch call's time, as a 2022 trace is)."""
@@ -252,9 +264,16 @@ def _gemm_steps(kernel_name: str, in_type: str, kernels_per_step: int = 1):
     for i in range(3):
         s = 1_000_000.0 + i * 10_000.0
         b.step(i + 1, s, s + 10_000.0)
-        b.cpu_op("aten::linear", s + 10.0, s + 60.0, args={
-            "Input Dims": [[4096, 4096], [4096, 4096], [4096]], "Input type": [in_type] * 3,
-            "Concrete Inputs": ["", "", ""]})
+        b.cpu_op(
+            "aten::linear",
+            s + 10.0,
+            s + 60.0,
+            args={
+                "Input Dims": [[4096, 4096], [4096, 4096], [4096]],
+                "Input type": [in_type] * 3,
+                "Concrete Inputs": ["", "", ""],
+            },
+        )
         dur = 9_000.0 / kernels_per_step
         for k in range(kernels_per_step):
             b.kernel(kernel_name, s + 500.0 + k * dur, dur, launch_at=s + 20.0 + k, launch_dur=2.0)
@@ -310,10 +329,19 @@ def test_bf16_at_a_healthy_rate_does_not_fire(tmp_path):
         s = 1_000_000.0 + i * 10_000.0
         b.step(i + 1, s, s + 10_000.0)
         for k in range(10):
-            b.cpu_op("aten::linear", s + 10.0 + 30 * k, s + 35.0 + 30 * k, args={
-                "Input Dims": [[4096, 4096], [4096, 4096], [4096]], "Input type": ["c10::BFloat16"] * 3})
-            b.kernel("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32", s + 300.0 + 950 * k, 900.0,
-                     launch_at=s + 20.0 + 30 * k, launch_dur=2.0)
+            b.cpu_op(
+                "aten::linear",
+                s + 10.0 + 30 * k,
+                s + 35.0 + 30 * k,
+                args={"Input Dims": [[4096, 4096], [4096, 4096], [4096]], "Input type": ["c10::BFloat16"] * 3},
+            )
+            b.kernel(
+                "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32",
+                s + 300.0 + 950 * k,
+                900.0,
+                launch_at=s + 20.0 + 30 * k,
+                launch_dur=2.0,
+            )
     result = tracedoc.analyze(b.write(tmp_path / "bf16.pt.trace.json"))
     m = result.ranks[0].metrics
     assert m["mfu"] == pytest.approx(10 * LINEAR_FLOPS / STEP_S / 1e12 / 312)  # 44%
@@ -330,8 +358,9 @@ def test_small_gemms_and_explicit_softmax_are_named(tmp_path):
         b.step(i + 1, s, s + 1_000.0)
         # bf16 (64x64)(64x64): 2*64^3 FLOPs over 3*64*64*2 bytes = 21 FLOP/B, below the A100 ridge
         # 312 TFLOP/s / 2.0 TB/s = 156 FLOP/B: memory-bound by shape
-        b.cpu_op("aten::mm", s + 10, s + 20, args={"Input Dims": [[64, 64], [64, 64]],
-                                                   "Input type": ["c10::BFloat16"] * 2})
+        b.cpu_op(
+            "aten::mm", s + 10, s + 20, args={"Input Dims": [[64, 64], [64, 64]], "Input type": ["c10::BFloat16"] * 2}
+        )
         b.kernel(gemm, s + 100, 300.0, launch_at=s + 12, launch_dur=2.0)
         b.cpu_op("aten::_softmax", s + 30, s + 40)
         b.kernel("void softmax_warp_forward<c10::BFloat16>", s + 400, 100.0, launch_at=s + 32, launch_dur=2.0)
@@ -348,12 +377,19 @@ def test_reader_keeps_flops_args_and_shapes_only_of_ops_with_a_model(tmp_path):
     b = TraceBuilder(gpu="V100")
     b.step(1, 1000.0, 2000.0)
     # an older torch: conv2d with a "flops" arg and no Concrete Inputs (stride/padding unknown)
-    b.cpu_op("aten::conv2d", 1010.0, 1100.0, args={
-        "Input Dims": [[8, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []],
-        "Input type": ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
-        "flops": 12_345_678})
-    b.cpu_op("aten::view", 1200.0, 1210.0, args={"Input Dims": [[8, 16, 32, 32], []],
-                                                 "Input type": ["float", "ScalarList"]})
+    b.cpu_op(
+        "aten::conv2d",
+        1010.0,
+        1100.0,
+        args={
+            "Input Dims": [[8, 3, 32, 32], [16, 3, 3, 3], [16], [], [], [], []],
+            "Input type": ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+            "flops": 12_345_678,
+        },
+    )
+    b.cpu_op(
+        "aten::view", 1200.0, 1210.0, args={"Input Dims": [[8, 16, 32, 32], []], "Input type": ["float", "ScalarList"]}
+    )
     path = b.write(tmp_path / "old.pt.trace.json")
     t = tracedoc.load(path)
     assert len(t.op_shapes) == 1  # a view launches nothing: its shapes are not kept
@@ -402,16 +438,26 @@ def test_unresolved_ops_counted_through_their_parent_or_children_are_not_listed(
 
     b = TraceBuilder(gpu="A100")
     b.step(1, 1000.0, 3000.0)
-    conv_args = {"Input Dims": [[2, 3, 8, 8], [8, 3, 3, 3], [8], [], [], [], []],
-                 "Input type": ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
-                 "Concrete Inputs": ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"]}
+    conv_args = {
+        "Input Dims": [[2, 3, 8, 8], [8, 3, 3, 3], [8], [], [], [], []],
+        "Input type": ["float", "float", "float", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
+        "Concrete Inputs": ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"],
+    }
     b.cpu_op("aten::conv2d", 1010.0, 1100.0, args=conv_args)
     # inside it, a cuDNN call recorded without its arguments: counted through the conv2d
-    b.cpu_op("aten::cudnn_convolution", 1020.0, 1090.0, args={"Input Dims": [[2, 3, 8, 8], [8, 3, 3, 3]],
-                                                              "Input type": ["float", "float"]})
+    b.cpu_op(
+        "aten::cudnn_convolution",
+        1020.0,
+        1090.0,
+        args={"Input Dims": [[2, 3, 8, 8], [8, 3, 3, 3]], "Input type": ["float", "float"]},
+    )
     # an einsum without its equation around a bmm that resolves: counted through the bmm
-    b.cpu_op("aten::einsum", 1200.0, 1300.0, args={"Input Dims": [[], [[2, 4, 5], [2, 5, 3]], []],
-                                                   "Input type": ["", "TensorList", ""]})
+    b.cpu_op(
+        "aten::einsum",
+        1200.0,
+        1300.0,
+        args={"Input Dims": [[], [[2, 4, 5], [2, 5, 3]], []], "Input type": ["", "TensorList", ""]},
+    )
     b.cpu_op("aten::bmm", 1210.0, 1290.0, args={"Input Dims": [[2, 4, 5], [2, 5, 3]], "Input type": ["float"] * 2})
     # a lone matmul with mismatched shapes: not counted, and listed with why
     b.cpu_op("aten::mm", 1400.0, 1450.0, args={"Input Dims": [[2, 3], [4, 5]], "Input type": ["float"] * 2})
@@ -422,20 +468,29 @@ def test_unresolved_ops_counted_through_their_parent_or_children_are_not_listed(
     assert listed == ["aten::mm"]
 
 
-@pytest.mark.parametrize("kernels, passes", [
-    (["sm80_xmma_wgrad_implicit_gemm_indexed_f32f32_tf32f32"], 1),  # first layer: weight gradient only
-    (["sm80_xmma_dgrad_implicit_gemm_f32f32_tf32f32", "sm80_xmma_wgrad_implicit_gemm_f32f32_tf32f32"], 2),
-    (["some_conv_backward_kernel"], 2),  # names that do not say: both assumed
-])
+@pytest.mark.parametrize(
+    "kernels, passes",
+    [
+        (["sm80_xmma_wgrad_implicit_gemm_indexed_f32f32_tf32f32"], 1),  # first layer: weight gradient only
+        (["sm80_xmma_dgrad_implicit_gemm_f32f32_tf32f32", "sm80_xmma_wgrad_implicit_gemm_f32f32_tf32f32"], 2),
+        (["some_conv_backward_kernel"], 2),  # names that do not say: both assumed
+    ],
+)
 def test_conv_backward_without_output_mask_reads_the_kernels(tmp_path, kernels, passes):
     from trace_builder import TraceBuilder
 
     b = TraceBuilder(gpu="A100")
     b.step(1, 1000.0, 3000.0)
     # torch < 2.1: no Concrete Inputs, so no output mask
-    b.cpu_op("aten::convolution_backward", 1010.0, 1100.0, args={
-        "Input Dims": [[2, 8, 4, 4], [2, 3, 8, 8], [8, 3, 3, 3]] + [[]] * 8,
-        "Input type": ["float"] * 3 + [""] * 8})
+    b.cpu_op(
+        "aten::convolution_backward",
+        1010.0,
+        1100.0,
+        args={
+            "Input Dims": [[2, 8, 4, 4], [2, 3, 8, 8], [8, 3, 3, 3]] + [[]] * 8,
+            "Input type": ["float"] * 3 + [""] * 8,
+        },
+    )
     for k, name in enumerate(kernels):
         b.kernel(name, 1200.0 + 100 * k, 50.0, launch_at=1020.0 + 10 * k, launch_dur=2.0)
     m = tracedoc.analyze(b.write(tmp_path / "bwd.pt.trace.json")).ranks[0].metrics

@@ -27,8 +27,9 @@ SM_EFF_SCALE = 10  # "Real data values are 1/10 of these" (plugin test_profiler.
 UTIL_SCALE = 100  # "Real data values are 1/100 of these"
 US = 1000  # ns per µs
 
-pytestmark = pytest.mark.skipif(not (INPUT.is_file() and EXPECTED.is_file()),
-                                reason="shared TensorBoard-plugin traces missing")
+pytestmark = pytest.mark.skipif(
+    not (INPUT.is_file() and EXPECTED.is_file()), reason="shared TensorBoard-plugin traces missing"
+)
 
 
 def _counters(events: list[dict], name: str, key: str) -> list[tuple[int, float]]:
@@ -61,9 +62,14 @@ def expected():
     prof = next(e for e in ev if e.get("cat") == "Trace" and e.get("name") == "PyTorch Profiler (0)")
     sm = _counters(ev, "GPU 0 Est. SM Efficiency", "Est. SM Efficiency")
     util = _counters(ev, "GPU 0 Utilization", "GPU Utilization")
-    return {"lo": lo, "hi": hi, "sm": sm, "util": util,
-            "trace_span": (int(prof["ts"]) * US, int(prof["ts"] + prof["dur"]) * US),
-            "has_occupancy_arg": any("est. achieved occupancy %" in k.get("args", {}) for k in kernels)}
+    return {
+        "lo": lo,
+        "hi": hi,
+        "sm": sm,
+        "util": util,
+        "trace_span": (int(prof["ts"]) * US, int(prof["ts"] + prof["dur"]) * US),
+        "has_occupancy_arg": any("est. achieved occupancy %" in k.get("args", {}) for k in kernels),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -131,23 +137,41 @@ def test_occupancy_absent_like_the_plugin(expected, result):
 
 # -- hand-built fixtures ---------------------------------------------------------------------------
 
-def _kernel(ts: float, dur: float, device: int = 0, stream: int = 7, bps: float | None = None,
-            occ: float | None = None) -> dict:
-    args = {"device": device, "stream": stream, "correlation": int(ts * 10) + device, "grid": [1, 1, 1],
-            "block": [128, 1, 1]}
+
+def _kernel(
+    ts: float, dur: float, device: int = 0, stream: int = 7, bps: float | None = None, occ: float | None = None
+) -> dict:
+    args = {
+        "device": device,
+        "stream": stream,
+        "correlation": int(ts * 10) + device,
+        "grid": [1, 1, 1],
+        "block": [128, 1, 1],
+    }
     if bps is not None:
         args["blocks per SM"] = bps
     if occ is not None:
         args["est. achieved occupancy %"] = occ
-    return {"ph": "X", "cat": "kernel", "name": "k", "pid": device, "tid": f"stream {stream}", "ts": ts,
-            "dur": dur, "args": args}
+    return {
+        "ph": "X",
+        "cat": "kernel",
+        "name": "k",
+        "pid": device,
+        "tid": f"stream {stream}",
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 def _load(tmp_path: Path, kernels: list[dict]):
-    doc = {"schemaVersion": 1,
-           "deviceProperties": [{"id": i, "name": "GPU", "numSms": 80, "computeMajor": 8, "computeMinor": 0}
-                                for i in range(2)],
-           "traceEvents": kernels}
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [
+            {"id": i, "name": "GPU", "numSms": 80, "computeMajor": 8, "computeMinor": 0} for i in range(2)
+        ],
+        "traceEvents": kernels,
+    }
     p = tmp_path / "t.json"
     p.write_text(json.dumps(doc))
     return tracedoc.load(p)
@@ -178,16 +202,17 @@ def test_overlapping_kernels_sum_then_cap(tmp_path):
 
 def test_plugin_unit_test_case(tmp_path):
     """The plugin's own test_gpu_utilization numbers (device 1, steps span [100, 220) µs)."""
-    ks = [_kernel(130, 10, device=1, stream=7, bps=0.5, occ=0.6),
-          _kernel(135, 15, device=1, stream=8, bps=0.6, occ=0.1),
-          _kernel(150, 0, device=1, stream=8, bps=0.3, occ=0.2),  # zero duration: no weight
-          _kernel(145, 25, device=1, stream=7, bps=0.3, occ=1.0),
-          _kernel(200, 20, device=1, stream=7, bps=10.5, occ=0.3)]
+    ks = [
+        _kernel(130, 10, device=1, stream=7, bps=0.5, occ=0.6),
+        _kernel(135, 15, device=1, stream=8, bps=0.6, occ=0.1),
+        _kernel(150, 0, device=1, stream=8, bps=0.3, occ=0.2),  # zero duration: no weight
+        _kernel(145, 25, device=1, stream=7, bps=0.3, occ=1.0),
+        _kernel(200, 20, device=1, stream=7, bps=10.5, occ=0.3),
+    ]
     d = _one(tmp_path, ks, 100, 220)
     assert d["device"] == 1
     assert d["gpu_utilization"] == pytest.approx((40 + 20) / 120)
-    assert d["sm_efficiency"] == pytest.approx(
-        (0.5 * 5 + 1.0 * 5 + 0.6 * 5 + 0.9 * 5 + 0.3 * 20 + 1.0 * 20) / 120)
+    assert d["sm_efficiency"] == pytest.approx((0.5 * 5 + 1.0 * 5 + 0.6 * 5 + 0.9 * 5 + 0.3 * 20 + 1.0 * 20) / 120)
     assert d["est_occupancy"] == pytest.approx((0.6 * 10 + 0.1 * 15 + 1.0 * 25 + 0.3 * 20) / (10 + 15 + 25 + 20))
     tl = [(t // US, v) for t, v in d["sm_efficiency_timeline"]]
     assert [t for t, _ in tl] == [130, 135, 140, 145, 150, 170, 200, 220]
@@ -214,8 +239,9 @@ def test_kernels_only_outside_window(tmp_path):
 
 
 def test_no_blocks_per_sm_or_occupancy_gives_none(tmp_path):
-    d = _one(tmp_path, [_kernel(1000, 100), _kernel(1100, 50, bps=0.0), _kernel(1150, 10, bps=-1.0, occ=-5)],
-             1000, 1200)
+    d = _one(
+        tmp_path, [_kernel(1000, 100), _kernel(1100, 50, bps=0.0), _kernel(1150, 10, bps=-1.0, occ=-5)], 1000, 1200
+    )
     assert d["gpu_utilization"] == pytest.approx(160 / 200)
     assert d["sm_efficiency"] is None
     assert d["est_occupancy"] is None
@@ -223,8 +249,11 @@ def test_no_blocks_per_sm_or_occupancy_gives_none(tmp_path):
 
 
 def test_per_device_split(tmp_path):
-    res = gpu_metrics(_load(tmp_path, [_kernel(1000, 100, device=0, bps=0.5), _kernel(1000, 50, device=1, bps=2)]),
-                      1000 * US, 1100 * US)
+    res = gpu_metrics(
+        _load(tmp_path, [_kernel(1000, 100, device=0, bps=0.5), _kernel(1000, 50, device=1, bps=2)]),
+        1000 * US,
+        1100 * US,
+    )
     assert [(d["device"], d["sm_efficiency"]) for d in res] == [(0, pytest.approx(0.5)), (1, pytest.approx(0.5))]
 
 

@@ -11,8 +11,12 @@ def test_groups_by_two_keys_match_pandas_with_many_ties():
     for _ in range(100):
         n, k = int(rng.integers(1, 3000)), int(rng.integers(1, 200))
         a, b, v = rng.integers(-1, k, n), rng.integers(0, 5, n), rng.integers(0, 4, n) * 1000
-        want = (pd.DataFrame({"a": a, "b": b, "v": v}).groupby(["a", "b"])
-                .agg(c=("v", "size"), s=("v", "sum"), m=("v", "max")).sort_values("s", ascending=False, kind="stable"))
+        want = (
+            pd.DataFrame({"a": a, "b": b, "v": v})
+            .groupby(["a", "b"])
+            .agg(c=("v", "size"), s=("v", "sum"), m=("v", "max"))
+            .sort_values("s", ascending=False, kind="stable")
+        )
         g = Groups(a, b)
         order = largest_first(g.sum(v))
         assert list(want.index) == list(zip(g.keys[0][order].tolist(), g.keys[1][order].tolist()))
@@ -26,8 +30,12 @@ def test_groups_by_one_key_first_and_mean_match_pandas():
     for _ in range(100):
         n = int(rng.integers(1, 2000))
         a, b, v = rng.integers(0, 50, n), rng.integers(0, 9, n), rng.integers(0, 3, n) * 7
-        want = (pd.DataFrame({"a": a, "b": b, "v": v}).groupby("a")
-                .agg(s=("v", "sum"), mean=("v", "mean"), f=("b", "first")).sort_values("s", ascending=False, kind="stable"))
+        want = (
+            pd.DataFrame({"a": a, "b": b, "v": v})
+            .groupby("a")
+            .agg(s=("v", "sum"), mean=("v", "mean"), f=("b", "first"))
+            .sort_values("s", ascending=False, kind="stable")
+        )
         g = Groups(a)
         order = largest_first(g.sum(v))
         assert want.index.tolist() == g.keys[0][order].tolist()
@@ -75,10 +83,12 @@ def test_first_match_with_wide_columns_agrees_with_a_dictionary():
     """Timestamps near 1.7e18 ns, thread ids, label ids far below zero and values at the ends of int64:
     offsets that fit combine directly, the rest are ranked first."""
     rng = np.random.default_rng(8)
-    pools = [np.array([-(1 << 40) - 3, -(1 << 40) - 9, 7, 140_000_123]),
-             1_661_938_466_265_776_000 + rng.integers(0, 2_000_000_000, 30),
-             np.array([np.iinfo(np.int64).min, -1, 0, np.iinfo(np.int64).max]),
-             np.arange(3)]
+    pools = [
+        np.array([-(1 << 40) - 3, -(1 << 40) - 9, 7, 140_000_123]),
+        1_661_938_466_265_776_000 + rng.integers(0, 2_000_000_000, 30),
+        np.array([np.iinfo(np.int64).min, -1, 0, np.iinfo(np.int64).max]),
+        np.arange(3),
+    ]
     for _ in range(300):
         n, m = (int(x) for x in rng.integers(1, 60, size=2))
         cols = [pools[int(i)] for i in rng.integers(0, len(pools), int(rng.integers(1, 4)))]
@@ -93,12 +103,14 @@ def test_first_match_with_wide_columns_agrees_with_a_dictionary():
 
 def test_row_codes_order_rows_as_unique_over_rows_does():
     from tracedoc.model.groups import dense_codes, row_codes
+
     rng = np.random.default_rng(2)
     for _ in range(100):
         n = int(rng.integers(1, 2000))
         wide = rng.integers(0, 2**62, n) % int(rng.integers(1, 9)) * 2**58  # values too far apart for a lookup table
-        cols = [rng.integers(-1, int(rng.integers(1, 60)), n), wide,
-                rng.integers(0, 4, n).astype(np.int32)][:int(rng.integers(1, 4))]
+        cols = [rng.integers(-1, int(rng.integers(1, 60)), n), wide, rng.integers(0, 4, n).astype(np.int32)][
+            : int(rng.integers(1, 4))
+        ]
         want_keys, want_code = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
         code, one_each, size = row_codes(*cols)
         assert size == len(want_keys)
@@ -113,6 +125,7 @@ def test_row_codes_order_rows_as_unique_over_rows_does():
 
 def test_row_codes_by_hand():
     from tracedoc.model.groups import row_codes
+
     code, one_each, size = row_codes(np.array([7, 3, 7, 3, 7]), np.array([1, 9, 0, 9, 1]))
     # distinct rows in ascending order: (3, 9), (7, 0), (7, 1)
     assert size == 3 and code.tolist() == [2, 0, 1, 0, 2]
@@ -121,6 +134,7 @@ def test_row_codes_by_hand():
 
 def test_top_stable_is_the_head_of_a_stable_descending_sort():
     from tracedoc.model.groups import top_stable
+
     rng = np.random.default_rng(3)
     for _ in range(200):
         n, k = int(rng.integers(0, 300)), int(rng.integers(0, 20))
@@ -131,6 +145,7 @@ def test_top_stable_is_the_head_of_a_stable_descending_sort():
 
 def test_first_rows_are_where_each_code_first_appears():
     from tracedoc.model.groups import first_rows
+
     rng = np.random.default_rng(4)
     for _ in range(100):
         size = int(rng.integers(1, 40))
@@ -162,7 +177,7 @@ def test_isin_is_np_isin_for_few_and_many_members():
     rng = np.random.default_rng(11)
     for _ in range(300):
         n, k = int(rng.integers(0, 400)), int(rng.integers(0, 40))
-        span = int(rng.choice([5, 1000, 10 ** 15]))
+        span = int(rng.choice([5, 1000, 10**15]))
         values = rng.integers(-span, span, n)
         members = rng.integers(-span, span, k)
         if rng.random() < 0.3:

@@ -22,13 +22,18 @@ SEED = 20261128
 def outcomes(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
     bases = fuzz_hostile.make_bases(root / "base", shared_traces() / "nsys" / "nsys2026_mock.sqlite")
-    return [(i, case, *fuzz_hostile.run_case(case, root / f"c{i}", bases, timeout_s=60))
-            for i, case in enumerate(fuzz_hostile.generate(SEED, FAST_CASES, bases))]
+    return [
+        (i, case, *fuzz_hostile.run_case(case, root / f"c{i}", bases, timeout_s=60))
+        for i, case in enumerate(fuzz_hostile.generate(SEED, FAST_CASES, bases))
+    ]
 
 
 def test_hostile_exports_perfetto_inputs_and_log_keys_give_a_result_or_one_clear_error(outcomes):
-    bad = [f"#{i} {c.surface}/{c.cls} [{o}] {c.detail[:80]}: {m}" for i, c, o, m in outcomes
-           if o not in ("result", "error")]
+    bad = [
+        f"#{i} {c.surface}/{c.cls} [{o}] {c.detail[:80]}: {m}"
+        for i, c, o, m in outcomes
+        if o not in ("result", "error")
+    ]
     assert not bad, "\n".join(bad)
     seen = collections.Counter((c.surface, o) for _, c, o, _ in outcomes)
     for surface in fuzz_hostile.SURFACES:  # both outcomes occur, or the run proves little
@@ -36,7 +41,13 @@ def test_hostile_exports_perfetto_inputs_and_log_keys_give_a_result_or_one_clear
 
 
 def test_every_schema_attack_on_a_table_the_reader_reads_is_refused(outcomes):
-    hostile = [(c, o, m) for _, c, o, m in outcomes if c.surface == "nsys" and c.cls in ("view", "trigger", "generated")
-               and any(t in c.detail for t in fuzz_hostile.READ_TABLES) and "not applied" not in c.detail]
+    hostile = [
+        (c, o, m)
+        for _, c, o, m in outcomes
+        if c.surface == "nsys"
+        and c.cls in ("view", "trigger", "generated")
+        and any(t in c.detail for t in fuzz_hostile.READ_TABLES)
+        and "not applied" not in c.detail
+    ]
     assert hostile
     assert all(o == "error" for _, o, _ in hostile), [(c.detail, o) for c, o, _ in hostile if o != "error"]

@@ -93,7 +93,6 @@ def test_no_decode_workers_are_forked_while_another_thread_runs(tmp_path, monkey
     assert len(trace.gpu_ops) == 8 and len(trace.runtime) == 8
 
 
-
 def test_gzip_source_inflates_no_more_than_each_read_asks(tmp_path, monkeypatch):
     # A highly compressed block must not inflate all at once (and be copied again on each later read):
     # the inflater never hands back more than the read asked for, and the pieces join to the file's
@@ -154,16 +153,19 @@ def test_gzip_reads_the_same_with_zlib_where_isal_is_missing(tmp_path):
     packed = gzip.compress(raw)
     good.write_bytes(packed)
     cut.write_bytes(packed[: len(packed) // 2])
-    code = ("import sys, json\n"
-            "if sys.argv[1] == 'zlib': sys.modules['isal'] = None\n"
-            "from tracedoc.ingest.kineto import source, read_kineto\n"
-            "t = read_kineto(sys.argv[2]); c = read_kineto(sys.argv[3])\n"
-            "print(json.dumps([source._inflate.__name__, len(t.gpu_ops), int(t.gpu_ops['start_ns'].sum()), "
-            "len(c.gpu_ops) + len(c.cpu_ops), c.meta.truncated]))")
+    code = (
+        "import sys, json\n"
+        "if sys.argv[1] == 'zlib': sys.modules['isal'] = None\n"
+        "from tracedoc.ingest.kineto import source, read_kineto\n"
+        "t = read_kineto(sys.argv[2]); c = read_kineto(sys.argv[3])\n"
+        "print(json.dumps([source._inflate.__name__, len(t.gpu_ops), int(t.gpu_ops['start_ns'].sum()), "
+        "len(c.gpu_ops) + len(c.cpu_ops), c.meta.truncated]))"
+    )
     out = {}
     for which in ("zlib", "default"):
-        r = subprocess.run([sys.executable, "-c", code, which, str(good), str(cut)], capture_output=True, text=True,
-                           timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-c", code, which, str(good), str(cut)], capture_output=True, text=True, timeout=120
+        )
         assert r.returncode == 0, r.stderr
         out[which] = json.loads(r.stdout)
     assert out["zlib"][0] == "zlib"
@@ -195,6 +197,7 @@ def test_gzip_decode_workers_are_chosen_by_the_json_size_in_the_trailer(tmp_path
     src.close()
     assert src.trailer_size == 0
 
+
 def label_text(trace, ids):
     return [trace.string(int(LABEL_ID_BASE - i)) if i <= LABEL_ID_BASE else int(i) for i in ids]
 
@@ -209,8 +212,10 @@ def test_minified_trace_with_tiny_chunks(tmp_path):
 
 def test_ns_precision_absolute_timestamps_are_exact(tmp_path):
     p = tmp_path / "ns.json"
-    p.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
-                 '"ts": 1712195495519689.047, "dur": 1.281, "args": {"device": 0, "stream": 7}}]}')
+    p.write_text(
+        '{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, '
+        '"ts": 1712195495519689.047, "dur": 1.281, "args": {"device": 0, "stream": 7}}]}'
+    )
     t = tracedoc.load(p)
     assert int(t.gpu_ops["start_ns"][0]) == 1712195495519689047
     assert int(t.gpu_ops["end_ns"][0]) == 1712195495519689047 + 1281
@@ -267,8 +272,15 @@ def test_memcpy_kinds_from_names(tmp_path):
     assert g["dst_kind"].tolist() == [M.MEM_DEVICE, M.MEM_PINNED]
 
 
-@pytest.mark.parametrize("name", ["mi250_rocm_minitoy.json.gz", "mtia_inference_rank0.json.gz",
-                                  "cpu_only_gloo_rank34.pt.trace.json.gz", "h100_2026_format.json"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mi250_rocm_minitoy.json.gz",
+        "mtia_inference_rank0.json.gz",
+        "cpu_only_gloo_rank34.pt.trace.json.gz",
+        "h100_2026_format.json",
+    ],
+)
 def test_other_platforms_read_without_error(name):
     t = tracedoc.load(shared_traces() / "kineto" / name)
     assert t.meta.events > 0
@@ -289,9 +301,11 @@ def test_dataframe_accessors():
 
 # -- bad input ----------------------------------------------------------------------------------
 
+
 def run_cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "tracedoc", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tracedoc", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 def assert_clean_error(proc, *needles):
@@ -379,21 +393,28 @@ def test_sha256_is_computed_while_reading(tmp_path):
     import hashlib
 
     b = small_trace()
-    for path, kw in ((b.write(tmp_path / "a.json"), {}), (b.write(tmp_path / "a.json.gz"), {}),
-                     (b.write(tmp_path / "b.json"), {"chunk_bytes": 300, "workers": 2})):
+    for path, kw in (
+        (b.write(tmp_path / "a.json"), {}),
+        (b.write(tmp_path / "a.json.gz"), {}),
+        (b.write(tmp_path / "b.json"), {"chunk_bytes": 300, "workers": 2}),
+    ):
         t = read_kineto(str(path), **kw)
         assert t.meta.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     result = tracedoc.analyze(tmp_path / "a.json.gz")
-    assert result.hashes[str(tmp_path / "a.json.gz")] == hashlib.sha256((tmp_path / "a.json.gz").read_bytes()).hexdigest()
+    assert (
+        result.hashes[str(tmp_path / "a.json.gz")] == hashlib.sha256((tmp_path / "a.json.gz").read_bytes()).hexdigest()
+    )
 
 
 def test_events_with_odd_args_keep_their_other_fields(tmp_path):
     p = tmp_path / "odd.json"
-    p.write_text('{"traceEvents": ['
-                 '{"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": "oops"},'
-                 '{"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 5, "dur": 2, "args": [1]},'
-                 '{"ph": "X", "cat": "kernel", "name": "c", "pid": 0, "tid": 7, "ts": 9, "dur": 2,'
-                 ' "args": {"correlation": 4, "stream": 9}}]}')
+    p.write_text(
+        '{"traceEvents": ['
+        '{"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 1, "dur": 2, "args": "oops"},'
+        '{"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 5, "dur": 2, "args": [1]},'
+        '{"ph": "X", "cat": "kernel", "name": "c", "pid": 0, "tid": 7, "ts": 9, "dur": 2,'
+        ' "args": {"correlation": 4, "stream": 9}}]}'
+    )
     t = tracedoc.load(p)
     g = t.gpu_ops
     assert [t.string(int(n)) for n in g["name"]] == ["a", "b", "c"]
@@ -409,7 +430,7 @@ def test_array_of_non_events_is_an_error(tmp_path):
 
 
 def test_intern_many_hands_out_ids_in_first_appearance_order():
-    """"b" is known (id 0); new texts get 1, 2, ... in the order they first appear; None and NaN
+    """ "b" is known (id 0); new texts get 1, 2, ... in the order they first appear; None and NaN
     are no name (-1); 1 and "1" are one text."""
     import math
 
@@ -469,7 +490,7 @@ def test_the_end_of_a_file_decoded_by_workers_gives_the_same_tables(tmp_path, mo
 
     def recorded(rest, *a):
         out = real(rest, *a)
-        pieces.append((out[0], rest[out[1]:]))
+        pieces.append((out[0], rest[out[1] :]))
         return out
 
     monkeypatch.setattr(stream, "_tail_pieces", recorded)
@@ -492,15 +513,25 @@ def test_grid_and_block_read_as_integer_triples_whatever_their_shape(tmp_path):
     value by value otherwise; either way a row holds the three integers, -1 where one is missing or is
     not an integer within int64."""
     grids = [[432, 1, 1], None, [8, 4], [[1, 2, 3]], "x", [7, 8, 9, 10], [2**63, 1, 1], [-3, 0, 2], [5, 6, 7]]
-    expected = [(432, 1, 1), (-1, -1, -1), (8, 4, -1), (-1, -1, -1), (-1, -1, -1), (7, 8, 9), (-1, 1, 1),
-                (-3, 0, 2), (5, 6, 7)]
+    expected = [
+        (432, 1, 1),
+        (-1, -1, -1),
+        (8, 4, -1),
+        (-1, -1, -1),
+        (-1, -1, -1),
+        (7, 8, 9),
+        (-1, 1, 1),
+        (-3, 0, 2),
+        (5, 6, 7),
+    ]
     events = []
     for i, g in enumerate(grids):
         args = {"device": 0, "stream": 7, "correlation": i + 1, "block": [128, 1, 1]}
         if g is not None:
             args["grid"] = g
-        events.append({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 10.0 * i, "dur": 5.0,
-                       "args": args})
+        events.append(
+            {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 10.0 * i, "dur": 5.0, "args": args}
+        )
     path = tmp_path / "t.json"
     clean = tmp_path / "clean.json"
     path.write_text(json.dumps({"traceEvents": events}))

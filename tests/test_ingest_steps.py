@@ -47,8 +47,17 @@ def test_kineto_trace_links_through_the_shared_linker(tmp_path):
 def _cpu_trace(rows: list[tuple[int, int, int, int]]) -> Trace:
     pid, tid, s, e = (np.array(col, dtype=I64) for col in zip(*rows))
     n = len(rows)
-    cpu = Table("cpu_ops", {"kind": np.full(n, M.USER_ANNOTATION), "pid": pid, "tid": tid, "name": np.zeros(n),
-                            "start_ns": s, "end_ns": e})
+    cpu = Table(
+        "cpu_ops",
+        {
+            "kind": np.full(n, M.USER_ANNOTATION),
+            "pid": pid,
+            "tid": tid,
+            "name": np.zeros(n),
+            "start_ns": s,
+            "end_ns": e,
+        },
+    )
     return Trace(source="t", strings=["x"], tables={**M.empty_tables(), "cpu_ops": cpu})
 
 
@@ -68,14 +77,28 @@ def test_cpu_depth_groups_nest_among_themselves():
 
 def _named_trace(names: list[str]) -> Trace:
     n = len(names)
-    cpu = Table("cpu_ops", {"kind": np.full(n, M.USER_ANNOTATION), "pid": np.ones(n), "tid": np.ones(n),
-                            "name": np.arange(n), "start_ns": np.arange(n) * 100, "end_ns": np.arange(n) * 100 + 50})
+    cpu = Table(
+        "cpu_ops",
+        {
+            "kind": np.full(n, M.USER_ANNOTATION),
+            "pid": np.ones(n),
+            "tid": np.ones(n),
+            "name": np.arange(n),
+            "start_ns": np.arange(n) * 100,
+            "end_ns": np.arange(n) * 100 + 50,
+        },
+    )
     return Trace(source="t", strings=list(names), tables={**M.empty_tables(), "cpu_ops": cpu})
 
 
 def test_one_dataloader_vocabulary_for_readers_and_analyses():
-    names = ["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", "enumerate(DataPipe)#x.__next__",
-             "my_dataloader_wait", "datapipes/iter/combinatorics.py(12): shuffle", "forward"]
+    names = [
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+        "enumerate(DataPipe)#x.__next__",
+        "my_dataloader_wait",
+        "datapipes/iter/combinatorics.py(12): shuffle",
+        "forward",
+    ]
     t = _named_trace(names)
     spans, _, seen = dataloader.dataloader_spans(t)
     # what the reader counts is what the idle analysis attributes to the input pipeline

@@ -19,8 +19,10 @@ from tracedoc.infile import InputStream, excerpt, inflate_limit, read_input
 from tracedoc.ingest import load
 from tracedoc.ingest.kineto import read_kineto
 
-fork_only = pytest.mark.skipif("fork" not in __import__("multiprocessing").get_all_start_methods(),
-                               reason="the rank pool inherits the patched limit through fork")
+fork_only = pytest.mark.skipif(
+    "fork" not in __import__("multiprocessing").get_all_start_methods(),
+    reason="the rank pool inherits the patched limit through fork",
+)
 
 
 def trace_doc(rank: int | None = None) -> dict:
@@ -239,8 +241,14 @@ def test_excerpts_are_short_and_escaped():
 
 
 @fork_only
-@pytest.mark.parametrize("content", [b"SECRET_TOKEN=hunter2\0HOME=/root\0", b'{"SECRET_TOKEN": "hunter2"}',
-                                     b'{"traceEvents": [{"ph": "X", "SECRET_TOKEN": hunter2'])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"SECRET_TOKEN=hunter2\0HOME=/root\0",
+        b'{"SECRET_TOKEN": "hunter2"}',
+        b'{"traceEvents": [{"ph": "X", "SECRET_TOKEN": hunter2',
+    ],
+)
 def test_a_rank_linked_out_of_its_directory_is_not_quoted(tmp_path, content):
     outside = tmp_path / "private"
     outside.write_bytes(content)
@@ -299,8 +307,24 @@ def test_each_input_file_is_sniffed_once(tmp_path, monkeypatch, capsys):
     run.mkdir()
     for rank in range(3):
         (run / f"rank{rank}.pt.trace.json").write_bytes(trace_bytes(rank))
-    assert main(["analyze", str(run), "--rank", "1", "-j", "2", "--no-progress", "-f", "json",
-                 "-o", str(tmp_path / "r2.json")]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                str(run),
+                "--rank",
+                "1",
+                "-j",
+                "2",
+                "--no-progress",
+                "-f",
+                "json",
+                "-o",
+                str(tmp_path / "r2.json"),
+            ]
+        )
+        == 0
+    )
     assert sniffed() == ["rank0.pt.trace.json", "rank1.pt.trace.json", "rank2.pt.trace.json"]
     db = NsysDb(tmp_path / "two.sqlite")  # an export of two processes: --rank picks one of them
     db.session(1_000_000_000, 1_100_000_000, 1_763_700_000_000_000_000)
@@ -311,6 +335,8 @@ def test_each_input_file_is_sniffed_once(tmp_path, monkeypatch, capsys):
             s = 1_000_000_000 + corr * 100_000
             db.runtime(pid, pid, s, s + 10_000, corr, "cudaLaunchKernel_v7000")
             db.kernel(pid, s + 20_000, s + 50_000, corr, f"k{corr}", device=0)
-    assert main(["analyze", db.close(), "--rank", "1", "--no-progress", "-f", "json",
-                 "-o", str(tmp_path / "r3.json")]) == 0, capsys.readouterr().err
+    assert (
+        main(["analyze", db.close(), "--rank", "1", "--no-progress", "-f", "json", "-o", str(tmp_path / "r3.json")])
+        == 0
+    ), capsys.readouterr().err
     assert sniffed() == ["two.sqlite"]

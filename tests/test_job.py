@@ -147,8 +147,13 @@ def test_single_file_has_no_job_section():
 
 # -- the shared DLRM pair: real matching ------------------------------------------------------------
 
-_KERNEL_TYPES = (("AllToAll", "all_to_all"), ("SendRecv", "all_to_all"), ("AllReduce", "all_reduce"),
-                 ("AllGather", "all_gather"), ("ReduceScatter", "reduce_scatter"))
+_KERNEL_TYPES = (
+    ("AllToAll", "all_to_all"),
+    ("SendRecv", "all_to_all"),
+    ("AllReduce", "all_reduce"),
+    ("AllGather", "all_gather"),
+    ("ReduceScatter", "reduce_scatter"),
+)
 
 
 def _raw_comm_kernels(path: Path) -> list[tuple[str, float]]:
@@ -171,7 +176,9 @@ def test_dlrm_pair_matches_the_collectives_that_end_together():
     k0, k1 = _raw_comm_kernels(paths[0]), _raw_comm_kernels(paths[1])
     together = [(t, e) for t, e in k0 if any(t == t1 and abs(e - e1) < 1_000.0 for t1, e1 in k1)]
     nearest = sorted(min(abs(e - e1) for t1, e1 in k1 if t1 == t) for t, e in together)
-    others = sorted(min((abs(e - e1) for t1, e1 in k1 if t1 == t), default=1e9) for t, e in k0 if (t, e) not in together)
+    others = sorted(
+        min((abs(e - e1) for t1, e1 in k1 if t1 == t), default=1e9) for t, e in k0 if (t, e) not in together
+    )
     assert (len(together), len(k0), len(k1)) == (5, 10, 10)  # what the raw files give
     assert nearest[-1] < 500.0 and others[0] > 10_000.0  # right partners: < 0.5 ms; the rest: > 10 ms off
     with tempfile.TemporaryDirectory() as tmp:
@@ -200,6 +207,7 @@ def test_single_dlrm_rank_gets_all_to_all_advice_not_ddp_buckets():
 
 
 # -- bad directories ---------------------------------------------------------------------------------
+
 
 def _rank(d: Path, rank: int, world: int = 2, first_step: int = 1, name: str | None = None) -> None:
     b = TraceBuilder(rank=rank, world_size=world)
@@ -241,7 +249,9 @@ def test_an_unreadable_member_rank_is_named_as_such_and_is_no_straggler(tmp_path
     assert {r["rank"] for r in job["ranks"]} == {0, 1, 2}
     assert all(r["wait_ns_per_step"] is not None for r in job["ranks"])
     assert list(result.failed) == [str(tmp_path / "rank3.pt.trace.json.gz")]
-    assert any("1 member rank of the job's groups is in an unreadable file (3)" in i for i in job["issues"]), job["issues"]
+    assert any("1 member rank of the job's groups is in an unreadable file (3)" in i for i in job["issues"]), job[
+        "issues"
+    ]
     assert job["missing_ranks"] == [3]  # absent for matching: no straggler is named for the ranks present
 
 
@@ -292,6 +302,7 @@ def test_directory_with_no_readable_rank_is_one_clear_error(tmp_path):
 
 # -- output ------------------------------------------------------------------------------------------
 
+
 def test_text_report_puts_the_job_verdict_first(gpu_job):
     from tracedoc.render.text import render_text
 
@@ -333,12 +344,24 @@ def test_cli_rank_option(tmp_path):
     d = write_gpu_job(tmp_path / "run")
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    ok = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", str(d), "--rank", "2", "-j", "1"],
-                        capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    ok = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "analyze", str(d), "--rank", "2", "-j", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=120,
+    )
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("tracedoc · job of 4 ranks") and "Details for rank 2" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", str(d), "--rank", "7", "-j", "1"],
-                         capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "analyze", str(d), "--rank", "7", "-j", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "rank 7 is not in" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -394,10 +417,23 @@ def test_process_groups_and_sequence_numbers(tmp_path):
         calls += [(pairs[rank][0], pairs[rank][1], seq) for seq in (1, 2)]
         t = 1_000_000.0
         for pg, members, seq in calls:
-            b.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 50.0 * rank, 500.0, stream=20, op="record_param_comms",
-                     args={"Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024,
-                           "Group size": len(members), "dtype": "Float", "Process Group Name": pg,
-                           "Process Group Ranks": members, "Seq": seq})
+            b.kernel(
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+                t + 50.0 * rank,
+                500.0,
+                stream=20,
+                op="record_param_comms",
+                args={
+                    "Collective name": "allreduce",
+                    "In msg nelems": 1024,
+                    "Out msg nelems": 1024,
+                    "Group size": len(members),
+                    "dtype": "Float",
+                    "Process Group Name": pg,
+                    "Process Group Ranks": members,
+                    "Seq": seq,
+                },
+            )
             t += 1_000.0
         b.write(tmp_path / f"rank{rank}.pt.trace.json.gz")
     job = analyze(tmp_path, jobs=1).to_dict()["job"]
@@ -438,14 +474,19 @@ def test_disagreements_agree_with_plain_python_on_random_calls():
     for _ in range(200):
         n = int(rng.integers(1, 120))
         rank = rng.integers(0, 4, n)
-        cols = {"group": rng.integers(0, 2, n), "step": rng.integers(-1, 3, n), "type": rng.integers(0, 2, n),
-                "dtype": rng.integers(0, 2, n)}
+        cols = {
+            "group": rng.integers(0, 2, n),
+            "step": rng.integers(-1, 3, n),
+            "type": rng.integers(0, 2, n),
+            "dtype": rng.integers(0, 2, n),
+        }
         size = rng.integers(-1, 3, n) * 512
         codes = rng.integers(0, 30, n)
         ok_code = rng.random(30) < 0.3
         members = {"a": [0, 1, 2, 3], "b": [1, 2]}
-        stacked = Stacked(rank=rank, cols=cols, groups=["a", "b"], types=["all_reduce", "broadcast"],
-                          dtypes=["Float", "Half"])
+        stacked = Stacked(
+            rank=rank, cols=cols, groups=["a", "b"], types=["all_reduce", "broadcast"], dtypes=["Float", "Half"]
+        )
         parts: dict[tuple, dict[int, set]] = {}
         first_row: dict[tuple, int] = {}
         for i in range(n):
@@ -460,11 +501,17 @@ def test_disagreements_agree_with_plain_python_on_random_calls():
             g, step, ctype, sz = part
             have = {r: len(k) for r, k in sorted(parts[part].items())}
             r0 = first_row[part]
-            want.append({"group": stacked.groups[g], "step": step if step >= 0 else None,
-                         "collective": stacked.types[ctype], "size": sz if sz >= 0 else None,
-                         "dtype": stacked.dtypes[int(cols["dtype"][r0])],
-                         "calls_by_rank": {str(r): k for r, k in have.items()},
-                         "ranks_without": [r for r in members[stacked.groups[g]] if r not in have]})
+            want.append(
+                {
+                    "group": stacked.groups[g],
+                    "step": step if step >= 0 else None,
+                    "collective": stacked.types[ctype],
+                    "size": sz if sz >= 0 else None,
+                    "dtype": stacked.dtypes[int(cols["dtype"][r0])],
+                    "calls_by_rank": {str(r): k for r, k in have.items()},
+                    "ranks_without": [r for r in members[stacked.groups[g]] if r not in have],
+                }
+            )
         assert _disagreements(stacked, np.flatnonzero(~ok_code[codes]), codes, members, size) == want
 
 
@@ -475,10 +522,33 @@ def test_a_rank_late_as_often_as_chance_allows_among_four_is_not_a_straggler():
     from tracedoc.job.straggler import RankStats, find_stragglers
 
     def stats(late_steps: int) -> list[RankStats]:
-        late = RankStats(rank=2, instances=8, arrived_last=late_steps, decided=8, wait_ns=0,
-                         lateness_ns=8_000_000, time_ns=80_000_000, steps=8, late_steps=late_steps, trials=8)
-        others = [RankStats(rank=r, instances=8, arrived_last=1, decided=8, wait_ns=16_000_000, lateness_ns=0,
-                            time_ns=80_000_000, steps=8, late_steps=1, trials=8) for r in (0, 1, 3)]
+        late = RankStats(
+            rank=2,
+            instances=8,
+            arrived_last=late_steps,
+            decided=8,
+            wait_ns=0,
+            lateness_ns=8_000_000,
+            time_ns=80_000_000,
+            steps=8,
+            late_steps=late_steps,
+            trials=8,
+        )
+        others = [
+            RankStats(
+                rank=r,
+                instances=8,
+                arrived_last=1,
+                decided=8,
+                wait_ns=16_000_000,
+                lateness_ns=0,
+                time_ns=80_000_000,
+                steps=8,
+                late_steps=1,
+                trials=8,
+            )
+            for r in (0, 1, 3)
+        ]
         return [late, *others]
 
     def cost(rank: int) -> float:
@@ -497,12 +567,33 @@ def test_confidence_follows_what_the_profile_can_show():
     from tracedoc.job.straggler import RankStats, find_stragglers
 
     def job(steps: int, decided: int, last: int, late_steps: int) -> list[RankStats]:
-        s = RankStats(rank=1, instances=decided, arrived_last=last, decided=decided, wait_ns=0,
-                      lateness_ns=4_000_000, time_ns=40_000_000 * steps, steps=steps, late_steps=late_steps,
-                      trials=steps)
-        others = [RankStats(rank=r, instances=decided, arrived_last=(decided - last) // 2, decided=decided,
-                            wait_ns=8_000_000, lateness_ns=0, time_ns=40_000_000 * steps, steps=steps,
-                            late_steps=0, trials=steps) for r in (0, 2)]
+        s = RankStats(
+            rank=1,
+            instances=decided,
+            arrived_last=last,
+            decided=decided,
+            wait_ns=0,
+            lateness_ns=4_000_000,
+            time_ns=40_000_000 * steps,
+            steps=steps,
+            late_steps=late_steps,
+            trials=steps,
+        )
+        others = [
+            RankStats(
+                rank=r,
+                instances=decided,
+                arrived_last=(decided - last) // 2,
+                decided=decided,
+                wait_ns=8_000_000,
+                lateness_ns=0,
+                time_ns=40_000_000 * steps,
+                steps=steps,
+                late_steps=0,
+                trials=steps,
+            )
+            for r in (0, 2)
+        ]
         return [s, *others]
 
     def named(stats):

@@ -24,9 +24,27 @@ NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>
 
 def _lone_nccl(b: TraceBuilder, start: float, dur: float, nelems: int) -> None:
     """A collective kernel with no launch record: work launched before the profiler opened."""
-    b.events.append({"ph": "X", "cat": "kernel", "name": NCCL, "pid": 0, "tid": 20, "ts": start, "dur": dur,
-                     "args": {"device": 0, "context": 1, "stream": 20, "Collective name": "allreduce",
-                              "In msg nelems": nelems, "Out msg nelems": nelems, "Group size": 2, "dtype": "Float"}})
+    b.events.append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": NCCL,
+            "pid": 0,
+            "tid": 20,
+            "ts": start,
+            "dur": dur,
+            "args": {
+                "device": 0,
+                "context": 1,
+                "stream": 20,
+                "Collective name": "allreduce",
+                "In msg nelems": nelems,
+                "Out msg nelems": nelems,
+                "Group size": 2,
+                "dtype": "Float",
+            },
+        }
+    )
 
 
 # -- a window that opens a step later, and work launched before a window opened ----------------------
@@ -178,8 +196,13 @@ def test_a_busy_rank_that_waits_for_a_straggler_is_compute_bound_with_an_exposed
             b.step(k + 1, base, base + STEP_US - 50.0)
             third = compute[rank] / 3
             for i in range(3):  # three back-to-back bf16 Tensor Core GEMMs
-                b.kernel("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", base + 10.0 + i * third, third, op="aten::mm",
-                         launch_at=base + 1.0 + i)
+                b.kernel(
+                    "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn",
+                    base + 10.0 + i * third,
+                    third,
+                    op="aten::mm",
+                    launch_at=base + 1.0 + i,
+                )
             a = base + 10.0 + compute[rank] + 5.0
             b.nccl(a, base + 10.0 + 17_600.0 + 5.0 + 900.0 - a, nelems=NELEMS, launch_at=base + 6.0)
             # then the GPU idles 1.5 ms until the next step: 18.5 of 20 ms busy
@@ -270,9 +293,15 @@ def test_perfetto_on_a_directory_merges_the_ranks_with_linked_collectives(tmp_pa
     assert len(waits) == 6 and all(e["args"]["last_rank"] == 1 for e in waits)
     assert Counter(e["cname"] for e in waits) == {"bad": 6}
     late = [e for e in events if e.get("name", "").startswith("late · ")]
-    assert late and {e["pid"] for e in late} == {next(p for p, n in (
-        (e["pid"], e["args"]["name"]) for e in events if e.get("ph") == "M" and e["name"] == "process_name")
-        if n == "rank 1")}
+    assert late and {e["pid"] for e in late} == {
+        next(
+            p
+            for p, n in (
+                (e["pid"], e["args"]["name"]) for e in events if e.get("ph") == "M" and e["name"] == "process_name"
+            )
+            if n == "rank 1"
+        )
+    }
 
 
 def _host_starved_job(d: Path) -> Path:
@@ -289,8 +318,13 @@ def _host_starved_job(d: Path) -> Path:
                 b.cpu_op("aten::index", base + 20.0, base + 20.0 + host)
             t = base + 40.0 + host
             for i in range(2):
-                b.kernel("ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn", t + 20.0 + i * 700.0, 650.0, op="aten::mm",
-                         launch_at=t + i * 5.0)
+                b.kernel(
+                    "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn",
+                    t + 20.0 + i * 700.0,
+                    650.0,
+                    op="aten::mm",
+                    launch_at=t + i * 5.0,
+                )
             a = t + 1_500.0
             last = base + 40.0 + 8_000.0 + 1_500.0
             b.nccl(a, last + 1_000.0 - a, nelems=NELEMS, launch_at=t + 12.0)
@@ -311,9 +345,16 @@ def test_a_straggler_whose_gpu_waits_for_its_host_is_host_launch_starvation(tmp_
     assert any("waits for its host to launch work" in x for x in finding["fixes"])
 
 
-@pytest.mark.parametrize("param,starved", [(None, True), ("TD101.busy_threshold=0.1", False),
-                                           ("TD101.busy_threshold=0.2", True), ("TD104.host_idle_threshold=0.9", False),
-                                           ("host-late.host_idle_threshold=0.5", True)])
+@pytest.mark.parametrize(
+    "param,starved",
+    [
+        (None, True),
+        ("TD101.busy_threshold=0.1", False),
+        ("TD101.busy_threshold=0.2", True),
+        ("TD104.host_idle_threshold=0.9", False),
+        ("host-late.host_idle_threshold=0.5", True),
+    ],
+)
 def test_param_moves_the_bars_of_a_straggler_starved_by_its_host(param, starved, tmp_path, capsys):
     """Host launch starvation is TD101's busy threshold and TD104's host-late threshold: ``--param`` moves
     the straggler's cause with them. Rank 1's GPU is busy about 12% of the window, about 80% idle in

@@ -73,9 +73,9 @@ def _png_rows(svg: str) -> list[list[tuple[int, int, int]]]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     idat = data.index(b"IDAT")
-    raw = zlib.decompress(data[idat + 4: idat + 4 + int.from_bytes(data[idat - 4: idat], "big")])
+    raw = zlib.decompress(data[idat + 4 : idat + 4 + int.from_bytes(data[idat - 4 : idat], "big")])
     stride = 1 + 3 * width
-    return [[tuple(raw[y * stride + 1 + 3 * x: y * stride + 4 + 3 * x]) for x in range(width)] for y in range(height)]
+    return [[tuple(raw[y * stride + 1 + 3 * x : y * stride + 4 + 3 * x]) for x in range(width)] for y in range(height)]
 
 
 def test_html_heatmaps_make_the_straggler_stand_out(job):
@@ -87,8 +87,11 @@ def test_html_heatmaps_make_the_straggler_stand_out(job):
     ranks = job.job.heatmap["ranks"]
     assert len(late) == N_RANKS and len(late[0]) == len(job.job.heatmap["steps"])
     # lateness: the straggler's row is the darkest (lowest green) in every step it was measured in
-    darkest = {min(range(N_RANKS), key=lambda i: late[i][s][1]) for s in range(len(late[0]))
-               if any(late[i][s][1] < 255 for i in range(N_RANKS))}
+    darkest = {
+        min(range(N_RANKS), key=lambda i: late[i][s][1])
+        for s in range(len(late[0]))
+        if any(late[i][s][1] < 255 for i in range(N_RANKS))
+    }
     assert darkest == {ranks.index(SLOW)}
     # wait: the straggler waits least
     mean_green = [sum(c[1] for c in row) / len(row) for row in wait]
@@ -101,11 +104,13 @@ def test_html_rank_table_is_sortable_and_holds_every_rank(job):
     table = html.split('id="job-rank-table"')[1].split("</table>")[0]
     assert 'class="sortable"' in html.split('id="job-rank-table"')[0][-40:]
     assert table.count("<tr") == N_RANKS + 1
-    assert table.count('data-col="') == 7 and 'onclick' not in table
+    assert table.count('data-col="') == 7 and "onclick" not in table
     # the wait column sorts by the value in ns, not by its text
     rows = {int(r.rank): r for r in job.job.ranks}
     body = table.split("<tbody>")[1]
-    parsed = [re.findall(r'<td data-sort="([^"]*)">([^<]*)</td>', tr) for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body)]
+    parsed = [
+        re.findall(r'<td data-sort="([^"]*)">([^<]*)</td>', tr) for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body)
+    ]
     assert len(parsed) == N_RANKS
     for cells in parsed:
         rank = int(cells[0][1])
@@ -147,8 +152,14 @@ def test_the_rank_table_sorts_in_a_browser(job, tmp_path):
     from pathlib import Path
 
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    chromium = next((p for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"))
-                     if p and Path(p).exists()), None)
+    chromium = next(
+        (
+            p
+            for p in ("/usr/bin/chromium", shutil.which("chromium"), shutil.which("chromium-browser"))
+            if p and Path(p).exists()
+        ),
+        None,
+    )
     if chromium is None:
         pytest.skip("Chromium is not installed (apt-get install -y chromium)")
     page_path = tmp_path / "job.html"

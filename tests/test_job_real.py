@@ -62,6 +62,7 @@ def relative(steps: list[int]) -> dict[int, float]:
 
 # -- the H100 jobs ------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def slow0():
     return analyze(shared_traces() / "h100" / "job3_slow0_shifted", jobs=2)
@@ -89,8 +90,10 @@ def test_h100_windows_that_differ_are_found(slow0, balanced):
         job = result.to_dict()["job"]
         assert window_offsets(job) == relative(_truth(name)["profiler_wait_steps_by_rank"]), name
         # the collectives of the steps only some windows hold are listed, not matched a step apart
-        outside = sum(r["unmatched"].get("before_span", 0) + r["unmatched"].get("after_span", 0)
-                      for r in job["alignment"]["ranks"])
+        outside = sum(
+            r["unmatched"].get("before_span", 0) + r["unmatched"].get("after_span", 0)
+            for r in job["alignment"]["ranks"]
+        )
         assert outside == job["unmatched_calls"] > 0
         assert job["alignment"]["end_skew_p50_us"] < 1_000.0  # the pairs end together (gloo: 100s of us)
 
@@ -146,8 +149,23 @@ ONE_STEP_SLEEP_S = 0.008
 def _run_job(out: Path, *args: str) -> Path:
     from test_capture import _env, _free_port
 
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "3", "--master_addr", "127.0.0.1",
-           "--master_port", str(_free_port()), str(JOB_SCRIPT), "--out", str(out), "--bucket-mb", "0.05", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "3",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        str(JOB_SCRIPT),
+        "--out",
+        str(out),
+        "--bucket-mb",
+        "0.05",
+        *args,
+    ]
     for _ in range(2):
         proc = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240)
         # A gloo worker aborting (SIGABRT, "Connection closed by peer") is torch's own failure, seen once in
@@ -170,10 +188,29 @@ def cpu_jobs(tmp_path_factory):
     pytest.importorskip("torch")
     base = tmp_path_factory.mktemp("cpujobs")
     return {
-        "shifted": _run_job(base / "shifted", "--wait-steps", "1,2,3", "--late-start", "--active", "5",
-                            "--sleep-rank", "0", "--sleep", str(SLOW_SLEEP_S)),
-        "one_step": _run_job(base / "one_step", "--wait-steps", "1", "--active", "1", "--sleep-rank", "1",
-                             "--sleep", str(ONE_STEP_SLEEP_S)),
+        "shifted": _run_job(
+            base / "shifted",
+            "--wait-steps",
+            "1,2,3",
+            "--late-start",
+            "--active",
+            "5",
+            "--sleep-rank",
+            "0",
+            "--sleep",
+            str(SLOW_SLEEP_S),
+        ),
+        "one_step": _run_job(
+            base / "one_step",
+            "--wait-steps",
+            "1",
+            "--active",
+            "1",
+            "--sleep-rank",
+            "1",
+            "--sleep",
+            str(ONE_STEP_SLEEP_S),
+        ),
         "balanced": _run_job(base / "balanced", "--wait-steps", "2,1,1", "--active", "4"),
     }
 
@@ -186,7 +223,11 @@ def test_cpu_job_several_buckets_per_step(cpu_jobs):
     """The jobs' DDP runs several all-reduces per step (small buckets): counted from the raw JSON."""
     for t in _traces(cpu_jobs["shifted"]):
         steps = sorted(e["ts"] for e in t["traceEvents"] if e.get("name", "").startswith("ProfilerStep#"))
-        calls = [e["ts"] for e in t["traceEvents"] if e.get("name") == "gloo:all_reduce" and e.get("cat") != "gpu_user_annotation"]
+        calls = [
+            e["ts"]
+            for e in t["traceEvents"]
+            if e.get("name") == "gloo:all_reduce" and e.get("cat") != "gpu_user_annotation"
+        ]
         in_second = [x for x in calls if steps[1] <= x < steps[2]]
         assert len(in_second) >= 2, len(in_second)
 
@@ -231,9 +272,28 @@ def test_cpu_job_merged_timeline_from_the_cli(cpu_jobs, tmp_path):
     env_root = {"PYTHONPATH": str(ROOT)}
     import os
 
-    proc = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", str(cpu_jobs["shifted"]), "-f", "html",
-                           "-o", str(html), "--perfetto", str(out), "-j", "2"], capture_output=True, text=True,
-                          env={**os.environ, **env_root}, cwd=ROOT, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracedoc",
+            "analyze",
+            str(cpu_jobs["shifted"]),
+            "-f",
+            "html",
+            "-o",
+            str(html),
+            "--perfetto",
+            str(out),
+            "-j",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env_root},
+        cwd=ROOT,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "merged timeline" in proc.stderr
     events = json.loads(gzip.decompress(out.read_bytes()))["traceEvents"]

@@ -68,8 +68,15 @@ def eight(tmp_path_factory):
         for case, slow in CASES.items():
             if steps == 20 and case in ("one slow, 5%", "none"):
                 continue  # the 20-step pair below covers them
-            d = write_job(base / f"{steps}-{case}".replace(" ", "_").replace(",", "").replace("%", ""), 8, steps,
-                          slow, seed=steps, open_early_us=early, runahead_us=ahead)
+            d = write_job(
+                base / f"{steps}-{case}".replace(" ", "_").replace(",", "").replace("%", ""),
+                8,
+                steps,
+                slow,
+                seed=steps,
+                open_early_us=early,
+                runahead_us=ahead,
+            )
             out[(steps, case)] = analyze(d, jobs=1)
     return out
 
@@ -96,6 +103,7 @@ def test_the_straggler_finding_and_reports_carry_the_size(eight):
 
 
 # -- interleaved collectives of several sizes ------------------------------------------------------------
+
 
 @pytest.mark.parametrize("seq", [False, True])
 def test_interleaved_collectives_of_several_sizes_leave_no_unexplained_calls(tmp_path, seq):
@@ -125,17 +133,42 @@ def test_interleaved_collectives_of_several_sizes_leave_no_unexplained_calls(tmp
 
 # -- the confidence, from the rank statistics --------------------------------------------------------------
 
+
 def _issue_job(late_steps: int, arrived_last: int, steps: int = 3) -> list[RankStats]:
     """8 ranks, 42.7 ms steps: rank 1 late by 11.6 ms a step (27%), waits 0.15 ms; the others wait
     9.5-12 ms and are late by at most 1.1 ms; rank 1 last at 30% of 40 collectives."""
     step = 42_700_000 * steps
-    out = [RankStats(rank=1, instances=40, arrived_last=arrived_last, decided=40, wait_ns=150_000 * steps,
-                     lateness_ns=11_600_000 * steps, time_ns=step, steps=steps, late_steps=late_steps,
-                     trials=steps, explains=0.8)]
+    out = [
+        RankStats(
+            rank=1,
+            instances=40,
+            arrived_last=arrived_last,
+            decided=40,
+            wait_ns=150_000 * steps,
+            lateness_ns=11_600_000 * steps,
+            time_ns=step,
+            steps=steps,
+            late_steps=late_steps,
+            trials=steps,
+            explains=0.8,
+        )
+    ]
     for i, r in enumerate((0, 2, 3, 4, 5, 6, 7)):
-        out.append(RankStats(rank=r, instances=40, arrived_last=(40 - arrived_last) // 7, decided=40,
-                             wait_ns=(9_500_000 + 350_000 * i) * steps, lateness_ns=(150_000 * i) * steps,
-                             time_ns=step, steps=steps, late_steps=0, trials=steps, explains=0.2 / 7))
+        out.append(
+            RankStats(
+                rank=r,
+                instances=40,
+                arrived_last=(40 - arrived_last) // 7,
+                decided=40,
+                wait_ns=(9_500_000 + 350_000 * i) * steps,
+                lateness_ns=(150_000 * i) * steps,
+                time_ns=step,
+                steps=steps,
+                late_steps=0,
+                trials=steps,
+                explains=0.2 / 7,
+            )
+        )
     return out
 
 
@@ -175,13 +208,37 @@ def test_a_few_percent_late_in_steps_that_show_no_repeat_is_not_named():
     step = 40_000_000 * 8
 
     def job(late_share: float) -> list[RankStats]:
-        out = [RankStats(rank=3, instances=64, arrived_last=30, decided=64, wait_ns=100_000 * 8,
-                         lateness_ns=int(late_share * step), time_ns=step, steps=8, late_steps=5, trials=8,
-                         explains=0.72)]
+        out = [
+            RankStats(
+                rank=3,
+                instances=64,
+                arrived_last=30,
+                decided=64,
+                wait_ns=100_000 * 8,
+                lateness_ns=int(late_share * step),
+                time_ns=step,
+                steps=8,
+                late_steps=5,
+                trials=8,
+                explains=0.72,
+            )
+        ]
         for i, r in enumerate((0, 1, 2)):
-            out.append(RankStats(rank=r, instances=64, arrived_last=11, decided=64, wait_ns=(1_000_000 + 50_000 * i) * 8,
-                                 lateness_ns=(20_000 * i) * 8, time_ns=step, steps=8, late_steps=1, trials=8,
-                                 explains=0.09))
+            out.append(
+                RankStats(
+                    rank=r,
+                    instances=64,
+                    arrived_last=11,
+                    decided=64,
+                    wait_ns=(1_000_000 + 50_000 * i) * 8,
+                    lateness_ns=(20_000 * i) * 8,
+                    time_ns=step,
+                    steps=8,
+                    late_steps=1,
+                    trials=8,
+                    explains=0.09,
+                )
+            )
         return out
 
     assert [(s.rank, s.confidence) for s in find_stragglers(job(0.03), 4, lambda r: 0.05)] == []

@@ -28,11 +28,40 @@ STEP_WAIT_S = 0.03
 
 
 def _start(out: Path, *extra: str, report: bool = True) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "4", "--master_addr", "127.0.0.1",
-           "--master_port", str(_free_port()), "-m", "tracedoc.capture", "run", "-o", str(out),
-           "--skip-first", "1", "--warmup", "1", "--active", "8", "--dist-timeout", "30", "--no-monitor",
-           *([] if report else ["--no-report"]), "--", str(TRAIN), "--steps", "11", "--ddp",
-           "--step-sleep", str(STEP_WAIT_S), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "4",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        "-m",
+        "tracedoc.capture",
+        "run",
+        "-o",
+        str(out),
+        "--skip-first",
+        "1",
+        "--warmup",
+        "1",
+        "--active",
+        "8",
+        "--dist-timeout",
+        "30",
+        "--no-monitor",
+        *([] if report else ["--no-report"]),
+        "--",
+        str(TRAIN),
+        "--steps",
+        "11",
+        "--ddp",
+        "--step-sleep",
+        str(STEP_WAIT_S),
+        *extra,
+    ]
     return subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -42,8 +71,10 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     on a 2-core machine made a balanced rank late at every collective by CPU contention alone."""
     base = tmp_path_factory.mktemp("ddp")
     # 8 samples x 3 ms: rank 2 spends ~24 ms per step in DataLoader.__next__, the others ~0.5 ms
-    starts = {"slow": lambda: _start(base / "slow", "--sleep", "0.003", "--sleep-rank", str(SLOW_RANK)),
-              "balanced": lambda: _start(base / "balanced", report=False)}
+    starts = {
+        "slow": lambda: _start(base / "slow", "--sleep", "0.003", "--sleep-rank", str(SLOW_RANK)),
+        "balanced": lambda: _start(base / "balanced", report=False),
+    }
     groups = {}
     for name, start in starts.items():
         proc = start()
@@ -85,8 +116,10 @@ def test_torchrun_straggler_prediction_is_near_the_balanced_job(runs):
     assert finding["what_if"]["gain_ms"] == pytest.approx(w["gain_ms"], abs=1e-3) and "replay" in w["method"]
     assert finding["what_if"]["step_ms_before"] == pytest.approx(slow["verdict"]["step_time_ns"] / 1e6, abs=1e-3)
     measured = sorted(r["step_time_p50_ns"] / 1e6 for r in balanced["ranks"])[2]
-    print(f"torchrun: before {w['step_ms_before']:.1f} ms, predicted {w['step_ms_after']:.1f} ms, "
-          f"balanced run measured {measured:.1f} ms (p50), gain {w['gain_ms']:.1f} ms")
+    print(
+        f"torchrun: before {w['step_ms_before']:.1f} ms, predicted {w['step_ms_after']:.1f} ms, "
+        f"balanced run measured {measured:.1f} ms (p50), gain {w['gain_ms']:.1f} ms"
+    )
     # the sleep is ~24 ms a step: most of it comes off
     assert 0.5 * 24 < w["gain_ms"] < w["step_ms_before"]
     # Each step is the 30 ms wait plus the ranks' CPU work, which on two shared cores stretches by up to

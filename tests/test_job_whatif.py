@@ -38,8 +38,19 @@ def simulate(late_us: dict[int, float], late_at: int = 1) -> list[dict]:
         arrive2 = {r: end1 + c2[r] for r in range(RANKS)}
         end2 = max(arrive2.values()) + TRANSFER2_US
         done = end2 + OPTIMIZER_US
-        steps.append({"start": t, "loader": loader, "ready": ready, "arrive1": arrive1, "end1": end1,
-                      "arrive2": arrive2, "end2": end2, "done": done, "c2": c2})
+        steps.append(
+            {
+                "start": t,
+                "loader": loader,
+                "ready": ready,
+                "arrive1": arrive1,
+                "end1": end1,
+                "arrive2": arrive2,
+                "end2": end2,
+                "done": done,
+                "c2": c2,
+            }
+        )
         t = done + 15.0  # the CPU leaves its synchronize and starts the next step
     return steps
 
@@ -56,8 +67,13 @@ def write_job(d: Path, steps: list[dict]) -> Path:
             b.nccl(s["arrive1"][r], s["end1"] - s["arrive1"][r], nelems=1 << 22, launch_at=cpu + 5.0)
             b.kernel("ampere_sgemm_64x64_nn", s["end1"], s["c2"][r], launch_at=cpu + 10.0, op="aten::mm")
             b.nccl(s["arrive2"][r], s["end2"] - s["arrive2"][r], nelems=1 << 20, launch_at=cpu + 15.0)
-            b.kernel("void at::native::vectorized_elementwise_kernel<4>()", s["end2"], OPTIMIZER_US,
-                     launch_at=cpu + 20.0, op="aten::add_")
+            b.kernel(
+                "void at::native::vectorized_elementwise_kernel<4>()",
+                s["end2"],
+                OPTIMIZER_US,
+                launch_at=cpu + 20.0,
+                op="aten::add_",
+            )
             b.sync(cpu + 30.0, s["done"] + 5.0, name="cudaDeviceSynchronize", op=None)
         b.write(d / f"rank{r}.pt.trace.json.gz")
     return d
@@ -72,8 +88,10 @@ def mean_step_ms(steps: list[dict]) -> float:
 def pair(tmp_path_factory):
     base = tmp_path_factory.mktemp("whatif")
     late, on_time = simulate({LATE_RANK: 6_000.0}), simulate({})
-    return {"late": (late, analyze(write_job(base / "late", late), jobs=1)),
-            "on_time": (on_time, analyze(write_job(base / "on_time", on_time), jobs=1))}
+    return {
+        "late": (late, analyze(write_job(base / "late", late), jobs=1)),
+        "on_time": (on_time, analyze(write_job(base / "on_time", on_time), jobs=1)),
+    }
 
 
 def test_prediction_lands_on_the_step_of_the_job_without_the_lateness(pair):
@@ -159,6 +177,7 @@ def test_saved_report_keeps_the_prediction(pair, tmp_path):
 
 # -- the replay's pieces, against hand-worked answers and a brute-force search ------------------------
 
+
 def test_replay_over_groups_counts_each_delay_once():
     """Ranks 0-2, straggler 2. A (0,1,2): waits 3, 1, 0 -> 1 ms earlier (rank 1 was next to last).
     B (0,1 after A): waits 0, 2 -> min(0 + 1, 2 + 1) = 1. C (0 after B, 2 after A): rank 0 waits 4 for
@@ -212,8 +231,11 @@ def test_diff_checks_the_straggler_prediction_against_the_job_without_the_latene
     _, late = pair["late"]
     _, on_time = pair["on_time"]
     d = diff(late, on_time)
-    checks = [{k.replace("_ns", "_ms"): v / 1e6 if k.endswith("_ns") and v is not None else v for k, v in p.items()}
-              for p in d.to_dict()["job_predictions"] if p["rule_id"] == "TD620"]  # times as ms
+    checks = [
+        {k.replace("_ns", "_ms"): v / 1e6 if k.endswith("_ns") and v is not None else v for k, v in p.items()}
+        for p in d.to_dict()["job_predictions"]
+        if p["rule_id"] == "TD620"
+    ]  # times as ms
     assert len(checks) == 1
     p = checks[0]
     job_b, job_a = late.to_dict()["job"], on_time.to_dict()["job"]

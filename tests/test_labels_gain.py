@@ -21,8 +21,12 @@ US = 1000
 
 
 def replay(before_ms: float, gain_ms: float, fix: str) -> dict:
-    return {"step_ms_before": before_ms, "step_ms_after": before_ms - gain_ms, "gain_ms": gain_ms,
-            "method": f"critical-path replay, median of 9 step times: {fix}"}
+    return {
+        "step_ms_before": before_ms,
+        "step_ms_after": before_ms - gain_ms,
+        "gain_ms": gain_ms,
+        "method": f"critical-path replay, median of 9 step times: {fix}",
+    }
 
 
 def metrics(**overrides):
@@ -32,8 +36,15 @@ def metrics(**overrides):
 
 
 # idle while the host sits in syncs: TD501 (sync_bound) and TD502 (advice, one sync per step) both fire
-SYNCS = {"gpu_busy_fraction": 0.7, "compute_fraction": 0.68, "idle_fraction": 0.3, "idle_sync_fraction": 0.25,
-         "sync_fraction": 0.3, "sync_calls": 40, "iterations": 10}
+SYNCS = {
+    "gpu_busy_fraction": 0.7,
+    "compute_fraction": 0.68,
+    "idle_fraction": 0.3,
+    "idle_sync_fraction": 0.25,
+    "sync_fraction": 0.3,
+    "sync_calls": 40,
+    "iterations": 10,
+}
 
 
 def test_what_ifs_start_from_the_reports_step_not_the_mean():
@@ -73,8 +84,15 @@ def test_a_label_needs_a_predicted_gain_of_two_percent(gain_ms, labelled):
 def test_a_large_share_without_a_predicted_gain_is_minor():
     """Exposed communication takes 40% of the window, but the replay says overlapping it gains nothing
     (it is off the critical path): the finding stays, minor, with today's share beside the prediction."""
-    m = metrics(comm_fraction=0.45, exposed_comm_fraction=0.4, comm_overlap_fraction=0.1, compute_fraction=0.5,
-                gpu_busy_fraction=0.9, world_size=8, backend="nccl")
+    m = metrics(
+        comm_fraction=0.45,
+        exposed_comm_fraction=0.4,
+        comm_overlap_fraction=0.1,
+        compute_fraction=0.5,
+        gpu_busy_fraction=0.9,
+        world_size=8,
+        backend="nccl",
+    )
     v = evaluate(m, EVIDENCE, 100_000_000, ruleset=RULESET, what_ifs={"comm": replay(100.0, 0.0, "comm overlapped")})
     td201 = next(f for f in v.findings if f.rule_id == "TD201")
     assert td201.minor and td201.what_if["share_fraction"] == pytest.approx(0.4)
@@ -102,14 +120,26 @@ def test_compute_bound_predicts_nothing_it_cannot_model():
 def test_host_bound_and_small_batch_bound_are_told_apart():
     """Long host-late gaps are host work whatever the kernels' size (host_bound); many short gaps before
     tiny kernels are launch cost (small_batch_bound)."""
-    long_gaps = metrics(gpu_busy_fraction=0.6, idle_fraction=0.4, idle_host_launch_fraction=0.35,
-                        idle_host_long_fraction=0.33, idle_short_launch_fraction=0.02, kernel_median_ns=18_000,
-                        kernels_under_10us_fraction=0.3)
+    long_gaps = metrics(
+        gpu_busy_fraction=0.6,
+        idle_fraction=0.4,
+        idle_host_launch_fraction=0.35,
+        idle_host_long_fraction=0.33,
+        idle_short_launch_fraction=0.02,
+        kernel_median_ns=18_000,
+        kernels_under_10us_fraction=0.3,
+    )
     v = evaluate(long_gaps, EVIDENCE, 100_000_000, ruleset=RULESET, what_ifs={"host": replay(100.0, 25.0, "host")})
     assert v.labels == ["host_bound"]
-    short_gaps = metrics(gpu_busy_fraction=0.6, idle_fraction=0.4, idle_host_launch_fraction=0.35,
-                         idle_host_long_fraction=0.0, idle_short_launch_fraction=0.38, kernel_median_ns=4_000,
-                         kernels_under_10us_fraction=0.9)
+    short_gaps = metrics(
+        gpu_busy_fraction=0.6,
+        idle_fraction=0.4,
+        idle_host_launch_fraction=0.35,
+        idle_host_long_fraction=0.0,
+        idle_short_launch_fraction=0.38,
+        kernel_median_ns=4_000,
+        kernels_under_10us_fraction=0.9,
+    )
     v = evaluate(short_gaps, EVIDENCE, 100_000_000, ruleset=RULESET, what_ifs={"launch": replay(100.0, 30.0, "graphs")})
     assert v.labels == ["small_batch_bound"]
 

@@ -20,6 +20,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "tracedoc"
 ROOT = PACKAGE.parent
+
+
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts)
@@ -126,11 +128,14 @@ def test_importing_the_results_loads_no_renderer():
     """Loading, comparing and saving results needs no renderer: importing the results, the diff, the logs
     and the API loads none, yet the output façade is installed for their methods."""
     import subprocess
-    code = ("import sys\nimport tracedoc.result, tracedoc.diff, tracedoc.diff.trend, tracedoc.logs.report, tracedoc.api\n"
-            "from tracedoc import display\n"
-            "loaded = sorted(m for m in sys.modules if m.startswith('tracedoc.render'))\n"
-            "assert not loaded, loaded\n"
-            "assert display._render is not None and display._save is not None\n")
+
+    code = (
+        "import sys\nimport tracedoc.result, tracedoc.diff, tracedoc.diff.trend, tracedoc.logs.report, tracedoc.api\n"
+        "from tracedoc import display\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('tracedoc.render'))\n"
+        "assert not loaded, loaded\n"
+        "assert display._render is not None and display._save is not None\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
 
@@ -140,9 +145,12 @@ def test_the_package_imports_itself_relatively(path):
     """One import style: ``from ..model import trace``, never ``from tracedoc.model import trace``, so
     a module reads the same wherever the package is installed or vendored."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    absolute = [node.lineno for node in ast.walk(tree)
-                if (isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "tracedoc")
-                or (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "tracedoc" for a in node.names))]
+    absolute = [
+        node.lineno
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "tracedoc")
+        or (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "tracedoc" for a in node.names))
+    ]
     assert not absolute, f"{path.relative_to(ROOT)}: absolute imports of tracedoc at lines {absolute}"
 
 
@@ -161,15 +169,22 @@ def test_no_import_guard_around_the_package_itself(path):
         for stmt in node.body:
             for sub in ast.walk(stmt):
                 if isinstance(sub, ast.ImportFrom) and (sub.level or (sub.module or "").startswith("tracedoc")):
-                    pytest.fail(f"{path.relative_to(PACKAGE.parent)}:{sub.lineno}: tracedoc's own module imported "
-                                f"under an ImportError guard ({here})")
+                    pytest.fail(
+                        f"{path.relative_to(PACKAGE.parent)}:{sub.lineno}: tracedoc's own module imported "
+                        f"under an ImportError guard ({here})"
+                    )
                 if isinstance(sub, ast.Import) and any(a.name.startswith("tracedoc") for a in sub.names):
-                    pytest.fail(f"{path.relative_to(PACKAGE.parent)}:{sub.lineno}: tracedoc module under an ImportError guard")
+                    pytest.fail(
+                        f"{path.relative_to(PACKAGE.parent)}:{sub.lineno}: tracedoc module under an ImportError guard"
+                    )
 
 
 def test_every_module_is_small():
-    big = {str(p.relative_to(PACKAGE.parent)): n for p in all_modules()
-           if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
+    big = {
+        str(p.relative_to(PACKAGE.parent)): n
+        for p in all_modules()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500
+    }
     assert not big, big
 
 
@@ -178,18 +193,29 @@ def test_importing_the_api_loads_no_heavy_library():
     API, every analysis and the job view (what ``tracedoc analyze`` imports) loads none of them."""
     import subprocess
     import sys
-    code = ("import sys, pkgutil, importlib\nimport tracedoc.api, tracedoc.job.view, tracedoc.analyses as A\n"
-            "for m in pkgutil.walk_packages(A.__path__, 'tracedoc.analyses.'):\n"
-            "    importlib.import_module(m.name)\n"
-            "heavy = {'pandas', 'networkx', 'jinja2'} & set(sys.modules)\n"
-            "assert not heavy, heavy\n")
+
+    code = (
+        "import sys, pkgutil, importlib\nimport tracedoc.api, tracedoc.job.view, tracedoc.analyses as A\n"
+        "for m in pkgutil.walk_packages(A.__path__, 'tracedoc.analyses.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "heavy = {'pandas', 'networkx', 'jinja2'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.parametrize("name", ["kineto/v100_resnet_ns_rank0.pt.trace.json.gz", "kineto/v100_2rank_rank1.json.gz",
-                                  "kineto/dlrm_128rank_rank0.json.gz", "nsys/nsys2022_con_kernel.sqlite",
-                                  "nsys/nsys2026_h100_2gpu_1s.sqlite", "dir:dlrm_128rank"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "kineto/v100_resnet_ns_rank0.pt.trace.json.gz",
+        "kineto/v100_2rank_rank1.json.gz",
+        "kineto/dlrm_128rank_rank0.json.gz",
+        "nsys/nsys2022_con_kernel.sqlite",
+        "nsys/nsys2026_h100_2gpu_1s.sqlite",
+        "dir:dlrm_128rank",
+    ],
+)
 def test_analysing_one_trace_loads_no_pandas(name, tmp_path):
     """``tracedoc analyze`` of one trace (kernels, gaps, syncs, collectives, FLOPs, flow-linked
     launches) or of a job (a 2-GPU nsys export, a directory of rank files: collectives matched
@@ -199,6 +225,7 @@ def test_analysing_one_trace_loads_no_pandas(name, tmp_path):
     import sys
 
     from conftest import shared_traces
+
     if name.startswith("dir:"):
         path = tmp_path / "ranks"
         path.mkdir()
@@ -206,11 +233,12 @@ def test_analysing_one_trace_loads_no_pandas(name, tmp_path):
             (path / f"rank{rank}.json.gz").symlink_to(shared_traces() / f"kineto/{name[4:]}_rank{rank}.json.gz")
     else:
         path = shared_traces() / name
-    code = ("import runpy, sys\n"
-            "sys.modules['pandas'] = None  # any import of pandas raises\n"
-            f"sys.argv = ['tracedoc', 'analyze', {str(path)!r}, '-q']\n"
-            "try:\n    runpy.run_module('tracedoc', run_name='__main__')\nexcept SystemExit as e:\n"
-            "    assert not e.code, e.code\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          cwd=PACKAGE.parent)
+    code = (
+        "import runpy, sys\n"
+        "sys.modules['pandas'] = None  # any import of pandas raises\n"
+        f"sys.argv = ['tracedoc', 'analyze', {str(path)!r}, '-q']\n"
+        "try:\n    runpy.run_module('tracedoc', run_name='__main__')\nexcept SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=PACKAGE.parent)
     assert proc.returncode == 0, proc.stderr

@@ -14,22 +14,28 @@ from tracedoc.model.literals import pattern_mask, pattern_of, required_texts
 from tracedoc.model.trace import Trace, empty_tables
 
 
-@pytest.mark.parametrize("pattern, flags, expected", [
-    ("abc", 0, (("abc",),)),
-    ("(?i)AbC", 0, (("abc",),)),
-    ("AbC", re.I, (("abc",),)),
-    ("^enumerate\\((DataLoader|DataPipe)\\)#|DataLoader.*__next__|dataloader", re.I,
-     (("enumerate(", "dataloader"),)),
-    ("empty_cache|emptyCache", 0, (("empty",), ("_cache", "Cache"))),
-    ("x{0,3}y+z", 0, (("y",), ("z",))),           # an optional repeat requires nothing
-    ("a(?i:bc)d", 0, (("a",), ("d",))),           # a group with its own flags is skipped
-    ("a|\\d+", 0, ()),                            # a branch that requires nothing: nothing is known
-    ("caf\u00e9", re.I, ()),                      # not ASCII and ignoring case: not used
-    ("caf\u00e9", 0, (("caf\u00e9",),)),
-    ("a\x00b", 0, ()),                            # the separator itself is never required
-    ("(?:ab)+c", 0, (("ab",), ("c",))),
-    ("step|iteration|iter", 0, (("step", "iter"),)),  # a name holding "iteration" holds "iter"
-])
+@pytest.mark.parametrize(
+    "pattern, flags, expected",
+    [
+        ("abc", 0, (("abc",),)),
+        ("(?i)AbC", 0, (("abc",),)),
+        ("AbC", re.I, (("abc",),)),
+        (
+            "^enumerate\\((DataLoader|DataPipe)\\)#|DataLoader.*__next__|dataloader",
+            re.I,
+            (("enumerate(", "dataloader"),),
+        ),
+        ("empty_cache|emptyCache", 0, (("empty",), ("_cache", "Cache"))),
+        ("x{0,3}y+z", 0, (("y",), ("z",))),  # an optional repeat requires nothing
+        ("a(?i:bc)d", 0, (("a",), ("d",))),  # a group with its own flags is skipped
+        ("a|\\d+", 0, ()),  # a branch that requires nothing: nothing is known
+        ("caf\u00e9", re.I, ()),  # not ASCII and ignoring case: not used
+        ("caf\u00e9", 0, (("caf\u00e9",),)),
+        ("a\x00b", 0, ()),  # the separator itself is never required
+        ("(?:ab)+c", 0, (("ab",), ("c",))),
+        ("step|iteration|iter", 0, (("step", "iter"),)),  # a name holding "iteration" holds "iter"
+    ],
+)
 def test_required_texts(pattern, flags, expected):
     assert required_texts(pattern, flags) == expected
 
@@ -37,10 +43,26 @@ def test_required_texts(pattern, flags, expected):
 def _corpus() -> list[str]:
     rng = random.Random(7)
     alphabet = "aAbBcCdDeEkKsSiI_:.#()<>, \n\x00\u00e9\u017f\u212a\u0130\u0131"
-    words = ["DataLoader", "dataloader", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-             "empty_cache", "emptyCache", "torch.nn.parallel.replicate", "Broadcast", "nccl:all_reduce",
-             "aten::item", "ProfilerStep#12", "ProfilerStep#x", "volta_h884gemm_64x64", "sgemm_128_tensorop",
-             "\u0130dataloader", "DATALOADER", "data\u017foader", "DataLoader\n__next__", "e\u00e9"]
+    words = [
+        "DataLoader",
+        "dataloader",
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+        "empty_cache",
+        "emptyCache",
+        "torch.nn.parallel.replicate",
+        "Broadcast",
+        "nccl:all_reduce",
+        "aten::item",
+        "ProfilerStep#12",
+        "ProfilerStep#x",
+        "volta_h884gemm_64x64",
+        "sgemm_128_tensorop",
+        "\u0130dataloader",
+        "DATALOADER",
+        "data\u017foader",
+        "DataLoader\n__next__",
+        "e\u00e9",
+    ]
     out = list(words)
     for _ in range(3000):
         w = rng.choice(words)
@@ -50,10 +72,26 @@ def _corpus() -> list[str]:
     return out
 
 
-PATTERNS = [V.DATALOADER_RE, V.DATA_PARALLEL_RE, V.IMPLICIT_SYNC_OP_RE, V.SYNC_OP_RE, V.COLLECTIVE_OP_RE,
-            V.PROFILER_STEP_RE, C.TC_RE, C.TC_EXCLUDE_RE, C.HELPER_RE, C.FP32_TYPED_RE, C.LOW_PRECISION_RE,
-            re.compile("k", re.I), re.compile("s.*s", re.I), re.compile("^$"), re.compile("r$", re.M),
-            re.compile("oader\\b"), re.compile("\\bdata", re.I | re.ASCII), re.compile("x" * 40)]
+PATTERNS = [
+    V.DATALOADER_RE,
+    V.DATA_PARALLEL_RE,
+    V.IMPLICIT_SYNC_OP_RE,
+    V.SYNC_OP_RE,
+    V.COLLECTIVE_OP_RE,
+    V.PROFILER_STEP_RE,
+    C.TC_RE,
+    C.TC_EXCLUDE_RE,
+    C.HELPER_RE,
+    C.FP32_TYPED_RE,
+    C.LOW_PRECISION_RE,
+    re.compile("k", re.I),
+    re.compile("s.*s", re.I),
+    re.compile("^$"),
+    re.compile("r$", re.M),
+    re.compile("oader\\b"),
+    re.compile("\\bdata", re.I | re.ASCII),
+    re.compile("x" * 40),
+]
 
 
 @pytest.mark.parametrize("pattern", PATTERNS, ids=lambda p: p.pattern[:30])
@@ -101,10 +139,23 @@ def test_kernel_class_codes_agree_with_the_vocabulary_one_name_at_a_time():
     from tracedoc.model import vocab as V
     from tracedoc.model.trace import Trace
 
-    names = ["ampere_fp16_s16816gemm_fp16_128x128", "void at::native::vectorized_elementwise_kernel<4>",
-             "FLASH_FWD_kernel", "cudnn::bn_fw_tr_1C11_kernel", "implicit_convolve_sgemm", "ncclKernel",
-             "Memcpy HtoD", "triton_RED_fused_0", "K\u212aernel_gemm", "\u017fort_kernel", "plain", "",
-             "x" * (M.MATCH_CHARS + 5) + "gemm", "Layer_Norm" + "y" * 40, "softmax_warp_forward"]
+    names = [
+        "ampere_fp16_s16816gemm_fp16_128x128",
+        "void at::native::vectorized_elementwise_kernel<4>",
+        "FLASH_FWD_kernel",
+        "cudnn::bn_fw_tr_1C11_kernel",
+        "implicit_convolve_sgemm",
+        "ncclKernel",
+        "Memcpy HtoD",
+        "triton_RED_fused_0",
+        "K\u212aernel_gemm",
+        "\u017fort_kernel",
+        "plain",
+        "",
+        "x" * (M.MATCH_CHARS + 5) + "gemm",
+        "Layer_Norm" + "y" * 40,
+        "softmax_warp_forward",
+    ]
     names += [f"kernel_{i}_{w}" for i, w in enumerate(["add", "mul", "scan", "im2col", "cutlass", "relu"] * 20)]
     trace = Trace("t", names, {})
     ids = np.arange(len(names))
@@ -112,9 +163,14 @@ def test_kernel_class_codes_agree_with_the_vocabulary_one_name_at_a_time():
     assert kernel_class_codes(trace, ids).tolist() == want
     assert kernel_class_codes(trace, ids[::-1]).tolist() == want[::-1]
     # precedence worked by hand: norms before convolution, convolution before GEMM, the whole long name
-    by_hand = {"FLASH_FWD_kernel": "attention", "cudnn::bn_fw_tr_1C11_kernel": "reduction",
-               "implicit_convolve_sgemm": "convolution", "x" * (M.MATCH_CHARS + 5) + "gemm": "GEMM",
-               "plain": "other", "": "other"}
+    by_hand = {
+        "FLASH_FWD_kernel": "attention",
+        "cudnn::bn_fw_tr_1C11_kernel": "reduction",
+        "implicit_convolve_sgemm": "convolution",
+        "x" * (M.MATCH_CHARS + 5) + "gemm": "GEMM",
+        "plain": "other",
+        "": "other",
+    }
     got = kernel_class_codes(trace, ids).tolist()
     for name, cls in by_hand.items():
         assert V.KERNEL_CLASSES[got[names.index(name)]] == cls, name

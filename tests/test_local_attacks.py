@@ -28,10 +28,21 @@ def tracedoc(*args, cwd=None, limit_as: int | None = None, timeout=120, env=None
         if limit_as:
             resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
 
-    base = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
-            "TRACEDOC_CACHE_DIR": os.environ.get("TRACEDOC_CACHE_DIR", "off")}
-    return subprocess.run([sys.executable, "-m", "tracedoc", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, preexec_fn=cap, cwd=cwd, env={**base, **(env or {})})
+    base = {
+        "PYTHONPATH": str(ROOT),
+        "PATH": "/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/root"),
+        "TRACEDOC_CACHE_DIR": os.environ.get("TRACEDOC_CACHE_DIR", "off"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "tracedoc", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=cap,
+        cwd=cwd,
+        env={**base, **(env or {})},
+    )
 
 
 # ---- log keys -------------------------------------------------------------------------------------------
@@ -77,12 +88,15 @@ def project_under(tmp_path, owner=None, mode=None, file_owner=None, file_mode=No
     return config, work
 
 
-@pytest.mark.parametrize("setup,why", [
-    (dict(owner=NOBODY, file_owner=NOBODY), f"belongs to user id {NOBODY}"),
-    (dict(owner=NOBODY), f"its directory belongs to user id {NOBODY}"),
-    (dict(mode=0o777), "group or others may write its directory (mode 0777)"),
-    (dict(file_mode=0o666), "group or others may write the file (mode 0666)"),
-])
+@pytest.mark.parametrize(
+    "setup,why",
+    [
+        (dict(owner=NOBODY, file_owner=NOBODY), f"belongs to user id {NOBODY}"),
+        (dict(owner=NOBODY), f"its directory belongs to user id {NOBODY}"),
+        (dict(mode=0o777), "group or others may write its directory (mode 0777)"),
+        (dict(file_mode=0o666), "group or others may write the file (mode 0666)"),
+    ],
+)
 def test_a_config_that_another_user_could_write_is_skipped_and_said(tmp_path, setup, why):
     config, work = project_under(tmp_path, **setup)
     proc = tracedoc("analyze", "--example", "--fail-on", "io_bound", "--format", "json", cwd=work)
@@ -141,7 +155,7 @@ def test_a_damaged_trace_costs_the_overlay_not_the_report(tmp_path, damage):
     else:
         assert proc.returncode == 1, proc.stderr
         assert f"--perfetto {overlay} not written; the report is written anyway (exit status 1)" in proc.stderr
-        assert "href=\"./overlay.json\"" not in report.read_text()  # no link to a file that is not there
+        assert 'href="./overlay.json"' not in report.read_text()  # no link to a file that is not there
         assert not list(tmp_path.glob(".*tmp*"))  # no temporary file left behind
 
 
@@ -179,8 +193,9 @@ def test_the_overlay_keeps_the_original_events_byte_for_byte_and_adds_its_tracks
     doc = json.loads(gzip.decompress(out.read_bytes()))
     n = len(original["traceEvents"])
     assert doc["traceEvents"][:n] == original["traceEvents"]
-    assert {k: v for k, v in doc.items() if k != "traceEvents"} == \
-        {k: v for k, v in original.items() if k != "traceEvents"}
+    assert {k: v for k, v in doc.items() if k != "traceEvents"} == {
+        k: v for k, v in original.items() if k != "traceEvents"
+    }
     added = doc["traceEvents"][n:]
     assert any(e.get("name") == "process_name" and e["args"]["name"] == "tracedoc" for e in added)
     assert any(e.get("cat") == "tracedoc.finding" for e in added)
@@ -251,21 +266,26 @@ def crafted_export(tmp_path, attack: str, n: int = 25_000_000) -> Path:
     elif attack == "trigger":
         con.executescript("CREATE TRIGGER grow AFTER INSERT ON StringIds BEGIN SELECT 1; END;")
     elif attack == "huge-value":
-        con.execute("UPDATE StringIds SET value = value || ? WHERE id = (SELECT demangledName FROM "
-                    "CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)",
-                    ("x" * (17 << 20),))
+        con.execute(
+            "UPDATE StringIds SET value = value || ? WHERE id = (SELECT demangledName FROM "
+            "CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)",
+            ("x" * (17 << 20),),
+        )
     con.commit()
     con.close()
     return path
 
 
-@pytest.mark.parametrize("attack,said", [
-    ("generated", "table StringIds has a generated column ('value')"),
-    ("stored", "table StringIds has a generated column ('value')"),
-    ("view", "StringIds is a view, where an Nsight Systems export has a plain table"),
-    ("trigger", "StringIds has a trigger ('grow'), where an Nsight Systems export has a plain table"),
-    ("huge-value", "holds a value longer than 16,777,216 bytes"),
-])
+@pytest.mark.parametrize(
+    "attack,said",
+    [
+        ("generated", "table StringIds has a generated column ('value')"),
+        ("stored", "table StringIds has a generated column ('value')"),
+        ("view", "StringIds is a view, where an Nsight Systems export has a plain table"),
+        ("trigger", "StringIds has a trigger ('grow'), where an Nsight Systems export has a plain table"),
+        ("huge-value", "holds a value longer than 16,777,216 bytes"),
+    ],
+)
 def test_an_export_that_computes_values_is_refused_in_one_line_within_memory(tmp_path, attack, said):
     # a generated column is refused before a row is read, so a short one shows it (writing 25 MB names takes s)
     path = crafted_export(tmp_path, attack, n=1000 if attack == "generated" else 25_000_000)
@@ -331,8 +351,9 @@ def test_a_rank_told_only_by_the_analysis_is_checked_after_it(tmp_path):
 
     directory = rank_directory(tmp_path, [0, 1])
     (directory / "rank1.json").rename(directory / "other.json")  # neither its head nor its name says
-    (directory / "other.json").write_bytes((directory / "other.json").read_bytes().replace(
-        b'"distributedInfo"', b'"distributedInfoX"', 1))
+    (directory / "other.json").write_bytes(
+        (directory / "other.json").read_bytes().replace(b'"distributedInfo"', b'"distributedInfoX"', 1)
+    )
     assert stages.directory_ranks(str(directory)) is None
     proc = tracedoc("analyze", directory, "--rank", "5")
     assert proc.returncode == 2 and "rank 5 is not in" in proc.stderr and "Traceback" not in proc.stderr
@@ -367,9 +388,11 @@ def test_a_long_process_name_is_not_copied_into_every_thread_label():
     from tracedoc.render.perfetto_job import MAX_LABEL_CHARS, rank_events
 
     huge = "p" * (1 << 20)
-    events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": huge}},
-              {"ph": "M", "name": "thread_name", "pid": 1, "tid": 0, "args": {"name": huge}},
-              {"ph": "M", "name": "process_name", "pid": [1], "args": {"name": {"odd": 1}}}]
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": huge}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 0, "args": {"name": huge}},
+        {"ph": "M", "name": "process_name", "pid": [1], "args": {"name": {"odd": 1}}},
+    ]
     events += [{"ph": "X", "name": "op", "pid": 1, "tid": t, "ts": t, "dur": 1} for t in range(2000)]
     events += [{"ph": "X", "name": "op", "pid": [1], "tid": {"t": 1}, "ts": 1, "dur": 1}]
     out = rank_events(3, 0, events, 0)

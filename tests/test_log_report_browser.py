@@ -22,7 +22,6 @@ from tracedoc.api import analyze_log  # noqa: E402
 from tracedoc.render.logview import render_log_html  # noqa: E402
 
 
-
 def open_log_report(browser, log: Path, tmp_path: Path, name: str):
     result = analyze_log(log)
     page_path = tmp_path / name
@@ -32,8 +31,12 @@ def open_log_report(browser, log: Path, tmp_path: Path, name: str):
     errors: list[str] = []
     blocked: list[str] = []
     url = page_path.resolve().as_uri()
-    context.route("**/*", lambda route: route.continue_() if route.request.url == url else
-                  (blocked.append(route.request.url), route.abort()))
+    context.route(
+        "**/*",
+        lambda route: (
+            route.continue_() if route.request.url == url else (blocked.append(route.request.url), route.abort())
+        ),
+    )
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(url)
@@ -67,8 +70,12 @@ def test_throughput_labels_are_readable_when_p10_p50_p90_are_close(browser, tmp_
     tps[np.arange(1, n + 1) % 250 == 0] = 4000
     loss = 2 + 3 * np.exp(-np.arange(n) / 300) + rng.normal(0, 0.01, n)
     log = tmp_path / "close.jsonl"
-    log.write_text("".join(json.dumps({"step": i + 1, "loss": float(loss[i]), "tokens_per_sec": float(tps[i])}) + "\n"
-                           for i in range(n)))
+    log.write_text(
+        "".join(
+            json.dumps({"step": i + 1, "loss": float(loss[i]), "tokens_per_sec": float(tps[i])}) + "\n"
+            for i in range(n)
+        )
+    )
     result, context, page, errors, blocked = open_log_report(browser, log, tmp_path, "log_close_percentiles.html")
     try:
         assert errors == [] and blocked == []
@@ -76,7 +83,7 @@ def test_throughput_labels_are_readable_when_p10_p50_p90_are_close(browser, tmp_
         assert [b["text"].split()[0] for b in labels] == ["P90", "P50", "P10"]
         for i, a in enumerate(labels):
             assert a["l"] >= a["sl"] and a["r"] <= a["sr"] and a["t"] >= a["st"] and a["b"] <= a["sb"], a
-            for b in labels[i + 1:]:
+            for b in labels[i + 1 :]:
                 assert not overlap(a, b), (a, b)
         for tick in boxes(page, "text.ytick") + boxes(page, "text.xtick"):
             assert tick["l"] >= tick["sl"] - 0.5 and tick["r"] <= tick["sr"] + 0.5, tick

@@ -17,24 +17,62 @@ LOG_RULES = [r for r in ALL_RULES if r.scope == "log"]
 
 # A healthy run: 10,000 steps of 0.5 s, loss falling, steady throughput, consistent config.
 BASELINE: dict = dict.fromkeys(LOG_METRICS)
-BASELINE.update({
-    "log_points": 1000, "log_first_step": 10, "log_last_step": 10_000, "step_time_p50_s": 0.5,
-    "loss_logged": True, "loss_nonfinite_count": 0, "grad_norm_nonfinite_count": 0, "nan_iterations": 0,
-    "skipped_iterations": 0, "skipped_iteration_fraction": 0.0, "precision": "bf16",
-    "loss_spike_count": 0, "loss_spike_persistent_count": 0, "grad_norm_spike_count": 0, "divergence": False,
-    "lr_schedule": "warm-up to step 500, then cosine decay", "lr_jump_count": 0,
-    "throughput_logged": True, "throughput_unit": "tokens/s", "throughput_p10": 48_000.0,
-    "throughput_p50": 50_000.0, "throughput_p90": 51_000.0, "throughput_dip_count": 0,
-    "throughput_dip_lost_fraction": 0.0, "gpu_util_logged": True, "gpu_util_mean_percent": 97.0,
-    "low_gpu_util_fraction": 0.0, "low_gpu_util_episode_count": 0,
-    "config_source": "args.json", "config_world_size": 16, "parallel_mismatch": False,
-    "parallel_text": "TP 2 x PP 2 x CP 1 x DP 4 = 16 == world size 16", "batch_mismatch": False,
-    "batch_text": "global batch 64 is a multiple of micro 2 x DP 4 = 8", "tp_divisibility_problem": False,
-    "tp_divisibility_text": "sizes divide", "bf16_unsupported": False, "gpu_name": "NVIDIA H100 80GB HBM3",
-})
-EVIDENCE = {name: [{"row": i} for i in range(20)]
-            for name in ("anomalies", "nan_steps", "loss_spikes", "throughput_dips", "periodic_stalls",
-                         "loss_bumps", "skip_groups", "lr_schedule", "config_checks")}
+BASELINE.update(
+    {
+        "log_points": 1000,
+        "log_first_step": 10,
+        "log_last_step": 10_000,
+        "step_time_p50_s": 0.5,
+        "loss_logged": True,
+        "loss_nonfinite_count": 0,
+        "grad_norm_nonfinite_count": 0,
+        "nan_iterations": 0,
+        "skipped_iterations": 0,
+        "skipped_iteration_fraction": 0.0,
+        "precision": "bf16",
+        "loss_spike_count": 0,
+        "loss_spike_persistent_count": 0,
+        "grad_norm_spike_count": 0,
+        "divergence": False,
+        "lr_schedule": "warm-up to step 500, then cosine decay",
+        "lr_jump_count": 0,
+        "throughput_logged": True,
+        "throughput_unit": "tokens/s",
+        "throughput_p10": 48_000.0,
+        "throughput_p50": 50_000.0,
+        "throughput_p90": 51_000.0,
+        "throughput_dip_count": 0,
+        "throughput_dip_lost_fraction": 0.0,
+        "gpu_util_logged": True,
+        "gpu_util_mean_percent": 97.0,
+        "low_gpu_util_fraction": 0.0,
+        "low_gpu_util_episode_count": 0,
+        "config_source": "args.json",
+        "config_world_size": 16,
+        "parallel_mismatch": False,
+        "parallel_text": "TP 2 x PP 2 x CP 1 x DP 4 = 16 == world size 16",
+        "batch_mismatch": False,
+        "batch_text": "global batch 64 is a multiple of micro 2 x DP 4 = 8",
+        "tp_divisibility_problem": False,
+        "tp_divisibility_text": "sizes divide",
+        "bf16_unsupported": False,
+        "gpu_name": "NVIDIA H100 80GB HBM3",
+    }
+)
+EVIDENCE = {
+    name: [{"row": i} for i in range(20)]
+    for name in (
+        "anomalies",
+        "nan_steps",
+        "loss_spikes",
+        "throughput_dips",
+        "periodic_stalls",
+        "loss_bumps",
+        "skip_groups",
+        "lr_schedule",
+        "config_checks",
+    )
+}
 
 
 def _cases(kind: str):
@@ -44,7 +82,9 @@ def _cases(kind: str):
 
 
 def test_the_log_labels_have_rules():
-    assert {"unstable_training", "throughput_regression", "periodic_stall", "config_error"} <= {r.label for r in LOG_RULES}
+    assert {"unstable_training", "throughput_regression", "periodic_stall", "config_error"} <= {
+        r.label for r in LOG_RULES
+    }
 
 
 @pytest.mark.parametrize("rule_id, case", list(_cases("fires")))
@@ -76,8 +116,9 @@ def test_scopes_do_not_cross():
     trace_metrics = {"gpu_busy_fraction": 0.1, "has_gpu_ops": True, "steps": 10, "step_time_mean_ns": 1e8}
     trace_verdict = evaluate(trace_metrics, {}, 1e8, ruleset=RULESET)
     assert not {f.rule_id for f in trace_verdict.findings} & {r.id for r in LOG_RULES}
-    log_verdict = evaluate(apply_test_case(BASELINE, {"parallel_mismatch": True}), EVIDENCE, 0.5e9,
-                           ruleset=RULESET, scope="log")
+    log_verdict = evaluate(
+        apply_test_case(BASELINE, {"parallel_mismatch": True}), EVIDENCE, 0.5e9, ruleset=RULESET, scope="log"
+    )
     assert {f.rule_id for f in log_verdict.findings} == {"TD701"}
 
 
@@ -85,7 +126,9 @@ def _write_rule(tmp_path, **fields):
     lines = []
     for k, v in fields.items():
         lines.append(f"{k} = {v!r}".replace("'", '"') if isinstance(v, str) else f"{k} = {str(v).lower()}")
-    body = "\n".join(lines) + """
+    body = (
+        "\n".join(lines)
+        + """
 [[fixes]]
 text = "do something"
 [docs]
@@ -93,12 +136,12 @@ what_it_detects = "x"
 why_it_matters = "y"
 references = ["z"]
 """
+    )
     (tmp_path / "X900-test-rule.toml").write_text(body)
 
 
 def test_scope_is_validated(tmp_path):
-    base = dict(id="X900", name="test-rule", title="t", label="config_error", severity="error", message="m",
-                expect="e")
+    base = dict(id="X900", name="test-rule", title="t", label="config_error", severity="error", message="m", expect="e")
     _write_rule(tmp_path, scope="logs", when="parallel_mismatch == True", **base)
     with pytest.raises(RuleError, match="unknown scope 'logs'.*did you mean 'log'"):
         load_rules([tmp_path], builtin=False)
@@ -131,8 +174,13 @@ def test_every_log_metric_has_a_producer(tmp_path):
     from tracedoc.logs.reader import read_log
 
     path = tmp_path / "l.jsonl"
-    path.write_text("".join(json.dumps({"step": i, "loss": 2.0, "grad_norm": 1.0, "lr": 1e-4, "tokens_per_sec": 1e3,
-                                        "gpu_util": 90}) + "\n" for i in range(1, 200)))
+    path.write_text(
+        "".join(
+            json.dumps({"step": i, "loss": 2.0, "grad_norm": 1.0, "lr": 1e-4, "tokens_per_sec": 1e3, "gpu_util": 90})
+            + "\n"
+            for i in range(1, 200)
+        )
+    )
     series = read_log(path)
     produced = set(analyze_series(series).metrics)
     produced |= set(check_config({}, [])[0]) | {"grad_clip_value", "grad_clip_fraction"}  # the last two: report.py

@@ -42,8 +42,14 @@ def tracedoc(*args, limit_as: int | None = None, timeout=60):
         if limit_as:
             resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
 
-    return subprocess.run([sys.executable, "-m", "tracedoc", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, preexec_fn=cap, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "tracedoc", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=cap,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def jsonl(path: Path, n: int = 60) -> Path:
@@ -98,7 +104,10 @@ def test_plain_file_larger_than_the_budget_is_refused(tmp_path):
 def test_inflating_whitespace_is_linear(tmp_path):
     """60 MB of whitespace (and one 60 MB string) in a small .gz (under the 64 MiB any .gz may inflate to)
     inflate in blocks joined once: CPU time proportional to the output, well under a second per 60 MB."""
-    for name, payload in (("ws", b" \n\t" * (20 * 2**20)), ("str", b'{"step": 1, "s": "' + b"x" * (60 * 2**20) + b'"}\n')):
+    for name, payload in (
+        ("ws", b" \n\t" * (20 * 2**20)),
+        ("str", b'{"step": 1, "s": "' + b"x" * (60 * 2**20) + b'"}\n'),
+    ):
         path = tmp_path / f"{name}.gz"
         path.write_bytes(gzip.compress(payload, compresslevel=1))
         cpu, data = cpu_seconds(source.read_bounded, str(path), "log", 10**9)
@@ -116,15 +125,20 @@ def test_truncated_gzip_log_keeps_its_complete_lines(tmp_path):
 
 
 # ---- linear parsing -------------------------------------------------------------------------------------
-@pytest.mark.parametrize("line", [
-    "[Rank 0] step=10, skipped=0, lr=[1e-4] loss " + "a/" * 12_000,  # key-like runs the old pair pattern retried
-    "step 5 loss " + "OVERFLOW! " * 2_400,
-    "step 5 loss: " + "1" * 24_000 + "x",
-    "step\t" + " " * 24_000 + "loss: 1",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[Rank 0] step=10, skipped=0, lr=[1e-4] loss " + "a/" * 12_000,  # key-like runs the old pair pattern retried
+        "step 5 loss " + "OVERFLOW! " * 2_400,
+        "step 5 loss: " + "1" * 24_000 + "x",
+        "step\t" + " " * 24_000 + "loss: 1",
+    ],
+)
 def test_a_24_kb_deepspeed_line_parses_in_linear_time(tmp_path, line):
-    head = ("[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[1e-4], "
-            "mom=[(0.9, 0.95)]\n")
+    head = (
+        "[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[1e-4], "
+        "mom=[(0.9, 0.95)]\n"
+    )
     path = tmp_path / "ds.log"
     path.write_text(head + (line + "\n") * 20)
     cpu, series = cpu_seconds(read_log, path)
@@ -133,12 +147,16 @@ def test_a_24_kb_deepspeed_line_parses_in_linear_time(tmp_path, line):
 
 
 def test_60_kb_of_whitespace_in_megatron_arguments(tmp_path):
-    text = ("------------------------ arguments ------------------------\n"
-            "  " + " " * 60_000 + "tensor_model_parallel_size ...... 2\n"
-            "  seq_length ...................................... " + " " * 60_000 + "4096\n"
-            "-------------------- end of arguments ---------------------\n"
-            + "".join(f" iteration {i:8d}/    1000 | elapsed time per iteration (ms): 1000.0 | lm loss: 2.0E+00 |\n"
-                      for i in range(10, 310, 10)))
+    text = (
+        "------------------------ arguments ------------------------\n"
+        "  " + " " * 60_000 + "tensor_model_parallel_size ...... 2\n"
+        "  seq_length ...................................... " + " " * 60_000 + "4096\n"
+        "-------------------- end of arguments ---------------------\n"
+        + "".join(
+            f" iteration {i:8d}/    1000 | elapsed time per iteration (ms): 1000.0 | lm loss: 2.0E+00 |\n"
+            for i in range(10, 310, 10)
+        )
+    )
     path = tmp_path / "megatron.log"
     path.write_text(text)
     cpu, series = cpu_seconds(read_log, path)
@@ -151,8 +169,9 @@ def test_60_kb_of_whitespace_in_megatron_arguments(tmp_path):
 
 def test_long_lines_are_cut_with_a_warning(tmp_path):
     path = tmp_path / "titan.log"
-    path.write_text("".join(f"[titan] step: {i}  loss: 2.5  grad_norm: 1.0  tps: 9,000{' pad' * 5000}\n"
-                            for i in range(1, 41)))
+    path.write_text(
+        "".join(f"[titan] step: {i}  loss: 2.5  grad_norm: 1.0  tps: 9,000{' pad' * 5000}\n" for i in range(1, 41))
+    )
     series = read_log(path)
     assert len(series) == 40 and any("longer than 8,192 characters" in w for w in series.warnings)
 
@@ -163,14 +182,21 @@ def _alias_bomb() -> str:
     return 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + levels
 
 
-@pytest.mark.parametrize("name, text, match", [
-    ("bomb.yaml", _alias_bomb(), "alias bomb"),
-    ("list.yaml", "a: &a [" + ",".join(["x"] * 1000) + "]\n" + "".join(f"k{i}: *a\n" for i in range(3000)), "alias bomb"),
-    ("self.yaml", "a: &a [1, *a]\n", "self-referencing anchor"),
-    ("selfmap.yaml", "b: &b {x: *b}\n", "self-referencing anchor"),
-    ("deep.yaml", "a: " + "[" * 50_000 + "]" * 50_000 + "\n", "nested"),
-    ("evil.yaml", "a: !!python/object/apply:os.system ['echo pwned']\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "name, text, match",
+    [
+        ("bomb.yaml", _alias_bomb(), "alias bomb"),
+        (
+            "list.yaml",
+            "a: &a [" + ",".join(["x"] * 1000) + "]\n" + "".join(f"k{i}: *a\n" for i in range(3000)),
+            "alias bomb",
+        ),
+        ("self.yaml", "a: &a [1, *a]\n", "self-referencing anchor"),
+        ("selfmap.yaml", "b: &b {x: *b}\n", "self-referencing anchor"),
+        ("deep.yaml", "a: " + "[" * 50_000 + "]" * 50_000 + "\n", "nested"),
+        ("evil.yaml", "a: !!python/object/apply:os.system ['echo pwned']\n", "not valid YAML"),
+    ],
+)
 def test_hostile_yaml_is_refused_quickly(tmp_path, name, text, match):
     assert len(text) < 200_000
     path = tmp_path / name
@@ -183,27 +209,34 @@ def test_hostile_yaml_is_refused_quickly(tmp_path, name, text, match):
 
 def test_yaml_with_ordinary_anchors_reads(tmp_path):
     path = tmp_path / "config.yaml"
-    path.write_text("defaults: &d\n  micro_batch_size: 2\n  seq_length: 4096\ntrain:\n  <<: *d\n  global_batch_size: 64\n")
+    path.write_text(
+        "defaults: &d\n  micro_batch_size: 2\n  seq_length: 4096\ntrain:\n  <<: *d\n  global_batch_size: 64\n"
+    )
     settings, kind = read_config(str(path))
     assert kind == "YAML config" and settings["seq_length"] == 4096 and settings["global_batch_size"] == 64
 
 
 def test_toml_config(tmp_path):
     path = tmp_path / "llama3_8b.toml"
-    path.write_text("[parallelism]\ntensor_parallel_degree = 2\npipeline_parallel_degree = 1\n"
-                    "[training]\nseq_len = 8192\nlocal_batch_size = 1\n")
+    path.write_text(
+        "[parallelism]\ntensor_parallel_degree = 2\npipeline_parallel_degree = 1\n"
+        "[training]\nseq_len = 8192\nlocal_batch_size = 1\n"
+    )
     settings, kind = read_config(str(path))
     assert kind == "TOML config" and settings["parallelism_tensor_parallel_degree"] == 2 and settings["seq_len"] == 8192
 
 
-@pytest.mark.parametrize("name, text", [
-    ("n.json", f'{{"world_size": {HUGE}, "tensor_model_parallel_size": 2, "train_batch_size": 1e400}}'),
-    ("n.yaml", f"world_size: {HUGE}\ntensor_model_parallel_size: 2\n"),
-    ("n.txt", f"--world-size {HUGE} --tensor-model-parallel-size 2"),
-    ("n.toml", f"world_size = {HUGE}\n"),
-    ("n.env", f"WORLD_SIZE={HUGE}\n"),
-    ("deep.json", '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"),
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("n.json", f'{{"world_size": {HUGE}, "tensor_model_parallel_size": 2, "train_batch_size": 1e400}}'),
+        ("n.yaml", f"world_size: {HUGE}\ntensor_model_parallel_size: 2\n"),
+        ("n.txt", f"--world-size {HUGE} --tensor-model-parallel-size 2"),
+        ("n.toml", f"world_size = {HUGE}\n"),
+        ("n.env", f"WORLD_SIZE={HUGE}\n"),
+        ("deep.json", '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+    ],
+)
 def test_huge_numbers_and_deep_json_in_configs(tmp_path, name, text):
     log = jsonl(tmp_path / "l.jsonl")
     path = tmp_path / name
@@ -232,12 +265,18 @@ def test_a_step_of_1e400_is_refused_with_a_message(tmp_path):
         read_log(path)
 
 
-@pytest.mark.parametrize("text", [
-    "".join(f'{{"step": {i}, "loss": {HUGE if i == 7 else 2.0}, "tokens_per_sec": 1000}}\n' for i in range(1, 60)),
-    "step,loss\n" + "".join(f"{i},{HUGE if i == 7 else 2.0}\n" for i in range(1, 60)),
-    "".join(f" iteration {i:8d}/ 1000 | elapsed time per iteration (ms): {HUGE if i == 70 else 1000.0} | "
-            f"lm loss: {HUGE if i == 50 else 2.0} |\n" for i in range(10, 600, 10)),
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "".join(f'{{"step": {i}, "loss": {HUGE if i == 7 else 2.0}, "tokens_per_sec": 1000}}\n' for i in range(1, 60)),
+        "step,loss\n" + "".join(f"{i},{HUGE if i == 7 else 2.0}\n" for i in range(1, 60)),
+        "".join(
+            f" iteration {i:8d}/ 1000 | elapsed time per iteration (ms): {HUGE if i == 70 else 1000.0} | "
+            f"lm loss: {HUGE if i == 50 else 2.0} |\n"
+            for i in range(10, 600, 10)
+        ),
+    ],
+)
 def test_5000_digit_numbers_in_logs(tmp_path, text):
     path = tmp_path / ("l.csv" if text.startswith("step,") else "l.log")
     path.write_text(text)
@@ -250,8 +289,13 @@ def test_5000_digit_numbers_in_logs(tmp_path, text):
 def test_step_time_p50_is_never_negative(tmp_path):
     path = tmp_path / "l.jsonl"
     rng = np.random.default_rng(0)
-    path.write_text("".join(json.dumps({"step": i, "loss": 2.0, "step_time_s": float(-abs(rng.normal(0.5, 0.01)))
-                                        if i % 2 else 0.5}) + "\n" for i in range(1, 201)))
+    path.write_text(
+        "".join(
+            json.dumps({"step": i, "loss": 2.0, "step_time_s": float(-abs(rng.normal(0.5, 0.01))) if i % 2 else 0.5})
+            + "\n"
+            for i in range(1, 201)
+        )
+    )
     result = analyze_log(path)
     assert result.metrics["step_time_p50_s"] == pytest.approx(0.5)
     assert any("zero or negative" in w for w in result.warnings)
@@ -269,16 +313,23 @@ def test_jsonl_whose_first_line_is_over_64_kb(tmp_path):
 
 def test_hf_console_log_beginning_with_loss_dicts(tmp_path):
     path = tmp_path / "out.log"
-    path.write_text("".join(f"{{'loss': {2 - i / 100}, 'grad_norm': 1.0, 'learning_rate': 2e-05, 'epoch': {i / 30:.2f}}}\n"
-                            for i in range(30)))
+    path.write_text(
+        "".join(
+            f"{{'loss': {2 - i / 100}, 'grad_norm': 1.0, 'learning_rate': 2e-05, 'epoch': {i / 30:.2f}}}\n"
+            for i in range(30)
+        )
+    )
     assert read_log(path).format == "Hugging Face Trainer console"
 
 
-@pytest.mark.parametrize("payload", [
-    b'{"step": 1, "loss": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n" + b'{"step": 2, "loss": 1.0}\n' * 40,
-    b"[" * 100_000 + b"]" * 100_000,
-    b'{"log_history": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"step": 1, "loss": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n" + b'{"step": 2, "loss": 1.0}\n' * 40,
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"log_history": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    ],
+)
 def test_deep_json_in_logs(tmp_path, payload):
     path = tmp_path / "l.json"
     path.write_bytes(payload)
@@ -290,14 +341,17 @@ def test_deep_json_in_logs(tmp_path, payload):
         assert len(series) >= 1
 
 
-@pytest.mark.parametrize("text", [
-    "step,loss\n1,2.0\n2,\x003.0\n3,1.0\n" * 5,  # NUL bytes
-    'step,loss,note\n1,2.0,"' + "x" * 300_000 + '"\n2,1.0,a\n',  # a field past csv's default limit
-    'step,loss\n1,"2.0\n2,1.0\n3,0.5\n',  # an unclosed quote
-    "step;loss;lr\r\n1;2,5;0,1\r\n2;2,4;0,1\r\n3;2,3;0,1\r\n",  # semicolons, CRLF
-    "\ufeffstep\tloss\n1\t2.0\n2\t1.9\n",  # BOM and tabs
-    "step,loss\n" + ",".join(["1"] * 5000) + "\n2,1.0\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "step,loss\n1,2.0\n2,\x003.0\n3,1.0\n" * 5,  # NUL bytes
+        'step,loss,note\n1,2.0,"' + "x" * 300_000 + '"\n2,1.0,a\n',  # a field past csv's default limit
+        'step,loss\n1,"2.0\n2,1.0\n3,0.5\n',  # an unclosed quote
+        "step;loss;lr\r\n1;2,5;0,1\r\n2;2,4;0,1\r\n3;2,3;0,1\r\n",  # semicolons, CRLF
+        "\ufeffstep\tloss\n1\t2.0\n2\t1.9\n",  # BOM and tabs
+        "step,loss\n" + ",".join(["1"] * 5000) + "\n2,1.0\n",
+    ],
+)
 def test_csv_edge_cases(tmp_path, text):
     path = tmp_path / "l.csv"
     path.write_text(text)

@@ -20,8 +20,14 @@ SCHEMA = ROOT / "tracedoc" / "schema" / "analysis.schema.json"
 
 
 def tracedoc(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "tracedoc", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "tracedoc", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def write_log(path: Path, n=400, nan_at=(150,), spike_at=(250,), stall_every=50) -> Path:
@@ -46,9 +52,19 @@ def test_json_output_anomalies_and_findings(tmp_path):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     for a in doc["anomalies"]:
-        assert a["kind"] in {"nan", "loss_spike", "throughput_dip", "periodic_stall", "grad_norm_spike",
-                             "divergence", "low_gpu_util", "lr_jump", "skipped_iterations", "loss_bump",
-                             "throughput_drift"}
+        assert a["kind"] in {
+            "nan",
+            "loss_spike",
+            "throughput_dip",
+            "periodic_stall",
+            "grad_norm_spike",
+            "divergence",
+            "low_gpu_util",
+            "lr_jump",
+            "skipped_iterations",
+            "loss_bump",
+            "throughput_drift",
+        }
         assert a["kind"] == "lr_jump" or (a["rule"].startswith("TD6") and a["criterion"]), a
         assert ("step" in a) != ("start_step" in a and "end_step" in a)
     nan = [a for a in doc["anomalies"] if a["kind"] == "nan"]
@@ -58,9 +74,23 @@ def test_json_output_anomalies_and_findings(tmp_path):
     assert doc["labels"][0] == "periodic_stall" and "unstable_training" in doc["labels"]
     finding = {f["rule_id"]: f for f in doc["findings"]}
     assert {"TD601", "TD602", "TD612"} <= set(finding)
-    assert set(finding["TD612"]) == {"rule_id", "name", "title", "label", "severity", "message", "impact_fraction",
-                                     "impact_ms_per_step", "confidence", "params", "fixes", "expect", "evidence",
-                                     "what_if", "minor"}
+    assert set(finding["TD612"]) == {
+        "rule_id",
+        "name",
+        "title",
+        "label",
+        "severity",
+        "message",
+        "impact_fraction",
+        "impact_ms_per_step",
+        "confidence",
+        "params",
+        "fixes",
+        "expect",
+        "evidence",
+        "what_if",
+        "minor",
+    }
     assert finding["TD612"]["what_if"] is None  # step-time what-ifs are for trace findings
     assert finding["TD612"]["minor"] is False  # and so is the 2% bar on their predicted gain
     assert doc["metrics"]["periodic_stall_period_steps"] == 50
@@ -133,10 +163,24 @@ def test_run_directory_report_includes_its_step_log(tmp_path):
     steps = []
     for i in range(1, 61):
         dur = 0.1 if i % 20 else 0.9  # the monitor's records: a slow interval every 20 steps
-        steps.append({"type": "interval", "schema": 1, "rank": 0, "pid": 1, "time": 0.0, "step": i, "steps": 1,
-                      "profiled_steps": 0, "step_time_s": {"mean": dur, "p50": dur, "p90": dur, "max": dur},
-                      "samples_per_s": 32 / dur, "tokens_per_s": None, "peak_mem_bytes": 1, "mem_source": "rss",
-                      "gpu_util_percent": None})
+        steps.append(
+            {
+                "type": "interval",
+                "schema": 1,
+                "rank": 0,
+                "pid": 1,
+                "time": 0.0,
+                "step": i,
+                "steps": 1,
+                "profiled_steps": 0,
+                "step_time_s": {"mean": dur, "p50": dur, "p90": dur, "max": dur},
+                "samples_per_s": 32 / dur,
+                "tokens_per_s": None,
+                "peak_mem_bytes": 1,
+                "mem_source": "rss",
+                "gpu_util_percent": None,
+            }
+        )
     steps.append(dict(steps[-1], type="summary", wall_s=9.0))
     (run / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
     result = analyze(run)
@@ -163,7 +207,9 @@ def test_json_output_validates_against_the_log_schema(tmp_path):
     schema = json.loads((ROOT / "tracedoc" / "schema" / "log.schema.json").read_text())
     props = schema["$defs"]["log_metrics"]["properties"]
     assert list(props) == list(LOG_METRICS)
-    assert all(props[k]["description"] == f"[{m.unit}] {m.meaning}" for k, m in LOG_METRICS.items()), "schema follows the table"
+    assert all(props[k]["description"] == f"[{m.unit}] {m.meaning}" for k, m in LOG_METRICS.items()), (
+        "schema follows the table"
+    )
     for log in (write_log(tmp_path / "train.jsonl"), write_log(tmp_path / "clean.jsonl", nan_at=(), spike_at=())):
         doc = json.loads(tracedoc("logs", log, "--format", "json").stdout)
         jsonschema.validate(doc, schema)
@@ -190,5 +236,7 @@ def test_html_charts_are_well_formed_svg_inside_their_box(tmp_path):
         for line in root.iter("polyline"):
             pts = np.array([p.split(",") for p in line.get("points").split()], dtype=float)
             assert len(pts) > 10
-            assert (pts[:, 0] >= 0).all() and (pts[:, 0] <= w).all() and (pts[:, 1] >= 0).all() and (pts[:, 1] <= h).all()
+            assert (
+                (pts[:, 0] >= 0).all() and (pts[:, 0] <= w).all() and (pts[:, 1] >= 0).all() and (pts[:, 1] <= h).all()
+            )
             assert np.all(np.diff(pts[:, 0]) >= 0), "x follows the steps"

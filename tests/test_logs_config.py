@@ -26,9 +26,11 @@ def rule_ids(result):
 
 def test_megatron_command_line_parallel_mismatch(tmp_path, log):
     cfg = tmp_path / "launch.sh"
-    cfg.write_text("torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py \\\n  --tensor-model-parallel-size 4 "
-                   "--pipeline-model-parallel-size 2 --data-parallel-size 4 --micro-batch-size 2 "
-                   "--global-batch-size 64 --seq-length 4096 --num-attention-heads 32 --bf16\n")
+    cfg.write_text(
+        "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py \\\n  --tensor-model-parallel-size 4 "
+        "--pipeline-model-parallel-size 2 --data-parallel-size 4 --micro-batch-size 2 "
+        "--global-batch-size 64 --seq-length 4096 --num-attention-heads 32 --bf16\n"
+    )
     result = analyze_log(log, config=[str(cfg)])
     m = result.metrics
     # 4 x 2 x 1 x 4 = 32 ranks asked for, 2 nodes x 8 = 16 launched
@@ -44,8 +46,16 @@ def test_megatron_command_line_parallel_mismatch(tmp_path, log):
 
 def test_deepspeed_batch_mismatch_with_torchrun_env(tmp_path, log):
     ds = tmp_path / "ds_config.json"
-    ds.write_text(json.dumps({"train_batch_size": 512, "train_micro_batch_size_per_gpu": 4,
-                              "gradient_accumulation_steps": 8, "fp16": {"enabled": True, "loss_scale": 0}}))
+    ds.write_text(
+        json.dumps(
+            {
+                "train_batch_size": 512,
+                "train_micro_batch_size_per_gpu": 4,
+                "gradient_accumulation_steps": 8,
+                "fp16": {"enabled": True, "loss_scale": 0},
+            }
+        )
+    )
     env = tmp_path / "env.txt"
     env.write_text("export WORLD_SIZE=8\nMASTER_ADDR=node0\n")
     result = analyze_log(log, config=[str(ds), str(env)])
@@ -53,7 +63,10 @@ def test_deepspeed_batch_mismatch_with_torchrun_env(tmp_path, log):
     # 4 x 8 ranks x 8 accumulation = 256, not 512; 512 / (4 x 8) = 16 accumulation steps would match
     assert m["batch_mismatch"] is True
     assert m["batch_text"] == "global batch 512 != micro 4 x DP 8 x grad-accum 8 = 256"
-    assert m["batch_fix"] == "set the global batch (global_batch_size / train_batch_size) to 256, or gradient_accumulation_steps to 16"
+    assert (
+        m["batch_fix"]
+        == "set the global batch (global_batch_size / train_batch_size) to 256, or gradient_accumulation_steps to 16"
+    )
     assert m["fp16_without_loss_scaling"] is False  # loss_scale 0 = dynamic
     assert m["precision"] == "fp16"
     assert "TD702" in rule_ids(result) and "TD704" not in rule_ids(result)
@@ -79,8 +92,9 @@ def test_fp16_log_whose_loss_scale_stays_one(tmp_path):
 
 def test_hf_training_args_bf16_on_v100(tmp_path, log):
     args = tmp_path / "training_args.json"
-    args.write_text(json.dumps({"per_device_train_batch_size": 8, "gradient_accumulation_steps": 4, "bf16": True,
-                                "fp16": False}))
+    args.write_text(
+        json.dumps({"per_device_train_batch_size": 8, "gradient_accumulation_steps": 4, "bf16": True, "fp16": False})
+    )
     result = analyze_log(log, config=[str(args)], gpu_name="Tesla V100-SXM2-32GB")
     assert result.metrics["bf16_unsupported"] is True
     assert "TD705" in rule_ids(result)
@@ -92,9 +106,19 @@ def test_hf_training_args_bf16_on_v100(tmp_path, log):
 
 def test_heads_groups_and_sequence_divisibility(tmp_path, log):
     cfg = tmp_path / "args.json"
-    cfg.write_text(json.dumps({"tensor_model_parallel_size": 8, "num_attention_heads": 32, "num_query_groups": 4,
-                               "seq_length": 4100, "sequence_parallel": True, "context_parallel_size": 1,
-                               "world_size": 8}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "tensor_model_parallel_size": 8,
+                "num_attention_heads": 32,
+                "num_query_groups": 4,
+                "seq_length": 4100,
+                "sequence_parallel": True,
+                "context_parallel_size": 1,
+                "world_size": 8,
+            }
+        )
+    )
     result = analyze_log(log, config=[str(cfg)])
     text = result.metrics["tp_divisibility_text"]
     assert "query groups 4 not divisible by TP 8" in text
@@ -119,8 +143,16 @@ def test_expert_parallel_must_divide_dp_times_cp():
 
 def test_megatron_derived_accumulation_must_be_whole():
     # DP = 16 / (2 x 2) = 4; micro 2 x DP 4 = 8 does not divide 100
-    m, _ = check_config({"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2, "world_size": 16,
-                         "micro_batch_size": 2, "global_batch_size": 100}, ["x"])
+    m, _ = check_config(
+        {
+            "tensor_model_parallel_size": 2,
+            "pipeline_model_parallel_size": 2,
+            "world_size": 16,
+            "micro_batch_size": 2,
+            "global_batch_size": 100,
+        },
+        ["x"],
+    )
     assert m["batch_mismatch"] is True
     assert m["batch_text"] == "global batch 100 is not a multiple of micro 2 x DP 4 = 8"
     assert m["batch_fix"] == "set global_batch_size to 96 or 104"
@@ -128,9 +160,21 @@ def test_megatron_derived_accumulation_must_be_whole():
 
 def test_consistent_config_gives_no_config_finding(tmp_path, log):
     cfg = tmp_path / "args.json"
-    cfg.write_text(json.dumps({"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2, "world_size": 16,
-                               "micro_batch_size": 2, "global_batch_size": 64, "num_attention_heads": 32,
-                               "seq_length": 4096, "bf16": True, "gpu": "NVIDIA H100 80GB HBM3"}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "tensor_model_parallel_size": 2,
+                "pipeline_model_parallel_size": 2,
+                "world_size": 16,
+                "micro_batch_size": 2,
+                "global_batch_size": 64,
+                "num_attention_heads": 32,
+                "seq_length": 4096,
+                "bf16": True,
+                "gpu": "NVIDIA H100 80GB HBM3",
+            }
+        )
+    )
     result = analyze_log(log, config=[str(cfg)])
     assert all(row["ok"] for row in result.config_checks) and len(result.config_checks) == 4
     assert "config_error" not in result.labels
@@ -138,8 +182,7 @@ def test_consistent_config_gives_no_config_finding(tmp_path, log):
 
 def test_yaml_config(tmp_path, log):
     cfg = tmp_path / "config.yaml"
-    cfg.write_text("parallelism:\n  tensor_parallel_degree: 3\ntraining:\n  global_batch_size: 8\n"
-                   "world_size: 8\n")
+    cfg.write_text("parallelism:\n  tensor_parallel_degree: 3\ntraining:\n  global_batch_size: 8\nworld_size: 8\n")
     result = analyze_log(log, config=[str(cfg)])
     assert result.metrics["parallel_mismatch"] is True  # 8 ranks are not divisible by TP 3
 
@@ -161,8 +204,15 @@ def test_layers_must_divide_over_pipeline_stages():
     # 30 layers over PP 4: 7.5 layers a stage; with 2 virtual stages, 8 chunks
     m, rows = check_config({"pipeline_model_parallel_size": 4, "num_layers": 30, "world_size": 8}, ["x"])
     assert m["tp_divisibility_problem"] is True and "30 layers not divisible by PP 4" in m["tp_divisibility_text"]
-    m, _ = check_config({"pipeline_model_parallel_size": 4, "num_layers": 32, "world_size": 8,
-                         "virtual_pipeline_model_parallel_size": 3}, ["x"])
+    m, _ = check_config(
+        {
+            "pipeline_model_parallel_size": 4,
+            "num_layers": 32,
+            "world_size": 8,
+            "virtual_pipeline_model_parallel_size": 3,
+        },
+        ["x"],
+    )
     assert "32 layers not divisible by PP 4 x virtual stages 3" in m["tp_divisibility_text"]
     m, _ = check_config({"pipeline_model_parallel_size": 4, "num_layers": 32, "world_size": 8}, ["x"])
     assert m["tp_divisibility_problem"] is False
@@ -171,7 +221,9 @@ def test_layers_must_divide_over_pipeline_stages():
 def test_clipping_fraction_from_the_config_threshold(tmp_path):
     grads = [0.5, 1.5, 2.0, 0.8, 3.0, 1.2, 1.1, 0.9, 1.3, 1.4] * 5  # 35 of 50 above 1.0
     path = tmp_path / "g.jsonl"
-    path.write_text("".join(json.dumps({"step": i + 1, "loss": 2.0, "grad_norm": g}) + "\n" for i, g in enumerate(grads)))
+    path.write_text(
+        "".join(json.dumps({"step": i + 1, "loss": 2.0, "grad_norm": g}) + "\n" for i, g in enumerate(grads))
+    )
     cfg = tmp_path / "training_args.json"
     cfg.write_text(json.dumps({"per_device_train_batch_size": 8, "max_grad_norm": 1.0}))
     result = analyze_log(path, config=[str(cfg)])

@@ -176,23 +176,30 @@ def test_megatron_style_counters_in_jsonl(tmp_path):
     nan_it = np.zeros(n)
     nan_it[[19, 59]] = [1, 2]
     loss = decaying_loss(n, np.random.default_rng(0))
-    result = analyze_log(write_jsonl(tmp_path / "m.jsonl", {"loss": loss, "nan_iterations": nan_it},
-                                     steps=np.arange(10, 10 * n + 1, 10)))
+    result = analyze_log(
+        write_jsonl(tmp_path / "m.jsonl", {"loss": loss, "nan_iterations": nan_it}, steps=np.arange(10, 10 * n + 1, 10))
+    )
     assert [a["step"] for a in result.anomalies if a["kind"] == "nan"] == [200, 600]
     assert result.metrics["nan_iterations"] == 3
 
 
-@pytest.mark.parametrize("kind, want", [
-    ("cosine", "warm-up to step 100, then cosine decay"),
-    ("linear", "warm-up to step 100, then linear decay"),
-    ("step", "warm-up to step 100, then step decay"),
-])
+@pytest.mark.parametrize(
+    "kind, want",
+    [
+        ("cosine", "warm-up to step 100, then cosine decay"),
+        ("linear", "warm-up to step 100, then linear decay"),
+        ("step", "warm-up to step 100, then step decay"),
+    ],
+)
 def test_lr_schedule_shapes(kind, want):
     steps = np.arange(1, 1001)
     peak, warm = 3e-4, 100
     t = np.clip((steps - warm) / (1000 - warm), 0, 1)
-    decay = {"cosine": 0.5 * (1 + np.cos(np.pi * t)), "linear": 1 - t,
-             "step": np.where(t < 0.33, 1.0, np.where(t < 0.66, 0.1, 0.01))}[kind]
+    decay = {
+        "cosine": 0.5 * (1 + np.cos(np.pi * t)),
+        "linear": 1 - t,
+        "step": np.where(t < 0.33, 1.0, np.where(t < 0.66, 0.1, 0.01)),
+    }[kind]
     lr = np.where(steps <= warm, peak * steps / warm, peak * decay)
     assert detect.lr_schedule(steps, lr)["shape"] == want
 
@@ -212,7 +219,7 @@ def centred_mean(x: np.ndarray, window: int) -> np.ndarray:
     out = np.full(n, np.nan)
     for i in range(n):
         k = min(h, i, n - 1 - i)
-        seg = x[i - k:i + k + 1]
+        seg = x[i - k : i + k + 1]
         seg = seg[np.isfinite(seg)]
         if seg.size:
             out[i] = seg.mean()
@@ -243,7 +250,7 @@ def test_trailing_reference_matches_a_direct_median():
     block = w // 2
     for i in range(w, 400, 7):
         start = w + (i - w) // block * block  # the reference refreshes at block starts
-        window = x[start - w:start]
+        window = x[start - w : start]
         assert med[i] == pytest.approx(np.median(window))
         assert mad[i] == pytest.approx(np.median(np.abs(window - np.median(window))))
     assert np.isnan(med[:w]).all()

@@ -20,12 +20,15 @@ from tracedoc.logs.follow import Tail, bounded_state
 from tracedoc.logs.watch import Watch, WatchOptions
 
 ROOT = Path(__file__).resolve().parents[1]
-WRITER = r"""
+WRITER = (
+    r"""
 import json, math, sys, time
-""" + (
-    "path, first, last, nan_at, stall_at, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), "
-    "int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])\n"
-) + r"""t = 0.5 * (first - 1)
+"""
+    + (
+        "path, first, last, nan_at, stall_at, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), "
+        "int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])\n"
+    )
+    + r"""t = 0.5 * (first - 1)
 with open(path, "a") as fh:
     for step in range(first, last + 1):
         dt = 0.5 * (1 + 0.01 * math.sin(step))
@@ -38,11 +41,15 @@ with open(path, "a") as fh:
         fh.flush()
         time.sleep(1 / rate)
 """
+)
 
 
 def record(step: int, loss: float | None = None, elapsed: float | None = None) -> str:
-    rec = {"step": step, "loss": 2 + math.exp(-step / 100) if loss is None else loss,
-           "elapsed_s": 0.5 * step if elapsed is None else elapsed}
+    rec = {
+        "step": step,
+        "loss": 2 + math.exp(-step / 100) if loss is None else loss,
+        "elapsed_s": 0.5 * step if elapsed is None else elapsed,
+    }
     return json.dumps(rec) + "\n"
 
 
@@ -54,9 +61,14 @@ class Follow:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         # Ctrl-C has its usual effect in the child even when the tests run in a background job or under
         # nohup, which start children with SIGINT ignored (Python then installs no KeyboardInterrupt).
-        self.proc = subprocess.Popen([sys.executable, "-m", "tracedoc", "logs", "--follow", str(path), "--poll", "0.05",
-                                      *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tracedoc", "logs", "--follow", str(path), "--poll", "0.05", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         self.lines: list[tuple[float, str]] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -74,8 +86,10 @@ class Follow:
             if self.proc.poll() is not None and not self.reader.is_alive():
                 break
             time.sleep(0.02)
-        raise AssertionError(f"{text!r} not printed; got {[ln for _, ln in self.lines]}; "
-                             f"stderr {self.proc.stderr.read() if self.proc.poll() is not None else ''}")
+        raise AssertionError(
+            f"{text!r} not printed; got {[ln for _, ln in self.lines]}; "
+            f"stderr {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
+        )
 
     def stop(self) -> tuple[int, str]:
         if self.proc.poll() is None:
@@ -86,8 +100,9 @@ class Follow:
 
 
 def writer(path: Path, first: int, last: int, nan_at: int = -1, stall_at: int = -1, rate: float = 200.0):
-    return subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(first), str(last), str(nan_at),
-                             str(stall_at), str(rate)])
+    return subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), str(first), str(last), str(nan_at), str(stall_at), str(rate)]
+    )
 
 
 def test_follow_prints_the_nan_then_the_stall_as_the_writer_appends(tmp_path):
@@ -163,11 +178,21 @@ def test_follow_usage_errors(tmp_path):
     path = tmp_path / "trainer_state.json"
     path.write_text(json.dumps({"log_history": [{"step": 1, "loss": 2.0}]}, indent=1))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-m", "tracedoc", "logs", "--follow", str(path), "--poll", "0.05"],
-                       capture_output=True, text=True, env=env, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "logs", "--follow", str(path), "--poll", "0.05"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert p.returncode == 1 and "rewritten whole" in p.stderr and "Traceback" not in p.stderr
-    p = subprocess.run([sys.executable, "-m", "tracedoc", "logs", "--follow", str(path), str(path)],
-                       capture_output=True, text=True, env=env, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "logs", "--follow", str(path), str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert p.returncode == 2 and "follows one log" in p.stderr
 
 

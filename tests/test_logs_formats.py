@@ -31,16 +31,21 @@ MEGATRON_ARGS = """\
 
 
 def megatron_line(it, total, ms, lr, loss, gnorm, skipped=0, nan=0, gbs=64):
-    return (f" [2025-04-13 23:41:12] iteration {it:>8}/{total:>8} | consumed samples: {it * gbs:>12} | "
-            f"elapsed time per iteration (ms): {ms:.1f} | throughput per GPU (TFLOP/s/GPU): 312.4 | "
-            f"learning rate: {lr:.6E} | global batch size: {gbs:>5} | lm loss: {loss:.6E} | loss scale: 1.0 | "
-            f"grad norm: {gnorm:.3f} | num zeros: 0.0 | params norm: 250.1 | number of skipped iterations: {skipped:>3} | "
-            f"number of nan iterations: {nan:>3} |")
+    return (
+        f" [2025-04-13 23:41:12] iteration {it:>8}/{total:>8} | consumed samples: {it * gbs:>12} | "
+        f"elapsed time per iteration (ms): {ms:.1f} | throughput per GPU (TFLOP/s/GPU): 312.4 | "
+        f"learning rate: {lr:.6E} | global batch size: {gbs:>5} | lm loss: {loss:.6E} | loss scale: 1.0 | "
+        f"grad norm: {gnorm:.3f} | num zeros: 0.0 | params norm: 250.1 | number of skipped iterations: {skipped:>3} | "
+        f"number of nan iterations: {nan:>3} |"
+    )
 
 
 def write_megatron(path, n=60, gbs=64, tp=2, nan_at=(), slow_every=None):
-    lines = [f"using world size: 16, data-parallel size: {16 // (tp * 2)}, context-parallel size: 1, "
-             f"tensor-model-parallel size: {tp}, pipeline-model-parallel size: 2", MEGATRON_ARGS.format(gbs=gbs, tp=tp)]
+    lines = [
+        f"using world size: 16, data-parallel size: {16 // (tp * 2)}, context-parallel size: 1, "
+        f"tensor-model-parallel size: {tp}, pipeline-model-parallel size: 2",
+        MEGATRON_ARGS.format(gbs=gbs, tp=tp),
+    ]
     for i in range(1, n + 1):
         it = 10 * i
         ms = 1000.0 + (i % 3)
@@ -49,8 +54,10 @@ def write_megatron(path, n=60, gbs=64, tp=2, nan_at=(), slow_every=None):
         loss = float("nan") if it in nan_at else 7.0 - i * 0.01
         lines.append(megatron_line(it, 10 * n, ms, 3e-4, loss, 1.5, nan=int(it in nan_at), gbs=gbs))
         if i == 1:
-            lines.append("[Rank 0] (after 10 iterations) memory (MB) | allocated: 1000.0 | max allocated: 2048.0 | "
-                         "reserved: 3000.0 | max reserved: 3000.0")
+            lines.append(
+                "[Rank 0] (after 10 iterations) memory (MB) | allocated: 1000.0 | max allocated: 2048.0 | "
+                "reserved: 3000.0 | max reserved: 3000.0"
+            )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -94,21 +101,23 @@ def test_megatron_header_config_errors(tmp_path):
     assert "config_error" in result.labels
 
 
-DEEPSPEED_LOG = "\n".join([
-    "[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[5e-05, 5e-05], "
-    "mom=[(0.9, 0.999), (0.9, 0.999)]",
-    "[2024-01-01 10:00:00,000] [INFO] [timer.py:260:stop] epoch=0/micro_step=40/global_step=10, "
-    "RunningAvgSamplesPerSec=25.03, CurrSamplesPerSec=25.70, MemAllocated=4.32GB, MaxMemAllocated=38.49GB",
-    "step 10 loss: 2.5000",
-    "[2024-01-01 10:00:01,000] [INFO] [fused_optimizer.py:344:_update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping "
-    "step. Attempted loss scale: 65536, reducing to 32768",
-    "[2024-01-01 10:00:02,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=20, skipped=3, lr=[4.9e-05, 4.9e-05], "
-    "mom=[(0.9, 0.999), (0.9, 0.999)]",
-    "[2024-01-01 10:00:02,000] [INFO] [timer.py:260:stop] epoch=0/micro_step=80/global_step=20, "
-    "RunningAvgSamplesPerSec=24.00, CurrSamplesPerSec=12.00, MemAllocated=4.32GB, MaxMemAllocated=38.49GB",
-    "step 20 loss: nan",
-    "",
-])
+DEEPSPEED_LOG = "\n".join(
+    [
+        "[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, lr=[5e-05, 5e-05], "
+        "mom=[(0.9, 0.999), (0.9, 0.999)]",
+        "[2024-01-01 10:00:00,000] [INFO] [timer.py:260:stop] epoch=0/micro_step=40/global_step=10, "
+        "RunningAvgSamplesPerSec=25.03, CurrSamplesPerSec=25.70, MemAllocated=4.32GB, MaxMemAllocated=38.49GB",
+        "step 10 loss: 2.5000",
+        "[2024-01-01 10:00:01,000] [INFO] [fused_optimizer.py:344:_update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping "
+        "step. Attempted loss scale: 65536, reducing to 32768",
+        "[2024-01-01 10:00:02,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=20, skipped=3, lr=[4.9e-05, 4.9e-05], "
+        "mom=[(0.9, 0.999), (0.9, 0.999)]",
+        "[2024-01-01 10:00:02,000] [INFO] [timer.py:260:stop] epoch=0/micro_step=80/global_step=20, "
+        "RunningAvgSamplesPerSec=24.00, CurrSamplesPerSec=12.00, MemAllocated=4.32GB, MaxMemAllocated=38.49GB",
+        "step 20 loss: nan",
+        "",
+    ]
+)
 
 
 def test_deepspeed_log(tmp_path):
@@ -128,9 +137,12 @@ def test_deepspeed_log(tmp_path):
 
 
 def test_torchtitan_log_with_colour_codes(tmp_path):
-    lines = [f"\x1b[31m[titan] 2026-01-01 10:00:{i:02d},000 - root - INFO - \x1b[36mstep: {i:2}  \x1b[32mloss: "
-             f"{8 - i * 0.1:.5f}  \x1b[33mgrad_norm: {1 + i * 0.01:.4f}  \x1b[34mmemory: 40.12GiB(50.00%)  "
-             f"\x1b[35mtps: {9000 + i:,}  \x1b[36mtflops: 250.31  \x1b[35mmfu: 25.31%\x1b[39m" for i in range(1, 31)]
+    lines = [
+        f"\x1b[31m[titan] 2026-01-01 10:00:{i:02d},000 - root - INFO - \x1b[36mstep: {i:2}  \x1b[32mloss: "
+        f"{8 - i * 0.1:.5f}  \x1b[33mgrad_norm: {1 + i * 0.01:.4f}  \x1b[34mmemory: 40.12GiB(50.00%)  "
+        f"\x1b[35mtps: {9000 + i:,}  \x1b[36mtflops: 250.31  \x1b[35mmfu: 25.31%\x1b[39m"
+        for i in range(1, 31)
+    ]
     path = tmp_path / "titan.log"
     path.write_text("\n".join(["[titan] Peak FLOPS used for computing MFU: 9.890e+14"] + lines) + "\n")
     series = read_log(path)
@@ -145,15 +157,21 @@ def test_torchtitan_log_with_colour_codes(tmp_path):
 
 def test_gzipped_jsonl(tmp_path):
     path = tmp_path / "log.jsonl.gz"
-    path.write_bytes(gzip.compress(b"".join(json.dumps({"step": i, "loss": 1.0 / i}).encode() + b"\n"
-                                            for i in range(1, 51))))
+    path.write_bytes(
+        gzip.compress(b"".join(json.dumps({"step": i, "loss": 1.0 / i}).encode() + b"\n" for i in range(1, 51)))
+    )
     assert len(read_log(path)) == 50
 
 
 def test_aliases_are_mapped(tmp_path):
     path = tmp_path / "wandb.jsonl"
-    path.write_text("".join(json.dumps({"_step": i, "train/loss": 2.0, "train/learning_rate": 1e-4,
-                                        "perf/tokens_per_second": 1000.0}) + "\n" for i in range(5)))
+    path.write_text(
+        "".join(
+            json.dumps({"_step": i, "train/loss": 2.0, "train/learning_rate": 1e-4, "perf/tokens_per_second": 1000.0})
+            + "\n"
+            for i in range(5)
+        )
+    )
     series = read_log(path)
     assert series.fields_seen["loss"] == "train/loss" and series.fields_seen["step"] == "_step"
     assert series.fields_seen["lr"] == "train/learning_rate"
@@ -255,9 +273,17 @@ def test_parallel_decode_equals_one_pass(tmp_path, monkeypatch, bad_line):
     from tracedoc.logs import jsonlog
 
     rng = np.random.default_rng(12)
-    lines = [json.dumps({"step": i, "loss": float("nan") if i in (7, 500) else float(rng.normal(2, 0.1)),
-                         "tokens_per_sec": float(rng.normal(1000, 10)), "gpu_util": [90, int(rng.integers(50, 99))]})
-             for i in range(1, 2001)]
+    lines = [
+        json.dumps(
+            {
+                "step": i,
+                "loss": float("nan") if i in (7, 500) else float(rng.normal(2, 0.1)),
+                "tokens_per_sec": float(rng.normal(1000, 10)),
+                "gpu_util": [90, int(rng.integers(50, 99))],
+            }
+        )
+        for i in range(1, 2001)
+    ]
     if bad_line:
         lines[1000] = "not json"
     path = tmp_path / "p.jsonl"
@@ -285,8 +311,10 @@ def test_hf_trainer_console_dicts(tmp_path):
     lines = ["***** Running training *****", "  Num examples = 1000"]
     for i in range(1, 41):
         loss = "nan" if i == 30 else f"{2.0 - i * 0.01:.4f}"
-        lines.append(f" 10%|#         | {i * 10}/400 [00:10<01:30,  4.0it/s]{{'loss': {loss}, 'grad_norm': 0.9, "
-                     f"'learning_rate': 2e-05, 'epoch': {i / 40:.2f}}}")
+        lines.append(
+            f" 10%|#         | {i * 10}/400 [00:10<01:30,  4.0it/s]{{'loss': {loss}, 'grad_norm': 0.9, "
+            f"'learning_rate': 2e-05, 'epoch': {i / 40:.2f}}}"
+        )
     lines.append("{'eval_loss': 1.7, 'eval_runtime': 3.2, 'epoch': 1.0}")
     lines.append("{'train_runtime': 100.0, 'train_samples_per_second': 40.0, 'train_loss': 1.8, 'epoch': 1.0}")
     path = tmp_path / "output.log"
@@ -307,8 +335,10 @@ def test_cut_off_megatron_line_and_foreign_json_lines(tmp_path):
     path.write_text(text)
     series = read_log(path)
     assert series.step[-1] == 290
-    assert series.warnings[:2] == [f"the last line ({len(text.splitlines())}) is cut off; it is left out",
-                                   "1 lines are JSON objects, another log format; they are left out"]
+    assert series.warnings[:2] == [
+        f"the last line ({len(text.splitlines())}) is cut off; it is left out",
+        "1 lines are JSON objects, another log format; they are left out",
+    ]
 
 
 def test_torchrun_rank_prefixes_keep_one_rank(tmp_path):
@@ -316,8 +346,10 @@ def test_torchrun_rank_prefixes_keep_one_rank(tmp_path):
     for step in range(1, 21):
         for rank in (1, 0, 2):  # ranks print in any order
             loss = 5.0 - step * 0.1 + rank  # each rank's loss differs, so the kept rank is visible
-            lines.append(f"[rank{rank}]:[titan] 2026-05-18 16:04:46,338 - root - INFO - step: {step:2}  loss: {loss:8.5f}  "
-                         f"grad_norm:  0.8319  memory:  9.46GiB(64.99%)  tps: 7,282  tflops: 0.52  mfu: 0.17%")
+            lines.append(
+                f"[rank{rank}]:[titan] 2026-05-18 16:04:46,338 - root - INFO - step: {step:2}  loss: {loss:8.5f}  "
+                f"grad_norm:  0.8319  memory:  9.46GiB(64.99%)  tps: 7,282  tflops: 0.52  mfu: 0.17%"
+            )
     path = tmp_path / "titan.log"
     path.write_text("\n".join(lines) + "\n")
     series = read_log(path)
@@ -329,10 +361,14 @@ def test_torchrun_rank_prefixes_keep_one_rank(tmp_path):
 def test_older_deepspeed_timer_lines(tmp_path):
     lines = []
     for step in range(10, 101, 10):
-        lines.append(f"[2022-03-11 02:06:58,985] [INFO] [logging.py:69:log_dist] [Rank 0] step={step}, skipped=0, "
-                     f"lr=[5e-05], mom=[[0.9, 0.999]]")
-        lines.append(f"[2022-03-11 02:06:58,985] [INFO] [timer.py:189:stop] 0/{step}, SamplesPerSec={80 + step / 10}, "
-                     f"MemAllocated=0.26GB, MaxMemAllocated=9.02GB")
+        lines.append(
+            f"[2022-03-11 02:06:58,985] [INFO] [logging.py:69:log_dist] [Rank 0] step={step}, skipped=0, "
+            f"lr=[5e-05], mom=[[0.9, 0.999]]"
+        )
+        lines.append(
+            f"[2022-03-11 02:06:58,985] [INFO] [timer.py:189:stop] 0/{step}, SamplesPerSec={80 + step / 10}, "
+            f"MemAllocated=0.26GB, MaxMemAllocated=9.02GB"
+        )
     path = tmp_path / "ds_old.log"
     path.write_text("\n".join(lines) + "\n")
     series = read_log(path)
@@ -342,9 +378,12 @@ def test_older_deepspeed_timer_lines(tmp_path):
 
 
 def test_megatron_deepspeed_lines_with_samples_per_second_first(tmp_path):
-    lines = [f" samples/sec: {7.5 + i / 100:.3f} | iteration {i:8d}/   10000 | elapsed time per iteration (ms): 4100.0 | "
-             f"learning rate: 2.111E-06 | approx flops per GPU: 112.9TFLOPS | lm_loss: {11 - i / 100:.6E} | "
-             f"number of skipped iterations:   0 | number of nan iterations:   0 |" for i in range(1, 41)]
+    lines = [
+        f" samples/sec: {7.5 + i / 100:.3f} | iteration {i:8d}/   10000 | elapsed time per iteration (ms): 4100.0 | "
+        f"learning rate: 2.111E-06 | approx flops per GPU: 112.9TFLOPS | lm_loss: {11 - i / 100:.6E} | "
+        f"number of skipped iterations:   0 | number of nan iterations:   0 |"
+        for i in range(1, 41)
+    ]
     path = tmp_path / "mds.log"
     path.write_text("\n".join(lines) + "\n")
     series = read_log(path)
@@ -366,8 +405,19 @@ def test_nan_literals_many_or_few(tmp_path, nan_every):
     """Few NaN lines are decoded around, many are quoted in one pass: the same values either way."""
     n = 3000
     path = tmp_path / "n.jsonl"
-    path.write_text("".join(json.dumps({"step": i, "loss": float("nan") if i % nan_every == 0 else 1.0,
-                                        "note": "NaN in a string stays a string"}) + "\n" for i in range(1, n + 1)))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "step": i,
+                    "loss": float("nan") if i % nan_every == 0 else 1.0,
+                    "note": "NaN in a string stays a string",
+                }
+            )
+            + "\n"
+            for i in range(1, n + 1)
+        )
+    )
     series = read_log(path)
     want = np.array([i % nan_every == 0 for i in range(1, n + 1)])
     np.testing.assert_array_equal(np.isnan(series.columns["loss"]), want)
@@ -382,8 +432,10 @@ def test_resumed_run_keeps_the_later_values(tmp_path):
     series = read_log(path)
     assert series.step.tolist() == list(range(1, 151))
     assert (series.columns["loss"][:50] == 3.0).all() and (series.columns["loss"][50:] == 2.0).all()
-    assert series.story == ["resumed from a checkpoint: the step counter goes back from 100 to 51, 50 steps trained "
-                            "again; the later values are analysed"]
+    assert series.story == [
+        "resumed from a checkpoint: the step counter goes back from 100 to 51, 50 steps trained "
+        "again; the later values are analysed"
+    ]
     assert series.warnings == []
 
 
@@ -396,9 +448,18 @@ def test_step_monitor_of_two_ranks_keeps_rank_zero(tmp_path, monkeypatch, jobs):
     recs = []
     for step in range(1, 301):
         for rank in (1, 0):
-            recs.append({"type": "interval", "schema": 1, "rank": rank, "step": step, "steps": 1,
-                         "step_time_s": {"mean": 0.1 + rank, "p50": 0.1, "p90": 0.1, "max": 0.1},
-                         "samples_per_s": 100.0 + rank, "gpu_util_percent": [50.0 + rank, 60.0]})
+            recs.append(
+                {
+                    "type": "interval",
+                    "schema": 1,
+                    "rank": rank,
+                    "step": step,
+                    "steps": 1,
+                    "step_time_s": {"mean": 0.1 + rank, "p50": 0.1, "p90": 0.1, "max": 0.1},
+                    "samples_per_s": 100.0 + rank,
+                    "gpu_util_percent": [50.0 + rank, 60.0],
+                }
+            )
     recs.append({"type": "summary", "schema": 1, "rank": 0, "step": 300, "steps": 300, "samples_per_s": 1.0})
     path = tmp_path / "steps.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))

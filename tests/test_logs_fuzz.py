@@ -31,9 +31,18 @@ def test_mutated_logs_and_configs(tmp_path):
 
 
 def test_the_invariants_catch_impossible_numbers():
-    doc = {"metrics": {"throughput_dip_lost_fraction": 1.5, "step_time_p50_s": -0.2, "log_first_step": 10,
-                       "log_last_step": 5, "throughput_p10": 3.0, "throughput_p50": 2.0, "throughput_p90": 4.0,
-                       "skipped_iterations": -1},
-           "anomalies": [{"kind": "nan", "step": 99}]}
+    doc = {
+        "metrics": {
+            "throughput_dip_lost_fraction": 1.5,
+            "step_time_p50_s": -0.2,
+            "log_first_step": 10,
+            "log_last_step": 5,
+            "throughput_p10": 3.0,
+            "throughput_p50": 2.0,
+            "throughput_p90": 4.0,
+            "skipped_iterations": -1,
+        },
+        "anomalies": [{"kind": "nan", "step": 99}],
+    }
     problems = fuzz_logs.violations(doc)
     assert len(problems) == 6, problems

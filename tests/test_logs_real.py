@@ -35,7 +35,8 @@ def train(steps: int = STEPS, lr: float = 0.05, explode_at: int | None = None, s
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     warm = 10
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / (steps - warm))))
+        opt, lambda s: (s + 1) / warm if s < warm else 0.5 * (1 + math.cos(math.pi * (s - warm) / (steps - warm)))
+    )
     x = torch.randn(256, 8)
     y = x @ torch.randn(8, 1) + 0.1 * torch.randn(256, 1)
     records = []
@@ -54,8 +55,16 @@ def train(steps: int = STEPS, lr: float = 0.05, explode_at: int | None = None, s
         if explode_at is None:
             sched.step()
         dt = time.perf_counter() - t0
-        records.append({"step": step, "loss": loss.item(), "lr": cur_lr, "grad_norm": float(grad_norm),
-                        "samples_per_sec": 32 / dt, "step_time_s": dt})
+        records.append(
+            {
+                "step": step,
+                "loss": loss.item(),
+                "lr": cur_lr,
+                "grad_norm": float(grad_norm),
+                "samples_per_sec": 32 / dt,
+                "step_time_s": dt,
+            }
+        )
     return records
 
 
@@ -122,14 +131,34 @@ def test_trainer_state_json_from_a_training_loop(run, tmp_path):
     history = []
     for r in run:
         if r["step"] % logging_steps == 0:
-            history.append({"loss": r["loss"], "grad_norm": r["grad_norm"], "learning_rate": r["lr"],
-                            "epoch": r["step"] / STEPS, "step": r["step"]})
+            history.append(
+                {
+                    "loss": r["loss"],
+                    "grad_norm": r["grad_norm"],
+                    "learning_rate": r["lr"],
+                    "epoch": r["step"] / STEPS,
+                    "step": r["step"],
+                }
+            )
         if r["step"] % 60 == 0:
             history.append({"eval_loss": r["loss"], "eval_runtime": 0.5, "epoch": r["step"] / STEPS, "step": r["step"]})
-    history.append({"train_runtime": 3.0, "train_samples_per_second": 100.0, "train_loss": 0.5, "total_flos": 0,
-                    "epoch": 1.0, "step": STEPS})
-    state = {"global_step": STEPS, "max_steps": STEPS, "logging_steps": logging_steps, "train_batch_size": 32,
-             "log_history": history}
+    history.append(
+        {
+            "train_runtime": 3.0,
+            "train_samples_per_second": 100.0,
+            "train_loss": 0.5,
+            "total_flos": 0,
+            "epoch": 1.0,
+            "step": STEPS,
+        }
+    )
+    state = {
+        "global_step": STEPS,
+        "max_steps": STEPS,
+        "logging_steps": logging_steps,
+        "train_batch_size": 32,
+        "log_history": history,
+    }
     out = tmp_path / "out" / f"checkpoint-{STEPS}"
     out.mkdir(parents=True)
     (out / "trainer_state.json").write_text(json.dumps(state, indent=2))
@@ -192,9 +221,18 @@ def test_step_monitor_fed_by_a_training_loop(tmp_path):
 def test_step_monitor_files_without_step_records_read_their_intervals(tmp_path):
     """A steps.jsonl written before step records existed: its interval records are the series."""
     path = tmp_path / "steps.jsonl"
-    recs = [{"type": "interval", "schema": 1, "rank": 0, "step": 10 * i, "steps": 10,
-             "step_time_s": {"mean": 0.1 * i, "p50": 0.1, "p90": 0.1, "max": 0.1}, "samples_per_s": 100.0 / i}
-            for i in range(1, 31)]
+    recs = [
+        {
+            "type": "interval",
+            "schema": 1,
+            "rank": 0,
+            "step": 10 * i,
+            "steps": 10,
+            "step_time_s": {"mean": 0.1 * i, "p50": 0.1, "p90": 0.1, "max": 0.1},
+            "samples_per_s": 100.0 / i,
+        }
+        for i in range(1, 31)
+    ]
     recs.append({"type": "summary", "schema": 1, "rank": 0, "step": 300, "steps": 300, "samples_per_s": 1.0})
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     series = read_log(path)
@@ -207,17 +245,47 @@ def test_tracedoc_run_directory(tmp_path):
     """A real ``tracedoc run``: its steps.jsonl is read by ``tracedoc logs OUTDIR``."""
     out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, "-m", "tracedoc.capture", "run", "-o", str(out), "--skip-first", "1",
-                           "--warmup", "1", "--active", "1", "--monitor-interval", "0.05", "--no-report", "--",
-                           str(ROOT / "tests" / "capture_scripts" / "train_tiny.py"), "--steps", "30",
-                           "--step-sleep", "0.02"], env=env, capture_output=True, text=True, timeout=280)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracedoc.capture",
+            "run",
+            "-o",
+            str(out),
+            "--skip-first",
+            "1",
+            "--warmup",
+            "1",
+            "--active",
+            "1",
+            "--monitor-interval",
+            "0.05",
+            "--no-report",
+            "--",
+            str(ROOT / "tests" / "capture_scripts" / "train_tiny.py"),
+            "--steps",
+            "30",
+            "--step-sleep",
+            "0.02",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
     assert proc.returncode == 0, proc.stderr
     want = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
     assert [r["step"] for r in want if r["type"] == "step"] == list(range(2, 31))  # the first opens step 2
     assert [r["step"] for r in want if r.get("profiled")] == [3, 4, 5]  # warm-up, active, export
     want = [r for r in want if r["type"] == "step" and not r.get("profiled")]
-    proc = subprocess.run([sys.executable, "-m", "tracedoc", "logs", str(out), "--format", "json"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "logs", str(out), "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["input"]["format"] == "tracedoc step monitor"

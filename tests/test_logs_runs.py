@@ -30,8 +30,17 @@ def kinds(result, kind):
 
 
 # ---- LLaMA-Factory -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("text, seconds", [("0:00:09", 9), ("1:02:03", 3723), ("2 days, 1:00:00", 176400),
-                                           ("1 day, 0:00:01.5", 86401.5), (12.5, 12.5), ("soon", None)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("0:00:09", 9),
+        ("1:02:03", 3723),
+        ("2 days, 1:00:00", 176400),
+        ("1 day, 0:00:01.5", 86401.5),
+        (12.5, 12.5),
+        ("soon", None),
+    ],
+)
 def test_elapsed_time_strings(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -70,8 +79,10 @@ def test_llamafactory_output_directory(tmp_path):
 # ---- resumes and second writers ---------------------------------------------------------------------
 def test_resume_is_one_line_and_no_anomaly_at_the_join(tmp_path):
     result = analyze_log(write(tmp_path, R.llamafactory_resumed(total=6000, stop=5220, resume=5010)))
-    assert result.story == ["resumed from a checkpoint: the step counter goes back from 5220 to 5020, 210 steps "
-                            "trained again; elapsed time starts again; the later values are analysed"]
+    assert result.story == [
+        "resumed from a checkpoint: the step counter goes back from 5220 to 5020, 210 steps "
+        "trained again; elapsed time starts again; the later values are analysed"
+    ]
     assert result.series.step.tolist() == list(range(10, 6001, 10))
     assert result.series.resume_steps == [5020]
     assert result.anomalies == []  # no lr_jump, no stall from the elapsed-time reset
@@ -162,8 +173,10 @@ def test_the_costly_pattern_wins_and_its_steps_are_not_dips(tmp_path):
     (f,) = [f for f in result.findings if f.rule_id == "TD612"]
     assert "every 189-190 steps" in f.message and "2.4x the median step" in f.message
     ev = result.analysis.evidence["periodic_stalls"]
-    assert [(e["period_steps"], e["reported"], e["cause"]) for e in ev] == [(m["periodic_stall_period_steps"], True, None),
-                                                                          (125, False, "evaluation")]
+    assert [(e["period_steps"], e["reported"], e["cause"]) for e in ev] == [
+        (m["periodic_stall_period_steps"], True, None),
+        (125, False, "evaluation"),
+    ]
 
 
 def test_patterns_ranked_by_time_lost_not_by_count():
@@ -186,8 +199,12 @@ def test_random_slow_steps_make_no_pattern():
 # ---- the command line ----------------------------------------------------------------------------------
 def test_cli_joins_files_and_prints_the_story(tmp_path):
     paths = R.lightning_segments(tmp_path)
-    p = subprocess.run([sys.executable, "-m", "tracedoc", "logs", str(paths[0]), str(paths[1])],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "logs", str(paths[0]), str(paths[1])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     assert "run: 2 segments of one run joined in step order" in p.stdout
     assert "run: resumed from a checkpoint (version_1/metrics.csv after version_0/metrics.csv)" in p.stdout

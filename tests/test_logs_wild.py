@@ -76,7 +76,8 @@ def test_llmc_main_log(tmp_path):
     assert series.format == "llm.c" and series.step[0] == 0 and series.step[-1] == 799
     assert series.fields_seen["loss"] == "loss" and series.fields_seen["grad_norm"] == "grad_norm"
     assert series.columns["lr"][699] == pytest.approx(6e-4) and series.columns["eval_loss"][250] == pytest.approx(
-        3.3 + 7 * np.exp(-250 / 300), abs=1e-4)
+        3.3 + 7 * np.exp(-250 / 300), abs=1e-4
+    )
     at = series.step.tolist().index(750)
     assert np.isfinite(series.columns["loss"][at]) and np.isfinite(series.columns["eval_loss"][at])  # trl and tel
     assert sorted({e["step"] for e in series.events if e["kind"] == "eval"}) == [0, 250, 500, 750]
@@ -136,8 +137,10 @@ def test_rising_skip_rate(tmp_path):
         if s > 20 and s % (100 if s < 2000 else 30) == 0:  # one skip per window of 100 steps, then every 30
             per = 1
         skipped += per
-        lines.append(f"[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step={s}, skipped={skipped}, "
-                     f"lr=[1e-4], mom=[(0.9, 0.999)]")
+        lines.append(
+            f"[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step={s}, skipped={skipped}, "
+            f"lr=[1e-4], mom=[(0.9, 0.999)]"
+        )
     result = analyze_log(write(tmp_path, "\n".join(lines) + "\n"))
     assert result.metrics["skip_pattern"] == "rising"
     assert "TD605" in {f.rule_id for f in result.findings}
@@ -150,12 +153,15 @@ def test_ppo_actor_and_critic_are_separate_series(tmp_path, new_format):
     assert series.format == "DeepSpeed-Chat PPO" and series.name == "actor" and list(series.companions) == ["critic"]
     critic = series.companions["critic"]
     assert series.step.tolist() == critic.step.tolist() == list(range(200))
-    assert abs(np.nanmean(series.columns["loss"]) - 0.1) < 0.02 and abs(np.nanmean(critic.columns["loss"]) - 0.05) < 0.01
+    assert (
+        abs(np.nanmean(series.columns["loss"]) - 0.1) < 0.02 and abs(np.nanmean(critic.columns["loss"]) - 0.05) < 0.01
+    )
     assert not any("goes back" in w for w in result.warnings)  # the critic's step=10 is not a resumed run
     # each engine's counter: 3 calibration skips each, on its own series; lr of the actor vs the critic
     assert np.nansum(series.columns["skipped_iterations"]) == 3 and np.nansum(critic.columns["skipped_iterations"]) == 3
     assert series.columns["lr"][9] == pytest.approx(9.65e-6 * 10 / 200) and critic.columns["lr"][9] == pytest.approx(
-        5e-6 * 10 / 200)
+        5e-6 * 10 / 200
+    )
     m = result.metrics
     assert m["log_series"] == "actor, critic" and m["skipped_iterations"] == 6 and m["skip_pattern"] == "calibration"
     assert m["generation_time_fraction"] == pytest.approx(2.5 / 3.77, rel=0.02)
@@ -222,7 +228,9 @@ def test_a_dip_that_begins_on_a_stall_is_still_a_dip_and_the_period_is_200(tmp_p
     tps[(steps >= 2000) & (steps <= 2020)] = 6000  # a 21-step dip from the stall at 2000 ...
     tps[steps == 2000] = 3000  # ... which begins with the stall
     path = tmp_path / "t.jsonl"
-    path.write_text("".join(json.dumps({"step": int(s), "tokens_per_sec": float(t)}) + "\n" for s, t in zip(steps, tps)))
+    path.write_text(
+        "".join(json.dumps({"step": int(s), "tokens_per_sec": float(t)}) + "\n" for s, t in zip(steps, tps))
+    )
     result = analyze_log(path)
     assert result.metrics["periodic_stall_period_steps"] == 200
     assert [a["step"] for a in kinds(result, "periodic_stall")] == list(range(200, n + 1, 200))
@@ -243,7 +251,9 @@ def test_torchtitan_gc_stalls_and_gradual_drift(tmp_path):
 
 def test_torchtitan_checkpoints_and_validation_lines(tmp_path):
     text = F.torchtitan(n=100, gc_every=0, ckpt_every=20)
-    text += ("[titan] 2026-01-01 10:00:00,000 - root - INFO - validate step: 100  loss: 2.7000  memory: 40.12GiB(50.00%)\n")
+    text += (
+        "[titan] 2026-01-01 10:00:00,000 - root - INFO - validate step: 100  loss: 2.7000  memory: 40.12GiB(50.00%)\n"
+    )
     series = read_log(write(tmp_path, text))
     assert series.step.tolist() == list(range(1, 101))  # the validation line is not a training step
     assert series.columns["eval_loss"][-1] == 2.7
@@ -295,8 +305,10 @@ def test_bump_in_a_trainer_state(tmp_path):
 
 
 def test_hf_console_log_starting_with_a_dict_line(tmp_path):
-    lines = [f"{{'loss': {2.0 - i * 0.01:.4f}, 'grad_norm': 0.9, 'learning_rate': 2e-05, 'epoch': {i / 50:.2f}}}"
-             for i in range(1, 51)]
+    lines = [
+        f"{{'loss': {2.0 - i * 0.01:.4f}, 'grad_norm': 0.9, 'learning_rate': 2e-05, 'epoch': {i / 50:.2f}}}"
+        for i in range(1, 51)
+    ]
     series = read_log(write(tmp_path, "\n".join(lines) + "\n", "console.log"))
     assert series.format == "Hugging Face Trainer console" and len(series) == 50
 
@@ -307,14 +319,24 @@ def test_unknown_format_lists_what_was_looked_for(tmp_path):
     with pytest.raises(LogError) as exc:
         read_log(path)
     text = str(exc.value)
-    for looked in ("JSON Lines", "Megatron-LM", "DeepSpeed", "torchtitan", "nanoGPT", "llm.c", "CSV", "--format-hint",
-                   "--field"):
+    for looked in (
+        "JSON Lines",
+        "Megatron-LM",
+        "DeepSpeed",
+        "torchtitan",
+        "nanoGPT",
+        "llm.c",
+        "CSV",
+        "--format-hint",
+        "--field",
+    ):
         assert looked in text
 
 
 def test_format_hint_and_field_map_read_a_custom_log(tmp_path):
-    path = write(tmp_path, "".join(f"epoch 1 batch={b} objective={3 - b / 100:.3f} speed={1000 + b}\n"
-                                   for b in range(1, 101)))
+    path = write(
+        tmp_path, "".join(f"epoch 1 batch={b} objective={3 - b / 100:.3f} speed={1000 + b}\n" for b in range(1, 101))
+    )
     with pytest.raises(LogError, match="no line with a step"):
         read_log(path, fmt="text")
     series = read_log(path, fmt="text", field_map={"step": "batch", "loss": "objective", "samples_per_s": "speed"})
@@ -328,8 +350,9 @@ def test_format_hint_and_field_map_read_a_custom_log(tmp_path):
 
 def test_field_map_overrides_an_alias_in_jsonl(tmp_path):
     path = tmp_path / "l.jsonl"
-    path.write_text("".join(json.dumps({"step": i, "loss": 9.0, "lm_loss_smoothed": 2.0 + i / 100}) + "\n"
-                            for i in range(50)))
+    path.write_text(
+        "".join(json.dumps({"step": i, "loss": 9.0, "lm_loss_smoothed": 2.0 + i / 100}) + "\n" for i in range(50))
+    )
     series = read_log(path, field_map={"loss": "lm_loss_smoothed"})
     assert series.fields_seen["loss"] == "lm_loss_smoothed" and series.columns["loss"][1] == pytest.approx(2.01)
 

@@ -24,15 +24,25 @@ def six_steps(tmp_path, name="t.json"):
     return b.write(tmp_path / name)
 
 
-@pytest.mark.parametrize("text, want", [("2:4", (2, 4)), (" 3 ", (3, 3)), ("5:", (5, None)), (":7", (None, 7)),
-                                        ("0:0", (0, 0))])
+@pytest.mark.parametrize(
+    "text, want", [("2:4", (2, 4)), (" 3 ", (3, 3)), ("5:", (5, None)), (":7", (None, 7)), ("0:0", (0, 0))]
+)
 def test_step_ranges(text, want):
     assert tuple(parse_steps(text)) == want
 
 
-@pytest.mark.parametrize("text, says", [("x", "not a range"), ("", "not a range"), (":", "not a range"),
-                                        ("1:2:3", "not a range"), ("-1:2", "not a range"), ("1.5", "not a range"),
-                                        ("4:2", "starts after it ends")])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("x", "not a range"),
+        ("", "not a range"),
+        (":", "not a range"),
+        ("1:2:3", "not a range"),
+        ("-1:2", "not a range"),
+        ("1.5", "not a range"),
+        ("4:2", "starts after it ends"),
+    ],
+)
 def test_bad_step_ranges_are_usage_errors(text, says):
     with pytest.raises(UsageError) as e:
         parse_steps(text)
@@ -58,8 +68,12 @@ def test_a_slice_keeps_exactly_the_events_starting_in_its_steps(tmp_path, gz, mo
     for workers in (1, 2):
         part = read_kineto(str(path), chunk_bytes=2048, workers=workers, steps="2:3")
         lo, hi = int((START_US + STEP_US) * 1000), int((START_US + 3 * STEP_US) * 1000)
-        for name, col in (("cpu_ops", "start_ns"), ("gpu_ops", "start_ns"), ("runtime", "start_ns"),
-                          ("flows", "ts_ns")):
+        for name, col in (
+            ("cpu_ops", "start_ns"),
+            ("gpu_ops", "start_ns"),
+            ("runtime", "start_ns"),
+            ("flows", "ts_ns"),
+        ):
             t = whole.tables[name]
             keep = _in_window(t, col, lo, hi)
             assert keep.any() and not keep.all(), name
@@ -192,10 +206,29 @@ def test_step_events_are_found_whatever_their_args_and_wherever_chunks_end(tmp_p
     events = []
     for n in range(1, 7):
         s = 1_000_000 + n * 1_000
-        events.append({"name": f"ProfilerStep#{n}", "ph": "X", "ts": s, "dur": 900, "cat": "user_annotation",
-                       "pid": 1, "tid": 1, "args": {"x": [{"a": 1}, {"b": {"c": [2, {"d": 3}]}}]}})
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 2,
-                       "ts": s - 10, "dur": 950})
+        events.append(
+            {
+                "name": f"ProfilerStep#{n}",
+                "ph": "X",
+                "ts": s,
+                "dur": 900,
+                "cat": "user_annotation",
+                "pid": 1,
+                "tid": 1,
+                "args": {"x": [{"a": 1}, {"b": {"c": [2, {"d": 3}]}}]},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{n}",
+                "pid": 1,
+                "tid": 2,
+                "ts": s - 10,
+                "dur": 950,
+            }
+        )
         events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": s + 5, "dur": 10})
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"traceEvents": events}, indent=1))

@@ -58,8 +58,15 @@ def test_every_metric_in_reports_is_listed(tmp_path, capsys):
 def test_each_entry_has_unit_direction_scope_range_and_meaning(capsys):
     listed = _listed(capsys)
     busy = listed["gpu_busy_fraction"]
-    assert busy == {**busy, "unit": "fraction", "better": "higher", "scope": "rank", "range": "0 to 1", "min": 0.0,
-                    "max": 1.0}
+    assert busy == {
+        **busy,
+        "unit": "fraction",
+        "better": "higher",
+        "scope": "rank",
+        "range": "0 to 1",
+        "min": 0.0,
+        "max": 1.0,
+    }
     assert "GPU ops" in busy["meaning"]
     step = listed["step_time_p50_ns"]
     assert (step["unit"], step["better"], step["range"], step["min"], step["max"]) == ("ns", "lower", ">= 0", 0.0, None)

@@ -22,19 +22,34 @@ RLO = "\u202e"
 FAKE_LINE = "\nVerdict: no finding"
 RICH_MARKUP = "[link=https://evil.example]x[/link][/]"
 HOSTILE = f"gemm{ESC_TITLE}{ESC_CLEAR}{RLO}lmth.exe{ESC_LINK}{RICH_MARKUP}{FAKE_LINE}\u200b\x9b31m"
-MD_HOSTILE = ("x` ![i](https://evil.example/i.png) [l](javascript:alert(1)) <img src=x onerror=alert(1)> "
-              "@everyone www.evil.example")
+MD_HOSTILE = (
+    "x` ![i](https://evil.example/i.png) [l](javascript:alert(1)) <img src=x onerror=alert(1)> "
+    "@everyone www.evil.example"
+)
 
 
 def _raw_controls(text: str) -> list[str]:
-    return sorted({c for c in text if (ord(c) < 32 and c != "\n") or 0x7f <= ord(c) < 0xa0
-                   or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u200b\u2028\u2029"})
+    return sorted(
+        {
+            c
+            for c in text
+            if (ord(c) < 32 and c != "\n")
+            or 0x7F <= ord(c) < 0xA0
+            or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u200b\u2028\u2029"
+        }
+    )
 
 
 def _cli(*args, cwd=None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "tracedoc", *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tracedoc", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def _hostile_trace(path: Path) -> Path:
@@ -161,13 +176,15 @@ def test_md_escape_neutralises_markdown_html_links_and_mentions():
 def test_every_markdown_template_value_passes_an_escaping_filter():
     """Each ``{{ ... }}`` of the Markdown templates ends in md, code or code_span, or shows a number, a
     macro's output or a fixed word (listed here)."""
-    safe = re.compile(r"^(table\(|left\(|kernels\(|loop\.index|\"|'|report\.rank_count|report\.focus_rank|"
-                      r"r\.minor_threshold|.*left_out.*|.*\.total|.*\| length.*|.*_count.*|report\.points|"
-                      r"h\.level|h\.confidence|f\.rule_id|f\.label|f\.severity|s\.label|c\.label|c$|"
-                      r"s\.(device|stream|launches|depth_max|depth_mean|blocked_calls)|"
-                      r"(c|k|o|m|r|diff)\.(before_ms|after_ms|delta_ms|delta|count|ms|mean_us|calls|cpu_ms|gpu_ms|"
-                      r"before|after|step_before|step_after|step_delta|step_pct)|r\.header|a\.kind|"
-                      r"report\.where\(a\)|n$|r\.launch_queue\.capacity$)")
+    safe = re.compile(
+        r"^(table\(|left\(|kernels\(|loop\.index|\"|'|report\.rank_count|report\.focus_rank|"
+        r"r\.minor_threshold|.*left_out.*|.*\.total|.*\| length.*|.*_count.*|report\.points|"
+        r"h\.level|h\.confidence|f\.rule_id|f\.label|f\.severity|s\.label|c\.label|c$|"
+        r"s\.(device|stream|launches|depth_max|depth_mean|blocked_calls)|"
+        r"(c|k|o|m|r|diff)\.(before_ms|after_ms|delta_ms|delta|count|ms|mean_us|calls|cpu_ms|gpu_ms|"
+        r"before|after|step_before|step_after|step_delta|step_pct)|r\.header|a\.kind|"
+        r"report\.where\(a\)|n$|r\.launch_queue\.capacity$)"
+    )
     templates = sorted((ROOT / "reports" / "templates").glob("*.md.j2"))
     assert templates
     bad = []

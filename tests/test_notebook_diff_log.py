@@ -119,8 +119,12 @@ def test_every_result_offers_the_same_surface(which, request, tmp_path):
     names = r.table()  # no name: the names of the tables there are, each of which opens
     assert isinstance(names, list) and names
     assert all(isinstance(r.table(n), pd.DataFrame) for n in names)
-    for ext, check in ((".html", lambda s: "<html" in s), (".md", lambda s: s.lstrip().startswith("#")),
-                       (".json", lambda s: isinstance(json.loads(s), dict)), (".txt", lambda s: "tracedoc" in s)):
+    for ext, check in (
+        (".html", lambda s: "<html" in s),
+        (".md", lambda s: s.lstrip().startswith("#")),
+        (".json", lambda s: isinstance(json.loads(s), dict)),
+        (".txt", lambda s: "tracedoc" in s),
+    ):
         path = tmp_path / f"out{ext}"
         r.save(path)
         assert check(path.read_text(encoding="utf-8")), ext

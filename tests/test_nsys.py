@@ -18,14 +18,13 @@ from tracedoc.model import intervals as I
 from tracedoc.model import trace as M
 
 from conftest import TRACES
-from nsys_builder import (SCHEMA_2021, SCHEMA_2022, SCHEMA_2026_1, SCHEMA_2026_2, Latin1, NsysDb,
-                          global_tid)
+from nsys_builder import SCHEMA_2021, SCHEMA_2022, SCHEMA_2026_1, SCHEMA_2026_2, Latin1, NsysDb, global_tid
 
 NSYS = TRACES / "nsys"  # tests that read it are marked `shared` (skipped without the traces)
 REAL = ["nsys2022_con_kernel.sqlite", "nsys2026_h100_2gpu_1s.sqlite", "nsys2026_mock.sqlite"]
 
-T0 = 1_000_000_000          # capture start on the target clock
-T1 = 9_000_000_000          # capture stop
+T0 = 1_000_000_000  # capture start on the target clock
+T1 = 9_000_000_000  # capture stop
 UTC = 1_760_000_000_000_000_000
 
 
@@ -41,6 +40,7 @@ def _digest(path: Path) -> str:
 # ---------------------------------------------------------------------------------------------
 # Real exports
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.shared
 @pytest.mark.parametrize("name", REAL)
@@ -123,8 +123,16 @@ def test_h100_nvtx_and_syncs():
 @pytest.mark.shared
 def test_mock_export_devices_time_and_sync():
     t = read_nsys(NSYS / "nsys2026_mock.sqlite")
-    assert [d.properties for d in t.meta.devices] == [{"id": 0, "name": "NVIDIA GeForce RTX 3080", "totalGlobalMem": 10736893952,
-                                  "computeMajor": 8, "computeMinor": 6, "numSms": 68}]
+    assert [d.properties for d in t.meta.devices] == [
+        {
+            "id": 0,
+            "name": "NVIDIA GeForce RTX 3080",
+            "totalGlobalMem": 10736893952,
+            "computeMajor": 8,
+            "computeMinor": 6,
+            "numSms": 68,
+        }
+    ]
     # Zero-based export: its events lie below ANALYSIS_DETAILS.startTime and are all kept.
     assert t.meta.clock == "zero-based"
     assert t.meta.time_origin_ns == 1776781226557295056
@@ -161,6 +169,7 @@ def test_2022_export_latin1_metadata_and_links():
 # Built fixtures
 # ---------------------------------------------------------------------------------------------
 
+
 def _base(path: Path, schema: str = SCHEMA_2026_2, pid: int = 100) -> NsysDb:
     db = NsysDb(path, schema)
     db.session(T0, T1, UTC)
@@ -178,8 +187,18 @@ def test_nccl_kernels_overlap_compute_on_second_stream(tmp_path):
     for i in range(4):
         s = T0 + 1_000_000 + i * 100_000
         db.runtime(100, 100, s - 20_000, s - 15_000, corr, "cudaLaunchKernel_v7000")
-        db.kernel(100, s, s + 60_000, corr, "sm90_xmma_gemm_bf16bf16_bf16f32", stream=7, grid=(264, 1, 1),
-                  block=(256, 1, 1), static_smem=1024, dynamic_smem=4096)
+        db.kernel(
+            100,
+            s,
+            s + 60_000,
+            corr,
+            "sm90_xmma_gemm_bf16bf16_bf16f32",
+            stream=7,
+            grid=(264, 1, 1),
+            block=(256, 1, 1),
+            static_smem=1024,
+            dynamic_smem=4096,
+        )
         compute.append((s, s + 60_000))
         corr += 1
         c0 = s + 40_000  # overlaps the last 20 us of the compute kernel, then runs alone for 30 us
@@ -215,7 +234,7 @@ def test_pageable_async_memcpy_and_memset(tmp_path):
     db = _base(tmp_path / "copy.sqlite")
     s = T0 + 5_000_000
     db.runtime(100, 100, s - 50_000, s + 900_000, 1, "cudaMemcpyAsync_v3020")
-    db.memcpy(100, s, s + 800_000, 1, 64 << 20, copy_kind=1, src_kind=0, dst_kind=2)   # HtoD pageable
+    db.memcpy(100, s, s + 800_000, 1, 64 << 20, copy_kind=1, src_kind=0, dst_kind=2)  # HtoD pageable
     db.runtime(100, 100, s + 1_000_000, s + 1_010_000, 2, "cudaMemcpyAsync_v3020")
     db.memcpy(100, s + 1_020_000, s + 1_100_000, 2, 8 << 20, copy_kind=2, src_kind=2, dst_kind=1)  # DtoH pinned
     db.runtime(100, 100, s + 1_200_000, s + 1_205_000, 3, "cudaMemsetAsync_v3020")
@@ -228,8 +247,11 @@ def test_pageable_async_memcpy_and_memset(tmp_path):
     assert df["src_kind"].tolist()[:2] == ["Pageable", "Device"]
     assert df["dst_kind"].tolist() == ["Device", "Pinned", "Device"]
     assert df["bytes"].tolist() == [64 << 20, 8 << 20, 4096]
-    assert df["name"].astype(str).tolist() == ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)",
-                                               "Memset (Device)"]
+    assert df["name"].astype(str).tolist() == [
+        "Memcpy HtoD (Pageable -> Device)",
+        "Memcpy DtoH (Device -> Pinned)",
+        "Memset (Device)",
+    ]
     assert (df["launch"] >= 0).all()
 
 
@@ -422,8 +444,8 @@ def test_every_generation_with_missing_optional_tables(tmp_path, schema):
 
 def test_time_rules_drop_nonpositive_and_precapture_events(tmp_path):
     db = _base(tmp_path / "time.sqlite")
-    db.nvtx(100, 100, -5_000, 20_000, text="ncclCommInit")          # negative start: dropped
-    db.nvtx(100, 100, T0 - 500_000, T0 - 100_000, text="early")      # ends before capture start: dropped
+    db.nvtx(100, 100, -5_000, 20_000, text="ncclCommInit")  # negative start: dropped
+    db.nvtx(100, 100, T0 - 500_000, T0 - 100_000, text="early")  # ends before capture start: dropped
     db.nvtx(100, 100, T0 - 100_000, T0 + 100_000, text="straddles")  # kept (raw times)
     db.runtime(100, 100, T0 + 10, T0 + 20, 1, "cudaLaunchKernel_v7000")
     db.kernel(100, T0 + 30, T0 + 40, 1, "k")
@@ -458,12 +480,15 @@ def test_thread_ids_are_decoded_from_global_tid(tmp_path):
 # Errors
 # ---------------------------------------------------------------------------------------------
 
+
 def test_nvprof_database_is_rejected(tmp_path):
     path = tmp_path / "nvprof.sqlite"
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE StringTable(_id_ INTEGER PRIMARY KEY AUTOINCREMENT, value TEXT NOT NULL UNIQUE)")
-    conn.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL(_id_ INTEGER PRIMARY KEY AUTOINCREMENT, "
-                 "start INT NOT NULL, end INT NOT NULL, name INT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL(_id_ INTEGER PRIMARY KEY AUTOINCREMENT, "
+        "start INT NOT NULL, end INT NOT NULL, name INT NOT NULL)"
+    )
     conn.commit()
     conn.close()
     with pytest.raises(TraceError, match="nvprof") as err:
@@ -522,12 +547,25 @@ def test_progress_reports_rising_fractions_up_to_one():
     assert seen == sorted(seen) and seen[-1] == 1.0 and all(0 < f <= 1 for f in seen)
 
 
-@pytest.mark.parametrize("name,is_step", [
-    ("ProfilerStep#3", True), ("ProfilerStep#3, op_id = 17", True), ("step 5", True), ("Step_12", True),
-    ("train_step", True), ("training_step 3", True), ("iteration 7", True), ("iter:2", True),
-    ("optimizer.step", False), ("Optimizer.step#SGD.step", False), ("stepper", False),
-    ("train_step_fn", False), ("aten::add, op_id = 3", False), ("enumerate(DataLoader)#_Iter.__next__", False),
-])
+@pytest.mark.parametrize(
+    "name,is_step",
+    [
+        ("ProfilerStep#3", True),
+        ("ProfilerStep#3, op_id = 17", True),
+        ("step 5", True),
+        ("Step_12", True),
+        ("train_step", True),
+        ("training_step 3", True),
+        ("iteration 7", True),
+        ("iter:2", True),
+        ("optimizer.step", False),
+        ("Optimizer.step#SGD.step", False),
+        ("stepper", False),
+        ("train_step_fn", False),
+        ("aten::add, op_id = 3", False),
+        ("enumerate(DataLoader)#_Iter.__next__", False),
+    ],
+)
 def test_step_names_are_whole_words(name, is_step):
     from tracedoc.model.vocab import STEP_FAMILY_RE
 

@@ -22,8 +22,11 @@ def _inputs() -> list[str]:
         return []
     out = []
     for sub, pattern in (("kineto", "*.json*"), ("nsys", "*.sqlite"), ("h100", "*.json.gz"), ("h100", "job*")):
-        out += [f"{sub}/{p.name}" for p in sorted((TRACES / sub).glob(pattern))
-                if not p.name.startswith("tbp_gpu_metrics_expected")]
+        out += [
+            f"{sub}/{p.name}"
+            for p in sorted((TRACES / sub).glob(pattern))
+            if not p.name.startswith("tbp_gpu_metrics_expected")
+        ]
     return out
 
 

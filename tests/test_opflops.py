@@ -18,6 +18,7 @@ def flops(name, dims, types=None, concrete=None, **kw):
 
 # -- matrix products ---------------------------------------------------------------------------
 
+
 def test_mm():
     # (64x32)(32x16): 64*16 outputs, each 32 multiply-adds = 2 FLOPs -> 2*64*16*32
     assert flops("aten::mm", [[64, 32], [32, 16]]).flops == 65_536
@@ -72,8 +73,9 @@ def test_einsum_two_operands():
 
 def test_einsum_without_equation_or_with_three_operands_is_not_counted():
     assert isinstance(op_flops("aten::einsum", [[], [[2, 4, 5], [2, 5, 3]], []], ["", "TensorList", ""], []), str)
-    three = op_flops("aten::einsum", [[], [[2, 3], [3, 4], [4, 5]], []], ["", "TensorList", ""],
-                     ["ij,jk,kl->il", "", ""])
+    three = op_flops(
+        "aten::einsum", [[], [[2, 3], [3, 4], [4, 5]], []], ["", "TensorList", ""], ["ij,jk,kl->il", "", ""]
+    )
     assert isinstance(three, str)
 
 
@@ -98,16 +100,24 @@ CONV2D_TYPES = [F32, F32, F32, "ScalarList", "ScalarList", "ScalarList", "Scalar
 def test_conv2d_forward_from_stride_and_padding():
     # x [2,3,8,8], w [8,3,3,3], stride 2, padding 1: out spatial (8+2-2-1)//2+1 = 4 -> out [2,8,4,4] = 256
     # each output element: 3*3*3 = 27 multiply-adds -> 2*256*27 = 13824, bias +256
-    r = flops("aten::conv2d", [[2, 3, 8, 8], [8, 3, 3, 3], [8], [], [], [], []], CONV2D_TYPES,
-              ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"])
+    r = flops(
+        "aten::conv2d",
+        [[2, 3, 8, 8], [8, 3, 3, 3], [8], [], [], [], []],
+        CONV2D_TYPES,
+        ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "1"],
+    )
     assert r.flops == 14_080 and r.phase == FORWARD
 
 
 def test_grouped_conv_counts_the_weight_per_group():
     # depthwise: x [1,4,5,5], w [4,1,3,3], groups 4, no padding: out [1,4,3,3] = 36 elements,
     # each 1*3*3 = 9 multiply-adds -> 2*36*9 = 648
-    r = flops("aten::conv2d", [[1, 4, 5, 5], [4, 1, 3, 3], [], [], [], [], []], CONV2D_TYPES,
-              ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "4"])
+    r = flops(
+        "aten::conv2d",
+        [[1, 4, 5, 5], [4, 1, 3, 3], [], [], [], [], []],
+        CONV2D_TYPES,
+        ["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "4"],
+    )
     assert r.flops == 648
 
 
@@ -120,9 +130,12 @@ def test_conv_same_padding_and_dilation():
 def test_transposed_conv_counts_per_input_element():
     # x [1,2,3,3] (18 elements), w [2,4,2,2] (C_in, C_out, kh, kw): each input element meets 4*2*2 = 16
     # weights -> 2*18*16 = 576
-    r = flops("aten::conv_transpose2d", [[1, 2, 3, 3], [2, 4, 2, 2], [], [], [], [], [], []],
-              [F32, F32, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList"],
-              ["", "", "", "[2, 2]", "[0, 0]", "[0, 0]", "1", "[1, 1]"])
+    r = flops(
+        "aten::conv_transpose2d",
+        [[1, 2, 3, 3], [2, 4, 2, 2], [], [], [], [], [], []],
+        [F32, F32, "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList"],
+        ["", "", "", "[2, 2]", "[0, 0]", "[0, 0]", "1", "[1, 1]"],
+    )
     assert r.flops == 576
 
 
@@ -135,13 +148,28 @@ def test_conv_without_stride_uses_the_backward_output_size_or_says_why():
     assert flops("aten::conv2d", dims, CONV2D_TYPES, [], flops_arg=12345.0).flops == 12_345
 
 
-BWD_TYPES = [F32, F32, F32, "ScalarList", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar",
-             "ScalarList"]
+BWD_TYPES = [
+    F32,
+    F32,
+    F32,
+    "ScalarList",
+    "ScalarList",
+    "ScalarList",
+    "ScalarList",
+    "Scalar",
+    "ScalarList",
+    "Scalar",
+    "ScalarList",
+]
 
 
 def _conv_bwd(mask: str):
-    return op_flops("aten::convolution_backward", [[2, 8, 4, 4], [2, 3, 8, 8], [8, 3, 3, 3]] + [[]] * 8, BWD_TYPES,
-                    ["", "", "", "[8]", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", mask])
+    return op_flops(
+        "aten::convolution_backward",
+        [[2, 8, 4, 4], [2, 3, 8, 8], [8, 3, 3, 3]] + [[]] * 8,
+        BWD_TYPES,
+        ["", "", "", "[8]", "[2, 2]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", mask],
+    )
 
 
 def test_conv_backward_counts_input_and_weight_gradients_by_output_mask():
@@ -150,14 +178,19 @@ def test_conv_backward_counts_input_and_weight_gradients_by_output_mask():
     assert both.flops == 27_648 and both.phase == BACKWARD
     # first layer: no input gradient; weight gradient 13824 + bias gradient (sum over 256 outputs)
     assert _conv_bwd("[False, True, True]").flops == 14_080
-    assert "output mask" in op_flops("aten::convolution_backward",
-                                     [[2, 8, 4, 4], [2, 3, 8, 8], [8, 3, 3, 3]] + [[]] * 8, BWD_TYPES, [])
+    assert "output mask" in op_flops(
+        "aten::convolution_backward", [[2, 8, 4, 4], [2, 3, 8, 8], [8, 3, 3, 3]] + [[]] * 8, BWD_TYPES, []
+    )
 
 
 def test_old_single_gradient_conv_backward_ops():
     # cudnn_convolution_backward_input(self_size, grad_output [2,8,4,4], weight [8,3,3,3]): 2*256*27
-    r = flops("aten::cudnn_convolution_backward_input", [[], [2, 8, 4, 4], [8, 3, 3, 3]], ["", F32, F32],
-              ["[2, 3, 8, 8]", "", ""])
+    r = flops(
+        "aten::cudnn_convolution_backward_input",
+        [[], [2, 8, 4, 4], [8, 3, 3, 3]],
+        ["", F32, F32],
+        ["[2, 3, 8, 8]", "", ""],
+    )
     assert r.flops == 13_824
 
 
@@ -167,8 +200,12 @@ SDPA_TYPES = [F32, F32, F32, "", "Scalar", "Scalar", "", "Scalar"]
 
 
 def _sdpa(q, k, v, causal: bool, name="aten::scaled_dot_product_attention"):
-    return flops(name, [q, k, v, [], [], [], [], []], SDPA_TYPES,
-                 ["", "", "", "", "0.", "True" if causal else "False", "", "False"])
+    return flops(
+        name,
+        [q, k, v, [], [], [], [], []],
+        SDPA_TYPES,
+        ["", "", "", "", "0.", "True" if causal else "False", "", "False"],
+    )
 
 
 def test_sdpa_forward_full_and_causal():
@@ -222,17 +259,32 @@ def test_efficient_attention_bottom_right_mask_type():
 
 # -- peaks -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, row, bf16", [
-    ("NVIDIA A100-SXM4-80GB", "A100 80GB", 312), ("NVIDIA A100-PCIE-40GB", "A100 40GB", 312),
-    ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312), ("NVIDIA A100-SXM4", "A100", 312),
-    ("Tesla V100-SXM2-16GB", "V100 SXM2", None), ("Tesla V100-PCIE-32GB", "V100 PCIe", None),
-    ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.4), ("NVIDIA H100 PCIe", "H100 PCIe", 756),
-    ("NVIDIA H100 NVL", "H100 NVL", 835), ("NVIDIA H200", "H200 SXM", 989.4), ("NVIDIA B200", "B200", 2250),
-    ("NVIDIA A10G", "A10G", 125), ("NVIDIA A10", "A10", 125), ("NVIDIA L4", "L4", 121), ("NVIDIA L40S", "L40S", 362.05),
-    ("Tesla T4", "T4", None), ("NVIDIA GeForce RTX 4090", "RTX 4090", 165.2),
-    ("NVIDIA GeForce RTX 3090", "RTX 3090", 71), ("AMD Instinct MI250X", "MI250X (per GCD)", 191.5),
-    ("AMD Instinct MI300X", "MI300X", 1307.4),
-])
+
+@pytest.mark.parametrize(
+    "name, row, bf16",
+    [
+        ("NVIDIA A100-SXM4-80GB", "A100 80GB", 312),
+        ("NVIDIA A100-PCIE-40GB", "A100 40GB", 312),
+        ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB", 312),
+        ("NVIDIA A100-SXM4", "A100", 312),
+        ("Tesla V100-SXM2-16GB", "V100 SXM2", None),
+        ("Tesla V100-PCIE-32GB", "V100 PCIe", None),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM", 989.4),
+        ("NVIDIA H100 PCIe", "H100 PCIe", 756),
+        ("NVIDIA H100 NVL", "H100 NVL", 835),
+        ("NVIDIA H200", "H200 SXM", 989.4),
+        ("NVIDIA B200", "B200", 2250),
+        ("NVIDIA A10G", "A10G", 125),
+        ("NVIDIA A10", "A10", 125),
+        ("NVIDIA L4", "L4", 121),
+        ("NVIDIA L40S", "L40S", 362.05),
+        ("Tesla T4", "T4", None),
+        ("NVIDIA GeForce RTX 4090", "RTX 4090", 165.2),
+        ("NVIDIA GeForce RTX 3090", "RTX 3090", 71),
+        ("AMD Instinct MI250X", "MI250X (per GCD)", 191.5),
+        ("AMD Instinct MI300X", "MI300X", 1307.4),
+    ],
+)
 def test_peak_rows_match_recorded_device_names(name, row, bf16):
     peak = device_peak(name)
     assert peak is not None and peak.name == row
@@ -247,8 +299,14 @@ def test_unknown_devices_have_no_peak():
 
 def test_memory_bandwidth_follows_the_board():
     # datasheet TB/s: A100 40GB 1.555, 80GB SXM 2.039, 80GB PCIe 1.935; H100 SXM 3.35, PCIe 2.0; H200 4.8
-    for name, tb in (("NVIDIA A100-SXM4-40GB", 1.555), ("NVIDIA A100-SXM4-80GB", 2.039), ("NVIDIA A100 80GB PCIe", 1.935),
-                     ("NVIDIA H100 80GB HBM3", 3.35), ("NVIDIA H100 PCIe", 2.0), ("NVIDIA H200", 4.8)):
+    for name, tb in (
+        ("NVIDIA A100-SXM4-40GB", 1.555),
+        ("NVIDIA A100-SXM4-80GB", 2.039),
+        ("NVIDIA A100 80GB PCIe", 1.935),
+        ("NVIDIA H100 80GB HBM3", 3.35),
+        ("NVIDIA H100 PCIe", 2.0),
+        ("NVIDIA H200", 4.8),
+    ):
         assert device_peak(name).hbm_tb_per_s == tb, name
     # an A100 of unnamed memory size: the highest bandwidth, so no share of it is overstated
     assert device_peak("NVIDIA A100").hbm_tb_per_s == 2.039
@@ -276,8 +334,17 @@ def test_the_reader_keeps_shapes_of_every_op_a_formula_counts():
     for name in ("aten::_foreach_add_", "triton_poi_fused_gelu_3", "torch::autograd::AccumulateGrad"):
         assert SHAPE_OP_RE.match(name), name
     # views, allocations and autograd nodes launch no kernels: their shapes stay undecoded
-    for name in ("aten::view", "aten::t", "aten::transpose", "aten::as_strided", "aten::empty_strided",
-                 "aten::reshape", "aten::detach", "aten::expand", "AddmmBackward0"):
+    for name in (
+        "aten::view",
+        "aten::t",
+        "aten::transpose",
+        "aten::as_strided",
+        "aten::empty_strided",
+        "aten::reshape",
+        "aten::detach",
+        "aten::expand",
+        "AddmmBackward0",
+    ):
         assert not SHAPE_OP_RE.match(name), name
 
 
@@ -311,16 +378,25 @@ def test_copies_and_casts_move_bytes_in_each_dtype_and_do_no_arithmetic():
     r = cost("aten::copy_", [[2048, 8192], [2048, 8192], []], [BF, F32, "Scalar"])
     assert r.bytes == 16_777_216 * 6 and r.flops == 0 and r.op_class == "copy"
     # _to_copy(self fp32, dtype=15 (bfloat16)): the same bytes from the dtype code
-    assert cost("aten::_to_copy", [[2048, 8192]] + [[]] * 6, [F32, "Scalar", "Scalar", "", "", "Scalar", ""],
-                ["", "15", "0", "", "", "False", ""]).bytes == 16_777_216 * 6
+    assert (
+        cost(
+            "aten::_to_copy",
+            [[2048, 8192]] + [[]] * 6,
+            [F32, "Scalar", "Scalar", "", "", "Scalar", ""],
+            ["", "15", "0", "", "", "False", ""],
+        ).bytes
+        == 16_777_216 * 6
+    )
     # fill_ writes only: 64*10 fp32 = 2,560 B
     assert cost("aten::fill_", [[64, 10], []], [F32, "Scalar"]).bytes == 2_560
 
 
 def test_reductions_softmax_and_norms():
     # sum over dim 0 of [4096, 2048] bf16: reads 16,777,216 B, writes 2048 x 2 = 4,096 B
-    assert cost("aten::sum", [[4096, 2048], [], [], []], [BF, "ScalarList", "Scalar", ""],
-                ["", "[0]", "True", ""]).bytes == 16_777_216 + 4_096
+    assert (
+        cost("aten::sum", [[4096, 2048], [], [], []], [BF, "ScalarList", "Scalar", ""], ["", "[0]", "True", ""]).bytes
+        == 16_777_216 + 4_096
+    )
     # log_softmax of [8192, 8192] fp32: read and write 268,435,456 B each; 5 FLOPs per element
     r = cost("aten::_log_softmax", [[8192, 8192], [], []], [F32, "Scalar", "Scalar"], ["", "1", "False"])
     assert r.bytes == 2 * 268_435_456 and r.flops == 5 * 8192 * 8192
@@ -332,28 +408,42 @@ def test_reductions_softmax_and_norms():
     r = cost("aten::native_layer_norm_backward", dims, types, ["", "", "[768]", "", "", "", "", "[True, True, True]"])
     assert r.bytes == 3 * 25_165_824 + 2 * 32_768 + 3_072 + 2 * 3_072
     # without the weight gradients (mask [True, False, False]): 6,144 B fewer
-    r2 = cost("aten::native_layer_norm_backward", dims, types, ["", "", "[768]", "", "", "", "", "[True, False, False]"])
+    r2 = cost(
+        "aten::native_layer_norm_backward", dims, types, ["", "", "[768]", "", "", "", "", "[True, False, False]"]
+    )
     assert r.bytes - r2.bytes == 2 * 3_072
 
 
 def test_pooling_and_embedding():
     # max_pool2d_with_indices [64,64,128,128] bf16, kernel 2 stride 2: out [64,64,64,64] bf16 + int64 indices:
     # reads 134,217,728 B, writes 33,554,432 + 134,217,728 B; 4 comparisons per output element
-    r = cost("aten::max_pool2d_with_indices", [[64, 64, 128, 128]] + [[]] * 5, [BF] + ["ScalarList"] * 4 + ["Scalar"],
-             ["", "[2, 2]", "[2, 2]", "[0, 0]", "[1, 1]", "False"])
+    r = cost(
+        "aten::max_pool2d_with_indices",
+        [[64, 64, 128, 128]] + [[]] * 5,
+        [BF] + ["ScalarList"] * 4 + ["Scalar"],
+        ["", "[2, 2]", "[2, 2]", "[0, 0]", "[1, 1]", "False"],
+    )
     assert r.bytes == 134_217_728 + 33_554_432 + 134_217_728 and r.flops == 4 * 64 * 64 * 64 * 64
     # embedding(weight [8192, 768] fp32, indices [16, 512] int64): 8192 rows of 768 read and written
     # (2 x 25,165,824 B) and the indices (65,536 B)
-    assert cost("aten::embedding", [[8192, 768], [16, 512], [], [], []], [F32, "long int", "Scalar", "Scalar", "Scalar"]
-                ).bytes == 2 * 25_165_824 + 65_536
+    assert (
+        cost(
+            "aten::embedding", [[8192, 768], [16, 512], [], [], []], [F32, "long int", "Scalar", "Scalar", "Scalar"]
+        ).bytes
+        == 2 * 25_165_824 + 65_536
+    )
 
 
 def test_optimizers_and_compiled_kernels():
     # fused AdamW with recorded TensorLists: params [1024,1024] and [1024] (1,049,600 fp32 elements);
     # param, exp_avg, exp_avg_sq read and written, grad read: 7 x 4 B per element = 29,388,800 B
     lists = [[[1024, 1024], [1024]]] * 6
-    r = cost("aten::_fused_adamw_", lists + [[]] * 9, ["TensorList"] * 6 + ["Scalar"] * 9,
-             [""] * 6 + ["0.001", "0.9", "0.999", "0.01", "1e-08", "False", "False", "", ""])
+    r = cost(
+        "aten::_fused_adamw_",
+        lists + [[]] * 9,
+        ["TensorList"] * 6 + ["Scalar"] * 9,
+        [""] * 6 + ["0.001", "0.9", "0.999", "0.01", "1e-08", "False", "False", "", ""],
+    )
     assert r.bytes == 1_049_600 * 28 and r.op_class == "optimizer"
     # TensorLists recorded as [] (torch does for long lists): said, not guessed
     from tracedoc.analyses.flops.formulas import op_cost
@@ -368,6 +458,10 @@ def test_compiled_graph_out_variants_and_a_wrong_out_shape():
     # mm(a, b, out=buf) as torch.compile calls it: 2*2048*1024*512
     assert flops("aten::mm", [[2048, 512], [512, 1024], [2048, 1024]], [BF] * 3).flops == 2_147_483_648
     # addmm(bias, a, b, beta, alpha, out=buf): + 2048*1024 bias adds
-    assert flops("aten::addmm", [[1024], [2048, 512], [512, 1024], [], [], [2048, 1024]],
-                 [BF] * 3 + ["Scalar"] * 2 + [BF]).flops == 2_147_483_648 + 2_097_152
+    assert (
+        flops(
+            "aten::addmm", [[1024], [2048, 512], [512, 1024], [], [], [2048, 1024]], [BF] * 3 + ["Scalar"] * 2 + [BF]
+        ).flops
+        == 2_147_483_648 + 2_097_152
+    )
     assert "corrupt" in op_flops("aten::mm", [[2048, 512], [512, 1024], [7, 7]], [BF] * 3, [])

@@ -69,8 +69,13 @@ replace_atomically(sys.argv[1], write)
 
 def _start_writer(out: Path, mode: str = "plain") -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(out), mode], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(out), mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stdout.readline().strip() == "writing"
     assert _leftovers(out.parent), "the temporary file exists mid-write"
     return proc
@@ -141,11 +146,35 @@ def test_output_over_the_log_is_refused(trace, tmp_path, capsys):
 
 def test_output_over_the_model_config_and_a_log_config_is_refused(trace, tmp_path, capsys):
     model = tmp_path / "config.json"
-    model.write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                                 "vocab_size": 100, "intermediate_size": 128, "max_position_embeddings": 32}))
+    model.write_text(
+        json.dumps(
+            {
+                "hidden_size": 64,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "vocab_size": 100,
+                "intermediate_size": 128,
+                "max_position_embeddings": 32,
+            }
+        )
+    )
     before = model.read_bytes()
-    rc, err = _run(["analyze", str(trace), "--no-progress", "--model", str(model), "--tokens-per-step", "16",
-                    "-f", "json", "-o", str(model)], capsys)
+    rc, err = _run(
+        [
+            "analyze",
+            str(trace),
+            "--no-progress",
+            "--model",
+            str(model),
+            "--tokens-per-step",
+            "16",
+            "-f",
+            "json",
+            "-o",
+            str(model),
+        ],
+        capsys,
+    )
     assert rc == 2 and "--model input" in err and model.read_bytes() == before
     log = tmp_path / "train.jsonl"
     log.write_text("".join(json.dumps({"step": i, "loss": 2.0}) + "\n" for i in range(1, 40)))

@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "tracedoc", *args], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "tracedoc", *args], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def _read(path: Path) -> dict:
@@ -58,8 +59,9 @@ def test_overlay_keeps_every_original_event_and_adds_tracks(tmp_path):
     doc = _read(overlay)
     n = len(original["traceEvents"])
     assert doc["traceEvents"][:n] == original["traceEvents"]
-    assert {k: v for k, v in doc.items() if k != "traceEvents"} == \
-        {k: v for k, v in original.items() if k != "traceEvents"}
+    assert {k: v for k, v in doc.items() if k != "traceEvents"} == {
+        k: v for k, v in original.items() if k != "traceEvents"
+    }
     added = doc["traceEvents"][n:]
     check_chrome_trace(doc, added)
     names = {e["args"]["name"] for e in added if e["ph"] == "M" and e["name"] in ("process_name", "thread_name")}
@@ -134,6 +136,9 @@ def test_critical_path_slices_are_named_after_what_they_cover(tmp_path):
         assert category in ("compute", "cpu", "memcpy", "launch_overhead", "comm", "comm_wait", "comm_transfer")
         mid = e["ts"] + e["dur"] / 2
         # the op is one of the original trace's events running at the slice's middle
-        assert any(o["name"] == e["args"]["op"] and o["ts"] <= mid <= o["ts"] + o.get("dur", 0)
-                   for track in originals.values() for o in track)
+        assert any(
+            o["name"] == e["args"]["op"] and o["ts"] <= mid <= o["ts"] + o.get("dur", 0)
+            for track in originals.values()
+            for o in track
+        )
         assert shown and len(shown) <= len(e["args"]["op"])

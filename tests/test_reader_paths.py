@@ -20,8 +20,9 @@ from tracedoc.ingest.kineto import LABEL_ID_BASE, read_kineto, stream
 from tracedoc.ingest.kineto.columns import _STRING_COLS
 from tracedoc.model import trace as M
 
-SHARED = [f"kineto/{n}" for n in shared_names("kineto", "*.json*")] + \
-         [f"h100/{n}" for n in shared_names("h100", "*.json.gz")]
+SHARED = [f"kineto/{n}" for n in shared_names("kineto", "*.json*")] + [
+    f"h100/{n}" for n in shared_names("h100", "*.json.gz")
+]
 
 
 @pytest.fixture

@@ -95,8 +95,10 @@ def test_rules_citing_copies_name_the_memcpy_table():
 def test_engine_refuses_evidence_no_analysis_produces(tmp_path):
     text = (RULES_DIR / "TD303-pageable-memcpy.toml").read_text()
     (tmp_path / "TD999-copies-again.toml").write_text(
-        text.replace('id = "TD303"', 'id = "TD999"').replace('name = "pageable-memcpy"', 'name = "copies-again"')
-        .replace('table = "memcpy"', 'table = "memcpy_by_stream"'))
+        text.replace('id = "TD303"', 'id = "TD999"')
+        .replace('name = "pageable-memcpy"', 'name = "copies-again"')
+        .replace('table = "memcpy"', 'table = "memcpy_by_stream"')
+    )
     with pytest.raises(RuleError) as exc:
         load_rules([tmp_path])
     assert "unknown evidence table 'memcpy_by_stream'" in str(exc.value)
@@ -132,6 +134,7 @@ def test_an_analysis_sees_only_what_it_declares_it_needs(scratch_registry, tmp_p
 
 def test_two_producers_of_one_name_are_refused(scratch_registry):
     with pytest.raises(ContractError, match="produced by both"):
+
         @analysis(produces=("kernel_count",))
         def probe(trace, inputs):
             return Produced()
@@ -146,8 +149,11 @@ def test_only_what_is_asked_for_runs(scratch_registry, tmp_path):
         return Produced(values={"probe_costly": inputs["window"].length_ns})
 
     names = [a.name for a in pipeline.plan(metrics=("kernel_count",))]
-    assert names == ["gputime.backlog.pre_window_backlog", "gputime.window.steps_and_window",
-                     "kernels.stats.kernel_statistics"]
+    assert names == [
+        "gputime.backlog.pre_window_backlog",
+        "gputime.window.steps_and_window",
+        "kernels.stats.kernel_statistics",
+    ]
     assert "probe_costly" not in pipeline.default_request()["values"]
     trace = _trace(tmp_path)
     analyze_trace(trace)
@@ -177,8 +183,18 @@ def copy_heavy() -> TraceBuilder:
         for k in range(10):
             b.kernel("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", s + 600 + k * 900.0, 900.0, op="aten::mm")
         if i == 0:
-            b.memcpy(s + 9_700, 200.0, direction="DtoH", src="Device", dst="Pageable", nbytes=1 << 20,
-                     op="aten::_local_scalar_dense", launch_name="cudaMemcpy", launch_at=s + 9_650, launch_dur=260.0)
+            b.memcpy(
+                s + 9_700,
+                200.0,
+                direction="DtoH",
+                src="Device",
+                dst="Pageable",
+                nbytes=1 << 20,
+                op="aten::_local_scalar_dense",
+                launch_name="cudaMemcpy",
+                launch_at=s + 9_650,
+                launch_dur=260.0,
+            )
     return b
 
 
@@ -188,12 +204,28 @@ def test_memcpy_evidence_on_pageable_h2d_copies(tmp_path):
     # by hand: HtoD = 4 x 100 us of 1 MiB (pageable) + 2 x 50 us of 2 MiB (pinned)
     htod_ns, htod_bytes = 4 * 100_000 + 2 * 50_000, 4 * (1 << 20) + 2 * (2 << 20)
     assert plain_rows(rank.evidence["memcpy"]) == [
-        {"copy_kind": "HtoD", "count": 6, "total_ns": htod_ns, "bytes": htod_bytes,
-         "achieved_gbps": pytest.approx(htod_bytes / htod_ns), "pageable_count": 4, "pinned_count": 2,
-         "ops": ["aten::copy_ (4)", "aten::to (2)"], "calls": ["cudaMemcpyAsync (6)"]},
-        {"copy_kind": "DtoH", "count": 1, "total_ns": 200_000, "bytes": 1 << 20,
-         "achieved_gbps": pytest.approx((1 << 20) / 200_000), "pageable_count": 1, "pinned_count": 0,
-         "ops": ["aten::_local_scalar_dense (1)"], "calls": ["cudaMemcpy (1)"]},
+        {
+            "copy_kind": "HtoD",
+            "count": 6,
+            "total_ns": htod_ns,
+            "bytes": htod_bytes,
+            "achieved_gbps": pytest.approx(htod_bytes / htod_ns),
+            "pageable_count": 4,
+            "pinned_count": 2,
+            "ops": ["aten::copy_ (4)", "aten::to (2)"],
+            "calls": ["cudaMemcpyAsync (6)"],
+        },
+        {
+            "copy_kind": "DtoH",
+            "count": 1,
+            "total_ns": 200_000,
+            "bytes": 1 << 20,
+            "achieved_gbps": pytest.approx((1 << 20) / 200_000),
+            "pageable_count": 1,
+            "pinned_count": 0,
+            "ops": ["aten::_local_scalar_dense (1)"],
+            "calls": ["cudaMemcpy (1)"],
+        },
     ]
     assert rank.metrics["pageable_memcpy_count"] == 5
     findings = {f.rule_id: f for f in result.verdicts[0].findings}

@@ -26,8 +26,17 @@ def test_the_table_names_each_format_of_each_report_once_with_its_extensions():
         renderer("html", "trace")
 
 
-@pytest.mark.parametrize("path,fmt", [("report.html", "html"), ("r.HTM", "html"), ("out/r.md", "md"),
-                                      ("r.markdown", "md"), ("r.json", "json"), ("r.txt", "text")])
+@pytest.mark.parametrize(
+    "path,fmt",
+    [
+        ("report.html", "html"),
+        ("r.HTM", "html"),
+        ("out/r.md", "md"),
+        ("r.markdown", "md"),
+        ("r.json", "json"),
+        ("r.txt", "text"),
+    ],
+)
 def test_format_from_the_output_extension(path, fmt):
     assert renderer_for_path(path).name == fmt
     assert output_format(None, path) == fmt
@@ -48,20 +57,30 @@ def test_explicit_format_wins_and_unknown_extensions_are_refused():
 def test_cli_writes_the_format_its_output_name_asks_for(tmp_path):
     outputs = {"r.html": "<!DOCTYPE html>", "r.md": "## tracedoc verdict", "r.txt": "Verdict: io_bound"}
     for name, needle in outputs.items():
-        proc = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", "--example", "-o", str(tmp_path / name)],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "tracedoc", "analyze", "--example", "-o", str(tmp_path / name)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         assert needle in (tmp_path / name).read_text(), name
-    proc = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", "--example", "-o", str(tmp_path / "r.json")],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "analyze", "--example", "-o", str(tmp_path / "r.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert json.loads((tmp_path / "r.json").read_text())["schema"] == "tracedoc.analysis"
     assert "wrote json report" in proc.stderr
 
 
 def test_version_and_help_load_no_heavy_library():
-    code = ("import sys\nfrom tracedoc.cli import main\n"
-            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "heavy = {'numpy', 'pandas', 'jinja2', 'networkx', 'rich', 'torch', 'msgspec'} & set(sys.modules)\n"
-            "assert not heavy, heavy\n")
+    code = (
+        "import sys\nfrom tracedoc.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = {'numpy', 'pandas', 'jinja2', 'networkx', 'rich', 'torch', 'msgspec'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

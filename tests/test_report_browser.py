@@ -27,7 +27,6 @@ TESTS = Path(__file__).resolve().parent
 RENDER_BUDGET_MS = 2000
 
 
-
 class Page:
     """A report opened from disk, with every request, console error, page error and dialog recorded."""
 
@@ -39,7 +38,9 @@ class Page:
         self.errors: list[str] = []
         self.dialogs: list[str] = []
         self.context.route("**/*", self._route)
-        self.page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        self.page.on(
+            "console", lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None
+        )
         self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
         self.page.on("dialog", self._dialog)
         self.page.goto(self.url)
@@ -188,18 +189,25 @@ def test_tables_stay_inside_their_section_at_1400px(browser, tmp_path):
     wrapping cells) and the page never scrolls sideways."""
     from trace_builder import TraceBuilder
 
-    long = ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, "
-            "float, float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
-            "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > const&)"
-            "::{lambda(int)#1}>(int, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, float, float, "
-            "at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&))")
+    long = (
+        "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, "
+        "float, float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
+        "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > const&)"
+        "::{lambda(int)#1}>(int, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, float, float, "
+        "at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&))"
+    )
     b = TraceBuilder()
     t = 0.0
     for n in range(3):
         b.step(n + 1, t, t + 3_000.0)
         for k in range(6):
-            b.kernel(long.replace("MulFunctor", f"Mul{k}Functor"), t + 200.0 + 400.0 * k, 100.0,
-                     op="aten::mul", launch_at=t + 150.0 + 400.0 * k)
+            b.kernel(
+                long.replace("MulFunctor", f"Mul{k}Functor"),
+                t + 200.0 + 400.0 * k,
+                100.0,
+                op="aten::mul",
+                launch_at=t + 150.0 + 400.0 * k,
+            )
         t += 3_000.0
     result = analyze(b.write(tmp_path / "longnames.pt.trace.json.gz"))
     page = open_report(browser, result, tmp_path, "longnames.html")
@@ -250,9 +258,13 @@ def test_a_link_or_script_slipped_into_the_page_does_not_run(browser, tmp_path):
     a ``javascript:`` link or an inline script added to the page runs nothing (no 'unsafe-inline')."""
     page_html = render_html(analyze(example_path()), overlay_href="javascript:alert(1)")
     assert 'href="./javascript%3Aalert%281%29"' in page_html
-    slipped = page_html.replace("</main>", '<a id="js" href="javascript:alert(3)">x</a>'
-                                           '<button id="on" onclick="alert(4)">y</button></main>'
-                                           '<script>alert(2)</script>', 1)
+    slipped = page_html.replace(
+        "</main>",
+        '<a id="js" href="javascript:alert(3)">x</a>'
+        '<button id="on" onclick="alert(4)">y</button></main>'
+        "<script>alert(2)</script>",
+        1,
+    )
     path = tmp_path / "slipped.html"
     path.write_text(slipped, encoding="utf-8")
     page = Page(browser, path)

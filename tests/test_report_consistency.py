@@ -45,6 +45,7 @@ def test_figures_beside_a_cpu_far_ahead_come_from_the_report_steps(tmp_path):
     from types import SimpleNamespace
 
     from tracedoc.render.stepview import build_steps
+
     bars = build_steps(r.per_step, SimpleNamespace(steps=10)).bars
     assert [(b.time, b.width) for b in bars] == [("no step time", 0.0)] + [("10.0 ms", 100.0)] * 4
     # the timeline's representative step is a 10 ms step, not a 50 ms span

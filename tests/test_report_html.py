@@ -18,17 +18,34 @@ from tracedoc.render.charts import nice_ceiling
 # (name, duration µs, class): one kernel of each class, names as real traces spell them
 CLASSED = [
     ("sm80_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x128x32", 300.0, "GEMM"),
-    ("void implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1, false, false, true>(int, int, int)", 250.0,
-     "convolution"),
-    ("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, "
-     "cutlass::half_t>>(Flash_fwd_params)",
-     200.0, "attention"),
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, at::detail::Array<char*, 3> >"
-     "(int, at::native::AddFunctor<float>, at::detail::Array<char*, 3>)", 100.0, "elementwise"),
-    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float> > >"
-     "(at::native::ReduceOp<float, at::native::MeanOps<float, float> >)", 50.0, "reduction"),
-    ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1>(cudnnTensorStruct, float const*)", 40.0,
-     "reduction"),
+    (
+        "void implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1, false, false, true>(int, int, int)",
+        250.0,
+        "convolution",
+    ),
+    (
+        "void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, "
+        "cutlass::half_t>>(Flash_fwd_params)",
+        200.0,
+        "attention",
+    ),
+    (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>, at::detail::Array<char*, 3> >"
+        "(int, at::native::AddFunctor<float>, at::detail::Array<char*, 3>)",
+        100.0,
+        "elementwise",
+    ),
+    (
+        "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float> > >"
+        "(at::native::ReduceOp<float, at::native::MeanOps<float, float> >)",
+        50.0,
+        "reduction",
+    ),
+    (
+        "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1>(cudnnTensorStruct, float const*)",
+        40.0,
+        "reduction",
+    ),
     ("my_custom_kernel", 20.0, "other"),
 ]
 
@@ -50,8 +67,16 @@ def classed_trace(tmp_path):
 def test_kernel_classes_sum_to_the_gpu_op_time_by_hand(tmp_path):
     result = classed_trace(tmp_path)
     rows = {r.kernel_class: r for r in result.focus.evidence["kernel_classes"]}
-    want_us = {"GEMM": 300.0, "convolution": 250.0, "attention": 200.0, "elementwise": 100.0, "reduction": 90.0,
-               "other": 20.0, "communication": 400.0, "memory": 90.0}
+    want_us = {
+        "GEMM": 300.0,
+        "convolution": 250.0,
+        "attention": 200.0,
+        "elementwise": 100.0,
+        "reduction": 90.0,
+        "other": 20.0,
+        "communication": 400.0,
+        "memory": 90.0,
+    }
     assert {k: r.total_ns / 1e3 for k, r in rows.items()} == pytest.approx(want_us)
     assert rows["reduction"].count == 2 and rows["memory"].count == 2
     total_us = sum(want_us.values())  # 1,450 µs of GPU ops, every one inside the step
@@ -62,42 +87,60 @@ def test_kernel_classes_sum_to_the_gpu_op_time_by_hand(tmp_path):
     assert "GEMM 20.7%" in page and "communication 27.6%" in page  # 300 / 1450, 400 / 1450
 
 
-@pytest.mark.parametrize("name, short", [
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-     "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
-     "vectorized_elementwise_kernel"),
-    ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::BinaryFunctor<"
-     "float, float, float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
-     "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > "
-     "const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, float, "
-     "float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
-     "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > "
-     "const&)::{lambda(int)#1})", "elementwise_kernel"),
-    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
-     "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
-     "cunn_SoftMaxForward"),
-    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
-     "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"),
-    ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>"
-     "(cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)",
-     "Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>"),
-    ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, float, float, "
-     "false, true, true, false, 7, false, cublasGemvParamsEx<int, float> >(cublasGemvParamsEx<int, float>)",
-     "gemvx::kernel"),
-    ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),
-    ("triton_poi_fused_add_0", "triton_poi_fused_add_0"),
-])
+@pytest.mark.parametrize(
+    "name, short",
+    [
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+            "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
+            "vectorized_elementwise_kernel",
+        ),
+        (
+            "void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<at::native::BinaryFunctor<"
+            "float, float, float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
+            "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > "
+            "const&)::{lambda(int)#1}>(int, at::native::gpu_kernel_impl<at::native::BinaryFunctor<float, float, "
+            "float, at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, "
+            "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > "
+            "const&)::{lambda(int)#1})",
+            "elementwise_kernel",
+        ),
+        (
+            "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+            "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
+            "cunn_SoftMaxForward",
+        ),
+        (
+            "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+            "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t",
+        ),
+        (
+            "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>"
+            "(cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)",
+            "Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>",
+        ),
+        (
+            "std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, float, float, float, "
+            "false, true, true, false, 7, false, cublasGemvParamsEx<int, float> >(cublasGemvParamsEx<int, float>)",
+            "gemvx::kernel",
+        ),
+        ("Memcpy HtoD (Pageable -> Device)", "Memcpy HtoD (Pageable -> Device)"),
+        ("triton_poi_fused_add_0", "triton_poi_fused_add_0"),
+    ],
+)
 def test_short_kernel_names(name, short):
     assert short_name(name) == short
 
 
 def test_long_names_show_short_with_the_full_name_on_hover(tmp_path):
     page = render_html(classed_trace(tmp_path))
-    kernels = page[page.index('id="table-top_kernels"'):]
+    kernels = page[page.index('id="table-top_kernels"') :]
     kernels = kernels[: kernels.index("</table>")]
-    full = ("void at::native::vectorized_elementwise_kernel&lt;4, at::native::AddFunctor&lt;float&gt;, "
-            "at::detail::Array&lt;char*, 3&gt; &gt;(int, at::native::AddFunctor&lt;float&gt;, "
-            "at::detail::Array&lt;char*, 3&gt;)")
+    full = (
+        "void at::native::vectorized_elementwise_kernel&lt;4, at::native::AddFunctor&lt;float&gt;, "
+        "at::detail::Array&lt;char*, 3&gt; &gt;(int, at::native::AddFunctor&lt;float&gt;, "
+        "at::detail::Array&lt;char*, 3&gt;)"
+    )
     assert f'title="{full}"><div class="clamp short-name">vectorized_elementwise_kernel</div>' in kernels
 
 
@@ -120,7 +163,7 @@ def test_gpu_figures_are_labelled(tmp_path):
 def test_memory_chart_has_a_y_axis_and_the_reserved_series():
     page = render_html(analyze(example_path()))
     start = page.index('<figure class="memcurve">')
-    chart = page[start:page.index("</figure>", start)]
+    chart = page[start : page.index("</figure>", start)]
     ticks = re.findall(r'<text class="mem-tick"[^>]*>([^<]+)</text>', chart)
     assert ticks[0] == "0 B" and len(ticks) == 5
     assert 'class="mem-reserved"' in chart and 'class="mem-reserved-area"' in chart
@@ -138,11 +181,20 @@ def shaped_trace(tmp_path):
     b.cpu_op("nn.Module: Model_0", 5.0, 2_900.0, cat="python_function")
     b.cpu_op("nn.Module: Linear_0", 10.0, 700.0, cat="python_function")
     b.cpu_op("nn.Module: Linear_1", 800.0, 1_500.0, cat="python_function")
-    spans = [("aten::mm", [[64, 128], [128, 256]], 100.0, 50.0), ("aten::mm", [[64, 128], [128, 256]], 400.0, 50.0),
-             ("aten::mm", [[64, 256], [256, 10]], 900.0, 30.0), ("aten::add", [[64, 10], [64, 10]], 1_800.0, 5.0)]
+    spans = [
+        ("aten::mm", [[64, 128], [128, 256]], 100.0, 50.0),
+        ("aten::mm", [[64, 128], [128, 256]], 400.0, 50.0),
+        ("aten::mm", [[64, 256], [256, 10]], 900.0, 30.0),
+        ("aten::add", [[64, 10], [64, 10]], 1_800.0, 5.0),
+    ]
     for name, dims, at, dur in spans:
-        b.kernel("sm80_xmma_gemm_f16f16" if name == "aten::mm" else "vectorized_elementwise_kernel", at + 50.0, dur,
-                 op=name, launch_at=at)
+        b.kernel(
+            "sm80_xmma_gemm_f16f16" if name == "aten::mm" else "vectorized_elementwise_kernel",
+            at + 50.0,
+            dur,
+            op=name,
+            launch_at=at,
+        )
         op = next(e for e in reversed(b.events) if e["name"] == name)
         op["args"]["Input Dims"] = dims
         op["args"]["Input type"] = ["float", "float"]

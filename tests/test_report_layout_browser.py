@@ -73,18 +73,23 @@ def cpu_report(tmp_path):
     return cpu_only_trace(tmp_path)
 
 
-
 @pytest.mark.parametrize("kind", ["gpu", "h100", "job", "cpu"])
 def test_nothing_overflows_its_section_and_tiles_stay_small(browser, tmp_path, kind):
-    result = {"gpu": gpu_report, "h100": h100_report, "job": lambda: job_report(tmp_path), "cpu": lambda: cpu_report(tmp_path)}[kind]()
+    result = {
+        "gpu": gpu_report,
+        "h100": h100_report,
+        "job": lambda: job_report(tmp_path),
+        "cpu": lambda: cpu_report(tmp_path),
+    }[kind]()
     path = tmp_path / f"{kind}.html"
     path.write_text(render_html(result), encoding="utf-8")
     for width in WIDTHS:
         context = browser.new_context(viewport={"width": width, "height": 1000})
         try:
             page = context.new_page()
-            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file:")
-                       else route.abort())
+            page.route(
+                "**/*", lambda route: route.continue_() if route.request.url.startswith("file:") else route.abort()
+            )
             page.goto(path.resolve().as_uri())
             page.wait_for_load_state("load")
             layout = page.evaluate(LAYOUT)

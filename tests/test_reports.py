@@ -35,10 +35,10 @@ ROOT = TESTS.parent
 GOLD = TESTS / "gold"
 ACTUAL = TESTS / "_output" / "actual"
 
-XSS = '<script>alert(1)</script>'
+XSS = "<script>alert(1)</script>"
 XSS_NAMES = [
     f"void evil_kernel{XSS}()",
-    'quoted "double" and \'single\' </script><script>window.__pwned=1</script>',
+    "quoted \"double\" and 'single' </script><script>window.__pwned=1</script>",
     '<img src=x onerror="window.__pwned=2"> | pipe `tick` **bold** [link](http://example.com)',
     "line\u2028separator\u2029paragraph & ampersand </style><!-- comment",
 ]
@@ -60,9 +60,14 @@ def build_comm_trace() -> TraceBuilder:
         t = s + 900.0
         gpu_t = t + 30.0
         for k in range(24):
-            name = "sm80_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x128x32" if k % 2 else \
-                "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()"
-            b.kernel(name, gpu_t, 300.0 if k % 2 else 120.0, launch_at=t + k * 8.0, op="aten::mm" if k % 2 else "aten::add")
+            name = (
+                "sm80_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x128x32"
+                if k % 2
+                else "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()"
+            )
+            b.kernel(
+                name, gpu_t, 300.0 if k % 2 else 120.0, launch_at=t + k * 8.0, op="aten::mm" if k % 2 else "aten::add"
+            )
             gpu_t += 310.0 if k % 2 else 130.0
         b.nccl(gpu_t - 2_000.0, 6_000.0 + (3_000.0 if i == 2 else 0.0), launch_at=gpu_t - 2_100.0)
         b.sync(gpu_t + 6_500.0, gpu_t + 7_000.0)
@@ -137,10 +142,12 @@ def compare_gold(request, name: str, actual: str) -> None:
         (ACTUAL / name).write_text(actual, encoding="utf-8")
         exp, act = expected.splitlines(), actual.splitlines()
         line = next((i for i, (a, b) in enumerate(zip(exp, act)) if a != b), min(len(exp), len(act)))
-        pytest.fail(f"{name} differs from the gold file at line {line + 1}; actual output in {ACTUAL / name}; "
-                    f"if the change is intended run pytest --update-gold\n"
-                    f"gold:   {exp[line][:200] if line < len(exp) else '<end>'}\n"
-                    f"actual: {act[line][:200] if line < len(act) else '<end>'}")
+        pytest.fail(
+            f"{name} differs from the gold file at line {line + 1}; actual output in {ACTUAL / name}; "
+            f"if the change is intended run pytest --update-gold\n"
+            f"gold:   {exp[line][:200] if line < len(exp) else '<end>'}\n"
+            f"actual: {act[line][:200] if line < len(act) else '<end>'}"
+        )
 
 
 def test_gold_example_html(request, example_result):
@@ -313,8 +320,12 @@ def test_md_escape():
 def test_cli_writes_html_and_md(tmp_path):
     for fmt, name in (("html", "r.html"), ("md", "r.md")):
         out = tmp_path / name
-        proc = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", "--example", "--format", fmt, "-o", str(out)],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "tracedoc", "analyze", "--example", "--format", fmt, "-o", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         text = out.read_text(encoding="utf-8")
         assert "io_bound" in text
@@ -334,8 +345,15 @@ def test_directory_input_gets_a_rank_table(tmp_path):
     assert "### Ranks" in md and "rank1.pt.trace.json.gz" in md
 
 
-@pytest.mark.parametrize("name", ["cpu_only_gloo_rank34.pt.trace.json.gz", "a100_alexnet.json.gz",
-                                  "mi250_rocm_minitoy.json.gz", "h100_2026_format.json"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cpu_only_gloo_rank34.pt.trace.json.gz",
+        "a100_alexnet.json.gz",
+        "mi250_rocm_minitoy.json.gz",
+        "h100_2026_format.json",
+    ],
+)
 def test_unusual_traces_render(name):
     from conftest import shared_traces
 
@@ -353,13 +371,22 @@ def inflate(result, factor: int = 1):
     big = copy.deepcopy(result)
     r = big.ranks[0]
     long = "void very::long::templated<kernel, " + "T" * 900 + ">"
-    r.evidence["top_gaps"] = [replace(r.evidence["top_gaps"][0], before=f"{long}{i}", after=f"{long}|{i}",
-                                      stack="\n".join(f"frame {j} " + "x" * 80 for j in range(40)))
-                              for i in range(100_000 * factor)]
-    r.evidence["top_kernels"] = [replace(r.evidence["top_kernels"][0], name=f"{long}{i}") for i in range(100_000 * factor)]
+    r.evidence["top_gaps"] = [
+        replace(
+            r.evidence["top_gaps"][0],
+            before=f"{long}{i}",
+            after=f"{long}|{i}",
+            stack="\n".join(f"frame {j} " + "x" * 80 for j in range(40)),
+        )
+        for i in range(100_000 * factor)
+    ]
+    r.evidence["top_kernels"] = [
+        replace(r.evidence["top_kernels"][0], name=f"{long}{i}") for i in range(100_000 * factor)
+    ]
     r.evidence["top_operators"] = [replace(r.evidence["top_operators"][0], name=f"aten::op{i}") for i in range(50_000)]
-    r.evidence["memory_curve"] = [{"ts_ns": i * 1000, "allocated": i * 7 % 1000003, "reserved": 2 << 30, "device": 0}
-                                  for i in range(500_000)]
+    r.evidence["memory_curve"] = [
+        {"ts_ns": i * 1000, "allocated": i * 7 % 1000003, "reserved": 2 << 30, "device": 0} for i in range(500_000)
+    ]
     r.per_step = [dict(r.per_step[0], step=f"ProfilerStep#{i}") for i in range(50_000)]
     r.warnings = [f"warning {i}: " + "w" * 200 for i in range(20_000)]
     for ex in r.timeline["excerpts"]:

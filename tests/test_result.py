@@ -161,9 +161,12 @@ def test_a_report_of_the_last_version_1_layout_loads_with_every_column_in_ns():
     for v1_row in old["job"]["rank_table"]:
         row = by_rank[v1_row["rank"]]
         assert row.matched_steps == v1_row["matched_steps"] > 0
-        for ms, ns in (("matched_step_p50_ms", "matched_step_p50_ns"), ("wait_ms_per_step", "wait_ns_per_step"),
-                       ("lateness_ms_per_step", "lateness_ns_per_step"),
-                       ("dataloader_ms_per_step", "dataloader_ns_per_step")):
+        for ms, ns in (
+            ("matched_step_p50_ms", "matched_step_p50_ns"),
+            ("wait_ms_per_step", "wait_ns_per_step"),
+            ("lateness_ms_per_step", "lateness_ns_per_step"),
+            ("dataloader_ms_per_step", "dataloader_ns_per_step"),
+        ):
             assert getattr(row, ns) == pytest.approx(v1_row[ms] * 1e6), ns
         for same in ("wait_fraction", "lateness_fraction", "comm_wait_fraction", "arrived_last_fraction", "straggler"):
             assert getattr(row, same) == v1_row[same], same

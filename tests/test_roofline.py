@@ -48,8 +48,15 @@ def two_ops_trace(tmp_path, steps: int = 3):
         b.step(i + 1, s, s + 2_000.0)
         op(b, "aten::mm", s + 10, s + 30, [[4096, 4096], [4096, 8192]], [BF16, BF16], ["", ""])
         launch(b, GEMM, s + 20, s + 100, 1_000.0)
-        op(b, "aten::native_layer_norm", s + 40, s + 60, [[8192, 1024], [], [1024], [1024], []],
-           [F32, "ScalarList", F32, F32, "Scalar"], ["", "[1024]", "", "", "1e-05"])
+        op(
+            b,
+            "aten::native_layer_norm",
+            s + 40,
+            s + 60,
+            [[8192, 1024], [], [1024], [1024], []],
+            [F32, "ScalarList", F32, F32, "Scalar"],
+            ["", "[1024]", "", "", "1e-05"],
+        )
         launch(b, LN, s + 50, s + 1_150, 40.0)
         b.cpu_op("aten::nonzero", s + 70, s + 90)
         launch(b, "void at::native::nonzero_kernel<float>", s + 80, s + 1_200, 30.0)
@@ -131,6 +138,7 @@ def test_roofline_in_every_format(tmp_path):
 
 # -- FLOPs at the leaf GEMM under autocast ---------------------------------------------------------
 
+
 def autocast_linear_trace(tmp_path):
     """bf16 autocast as torch records it: aten::linear sees fp32 inputs, casts them (aten::_to_copy ->
     aten::copy_, an element-wise kernel) and calls aten::addmm on bf16 tensors (the GEMM kernel)."""
@@ -139,12 +147,26 @@ def autocast_linear_trace(tmp_path):
         s = 1_000_000.0 + i * 1_000.0
         b.step(i + 1, s, s + 1_000.0)
         op(b, "aten::linear", s + 10, s + 100, [[4096, 4096], [4096, 4096], [4096]], [F32, F32, F32], ["", "", ""])
-        op(b, "aten::_to_copy", s + 15, s + 35, [[4096, 4096], [], [], [], [], [], []],
-           [F32, "Scalar", "Scalar", "", "", "Scalar", ""], ["", "15", "0", "", "", "False", ""])
+        op(
+            b,
+            "aten::_to_copy",
+            s + 15,
+            s + 35,
+            [[4096, 4096], [], [], [], [], [], []],
+            [F32, "Scalar", "Scalar", "", "", "Scalar", ""],
+            ["", "15", "0", "", "", "False", ""],
+        )
         op(b, "aten::copy_", s + 20, s + 30, [[4096, 4096], [4096, 4096], []], [BF16, F32, "Scalar"], ["", "", "False"])
         launch(b, "void at::native::vectorized_elementwise_kernel<4, bfloat16_copy_kernel_cuda>", s + 22, s + 200, 50.0)
-        op(b, "aten::addmm", s + 40, s + 90, [[4096], [4096, 4096], [4096, 4096], [], []], [BF16] * 3 + ["Scalar"] * 2,
-           ["", "", "", "1", "1"])
+        op(
+            b,
+            "aten::addmm",
+            s + 40,
+            s + 90,
+            [[4096], [4096, 4096], [4096, 4096], [], []],
+            [BF16] * 3 + ["Scalar"] * 2,
+            ["", "", "", "1", "1"],
+        )
         launch(b, GEMM, s + 50, s + 260, 600.0)
     return tracedoc.analyze(str(b.write(tmp_path / "autocast.pt.trace.json")))
 
@@ -153,12 +175,12 @@ def test_autocast_products_take_the_leaf_dtype_and_only_the_gemm_kernel(tmp_path
     result = autocast_linear_trace(tmp_path)
     m, ev = result.ranks[0].metrics, result.ranks[0].evidence
     # counted once, at the addmm: 2*4096^3 + 4096*4096 bias adds = 137,455,730,688 per step
-    assert m["model_flops_per_step"] == 2 * 4096 ** 3 + 4096 * 4096
+    assert m["model_flops_per_step"] == 2 * 4096**3 + 4096 * 4096
     assert ev["flops_summary"][0].dtype == "bf16" and m["peak_tflops"] == A100_BF16
     # the class rate is over the GEMM kernel's 600 us only: 137.456 GFLOP / 0.6 ms = 229.09 TFLOP/s
     (cls,) = ev["flops_by_op_class"]
     assert cls.dtype == "bf16" and cls.gpu_ns == 3 * 600_000
-    assert cls.tflops == pytest.approx((2 * 4096 ** 3 + 4096 * 4096) / 600e-6 / 1e12)
+    assert cls.tflops == pytest.approx((2 * 4096**3 + 4096 * 4096) / 600e-6 / 1e12)
     # the cast is a copy row: 4096*4096 fp32 read (4 B) and bf16 written (2 B) = 100,663,296 B in 50 us
     rows = rows_by_op(result)
     cast = rows[("aten::copy_", "[4096, 4096] x [4096, 4096]")]
@@ -179,11 +201,12 @@ def test_rates_divide_by_the_step_p50_not_the_whole_window(tmp_path):
     m = result.ranks[0].metrics
     assert m["step_time_p50_ns"] == 1_000_000
     # 2*1024^3 = 2,147,483,648 FLOPs per step over 1 ms = 2.147 TFLOP/s (over the 7 ms window: 0.92)
-    assert m["achieved_tflops"] == pytest.approx(2 * 1024 ** 3 / 1e-3 / 1e12)
-    assert m["mfu"] == pytest.approx(2 * 1024 ** 3 / 1e-3 / 1e12 / A100_BF16)
+    assert m["achieved_tflops"] == pytest.approx(2 * 1024**3 / 1e-3 / 1e12)
+    assert m["mfu"] == pytest.approx(2 * 1024**3 / 1e-3 / 1e12 / A100_BF16)
 
 
 # -- compiled graphs and every SDPA variant ---------------------------------------------------------
+
 
 def test_compiled_graph_matmuls_with_out_tensors_count(tmp_path):
     b = TraceBuilder(gpu="A100")
@@ -194,11 +217,25 @@ def test_compiled_graph_matmuls_with_out_tensors_count(tmp_path):
     # extern_kernels.mm(a, b, out=buf) and addmm(bias, a, b, out=buf), as torch.compile's graphs call them
     op(b, "aten::mm", s + 10, s + 30, [[2048, 512], [512, 1024], [2048, 1024]], [BF16] * 3, ["", "", ""])
     launch(b, GEMM, s + 20, s + 600, 100.0)
-    op(b, "aten::addmm", s + 40, s + 60, [[1024], [2048, 512], [512, 1024], [], [], [2048, 1024]],
-       [BF16] * 3 + ["Scalar"] * 2 + [BF16], ["", "", "", "1", "1", ""])
+    op(
+        b,
+        "aten::addmm",
+        s + 40,
+        s + 60,
+        [[1024], [2048, 512], [512, 1024], [], [], [2048, 1024]],
+        [BF16] * 3 + ["Scalar"] * 2 + [BF16],
+        ["", "", "", "1", "1", ""],
+    )
     launch(b, GEMM, s + 50, s + 700, 100.0)
-    op(b, "triton_poi_fused_gelu_0", s + 70, s + 80, [[2048, 1024], [2048, 1024], []], [BF16, BF16, "Scalar"],
-       ["", "", "2097152"])
+    op(
+        b,
+        "triton_poi_fused_gelu_0",
+        s + 70,
+        s + 80,
+        [[2048, 1024], [2048, 1024], []],
+        [BF16, BF16, "Scalar"],
+        ["", "", "2097152"],
+    )
     launch(b, "triton_poi_fused_gelu_0", s + 72, s + 800, 10.0)
     result = tracedoc.analyze(str(b.write(tmp_path / "compiled.pt.trace.json")))
     # mm 2*2048*1024*512 = 2,147,483,648; addmm the same + 2048*1024 bias adds = 2,149,580,800
@@ -214,21 +251,47 @@ QKV = [2, 8, 512, 64]  # B, H, N, d (heads first, as the sdpa ops take them)
 ATTN_FWD = 2 * 2 * 2 * 8 * 512 * 512 * 64 // 2
 
 
-@pytest.mark.parametrize("fwd, bwd, causal_at, bwd_causal_at, inner", [
-    ("aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_cudnn_attention_backward", 6, 14, None),
-    ("aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_flash_attention_backward", 4, 11,
-     "aten::_flash_attention_backward"),
-    ("aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_efficient_attention_backward", 6,
-     11, "aten::_efficient_attention_backward"),
-])
+@pytest.mark.parametrize(
+    "fwd, bwd, causal_at, bwd_causal_at, inner",
+    [
+        (
+            "aten::_scaled_dot_product_cudnn_attention",
+            "aten::_scaled_dot_product_cudnn_attention_backward",
+            6,
+            14,
+            None,
+        ),
+        (
+            "aten::_scaled_dot_product_flash_attention",
+            "aten::_scaled_dot_product_flash_attention_backward",
+            4,
+            11,
+            "aten::_flash_attention_backward",
+        ),
+        (
+            "aten::_scaled_dot_product_efficient_attention",
+            "aten::_scaled_dot_product_efficient_attention_backward",
+            6,
+            11,
+            "aten::_efficient_attention_backward",
+        ),
+    ],
+)
 def test_every_sdpa_variant_counts_once_forward_and_backward(tmp_path, fwd, bwd, causal_at, bwd_causal_at, inner):
     b = TraceBuilder(gpu="A100")
     s = 1_000_000.0
     b.step(1, s, s + 3_000.0)
     conc = [""] * 9
     conc[causal_at] = "True"
-    op(b, "aten::scaled_dot_product_attention", s + 10, s + 60, [QKV, QKV, QKV, [], [], [], [], []],
-       [BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"], ["", "", "", "", "0.", "True", "", "False"])
+    op(
+        b,
+        "aten::scaled_dot_product_attention",
+        s + 10,
+        s + 60,
+        [QKV, QKV, QKV, [], [], [], [], []],
+        [BF16] * 3 + ["", "Scalar", "Scalar", "", "Scalar"],
+        ["", "", "", "", "0.", "True", "", "False"],
+    )
     op(b, fwd, s + 15, s + 55, [QKV, QKV, QKV] + [[]] * 6, [BF16] * 3 + [""] * 6, conc)
     launch(b, "cudnn_generated_fort_native_sdpa_sm80_flash_fprop", s + 20, s + 100, 50.0)
     b.cpu_op("autograd::engine::evaluate_function: ScaledDotProductAttentionBackward0", s + 100, s + 300)
@@ -279,11 +342,22 @@ def test_torch_1_9_conv_backward_counts_the_gradients_its_calls_computed(tmp_pat
         for k, g in enumerate(grads):
             child = t + 10 + 40 * k
             other = w if g == "input" else x
-            op(b, f"aten::cudnn_convolution_backward_{g}", child, child + 30, [[], y, other] + [[]] * 7,
-               ["", F32, F32] + [""] * 7)
+            op(
+                b,
+                f"aten::cudnn_convolution_backward_{g}",
+                child,
+                child + 30,
+                [[], y, other] + [[]] * 7,
+                ["", F32, F32] + [""] * 7,
+            )
             # a 1x1 input gradient runs as a GEMM kernel whose name says neither dgrad nor wgrad
-            launch(b, "volta_sgemm_128x64_nt" if g == "input" else "cudnn::detail::wgrad_alg0_engine<float>",
-                   child + 5, t + 2_000 + 100 * k, 20.0)
+            launch(
+                b,
+                "volta_sgemm_128x64_nt" if g == "input" else "cudnn::detail::wgrad_alg0_engine<float>",
+                child + 5,
+                t + 2_000 + 100 * k,
+                20.0,
+            )
         t += 110
     m = tracedoc.analyze(str(b.write(tmp_path / "old_conv.pt.trace.json"))).ranks[0].metrics
     # forward 1x each; backward: the 1x1 layer both gradients (2x its forward), the first layer only the
@@ -296,8 +370,15 @@ def test_conv_whose_mask_skips_the_input_gradient_counts_only_the_weight_gradien
     s = 1_000_000.0
     b.step(1, s, s + 2_000.0)
     types = [BF16] * 3 + ["ScalarList"] * 4 + ["Scalar", "ScalarList", "Scalar", "ScalarList"]
-    op(b, "aten::convolution_backward", s + 10, s + 60, [Y1, X1, W1] + [[]] * 8, types,
-       ["", "", "", "[16]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[False, True, True]"])
+    op(
+        b,
+        "aten::convolution_backward",
+        s + 10,
+        s + 60,
+        [Y1, X1, W1] + [[]] * 8,
+        types,
+        ["", "", "", "[16]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", "[False, True, True]"],
+    )
     launch(b, "sm80_xmma_wgrad_implicit_gemm_indexed_bf16bf16_bf16f32_f32", s + 20, s + 100, 30.0)
     result = tracedoc.analyze(str(b.write(tmp_path / "first_conv.pt.trace.json")))
     # weight gradient FWD1 = 7,077,888 + bias gradient (one add per output element, 131,072)
@@ -310,6 +391,7 @@ def test_conv_whose_mask_skips_the_input_gradient_counts_only_the_weight_gradien
 
 # -- fused optimizer without recorded TensorLists, and the low_mfu evidence -------------------------
 
+
 def adamw_trace(tmp_path, kernel_us: float):
     b = TraceBuilder(gpu="A100")
     for i in range(2):
@@ -320,8 +402,15 @@ def adamw_trace(tmp_path, kernel_us: float):
         # the backward pass accumulates gradients into a [1024, 1024] weight and a [1024] bias (fp32)
         op(b, "torch::autograd::AccumulateGrad", s + 100, s + 110, [[1024, 1024]], [F32], [""])
         op(b, "torch::autograd::AccumulateGrad", s + 120, s + 130, [[1024]], [F32], [""])
-        op(b, "aten::_fused_adamw_", s + 200, s + 300, [[]] * 6 + [[]] * 9, ["TensorList"] * 6 + ["Scalar"] * 9,
-           [""] * 6 + ["0.001", "0.9", "0.999", "0.01", "1e-08", "False", "False", "", ""])
+        op(
+            b,
+            "aten::_fused_adamw_",
+            s + 200,
+            s + 300,
+            [[]] * 6 + [[]] * 9,
+            ["TensorList"] * 6 + ["Scalar"] * 9,
+            [""] * 6 + ["0.001", "0.9", "0.999", "0.01", "1e-08", "False", "False", "", ""],
+        )
         launch(b, "multi_tensor_apply_kernel<FusedAdamMathFunctor<float, 4>>", s + 210, s + 1_000, kernel_us)
     return rows_by_op(tracedoc.analyze(str(b.write(tmp_path / "adamw.pt.trace.json"))))[("aten::_fused_adamw_", "[]")]
 
@@ -369,6 +458,6 @@ def test_low_mfu_names_the_ops_furthest_below_their_roof(tmp_path):
     assert small.input_shapes == "[64, 1024] x [1024, 64]" and small.bound == "compute"
     assert small.of_roof_fraction == pytest.approx(8_388_608 / 230e-6 / 1e12 / 19.5)
     assert small.step_fraction == pytest.approx(1_150 / 2_000)
-    assert big.of_roof_fraction == pytest.approx(2 * 1024 ** 3 / 150e-6 / 1e12 / 19.5)
-    assert big.below_roof_step_fraction == pytest.approx(0.375 * (1 - 2 * 1024 ** 3 / 150e-6 / 1e12 / 19.5))
+    assert big.of_roof_fraction == pytest.approx(2 * 1024**3 / 150e-6 / 1e12 / 19.5)
+    assert big.below_roof_step_fraction == pytest.approx(0.375 * (1 - 2 * 1024**3 / 150e-6 / 1e12 / 19.5))
     assert "[64, 1024] x [1024, 64]" in finding.message and "57.5% of the step" in finding.message

@@ -26,10 +26,30 @@ def describe(rules):
     def template(t):
         return (t.source, [(text, expr(e), spec) for text, e, spec in t.parts])
 
-    return [(r.id, r.name, r.title, r.label, r.severity, expr(r.when), expr(r.impact), template(r.message),
-             template(r.expect), [(template(f.text), expr(f.when)) for f in r.fixes], repr(r.docs), str(r.path),
-             repr(sorted(r.params.items())), r.evidence, r.requires_no_other_verdict, r.requires_gpu, r.what_if,
-             repr(r.tests), r.scope) for r in rules]
+    return [
+        (
+            r.id,
+            r.name,
+            r.title,
+            r.label,
+            r.severity,
+            expr(r.when),
+            expr(r.impact),
+            template(r.message),
+            template(r.expect),
+            [(template(f.text), expr(f.when)) for f in r.fixes],
+            repr(r.docs),
+            str(r.path),
+            repr(sorted(r.params.items())),
+            r.evidence,
+            r.requires_no_other_verdict,
+            r.requires_gpu,
+            r.what_if,
+            repr(r.tests),
+            r.scope,
+        )
+        for r in rules
+    ]
 
 
 @pytest.fixture
@@ -180,8 +200,16 @@ def test_concurrent_processes_share_one_cold_cache(cache, rules_dir):
     env = dict(os.environ, TRACEDOC_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
     want = str(len(list(rules_dir.glob("*.toml"))))
     for _ in range(2):  # a cold cache written by all at once, then read by all at once
-        procs = [subprocess.Popen([sys.executable, "-c", CHILD, str(rules_dir)], env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", CHILD, str(rules_dir)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(4)
+        ]
         outs = [p.communicate(timeout=120) for p in procs]
         assert [(p.returncode, o.strip(), e) for p, (o, e) in zip(procs, outs)] == [(0, want, "")] * 4
         assert len(entries(cache)) == 1
@@ -226,8 +254,7 @@ def refused(monkeypatch):
     monkeypatch.setattr(rulecache, "_refused", set())
 
 
-def test_a_symlink_in_a_writable_cache_directory_runs_no_code(cache, rules_dir, tmp_path, monkeypatch, capsys,
-                                                              refused):
+def test_a_symlink_in_a_writable_cache_directory_runs_no_code(cache, rules_dir, tmp_path, monkeypatch, capsys, refused):
     want = describe(load_rules([rules_dir], builtin=False))
     key, marker = key_of(rules_dir), tmp_path / "marker"
     victim_file = tmp_path / "downloaded-trace.json"  # the victim's own file, its bytes chosen by the attacker
@@ -318,7 +345,7 @@ def test_an_entry_is_checked_as_a_rule_file_is(cache, rules_dir, monkeypatch):
     want = describe(load_rules([rules_dir], builtin=False))
     key = key_of(rules_dir)
     entry = entry_path(cache, key)
-    good = json.loads(entry.read_bytes()[len(rulecache._MAGIC) + 64:])
+    good = json.loads(entry.read_bytes()[len(rulecache._MAGIC) + 64 :])
     for damage in ({"when": "__import__('os').system('true')"}, {"severity": ["high"]}, {"params": {"x": {}}}):
         tables = [[path, {**table, **damage}] if i == 0 else [path, table] for i, (path, table) in enumerate(good)]
         payload = json.dumps(tables).encode()

@@ -235,18 +235,28 @@ def test_healthy_baseline_is_compute_bound_only():
 
 
 # Exposed communication on 8 ranks; the fixes follow the collective that takes the time.
-COMM_BOUND = {"comm_fraction": 0.45, "exposed_comm_fraction": 0.4, "comm_overlap_fraction": 0.1,
-              "compute_fraction": 0.5, "world_size": 8, "backend": "nccl", "comm_wait_fraction": 0.1}
+COMM_BOUND = {
+    "comm_fraction": 0.45,
+    "exposed_comm_fraction": 0.4,
+    "comm_overlap_fraction": 0.1,
+    "compute_fraction": 0.5,
+    "world_size": 8,
+    "backend": "nccl",
+    "comm_wait_fraction": 0.1,
+}
 
 
-@pytest.mark.parametrize("collective, wanted", [
-    ("all_reduce", "bucket_cap_mb"),
-    ("all_to_all", "TrainPipelineSparseDist"),
-    ("all_gather", "backward_prefetch=BACKWARD_PRE"),
-    ("reduce_scatter", "HYBRID_SHARD"),
-    ("send_recv", "interleaved 1F1B"),
-    ("recv", "micro-batches"),
-])
+@pytest.mark.parametrize(
+    "collective, wanted",
+    [
+        ("all_reduce", "bucket_cap_mb"),
+        ("all_to_all", "TrainPipelineSparseDist"),
+        ("all_gather", "backward_prefetch=BACKWARD_PRE"),
+        ("reduce_scatter", "HYBRID_SHARD"),
+        ("send_recv", "interleaved 1F1B"),
+        ("recv", "micro-batches"),
+    ],
+)
 def test_comm_fixes_follow_the_collective(collective: str, wanted: str):
     metrics = apply_test_case(BASELINE, {**COMM_BOUND, "comm_top_collective": collective})
     verdict = evaluate(metrics, EVIDENCE, metrics["step_time_mean_ns"], ruleset=RULESET)

@@ -19,8 +19,15 @@ def busy_kernels(b, t0, t1, dur=200.0, launch_lead=2000.0, **kw):
     """Back-to-back Tensor Core kernels from t0 to t1, launched well ahead (a healthy queue)."""
     t = t0
     while t + dur <= t1:
-        b.kernel(kw.get("name", GEMM), t, dur, launch_at=max(t - launch_lead, t0 - 50.0), op="aten::mm",
-                 blocks_per_sm=4.0, stream=kw.get("stream", 7))
+        b.kernel(
+            kw.get("name", GEMM),
+            t,
+            dur,
+            launch_at=max(t - launch_lead, t0 - 50.0),
+            op="aten::mm",
+            blocks_per_sm=4.0,
+            stream=kw.get("stream", 7),
+        )
         t += dur
     return t
 
@@ -38,6 +45,7 @@ def dataloader_starved():
     def body(s, e):
         b.dataloader(s + 1, s + 4_000)
         busy_kernels(b, s + 4_100, e - 50, launch_lead=50.0)
+
     steps_of(b, 5, 10_000.0, body)
     return b
 
@@ -48,6 +56,7 @@ def exposed_allreduce():
     def body(s, e):
         t = busy_kernels(b, s + 20, s + 6_000)
         b.nccl(t + 10, 3_800.0, launch_at=t - 100, stream=20)
+
     steps_of(b, 5, 10_000.0, body)
     return b
 
@@ -58,9 +67,17 @@ def thousand_tiny_kernels():
     def body(s, e):
         t = s + 10
         for _ in range(1000):  # each launch takes 8 us of CPU; each kernel 3 us of GPU
-            b.kernel("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()",
-                     t + 6.0, 3.0, launch_at=t, launch_dur=5.0, op="aten::add", blocks_per_sm=0.1)
+            b.kernel(
+                "void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()",
+                t + 6.0,
+                3.0,
+                launch_at=t,
+                launch_dur=5.0,
+                op="aten::add",
+                blocks_per_sm=0.1,
+            )
             t += 8.0
+
     steps_of(b, 4, 8_200.0, body)
     return b
 
@@ -73,6 +90,7 @@ def item_sync_per_step():
         # .item(): the CPU blocks until the GPU drains, then spends 4 ms in Python before launching more
         b.sync(s + 200, t + 5, name="cudaStreamSynchronize", op="aten::_local_scalar_dense")
         busy_kernels(b, t + 4_000, e - 20, launch_lead=10.0)
+
     steps_of(b, 5, 10_000.0, body)
     return b
 
@@ -81,9 +99,9 @@ def pageable_h2d_copy():
     b = TraceBuilder()
 
     def body(s, e):
-        b.memcpy(s + 20, 3_500.0, "HtoD", "Pageable", "Device", nbytes=256 << 20, launch_at=s + 10,
-                 op="aten::copy_")
+        b.memcpy(s + 20, 3_500.0, "HtoD", "Pageable", "Device", nbytes=256 << 20, launch_at=s + 10, op="aten::copy_")
         busy_kernels(b, s + 3_600, e - 20)
+
     steps_of(b, 5, 10_000.0, body)
     return b
 
@@ -102,8 +120,16 @@ SCENARIOS = {
     "pageable_h2d_copy": (pageable_h2d_copy, "h2d_copy_bound"),
     "healthy_compute_bound": (healthy_compute_bound, "compute_bound"),
 }
-VERDICT_LABELS = {"io_bound", "comm_bound", "small_batch_bound", "sync_bound", "h2d_copy_bound",
-                  "low_tensor_core_use", "memory_pressure", "compute_bound"}
+VERDICT_LABELS = {
+    "io_bound",
+    "comm_bound",
+    "small_batch_bound",
+    "sync_bound",
+    "h2d_copy_bound",
+    "low_tensor_core_use",
+    "memory_pressure",
+    "compute_bound",
+}
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
@@ -111,8 +137,9 @@ def test_scenario_gets_the_right_top_label(name, tmp_path):
     build, label = SCENARIOS[name]
     rank, verdict = verdict_of(build(), tmp_path)
     labels = [f.label for f in verdict.findings if f.label in VERDICT_LABELS]
-    assert labels and labels[0] == label, [(f.rule_id, f.label, round(f.impact_fraction or 0, 3))
-                                          for f in verdict.findings]
+    assert labels and labels[0] == label, [
+        (f.rule_id, f.label, round(f.impact_fraction or 0, 3)) for f in verdict.findings
+    ]
     assert verdict.confidence == "high"
     if name == "healthy_compute_bound":
         assert set(labels) == {"compute_bound"}
@@ -127,6 +154,7 @@ def test_idle_of_the_sync_scenario_is_attributed_to_sync(tmp_path):
 
 
 # -- shared real traces --------------------------------------------------------------------------
+
 
 def real(name):
     result = tracedoc.analyze(shared_traces() / "kineto" / name)

@@ -32,8 +32,9 @@ def load_schema() -> dict:
 
 def metric_properties() -> dict:
     """What the schema must say about each metric: its JSON type (or null) and unit + meaning."""
-    return {name: {"type": [m.json_type, "null"], "description": f"[{m.unit}] {m.meaning}"}
-            for name, m in METRICS.items()}
+    return {
+        name: {"type": [m.json_type, "null"], "description": f"[{m.unit}] {m.meaning}"} for name, m in METRICS.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +62,9 @@ def test_schema_files_are_generated_from_the_types(request, name):
     want = schemagen.render(name)
     if request.config.getoption("--update-gold"):
         path.write_text(want, encoding="utf-8")
-    assert path.read_text(encoding="utf-8") == want, \
+    assert path.read_text(encoding="utf-8") == want, (
         f"{name} is stale: run `python -m tracedoc.schemagen` to generate it from the types again"
+    )
 
 
 def test_schema_lists_every_metric_of_the_table():
@@ -79,7 +81,9 @@ def test_schema_describes_every_field():
         for where, node in [("top level", schema), *schema["$defs"].items()]:
             for field, prop in node.get("properties", {}).items():
                 target = schema["$defs"][prop["$ref"].rsplit("/", 1)[1]] if "$ref" in prop else prop
-                assert prop.get("description") or target.get("description"), f"{name}: {where}.{field} has no description"
+                assert prop.get("description") or target.get("description"), (
+                    f"{name}: {where}.{field} has no description"
+                )
     schema = load_schema()
     rank = schema["$defs"]["RankResult"]
     assert set(rank["required"]) == set(rank["properties"]) - {"timeline"}  # only with --timeline
@@ -96,17 +100,29 @@ def test_top_level_fields_match_to_dict(validator):
 
 
 def test_example_json_from_the_cli_validates(validator):
-    proc = subprocess.run([sys.executable, "-m", "tracedoc", "analyze", "--example", "--format", "json"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracedoc", "analyze", "--example", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert_valid(validator, doc)
     assert doc["ranks"][0]["verdict"]["findings"], "the example has findings, so the finding schema was exercised"
 
 
-@pytest.mark.parametrize("name", ["dlrm_128rank_rank0.json.gz", "a100_2rank_nccl_rank0.json.gz", "a100_alexnet.json.gz",
-                                  "cpu_only_gloo_rank34.pt.trace.json.gz", "mi250_rocm_minitoy.json.gz",
-                                  "v100_resnet_ns_rank0.pt.trace.json.gz"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "dlrm_128rank_rank0.json.gz",
+        "a100_2rank_nccl_rank0.json.gz",
+        "a100_alexnet.json.gz",
+        "cpu_only_gloo_rank34.pt.trace.json.gz",
+        "mi250_rocm_minitoy.json.gz",
+        "v100_resnet_ns_rank0.pt.trace.json.gz",
+    ],
+)
 def test_shared_traces_validate(validator, name):
     assert_valid(validator, json.loads(analyze(shared_traces() / "kineto" / name).to_json()))
 

@@ -24,7 +24,7 @@ def _columns(rng):
         if kind == 0:
             yield rng.integers(0, 5, n)  # many ties
         elif kind == 1:
-            yield rng.integers(-(10 ** 12), 10 ** 12, n)  # nanoseconds, large
+            yield rng.integers(-(10**12), 10**12, n)  # nanoseconds, large
         elif kind == 2:
             yield rng.normal(1e6, 3e5, n)
         elif kind == 3:
@@ -80,9 +80,11 @@ def test_bad_arguments_are_refused():
 
 
 def test_no_masked_array_import():
-    code = ("import sys, numpy as np\n"
-            "from tracedoc.model.stats import median, percentile\n"
-            "percentile(np.arange(10), [50, 95]); median(np.arange(9.0))\n"
-            "print('numpy.ma' in sys.modules)\n")
+    code = (
+        "import sys, numpy as np\n"
+        "from tracedoc.model.stats import median, percentile\n"
+        "percentile(np.arange(10), [50, 95]); median(np.arange(9.0))\n"
+        "print('numpy.ma' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -32,8 +32,11 @@ def outcomes(tmp_path_factory):
 
 
 def _bad(rows, surfaces, allowed=("result", "error")):
-    return [f"#{i} {c.surface}/{c.cls} [{o}] {c.detail[:80]}: {m}" for i, c, o, m in rows
-            if c.surface in surfaces and o not in allowed]
+    return [
+        f"#{i} {c.surface}/{c.cls} [{o}] {c.detail[:80]}: {m}"
+        for i, c, o, m in rows
+        if c.surface in surfaces and o not in allowed
+    ]
 
 
 def test_mutated_configs_and_expressions_give_a_result_or_one_clear_error(outcomes):
@@ -45,8 +48,11 @@ def test_mutated_configs_and_expressions_give_a_result_or_one_clear_error(outcom
 
 
 def test_mutated_reports_and_model_configs_never_hang_leak_controls_or_change_inputs(outcomes):
-    bad = [f"#{i} {c.surface} [{o}] {c.detail[:80]}: {m}" for i, c, o, m in outcomes
-           if c.surface in ("report", "model") and (o == "hang" or (o == "violation" and not m.startswith("metric ")))]
+    bad = [
+        f"#{i} {c.surface} [{o}] {c.detail[:80]}: {m}"
+        for i, c, o, m in outcomes
+        if c.surface in ("report", "model") and (o == "hang" or (o == "violation" and not m.startswith("metric ")))
+    ]
     assert not bad, "\n".join(bad)
     seen = collections.Counter((c.surface, o) for _, c, o, _ in outcomes)
     assert seen[("report", "result")] >= 10 and seen[("report", "error")] >= 10, seen
@@ -58,8 +64,12 @@ def test_mutated_reports_and_model_configs_never_crash_nor_show_impossible_numbe
 
 
 def test_the_invariants_catch_impossible_diff_numbers():
-    doc = {"before": {"step_ns": -1, "category_ns": {"compute": -3}}, "after": {"step_ns": 2, "category_ns": {"compute": 1}},
-           "step_delta_ns": 1, "step_delta_interval_ns": [2.0, 1.0],
-           "pairs": [{"metrics": [{"name": "gpu_busy_fraction", "unit": "fraction", "before": 7.5, "after": 0.5}]}]}
+    doc = {
+        "before": {"step_ns": -1, "category_ns": {"compute": -3}},
+        "after": {"step_ns": 2, "category_ns": {"compute": 1}},
+        "step_delta_ns": 1,
+        "step_delta_interval_ns": [2.0, 1.0],
+        "pairs": [{"metrics": [{"name": "gpu_busy_fraction", "unit": "fraction", "before": 7.5, "after": 0.5}]}],
+    }
     problems = fuzz_surfaces.diff_violations(doc)
     assert len(problems) == 5, problems

@@ -15,11 +15,16 @@ PREFIX = "fused_" + "very_long_generated_kernel_name_part_" * 6  # ~230 characte
 
 
 def names() -> list[str]:
-    out = [f"void cutlass::device::gemm_kernel<{HUGE_ARGS}, cutlass::arch::Sm{80 + i}>(cutlass::Params<{i}>)"
-           for i in range(4)]
+    out = [
+        f"void cutlass::device::gemm_kernel<{HUGE_ARGS}, cutlass::arch::Sm{80 + i}>(cutlass::Params<{i}>)"
+        for i in range(4)
+    ]
     out += [f"{PREFIX}{suffix}" for suffix in ("add", "mul", "sub", "div", "relu", "gelu")]
-    out += [f"void at::native::vectorized_elementwise_kernel<4, at::native::{f}<float>, at::detail::Array<char*, 3> >"
-            f"(int, at::native::{f}<float>, at::detail::Array<char*, 3>)" for f in ("AddFunctor", "MulFunctor")]
+    out += [
+        f"void at::native::vectorized_elementwise_kernel<4, at::native::{f}<float>, at::detail::Array<char*, 3> >"
+        f"(int, at::native::{f}<float>, at::detail::Array<char*, 3>)"
+        for f in ("AddFunctor", "MulFunctor")
+    ]
     return out
 
 
@@ -62,8 +67,10 @@ def test_short_forms_are_distinct_for_any_width():
     every = names()
     forms = distinct_short_names(every)
     assert len(set(forms)) == len(every)
-    assert forms[-2:] == ["vectorized_elementwise_kernel<4, AddFunctor<…>, Array<…>>",
-                          "vectorized_elementwise_kernel<4, MulFunctor<…>, Array<…>>"]
+    assert forms[-2:] == [
+        "vectorized_elementwise_kernel<4, AddFunctor<…>, Array<…>>",
+        "vectorized_elementwise_kernel<4, MulFunctor<…>, Array<…>>",
+    ]
     for width in (12, 20, 40, 80):
         cut = fit_names(forms, width)
         assert all(len(c) <= width for c in cut)

@@ -26,7 +26,7 @@ def table_rows(out: str, title: str) -> list[str]:
     lines = out.splitlines()
     i = lines.index(title)
     rows = []
-    for line in lines[i + 1:]:
+    for line in lines[i + 1 :]:
         if not line.strip() or not line.startswith(" ") and rows and not line[0].isdigit():
             break
         rows.append(line)
@@ -45,8 +45,12 @@ def assert_fits(out: str, width: int) -> None:
 
 def shared_inputs() -> list[str]:
 
-    return ([f"kineto/{n}" for n in shared_names("kineto", "*.json*")] + [f"nsys/{n}" for n in shared_names("nsys", "*.sqlite")]
-            + [f"h100/{n}" for n in shared_names("h100", "*.gz")] + [f"h100/{n}" for n in shared_names("h100", "job3_*")])
+    return (
+        [f"kineto/{n}" for n in shared_names("kineto", "*.json*")]
+        + [f"nsys/{n}" for n in shared_names("nsys", "*.sqlite")]
+        + [f"h100/{n}" for n in shared_names("h100", "*.gz")]
+        + [f"h100/{n}" for n in shared_names("h100", "job3_*")]
+    )
 
 
 @pytest.mark.parametrize("name", shared_inputs())
@@ -73,10 +77,15 @@ def test_sentences_wrap_at_words_with_their_indent(capsys):
     messages = [i for i, line in enumerate(lines) if line.startswith("   fix: ")]
     assert messages
     # a fix longer than the width goes on in lines indented as it is, no word broken
-    long = [i for i in messages if i + 1 < len(lines) and lines[i + 1].startswith("   ") and not
-            lines[i + 1].lstrip().startswith(("fix:", "next profile", "minor", "+"))]
+    long = [
+        i
+        for i in messages
+        if i + 1 < len(lines)
+        and lines[i + 1].startswith("   ")
+        and not lines[i + 1].lstrip().startswith(("fix:", "next profile", "minor", "+"))
+    ]
     assert long, out
-    joined = " ".join(line.strip() for line in lines[long[0]: long[0] + 2])
+    joined = " ".join(line.strip() for line in lines[long[0] : long[0] + 2])
     assert joined.startswith("fix: ") and "  " not in joined
 
 
@@ -94,7 +103,7 @@ def test_width_sets_the_table_width_and_narrow_columns_keep_their_headers(capsys
     code, out = run_cli(capsys, "analyze", example_path(), "--width", "60", "--top", "3")
     lines = out.splitlines()
     start = lines.index("Top kernels")
-    table = lines[start + 1: start + 8]
+    table = lines[start + 1 : start + 8]
     assert all(len(line) <= 60 for line in table)
     assert "count" in table[0] and "share" in table[0] and "time" in table[0]
     with pytest.raises(SystemExit) as exc:

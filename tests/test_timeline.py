@@ -8,12 +8,26 @@ from tracedoc.model.trace import KERNEL, MEMCPY, Table, Trace
 
 def test_short_ops_merge_into_runs_worked_by_hand():
     ops = [  # start, end, kind, name
-        (0, 100, KERNEL, "A"), (105, 108, KERNEL, "b"), (110, 112, MEMCPY, "c"), (115, 118, MEMCPY, "d"),
-        (200, 200, KERNEL, "e"), (300, 400, KERNEL, "f"), (401, 403, KERNEL, "g"), (500, 502, MEMCPY, "h"),
-        (505, 507, KERNEL, "i")]
+        (0, 100, KERNEL, "A"),
+        (105, 108, KERNEL, "b"),
+        (110, 112, MEMCPY, "c"),
+        (115, 118, MEMCPY, "d"),
+        (200, 200, KERNEL, "e"),
+        (300, 400, KERNEL, "f"),
+        (401, 403, KERNEL, "g"),
+        (500, 502, MEMCPY, "h"),
+        (505, 507, KERNEL, "i"),
+    ]
     names = [o[3] for o in ops]
-    gpu = Table("gpu_ops", {"start_ns": np.array([o[0] for o in ops]), "end_ns": np.array([o[1] for o in ops]),
-                            "kind": np.array([o[2] for o in ops]), "name": np.arange(len(ops))})
+    gpu = Table(
+        "gpu_ops",
+        {
+            "start_ns": np.array([o[0] for o in ops]),
+            "end_ns": np.array([o[1] for o in ops]),
+            "kind": np.array([o[2] for o in ops]),
+            "name": np.arange(len(ops)),
+        },
+    )
     trace = Trace(source="hand", strings=names, tables={"gpu_ops": gpu})
     comm = np.zeros(len(ops), dtype=bool)
     comm[6] = True  # "g" is a communication kernel

@@ -43,6 +43,7 @@ def _set(path: str, value):
         for k in keys[:-1]:
             node = node[k]
         node[keys[-1]] = value
+
     return edit
 
 
@@ -52,29 +53,45 @@ REFUSED = [
     ("ranks/0/metrics/step_time_p50_ns", -2_000_000, "ranks[0].metrics.step_time_p50_ns = -2000000 is negative"),
     ("ranks/0/metrics/idle_fraction", "0.2", "ranks[0].metrics.idle_fraction = '0.2' is not a number"),
     ("ranks/0/metrics/kernel_count", 2.5, "ranks[0].metrics.kernel_count = 2.5 is not a whole number"),
-    ("ranks/0/metrics/dataloader_multiprocess", "yes", "ranks[0].metrics.dataloader_multiprocess = 'yes' is not a "
-                                                       "boolean"),
+    (
+        "ranks/0/metrics/dataloader_multiprocess",
+        "yes",
+        "ranks[0].metrics.dataloader_multiprocess = 'yes' is not a boolean",
+    ),
     ("ranks/0/per_step/1/step_time_ns", -5, "ranks[0].per_step[1].step_time_ns = -5 is negative"),
     ("ranks/0/per_step/2/start_ns", "x", "ranks[0].per_step[2].start_ns = 'x' is not a number (a str)"),
     ("ranks/0/per_step/2/start_ns", None, "ranks[0].per_step[2].start_ns = None is missing"),
-    ("ranks/0/per_step/0/start_ns", 2 ** 63, "ranks[0].per_step[0].start_ns = 9223372036854775808 is beyond the "
-                                             "int64 nanoseconds"),
+    (
+        "ranks/0/per_step/0/start_ns",
+        2**63,
+        "ranks[0].per_step[0].start_ns = 9223372036854775808 is beyond the int64 nanoseconds",
+    ),
     ("ranks/0/per_step/0/idle_ns", [1], "ranks[0].per_step[0].idle_ns = [1] is not a number (a list)"),
-    ("ranks/0/evidence/kernel_totals/0/total_ns", {"v": 1}, "ranks[0].evidence.kernel_totals[0].total_ns = {'v': 1} "
-                                                            "is not a number (a dict)"),
+    (
+        "ranks/0/evidence/kernel_totals/0/total_ns",
+        {"v": 1},
+        "ranks[0].evidence.kernel_totals[0].total_ns = {'v': 1} is not a number (a dict)",
+    ),
     ("ranks/0/evidence/kernel_totals/0/name", None, "ranks[0].evidence.kernel_totals[0].name = None is not a name"),
-    ("ranks/0/verdict/findings/0/impact_fraction", 1.5, "ranks[0].verdict.findings[0].impact_fraction = 1.5 is "
-                                                        "outside [0, 1]"),
-    ("ranks/0/verdict/findings/0/what_if/step_ms_after", -1.0, "ranks[0].verdict.findings[0].what_if.step_ms_after = "
-                                                               "-1.0 is negative"),
+    (
+        "ranks/0/verdict/findings/0/impact_fraction",
+        1.5,
+        "ranks[0].verdict.findings[0].impact_fraction = 1.5 is outside [0, 1]",
+    ),
+    (
+        "ranks/0/verdict/findings/0/what_if/step_ms_after",
+        -1.0,
+        "ranks[0].verdict.findings[0].what_if.step_ms_after = -1.0 is negative",
+    ),
     ("ranks/0/window/kind", "1e400", "window kind '1e400' is not one of"),
     ("ranks/0/window/start_ns", "10", "$.ranks[0].window.start_ns"),
 ]
 
 
 @pytest.mark.parametrize("path,value,words", REFUSED, ids=[f"{p}={v!r}"[-60:] for p, v, _ in REFUSED])
-def test_a_value_of_the_wrong_type_or_outside_its_domain_is_refused_naming_its_field(saved, tmp_path, capsys, path,
-                                                                                      value, words):
+def test_a_value_of_the_wrong_type_or_outside_its_domain_is_refused_naming_its_field(
+    saved, tmp_path, capsys, path, value, words
+):
     edited = _edited(saved, tmp_path, _set(path, value))
     with pytest.raises(TraceError) as info:
         load(edited)
@@ -91,6 +108,7 @@ def test_a_step_that_ends_before_it_starts_is_refused(saved, tmp_path):
     def edit(doc):
         row = doc["ranks"][0]["per_step"][0]
         row["end_ns"] = row["start_ns"] - 1
+
     with pytest.raises(TraceError, match=r"ranks\[0\]\.per_step\[0\]\.end_ns = -?\d+ is before its start_ns"):
         load(_edited(saved, tmp_path, edit))
 
@@ -101,6 +119,7 @@ def test_values_inside_their_domain_load_and_diff(saved, tmp_path, capsys):
         doc["ranks"][0]["metrics"]["gpu_busy_fraction"] = 1.0
         doc["ranks"][0]["metrics"]["kernel_count"] = 36.0  # an integral number for a count
         doc["ranks"][0]["metrics"]["comm_overlap_fraction"] = None  # not measurable
+
     edited = _edited(saved, tmp_path, edit)
     result = load(edited)
     assert result.ranks[0].metrics["gpu_busy_fraction"] == 1.0
@@ -127,9 +146,17 @@ def test_what_tracedoc_writes_loads(saved):
 
 # -- model configs ----------------------------------------------------------------------------------
 
-LLAMA = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
-         "num_key_value_heads": 4, "intermediate_size": 688, "vocab_size": 1000, "max_position_embeddings": 128,
-         "tie_word_embeddings": False}
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 256,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "intermediate_size": 688,
+    "vocab_size": 1000,
+    "max_position_embeddings": 128,
+    "tie_word_embeddings": False,
+}
 
 BAD_CONFIGS = [
     ("num_attention_heads", 0, "num_attention_heads must be positive"),
@@ -138,7 +165,7 @@ BAD_CONFIGS = [
     ("num_hidden_layers", 2.5, "num_hidden_layers must be a whole number (saw 2.5"),
     ("intermediate_size", [688], "intermediate_size must be a whole number (saw [688] (a list))"),
     ("vocab_size", True, "vocab_size must be a whole number (saw True (a boolean))"),
-    ("vocab_size", 10 ** 30, "vocab_size must be positive and at most 16,777,216"),
+    ("vocab_size", 10**30, "vocab_size must be positive and at most 16,777,216"),
     ("max_position_embeddings", {"v": 1}, "max_position_embeddings must be a whole number"),
     ("num_key_value_heads", 3, "attention heads are not a multiple of key/value heads"),
     ("tie_word_embeddings", "false", "tie_word_embeddings must be true or false"),
@@ -165,15 +192,18 @@ def test_nan_in_a_model_config_file_is_refused_on_the_command_line(saved, tmp_pa
     assert main(["analyze", str(trace), "--model", str(cfg), "--tokens-per-step", "256", "-f", "json"]) in (0, 3)
 
 
-@pytest.mark.parametrize("params,words", [
-    ("hidden=4096,layers=32,heads=0,vocab=32000", "--model heads=0: num_heads must be positive"),
-    ("hidden=4096,layers=nan,heads=32,vocab=32000", "--model layers=nan: num_layers must be a whole number"),
-    ("hidden=4096,layers=inf,heads=32,vocab=32000", "--model layers=inf: num_layers must be a whole number"),
-    ("hidden=4096,layers=-2,heads=32,vocab=32000", "--model layers=-2: num_layers must be positive"),
-    ("hidden=4096,layers=32,heads=32,vocab=32000,colour=red", "is not a known model param (saw colour)"),
-    ("hidden=4096,layers=32,heads=32,vocab=32000,family=bert", "is not a model family"),
-    ("hidden=4096,layers=32,heads=32,vocab=32000,swiglu=maybe", "gated_mlp must be true or false"),
-])
+@pytest.mark.parametrize(
+    "params,words",
+    [
+        ("hidden=4096,layers=32,heads=0,vocab=32000", "--model heads=0: num_heads must be positive"),
+        ("hidden=4096,layers=nan,heads=32,vocab=32000", "--model layers=nan: num_layers must be a whole number"),
+        ("hidden=4096,layers=inf,heads=32,vocab=32000", "--model layers=inf: num_layers must be a whole number"),
+        ("hidden=4096,layers=-2,heads=32,vocab=32000", "--model layers=-2: num_layers must be positive"),
+        ("hidden=4096,layers=32,heads=32,vocab=32000,colour=red", "is not a known model param (saw colour)"),
+        ("hidden=4096,layers=32,heads=32,vocab=32000,family=bert", "is not a model family"),
+        ("hidden=4096,layers=32,heads=32,vocab=32000,swiglu=maybe", "gated_mlp must be true or false"),
+    ],
+)
 def test_bad_model_params_name_the_param(params, words):
     with pytest.raises(UsageError) as info:
         load_model_spec(params)

@@ -19,8 +19,10 @@ def analyse(b: TraceBuilder, tmp_path, name="t.json"):
 
 # -- step time is throughput ---------------------------------------------------------------------
 
-def cpu_runs_ahead(b: TraceBuilder, steps: int = 6, cpu_step_us: float = 1000.0, kernels: int = 10,
-                   kernel_us: float = 1000.0) -> None:
+
+def cpu_runs_ahead(
+    b: TraceBuilder, steps: int = 6, cpu_step_us: float = 1000.0, kernels: int = 10, kernel_us: float = 1000.0
+) -> None:
     """A GPU-bound loop without a host sync: the CPU launches a step's kernels in ``cpu_step_us``
     while the GPU needs ``kernels * kernel_us``, so each step's span reaches further into the queue."""
     gpu_t = 5.0
@@ -55,8 +57,14 @@ def test_cpu_running_ahead_gives_the_true_period(tmp_path):
             assert f.what_if["step_ms_before"] == pytest.approx(10.0)
 
 
-def graph_replay_loop(b: TraceBuilder, steps: int = 6, kernels: int = 200, period_us: float = 5.0,
-                      kernel_us: float = 4.25, cpu_step_us: float = 300.0) -> None:
+def graph_replay_loop(
+    b: TraceBuilder,
+    steps: int = 6,
+    kernels: int = 200,
+    period_us: float = 5.0,
+    kernel_us: float = 4.25,
+    cpu_step_us: float = 300.0,
+) -> None:
     """Each step replays one CUDA graph of ``kernels`` short kernels (85% busy inside the graph);
     the CPU only launches the graph and runs ahead."""
     graph_us = kernels * period_us
@@ -105,6 +113,7 @@ def test_kernels_launched_one_by_one_with_the_same_gaps_are_small_batch(tmp_path
 
 # -- implicit synchronisation --------------------------------------------------------------------
 
+
 def hipfree_loop(b: TraceBuilder, steps: int = 5, step_us: float = 12_000.0) -> None:
     """Per step: 10 kernels of 1 ms launched up front, then a hipFree (caching allocator bypassed)
     that blocks from +200 us until 50 us after the GPU drains at +10,010 us; the next step's launches
@@ -113,8 +122,14 @@ def hipfree_loop(b: TraceBuilder, steps: int = 5, step_us: float = 12_000.0) -> 
         s = i * step_us
         b.step(i + 1, s, s + step_us)
         for j in range(10):
-            b.kernel("Cijk_Ailk_Bljk_SB_MT64x64x16", s + 10.0 + j * 1000.0, 1000.0, launch_at=s + j * 20.0,
-                     launch_dur=5.0, launch_name="hipLaunchKernel")
+            b.kernel(
+                "Cijk_Ailk_Bljk_SB_MT64x64x16",
+                s + 10.0 + j * 1000.0,
+                1000.0,
+                launch_at=s + j * 20.0,
+                launch_dur=5.0,
+                launch_name="hipLaunchKernel",
+            )
         ext = b.cpu_op("aten::empty", s + 199.0, s + 10_061.0)
         b.runtime("hipFree", s + 200.0, s + 10_060.0, ext=ext)
 
@@ -159,7 +174,7 @@ def test_pageable_async_copy_and_empty_cache_are_implicit_syncs(tmp_path):
     b = TraceBuilder()
     b.step(1, 0.0, 2000.0)
     b.memcpy(100.0, 300.0, src="Pageable", launch_at=50.0, launch_dur=360.0)  # call returns after the copy
-    b.memcpy(600.0, 100.0, src="Pinned", launch_at=550.0)                      # pinned: asynchronous
+    b.memcpy(600.0, 100.0, src="Pinned", launch_at=550.0)  # pinned: asynchronous
     b.cpu_op("torch/cuda/memory.py(192): empty_cache", 900.0, 1100.0, cat="python_function")
     r = analyse(b, tmp_path)
     assert r.metrics["implicit_sync_calls"] == 2
@@ -171,8 +186,9 @@ def test_pageable_async_copy_and_empty_cache_are_implicit_syncs(tmp_path):
 TC_GEMM = "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn"  # a Tensor Core GEMM on the A100
 
 
-def host_between_steps(b: TraceBuilder, host_work: str, steps: int = 5, kernel_us: float = 500.0,
-                       kernels: int = 10) -> None:
+def host_between_steps(
+    b: TraceBuilder, host_work: str, steps: int = 5, kernel_us: float = 500.0, kernels: int = 10
+) -> None:
     """Per 12 ms step: ``kernels`` kernels launched up front run back to back from +10 us and drain the
     GPU at +5,010 us (10 of 500 us, or 1,000 of 5 us). Then, in steps 1-4, the host does ``host_work`` from +5,200 to
     +10,900 us -- a ``cudaFree`` ("free") or a CPU op ("cpu") -- after the GPU went idle, and launches the
@@ -223,8 +239,13 @@ def test_gpu_idle_while_the_host_sits_in_cudafree_is_sync_bound_not_host_late(tm
     assert td501.what_if["gain_ms"] == pytest.approx(5.7, abs=0.01)
     assert "sync idle 0%" in td501.message and "38%" in td501.message
     assert td501.evidence["sync_blocked_calls"][0] == SyncBlockedCall(
-        call="cudaFree", op="aten::empty", annotation="ProfilerStep#1", start_ns=5200 * US, dur_ns=5700 * US,
-        idle_ns=5700 * US)
+        call="cudaFree",
+        op="aten::empty",
+        annotation="ProfilerStep#1",
+        start_ns=5200 * US,
+        dur_ns=5700 * US,
+        idle_ns=5700 * US,
+    )
     # four equal frees, each a step apart: a per-step cost, not a one-time one
     assert not any("one-time" in fix for fix in td501.fixes)
 
@@ -271,8 +292,7 @@ def test_one_long_free_in_a_profile_without_steps_says_it_is_start_up(tmp_path):
     t += 30_000.0
     for k in range(3):
         b.runtime("cudaFree", t + k * 20_000.0, t + k * 20_000.0 + 10_000.0)
-        b.kernel(TC_GEMM, t + k * 20_000.0 + 15_000.0, 1000.0,
-                 launch_at=t + k * 20_000.0 + 14_990.0)
+        b.kernel(TC_GEMM, t + k * 20_000.0 + 15_000.0, 1000.0, launch_at=t + k * 20_000.0 + 14_990.0)
     r = analyse(b, tmp_path)
     m = r.metrics
     assert m["steps"] == 0 and m["iterations"] == 0
@@ -288,6 +308,7 @@ def test_one_long_free_in_a_profile_without_steps_says_it_is_start_up(tmp_path):
 
 # -- tiny traces ---------------------------------------------------------------------------------
 
+
 def test_thirteen_event_trace_withholds_the_verdict(tmp_path):
     b = TraceBuilder()
     b.step(1, 0.0, 100.0)
@@ -296,12 +317,16 @@ def test_thirteen_event_trace_withholds_the_verdict(tmp_path):
     b.runtime("cudaDeviceSynchronize", 30.0, 45.0)
     doc = b.to_dict()
     assert len(doc["traceEvents"]) == 8  # + 5 metadata rows below: 13 events
-    doc["traceEvents"] += [{"ph": "M", "name": "process_name", "pid": p, "args": {"name": n}}
-                           for p, n in ((1000, "python"), (0, "GPU 0"))]
-    doc["traceEvents"] += [{"ph": "M", "name": "thread_name", "pid": 1000, "tid": 1000, "args": {"name": "main"}},
-                           {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
-                           {"ph": "M", "name": "process_sort_index", "pid": 0, "args": {"sort_index": 0}}]
+    doc["traceEvents"] += [
+        {"ph": "M", "name": "process_name", "pid": p, "args": {"name": n}} for p, n in ((1000, "python"), (0, "GPU 0"))
+    ]
+    doc["traceEvents"] += [
+        {"ph": "M", "name": "thread_name", "pid": 1000, "tid": 1000, "args": {"name": "main"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
+        {"ph": "M", "name": "process_sort_index", "pid": 0, "args": {"sort_index": 0}},
+    ]
     import json
+
     path = tmp_path / "tiny.json"
     path.write_text(json.dumps(doc))
     r = tracedoc.analyze(path).ranks[0]
@@ -324,6 +349,7 @@ def test_twenty_kernels_are_enough_for_a_verdict(tmp_path):
 
 # -- GPU-only traces -----------------------------------------------------------------------------
 
+
 def test_gpu_only_trace_is_not_small_batch_bound(tmp_path):
     """Only kernel events (a trace exported without CPU activity): 6 us kernels every 6.75 us."""
     b = TraceBuilder()
@@ -332,6 +358,7 @@ def test_gpu_only_trace_is_not_small_batch_bound(tmp_path):
     doc = b.to_dict()
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
     import json
+
     path = tmp_path / "gpu_only.json"
     path.write_text(json.dumps(doc))
     r = tracedoc.analyze(path).ranks[0]
@@ -350,6 +377,7 @@ def test_gpu_only_trace_is_not_small_batch_bound(tmp_path):
 
 # -- the largest measured cause always becomes a finding -----------------------------------------
 
+
 def test_other_idle_lists_the_cpu_ops_running_during_it(tmp_path):
     b = TraceBuilder()
     for i in range(10):
@@ -367,14 +395,17 @@ def test_other_idle_lists_the_cpu_ops_running_during_it(tmp_path):
     # before); [9000,10000) of the last step other (nothing pending).
     assert r.metrics["idle_other_fraction"] == pytest.approx((10 * 4990 + 1000) / 100_000)
     rows = r.evidence["idle_other_cpu_ops"]
-    assert rows == [IdleCpuOp(op="checkpoint.save", count=10, idle_overlap_ns=35_000 * US),
-                    IdleCpuOp(op="logging.info", count=10, idle_overlap_ns=5_000 * US)]
+    assert rows == [
+        IdleCpuOp(op="checkpoint.save", count=10, idle_overlap_ns=35_000 * US),
+        IdleCpuOp(op="logging.info", count=10, idle_overlap_ns=5_000 * US),
+    ]
     td101 = next(f for f in r.verdict.findings if f.rule_id == "TD101")
     assert td101.evidence["idle_other_cpu_ops"][0].op == "checkpoint.save"
 
 
 def test_dlrm_host_launch_idle_gets_a_finding():
     from conftest import shared_traces
+
     r = tracedoc.analyze(shared_traces() / "kineto" / "dlrm_128rank_rank0.json.gz").ranks[0]
     assert r.metrics["idle_host_launch_fraction"] == pytest.approx(0.296, abs=0.005)
     f = next(f for f in r.verdict.findings if f.rule_id == "TD104")
@@ -388,6 +419,7 @@ def test_dlrm_host_launch_idle_gets_a_finding():
 
 def test_v100_resnet_launch_overhead_gets_a_finding():
     from conftest import shared_traces
+
     r = tracedoc.analyze(shared_traces() / "kineto" / "v100_resnet_ns_rank0.pt.trace.json.gz").ranks[0]
     # Half the window the host sits in launch calls, but they block on a full launch queue (1,022 ops
     # queued on the stream when a call returns): back-pressure from a busy GPU, not launch overhead
@@ -400,6 +432,7 @@ def test_v100_resnet_launch_overhead_gets_a_finding():
 
 
 # -- no step spans -------------------------------------------------------------------------------
+
 
 def test_no_step_trace_with_host_launch_starvation_is_labelled_per_iteration(tmp_path):
     """An inference loop annotated with vLLM's execute_model and no prof.step(): 100 kernels of 5 us
@@ -453,6 +486,7 @@ def test_trace_without_any_iteration_is_one_span_named_in_health(tmp_path):
 
 def test_no_step_report_says_per_iteration_never_zero_ms_per_step(tmp_path):
     from tracedoc.render.text import render_text
+
     b = TraceBuilder()
     for i in range(5):
         t = i * 2500.0
@@ -468,8 +502,10 @@ def test_no_step_report_says_per_iteration_never_zero_ms_per_step(tmp_path):
 
 # -- shared real traces: one-shot profiles and unit-test traces ----------------------------------
 
+
 def _expected(name: str) -> dict:
     from conftest import expected_rows
+
     return next(row for row in expected_rows() if row["trace"] == name)
 
 
@@ -482,6 +518,7 @@ def test_shared_one_shot_profile_without_steps_is_one_span_labelled_sync_bound()
 
     from conftest import shared_traces
     from tracedoc.render.text import render_text
+
     path = shared_traces() / "kineto" / "a100_alexnet.json.gz"
     result = tracedoc.analyze(path)
     r = result.ranks[0]
@@ -505,11 +542,16 @@ def test_shared_one_shot_profile_without_steps_is_one_span_labelled_sync_bound()
                 out.append([a, b])
         return out
 
-    busy = merged([(e["ts"], e["ts"] + e["dur"]) for e in events
-                   if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")])
+    busy = merged(
+        [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    )
     lo, hi = busy[0][0], max(b for _, b in busy)
-    calls = [e for e in events if e.get("cat") == "cuda_runtime" and e["name"] in ("cudaFree", "cudaMalloc", "cudaHostAlloc")]
-    blocked = merged([(max(e["ts"], lo), min(e["ts"] + e["dur"], hi)) for e in calls if e["ts"] < hi and e["ts"] + e["dur"] > lo])
+    calls = [
+        e for e in events if e.get("cat") == "cuda_runtime" and e["name"] in ("cudaFree", "cudaMalloc", "cudaHostAlloc")
+    ]
+    blocked = merged(
+        [(max(e["ts"], lo), min(e["ts"] + e["dur"], hi)) for e in calls if e["ts"] < hi and e["ts"] + e["dur"] > lo]
+    )
     blocked_busy = sum(max(0.0, min(b1, b2) - max(a1, a2)) for a1, b1 in blocked for a2, b2 in busy)
     blocked_idle_us = sum(b - a for a, b in blocked) - blocked_busy
     # The pageable copies' launch calls and the explicit syncs add little (< 0.5% of the window).
@@ -533,10 +575,12 @@ def test_shared_one_shot_profile_without_steps_is_one_span_labelled_sync_bound()
     assert "of the window" in text and "ms/step" not in text and "if fixed: window" in text
 
 
-@pytest.mark.parametrize("name", ["triton_example.json.gz", "h100_2026_format.json", "cuda_event_sync.json.gz",
-                                  "mi250_rocm_minitoy.json.gz"])
+@pytest.mark.parametrize(
+    "name", ["triton_example.json.gz", "h100_2026_format.json", "cuda_event_sync.json.gz", "mi250_rocm_minitoy.json.gz"]
+)
 def test_shared_unit_test_traces_withhold_the_verdict(name):
     from conftest import shared_traces
+
     r = tracedoc.analyze(shared_traces() / "kineto" / name).ranks[0]
     assert r.metrics["kernel_count"] == _expected(name)["kernels"]
     assert r.metrics["gpu_op_count"] < 20

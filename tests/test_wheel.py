@@ -28,8 +28,12 @@ def wheel(tmp_path_factory) -> Path:
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
-        markers = ("No matching distribution", "Could not find a version", "NewConnectionError",
-                   "Temporary failure in name resolution")
+        markers = (
+            "No matching distribution",
+            "Could not find a version",
+            "NewConnectionError",
+            "Temporary failure in name resolution",
+        )
         offline = any(s in proc.stderr for s in markers)
         if offline:
             pytest.skip(f"cannot fetch the build backend (hatchling): {proc.stderr.strip().splitlines()[-1]}")
@@ -101,8 +105,14 @@ def test_the_wheel_ships_the_compiled_decoder_where_a_compiler_is_there(wheel: P
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     script = "from tracedoc.ingest.kineto import rows, _kscan\nprint(_kscan.__file__, rows._load_scan() is not None)"
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
-                          env=dict(os.environ, PYTHONPATH=str(site), TRACEDOC_DECODER="compiled"), timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(site), TRACEDOC_DECODER="compiled"),
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     module_file, loaded = proc.stdout.split()
     assert Path(module_file).is_relative_to(site) and loaded == "True"

@@ -85,8 +85,12 @@ def test_a_failure_comes_back_as_sent():
 
 
 def test_free_form_values_keep_tuples_numpy_scalars_and_key_order():
-    value = {"rows": [{"b": 1, "a": "k"}, {"b": 2, "a": "k"}, {"b": (3, 4), "a": "j"}],
-             "mixed": [{"a": 1}, {"b": 2}], "t": (1, [2, (3,)]), "n": np.int64(7)}
+    value = {
+        "rows": [{"b": 1, "a": "k"}, {"b": 2, "a": "k"}, {"b": (3, 4), "a": "j"}],
+        "mixed": [{"a": 1}, {"b": 2}],
+        "t": (1, [2, (3,)]),
+        "n": np.int64(7),
+    }
     back = msgspec.msgpack.decode(wire._ENCODER.encode(wire._tagged(value)), ext_hook=wire._ext_hook)
     assert back == value
     assert [list(r) for r in back["rows"]] == [["b", "a"]] * 3
@@ -105,7 +109,7 @@ def test_damaged_or_forged_bytes_are_one_clear_error(job_reads, damage):
         bad = blob[: len(blob) // 2]
     elif damage == "flipped":  # a valid stream whose payload was altered
         raw = bytearray(_raw(blob))
-        raw[len(raw) // 3: len(raw) // 3 + 64] = b"\xc1" * 64  # 0xc1: never used by MessagePack
+        raw[len(raw) // 3 : len(raw) // 3 + 64] = b"\xc1" * 64  # 0xc1: never used by MessagePack
         bad = zlib.compress(bytes(raw))
     elif damage == "not_deflate":
         bad = b"hello, this is not deflate"
@@ -124,15 +128,20 @@ def test_damaged_or_forged_bytes_are_one_clear_error(job_reads, damage):
 def _forged_array(read, dtype: str, shape: list[int], raw: bytes) -> bytes:
     """A real answer with one forged array among the rank's metrics (free-form values)."""
     answer = msgspec.msgpack.decode(_raw(wire.pack([read], None)))  # ext values stay as they are
-    answer[1][0][1]["metrics"]["forged"] = msgspec.msgpack.Ext(wire.EXT_ARRAY, msgspec.msgpack.encode((dtype, shape, raw)))
+    answer[1][0][1]["metrics"]["forged"] = msgspec.msgpack.Ext(
+        wire.EXT_ARRAY, msgspec.msgpack.encode((dtype, shape, raw))
+    )
     return zlib.compress(msgspec.msgpack.encode(answer))
 
 
-@pytest.mark.parametrize("dtype, shape, raw, says", [
-    ("|O", [1], b"\0" * 8, "dtype '|O'"),  # object arrays would unpickle their items
-    ("<i8", [3], b"\0" * 8, "in 8 bytes"),
-    ("<i8", [-1], b"", "shape [-1]"),
-])
+@pytest.mark.parametrize(
+    "dtype, shape, raw, says",
+    [
+        ("|O", [1], b"\0" * 8, "dtype '|O'"),  # object arrays would unpickle their items
+        ("<i8", [3], b"\0" * 8, "in 8 bytes"),
+        ("<i8", [-1], b"", "shape [-1]"),
+    ],
+)
 def test_forged_arrays_are_refused(job_reads, dtype, shape, raw, says):
     read = job_reads[0]._replace(overlay=None)
     assert wire.unpack(_forged_array(read, "<i8", [1], b"\0" * 8))[0][0].result.metrics["forged"].tolist() == [0]
@@ -160,7 +169,10 @@ def test_a_result_plain_data_cannot_carry_costs_only_its_file(job_reads, monkeyp
     assert done.failed[0]["error"].startswith("/run/rank0.json: not read: its results cannot be sent back")
 
 
-@pytest.mark.parametrize("module", ["tracedoc/fanout/pool.py", "tracedoc/fanout/tasks.py", "tracedoc/fanout/wire.py", "tracedoc/fanout/cluster.py"])
+@pytest.mark.parametrize(
+    "module",
+    ["tracedoc/fanout/pool.py", "tracedoc/fanout/tasks.py", "tracedoc/fanout/wire.py", "tracedoc/fanout/cluster.py"],
+)
 def test_no_pickle_on_the_fan_outs_path(module):
     tree = ast.parse((ROOT / module).read_text())
     names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

@@ -20,8 +20,18 @@ from .result import AnalysisResult
 from .result import load as load_report
 from .stages import judge, judge_log, join_job, rank_from_name, read_ranks, read_step_log, sha256_of, url_rank_files
 
-__all__ = ["analyze", "analyze_log", "diff", "load", "load_dir", "load_report", "rank_files", "rank_from_name",
-           "sha256_of", "trend"]
+__all__ = [
+    "analyze",
+    "analyze_log",
+    "diff",
+    "load",
+    "load_dir",
+    "load_report",
+    "rank_files",
+    "rank_from_name",
+    "sha256_of",
+    "trend",
+]
 
 
 def load(path: str | os.PathLike, **options) -> Trace:
@@ -46,10 +56,21 @@ def load_dir(directory: str | os.PathLike, **options) -> list[Trace]:
 
 
 @with_paused_gc
-def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | None = None,
-            rule_dirs: tuple = (), progress: Callable[[int, int], None] | None = None,
-            command: str | None = None, scheduler: str | None = None, log: str | None = None, estimate=None,
-            rank: int | None = None, kind: str | None = None, **options) -> AnalysisResult:
+def analyze(
+    path: str | os.PathLike,
+    *,
+    jobs: int | None = None,
+    params: dict | None = None,
+    rule_dirs: tuple = (),
+    progress: Callable[[int, int], None] | None = None,
+    command: str | None = None,
+    scheduler: str | None = None,
+    log: str | None = None,
+    estimate=None,
+    rank: int | None = None,
+    kind: str | None = None,
+    **options,
+) -> AnalysisResult:
     """Analyse a trace file or a directory of rank traces and evaluate the rules.
 
     Ranks fan out to a local process pool (``jobs`` processes), or, with ``scheduler`` set to a Dask
@@ -64,27 +85,48 @@ def analyze(path: str | os.PathLike, *, jobs: int | None = None, params: dict | 
     the caller has told it already (``tracedoc.ingest.sniff``), so that the file is not sniffed again.
     """
     ruleset = load_ruleset(params, rule_dirs)  # a bad rule file or --param fails now, not after the ranks
-    ranks = read_ranks(path, jobs=jobs, scheduler=scheduler, progress=progress, estimate=estimate, options=options,
-                       kind=kind)
-    result = judge(ranks, ruleset, job=join_job(ranks, ruleset), log=read_step_log(ranks, log, ruleset),
-                   command=command)
+    ranks = read_ranks(
+        path, jobs=jobs, scheduler=scheduler, progress=progress, estimate=estimate, options=options, kind=kind
+    )
+    result = judge(
+        ranks, ruleset, job=join_job(ranks, ruleset), log=read_step_log(ranks, log, ruleset), command=command
+    )
     return result.with_focus(rank) if rank is not None else result
 
 
 @with_paused_gc
-def analyze_log(path: str | os.PathLike | list | tuple, *, config: tuple | list = (), params: dict | None = None,
-                rule_dirs: tuple = (), compute_capability: float | None = None, gpu_name: str | None = None,
-                command: str | None = None, options: Any = None, jobs: int | None = None,
-                log_format: str | None = None, fields: dict[str, str] | None = None):
+def analyze_log(
+    path: str | os.PathLike | list | tuple,
+    *,
+    config: tuple | list = (),
+    params: dict | None = None,
+    rule_dirs: tuple = (),
+    compute_capability: float | None = None,
+    gpu_name: str | None = None,
+    command: str | None = None,
+    options: Any = None,
+    jobs: int | None = None,
+    log_format: str | None = None,
+    fields: dict[str, str] | None = None,
+):
     """Analyse a training log (and its config files): anomalies, config checks and the findings of the
     ``scope = "log"`` rules. Returns a ``tracedoc.logs.LogResult``. ``path`` may be a list of files (or a
     directory of Lightning ``version_N`` logs): segments of one run, joined in step order. A large JSON Lines log is
     decoded in ``jobs`` processes (default: the CPU count, at most 4). ``log_format`` names the log's format instead
     of sniffing it (``tracedoc.logs.reader.FORMATS``); ``fields`` maps field names to the log's own
     (``{"loss": "train/lm_loss"}``)."""
-    return judge_log(path, load_ruleset(params, rule_dirs), config=config, options=options,
-                     compute_capability=compute_capability, gpu_name=gpu_name, command=command,
-                     jobs=jobs or min(4, os.cpu_count() or 1), log_format=log_format, fields=fields)
+    return judge_log(
+        path,
+        load_ruleset(params, rule_dirs),
+        config=config,
+        options=options,
+        compute_capability=compute_capability,
+        gpu_name=gpu_name,
+        command=command,
+        jobs=jobs or min(4, os.cpu_count() or 1),
+        log_format=log_format,
+        fields=fields,
+    )
 
 
 @with_paused_gc
@@ -112,8 +154,9 @@ def trend(base, *runs, jobs: int | None = None, noise_pct: float | None = None, 
     first = _diff_side(base, "base", jobs, options)
     diffs = []
     for i, run in enumerate(runs):
-        d = diff_sides(first, _diff_side(run, f"run {i + 2}", jobs, options),
-                       NOISE_FLOOR_PCT if noise_pct is None else noise_pct)
+        d = diff_sides(
+            first, _diff_side(run, f"run {i + 2}", jobs, options), NOISE_FLOOR_PCT if noise_pct is None else noise_pct
+        )
         d.tracedoc_version = __version__
         diffs.append(d)
     return TrendResult.of(diffs)

@@ -24,8 +24,21 @@ from .model.evidence import Row, cell
 from .model.metrics import valid_range
 
 BUG_PREFIX = "internal check failed"
-_COUNT_KEYS = frozenset({"count", "calls", "kernels", "rows", "gpu_ops", "launch_calls", "streams", "merged",
-                         "ops_left_out", "device_count", "events"})
+_COUNT_KEYS = frozenset(
+    {
+        "count",
+        "calls",
+        "kernels",
+        "rows",
+        "gpu_ops",
+        "launch_calls",
+        "streams",
+        "merged",
+        "ops_left_out",
+        "device_count",
+        "events",
+    }
+)
 _TIMESTAMP_KEYS = frozenset({"start_ns", "end_ns"})
 _UNIT_BOUNDS = (0.0, 1.0)
 _NONNEGATIVE = (0.0, math.inf)
@@ -45,8 +58,12 @@ def bounds_of(key: str) -> tuple[float, float] | None:
         return _UNIT_BOUNDS
     if key == "est_occupancy":
         return (0.0, 100.0)
-    if (key.endswith(("_ns", "_bytes", "_gbps", "_count")) or key in _COUNT_KEYS or "_bytes_" in key
-            or key.startswith("launch_delay_")):
+    if (
+        key.endswith(("_ns", "_bytes", "_gbps", "_count"))
+        or key in _COUNT_KEYS
+        or "_bytes_" in key
+        or key.startswith("launch_delay_")
+    ):
         return _NONNEGATIVE
     return None
 
@@ -92,8 +109,10 @@ class _Checker:
         return value
 
     def fail(self, where: Any, value: Any, what: str) -> None:
-        self.violations.append(f"{BUG_PREFIX}: {_path_text(where)} = {value!r} is {what}; shown as null. This is "
-                               "a bug in tracedoc, not a property of the trace: please report it with the trace")
+        self.violations.append(
+            f"{BUG_PREFIX}: {_path_text(where)} = {value!r} is {what}; shown as null. This is "
+            "a bug in tracedoc, not a property of the trace: please report it with the trace"
+        )
         return None
 
     def tree(self, where: Any, node: Any, bounds: tuple[float, float] | None = None) -> Any:
@@ -191,8 +210,9 @@ def check_job(job: Any) -> list[str]:
     step_ns = view.metrics.get("job_step_time_p50_ns")
     cost = view.metrics.get("straggler_wait_ms_per_step")
     if _is_number(cost) and _is_number(step_ns) and step_ns > 0 and cost * 1e6 > _JOB_STEP_SLACK * step_ns:
-        view.metrics["straggler_wait_ms_per_step"] = c.fail("job: metrics.straggler_wait_ms_per_step", cost,
-                                                            f"above the job's step ({step_ns / 1e6:.3f} ms)")
+        view.metrics["straggler_wait_ms_per_step"] = c.fail(
+            "job: metrics.straggler_wait_ms_per_step", cost, f"above the job's step ({step_ns / 1e6:.3f} ms)"
+        )
     view.issues.extend(c.violations)
     return c.violations
 
@@ -225,7 +245,11 @@ def violations_in(rank_dict: dict) -> list[str]:
     for name, value in metrics.items():
         c.value(f"{label}: metrics.{name}", value, metric_bounds(name))
     window = rank_dict.get("window") or {}
-    if _is_number(window.get("start_ns")) and _is_number(window.get("end_ns")) and window["end_ns"] < window["start_ns"]:
+    if (
+        _is_number(window.get("start_ns"))
+        and _is_number(window.get("end_ns"))
+        and window["end_ns"] < window["start_ns"]
+    ):
         c.fail(f"{label}: window.end_ns", window["end_ns"], "before the window's start")
     for key in ("evidence", "per_step", "per_device", "timeline", "verdict"):
         if key in rank_dict:
@@ -241,17 +265,28 @@ def _copy(node: Any) -> Any:
     return node
 
 
-
 # -- saved reports, read back ------------------------------------------------------------------------
 
-_INT64 = 2 ** 63
+_INT64 = 2**63
 MAX_REPORT_DEPTH = 48  # a report's tables are a few levels deep; deeper nesting is not a report
 _MAYBE_NEGATIVE = ("lateness_",)
 _FLAT_TABLES = frozenset({"kernel_totals", "top_kernels", "operator_totals", "top_operators"})  # what the diff reads
-_NUMBER_SUFFIXES = ("_ns", "_fraction", "_bytes", "_gbps", "_count", "_ms", "_us")  # a single number by its name  # the job's rank table: arriving early is a negative lateness
+_NUMBER_SUFFIXES = (
+    "_ns",
+    "_fraction",
+    "_bytes",
+    "_gbps",
+    "_count",
+    "_ms",
+    "_us",
+)  # a single number by its name  # the job's rank table: arriving early is a negative lateness
 _JSON_TYPES = {"number": (int, float), "integer": (int, float), "boolean": (bool,), "string": (str,)}
-_WHAT_IF_BOUNDS = {"step_ms_before": _NONNEGATIVE, "step_ms_after": _NONNEGATIVE, "gain_ms": _NONNEGATIVE,
-                   "share_fraction": _UNIT_BOUNDS}
+_WHAT_IF_BOUNDS = {
+    "step_ms_before": _NONNEGATIVE,
+    "step_ms_after": _NONNEGATIVE,
+    "gain_ms": _NONNEGATIVE,
+    "share_fraction": _UNIT_BOUNDS,
+}
 
 
 def _excerpt(value: Any) -> str:
@@ -270,12 +305,16 @@ class _Refuser(_Checker):
     def fail(self, where: Any, value: Any, what: str) -> None:
         from .errors import TraceError
 
-        raise TraceError(self.source, f"is a tracedoc report with an impossible value: {_path_text(where)} = "
-                         f"{_excerpt(value)} is {what}", None,
-                         "correct or remove that value, or write the report again with `tracedoc analyze --format json`")
+        raise TraceError(
+            self.source,
+            f"is a tracedoc report with an impossible value: {_path_text(where)} = {_excerpt(value)} is {what}",
+            None,
+            "correct or remove that value, or write the report again with `tracedoc analyze --format json`",
+        )
 
-    def number(self, where: Any, value: Any, bounds: tuple[float, float] | None, integer: bool = False,
-               time: bool = False) -> None:
+    def number(
+        self, where: Any, value: Any, bounds: tuple[float, float] | None, integer: bool = False, time: bool = False
+    ) -> None:
         """``time``: a time or duration in ns, which tracedoc holds as int64 everywhere."""
         if value is None:
             return
@@ -287,8 +326,9 @@ class _Refuser(_Checker):
             self.fail(where, value, "not a whole number")
         self.value(where, value, bounds)
 
-    def tree(self, where: Any, node: Any, bounds: tuple[float, float] | None = None, depth: int = 0,
-             flat: bool = False) -> Any:
+    def tree(
+        self, where: Any, node: Any, bounds: tuple[float, float] | None = None, depth: int = 0, flat: bool = False
+    ) -> Any:
         """``flat``: rows of plain values (per-step and per-device rows, the totals the diff reads), where a
         list or an object in place of a number is refused too."""
         if depth > MAX_REPORT_DEPTH:
@@ -368,13 +408,19 @@ def refuse_impossible(result: Any, source: str) -> None:
                 for j, row in enumerate(table):
                     if not isinstance(row, dict) or not isinstance(row.get("name"), str):
                         at = (((f"{where}.evidence"), name, False), j, True)
-                        c.fail((at, "name", False) if isinstance(row, dict) else at,
-                               row.get("name") if isinstance(row, dict) else row, "not a name: each row is named")
+                        c.fail(
+                            (at, "name", False) if isinstance(row, dict) else at,
+                            row.get("name") if isinstance(row, dict) else row,
+                            "not a name: each row is named",
+                        )
         for j, row in enumerate(rank.per_step):  # a step is its span: both ends are times
             for end in ("start_ns", "end_ns"):
                 if not isinstance(row, dict) or row.get(end) is None:
-                    c.fail(((f"{where}.per_step", j, True), end, False), None if not isinstance(row, dict) else
-                           row.get(end), "missing: a step row holds its start and end")
+                    c.fail(
+                        ((f"{where}.per_step", j, True), end, False),
+                        None if not isinstance(row, dict) else row.get(end),
+                        "missing: a step row holds its start and end",
+                    )
         c.verdict(f"{where}.verdict", rank.verdict)
     job = result.job
     if job is not None:

@@ -41,8 +41,13 @@ MAX_REAL_RATIO = 128
 INFLATE_FLOOR_BYTES = 64 << 20
 EXCERPT_CHARS = 40
 
-_SPECIAL_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 def kind_of_mode(mode: int) -> str | None:
@@ -130,8 +135,12 @@ def open_regular(path: str, error: type[TracedocError] = TraceError, what: str =
 def _refused(path: str, kind: str, error: type[TracedocError], what: str) -> TracedocError:
     if kind == "a directory":
         return error(path, f"is a directory, not a {what}", None, "pass the file itself")
-    return error(path, f"is {kind}, not a {what}", None,
-                 "copy what it holds to a regular file first (e.g. `cat PIPE > copy.json`) and pass that file")
+    return error(
+        path,
+        f"is {kind}, not a {what}",
+        None,
+        "copy what it holds to a regular file first (e.g. `cat PIPE > copy.json`) and pass that file",
+    )
 
 
 class InputStream:
@@ -145,8 +154,9 @@ class InputStream:
 
     _BLOCK = 1 << 20
 
-    def __init__(self, path: str, error: type[TracedocError] = TraceError, what: str = "file",
-                 limit: int | None = None):
+    def __init__(
+        self, path: str, error: type[TracedocError] = TraceError, what: str = "file", limit: int | None = None
+    ):
         self.path = path
         self.error = error
         self.what = what
@@ -210,8 +220,7 @@ class InputStream:
                 if not block:
                     self._eof = True
                     if not self._z.eof:
-                        self.truncated_reason = ("the gzip stream ends early (the file was cut off while being "
-                                                 "written)")
+                        self.truncated_reason = "the gzip stream ends early (the file was cut off while being written)"
                     break
                 self._zin = block
             try:
@@ -230,8 +239,12 @@ class InputStream:
             except _INFLATE_ERRORS as exc:
                 self._eof = True
                 if self.offset == 0 and have == 0:
-                    raise self.error(self.path, "is not a readable gzip file", str(exc),
-                                     "re-copy the file, or check it with `gzip -t`") from None
+                    raise self.error(
+                        self.path,
+                        "is not a readable gzip file",
+                        str(exc),
+                        "re-copy the file, or check it with `gzip -t`",
+                    ) from None
                 self.truncated_reason = f"the gzip data is corrupt after {self.offset + have:,} bytes ({exc})"
                 break
             if piece:
@@ -253,10 +266,13 @@ class InputStream:
             raise self._bomb()
 
     def _bomb(self) -> TracedocError:
-        return self.error(self.path, f"inflates past {self.limit:,} bytes, more than a real {self.what} of "
-                          f"{self.size:,} compressed bytes does", f"over {self.limit // max(1, self.size):,} times "
-                          "its compressed size: a gzip bomb, or not the file its name says",
-                          "if the file is genuine, decompress it yourself (`gunzip -k FILE`) and pass the result")
+        return self.error(
+            self.path,
+            f"inflates past {self.limit:,} bytes, more than a real {self.what} of {self.size:,} compressed bytes does",
+            f"over {self.limit // max(1, self.size):,} times "
+            "its compressed size: a gzip bomb, or not the file its name says",
+            "if the file is genuine, decompress it yourself (`gunzip -k FILE`) and pass the result",
+        )
 
     def fraction(self) -> float:
         """How far through the file on disk we are (compressed bytes for gzip)."""
@@ -279,9 +295,15 @@ class InputStream:
         self.close()
 
 
-def read_input(path: str, error: type[TracedocError] = TraceError, what: str = "file", *,
-               limit: int | None = None, max_bytes: int | None = None,
-               on_truncated: Callable[[str], None] | None = None) -> bytes:
+def read_input(
+    path: str,
+    error: type[TracedocError] = TraceError,
+    what: str = "file",
+    *,
+    limit: int | None = None,
+    max_bytes: int | None = None,
+    on_truncated: Callable[[str], None] | None = None,
+) -> bytes:
     """The whole content of a regular file, inflated when it is gzip (bounded as :class:`InputStream`
     says), read in blocks joined once (linear in its size). ``max_bytes`` also bounds a plain file.
     A gzip stream cut off or corrupt part way raises ``error``, unless ``on_truncated`` takes the reason
@@ -296,8 +318,12 @@ def read_input(path: str, error: type[TracedocError] = TraceError, what: str = "
             parts.append(block)
             have += len(block)
             if max_bytes is not None and have > max_bytes:
-                raise error(path, f"is larger than {max_bytes:,} bytes, more than a {what} holds", None,
-                            "check that this is the right file")
+                raise error(
+                    path,
+                    f"is larger than {max_bytes:,} bytes, more than a {what} holds",
+                    None,
+                    "check that this is the right file",
+                )
         if src.truncated_reason:
             if on_truncated is None:
                 raise error(path, f"is a damaged {what}", src.truncated_reason, "copy the file again")

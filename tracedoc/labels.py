@@ -13,7 +13,7 @@ MEANINGS: dict[str, str] = {
     "io_bound": "the GPU waits on the input pipeline",
     "comm_bound": "exposed communication takes a large share of the step",
     "small_batch_bound": "the kernels are too small for the GPU: many short kernels whose launch cost dominates, "
-                         "or too few blocks to fill its SMs",
+    "or too few blocks to fill its SMs",
     "sync_bound": "host synchronizations stall the pipeline",
     "h2d_copy_bound": "host-to-device copies dominate",
     "low_tensor_core_use": "compute runs mostly outside Tensor Cores",

@@ -34,23 +34,33 @@ def current(data: Any, where: str = "report") -> dict[str, Any]:
     """``data`` (a report's JSON document as Python values) as a document of the current schema version."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_NAME:
         seen = repr(data.get("schema")) if isinstance(data, dict) else type(data).__name__
-        raise TraceError(where, f"is not a tracedoc report (schema {SCHEMA_NAME!r})", f"schema {seen}",
-                         "pass the JSON written by `tracedoc analyze --format json`")
+        raise TraceError(
+            where,
+            f"is not a tracedoc report (schema {SCHEMA_NAME!r})",
+            f"schema {seen}",
+            "pass the JSON written by `tracedoc analyze --format json`",
+        )
     version = data.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or not OLDEST <= version <= CURRENT:
         wrote = data.get("tracedoc_version")
-        raise TraceError(where, f"is a report of schema version {version!r}; this tracedoc reads versions "
-                         f"{OLDEST} to {CURRENT}", f"written by tracedoc {wrote}" if wrote else None,
-                         "analyse the trace again with this tracedoc, or read the report with the version "
-                         "that wrote it")
+        raise TraceError(
+            where,
+            f"is a report of schema version {version!r}; this tracedoc reads versions {OLDEST} to {CURRENT}",
+            f"written by tracedoc {wrote}" if wrote else None,
+            "analyse the trace again with this tracedoc, or read the report with the version that wrote it",
+        )
     doc = dict(data)
     try:
         while doc["schema_version"] < CURRENT:
             doc = MIGRATIONS[doc["schema_version"]](doc)
         _all_metrics(doc)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise TraceError(where, "is a tracedoc report with a missing or malformed field",
-                         f"{type(exc).__name__}: {exc}", "write it again with `tracedoc analyze --format json`") from None
+        raise TraceError(
+            where,
+            "is a tracedoc report with a missing or malformed field",
+            f"{type(exc).__name__}: {exc}",
+            "write it again with `tracedoc analyze --format json`",
+        ) from None
     return doc
 
 
@@ -63,11 +73,16 @@ def _all_metrics(doc: dict) -> None:
             rank["metrics"] = {**rank["metrics"], **dict.fromkeys(missing)}
 
 
-_V1_JOB_COLUMNS = (("matched_step_p50_ms", "matched_step_p50_ns", 1e6), ("wait_fraction", "wait_fraction", 1),
-                   ("wait_ms_per_step", "wait_ns_per_step", 1e6), ("arrived_last_fraction", "arrived_last_fraction", 1),
-                   ("lateness_fraction", "lateness_fraction", 1), ("lateness_ms_per_step", "lateness_ns_per_step", 1e6),
-                   ("comm_wait_fraction", "comm_wait_fraction", 1),
-                   ("dataloader_ms_per_step", "dataloader_ns_per_step", 1e6))
+_V1_JOB_COLUMNS = (
+    ("matched_step_p50_ms", "matched_step_p50_ns", 1e6),
+    ("wait_fraction", "wait_fraction", 1),
+    ("wait_ms_per_step", "wait_ns_per_step", 1e6),
+    ("arrived_last_fraction", "arrived_last_fraction", 1),
+    ("lateness_fraction", "lateness_fraction", 1),
+    ("lateness_ms_per_step", "lateness_ns_per_step", 1e6),
+    ("comm_wait_fraction", "comm_wait_fraction", 1),
+    ("dataloader_ms_per_step", "dataloader_ns_per_step", 1e6),
+)
 
 
 def _from_v1(doc: dict) -> dict:
@@ -79,10 +94,17 @@ def _from_v1(doc: dict) -> dict:
         rows = []
         for row in job["ranks"]:
             view = view_rows.get(row["rank"], {})
-            extra = {new: (view[old] * scale if view.get(old) is not None else None)
-                     for old, new, scale in _V1_JOB_COLUMNS}
-            rows.append({**row, **extra, "matched_steps": int(view.get("matched_steps") or 0),
-                         "straggler": bool(view.get("straggler"))})
+            extra = {
+                new: (view[old] * scale if view.get(old) is not None else None) for old, new, scale in _V1_JOB_COLUMNS
+            }
+            rows.append(
+                {
+                    **row,
+                    **extra,
+                    "matched_steps": int(view.get("matched_steps") or 0),
+                    "straggler": bool(view.get("straggler")),
+                }
+            )
         job["ranks"] = rows
         for gone in ("focus_index", "step_ms_by_rank"):
             job.pop(gone, None)

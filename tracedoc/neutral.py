@@ -28,7 +28,9 @@ from typing import Any
 BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
 # C0 and C1 controls and DEL; line/paragraph separators; bidi controls; zero-width and other invisible
 # format characters (U+200B-U+200D, U+2060-U+2064, U+FEFF, U+180E, interlinear annotations U+FFF9-U+FFFB).
-_UNSAFE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029{BIDI}\u200b-\u200d\u2060-\u2064\ufeff\u180e\ufff9-\ufffb]")
+_UNSAFE = re.compile(
+    f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029{BIDI}\u200b-\u200d\u2060-\u2064\ufeff\u180e\ufff9-\ufffb]"
+)
 _MAX_VIEW_DEPTH = 64
 
 

@@ -140,11 +140,17 @@ def write_atomic(path: str, data: str | bytes, option: str | None = "--output") 
     try:
         replace_atomically(path, write)
     except OSError as exc:
-        raise TracedocError(path, "cannot be written", exc.strerror or str(exc),
-                            f"choose another {option} path" if option else "check the directory and free space") from None
+        raise TracedocError(
+            path,
+            "cannot be written",
+            exc.strerror or str(exc),
+            f"choose another {option} path" if option else "check the directory and free space",
+        ) from None
 
 
-def write_generated(directory: "os.PathLike[str] | str", names: Iterable[str], render: Callable[[str], str], check: bool) -> int:
+def write_generated(
+    directory: "os.PathLike[str] | str", names: Iterable[str], render: Callable[[str], str], check: bool
+) -> int:
     """Bring generated files up to date: each of ``names`` in ``directory`` gets ``render(name)``, or with
     ``check`` is only reported when it differs. Says on stderr which were written (or are stale); the exit
     status is 1 when ``check`` found stale files, else 0."""

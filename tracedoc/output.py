@@ -29,8 +29,12 @@ def card(result: Any, report: str) -> str:
     """The compact HTML card a notebook shows for a result."""
     from .render import card as cards
 
-    show = {"analysis": cards.render_card, "diff": cards.render_diff_card, "trend": cards.render_trend_card,
-            "log": cards.render_log_card}[report]
+    show = {
+        "analysis": cards.render_card,
+        "diff": cards.render_diff_card,
+        "trend": cards.render_trend_card,
+        "log": cards.render_log_card,
+    }[report]
     return show(result)
 
 

@@ -32,18 +32,31 @@ from .infile import memory_bytes
 
 _URL_RE = re.compile(r"^([a-z][a-z0-9+.\-]*)://", re.I)
 # The package that reads each protocol, and the tracedoc extra that installs it.
-STORES = {"s3": ("s3fs", "s3"), "s3a": ("s3fs", "s3"), "gs": ("gcsfs", "gcs"), "gcs": ("gcsfs", "gcs"),
-          "az": ("adlfs", "azure"), "abfs": ("adlfs", "azure"), "abfss": ("adlfs", "azure"),
-          "http": ("aiohttp", "https"), "https": ("aiohttp", "https")}
+STORES = {
+    "s3": ("s3fs", "s3"),
+    "s3a": ("s3fs", "s3"),
+    "gs": ("gcsfs", "gcs"),
+    "gcs": ("gcsfs", "gcs"),
+    "az": ("adlfs", "azure"),
+    "abfs": ("adlfs", "azure"),
+    "abfss": ("adlfs", "azure"),
+    "http": ("aiohttp", "https"),
+    "https": ("aiohttp", "https"),
+}
 _CREDENTIALS = {
     "s3fs": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or run `aws configure`",
     "gcsfs": "set GOOGLE_APPLICATION_CREDENTIALS to a service account key file, or run "
-             "`gcloud auth application-default login`",
+    "`gcloud auth application-default login`",
     "adlfs": "set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY "
-             "(or a service principal's AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_CLIENT_SECRET)",
+    "(or a service principal's AZURE_CLIENT_ID, AZURE_TENANT_ID and AZURE_CLIENT_SECRET)",
 }
-_NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "DefaultCredentialsError",
-                   "ClientAuthenticationError", "CredentialUnavailableError")
+_NO_CREDENTIALS = (
+    "NoCredentialsError",
+    "PartialCredentialsError",
+    "DefaultCredentialsError",
+    "ClientAuthenticationError",
+    "CredentialUnavailableError",
+)
 _BLOCK = 1 << 20
 FALLBACK_CAP_BYTES = 64 << 30  # when the platform does not say how much memory it has
 
@@ -71,17 +84,26 @@ def open_store(url: str) -> tuple[Any, str]:
     try:
         import fsspec
     except ImportError:
-        raise UsageError(url, "is a URL, and reading URLs needs the fsspec package", None,
-                         install or "pip install fsspec") from None
+        raise UsageError(
+            url, "is a URL, and reading URLs needs the fsspec package", None, install or "pip install fsspec"
+        ) from None
     try:
         return fsspec.core.url_to_fs(url)
     except ImportError as exc:
-        raise UsageError(url, f"needs the {package or proto + ' store'} package to be read", str(exc)[:120],
-                         install or f"install the fsspec implementation for {proto}://") from None
+        raise UsageError(
+            url,
+            f"needs the {package or proto + ' store'} package to be read",
+            str(exc)[:120],
+            install or f"install the fsspec implementation for {proto}://",
+        ) from None
     except ValueError as exc:
         known = ", ".join(sorted({p + "://" for p in STORES if p in ("s3", "gs", "az", "https")}))
-        raise UsageError(url, f"uses a protocol tracedoc cannot read ({proto}://)", str(exc)[:120],
-                         f"use one of {known}, or a local path") from None
+        raise UsageError(
+            url,
+            f"uses a protocol tracedoc cannot read ({proto}://)",
+            str(exc)[:120],
+            f"use one of {known}, or a local path",
+        ) from None
 
 
 def store_error(url: str, exc: BaseException, error: type[TracedocError] = TraceError) -> TracedocError:
@@ -92,24 +114,45 @@ def store_error(url: str, exc: BaseException, error: type[TracedocError] = Trace
     name = type(exc).__name__
     text = str(exc).strip() or name
     if name in _NO_CREDENTIALS or "credentials" in text.lower() and "locate" in text.lower():
-        return error(url, "cannot be read: no credentials for the store were found", f"{name}: {text}"[:200],
-                     _CREDENTIALS.get(package, "give the store's credentials in its standard environment variables"))
+        return error(
+            url,
+            "cannot be read: no credentials for the store were found",
+            f"{name}: {text}"[:200],
+            _CREDENTIALS.get(package, "give the store's credentials in its standard environment variables"),
+        )
     lowered = text.lower()
     if isinstance(exc, PermissionError) or "accessdenied" in lowered.replace(" ", "") or "forbidden" in lowered:
-        return error(url, "cannot be read: access denied", text[:200],
-                     "check that the credentials in the environment may list and read it "
-                     "(for S3: s3:ListBucket on the bucket and s3:GetObject on its objects)")
+        return error(
+            url,
+            "cannot be read: access denied",
+            text[:200],
+            "check that the credentials in the environment may list and read it "
+            "(for S3: s3:ListBucket on the bucket and s3:GetObject on its objects)",
+        )
     if isinstance(exc, FileNotFoundError):
-        if "bucket" in lowered and ("not exist" in lowered or "nosuchbucket" in lowered) or \
-                "container" in lowered and "not" in lowered:
-            return error(url, "cannot be read: its bucket does not exist", text[:200],
-                         "check the bucket's name (and the region or endpoint the environment names)")
-        return error(url, "does not exist", text[:200], "check the URL (a trace file, or a prefix of rank traces "
-                                                         "ending in /)")
+        if (
+            "bucket" in lowered
+            and ("not exist" in lowered or "nosuchbucket" in lowered)
+            or "container" in lowered
+            and "not" in lowered
+        ):
+            return error(
+                url,
+                "cannot be read: its bucket does not exist",
+                text[:200],
+                "check the bucket's name (and the region or endpoint the environment names)",
+            )
+        return error(
+            url, "does not exist", text[:200], "check the URL (a trace file, or a prefix of rank traces ending in /)"
+        )
     if isinstance(exc, IsADirectoryError):
         return error(url, "is a prefix (a folder), not a file", None, "pass one file's URL")
-    return error(url, "cannot be read from the store", f"{name}: {text}"[:200],
-                 "check the URL, the network and the store's endpoint")
+    return error(
+        url,
+        "cannot be read from the store",
+        f"{name}: {text}"[:200],
+        "check the URL, the network and the store's endpoint",
+    )
 
 
 def _call(url: str, fn: Callable, *args, error: type[TracedocError] = TraceError, **kwargs):
@@ -134,8 +177,12 @@ def is_prefix(url: str) -> bool:
 def list_files(url: str, keep: Callable[[str], bool]) -> list[str]:
     """The URLs of the files directly under the prefix ``url`` whose base name ``keep`` accepts, sorted."""
     if protocol(url) in ("http", "https"):
-        raise UsageError(url, "is a web address ending in /, and a web server lists no files", None,
-                         "pass one file's https:// URL, or put the rank files in object storage (s3://, gs://, az://)")
+        raise UsageError(
+            url,
+            "is a web address ending in /, and a web server lists no files",
+            None,
+            "pass one file's https:// URL, or put the rank files in object storage (s3://, gs://, az://)",
+        )
     fs, path = open_store(url)
     entries = _call(url, fs.ls, path.rstrip("/"), detail=True)
     names = [e["name"] for e in entries if e.get("type") == "file"]
@@ -165,8 +212,9 @@ def _local_name(url: str) -> str:
 
 
 @contextmanager
-def fetched(url: str, error: type[TracedocError] = TraceError, what: str = "trace file",
-            max_bytes: int | None = None) -> Iterator[str]:
+def fetched(
+    url: str, error: type[TracedocError] = TraceError, what: str = "trace file", max_bytes: int | None = None
+) -> Iterator[str]:
     """A local copy of the file at ``url`` (its path), removed on leaving; a local path is passed through.
 
     Errors raised while the copy is read name ``url`` instead of the copy."""
@@ -177,18 +225,30 @@ def fetched(url: str, error: type[TracedocError] = TraceError, what: str = "trac
     cap = object_cap() if max_bytes is None else max_bytes
     info = _call(url, fs.info, path, error=error)
     if info.get("type") == "directory":
-        raise error(url, f"is a prefix (a folder), not a {what}", None,
-                    "pass one file's URL, or end the URL in / to read every rank file under it")
+        raise error(
+            url,
+            f"is a prefix (a folder), not a {what}",
+            None,
+            "pass one file's URL, or end the URL in / to read every rank file under it",
+        )
     size = info.get("size")
     if isinstance(size, int) and size > cap:
-        raise error(url, f"is {size:,} bytes, more than this machine can analyse ({cap:,} bytes)", None,
-                    "analyse it on a machine with more memory, or on a cluster (--scheduler)")
+        raise error(
+            url,
+            f"is {size:,} bytes, more than this machine can analyse ({cap:,} bytes)",
+            None,
+            "analyse it on a machine with more memory, or on a cluster (--scheduler)",
+        )
     folder = tempfile.mkdtemp(prefix="tracedoc-")
     local = os.path.join(folder, _local_name(url))
     try:
         if isinstance(size, int) and shutil.disk_usage(folder).free < size:
-            raise error(url, f"needs {size:,} bytes of temporary space for its copy, more than is free in "
-                        f"{tempfile.gettempdir()}", None, "free some space, or point TMPDIR at a larger disk")
+            raise error(
+                url,
+                f"needs {size:,} bytes of temporary space for its copy, more than is free in {tempfile.gettempdir()}",
+                None,
+                "free some space, or point TMPDIR at a larger disk",
+            )
         _call(url, _copy, fs, path, local, url, cap, what, error, error=error)
         try:
             yield local
@@ -208,8 +268,12 @@ def _copy(fs, path: str, local: str, url: str, cap: int, what: str, error: type[
                 break
             have += len(block)
             if have > cap:
-                raise error(url, f"sends more than {cap:,} bytes, more than a {what} this machine can analyse", None,
-                            "check that this is the right file")
+                raise error(
+                    url,
+                    f"sends more than {cap:,} bytes, more than a {what} this machine can analyse",
+                    None,
+                    "check that this is the right file",
+                )
             dst.write(block)
 
 

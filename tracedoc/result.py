@@ -32,8 +32,17 @@ from .model.record import Record, replace, to_builtins, to_json_bytes
 from .model.verdict import Verdict
 from .version import __version__
 
-__all__ = ["SCHEMA_NAME", "SCHEMA_VERSION", "AnalysisResult", "Input", "JobResult", "RankResult", "RankRow",
-           "focus_rank", "load"]
+__all__ = [
+    "SCHEMA_NAME",
+    "SCHEMA_VERSION",
+    "AnalysisResult",
+    "Input",
+    "JobResult",
+    "RankResult",
+    "RankRow",
+    "focus_rank",
+    "load",
+]
 
 
 class Input(Record, omit_defaults=True, kw_only=True):
@@ -81,19 +90,34 @@ class RankRow(Record, kw_only=True):
     @classmethod
     def of(cls, r: RankResult, job: dict[str, Any] | None) -> "RankRow":
         m, v, job = r.metrics, r.verdict, job or {}
-        return cls(rank=r.rank, source=r.source, pid=r.environment.pid, steps=int(m.get("steps") or 0),
-                   window_ns=m.get("window_ns"), step_time_p50_ns=m.get("step_time_p50_ns"),
-                   step_time_p95_ns=m.get("step_time_p95_ns"), gpu_busy_fraction=m.get("gpu_busy_fraction"),
-                   compute_fraction=m.get("compute_fraction"), exposed_comm_fraction=m.get("exposed_comm_fraction"),
-                   comm_overlap_fraction=m.get("comm_overlap_fraction"),
-                   dataloader_stall_fraction=m.get("dataloader_stall_fraction"), idle_fraction=m.get("idle_fraction"),
-                   matched_steps=int(job.get("matched_steps") or 0), matched_step_p50_ns=job.get("matched_step_p50_ns"),
-                   wait_fraction=job.get("wait_fraction"), wait_ns_per_step=job.get("wait_ns_per_step"),
-                   arrived_last_fraction=job.get("arrived_last_fraction"), lateness_fraction=job.get("lateness_fraction"),
-                   lateness_ns_per_step=job.get("lateness_ns_per_step"), comm_wait_fraction=job.get("comm_wait_fraction"),
-                   dataloader_ns_per_step=job.get("dataloader_ns_per_step"), straggler=bool(job.get("straggler")),
-                   labels=list(v.labels) if v is not None else [], withheld=bool(v is not None and v.withheld),
-                   top_impact_fraction=v.top_impact_fraction if v is not None and v.findings else None)
+        return cls(
+            rank=r.rank,
+            source=r.source,
+            pid=r.environment.pid,
+            steps=int(m.get("steps") or 0),
+            window_ns=m.get("window_ns"),
+            step_time_p50_ns=m.get("step_time_p50_ns"),
+            step_time_p95_ns=m.get("step_time_p95_ns"),
+            gpu_busy_fraction=m.get("gpu_busy_fraction"),
+            compute_fraction=m.get("compute_fraction"),
+            exposed_comm_fraction=m.get("exposed_comm_fraction"),
+            comm_overlap_fraction=m.get("comm_overlap_fraction"),
+            dataloader_stall_fraction=m.get("dataloader_stall_fraction"),
+            idle_fraction=m.get("idle_fraction"),
+            matched_steps=int(job.get("matched_steps") or 0),
+            matched_step_p50_ns=job.get("matched_step_p50_ns"),
+            wait_fraction=job.get("wait_fraction"),
+            wait_ns_per_step=job.get("wait_ns_per_step"),
+            arrived_last_fraction=job.get("arrived_last_fraction"),
+            lateness_fraction=job.get("lateness_fraction"),
+            lateness_ns_per_step=job.get("lateness_ns_per_step"),
+            comm_wait_fraction=job.get("comm_wait_fraction"),
+            dataloader_ns_per_step=job.get("dataloader_ns_per_step"),
+            straggler=bool(job.get("straggler")),
+            labels=list(v.labels) if v is not None else [],
+            withheld=bool(v is not None and v.withheld),
+            top_impact_fraction=v.top_impact_fraction if v is not None and v.findings else None,
+        )
 
 
 class JobResult(JobView, kw_only=True):
@@ -143,7 +167,8 @@ class AnalysisResult(Record, dict=True, kw_only=True):
     rules_version: str | None = None  # digest of the rule files used ('sha256:aa2c4b1f632c')
     inputs: list[Input]  # the trace files read, in order: one file, or every rank file of a directory
     command: str | None = None  # the command line that wrote it; None from the Python API
-    config_files: list[str] = []  # the pyproject.toml files whose [tool.tracedoc] settings (thresholds, rule directories) it used
+    # the pyproject.toml files whose [tool.tracedoc] settings (thresholds, rule directories) it used
+    config_files: list[str] = []
     ranks: list[RankResult]  # one per rank (per file, or per process of an nsys export), by rank
     job: JobResult | None = None  # a directory's job view, rank table and job verdict; None for one trace
 
@@ -152,8 +177,10 @@ class AnalysisResult(Record, dict=True, kw_only=True):
         where = f" (rank {focus.rank} shown)" if self.job is not None and focus is not None else ""
         paths = self.paths
         name = os.path.basename(paths[0]) if len(paths) == 1 else f"{len(paths)} files"
-        return short(f"<AnalysisResult {name}: {len(self.ranks)} rank{'' if len(self.ranks) == 1 else 's'}{where}; "
-                     f"{verdict_summary(focus.verdict if focus else None)}>")
+        return short(
+            f"<AnalysisResult {name}: {len(self.ranks)} rank{'' if len(self.ranks) == 1 else 's'}{where}; "
+            f"{verdict_summary(focus.verdict if focus else None)}>"
+        )
 
     @property
     def paths(self) -> list[str]:
@@ -264,11 +291,19 @@ class AnalysisResult(Record, dict=True, kw_only=True):
         try:
             result = msgspec.convert(doc, cls)
         except msgspec.ValidationError as exc:
-            raise TraceError(where, "is a tracedoc report with a missing or malformed field", str(exc),
-                             "write it again with `tracedoc analyze --format json`") from None
+            raise TraceError(
+                where,
+                "is a tracedoc report with a missing or malformed field",
+                str(exc),
+                "write it again with `tracedoc analyze --format json`",
+            ) from None
         except RecursionError:
-            raise TraceError(where, "is a tracedoc report nested too deeply to be one", None,
-                             "write it again with `tracedoc analyze --format json`") from None
+            raise TraceError(
+                where,
+                "is a tracedoc report nested too deeply to be one",
+                None,
+                "write it again with `tracedoc analyze --format json`",
+            ) from None
         refuse_impossible(result, where)  # every value of its type and in its domain, or one line naming it
         for i, rank in enumerate(result.ranks):  # evidence rows as their row types (tracedoc.model.evidence)
             _typed(rank.type_rows, where, f"ranks[{i}]")
@@ -282,8 +317,12 @@ def _typed(convert, where: str, part: str) -> None:
     try:
         convert()
     except msgspec.ValidationError as exc:
-        raise TraceError(where, f"is a tracedoc report with a malformed evidence row in {part}", str(exc),
-                         "write it again with `tracedoc analyze --format json`") from None
+        raise TraceError(
+            where,
+            f"is a tracedoc report with a malformed evidence row in {part}",
+            str(exc),
+            "write it again with `tracedoc analyze --format json`",
+        ) from None
 
 
 def load(path: str | os.PathLike) -> AnalysisResult:

@@ -42,19 +42,29 @@ _COMMENT_RE = re.compile(r"^    #\s?(.*?)\s*$")
 
 
 def analysis_schema() -> dict[str, Any]:
-    root = _schema(AnalysisResult, "urn:tracedoc:schema:analysis:" + str(SCHEMA_VERSION), "tracedoc analysis",
-                   "What `tracedoc analyze --format json` prints (AnalysisResult). All times are integer "
-                   "nanoseconds unless a name says otherwise; fractions are 0-1 shares of the rank's analysis window "
-                   "unless a description says otherwise; null means 'not measurable on this trace', never zero. "
-                   "ranks[].timeline is present only with --timeline (or in a report saved with "
-                   "AnalysisResult.save); job is null for a single trace; a rank's verdict is null when no rules ran.")
+    root = _schema(
+        AnalysisResult,
+        "urn:tracedoc:schema:analysis:" + str(SCHEMA_VERSION),
+        "tracedoc analysis",
+        "What `tracedoc analyze --format json` prints (AnalysisResult). All times are integer "
+        "nanoseconds unless a name says otherwise; fractions are 0-1 shares of the rank's analysis window "
+        "unless a description says otherwise; null means 'not measurable on this trace', never zero. "
+        "ranks[].timeline is present only with --timeline (or in a report saved with "
+        "AnalysisResult.save); job is null for a single trace; a rank's verdict is null when no rules ran.",
+    )
     defs = root["$defs"]
-    defs["metrics"] = _metrics(TRACE_METRICS, "Every metric of the metric table's rank and job scopes (the job's are "
-                               "null for a single trace).")
-    defs["job_metrics"] = _metrics({n: TRACE_METRICS[n] for n in metric_names(scope="job", topic="job")},
-                                   "The job view's metrics (the metric table's job scope).")
-    defs["evidence"] = _evidence(EVIDENCE, "Evidence tables: rows reports show and rules cite (log_anomalies: a "
-                                 "training log's, joined to the first rank).")
+    defs["metrics"] = _metrics(
+        TRACE_METRICS, "Every metric of the metric table's rank and job scopes (the job's are null for a single trace)."
+    )
+    defs["job_metrics"] = _metrics(
+        {n: TRACE_METRICS[n] for n in metric_names(scope="job", topic="job")},
+        "The job view's metrics (the metric table's job scope).",
+    )
+    defs["evidence"] = _evidence(
+        EVIDENCE,
+        "Evidence tables: rows reports show and rules cite (log_anomalies: a "
+        "training log's, joined to the first rank).",
+    )
     defs.update(_row_types())
     defs["RankResult"]["properties"]["metrics"] = {"$ref": "#/$defs/metrics"}
     defs["RankResult"]["properties"]["evidence"] = {"$ref": "#/$defs/evidence"}
@@ -66,9 +76,13 @@ def analysis_schema() -> dict[str, Any]:
 def log_schema() -> dict[str, Any]:
     from .logs.report import SCHEMA_VERSION as LOG_VERSION
 
-    root = _schema(LogResult, f"urn:tracedoc:schema:log:{LOG_VERSION}", "tracedoc log",
-                   "What `tracedoc logs --format json` prints (LogResult). Steps are the log's own step numbers; "
-                   "null means 'not measurable on this log', never zero.")
+    root = _schema(
+        LogResult,
+        f"urn:tracedoc:schema:log:{LOG_VERSION}",
+        "tracedoc log",
+        "What `tracedoc logs --format json` prints (LogResult). Steps are the log's own step numbers; "
+        "null means 'not measurable on this log', never zero.",
+    )
     root["$defs"]["log_metrics"] = _metrics(LOG_METRIC_TABLE, "Every metric of the metric table's log scope.")
     root["properties"]["metrics"] = {"$ref": "#/$defs/log_metrics"}
     root["$defs"]["log_evidence"] = _evidence(LOG_EVIDENCE, "The log's evidence tables.")
@@ -82,8 +96,14 @@ def _schema(record: type, schema_id: str, title: str, description: str) -> dict[
     for name, cls in _record_types(record).items():
         _document(defs[name], cls)
     root = defs.pop(record.__name__)
-    return {"$schema": DRAFT, "$id": schema_id, "title": title, "description": description,
-            **{k: v for k, v in root.items() if k not in ("title", "description")}, "$defs": defs}
+    return {
+        "$schema": DRAFT,
+        "$id": schema_id,
+        "title": title,
+        "description": description,
+        **{k: v for k, v in root.items() if k not in ("title", "description")},
+        "$defs": defs,
+    }
 
 
 def _record_types(record: type) -> dict[str, type]:
@@ -151,9 +171,15 @@ def _field_comments(source: str) -> dict[str, str]:
 
 
 def _metrics(table: dict[str, Metric], description: str) -> dict[str, Any]:
-    return {"type": "object", "description": description, "additionalProperties": False, "required": list(table),
-            "properties": {name: {"type": [m.json_type, "null"], "description": f"[{m.unit}] {m.meaning}"}
-                           for name, m in table.items()}}
+    return {
+        "type": "object",
+        "description": description,
+        "additionalProperties": False,
+        "required": list(table),
+        "properties": {
+            name: {"type": [m.json_type, "null"], "description": f"[{m.unit}] {m.meaning}"} for name, m in table.items()
+        },
+    }
 
 
 def _evidence(tables: dict[str, str], description: str) -> dict[str, Any]:
@@ -164,8 +190,12 @@ def _evidence(tables: dict[str, str], description: str) -> dict[str, Any]:
         typed = ROW_TYPES.get(name)
         return {**rows, "items": {"$ref": f"#/$defs/{typed.__name__}"}} if typed is not None else rows
 
-    return {"type": "object", "description": description, "additionalProperties": rows,
-            "properties": {name: {**table(name), "description": text} for name, text in tables.items()}}
+    return {
+        "type": "object",
+        "description": description,
+        "additionalProperties": rows,
+        "properties": {name: {**table(name), "description": text} for name, text in tables.items()},
+    }
 
 
 def _cite(defs: dict[str, Any], evidence: str) -> None:
@@ -186,24 +216,36 @@ def _row_types() -> dict[str, Any]:
 def diff_schema() -> dict[str, Any]:
     from .diff.model import DIFF_SCHEMA_VERSION, DiffResult
 
-    return _schema(DiffResult, f"urn:tracedoc:schema:diff:{DIFF_SCHEMA_VERSION}", "tracedoc diff",
-                   "What `tracedoc diff --format json` prints (DiffResult): two runs compared, the median step time's "
-                   "change attributed to its causes (the parts sum to step_delta_ns), and every aligned rank pair "
-                   "with the tables behind it. All times are nanoseconds (integers, or floats for per-step "
-                   "averages and intervals) unless a name says otherwise.")
+    return _schema(
+        DiffResult,
+        f"urn:tracedoc:schema:diff:{DIFF_SCHEMA_VERSION}",
+        "tracedoc diff",
+        "What `tracedoc diff --format json` prints (DiffResult): two runs compared, the median step time's "
+        "change attributed to its causes (the parts sum to step_delta_ns), and every aligned rank pair "
+        "with the tables behind it. All times are nanoseconds (integers, or floats for per-step "
+        "averages and intervals) unless a name says otherwise.",
+    )
 
 
 def trend_schema() -> dict[str, Any]:
     from .diff.trend import TREND_SCHEMA_VERSION, TrendResult
 
-    return _schema(TrendResult, f"urn:tracedoc:schema:trend:{TREND_SCHEMA_VERSION}", "tracedoc trend",
-                   "What `tracedoc diff BASE RUN2 RUN3 ... --format json` prints (TrendResult): each run compared "
-                   "with the first, its step change attributed to its causes (the parts sum to delta_ns), and the "
-                   "base's what-if predictions checked against it. All times are nanoseconds.")
+    return _schema(
+        TrendResult,
+        f"urn:tracedoc:schema:trend:{TREND_SCHEMA_VERSION}",
+        "tracedoc trend",
+        "What `tracedoc diff BASE RUN2 RUN3 ... --format json` prints (TrendResult): each run compared "
+        "with the first, its step change attributed to its causes (the parts sum to delta_ns), and the "
+        "base's what-if predictions checked against it. All times are nanoseconds.",
+    )
 
 
-SCHEMAS = {"analysis.schema.json": analysis_schema, "diff.schema.json": diff_schema, "log.schema.json": log_schema,
-           "trend.schema.json": trend_schema}
+SCHEMAS = {
+    "analysis.schema.json": analysis_schema,
+    "diff.schema.json": diff_schema,
+    "log.schema.json": log_schema,
+    "trend.schema.json": trend_schema,
+}
 
 
 def render(name: str) -> str:

@@ -87,8 +87,9 @@ def main():
         for _ in range(wait):
             train(next(batches))
     sched = torch.profiler.schedule(wait=0 if a.late_start else wait, warmup=1, active=a.active, repeat=1)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched,
-                                on_trace_ready=save, record_shapes=True) as prof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], schedule=sched, on_trace_ready=save, record_shapes=True
+    ) as prof:
         for batch in batches:
             train(batch)
             prof.step()

@@ -45,8 +45,11 @@ def run(path: Path, sleep_s: float, wait_s: float, steps: int = 10) -> None:
     model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 8))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(Data(steps + 2, sleep_s), batch_size=None, num_workers=0)
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=2, active=steps),
-                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(wait=0, warmup=2, active=steps),
+        on_trace_ready=lambda p: p.export_chrome_trace(str(path)),
+    ) as prof:
         for x, y in loader:
             loss = torch.nn.functional.cross_entropy(model(x), y)
             opt.zero_grad()

@@ -44,9 +44,15 @@ class RankRead(NamedTuple):
     overlay: RankOverlay | None
 
 
-def read_rank(trace: Trace, *, job: bool = False, given: Mapping[str, Any] | None = None,
-              workers: int | None = None, metrics: Iterable[str] | None = None,
-              evidence: Iterable[str] | None = None) -> RankRead:
+def read_rank(
+    trace: Trace,
+    *,
+    job: bool = False,
+    given: Mapping[str, Any] | None = None,
+    workers: int | None = None,
+    metrics: Iterable[str] | None = None,
+    evidence: Iterable[str] | None = None,
+) -> RankRead:
     """Run the analyses of one rank: all of them by default, or those the named metrics and evidence
     tables (and the result's window, devices, warnings and timeline) need; metrics no analysis that ran
     produces are None. ``job``: also the compact tables with their lead-in, for the job view (else the
@@ -55,11 +61,19 @@ def read_rank(trace: Trace, *, job: bool = False, given: Mapping[str, Any] | Non
     tables = "rank_tables" if job else "collective_calls"
     out = run_analyses(trace, metrics, evidence, values=RANK_VALUES + (tables,), workers=workers, given=given)
     result = RankResult(
-        source=trace.source, rank=trace.meta.rank, window=out.values["window"],
-        metrics={k: out.metrics.get(k) for k in METRICS}, per_step=out.evidence.get("per_step") or [],
-        per_device=out.values["per_device"], evidence={k: out.evidence[k] for k in EVIDENCE if k in out.evidence},
-        warnings=[*out.values["warnings"], *out.warnings], environment=environment(trace.meta),
-        timeline=out.values["timeline"], critical_path=out.values["critical_path"], verdict=None)
+        source=trace.source,
+        rank=trace.meta.rank,
+        window=out.values["window"],
+        metrics={k: out.metrics.get(k) for k in METRICS},
+        per_step=out.evidence.get("per_step") or [],
+        per_device=out.values["per_device"],
+        evidence={k: out.evidence[k] for k in EVIDENCE if k in out.evidence},
+        warnings=[*out.values["warnings"], *out.warnings],
+        environment=environment(trace.meta),
+        timeline=out.values["timeline"],
+        critical_path=out.values["critical_path"],
+        verdict=None,
+    )
     overlay = RankOverlay(out.values["idle_sets"], out.values["critical_path_overlay"])
     tables = out.values.get("rank_tables") if job else None
     if tables is not None:  # the job view's straggler cause reads the rank's GPU figures beside its tables
@@ -67,7 +81,12 @@ def read_rank(trace: Trace, *, job: bool = False, given: Mapping[str, Any] | Non
     return RankRead(result, tables, trace.meta.sha256, overlay)
 
 
-def analyze_trace(trace: Trace, metrics: Iterable[str] | None = None, evidence: Iterable[str] | None = None,
-                  workers: int | None = None, given: Mapping[str, Any] | None = None) -> RankResult:
+def analyze_trace(
+    trace: Trace,
+    metrics: Iterable[str] | None = None,
+    evidence: Iterable[str] | None = None,
+    workers: int | None = None,
+    given: Mapping[str, Any] | None = None,
+) -> RankResult:
     """The ``RankResult`` of one rank (``read_rank`` without the job tables and the overlay)."""
     return read_rank(trace, given=given, workers=workers, metrics=metrics, evidence=evidence).result

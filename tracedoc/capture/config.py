@@ -13,8 +13,8 @@ class CaptureConfig:
     skip_first: int = 5
     warmup: int = 1
     active: int = 3
-    initial: bool = True               # capture once on schedule; False: only on trigger
-    activities: tuple[str, ...] | None = None   # None: cpu, plus cuda when available
+    initial: bool = True  # capture once on schedule; False: only on trigger
+    activities: tuple[str, ...] | None = None  # None: cpu, plus cuda when available
     # Shapes give FLOPs and MFU; their cost on the tiny CPU loop was within the noise (+-4% CPU time per
     # step, benchmarks/bench_shapes_overhead.py).
     record_shapes: bool = True
@@ -23,15 +23,15 @@ class CaptureConfig:
     with_flops: bool = False
     profile_memory: bool = False
     with_stack: bool = False
-    trigger_file: str | None = None    # None: <outdir>/TRIGGER; "" disables the file trigger
-    signal: bool = True                # SIGUSR2 triggers a capture
+    trigger_file: str | None = None  # None: <outdir>/TRIGGER; "" disables the file trigger
+    signal: bool = True  # SIGUSR2 triggers a capture
     poll_interval_s: float = 0.1
     monitor: bool = True
     monitor_interval_s: float = 10.0
     batch_size: int | None = None
     report: bool = True
     dist_timeout_s: float = 300.0
-    wait_reports: bool = True          # at close, wait for the analyses to finish
+    wait_reports: bool = True  # at close, wait for the analyses to finish
 
     def validate(self) -> None:
         for name in ("skip_first", "warmup"):

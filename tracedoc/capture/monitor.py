@@ -122,8 +122,9 @@ class _Nvml:
 class StepMonitor:
     """Aggregates step boundaries into interval records. Hot path: ``on_step`` (a few attribute ops)."""
 
-    def __init__(self, path: str | None, interval_s: float = 10.0, rank: int = 0,
-                 warn=None, batch_size: int | None = None):
+    def __init__(
+        self, path: str | None, interval_s: float = 10.0, rank: int = 0, warn=None, batch_size: int | None = None
+    ):
         self.path = path
         self.interval_s = interval_s
         self.rank = rank
@@ -217,21 +218,33 @@ class StepMonitor:
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
             while data:  # a regular file takes it whole; a short write would leave the rest
-                data = data[os.write(self._fd, data):]
+                data = data[os.write(self._fd, data) :]
         except OSError as exc:
-            self._warn("monitor", f"cannot write the step monitor to {self.path} ({exc.strerror}); "
-                                  "training continues without it")
+            self._warn(
+                "monitor",
+                f"cannot write the step monitor to {self.path} ({exc.strerror}); training continues without it",
+            )
             self.path = None
 
     def _step_lines(self) -> bytes:
         """The buffered steps as JSON lines (encoded here, not in the hot path)."""
         rank, offset = int(self.rank), self._wall_offset
-        return _STEP_LINES.encode_lines([
-            StepRecord(SCHEMA, rank, int(step), round(end + offset, 3), dur,
-                       samples / dur if samples is not None and dur > 0 else None,
-                       tokens / dur if tokens is not None and dur > 0 else None,
-                       None if util is None else float(util), bool(profiled))
-            for step, end, dur, samples, tokens, profiled, util in self._rows])
+        return _STEP_LINES.encode_lines(
+            [
+                StepRecord(
+                    SCHEMA,
+                    rank,
+                    int(step),
+                    round(end + offset, 3),
+                    dur,
+                    samples / dur if samples is not None and dur > 0 else None,
+                    tokens / dur if tokens is not None and dur > 0 else None,
+                    None if util is None else float(util),
+                    bool(profiled),
+                )
+                for step, end, dur, samples, tokens, profiled, util in self._rows
+            ]
+        )
 
     def _flush_rows(self, now: float) -> None:
         self._next_rows = now + STEP_FLUSH_S
@@ -251,12 +264,20 @@ class StepMonitor:
         gpu = sum(self._gpu_samples) / len(self._gpu_samples) if self._gpu_samples else None
         self._all_gpu.extend(self._gpu_samples)
         rec = {
-            "type": "interval", "schema": SCHEMA, "rank": self.rank, "pid": os.getpid(),
-            "time": time.time(), "step": self.last_step, "steps": len(self._durs),
-            "profiled_steps": self._profiled, "step_time_s": _quantiles(self._durs),
+            "type": "interval",
+            "schema": SCHEMA,
+            "rank": self.rank,
+            "pid": os.getpid(),
+            "time": time.time(),
+            "step": self.last_step,
+            "steps": len(self._durs),
+            "profiled_steps": self._profiled,
+            "step_time_s": _quantiles(self._durs),
             "samples_per_s": self._samples / span if self._samples_known and span > 0 else None,
             "tokens_per_s": self._tokens / span if self._tokens_known and span > 0 and self._tokens else None,
-            "peak_mem_bytes": mem, "mem_source": mem_source, "gpu_util_percent": gpu,
+            "peak_mem_bytes": mem,
+            "mem_source": mem_source,
+            "gpu_util_percent": gpu,
         }
         self._durs = []
         self._samples = self._tokens = self._profiled = 0
@@ -269,13 +290,19 @@ class StepMonitor:
         t = self.total_time_s
         gpu = self._all_gpu
         return {
-            "type": "summary", "schema": SCHEMA, "rank": self.rank, "pid": os.getpid(), "time": time.time(),
-            "step": self.last_step, "steps": self.total_steps,
+            "type": "summary",
+            "schema": SCHEMA,
+            "rank": self.rank,
+            "pid": os.getpid(),
+            "time": time.time(),
+            "step": self.last_step,
+            "steps": self.total_steps,
             "profiled_steps": self.total_steps - len(self.all_durs),
             "step_time_s": _quantiles(self.all_durs),
             "samples_per_s": self.total_samples / t if self.run_samples_known and t > 0 and self.total_steps else None,
             "tokens_per_s": self.total_tokens / t if self.run_tokens_known and t > 0 and self.total_tokens else None,
-            "peak_mem_bytes": mem, "mem_source": mem_source,
+            "peak_mem_bytes": mem,
+            "mem_source": mem_source,
             "gpu_util_percent": sum(gpu) / len(gpu) if gpu else None,
             "wall_s": time.perf_counter() - self._t_start,
         }
@@ -315,8 +342,9 @@ def format_summary(s: dict[str, Any]) -> str:
         parts.append(f"{s['samples_per_s']:.1f} samples/s")
     if s.get("tokens_per_s") is not None:
         parts.append(f"{s['tokens_per_s']:.0f} tokens/s")
-    parts.append(f"peak {'CUDA allocated' if s.get('mem_source') == 'cuda' else 'RSS'} "
-                 f"{_fmt_bytes(s.get('peak_mem_bytes'))}")
+    parts.append(
+        f"peak {'CUDA allocated' if s.get('mem_source') == 'cuda' else 'RSS'} {_fmt_bytes(s.get('peak_mem_bytes'))}"
+    )
     if s.get("gpu_util_percent") is not None:
         parts.append(f"GPU util {s['gpu_util_percent']:.0f}%")
     if s.get("profiled_steps"):
@@ -356,8 +384,12 @@ def load_monitor(path: str | os.PathLike) -> MonitorLog:
         with open(path, "rb") as f:
             lines = f.read().splitlines()
     except OSError as exc:
-        raise TraceError(path, "cannot be read", exc.strerror,
-                         "pass the steps.jsonl that `tracedoc run` wrote in its output directory") from None
+        raise TraceError(
+            path,
+            "cannot be read",
+            exc.strerror,
+            "pass the steps.jsonl that `tracedoc run` wrote in its output directory",
+        ) from None
     rows: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
     summaries: dict[int, dict[str, Any]] = {}
@@ -385,12 +417,34 @@ def load_monitor(path: str | os.PathLike) -> MonitorLog:
         for k in ("mean", "p50", "p90", "max"):
             rec[f"step_time_{k}_s"] = st.get(k)
         rows.append(rec)
-    columns = ["rank", "pid", "time", "step", "steps", "profiled_steps", "step_time_mean_s", "step_time_p50_s",
-               "step_time_p90_s", "step_time_max_s", "samples_per_s", "tokens_per_s", "peak_mem_bytes",
-               "mem_source", "gpu_util_percent"]
+    columns = [
+        "rank",
+        "pid",
+        "time",
+        "step",
+        "steps",
+        "profiled_steps",
+        "step_time_mean_s",
+        "step_time_p50_s",
+        "step_time_p90_s",
+        "step_time_max_s",
+        "samples_per_s",
+        "tokens_per_s",
+        "peak_mem_bytes",
+        "mem_source",
+        "gpu_util_percent",
+    ]
     df = pd.DataFrame(rows, columns=columns) if rows else pd.DataFrame(columns=columns)
-    step_columns = ["rank", "step", "time", "step_time_s", "samples_per_s", "tokens_per_s", "gpu_util_percent",
-                    "profiled"]
+    step_columns = [
+        "rank",
+        "step",
+        "time",
+        "step_time_s",
+        "samples_per_s",
+        "tokens_per_s",
+        "gpu_util_percent",
+        "profiled",
+    ]
     step_df = pd.DataFrame(steps, columns=step_columns)
     step_df["profiled"] = step_df["profiled"].eq(True)
     return MonitorLog(path=path, intervals=df, summaries=summaries, bad_lines=bad, steps=step_df)

@@ -26,19 +26,46 @@ class profile(contextlib.ContextDecorator):
     ``tracedoc:`` warning and never stop the code being profiled.
     """
 
-    def __init__(self, outdir: str = "tracedoc_traces", *, skip_first: int = 5, warmup: int = 1, active: int = 3,
-                 on_demand_only: bool = False, activities: tuple[str, ...] | list[str] | None = None,
-                 record_shapes: bool = True, with_flops: bool = False, profile_memory: bool = False,
-                 with_stack: bool = False,
-                 trigger_file: str | None = None, signal: bool = True, monitor: bool = True,
-                 monitor_interval_s: float = 10.0, batch_size: int | None = None, report: bool = True,
-                 dist_timeout_s: float = 300.0):
+    def __init__(
+        self,
+        outdir: str = "tracedoc_traces",
+        *,
+        skip_first: int = 5,
+        warmup: int = 1,
+        active: int = 3,
+        on_demand_only: bool = False,
+        activities: tuple[str, ...] | list[str] | None = None,
+        record_shapes: bool = True,
+        with_flops: bool = False,
+        profile_memory: bool = False,
+        with_stack: bool = False,
+        trigger_file: str | None = None,
+        signal: bool = True,
+        monitor: bool = True,
+        monitor_interval_s: float = 10.0,
+        batch_size: int | None = None,
+        report: bool = True,
+        dist_timeout_s: float = 300.0,
+    ):
         self.config = CaptureConfig(
-            outdir=outdir, skip_first=skip_first, warmup=warmup, active=active, initial=not on_demand_only,
-            activities=tuple(activities) if activities else None, record_shapes=record_shapes, with_flops=with_flops,
-            profile_memory=profile_memory, with_stack=with_stack, trigger_file=trigger_file, signal=signal,
-            monitor=monitor, monitor_interval_s=monitor_interval_s, batch_size=batch_size, report=report,
-            dist_timeout_s=dist_timeout_s)
+            outdir=outdir,
+            skip_first=skip_first,
+            warmup=warmup,
+            active=active,
+            initial=not on_demand_only,
+            activities=tuple(activities) if activities else None,
+            record_shapes=record_shapes,
+            with_flops=with_flops,
+            profile_memory=profile_memory,
+            with_stack=with_stack,
+            trigger_file=trigger_file,
+            signal=signal,
+            monitor=monitor,
+            monitor_interval_s=monitor_interval_s,
+            batch_size=batch_size,
+            report=report,
+            dist_timeout_s=dist_timeout_s,
+        )
         self.config.validate()
         self._session: CaptureSession | None = None
         self._owner = False

@@ -37,8 +37,9 @@ def gzip_into_place(src_json: str, final_path: str, level: int = 6) -> None:
 
     def write(raw) -> None:
         with open(src_json, "rb") as fin:
-            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=level,
-                               filename=os.path.basename(final_path)[:-3]) as gz:
+            with gzip.GzipFile(
+                fileobj=raw, mode="wb", compresslevel=level, filename=os.path.basename(final_path)[:-3]
+            ) as gz:
                 shutil.copyfileobj(fin, gz, 1 << 20)
         raw.flush()
         os.fsync(raw.fileno())
@@ -111,14 +112,15 @@ def report_when_ready(path: str, world_size: int = 0, timeout_s: float = 300.0) 
             say(f"{path}: no rank traces arrived within {timeout_s:.0f} s; nothing to analyse")
             return EXIT_ERROR
         if len(files) < world_size:
-            say(f"{path}: {len(files)} of {world_size} rank traces arrived within {timeout_s:.0f} s; "
-                "analysing those")
+            say(f"{path}: {len(files)} of {world_size} rank traces arrived within {timeout_s:.0f} s; analysing those")
     answer: list[str] = []
     try:
         written = _write_reports(path, answer)
     except Exception as exc:  # the analysis failed: the trace is still there
-        say(f"the analysis of {path} failed ({type(exc).__name__}: {exc}); "
-            f"the trace is kept, run `tracedoc analyze {path}` to see the error")
+        say(
+            f"the analysis of {path} failed ({type(exc).__name__}: {exc}); "
+            f"the trace is kept, run `tracedoc analyze {path}` to see the error"
+        )
         return EXIT_ERROR
     for line in answer:  # the answer itself, not only where it is
         say(line)

@@ -17,7 +17,7 @@ _IGNORED_FLAGS = {"-B", "-E", "-s", "-S", "-q", "-b", "-bb", "-O", "-OO", "-I", 
 
 class Target:
     def __init__(self, kind: str, name: str, args: list[str], unbuffered: bool = False):
-        self.kind = kind          # "script" | "module" | "code"
+        self.kind = kind  # "script" | "module" | "code"
         self.name = name
         self.args = args
         self.unbuffered = unbuffered
@@ -32,14 +32,22 @@ def parse_command(cmd: list[str]) -> Target:
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
-        raise UsageError("tracedoc run", "needs a command to run", None,
-                         "write it after `--`, e.g. `tracedoc run -- python train.py --epochs 1`")
+        raise UsageError(
+            "tracedoc run",
+            "needs a command to run",
+            None,
+            "write it after `--`, e.g. `tracedoc run -- python train.py --epochs 1`",
+        )
     first = cmd[0]
     base = os.path.basename(first)
     if base in ("torchrun",) or first == "torch.distributed.run":
-        raise UsageError("tracedoc run", "wraps one Python process, and torchrun starts several", first,
-                         "put tracedoc inside torchrun instead: `torchrun --nproc_per_node N -m tracedoc.capture "
-                         "run -- train.py ARGS` (or `torchrun --no-python ... tracedoc run -- python train.py`)")
+        raise UsageError(
+            "tracedoc run",
+            "wraps one Python process, and torchrun starts several",
+            first,
+            "put tracedoc inside torchrun instead: `torchrun --nproc_per_node N -m tracedoc.capture "
+            "run -- train.py ARGS` (or `torchrun --no-python ... tracedoc run -- python train.py`)",
+        )
     unbuffered = False
     if _PYTHON_RE.match(base) or os.path.abspath(first) == os.path.abspath(sys.executable):
         i = 1
@@ -51,29 +59,38 @@ def parse_command(cmd: list[str]) -> Target:
                 mod = cmd[i + 1]
                 if mod in ("torch.distributed.run", "torch.distributed.launch"):
                     return parse_command(["torchrun"])
-                return Target("module", mod, cmd[i + 2:], unbuffered)
+                return Target("module", mod, cmd[i + 2 :], unbuffered)
             if a.startswith("-m") and len(a) > 2:
-                return Target("module", a[2:], cmd[i + 1:], unbuffered)
+                return Target("module", a[2:], cmd[i + 1 :], unbuffered)
             if a == "-c":
                 if i + 1 >= len(cmd):
                     raise UsageError("tracedoc run", "`-c` needs a program")
-                return Target("code", cmd[i + 1], cmd[i + 2:], unbuffered)
+                return Target("code", cmd[i + 1], cmd[i + 2 :], unbuffered)
             if a == "-u":
                 unbuffered = True
             elif a in _IGNORED_FLAGS:
                 pass
             elif a.startswith("-") and a != "-":
-                raise UsageError("tracedoc run", f"does not support the interpreter option {a}", " ".join(cmd),
-                                 "set it through the environment (e.g. PYTHONWARNINGS, PYTHONUNBUFFERED) or drop it")
+                raise UsageError(
+                    "tracedoc run",
+                    f"does not support the interpreter option {a}",
+                    " ".join(cmd),
+                    "set it through the environment (e.g. PYTHONWARNINGS, PYTHONUNBUFFERED) or drop it",
+                )
             else:
-                return Target("script", a, cmd[i + 1:], unbuffered)
+                return Target("script", a, cmd[i + 1 :], unbuffered)
             i += 1
-        raise UsageError("tracedoc run", "needs a script, `-m module` or `-c code` after the interpreter",
-                         " ".join(cmd))
+        raise UsageError(
+            "tracedoc run", "needs a script, `-m module` or `-c code` after the interpreter", " ".join(cmd)
+        )
     if first.endswith(".py") or os.path.isfile(first):
         return Target("script", first, cmd[1:])
-    raise UsageError("tracedoc run", "runs Python programs in-process, and this is not one", first,
-                     "write `tracedoc run -- python SCRIPT.py ARGS` or `tracedoc run -- python -m MODULE ARGS`")
+    raise UsageError(
+        "tracedoc run",
+        "runs Python programs in-process, and this is not one",
+        first,
+        "write `tracedoc run -- python SCRIPT.py ARGS` or `tracedoc run -- python -m MODULE ARGS`",
+    )
 
 
 def _trim_traceback(tb):
@@ -120,8 +137,10 @@ def run_target(target: Target) -> int:
         if target.kind == "script":
             path = target.name
             if not os.path.exists(path):
-                sys.stderr.write(f"{sys.executable}: can't open file {os.path.abspath(path)!r}: "
-                                 f"[Errno 2] No such file or directory\n")
+                sys.stderr.write(
+                    f"{sys.executable}: can't open file {os.path.abspath(path)!r}: "
+                    f"[Errno 2] No such file or directory\n"
+                )
                 return 2
             sys.argv = [path] + target.args
             _set_path0(os.path.dirname(os.path.abspath(path)))

@@ -102,8 +102,10 @@ class CaptureSession:
     def _capture_failed(self, what: str, exc: BaseException) -> None:
         self._capture_ok = False
         self._prof = None
-        self.warn("capture", f"capture disabled: {what} failed ({type(exc).__name__}: {exc}); "
-                             "training continues without profiling")
+        self.warn(
+            "capture",
+            f"capture disabled: {what} failed ({type(exc).__name__}: {exc}); training continues without profiling",
+        )
 
     # ------------------------------------------------------------------ install / close
     def install(self) -> "CaptureSession":
@@ -119,14 +121,22 @@ class CaptureSession:
             self._outdir_ok = True
         except OSError as exc:
             self._capture_ok = False
-            self.warn("capture", f"cannot create the output directory {cfg.outdir} ({exc.strerror or exc}); "
-                                 "training continues without profiling or step monitor")
+            self.warn(
+                "capture",
+                f"cannot create the output directory {cfg.outdir} ({exc.strerror or exc}); "
+                "training continues without profiling or step monitor",
+            )
         if cfg.monitor:
-            self.monitor = StepMonitor(os.path.join(cfg.outdir, "steps.jsonl") if self._outdir_ok else None,
-                                       cfg.monitor_interval_s, self.rank, self.warn, cfg.batch_size)
+            self.monitor = StepMonitor(
+                os.path.join(cfg.outdir, "steps.jsonl") if self._outdir_ok else None,
+                cfg.monitor_interval_s,
+                self.rank,
+                self.warn,
+                cfg.batch_size,
+            )
         if cfg.trigger_file != "":
             self._trigger_path = cfg.trigger_file or os.path.join(cfg.outdir, "TRIGGER")
-            self._trigger_key = self._stat_trigger()   # a file already there is not a request
+            self._trigger_key = self._stat_trigger()  # a file already there is not a request
         if cfg.signal:
             self._install_signal()
         try:
@@ -186,9 +196,12 @@ class CaptureSession:
         prof = self._prof
         if prof is None:
             if self._capture_ok and self._initial_pending and self._torch is not None and self.step_count:
-                self.warn("short", f"the script ended after {self.step_count} steps, before the capture "
-                                   f"(skip {self.cfg.skip_first} + warm-up {self.cfg.warmup}); nothing "
-                                   "was captured; lower --skip-first")
+                self.warn(
+                    "short",
+                    f"the script ended after {self.step_count} steps, before the capture "
+                    f"(skip {self.cfg.skip_first} + warm-up {self.cfg.warmup}); nothing "
+                    "was captured; lower --skip-first",
+                )
             return
         self._prof = None
         recording = self._prof_step >= self._prof_skip + self.cfg.warmup
@@ -198,8 +211,11 @@ class CaptureSession:
             self._capture_failed("stopping the profiler", exc)
             return
         if not recording:
-            self.warn("short", f"the script ended {self._prof_step} steps into a capture that needs "
-                               f"{self._prof_total}; nothing was recorded")
+            self.warn(
+                "short",
+                f"the script ended {self._prof_step} steps into a capture that needs "
+                f"{self._prof_total}; nothing was recorded",
+            )
 
     # ------------------------------------------------------------------ triggers
     def _on_signal(self, signum, frame) -> None:
@@ -355,8 +371,9 @@ class CaptureSession:
         for n in names:
             a = getattr(P, n.strip().upper(), None)
             if a is None:
-                raise ValueError(f"unknown profiler activity {n!r} (known: "
-                                 f"{', '.join(x.lower() for x in P.__members__)})")
+                raise ValueError(
+                    f"unknown profiler activity {n!r} (known: {', '.join(x.lower() for x in P.__members__)})"
+                )
             acts.append(a)
         return acts
 
@@ -366,11 +383,23 @@ class CaptureSession:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             sched = tp.schedule(wait=0, warmup=cfg.warmup, active=cfg.active, repeat=1, skip_first=skip)
-            prof = tp.profile(activities=self._activities(), schedule=sched, on_trace_ready=self._on_trace_ready,
-                              record_shapes=cfg.record_shapes, with_flops=cfg.with_flops,
-                              profile_memory=cfg.profile_memory, with_stack=cfg.with_stack)
-        meta = {"capture": self._capture_idx, "first_step": self.step_count, "skip_first": skip,
-                "warmup": cfg.warmup, "active": cfg.active, "step_source": self._source or "dataloader"}
+            prof = tp.profile(
+                activities=self._activities(),
+                schedule=sched,
+                on_trace_ready=self._on_trace_ready,
+                record_shapes=cfg.record_shapes,
+                with_flops=cfg.with_flops,
+                profile_memory=cfg.profile_memory,
+                with_stack=cfg.with_stack,
+            )
+        meta = {
+            "capture": self._capture_idx,
+            "first_step": self.step_count,
+            "skip_first": skip,
+            "warmup": cfg.warmup,
+            "active": cfg.active,
+            "step_source": self._source or "dataloader",
+        }
         if hasattr(prof, "preset_metadata_json"):
             prof.preset_metadata_json("tracedoc", json.dumps(meta))
             # Kineto traces do not say which torch wrote them; reports show this.
@@ -400,8 +429,9 @@ class CaptureSession:
                     os.unlink(tmp)
                 except OSError:
                     pass
-            self.warn(f"export{idx}", f"could not write capture {idx} ({type(exc).__name__}: {exc}); "
-                                      "training continues")
+            self.warn(
+                f"export{idx}", f"could not write capture {idx} ({type(exc).__name__}: {exc}); training continues"
+            )
             return
         self._worker.submit(self._finish_trace, tmp, final, group)
 
@@ -409,8 +439,7 @@ class CaptureSession:
         try:
             gzip_into_place(tmp, final)
         except Exception as exc:
-            self.warn(f"write:{final}", f"could not write {final} ({type(exc).__name__}: {exc}); "
-                                        "training continues")
+            self.warn(f"write:{final}", f"could not write {final} ({type(exc).__name__}: {exc}); training continues")
             return
         self.traces.append(final)
         say(f"trace: {final}" if self.world == 1 else f"rank {self.rank} trace: {final}")

@@ -24,8 +24,18 @@ COMMANDS = (analyze, diff, logs, metrics, rules, run, trigger)
 # Commands that run the user's own code in this process: their objects keep the usual end of life.
 _RUNS_USER_CODE = frozenset({run.cmd_run})
 
-__all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_FAIL_ON", "EXIT_OK", "EXIT_USAGE", "build_parser", "console_main",
-           "example_path", "main", "run_command"]
+__all__ = [
+    "COMMANDS",
+    "EXIT_ERROR",
+    "EXIT_FAIL_ON",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "console_main",
+    "example_path",
+    "main",
+    "run_command",
+]
 
 
 def build_parser() -> Parser:
@@ -76,8 +86,10 @@ def run_command(args) -> int:
         print("tracedoc: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except MemoryError:
-        print("tracedoc: error: out of memory while analysing; try a smaller trace window or a machine with "
-              "more memory", file=sys.stderr)
+        print(
+            "tracedoc: error: out of memory while analysing; try a smaller trace window or a machine with more memory",
+            file=sys.stderr,
+        )
         return EXIT_ERROR
     except BrokenPipeError:
         return EXIT_OK

@@ -42,39 +42,75 @@ def example_path() -> str:
 
 
 def register(sub: Any) -> None:
-    a = sub.add_parser("analyze", help="analyse a trace file or a directory of rank traces",
-                       description="Analyse a torch.profiler trace (.json/.json.gz), an nsys SQLite export, "
-                                   "or a directory of per-rank traces.")
-    a.add_argument("path", nargs="?", help="trace file or directory (omit with --example); or a URL: s3://, gs://, "
-                                           "az:// (a file, or a prefix of rank files ending in /), https:// (a file)")
+    a = sub.add_parser(
+        "analyze",
+        help="analyse a trace file or a directory of rank traces",
+        description="Analyse a torch.profiler trace (.json/.json.gz), an nsys SQLite export, "
+        "or a directory of per-rank traces.",
+    )
+    a.add_argument(
+        "path",
+        nargs="?",
+        help="trace file or directory (omit with --example); or a URL: s3://, gs://, "
+        "az:// (a file, or a prefix of rank files ending in /), https:// (a file)",
+    )
     a.add_argument("--example", action="store_true", help="analyse the built-in example trace")
-    a.add_argument("-f", "--format", choices=FORMATS, default=None,
-                   help="output format (default: from the -o file's extension, else text)")
-    a.add_argument("-o", "--output", help="write the output to this file instead of stdout "
-                                          "(.html, .md, .json or .txt choose the format)")
-    a.add_argument("-j", "--jobs", type=jobs_count, default=None, help="processes for directories (1 to the CPU count; default: CPU count)")
-    a.add_argument("--scheduler", metavar="ADDRESS",
-                   help="analyse the ranks of a directory on a Dask cluster (e.g. tcp://host:8786); "
-                        "its workers must see the same paths, or read the same URLs")
+    a.add_argument(
+        "-f",
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="output format (default: from the -o file's extension, else text)",
+    )
+    a.add_argument(
+        "-o",
+        "--output",
+        help="write the output to this file instead of stdout (.html, .md, .json or .txt choose the format)",
+    )
+    a.add_argument(
+        "-j",
+        "--jobs",
+        type=jobs_count,
+        default=None,
+        help="processes for directories (1 to the CPU count; default: CPU count)",
+    )
+    a.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="analyse the ranks of a directory on a Dask cluster (e.g. tcp://host:8786); "
+        "its workers must see the same paths, or read the same URLs",
+    )
     a.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
-    a.add_argument("--steps", metavar="A:B",
-                   help="torch.profiler traces: analyse a slice, ProfilerStep#A to #B (both included; A: and :B "
-                        "leave an end open, N is one step), in the memory the slice needs; the report says it is "
-                        "a slice")
+    a.add_argument(
+        "--steps",
+        metavar="A:B",
+        help="torch.profiler traces: analyse a slice, ProfilerStep#A to #B (both included; A: and :B "
+        "leave an end open, N is one step), in the memory the slice needs; the report says it is "
+        "a slice",
+    )
     a.add_argument("--pid", metavar="PID|all", help="nsys: analyse one process (default: one rank per process)")
     a.add_argument("--no-progress", action="store_true", help="never show a progress bar")
-    a.add_argument("--timeline", action="store_true",
-                   help="-f json: include each rank's timeline excerpts (left out by default: they are most of "
-                        "the document)")
-    a.add_argument("--perfetto", metavar="OUT.json",
-                   help="also write the trace with tracedoc's tracks (idle causes, critical path, findings) "
-                        "for ui.perfetto.dev or chrome://tracing; for a directory of ranks, every rank on one "
-                        "timeline, matched collectives linked across ranks (.gz compresses)")
-    a.add_argument("--log", metavar="FILE", help="a training log whose findings join the trace report "
-                                                 "(a tracedoc run directory brings its steps.jsonl)")
+    a.add_argument(
+        "--timeline",
+        action="store_true",
+        help="-f json: include each rank's timeline excerpts (left out by default: they are most of the document)",
+    )
+    a.add_argument(
+        "--perfetto",
+        metavar="OUT.json",
+        help="also write the trace with tracedoc's tracks (idle causes, critical path, findings) "
+        "for ui.perfetto.dev or chrome://tracing; for a directory of ranks, every rank on one "
+        "timeline, matched collectives linked across ranks (.gz compresses)",
+    )
+    a.add_argument(
+        "--log",
+        metavar="FILE",
+        help="a training log whose findings join the trace report (a tracedoc run directory brings its steps.jsonl)",
+    )
     add_estimate_options(a)
-    a.add_argument("--rank", type=int, default=None, metavar="N",
-                   help="directories: show rank N's details after the job verdict")
+    a.add_argument(
+        "--rank", type=int, default=None, metavar="N", help="directories: show rank N's details after the job verdict"
+    )
     add_engine_options(a)
     add_output_options(a)
     a.set_defaults(func=cmd_analyze)
@@ -96,8 +132,12 @@ def cmd_analyze(args) -> int:
         raise UsageError("tracedoc analyze", "needs a trace path", None, "pass a file or directory, or --example")
     fmt = output_format(args.format, args.output)
     if args.perfetto and is_url(path):
-        raise UsageError("--perfetto", f"reads the trace files again to write the timeline, and {path} is a URL", None,
-                         "copy the trace files to a local folder and pass that folder with --perfetto")
+        raise UsageError(
+            "--perfetto",
+            f"reads the trace files again to write the timeline, and {path} is a URL",
+            None,
+            "copy the trace files to a local folder and pass that folder with --perfetto",
+        )
     kind = sniff(path) if args.rank is not None and not is_url(path) else None  # sniffed once, handed on
     if kind == "kineto":  # a directory or an nsys export may hold several
         raise _rank_on_one_trace(path, "a Kineto trace file: one process")
@@ -116,17 +156,31 @@ def cmd_analyze(args) -> int:
         options["pid"] = args.pid if args.pid == "all" else _int_arg("--pid", args.pid)
     command = "tracedoc " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
     try:
-        result = analyze(path, jobs=args.jobs, params=engine["params"], rule_dirs=engine["extra_rule_dirs"],
-                         progress=update, command=command, scheduler=args.scheduler, log=args.log,
-                         estimate=estimate_request(args), kind=kind, **options)
+        result = analyze(
+            path,
+            jobs=args.jobs,
+            params=engine["params"],
+            rule_dirs=engine["extra_rule_dirs"],
+            progress=update,
+            command=command,
+            scheduler=args.scheduler,
+            log=args.log,
+            estimate=estimate_request(args),
+            kind=kind,
+            **options,
+        )
     except TracedocError:
         log_format = training_log_format(path)
         if log_format is None:
             raise
-        raise UsageError(path, f"is a training log ({log_format}), not a profiler trace", None,
-                         f"use `tracedoc logs {shlex.quote(path)}` for a training log; `tracedoc analyze` reads "
-                         "torch.profiler traces (.json, .json.gz), Nsight Systems exports (.sqlite) and "
-                         "directories of rank traces") from None
+        raise UsageError(
+            path,
+            f"is a training log ({log_format}), not a profiler trace",
+            None,
+            f"use `tracedoc logs {shlex.quote(path)}` for a training log; `tracedoc analyze` reads "
+            "torch.profiler traces (.json, .json.gz), Nsight Systems exports (.sqlite) and "
+            "directories of rank traces",
+        ) from None
     finally:
         if progress is not None:
             progress.stop()
@@ -146,8 +200,9 @@ def cmd_analyze(args) -> int:
             raise _rank_on_one_trace(path, "an export of one process" + (f", rank {rank}" if rank is not None else ""))
         have = [r.rank for r in result.ranks]
         if args.rank not in have:
-            raise UsageError("--rank", f"rank {args.rank} is not in {path}", f"ranks {have[:16]}",
-                             "pick one of the ranks listed")
+            raise UsageError(
+                "--rank", f"rank {args.rank} is not in {path}", f"ranks {have[:16]}", "pick one of the ranks listed"
+            )
         result = result.with_focus(args.rank)
     render_options: dict = {"timeline": True} if fmt == "json" and args.timeline else {}
     if fmt in ("md", "html") and args.full_names:
@@ -155,15 +210,26 @@ def cmd_analyze(args) -> int:
 
         render_options["caps"] = Caps(full_names=True)
     if args.perfetto and args.output and os.path.realpath(args.perfetto) == os.path.realpath(args.output):
-        raise UsageError(args.output, "is named by both -o and --perfetto; one would overwrite the other", None,
-                         "give the report and the Perfetto timeline different paths")
+        raise UsageError(
+            args.output,
+            "is named by both -o and --perfetto; one would overwrite the other",
+            None,
+            "give the report and the Perfetto timeline different paths",
+        )
     if args.perfetto:  # both outputs checked before either is written
-        check_output_path(args.perfetto, _inputs(args, path, result) + [("the --output file", args.output)], "--perfetto")
+        check_output_path(
+            args.perfetto, _inputs(args, path, result) + [("the --output file", args.output)], "--perfetto"
+        )
     if args.output:
         check_output_path(args.output, _inputs(args, path, result) + [("the --perfetto output", args.perfetto)])
     overlay_failed = _write_overlay(args, result) if args.perfetto else None  # never costs the report
-    if args.perfetto and overlay_failed is None and fmt == "html" and args.output \
-            and _same_folder(args.output, args.perfetto):
+    if (
+        args.perfetto
+        and overlay_failed is None
+        and fmt == "html"
+        and args.output
+        and _same_folder(args.output, args.perfetto)
+    ):
         render_options["overlay_href"] = os.path.basename(args.perfetto)  # the HTML report links to it
     if args.output:
         write_atomic(args.output, renderer(fmt).render(result, **render_options))
@@ -235,24 +301,36 @@ def _write_overlay(args: argparse.Namespace, result) -> int | None:
         write_perfetto(result, args.perfetto)
     except TracedocError as exc:
         code = print_error(exc)
-        print(f"tracedoc: --perfetto {args.perfetto} not written; the report is written anyway (exit status {code})",
-              file=sys.stderr)
+        print(
+            f"tracedoc: --perfetto {args.perfetto} not written; the report is written anyway (exit status {code})",
+            file=sys.stderr,
+        )
         return code
     except MemoryError:
-        print(f"tracedoc: --perfetto {args.perfetto} not written: out of memory while reading the trace again; the "
-              "report is written anyway (exit status 1)", file=sys.stderr)
+        print(
+            f"tracedoc: --perfetto {args.perfetto} not written: out of memory while reading the trace again; the "
+            "report is written anyway (exit status 1)",
+            file=sys.stderr,
+        )
         return 1
     from ..render.perfetto_job import MAX_FULL_RANKS
 
     merged = result.job is not None and result.job.not_a_job is None
     n_ranks = len(result.job.ranks_used) if merged else 0
-    bounded = "" if n_ranks <= MAX_FULL_RANKS else (
-        f" (the stragglers, the median rank and the ranks that wait most in full, up to {MAX_FULL_RANKS} of "
-        f"{n_ranks}; every matched collective on 'all ranks')")
-    print(f"tracedoc: wrote the {'merged timeline of the ranks' if merged else 'Perfetto overlay'} to "
-          f"{args.perfetto}{bounded}", file=sys.stderr)
+    bounded = (
+        ""
+        if n_ranks <= MAX_FULL_RANKS
+        else (
+            f" (the stragglers, the median rank and the ranks that wait most in full, up to {MAX_FULL_RANKS} of "
+            f"{n_ranks}; every matched collective on 'all ranks')"
+        )
+    )
+    print(
+        f"tracedoc: wrote the {'merged timeline of the ranks' if merged else 'Perfetto overlay'} to "
+        f"{args.perfetto}{bounded}",
+        file=sys.stderr,
+    )
     return None
-
 
 
 def _check_rank_first(rank: int, path: str, kind: str | None) -> None:
@@ -268,8 +346,12 @@ def _check_rank_first(rank: int, path: str, kind: str | None) -> None:
     have = directory_ranks(path)
     if have is not None and rank not in have:
         shown = sorted(have)
-        raise UsageError("--rank", f"rank {rank} is not in {path}", f"ranks {shown[:16]}"
-                         + (f" and {len(shown) - 16:,} more" if len(shown) > 16 else ""), "pick one of the ranks listed")
+        raise UsageError(
+            "--rank",
+            f"rank {rank} is not in {path}",
+            f"ranks {shown[:16]}" + (f" and {len(shown) - 16:,} more" if len(shown) > 16 else ""),
+            "pick one of the ranks listed",
+        )
 
 
 def _inputs(args, path: str, result) -> list[tuple[str, str]]:
@@ -292,9 +374,12 @@ def _inputs(args, path: str, result) -> list[tuple[str, str]]:
 
 def _rank_on_one_trace(path: str, seen: str) -> UsageError:
     """``--rank`` picks one rank of a job: a lone trace has no job view to pick from."""
-    return UsageError("--rank", f"picks one rank's details after the job verdict of several ranks, and {path} "
-                      "is a single trace", seen, "leave --rank out (the report is that trace's), or pass the "
-                      "directory that holds every rank's trace")
+    return UsageError(
+        "--rank",
+        f"picks one rank's details after the job verdict of several ranks, and {path} is a single trace",
+        seen,
+        "leave --rank out (the report is that trace's), or pass the directory that holds every rank's trace",
+    )
 
 
 def _same_folder(a: str, b: str) -> bool:
@@ -307,15 +392,16 @@ def _progress_callback(enabled: bool, ranks: bool = False):
     if not enabled or not sys.stderr.isatty():
         return None, None
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
-                               TimeElapsedColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     # Redrawn on each update rather than by rich's refresh thread: with no other thread running, the
     # reader may fork its decode workers and the critical path its child (a fork copies one thread only).
-    columns = ((TextColumn("[bold]ranks"), BarColumn(), MofNCompleteColumn()) if ranks else
-               (TextColumn("[bold]reading"), BarColumn(), TaskProgressColumn()))
-    progress = Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True), transient=True,
-                        auto_refresh=False)
+    columns = (
+        (TextColumn("[bold]ranks"), BarColumn(), MofNCompleteColumn())
+        if ranks
+        else (TextColumn("[bold]reading"), BarColumn(), TaskProgressColumn())
+    )
+    progress = Progress(*columns, TimeElapsedColumn(), console=Console(stderr=True), transient=True, auto_refresh=False)
     state = {"task": None}
 
     def update(done: int, total: int) -> None:

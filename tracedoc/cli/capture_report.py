@@ -13,11 +13,14 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     from ..capture.report import report_when_ready
 
-    p = argparse.ArgumentParser(prog="python -m tracedoc.cli.capture_report",
-                                description="Analyse a captured trace and write the reports next to it.")
+    p = argparse.ArgumentParser(
+        prog="python -m tracedoc.cli.capture_report",
+        description="Analyse a captured trace and write the reports next to it.",
+    )
     p.add_argument("path")
-    p.add_argument("--world-size", type=int, default=0,
-                   help="PATH is a directory of rank traces: wait for this many files first")
+    p.add_argument(
+        "--world-size", type=int, default=0, help="PATH is a directory of rank traces: wait for this many files first"
+    )
     p.add_argument("--timeout", type=float, default=300.0)
     a = p.parse_args(argv)
     return report_when_ready(a.path, a.world_size, a.timeout)

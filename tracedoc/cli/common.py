@@ -40,8 +40,14 @@ def print_warning(message: object) -> None:
     print(f"tracedoc: warning: {clean_text(message)}", file=sys.stderr)
 
 
-_NOT_A_FILE = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_NOT_A_FILE = (
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def check_output_path(path: str, inputs, option: str = "--output") -> None:
@@ -56,18 +62,25 @@ def check_output_path(path: str, inputs, option: str = "--output") -> None:
     except FileNotFoundError:
         return  # a new file replaces nothing
     except OSError as exc:
-        raise TracedocError(path, f"cannot be checked as an {option} path", exc.strerror, "choose another path") from None
+        raise TracedocError(
+            path, f"cannot be checked as an {option} path", exc.strerror, "choose another path"
+        ) from None
     for test, kind in _NOT_A_FILE:
         if test(st.st_mode):
-            raise UsageError(path, f"is {kind}; {option} writes only a new file or replaces a regular one", None,
-                             "name a file path, or leave -o out to write to stdout")
+            raise UsageError(
+                path,
+                f"is {kind}; {option} writes only a new file or replaces a regular one",
+                None,
+                "name a file path, or leave -o out to write to stdout",
+            )
     real = os.path.realpath(path)
     ident = (st.st_dev, st.st_ino)
     for what, inp in _labelled(inputs):
         clash = _same_input(real, ident, st.st_nlink > 1, inp, what)
         if clash:
-            raise UsageError(path, f"is {clash}; {option} would overwrite it", None,
-                             "write the output to a path that no input uses")
+            raise UsageError(
+                path, f"is {clash}; {option} would overwrite it", None, "write the output to a path that no input uses"
+            )
 
 
 _MAX_SCANNED = 100_000  # files of an input directory compared by inode (only when the output has hard links)
@@ -131,28 +144,43 @@ def show_warning(message, category, filename, lineno, file=None, line=None):
 def add_output_options(parser: argparse.ArgumentParser) -> None:
     """``--width``, ``--no-color``, ``--quiet``, ``--verbose`` and ``--top`` for commands that print a summary."""
     group = parser.add_argument_group("text output")
-    group.add_argument("--width", metavar="N", type=_positive_int, default=None,
-                       help="lay text out for N columns (default: the terminal's width, 100 off a terminal); "
-                            "sentences wrap at words, table rows stay on one line with names in short forms")
-    group.add_argument("--full-names", action="store_true",
-                       help="kernel and op names whole in text, Markdown and HTML tables (JSON always has them whole)")
+    group.add_argument(
+        "--width",
+        metavar="N",
+        type=_positive_int,
+        default=None,
+        help="lay text out for N columns (default: the terminal's width, 100 off a terminal); "
+        "sentences wrap at words, table rows stay on one line with names in short forms",
+    )
+    group.add_argument(
+        "--full-names",
+        action="store_true",
+        help="kernel and op names whole in text, Markdown and HTML tables (JSON always has them whole)",
+    )
     group.add_argument("--no-color", action="store_true", help="no colour even on a terminal (so does NO_COLOR)")
     group.add_argument("-q", "--quiet", action="store_true", help="print the verdict line only")
-    group.add_argument("-v", "--verbose", action="store_true",
-                       help="every finding with all its fixes, every warning, longer tables")
-    group.add_argument("--top", metavar="N", type=_non_negative_int, default=None,
-                       help="rows in each table of the summary")
+    group.add_argument(
+        "-v", "--verbose", action="store_true", help="every finding with all its fixes, every warning, longer tables"
+    )
+    group.add_argument(
+        "--top", metavar="N", type=_non_negative_int, default=None, help="rows in each table of the summary"
+    )
 
 
 def text_options(args: argparse.Namespace):
     """The ``TextOptions`` for stdout from the output options in ``args``."""
     from ..render.console import TextOptions
 
-    return TextOptions.for_stream(sys.stdout, width=getattr(args, "width", None),
-                                  no_color=getattr(args, "no_color", False), quiet=getattr(args, "quiet", False),
-                                  verbose=getattr(args, "verbose", False), top=getattr(args, "top", None),
-                                  full_names=getattr(args, "full_names", False),
-                                  warnings_shown=True)  # the commands print them on stderr as they load
+    return TextOptions.for_stream(
+        sys.stdout,
+        width=getattr(args, "width", None),
+        no_color=getattr(args, "no_color", False),
+        quiet=getattr(args, "quiet", False),
+        verbose=getattr(args, "verbose", False),
+        top=getattr(args, "top", None),
+        full_names=getattr(args, "full_names", False),
+        warnings_shown=True,
+    )  # the commands print them on stderr as they load
 
 
 def output_format(fmt: str | None, output: str | None, report: str = "analysis") -> str:
@@ -165,15 +193,24 @@ def output_format(fmt: str | None, output: str | None, report: str = "analysis")
     by_path = renderer_for_path(output, report)
     if by_path is None:
         ext = output_extension(output)
-        raise UsageError(output, "has no extension that names a report format", f"{ext!r}" if ext else "no extension",
-                         f"end the name in {output_extensions_text(report)}, or give --format ({', '.join(FORMATS)})")
+        raise UsageError(
+            output,
+            "has no extension that names a report format",
+            f"{ext!r}" if ext else "no extension",
+            f"end the name in {output_extensions_text(report)}, or give --format ({', '.join(FORMATS)})",
+        )
     return by_path.name
 
 
 def add_width_option(parser: argparse.ArgumentParser, default=None) -> None:
     """``--width N`` for a command whose text output fits a width (``output_width``)."""
-    parser.add_argument("--width", metavar="N", type=_positive_int, default=default,
-                        help="lay text out for N columns (default: the terminal's width, 100 off a terminal)")
+    parser.add_argument(
+        "--width",
+        metavar="N",
+        type=_positive_int,
+        default=default,
+        help="lay text out for N columns (default: the terminal's width, 100 off a terminal)",
+    )
 
 
 def output_width(args: argparse.Namespace | None = None) -> int:

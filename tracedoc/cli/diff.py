@@ -33,33 +33,66 @@ def _percent(text: str) -> float:
 
 
 def register(sub) -> None:
-    d = sub.add_parser("diff", help="compare two runs (traces or saved JSON reports); gate CI on regressions",
-                       description="Compare two runs: each a trace file, a directory of rank traces, or a report "
-                                   "saved with `tracedoc analyze --format json`. Says how the step time changed "
-                                   "and why (the change split over compute, exposed communication, memcpy and "
-                                   "idle by cause), which kernels and operators moved, came or went, and which "
-                                   "labels and metrics changed, and checks the base report's what-if predictions "
-                                   "against the step the new run measured. With more runs, each is compared with "
-                                   "BASE in one trend table.")
+    d = sub.add_parser(
+        "diff",
+        help="compare two runs (traces or saved JSON reports); gate CI on regressions",
+        description="Compare two runs: each a trace file, a directory of rank traces, or a report "
+        "saved with `tracedoc analyze --format json`. Says how the step time changed "
+        "and why (the change split over compute, exposed communication, memcpy and "
+        "idle by cause), which kernels and operators moved, came or went, and which "
+        "labels and metrics changed, and checks the base report's what-if predictions "
+        "against the step the new run measured. With more runs, each is compared with "
+        "BASE in one trend table.",
+    )
     d.add_argument("before", metavar="BASE", help="the baseline run: trace, rank directory or JSON report")
-    d.add_argument("after", metavar="NEW", nargs="+",
-                   help="the run to judge: trace, rank directory or JSON report; several: a trend table of each "
-                        "against BASE, with the step change's attribution per run")
-    d.add_argument("-f", "--format", choices=FORMATS, default=None,
-                   help="output format (default: from the -o file's extension, else text)")
+    d.add_argument(
+        "after",
+        metavar="NEW",
+        nargs="+",
+        help="the run to judge: trace, rank directory or JSON report; several: a trend table of each "
+        "against BASE, with the step change's attribution per run",
+    )
+    d.add_argument(
+        "-f",
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="output format (default: from the -o file's extension, else text)",
+    )
     d.add_argument("-o", "--output", help="write the output to this file instead of stdout")
-    d.add_argument("-j", "--jobs", type=jobs_count, default=None, help="processes for rank directories (1 to the CPU count; default: CPU count)")
+    d.add_argument(
+        "-j",
+        "--jobs",
+        type=jobs_count,
+        default=None,
+        help="processes for rank directories (1 to the CPU count; default: CPU count)",
+    )
     d.add_argument("--step-range", metavar="NAME", help="nsys: the NVTX range that marks a step")
     add_width_option(d)
-    d.add_argument("--noise", metavar="PCT", type=_percent, default=None,
-                   help="step-time changes smaller than this are 'within noise' (default: 2)")
+    d.add_argument(
+        "--noise",
+        metavar="PCT",
+        type=_percent,
+        default=None,
+        help="step-time changes smaller than this are 'within noise' (default: 2)",
+    )
     gate = d.add_argument_group("gate")
-    gate.add_argument("--fail-on-regression", metavar="PCT", type=_percent, default=None,
-                      help="exit with 3 when the step time grew by more than PCT percent (of any run, for a trend)")
-    gate.add_argument("--fail-if", metavar="EXPR", action="append", default=[],
-                      help="exit with 3 when EXPR holds on the metric deltas, e.g. 'exposed_comm_fraction > +0.05' "
-                           "(names: any metric (its change), METRIC_before, METRIC_after, step_ms, step_pct, "
-                           "CATEGORY_ms); repeatable")
+    gate.add_argument(
+        "--fail-on-regression",
+        metavar="PCT",
+        type=_percent,
+        default=None,
+        help="exit with 3 when the step time grew by more than PCT percent (of any run, for a trend)",
+    )
+    gate.add_argument(
+        "--fail-if",
+        metavar="EXPR",
+        action="append",
+        default=[],
+        help="exit with 3 when EXPR holds on the metric deltas, e.g. 'exposed_comm_fraction > +0.05' "
+        "(names: any metric (its change), METRIC_before, METRIC_after, step_ms, step_pct, "
+        "CATEGORY_ms); repeatable",
+    )
     d.set_defaults(func=cmd_diff)
 
 
@@ -74,8 +107,12 @@ def _conditions(sources: list[str]) -> list:
         try:
             out.append(compile_expr(source, names))
         except ExprError as exc:
-            raise UsageError("--fail-if", str(exc), None, "write a condition on metric deltas, e.g. "
-                             "'exposed_comm_fraction > +0.05' or 'step_pct > 5'") from None
+            raise UsageError(
+                "--fail-if",
+                str(exc),
+                None,
+                "write a condition on metric deltas, e.g. 'exposed_comm_fraction > +0.05' or 'step_pct > 5'",
+            ) from None
     return out
 
 
@@ -88,8 +125,9 @@ def cmd_diff(args) -> int:
     report = "diff" if len(runs) == 1 else "trend"
     fmt = output_format(args.format, args.output, report)
     options = {"step_range": args.step_range} if args.step_range else {}
-    sides = [("the BASE input", args.before)] + [("the NEW input" if report == "diff" else f"run {i + 2}", run)
-                                                 for i, run in enumerate(runs)]
+    sides = [("the BASE input", args.before)] + [
+        ("the NEW input" if report == "diff" else f"run {i + 2}", run) for i, run in enumerate(runs)
+    ]
     if args.output:  # before any run is analysed: -o never names an input
         check_output_path(args.output, sides)
     if report == "diff":
@@ -117,4 +155,3 @@ def cmd_diff(args) -> int:
     for reason in reasons:
         print(f"tracedoc: gate failed: {clean_text(reason)}", file=sys.stderr)
     return EXIT_GATE if reasons else EXIT_OK
-

@@ -31,12 +31,19 @@ def cmd_follow(args, fields: dict[str, str]) -> int:
     if len(args.path) != 1:
         raise UsageError("--follow", "follows one log", f"{len(args.path)} paths", "name the file the job appends to")
     if args.output or args.format not in (None, "text", "json"):
-        raise UsageError("--follow", "prints its findings to stdout, as text or JSON lines", None,
-                         "drop -o, or use --format text / --format json")
+        raise UsageError(
+            "--follow",
+            "prints its findings to stdout, as text or JSON lines",
+            None,
+            "drop -o, or use --format text / --format json",
+        )
     if args.poll <= 0 or args.poll > 60 or args.stall_factor <= 1 or args.idle < 0:
-        raise UsageError("--follow", "needs 0 < --poll <= 60, --stall-factor > 1 and --idle >= 0",
-                         f"--poll {args.poll} --stall-factor {args.stall_factor} --idle {args.idle}",
-                         "e.g. --poll 0.25 --stall-factor 3 --idle 600")
+        raise UsageError(
+            "--follow",
+            "needs 0 < --poll <= 60, --stall-factor > 1 and --idle >= 0",
+            f"--poll {args.poll} --stall-factor {args.stall_factor} --idle {args.idle}",
+            "e.g. --poll 0.25 --stall-factor 3 --idle 600",
+        )
     if args.format_hint is not None and args.format_hint not in FORMATS:
         raise UsageError("--format-hint", f"unknown format {args.format_hint!r}", None, ", ".join(FORMATS))
     as_json = args.format == "json"
@@ -50,8 +57,10 @@ def cmd_follow(args, fields: dict[str, str]) -> int:
             line = json.dumps(finding.as_dict())
         else:
             at = f"step {finding.step}" if finding.step is not None else "no step yet"
-            line = f"[{time.strftime('%H:%M:%S')}] {at}: {finding.kind} ({finding.severity}): {finding.message} " \
-                   f"[{finding.criterion}]"
+            line = (
+                f"[{time.strftime('%H:%M:%S')}] {at}: {finding.kind} ({finding.severity}): {finding.message} "
+                f"[{finding.criterion}]"
+            )
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
         if _matches(finding, args.fail_on):
@@ -84,8 +93,18 @@ def cmd_follow(args, fields: dict[str, str]) -> int:
         follower.tail.close()
     summary = watch_summary(watch, follower, why) + f"; watched {time.monotonic() - started:.0f} s"
     if as_json:
-        sys.stdout.write(json.dumps({"kind": "summary", "stopped": why, "text": summary,
-                                     "counts": dict(watch.counts), "records": watch.points}) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                {
+                    "kind": "summary",
+                    "stopped": why,
+                    "text": summary,
+                    "counts": dict(watch.counts),
+                    "records": watch.points,
+                }
+            )
+            + "\n"
+        )
     else:
         sys.stdout.write(summary + "\n")
     sys.stdout.flush()

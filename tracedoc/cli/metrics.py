@@ -16,15 +16,23 @@ MAX_PATTERN_CHARS = 200  # a NAME pattern, as --fail-if bounds its expressions
 
 
 def register(sub: Any) -> None:
-    m = sub.add_parser("metrics", help="list every metric a report holds, with its unit, range and meaning",
-                       description="List the metrics tracedoc reports (the metric table): name, unit, which "
-                                   "change is better, scope (rank: one trace; job: across the ranks of a "
-                                   "directory; log: a training log), the range every value lies in, and what it "
-                                   "means. NAME filters by name: a part of it, or a pattern with * and ?.")
-    m.add_argument("names", metavar="NAME", nargs="*", help="only metrics whose name contains NAME or matches "
-                                                            "the pattern (e.g. idle, '*_fraction')")
-    m.add_argument("--scope", choices=_SCOPES, action="append", default=None,
-                   help="only this scope's metrics (repeatable)")
+    m = sub.add_parser(
+        "metrics",
+        help="list every metric a report holds, with its unit, range and meaning",
+        description="List the metrics tracedoc reports (the metric table): name, unit, which "
+        "change is better, scope (rank: one trace; job: across the ranks of a "
+        "directory; log: a training log), the range every value lies in, and what it "
+        "means. NAME filters by name: a part of it, or a pattern with * and ?.",
+    )
+    m.add_argument(
+        "names",
+        metavar="NAME",
+        nargs="*",
+        help="only metrics whose name contains NAME or matches the pattern (e.g. idle, '*_fraction')",
+    )
+    m.add_argument(
+        "--scope", choices=_SCOPES, action="append", default=None, help="only this scope's metrics (repeatable)"
+    )
     m.add_argument("-f", "--format", choices=_FORMATS, default="text", help="output format (default: text)")
     add_width_option(m)
     m.add_argument("--no-color", action="store_true", help="no colour even on a terminal (so does NO_COLOR)")
@@ -71,25 +79,41 @@ def select(names: list[str], scopes: list[str] | None) -> list:
         if len(pattern) > MAX_PATTERN_CHARS:
             from ..infile import excerpt
 
-            raise UsageError("tracedoc metrics NAME", f"a pattern of {len(pattern):,} characters is longer than the "
-                             f"{MAX_PATTERN_CHARS} allowed (no metric name is longer than "
-                             f"{max(len(m.name) for m in TABLE)})", excerpt(pattern),
-                             "give a part of a metric name or a short pattern, e.g. '*_fraction'")
+            raise UsageError(
+                "tracedoc metrics NAME",
+                f"a pattern of {len(pattern):,} characters is longer than the "
+                f"{MAX_PATTERN_CHARS} allowed (no metric name is longer than "
+                f"{max(len(m.name) for m in TABLE)})",
+                excerpt(pattern),
+                "give a part of a metric name or a short pattern, e.g. '*_fraction'",
+            )
         if not any(matches(pattern, m.name) for m in table):
             where = f" in scope {', '.join(scopes)}" if scopes else ""
-            raise UsageError(f"tracedoc metrics {pattern}",
-                             f"no metric{where} matches {pattern!r}{suggest(pattern, [m.name for m in table])}",
-                             todo="'tracedoc metrics' lists them all")
+            raise UsageError(
+                f"tracedoc metrics {pattern}",
+                f"no metric{where} matches {pattern!r}{suggest(pattern, [m.name for m in table])}",
+                todo="'tracedoc metrics' lists them all",
+            )
     return [m for m in table if any(matches(p, m.name) for p in names)]
 
 
 def metric_rows(metrics: list) -> list[dict[str, Any]]:
     """One plain row per metric: what every format prints."""
-    return [{"name": m.name, "unit": m.unit, "better": m.better, "scope": m.scope, "topic": m.topic,
-             "range": range_text(m.valid_range),
-             "min": None if m.valid_range is None else _finite(m.valid_range[0]),
-             "max": None if m.valid_range is None else _finite(m.valid_range[1]),
-             "type": m.json_type, "meaning": m.meaning} for m in metrics]
+    return [
+        {
+            "name": m.name,
+            "unit": m.unit,
+            "better": m.better,
+            "scope": m.scope,
+            "topic": m.topic,
+            "range": range_text(m.valid_range),
+            "min": None if m.valid_range is None else _finite(m.valid_range[0]),
+            "max": None if m.valid_range is None else _finite(m.valid_range[1]),
+            "type": m.json_type,
+            "meaning": m.meaning,
+        }
+        for m in metrics
+    ]
 
 
 def _finite(v: float) -> float | None:
@@ -107,8 +131,10 @@ def render_metrics_md(rows: list[dict[str, Any]]) -> str:
 
     out = ["| metric | unit | better | scope | range | meaning |", "|---|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| `{r['name']}` | {md_escape(r['unit'])} | {r['better'] or '-'} | {r['scope']} | "
-                   f"{md_escape(r['range'])} | {md_escape(r['meaning'])} |")
+        out.append(
+            f"| `{r['name']}` | {md_escape(r['unit'])} | {r['better'] or '-'} | {r['scope']} | "
+            f"{md_escape(r['range'])} | {md_escape(r['meaning'])} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -125,10 +151,16 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
     width = output_width(args)
     lines = [f"tracedoc metrics ({len(rows)})"]
-    lines += fit_table(("metric", "unit", "better", "scope", "range", "meaning"),
-                       [(r["name"], r["unit"], r["better"] or "-", r["scope"], r["range"], r["meaning"]) for r in rows],
-                       ("id", "id", "id", "id", "id", "text"), width)
-    lines += [""] + wrap_text("A value of null (n/a) means not measurable on that trace, never zero. Fractions are of "
-                              "the analysis window unless the meaning says otherwise.", width)
+    lines += fit_table(
+        ("metric", "unit", "better", "scope", "range", "meaning"),
+        [(r["name"], r["unit"], r["better"] or "-", r["scope"], r["range"], r["meaning"]) for r in rows],
+        ("id", "id", "id", "id", "id", "text"),
+        width,
+    )
+    lines += [""] + wrap_text(
+        "A value of null (n/a) means not measurable on that trace, never zero. Fractions are of "
+        "the analysis window unless the meaning says otherwise.",
+        width,
+    )
     print_plain(lines, args, header=1)
     return EXIT_OK

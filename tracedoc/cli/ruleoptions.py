@@ -24,7 +24,9 @@ def fail_on_value(text: str) -> str:
         from ..engine.expr import suggest
 
         choices = ", ".join(SEVERITIES + LABELS) + f" (tracedoc logs --follow also: {', '.join(WATCH_KINDS)})"
-        raise argparse.ArgumentTypeError(f"{text!r} is not a severity or label{suggest(value, SEVERITIES + LABELS)}; one of: {choices}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a severity or label{suggest(value, SEVERITIES + LABELS)}; one of: {choices}"
+        )
     return value
 
 
@@ -51,9 +53,11 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     from ..engine.params import collect_params, read_pyproject
 
     _, pyproject_dirs, config = read_pyproject()
-    return {"params": collect_params(getattr(args, "param", None) or []),
-            "extra_rule_dirs": tuple(str(d) for d in pyproject_dirs) + tuple(getattr(args, "rules", None) or ()),
-            "config_files": [str(config)] if config is not None else []}
+    return {
+        "params": collect_params(getattr(args, "param", None) or []),
+        "extra_rule_dirs": tuple(str(d) for d in pyproject_dirs) + tuple(getattr(args, "rules", None) or ()),
+        "config_files": [str(config)] if config is not None else [],
+    }
 
 
 def fail_on_exit_code(verdict: "Verdict | None", fail_on: str | None) -> int:
@@ -62,8 +66,12 @@ def fail_on_exit_code(verdict: "Verdict | None", fail_on: str | None) -> int:
         return EXIT_OK
     fail_on = fail_on.lower()
     if fail_on not in SEVERITIES and fail_on not in LABELS:
-        raise UsageError("--fail-on", f"{fail_on!r} is not a severity or label", None,
-                         "the kinds of live finding (nan, stall, ...) are for tracedoc logs --follow")
+        raise UsageError(
+            "--fail-on",
+            f"{fail_on!r} is not a severity or label",
+            None,
+            "the kinds of live finding (nan, stall, ...) are for tracedoc logs --follow",
+        )
     for finding in verdict.findings:
         if fail_on in SEVERITIES:
             if SEVERITIES.index(finding.severity) >= SEVERITIES.index(fail_on):

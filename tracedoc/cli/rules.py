@@ -24,12 +24,22 @@ def register(subparsers: Any) -> None:
     _add_layout_options(rules)
     rules.set_defaults(func=cmd_rules_list)
     sub = rules.add_subparsers(dest="rules_command", metavar="SUBCOMMAND")
-    explain = sub.add_parser("explain", help="print a rule's documentation, thresholds and fixes, or the rules "
-                                             "behind a label")
-    explain.add_argument("rule", metavar="ID", help="rule id or name, e.g. TD301 or dataloader-stall; or a label, "
-                                                    "e.g. io_bound, to list the rules that produce it")
-    explain.add_argument("--param", metavar="RULE.name=value", action="append", default=argparse.SUPPRESS,
-                         help="show the texts with this threshold instead of the default (repeatable)")
+    explain = sub.add_parser(
+        "explain", help="print a rule's documentation, thresholds and fixes, or the rules behind a label"
+    )
+    explain.add_argument(
+        "rule",
+        metavar="ID",
+        help="rule id or name, e.g. TD301 or dataloader-stall; or a label, "
+        "e.g. io_bound, to list the rules that produce it",
+    )
+    explain.add_argument(
+        "--param",
+        metavar="RULE.name=value",
+        action="append",
+        default=argparse.SUPPRESS,
+        help="show the texts with this threshold instead of the default (repeatable)",
+    )
     explain.add_argument("--rules", metavar="DIR", action="append", default=argparse.SUPPRESS,
                          help="also load the rule files in DIR")  # fmt: skip
     _add_layout_options(explain, argparse.SUPPRESS)
@@ -40,8 +50,12 @@ def _add_layout_options(parser: argparse.ArgumentParser, default: Any = None) ->
     from .common import add_width_option
 
     add_width_option(parser, default)
-    parser.add_argument("--no-color", action="store_true", default=default if default is not None else False,
-                        help="no colour even on a terminal (so does NO_COLOR)")
+    parser.add_argument(
+        "--no-color",
+        action="store_true",
+        default=default if default is not None else False,
+        help="no colour even on a terminal (so does NO_COLOR)",
+    )
 
 
 def _colour(args: argparse.Namespace | None) -> bool:
@@ -108,7 +122,9 @@ def cmd_rules_list(args: argparse.Namespace) -> int:
     lines = ["tracedoc rules"] + fit_table(
         ("id", "name", "scope", "label", "severity", "title"),
         [(r.id, r.name, r.scope, r.label, r.severity, r.title) for r in rules],
-        ("id", "id", "id", "id", "id", "text"), output_width(args))
+        ("id", "id", "id", "id", "id", "text"),
+        output_width(args),
+    )
     print_plain(lines, args, header=1)
     return EXIT_OK
 
@@ -155,15 +171,20 @@ def _with_values(source: str, values: dict[str, Any]) -> str:
     """A condition's source with its parameters' current values after their names."""
     import re
 
-    return re.sub(r"\b[A-Za-z_][A-Za-z0-9_]*\b",
-                  lambda m: f"{m.group(0)} (= {values[m.group(0)]!r})" if m.group(0) in values else m.group(0), source)
-
+    return re.sub(
+        r"\b[A-Za-z_][A-Za-z0-9_]*\b",
+        lambda m: f"{m.group(0)} (= {values[m.group(0)]!r})" if m.group(0) in values else m.group(0),
+        source,
+    )
 
 
 # how a finding predicts its gain (the rule's ``what_if``), in words
-WHAT_IF_WORDS = {"share": "today's share of the step, as an upper bound",
-                 "estimate": "the rule's impact formula, as an upper bound",
-                 "none": "not modelled (the fix's effect cannot be told from the trace)"}
+WHAT_IF_WORDS = {
+    "share": "today's share of the step, as an upper bound",
+    "estimate": "the rule's impact formula, as an upper bound",
+    "none": "not modelled (the fix's effect cannot be told from the trace)",
+}
+
 
 def explain_lines(rule: "Rule", values: dict[str, Any] | None = None) -> Iterable[Any]:
     """Yield rich renderables documenting ``rule``; its texts show the parameter ``values``
@@ -194,7 +215,7 @@ def explain_lines(rule: "Rule", values: dict[str, Any] | None = None) -> Iterabl
         yield Text(f"  what-if: {WHAT_IF_WORDS.get(kind, f'critical-path replay of the {kind} fix')}")
     yield ""
     if rule.params:
-        yield Text("Parameters (override with --param " f"{rule.id}.NAME=VALUE)", style="bold underline")
+        yield Text(f"Parameters (override with --param {rule.id}.NAME=VALUE)", style="bold underline")
         for p in rule.params.values():
             changed = f" (default {p.default!r})" if values.get(p.name) != p.default else ""
             yield Text.assemble(("  " + p.name, "bold"), f" = {values.get(p.name)!r} [{p.unit}]{changed}")

@@ -28,44 +28,79 @@ Multi-node jobs launched without a rendezvous id should set TRACEDOC_RUN_ID to o
 def register(subparsers) -> None:
     """Add the ``run`` subcommand to an argparse subparsers object."""
     p = subparsers.add_parser(
-        "run", help="run a training script with step monitoring and on-demand profiling",
+        "run",
+        help="run a training script with step monitoring and on-demand profiling",
         description="Run a Python training script unchanged, in this process, with profiling hooks: one "
-                    "capture after --skip-first steps, more on demand, a report next to each trace, and a "
-                    "step monitor (steps.jsonl).",
-        epilog=RUN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-o", "--outdir", default=DEFAULT_OUTDIR, help="where traces, reports and steps.jsonl go "
-                   f"(default: ./{DEFAULT_OUTDIR})")
+        "capture after --skip-first steps, more on demand, a report next to each trace, and a "
+        "step monitor (steps.jsonl).",
+        epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "-o",
+        "--outdir",
+        default=DEFAULT_OUTDIR,
+        help=f"where traces, reports and steps.jsonl go (default: ./{DEFAULT_OUTDIR})",
+    )
     g = p.add_argument_group("schedule")
     g.add_argument("--skip-first", type=int, default=5, metavar="N", help="steps before the first capture (default 5)")
     g.add_argument("--warmup", type=int, default=1, metavar="N", help="warm-up steps per capture (default 1)")
     g.add_argument("--active", type=int, default=3, metavar="N", help="recorded steps per capture (default 3)")
-    g.add_argument("--wait-for-trigger", action="store_true",
-                   help="no capture at start; capture only when triggered")
+    g.add_argument("--wait-for-trigger", action="store_true", help="no capture at start; capture only when triggered")
     g = p.add_argument_group("profiler")
-    g.add_argument("--activities", default=None, metavar="LIST",
-                   help="comma-separated profiler activities (cpu,cuda,xpu,...; default: cpu, plus cuda when available)")
-    g.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=True,
-                   help="record operator input shapes, from which reports count FLOPs and MFU (default: on)")
-    g.add_argument("--with-flops", action="store_true",
-                   help="also record torch's FLOP estimates (costs more per step; tracedoc counts FLOPs from shapes)")
+    g.add_argument(
+        "--activities",
+        default=None,
+        metavar="LIST",
+        help="comma-separated profiler activities (cpu,cuda,xpu,...; default: cpu, plus cuda when available)",
+    )
+    g.add_argument(
+        "--record-shapes",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="record operator input shapes, from which reports count FLOPs and MFU (default: on)",
+    )
+    g.add_argument(
+        "--with-flops",
+        action="store_true",
+        help="also record torch's FLOP estimates (costs more per step; tracedoc counts FLOPs from shapes)",
+    )
     g.add_argument("--profile-memory", action="store_true")
     g.add_argument("--with-stack", action="store_true")
     g = p.add_argument_group("triggers")
-    g.add_argument("--trigger-file", default=None, metavar="PATH",
-                   help="touch this file to capture again (default: OUTDIR/TRIGGER)")
+    g.add_argument(
+        "--trigger-file",
+        default=None,
+        metavar="PATH",
+        help="touch this file to capture again (default: OUTDIR/TRIGGER)",
+    )
     g.add_argument("--no-trigger-file", action="store_true", help="do not watch a trigger file")
     g.add_argument("--no-signal", action="store_true", help="do not install the SIGUSR2 trigger")
     g = p.add_argument_group("monitor and report")
-    g.add_argument("--batch-size", type=int, default=None, metavar="N",
-                   help="samples per step (default: inferred from the DataLoader batch or model input)")
-    g.add_argument("--monitor-interval", type=float, default=10.0, metavar="S",
-                   help="seconds between steps.jsonl records (default 10)")
+    g.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="samples per step (default: inferred from the DataLoader batch or model input)",
+    )
+    g.add_argument(
+        "--monitor-interval",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds between steps.jsonl records (default 10)",
+    )
     g.add_argument("--no-monitor", action="store_true")
     g.add_argument("--no-report", action="store_true", help="write traces only, no analysis")
-    g.add_argument("--dist-timeout", type=float, default=300.0, metavar="S",
-                   help="how long rank 0 waits for the other ranks' traces before analysing (default 300)")
-    p.add_argument("command", nargs=argparse.REMAINDER,
-                   help="-- python SCRIPT.py ARGS | -- python -m MODULE ARGS")
+    g.add_argument(
+        "--dist-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="how long rank 0 waits for the other ranks' traces before analysing (default 300)",
+    )
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- python SCRIPT.py ARGS | -- python -m MODULE ARGS")
     p.set_defaults(func=cmd_run)
 
 
@@ -74,12 +109,24 @@ def _config_from_args(a):
 
     acts = tuple(x for x in a.activities.split(",") if x.strip()) if a.activities else None
     return CaptureConfig(
-        outdir=a.outdir, skip_first=a.skip_first, warmup=a.warmup, active=a.active, initial=not a.wait_for_trigger,
-        activities=acts, record_shapes=a.record_shapes, with_flops=a.with_flops, profile_memory=a.profile_memory,
+        outdir=a.outdir,
+        skip_first=a.skip_first,
+        warmup=a.warmup,
+        active=a.active,
+        initial=not a.wait_for_trigger,
+        activities=acts,
+        record_shapes=a.record_shapes,
+        with_flops=a.with_flops,
+        profile_memory=a.profile_memory,
         with_stack=a.with_stack,
-        trigger_file="" if a.no_trigger_file else a.trigger_file, signal=not a.no_signal,
-        monitor=not a.no_monitor, monitor_interval_s=a.monitor_interval, batch_size=a.batch_size,
-        report=not a.no_report, dist_timeout_s=a.dist_timeout)
+        trigger_file="" if a.no_trigger_file else a.trigger_file,
+        signal=not a.no_signal,
+        monitor=not a.no_monitor,
+        monitor_interval_s=a.monitor_interval,
+        batch_size=a.batch_size,
+        report=not a.no_report,
+        dist_timeout_s=a.dist_timeout,
+    )
 
 
 def cmd_run(a) -> int:

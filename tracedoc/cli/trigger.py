@@ -15,12 +15,17 @@ _MAX_PID = 1 << 22  # Linux's pid_max ceiling
 
 def register(subparsers: Any) -> None:
     t = subparsers.add_parser(
-        "trigger", help="capture the next steps of a running `tracedoc run` job",
+        "trigger",
+        help="capture the next steps of a running `tracedoc run` job",
         description="Ask a running job to capture its next --active steps: a PID gets SIGUSR2; a directory "
-                    "(the job's --outdir) or file gets touched (the trigger file every rank watches).")
+        "(the job's --outdir) or file gets touched (the trigger file every rank watches).",
+    )
     t.add_argument("targets", nargs="+", metavar="PID|OUTDIR|FILE")
-    t.add_argument("--force", action="store_true",
-                   help="signal the PID even if it does not seem to handle SIGUSR2 (the default action kills it)")
+    t.add_argument(
+        "--force",
+        action="store_true",
+        help="signal the PID even if it does not seem to handle SIGUSR2 (the default action kills it)",
+    )
     t.set_defaults(func=cmd_trigger)
 
 
@@ -42,16 +47,20 @@ def cmd_trigger(a) -> int:
         if re.fullmatch(r"\s*[+-]?\d+\s*", target):
             pid = int(target)
             if pid <= 0 or pid > _MAX_PID:
-                sys.stderr.write(f"tracedoc trigger: {target.strip()} is not the process id of a job; pass the PID "
-                                 "of a running `tracedoc run` job (a positive number: 0 and negative numbers "
-                                 "would signal whole process groups), or the job's --outdir\n")
+                sys.stderr.write(
+                    f"tracedoc trigger: {target.strip()} is not the process id of a job; pass the PID "
+                    "of a running `tracedoc run` job (a positive number: 0 and negative numbers "
+                    "would signal whole process groups), or the job's --outdir\n"
+                )
                 status = EXIT_USAGE
                 continue
             catches = _catches_sigusr2(pid)
             if catches is False and not a.force:
-                sys.stderr.write(f"tracedoc trigger: process {pid} does not handle SIGUSR2, so the signal would "
-                                 "end it; is it running under `tracedoc run`? (for torchrun jobs pass the "
-                                 "--outdir instead; --force sends it anyway)\n")
+                sys.stderr.write(
+                    f"tracedoc trigger: process {pid} does not handle SIGUSR2, so the signal would "
+                    "end it; is it running under `tracedoc run`? (for torchrun jobs pass the "
+                    "--outdir instead; --force sends it anyway)\n"
+                )
                 status = EXIT_ERROR
                 continue
             try:
@@ -66,15 +75,19 @@ def cmd_trigger(a) -> int:
                 continue
             print(f"tracedoc: asked process {pid} for a capture (SIGUSR2)")
         elif _looks_numeric(target):
-            sys.stderr.write(f"tracedoc trigger: {_shown(target)} is not a process id (a whole number) nor a path "
-                             "tracedoc created; pass the PID of a running `tracedoc run` job, or its --outdir\n")
+            sys.stderr.write(
+                f"tracedoc trigger: {_shown(target)} is not a process id (a whole number) nor a path "
+                "tracedoc created; pass the PID of a running `tracedoc run` job, or its --outdir\n"
+            )
             status = EXIT_USAGE
         else:
             path = os.path.join(target, "TRIGGER") if os.path.isdir(target) else target
             why = _touch(path)
             if why:
-                sys.stderr.write(f"tracedoc trigger: cannot touch {_shown(path)} ({why}); pass the job's --outdir "
-                                 "or its --trigger-file\n")
+                sys.stderr.write(
+                    f"tracedoc trigger: cannot touch {_shown(path)} ({why}); pass the job's --outdir "
+                    "or its --trigger-file\n"
+                )
                 status = EXIT_ERROR
                 continue
             print(f"tracedoc: touched {_shown(path)}; every process watching it captures its next steps")

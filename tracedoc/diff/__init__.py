@@ -19,5 +19,16 @@ from .model import NOISE_FLOOR_PCT, DiffResult, RankDiff
 from .reload import load
 from .steps import CATEGORIES
 
-__all__ = ["CATEGORIES", "NOISE_FLOOR_PCT", "DiffResult", "RankDiff", "Side", "check_report", "diff_sides",
-           "gate_failures", "gate_names", "is_report", "load"]
+__all__ = [
+    "CATEGORIES",
+    "NOISE_FLOOR_PCT",
+    "DiffResult",
+    "RankDiff",
+    "Side",
+    "check_report",
+    "diff_sides",
+    "gate_failures",
+    "gate_names",
+    "is_report",
+    "load",
+]

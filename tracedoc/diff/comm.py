@@ -15,8 +15,11 @@ def rank_waits_ns(result: AnalysisResult) -> dict[int, float]:
     """rank -> wait per step (ns) from the job's rank table; empty without a job view."""
     if result.job is None:
         return {}
-    return {row.rank: float(row.wait_ns_per_step) for row in result.job.ranks
-            if row.rank is not None and row.wait_ns_per_step is not None}
+    return {
+        row.rank: float(row.wait_ns_per_step)
+        for row in result.job.ranks
+        if row.rank is not None and row.wait_ns_per_step is not None
+    }
 
 
 def split_exposed_ns(exposed_ns: int, wait_ns: float | None) -> tuple[int, int] | None:

@@ -28,8 +28,14 @@ from .tables import (
 )
 
 MIN_NAME_OVERLAP = 0.5
-_ENV_FIELDS = (("gpu", "GPU"), ("device_count", "device count"), ("world_size", "world size"),
-               ("backend", "backend"), ("torch_version", "torch version"), ("format", "trace format"))
+_ENV_FIELDS = (
+    ("gpu", "GPU"),
+    ("device_count", "device count"),
+    ("world_size", "world size"),
+    ("backend", "backend"),
+    ("torch_version", "torch version"),
+    ("format", "trace format"),
+)
 
 
 def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) -> DiffResult:
@@ -48,19 +54,36 @@ def diff_sides(before: Side, after: Side, noise_pct: float = NOISE_FLOOR_PCT) ->
     diffs = [_cut(d, TABLE_ROWS if i == focus else RANK_ROWS) for i, d in enumerate(diffs)]
     pb, pa = mean_profile([p for _, p, _ in worked]), mean_profile([p for _, _, p in worked])
     split = _mean_split([d.comm_split for d in diffs])
-    run_b = RunSide(path=before.path, kind=before.kind, environment=pairs[0][0].environment,
-                    **step_split(pb, split["before"] if split else None))
-    run_a = RunSide(path=after.path, kind=after.kind, environment=pairs[0][1].environment,
-                    **step_split(pa, split["after"] if split else None))
+    run_b = RunSide(
+        path=before.path,
+        kind=before.kind,
+        environment=pairs[0][0].environment,
+        **step_split(pb, split["before"] if split else None),
+    )
+    run_a = RunSide(
+        path=after.path,
+        kind=after.kind,
+        environment=pairs[0][1].environment,
+        **step_split(pa, split["after"] if split else None),
+    )
     delta = run_a.step_ns - run_b.step_ns
     parts = attribution(run_b, run_a)
     interval = median_change_interval_ns(pb, pa) if len(diffs) == 1 else None
-    return DiffResult(before=run_b, after=run_a, step_delta_ns=delta, step_pct=step_change_pct(pb, pa),
-                      step_delta_interval_ns=list(interval) if interval is not None else None,
-                      verdict=verdict_of(pb, pa, noise_pct), noise_floor_pct=noise_pct,
-                      led_by=led_by({c.category: c.delta_ns for c in parts}, delta), attribution=parts,
-                      pairs=diffs, focus=focus, warnings=_dedupe(warnings),
-                      job_predictions=job_predictions(before, after, noise_pct))
+    return DiffResult(
+        before=run_b,
+        after=run_a,
+        step_delta_ns=delta,
+        step_pct=step_change_pct(pb, pa),
+        step_delta_interval_ns=list(interval) if interval is not None else None,
+        verdict=verdict_of(pb, pa, noise_pct),
+        noise_floor_pct=noise_pct,
+        led_by=led_by({c.category: c.delta_ns for c in parts}, delta),
+        attribution=parts,
+        pairs=diffs,
+        focus=focus,
+        warnings=_dedupe(warnings),
+        job_predictions=job_predictions(before, after, noise_pct),
+    )
 
 
 def _mean_split(splits: list[dict[str, tuple[int, int]] | None]) -> dict[str, tuple[int, int]] | None:
@@ -68,8 +91,10 @@ def _mean_split(splits: list[dict[str, tuple[int, int]] | None]) -> dict[str, tu
     have = [s for s in splits if s]
     if not have:
         return None
-    return {side: (round(sum(h[side][0] for h in have) / len(have)), round(sum(h[side][1] for h in have) / len(have)))
-            for side in ("before", "after")}
+    return {
+        side: (round(sum(h[side][0] for h in have) / len(have)), round(sum(h[side][1] for h in have) / len(have)))
+        for side in ("before", "after")
+    }
 
 
 def _cut(d: RankDiff, rows: int) -> RankDiff:
@@ -95,8 +120,9 @@ def job_predictions(before: Side, after: Side, noise_pct: float) -> list[Predict
     return check_predictions(_findings(jb), _findings(ja), sb, sa, noise_pct)
 
 
-def _pair(before: RankResult, after: RankResult, wait_before_ns: float | None, wait_after_ns: float | None,
-          noise_pct: float) -> tuple[RankDiff, StepProfile, StepProfile]:
+def _pair(
+    before: RankResult, after: RankResult, wait_before_ns: float | None, wait_after_ns: float | None, noise_pct: float
+) -> tuple[RankDiff, StepProfile, StepProfile]:
     """One pair's record, and the two working profiles it was read from (their intervals give the job's)."""
     pb, pa = step_profile(before), step_profile(after)
     nb, na = pb.per_step_divisor, pa.per_step_divisor
@@ -104,18 +130,28 @@ def _pair(before: RankResult, after: RankResult, wait_before_ns: float | None, w
     split_a = split_exposed_ns(pa.category_ns["exposed_comm"], wait_after_ns)
     both = bool(split_b and split_a)
     kernels, operators = kernel_deltas(before, after, nb, na), operator_deltas(before, after, nb, na)
-    d = RankDiff(rank_before=before.rank, rank_after=after.rank, before=StepSplit(**step_split(pb, split_b if both else None)),
-                 after=StepSplit(**step_split(pa, split_a if both else None)), kernels=kernels, operators=operators,
-                 rows_kept=max(len(kernels), len(operators)), sizes=table_sizes(kernels, operators),
-                 metrics=metric_deltas(before.metrics, after.metrics), labels=label_change(before, after),
-                 kernels_complete=kernel_table(before)[1] and kernel_table(after)[1],
-                 predictions=check_predictions(_findings(before), _findings(after), pb.step_ns, pa.step_ns,
-                                               noise_pct) if pb.step_ns > 0 else [])
+    d = RankDiff(
+        rank_before=before.rank,
+        rank_after=after.rank,
+        before=StepSplit(**step_split(pb, split_b if both else None)),
+        after=StepSplit(**step_split(pa, split_a if both else None)),
+        kernels=kernels,
+        operators=operators,
+        rows_kept=max(len(kernels), len(operators)),
+        sizes=table_sizes(kernels, operators),
+        metrics=metric_deltas(before.metrics, after.metrics),
+        labels=label_change(before, after),
+        kernels_complete=kernel_table(before)[1] and kernel_table(after)[1],
+        predictions=check_predictions(_findings(before), _findings(after), pb.step_ns, pa.step_ns, noise_pct)
+        if pb.step_ns > 0
+        else [],
+    )
     return d, pb, pa
 
 
-def align_ranks(before: list[RankResult], after: list[RankResult], where_b: str, where_a: str
-                ) -> tuple[list[tuple[RankResult, RankResult]], list[str]]:
+def align_ranks(
+    before: list[RankResult], after: list[RankResult], where_b: str, where_a: str
+) -> tuple[list[tuple[RankResult, RankResult]], list[str]]:
     """Pairs of ranks to compare, and warnings about ranks left out."""
     warnings: list[str] = []
     nums_b = [r.rank for r in before]
@@ -124,8 +160,12 @@ def align_ranks(before: list[RankResult], after: list[RankResult], where_b: str,
         if nums_b[0] != nums_a[0] and None not in (nums_b[0], nums_a[0]):
             warnings.append(f"comparing rank {nums_b[0]} of {where_b} with rank {nums_a[0]} of {where_a}")
         return [(before[0], after[0])], warnings
-    numbered = None not in nums_b and None not in nums_a and len(set(nums_b)) == len(nums_b) \
+    numbered = (
+        None not in nums_b
+        and None not in nums_a
+        and len(set(nums_b)) == len(nums_b)
         and len(set(nums_a)) == len(nums_a)
+    )
     if numbered:
         by_a = {r.rank: r for r in after}
         pairs = [(r, by_a[r.rank]) for r in before if r.rank in by_a]
@@ -140,8 +180,9 @@ def align_ranks(before: list[RankResult], after: list[RankResult], where_b: str,
         warnings.append("no rank numbers in common; ranks are paired in order instead")
     n = min(len(before), len(after))
     if len(before) != len(after):
-        warnings.append(f"{where_b} has {len(before)} ranks and {where_a} {len(after)}; the first {n} of each are "
-                        "compared in order")
+        warnings.append(
+            f"{where_b} has {len(before)} ranks and {where_a} {len(after)}; the first {n} of each are compared in order"
+        )
     return list(zip(before[:n], after[:n])), warnings
 
 
@@ -152,29 +193,41 @@ def comparability_warnings(before: RankResult, after: RankResult, d: RankDiff, w
     for key, label in _ENV_FIELDS:
         vb, va = getattr(eb, key), getattr(ea, key)
         if vb is not None and va is not None and vb != va:
-            out.append(f"the runs differ in {label}: {vb} before, {va} after; the numbers are still compared, "
-                       "but part of the change may come from that")
+            out.append(
+                f"the runs differ in {label}: {vb} before, {va} after; the numbers are still compared, "
+                "but part of the change may come from that"
+            )
     overlap = name_overlap(before, after)
     ops = operator_overlap(before, after)
     if overlap is not None and overlap < MIN_NAME_OVERLAP:
-        out.append(f"only {overlap:.0%} of kernel names are shared between the runs: they may be "
-                   "different models or code paths, so kernel deltas mix unrelated work")
+        out.append(
+            f"only {overlap:.0%} of kernel names are shared between the runs: they may be "
+            "different models or code paths, so kernel deltas mix unrelated work"
+        )
     elif ops is not None and ops < MIN_NAME_OVERLAP:
-        out.append(f"only {ops:.0%} of CPU operator names are shared between the runs: they may be "
-                   "different models or code paths")
+        out.append(
+            f"only {ops:.0%} of CPU operator names are shared between the runs: they may be "
+            "different models or code paths"
+        )
     mb, ma = before.metrics, after.metrics
     if bool(mb.get("has_gpu_ops")) != bool(ma.get("has_gpu_ops")):
         which = where_a if mb.get("has_gpu_ops") else where_b
         out.append(f"{which} has no GPU activity while the other run has; compare runs on the same device kind")
     if d.before.basis != d.after.basis:
-        out.append("one run has step spans and the other does not; a whole analysis window stands in for a "
-                   "step there, so the step times are not like for like")
+        out.append(
+            "one run has step spans and the other does not; a whole analysis window stands in for a "
+            "step there, so the step times are not like for like"
+        )
     elif d.before.basis == "window":
-        out.append("neither run has step spans (ProfilerStep#N or an NVTX step range); the whole analysis "
-                   "windows are compared as one step each")
+        out.append(
+            "neither run has step spans (ProfilerStep#N or an NVTX step range); the whole analysis "
+            "windows are compared as one step each"
+        )
     if not d.kernels_complete:
-        out.append("a report without the full kernel table (written by an older tracedoc) lists only its "
-                   "top kernels; new and vanished kernels are judged from those")
+        out.append(
+            "a report without the full kernel table (written by an older tracedoc) lists only its "
+            "top kernels; new and vanished kernels are judged from those"
+        )
     return out
 
 

@@ -42,8 +42,9 @@ def pair_values(pair: RankDiff) -> dict[str, Any]:
     return env
 
 
-def gate_failures(diff: DiffResult, fail_on_regression_pct: float | None = None,
-                  fail_if: list[Condition] | tuple[Condition, ...] = ()) -> list[str]:
+def gate_failures(
+    diff: DiffResult, fail_on_regression_pct: float | None = None, fail_if: list[Condition] | tuple[Condition, ...] = ()
+) -> list[str]:
     """Why the gate fails (one line per reason); empty when it passes."""
     reasons = []
     if fail_on_regression_pct is not None:
@@ -54,10 +55,15 @@ def gate_failures(diff: DiffResult, fail_on_regression_pct: float | None = None,
         elif pct > fail_on_regression_pct:
             led = ", ".join(f"{c} {diff.attribution_ns[c] / 1e6:+.3f} ms" for c in diff.led_by[:3])
             iv = diff.step_interval_ms
-            unsure = (f"; the steps' spread leaves it uncertain (95% interval {iv[0]:+.3f} to {iv[1]:+.3f} ms)"
-                      if iv and iv[0] <= 0 <= iv[1] else "")
-            reasons.append(f"step time regressed {pct:+.1f}% ({before:.3f} -> {after:.3f} ms per step), above "
-                           f"--fail-on-regression {fail_on_regression_pct:g}%" + (f"; led by {led}" if led else "") + unsure)
+            unsure = (
+                f"; the steps' spread leaves it uncertain (95% interval {iv[0]:+.3f} to {iv[1]:+.3f} ms)"
+                if iv and iv[0] <= 0 <= iv[1]
+                else ""
+            )
+            reasons.append(
+                f"step time regressed {pct:+.1f}% ({before:.3f} -> {after:.3f} ms per step), above "
+                f"--fail-on-regression {fail_on_regression_pct:g}%" + (f"; led by {led}" if led else "") + unsure
+            )
     for expr in fail_if:
         for pair in diff.pairs:
             env = pair_values(pair)

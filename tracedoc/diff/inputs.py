@@ -73,7 +73,10 @@ def head_is_report(head: bytes) -> bool:
 def check_report(result: AnalysisResult, where: str) -> AnalysisResult:
     """A result, checked for the ranks the diff compares."""
     if not result.ranks:
-        raise TraceError(where, "is a tracedoc report with no ranks", "ranks = []",
-                         "write it again with `tracedoc analyze --format json`")
+        raise TraceError(
+            where,
+            "is a tracedoc report with no ranks",
+            "ranks = []",
+            "write it again with `tracedoc analyze --format json`",
+        )
     return result
-

@@ -85,6 +85,10 @@ class LabelChange(Record, kw_only=True):
 def label_change(before_rank: RankResult, after_rank: RankResult) -> LabelChange:
     vb, va = before_rank.verdict, after_rank.verdict
     lb, la = (list(vb.labels) if vb else []), (list(va.labels) if va else [])
-    return LabelChange(gone=[x for x in lb if x not in la], new=[x for x in la if x not in lb],
-                       kept=[x for x in lb if x in la], before_withheld=bool(vb and vb.withheld),
-                       after_withheld=bool(va and va.withheld))
+    return LabelChange(
+        gone=[x for x in lb if x not in la],
+        new=[x for x in la if x not in lb],
+        kept=[x for x in lb if x in la],
+        before_withheld=bool(vb and vb.withheld),
+        after_withheld=bool(va and va.withheld),
+    )

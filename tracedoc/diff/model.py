@@ -62,7 +62,8 @@ class RankDiff(Record, kw_only=True):
     # kernel groups, largest change in time per step first: the largest rows_kept of all, of the changed,
     # of the new and of the vanished ones
     kernels: list[KernelDelta]
-    operators: list[OperatorDelta]  # CPU operators, largest change first: the largest rows_kept of all and of the changed
+    # CPU operators, largest change first: the largest rows_kept of all and of the changed
+    operators: list[OperatorDelta]
     kernels_complete: bool  # both reports carry every kernel name (not only their top 15)
     rows_kept: int  # rows kept of each kind: 50 for the focus pair, 5 for the others
     sizes: TableSizes  # the tables' rows before the cut, and the new kernels' totals
@@ -78,7 +79,7 @@ class RankDiff(Record, kw_only=True):
 
     @property
     def comm_split(self) -> dict[str, tuple[int, int]] | None:
-        """"before"/"after" -> (wait_ns, transfer_ns) of the exposed communication; None unless both have it."""
+        """ "before"/"after" -> (wait_ns, transfer_ns) of the exposed communication; None unless both have it."""
         b, a = self.before.comm_split, self.after.comm_split
         return {"before": b, "after": a} if b and a else None
 
@@ -91,8 +92,10 @@ class RankDiff(Record, kw_only=True):
         return [k for k in self.kernels if k.status == "vanished"]
 
     def __repr__(self) -> str:
-        return (f"<RankDiff rank {self.rank_before} → {self.rank_after}: {self.before.step_ns / 1e6:.3f} → "
-                f"{self.after.step_ns / 1e6:.3f} ms per step>")
+        return (
+            f"<RankDiff rank {self.rank_before} → {self.rank_after}: {self.before.step_ns / 1e6:.3f} → "
+            f"{self.after.step_ns / 1e6:.3f} ms per step>"
+        )
 
     def metric(self, name: str) -> MetricDelta | None:
         return next((m for m in self.metrics if m.name == name), None)
@@ -140,7 +143,7 @@ class DiffResult(Record, kw_only=True):
 
     @property
     def environment(self) -> dict[str, Any]:
-        """"before"/"after" -> its focus rank's ``Environment``."""
+        """ "before"/"after" -> its focus rank's ``Environment``."""
         return {"before": self.before.environment, "after": self.after.environment}
 
     @property
@@ -185,12 +188,22 @@ class DiffResult(Record, kw_only=True):
         lead = f", led by {', '.join(led[:3])}" if led and self.verdict in ("regression", "improvement") else ""
         ranks = f"; {len(self.pairs)} rank pairs" if len(self.pairs) > 1 else ""
         names = f"{_basename(self.before_path)} → {_basename(self.after_path)}"
-        text = (f"<DiffResult {names}: {self.before.step_ns / 1e6:.3f} → {self.after.step_ns / 1e6:.3f} ms per step"
-                f"{change}, {self.verdict}{lead}{ranks}>")
+        text = (
+            f"<DiffResult {names}: {self.before.step_ns / 1e6:.3f} → {self.after.step_ns / 1e6:.3f} ms per step"
+            f"{change}, {self.verdict}{lead}{ranks}>"
+        )
         return text if len(text) <= 300 else text[:299] + "…"
 
-    TABLES = ("attribution", "kernels", "new_kernels", "vanished_kernels", "operators", "metrics", "ranks",
-              "predictions")
+    TABLES = (
+        "attribution",
+        "kernels",
+        "new_kernels",
+        "vanished_kernels",
+        "operators",
+        "metrics",
+        "ranks",
+        "predictions",
+    )
 
     def table(self, name: str | None = None):
         """Without a name, the names of the diff's tables; else one of them as a pandas DataFrame, times in ns:
@@ -207,16 +220,31 @@ class DiffResult(Record, kw_only=True):
         focus = self.focus_pair
         if name == "attribution":
             att = self.attribution_ns
-            rows = [{"category": c, "before_ns": self.before.category_ns[c], "after_ns": self.after.category_ns[c],
-                     "delta_ns": att[c]} for c in att]
+            rows = [
+                {
+                    "category": c,
+                    "before_ns": self.before.category_ns[c],
+                    "after_ns": self.after.category_ns[c],
+                    "delta_ns": att[c],
+                }
+                for c in att
+            ]
         elif name in ("kernels", "new_kernels", "vanished_kernels", "operators", "metrics"):
             rows = to_builtins(getattr(focus, name))
         elif name == "predictions":
             rows = to_builtins(self.predictions)
         elif name == "ranks":
-            rows = [{"rank_before": p.rank_before, "rank_after": p.rank_after, "before_ns": p.before.step_ns,
-                     "after_ns": p.after.step_ns, "delta_ns": p.step_delta_ns,
-                     **{f"{c}_ns": v for c, v in p.attribution_ns.items()}} for p in self.pairs]
+            rows = [
+                {
+                    "rank_before": p.rank_before,
+                    "rank_after": p.rank_after,
+                    "before_ns": p.before.step_ns,
+                    "after_ns": p.after.step_ns,
+                    "delta_ns": p.step_delta_ns,
+                    **{f"{c}_ns": v for c, v in p.attribution_ns.items()},
+                }
+                for p in self.pairs
+            ]
         else:
             raise KeyError(f"no diff table {name!r}; tables: {', '.join(self.TABLES)}")
         return pd.DataFrame(rows)

@@ -16,11 +16,12 @@ from functools import lru_cache
 # Wrappers whose first template argument is the real kernel (``cutlass::Kernel<cutlass_80_...>``).
 _WRAPPERS = {"cutlass::Kernel", "cutlass::Kernel2", "cutlass::device_kernel", "cute::device_kernel"}
 _TOKEN_DROP = re.compile(
-    r"^(?:[A-Za-z]{0,10}\d+(?:x\d+)+"      # tile / MMA shapes: 128x64, tilesize128x128x32, MT64x64x8
+    r"^(?:[A-Za-z]{0,10}\d+(?:x\d+)+"  # tile / MMA shapes: 128x64, tilesize128x128x32, MT64x64x8
     r"|(?:stage|stages|align|splitk|slice|warps|ws|wg|cga|cta)\d*"  # pipeline / alignment knobs
-    r"|\d+[\dde]*"                          # numeric and Triton signature suffixes: 0, 12, 0d1d2de
-    r"|(?=[0-9a-f]*\d)[0-9a-f]{8,}"         # hex hashes
-    r"|(?:nn|nt|tn|tt|NN|NT|TN|TT|NNN|TNN|NTN|TTN))$")  # operand layouts
+    r"|\d+[\dde]*"  # numeric and Triton signature suffixes: 0, 12, 0d1d2de
+    r"|(?=[0-9a-f]*\d)[0-9a-f]{8,}"  # hex hashes
+    r"|(?:nn|nt|tn|tt|NN|NT|TN|TT|NNN|TNN|NTN|TTN))$"
+)  # operand layouts
 _COPY_RE = re.compile(r"^(Memcpy|Memset|memcpy|memset|\[memcpy\]|\[memset\])")
 
 

@@ -52,8 +52,12 @@ def _predicted(f: Finding) -> tuple[int, int] | None:
     """The finding's what-if (ms in the analysis report, to 0.1 us) as ns."""
     w = f.what_if or {}
     before, after = w.get("step_ms_before"), w.get("step_ms_after")
-    if not isinstance(before, (int, float)) or not isinstance(after, (int, float)) or isinstance(before, bool) \
-            or isinstance(after, bool):
+    if (
+        not isinstance(before, (int, float))
+        or not isinstance(after, (int, float))
+        or isinstance(before, bool)
+        or isinstance(after, bool)
+    ):
         return None
     return round(before * 1e6), round(after * 1e6)
 
@@ -63,8 +67,9 @@ def _ns(ms: float | None) -> float | None:
     return None if ms is None else ms * 1e6
 
 
-def check_predictions(before: Iterable[Finding], after: Iterable[Finding], step_before_ns: float,
-                      step_after_ns: float, noise_pct: float) -> list[PredictionCheck]:
+def check_predictions(
+    before: Iterable[Finding], after: Iterable[Finding], step_before_ns: float, step_after_ns: float, noise_pct: float
+) -> list[PredictionCheck]:
     """The base's findings that predict a step once fixed, each with its status in the new run and the step
     measured there; largest predicted gain first."""
     later = {}
@@ -85,11 +90,22 @@ def check_predictions(before: Iterable[Finding], after: Iterable[Finding], step_
             status = "still_present"
         else:
             status = "reduced" if a_ns < b_ns else "grew"
-        out.append(PredictionCheck(
-            rule_id=f.rule_id, name=f.name, label=f.label, title=f.title, status=status,
-            method=str((f.what_if or {}).get("method") or ""), predicted_before_ns=predicted[0],
-            predicted_after_ns=predicted[1], measured_before_ns=step_before_ns, measured_after_ns=step_after_ns,
-            impact_before_ns=b_ns, impact_after_ns=a_ns,
-            error_ns=step_after_ns - predicted[1] if status in ADDRESSED else None))
+        out.append(
+            PredictionCheck(
+                rule_id=f.rule_id,
+                name=f.name,
+                label=f.label,
+                title=f.title,
+                status=status,
+                method=str((f.what_if or {}).get("method") or ""),
+                predicted_before_ns=predicted[0],
+                predicted_after_ns=predicted[1],
+                measured_before_ns=step_before_ns,
+                measured_after_ns=step_after_ns,
+                impact_before_ns=b_ns,
+                impact_after_ns=a_ns,
+                error_ns=step_after_ns - predicted[1] if status in ADDRESSED else None,
+            )
+        )
     out.sort(key=lambda p: -(p.predicted_before_ns - p.predicted_after_ns))
     return out

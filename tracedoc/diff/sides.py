@@ -52,9 +52,14 @@ class CategoryDelta(Record, kw_only=True):
 
 def step_split(p: StepProfile, split: tuple[int, int] | None = None) -> dict:
     """The fields of a ``StepSplit`` from a working profile (and the exposed comm's wait/transfer split)."""
-    return {"step_ns": int(p.step_ns), "steps": int(p.steps), "basis": p.basis,
-            "category_ns": {c: int(p.category_ns[c]) for c in CATEGORIES},
-            "exposed_wait_ns": split[0] if split else None, "exposed_transfer_ns": split[1] if split else None}
+    return {
+        "step_ns": int(p.step_ns),
+        "steps": int(p.steps),
+        "basis": p.basis,
+        "category_ns": {c: int(p.category_ns[c]) for c in CATEGORIES},
+        "exposed_wait_ns": split[0] if split else None,
+        "exposed_transfer_ns": split[1] if split else None,
+    }
 
 
 def attribution(before: StepSplit, after: StepSplit) -> list[CategoryDelta]:

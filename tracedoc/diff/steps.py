@@ -88,8 +88,13 @@ def _profile_from_steps(rows: list[dict]) -> StepProfile:
         if keep:
             for k, v in step_categories_ns(row).items():
                 totals[k] += v
-    return StepProfile(step_ns=round(step), steps=len(rows), basis="steps",
-                       category_ns=split_ns(round(step), totals), intervals_ns=tuple(int(x) for x in intervals))
+    return StepProfile(
+        step_ns=round(step),
+        steps=len(rows),
+        basis="steps",
+        category_ns=split_ns(round(step), totals),
+        intervals_ns=tuple(int(x) for x in intervals),
+    )
 
 
 def _profile_from_window(m: dict[str, Any]) -> StepProfile:
@@ -132,12 +137,21 @@ def mean_profile(profiles: list[StepProfile]) -> StepProfile:
     step = round(sum(p.step_ns for p in profiles) / len(profiles))
     weights = {c: sum(p.category_ns[c] for p in profiles) for c in CATEGORIES}
     basis = "steps" if all(p.basis == "steps" for p in profiles) else "window"
-    return StepProfile(step_ns=step, steps=round(sum(p.steps for p in profiles) / len(profiles)), basis=basis,
-                       category_ns=split_ns(step, weights))
+    return StepProfile(
+        step_ns=step,
+        steps=round(sum(p.steps for p in profiles) / len(profiles)),
+        basis=basis,
+        category_ns=split_ns(step, weights),
+    )
 
 
-def median_change_interval_ns(before: StepProfile, after: StepProfile, min_steps: int = MIN_STEPS_FOR_INTERVAL,
-                              resamples: int = 2000, level: float = 0.95) -> tuple[float, float] | None:
+def median_change_interval_ns(
+    before: StepProfile,
+    after: StepProfile,
+    min_steps: int = MIN_STEPS_FOR_INTERVAL,
+    resamples: int = 2000,
+    level: float = 0.95,
+) -> tuple[float, float] | None:
     """A bootstrap interval for the change of the median step time (None with fewer than
     ``min_steps`` steps on a side). Deterministic: the resampling is seeded.
 

@@ -75,15 +75,22 @@ class TableSizes(Record, kw_only=True):
 def table_sizes(kernels: list[KernelDelta], operators: list[OperatorDelta]) -> TableSizes:
     new = [k for k in kernels if k.status == "new"]
     running = [k for k in new if k.time_after_ns > 0 or k.count_after > 0]
-    return TableSizes(kernels=len(kernels), changed_kernels=sum(k.status == "changed" for k in kernels),
-                      new_kernels=len(new), vanished_kernels=sum(k.status == "vanished" for k in kernels),
-                      operators=len(operators), changed_operators=sum(o.status != "same" for o in operators),
-                      new_kernels_running=len(running), new_launches=sum(k.count_after for k in running),
-                      new_time_ns=sum(k.time_after_ns for k in running))
+    return TableSizes(
+        kernels=len(kernels),
+        changed_kernels=sum(k.status == "changed" for k in kernels),
+        new_kernels=len(new),
+        vanished_kernels=sum(k.status == "vanished" for k in kernels),
+        operators=len(operators),
+        changed_operators=sum(o.status != "same" for o in operators),
+        new_kernels_running=len(running),
+        new_launches=sum(k.count_after for k in running),
+        new_time_ns=sum(k.time_after_ns for k in running),
+    )
 
 
-def largest_rows(kernels: list[KernelDelta], operators: list[OperatorDelta], rows: int
-                 ) -> tuple[list[KernelDelta], list[OperatorDelta]]:
+def largest_rows(
+    kernels: list[KernelDelta], operators: list[OperatorDelta], rows: int
+) -> tuple[list[KernelDelta], list[OperatorDelta]]:
     """The tables cut to their largest ``rows`` rows of each kind (kernels: of all, of the changed, the new and
     the vanished ones; operators: of all and of those not the same), in table order."""
     keep = set()
@@ -115,8 +122,10 @@ def operator_table(rank: RankResult) -> tuple[list[OperatorTotal], bool]:
     ev = rank.evidence
     if "operator_totals" in ev:
         return ev["operator_totals"] or [], True
-    return [OperatorTotal(name=r.name, calls=r.calls, cpu_ns=r.cpu_ns, gpu_ops=r.gpu_ops, gpu_ns=r.gpu_ns)
-            for r in ev.get("top_operators") or []], False
+    return [
+        OperatorTotal(name=r.name, calls=r.calls, cpu_ns=r.cpu_ns, gpu_ops=r.gpu_ops, gpu_ns=r.gpu_ns)
+        for r in ev.get("top_operators") or []
+    ], False
 
 
 def _group_kernels(rows: list[KernelTotal] | list[TopKernel]) -> dict[str, dict]:
@@ -124,8 +133,16 @@ def _group_kernels(rows: list[KernelTotal] | list[TopKernel]) -> dict[str, dict]
     for r in rows:
         name = str(r.name)
         key = normalise_kernel(name)
-        g = out.setdefault(key, {"count": 0, "total_ns": 0, "example": name, "example_ns": -1,
-                                 "category": r.category or r.kind or "compute"})
+        g = out.setdefault(
+            key,
+            {
+                "count": 0,
+                "total_ns": 0,
+                "example": name,
+                "example_ns": -1,
+                "category": r.category or r.kind or "compute",
+            },
+        )
         total = int(r.total_ns or 0)
         g["count"] += int(r.count or 0)
         g["total_ns"] += total
@@ -164,12 +181,20 @@ def kernel_deltas(before: RankResult, after: RankResult, steps_before: int, step
         cb, ca = (gb or {}).get("count", 0), (ga or {}).get("count", 0)
         tb, ta = (gb or {}).get("total_ns", 0), (ga or {}).get("total_ns", 0)
         ref = ga if ga and (not gb or ga["total_ns"] >= gb["total_ns"]) else gb
-        out.append(KernelDelta(
-            name=key, example=ref["example"], category=ref["category"],
-            count_before=cb / steps_before, count_after=ca / steps_after,
-            time_before_ns=tb / steps_before, time_after_ns=ta / steps_after,
-            mean_before_ns=tb / cb if cb else None, mean_after_ns=ta / ca if ca else None,
-            status=_status(tb / steps_before, ta / steps_after, gb is not None, ga is not None)))
+        out.append(
+            KernelDelta(
+                name=key,
+                example=ref["example"],
+                category=ref["category"],
+                count_before=cb / steps_before,
+                count_after=ca / steps_after,
+                time_before_ns=tb / steps_before,
+                time_after_ns=ta / steps_after,
+                mean_before_ns=tb / cb if cb else None,
+                mean_after_ns=ta / ca if ca else None,
+                status=_status(tb / steps_before, ta / steps_after, gb is not None, ga is not None),
+            )
+        )
     out.sort(key=kernel_order)
     return out
 
@@ -203,16 +228,31 @@ def operator_deltas(before: RankResult, after: RankResult, steps_before: int, st
     for name in set(b) | set(a):
         rb, ra = b.get(name), a.get(name)
         (calls_b, cpu_b, gpu_b), (calls_a, cpu_a, gpu_a) = _amounts(rb), _amounts(ra)
-        if rb is None and gpu_a / steps_after <= floor_b and not complete_b or \
-                ra is None and gpu_b / steps_before <= floor_a and not complete_a:
+        if (
+            rb is None
+            and gpu_a / steps_after <= floor_b
+            and not complete_b
+            or ra is None
+            and gpu_b / steps_before <= floor_a
+            and not complete_a
+        ):
             continue
         od = OperatorDelta(
-            name=name, calls_before=calls_b / steps_before, calls_after=calls_a / steps_after,
-            cpu_before_ns=cpu_b / steps_before, cpu_after_ns=cpu_a / steps_after,
-            gpu_before_ns=gpu_b / steps_before, gpu_after_ns=gpu_a / steps_after,
-            status="same")
-        od.status = _status(od.cpu_before_ns + od.gpu_before_ns + od.calls_before,
-                            od.cpu_after_ns + od.gpu_after_ns + od.calls_after, rb is not None, ra is not None)
+            name=name,
+            calls_before=calls_b / steps_before,
+            calls_after=calls_a / steps_after,
+            cpu_before_ns=cpu_b / steps_before,
+            cpu_after_ns=cpu_a / steps_after,
+            gpu_before_ns=gpu_b / steps_before,
+            gpu_after_ns=gpu_a / steps_after,
+            status="same",
+        )
+        od.status = _status(
+            od.cpu_before_ns + od.gpu_before_ns + od.calls_before,
+            od.cpu_after_ns + od.gpu_after_ns + od.calls_after,
+            rb is not None,
+            ra is not None,
+        )
         out.append(od)
     out.sort(key=operator_order)
     return out
@@ -233,6 +273,7 @@ def match_regions(rows_before: list[OperatorTotal], rows_after: list[OperatorTot
     name}. Regions pair by content (the signature of the kernel sequence they ran), the nearest frame and
     recompile numbers deciding between regions of equal content; a region with no content (an older
     report) or none in common keeps its name."""
+
     def regions(rows: list[OperatorTotal]) -> dict[str, tuple[str, tuple[int, int]]]:
         out = {}
         for r in rows:
@@ -242,8 +283,14 @@ def match_regions(rows_before: list[OperatorTotal], rows_after: list[OperatorTot
         return out
 
     rb, ra = regions(rows_before), regions(rows_after)
-    pairs = sorted(((abs(nb[0] - na[0]), abs(nb[1] - na[1]), an != bn, an, bn)
-                    for an, (ca, na) in ra.items() for bn, (cb, nb) in rb.items() if ca == cb))
+    pairs = sorted(
+        (
+            (abs(nb[0] - na[0]), abs(nb[1] - na[1]), an != bn, an, bn)
+            for an, (ca, na) in ra.items()
+            for bn, (cb, nb) in rb.items()
+            if ca == cb
+        )
+    )
     taken_a: set[str] = set()
     taken_b: set[str] = set()
     out: dict[str, str] = {}

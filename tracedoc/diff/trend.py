@@ -69,16 +69,33 @@ class TrendResult(Record, dict=True, kw_only=True):
     def of(cls, diffs: list[DiffResult]) -> "TrendResult":
         """The trend of the later runs' diffs against the same base; it keeps ``diffs``."""
         first = diffs[0]
-        runs = [TrendRun(path=d.after.path, kind=d.after.kind, step_ns=d.after.step_ns,
-                         category_ns=dict(d.after.category_ns), delta_ns=d.step_delta_ns, step_pct=d.step_pct,
-                         verdict=d.verdict, led_by=list(d.led_by), attribution=list(d.attribution),
-                         labels=d.focus_pair.labels, predictions=d.predictions, warnings=list(d.warnings))
-                for d in diffs]
+        runs = [
+            TrendRun(
+                path=d.after.path,
+                kind=d.after.kind,
+                step_ns=d.after.step_ns,
+                category_ns=dict(d.after.category_ns),
+                delta_ns=d.step_delta_ns,
+                step_pct=d.step_pct,
+                verdict=d.verdict,
+                led_by=list(d.led_by),
+                attribution=list(d.attribution),
+                labels=d.focus_pair.labels,
+                predictions=d.predictions,
+                warnings=list(d.warnings),
+            )
+            for d in diffs
+        ]
         b = first.before
-        out = cls(tracedoc_version=first.tracedoc_version,
-                  base=TrendBase(path=b.path, kind=b.kind, environment=b.environment, step_ns=b.step_ns,
-                                 category_ns=dict(b.category_ns)),
-                  noise_floor_pct=first.noise_floor_pct, categories=list(CATEGORIES), runs=runs)
+        out = cls(
+            tracedoc_version=first.tracedoc_version,
+            base=TrendBase(
+                path=b.path, kind=b.kind, environment=b.environment, step_ns=b.step_ns, category_ns=dict(b.category_ns)
+            ),
+            noise_floor_pct=first.noise_floor_pct,
+            categories=list(CATEGORIES),
+            runs=runs,
+        )
         out.diffs = diffs
         return out
 
@@ -97,8 +114,10 @@ class TrendResult(Record, dict=True, kw_only=True):
 
     def __repr__(self) -> str:
         steps = ", ".join(f"{r.step_ns / 1e6:.3f}" for r in self.runs)
-        text = (f"<TrendResult {len(self.runs) + 1} runs against {os.path.basename(self.base_path)}: step ms "
-                f"{self.base.step_ns / 1e6:.3f} → {steps}>")
+        text = (
+            f"<TrendResult {len(self.runs) + 1} runs against {os.path.basename(self.base_path)}: step ms "
+            f"{self.base.step_ns / 1e6:.3f} → {steps}>"
+        )
         return text if len(text) <= 300 else text[:299] + "…"
 
     TABLES = ("runs", "predictions")
@@ -112,11 +131,27 @@ class TrendResult(Record, dict=True, kw_only=True):
         if name is None:
             return list(self.TABLES)
         if name == "runs":
-            rows = [{"run": self.base.path, "step_ns": self.base.step_ns, "delta_ns": 0, "step_pct": 0.0,
-                     "verdict": "base", **{f"{c}_ns": 0 for c in self.categories}}]
-            rows += [{"run": r.path, "step_ns": r.step_ns, "delta_ns": r.delta_ns, "step_pct": r.step_pct,
-                      "verdict": r.verdict, **{f"{a.category}_ns": a.delta_ns for a in r.attribution}}
-                     for r in self.runs]
+            rows = [
+                {
+                    "run": self.base.path,
+                    "step_ns": self.base.step_ns,
+                    "delta_ns": 0,
+                    "step_pct": 0.0,
+                    "verdict": "base",
+                    **{f"{c}_ns": 0 for c in self.categories},
+                }
+            ]
+            rows += [
+                {
+                    "run": r.path,
+                    "step_ns": r.step_ns,
+                    "delta_ns": r.delta_ns,
+                    "step_pct": r.step_pct,
+                    "verdict": r.verdict,
+                    **{f"{a.category}_ns": a.delta_ns for a in r.attribution},
+                }
+                for r in self.runs
+            ]
         elif name == "predictions":
             rows = [{"run": r.path, **to_builtins(p)} for r in self.runs for p in r.predictions]
         else:

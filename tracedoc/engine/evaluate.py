@@ -25,10 +25,10 @@ from .whatifs import REPLAYED, WHAT_IF_ESTIMATE, WHAT_IF_NONE, WHAT_IF_SHARE
 # Why a label's fix cannot be predicted from the trace ("not modelled: ...").
 NOT_MODELLED = {
     "compute_bound": "faster kernels (fusion, better attention kernels, lower precision) change kernel durations, "
-                     "which the trace cannot tell in advance",
+    "which the trace cannot tell in advance",
     "memory_pressure": "memory use changes no recorded duration",
     "low_mfu": "another precision, bigger GEMMs or fused attention change kernel durations, which the trace cannot "
-               "tell in advance; what reaching the threshold would take: see what the next profile should show",
+    "tell in advance; what reaching the threshold would take: see what the next profile should show",
     "": "the fix changes what the trace cannot tell in advance",
 }
 
@@ -72,8 +72,9 @@ def evaluate(
     rules, values = ruleset.of_scope(scope), ruleset.values
     env_metrics = {name: plain(value) for name, value in metrics.items()}
     if step_time_ns is None:
-        step_time_ns = report_step(env_metrics.get("step_time_p50_ns"), env_metrics.get("window_ns"),
-                                   env_metrics.get("steps")).ns
+        step_time_ns = report_step(
+            env_metrics.get("step_time_p50_ns"), env_metrics.get("window_ns"), env_metrics.get("steps")
+        ).ns
     step_time_ns = plain(step_time_ns)
     evidence = evidence or {}
     health = check_health(env_metrics) if scope == SCOPE_TRACE else []
@@ -85,8 +86,9 @@ def evaluate(
     def predict(finding: Finding, rule: Rule) -> Finding:  # step-time what-ifs are for trace findings only
         if scope != SCOPE_TRACE:
             return finding
-        return _minor(_with_what_if(finding, rule.what_if_kind, what_ifs, what_if_unavailable, step_time_ns),
-                      step_time_ns)
+        return _minor(
+            _with_what_if(finding, rule.what_if_kind, what_ifs, what_if_unavailable, step_time_ns), step_time_ns
+        )
 
     for rule in rules:
         if withheld is not None and rule.requires_gpu:
@@ -114,8 +116,13 @@ def evaluate(
     )
 
 
-def _with_what_if(finding: Finding, kind: str | None, what_ifs: Mapping[str, Mapping[str, Any]] | None,
-                  unavailable: str | None, step_time_ns: float | None) -> Finding:
+def _with_what_if(
+    finding: Finding,
+    kind: str | None,
+    what_ifs: Mapping[str, Mapping[str, Any]] | None,
+    unavailable: str | None,
+    step_time_ns: float | None,
+) -> Finding:
     """Attach the predicted step time of the finding's fix (the rule's ``what_if``), framed on the report's
     step: a replay's gain, else today's share as an upper bound, the rule's estimate, or nothing."""
     if kind is None:
@@ -124,8 +131,15 @@ def _with_what_if(finding: Finding, kind: str | None, what_ifs: Mapping[str, Map
     if kind == WHAT_IF_NONE:
         if before is None:
             return finding
-        return replace(finding, what_if={"step_ms_before": round(before, 4), "step_ms_after": None, "gain_ms": None,
-                                         "method": f"not modelled: {NOT_MODELLED.get(finding.label, NOT_MODELLED[''])}"})
+        return replace(
+            finding,
+            what_if={
+                "step_ms_before": round(before, 4),
+                "step_ms_after": None,
+                "gain_ms": None,
+                "method": f"not modelled: {NOT_MODELLED.get(finding.label, NOT_MODELLED[''])}",
+            },
+        )
     predicted = None
     if kind not in (WHAT_IF_SHARE, WHAT_IF_ESTIMATE):
         predicted = (what_ifs or {}).get(kind) or (what_ifs or {}).get(finding.label)
@@ -133,8 +147,12 @@ def _with_what_if(finding: Finding, kind: str | None, what_ifs: Mapping[str, Map
         gain = max(float(predicted["gain_ms"]), 0.0)
         start = before if before is not None else float(predicted["step_ms_before"])
         gain = min(gain, start)
-        what_if = {"step_ms_before": round(start, 4), "step_ms_after": round(start - gain, 4),
-                   "gain_ms": round(gain, 4), "method": predicted["method"]}
+        what_if = {
+            "step_ms_before": round(start, 4),
+            "step_ms_after": round(start - gain, 4),
+            "gain_ms": round(gain, 4),
+            "method": predicted["method"],
+        }
         if finding.impact_fraction is not None:  # today's share of the step, which the replay may not win back
             what_if["share_fraction"] = finding.impact_fraction
         return replace(finding, what_if=what_if, impact_ms_per_step=gain, impact_fraction=min(gain / start, 1.0))
@@ -145,9 +163,15 @@ def _with_what_if(finding: Finding, kind: str | None, what_ifs: Mapping[str, Map
     else:
         why = (unavailable if kind in REPLAYED else None) or "no replay models this fix"
         method = f"upper bound: today's share of the step ({why})"
-    return replace(finding, what_if={"step_ms_before": round(before, 4),
-                                     "step_ms_after": round(before * (1.0 - finding.impact_fraction), 4),
-                                     "gain_ms": round(before * finding.impact_fraction, 4), "method": method})
+    return replace(
+        finding,
+        what_if={
+            "step_ms_before": round(before, 4),
+            "step_ms_after": round(before * (1.0 - finding.impact_fraction), 4),
+            "gain_ms": round(before * finding.impact_fraction, 4),
+            "method": method,
+        },
+    )
 
 
 def _minor(finding: Finding, step_time_ns: float | None) -> Finding:
@@ -168,8 +192,14 @@ def _minor(finding: Finding, step_time_ns: float | None) -> Finding:
 
 def _rank_key(finding: Finding) -> tuple[Any, ...]:
     impact = finding.impact_fraction
-    return (finding.minor, impact is None, -(impact or 0.0), not finding.is_verdict, -SEVERITIES.index(finding.severity),
-            finding.rule_id)
+    return (
+        finding.minor,
+        impact is None,
+        -(impact or 0.0),
+        not finding.is_verdict,
+        -SEVERITIES.index(finding.severity),
+        finding.rule_id,
+    )
 
 
 def _apply(
@@ -198,7 +228,10 @@ def _apply(
         message=rule.message.render(env),
         impact_fraction=impact,
         impact_ms_per_step=impact_ms,
-        evidence={spec.table: [copy_row(r) for r in list(evidence.get(spec.table) or [])[: spec.rows]] for spec in rule.evidence},
+        evidence={
+            spec.table: [copy_row(r) for r in list(evidence.get(spec.table) or [])[: spec.rows]]
+            for spec in rule.evidence
+        },
         fixes=fixes,
         expect=rule.expect.render(env),
         confidence=lowest(m.confidence for m in health if m.applies_to(used)),

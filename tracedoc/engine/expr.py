@@ -134,15 +134,19 @@ def compile_expr(source: str, names: Mapping[str, str]) -> Expr:
     if not isinstance(source, str) or not source.strip():
         raise ExprError("empty expression")
     if len(source) > MAX_EXPR_CHARS:
-        raise ExprError(f"expression of {len(source):,} characters is longer than the {MAX_EXPR_CHARS:,} allowed "
-                        f"(starts {source[:40]!r}); split the rule")
+        raise ExprError(
+            f"expression of {len(source):,} characters is longer than the {MAX_EXPR_CHARS:,} allowed "
+            f"(starts {source[:40]!r}); split the rule"
+        )
     try:
         tree = ast.parse(source.strip(), mode="eval")
     except SyntaxError as exc:
         raise ExprError(f"syntax error at column {exc.offset}: {exc.msg} in {_clip(source)}") from None
     except (RecursionError, MemoryError):
-        raise ExprError(f"expression nested too deeply to parse (more than {MAX_EXPR_DEPTH} levels) in "
-                        f"{_clip(source)}; split the rule") from None
+        raise ExprError(
+            f"expression nested too deeply to parse (more than {MAX_EXPR_DEPTH} levels) in "
+            f"{_clip(source)}; split the rule"
+        ) from None
     _check_size(tree.body, source)
     checker = _Checker(names, source)
     typ = checker.check(tree.body)
@@ -161,7 +165,9 @@ def _check_size(tree: ast.expr, source: str) -> None:
         node, depth = stack.pop()
         nodes += 1
         if depth > MAX_EXPR_DEPTH:
-            raise ExprError(f"expression nested more than {MAX_EXPR_DEPTH} levels deep in {_clip(source)}; split the rule")
+            raise ExprError(
+                f"expression nested more than {MAX_EXPR_DEPTH} levels deep in {_clip(source)}; split the rule"
+            )
         if nodes > MAX_EXPR_NODES:
             raise ExprError(f"expression has more than {MAX_EXPR_NODES} terms in {_clip(source)}; split the rule")
         stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
@@ -191,13 +197,18 @@ class _Checker:
             return NONE
         kind = value_type(value)
         if kind is None:
-            raise self.fail(node, f"literal {_clip(repr(value), 40)} is not allowed (numbers, True/False, None and strings are)")
+            raise self.fail(
+                node, f"literal {_clip(repr(value), 40)} is not allowed (numbers, True/False, None and strings are)"
+            )
         if kind == NUM and not isinstance(value, bool):
             # 1e400 is inf and a 400-digit integer is no metric's value: either would make the comparison
             # always true or always false, silently. MAX_LITERAL is far above any metric (bytes, ns, counts).
             if isinstance(value, float) and not math.isfinite(value) or abs(value) > MAX_LITERAL:
-                raise self.fail(node, f"number {_clip(ast.get_source_segment(self.source.strip(), node) or repr(value), 40)} "
-                                      f"is out of range (a finite number up to {MAX_LITERAL:.0e})")
+                raise self.fail(
+                    node,
+                    f"number {_clip(ast.get_source_segment(self.source.strip(), node) or repr(value), 40)} "
+                    f"is out of range (a finite number up to {MAX_LITERAL:.0e})",
+                )
         return kind
 
     def _check_Name(self, node: ast.Name) -> str:

@@ -57,19 +57,25 @@ def _no_gpu_message(metrics: Mapping[str, Any]) -> str:
     ranges = int(metrics.get("profiler_range_events") or 0)
     calls = int(metrics.get("runtime_calls") or 0)
     if ranges:
-        return (f"the trace was recorded with the CUPTI range profiler: it holds {ranges:,} per-kernel hardware-counter "
-                f"records (cuda_profiler_range events) and {calls:,} CUDA runtime calls, but no kernel timings, "
-                "because that mode replays each kernel to count instructions instead of timing it; so there is no "
-                "GPU timeline to diagnose. Profile again without the counter metrics (drop experimental_config's "
-                "profiler_metrics) to get kernel activity; keep this trace for instruction counts")
+        return (
+            f"the trace was recorded with the CUPTI range profiler: it holds {ranges:,} per-kernel hardware-counter "
+            f"records (cuda_profiler_range events) and {calls:,} CUDA runtime calls, but no kernel timings, "
+            "because that mode replays each kernel to count instructions instead of timing it; so there is no "
+            "GPU timeline to diagnose. Profile again without the counter metrics (drop experimental_config's "
+            "profiler_metrics) to get kernel activity; keep this trace for instruction counts"
+        )
     if calls:
-        return (f"the trace holds {calls:,} CUDA runtime calls but no kernel, memcpy or memset activity: the CPU "
-                "side of CUDA was recorded and the GPU side was not, so there is no GPU verdict; profile with "
-                "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (and check that CUPTI is available)")
-    return ("the trace holds CPU activity only (no CUDA launches, kernels, memcpy or memset): GPU-side metrics were "
-            "not recorded, so the GPU rules are silent and any verdict rests on host-side evidence (the training "
-            "loop's waits on the DataLoader); if the model should run on a GPU, move it there and profile with "
-            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]")
+        return (
+            f"the trace holds {calls:,} CUDA runtime calls but no kernel, memcpy or memset activity: the CPU "
+            "side of CUDA was recorded and the GPU side was not, so there is no GPU verdict; profile with "
+            "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (and check that CUPTI is available)"
+        )
+    return (
+        "the trace holds CPU activity only (no CUDA launches, kernels, memcpy or memset): GPU-side metrics were "
+        "not recorded, so the GPU rules are silent and any verdict rests on host-side evidence (the training "
+        "loop's waits on the DataLoader); if the model should run on a GPU, move it there and profile with "
+        "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]"
+    )
 
 
 def _cpu_only(metrics: Mapping[str, Any]) -> bool:
@@ -91,13 +97,20 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
     if has_gpu is False and _cpu_only(metrics):
         # Nothing GPU-side to judge; the host side was measured as in any trace, so findings on it keep
         # their confidence. The GPU verdict is withheld unless a host-side rule gives one.
-        out.append(HealthMessage(CPU_ONLY_CODE, "warning", _no_gpu_message(metrics), confidence="high",
-                                 affects=frozenset(), withhold=True))
+        out.append(
+            HealthMessage(
+                CPU_ONLY_CODE,
+                "warning",
+                _no_gpu_message(metrics),
+                confidence="high",
+                affects=frozenset(),
+                withhold=True,
+            )
+        )
         out.extend(_check_steps(metrics.get("steps"), metrics.get("iterations"), metrics.get("iteration_name")))
         return out
     if has_gpu is False:
-        out.append(HealthMessage("no-gpu-activity", "error", _no_gpu_message(metrics), confidence="low",
-                                 withhold=True))
+        out.append(HealthMessage("no-gpu-activity", "error", _no_gpu_message(metrics), confidence="low", withhold=True))
         return out
     n_ops = metrics.get("gpu_op_count")
     if has_gpu and n_ops is not None and n_ops < TINY_GPU_OPS:
@@ -128,7 +141,9 @@ def check_health(metrics: Mapping[str, Any]) -> list[HealthMessage]:
     out.extend(_check_steps(metrics.get("steps"), metrics.get("iterations"), metrics.get("iteration_name")))
     out.extend(_check_backlog(metrics.get("backlog_ns"), metrics.get("backlog_ops"), metrics.get("steps")))
     out.extend(_check_links(metrics.get("launch_link_fraction"), metrics.get("unlinked_gpu_ops")))
-    out.extend(_check_graphs(metrics.get("graph_launches"), metrics.get("graph_kernels"), metrics.get("gpu_busy_fraction")))
+    out.extend(
+        _check_graphs(metrics.get("graph_launches"), metrics.get("graph_kernels"), metrics.get("gpu_busy_fraction"))
+    )
     if metrics.get("truncated") is True:
         out.append(HealthMessage(
             "truncated-trace", "warning",
@@ -196,10 +211,16 @@ def _check_backlog(backlog_ns: Any, ops: Any, steps: Any) -> list[HealthMessage]
     the profiler opened, not because the trace is old or edited)."""
     if not backlog_ns:
         return []
-    where = ("the window starts at the first step completion after it, so the first step has no step time"
-             if steps else "the window starts where the GPU began the work launched inside the capture")
-    what = (f"{ops:,} GPU ops ran without a launch call in the trace" if ops else
-            "no GPU op was recorded while the first launches waited")
+    where = (
+        "the window starts at the first step completion after it, so the first step has no step time"
+        if steps
+        else "the window starts where the GPU began the work launched inside the capture"
+    )
+    what = (
+        f"{ops:,} GPU ops ran without a launch call in the trace"
+        if ops
+        else "no GPU op was recorded while the first launches waited"
+    )
     return [HealthMessage(
         "pre-window-backlog", "info",
         f"for the first {backlog_ns / 1e6:.1f} ms of the capture the GPU was still running work launched before "
@@ -233,8 +254,9 @@ def _check_graphs(launches: Any, kernels: Any, busy: Any) -> list[HealthMessage]
     mostly_busy = busy is not None and busy >= GRAPH_BUSY_MEDIUM
     consequence = (
         f"the GPU is still busy {busy:.0%} of the window, so GPU-time numbers are at worst slightly low "
-        "(medium confidence)" if mostly_busy else
-        "so the GPU may look idler than it was and every GPU-time number is a lower bound (low confidence)"
+        "(medium confidence)"
+        if mostly_busy
+        else "so the GPU may look idler than it was and every GPU-time number is a lower bound (low confidence)"
     )
     return [HealthMessage(
         "cuda-graph-under-recording", "warning",

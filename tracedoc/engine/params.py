@@ -63,11 +63,19 @@ def check_number(value: Any, where: str, shown: Any = None) -> Any:
     text = shown if isinstance(shown, str) else None
     if isinstance(value, float) and not math.isfinite(value) or (isinstance(value, int) and value.bit_length() > 1000):
         seen = infile_excerpt(text if text is not None else repr(value))
-        raise ParamError(where, "needs a finite number", seen,
-                         "give a plain number such as 0.1 or 10% (nan and inf would switch the rule off)")
+        raise ParamError(
+            where,
+            "needs a finite number",
+            seen,
+            "give a plain number such as 0.1 or 10% (nan and inf would switch the rule off)",
+        )
     if text is not None and sum(c.isdigit() for c in text) > MAX_DIGITS:
-        raise ParamError(where, f"has a number of more than {MAX_DIGITS} digits", infile_excerpt(text),
-                         "give a plain number such as 0.1 or 10%")
+        raise ParamError(
+            where,
+            f"has a number of more than {MAX_DIGITS} digits",
+            infile_excerpt(text),
+            "give a plain number such as 0.1 or 10%",
+        )
     return value
 
 
@@ -155,9 +163,12 @@ def _skipped(path: Path, why: str) -> None:
     _said.add(str(path))
     from ..errors import warn
 
-    warn(str(path), f"not read: {why}, so another user could set tracedoc's thresholds there",
-         "tracedoc reads [tool.tracedoc] only from files and directories that you or root own and that only "
-         "the owner may write (pass --param to set a threshold)")
+    warn(
+        str(path),
+        f"not read: {why}, so another user could set tracedoc's thresholds there",
+        "tracedoc reads [tool.tracedoc] only from files and directories that you or root own and that only "
+        "the owner may write (pass --param to set a threshold)",
+    )
 
 
 PYPROJECT_KEYS = ("params", "rules")  # what [tool.tracedoc] may hold
@@ -178,20 +189,31 @@ def _tool_table(path: Path) -> dict[str, Any] | None:
     except (UnicodeDecodeError, RecursionError, MemoryError, ValueError) as exc:  # TOMLDecodeError is a ValueError
         if b"tool.tracedoc" not in raw:
             return None  # not a readable pyproject, and not one that tries to configure tracedoc
-        raise ParamError(f"{path}: [tool.tracedoc]", "is in a pyproject.toml that is not valid TOML",
-                         infile_excerpt(str(exc), chars=120), "fix the file (tracedoc would otherwise "
-                         "run without its settings)") from None
+        raise ParamError(
+            f"{path}: [tool.tracedoc]",
+            "is in a pyproject.toml that is not valid TOML",
+            infile_excerpt(str(exc), chars=120),
+            "fix the file (tracedoc would otherwise run without its settings)",
+        ) from None
     tool = data.get("tool", {})
     if not isinstance(tool, dict) or "tracedoc" not in tool:
         return None
     table = tool["tracedoc"]
     if not isinstance(table, dict):
-        raise ParamError(f"{path}: tool.tracedoc", "must be a table", infile_excerpt(repr(table)),
-                         "write [tool.tracedoc.params] with RULE.param = value lines")
+        raise ParamError(
+            f"{path}: tool.tracedoc",
+            "must be a table",
+            infile_excerpt(repr(table)),
+            "write [tool.tracedoc.params] with RULE.param = value lines",
+        )
     unknown = [k for k in table if k not in PYPROJECT_KEYS]
     if unknown:
-        raise ParamError(f"{path}: [tool.tracedoc]", f"has an unknown key {infile_excerpt(unknown[0])}"
-                         f"{suggest(str(unknown[0]), PYPROJECT_KEYS)}", None, f"its keys: {', '.join(PYPROJECT_KEYS)}")
+        raise ParamError(
+            f"{path}: [tool.tracedoc]",
+            f"has an unknown key {infile_excerpt(unknown[0])}{suggest(str(unknown[0]), PYPROJECT_KEYS)}",
+            None,
+            f"its keys: {', '.join(PYPROJECT_KEYS)}",
+        )
     return table
 
 
@@ -245,9 +267,11 @@ def resolve_params(
                              todo="name a rule by id or name, e.g. TD301.stall_threshold")  # fmt: skip
         if pname not in rule.params:
             choices = ", ".join(sorted(rule.params)) or "none"
-            raise ParamError(f"{where} {key!r}",
-                             f"rule {rule.id} has no parameter {pname!r}{suggest(pname, rule.params)}",
-                             todo=f"its parameters: {choices}")
+            raise ParamError(
+                f"{where} {key!r}",
+                f"rule {rule.id} has no parameter {pname!r}{suggest(pname, rule.params)}",
+                todo=f"its parameters: {choices}",
+            )
         param = rule.params[pname]
         got = value_type(value)
         if got != param.type:

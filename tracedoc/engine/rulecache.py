@@ -147,9 +147,11 @@ def _open_dir(directory: Path, create: bool) -> int | None:
     if str(directory) not in _refused:
         _refused.add(str(directory))
         shown = str(directory).encode("unicode_escape").decode("ascii")
-        sys.stderr.write(f"tracedoc: rule cache {shown} not used: {why}, so another user could put rules there; "
-                         "the rules are read from their files (make it yours with mode 700, or set "
-                         "TRACEDOC_CACHE_DIR=off)\n")
+        sys.stderr.write(
+            f"tracedoc: rule cache {shown} not used: {why}, so another user could put rules there; "
+            "the rules are read from their files (make it yours with mode 700, or set "
+            "TRACEDOC_CACHE_DIR=off)\n"
+        )
     return None
 
 
@@ -171,7 +173,7 @@ def load(key: str | None, paths: Sequence[Path]) -> list[dict] | None:
     head = len(_MAGIC) + 2 * _DIGEST
     if len(data) <= head or not data.startswith(_MAGIC):
         return None
-    stored_key, payload_digest = data[len(_MAGIC):len(_MAGIC) + _DIGEST], data[len(_MAGIC) + _DIGEST:head]
+    stored_key, payload_digest = data[len(_MAGIC) : len(_MAGIC) + _DIGEST], data[len(_MAGIC) + _DIGEST : head]
     payload = data[head:]
     if stored_key != bytes.fromhex(key) or hashlib.sha256(payload).digest() != payload_digest:
         return None

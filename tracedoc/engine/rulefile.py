@@ -45,15 +45,34 @@ _NAME_RE = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 _PARAM_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 _REQUIRED = ("id", "name", "title", "label", "severity", "when", "message", "expect", "fixes", "docs")
-_OPTIONAL = ("impact", "params", "evidence", "requires_no_other_verdict", "requires_gpu", "what_if", "replays_label_fix",
-             "tests", "scope")
+_OPTIONAL = (
+    "impact",
+    "params",
+    "evidence",
+    "requires_no_other_verdict",
+    "requires_gpu",
+    "what_if",
+    "replays_label_fix",
+    "tests",
+    "scope",
+)
 
 _DOCS_KEYS = ("what_it_detects", "why_it_matters", "references")
 
 # Everything outside a rule file that a rule is checked against (part of the rule cache's key).
-_VOCABULARY = (sorted(METRIC_TYPES.items()), sorted(LOG_METRIC_TYPES.items()), EVIDENCE_TABLES, LOG_EVIDENCE_TABLES,
-               LABELS, SEVERITIES, VERDICT_LABELS, ADVICE_LABEL, WHAT_IF_KINDS, sorted(LABEL_WHAT_IF.items()),
-               MAX_EVIDENCE_ROWS)
+_VOCABULARY = (
+    sorted(METRIC_TYPES.items()),
+    sorted(LOG_METRIC_TYPES.items()),
+    EVIDENCE_TABLES,
+    LOG_EVIDENCE_TABLES,
+    LABELS,
+    SEVERITIES,
+    VERDICT_LABELS,
+    ADVICE_LABEL,
+    WHAT_IF_KINDS,
+    sorted(LABEL_WHAT_IF.items()),
+    MAX_EVIDENCE_ROWS,
+)
 
 
 class RuleError(TracedocError):
@@ -228,7 +247,9 @@ class _FileChecker:
             table, rows = item.get("table"), item.get("rows", 10)
             if table not in self.tables:
                 why = "no analysis produces it" if self.scope == SCOPE_TRACE else "the log analyses do not produce it"
-                self.problem(f"{fld}.table", f"unknown evidence table {table!r}{suggest(str(table), self.tables)}; {why}")
+                self.problem(
+                    f"{fld}.table", f"unknown evidence table {table!r}{suggest(str(table), self.tables)}; {why}"
+                )
                 continue
             if self.typed(f"{fld}.rows", rows, int, "a row count"):
                 if not 1 <= rows <= MAX_EVIDENCE_ROWS:
@@ -269,8 +290,15 @@ def _load_rule_file(path: Path) -> tuple[Rule, dict[str, Any]]:
         if key in _cache:
             return _cache[key]
         if stat.st_size > MAX_RULE_FILE_BYTES:
-            raise RuleError([(str(path), f"rule file of {stat.st_size:,} bytes is larger than the "
-                              f"{MAX_RULE_FILE_BYTES:,} allowed; a rule file holds one rule")])
+            raise RuleError(
+                [
+                    (
+                        str(path),
+                        f"rule file of {stat.st_size:,} bytes is larger than the "
+                        f"{MAX_RULE_FILE_BYTES:,} allowed; a rule file holds one rule",
+                    )
+                ]
+            )
         raw = path.read_bytes()
     except OSError as exc:
         raise RuleError([(str(path), f"cannot read rule file ({exc.strerror})")]) from None
@@ -289,8 +317,15 @@ def parse_rule_text(path: Path, raw: bytes) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise RuleError([(str(path), f"not UTF-8 text: byte {raw[exc.start]:#04x} at offset {exc.start} (line {line}) "
-                          "cannot be decoded; save the rule file as UTF-8")]) from None
+        raise RuleError(
+            [
+                (
+                    str(path),
+                    f"not UTF-8 text: byte {raw[exc.start]:#04x} at offset {exc.start} (line {line}) "
+                    "cannot be decoded; save the rule file as UTF-8",
+                )
+            ]
+        ) from None
     try:  # tomli's compiled wheels parse the rule files about 3x faster than the standard library's tomllib
         import tomli as tomllib
     except ImportError:  # pragma: no cover - an install without its dependencies
@@ -300,8 +335,15 @@ def parse_rule_text(path: Path, raw: bytes) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise RuleError([(str(path), f"not valid TOML: {exc}")]) from None
     except (RecursionError, MemoryError):
-        raise RuleError([(str(path), "TOML nested too deeply to read (arrays or tables inside one another "
-                          "hundreds of levels deep); a rule needs at most a few levels")]) from None
+        raise RuleError(
+            [
+                (
+                    str(path),
+                    "TOML nested too deeply to read (arrays or tables inside one another "
+                    "hundreds of levels deep); a rule needs at most a few levels",
+                )
+            ]
+        ) from None
 
 
 def rule_files(directory: Path) -> list[Path]:
@@ -320,7 +362,9 @@ def load_rules(extra_rule_dirs: Iterable[str | Path] = (), *, builtin: bool = Tr
     for extra in extra_rule_dirs:
         extra = Path(extra)
         if not extra.is_dir():
-            problems.append((str(extra), "rule directory does not exist; pass a directory of *.toml rule files to --rules"))
+            problems.append(
+                (str(extra), "rule directory does not exist; pass a directory of *.toml rule files to --rules")
+            )
         else:
             dirs.append(extra)
     paths = [path for directory in dirs for path in rule_files(directory)]

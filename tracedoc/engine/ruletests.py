@@ -29,8 +29,9 @@ def rule_tests(checker: Any, table: Any) -> dict[str, tuple[Mapping[str, Any], .
                 if key == UNSET_KEY:
                     _unset(checker, f"{fld}.{key}", value)
                 elif key not in checker.registry:
-                    checker.problem(f"{fld}.{key}", f"unknown {checker.scope} metric {key!r}"
-                                                    f"{suggest(key, checker.registry)}")
+                    checker.problem(
+                        f"{fld}.{key}", f"unknown {checker.scope} metric {key!r}{suggest(key, checker.registry)}"
+                    )
                 elif value_type(value) != checker.metric_types[key]:
                     checker.problem(f"{fld}.{key}", f"expected a {checker.metric_types[key]} value, got {value!r}")
         out[kind] = tuple(cases)

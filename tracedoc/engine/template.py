@@ -57,7 +57,6 @@ class Template:
                 chunks.append(str(value))
         return "".join(chunks)
 
-
     def explain(self, known: Mapping[str, Any]) -> str:
         """The text for documentation: fields whose names are all in ``known`` (a rule's parameter
         values) formatted as they would be in a report; the others shown as ``<expression>``, the
@@ -105,7 +104,9 @@ def compile_template(source: str, names: Mapping[str, str]) -> Template:
             try:
                 format(sample, spec)
             except (ValueError, TypeError) as exc:
-                raise ExprError(f"field {{{field}:{spec}}}: format spec does not fit a {expr.type} value ({exc})") from None
+                raise ExprError(
+                    f"field {{{field}:{spec}}}: format spec does not fit a {expr.type} value ({exc})"
+                ) from None
         parts.append((literal, expr, spec))
     return Template(source=source, parts=tuple(parts))
 
@@ -115,11 +116,14 @@ def _check_spec_bounds(field: str, spec: str) -> None:
     m = _SPEC_RE.match(spec)
     if m is None:
         if sum(c.isdigit() for c in spec) > 3:
-            raise ExprError(f"field {{{field}:{spec[:40]}}}: not a format spec ([[fill]align][sign][width][.precision][type])")
+            raise ExprError(
+                f"field {{{field}:{spec[:40]}}}: not a format spec ([[fill]align][sign][width][.precision][type])"
+            )
         return  # the sample format below names what is wrong
     width, precision = m.group("width"), m.group("precision")
     if width and int(width) > MAX_FORMAT_WIDTH:
         raise ExprError(f"field {{{field}:{spec}}}: width {int(width):,} is more than the {MAX_FORMAT_WIDTH} allowed")
     if precision and int(precision) > MAX_FORMAT_PRECISION:
-        raise ExprError(f"field {{{field}:{spec}}}: precision {int(precision):,} is more than the "
-                        f"{MAX_FORMAT_PRECISION} allowed")
+        raise ExprError(
+            f"field {{{field}:{spec}}}: precision {int(precision):,} is more than the {MAX_FORMAT_PRECISION} allowed"
+        )

@@ -15,9 +15,16 @@ WHAT_IF_SHARE, WHAT_IF_ESTIMATE, WHAT_IF_NONE = "share", "estimate", "none"
 REPLAYED: tuple[str, ...] = tuple(FIXES)
 WHAT_IF_KINDS: tuple[str, ...] = REPLAYED + (WHAT_IF_SHARE, WHAT_IF_ESTIMATE, WHAT_IF_NONE)
 # Without ``what_if``: the replay of the fix a label stands for; other labels, today's share; advice, none.
-LABEL_WHAT_IF = {"io_bound": "dataloader", "sync_bound": "sync", "comm_bound": "comm", "small_batch_bound": "launch",
-                 "host_bound": "host", "straggler_bound": "straggler", "compute_bound": WHAT_IF_NONE,
-                 "memory_pressure": WHAT_IF_NONE}
+LABEL_WHAT_IF = {
+    "io_bound": "dataloader",
+    "sync_bound": "sync",
+    "comm_bound": "comm",
+    "small_batch_bound": "launch",
+    "host_bound": "host",
+    "straggler_bound": "straggler",
+    "compute_bound": WHAT_IF_NONE,
+    "memory_pressure": WHAT_IF_NONE,
+}
 
 
 def what_if_kind(label: str, what_if: str | None) -> str | None:
@@ -36,8 +43,10 @@ def rule_what_if(data: Mapping[str, Any], checker: Any) -> str | None:
     legacy = data.get("replays_label_fix")
     if legacy is not None and checker.typed("replays_label_fix", legacy, bool, "true or false") and not legacy:
         if "what_if" in data:
-            checker.problem("replays_label_fix", "give what_if alone (replays_label_fix = false is its older "
-                                                 "spelling of what_if = \"share\")")
+            checker.problem(
+                "replays_label_fix",
+                'give what_if alone (replays_label_fix = false is its older spelling of what_if = "share")',
+            )
         return WHAT_IF_SHARE
     value = data.get("what_if")
     if value is None:
@@ -45,8 +54,9 @@ def rule_what_if(data: Mapping[str, Any], checker: Any) -> str | None:
     if not checker.typed("what_if", value, str, "a string"):
         return None
     if value not in WHAT_IF_KINDS:
-        checker.problem("what_if", f"unknown what-if {value!r}{suggest(value, WHAT_IF_KINDS)}; one of: "
-                                   f"{', '.join(WHAT_IF_KINDS)}")
+        checker.problem(
+            "what_if", f"unknown what-if {value!r}{suggest(value, WHAT_IF_KINDS)}; one of: {', '.join(WHAT_IF_KINDS)}"
+        )
         return None
     if value == WHAT_IF_NONE and data.get("label") == ADVICE_LABEL:
         return None

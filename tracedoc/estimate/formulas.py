@@ -55,8 +55,13 @@ def flops_per_token(spec: ModelSpec, seq_len: int, causal: bool = True) -> Flops
     else:
         mlp = 2.0 * h * _mlp_matrices(spec) * spec.ffn_size
         router = 0.0
-    return FlopsPerToken(attention_proj=L * proj, attention_scores=L * scores, mlp=L * mlp, router=L * router,
-                         logits=2.0 * h * spec.vocab_size)
+    return FlopsPerToken(
+        attention_proj=L * proj,
+        attention_scores=L * scores,
+        mlp=L * mlp,
+        router=L * router,
+        logits=2.0 * h * spec.vocab_size,
+    )
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,9 @@ def param_count(spec: ModelSpec, seq_len: int | None = None) -> ParamCount:
     else:
         layer = active = attn + norms + h * m * spec.ffn_size
     positions = (spec.max_seq_len or seq_len or 0) * h if spec.learned_positions else 0
-    return ParamCount(embedding=spec.vocab_size * h + positions,
-                      lm_head=0 if spec.tie_embeddings else spec.vocab_size * h,
-                      layers=L * layer + h, active_layers=L * active + h)
+    return ParamCount(
+        embedding=spec.vocab_size * h + positions,
+        lm_head=0 if spec.tie_embeddings else spec.vocab_size * h,
+        layers=L * layer + h,
+        active_layers=L * active + h,
+    )

@@ -52,11 +52,13 @@ class TrainSetup:
 
     def validated(self) -> "TrainSetup":
         if self.precision not in PRECISIONS:
-            raise UsageError("--precision", "is not a known precision", self.precision,
-                             f"use one of {', '.join(PRECISIONS)}")
+            raise UsageError(
+                "--precision", "is not a known precision", self.precision, f"use one of {', '.join(PRECISIONS)}"
+            )
         if self.optimizer not in OPTIMIZERS:
-            raise UsageError("--optimizer", "is not a known optimizer", self.optimizer,
-                             f"use one of {', '.join(OPTIMIZERS)}")
+            raise UsageError(
+                "--optimizer", "is not a known optimizer", self.optimizer, f"use one of {', '.join(OPTIMIZERS)}"
+            )
         if self.zero_stage not in (0, 1, 2, 3):
             raise UsageError("--zero-stage", "must be 0, 1, 2 or 3", str(self.zero_stage), None)
         for name in ("micro_batch", "seq_len", "dp_size"):
@@ -86,8 +88,11 @@ class MemoryEstimate:
 
 def activation_bytes_per_sample(spec: ModelSpec, setup: TrainSetup) -> float:
     s, h, a, L = setup.seq_len, spec.hidden_size, spec.num_heads, spec.num_layers
-    f = (spec.moe_ffn_size or spec.ffn_size) * spec.experts_per_token + spec.shared_ffn_size if spec.is_moe \
+    f = (
+        (spec.moe_ffn_size or spec.ffn_size) * spec.experts_per_token + spec.shared_ffn_size
+        if spec.is_moe
         else spec.ffn_size
+    )
     attention = 11 * s * h + (0 if setup.fused_attention else 5 * a * s * s)
     saved = 3 if spec.gated_mlp else 2
     mlp = 2 * s * h + 2 * s * f * saved + (0 if spec.gated_mlp else s * h)
@@ -114,8 +119,13 @@ def estimate_memory(spec: ModelSpec, setup: TrainSetup) -> MemoryEstimate:
     if setup.zero_stage >= 3:
         weights /= dp
     per_sample = activation_bytes_per_sample(spec, setup)
-    return MemoryEstimate(weights_bytes=weights, gradients_bytes=grads, optimizer_bytes=opt,
-                          activations_per_sample_bytes=per_sample, activations_bytes=per_sample * setup.micro_batch)
+    return MemoryEstimate(
+        weights_bytes=weights,
+        gradients_bytes=grads,
+        optimizer_bytes=opt,
+        activations_per_sample_bytes=per_sample,
+        activations_bytes=per_sample * setup.micro_batch,
+    )
 
 
 def largest_micro_batch(est: MemoryEstimate, device_bytes: float) -> int:

@@ -30,14 +30,21 @@ from .tasks import FanOut, collect, rank_task
 DASK_CONNECT_TIMEOUT_S: float | None = None
 
 
-def on_dask(scheduler: Any, files: list[str], options: dict, progress: Callable[[int, int], None] | None,
-            rank_of, given: dict | None) -> FanOut:
+def on_dask(
+    scheduler: Any,
+    files: list[str],
+    options: dict,
+    progress: Callable[[int, int], None] | None,
+    rank_of,
+    given: dict | None,
+) -> FanOut:
     """Analyse ``files`` on the cluster of ``scheduler`` (an address, or a ``distributed.Client``)."""
     try:
         from distributed import Client
     except ImportError:
-        raise UsageError("--scheduler", "needs Dask's distributed package", None,
-                         "pip install 'tracedoc[dask]'") from None
+        raise UsageError(
+            "--scheduler", "needs Dask's distributed package", None, "pip install 'tracedoc[dask]'"
+        ) from None
     if isinstance(scheduler, Client):
         return _run(scheduler, str(scheduler.scheduler.address), files, options, progress, rank_of, given)
     address = str(scheduler)
@@ -63,19 +70,31 @@ def _connect(Client, address: str):
     try:
         return Client(address, timeout=connect_timeout_s(), set_as_default=False)
     except (OSError, TimeoutError) as exc:
-        raise TraceError(address, "cannot reach the Dask scheduler", str(exc)[:200],
-                         "check the address (tcp://host:8786) and that the scheduler is running") from None
+        raise TraceError(
+            address,
+            "cannot reach the Dask scheduler",
+            str(exc)[:200],
+            "check the address (tcp://host:8786) and that the scheduler is running",
+        ) from None
     except (ValueError, TypeError) as exc:
-        raise UsageError("--scheduler", f"{address!r} is not a Dask scheduler address", str(exc)[:200],
-                         "give it as tcp://host:port (e.g. tcp://10.0.0.5:8786)") from None
+        raise UsageError(
+            "--scheduler",
+            f"{address!r} is not a Dask scheduler address",
+            str(exc)[:200],
+            "give it as tcp://host:port (e.g. tcp://10.0.0.5:8786)",
+        ) from None
 
 
 def _wait_for_workers(client, address: str) -> None:
     try:
         client.wait_for_workers(1, timeout=connect_timeout_s())
     except (OSError, TimeoutError) as exc:
-        raise TraceError(address, f"has no workers (none joined within {connect_timeout_s():g} s)", str(exc)[:200],
-                         "start workers with `dask worker ADDRESS`, or point --scheduler at a running cluster") from None
+        raise TraceError(
+            address,
+            f"has no workers (none joined within {connect_timeout_s():g} s)",
+            str(exc)[:200],
+            "start workers with `dask worker ADDRESS`, or point --scheduler at a running cluster",
+        ) from None
 
 
 def _run(client, address: str, files: list[str], options: dict, progress, rank_of, given) -> FanOut:
@@ -84,8 +103,10 @@ def _run(client, address: str, files: list[str], options: dict, progress, rank_o
     from distributed.scheduler import KilledWorker
 
     run = uuid.uuid4().hex[:8]
-    futures = {client.submit(rank_task, f, options, rank_of, given, key=task_key(run, i, f), pure=False): f
-               for i, f in enumerate(files)}
+    futures = {
+        client.submit(rank_task, f, options, rank_of, given, key=task_key(run, i, f), pure=False): f
+        for i, f in enumerate(files)
+    }
     done = FanOut([])
     try:
         for n, fut in enumerate(as_completed(list(futures), loop=client.loop), 1):
@@ -93,16 +114,31 @@ def _run(client, address: str, files: list[str], options: dict, progress, rank_o
             try:
                 collect(done, path, fut.result())
             except KilledWorker as exc:
-                done.failed.append({"source": path, "error": f"{path}: not read: each Dask worker that analysed it "
-                                    f"died (out of memory, or killed), on every try ({exc})"[:600]})
+                done.failed.append(
+                    {
+                        "source": path,
+                        "error": f"{path}: not read: each Dask worker that analysed it "
+                        f"died (out of memory, or killed), on every try ({exc})"[:600],
+                    }
+                )
             except (FutureCancelledError, OSError) as exc:  # the scheduler went away: nothing more will come
-                raise TraceError(address, f"lost the Dask scheduler while the ranks were read ({len(done.received)} of "
-                                 f"{len(files)} files done)", str(exc)[:200], "check that the scheduler is running, then run again") from None
+                raise TraceError(
+                    address,
+                    f"lost the Dask scheduler while the ranks were read ({len(done.received)} of "
+                    f"{len(files)} files done)",
+                    str(exc)[:200],
+                    "check that the scheduler is running, then run again",
+                ) from None
             except UsageError:
                 raise
             except Exception as exc:  # noqa: BLE001 -- a rank that failed as no reader foresaw costs only that rank
-                done.failed.append({"source": path, "error": f"{path}: not read: its analysis failed on the Dask worker "
-                                    f"({type(exc).__name__}: {exc})"[:600]})
+                done.failed.append(
+                    {
+                        "source": path,
+                        "error": f"{path}: not read: its analysis failed on the Dask worker "
+                        f"({type(exc).__name__}: {exc})"[:600],
+                    }
+                )
             if progress:
                 progress(n, len(files))
     finally:
@@ -119,8 +155,9 @@ def task_key(run: str, index: int, path: str) -> str:
 @contextmanager
 def _quiet():
     """Dask's own log lines silenced (its loggers set their levels one by one)."""
-    names = ["distributed", "tornado", "asyncio"] + [n for n in logging.root.manager.loggerDict
-                                                      if n.startswith(("distributed.", "tornado."))]
+    names = ["distributed", "tornado", "asyncio"] + [
+        n for n in logging.root.manager.loggerDict if n.startswith(("distributed.", "tornado."))
+    ]
     loggers = [logging.getLogger(n) for n in names]
     levels = [lg.level for lg in loggers]
     for lg in loggers:

@@ -20,9 +20,16 @@ from .tasks import FanOut, analyze_file, collect, rank_task, read_local
 __all__ = ["FanOut", "analyze_file", "collect", "fan_out", "rank_task", "read_local"]
 
 
-def fan_out(files: list[str], options: dict, *, jobs: int | None = None, scheduler: Any = None,
-            progress: Callable[[int, int], None] | None = None,
-            rank_of: Callable[[str], int | None] | None = None, given: dict | None = None) -> FanOut:
+def fan_out(
+    files: list[str],
+    options: dict,
+    *,
+    jobs: int | None = None,
+    scheduler: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+    rank_of: Callable[[str], int | None] | None = None,
+    given: dict | None = None,
+) -> FanOut:
     """Analyse many files in parallel; failures of single files are collected, not raised."""
     if scheduler is not None:
         from .cluster import on_dask
@@ -39,8 +46,13 @@ def fan_out(files: list[str], options: dict, *, jobs: int | None = None, schedul
             try:
                 collect(done, path, fut.result())
             except cf.process.BrokenProcessPool:  # a worker died (out of memory, killed): these ranks are lost
-                done.failed.append({"source": path, "error": f"{path}: not read: a worker process died while the "
-                                    "ranks were read (out of memory, or killed)"})
+                done.failed.append(
+                    {
+                        "source": path,
+                        "error": f"{path}: not read: a worker process died while the "
+                        "ranks were read (out of memory, or killed)",
+                    }
+                )
             if progress:
                 progress(n, len(files))
     _all_failed(done, files)
@@ -51,5 +63,9 @@ def _all_failed(done: FanOut, files: list[str]) -> None:
     if not done.outputs and done.failed:
         first = done.failed[0]["error"]
         where = files[0].rsplit("/", 1)[0] if "/" in files[0] else "."
-        raise TraceError(where, f"no rank file could be read ({len(files)} tried)",
-                         first, "check the files; each failure is listed with --format json")
+        raise TraceError(
+            where,
+            f"no rank file could be read ({len(files)} tried)",
+            first,
+            "check the files; each failure is listed with --format json",
+        )

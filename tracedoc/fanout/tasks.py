@@ -27,9 +27,15 @@ class FanOut:
 
 
 @with_paused_gc
-def analyze_file(path: str, options: dict, progress: Callable[[float], None] | None = None,
-                 workers: int | None = None, rank_of: Callable[[str], int | None] | None = None,
-                 job: bool = True, given: dict | None = None) -> list[RankRead]:
+def analyze_file(
+    path: str,
+    options: dict,
+    progress: Callable[[float], None] | None = None,
+    workers: int | None = None,
+    rank_of: Callable[[str], int | None] | None = None,
+    job: bool = True,
+    given: dict | None = None,
+) -> list[RankRead]:
     """Load and analyse one file (one rank, or one per process of a multi-process nsys export).
 
     ``path`` may be a URL (``s3://...``): the file is copied and read here, by the process that analyses
@@ -41,10 +47,17 @@ def analyze_file(path: str, options: dict, progress: Callable[[float], None] | N
         return read_local(local, options, progress, workers, rank_of, job, given, shown=path)
 
 
-def read_local(path: str, options: dict, progress: Callable[[float], None] | None = None,
-               workers: int | None = None, rank_of: Callable[[str], int | None] | None = None,
-               job: bool = True, given: dict | None = None, shown: str | None = None,
-               kind: str | None = None) -> list[RankRead]:
+def read_local(
+    path: str,
+    options: dict,
+    progress: Callable[[float], None] | None = None,
+    workers: int | None = None,
+    rank_of: Callable[[str], int | None] | None = None,
+    job: bool = True,
+    given: dict | None = None,
+    shown: str | None = None,
+    kind: str | None = None,
+) -> list[RankRead]:
     """``analyze_file`` of a local file; ``shown``: the name the results give it (a URL it was copied from);
     ``kind``: its format when the caller has sniffed it (``ingest.sniff``), else sniffed here, once."""
     shown = shown or path
@@ -93,8 +106,9 @@ def rank_task(path: str, options: dict, rank_of, given: dict | None) -> bytes:
     try:
         return pack(reads, failure)
     except (TypeError, ValueError, OverflowError) as exc:  # a value plain data cannot carry: this file alone
-        return pack([], {"source": path, "error": f"{path}: not read: its results cannot be sent back from the "
-                                                  f"worker ({exc})"})
+        return pack(
+            [], {"source": path, "error": f"{path}: not read: its results cannot be sent back from the worker ({exc})"}
+        )
 
 
 def collect(done: FanOut, path: str, blob: bytes) -> None:
@@ -103,8 +117,10 @@ def collect(done: FanOut, path: str, blob: bytes) -> None:
     try:
         outs, failure = unpack(blob)
     except WireError as exc:
-        outs, failure = [], {"source": path, "error": f"{path}: not read: what its worker sent back cannot be "
-                                                      f"read: {exc}"}
+        outs, failure = (
+            [],
+            {"source": path, "error": f"{path}: not read: what its worker sent back cannot be read: {exc}"},
+        )
     done.outputs.extend(outs)
     done.received[path] = len(blob)
     if failure:

@@ -34,10 +34,18 @@ except ImportError:
 PACK_LEVEL = 1  # the fastest level: a rank's results pack in a few ms, to about a third
 VERSION = 1
 EXT_ARRAY, EXT_SCALAR, EXT_TUPLE, EXT_ROWS = 1, 2, 3, 4
-FREE_FIELDS = {"metrics": dict, "per_step": list, "per_device": list, "evidence": dict, "timeline": dict}  # RankResult's
+FREE_FIELDS = {
+    "metrics": dict,
+    "per_step": list,
+    "per_device": list,
+    "evidence": dict,
+    "timeline": dict,
+}  # RankResult's
 # free-form values, and their kinds
-ARRAY_DTYPES = frozenset(np.dtype(t).str for t in (
-    "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64"))
+ARRAY_DTYPES = frozenset(
+    np.dtype(t).str
+    for t in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64")
+)
 MAX_DIMS = 8
 
 
@@ -95,8 +103,9 @@ def _tagged(value: Any) -> Any:
         if type(first) is dict:
             keys = tuple(first)
             if all(type(r) is dict and tuple(r) == keys for r in value):
-                return msgspec.msgpack.Ext(EXT_ROWS, _ENCODER.encode([keys, [_column([r[k] for r in value])
-                                                                              for k in keys]]))
+                return msgspec.msgpack.Ext(
+                    EXT_ROWS, _ENCODER.encode([keys, [_column([r[k] for r in value]) for k in keys]])
+                )
         return [_tagged(v) for v in value]
     if kind is dict:
         return {k: _tagged(v) for k, v in value.items()}
@@ -118,8 +127,9 @@ def _ext_hook(code: int, data: memoryview) -> Any:
     if code == EXT_TUPLE:
         return tuple(msgspec.msgpack.decode(data, type=list, ext_hook=_ext_hook))
     if code == EXT_ROWS:
-        keys, columns = msgspec.msgpack.decode(data, type=tuple[list[str], list[tuple[list[str] | None, list]]],
-                                               ext_hook=_ext_hook)
+        keys, columns = msgspec.msgpack.decode(
+            data, type=tuple[list[str], list[tuple[list[str] | None, list]]], ext_hook=_ext_hook
+        )
         if len(columns) != len(keys) or len({len(c[1]) for c in columns}) > 1:
             raise WireError(f"rows of {len(keys)} keys whose columns differ in number or length")
         return [dict(zip(keys, r)) for r in zip(*(_values(*c) for c in columns))]
@@ -156,10 +166,19 @@ _DECODER = msgspec.msgpack.Decoder(_Answer, ext_hook=_ext_hook)
 
 def pack(reads: list[RankRead], failure: dict | None) -> bytes:
     """A rank task's answer (its file's reads, or why the file failed) as deflated plain data."""
-    wire = _Answer(VERSION, [_Read(msgspec.structs.replace(r.result, **{f: kind() for f, kind in FREE_FIELDS.items()}),
-                                   {f: _tagged(getattr(r.result, f)) for f in FREE_FIELDS},
-                                   None if r.tables is None else _wire_tables(r.tables), r.sha256)
-                             for r in reads], failure)
+    wire = _Answer(
+        VERSION,
+        [
+            _Read(
+                msgspec.structs.replace(r.result, **{f: kind() for f, kind in FREE_FIELDS.items()}),
+                {f: _tagged(getattr(r.result, f)) for f in FREE_FIELDS},
+                None if r.tables is None else _wire_tables(r.tables),
+                r.sha256,
+            )
+            for r in reads
+        ],
+        failure,
+    )
     return _compress(_ENCODER.encode(wire), PACK_LEVEL)
 
 
@@ -178,11 +197,15 @@ def unpack(blob: bytes) -> tuple[list[RankRead], dict | None]:
     except WireError:
         raise
     except (msgspec.DecodeError, ValueError, TypeError, OverflowError, RecursionError) as exc:
-        raise WireError(f"not a rank task's answer ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise WireError(
+            f"not a rank task's answer ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        ) from None
     if answer.version != VERSION:
         raise WireError(f"an answer of version {answer.version}, this reader reads version {VERSION}")
-    return [RankRead(_rank_result(r), None if r.tables is None else _rank_tables(r.tables), r.sha256, None)
-            for r in answer.reads], answer.failure
+    return [
+        RankRead(_rank_result(r), None if r.tables is None else _rank_tables(r.tables), r.sha256, None)
+        for r in answer.reads
+    ], answer.failure
 
 
 def _rank_result(w: _Read) -> RankResult:
@@ -208,5 +231,13 @@ def _rank_tables(w: _Tables) -> RankTables:
         bad = [k for k, v in cols.items() if not isinstance(v, np.ndarray) or v.ndim != 1]
         if bad:
             raise WireError(f"the job tables' {name} column {bad[0]!r} is not a one-dimensional array")
-    return RankTables(rank=w.rank, source=w.source, collectives=w.collectives, groups=w.groups, types=w.types,
-                      dtypes=w.dtypes, steps=w.steps, info=w.info)
+    return RankTables(
+        rank=w.rank,
+        source=w.source,
+        collectives=w.collectives,
+        groups=w.groups,
+        types=w.types,
+        dtypes=w.dtypes,
+        steps=w.steps,
+        info=w.info,
+    )

@@ -27,8 +27,12 @@ def sniff(path: str) -> str:
     lower = path.lower()
     if lower.endswith((".nsys-rep", ".qdrep")) and not_regular(path) is None:
         base = os.path.splitext(path)[0]
-        raise TraceError(path, "is an Nsight Systems report, which tracedoc reads after export", None,
-                         f"run `nsys export --type sqlite --output {base}.sqlite {path}` and pass the .sqlite file")
+        raise TraceError(
+            path,
+            "is an Nsight Systems report, which tracedoc reads after export",
+            None,
+            f"run `nsys export --type sqlite --output {base}.sqlite {path}` and pass the .sqlite file",
+        )
     with open_regular(path, TraceError, "trace file") as f:
         try:
             head = f.read(16)
@@ -42,8 +46,14 @@ def sniff(path: str) -> str:
 
 
 @with_paused_gc
-def load(path: str | os.PathLike, progress: Callable[[float], None] | None = None, workers: int | None = None,
-         *, kind: str | None = None, **options) -> Trace:
+def load(
+    path: str | os.PathLike,
+    progress: Callable[[float], None] | None = None,
+    workers: int | None = None,
+    *,
+    kind: str | None = None,
+    **options,
+) -> Trace:
     """Read one trace file of any supported format.
 
     ``workers`` bounds the processes a large Kineto file is decoded with (default: CPU count);
@@ -54,7 +64,9 @@ def load(path: str | os.PathLike, progress: Callable[[float], None] | None = Non
     path = os.fspath(path)
     kind = kind or sniff(path)
     if kind == "directory":
-        raise TraceError(path, "is a directory", None, "use tracedoc.load_dir() or `tracedoc analyze DIR` for per-rank traces")
+        raise TraceError(
+            path, "is a directory", None, "use tracedoc.load_dir() or `tracedoc analyze DIR` for per-rank traces"
+        )
     steps = options.pop("steps", None)
     if kind == "nsys":
         from .nsys import read_nsys
@@ -71,8 +83,9 @@ def check_kineto_options(path: str, steps) -> None:
     """``--steps`` given for an nsys export: a usage error (its steps are NVTX ranges, chosen by
     ``--step-range``)."""
     if steps is not None:
-        raise UsageError(path, "--steps applies to torch.profiler traces only", None,
-                         "drop the option for nsys exports")
+        raise UsageError(
+            path, "--steps applies to torch.profiler traces only", None, "drop the option for nsys exports"
+        )
 
 
 def check_nsys_options(path: str, options: dict) -> None:
@@ -80,8 +93,12 @@ def check_nsys_options(path: str, options: dict) -> None:
     usage error naming them as the command line does."""
     if options:
         flags = ", ".join("--" + k.replace("_", "-") for k in sorted(options))
-        raise UsageError(path, f"{flags} {'applies' if len(options) == 1 else 'apply'} to nsys SQLite exports only",
-                         None, "drop the option for torch.profiler traces")
+        raise UsageError(
+            path,
+            f"{flags} {'applies' if len(options) == 1 else 'apply'} to nsys SQLite exports only",
+            None,
+            "drop the option for torch.profiler traces",
+        )
 
 
 _TRACE_FILE_RE = re.compile(r"\.(json|json\.gz|sqlite|sqlite3)$", re.I)
@@ -116,7 +133,10 @@ def rank_files(directory: str, *, required: bool = True) -> list[str]:
         elif required:
             warn(p, f"skipped: it is {why.replace('unreadable', 'a file that cannot be read')}, not a trace file")
     if not files and required:
-        raise TraceError(directory, "holds no trace files", f"{len(names)} entries, none a regular file ending in "
-                         ".json, .json.gz or .sqlite", "point tracedoc at the directory torch.profiler wrote its "
-                         "rank traces to")
+        raise TraceError(
+            directory,
+            "holds no trace files",
+            f"{len(names)} entries, none a regular file ending in .json, .json.gz or .sqlite",
+            "point tracedoc at the directory torch.profiler wrote its rank traces to",
+        )
     return files

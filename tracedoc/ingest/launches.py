@@ -19,8 +19,9 @@ from ..model.vocab import LAUNCH_FLOW_CATEGORIES
 _CORR_BITS = 40  # correlation ids fit in 40 bits; the process index goes above them
 
 
-def link_by_correlation(gpu_process: np.ndarray, gpu_corr: np.ndarray, call_process: np.ndarray,
-                        call_corr: np.ndarray) -> np.ndarray:
+def link_by_correlation(
+    gpu_process: np.ndarray, gpu_corr: np.ndarray, call_process: np.ndarray, call_corr: np.ndarray
+) -> np.ndarray:
     """Row in the call arrays with the same (process, correlation id) as each GPU-side record; -1 if none.
 
     A negative ``gpu_process`` means "not recorded": that record matches the first call with its
@@ -49,8 +50,8 @@ def _join(g_proc: np.ndarray, g_corr: np.ndarray, c_proc: np.ndarray, c_corr: np
     else:
         inv = inv.reshape(-1).astype(np.int64)
         corr_mask = (1 << _CORR_BITS) - 1
-        gk = (inv[:g_corr.size] << _CORR_BITS) | (g_corr & corr_mask)
-        ck = (inv[g_corr.size:] << _CORR_BITS) | (c_corr & corr_mask)
+        gk = (inv[: g_corr.size] << _CORR_BITS) | (g_corr & corr_mask)
+        ck = (inv[g_corr.size :] << _CORR_BITS) | (c_corr & corr_mask)
     valid = np.flatnonzero(c_corr >= 0)
     if not valid.size:
         return out
@@ -87,14 +88,17 @@ def _link_by_flows(trace: Trace, rows: np.ndarray) -> np.ndarray:
     is_end = np.flatnonzero(sel & (f["phase"] == M.FLOW_END))
     out = np.full(rows.size, -1, dtype=np.int64)
     # Flow id -> runtime row.
-    call_of_start = first_match((f["pid"][is_start], f["tid"][is_start], f["ts_ns"][is_start]),
-                                 (r["pid"], r["tid"], r["start_ns"]))
+    call_of_start = first_match(
+        (f["pid"][is_start], f["tid"][is_start], f["ts_ns"][is_start]), (r["pid"], r["tid"], r["start_ns"])
+    )
     hit = call_of_start >= 0
     ids, first = np.unique(f["id"][is_start][hit], return_index=True)
     call_of_id = call_of_start[hit][first]
     # GPU op -> the first flow end on it -> its id's runtime row.
-    end_of_op = first_match((g["device"][rows], g["stream"][rows], g["start_ns"][rows]),
-                             (f["pid"][is_end], f["tid"][is_end], f["ts_ns"][is_end]))
+    end_of_op = first_match(
+        (g["device"][rows], g["stream"][rows], g["start_ns"][rows]),
+        (f["pid"][is_end], f["tid"][is_end], f["ts_ns"][is_end]),
+    )
     linked = np.flatnonzero(end_of_op >= 0)
     if not linked.size or not ids.size:
         return out

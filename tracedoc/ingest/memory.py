@@ -148,10 +148,13 @@ def check_fits(path: str, json_size: int, workers: int, sliced: bool = False, fr
     if need <= free.bytes:
         return
     what = "a slice of it" if sliced else f"its {_size(json_size)} of JSON"
-    raise TraceError(path, f"needs about {_size(need)} of memory to analyse {what}, more than is free "
-                     f"({_size(free.bytes)})", "; ".join(free.sources),
-                     "analyse a slice of its steps with `--steps A:B` (e.g. --steps 0:2), free memory, or use a "
-                     "machine with more (TRACEDOC_MEMORY_CHECK=off skips this check)")
+    raise TraceError(
+        path,
+        f"needs about {_size(need)} of memory to analyse {what}, more than is free ({_size(free.bytes)})",
+        "; ".join(free.sources),
+        "analyse a slice of its steps with `--steps A:B` (e.g. --steps 0:2), free memory, or use a "
+        "machine with more (TRACEDOC_MEMORY_CHECK=off skips this check)",
+    )
 
 
 def _size(n: int) -> str:

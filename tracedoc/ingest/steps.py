@@ -34,8 +34,10 @@ def mark_steps(trace: Trace, step_range: str | None) -> None:
         trace.meta.step_range = step_range
         if not chosen:
             common = ", ".join(repr(trace.strings[int(i)]) for i in ids[np.argsort(-counts)][:5])
-            trace.warnings.append(f"{trace.source}: no NVTX range matches step_range={step_range!r}; "
-                                  f"the most frequent ranges are {common}")
+            trace.warnings.append(
+                f"{trace.source}: no NVTX range matches step_range={step_range!r}; "
+                f"the most frequent ranges are {common}"
+            )
     else:
         families: dict[str, list[int]] = {}
         label: dict[str, str] = {}

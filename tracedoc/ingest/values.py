@@ -13,11 +13,24 @@ from typing import Any
 MAX_ABS_INT = 1 << 62  # beyond any id, size or time in nanoseconds a trace holds
 
 # Device property fields analyses read -> smallest valid value (all integers).
-DEVICE_INTS = {"id": 0, "totalGlobalMem": 1, "computeMajor": 0, "computeMinor": 0, "numSms": 1,
-               "multiProcessorCount": 1, "maxThreadsPerBlock": 1, "maxThreadsPerMultiProcessor": 1,
-               "maxThreadsPerMultiprocessor": 1, "regsPerBlock": 1, "regsPerMultiprocessor": 1, "warpSize": 1,
-               "sharedMemPerBlock": 0, "sharedMemPerMultiprocessor": 0, "sharedMemPerBlockOptin": 0,
-               "maxSharedMemoryPerMultiProcessor": 0}
+DEVICE_INTS = {
+    "id": 0,
+    "totalGlobalMem": 1,
+    "computeMajor": 0,
+    "computeMinor": 0,
+    "numSms": 1,
+    "multiProcessorCount": 1,
+    "maxThreadsPerBlock": 1,
+    "maxThreadsPerMultiProcessor": 1,
+    "maxThreadsPerMultiprocessor": 1,
+    "regsPerBlock": 1,
+    "regsPerMultiprocessor": 1,
+    "warpSize": 1,
+    "sharedMemPerBlock": 0,
+    "sharedMemPerMultiprocessor": 0,
+    "sharedMemPerBlockOptin": 0,
+    "maxSharedMemoryPerMultiProcessor": 0,
+}
 DEVICE_TEXTS = ("name", "uuid", "busLocation")
 
 

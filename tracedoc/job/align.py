@@ -99,8 +99,15 @@ def noise_of(distances: np.ndarray) -> float:
     return NOISE_SPREADS * float(percentile(d, 25)) if d.size else 0.0
 
 
-def align_signature(rank: np.ndarray, issued: np.ndarray, end: np.ndarray, step: np.ndarray,
-                    noise_ns: float, half_step_ns: float | None = None, on_cpu: bool = False) -> SignatureAlignment:
+def align_signature(
+    rank: np.ndarray,
+    issued: np.ndarray,
+    end: np.ndarray,
+    step: np.ndarray,
+    noise_ns: float,
+    half_step_ns: float | None = None,
+    on_cpu: bool = False,
+) -> SignatureAlignment:
     """Align the calls of one signature of one group (rows: one call each, on the ranks that are members;
     ``issued``: when each call was issued, which orders a rank's sequence). ``on_cpu``: the calls
     are timed on the host (a CPU backend's worker thread): their scale is ``CPU_SCALE_STEPS`` of a step."""
@@ -113,12 +120,12 @@ def align_signature(rank: np.ndarray, issued: np.ndarray, end: np.ndarray, step:
     j = np.arange(n) - starts[code]  # index of the call within its rank's sequence
     ref = int(np.argmax(counts))  # the most calls; np.argmax takes the lowest rank on ties
     lo, n_ref = int(starts[ref]), int(counts[ref])
-    ref_end, ref_step = e_s[lo:lo + n_ref], st_s[lo:lo + n_ref]
+    ref_end, ref_step = e_s[lo : lo + n_ref], st_s[lo : lo + n_ref]
     scale = _scales(ref_end, noise_ns, half_step_ns)
     if on_cpu and half_step_ns:
         scale = np.full(n_ref, max(2 * CPU_SCALE_STEPS * float(half_step_ns), END_SKEW_FLOOR_NS))
     kk = _index_in_step(code, st_s)
-    k_ref = kk[lo:lo + n_ref]
+    k_ref = kk[lo : lo + n_ref]
     cand_rank, cand_offset, cand_votes = _candidates(code, j, e_s, st_s, ref_end, ref_step, ranks.size, kk, k_ref)
     best = _choose(cand_rank, cand_offset, cand_votes, starts, counts, e_s, ref_end, scale, kk, k_ref)
     offset_of_rank = np.zeros(ranks.size, dtype=np.int64)
@@ -131,9 +138,15 @@ def align_signature(rank: np.ndarray, issued: np.ndarray, end: np.ndarray, step:
     sc[paired] = scale[pos[paired]]
     out_pos, out_diff, out_scale = np.empty(n, dtype=np.int64), np.empty(n), np.empty(n)
     out_pos[order], out_diff[order], out_scale[order] = pos, diff, sc
-    return SignatureAlignment(position=out_pos, difference_ns=out_diff, scale_ns=out_scale,
-                              reference=int(ranks[ref]), ranks=ranks, offset=offset_of_rank,
-                              calls_per_step=_per_step(ref_step))
+    return SignatureAlignment(
+        position=out_pos,
+        difference_ns=out_diff,
+        scale_ns=out_scale,
+        reference=int(ranks[ref]),
+        ranks=ranks,
+        offset=offset_of_rank,
+        calls_per_step=_per_step(ref_step),
+    )
 
 
 def refuse(rank: np.ndarray, difference_ns: np.ndarray, scale_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -258,11 +271,18 @@ def _choose(c_rank, c_off, c_votes, starts, counts, e_s, ref_end, scale, kk, k_r
     reps_all = counts[c_rank]
     # score in chunks of about CHOOSE_CHUNK pairs: the pairs of every candidate of every rank at once
     # would hold several times the job's calls
-    bounds = np.searchsorted(np.cumsum(reps_all[todo]), np.arange(CHOOSE_CHUNK, int(reps_all[todo].sum()) + CHOOSE_CHUNK,
-                                                                  CHOOSE_CHUNK), side="right") if todo.size else []
+    bounds = (
+        np.searchsorted(
+            np.cumsum(reps_all[todo]),
+            np.arange(CHOOSE_CHUNK, int(reps_all[todo].sum()) + CHOOSE_CHUNK, CHOOSE_CHUNK),
+            side="right",
+        )
+        if todo.size
+        else []
+    )
     lo = 0
     for hi in list(bounds) + [todo.size]:
-        part = todo[lo:max(hi, lo + 1)] if lo < todo.size else todo[:0]
+        part = todo[lo : max(hi, lo + 1)] if lo < todo.size else todo[:0]
         lo = max(hi, lo + 1)
         if not part.size:
             continue

@@ -31,9 +31,11 @@ def admit(tables: list[RankTables]) -> tuple[list[RankTables], list[str], list[d
     if len(sizes) > 1:
         size, _ = sizes.most_common(1)[0]
         others = [rt for rt in known if rt.info.get("world_size") not in (None, size)]
-        issues.append(f"the directory mixes jobs: {len(known) - len(others)} ranks say world size {size}, "
-                      f"{len(others)} say {', '.join(str(s) for s in sorted(sizes) if s != size)}; "
-                      "the job view uses the world-size-" + str(size) + " ranks")
+        issues.append(
+            f"the directory mixes jobs: {len(known) - len(others)} ranks say world size {size}, "
+            f"{len(others)} say {', '.join(str(s) for s in sorted(sizes) if s != size)}; "
+            "the job view uses the world-size-" + str(size) + " ranks"
+        )
         for rt in others:
             drop(rt, f"world size {rt.info.get('world_size')}, not {size}: another job")
         known = [rt for rt in known if rt not in others]
@@ -43,8 +45,10 @@ def admit(tables: list[RankTables]) -> tuple[list[RankTables], list[str], list[d
         lo, hi = ref.info["span_ns"]
         others = [rt for rt in known if rt.info["span_ns"][1] < lo or rt.info["span_ns"][0] > hi]
         if others and len(others) < len(known) / 2:
-            issues.append(f"{len(others)} rank file(s) do not overlap in time with the others "
-                          f"(e.g. {os.path.basename(others[0].source)}): another run; left out of the job view")
+            issues.append(
+                f"{len(others)} rank file(s) do not overlap in time with the others "
+                f"(e.g. {os.path.basename(others[0].source)}): another run; left out of the job view"
+            )
             for rt in others:
                 drop(rt, "its trace does not overlap in time with the other ranks': another run")
             known = [rt for rt in known if rt not in others]
@@ -52,8 +56,10 @@ def admit(tables: list[RankTables]) -> tuple[list[RankTables], list[str], list[d
     seen: dict[int, RankTables] = {}
     for rt in known:
         if rt.rank in seen:
-            issues.append(f"rank {rt.rank} appears twice ({os.path.basename(seen[rt.rank].source)} and "
-                          f"{os.path.basename(rt.source)}); the job view uses the first")
+            issues.append(
+                f"rank {rt.rank} appears twice ({os.path.basename(seen[rt.rank].source)} and "
+                f"{os.path.basename(rt.source)}); the job view uses the first"
+            )
             drop(rt, f"duplicate of rank {rt.rank} ({os.path.basename(seen[rt.rank].source)})")
         else:
             seen[rt.rank] = rt

@@ -11,9 +11,20 @@ from __future__ import annotations
 from ..analyses.comm.instances import RankTables
 
 _INTRA_NODE = (  # (substring of the device name, GB/s), first match wins
-    ("H100 PCIe", 40.0), ("H100", 360.0), ("H200", 360.0), ("H800", 180.0), ("B200", 700.0), ("GB200", 700.0),
-    ("A100-PCIE", 20.0), ("A100 PCIe", 20.0), ("A100", 230.0), ("A800", 150.0),
-    ("V100-PCIE", 10.0), ("V100", 130.0), ("MI300", 300.0), ("MI250", 150.0),
+    ("H100 PCIe", 40.0),
+    ("H100", 360.0),
+    ("H200", 360.0),
+    ("H800", 180.0),
+    ("B200", 700.0),
+    ("GB200", 700.0),
+    ("A100-PCIE", 20.0),
+    ("A100 PCIe", 20.0),
+    ("A100", 230.0),
+    ("A800", 150.0),
+    ("V100-PCIE", 10.0),
+    ("V100", 130.0),
+    ("MI300", 300.0),
+    ("MI250", 150.0),
 )
 INTER_NODE_GBPS = 45.0
 

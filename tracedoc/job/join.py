@@ -22,14 +22,16 @@ if TYPE_CHECKING:
 TOP_COLLECTIVE_ROWS = 20
 
 
-def build_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset(),
-              starved: Starvation | None = None) -> JobView:
+def build_job(
+    tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset(), starved: Starvation | None = None
+) -> JobView:
     """The job view of the ranks' compact tables (``join_job`` without the rest)."""
     return join_job(tables, unreadable_ranks, starved).view
 
 
-def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset(),
-             starved: Starvation | None = None) -> JobJoin:
+def join_job(
+    tables: list[RankTables], unreadable_ranks: set[int] | frozenset = frozenset(), starved: Starvation | None = None
+) -> JobJoin:
     """Join the ranks' compact tables: match, time, find stragglers. O(ranks x collectives).
 
     ``unreadable_ranks``: ranks whose file is in the directory but could not be read (the result's
@@ -60,15 +62,29 @@ def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = 
         n = len(view.missing_ranks)
         bad = sorted(set(view.missing_ranks) & set(unreadable_ranks))
         absent = [r for r in view.missing_ranks if r not in set(bad)]
-        where = " or ".join(part for part in (f"not in the directory ({_ranges(absent)})" if absent else "",
-                                              f"in an unreadable file ({_ranges(bad)})" if bad else "") if part)
-        view.issues.append(f"{n} member rank{'s' if n > 1 else ''} of the job's groups "
-                           f"{'are' if n > 1 else 'is'} {where}: collectives "
-                           "are matched and waits measured among the ranks present")
+        where = " or ".join(
+            part
+            for part in (
+                f"not in the directory ({_ranges(absent)})" if absent else "",
+                f"in an unreadable file ({_ranges(bad)})" if bad else "",
+            )
+            if part
+        )
+        view.issues.append(
+            f"{n} member rank{'s' if n > 1 else ''} of the job's groups "
+            f"{'are' if n > 1 else 'is'} {where}: collectives "
+            "are matched and waits measured among the ranks present"
+        )
     coarse = coarse_offsets(ranks)
     rough = _job_step_ns(step_ms)
-    m = match(stacked, members, expected, half_step_ns=rough / 2 if rough else None, coarse=coarse,
-              windows={rt.rank: tuple(rt.info["span_ns"]) for rt in ranks if rt.info.get("span_ns")})
+    m = match(
+        stacked,
+        members,
+        expected,
+        half_step_ns=rough / 2 if rough else None,
+        coarse=coarse,
+        windows={rt.rank: tuple(rt.info["span_ns"]) for rt in ranks if rt.info.get("span_ns")},
+    )
     view.collectives_matched, view.match_key, view.keys_by_group = m.count, m.key, m.keys_by_group
     view.disagreements, view.unmatched_calls, view.alignment = m.disagreements, m.unmatched_calls, m.alignment
     view.issues.extend(_unmatched_issues(m))
@@ -77,8 +93,9 @@ def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = 
     view.timing_mode, view.clock_note = t.mode if t.inst.size else None, t.clock_note
     view.alignment["clock_offsets_ns"] = {str(r): int(v) for r, v in sorted(t.offsets_ns.items()) if v}
     if t.untimed:
-        view.issues.append(f"{t.untimed} matched collectives lack a GPU kernel or CPU call on some rank; "
-                           "their waits are not measured")
+        view.issues.append(
+            f"{t.untimed} matched collectives lack a GPU kernel or CPU call on some rank; their waits are not measured"
+        )
     windows = step_windows(ranks, t, m.step_shift)
     waits = rank_waits(t, windows)
     view.comm_ns = int(sum(w.comm_ns for w in waits.values()))
@@ -93,8 +110,10 @@ def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = 
     if found and view.missing_ranks:
         # with member ranks absent, the last arriver present may itself wait for an absent one
         late = ", ".join(f"rank {s.rank} ({s.stats.last_share:.0%} of collectives)" for s in found[:4])
-        view.issues.append(f"among the ranks present, {late} arrived last; with {len(view.missing_ranks)} ranks absent "
-                           "the job's straggler cannot be named: analyse a directory holding every rank")
+        view.issues.append(
+            f"among the ranks present, {late} arrived last; with {len(view.missing_ranks)} ranks absent "
+            "the job's straggler cannot be named: analyse a directory holding every rank"
+        )
         view.late_among_present = [s.rank for s in found]
         found = []
     info = {rt.rank: rt.info for rt in ranks}
@@ -102,18 +121,32 @@ def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = 
         s = f.stats
         late_ps = waits[s.rank].late_p50_ns or 0.0
         cause = cause_of(s.rank, lead, late_ps, info.get(s.rank), starved)
-        view.stragglers.append({
-            "rank": s.rank, "confidence": f.confidence, "confidence_why": f.why,
-            "named_by": "size" if f.by_size else "count", "explains_wait_fraction": s.explains,
-            "lateness_score": s.score, "lateness_fraction": s.late_fraction,
-            "arrived_last_fraction": s.last_share, "arrived_last": s.arrived_last,
-            "instances": s.instances, "steps": s.steps, "late_steps": s.late_steps, "trials": s.trials,
-            "wait_cost_fraction": f.caused_fraction,
-            "wait_cost_ms_per_step": f.caused_fraction * step_ns / 1e6 if step_ns else None,
-            "lateness_ms_per_step": late_ps / 1e6, "cause": cause["cause"], "cause_text": cause["text"],
-            "cause_ms_per_step": cause["excess_ms_per_step"], "breakdown": cause["breakdown"],
-            "kernels_per_step": cause["kernels_per_step"], "median_kernels_per_step": cause["median_kernels_per_step"],
-        })
+        view.stragglers.append(
+            {
+                "rank": s.rank,
+                "confidence": f.confidence,
+                "confidence_why": f.why,
+                "named_by": "size" if f.by_size else "count",
+                "explains_wait_fraction": s.explains,
+                "lateness_score": s.score,
+                "lateness_fraction": s.late_fraction,
+                "arrived_last_fraction": s.last_share,
+                "arrived_last": s.arrived_last,
+                "instances": s.instances,
+                "steps": s.steps,
+                "late_steps": s.late_steps,
+                "trials": s.trials,
+                "wait_cost_fraction": f.caused_fraction,
+                "wait_cost_ms_per_step": f.caused_fraction * step_ns / 1e6 if step_ns else None,
+                "lateness_ms_per_step": late_ps / 1e6,
+                "cause": cause["cause"],
+                "cause_text": cause["text"],
+                "cause_ms_per_step": cause["excess_ms_per_step"],
+                "breakdown": cause["breakdown"],
+                "kernels_per_step": cause["kernels_per_step"],
+                "median_kernels_per_step": cause["median_kernels_per_step"],
+            }
+        )
     view.straggler_ranks = [s["rank"] for s in view.stragglers]
     unavailable = None
     if view.stragglers:
@@ -123,19 +156,26 @@ def join_job(tables: list[RankTables], unreadable_ranks: set[int] | frozenset = 
     view.heatmap = _heatmap(view, ranks, windows, common_steps, m.step_shift)
     view.metrics = _metrics(view, ranks, stacked, t, step_ns)
     view.not_a_job = _not_a_job(view, tables, stacked)
-    return JobJoin(view, columns, unavailable, {r: v["p50"] * 1e6 for r, v in step_ms.items()},
-                   _instances(t, stacked))
+    return JobJoin(view, columns, unavailable, {r: v["p50"] * 1e6 for r, v in step_ms.items()}, _instances(t, stacked))
 
 
 # -- pieces ---------------------------------------------------------------------------------------
+
 
 def _instances(t, stacked) -> dict[str, Any]:
     """Per member of each matched, timed collective (aligned clock): what the merged timeline draws."""
     from .waits import median_arrival
 
-    return {"rank": t.rank, "inst": t.inst, "arrival_ns": t.arrival_ns, "end_ns": t.end_ns,
-            "last_ns": t.last_ns, "last_rank": t.last_rank, "median_ns": median_arrival(t) if t.inst.size else t.last_ns,
-            "type": [stacked.types[int(x)] for x in t.type.tolist()]}
+    return {
+        "rank": t.rank,
+        "inst": t.inst,
+        "arrival_ns": t.arrival_ns,
+        "end_ns": t.end_ns,
+        "last_ns": t.last_ns,
+        "last_rank": t.last_rank,
+        "median_ns": median_arrival(t) if t.inst.size else t.last_ns,
+        "type": [stacked.types[int(x)] for x in t.type.tolist()],
+    }
 
 
 def _timed(rt: RankTables) -> np.ndarray:
@@ -155,23 +195,36 @@ def _unmatched_issues(m) -> list[str]:
     out = []
     outside = int(counts[REASON_BEFORE] + counts[REASON_AFTER])
     if outside:
-        by = [(f"rank {r['rank']}: {r['unmatched'].get('before_span', 0)} before, "
-               f"{r['unmatched'].get('after_span', 0)} after")
-              for r in m.alignment.get("ranks", []) if r["unmatched"].get("before_span") or r["unmatched"].get("after_span")]
-        out.append(f"{outside} collective call{'s' if outside > 1 else ''} lie outside the time every rank's trace "
-                   f"covers (the ranks' profilers opened and closed at different times, and a kernel launched as a profiler "
-                   f"stopped runs after it; {'; '.join(by[:4])}"
-                   f"{' ...' if len(by) > 4 else ''}): left out of matching (job.alignment)")
+        by = [
+            (
+                f"rank {r['rank']}: {r['unmatched'].get('before_span', 0)} before, "
+                f"{r['unmatched'].get('after_span', 0)} after"
+            )
+            for r in m.alignment.get("ranks", [])
+            if r["unmatched"].get("before_span") or r["unmatched"].get("after_span")
+        ]
+        out.append(
+            f"{outside} collective call{'s' if outside > 1 else ''} lie outside the time every rank's trace "
+            f"covers (the ranks' profilers opened and closed at different times, and a kernel launched as a profiler "
+            f"stopped runs after it; {'; '.join(by[:4])}"
+            f"{' ...' if len(by) > 4 else ''}): left out of matching (job.alignment)"
+        )
     if counts[REASON_REFUSED]:
-        out.append(f"{int(counts[REASON_REFUSED])} call{'s' if counts[REASON_REFUSED] > 1 else ''} end too far from "
-                   "their partner's on the reference rank to be the same collective (beyond the end-skew tolerance): "
-                   "refused, and their collectives left unmatched")
+        out.append(
+            f"{int(counts[REASON_REFUSED])} call{'s' if counts[REASON_REFUSED] > 1 else ''} end too far from "
+            "their partner's on the reference rank to be the same collective (beyond the end-skew tolerance): "
+            "refused, and their collectives left unmatched"
+        )
     if counts[REASON_MISSING]:
-        out.append(f"{int(counts[REASON_MISSING])} collective call{'s' if counts[REASON_MISSING] > 1 else ''} in the time "
-                   "every rank's trace covers are missing on some member ranks (see the disagreements table)")
+        out.append(
+            f"{int(counts[REASON_MISSING])} collective call{'s' if counts[REASON_MISSING] > 1 else ''} in the time "
+            "every rank's trace covers are missing on some member ranks (see the disagreements table)"
+        )
     if counts[REASON_NOT_MEMBER]:
-        out.append(f"{int(counts[REASON_NOT_MEMBER])} call{'s' if counts[REASON_NOT_MEMBER] > 1 else ''} of groups "
-                   "their rank is not listed in: left out")
+        out.append(
+            f"{int(counts[REASON_NOT_MEMBER])} call{'s' if counts[REASON_NOT_MEMBER] > 1 else ''} of groups "
+            "their rank is not listed in: left out"
+        )
     return out
 
 
@@ -187,11 +240,15 @@ def _not_a_job(view: JobView, tables: list[RankTables], stacked) -> str | None:
         return None  # one job's ranks by their own account, even with no collective recorded
     with_calls = sum(1 for rt in tables if len(rt))
     if not with_calls:
-        return (f"none of the {len(tables)} files records a collective call, so no rank waits for another: "
-                "they are not one job; each file is analysed on its own")
-    return (f"no collective call is shared by the ranks ({with_calls} of {len(tables)} files record collectives, "
-            "none of them matched across files): the files are not one job (different runs or models); "
-            "each file is analysed on its own")
+        return (
+            f"none of the {len(tables)} files records a collective call, so no rank waits for another: "
+            "they are not one job; each file is analysed on its own"
+        )
+    return (
+        f"no collective call is shared by the ranks ({with_calls} of {len(tables)} files record collectives, "
+        "none of them matched across files): the files are not one job (different runs or models); "
+        "each file is analysed on its own"
+    )
 
 
 def _step_tables(ranks: list[RankTables], view: JobView, shift: dict[int, int]) -> list[int]:
@@ -204,9 +261,11 @@ def _step_tables(ranks: list[RankTables], view: JobView, shift: dict[int, int]) 
     if any(s != with_steps[0] for s in with_steps) or len(with_steps) < len(sets):
         desc = "; ".join(f"rank {r}: {_ranges(sorted(s)) or 'none'}" for r, s in list(sets.items())[:6])
         renumbered = " after aligning the ranks' step numbers" if any(shift.values()) else ""
-        view.issues.append(f"ranks recorded different steps{renumbered} ({desc}{' ...' if len(sets) > 6 else ''}); "
-                           f"the rank x step table uses the {len(common)} step{'s' if len(common) != 1 else ''} "
-                           "every rank has")
+        view.issues.append(
+            f"ranks recorded different steps{renumbered} ({desc}{' ...' if len(sets) > 6 else ''}); "
+            f"the rank x step table uses the {len(common)} step{'s' if len(common) != 1 else ''} "
+            "every rank has"
+        )
     return sorted(common)
 
 
@@ -236,16 +295,18 @@ def _rank_columns(view: JobView, stats, lead, waits) -> dict[int, dict[str, Any]
     out = {}
     for r in view.ranks_used:
         s, w = by.get(r), waits.get(r)
-        out[r] = {"matched_steps": w.steps if w else 0,
-                  "matched_step_p50_ns": float(w.step_p50_ns) if w and w.step_p50_ns else None,
-                  "wait_fraction": w.wait_fraction if w else None,
-                  "wait_ns_per_step": float(w.wait_p50_ns) if w and w.wait_p50_ns is not None else None,
-                  "arrived_last_fraction": s.last_share if s else None,
-                  "lateness_fraction": w.late_fraction if w else None,
-                  "lateness_ns_per_step": float(w.late_p50_ns) if w and w.late_p50_ns is not None else None,
-                  "comm_wait_fraction": w.comm_wait_ns / w.comm_ns if w and w.comm_ns else None,
-                  "dataloader_ns_per_step": float(lead.get(r, {}).get("dataloader", 0.0)) if r in lead else None,
-                  "straggler": r in view.straggler_ranks}
+        out[r] = {
+            "matched_steps": w.steps if w else 0,
+            "matched_step_p50_ns": float(w.step_p50_ns) if w and w.step_p50_ns else None,
+            "wait_fraction": w.wait_fraction if w else None,
+            "wait_ns_per_step": float(w.wait_p50_ns) if w and w.wait_p50_ns is not None else None,
+            "arrived_last_fraction": s.last_share if s else None,
+            "lateness_fraction": w.late_fraction if w else None,
+            "lateness_ns_per_step": float(w.late_p50_ns) if w and w.late_p50_ns is not None else None,
+            "comm_wait_fraction": w.comm_wait_ns / w.comm_ns if w and w.comm_ns else None,
+            "dataloader_ns_per_step": float(lead.get(r, {}).get("dataloader", 0.0)) if r in lead else None,
+            "straggler": r in view.straggler_ranks,
+        }
     return out
 
 
@@ -261,12 +322,18 @@ def _collective_rows(stacked, t) -> list[dict]:
         of_type = isin(t.inst, np.flatnonzero(sel))
         members = t.inst[of_type]
         waits = t.wait_ns[of_type]
-        out.append({"collective": ctype, "bytes": int(t.bytes[sel][0]) if t.bytes[sel][0] >= 0 else None,
-                    "count": int(sel.sum()), "group_size": int(t.group_size[sel].max()),
-                    "transfer_p50_ms": median(t.transfer_ns[sel]) / 1e6,
-                    "skew_p50_ms": median(t.skew_ns[sel]) / 1e6,
-                    "wait_mean_ms": float(waits.mean()) / 1e6 if members.size else None,
-                    "busbw_p50_gbps": median(bw[~np.isnan(bw)]) if np.isfinite(bw).any() else None})
+        out.append(
+            {
+                "collective": ctype,
+                "bytes": int(t.bytes[sel][0]) if t.bytes[sel][0] >= 0 else None,
+                "count": int(sel.sum()),
+                "group_size": int(t.group_size[sel].max()),
+                "transfer_p50_ms": median(t.transfer_ns[sel]) / 1e6,
+                "skew_p50_ms": median(t.skew_ns[sel]) / 1e6,
+                "wait_mean_ms": float(waits.mean()) / 1e6 if members.size else None,
+                "busbw_p50_gbps": median(bw[~np.isnan(bw)]) if np.isfinite(bw).any() else None,
+            }
+        )
     out.sort(key=lambda r: -(r["transfer_p50_ms"] * r["count"]))
     return out[:TOP_COLLECTIVE_ROWS]
 
@@ -292,10 +359,13 @@ def _heatmap(view: JobView, ranks, windows, steps: list[int], shift: dict[int, i
             if num in idx and r in row_of:
                 wait_ms[row_of[r], idx[num]] = w / 1e6
                 late_ms[row_of[r], idx[num]] = lt / 1e6
-    return {"ranks": [rt.rank for rt in ranks], "steps": steps,
-            "step_ms": [[None if np.isnan(v) else round(float(v), 4) for v in row] for row in step_ms],
-            "wait_ms": [[round(float(v), 4) for v in row] for row in wait_ms],
-            "late_ms": [[round(float(v), 4) for v in row] for row in late_ms]}
+    return {
+        "ranks": [rt.rank for rt in ranks],
+        "steps": steps,
+        "step_ms": [[None if np.isnan(v) else round(float(v), 4) for v in row] for row in step_ms],
+        "wait_ms": [[round(float(v), 4) for v in row] for row in wait_ms],
+        "late_ms": [[round(float(v), 4) for v in row] for row in late_ms],
+    }
 
 
 def _metrics(view: JobView, ranks, stacked, t, step_ns) -> dict[str, Any]:
@@ -303,8 +373,10 @@ def _metrics(view: JobView, ranks, stacked, t, step_ns) -> dict[str, Any]:
 
     top = view.stragglers[0] if view.stragglers else None
     m: dict[str, Any] = {
-        "job_ranks": len(view.ranks_used), "collectives_matched": view.collectives_matched,
-        "job_step_time_p50_ns": step_ns, "comm_wait_fraction": view.wait_fraction_of_comm,
+        "job_ranks": len(view.ranks_used),
+        "collectives_matched": view.collectives_matched,
+        "job_step_time_p50_ns": step_ns,
+        "comm_wait_fraction": view.wait_fraction_of_comm,
         "straggler_count": len(view.stragglers),
         "straggler_rank": top["rank"] if top else None,
         "straggler_cause": top["cause"] if top else None,

@@ -28,11 +28,14 @@ KEY_SEQ = "group+seq"
 KEY_ALIGNED = "group+type+size+aligned-ends"
 KEY_ALIGNED_NO_SIZE = "group+type+aligned-ends"
 # why a call is unmatched (Matches.reason), with its key in job.alignment
-REASONS = ("matched", "before the time every member rank's trace window covers",
-           "after the time every member rank's trace window covers",
-           "its end disagrees with its partner's by more than the end-skew tolerance (not the same call)",
-           "missing on some member rank although every member's window covers its time",
-           "its rank is not a member of the group")
+REASONS = (
+    "matched",
+    "before the time every member rank's trace window covers",
+    "after the time every member rank's trace window covers",
+    "its end disagrees with its partner's by more than the end-skew tolerance (not the same call)",
+    "missing on some member rank although every member's window covers its time",
+    "its rank is not a member of the group",
+)
 REASON_KEYS = ("matched", "before_span", "after_span", "ends_disagree", "missing_on_member", "not_member")
 REASON_MATCHED, REASON_BEFORE, REASON_AFTER, REASON_REFUSED, REASON_MISSING, REASON_NOT_MEMBER = range(6)
 MAX_DISAGREEMENTS = 20
@@ -87,8 +90,13 @@ def stack(ranks: list[RankTables]) -> Stacked:
         rank_col.append(np.full(n, rt.rank, dtype=np.int64))
     cols = {k: np.concatenate(parts[k]) if k in parts else np.zeros(0, dtype=np.int64) for k in COLUMNS}
     words = {k: sorted(v, key=v.get) for k, v in vocab.items()}
-    return Stacked(rank=np.concatenate(rank_col) if rank_col else np.zeros(0, np.int64), cols=cols,
-                   groups=words["group"], types=words["type"], dtypes=words["dtype"])
+    return Stacked(
+        rank=np.concatenate(rank_col) if rank_col else np.zeros(0, np.int64),
+        cols=cols,
+        groups=words["group"],
+        types=words["type"],
+        dtypes=words["dtype"],
+    )
 
 
 def group_members(ranks: list[RankTables], groups: list[str]) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
@@ -115,9 +123,14 @@ def group_members(ranks: list[RankTables], groups: list[str]) -> tuple[dict[str,
     return members, expected
 
 
-def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, list[int]],
-          half_step_ns: float | None = None, coarse: dict[int, int] | None = None,
-          windows: dict[int, tuple[int, int]] | None = None) -> Matches:
+def match(
+    stacked: Stacked,
+    members: dict[str, list[int]],
+    expected: dict[str, list[int]],
+    half_step_ns: float | None = None,
+    coarse: dict[int, int] | None = None,
+    windows: dict[int, tuple[int, int]] | None = None,
+) -> Matches:
     """Match every call to the same call on the other member ranks of its group.
 
     ``half_step_ns``: half the job's step, how far apart two ends may be and still count as ending
@@ -164,8 +177,15 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
         noise = noise_of(np.concatenate([nearest_distance(stacked.rank[b], end[b]) for b in blocks]))
         difference, scale = np.full(n, np.nan), np.full(n, np.inf)
         for rows in blocks:
-            al = align_signature(stacked.rank[rows], issued[rows], end[rows], step_of[rows], noise, half_step_ns,
-                                 on_cpu=not (c["gpu_end_ns"][rows] >= 0).any())
+            al = align_signature(
+                stacked.rank[rows],
+                issued[rows],
+                end[rows],
+                step_of[rows],
+                noise,
+                half_step_ns,
+                on_cpu=not (c["gpu_end_ns"][rows] >= 0).any(),
+            )
             position[rows], difference[rows], scale[rows] = al.position, al.difference_ns, al.scale_ns
             aligned[int(sig[rows[0]])] = al
         refused[todo], deviation[todo] = refuse(stacked.rank[todo], difference[todo], scale[todo])
@@ -204,8 +224,19 @@ def match(stacked: Stacked, members: dict[str, list[int]], expected: dict[str, l
     dis = _disagreements(stacked, np.flatnonzero(report), codes, members, size)
     shift = _step_shift(stacked, instance, ok_row)
     alignment = _alignment_report(stacked, aligned, sig, group, reason, deviation, ok_row, shift, refused, noise)
-    return Matches(instance, int(uniq.size), main_key, keys_by_group, members, expected, dis,
-                   unmatched_calls=int((~ok_row).sum()), reason=reason, step_shift=shift, alignment=alignment)
+    return Matches(
+        instance,
+        int(uniq.size),
+        main_key,
+        keys_by_group,
+        members,
+        expected,
+        dis,
+        unmatched_calls=int((~ok_row).sum()),
+        reason=reason,
+        step_shift=shift,
+        alignment=alignment,
+    )
 
 
 def _reasons(stacked: Stacked, ok_row, in_group, refused, arrival, end, members, windows) -> np.ndarray:
@@ -252,8 +283,9 @@ def _step_shift(stacked: Stacked, instance: np.ndarray, ok_row: np.ndarray) -> d
     return {int(r): int(np.round(v)) for r, v in zip(ranks.tolist(), med.tolist())}
 
 
-def _alignment_report(stacked: Stacked, aligned: dict, sig, group, reason, deviation, ok_row, shift, refused,
-                      noise: float) -> dict:
+def _alignment_report(
+    stacked: Stacked, aligned: dict, sig, group, reason, deviation, ok_row, shift, refused, noise: float
+) -> dict:
     """``job.alignment``: per group aligned by ends, the offsets found per rank (for the group's most
     frequent signature); per rank, its unmatched calls by reason and the shift of its step numbers."""
     groups = []
@@ -268,30 +300,55 @@ def _alignment_report(stacked: Stacked, aligned: dict, sig, group, reason, devia
         rel = start - start.min()
         per_step = al.calls_per_step
         in_group = group == gi
-        kept = np.bincount(np.searchsorted(al.ranks, stacked.rank[in_group & ~refused & (sig >= 0)]),
-                           minlength=al.ranks.size)
+        kept = np.bincount(
+            np.searchsorted(al.ranks, stacked.rank[in_group & ~refused & (sig >= 0)]), minlength=al.ranks.size
+        )
         calls = np.bincount(np.searchsorted(al.ranks, stacked.rank[in_group]), minlength=al.ranks.size)
-        ranks = [{"rank": int(r), "offset_calls": int(o),
-                  "offset_steps": round(float(o) / per_step, 2) if per_step else None,
-                  "calls": int(k), "refused": int(k - a)}
-                 for r, o, k, a in zip(al.ranks.tolist(), rel.tolist(), calls.tolist(), kept.tolist())]
-        groups.append({"group": g or "(default)", "collective": stacked.types[int(stacked.cols["type"][row])],
-                       "size": _size_of(stacked, row), "signatures": len(sigs), "reference_rank": al.reference,
-                       "calls_per_step": per_step, "ranks": ranks})
+        ranks = [
+            {
+                "rank": int(r),
+                "offset_calls": int(o),
+                "offset_steps": round(float(o) / per_step, 2) if per_step else None,
+                "calls": int(k),
+                "refused": int(k - a),
+            }
+            for r, o, k, a in zip(al.ranks.tolist(), rel.tolist(), calls.tolist(), kept.tolist())
+        ]
+        groups.append(
+            {
+                "group": g or "(default)",
+                "collective": stacked.types[int(stacked.cols["type"][row])],
+                "size": _size_of(stacked, row),
+                "signatures": len(sigs),
+                "reference_rank": al.reference,
+                "calls_per_step": per_step,
+                "ranks": ranks,
+            }
+        )
     by_rank = []
     ranks = distinct(stacked.rank)
     rcode = np.searchsorted(ranks, stacked.rank)
     counts = np.bincount(rcode * len(REASONS) + reason, minlength=ranks.size * len(REASONS)).reshape(
-        ranks.size, len(REASONS))
+        ranks.size, len(REASONS)
+    )
     for i, r in enumerate(ranks.tolist()):
         unmatched = {REASON_KEYS[k]: int(counts[i, k]) for k in range(1, len(REASONS)) if counts[i, k]}
-        by_rank.append({"rank": int(r), "matched": int(counts[i, REASON_MATCHED]), "unmatched": unmatched,
-                        "step_number_shift": shift.get(int(r), 0)})
+        by_rank.append(
+            {
+                "rank": int(r),
+                "matched": int(counts[i, REASON_MATCHED]),
+                "unmatched": unmatched,
+                "step_number_shift": shift.get(int(r), 0),
+            }
+        )
     skew = np.abs(deviation[ok_row])
-    return {"groups": groups, "ranks": by_rank,
-            "end_skew_p50_us": round(float(median(skew)) / 1e3, 2) if skew.size else None,
-            "end_skew_noise_us": round(noise / 1e3, 1) if groups else None,
-            "reasons": dict(zip(REASON_KEYS[1:], REASONS[1:]))}
+    return {
+        "groups": groups,
+        "ranks": by_rank,
+        "end_skew_p50_us": round(float(median(skew)) / 1e3, 2) if skew.size else None,
+        "end_skew_noise_us": round(noise / 1e3, 1) if groups else None,
+        "reasons": dict(zip(REASON_KEYS[1:], REASONS[1:])),
+    }
 
 
 def _per_row(rank: np.ndarray, by_rank: dict[int, int]) -> np.ndarray:
@@ -377,9 +434,15 @@ def _disagreements(stacked: Stacked, bad: np.ndarray, codes, members, size) -> l
         span = slice(bounds[p], bounds[p + 1])
         have = dict(zip(pair_rank[span].tolist(), n_calls[span].tolist()))
         s = int(size[bad][r0])
-        out.append({"group": gname or "(default)", "step": int(step[r0]) if step[r0] >= 0 else None,
-                    "collective": stacked.types[int(ctype[r0])], "size": s if s >= 0 else None,
-                    "dtype": stacked.dtypes[int(c["dtype"][bad][r0])] or None,
-                    "calls_by_rank": {str(int(r)): int(k) for r, k in have.items()},  # JSON object keys are text
-                    "ranks_without": [r for r in members.get(gname, []) if r not in have][:16]})
+        out.append(
+            {
+                "group": gname or "(default)",
+                "step": int(step[r0]) if step[r0] >= 0 else None,
+                "collective": stacked.types[int(ctype[r0])],
+                "size": s if s >= 0 else None,
+                "dtype": stacked.dtypes[int(c["dtype"][bad][r0])] or None,
+                "calls_by_rank": {str(int(r)): int(k) for r, k in have.items()},  # JSON object keys are text
+                "ranks_without": [r for r in members.get(gname, []) if r not in have][:16],
+            }
+        )
     return out

@@ -25,8 +25,9 @@ def _per_key(rank: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, int]:
     return rcode * n_groups + group, ranks.size * n_groups
 
 
-def issue_order(rank: np.ndarray, group: np.ndarray, call_start: np.ndarray,
-                gpu_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def issue_order(
+    rank: np.ndarray, group: np.ndarray, call_start: np.ndarray, gpu_start: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Per row, a time that orders each rank's calls of a group as they were issued: the call's start;
     for a kernel with no call, when it ran, except that a backlog kernel (run before the first kernel
     of a call launched in the window) comes before every recorded call, in the order it ran. And

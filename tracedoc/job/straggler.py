@@ -19,6 +19,7 @@ Its cause: the lead-in category (time from its previous collective end to its ar
 it spends more per step than the median rank, by the largest margin; host launch starvation when
 that time is host work and the straggler's GPU idles in long host-late gaps.
 """
+
 from __future__ import annotations
 
 import math
@@ -174,8 +175,9 @@ def rank_stats(t: Timing, waits: dict[int, RankWaits], step_shift: dict[int, int
     trials = counted.reshape(nr, nt).sum(axis=1)
     late_steps = late_trial.reshape(nr, nt).sum(axis=1)
     # lateness per (rank, trial): a rank late by a steady amount every step is no coincidence either
-    late_by_trial = np.bincount(ridx * nt + trial_of[t.inst], weights=late.astype(np.float64),
-                                minlength=nr * nt).reshape(nr, nt)
+    late_by_trial = np.bincount(
+        ridx * nt + trial_of[t.inst], weights=late.astype(np.float64), minlength=nr * nt
+    ).reshape(nr, nt)
     steady = np.zeros(nr, dtype=bool)
     for i in np.flatnonzero((late_steps == trials) & (trials >= MIN_STEADY_TRIALS)):
         v = late_by_trial[i][counted.reshape(nr, nt)[i]]
@@ -185,22 +187,35 @@ def rank_stats(t: Timing, waits: dict[int, RankWaits], step_shift: dict[int, int
     for i in range(nr):
         r = int(ranks[i])
         w = waits.get(r)
-        out.append(RankStats(rank=r, instances=int(instances[i]), arrived_last=int(arrived_last[i]),
-                             decided=int(decided[i]), wait_ns=w.wait_ns if w else 0, lateness_ns=w.late_ns if w else 0,
-                             time_ns=w.time_ns if w else 0, steps=w.steps if w else 0,
-                             late_steps=int(late_steps[i]), trials=int(trials[i]), steady=bool(steady[i]),
-                             step_p50_ns=w.step_p50_ns if w else None, explains=float(explains[i])))
+        out.append(
+            RankStats(
+                rank=r,
+                instances=int(instances[i]),
+                arrived_last=int(arrived_last[i]),
+                decided=int(decided[i]),
+                wait_ns=w.wait_ns if w else 0,
+                lateness_ns=w.late_ns if w else 0,
+                time_ns=w.time_ns if w else 0,
+                steps=w.steps if w else 0,
+                late_steps=int(late_steps[i]),
+                trials=int(trials[i]),
+                steady=bool(steady[i]),
+                step_p50_ns=w.step_p50_ns if w else None,
+                explains=float(explains[i]),
+            )
+        )
     return out
 
 
 def chance_of(late: int, trials: int, n_ranks: int) -> float:
     """Probability that a rank arrives last in ``late`` or more of ``trials`` by chance (p = 1/ranks)."""
     p = 1.0 / max(n_ranks, 2)
-    return float(sum(math.comb(trials, k) * p ** k * (1 - p) ** (trials - k) for k in range(late, trials + 1)))
+    return float(sum(math.comb(trials, k) * p**k * (1 - p) ** (trials - k) for k in range(late, trials + 1)))
 
 
-def find_stragglers(stats: list[RankStats], n_ranks: int,
-                    caused_fraction: Callable[[int], float | None]) -> list[Straggler]:
+def find_stragglers(
+    stats: list[RankStats], n_ranks: int, caused_fraction: Callable[[int], float | None]
+) -> list[Straggler]:
     """Ranks that hold the job back, most costly first, each with its confidence; empty when none.
 
     A straggler is late, waits no more than the median rank, and the wait it costs the others is at
@@ -245,8 +260,10 @@ def _chance_over_steps(s: RankStats, n_ranks: int, alpha: float) -> tuple[bool, 
 
 
 def _size_text(s: RankStats) -> str:
-    return (f"late by {s.late_fraction:.0%} of the step, {s.score:.0f} spreads above the other ranks' lateness, "
-            f"at the collectives holding {s.explains:.0%} of their wait")
+    return (
+        f"late by {s.late_fraction:.0%} of the step, {s.score:.0f} spreads above the other ranks' lateness, "
+        f"at the collectives holding {s.explains:.0%} of their wait"
+    )
 
 
 def _by_size(s: RankStats, n_ranks: int, alpha: float) -> tuple[str | None, str]:
@@ -257,17 +274,26 @@ def _by_size(s: RankStats, n_ranks: int, alpha: float) -> tuple[str | None, str]
     if s.steps == 1 or s.trials == 1:
         return "low", f"{_size_text(s)}; only 1 step profiled, which cannot show that it repeats"
     if passes:
-        how = (f"late in {s.late_steps} of {s.trials} steps, chance {_p(step_p)}" if step_p < alpha
-               else f"late by a steady amount in all {s.trials} steps")
+        how = (
+            f"late in {s.late_steps} of {s.trials} steps, chance {_p(step_p)}"
+            if step_p < alpha
+            else f"late by a steady amount in all {s.trials} steps"
+        )
         return "high", f"{_size_text(s)}; {how}"
     if s.trials >= MIN_STEP_TRIALS and chance_of(s.trials, s.trials, n_ranks) < alpha:
         count = f"late in {s.late_steps} of {s.trials} steps, which the count alone cannot tell from chance"
         if s.late_fraction < LARGE_LATE_SHARE:
-            return None, f"{_size_text(s)}; but {count}, and {s.late_fraction:.0%} of the step is within what " \
-                         "the scheduler alone does to balanced ranks"
+            return (
+                None,
+                f"{_size_text(s)}; but {count}, and {s.late_fraction:.0%} of the step is within what "
+                "the scheduler alone does to balanced ranks",
+            )
     else:
-        count = (f"only {s.trials} steps profiled, too few for the chance test over steps" if s.trials
-                 else "no steps recorded for the chance test over steps")
+        count = (
+            f"only {s.trials} steps profiled, too few for the chance test over steps"
+            if s.trials
+            else "no steps recorded for the chance test over steps"
+        )
     return "medium", f"{_size_text(s)}; {count}"
 
 
@@ -278,8 +304,11 @@ def _by_count(s: RankStats, n_ranks: int, alpha: float, most_often_last: bool) -
     few collectives for that test, or one step only. None where a test could decide and says chance."""
     passes, step_p = _chance_over_steps(s, n_ranks, alpha)
     if passes:
-        how = (f"late in {s.late_steps} of {s.trials} steps, chance {_p(step_p)}" if step_p < alpha
-               else f"late by a steady amount in all {s.trials} steps")
+        how = (
+            f"late in {s.late_steps} of {s.trials} steps, chance {_p(step_p)}"
+            if step_p < alpha
+            else f"late by a steady amount in all {s.trials} steps"
+        )
         return "high", how
     steps_can_decide = s.trials >= MIN_STEP_TRIALS and chance_of(s.trials, s.trials, n_ranks) < alpha
     if steps_can_decide:
@@ -288,16 +317,25 @@ def _by_count(s: RankStats, n_ranks: int, alpha: float, most_often_last: bool) -
     one_step = s.steps == 1 or s.trials == 1
     inst_p = chance_of(s.arrived_last, s.decided, n_ranks) if s.decided else 1.0
     if inst_p < alpha and one_step:
-        return "low", (f"last at {s.arrived_last} of {s.decided} collectives, chance {_p(inst_p)}; but only {few}, "
-                       "and collectives within a step are not independent")
+        return "low", (
+            f"last at {s.arrived_last} of {s.decided} collectives, chance {_p(inst_p)}; but only {few}, "
+            "and collectives within a step are not independent"
+        )
     if inst_p < alpha:
-        return "medium", (f"last at {s.arrived_last} of {s.decided} collectives, chance {_p(inst_p)}; only {few}, "
-                          f"so the test runs over collectives, which within a step are not independent")
+        return "medium", (
+            f"last at {s.arrived_last} of {s.decided} collectives, chance {_p(inst_p)}; only {few}, "
+            f"so the test runs over collectives, which within a step are not independent"
+        )
     can = chance_of(s.decided, s.decided, n_ranks) < alpha  # could the test over collectives pass at all?
     if most_often_last and (not can or s.trials <= 1):  # too few for a test, or one step: its likely straggler
-        return "low", (f"last at {s.arrived_last} of {s.decided} collectives, more often than any other rank; "
-                       + (f"only {few}, and chance alone gives that {_p(inst_p)} of the time" if can else
-                          f"{few} and {s.decided} collectives are too few for a chance test"))
+        return "low", (
+            f"last at {s.arrived_last} of {s.decided} collectives, more often than any other rank; "
+            + (
+                f"only {few}, and chance alone gives that {_p(inst_p)} of the time"
+                if can
+                else f"{few} and {s.decided} collectives are too few for a chance test"
+            )
+        )
     return None, f"last at {s.arrived_last} of {s.decided} collectives: as often as chance allows"
 
 
@@ -315,14 +353,21 @@ def lead_per_step(ranks: list[RankTables], stacked: Stacked, t: Timing) -> dict[
     width = int(step.max()) + 2
     steps = np.bincount(distinct(ridx * width + step + 1) // width, minlength=rk.size)
     steps = np.maximum(steps, 1).astype(np.float64)
-    sums = {cat: np.bincount(ridx, weights=c[f"lead_{cat}_ns"][t.row].astype(np.float64), minlength=rk.size) / steps
-            for cat in LEAD_CATEGORIES}
+    sums = {
+        cat: np.bincount(ridx, weights=c[f"lead_{cat}_ns"][t.row].astype(np.float64), minlength=rk.size) / steps
+        for cat in LEAD_CATEGORIES
+    }
     sums["kernels"] = np.bincount(ridx, weights=c["lead_kernels"][t.row].astype(np.float64), minlength=rk.size) / steps
     return {int(r): {k: float(v[i]) for k, v in sums.items()} for i, r in enumerate(rk.tolist())}
 
 
-def cause_of(rank: int, lead: dict[int, dict[str, float]], lateness_per_step_ns: float,
-             gpu: dict[str, float | None] | None = None, starved: Starvation | None = None) -> dict:
+def cause_of(
+    rank: int,
+    lead: dict[int, dict[str, float]],
+    lateness_per_step_ns: float,
+    gpu: dict[str, float | None] | None = None,
+    starved: Starvation | None = None,
+) -> dict:
     """The category in which the straggler's lead-in exceeds the median rank's most.
 
     ``gpu``: the straggler's ``gpu_busy_fraction`` and ``host_late_idle_fraction`` (idle in gaps of
@@ -333,25 +378,49 @@ def cause_of(rank: int, lead: dict[int, dict[str, float]], lateness_per_step_ns:
     rows = []
     for cat in LEAD_CATEGORIES:
         med = median([o[cat] for o in others]) if others else 0.0
-        rows.append({"category": cat, "rank_ms_per_step": own.get(cat, 0.0) / 1e6, "median_ms_per_step": med / 1e6,
-                     "excess_ms_per_step": (own.get(cat, 0.0) - med) / 1e6})
+        rows.append(
+            {
+                "category": cat,
+                "rank_ms_per_step": own.get(cat, 0.0) / 1e6,
+                "median_ms_per_step": med / 1e6,
+                "excess_ms_per_step": (own.get(cat, 0.0) - med) / 1e6,
+            }
+        )
     rows.sort(key=lambda x: -x["excess_ms_per_step"])
     top = rows[0]
     kernels_med = median([o["kernels"] for o in others]) if others else 0.0
     kernels_own = own.get("kernels", 0.0)
-    explained = top["excess_ms_per_step"] * 1e6 >= MIN_CAUSE_SHARE * max(lateness_per_step_ns, 1.0) \
+    explained = (
+        top["excess_ms_per_step"] * 1e6 >= MIN_CAUSE_SHARE * max(lateness_per_step_ns, 1.0)
         and top["excess_ms_per_step"] > 0
+    )
     cause = top["category"] if explained else "unknown"
     busy, host_late = (gpu or {}).get("gpu_busy_fraction"), (gpu or {}).get("host_late_idle_fraction")
-    if cause in ("host", "other", "unknown") and starved is not None and busy is not None and host_late is not None \
-            and busy < starved.busy_below and host_late >= starved.host_late_from:
+    if (
+        cause in ("host", "other", "unknown")
+        and starved is not None
+        and busy is not None
+        and host_late is not None
+        and busy < starved.busy_below
+        and host_late >= starved.host_late_from
+    ):
         cause = "host_launch"
-        text = (f"host launch starvation: its GPU is busy {busy:.0%} of the window and idles {host_late:.0%} of it "
-                "in gaps of 1 ms or more waiting for the host to launch the next work")
+        text = (
+            f"host launch starvation: its GPU is busy {busy:.0%} of the window and idles {host_late:.0%} of it "
+            "in gaps of 1 ms or more waiting for the host to launch the next work"
+        )
     else:
         text = CAUSE_TEXT.get(cause, "no category explains its lateness; compare its timeline with the median rank's")
     if kernels_med and abs(kernels_own - kernels_med) > 0.1 * kernels_med:
-        text += (f"; it runs {kernels_own:.0f} kernels per step before its collectives vs {kernels_med:.0f} "
-                 "on the median rank")
-    return {"cause": cause, "text": text, "excess_ms_per_step": top["excess_ms_per_step"] if explained else 0.0,
-            "breakdown": rows, "kernels_per_step": kernels_own, "median_kernels_per_step": kernels_med}
+        text += (
+            f"; it runs {kernels_own:.0f} kernels per step before its collectives vs {kernels_med:.0f} "
+            "on the median rank"
+        )
+    return {
+        "cause": cause,
+        "text": text,
+        "excess_ms_per_step": top["excess_ms_per_step"] if explained else 0.0,
+        "breakdown": rows,
+        "kernels_per_step": kernels_own,
+        "median_kernels_per_step": kernels_med,
+    }

@@ -72,8 +72,9 @@ def coarse_offsets(ranks: list[RankTables]) -> dict[int, int]:
     return {r: ref - o for r, o in origins.items() if o != ref}
 
 
-def time_instances(stacked: Stacked, matches: Matches, ranks: list[RankTables],
-                   coarse: dict[int, int] | None = None) -> Timing:
+def time_instances(
+    stacked: Stacked, matches: Matches, ranks: list[RankTables], coarse: dict[int, int] | None = None
+) -> Timing:
     """``coarse``: per rank, the offset between its clock and the first rank's that the traces' time
     origins give (``coarse_offsets``); the offsets estimated from collective ends come on top."""
     c = stacked.cols
@@ -103,9 +104,28 @@ def time_instances(stacked: Stacked, matches: Matches, ranks: list[RankTables],
     uniq, inst = np.unique(inst, return_inverse=True)
     if not rows.size:
         z, f = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        return Timing(inst=z, rank=z, arrival_ns=z, end_ns=z, wait_ns=z, step=z, row=z, last_rank=z, first_ns=z,
-                      last_ns=z, skew_ns=z, transfer_ns=z, bytes=z, group_size=z, type=z, busbw_gbps=f, algbw_gbps=f,
-                      mode="none", untimed=n_inst, clock_note="")
+        return Timing(
+            inst=z,
+            rank=z,
+            arrival_ns=z,
+            end_ns=z,
+            wait_ns=z,
+            step=z,
+            row=z,
+            last_rank=z,
+            first_ns=z,
+            last_ns=z,
+            skew_ns=z,
+            transfer_ns=z,
+            bytes=z,
+            group_size=z,
+            type=z,
+            busbw_gbps=f,
+            algbw_gbps=f,
+            mode="none",
+            untimed=n_inst,
+            clock_note="",
+        )
     offsets, note = _clock_offsets(ranks, inst, rank, end, c["type"][rows], stacked.types)
     if offsets:
         shift = np.array([offsets.get(int(r), 0) for r in rank], dtype=np.int64)
@@ -141,10 +161,29 @@ def time_instances(stacked: Stacked, matches: Matches, ranks: list[RankTables],
     algbw = np.where((byts > 0) & (transfer > 0), byts / np.maximum(transfer, 1), np.nan)  # bytes/ns = GB/s
     factor = np.array([bus_factor(stacked.types[t], int(n)) for t, n in zip(ctype, gsize)], dtype=np.float64)
     mode = "gpu" if use_gpu.all() else ("cpu" if not use_gpu.any() else "mixed")
-    return Timing(inst=inst, rank=rank, arrival_ns=arrival, end_ns=end, wait_ns=wait, step=c["step"][rows], row=rows,
-                  last_rank=last_rank, first_ns=first, last_ns=last, skew_ns=last - first, transfer_ns=transfer,
-                  bytes=byts, group_size=gsize, type=ctype, busbw_gbps=algbw * factor, algbw_gbps=algbw, mode=mode,
-                  untimed=int(n_inst - uniq.size), offsets_ns=offsets, clock_note=note)
+    return Timing(
+        inst=inst,
+        rank=rank,
+        arrival_ns=arrival,
+        end_ns=end,
+        wait_ns=wait,
+        step=c["step"][rows],
+        row=rows,
+        last_rank=last_rank,
+        first_ns=first,
+        last_ns=last,
+        skew_ns=last - first,
+        transfer_ns=transfer,
+        bytes=byts,
+        group_size=gsize,
+        type=ctype,
+        busbw_gbps=algbw * factor,
+        algbw_gbps=algbw,
+        mode=mode,
+        untimed=int(n_inst - uniq.size),
+        offsets_ns=offsets,
+        clock_note=note,
+    )
 
 
 def _clock_offsets(ranks: list[RankTables], inst, rank, end, ctype, types) -> tuple[dict[int, int], str]:
@@ -161,7 +200,7 @@ def _clock_offsets(ranks: list[RankTables], inst, rank, end, ctype, types) -> tu
     i, r, e = i[order], r[order], e[order]
     bounds = np.flatnonzero(np.append(True, i[1:] != i[:-1]))
     counts = np.diff(np.append(bounds, i.size))
-    med = np.array([median(e[b:b + k]) for b, k in zip(bounds, counts)])  # one per instance, not per event
+    med = np.array([median(e[b : b + k]) for b, k in zip(bounds, counts)])  # one per instance, not per event
     delta = e - np.repeat(med, counts)
     # clock domains: a known host, else the rank itself
     domain = {rk: (h if h else f"rank {rk}") for rk, h in hosts.items()}
@@ -187,7 +226,12 @@ def _clock_offsets(ranks: list[RankTables], inst, rank, end, ctype, types) -> tu
                 offsets[int(rk)] = int(round(rel))
             shifted.append(f"{dom} {rel / 1e3:+.0f} us")
     if shifted:
-        return offsets, ("clocks aligned on collective ends (members leave a collective together): " +
-                         ", ".join(shifted[:8]) + (" ..." if len(shifted) > 8 else ""))
-    return {}, ("collective ends agree across clock domains within their spread; no offsets applied"
-                + ("" if known else " (hosts unknown: each rank taken as its own clock)"))
+        return offsets, (
+            "clocks aligned on collective ends (members leave a collective together): "
+            + ", ".join(shifted[:8])
+            + (" ..." if len(shifted) > 8 else "")
+        )
+    return {}, (
+        "collective ends agree across clock domains within their spread; no offsets applied"
+        + ("" if known else " (hosts unknown: each rank taken as its own clock)")
+    )

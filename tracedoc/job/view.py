@@ -18,8 +18,13 @@ from ..model.record import Record
 # The metrics the job view produces, for the job verdict and every rank of a job (the metric table's job scope)
 JOB_METRICS: tuple[str, ...] = metric_names(scope="job")
 # The job metrics every rank's rules see too (communication split, top collective, bandwidth, the straggler)
-RANK_CONTEXT: tuple[str, ...] = ("comm_wait_fraction", "comm_top_collective", "comm_busbw_gbps", "link_busbw_gbps",
-                                 "straggler_rank")
+RANK_CONTEXT: tuple[str, ...] = (
+    "comm_wait_fraction",
+    "comm_top_collective",
+    "comm_busbw_gbps",
+    "link_busbw_gbps",
+    "straggler_rank",
+)
 # Evidence tables of the job view that job rules may cite
 JOB_EVIDENCE: tuple[str, ...] = ("job_ranks", "job_collectives", "straggler_cause", "job_disagreements")
 
@@ -94,6 +99,9 @@ class JobJoin(NamedTuple):
 def job_evidence(view: JobView, rank_rows: list[dict]) -> dict[str, list[dict]]:
     """The evidence tables job rules may cite (``JOB_EVIDENCE``): the rank table's rows, the collectives,
     the top straggler's lead-in against the median rank's, and the calls ranks disagree on."""
-    return {"job_ranks": rank_rows, "job_collectives": view.collective_rows,
-            "straggler_cause": view.stragglers[0]["breakdown"] if view.stragglers else [],
-            "job_disagreements": view.disagreements}
+    return {
+        "job_ranks": rank_rows,
+        "job_collectives": view.collective_rows,
+        "straggler_cause": view.stragglers[0]["breakdown"] if view.stragglers else [],
+        "job_disagreements": view.disagreements,
+    }

@@ -25,7 +25,7 @@ from ..model.groups import distinct
 from ..analyses.comm.instances import RankTables
 from .timing import Timing
 
-_LIMIT = 2 ** 62
+_LIMIT = 2**62
 
 
 @dataclass
@@ -41,8 +41,9 @@ class StepWindows:
     late_ns: np.ndarray | None = None  # per window: the rank's lateness in it (rank_waits fills it)
 
     def total_by_rank(self, ranks: np.ndarray) -> np.ndarray:
-        return np.bincount(np.searchsorted(ranks, self.rank), weights=self.step_time_ns.astype(np.float64),
-                           minlength=ranks.size)
+        return np.bincount(
+            np.searchsorted(ranks, self.rank), weights=self.step_time_ns.astype(np.float64), minlength=ranks.size
+        )
 
 
 @dataclass
@@ -134,10 +135,21 @@ def rank_waits(t: Timing, windows: StepWindows) -> dict[int, RankWaits]:
     lateness = np.bincount(wk, weights=late_each.astype(np.float64), minlength=ranks.size)
     step_p50 = _median_by(wk, windows.step_time_ns[known], ranks.size)
     wait_p50, late_p50 = _median_by(wk, wait_each, ranks.size), _median_by(wk, late_each, ranks.size)
-    return {int(r): RankWaits(rank=int(r), steps=int(steps[i]), step_p50_ns=step_p50[i], time_ns=int(time[i]),
-                              wait_ns=int(wait[i]), late_ns=int(lateness[i]), wait_p50_ns=wait_p50[i],
-                              late_p50_ns=late_p50[i], comm_ns=int(comm[i]), comm_wait_ns=int(comm_wait[i]))
-            for i, r in enumerate(ranks.tolist())}
+    return {
+        int(r): RankWaits(
+            rank=int(r),
+            steps=int(steps[i]),
+            step_p50_ns=step_p50[i],
+            time_ns=int(time[i]),
+            wait_ns=int(wait[i]),
+            late_ns=int(lateness[i]),
+            wait_p50_ns=wait_p50[i],
+            late_p50_ns=late_p50[i],
+            comm_ns=int(comm[i]),
+            comm_wait_ns=int(comm_wait[i]),
+        )
+        for i, r in enumerate(ranks.tolist())
+    }
 
 
 def caused_wait(t: Timing, windows: StepWindows, late_rank: int, waits: dict[int, RankWaits]) -> float | None:
@@ -155,11 +167,15 @@ def caused_wait(t: Timing, windows: StepWindows, late_rank: int, waits: dict[int
     wcode = np.searchsorted(others, windows.rank)
     known = (wcode < others.size) & (others[np.minimum(wcode, others.size - 1)] == windows.rank)
     last = np.minimum(t.last_ns[t.inst[at]], np.maximum(t.end_ns[at], t.arrival_ns[at]))
-    each = per_window(code, t.arrival_ns[at], last, wcode[known], windows.lo_ns[known],
-                      windows.hi_ns[known], others.size)
+    each = per_window(
+        code, t.arrival_ns[at], last, wcode[known], windows.lo_ns[known], windows.hi_ns[known], others.size
+    )
     total = np.bincount(wcode[known], weights=each.astype(np.float64), minlength=others.size)
-    shares = [_share(float(total[i]) / waits[r].steps, waits[r].step_p50_ns) if waits[r].steps else None
-              for i, r in enumerate(others.tolist()) if r in waits]
+    shares = [
+        _share(float(total[i]) / waits[r].steps, waits[r].step_p50_ns) if waits[r].steps else None
+        for i, r in enumerate(others.tolist())
+        if r in waits
+    ]
     shares = [min(x, 1.0) for x in shares if x is not None]
     return float(np.mean(shares)) if shares else None
 
@@ -202,13 +218,15 @@ def _median_arrival(t: Timing) -> np.ndarray:
 
 # -- unions of intervals per key ------------------------------------------------------------------
 
+
 class KeyedUnion:
     """The union of each key's intervals ``[lo, hi)`` (keys 0..n_keys-1), computed as one union on a
     line where key k occupies ``[k * width, (k + 1) * width)`` (in chunks of keys where that would
     overflow int64), so that intervals of different keys never merge."""
 
-    def __init__(self, key: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_keys: int,
-                 t0: int | None = None, t1: int | None = None):
+    def __init__(
+        self, key: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_keys: int, t0: int | None = None, t1: int | None = None
+    ):
         self.n_keys = n_keys
         self.chunks: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
         if not key.size:
@@ -253,8 +271,9 @@ def union_length(key: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_keys: int) -
     return KeyedUnion(key, lo, hi, n_keys).totals()
 
 
-def per_window(key: np.ndarray, lo: np.ndarray, hi: np.ndarray, w_key: np.ndarray, w_lo: np.ndarray,
-               w_hi: np.ndarray, n_keys: int) -> np.ndarray:
+def per_window(
+    key: np.ndarray, lo: np.ndarray, hi: np.ndarray, w_key: np.ndarray, w_lo: np.ndarray, w_hi: np.ndarray, n_keys: int
+) -> np.ndarray:
     """Per window: the length of the union of its key's intervals ``[lo, hi)`` inside it."""
     if not key.size or not w_key.size:
         return np.zeros(w_key.size, dtype=np.int64)

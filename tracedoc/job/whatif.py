@@ -44,12 +44,15 @@ from ..model.stats import median
 from ..analyses.comm.instances import RankTables
 from .timing import Timing
 
-METHOD = ("job replay of {n} matched collectives over {steps} steps: rank {rank}'s lateness removed (each "
-          "collective starts at the latest arrival of the other ranks; delays carry forward in lockstep)")
+METHOD = (
+    "job replay of {n} matched collectives over {steps} steps: rank {rank}'s lateness removed (each "
+    "collective starts at the latest arrival of the other ranks; delays carry forward in lockstep)"
+)
 
 
-def straggler_removed(t: Timing, ranks: list[RankTables], straggler: int, step_ns: float | None = None,
-                      windows=None) -> tuple[dict | None, str | None]:
+def straggler_removed(
+    t: Timing, ranks: list[RankTables], straggler: int, step_ns: float | None = None, windows=None
+) -> tuple[dict | None, str | None]:
     """The predicted job step time with ``straggler`` on time: ``({step_ms_before, step_ms_after,
     gain_ms, method}, None)``, or ``(None, why)`` when the job has nothing to replay.
 
@@ -64,8 +67,9 @@ def straggler_removed(t: Timing, ranks: list[RankTables], straggler: int, step_n
         return None, "the ranks recorded no steps"
     m = t.last_ns.size
     began = _Began(t.rank, t.last_ns[t.inst], t.inst)
-    earlier = _replay(t.inst, t.rank, t.wait_ns, began.before(t.rank, t.arrival_ns, strict=True), t.last_ns,
-                      straggler, m)
+    earlier = _replay(
+        t.inst, t.rank, t.wait_ns, began.before(t.rank, t.arrival_ns, strict=True), t.last_ns, straggler, m
+    )
     # per rank, its first step's start and every completion (aligned clock), as one query table
     parts = []
     for rt in with_steps:
@@ -93,8 +97,12 @@ def straggler_removed(t: Timing, ranks: list[RankTables], straggler: int, step_n
         before_ms, after_ms = step_ns / 1e6, step_ns / 1e6 * (1.0 - share)
         method += f"; the replay's gain ({share:.1%} of its mean step) applied to the job's step time"
     before_r, after_r = round(before_ms, 4), round(min(after_ms, before_ms), 4)
-    return {"step_ms_before": before_r, "step_ms_after": after_r, "gain_ms": round(before_r - after_r, 4),
-            "method": method}, None
+    return {
+        "step_ms_before": before_r,
+        "step_ms_after": after_r,
+        "gain_ms": round(before_r - after_r, 4),
+        "method": method,
+    }, None
 
 
 def _span(points: np.ndarray, first: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -124,7 +132,7 @@ class _Began:
         (``<=`` unless ``strict``); -1 when none (also for a rank without instances)."""
         r_code = np.searchsorted(self.ranks, q_rank)
         known = (r_code < self.ranks.size) & (self.ranks[np.minimum(r_code, self.ranks.size - 1)] == q_rank)
-        if (self.ranks.size + 1) * self.width < 2 ** 62:
+        if (self.ranks.size + 1) * self.width < 2**62:
             if self.sorted_key is None:
                 key = np.searchsorted(self.ranks, self.rank) * self.width + (self.start - self.lo)
                 self.order = np.argsort(key, kind="stable")

@@ -108,11 +108,25 @@ def _finish(result: LogAnalysis) -> None:
     result.evidence["anomalies"] = result.anomalies
 
 
-_SUMS = ("loss_nonfinite_count", "grad_norm_nonfinite_count", "nan_iterations", "skipped_iterations",
-         "overflow_messages", "loss_spike_count", "loss_spike_persistent_count", "loss_bump_count",
-         "grad_norm_spike_count", "skip_burst_count")
-_FIRSTS = ("loss_nonfinite_first_step", "loss_spike_first_step", "loss_bump_first_step", "grad_norm_spike_first_step",
-           "divergence_start_step")
+_SUMS = (
+    "loss_nonfinite_count",
+    "grad_norm_nonfinite_count",
+    "nan_iterations",
+    "skipped_iterations",
+    "overflow_messages",
+    "loss_spike_count",
+    "loss_spike_persistent_count",
+    "loss_bump_count",
+    "grad_norm_spike_count",
+    "skip_burst_count",
+)
+_FIRSTS = (
+    "loss_nonfinite_first_step",
+    "loss_spike_first_step",
+    "loss_bump_first_step",
+    "grad_norm_spike_first_step",
+    "divergence_start_step",
+)
 _MAXES = ("loss_spike_max_z", "loss_bump_max_ratio", "divergence_rise_fraction", "loss_scale_max")
 _MINS = ("loss_scale_min",)
 
@@ -138,8 +152,11 @@ def _merge_metrics(into: dict[str, Any], other: dict[str, Any]) -> None:
 def _analyze_one(series: LogSeries, options: LogOptions, stability_only: bool = False) -> LogAnalysis:
     steps = series.step
     n = len(series)
-    m: dict[str, Any] = {"log_points": n, "log_first_step": int(steps[0]) if n else None,
-                         "log_last_step": int(steps[-1]) if n else None}
+    m: dict[str, Any] = {
+        "log_points": n,
+        "log_first_step": int(steps[0]) if n else None,
+        "log_last_step": int(steps[-1]) if n else None,
+    }
     anomalies: list[dict[str, Any]] = []
     evidence: dict[str, list[dict[str, Any]]] = {}
     notes: list[str] = []
@@ -182,6 +199,14 @@ def _utilisation(series, options, warm, m, anomalies) -> None:
     starts, ends = detect.episodes(low)
     m["low_gpu_util_episode_count"] = int(starts.size)
     for s, e in zip(starts, ends):
-        anomalies.append(anomaly("low_gpu_util", series.step, int(s), int(e),
-                                 mean_percent=float(np.mean(util[s:e + 1])), rule=ANOMALY_RULES["low_gpu_util"],
-                                 criterion=f"GPU utilisation under {options.low_gpu_util_percent:g}%"))
+        anomalies.append(
+            anomaly(
+                "low_gpu_util",
+                series.step,
+                int(s),
+                int(e),
+                mean_percent=float(np.mean(util[s : e + 1])),
+                rule=ANOMALY_RULES["low_gpu_util"],
+                criterion=f"GPU utilisation under {options.low_gpu_util_percent:g}%",
+            )
+        )

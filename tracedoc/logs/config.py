@@ -23,38 +23,122 @@ from typing import Any
 from .series import normalise_key
 
 KEYS: dict[str, tuple[str, ...]] = {
-    "tp": ("tensor_model_parallel_size", "tensor_parallel_size", "tp_size", "tp", "tensor_parallel_degree",
-           "parallelism_tensor_parallel_degree", "tensor_parallel"),
-    "pp": ("pipeline_model_parallel_size", "pipeline_parallel_size", "pp_size", "pp", "pipeline_parallel_degree",
-           "parallelism_pipeline_parallel_degree"),
+    "tp": (
+        "tensor_model_parallel_size",
+        "tensor_parallel_size",
+        "tp_size",
+        "tp",
+        "tensor_parallel_degree",
+        "parallelism_tensor_parallel_degree",
+        "tensor_parallel",
+    ),
+    "pp": (
+        "pipeline_model_parallel_size",
+        "pipeline_parallel_size",
+        "pp_size",
+        "pp",
+        "pipeline_parallel_degree",
+        "parallelism_pipeline_parallel_degree",
+    ),
     "cp": ("context_parallel_size", "cp_size", "cp", "context_parallel_degree", "parallelism_context_parallel_degree"),
-    "ep": ("expert_model_parallel_size", "expert_parallel_size", "ep_size", "ep", "expert_parallel_degree",
-           "parallelism_expert_parallel_degree"),
+    "ep": (
+        "expert_model_parallel_size",
+        "expert_parallel_size",
+        "ep_size",
+        "ep",
+        "expert_parallel_degree",
+        "parallelism_expert_parallel_degree",
+    ),
     "dp": ("data_parallel_size", "dp_size", "dp", "data_parallel_degree"),
     "world": ("world_size", "num_gpus", "n_gpus", "total_gpus"),
     "nnodes": ("nnodes", "num_nodes", "num_machines"),
     "nproc": ("nproc_per_node", "local_world_size", "gpus_per_node", "num_processes_per_node", "devices"),
-    "micro": ("micro_batch_size", "train_micro_batch_size_per_gpu", "per_device_train_batch_size",
-              "micro_batch_size_per_gpu", "local_batch_size", "training_local_batch_size", "per_gpu_train_batch_size"),
+    "micro": (
+        "micro_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "per_device_train_batch_size",
+        "micro_batch_size_per_gpu",
+        "local_batch_size",
+        "training_local_batch_size",
+        "per_gpu_train_batch_size",
+    ),
     "global": ("global_batch_size", "training_global_batch_size"),
-    "accum": ("gradient_accumulation_steps", "grad_accum", "gradient_accumulation", "accumulate_grad_batches",
-              "grad_accum_steps"),
-    "seq": ("seq_length", "seq_len", "max_seq_length", "max_seq_len", "encoder_seq_length", "training_seq_len",
-            "sequence_length"),
+    "accum": (
+        "gradient_accumulation_steps",
+        "grad_accum",
+        "gradient_accumulation",
+        "accumulate_grad_batches",
+        "grad_accum_steps",
+    ),
+    "seq": (
+        "seq_length",
+        "seq_len",
+        "max_seq_length",
+        "max_seq_len",
+        "encoder_seq_length",
+        "training_seq_len",
+        "sequence_length",
+    ),
     "heads": ("num_attention_heads", "n_heads", "num_heads", "n_head"),
     "groups": ("num_query_groups", "num_key_value_heads", "n_kv_heads"),
     "sp": ("sequence_parallel", "sequence_parallelism"),
     "layers": ("num_layers", "n_layers", "num_hidden_layers", "n_layer"),
     "vpp": ("num_layers_per_virtual_pipeline_stage", "virtual_pipeline_model_parallel_size"),
     "gpu": ("gpu", "gpu_name", "device_name", "gpu_type"),
-    "clip": ("clip_grad", "max_grad_norm", "gradient_clipping", "grad_clip", "max_norm", "training_max_norm",
-             "gradient_clip_val"),
+    "clip": (
+        "clip_grad",
+        "max_grad_norm",
+        "gradient_clipping",
+        "grad_clip",
+        "max_norm",
+        "training_max_norm",
+        "gradient_clip_val",
+    ),
 }
 # GPUs without native bf16 (compute capability < 8.0), by name fragment
-NO_BF16_GPUS = ("v100", "t4", "p100", "p40", "p4", "k80", "m60", "titan v", "titan rtx", "rtx 20", "quadro rtx",
-                "gtx", "rtx 6000", "rtx 8000")
-BF16_GPUS = ("a100", "a10", "a30", "a40", "a800", "l4", "l40", "h100", "h200", "h800", "h20", "gh200", "b100",
-             "b200", "gb200", "rtx 30", "rtx 40", "rtx 50", "rtx a", "mi250", "mi300", "mi325", "mi355")
+NO_BF16_GPUS = (
+    "v100",
+    "t4",
+    "p100",
+    "p40",
+    "p4",
+    "k80",
+    "m60",
+    "titan v",
+    "titan rtx",
+    "rtx 20",
+    "quadro rtx",
+    "gtx",
+    "rtx 6000",
+    "rtx 8000",
+)
+BF16_GPUS = (
+    "a100",
+    "a10",
+    "a30",
+    "a40",
+    "a800",
+    "l4",
+    "l40",
+    "h100",
+    "h200",
+    "h800",
+    "h20",
+    "gh200",
+    "b100",
+    "b200",
+    "gb200",
+    "rtx 30",
+    "rtx 40",
+    "rtx 50",
+    "rtx a",
+    "mi250",
+    "mi300",
+    "mi325",
+    "mi355",
+)
+
+
 def read_config(path: str) -> tuple[dict[str, Any], str]:
     """Read one config file into a flat dict of settings and say what it was (see ``configfile``)."""
     from .configfile import read_config as read
@@ -95,13 +179,33 @@ def gather(header: dict[str, Any], config_paths: list[str] = ()) -> tuple[dict[s
     return settings, sources
 
 
-def check_config(settings: dict[str, Any], sources: list[str], *, compute_capability: float | None = None,
-                 gpu_name: str | None = None, logged_loss_scales=None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def check_config(
+    settings: dict[str, Any],
+    sources: list[str],
+    *,
+    compute_capability: float | None = None,
+    gpu_name: str | None = None,
+    logged_loss_scales=None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run every check; return (metrics, rows of the config_checks evidence table)."""
-    m: dict[str, Any] = dict.fromkeys(("config_world_size", "parallel_mismatch", "parallel_text", "parallel_fix",
-                                       "batch_mismatch", "batch_text", "batch_fix", "tp_divisibility_problem",
-                                       "tp_divisibility_text", "tp_divisibility_fix", "fp16_without_loss_scaling",
-                                       "fp16_text", "bf16_unsupported", "gpu_name"))
+    m: dict[str, Any] = dict.fromkeys(
+        (
+            "config_world_size",
+            "parallel_mismatch",
+            "parallel_text",
+            "parallel_fix",
+            "batch_mismatch",
+            "batch_text",
+            "batch_fix",
+            "tp_divisibility_problem",
+            "tp_divisibility_text",
+            "tp_divisibility_fix",
+            "fp16_without_loss_scaling",
+            "fp16_text",
+            "bf16_unsupported",
+            "gpu_name",
+        )
+    )
     m["config_source"] = ", ".join(sources) or None
     rows: list[dict[str, Any]] = []
     s = settings
@@ -116,13 +220,18 @@ def check_config(settings: dict[str, Any], sources: list[str], *, compute_capabi
         if dp:
             bad = model * dp != world
             text = f"{sizes} x DP {dp} = {model * dp} {'!=' if bad else '=='} world size {world}"
-            fix = (f"set data_parallel_size to {world // model} (world {world} / {model})" if world % model == 0
-                   else f"choose TP x PP x CP dividing the world size {world} (now {model})")
+            fix = (
+                f"set data_parallel_size to {world // model} (world {world} / {model})"
+                if world % model == 0
+                else f"choose TP x PP x CP dividing the world size {world} (now {model})"
+            )
         else:
             bad = world % model != 0
             text = f"world size {world} {'is not' if bad else 'is'} divisible by {sizes} = {model}"
-            fix = (f"choose TP x PP x CP (now {model}) dividing the world size {world}, "
-                   f"or run on a multiple of {model} GPUs")
+            fix = (
+                f"choose TP x PP x CP (now {model}) dividing the world size {world}, "
+                f"or run on a multiple of {model} GPUs"
+            )
             dp = world // model if not bad else None
         if not bad and ep and ep > 1 and dp and (dp * (cp or 1)) % ep != 0:
             bad = True
@@ -138,11 +247,14 @@ def check_config(settings: dict[str, Any], sources: list[str], *, compute_capabi
             want = micro * dp * accum
             bad = glob != want
             text = f"global batch {glob} {'!=' if bad else '=='} micro {micro} x DP {dp} x grad-accum {accum} = {want}"
-            fix = (f"set the global batch (global_batch_size / train_batch_size) to {want}"
-                   + (f", or gradient_accumulation_steps to {glob // (micro * dp)}" if glob % (micro * dp) == 0 else ""))
+            fix = f"set the global batch (global_batch_size / train_batch_size) to {want}" + (
+                f", or gradient_accumulation_steps to {glob // (micro * dp)}" if glob % (micro * dp) == 0 else ""
+            )
         else:
             bad = glob % (micro * dp) != 0
-            text = f"global batch {glob} {'is not' if bad else 'is'} a multiple of micro {micro} x DP {dp} = {micro * dp}"
+            text = (
+                f"global batch {glob} {'is not' if bad else 'is'} a multiple of micro {micro} x DP {dp} = {micro * dp}"
+            )
             lo = max(micro * dp, glob // (micro * dp) * micro * dp)
             fix = f"set global_batch_size to {lo} or {lo + micro * dp}"
         m.update(batch_mismatch=bad, batch_text=text, batch_fix=fix if bad else None)
@@ -157,17 +269,24 @@ def _divisibility(s, tp, cp, pp, m, rows) -> None:
     sp = _get(s, "sp")
     problems, fixes, checked = [], [], False
     if tp and tp > 1:
-        for label, value, key in (("attention heads", heads, "num_attention_heads"), ("query groups", groups, "num_query_groups")):
+        for label, value, key in (
+            ("attention heads", heads, "num_attention_heads"),
+            ("query groups", groups, "num_query_groups"),
+        ):
             if value:
                 checked = True
                 if value % tp:
                     problems.append(f"{label} {value} not divisible by TP {tp}")
-                    fixes.append(f"set tensor_model_parallel_size to a divisor of {value}, or {key} to a multiple of {tp}")
+                    fixes.append(
+                        f"set tensor_model_parallel_size to a divisor of {value}, or {key} to a multiple of {tp}"
+                    )
         if seq and sp is not False:
             checked = True
             if seq % tp:
-                problems.append(f"sequence length {seq} not divisible by TP {tp}"
-                                + (" (sequence parallelism splits it)" if sp else ""))
+                problems.append(
+                    f"sequence length {seq} not divisible by TP {tp}"
+                    + (" (sequence parallelism splits it)" if sp else "")
+                )
                 fixes.append(f"set seq_length to {(seq // tp + 1) * tp}, a multiple of TP {tp}")
     layers, vpp = _int(_get(s, "layers")), _int(s.get("virtual_pipeline_model_parallel_size"))
     if pp and pp > 1 and layers:
@@ -176,8 +295,9 @@ def _divisibility(s, tp, cp, pp, m, rows) -> None:
         if layers % stages:
             what = f"PP {pp} x virtual stages {vpp}" if vpp else f"PP {pp}"
             problems.append(f"{layers} layers not divisible by {what}")
-            fixes.append(f"set num_layers to a multiple of {stages}, or pipeline_model_parallel_size to a divisor "
-                         f"of {layers}")
+            fixes.append(
+                f"set num_layers to a multiple of {stages}, or pipeline_model_parallel_size to a divisor of {layers}"
+            )
     if cp and cp > 1 and seq:
         checked = True
         if seq % (2 * cp):
@@ -185,10 +305,19 @@ def _divisibility(s, tp, cp, pp, m, rows) -> None:
             fixes.append(f"set seq_length to a multiple of {2 * cp}")
     if checked:
         bad = bool(problems)
-        m.update(tp_divisibility_problem=bad, tp_divisibility_text="; ".join(problems) if bad else "sizes divide",
-                 tp_divisibility_fix="; ".join(fixes) if bad else None)
-        rows.append({"check": "divisible by TP / PP / CP", "ok": not bad, "detail": "; ".join(problems) or "sizes divide",
-                     "fix": "; ".join(fixes) or None})
+        m.update(
+            tp_divisibility_problem=bad,
+            tp_divisibility_text="; ".join(problems) if bad else "sizes divide",
+            tp_divisibility_fix="; ".join(fixes) if bad else None,
+        )
+        rows.append(
+            {
+                "check": "divisible by TP / PP / CP",
+                "ok": not bad,
+                "detail": "; ".join(problems) or "sizes divide",
+                "fix": "; ".join(fixes) or None,
+            }
+        )
 
 
 def _precision(s, m, rows, compute_capability, gpu_name, logged_loss_scales) -> None:
@@ -207,23 +336,40 @@ def _precision(s, m, rows, compute_capability, gpu_name, logged_loss_scales) -> 
             where = "dynamic loss scaling"
         m["fp16_without_loss_scaling"] = bool(static_one)
         m["fp16_text"] = f"fp16 with {where}"
-        rows.append({"check": "fp16 loss scaling", "ok": not static_one, "detail": m["fp16_text"],
-                     "fix": "use dynamic loss scaling (Megatron: drop --loss-scale; DeepSpeed: fp16.loss_scale = 0; "
-                            "plain PyTorch: torch.amp.GradScaler)" if static_one else None})
+        rows.append(
+            {
+                "check": "fp16 loss scaling",
+                "ok": not static_one,
+                "detail": m["fp16_text"],
+                "fix": "use dynamic loss scaling (Megatron: drop --loss-scale; DeepSpeed: fp16.loss_scale = 0; "
+                "plain PyTorch: torch.amp.GradScaler)"
+                if static_one
+                else None,
+            }
+        )
     name = gpu_name or _get(s, "gpu")
     m["gpu_name"] = str(name) if name else None
     if bf16:
         cc = compute_capability
         if cc is None and name:
             low = str(name).lower()
-            cc = 7.0 if any(g in low for g in NO_BF16_GPUS) and not any(g in low for g in BF16_GPUS) else (
-                8.0 if any(g in low for g in BF16_GPUS) else None)
+            cc = (
+                7.0
+                if any(g in low for g in NO_BF16_GPUS) and not any(g in low for g in BF16_GPUS)
+                else (8.0 if any(g in low for g in BF16_GPUS) else None)
+            )
         if cc is not None:
             bad = cc < 8.0
             m["bf16_unsupported"] = bad
             detail = f"bf16 on {name or 'a GPU'} (compute capability {cc:.1f})"
-            rows.append({"check": "bf16 support", "ok": not bad, "detail": detail,
-                         "fix": "use fp16 with dynamic loss scaling on this GPU, or run on Ampere or newer" if bad else None})
+            rows.append(
+                {
+                    "check": "bf16 support",
+                    "ok": not bad,
+                    "detail": detail,
+                    "fix": "use fp16 with dynamic loss scaling on this GPU, or run on Ampere or newer" if bad else None,
+                }
+            )
 
 
 def clip_value(settings: dict[str, Any]) -> float | None:
@@ -237,4 +383,3 @@ def _num(v: Any) -> float | None:
         return float(v)
     except (TypeError, ValueError, OverflowError):
         return None
-

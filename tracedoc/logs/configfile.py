@@ -42,8 +42,11 @@ def read_config(path: str) -> tuple[dict[str, Any], str]:
             raise LogError(path, "is not valid JSON", str(exc)[:200], "fix the config file") from None
         if not isinstance(obj, dict):
             raise LogError(path, "is JSON but not an object of settings", type(obj).__name__, "fix the config file")
-        kind = "DeepSpeed config" if _is_deepspeed(obj) else (
-            "Hugging Face TrainingArguments" if "per_device_train_batch_size" in obj else "JSON config")
+        kind = (
+            "DeepSpeed config"
+            if _is_deepspeed(obj)
+            else ("Hugging Face TrainingArguments" if "per_device_train_batch_size" in obj else "JSON config")
+        )
         return flatten(obj, kind), kind
     if path.endswith(".toml"):
         return flatten(_load_toml(path, text), "TOML config"), "TOML config"
@@ -63,9 +66,13 @@ def read_config(path: str) -> tuple[dict[str, Any], str]:
         obj = load_yaml(path, text)
         if isinstance(obj, dict):
             return flatten(obj, "YAML config"), "YAML config"
-    raise LogError(path, "is not a config tracedoc knows", f"starts {excerpt(text)}",
-                   "pass Megatron arguments, a DeepSpeed or TrainingArguments JSON, a TOML or YAML config, or "
-                   "WORLD_SIZE=... lines")
+    raise LogError(
+        path,
+        "is not a config tracedoc knows",
+        f"starts {excerpt(text)}",
+        "pass Megatron arguments, a DeepSpeed or TrainingArguments JSON, a TOML or YAML config, or "
+        "WORLD_SIZE=... lines",
+    )
 
 
 def _is_deepspeed(obj: dict) -> bool:
@@ -105,8 +112,9 @@ def load_yaml(path: str, text: str) -> Any:
     try:
         import yaml
     except ImportError:
-        raise LogError(path, "is YAML, which needs PyYAML", None,
-                       "pip install pyyaml, or pass the config as JSON or TOML") from None
+        raise LogError(
+            path, "is YAML, which needs PyYAML", None, "pip install pyyaml, or pass the config as JSON or TOML"
+        ) from None
     depth = _bracket_depth(text)
     if depth > MAX_DEPTH * 8:
         raise LogError(path, f"is YAML nested {depth} levels deep", None, "pass the config as JSON or TOML")
@@ -151,21 +159,33 @@ def _check_expansion(path: str, root, yaml) -> None:
             open_nodes.discard(key)
             total = 1 + sum(size[id(k)] for k in kids)
             if total > YAML_MAX_NODES:
-                raise LogError(path, f"is YAML whose aliases expand it to more than {YAML_MAX_NODES:,} values "
-                               "(an alias bomb?)", None, "pass the config without aliases, as JSON or TOML")
+                raise LogError(
+                    path,
+                    f"is YAML whose aliases expand it to more than {YAML_MAX_NODES:,} values (an alias bomb?)",
+                    None,
+                    "pass the config without aliases, as JSON or TOML",
+                )
             size[key] = total
             continue
         if key in size:
             continue
         if key in open_nodes:
-            raise LogError(path, "is YAML with an alias inside the node it refers to (a self-referencing anchor)",
-                           f"line {node.start_mark.line + 1}", "pass the config without that alias")
+            raise LogError(
+                path,
+                "is YAML with an alias inside the node it refers to (a self-referencing anchor)",
+                f"line {node.start_mark.line + 1}",
+                "pass the config without that alias",
+            )
         open_nodes.add(key)
         stack.append((node, True))
         for kid in kids:
             if id(kid) in open_nodes:
-                raise LogError(path, "is YAML with an alias inside the node it refers to (a self-referencing "
-                               "anchor)", f"line {kid.start_mark.line + 1}", "pass the config without that alias")
+                raise LogError(
+                    path,
+                    "is YAML with an alias inside the node it refers to (a self-referencing anchor)",
+                    f"line {kid.start_mark.line + 1}",
+                    "pass the config without that alias",
+                )
             if id(kid) not in size:
                 stack.append((kid, False))
 

@@ -36,8 +36,11 @@ def _delimiter(first: str) -> str:
 def _bounded_lines(source: str, data: bytes | str):
     """The file's lines (newlines kept, NULs dropped), read a chunk at a time; a line longer than
     ``MAX_LINE_CHARS`` is an error naming it."""
-    stream = (io.StringIO(data, newline="") if isinstance(data, str)
-              else io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace", newline=""))
+    stream = (
+        io.StringIO(data, newline="")
+        if isinstance(data, str)
+        else io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace", newline="")
+    )
     number = 0
     while True:
         line = stream.readline(MAX_LINE_CHARS + 1)
@@ -45,9 +48,12 @@ def _bounded_lines(source: str, data: bytes | str):
             return
         number += 1
         if len(line) > MAX_LINE_CHARS:
-            raise LogError(source, f"line {number:,} is longer than {MAX_LINE_CHARS:,} characters, more than a row "
-                           "of a CSV log holds", excerpt(line), "check that this is a CSV training log (one row "
-                           "per logged step)")
+            raise LogError(
+                source,
+                f"line {number:,} is longer than {MAX_LINE_CHARS:,} characters, more than a row of a CSV log holds",
+                excerpt(line),
+                "check that this is a CSV training log (one row per logged step)",
+            )
         yield line.replace("\0", "") if "\0" in line else line
 
 
@@ -94,8 +100,12 @@ def read_csv(source: str, data: bytes | str) -> LogSeries:
                 else:
                     col.append(cell)
     except csv.Error as exc:
-        raise LogError(source, "is not a readable CSV file", f"line {reader.line_num:,}: {exc}",
-                       "check the file, or convert the log to JSON Lines") from None
+        raise LogError(
+            source,
+            "is not a readable CSV file",
+            f"line {reader.line_num:,}: {exc}",
+            "check the file, or convert the log to JSON Lines",
+        ) from None
     if header is None or count + len(bad) == 0:
         raise LogError(source, "CSV log has a header but no rows", excerpt(first), "log at least one step")
     width = len(header)
@@ -104,14 +114,23 @@ def read_csv(source: str, data: bytes | str) -> LogSeries:
         warnings.append(f"the last line ({reader.line_num}) is cut off; it is left out")
     if bad:
         if len(bad) > (count + len(bad)) // 2:
-            raise LogError(source, f"{len(bad)} of {count + len(bad)} rows do not have the header's {width} columns, "
-                           "so this is not one CSV table (mixed formats?)", f"line {bad[0]}",
-                           "give tracedoc one log format per file")
-        warnings.append(f"{len(bad)} rows do not have the header's {width} columns and are left out (first: line {bad[0]})")
+            raise LogError(
+                source,
+                f"{len(bad)} of {count + len(bad)} rows do not have the header's {width} columns, "
+                "so this is not one CSV table (mixed formats?)",
+                f"line {bad[0]}",
+                "give tracedoc one log format per file",
+            )
+        warnings.append(
+            f"{len(bad)} rows do not have the header's {width} columns and are left out (first: line {bad[0]})"
+        )
     if fmt is None:
         sparse = empty_seen
-        fmt = "Lightning metrics.csv" if sparse and {"epoch", "step"} <= set(header) else (
-            "W&B history CSV" if "_runtime" in header or "_step" in header else "CSV")
+        fmt = (
+            "Lightning metrics.csv"
+            if sparse and {"epoch", "step"} <= set(header)
+            else ("W&B history CSV" if "_runtime" in header or "_step" in header else "CSV")
+        )
     keys = list(columns)
     return build_series(source, fmt, keys, lambda k: list(columns.get(k, [])), count, warnings=warnings)
 

@@ -25,9 +25,11 @@ from .textlog import Events, log_lines, pairs, records_to_series
 STEP_RE = re.compile(r"\bstep=(\d{1,18}), skipped=(\d{1,18}), lr=\[([^\]]{0,4000})\]")
 # "epoch=0/micro_step=40/global_step=10, RunningAvgSamplesPerSec=.., CurrSamplesPerSec=.., ..." and, in
 # older releases, "0/40, SamplesPerSec=.." or "0/40, RunningAvgSamplesPerSec=.., CurrSamplesPerSec=.."
-TIMER_RE = re.compile(r"(?:global_step=(\d{1,18})|\]\s{1,8}\d{1,18}/(\d{1,18})),\s{0,4}(?:RunningAvgSamplesPerSec="
-                      r"[^,\s]{1,40},\s{0,4}CurrSamplesPerSec=([^,\s]{1,40})|SamplesPerSec=([^,\s]{1,40}))"
-                      r"(?:,\s{0,4}MemAllocated=([\d.]{1,20})GB,\s{0,4}MaxMemAllocated=([\d.]{1,20})GB)?")
+TIMER_RE = re.compile(
+    r"(?:global_step=(\d{1,18})|\]\s{1,8}\d{1,18}/(\d{1,18})),\s{0,4}(?:RunningAvgSamplesPerSec="
+    r"[^,\s]{1,40},\s{0,4}CurrSamplesPerSec=([^,\s]{1,40})|SamplesPerSec=([^,\s]{1,40}))"
+    r"(?:,\s{0,4}MemAllocated=([\d.]{1,20})GB,\s{0,4}MaxMemAllocated=([\d.]{1,20})GB)?"
+)
 RECORD_RE = re.compile(r"step=\d|global_step=\d|act_loss|Actor Loss")
 E2E_NEW_RE = re.compile(r"(End-to-End|Generation|Training)\s{0,8}=>\s{0,8}Latency:\s{0,4}([\d.]{1,20})s")
 SAMPLES_NEW_RE = re.compile(r"Samples/sec:\s{0,4}([\d.]{1,20})")
@@ -87,8 +89,13 @@ def read_deepspeed(source: str, text: str) -> LogSeries:
             if prev_epoch is not None and epoch is not None and epoch != prev_epoch and step <= prev_ppo_step:
                 epoch_base += prev_ppo_step + 1  # the step counter restarts every epoch
             prev_epoch, prev_ppo_step = epoch, int(step)
-            ppo.append({"step": epoch_base + int(step), "actor": rec.get("act_loss", rec.get("actor_loss")),
-                        "critic": rec.get("cri_loss", rec.get("critic_loss"))})
+            ppo.append(
+                {
+                    "step": epoch_base + int(step),
+                    "actor": rec.get("act_loss", rec.get("actor_loss")),
+                    "critic": rec.get("cri_loss", rec.get("critic_loss")),
+                }
+            )
             continue
         if ppo and ("E2E latency" in line or "=> Latency" in line or "Samples/sec" in line):
             _timing(line, ppo[-1])
@@ -108,8 +115,12 @@ def read_deepspeed(source: str, text: str) -> LogSeries:
                     if normalise_key(name) in ("loss", "train_loss", "lm_loss", "grad_norm"):
                         row[normalise_key(name)] = x
     if not engines and not ppo and not user:
-        raise LogError(source, "looks like a DeepSpeed log but has no 'step=N, skipped=..', timer or loss lines",
-                       excerpt(text), "set steps_per_print in the DeepSpeed config so that steps are logged")
+        raise LogError(
+            source,
+            "looks like a DeepSpeed log but has no 'step=N, skipped=..', timer or loss lines",
+            excerpt(text),
+            "set steps_per_print in the DeepSpeed config so that steps are logged",
+        )
     header = {"precision": "fp16"} if any(e["kind"] == "overflow" for e in events.items) else {}
     if ppo:
         return _ppo_series(source, engines, ppo, header, warnings, events.items)
@@ -168,8 +179,12 @@ def _timing(line: str, rec: dict[str, Any]) -> None:
     """E2E / generation / training time and samples/s of the PPO step ``rec``."""
     if "E2E latency" in line:
         fields = _bar_fields(line, "=")
-        for key, name in (("e2e_latency", "step_time_s"), ("generate_time", "generation_time_s"),
-                          ("training_time", "training_time_s"), ("cursamplespersec", "samples_per_sec")):
+        for key, name in (
+            ("e2e_latency", "step_time_s"),
+            ("generate_time", "generation_time_s"),
+            ("training_time", "training_time_s"),
+            ("cursamplespersec", "samples_per_sec"),
+        ):
             if key in fields:
                 rec[name] = fields[key]
         return
@@ -192,14 +207,21 @@ def _engine_series(source: str, eng: _Engine, header: dict, name: str) -> LogSer
     return series
 
 
-def _ppo_series(source: str, engines: list[_Engine], ppo: list[dict[str, Any]], header: dict,
-                warnings: list[str], events: list[dict[str, Any]]) -> LogSeries:
+def _ppo_series(
+    source: str,
+    engines: list[_Engine],
+    ppo: list[dict[str, Any]],
+    header: dict,
+    warnings: list[str],
+    events: list[dict[str, Any]],
+) -> LogSeries:
     """The actor's series (its loss, the step's timing and throughput, the actor engine's counters) with
     the critic's beside it. Engine counters join the PPO steps when the engines step once per PPO line
     (engine step N is PPO step N - 1); otherwise they keep their own step numbers, said in a warning."""
     steps = [r["step"] for r in ppo]
     aligned = bool(engines) and all(
-        abs(max(e.by_step, default=0) - len(ppo)) <= max(10, len(ppo) // 10) for e in engines[:2])
+        abs(max(e.by_step, default=0) - len(ppo)) <= max(10, len(ppo) // 10) for e in engines[:2]
+    )
     names = ("actor", "critic")
     out: list[LogSeries] = []
     for k, name in enumerate(names):
@@ -207,15 +229,26 @@ def _ppo_series(source: str, engines: list[_Engine], ppo: list[dict[str, Any]], 
         if k == 0:
             for r in ppo:
                 rows.setdefault(r["step"], {"step": r["step"]}).update(
-                    {f: r[f] for f in ("step_time_s", "generation_time_s", "training_time_s", "samples_per_sec") if f in r})
+                    {
+                        f: r[f]
+                        for f in ("step_time_s", "generation_time_s", "training_time_s", "samples_per_sec")
+                        if f in r
+                    }
+                )
         eng = engines[k] if k < len(engines) else None
         engine_rows = _public(eng) if eng else []
         if eng and aligned:
             for r in engine_rows:
                 target = rows.setdefault(r["step"] - 1, {"step": r["step"] - 1})
                 target.update({f: v for f, v in r.items() if f in ("skipped", "lr")})
-        series = records_to_series(source, "DeepSpeed-Chat PPO", list(rows.values()), dict(header),
-                                   list(warnings) if k == 0 else [], events if k == 0 else [])
+        series = records_to_series(
+            source,
+            "DeepSpeed-Chat PPO",
+            list(rows.values()),
+            dict(header),
+            list(warnings) if k == 0 else [],
+            events if k == 0 else [],
+        )
         if eng and not aligned and engine_rows:
             series.companions[f"{name} engine"] = _engine_series(source, eng, header, f"{name} engine")
         series.name = name
@@ -224,8 +257,12 @@ def _ppo_series(source: str, engines: list[_Engine], ppo: list[dict[str, Any]], 
     actor.companions = {"critic": out[1], **actor.companions, **out[1].companions}
     out[1].companions = {}
     if engines and not aligned:
-        actor.warnings.append(f"the engines logged {max(engines[0].by_step, default=0)} optimizer steps for "
-                              f"{len(steps)} PPO steps; their skip counters are analysed on their own step numbers")
-    actor.warnings.append("the actor and the critic are read as two series (their losses, skip counters and "
-                          "learning rates apart); the step time and throughput are the whole PPO step's")
+        actor.warnings.append(
+            f"the engines logged {max(engines[0].by_step, default=0)} optimizer steps for "
+            f"{len(steps)} PPO steps; their skip counters are analysed on their own step numbers"
+        )
+    actor.warnings.append(
+        "the actor and the critic are read as two series (their losses, skip counters and "
+        "learning rates apart); the step time and throughput are the whole PPO step's"
+    )
     return actor

@@ -41,7 +41,7 @@ def moving_average(x: np.ndarray, window: int) -> np.ndarray:
 
 def trailing_mean(x: np.ndarray, window: int) -> float | None:
     """Mean of the last ``window`` finite points (None when there are none)."""
-    tail = x[np.isfinite(x)][-max(1, int(window)):]
+    tail = x[np.isfinite(x)][-max(1, int(window)) :]
     return float(np.mean(tail)) if tail.size else None
 
 
@@ -76,7 +76,7 @@ def trailing_reference(x: np.ndarray, window: int, with_mad: bool = True) -> tup
     windows = sliding_window_view(filled, window)
     meds, mads = [], []
     for i in range(0, starts.size, _CHUNK_BLOCKS):
-        w = windows[starts[i:i + _CHUNK_BLOCKS] - window]
+        w = windows[starts[i : i + _CHUNK_BLOCKS] - window]
         m = np.median(w, axis=1)
         meds.append(m)
         if with_mad:
@@ -110,9 +110,16 @@ class Spikes:
     relative: np.ndarray  # the peak fired on its ratio to the median, not on its z-score
 
 
-def find_spikes(x: np.ndarray, window: int, z_threshold: float, min_rise_fraction: float,
-                max_gap: int = 2, ratio: float | None = None, ratio_z: float = 3.5,
-                reference: tuple[np.ndarray, np.ndarray] | None = None) -> Spikes:
+def find_spikes(
+    x: np.ndarray,
+    window: int,
+    z_threshold: float,
+    min_rise_fraction: float,
+    max_gap: int = 2,
+    ratio: float | None = None,
+    ratio_z: float = 3.5,
+    reference: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Spikes:
     """Robust spikes: modified z = 0.6745 (x - median) / MAD above ``z_threshold`` *and* a rise above
     ``min_rise_fraction`` of |median|, so that ordinary noise (small MAD) and flat plateaus (MAD 0)
     do not count; or, relative to the local level, at least ``ratio`` x a positive median with z above
@@ -127,18 +134,27 @@ def find_spikes(x: np.ndarray, window: int, z_threshold: float, min_rise_fractio
         by_ratio = np.isfinite(x) & (med > 0) & (x >= (ratio or np.inf) * med) & (z > ratio_z)
     mask = by_z | by_ratio
     starts, ends = episodes(mask, max_gap)
-    peaks = np.array([s + int(np.nanargmax(np.where(mask[s:e + 1], x[s:e + 1], -np.inf))) for s, e in zip(starts, ends)],
-                     dtype=np.int64)
+    peaks = np.array(
+        [s + int(np.nanargmax(np.where(mask[s : e + 1], x[s : e + 1], -np.inf))) for s, e in zip(starts, ends)],
+        dtype=np.int64,
+    )
     persistent = np.zeros(starts.size, dtype=bool)
     for i, (e, p) in enumerate(zip(ends, peaks)):
-        after = x[e + 1: e + 1 + window]
+        after = x[e + 1 : e + 1 + window]
         after = after[np.isfinite(after)]
         if after.size >= 3:
             persistent[i] = np.median(after) - med[p] > min_rise_fraction * abs(med[p]) + 3 * MAD_TO_SIGMA * mad[p]
     none = np.array([])
-    return Spikes(mask=mask, starts=starts, ends=ends, peaks=peaks,
-                  scores=z[peaks] if peaks.size else none, reference=med[peaks] if peaks.size else none,
-                  persistent=persistent, relative=(by_ratio & ~by_z)[peaks] if peaks.size else np.zeros(0, dtype=bool))
+    return Spikes(
+        mask=mask,
+        starts=starts,
+        ends=ends,
+        peaks=peaks,
+        scores=z[peaks] if peaks.size else none,
+        reference=med[peaks] if peaks.size else none,
+        persistent=persistent,
+        relative=(by_ratio & ~by_z)[peaks] if peaks.size else np.zeros(0, dtype=bool),
+    )
 
 
 @dataclass(frozen=True)
@@ -151,9 +167,15 @@ class Bump:
     max_ratio: float
 
 
-def find_bumps(x: np.ndarray, window: int, rise_fraction: float = 0.1, z: float = 4.0,
-               smooth: int = 5, min_points: int | None = None,
-               reference: tuple[np.ndarray, np.ndarray] | None = None) -> list[Bump]:
+def find_bumps(
+    x: np.ndarray,
+    window: int,
+    rise_fraction: float = 0.1,
+    z: float = 4.0,
+    smooth: int = 5,
+    min_points: int | None = None,
+    reference: tuple[np.ndarray, np.ndarray] | None = None,
+) -> list[Bump]:
     """Sustained bumps: the curve (a running median of ``smooth`` points, against single-point noise) rises
     more than ``rise_fraction`` and ``z`` robust sigmas above the level before it, stays up for at least
     ``min_points`` points (half the window: shorter ones are spike episodes), and comes back under half
@@ -186,10 +208,20 @@ def find_bumps(x: np.ndarray, window: int, rise_fraction: float = 0.1, z: float 
         end = back - 1
         if end - start + 1 >= min_points:
             half = smooth // 2
-            seg = np.median(sliding_window_view(np.pad(filled, half, mode="edge")[start:end + 1 + 2 * half], smooth), axis=1)
-            peak = start + int(np.argmax(np.where(np.isfinite(x[start:end + 1]), x[start:end + 1], -np.inf)))
-            out.append(Bump(start, end, peak, ref, float(np.mean(seg) / ref) if ref else float("inf"),
-                            float(np.max(seg) / ref) if ref else float("inf")))
+            seg = np.median(
+                sliding_window_view(np.pad(filled, half, mode="edge")[start : end + 1 + 2 * half], smooth), axis=1
+            )
+            peak = start + int(np.argmax(np.where(np.isfinite(x[start : end + 1]), x[start : end + 1], -np.inf)))
+            out.append(
+                Bump(
+                    start,
+                    end,
+                    peak,
+                    ref,
+                    float(np.mean(seg) / ref) if ref else float("inf"),
+                    float(np.max(seg) / ref) if ref else float("inf"),
+                )
+            )
         i = end + 2
     return out
 
@@ -245,7 +277,7 @@ def _first_below(x: np.ndarray, start: int, level: float, k: int) -> int:
     while at < x.size:
         lo, hi = max(0, at - k), min(x.size, at + size + k)
         below = ~_majority(x[lo:hi] >= level, k)
-        hit = np.flatnonzero(below[at - lo:at - lo + size])
+        hit = np.flatnonzero(below[at - lo : at - lo + size])
         if hit.size:
             return at + int(hit[0])
         at += size
@@ -261,8 +293,14 @@ class Period:
     coverage: float  # share of the logged points with that phase that are slow
 
 
-def find_period(slow_steps: np.ndarray, slow_idx: np.ndarray, all_steps: np.ndarray, min_hits: int = 3,
-                min_coverage: float = 0.6, lengths: np.ndarray | None = None) -> Period | None:
+def find_period(
+    slow_steps: np.ndarray,
+    slow_idx: np.ndarray,
+    all_steps: np.ndarray,
+    min_hits: int = 3,
+    min_coverage: float = 0.6,
+    lengths: np.ndarray | None = None,
+) -> Period | None:
     """Slow steps that recur every k steps. ``slow_steps``/``slow_idx`` are where slow episodes start and
     ``lengths`` their lengths in points: the spacing is measured between *short* episodes only (single
     slow steps; a long dip is not a stall and its start is not a beat), the candidates are the most common
@@ -316,9 +354,11 @@ def lr_schedule(steps: np.ndarray, lr: np.ndarray) -> dict:
     if decay.size >= 3 and final < 0.9 * peak:
         t = (steps[peak_i:] - steps[peak_i]) / max(1, steps[-1] - steps[peak_i])
         y = (decay - final) / (peak - final)
-        errors = {"linear": float(np.mean(np.abs(y - (1 - t)))),
-                  "cosine": float(np.mean(np.abs(y - 0.5 * (1 + np.cos(np.pi * t))))),
-                  "inverse-sqrt": float(np.mean(np.abs(y - _inv_sqrt(t))))}
+        errors = {
+            "linear": float(np.mean(np.abs(y - (1 - t)))),
+            "cosine": float(np.mean(np.abs(y - 0.5 * (1 + np.cos(np.pi * t))))),
+            "inverse-sqrt": float(np.mean(np.abs(y - _inv_sqrt(t)))),
+        }
         kind = min(errors, key=errors.get)
         levels = distinct(np.round(decay / peak, 6)).size
         if levels <= 6:
@@ -328,8 +368,13 @@ def lr_schedule(steps: np.ndarray, lr: np.ndarray) -> dict:
         parts.append(f"{kind} decay")
     elif decay.size >= 3:
         parts.append("constant after the peak")
-    return {"shape": ", then ".join(parts) or "unknown", "warmup_steps": int(steps[peak_i] - steps[0]) if warm else 0,
-            "peak_lr": peak, "final_lr": final, "jump_steps": [int(steps[j]) for j in jumps[:20]]}
+    return {
+        "shape": ", then ".join(parts) or "unknown",
+        "warmup_steps": int(steps[peak_i] - steps[0]) if warm else 0,
+        "peak_lr": peak,
+        "final_lr": final,
+        "jump_steps": [int(steps[j]) for j in jumps[:20]],
+    }
 
 
 def _inv_sqrt(t: np.ndarray) -> np.ndarray:

@@ -53,8 +53,12 @@ class Tail:
             raise LogError(self.path, "is not a regular file", None, "--follow reads a log file that grows")
         if fh.read(2) == b"\x1f\x8b":
             fh.close()
-            raise LogError(self.path, "is gzip-compressed", None, "--follow reads the plain log the job writes; "
-                           "analyse a compressed log without --follow")
+            raise LogError(
+                self.path,
+                "is gzip-compressed",
+                None,
+                "--follow reads the plain log the job writes; analyse a compressed log without --follow",
+            )
         fh.seek(0)
         self.fh, self.ident = fh, (st.st_dev, st.st_ino)
         return True
@@ -78,7 +82,7 @@ class Tail:
         if cut < 0:
             self.partial = self._bounded(buf)
             return []
-        self.partial = self._bounded(buf[cut + 1:])
+        self.partial = self._bounded(buf[cut + 1 :])
         return buf[:cut].split(b"\n")
 
     def _bounded(self, rest: bytes) -> bytes:
@@ -130,8 +134,16 @@ class Follower:
     """Reads a growing log batch by batch and feeds the watchdog; ``emit`` gets each finding and returns
     True to stop (``--fail-on``)."""
 
-    def __init__(self, path: str, kind: str | None, watch: Watch, emit: Callable[[Finding], bool],
-                 info: Callable[[str], None], idle_s: float | None = None, clock=time.monotonic):
+    def __init__(
+        self,
+        path: str,
+        kind: str | None,
+        watch: Watch,
+        emit: Callable[[Finding], bool],
+        info: Callable[[str], None],
+        idle_s: float | None = None,
+        clock=time.monotonic,
+    ):
         self.path, self.kind, self.watch, self.emit, self.info = path, kind, watch, emit, info
         self.idle_s, self.clock = idle_s, clock
         self.tail = Tail(path)
@@ -163,9 +175,15 @@ class Follower:
         elif self.idle_s and not self.idle_reported and now - self.last_line > self.idle_s and not self.stopped:
             self.idle_reported = True
             step = self.watch.last_step
-            self._emit(Finding("no_new_line", step, f"no new line for {now - self.last_line:.0f} s (last step "
-                               f"{step})", f"no complete line for more than {self.idle_s:g} s",
-                               {"idle_s": round(now - self.last_line, 1)}))
+            self._emit(
+                Finding(
+                    "no_new_line",
+                    step,
+                    f"no new line for {now - self.last_line:.0f} s (last step {step})",
+                    f"no complete line for more than {self.idle_s:g} s",
+                    {"idle_s": round(now - self.last_line, 1)},
+                )
+            )
         return self.stopped
 
     def _emit(self, finding: Finding) -> None:
@@ -221,21 +239,34 @@ class Follower:
                 raise LogError(self.path, exc.what, exc.seen, exc.todo) from None
             return None
         if kind == "json":
-            raise LogError(self.path, "is one JSON document (trainer_state.json?), rewritten whole, not a log that "
-                           "grows line by line", None, "follow the JSON Lines log the trainer appends to "
-                           "(LLaMA-Factory's trainer_log.jsonl, tracedoc run's steps.jsonl) or its console log")
+            raise LogError(
+                self.path,
+                "is one JSON document (trainer_state.json?), rewritten whole, not a log that grows line by line",
+                None,
+                "follow the JSON Lines log the trainer appends to "
+                "(LLaMA-Factory's trainer_log.jsonl, tracedoc run's steps.jsonl) or its console log",
+            )
         return kind
 
 
 def watch_summary(watch: Watch, follower: Follower | None, why: str) -> str:
-    extra = f"; {follower.skipped_batches} batches of lines held no record" if follower and follower.skipped_batches else ""
+    extra = (
+        f"; {follower.skipped_batches} batches of lines held no record" if follower and follower.skipped_batches else ""
+    )
     return f"tracedoc logs --follow: stopped ({why}): {watch.summary()}{extra}"
 
 
 def bounded_state(watch: Watch) -> int:
     """How many values the watchdog holds (bounded by its window, whatever the log's length)."""
-    return (len(watch.losses) + len(watch.step_times) + len(watch.rates) + len(watch.blocks) + len(watch.block)
-            + len(watch.since_min) + len(watch.baseline_values))
+    return (
+        len(watch.losses)
+        + len(watch.step_times)
+        + len(watch.rates)
+        + len(watch.blocks)
+        + len(watch.block)
+        + len(watch.since_min)
+        + len(watch.baseline_values)
+    )
 
 
 __all__ = ["Follower", "Tail", "bounded_state", "records", "watch_summary"]

@@ -84,8 +84,12 @@ def read_jsonl(source: str, data: bytes, jobs: int = 1, size: int | None = None)
         if isinstance(obj, dict):
             sample.append(obj)
     if not sample:
-        raise LogError(source, "no JSON object found in the first lines of this JSON Lines log",
-                       excerpt(data), "write one JSON object per line, e.g. {\"step\": 1, \"loss\": 2.3}")
+        raise LogError(
+            source,
+            "no JSON object found in the first lines of this JSON Lines log",
+            excerpt(data),
+            'write one JSON object per line, e.g. {"step": 1, "loss": 2.3}',
+        )
     keys: dict[str, None] = {}
     for obj in sample:
         keys.update(dict.fromkeys(obj))
@@ -95,9 +99,17 @@ def read_jsonl(source: str, data: bytes, jobs: int = 1, size: int | None = None)
     if not usable_groups(keys):
         build_series(source, "JSON Lines", keys, lambda k: [], 0)  # raises, naming the fields seen
     attrs = list(wanted.values()) + [k for k in extra if k not in wanted.values()]
-    kinds = {k: Any for k in attrs if k in _FLAGS
-             or any(isinstance(obj.get(k), (list, dict, bool)) or isinstance(obj.get(k), str)
-                    and obj.get(k) not in ("NaN", "Infinity", "-Infinity") for obj in sample)}
+    kinds = {
+        k: Any
+        for k in attrs
+        if k in _FLAGS
+        or any(
+            isinstance(obj.get(k), (list, dict, bool))
+            or isinstance(obj.get(k), str)
+            and obj.get(k) not in ("NaN", "Infinity", "-Infinity")
+            for obj in sample
+        )
+    }
     columns = None
     if jobs > 1 and size >= PARALLEL_MIN_BYTES and _plain_file(source, size):
         columns = _decode_parallel(source, size, attrs, kinds, jobs)
@@ -123,8 +135,9 @@ def _interval_records_of_one_rank(columns: dict[str, Any], warnings: list[str]) 
         types = columns["type"]
         if "step" in types:
             flags = columns.get("profiled") or [None] * len(types)
-            keep = np.fromiter((t == "step" and p is not True for t, p in zip(types, flags)), dtype=bool,
-                               count=len(types))
+            keep = np.fromiter(
+                (t == "step" and p is not True for t, p in zip(types, flags)), dtype=bool, count=len(types)
+            )
         else:
             keep = np.fromiter((t != "summary" for t in types), dtype=bool, count=len(types))
     if "rank" in columns:
@@ -132,8 +145,9 @@ def _interval_records_of_one_rank(columns: dict[str, Any], warnings: list[str]) 
         if len(set(ranks)) > 1:
             first = min(ranks)
             warnings.append(f"records of {len(set(ranks))} ranks in one file; rank {first} is analysed")
-            mine = np.fromiter((r == first or r is None for r in columns["rank"]), dtype=bool,
-                               count=len(columns["rank"]))
+            mine = np.fromiter(
+                (r == first or r is None for r in columns["rank"]), dtype=bool, count=len(columns["rank"])
+            )
             keep = mine if keep is None else keep & mine
     if keep is None or keep.all():
         return columns
@@ -268,8 +282,11 @@ def _decode_parallel(path: str, size: int, attrs: list[str], kinds: dict[str, An
     ranges = [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
     try:
         with cf.ProcessPoolExecutor(max_workers=len(ranges)) as pool:
-            parts = list(pool.map(_decode_chunk, [path] * len(ranges), *zip(*ranges),
-                                  [attrs] * len(ranges), [kinds] * len(ranges)))
+            parts = list(
+                pool.map(
+                    _decode_chunk, [path] * len(ranges), *zip(*ranges), [attrs] * len(ranges), [kinds] * len(ranges)
+                )
+            )
     except (OSError, cf.process.BrokenProcessPool):
         return None
     if any(p is None for p in parts):
@@ -288,8 +305,9 @@ def _decode_parallel(path: str, size: int, attrs: list[str], kinds: dict[str, An
     return out
 
 
-def _decode_lines_one_by_one(source: str, data: bytes, attrs: list[str], kinds: dict[str, Any],
-                             warnings: list[str]) -> list:
+def _decode_lines_one_by_one(
+    source: str, data: bytes, attrs: list[str], kinds: dict[str, Any], warnings: list[str]
+) -> list:
     struct = _record_type(attrs, kinds)
     decoder = msgspec.json.Decoder(struct) if struct is not None else None
     rows, bad_lines = [], []
@@ -303,8 +321,9 @@ def _decode_lines_one_by_one(source: str, data: bytes, attrs: list[str], kinds: 
             except ValueError:
                 obj = None
             values = [obj.get(k) for k in attrs] if isinstance(obj, dict) else None
-            if values is not None and not any(k not in kinds and isinstance(v, (dict, list))
-                                              for k, v in zip(attrs, values)):  # as the typed record checks
+            if values is not None and not any(
+                k not in kinds and isinstance(v, (dict, list)) for k, v in zip(attrs, values)
+            ):  # as the typed record checks
                 rows.append(SimpleNamespace(**{f"f{i}": v for i, v in enumerate(values)}))
             else:
                 bad_lines.append(number)
@@ -325,9 +344,13 @@ def _decode_lines_one_by_one(source: str, data: bytes, attrs: list[str], kinds: 
         first = bad_lines[0]
         seen = f"line {first}: {excerpt(lines[first - 1])}"
         if len(bad_lines) > len(rows):
-            raise LogError(source, f"{len(bad_lines)} of {len(bad_lines) + len(rows)} lines are not JSON objects, "
-                           "so this is not a JSON Lines log (mixed formats?)", seen,
-                           "give tracedoc one log format per file")
+            raise LogError(
+                source,
+                f"{len(bad_lines)} of {len(bad_lines) + len(rows)} lines are not JSON objects, "
+                "so this is not a JSON Lines log (mixed formats?)",
+                seen,
+                "give tracedoc one log format per file",
+            )
         warnings.append(f"{len(bad_lines)} lines are not JSON objects and are left out (first: {seen[:120]})")
     return rows
 
@@ -336,8 +359,12 @@ def read_trainer_state(source: str, obj: dict) -> LogSeries:
     """Hugging Face ``trainer_state.json``: train, eval and final entries of ``log_history``."""
     history = obj.get("log_history")
     if not isinstance(history, list) or not history:
-        raise LogError(source, "trainer_state.json has an empty log_history", f"keys {sorted(obj)[:10]}",
-                       "set logging_steps so that the Trainer logs during training")
+        raise LogError(
+            source,
+            "trainer_state.json has an empty log_history",
+            f"keys {sorted(obj)[:10]}",
+            "set logging_steps so that the Trainer logs during training",
+        )
     rows = [r for r in history if isinstance(r, dict) and "train_runtime" not in r]
     header = {k: v for k, v in obj.items() if k != "log_history" and not isinstance(v, (list, dict))}
     return records_series(source, "Hugging Face trainer_state.json", rows, header=header)
@@ -355,8 +382,12 @@ def read_json_document(source: str, data: bytes) -> LogSeries:
     try:
         obj = loads_lenient(data)
     except ValueError as exc:
-        raise LogError(source, "is not valid JSON", f"{exc}; starts {excerpt(data)}",
-                       "a truncated trainer_state.json can be re-saved from the last checkpoint") from None
+        raise LogError(
+            source,
+            "is not valid JSON",
+            f"{exc}; starts {excerpt(data)}",
+            "a truncated trainer_state.json can be re-saved from the last checkpoint",
+        ) from None
     if isinstance(obj, dict) and "log_history" in obj:
         return read_trainer_state(source, obj)
     if isinstance(obj, list) and obj and all(isinstance(r, dict) for r in obj):
@@ -368,5 +399,9 @@ def read_json_document(source: str, data: bytes) -> LogSeries:
             cols = {k: v for k, v in obj.items() if isinstance(v, list)}
             return build_series(source, "JSON columns", cols, lambda k: cols[k], n)
     shown = sorted(obj)[:10] if isinstance(obj, dict) else type(obj).__name__
-    raise LogError(source, "is JSON but not a training log tracedoc knows", f"top level {shown}",
-                   "pass a trainer_state.json (with log_history), JSON Lines, or a list of step records")
+    raise LogError(
+        source,
+        "is JSON but not a training log tracedoc knows",
+        f"top level {shown}",
+        "pass a trainer_state.json (with log_history), JSON Lines, or a list of step records",
+    )

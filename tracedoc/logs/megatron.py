@@ -45,7 +45,9 @@ def read_megatron(source: str, text: str) -> LogSeries:
         if m:
             rec: dict[str, Any] = {"iteration": int(m.group(1))}
             header.setdefault("train_iters", int(m.group(2)))
-            for part in (line[:m.start()] + "|" + line[m.end():]).split("|"):  # Megatron-DeepSpeed puts samples/sec first
+            for part in (line[: m.start()] + "|" + line[m.end() :]).split(
+                "|"
+            ):  # Megatron-DeepSpeed puts samples/sec first
                 name, sep, value = part.partition(":")
                 if sep:
                     rec[name.strip()] = parse_number(value)
@@ -55,7 +57,7 @@ def read_megatron(source: str, text: str) -> LogSeries:
         m = VALID_RE.search(line)
         if m:
             step = int(m.group(1))
-            values = dict(_pairs(line[m.end():]))
+            values = dict(_pairs(line[m.end() :]))
             loss = next((v for k, v in values.items() if k.endswith("loss_value") or k == "loss"), None)
             if loss is not None:
                 records.append({"iteration": step, "validation loss": loss})
@@ -76,8 +78,12 @@ def read_megatron(source: str, text: str) -> LogSeries:
             continue
         events.feed(line, last)
     if not any("iteration" in r and len(r) > 2 for r in records):
-        raise LogError(source, "looks like a Megatron-LM log but has no 'iteration N/M | ...' lines",
-                       f"{len(header)} arguments", "pass the log of the last pipeline stage (it prints the loss)")
+        raise LogError(
+            source,
+            "looks like a Megatron-LM log but has no 'iteration N/M | ...' lines",
+            f"{len(header)} arguments",
+            "pass the log of the last pipeline stage (it prints the loss)",
+        )
     for rec in records:
         gbs, ms = rec.get("global batch size"), rec.get("elapsed time per iteration (ms)")
         if gbs and ms and ms > 0:

@@ -40,7 +40,7 @@ def read_nanogpt(source: str, text: str) -> LogSeries:
         m = MODDED_RE.match(line) or MODDED_RE.search(line[:200])
         if m:
             step = int(m.group(1))
-            values = pairs(line[m.end():])
+            values = pairs(line[m.end() :])
             rec: dict[str, Any] = {"step": step}
             if "val_loss" in values:
                 rec["val_loss"] = values["val_loss"]
@@ -48,7 +48,9 @@ def read_nanogpt(source: str, text: str) -> LogSeries:
             else:
                 t = TRAIN_TIME_RE.search(line)
                 if t:
-                    rec["train_time_ms"] = float(t.group(1)) * _TIME_SCALE[t.group(2)] if _is_float(t.group(1)) else None
+                    rec["train_time_ms"] = (
+                        float(t.group(1)) * _TIME_SCALE[t.group(2)] if _is_float(t.group(1)) else None
+                    )
                 for key in ("train_loss", "tok_s", "lr", "grad_norm"):
                     if key in values:
                         rec[key] = values[key]
@@ -58,8 +60,14 @@ def read_nanogpt(source: str, text: str) -> LogSeries:
         m = ITER_RE.match(line)
         if m:
             last = int(m.group(1))
-            records.append({"step": last, "loss": parse_number(m.group(2)), "step_time_ms": parse_number(m.group(3)),
-                            "mfu": parse_number(m.group(4)) if m.group(4) else None})
+            records.append(
+                {
+                    "step": last,
+                    "loss": parse_number(m.group(2)),
+                    "step_time_ms": parse_number(m.group(3)),
+                    "mfu": parse_number(m.group(4)) if m.group(4) else None,
+                }
+            )
             continue
         m = EVAL_RE.match(line)
         if m:  # evaluated before iteration N trains: the event follows the last logged iteration
@@ -80,10 +88,11 @@ def read_llmc(source: str, text: str) -> LogSeries:
         m = LLMC_RE.match(line)
         if m:
             step = int(m.group(1))
-            values = pairs(line[m.end():])
+            values = pairs(line[m.end() :])
             if "trl" in values:
-                records.append({"step": step, "loss": values["trl"], "lr": values.get("lr"),
-                                "grad_norm": values.get("norm")})
+                records.append(
+                    {"step": step, "loss": values["trl"], "lr": values.get("lr"), "grad_norm": values.get("norm")}
+                )
                 last = step
             if "tel" in values:
                 records.append({"step": step, "val_loss": values["tel"]})
@@ -93,7 +102,7 @@ def read_llmc(source: str, text: str) -> LogSeries:
         m = LLMC_STDOUT_RE.match(line)
         if m:
             last = int(m.group(1))
-            records.append(_llmc_console(last, line[m.end():]))
+            records.append(_llmc_console(last, line[m.end() :]))
             continue
         m = VAL_LOSS_RE.match(line)
         if m and last is not None:
@@ -128,9 +137,14 @@ def _is_float(text: str) -> bool:
     return parse_number(text) is not None
 
 
-def _finish(source: str, fmt: str, records: list[dict[str, Any]], warnings: list[str], events: Events,
-            text: str) -> LogSeries:
+def _finish(
+    source: str, fmt: str, records: list[dict[str, Any]], warnings: list[str], events: Events, text: str
+) -> LogSeries:
     if not records:
-        raise LogError(source, f"looks like a {fmt} log but has no step lines", excerpt(text),
-                       "pass the log the training script wrote (its stdout, or llm.c's main.log)")
+        raise LogError(
+            source,
+            f"looks like a {fmt} log but has no step lines",
+            excerpt(text),
+            "pass the log the training script wrote (its stdout, or llm.c's main.log)",
+        )
     return records_to_series(source, fmt, records, {}, warnings, events.items)

@@ -44,8 +44,13 @@ def _chance(hits: int, beats: int, p: float, trials: int) -> float:
         return 0.0
     tail = 0.0
     for j in range(k, n + 1):
-        tail += math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1)
-                         + j * math.log(p) + (n - j) * math.log1p(-p))
+        tail += math.exp(
+            math.lgamma(n + 1)
+            - math.lgamma(j + 1)
+            - math.lgamma(n - j + 1)
+            + j * math.log(p)
+            + (n - j) * math.log1p(-p)
+        )
     return min(1.0, tail * trials)
 
 
@@ -78,7 +83,7 @@ def _candidates(starts: np.ndarray, stride: int) -> list[int]:
         return []
     values, counts = np.unique(d, return_counts=True)
     support = []
-    for v in values[np.argsort(-counts, kind="stable")][:4 * CANDIDATES]:
+    for v in values[np.argsort(-counts, kind="stable")][: 4 * CANDIDATES]:
         tol = _tolerance(v, stride)
         support.append((int(np.sum(np.abs(d - v) <= tol)), -int(v), int(v)))
     out: list[int] = []
@@ -144,21 +149,32 @@ def _best(starts: np.ndarray, lost: np.ndarray, stride: int, last_step: int, poi
             # chance must not make such a chain (the gap that set the candidate period given), unless the
             # stalls are exactly on the beat and most of the slow points (three slow steps 20 apart and no other)
             dominant = spread == 0 and chain.size >= DOMINANT_SHARE * starts.size
-            if coverage < MIN_COVERAGE or not dominant and _chance(chain.size - 1, beats - 1, p_beat,
-                                                                   starts.size * len(candidates)) > ALPHA:
+            if (
+                coverage < MIN_COVERAGE
+                or not dominant
+                and _chance(chain.size - 1, beats - 1, p_beat, starts.size * len(candidates)) > ALPHA
+            ):
                 continue
             single = gaps[np.abs(gaps - k) <= _tolerance(k, stride)]
             single = single if single.size else gaps
-            pat = Pattern(period=int(np.median(single)), period_min=int(single.min()), period_max=int(single.max()),
-                          members=chain, coverage=float(coverage), lost=float(lost[chain].sum()), first_step=int(s[0]))
+            pat = Pattern(
+                period=int(np.median(single)),
+                period_min=int(single.min()),
+                period_max=int(single.max()),
+                members=chain,
+                coverage=float(coverage),
+                lost=float(lost[chain].sum()),
+                first_step=int(s[0]),
+            )
             key = (pat.lost, chain.size * coverage, pat.period)
             if best is None or key > (best.lost, best.members.size * best.coverage, best.period):
                 best = pat
     return best
 
 
-def find_patterns(starts: np.ndarray, lost: np.ndarray, stride: int, last_step: int, points: int,
-                  most: int = MAX_PATTERNS) -> list[Pattern]:
+def find_patterns(
+    starts: np.ndarray, lost: np.ndarray, stride: int, last_step: int, points: int, most: int = MAX_PATTERNS
+) -> list[Pattern]:
     """Periodic patterns among slow episodes (``starts``: their first steps, increasing; ``lost``: the time
     each lost; ``last_step``: the log's last step, to which a pattern's beats are counted; ``points``: the
     logged points they are among, for the chance test), the costliest first; each episode belongs to at
@@ -174,7 +190,10 @@ def find_patterns(starts: np.ndarray, lost: np.ndarray, stride: int, last_step: 
         if pat is None:
             break
         members = left[pat.members]
-        out.append(Pattern(pat.period, pat.period_min, pat.period_max, members, pat.coverage, pat.lost,
-                           first_step=pat.first_step))
+        out.append(
+            Pattern(
+                pat.period, pat.period_min, pat.period_max, members, pat.coverage, pat.lost, first_step=pat.first_step
+            )
+        )
         left = np.setdiff1d(left, members)
     return out

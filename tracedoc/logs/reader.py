@@ -30,21 +30,40 @@ HEAD_BYTES = 4 * 2**20
 
 # name -> (what it is, a pattern one of its record lines matches); searched in this order
 TEXT_SNIFFERS: dict[str, tuple[str, re.Pattern]] = {
-    "megatron": ("Megatron-LM / Megatron-DeepSpeed ('iteration N/M | ... | lm loss: ...', or its arguments block)",
-                 re.compile(r"iteration\s{1,40}\d{1,18}\s{0,40}/\s{0,40}\d{1,18}\s{0,40}\||-{3,} arguments -{3,}")),
-    "deepspeed": ("DeepSpeed / DeepSpeed-Chat ('step=N, skipped=S, lr=[...]', timer lines, 'act_loss: ... cri_loss:')",
-                  re.compile(r"SamplesPerSec=|\bstep=\d{1,18}, skipped=\d{1,18}, lr=\[|\[deepspeed\]|OVERFLOW! Rank|"
-                             r"\|act_loss: |Actor Loss: ")),
-    "torchtitan": ("torchtitan ('[titan] ... step: N  loss: X  grad_norm: ...')",
-                   re.compile(r"\[titan\]|\bstep:\s{0,8}\d{1,18}(?:/\d{1,18} = [\d.]{1,12}%)?\s{1,8}loss:\s{0,8}\S{1,40}"
-                              r"\s{1,8}(?:grad_norm|memory|tps)")),
-    "nanogpt": ("nanoGPT / modded-nanogpt ('step:N/M train_loss:X train_time:Tms', 'iter N: loss X, time T ms')",
-                re.compile(r"step:\d{1,18}/\d{1,18} (?:train_loss|val_loss|train_time):|^iter \d{1,18}: loss \S{1,40}, time |"
-                           r"^step \d{1,18}: train loss ", re.M)),
-    "llmc": ("llm.c (main.log 's:N trl:X lr:Y norm:Z', console 'step N/M | train loss X | ...')",
-             re.compile(r"^s:\d{1,18} (?:trl|tel|eval):|^step\s{1,12}\d{1,18}/\d{1,18} \| train loss ", re.M)),
-    "hf-console": ("Hugging Face Trainer console ({'loss': ..., 'learning_rate': ...} lines)",
-                   re.compile(r"\{'(?:loss|eval_loss|learning_rate)': ")),
+    "megatron": (
+        "Megatron-LM / Megatron-DeepSpeed ('iteration N/M | ... | lm loss: ...', or its arguments block)",
+        re.compile(r"iteration\s{1,40}\d{1,18}\s{0,40}/\s{0,40}\d{1,18}\s{0,40}\||-{3,} arguments -{3,}"),
+    ),
+    "deepspeed": (
+        "DeepSpeed / DeepSpeed-Chat ('step=N, skipped=S, lr=[...]', timer lines, 'act_loss: ... cri_loss:')",
+        re.compile(
+            r"SamplesPerSec=|\bstep=\d{1,18}, skipped=\d{1,18}, lr=\[|\[deepspeed\]|OVERFLOW! Rank|"
+            r"\|act_loss: |Actor Loss: "
+        ),
+    ),
+    "torchtitan": (
+        "torchtitan ('[titan] ... step: N  loss: X  grad_norm: ...')",
+        re.compile(
+            r"\[titan\]|\bstep:\s{0,8}\d{1,18}(?:/\d{1,18} = [\d.]{1,12}%)?\s{1,8}loss:\s{0,8}\S{1,40}"
+            r"\s{1,8}(?:grad_norm|memory|tps)"
+        ),
+    ),
+    "nanogpt": (
+        "nanoGPT / modded-nanogpt ('step:N/M train_loss:X train_time:Tms', 'iter N: loss X, time T ms')",
+        re.compile(
+            r"step:\d{1,18}/\d{1,18} (?:train_loss|val_loss|train_time):|^iter \d{1,18}: loss \S{1,40}, time |"
+            r"^step \d{1,18}: train loss ",
+            re.M,
+        ),
+    ),
+    "llmc": (
+        "llm.c (main.log 's:N trl:X lr:Y norm:Z', console 'step N/M | train loss X | ...')",
+        re.compile(r"^s:\d{1,18} (?:trl|tel|eval):|^step\s{1,12}\d{1,18}/\d{1,18} \| train loss ", re.M),
+    ),
+    "hf-console": (
+        "Hugging Face Trainer console ({'loss': ..., 'learning_rate': ...} lines)",
+        re.compile(r"\{'(?:loss|eval_loss|learning_rate)': "),
+    ),
 }
 OTHER_FORMATS = {
     "jsonl": "JSON Lines (one object per line with a step and loss, lr, grad_norm, tokens_per_sec, ...)",
@@ -89,15 +108,19 @@ def resolve_path(path: str) -> str:
         candidate = os.path.join(path, name)
         if os.path.isfile(candidate):
             return candidate
-    checkpoints = sorted((d for d in os.listdir(path) if d.startswith("checkpoint-") and d[11:].isdigit()),
-                         key=lambda d: int(d[11:]))
+    checkpoints = sorted(
+        (d for d in os.listdir(path) if d.startswith("checkpoint-") and d[11:].isdigit()), key=lambda d: int(d[11:])
+    )
     for d in reversed(checkpoints):
         candidate = os.path.join(path, d, "trainer_state.json")
         if os.path.isfile(candidate):
             return candidate
-    raise LogError(path, "is a directory without a training log",
-                   "no steps.jsonl, trainer_log.jsonl, trainer_state.json, metrics.csv or version_N/metrics.csv",
-                   "pass the log file itself")
+    raise LogError(
+        path,
+        "is a directory without a training log",
+        "no steps.jsonl, trainer_log.jsonl, trainer_state.json, metrics.csv or version_N/metrics.csv",
+        "pass the log file itself",
+    )
 
 
 def read_bytes(path: str, truncated: list[str] | None = None) -> bytes:
@@ -136,9 +159,13 @@ def sniff(data: bytes) -> str:
         cells = re.split(r"[,;\t]", first[:100_000])
         if len(cells) >= 2 and all(c.strip() and not _is_number(c) for c in cells):
             return "csv"
-    raise LogError("", "is not a training log format tracedoc knows", f"first line {excerpt(first)}",
-                   f"tracedoc looked for: {looked_for()}; none matched. Name the format with --format-hint "
-                   f"({', '.join(FORMATS)}) and map fields with --field NAME=COLUMN")
+    raise LogError(
+        "",
+        "is not a training log format tracedoc knows",
+        f"first line {excerpt(first)}",
+        f"tracedoc looked for: {looked_for()}; none matched. Name the format with --format-hint "
+        f"({', '.join(FORMATS)}) and map fields with --field NAME=COLUMN",
+    )
 
 
 _NON_SPACE = re.compile(rb"\S")
@@ -188,14 +215,16 @@ def check_field_map(field_map: Mapping[str, str] | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, column in (field_map or {}).items():
         if name not in MAPPABLE:
-            raise LogError("--field", f"{name!r} is not a field tracedoc reads", None,
-                           f"map one of: {', '.join(MAPPABLE)}")
+            raise LogError(
+                "--field", f"{name!r} is not a field tracedoc reads", None, f"map one of: {', '.join(MAPPABLE)}"
+            )
         out[name] = column
     return out
 
 
-def read_log(path: str | os.PathLike, fmt: str | None = None, jobs: int = 1,
-             field_map: Mapping[str, str] | None = None) -> LogSeries:
+def read_log(
+    path: str | os.PathLike, fmt: str | None = None, jobs: int = 1, field_map: Mapping[str, str] | None = None
+) -> LogSeries:
     """Read a training log (file or run directory) into a :class:`LogSeries`; ``fmt`` names the format
     (one of ``FORMATS``) instead of sniffing it; ``field_map`` maps canonical fields to the log's own
     names; ``jobs`` > 1 decodes a large JSON Lines file in that many processes."""
@@ -209,18 +238,27 @@ def read_log(path: str | os.PathLike, fmt: str | None = None, jobs: int = 1,
         series = _read(path, size, fmt, jobs)
     finally:
         FIELD_OVERRIDES.reset(token)
-    missing = [f"{name}={column}" for name, column in overrides.items() if name not in series.fields_seen
-               and not (name in ("step_time_ms", "elapsed_ms", "elapsed_s") and "step_time_s" in series.fields_seen)
-               and not (name.endswith("_per_s") and "throughput" in series.fields_seen)
-               and not (name == "memory_gib" and "memory_bytes" in series.fields_seen)]
+    missing = [
+        f"{name}={column}"
+        for name, column in overrides.items()
+        if name not in series.fields_seen
+        and not (name in ("step_time_ms", "elapsed_ms", "elapsed_s") and "step_time_s" in series.fields_seen)
+        and not (name.endswith("_per_s") and "throughput" in series.fields_seen)
+        and not (name == "memory_gib" and "memory_bytes" in series.fields_seen)
+    ]
     if missing:
-        raise LogError(path, f"--field {', '.join(missing)}: no such field in this {series.format} log", None,
-                       f"the log's fields include {', '.join(sorted(series.fields_seen.values())[:12]) or 'none'}")
+        raise LogError(
+            path,
+            f"--field {', '.join(missing)}: no such field in this {series.format} log",
+            None,
+            f"the log's fields include {', '.join(sorted(series.fields_seen.values())[:12]) or 'none'}",
+        )
     return series
 
 
-def read_logs(paths: list[str | os.PathLike], fmt: str | None = None, jobs: int = 1,
-              field_map: Mapping[str, str] | None = None) -> LogSeries:
+def read_logs(
+    paths: list[str | os.PathLike], fmt: str | None = None, jobs: int = 1, field_map: Mapping[str, str] | None = None
+) -> LogSeries:
     """Segments of one run (files, or a directory of Lightning ``version_N`` logs) read and joined in step
     order (:func:`tracedoc.logs.runs.join`); one path is read as :func:`read_log` reads it."""
     files = [f for p in paths for f in resolve_paths(os.fspath(p))]
@@ -258,8 +296,12 @@ def _read(path: str, size: int, fmt: str | None, jobs: int) -> LogSeries:
     else:
         series = read_chunk(path, data, kind)
     if len(series) == 0:
-        raise LogError(path, f"holds no logged steps ({series.format})", None,
-                       "point tracedoc at the log after the run has logged steps")
+        raise LogError(
+            path,
+            f"holds no logged steps ({series.format})",
+            None,
+            "point tracedoc at the log after the run has logged steps",
+        )
     series.warnings[:0] = [f"{reason}; what came before is read" for reason in cut[:1]]
     return series
 

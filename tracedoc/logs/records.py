@@ -58,6 +58,8 @@ def _convert(raw: Any) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(raw, Converted):
         return raw.values, raw.present
     return to_float_column(raw)
+
+
 _THROUGHPUT_ORDER = ("tokens_per_s", "samples_per_s", "steps_per_s", "throughput")
 
 
@@ -67,22 +69,37 @@ def usable_groups(keys: Iterable[str]) -> dict[str, str]:
     return {g: k for g, k in found.items() if g not in POSITION_FIELDS}
 
 
-def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[str], list[Any]], count: int,
-                 *, warnings: list[str] | None = None, header: dict | None = None) -> LogSeries:
+def build_series(
+    source: str,
+    fmt: str,
+    keys: Iterable[str],
+    values: Callable[[str], list[Any]],
+    count: int,
+    *,
+    warnings: list[str] | None = None,
+    header: dict | None = None,
+) -> LogSeries:
     """Map ``keys`` to canonical fields and convert each column; raise :class:`LogError` when none match."""
     keys = list(keys)
     found = match_keys(keys)
     missing = [f"{g}={k}" for g, k in field_overrides().items() if g not in found]
     if missing and not any(g not in POSITION_FIELDS for g in found):
         shown = ", ".join(repr(k) for k in keys[:12]) + (" ..." if len(keys) > 12 else "")
-        raise LogError(source, f"--field {', '.join(missing)}: no such field in this {fmt} log",
-                       f"fields {shown}" if keys else "no fields at all", "map a field the log has")
+        raise LogError(
+            source,
+            f"--field {', '.join(missing)}: no such field in this {fmt} log",
+            f"fields {shown}" if keys else "no fields at all",
+            "map a field the log has",
+        )
     if not any(g not in POSITION_FIELDS for g in found):
         shown = ", ".join(repr(k) for k in keys[:12]) + (" ..." if len(keys) > 12 else "")
-        raise LogError(source, f"no training-log field recognised in this {fmt} log",
-                       f"fields {shown}" if keys else "no fields at all",
-                       "log at least one of loss, lr, grad_norm, tokens_per_sec, samples_per_sec, step_time_s "
-                       "(aliases are listed in tracedoc/logs/series.py)")
+        raise LogError(
+            source,
+            f"no training-log field recognised in this {fmt} log",
+            f"fields {shown}" if keys else "no fields at all",
+            "log at least one of loss, lr, grad_norm, tokens_per_sec, samples_per_sec, step_time_s "
+            "(aliases are listed in tracedoc/logs/series.py)",
+        )
     warnings = list(warnings or [])
     columns: dict[str, np.ndarray] = {}
     present: dict[str, np.ndarray] = {}
@@ -112,9 +129,22 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
                 columns["gpu_util_min_percent"], present["gpu_util_min_percent"] = low
                 seen["gpu_util_min_percent"] = key
 
-    for name in ("loss", "eval_loss", "lr", "grad_norm", "gpu_util_percent", "skipped_iterations",
-                 "nan_iterations", "loss_scale", "tflops", "mfu_percent", "generation_time_s", "training_time_s",
-                 "epoch", "total_tokens"):
+    for name in (
+        "loss",
+        "eval_loss",
+        "lr",
+        "grad_norm",
+        "gpu_util_percent",
+        "skipped_iterations",
+        "nan_iterations",
+        "loss_scale",
+        "tflops",
+        "mfu_percent",
+        "generation_time_s",
+        "training_time_s",
+        "epoch",
+        "total_tokens",
+    ):
         if name in found:
             put(name, name)
     for group in _THROUGHPUT_ORDER:  # the first throughput field that holds a value
@@ -168,9 +198,19 @@ def build_series(source: str, fmt: str, keys: Iterable[str], values: Callable[[s
         times = segment_step_times(step, columns["elapsed_s"], present["elapsed_s"], story.segment)
         columns["step_time_s"], present["step_time_s"] = times, np.isfinite(times)
         seen["step_time_s"] = f"differences of {seen['elapsed_s']!r} within each run segment"
-    series = LogSeries(source=source, format=fmt, step=step, columns=columns, present=present, units=units,
-                       fields_seen=seen, header=dict(header or {}), warnings=warnings, story=story.lines,
-                       resume_steps=story.resumes)
+    series = LogSeries(
+        source=source,
+        format=fmt,
+        step=step,
+        columns=columns,
+        present=present,
+        units=units,
+        fields_seen=seen,
+        header=dict(header or {}),
+        warnings=warnings,
+        story=story.lines,
+        resume_steps=story.resumes,
+    )
     if "step_time_s" in columns and seen["step_time_s"].startswith("differences"):
         series.clock_tick_s = clock_tick(columns["elapsed_s"])
     series.finish()
@@ -188,8 +228,10 @@ def _usable_steps(step_f: np.ndarray, key: str, columns: dict, present: dict, wa
     if ok.all():
         return step_f
     bad = np.flatnonzero(~ok)
-    warnings.append(f"{bad.size} records have a {key!r} that is not a step number (first: {float(step_f[bad[0]])!r}; "
-                    f"steps are whole numbers from 0 to 2^53); they are left out")
+    warnings.append(
+        f"{bad.size} records have a {key!r} that is not a step number (first: {float(step_f[bad[0]])!r}; "
+        f"steps are whole numbers from 0 to 2^53); they are left out"
+    )
     for name in columns:
         columns[name], present[name] = columns[name][ok], present[name][ok]
     return step_f[ok]
@@ -217,7 +259,9 @@ def _positive_times(columns: dict, present: dict, seen: dict, warnings: list[str
             bad = present[name] & ~(columns[name] > 0) & ~np.isnan(columns[name])
         if bad.any():
             first = float(columns[name][np.flatnonzero(bad)[0]])
-            warnings.append(f"{int(bad.sum())} values of {seen.get(name, name)!r} are zero or negative (first: "
-                            f"{first:g}), which no {name.replace('_s', '').replace('_', ' ')} can be; they are left out")
+            warnings.append(
+                f"{int(bad.sum())} values of {seen.get(name, name)!r} are zero or negative (first: "
+                f"{first:g}), which no {name.replace('_s', '').replace('_', ' ')} can be; they are left out"
+            )
             present[name] = present[name] & ~bad
             columns[name] = np.where(bad, np.nan, columns[name])

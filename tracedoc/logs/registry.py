@@ -21,9 +21,17 @@ WATCH_KINDS = ("nan", "loss_spike", "divergence", "stall", "throughput_regressio
 # The log rule that reports each kind of anomaly (an anomaly row's ``rule``): the one place the log
 # analyses name rule ids (tests/test_log_rules.py checks each against the rule files).
 ANOMALY_RULES: dict[str, str] = {
-    "nan": "TD601", "loss_spike": "TD602", "divergence": "TD603", "grad_norm_spike": "TD604",
-    "skipped_iterations": "TD605", "loss_bump": "TD607", "loss_regression": "TD608", "throughput_dip": "TD611",
-    "periodic_stall": "TD612", "low_gpu_util": "TD613", "throughput_drift": "TD614",
+    "nan": "TD601",
+    "loss_spike": "TD602",
+    "divergence": "TD603",
+    "grad_norm_spike": "TD604",
+    "skipped_iterations": "TD605",
+    "loss_bump": "TD607",
+    "loss_regression": "TD608",
+    "throughput_dip": "TD611",
+    "periodic_stall": "TD612",
+    "low_gpu_util": "TD613",
+    "throughput_drift": "TD614",
 }
 
 # Evidence tables a log rule may cite (``[[evidence]] table = ...``): what the log analyses produce.
@@ -31,14 +39,14 @@ LOG_EVIDENCE: dict[str, str] = {
     "anomalies": "Every anomaly found, with its kind and steps.",
     "nan_steps": "Logged steps whose loss is NaN or inf (the first 100): step, field and value.",
     "loss_spikes": "Loss-spike episodes: steps, peak step and loss, the trailing median it rose from, the modified "
-                   "z-score, and whether the loss stayed up.",
+    "z-score, and whether the loss stayed up.",
     "throughput_dips": "Throughput-dip episodes (the first 100): steps and how far throughput fell.",
     "periodic_stalls": "Periodic patterns of slow steps, costliest first: the period (and its range), phase, how many, "
-                       "the slowdown, the share of the run time lost, the cause, whether it is reported, the first steps.",
+    "the slowdown, the share of the run time lost, the cause, whether it is reported, the first steps.",
     "loss_bumps": "Sustained loss bumps: steps, peak step and loss, the level before the bump it rose from, and the "
-                  "mean and highest ratio to that level.",
+    "mean and highest ratio to that level.",
     "skip_groups": "Groups of skipped steps (the first 100): first and last step, skips, and their kind in the loss "
-                   "scaler's rhythm (calibration, steady, burst, ...).",
+    "scaler's rhythm (calibration, steady, burst, ...).",
     "lr_schedule": "The learning-rate schedule: its shape, as the lr_schedule metric names it.",
     "config_checks": "Each configuration check: what was compared, the arithmetic, whether it holds and the fix.",
 }

@@ -49,7 +49,8 @@ class LogResult(Record, dict=True, kw_only=True):
     tracedoc_version: str | None = None  # the tracedoc that wrote it
     input: LogInput
     command: str | None = None  # the command line that wrote it; None from the Python API
-    config_files: list[str] = []  # the pyproject.toml files whose [tool.tracedoc] settings (thresholds, rule directories) it used
+    # the pyproject.toml files whose [tool.tracedoc] settings (thresholds, rule directories) it used
+    config_files: list[str] = []
     fields: dict[str, str] = {}  # canonical field -> the log's own name for it
     units: dict[str, str] = {}  # canonical field -> its unit where the log says (throughput: tokens/s ...)
     metrics: dict[str, Any]
@@ -80,9 +81,11 @@ class LogResult(Record, dict=True, kw_only=True):
         m = self.metrics
         name = os.path.basename(self.source) or self.source
         labels = ", ".join(self.labels) or "no finding"
-        text = (f"<LogResult {name} ({self.input.format}): {m.get('log_points')} logged steps "
-                f"{m.get('log_first_step')}-{m.get('log_last_step')}; {labels} ({len(self.findings)} findings, "
-                f"{len(self.anomalies)} anomalies)>")
+        text = (
+            f"<LogResult {name} ({self.input.format}): {m.get('log_points')} logged steps "
+            f"{m.get('log_first_step')}-{m.get('log_last_step')}; {labels} ({len(self.findings)} findings, "
+            f"{len(self.anomalies)} anomalies)>"
+        )
         return text if len(text) <= 300 else text[:299] + "…"
 
     TABLES = ("anomalies", "config_checks", "findings", "metrics")
@@ -97,9 +100,19 @@ class LogResult(Record, dict=True, kw_only=True):
         if name in ("anomalies", "config_checks"):
             return pd.DataFrame(getattr(self, name))
         if name == "findings":
-            return pd.DataFrame([{"rule_id": f.rule_id, "label": f.label, "severity": f.severity,
-                                  "impact_fraction": f.impact_fraction, "title": f.title, "message": f.message}
-                                 for f in self.findings])
+            return pd.DataFrame(
+                [
+                    {
+                        "rule_id": f.rule_id,
+                        "label": f.label,
+                        "severity": f.severity,
+                        "impact_fraction": f.impact_fraction,
+                        "title": f.title,
+                        "message": f.message,
+                    }
+                    for f in self.findings
+                ]
+            )
         if name == "metrics":
             return pd.DataFrame({"metric": list(self.metrics), "value": list(self.metrics.values())})
         raise KeyError(f"no log table {name!r}; tables: {', '.join(self.TABLES)}")
@@ -111,8 +124,10 @@ class LogResult(Record, dict=True, kw_only=True):
 
         series = getattr(self, "series", None)
         if series is None:
-            raise KeyError("this result was loaded from a saved report and holds no columns; analyse the log "
-                           "again with tracedoc.analyze_log")
+            raise KeyError(
+                "this result was loaded from a saved report and holds no columns; analyse the log "
+                "again with tracedoc.analyze_log"
+            )
         cols = {"step": series.step}
         for name, values in series.columns.items():
             if series.has(name):
@@ -126,8 +141,9 @@ class LogResult(Record, dict=True, kw_only=True):
 
     def judged(self, verdict: Any, tracedoc_version: str | None) -> "LogResult":
         """This result with the log rules' verdict: its findings and labels, and the verdict itself."""
-        out = replace(self, labels=list(verdict.labels), findings=list(verdict.findings),
-                      tracedoc_version=tracedoc_version)
+        out = replace(
+            self, labels=list(verdict.labels), findings=list(verdict.findings), tracedoc_version=tracedoc_version
+        )
         out.series, out.analysis, out.verdict = self.series, self.analysis, verdict
         return out
 
@@ -163,10 +179,18 @@ def _sha256(path: str) -> str | None:
     return h.hexdigest()
 
 
-def build_log_result(path: str | os.PathLike | list | tuple, *, config: list[str] | tuple[str, ...] = (),
-                     options: LogOptions = LogOptions(), compute_capability: float | None = None,
-                     gpu_name: str | None = None, command: str | None = None, fmt: str | None = None,
-                     jobs: int = 1, fields: dict[str, str] | None = None) -> LogResult:
+def build_log_result(
+    path: str | os.PathLike | list | tuple,
+    *,
+    config: list[str] | tuple[str, ...] = (),
+    options: LogOptions = LogOptions(),
+    compute_capability: float | None = None,
+    gpu_name: str | None = None,
+    command: str | None = None,
+    fmt: str | None = None,
+    jobs: int = 1,
+    fields: dict[str, str] | None = None,
+) -> LogResult:
     """Read a training log, analyse it and check its config (the log header and ``config`` files). ``path``
     may be a list of files (or a directory of Lightning ``version_N`` logs): segments of one run, joined in
     step order."""
@@ -193,8 +217,13 @@ def build_log_result(path: str | os.PathLike | list | tuple, *, config: list[str
     analysis = analyze_series(series, options)
     settings, sources = gather(series.header, list(config))
     scales = series.col("loss_scale")
-    cfg_metrics, rows = check_config(settings, sources, compute_capability=compute_capability, gpu_name=gpu_name,
-                                     logged_loss_scales=scales[np.isfinite(scales) & (scales > 0)].tolist() if scales is not None else None)
+    cfg_metrics, rows = check_config(
+        settings,
+        sources,
+        compute_capability=compute_capability,
+        gpu_name=gpu_name,
+        logged_loss_scales=scales[np.isfinite(scales) & (scales > 0)].tolist() if scales is not None else None,
+    )
     analysis.metrics.update(cfg_metrics)
     if analysis.metrics.get("precision") is None:
         if settings.get("bf16") is True:
@@ -209,12 +238,18 @@ def build_log_result(path: str | os.PathLike | list | tuple, *, config: list[str
     for k in LOG_METRICS:
         analysis.metrics.setdefault(k, None)
     result = LogResult(
-        input=LogInput(path=source, sha256=sha256, format=series.format), segments=segments, command=command,
-        fields=dict(series.fields_seen), units=dict(series.units),
+        input=LogInput(path=source, sha256=sha256, format=series.format),
+        segments=segments,
+        command=command,
+        fields=dict(series.fields_seen),
+        units=dict(series.units),
         metrics={k: plain_finite(analysis.metrics.get(k)) for k in LOG_METRICS},
-        anomalies=[{k: plain_finite(v) for k, v in a.items()} for a in analysis.anomalies], config_checks=rows,
-        lr_schedule=(analysis.evidence.get("lr_schedule") or [None])[0], story=list(series.story),
+        anomalies=[{k: plain_finite(v) for k, v in a.items()} for a in analysis.anomalies],
+        config_checks=rows,
+        lr_schedule=(analysis.evidence.get("lr_schedule") or [None])[0],
+        story=list(series.story),
         notes=list(analysis.notes),
-        warnings=list(series.warnings))
+        warnings=list(series.warnings),
+    )
     result.series, result.analysis, result.verdict = series, analysis, None
     return result

@@ -72,8 +72,9 @@ def _stride(step: np.ndarray) -> int:
     return max(1, int(np.median(d))) if d.size else 1
 
 
-def recognise(step: np.ndarray, present: dict[str, np.ndarray], elapsed: np.ndarray | None = None,
-              names: list[str] | None = None) -> Story:
+def recognise(
+    step: np.ndarray, present: dict[str, np.ndarray], elapsed: np.ndarray | None = None, names: list[str] | None = None
+) -> Story:
     """The story of rows in file order: second writers, then resumes (``names``: per row, the file it came
     from, when segments of several files were joined)."""
     n = step.size
@@ -87,9 +88,11 @@ def recognise(step: np.ndarray, present: dict[str, np.ndarray], elapsed: np.ndar
     if writers is not None:
         k, occurrence = writers
         keep = occurrence == 0
-        lines.append(f"{_count_word(k)} writers: every step logged {_times(k)} (lines of {k} processes interleave, "
-                     f"e.g. a launcher that started the trainer {_times(k)}); the first writer's "
-                     f"{int(keep.sum())} lines are analysed, the other {n - int(keep.sum())} left out")
+        lines.append(
+            f"{_count_word(k)} writers: every step logged {_times(k)} (lines of {k} processes interleave, "
+            f"e.g. a launcher that started the trainer {_times(k)}); the first writer's "
+            f"{int(keep.sum())} lines are analysed, the other {n - int(keep.sum())} left out"
+        )
     rows = np.flatnonzero(keep)
     s = step[rows]
     back = np.flatnonzero(np.diff(s) < 0)
@@ -103,8 +106,9 @@ def recognise(step: np.ndarray, present: dict[str, np.ndarray], elapsed: np.ndar
     return Story(keep, segment, lines, resumes)
 
 
-def _resume_line(s: np.ndarray, i: int, stride: int, rows: np.ndarray, elapsed: np.ndarray | None,
-                 names: list[str] | None) -> str:
+def _resume_line(
+    s: np.ndarray, i: int, stride: int, rows: np.ndarray, elapsed: np.ndarray | None, names: list[str] | None
+) -> str:
     top, again = int(s[: i + 1].max()), int(s[i + 1])
     repeated = top - again + stride
     where = ""
@@ -117,10 +121,14 @@ def _resume_line(s: np.ndarray, i: int, stride: int, rows: np.ndarray, elapsed: 
             clock = "; elapsed time starts again"
     first = int(s[0])
     if again <= first + stride and again < top:
-        return (f"restarted from the beginning{where}: the step counter goes back from {top} to {again}{clock}; "
-                f"the later run's values are analysed")
-    return (f"resumed from a checkpoint{where}: the step counter goes back from {top} to {again}, "
-            f"{repeated} steps trained again{clock}; the later values are analysed")
+        return (
+            f"restarted from the beginning{where}: the step counter goes back from {top} to {again}{clock}; "
+            f"the later run's values are analysed"
+        )
+    return (
+        f"resumed from a checkpoint{where}: the step counter goes back from {top} to {again}, "
+        f"{repeated} steps trained again{clock}; the later values are analysed"
+    )
 
 
 def _count_word(k: int) -> str:
@@ -131,8 +139,7 @@ def _times(k: int) -> str:
     return {2: "twice", 3: "three times"}.get(k, f"{k} times")
 
 
-def segment_step_times(step: np.ndarray, elapsed: np.ndarray, present: np.ndarray,
-                       segment: np.ndarray) -> np.ndarray:
+def segment_step_times(step: np.ndarray, elapsed: np.ndarray, present: np.ndarray, segment: np.ndarray) -> np.ndarray:
     """Per row, the step time from elapsed-time differences to the previous row of the same segment that
     has one, over the steps between them; NaN at each segment's first row and where the clock goes back."""
     out = np.full(step.size, np.nan)
@@ -178,10 +185,19 @@ def join(parts: list, names: list[str]):
         units.update(p.units)
         seen.update(p.fields_seen)
         header.update(p.header)
-    out = LogSeries(source=first.source, format=first.format, step=step, columns=columns, present=present,
-                    units=units, fields_seen=seen, header=header,
-                    warnings=[f"{n}: {w}" for p, n in zip(parts, names) for w in p.warnings],
-                    events=[e for p in parts for e in p.events], story=lines,
-                    resume_steps=sorted({*story.resumes, *(r for p in parts for r in p.resume_steps)}),
-                    clock_tick_s=max((p.clock_tick_s for p in parts if p.clock_tick_s), default=None))
+    out = LogSeries(
+        source=first.source,
+        format=first.format,
+        step=step,
+        columns=columns,
+        present=present,
+        units=units,
+        fields_seen=seen,
+        header=header,
+        warnings=[f"{n}: {w}" for p, n in zip(parts, names) for w in p.warnings],
+        events=[e for p in parts for e in p.events],
+        story=lines,
+        resume_steps=sorted({*story.resumes, *(r for p in parts for r in p.resume_steps)}),
+        clock_tick_s=max((p.clock_tick_s for p in parts if p.clock_tick_s), default=None),
+    )
     return out.finish()

@@ -63,8 +63,13 @@ def scale_values(steps: np.ndarray, logged: np.ndarray | None, events: list[dict
     return np.array(vals, dtype=np.float64)
 
 
-def skip_rhythm(steps: np.ndarray, skipped: np.ndarray | None, scale: np.ndarray | None,
-                events: list[dict[str, Any]], counted: np.ndarray | None = None) -> SkipRhythm:
+def skip_rhythm(
+    steps: np.ndarray,
+    skipped: np.ndarray | None,
+    scale: np.ndarray | None,
+    events: list[dict[str, Any]],
+    counted: np.ndarray | None = None,
+) -> SkipRhythm:
     """Classify the skipped steps of one series (see the module docstring). ``counted``: the points where
     the skip counter was logged (the first of them holds the calibration however late it is printed)."""
     overflow = [e for e in events if e.get("kind") == "overflow"]
@@ -107,16 +112,23 @@ def skip_rhythm(steps: np.ndarray, skipped: np.ndarray | None, scale: np.ndarray
     out.bursts = len(burst_at)
     for i, g in enumerate(groups):
         kind = "calibration" if calibrating and i == 0 else ("burst" if (i - calibrating) in burst_at else "steady")
-        out.groups.append({"start_step": g[0], "end_step": g[1], "skips": g[2], "kind": kind,
-                           **_scales_in(g, overflow, stride)})
+        out.groups.append(
+            {"start_step": g[0], "end_step": g[1], "skips": g[2], "kind": kind, **_scales_in(g, overflow, stride)}
+        )
     # after calibration the scale climbs back to where the gradients overflow before the trickle starts:
     # rates are measured from the first group after calibration on
     after = steps[steps >= rest[0][0]] if rest else steps[:0]
     post_span = max(1, int(after[-1] - after[0]) + 1) if after.size else 0
     post_skips = int(sizes.sum()) if sizes.size else 0
-    pattern, reason = ("calibration", f"{out.calibration_skips} skips while the scale calibrated, none after") \
-        if not rest else ("steady", f"{len(rest)} groups of about {typical:g} skips"
-                          + (f", one every ~{out.typical_spacing} steps" if out.typical_spacing else ""))
+    pattern, reason = (
+        ("calibration", f"{out.calibration_skips} skips while the scale calibrated, none after")
+        if not rest
+        else (
+            "steady",
+            f"{len(rest)} groups of about {typical:g} skips"
+            + (f", one every ~{out.typical_spacing} steps" if out.typical_spacing else ""),
+        )
+    )
     if len(rest) >= 3 and post_skips / post_span > FREQUENT_FRACTION:
         pattern, reason = "frequent", f"{post_skips} of {post_span} steps skipped after calibration"
     if len(rest) >= 4:
@@ -162,7 +174,7 @@ def _collapse(values: np.ndarray, logged: np.ndarray | None, out: SkipRhythm, ev
     if values.size < 4:
         return ""
     usual = float(np.median(values))
-    tail = values[-max(2, values.size // 5):]
+    tail = values[-max(2, values.size // 5) :]
     low = float(np.min(tail))
     if low <= 1.0 < usual:
         return f"the loss scale fell to {low:g} (usually {usual:g})"

@@ -42,40 +42,155 @@ FIELDS: dict[str, tuple[str, str]] = {
 
 # canonical field -> normalised aliases, most specific first; the first alias a log holds wins
 ALIASES: dict[str, tuple[str, ...]] = {
-    "step": ("step", "global_step", "iteration", "iter", "trainer_global_step", "train_global_step", "it",
-             "optimizer_step", "current_steps", "steps"),
-    "loss": ("loss", "train_loss_step", "train_loss", "lm_loss", "training_loss", "loss_step", "train_lm_loss",
-             "loss_metrics_global_avg_loss", "total_loss", "train_total_loss", "trainer_loss"),
+    "step": (
+        "step",
+        "global_step",
+        "iteration",
+        "iter",
+        "trainer_global_step",
+        "train_global_step",
+        "it",
+        "optimizer_step",
+        "current_steps",
+        "steps",
+    ),
+    "loss": (
+        "loss",
+        "train_loss_step",
+        "train_loss",
+        "lm_loss",
+        "training_loss",
+        "loss_step",
+        "train_lm_loss",
+        "loss_metrics_global_avg_loss",
+        "total_loss",
+        "train_total_loss",
+        "trainer_loss",
+    ),
     "eval_loss": ("eval_loss", "val_loss", "validation_loss", "val_loss_epoch", "valid_loss", "eval_lm_loss"),
-    "lr": ("lr", "learning_rate", "train_learning_rate", "learning_rate_0", "lr_0", "lr_adamw", "lr_adam", "lr_sgd",
-           "optim_lr"),
-    "grad_norm": ("grad_norm", "gradient_norm", "train_grad_norm", "total_grad_norm", "global_grad_norm",
-                  "grad_norm_total", "gradnorm", "grad_norm_step"),
-    "tokens_per_s": ("tokens_per_sec", "tokens_per_s", "tokens_per_second", "tps", "throughput_tps", "tok_per_s", "tok_s",
-                     "train_tokens_per_second", "tokens_s", "tokens_per_sec_per_gpu", "wps"),
-    "samples_per_s": ("samples_per_sec", "samples_per_s", "samples_sec", "samples_per_second", "train_samples_per_second",
-                      "currsamplespersec", "sps", "images_per_sec", "img_per_sec", "examples_per_sec"),
+    "lr": (
+        "lr",
+        "learning_rate",
+        "train_learning_rate",
+        "learning_rate_0",
+        "lr_0",
+        "lr_adamw",
+        "lr_adam",
+        "lr_sgd",
+        "optim_lr",
+    ),
+    "grad_norm": (
+        "grad_norm",
+        "gradient_norm",
+        "train_grad_norm",
+        "total_grad_norm",
+        "global_grad_norm",
+        "grad_norm_total",
+        "gradnorm",
+        "grad_norm_step",
+    ),
+    "tokens_per_s": (
+        "tokens_per_sec",
+        "tokens_per_s",
+        "tokens_per_second",
+        "tps",
+        "throughput_tps",
+        "tok_per_s",
+        "tok_s",
+        "train_tokens_per_second",
+        "tokens_s",
+        "tokens_per_sec_per_gpu",
+        "wps",
+    ),
+    "samples_per_s": (
+        "samples_per_sec",
+        "samples_per_s",
+        "samples_sec",
+        "samples_per_second",
+        "train_samples_per_second",
+        "currsamplespersec",
+        "sps",
+        "images_per_sec",
+        "img_per_sec",
+        "examples_per_sec",
+    ),
     "steps_per_s": ("steps_per_sec", "steps_per_s", "steps_per_second", "it_per_s", "it_s", "iters_per_sec"),
     "throughput": ("throughput",),
-    "step_time_s": ("step_time_s", "step_time", "time_per_step", "iter_time", "iteration_time", "time_per_iteration",
-                    "batch_time", "step_duration_s", "time_metrics_end_to_end_s", "elapsed_time_per_iteration_s",
-                    "iteration_time_s", "time_s", "step_time_mean_s"),
-    "step_time_ms": ("step_time_ms", "iteration_time_ms", "elapsed_time_per_iteration_ms", "time_ms", "iter_time_ms",
-                     "time_per_step_ms", "batch_time_ms"),
-    "gpu_util_percent": ("gpu_util", "gpu_util_percent", "gpu_utilization", "utilization_gpu", "gpu_utilization_percent",
-                         "gpu_usage", "util"),
-    "memory_bytes": ("peak_mem_bytes", "memory_bytes", "max_memory_allocated_bytes", "mem_bytes", "max_memory_allocated"),
-    "memory_gib": ("memory", "memory_gib", "memory_gb", "mem_gb", "max_memory_allocated_gb", "memory_max_active_gib",
-                   "memory_max_reserved_gib", "gpu_mem_gb", "max_mem_gb", "mem"),
-    "skipped_iterations": ("skipped_iterations", "number_of_skipped_iterations", "skipped", "skipped_iters", "skipped_steps"),
+    "step_time_s": (
+        "step_time_s",
+        "step_time",
+        "time_per_step",
+        "iter_time",
+        "iteration_time",
+        "time_per_iteration",
+        "batch_time",
+        "step_duration_s",
+        "time_metrics_end_to_end_s",
+        "elapsed_time_per_iteration_s",
+        "iteration_time_s",
+        "time_s",
+        "step_time_mean_s",
+    ),
+    "step_time_ms": (
+        "step_time_ms",
+        "iteration_time_ms",
+        "elapsed_time_per_iteration_ms",
+        "time_ms",
+        "iter_time_ms",
+        "time_per_step_ms",
+        "batch_time_ms",
+    ),
+    "gpu_util_percent": (
+        "gpu_util",
+        "gpu_util_percent",
+        "gpu_utilization",
+        "utilization_gpu",
+        "gpu_utilization_percent",
+        "gpu_usage",
+        "util",
+    ),
+    "memory_bytes": (
+        "peak_mem_bytes",
+        "memory_bytes",
+        "max_memory_allocated_bytes",
+        "mem_bytes",
+        "max_memory_allocated",
+    ),
+    "memory_gib": (
+        "memory",
+        "memory_gib",
+        "memory_gb",
+        "mem_gb",
+        "max_memory_allocated_gb",
+        "memory_max_active_gib",
+        "memory_max_reserved_gib",
+        "gpu_mem_gb",
+        "max_mem_gb",
+        "mem",
+    ),
+    "skipped_iterations": (
+        "skipped_iterations",
+        "number_of_skipped_iterations",
+        "skipped",
+        "skipped_iters",
+        "skipped_steps",
+    ),
     "nan_iterations": ("nan_iterations", "number_of_nan_iterations", "nan_iters"),
     "loss_scale": ("loss_scale", "scaler_scale", "grad_scale"),
     "tflops": ("tflops", "throughput_per_gpu_tflop_s_gpu", "tflops_per_gpu", "model_tflops"),
     "mfu_percent": ("mfu", "mfu_percent", "mfu_pct"),
     # cumulative training time: nanoGPT's train_time, W&B's _runtime
     # (LLaMA-Factory's elapsed_time is a "H:MM:SS" / "N days, H:MM:SS" string: :func:`parse_duration`)
-    "elapsed_s": ("elapsed_s", "elapsed_time_s", "train_time_s", "training_time_elapsed_s", "runtime", "wall_time_s",
-                  "time_elapsed_s", "elapsed_time"),
+    "elapsed_s": (
+        "elapsed_s",
+        "elapsed_time_s",
+        "train_time_s",
+        "training_time_elapsed_s",
+        "runtime",
+        "wall_time_s",
+        "time_elapsed_s",
+        "elapsed_time",
+    ),
     "elapsed_ms": ("train_time_ms", "elapsed_ms", "elapsed_time_ms", "time_elapsed_ms"),
     "generation_time_s": ("generation_time_s", "generate_time_s", "gen_time_s"),
     "training_time_s": ("training_time_s", "train_phase_time_s"),
@@ -85,8 +200,12 @@ ALIASES: dict[str, tuple[str, ...]] = {
 # fields that say where or when a record is, not what training did: a log of only these has nothing to analyse
 POSITION_FIELDS = ("step", "epoch", "total_tokens")
 
-THROUGHPUT_UNITS = {"tokens_per_s": "tokens/s", "samples_per_s": "samples/s", "steps_per_s": "steps/s",
-                    "throughput": "as logged"}
+THROUGHPUT_UNITS = {
+    "tokens_per_s": "tokens/s",
+    "samples_per_s": "samples/s",
+    "steps_per_s": "steps/s",
+    "throughput": "as logged",
+}
 
 _NORMALISE_RE = re.compile(r"[^a-z0-9]+")
 _EVAL_PREFIX_RE = re.compile(r"(?:^|[^a-z])(?:eval|val|valid|validation|test|dev)(?:$|[^a-z])", re.IGNORECASE)
@@ -106,6 +225,8 @@ FIELD_OVERRIDES: ContextVar[dict[str, str] | None] = ContextVar("FIELD_OVERRIDES
 def field_overrides() -> dict[str, str]:
     """The user's field map in effect for the current read ({} when none)."""
     return FIELD_OVERRIDES.get() or {}
+
+
 MAPPABLE = tuple(ALIASES)  # the names --field accepts
 
 
@@ -203,8 +324,10 @@ class LogSeries:
             back = np.flatnonzero(np.diff(steps) <= 0)
             if back.size and np.any(np.diff(steps)[back] < 0) and not self.story:
                 i = int(back[0])
-                self.warnings.append(f"the step counter goes back from {int(steps[i])} to {int(steps[i + 1])} "
-                                     "(a resumed run?); for steps logged twice the later values are used")
+                self.warnings.append(
+                    f"the step counter goes back from {int(steps[i])} to {int(steps[i + 1])} "
+                    "(a resumed run?); for steps logged twice the later values are used"
+                )
             uniq, inverse = np.unique(steps, return_inverse=True)
             order = np.arange(steps.size)
             for name, values in list(self.columns.items()):

@@ -35,8 +35,9 @@ def check_skips(series, m, anomalies, evidence, charts) -> None:
     steps = series.step
     col = iteration_counts(series, "skipped_iterations")
     scale = series.col("loss_scale")
-    rhythm = skip_rhythm(steps, col, scale, series.events,
-                         series.present["skipped_iterations"] if col is not None else None)
+    rhythm = skip_rhythm(
+        steps, col, scale, series.events, series.present["skipped_iterations"] if col is not None else None
+    )
     overflow = [e for e in series.events if e.get("kind") == "overflow"]
     m["skipped_iterations"] = int(np.nansum(col)) if col is not None else (rhythm.skips if overflow else None)
     skipped = m["skipped_iterations"]
@@ -48,16 +49,34 @@ def check_skips(series, m, anomalies, evidence, charts) -> None:
     m["loss_scale_final"] = rhythm.scale_final
     evidence["skip_groups"] = rhythm.groups[:100]
     # the scaler's normal rhythm (calibration, a steady trickle) is not an anomaly; with bf16 every skip is
-    abnormal = series.header.get("precision") == "bf16" or rhythm.pattern in ("burst", "rising", "frequent", "collapsing")
-    shown = [g for g in rhythm.groups if abnormal and (rhythm.pattern != "burst" or g["kind"] == "burst"
-                                                       or series.header.get("precision") == "bf16")]
+    abnormal = series.header.get("precision") == "bf16" or rhythm.pattern in (
+        "burst",
+        "rising",
+        "frequent",
+        "collapsing",
+    )
+    shown = [
+        g
+        for g in rhythm.groups
+        if abnormal and (rhythm.pattern != "burst" or g["kind"] == "burst" or series.header.get("precision") == "bf16")
+    ]
     for g in shown[:1000]:
         start = int(np.searchsorted(steps, g["start_step"]))
         end = int(np.searchsorted(steps, g["end_step"]))
         start, end = min(start, len(steps) - 1), min(end, len(steps) - 1)
-        anomalies.append(anomaly("skipped_iterations", steps, start, end, count=g["skips"], group=g["kind"],
-                                 **{k: v for k, v in g.items() if k.startswith("loss_scale")}, rule=ANOMALY_RULES["skipped_iterations"],
-                                 criterion=f"{rhythm.pattern} pattern: {rhythm.reason}"))
+        anomalies.append(
+            anomaly(
+                "skipped_iterations",
+                steps,
+                start,
+                end,
+                count=g["skips"],
+                group=g["kind"],
+                **{k: v for k, v in g.items() if k.startswith("loss_scale")},
+                rule=ANOMALY_RULES["skipped_iterations"],
+                criterion=f"{rhythm.pattern} pattern: {rhythm.reason}",
+            )
+        )
     if scale is not None:
         charts["loss_scale"] = scale
 

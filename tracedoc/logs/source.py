@@ -47,14 +47,21 @@ def require_regular_file(path: str, what: str = "log") -> int:
     why = infile.not_regular(path)
     if why is not None:
         if why.startswith("unreadable"):
-            raise LogError(path, "cannot be read", why[len("unreadable ("):-1] if why.endswith(")") else why,
-                           f"check the {what} path and its permissions")
-        raise LogError(path, f"is {why}, not a {what} file", None, f"save the {what} to a file first and pass that file")
+            raise LogError(
+                path,
+                "cannot be read",
+                why[len("unreadable (") : -1] if why.endswith(")") else why,
+                f"check the {what} path and its permissions",
+            )
+        raise LogError(
+            path, f"is {why}, not a {what} file", None, f"save the {what} to a file first and pass that file"
+        )
     return os.stat(path).st_size
 
 
-def read_bounded(path: str, what: str = "log", max_bytes: int | None = None,
-                 truncated: list[str] | None = None) -> bytes:
+def read_bounded(
+    path: str, what: str = "log", max_bytes: int | None = None, truncated: list[str] | None = None
+) -> bytes:
     """The content of a log or config file, gzip inflated, within the bounds above (LogError past them).
     ``truncated`` collects why a gzip stream stopped early, when it did."""
     size = require_regular_file(path, what)
@@ -63,14 +70,22 @@ def read_bounded(path: str, what: str = "log", max_bytes: int | None = None,
         gzipped = fh.read(2) == b"\x1f\x8b"
         if not gzipped:
             if size > budget:
-                raise LogError(path, f"is {_size_text(size)}, more than tracedoc reads into memory as one {what} "
-                               f"on this machine ({_size_text(budget)})", None,
-                               f"pass a shorter excerpt of the {what} (e.g. `tail -n 1000000`)")
+                raise LogError(
+                    path,
+                    f"is {_size_text(size)}, more than tracedoc reads into memory as one {what} "
+                    f"on this machine ({_size_text(budget)})",
+                    None,
+                    f"pass a shorter excerpt of the {what} (e.g. `tail -n 1000000`)",
+                )
             fh.seek(0)
             data = fh.read()  # one read sized from the file's size, checked against the budget above
             if len(data) > budget:  # the file grew while being read
-                raise LogError(path, f"grew past {_size_text(budget)} while being read", None,
-                               f"copy the {what} once it is complete and pass the copy")
+                raise LogError(
+                    path,
+                    f"grew past {_size_text(budget)} while being read",
+                    None,
+                    f"copy the {what} once it is complete and pass the copy",
+                )
             return data
     reasons = truncated if truncated is not None else []
     limit = min(infile.inflate_limit(size), max(budget, infile.INFLATE_FLOOR_BYTES))

@@ -17,10 +17,23 @@ from .detect import anomaly
 from .registry import ANOMALY_RULES
 from .skips import iteration_counts
 
-_STABILITY = ("loss_nonfinite_count", "loss_nonfinite_first_step", "loss_spike_count", "loss_spike_first_step",
-              "loss_spike_max_z", "loss_spike_persistent_count", "loss_bump_count", "loss_bump_first_step",
-              "loss_bump_max_ratio", "divergence", "divergence_start_step", "divergence_rise_fraction",
-              "grad_norm_nonfinite_count", "grad_norm_spike_count", "grad_norm_spike_first_step")
+_STABILITY = (
+    "loss_nonfinite_count",
+    "loss_nonfinite_first_step",
+    "loss_spike_count",
+    "loss_spike_first_step",
+    "loss_spike_max_z",
+    "loss_spike_persistent_count",
+    "loss_bump_count",
+    "loss_bump_first_step",
+    "loss_bump_max_ratio",
+    "divergence",
+    "divergence_start_step",
+    "divergence_rise_fraction",
+    "grad_norm_nonfinite_count",
+    "grad_norm_spike_count",
+    "grad_norm_spike_first_step",
+)
 
 
 def _window(n: int, window: int) -> int:
@@ -42,12 +55,23 @@ def check_stability(series, options, m, anomalies, evidence, charts, notes) -> N
         bad = present & ~np.isfinite(loss)
         starts, ends = detect.episodes(bad)
         for s, e in zip(starts, ends):
-            anomalies.append(anomaly("nan", steps, int(s), int(e), field="loss", value=str(loss[s]), rule=ANOMALY_RULES["nan"],
-                                     criterion="not a finite number"))
+            anomalies.append(
+                anomaly(
+                    "nan",
+                    steps,
+                    int(s),
+                    int(e),
+                    field="loss",
+                    value=str(loss[s]),
+                    rule=ANOMALY_RULES["nan"],
+                    criterion="not a finite number",
+                )
+            )
         m["loss_nonfinite_count"] = int(bad.sum())
         m["loss_nonfinite_first_step"] = int(steps[starts[0]]) if starts.size else None
-        evidence["nan_steps"] = [{"step": int(steps[i]), "field": "loss", "value": str(loss[i])}
-                                 for i in np.flatnonzero(bad)[:100]]
+        evidence["nan_steps"] = [
+            {"step": int(steps[i]), "field": "loss", "value": str(loss[i])} for i in np.flatnonzero(bad)[:100]
+        ]
         x = np.where(present, loss, np.nan)
         w = _window(int(present.sum()), options.window)
         charts["loss"] = loss
@@ -65,8 +89,16 @@ def check_stability(series, options, m, anomalies, evidence, charts, notes) -> N
         m[name] = int(np.nansum(col)) if col is not None else None
         if col is not None:
             for i in np.flatnonzero(col > 0)[:1000]:
-                anomalies.append({"kind": kind, "step": int(steps[i]), "count": int(col[i]), "field": "nan_iterations",
-                                  "rule": ANOMALY_RULES[kind], "criterion": "Megatron counted NaN iterations"})
+                anomalies.append(
+                    {
+                        "kind": kind,
+                        "step": int(steps[i]),
+                        "count": int(col[i]),
+                        "field": "nan_iterations",
+                        "rule": ANOMALY_RULES[kind],
+                        "criterion": "Megatron counted NaN iterations",
+                    }
+                )
 
 
 def _loss_episodes(steps, x, present, w, options, m, anomalies, evidence) -> None:
@@ -77,36 +109,69 @@ def _loss_episodes(steps, x, present, w, options, m, anomalies, evidence) -> Non
     in_bump = np.zeros(xs.size, dtype=bool)
     bump_rows = []
     for b in bumps:
-        in_bump[b.start:b.end + 1] = True
-        row = anomaly("loss_bump", st, b.start, b.end, peak_step=int(st[b.peak]), loss=float(xs[b.peak]),
-                      reference=b.reference, mean_ratio=b.mean_ratio, max_ratio=b.max_ratio, rule=ANOMALY_RULES["loss_bump"],
-                      criterion=f"the loss stayed over {1 + options.bump_rise_fraction:g}x (and {options.bump_z:g} "
-                                f"robust sigmas above) the level before it for {b.end - b.start + 1} points, then "
-                                "came back")
+        in_bump[b.start : b.end + 1] = True
+        row = anomaly(
+            "loss_bump",
+            st,
+            b.start,
+            b.end,
+            peak_step=int(st[b.peak]),
+            loss=float(xs[b.peak]),
+            reference=b.reference,
+            mean_ratio=b.mean_ratio,
+            max_ratio=b.max_ratio,
+            rule=ANOMALY_RULES["loss_bump"],
+            criterion=f"the loss stayed over {1 + options.bump_rise_fraction:g}x (and {options.bump_z:g} "
+            f"robust sigmas above) the level before it for {b.end - b.start + 1} points, then "
+            "came back",
+        )
         anomalies.append(row)
         bump_rows.append(row)
     evidence["loss_bumps"] = bump_rows
     m["loss_bump_count"] = len(bumps)
     m["loss_bump_first_step"] = int(st[bumps[0].start]) if bumps else None
     m["loss_bump_max_ratio"] = max(b.max_ratio for b in bumps) if bumps else None
-    sp = detect.find_spikes(xs, w, options.spike_z, options.spike_min_rise_fraction, ratio=options.spike_ratio,
-                            ratio_z=options.spike_ratio_z, reference=ref)
+    sp = detect.find_spikes(
+        xs,
+        w,
+        options.spike_z,
+        options.spike_min_rise_fraction,
+        ratio=options.spike_ratio,
+        ratio_z=options.spike_ratio_z,
+        reference=ref,
+    )
     rows: list[dict[str, Any]] = []
     zs: list[float] = []
     persistent = 0
-    for s, e, p, z, ref, pers, rel in zip(sp.starts, sp.ends, sp.peaks, sp.scores, sp.reference, sp.persistent,
-                                          sp.relative):
-        if in_bump[s:e + 1].any():
+    for s, e, p, z, ref, pers, rel in zip(
+        sp.starts, sp.ends, sp.peaks, sp.scores, sp.reference, sp.persistent, sp.relative
+    ):
+        if in_bump[s : e + 1].any():
             continue  # part of a sustained bump, reported as that
         value = float(xs[p])
         ratio = value / ref if ref > 0 else None
-        crit = (f"{ratio:.2g}x the trailing median (>= {options.spike_ratio:g}x) and z {min(float(z), 1e9):.1f} "
-                f">= {options.spike_ratio_z:g}" if rel else
-                f"z {min(float(z), 1e9):.1f} > {options.spike_z:g} scaled MADs and "
-                f"{(value - ref) / abs(ref) if ref else float('inf'):+.0%} > {options.spike_min_rise_fraction:.0%} "
-                "above the trailing median")
-        a = anomaly("loss_spike", st, int(s), int(e), peak_step=int(st[p]), loss=value, reference=float(ref),
-                    ratio=ratio, z=min(float(z), 1e9), persistent=bool(pers), rule=ANOMALY_RULES["loss_spike"], criterion=crit)
+        crit = (
+            f"{ratio:.2g}x the trailing median (>= {options.spike_ratio:g}x) and z {min(float(z), 1e9):.1f} "
+            f">= {options.spike_ratio_z:g}"
+            if rel
+            else f"z {min(float(z), 1e9):.1f} > {options.spike_z:g} scaled MADs and "
+            f"{(value - ref) / abs(ref) if ref else float('inf'):+.0%} > {options.spike_min_rise_fraction:.0%} "
+            "above the trailing median"
+        )
+        a = anomaly(
+            "loss_spike",
+            st,
+            int(s),
+            int(e),
+            peak_step=int(st[p]),
+            loss=value,
+            reference=float(ref),
+            ratio=ratio,
+            z=min(float(z), 1e9),
+            persistent=bool(pers),
+            rule=ANOMALY_RULES["loss_spike"],
+            criterion=crit,
+        )
         anomalies.append(a)
         rows.append(a)
         zs.append(min(float(z), 1e9))
@@ -121,10 +186,19 @@ def _loss_episodes(steps, x, present, w, options, m, anomalies, evidence) -> Non
     if tr.diverging:
         m["divergence_start_step"] = int(st[min(tr.start, idx.size - 1)])
         m["divergence_rise_fraction"] = tr.rise_fraction if np.isfinite(tr.rise_fraction) else None
-        anomalies.append({"kind": "divergence", "start_step": m["divergence_start_step"], "end_step": int(st[-1]),
-                          "to_nan": tr.to_nan, "rise_fraction": plain_finite(tr.rise_fraction), "rule": ANOMALY_RULES["divergence"],
-                          "criterion": "ends in NaN/inf" if tr.to_nan else
-                          "the smoothed loss rises from its minimum in most blocks to the end"})
+        anomalies.append(
+            {
+                "kind": "divergence",
+                "start_step": m["divergence_start_step"],
+                "end_step": int(st[-1]),
+                "to_nan": tr.to_nan,
+                "rise_fraction": plain_finite(tr.rise_fraction),
+                "rule": ANOMALY_RULES["divergence"],
+                "criterion": "ends in NaN/inf"
+                if tr.to_nan
+                else "the smoothed loss rises from its minimum in most blocks to the end",
+            }
+        )
 
 
 def _grad_norm(series, loss, options, m, anomalies, charts) -> None:
@@ -136,8 +210,18 @@ def _grad_norm(series, loss, options, m, anomalies, charts) -> None:
     bad = present & ~np.isfinite(grad)
     m["grad_norm_nonfinite_count"] = int(bad.sum())
     for s, e in zip(*detect.episodes(bad)):
-        anomalies.append(anomaly("nan", steps, int(s), int(e), field="grad_norm", value=str(grad[s]), rule=ANOMALY_RULES["nan"],
-                                 criterion="not a finite number"))
+        anomalies.append(
+            anomaly(
+                "nan",
+                steps,
+                int(s),
+                int(e),
+                field="grad_norm",
+                value=str(grad[s]),
+                rule=ANOMALY_RULES["nan"],
+                criterion="not a finite number",
+            )
+        )
     idx = np.flatnonzero(present)
     w = _window(idx.size, options.window)
     if w:
@@ -145,11 +229,23 @@ def _grad_norm(series, loss, options, m, anomalies, charts) -> None:
         for s, e, p, z, ref in zip(sp.starts, sp.ends, sp.peaks, sp.scores, sp.reference):
             peak = int(idx[p])
             extra = _loss_around(loss, peak, w) if loss is not None else {}
-            anomalies.append(anomaly("grad_norm_spike", steps[idx], int(s), int(e), peak_step=int(steps[peak]),
-                                     grad_norm=float(grad[peak]), reference=float(ref),
-                                     ratio=float(grad[peak] / ref) if ref > 0 else None, z=min(float(z), 1e9),
-                                     rule=ANOMALY_RULES["grad_norm_spike"], criterion=f"z {min(float(z), 1e9):.1f} > {options.grad_spike_z:g} and "
-                                     f">= {options.grad_spike_min_ratio:g}x the trailing median", **extra))
+            anomalies.append(
+                anomaly(
+                    "grad_norm_spike",
+                    steps[idx],
+                    int(s),
+                    int(e),
+                    peak_step=int(steps[peak]),
+                    grad_norm=float(grad[peak]),
+                    reference=float(ref),
+                    ratio=float(grad[peak] / ref) if ref > 0 else None,
+                    z=min(float(z), 1e9),
+                    rule=ANOMALY_RULES["grad_norm_spike"],
+                    criterion=f"z {min(float(z), 1e9):.1f} > {options.grad_spike_z:g} and "
+                    f">= {options.grad_spike_min_ratio:g}x the trailing median",
+                    **extra,
+                )
+            )
         m["grad_norm_spike_count"] = int(sp.starts.size)
         m["grad_norm_spike_first_step"] = int(steps[idx[sp.starts[0]]]) if sp.starts.size else None
     charts["grad_norm"] = grad
@@ -157,9 +253,9 @@ def _grad_norm(series, loss, options, m, anomalies, charts) -> None:
 
 def _loss_around(loss: np.ndarray, at: int, w: int) -> dict[str, Any]:
     """The loss before (median of the window before), at, and after (highest in the next 5 points) a step."""
-    before = loss[max(0, at - w):at]
+    before = loss[max(0, at - w) : at]
     before = before[np.isfinite(before)]
-    after = loss[at + 1:at + 6]
+    after = loss[at + 1 : at + 6]
     after = after[np.isfinite(after)]
     out: dict[str, Any] = {}
     if before.size:
@@ -169,7 +265,7 @@ def _loss_around(loss: np.ndarray, at: int, w: int) -> dict[str, Any]:
     if after.size:
         out["loss_after_max"] = float(np.max(after))
     if before.size and after.size and out["loss_before"] != 0:
-        out["loss_rise_fraction"] = float(max(after.max(), loss[at] if np.isfinite(loss[at]) else -np.inf)
-                                          / out["loss_before"] - 1.0)
+        out["loss_rise_fraction"] = float(
+            max(after.max(), loss[at] if np.isfinite(loss[at]) else -np.inf) / out["loss_before"] - 1.0
+        )
     return out
-

@@ -43,14 +43,18 @@ def log_lines(text: str, warnings: list[str], record_re: re.Pattern | None = Non
     """The log's lines for parsing: one rank's, without colour codes, each at most MAX_LINE_CHARS long,
     without a last record line cut off mid-write; lines of JSON objects (another format) are counted."""
     lines = text.splitlines()
-    if lines and record_re is not None and not text.endswith(("\n", "\r")) \
-            and record_re.search(lines[-1][:MAX_LINE_CHARS]):
+    if (
+        lines
+        and record_re is not None
+        and not text.endswith(("\n", "\r"))
+        and record_re.search(lines[-1][:MAX_LINE_CHARS])
+    ):
         warnings.append(f"the last line ({len(lines)}) is cut off; it is left out")
         lines.pop()
     long = 0
     for i, ln in enumerate(lines):
         if len(ln) > MAX_LINE_CHARS:
-            ln = " ".join(ln[:16 * MAX_LINE_CHARS].split())  # padding collapsed first: the values stay
+            ln = " ".join(ln[: 16 * MAX_LINE_CHARS].split())  # padding collapsed first: the values stay
             if len(ln) > MAX_LINE_CHARS:
                 ln = ln[:MAX_LINE_CHARS]
                 long += 1
@@ -58,8 +62,9 @@ def log_lines(text: str, warnings: list[str], record_re: re.Pattern | None = Non
         if "\x1b" in ln:
             lines[i] = ANSI_RE.sub("", ln)
     if long:
-        warnings.append(f"{long} lines are longer than {MAX_LINE_CHARS:,} characters; only their first "
-                        f"{MAX_LINE_CHARS:,} are read")
+        warnings.append(
+            f"{long} lines are longer than {MAX_LINE_CHARS:,} characters; only their first {MAX_LINE_CHARS:,} are read"
+        )
     foreign = sum(1 for ln in lines if ln.startswith("{") and ln.rstrip().endswith("}"))
     if foreign:
         warnings.append(f"{foreign} lines are JSON objects, another log format; they are left out")
@@ -81,12 +86,14 @@ def one_rank(lines: list[str], warnings: list[str]) -> list[str]:
         if m is None:
             out.append(ln)
         elif int(m.group(1)) == first:
-            out.append(ln[m.end():])
+            out.append(ln[m.end() :])
     return out
 
 
 # ---- events ------------------------------------------------------------------------------------
-OVERFLOW_RE = re.compile(r"Attempted loss scale: ([^,\s]{1,40})(?:, reducing to ([^,\s]{1,40})|, but hysteresis is (\d{1,4}))")
+OVERFLOW_RE = re.compile(
+    r"Attempted loss scale: ([^,\s]{1,40})(?:, reducing to ([^,\s]{1,40})|, but hysteresis is (\d{1,4}))"
+)
 APEX_OVERFLOW_RE = re.compile(r"reducing loss scale to ([^,\s]{1,40})")
 NAMED_STEP_RE = re.compile(r"(?:iteration|global_step|checkpoint-|at step|step)[ :=]{0,12}(\d{1,15})\b", re.I)
 
@@ -135,8 +142,13 @@ def _event_kind(line: str) -> str | None:
     low = line.lower()
     if "checkpoint" in low and ("saving" in low or "saved" in low or "save request" in low):
         return None if "load" in low.split("checkpoint", 1)[0] else "save"
-    if "validation loss at iteration" in low or "running evaluation" in low or "***** evaluating" in low \
-            or "validate step" in low or "evaluating at step" in low:
+    if (
+        "validation loss at iteration" in low
+        or "running evaluation" in low
+        or "***** evaluating" in low
+        or "validate step" in low
+        or "evaluating at step" in low
+    ):
         return "eval"
     if "[gc]" in low and "collection" in low:
         return "gc"
@@ -144,8 +156,14 @@ def _event_kind(line: str) -> str | None:
 
 
 # ---- records -> series ----------------------------------------------------------------------------
-def records_to_series(source: str, fmt: str, records: list[dict[str, Any]], header: dict[str, Any],
-                      warnings: list[str] | None = None, events: list[dict[str, Any]] | None = None) -> LogSeries:
+def records_to_series(
+    source: str,
+    fmt: str,
+    records: list[dict[str, Any]],
+    header: dict[str, Any],
+    warnings: list[str] | None = None,
+    events: list[dict[str, Any]] | None = None,
+) -> LogSeries:
     keys: dict[str, None] = {}
     for r in records:
         keys.update(dict.fromkeys(r))
@@ -176,12 +194,18 @@ def read_hf_console(source: str, text: str) -> LogSeries:
         if "Saving model checkpoint" in line:
             events.items.append({"kind": "save", "step": len(records) - 1})
     if not records:
-        raise LogError(source, "has Trainer metric dicts but none with a training loss", excerpt(text),
-                       "pass the trainer_state.json from the output directory instead")
+        raise LogError(
+            source,
+            "has Trainer metric dicts but none with a training loss",
+            excerpt(text),
+            "pass the trainer_state.json from the output directory instead",
+        )
     series = records_to_series(source, "Hugging Face Trainer console", records, {}, warnings, events.items)
     series.warnings = [w for w in series.warnings if not w.startswith("no step field")]
-    series.warnings.append("the Trainer's console dicts carry no step: logged records are numbered 0, 1, ...; "
-                           "trainer_state.json has the steps")
+    series.warnings.append(
+        "the Trainer's console dicts carry no step: logged records are numbered 0, 1, ...; "
+        "trainer_state.json has the steps"
+    )
     return series
 
 
@@ -208,6 +232,10 @@ def read_key_values(source: str, text: str) -> LogSeries:
         value = rec[step_key]
         last = int(value) if value == value and abs(value) < 2**53 else last
     if not records:
-        raise LogError(source, "has no line with a step and name: value pairs", excerpt(text),
-                       "name the log's format with --format-hint, or map its fields with --field")
+        raise LogError(
+            source,
+            "has no line with a step and name: value pairs",
+            excerpt(text),
+            "name the log's format with --format-hint, or map its fields with --field",
+        )
     return records_to_series(source, "text (name: value pairs)", records, {}, warnings, events.items)

@@ -35,11 +35,26 @@ CAUSE_SHARE = 0.6
 CAUSES = {"eval": "evaluation", "save": "checkpoint save", "gc": "garbage collection"}
 DRIFT_MIN_POINTS = 50
 DRIFT_BLOCKS = 10
-_NAMES = ("throughput_p10", "throughput_p50", "throughput_p90", "throughput_dip_count", "throughput_dip_first_step",
-          "throughput_dip_lost_fraction", "periodic_stall_period_steps", "periodic_stall_count",
-          "periodic_stall_first_step", "periodic_stall_lost_fraction", "periodic_stall_cause", "step_time_p50_s",
-          "periodic_stall_period_text", "periodic_stall_slowdown", "periodic_pattern_count",
-          "step_time_drift_fraction", "throughput_drift_shape", "generation_time_fraction")
+_NAMES = (
+    "throughput_p10",
+    "throughput_p50",
+    "throughput_p90",
+    "throughput_dip_count",
+    "throughput_dip_first_step",
+    "throughput_dip_lost_fraction",
+    "periodic_stall_period_steps",
+    "periodic_stall_count",
+    "periodic_stall_first_step",
+    "periodic_stall_lost_fraction",
+    "periodic_stall_cause",
+    "step_time_p50_s",
+    "periodic_stall_period_text",
+    "periodic_stall_slowdown",
+    "periodic_pattern_count",
+    "step_time_drift_fraction",
+    "throughput_drift_shape",
+    "generation_time_fraction",
+)
 
 
 def throughput_of(series) -> tuple[np.ndarray | None, str | None]:
@@ -53,9 +68,17 @@ def throughput_of(series) -> tuple[np.ndarray | None, str | None]:
     return tp, unit
 
 
-def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[str, Any],
-                       anomalies: list[dict[str, Any]], evidence: dict[str, list], charts: dict[str, Any],
-                       notes: list[str]) -> None:
+def analyze_throughput(
+    series,
+    options,
+    warm: int,
+    stride: np.ndarray,
+    m: dict[str, Any],
+    anomalies: list[dict[str, Any]],
+    evidence: dict[str, list],
+    charts: dict[str, Any],
+    notes: list[str],
+) -> None:
     steps = series.step
     tp, unit = throughput_of(series)
     st = series.col("step_time_s")
@@ -67,8 +90,10 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
         m["step_time_p50_s"] = float(np.median(good)) if good.size else None
     _phases(series, m)
     if tp is None:
-        notes.append("the log has no throughput or step-time field: throughput dips and stalls are not assessed "
-                     "(log tokens_per_sec, samples_per_sec or step_time_s to get them)")
+        notes.append(
+            "the log has no throughput or step-time field: throughput dips and stalls are not assessed "
+            "(log tokens_per_sec, samples_per_sec or step_time_s to get them)"
+        )
         return
     ok = np.isfinite(tp) & (tp > 0)
     steady = ok.copy()
@@ -114,7 +139,7 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
         n_pat = pattern_of.get(s)
         if n_pat is not None:
             cut = min(e, s + stall_lens[n_pat] - 1)
-            stall_mask[s:cut + 1] = True
+            stall_mask[s : cut + 1] = True
             rows.append((s, cut, "periodic_stall", n_pat))
             if cut < e:
                 rows.append((cut + 1, e, "throughput_dip", -1))
@@ -125,31 +150,52 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
         hits = np.array(sorted(s for s, p in pattern_of.items() if p == n_pat), dtype=np.int64)
         mask = np.zeros(tp.size, dtype=bool)
         for s in hits.tolist():
-            mask[s:s + stall_lens[n_pat]] = True
+            mask[s : s + stall_lens[n_pat]] = True
         mask &= stall_mask
         cause = _stall_cause(series, hits, steps)
-        summaries.append({"pattern": n_pat + 1, "period_steps": pat.period, "period_min_steps": pat.period_min,
-                          "period_max_steps": pat.period_max, "phase": pat.phase, "slow_steps": int(hits.size),
-                          "coverage": round(pat.coverage, 3), "lost_fraction": float(lost[mask].sum() / total),
-                          "slowdown": float(np.median(p50 / tp[hits])), "cause": cause[0] if cause else None,
-                          "cause_evidence": cause[1] if cause else None,
-                          "reported": bool(lost[mask].sum() / total >= options.pattern_min_lost_fraction),
-                          "first_steps": [int(steps[i]) for i in hits[:10]]})
+        summaries.append(
+            {
+                "pattern": n_pat + 1,
+                "period_steps": pat.period,
+                "period_min_steps": pat.period_min,
+                "period_max_steps": pat.period_max,
+                "phase": pat.phase,
+                "slow_steps": int(hits.size),
+                "coverage": round(pat.coverage, 3),
+                "lost_fraction": float(lost[mask].sum() / total),
+                "slowdown": float(np.median(p50 / tp[hits])),
+                "cause": cause[0] if cause else None,
+                "cause_evidence": cause[1] if cause else None,
+                "reported": bool(lost[mask].sum() / total >= options.pattern_min_lost_fraction),
+                "first_steps": [int(steps[i]) for i in hits[:10]],
+            }
+        )
     dips, stalls = [], []
     for s, e, kind, n_pat in rows:
         if kind == "periodic_stall" and not summaries[n_pat]["reported"]:
             continue  # a pattern too cheap to report: its steps are explained, not dips
-        i_min = s + int(np.argmin(tp[s:e + 1]))
-        crit = ("below P10 and >5% under the median" if by_p10[i_min] else
-                f"under {options.dip_fraction:g}x the moving median" if by_trail[i_min] else
-                f"under {options.dip_fraction:g}x the run median")
-        extra: dict[str, Any] = {"min_throughput": float(tp[i_min]), "median_throughput": p50,
-                                 "lost_fraction": float(lost[s:e + 1].sum() / total),
-                                 "criterion": f"{crit}, and {options.dip_noise_z:g} robust sigmas under it"}
+        i_min = s + int(np.argmin(tp[s : e + 1]))
+        crit = (
+            "below P10 and >5% under the median"
+            if by_p10[i_min]
+            else f"under {options.dip_fraction:g}x the moving median"
+            if by_trail[i_min]
+            else f"under {options.dip_fraction:g}x the run median"
+        )
+        extra: dict[str, Any] = {
+            "min_throughput": float(tp[i_min]),
+            "median_throughput": p50,
+            "lost_fraction": float(lost[s : e + 1].sum() / total),
+            "criterion": f"{crit}, and {options.dip_noise_z:g} robust sigmas under it",
+        }
         if kind == "periodic_stall":
             summ = summaries[n_pat]
-            extra.update(period_steps=summ["period_steps"], pattern=summ["pattern"],
-                         pattern_lost_fraction=summ["lost_fraction"], **({"cause": summ["cause"]} if summ["cause"] else {}))
+            extra.update(
+                period_steps=summ["period_steps"],
+                pattern=summ["pattern"],
+                pattern_lost_fraction=summ["lost_fraction"],
+                **({"cause": summ["cause"]} if summ["cause"] else {}),
+            )
             if summ["period_min_steps"] != summ["period_max_steps"]:
                 extra.update(period_min_steps=summ["period_min_steps"], period_max_steps=summ["period_max_steps"])
         row = anomaly(kind, steps, s, e, rule=ANOMALY_RULES[kind], **extra)
@@ -157,14 +203,18 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
         anomalies.append(row)
     for summ in summaries[1:]:
         if summ["reported"]:
-            notes.append(f"periodic pattern {summ['pattern']}: a slow step {_every(summ)}{_after(summ)}, "
-                         f"{summ['slowdown']:.2f}x the median step, {summ['slow_steps']} of them, "
-                         f"{summ['lost_fraction']:.2%} of the run time (the costliest pattern is in the metrics)")
+            notes.append(
+                f"periodic pattern {summ['pattern']}: a slow step {_every(summ)}{_after(summ)}, "
+                f"{summ['slowdown']:.2f}x the median step, {summ['slow_steps']} of them, "
+                f"{summ['lost_fraction']:.2%} of the run time (the costliest pattern is in the metrics)"
+            )
     for summ in summaries:
         if not summ["reported"]:
-            notes.append(f"also a slow step {_every(summ)}{_after(summ)}: {summ['slowdown']:.2f}x the median step, "
-                         f"{summ['slow_steps']} of them, {summ['lost_fraction']:.2%} of the run time (under "
-                         f"{options.pattern_min_lost_fraction:.1%}: not reported as a stall, nor as dips)")
+            notes.append(
+                f"also a slow step {_every(summ)}{_after(summ)}: {summ['slowdown']:.2f}x the median step, "
+                f"{summ['slow_steps']} of them, {summ['lost_fraction']:.2%} of the run time (under "
+                f"{options.pattern_min_lost_fraction:.1%}: not reported as a stall, nor as dips)"
+            )
     dip_mask = slow & ~stall_mask
     m["throughput_dip_count"] = len(dips)
     m["throughput_dip_first_step"] = (dips[0].get("step", dips[0].get("start_step"))) if dips else None
@@ -176,14 +226,21 @@ def analyze_throughput(series, options, warm: int, stride: np.ndarray, m: dict[s
         m["periodic_stall_first_step"] = top["first_steps"][0]
         m["periodic_stall_lost_fraction"] = top["lost_fraction"]
         m["periodic_stall_cause"] = top["cause"]
-        m["periodic_stall_period_text"] = _every(top)[len("every "):-len(" steps")]
+        m["periodic_stall_period_text"] = _every(top)[len("every ") : -len(" steps")]
         m["periodic_stall_slowdown"] = top["slowdown"]
     m["periodic_pattern_count"] = sum(s["reported"] for s in summaries) if summaries else 0
     evidence["throughput_dips"] = dips[:100]
     evidence["periodic_stalls"] = summaries
     _drift(steps, tp, steady & ~slow, unit, m, anomalies, options.drift_fraction)
-    charts.update(throughput=tp, throughput_unit=unit, throughput_p10=p10, throughput_p50=p50, throughput_p90=p90,
-                  dip_mask=dip_mask, stall_mask=stall_mask)
+    charts.update(
+        throughput=tp,
+        throughput_unit=unit,
+        throughput_p10=p10,
+        throughput_p50=p50,
+        throughput_p90=p90,
+        dip_mask=dip_mask,
+        stall_mask=stall_mask,
+    )
 
 
 TICKS = 2  # a difference of two rounded clock readings is off by up to one tick; a slow interval needs more
@@ -239,8 +296,15 @@ def _stall_cause(series, hits: np.ndarray, steps: np.ndarray) -> tuple[str, str]
     return CAUSES[kind], f"{n} of {hits.size} slow steps follow a logged {CAUSES[kind]}"
 
 
-def _drift(steps: np.ndarray, tp: np.ndarray, steady: np.ndarray, unit: str | None, m: dict[str, Any],
-           anomalies: list[dict[str, Any]], report_fraction: float) -> None:
+def _drift(
+    steps: np.ndarray,
+    tp: np.ndarray,
+    steady: np.ndarray,
+    unit: str | None,
+    m: dict[str, Any],
+    anomalies: list[dict[str, Any]],
+    report_fraction: float,
+) -> None:
     idx = np.flatnonzero(steady)
     if idx.size < DRIFT_MIN_POINTS:
         return
@@ -264,10 +328,22 @@ def _drift(steps: np.ndarray, tp: np.ndarray, steady: np.ndarray, unit: str | No
     m["throughput_drift_shape"] = shape
     if abs(drift) < report_fraction:
         return
-    anomalies.append(anomaly("throughput_drift", steps, int(idx[0]), int(idx[-1]), rule=ANOMALY_RULES["throughput_drift"],
-                             drift_fraction=drift, shape=shape, **({"change_step": at} if at is not None else {}),
-                             first_throughput=1.0 / first, last_throughput=1.0 / last, unit=unit,
-                             criterion="median time per unit of work, last fifth of the steady points vs the first"))
+    anomalies.append(
+        anomaly(
+            "throughput_drift",
+            steps,
+            int(idx[0]),
+            int(idx[-1]),
+            rule=ANOMALY_RULES["throughput_drift"],
+            drift_fraction=drift,
+            shape=shape,
+            **({"change_step": at} if at is not None else {}),
+            first_throughput=1.0 / first,
+            last_throughput=1.0 / last,
+            unit=unit,
+            criterion="median time per unit of work, last fifth of the steady points vs the first",
+        )
+    )
 
 
 def _phases(series, m: dict[str, Any]) -> None:

@@ -26,8 +26,8 @@ def read_torchtitan(source: str, text: str) -> LogSeries:
         m = STEP_RE.search(line)
         if m:
             step = int(m.group(1))
-            values = pairs(line[m.end() - len("loss:"):])
-            if "validate" in line[:m.start()]:
+            values = pairs(line[m.end() - len("loss:") :])
+            if "validate" in line[: m.start()]:
                 events.items.append({"kind": "eval", "step": step})
                 if "loss" in values:
                     records.append({"step": step, "val_loss": values["loss"]})
@@ -40,6 +40,10 @@ def read_torchtitan(source: str, text: str) -> LogSeries:
             continue
         events.feed(line, last)
     if not any("loss" in r for r in records):
-        raise LogError(source, "looks like a torchtitan log but has no 'step: N  loss: ...' lines", excerpt(text),
-                       "pass the log of rank 0")
+        raise LogError(
+            source,
+            "looks like a torchtitan log but has no 'step: N  loss: ...' lines",
+            excerpt(text),
+            "pass the log of rank 0",
+        )
     return records_to_series(source, "torchtitan", records, header, warnings, events.items)

@@ -43,16 +43,23 @@ def _windows(series, name: str, window: int) -> tuple[np.ndarray, np.ndarray, st
         use = np.flatnonzero(ok & np.isfinite(e))
         keys, inverse, counts = np.unique(e[use], return_inverse=True, return_counts=True)
         if MIN_WINDOWS <= keys.size <= MAX_EPOCHS:
-            return _group_medians(col[use], inverse, counts), _group_first(series.step[use], inverse, keys.size), "epochs"
+            return (
+                _group_medians(col[use], inverse, counts),
+                _group_first(series.step[use], inverse, keys.size),
+                "epochs",
+            )
     idx = np.flatnonzero(ok)
     if name == "eval_loss" and idx.size >= MIN_WINDOWS:
         return col[idx], series.step[idx], "evaluations"
     n = idx.size // max(1, window)
     if n < MIN_WINDOWS:
         return None
-    blocks = np.array_split(idx[idx.size - n * window:], n)
-    return (np.array([np.median(col[b]) for b in blocks]), np.array([int(series.step[b[0]]) for b in blocks]),
-            f"windows of {window} points")
+    blocks = np.array_split(idx[idx.size - n * window :], n)
+    return (
+        np.array([np.median(col[b]) for b in blocks]),
+        np.array([int(series.step[b[0]]) for b in blocks]),
+        f"windows of {window} points",
+    )
 
 
 def _group_medians(x: np.ndarray, group: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -100,10 +107,15 @@ def rising_run(levels: np.ndarray) -> int | None:
     return start
 
 
-def find_trends(series, window: int, diverging: bool, anomalies: list[dict[str, Any]], notes: list[str],
-                m: dict[str, Any]) -> None:
-    m.update(loss_regression=None, loss_regression_start_step=None, loss_regression_rise_fraction=None,
-             loss_regression_after_resume_step=None)
+def find_trends(
+    series, window: int, diverging: bool, anomalies: list[dict[str, Any]], notes: list[str], m: dict[str, Any]
+) -> None:
+    m.update(
+        loss_regression=None,
+        loss_regression_start_step=None,
+        loss_regression_rise_fraction=None,
+        loss_regression_after_resume_step=None,
+    )
     train = _windows(series, "loss", window)
     val = _windows(series, "eval_loss", window)
     if train is None and val is None:
@@ -111,8 +123,10 @@ def find_trends(series, window: int, diverging: bool, anomalies: list[dict[str, 
     m["loss_regression"] = False
     t_start = rising_run(train[0]) if train is not None else None
     v_start = rising_run(val[0]) if val is not None else None
-    crit = (f"the level (median per window) rose from each window to the next over the last {MIN_RISES} or more "
-            f"windows, by at least {MIN_RISE_FRACTION:.1%} in all, from the lowest level so far")
+    crit = (
+        f"the level (median per window) rose from each window to the next over the last {MIN_RISES} or more "
+        f"windows, by at least {MIN_RISE_FRACTION:.1%} in all, from the lowest level so far"
+    )
     if t_start is not None and not diverging or (train is None and v_start is not None):
         levels, firsts, unit = train if t_start is not None else val
         start = t_start if t_start is not None else v_start
@@ -120,10 +134,19 @@ def find_trends(series, window: int, diverging: bool, anomalies: list[dict[str, 
         rise = float(levels[-1] / levels[start] - 1.0)
         step = int(firsts[start])
         after = [r for r in series.resume_steps if r <= int(firsts[start + 1])]
-        row: dict[str, Any] = {"kind": "loss_regression", "start_step": step, "end_step": int(series.step[-1]),
-                               "loss_from": float(levels[start]), "loss_to": float(levels[-1]), "rise_fraction": rise,
-                               "windows": int(levels.size - 1 - start), "window_kind": unit, "field": what,
-                               "rule": ANOMALY_RULES["loss_regression"], "criterion": crit}
+        row: dict[str, Any] = {
+            "kind": "loss_regression",
+            "start_step": step,
+            "end_step": int(series.step[-1]),
+            "loss_from": float(levels[start]),
+            "loss_to": float(levels[-1]),
+            "rise_fraction": rise,
+            "windows": int(levels.size - 1 - start),
+            "window_kind": unit,
+            "field": what,
+            "rule": ANOMALY_RULES["loss_regression"],
+            "criterion": crit,
+        }
         if after:
             row["after_resume_step"] = m["loss_regression_after_resume_step"] = after[-1]
         if what == "training loss" and v_start is not None:
@@ -136,9 +159,11 @@ def find_trends(series, window: int, diverging: bool, anomalies: list[dict[str, 
         t_levels, t_firsts, _ = train
         from_step = int(val[1][v_start])
         i = int(np.searchsorted(t_firsts, from_step))
-        part = t_levels[max(0, i - 1):]
+        part = t_levels[max(0, i - 1) :]
         if part.size >= 2 and part[-1] < part[0]:
             vl = val[0]
-            notes.append(f"validation loss rose over the last {vl.size - 1 - v_start} {val[2]} ({vl[v_start]:.4g} -> "
-                         f"{vl[-1]:.4g}) while the training loss fell ({part[0]:.4g} -> {part[-1]:.4g}): the model "
-                         f"may be overfitting (criterion: {crit.replace('windows', val[2])})")
+            notes.append(
+                f"validation loss rose over the last {vl.size - 1 - v_start} {val[2]} ({vl[v_start]:.4g} -> "
+                f"{vl[-1]:.4g}) while the training loss fell ({part[0]:.4g} -> {part[-1]:.4g}): the model "
+                f"may be overfitting (criterion: {crit.replace('windows', val[2])})"
+            )

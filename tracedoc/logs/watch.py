@@ -32,11 +32,22 @@ from typing import Any
 MAX_BLOCKS = 200
 RESTART_SHARE = 0.25  # the clock restarted: elapsed time under this share of the last (a second writer lags less)
 NAN_RUN = 3
-SEVERITY = {"nan": "error", "divergence": "error", "no_new_line": "error", "loss_spike": "warning",
-            "stall": "warning", "throughput_regression": "warning"}
-LABEL = {"nan": "unstable_training", "divergence": "unstable_training", "loss_spike": "unstable_training",
-         "stall": "throughput_regression", "throughput_regression": "throughput_regression",
-         "no_new_line": "throughput_regression"}
+SEVERITY = {
+    "nan": "error",
+    "divergence": "error",
+    "no_new_line": "error",
+    "loss_spike": "warning",
+    "stall": "warning",
+    "throughput_regression": "warning",
+}
+LABEL = {
+    "nan": "unstable_training",
+    "divergence": "unstable_training",
+    "loss_spike": "unstable_training",
+    "stall": "throughput_regression",
+    "throughput_regression": "throughput_regression",
+    "no_new_line": "throughput_regression",
+}
 
 
 @dataclass(frozen=True)
@@ -69,8 +80,14 @@ class Finding:
         return SEVERITY[self.kind]
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"kind": self.kind, "step": self.step, "label": self.label, "severity": self.severity,
-               "message": self.message, "criterion": self.criterion}
+        out = {
+            "kind": self.kind,
+            "step": self.step,
+            "label": self.label,
+            "severity": self.severity,
+            "message": self.message,
+            "criterion": self.criterion,
+        }
         out.update({k: (v if not isinstance(v, float) or math.isfinite(v) else str(v)) for k, v in self.values.items()})
         return out
 
@@ -123,8 +140,9 @@ class Watch:
         step = int(step) if step is not None else (self.last_step + 1 if self.last_step is not None else 0)
         if self.last_step is not None and step <= self.last_step:
             elapsed = rec.get("elapsed_s")
-            restarted = (self.last_elapsed is not None and elapsed is not None
-                         and elapsed < RESTART_SHARE * self.last_elapsed[1])
+            restarted = (
+                self.last_elapsed is not None and elapsed is not None and elapsed < RESTART_SHARE * self.last_elapsed[1]
+            )
             if step == self.last_step or not restarted:
                 self.repeats += 1  # a second writer's line, or a step logged again: judged once
                 return []
@@ -147,8 +165,15 @@ class Watch:
                 continue
             bad = not math.isfinite(x)
             if bad and not self.in_nan.get(name):  # one finding per run of NaN/inf lines
-                out.append(Finding("nan", step, f"{name} is {x} at step {step}", "not a finite number",
-                                   {"field": name, "value": str(x)}))
+                out.append(
+                    Finding(
+                        "nan",
+                        step,
+                        f"{name} is {x} at step {step}",
+                        "not a finite number",
+                        {"field": name, "value": str(x)},
+                    )
+                )
             self.in_nan[name] = bad
         loss = rec.get("loss")
         if loss is None:
@@ -157,8 +182,15 @@ class Watch:
             self.nan_run += 1
             if self.nan_run == NAN_RUN and not self.diverged:
                 self.diverged = True
-                out.append(Finding("divergence", step, f"the loss has been NaN/inf for {NAN_RUN} lines in a row: the "
-                                   "run diverged to NaN", f"{NAN_RUN} non-finite losses in a row", {"to_nan": True}))
+                out.append(
+                    Finding(
+                        "divergence",
+                        step,
+                        f"the loss has been NaN/inf for {NAN_RUN} lines in a row: the run diverged to NaN",
+                        f"{NAN_RUN} non-finite losses in a row",
+                        {"to_nan": True},
+                    )
+                )
             return
         self.nan_run = 0
         if len(self.losses) >= max(5, self.losses.maxlen // 2):
@@ -168,12 +200,21 @@ class Watch:
             by_z = z > self.o.spike_z and rise > self.o.spike_min_rise_fraction * abs(med)
             by_ratio = med > 0 and loss >= self.o.spike_ratio * med and z > self.o.spike_ratio_z
             if (by_z or by_ratio) and not self.in_spike:
-                crit = (f"{loss / med:.2g}x the trailing median (>= {self.o.spike_ratio:g}x), z {min(z, 1e9):.1f}"
-                        if by_ratio and not by_z else
-                        f"z {min(z, 1e9):.1f} > {self.o.spike_z:g} scaled MADs and "
-                        f"{rise / abs(med) if med else math.inf:+.0%} above the trailing median")
-                out.append(Finding("loss_spike", step, f"loss {loss:.5g} at step {step}, trailing median {med:.5g}",
-                                   crit, {"loss": loss, "reference": med, "z": min(z, 1e9)}))
+                crit = (
+                    f"{loss / med:.2g}x the trailing median (>= {self.o.spike_ratio:g}x), z {min(z, 1e9):.1f}"
+                    if by_ratio and not by_z
+                    else f"z {min(z, 1e9):.1f} > {self.o.spike_z:g} scaled MADs and "
+                    f"{rise / abs(med) if med else math.inf:+.0%} above the trailing median"
+                )
+                out.append(
+                    Finding(
+                        "loss_spike",
+                        step,
+                        f"loss {loss:.5g} at step {step}, trailing median {med:.5g}",
+                        crit,
+                        {"loss": loss, "reference": med, "z": min(z, 1e9)},
+                    )
+                )
             self.in_spike = bool(by_z or by_ratio)
             self.spike_points = self.spike_points + 1 if self.in_spike else 0
         self._blocks(step, loss, out)
@@ -199,10 +240,17 @@ class Watch:
         rel = level / self.block_min - 1.0
         if sum(ups) >= 0.6 * len(ups) and rel > self.o.divergence_rise_fraction:
             self.diverged = True
-            out.append(Finding("divergence", step, f"the smoothed loss rose {rel:.0%} from its minimum {self.block_min:.5g} "
-                               f"to {level:.5g} at step {step}",
-                               f"block medians rose in >= 60% of the {len(ups)} blocks since the minimum, "
-                               f"> {self.o.divergence_rise_fraction:.0%} above it", {"rise_fraction": rel}))
+            out.append(
+                Finding(
+                    "divergence",
+                    step,
+                    f"the smoothed loss rose {rel:.0%} from its minimum {self.block_min:.5g} "
+                    f"to {level:.5g} at step {step}",
+                    f"block medians rose in >= 60% of the {len(ups)} blocks since the minimum, "
+                    f"> {self.o.divergence_rise_fraction:.0%} above it",
+                    {"rise_fraction": rel},
+                )
+            )
 
     def _timing(self, step: int, rec: dict[str, Any], out: list[Finding]) -> None:
         st = rec.get("step_time_s")
@@ -217,9 +265,15 @@ class Watch:
             if self.points > self.warm_until and len(self.step_times) >= max(5, self.step_times.maxlen // 2):
                 med = _median(self.step_times)
                 if st > self.o.stall_factor * med:
-                    out.append(Finding("stall", step, f"step {step} took {st:.3g} s, {st / med:.1f}x the median "
-                                       f"{med:.3g} s", f"> {self.o.stall_factor:g}x the median step time of the "
-                                       f"last {len(self.step_times)} lines", {"step_time_s": st, "median_s": med}))
+                    out.append(
+                        Finding(
+                            "stall",
+                            step,
+                            f"step {step} took {st:.3g} s, {st / med:.1f}x the median {med:.3g} s",
+                            f"> {self.o.stall_factor:g}x the median step time of the last {len(self.step_times)} lines",
+                            {"step_time_s": st, "median_s": med},
+                        )
+                    )
             self.step_times.append(st)
         rate = rec.get("throughput")
         if rate is None and st is not None and math.isfinite(st) and st > 0:
@@ -238,10 +292,16 @@ class Watch:
         now = _median(self.rates)
         low = now < (1 - self.o.regression_fraction) * self.baseline
         if low and not self.regressed:
-            out.append(Finding("throughput_regression", step, f"throughput over the last {len(self.rates)} lines is "
-                               f"{now:.4g}, {now / self.baseline - 1:+.0%} against {self.baseline:.4g} at the start",
-                               f"median of the last window < {1 - self.o.regression_fraction:g}x the first window's",
-                               {"throughput": now, "baseline": self.baseline}))
+            out.append(
+                Finding(
+                    "throughput_regression",
+                    step,
+                    f"throughput over the last {len(self.rates)} lines is "
+                    f"{now:.4g}, {now / self.baseline - 1:+.0%} against {self.baseline:.4g} at the start",
+                    f"median of the last window < {1 - self.o.regression_fraction:g}x the first window's",
+                    {"throughput": now, "baseline": self.baseline},
+                )
+            )
         self.regressed = low
 
     def _resume(self, step: int) -> None:
@@ -260,8 +320,9 @@ class Watch:
         span = f"steps {self.first_step}-{self.last_step}" if self.first_step is not None else "no step"
         extra = []
         if self.resumes:
-            extra.append(f"{len(self.resumes)} resume(s), first from step {self.resumes[0][0]} back to "
-                         f"{self.resumes[0][1]}")
+            extra.append(
+                f"{len(self.resumes)} resume(s), first from step {self.resumes[0][0]} back to {self.resumes[0][1]}"
+            )
         if self.repeats:
             extra.append(f"{self.repeats} lines repeated a step already seen (a second writer?) and were skipped")
         return f"{self.points} records, {span}: {found}" + "".join(f"; {e}" for e in extra)

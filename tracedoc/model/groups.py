@@ -209,8 +209,9 @@ def first_match(keys: tuple[np.ndarray, ...], table: tuple[np.ndarray, ...]) -> 
             return np.full(n, -1, dtype=np.int64)
         table = tuple(np.asarray(t)[rows] for t in table)
         m = rows.size
-    code = joint_code(*(np.concatenate([np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)])
-                        for k, t in zip(keys, table)))
+    code = joint_code(
+        *(np.concatenate([np.asarray(k, dtype=np.int64), np.asarray(t, dtype=np.int64)]) for k, t in zip(keys, table))
+    )
     wanted, held = code[:n], code[n:]
     order = np.argsort(held, kind="stable")
     ranked = held[order]

@@ -55,11 +55,11 @@ def _boundaries(a: IntervalSet, b: IntervalSet, need_a: bool, need_b: bool) -> I
         return empty()
     na, nb = a_s.size + a_e.size, b_s.size + b_e.size
     delta_a = np.zeros(na + nb, dtype=np.int32)
-    delta_a[:a_s.size] = 1
-    delta_a[a_s.size:na] = -1
+    delta_a[: a_s.size] = 1
+    delta_a[a_s.size : na] = -1
     delta_b = np.zeros(na + nb, dtype=np.int32)
-    delta_b[na:na + b_s.size] = 1
-    delta_b[na + b_s.size:] = -1
+    delta_b[na : na + b_s.size] = 1
+    delta_b[na + b_s.size :] = -1
     order = np.argsort(pts, kind="stable")
     pts = pts[order]
     in_a = np.cumsum(delta_a[order])

@@ -38,8 +38,15 @@ _MIN_CHARS = 4096
 _USEFUL_SHARE = 0.25  # the best text is in more names than this share (and than one a ...
 _CHARS_PER_FIND = 64  # ... _CHARS_PER_FIND characters): the pattern runs on every name
 _TABLE_SHARE = 4  # a pattern asked about a quarter of the table or more looks in the whole table
-_REPEATS = tuple(op for op in (getattr(_sc, "MAX_REPEAT", None), getattr(_sc, "MIN_REPEAT", None),
-                               getattr(_sc, "POSSESSIVE_REPEAT", None)) if op is not None)
+_REPEATS = tuple(
+    op
+    for op in (
+        getattr(_sc, "MAX_REPEAT", None),
+        getattr(_sc, "MIN_REPEAT", None),
+        getattr(_sc, "POSSESSIVE_REPEAT", None),
+    )
+    if op is not None
+)
 _ATOMIC = getattr(_sc, "ATOMIC_GROUP", None)
 _MAX_HAYSTACK_CHARS = 16 << 20  # a table with more characters is not kept joined
 _UNTESTED, _NO, _YES = 0, 1, 2  # what is known of a string, per pattern
@@ -50,8 +57,11 @@ def pattern_of(predicate) -> re.Pattern | None:
     """The compiled text pattern behind ``predicate`` when it is that pattern's ``search``, ``match``
     or ``fullmatch``; None for any other callable."""
     owner = getattr(predicate, "__self__", None)
-    if isinstance(owner, re.Pattern) and isinstance(owner.pattern, str) and \
-            getattr(predicate, "__name__", None) in _METHODS:
+    if (
+        isinstance(owner, re.Pattern)
+        and isinstance(owner.pattern, str)
+        and getattr(predicate, "__name__", None) in _METHODS
+    ):
         return owner
     return None
 

@@ -42,18 +42,28 @@ class Device:
     @classmethod
     def from_properties(cls, d: dict[str, Any]) -> "Device":
         """From a Kineto ``deviceProperties`` entry (the nsys reader writes the same keys)."""
-        sms = next((int(v) for v in (d.get("numSms"), d.get("multiProcessorCount"))
-                    if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0), None)
+        sms = next(
+            (
+                int(v)
+                for v in (d.get("numSms"), d.get("multiProcessorCount"))
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+            ),
+            None,
+        )
         memory = d.get("totalGlobalMem")
         memory = int(memory) if isinstance(memory, (int, float)) and not isinstance(memory, bool) else None
         name = d.get("name")
         peak = device_peak(None if name is None else str(name))
-        return cls(id=int_or_none(d.get("id")), name=None if name is None else str(name),
-                   compute_major=int_or_none(d.get("computeMajor")), compute_minor=int_or_none(d.get("computeMinor")),
-                   sm_count=sms,
-                   memory_bytes=memory,
-                   peak_flops={k: v * 1e12 for k, v in peak.tflops.items()} if peak else None,
-                   properties=dict(d))
+        return cls(
+            id=int_or_none(d.get("id")),
+            name=None if name is None else str(name),
+            compute_major=int_or_none(d.get("computeMajor")),
+            compute_minor=int_or_none(d.get("computeMinor")),
+            sm_count=sms,
+            memory_bytes=memory,
+            peak_flops={k: v * 1e12 for k, v in peak.tflops.items()} if peak else None,
+            properties=dict(d),
+        )
 
     @property
     def compute_capability(self) -> float | None:
@@ -84,9 +94,14 @@ class ProcessGroup:
         ranks = d.get("ranks")
         ranks = tuple(r for r in map(int_or_none, ranks) if r is not None) if isinstance(ranks, list) else None
         name, desc, backend = d.get("pg_name"), d.get("pg_desc"), d.get("backend_config")
-        return cls(name=None if name is None else str(name), description=None if desc is None else str(desc),
-                   backend=None if backend is None else str(backend), size=int_or_none(d.get("pg_size")),
-                   ranks=ranks, properties=dict(d))
+        return cls(
+            name=None if name is None else str(name),
+            description=None if desc is None else str(desc),
+            backend=None if backend is None else str(backend),
+            size=int_or_none(d.get("pg_size")),
+            ranks=ranks,
+            properties=dict(d),
+        )
 
 
 @dataclass

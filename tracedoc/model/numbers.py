@@ -83,8 +83,9 @@ def _plain_decimals(joined: bytes, n: int, scale_digits: int) -> np.ndarray | No
     return out
 
 
-def _uniform_decimals(a: np.ndarray, joined: bytes, seps: np.ndarray, ends: np.ndarray, dots: np.ndarray, n: int,
-                      scale_digits: int) -> np.ndarray | None:
+def _uniform_decimals(
+    a: np.ndarray, joined: bytes, seps: np.ndarray, ends: np.ndarray, dots: np.ndarray, n: int, scale_digits: int
+) -> np.ndarray | None:
     """Tokens that all have exactly ``scale_digits`` decimals (Kineto's 3-decimal microseconds) are their
     digits without the dot; tokens without a dot are scaled by ``10**scale_digits``. Either way one text
     parse, none of the per-token bookkeeping. None when the tokens are not all of one of these forms, or
@@ -112,8 +113,9 @@ def _uniform_decimals(a: np.ndarray, joined: bytes, seps: np.ndarray, ends: np.n
     return vals * mult
 
 
-def _token_digits(a: np.ndarray, joined: bytes, seps: np.ndarray, ends: np.ndarray, decimals: np.ndarray,
-                  n: int) -> np.ndarray | None:
+def _token_digits(
+    a: np.ndarray, joined: bytes, seps: np.ndarray, ends: np.ndarray, decimals: np.ndarray, n: int
+) -> np.ndarray | None:
     """Each token's digits, dot removed, as one signed integer; None unless every token is an optionally
     signed run of digits with at most one dot between digits.
 

@@ -30,8 +30,12 @@ GPU_KIND_NAMES = {KERNEL: "kernel", MEMCPY: "memcpy", MEMSET: "memset"}
 
 # CPU op kinds
 CPU_OP, USER_ANNOTATION, PYTHON_FUNCTION, CPU_OTHER = 0, 1, 2, 3
-CPU_KIND_NAMES = {CPU_OP: "cpu_op", USER_ANNOTATION: "user_annotation",
-                  PYTHON_FUNCTION: "python_function", CPU_OTHER: "other"}
+CPU_KIND_NAMES = {
+    CPU_OP: "cpu_op",
+    USER_ANNOTATION: "user_annotation",
+    PYTHON_FUNCTION: "python_function",
+    CPU_OTHER: "other",
+}
 
 # Runtime call kinds
 RUNTIME, DRIVER, RUNTIME_OTHER = 0, 1, 2
@@ -39,58 +43,140 @@ RUNTIME_KIND_NAMES = {RUNTIME: "runtime", DRIVER: "driver", RUNTIME_OTHER: "othe
 
 # Memcpy directions and memory kinds (numbering follows CUPTI, as nsys exports do)
 COPY_UNKNOWN, COPY_HTOD, COPY_DTOH, COPY_DTOD, COPY_PTOP = 0, 1, 2, 8, 10
-COPY_KIND_NAMES = {COPY_UNKNOWN: "unknown", COPY_HTOD: "HtoD", COPY_DTOH: "DtoH", COPY_DTOD: "DtoD",
-                   COPY_PTOP: "PtoP", 11: "HtoD (unified)", 12: "DtoH (unified)", 13: "DtoD (unified)"}
+COPY_KIND_NAMES = {
+    COPY_UNKNOWN: "unknown",
+    COPY_HTOD: "HtoD",
+    COPY_DTOH: "DtoH",
+    COPY_DTOD: "DtoD",
+    COPY_PTOP: "PtoP",
+    11: "HtoD (unified)",
+    12: "DtoH (unified)",
+    13: "DtoD (unified)",
+}
 MEM_PAGEABLE, MEM_PINNED, MEM_DEVICE, MEM_MANAGED = 0, 1, 2, 4
-MEM_KIND_NAMES = {-1: "unknown", MEM_PAGEABLE: "Pageable", MEM_PINNED: "Pinned", MEM_DEVICE: "Device",
-                  3: "Array", MEM_MANAGED: "Managed"}
+MEM_KIND_NAMES = {
+    -1: "unknown",
+    MEM_PAGEABLE: "Pageable",
+    MEM_PINNED: "Pinned",
+    MEM_DEVICE: "Device",
+    3: "Array",
+    MEM_MANAGED: "Managed",
+}
 
 # Schemas: column name -> dtype. Every table carries exactly these columns.
 SCHEMAS: dict[str, dict[str, str]] = {
     "gpu_ops": {
-        "kind": "uint8", "device": "int32", "stream": "int64", "start_ns": "int64", "end_ns": "int64",
-        "name": "int32", "correlation": "int64", "external_id": "int64", "pid": "int64",
-        "grid_x": "int32", "grid_y": "int32", "grid_z": "int32",
-        "block_x": "int32", "block_y": "int32", "block_z": "int32",
-        "registers": "int32", "shared_mem": "int64", "blocks_per_sm": "float64",
-        "warps_per_sm": "float64", "est_occupancy": "float64", "bytes": "int64",
-        "copy_kind": "int8", "src_kind": "int8", "dst_kind": "int8", "graph_id": "int64",
+        "kind": "uint8",
+        "device": "int32",
+        "stream": "int64",
+        "start_ns": "int64",
+        "end_ns": "int64",
+        "name": "int32",
+        "correlation": "int64",
+        "external_id": "int64",
+        "pid": "int64",
+        "grid_x": "int32",
+        "grid_y": "int32",
+        "grid_z": "int32",
+        "block_x": "int32",
+        "block_y": "int32",
+        "block_z": "int32",
+        "registers": "int32",
+        "shared_mem": "int64",
+        "blocks_per_sm": "float64",
+        "warps_per_sm": "float64",
+        "est_occupancy": "float64",
+        "bytes": "int64",
+        "copy_kind": "int8",
+        "src_kind": "int8",
+        "dst_kind": "int8",
+        "graph_id": "int64",
         "launch": "int64",  # row in ``runtime`` of the call that launched it, -1 if unknown
     },
     "cpu_ops": {
-        "kind": "uint8", "pid": "int64", "tid": "int64", "name": "int32", "start_ns": "int64",
-        "end_ns": "int64", "external_id": "int64", "depth": "int16", "stack": "int32",
+        "kind": "uint8",
+        "pid": "int64",
+        "tid": "int64",
+        "name": "int32",
+        "start_ns": "int64",
+        "end_ns": "int64",
+        "external_id": "int64",
+        "depth": "int16",
+        "stack": "int32",
     },
     "runtime": {
-        "kind": "uint8", "pid": "int64", "tid": "int64", "name": "int32", "start_ns": "int64",
-        "end_ns": "int64", "correlation": "int64", "external_id": "int64", "cbid": "int32",
+        "kind": "uint8",
+        "pid": "int64",
+        "tid": "int64",
+        "name": "int32",
+        "start_ns": "int64",
+        "end_ns": "int64",
+        "correlation": "int64",
+        "external_id": "int64",
+        "cbid": "int32",
     },
     "gpu_annotations": {
-        "device": "int32", "stream": "int64", "name": "int32", "start_ns": "int64", "end_ns": "int64",
+        "device": "int32",
+        "stream": "int64",
+        "name": "int32",
+        "start_ns": "int64",
+        "end_ns": "int64",
         "external_id": "int64",
     },
     "syncs": {  # GPU-side sync/wait markers (not GPU work)
-        "device": "int32", "stream": "int64", "name": "int32", "start_ns": "int64", "end_ns": "int64",
-        "correlation": "int64", "wait_on_stream": "int64",
+        "device": "int32",
+        "stream": "int64",
+        "name": "int32",
+        "start_ns": "int64",
+        "end_ns": "int64",
+        "correlation": "int64",
+        "wait_on_stream": "int64",
     },
     "flows": {
-        "id": "int64", "phase": "uint8", "cat": "int32", "pid": "int64", "tid": "int64", "ts_ns": "int64",
+        "id": "int64",
+        "phase": "uint8",
+        "cat": "int32",
+        "pid": "int64",
+        "tid": "int64",
+        "ts_ns": "int64",
     },
     "memory": {
-        "ts_ns": "int64", "device_type": "int16", "device_id": "int32", "bytes": "int64",
-        "total_allocated": "int64", "total_reserved": "int64", "addr": "int64", "pid": "int64",
+        "ts_ns": "int64",
+        "device_type": "int16",
+        "device_id": "int32",
+        "bytes": "int64",
+        "total_allocated": "int64",
+        "total_reserved": "int64",
+        "addr": "int64",
+        "pid": "int64",
         "tid": "int64",
     },
     "collectives": {  # collective metadata carried by record_param_comms ops and NCCL kernels
-        "source": "uint8", "row": "int64", "external_id": "int64", "collective": "int32",
-        "in_nelems": "int64", "out_nelems": "int64", "group_size": "int64", "dtype": "int32",
-        "pg_name": "int32", "pg_ranks": "int32", "seq": "int64",  # pg_ranks: "0,1,2,3"; seq: per-group sequence number
+        "source": "uint8",
+        "row": "int64",
+        "external_id": "int64",
+        "collective": "int32",
+        "in_nelems": "int64",
+        "out_nelems": "int64",
+        "group_size": "int64",
+        "dtype": "int32",
+        "pg_name": "int32",
+        "pg_ranks": "int32",
+        "seq": "int64",  # pg_ranks: "0,1,2,3"; seq: per-group sequence number
     },
     "op_shapes": {  # recorded shapes of matmul/conv/attention cpu ops (JSON text as string ids)
-        "row": "int64", "dims": "int32", "types": "int32", "concrete": "int32", "flops": "float64",
+        "row": "int64",
+        "dims": "int32",
+        "types": "int32",
+        "concrete": "int32",
+        "flops": "float64",
     },
     "other_spans": {  # X events of categories tracedoc does not analyse (kept so reports can say so)
-        "cat": "int32", "name": "int32", "pid": "int64", "tid": "int64", "start_ns": "int64",
+        "cat": "int32",
+        "name": "int32",
+        "pid": "int64",
+        "tid": "int64",
+        "start_ns": "int64",
         "end_ns": "int64",
     },
 }
@@ -109,6 +195,7 @@ def _missing(dtype: str):
 # templates included, stay under ~6,000): an 8 MB name in a damaged file costs what a long one does.
 MATCH_CHARS = 16_384
 _MATCHED_PART = operator.itemgetter(slice(None, MATCH_CHARS))  # s[:MATCH_CHARS], applied in C
+
 
 def _used_ids(ids: np.ndarray, n: int) -> np.ndarray:
     """The distinct ids in ``[0, n)`` of a column of string ids, ascending."""
@@ -176,8 +263,7 @@ class Table:
         return sum(a.nbytes for a in self.columns.values())
 
 
-_STRING_COLUMNS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "pg_ranks", "dims", "types",
-                   "concrete"}
+_STRING_COLUMNS = {"name", "stack", "cat", "collective", "dtype", "pg_name", "pg_ranks", "dims", "types", "concrete"}
 
 
 @dataclass
@@ -250,16 +336,23 @@ class Trace:
         rows = ", ".join(f"{len(t):,} {name}" for name, t in self.tables.items() if len(t))
         rank = f" rank {self.rank}" if self.rank is not None else ""
         text = f"<Trace {self.source.rsplit('/', 1)[-1]!r}{rank}: {rows or 'no rows'}"
-        return (text[:380] + "…" if len(text) > 380 else text) + (f"; {len(self.warnings)} warnings>" if self.warnings else ">")
+        return (text[:380] + "…" if len(text) > 380 else text) + (
+            f"; {len(self.warnings)} warnings>" if self.warnings else ">"
+        )
 
     def _repr_html_(self) -> str:
         from html import escape
 
-        rows = "".join(f"<tr><td>{escape(name)}</td><td style='text-align:right'>{len(t):,}</td></tr>"
-                       for name, t in self.tables.items() if len(t))
+        rows = "".join(
+            f"<tr><td>{escape(name)}</td><td style='text-align:right'>{len(t):,}</td></tr>"
+            for name, t in self.tables.items()
+            if len(t)
+        )
         rank = f", rank {self.rank}" if self.rank is not None else ""
-        return (f"<div><b>Trace</b> {escape(self.source)}{rank} · {len(self.strings):,} strings"
-                f"<table><tr><th>table</th><th>rows</th></tr>{rows}</table></div>")
+        return (
+            f"<div><b>Trace</b> {escape(self.source)}{rank} · {len(self.strings):,} strings"
+            f"<table><tr><th>table</th><th>rows</th></tr>{rows}</table></div>"
+        )
 
     def df(self, table: str, raw: bool = False) -> pd.DataFrame:
         """A pandas view of one table (``trace.df("gpu_ops")``).
@@ -278,8 +371,13 @@ class Trace:
         for col, arr in t.columns.items():
             names = None if raw else _ENUM_COLUMNS.get((table, col))
             if col in _STRING_COLUMNS:
-                data[col] = pd.Categorical.from_codes(np.where(arr < len(self.strings), arr, -1), categories=cats,
-                                                      validate=False) if len(cats) else pd.Categorical([None] * len(arr))
+                data[col] = (
+                    pd.Categorical.from_codes(
+                        np.where(arr < len(self.strings), arr, -1), categories=cats, validate=False
+                    )
+                    if len(cats)
+                    else pd.Categorical([None] * len(arr))
+                )
             elif names is not None:
                 data[col] = _enum_categorical(arr, names)
             else:
@@ -316,9 +414,12 @@ class Trace:
 
 
 _ENUM_COLUMNS: dict[tuple[str, str], dict[int, str]] = {
-    ("gpu_ops", "kind"): GPU_KIND_NAMES, ("gpu_ops", "copy_kind"): COPY_KIND_NAMES,
-    ("gpu_ops", "src_kind"): MEM_KIND_NAMES, ("gpu_ops", "dst_kind"): MEM_KIND_NAMES,
-    ("cpu_ops", "kind"): CPU_KIND_NAMES, ("runtime", "kind"): RUNTIME_KIND_NAMES,
+    ("gpu_ops", "kind"): GPU_KIND_NAMES,
+    ("gpu_ops", "copy_kind"): COPY_KIND_NAMES,
+    ("gpu_ops", "src_kind"): MEM_KIND_NAMES,
+    ("gpu_ops", "dst_kind"): MEM_KIND_NAMES,
+    ("cpu_ops", "kind"): CPU_KIND_NAMES,
+    ("runtime", "kind"): RUNTIME_KIND_NAMES,
 }
 
 
@@ -329,12 +430,14 @@ def _enum_categorical(codes: np.ndarray, names: dict[int, str]) -> pd.Categorica
 
     values = distinct(codes)
     labels = [names.get(int(v), str(int(v))) if (int(v) != -1 or -1 in names) else None for v in values]
-    categories = list(dict.fromkeys([*(n for k, n in names.items() if k != -1 or -1 in names),
-                                     *(x for x in labels if x is not None)]))
+    categories = list(
+        dict.fromkeys([*(n for k, n in names.items() if k != -1 or -1 in names), *(x for x in labels if x is not None)])
+    )
     index = {c: i for i, c in enumerate(categories)}
     lut = np.array([index[x] if x is not None else -1 for x in labels], dtype=np.int64)
-    return pd.Categorical.from_codes(lut[np.searchsorted(values, codes)] if len(codes) else np.zeros(0, np.int64),
-                                     categories=categories)
+    return pd.Categorical.from_codes(
+        lut[np.searchsorted(values, codes)] if len(codes) else np.zeros(0, np.int64), categories=categories
+    )
 
 
 def empty_tables() -> dict[str, Table]:

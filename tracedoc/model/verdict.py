@@ -69,7 +69,9 @@ class Finding(Record, frozen=True, kw_only=True):
         import pandas as pd
 
         if name not in self.evidence:
-            raise KeyError(f"no evidence table {name!r} in {self.rule_id}; tables: {', '.join(sorted(self.evidence)) or 'none'}")
+            raise KeyError(
+                f"no evidence table {name!r} in {self.rule_id}; tables: {', '.join(sorted(self.evidence)) or 'none'}"
+            )
         return pd.DataFrame(plain_rows(self.evidence[name]))
 
     @property
@@ -104,13 +106,20 @@ class Verdict(Record, kw_only=True):
 
     def __repr__(self) -> str:
         state = f"withheld: {self.withheld}" if self.withheld else ", ".join(self.labels) or "no finding"
-        return (f"<Verdict {state[:200]} (confidence {self.confidence}; {len(self.findings)} findings, "
-                f"{len(self.health)} health messages)>")
+        return (
+            f"<Verdict {state[:200]} (confidence {self.confidence}; {len(self.findings)} findings, "
+            f"{len(self.health)} health messages)>"
+        )
 
     def with_findings(self, findings: list[Finding]) -> "Verdict":
         """This verdict with other findings (and the labels they carry)."""
-        return Verdict(confidence=self.confidence, withheld=self.withheld, step_time_ns=self.step_time_ns,
-                       health=self.health, findings=findings)
+        return Verdict(
+            confidence=self.confidence,
+            withheld=self.withheld,
+            step_time_ns=self.step_time_ns,
+            health=self.health,
+            findings=findings,
+        )
 
     @property
     def top_label(self) -> str | None:

@@ -41,7 +41,8 @@ SINGLEPROC_DATALOADER_RE = re.compile(r"_SingleProcessDataLoaderIter", re.I)
 SYNC_CALL_RE = re.compile(
     r"^(cudaStreamSynchronize|cudaDeviceSynchronize|cudaEventSynchronize|cudaStreamWaitEvent|"
     r"hipStreamSynchronize|hipDeviceSynchronize|hipEventSynchronize|cuStreamSynchronize|cuCtxSynchronize|"
-    r"cuEventSynchronize|cudaMemcpy|hipMemcpy|cuMemcpyDtoH|cuMemcpyHtoD)(_v\d+)?$")
+    r"cuEventSynchronize|cudaMemcpy|hipMemcpy|cuMemcpyDtoH|cuMemcpyHtoD)(_v\d+)?$"
+)
 # A stream told to wait for an event: it blocks that stream, not the host.
 STREAM_WAIT_CALL_RE = re.compile(r"^(cudaStreamWaitEvent|hipStreamWaitEvent)")
 # Synchronous (blocking) copy calls: a subset of SYNC_CALL_RE.
@@ -55,7 +56,8 @@ SYNC_OP_RE = re.compile(r"^(aten::_local_scalar_dense|aten::item)$")
 IMPLICIT_SYNC_CALL_RE = re.compile(
     r"^(cudaFree|cudaFreeHost|cudaMalloc|cudaMallocHost|cudaHostAlloc|cudaHostRegister|cudaHostUnregister|"
     r"cuMemFree|cuMemAlloc|cuMemHostAlloc|cuMemFreeHost|hipFree|hipHostFree|hipMalloc|hipHostMalloc|"
-    r"hipHostRegister)(_v\d+)?$")
+    r"hipHostRegister)(_v\d+)?$"
+)
 IMPLICIT_SYNC_OP_RE = re.compile(r"empty_cache|emptyCache")
 # Device allocations among the implicit syncs: they block only when the allocator is short of memory.
 ALLOC_CALL_RE = re.compile(r"^(cudaMalloc|cuMemAlloc|hipMalloc)(_v\d+)?$")
@@ -77,7 +79,8 @@ LAUNCH_CALL_RE = re.compile(
     r"^(cudaLaunchKernel|cudaLaunchKernelExC|cudaLaunchCooperativeKernel|cuLaunchKernel|cuLaunchKernelEx|"
     r"cudaMemcpyAsync|cudaMemsetAsync|cudaMemcpy|cudaMemset|hipLaunchKernel|hipExtLaunchKernel|"
     r"hipModuleLaunchKernel|hipMemcpyAsync|hipMemsetAsync|cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch|"
-    r"cudaLaunchHostFunc|cudaLaunchKernel_ptsz)(_v\d+)?$")
+    r"cudaLaunchHostFunc|cudaLaunchKernel_ptsz)(_v\d+)?$"
+)
 GRAPH_LAUNCH_RE = re.compile(r"^(cudaGraphLaunch|cuGraphLaunch|hipGraphLaunch)(_v\d+)?$")
 # Flow categories that join a launch call to its GPU op (Kineto ``ac2g`` and older spellings).
 LAUNCH_FLOW_CATEGORIES = frozenset({"ac2g", "async", "async_cpu_to_gpu", "launch"})
@@ -87,7 +90,8 @@ COMM_KERNEL_RE = re.compile(r"nccl|rccl|hccl", re.I)
 COLLECTIVE_OP_RE = re.compile(r"^(record_param_comms$|nccl:|c10d::|gloo:)")
 # The collective type inside an NCCL/RCCL kernel name (``ncclDevKernel_AllReduce_Sum_f32_RING_LL``).
 KERNEL_COLLECTIVE_RE = re.compile(
-    r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv|AllToAll|Gather|Scatter)", re.I)
+    r"(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|SendRecv|Send|Recv|AllToAll|Gather|Scatter)", re.I
+)
 # Single-process multi-GPU data parallelism (torch.nn.DataParallel).
 DATA_PARALLEL_RE = re.compile(r"(^|\W)DataParallel|^Broadcast$|torch\.nn\.parallel\.(replicate|scatter_gather)", re.I)
 
@@ -103,19 +107,29 @@ ATTENTION_KERNEL_RE = re.compile(r"flash|fmha|attention|attn|sdpa", re.I)
 NORM_KERNEL_RE = re.compile(r"norm|bn_fw|bn_bw|_bn_|GammaBeta", re.I)
 CONV_KERNEL_RE = re.compile(r"conv|fprop|dgrad|wgrad|winograd|implicit_gemm|cudnn|im2col|col2im", re.I)
 GEMM_KERNEL_RE = re.compile(r"gemm|gemv|Cijk_|matmul|nvjet|cutlass|xmma|wgmma|hmma|imma|(?<![a-z])mma|cublas", re.I)
-REDUCTION_KERNEL_RE = re.compile(r"reduce|reduction|softmax|cumsum|scan|argmax|argmin|topk|sort|triton_(red|per)_|"
-                                 r"nll_loss|cross_entropy|histogram|unique", re.I)
+REDUCTION_KERNEL_RE = re.compile(
+    r"reduce|reduction|softmax|cumsum|scan|argmax|argmin|topk|sort|triton_(red|per)_|"
+    r"nll_loss|cross_entropy|histogram|unique",
+    re.I,
+)
 ELEMENTWISE_KERNEL_RE = re.compile(
     r"elementwise|vectorized|unrolled|pointwise|triton_poi_|fill|copy|cat_|where|relu|gelu|silu|sigmoid|tanh|"
     r"dropout|clamp|masked|index|scatter|gather|embedding|transpose|permute|adam|sgd|multi_tensor|foreach|pool|"
-    r"upsample|arange|random|philox|distribution|compare|bitwise|pow|exp|log|sqrt|add|mul|div", re.I)
+    r"upsample|arange|random|philox|distribution|compare|bitwise|pow|exp|log|sqrt|add|mul|div",
+    re.I,
+)
 KERNEL_CLASSES = ("GEMM", "convolution", "attention", "elementwise", "reduction", "communication", "memory", "other")
 
 
 # The class each kernel-name pattern gives, in order of precedence: the first that matches decides.
 KERNEL_CLASS_PATTERNS: tuple[tuple[re.Pattern, str], ...] = (
-    (ATTENTION_KERNEL_RE, "attention"), (NORM_KERNEL_RE, "reduction"), (CONV_KERNEL_RE, "convolution"),
-    (GEMM_KERNEL_RE, "GEMM"), (REDUCTION_KERNEL_RE, "reduction"), (ELEMENTWISE_KERNEL_RE, "elementwise"))
+    (ATTENTION_KERNEL_RE, "attention"),
+    (NORM_KERNEL_RE, "reduction"),
+    (CONV_KERNEL_RE, "convolution"),
+    (GEMM_KERNEL_RE, "GEMM"),
+    (REDUCTION_KERNEL_RE, "reduction"),
+    (ELEMENTWISE_KERNEL_RE, "elementwise"),
+)
 
 
 def kernel_class(name: str) -> str:

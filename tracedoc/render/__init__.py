@@ -93,8 +93,11 @@ def output_extensions_text(report: str = "analysis") -> str:
     mine = [r for r in RENDERERS if r.report == report]
     main = [r.extension for r in mine]
     more = [e for r in mine for e in r.extensions[1:]]
-    return (f"{', '.join(main[:-1])} or {main[-1]}" + (f" ({' and '.join(more)} too)" if more else "")
-            + "; add .gz for a gzip-compressed file")
+    return (
+        f"{', '.join(main[:-1])} or {main[-1]}"
+        + (f" ({' and '.join(more)} too)" if more else "")
+        + "; add .gz for a gzip-compressed file"
+    )
 
 
 def renderer_for_path(path: str, report: str = "analysis") -> Renderer | None:
@@ -120,5 +123,18 @@ def render_json(result: "AnalysisResult", **options: Any) -> str:
     return renderer("json").render(result, **options)
 
 
-__all__ = ["FORMATS", "REPORTS", "RENDERERS", "RenderFunction", "Renderer", "render_html", "render_json", "render_md",
-           "render_text", "renderer", "renderer_for_path", "output_extension", "output_extensions_text"]
+__all__ = [
+    "FORMATS",
+    "REPORTS",
+    "RENDERERS",
+    "RenderFunction",
+    "Renderer",
+    "render_html",
+    "render_json",
+    "render_md",
+    "render_text",
+    "renderer",
+    "renderer_for_path",
+    "output_extension",
+    "output_extensions_text",
+]

@@ -17,8 +17,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..diff.trend import TrendResult
     from ..result import AnalysisResult
 
-CARD_CAPS = Caps(table_rows=5, evidence_rows=0, steps=0, ranks=16, name_chars=120, timeline=False,
-                 slowest_excerpt=False)
+CARD_CAPS = Caps(
+    table_rows=5, evidence_rows=0, steps=0, ranks=16, name_chars=120, timeline=False, slowest_excerpt=False
+)
 CARD_FINDINGS = 3
 _BOX = "font-family:system-ui,sans-serif;border:1px solid #ccc;border-radius:6px;padding:8px 12px;max-width:900px"
 _COLOURS = {"findings": "#b00020", "advice": "#8a6d00", "clean": "#1b7f3b", "withheld": "#8a6d00", "none": "#555"}
@@ -46,12 +47,14 @@ def render_card(result: "AnalysisResult") -> str:
         f'<div style="{_BOX}">',
         f'<div style="font-weight:600;color:{_COLOURS.get(v.status, "#555")}">{head}{conf}</div>',
         f'<div style="color:#555;font-size:90%">{escape(where + " · ".join(r.header))}<br>'
-        f'window {escape(w.length)} ({escape(w.description)}); {escape(steps)}</div>',
+        f"window {escape(w.length)} ({escape(w.description)}); {escape(steps)}</div>",
     ]
     if rows:
         parts.append(f'<ol style="margin:6px 0 0 0;padding-left:20px">{rows}</ol>')
     if more > 0:
-        parts.append(f'<div style="color:#555;font-size:90%">+{more} more findings: result.to_html() has them all</div>')
+        parts.append(
+            f'<div style="color:#555;font-size:90%">+{more} more findings: result.to_html() has them all</div>'
+        )
     parts.append("</div>")
     return "".join(parts)
 
@@ -71,24 +74,33 @@ def render_diff_card(d) -> str:
 
     v = build_diff_view(d, rows=5, name_chars=120)
     colour = {"regression": "#b00020", "improvement": "#1b7f3b"}.get(v.verdict, "#555")
-    rows = "".join(f"<tr><td>{escape(c.category)}</td><td style='text-align:right'>{escape(c.before_ms)}</td>"
-                   f"<td style='text-align:right'>{escape(c.after_ms)}</td>"
-                   f"<td style='text-align:right'>{escape(c.delta_ms)}</td></tr>" for c in v.categories)
-    parts = [f'<div style="{_BOX}">',
-             f'<div style="font-weight:600;color:{colour}">tracedoc diff: {escape(v.verdict_words)}</div>',
-             f'<div>{escape(v.headline)}</div>',
-             f'<div style="color:#555;font-size:90%">{escape(v.before_path)} → {escape(v.after_path)}</div>',
-             '<table style="font-size:90%;margin-top:6px"><tr><th>category</th><th>before ms</th><th>after ms</th>'
-             f'<th>Δ ms</th></tr>{rows}<tr><th>step</th><th style="text-align:right">{escape(v.step_before)}</th>'
-             f'<th style="text-align:right">{escape(v.step_after)}</th>'
-             f'<th style="text-align:right">{escape(v.step_delta)} ({escape(v.step_pct)})</th></tr></table>']
+    rows = "".join(
+        f"<tr><td>{escape(c.category)}</td><td style='text-align:right'>{escape(c.before_ms)}</td>"
+        f"<td style='text-align:right'>{escape(c.after_ms)}</td>"
+        f"<td style='text-align:right'>{escape(c.delta_ms)}</td></tr>"
+        for c in v.categories
+    )
+    parts = [
+        f'<div style="{_BOX}">',
+        f'<div style="font-weight:600;color:{colour}">tracedoc diff: {escape(v.verdict_words)}</div>',
+        f"<div>{escape(v.headline)}</div>",
+        f'<div style="color:#555;font-size:90%">{escape(v.before_path)} → {escape(v.after_path)}</div>',
+        '<table style="font-size:90%;margin-top:6px"><tr><th>category</th><th>before ms</th><th>after ms</th>'
+        f'<th>Δ ms</th></tr>{rows}<tr><th>step</th><th style="text-align:right">{escape(v.step_before)}</th>'
+        f'<th style="text-align:right">{escape(v.step_after)}</th>'
+        f'<th style="text-align:right">{escape(v.step_delta)} ({escape(v.step_pct)})</th></tr></table>',
+    ]
     for p in v.predictions:
         parts.append(f'<div style="font-size:90%">{escape(p.sentence)}</div>')
     if v.warnings:
-        parts.append(f'<div style="color:#8a6d00;font-size:90%">{len(v.warnings)} warning'
-                     f'{"s" if len(v.warnings) != 1 else ""}: {escape(v.warnings[0])}</div>')
-    parts.append('<div style="color:#555;font-size:90%">tables: d.table("kernels"), d.table("metrics") ...; '
-                 'the full report: render_diff_html(d)</div></div>')
+        parts.append(
+            f'<div style="color:#8a6d00;font-size:90%">{len(v.warnings)} warning'
+            f"{'s' if len(v.warnings) != 1 else ''}: {escape(v.warnings[0])}</div>"
+        )
+    parts.append(
+        '<div style="color:#555;font-size:90%">tables: d.table("kernels"), d.table("metrics") ...; '
+        "the full report: render_diff_html(d)</div></div>"
+    )
     return "".join(parts)
 
 
@@ -98,17 +110,25 @@ def render_log_card(result) -> str:
     from collections import Counter
 
     m = result.metrics
-    head = ("Findings: " + ", ".join(f"<code>{escape(x)}</code>" for x in result.labels)) if result.labels \
+    head = (
+        ("Findings: " + ", ".join(f"<code>{escape(x)}</code>" for x in result.labels))
+        if result.labels
         else "No finding"
+    )
     kinds = Counter(a.get("kind", "?") for a in result.anomalies)
-    parts = [f'<div style="{_BOX}">',
-             f'<div style="font-weight:600;color:{_COLOURS["findings" if result.labels else "clean"]}">{head}</div>',
-             f'<div style="color:#555;font-size:90%">{escape(result.source)} ({escape(result.input.format)}): '
-             f'{escape(str(m.get("log_points")))} logged steps, {escape(str(m.get("log_first_step")))}-'
-             f'{escape(str(m.get("log_last_step")))}</div>']
+    parts = [
+        f'<div style="{_BOX}">',
+        f'<div style="font-weight:600;color:{_COLOURS["findings" if result.labels else "clean"]}">{head}</div>',
+        f'<div style="color:#555;font-size:90%">{escape(result.source)} ({escape(result.input.format)}): '
+        f"{escape(str(m.get('log_points')))} logged steps, {escape(str(m.get('log_first_step')))}-"
+        f"{escape(str(m.get('log_last_step')))}</div>",
+    ]
     if kinds:
-        parts.append('<div style="font-size:90%">anomalies: ' + ", ".join(
-            f"{escape(k)} ×{n}" for k, n in kinds.most_common()) + "</div>")
+        parts.append(
+            '<div style="font-size:90%">anomalies: '
+            + ", ".join(f"{escape(k)} ×{n}" for k, n in kinds.most_common())
+            + "</div>"
+        )
     items = "".join(f"<li><b>[{escape(f.label)}]</b> {escape(f.title)}</li>" for f in result.findings[:CARD_FINDINGS])
     if items:
         parts.append(f'<ol style="margin:6px 0 0 0;padding-left:20px">{items}</ol>')
@@ -122,11 +142,16 @@ def render_trend_card(t: "TrendResult") -> str:
     from .trendchart import trend_chart
 
     v = build_trend_view(t)
-    rows = "".join(f"<tr><td>{escape(r.run)}</td><td>{escape(r.name)}</td><td style='text-align:right'>"
-                   f"{escape(r.step_ms)}</td><td style='text-align:right'>{escape(r.delta_ms)}</td>"
-                   f"<td>{escape(r.verdict)}</td><td>{escape(r.labels)}</td></tr>" for r in v.rows)
-    return (f'<div style="{_BOX}"><div style="font-weight:600">tracedoc diff: {len(v.rows)} runs, each against the '
-            f"first</div>{trend_chart(t)}<table style='font-size:90%'><tr><th>run</th><th>name</th><th>step ms</th>"
-            f"<th>Δ ms</th><th>verdict</th><th>labels</th></tr>{rows}</table>"
-            '<div style="color:#555;font-size:90%">tables: t.table("runs"), t.table("predictions"); '
-            "the full page: t.to_html()</div></div>")
+    rows = "".join(
+        f"<tr><td>{escape(r.run)}</td><td>{escape(r.name)}</td><td style='text-align:right'>"
+        f"{escape(r.step_ms)}</td><td style='text-align:right'>{escape(r.delta_ms)}</td>"
+        f"<td>{escape(r.verdict)}</td><td>{escape(r.labels)}</td></tr>"
+        for r in v.rows
+    )
+    return (
+        f'<div style="{_BOX}"><div style="font-weight:600">tracedoc diff: {len(v.rows)} runs, each against the '
+        f"first</div>{trend_chart(t)}<table style='font-size:90%'><tr><th>run</th><th>name</th><th>step ms</th>"
+        f"<th>Δ ms</th><th>verdict</th><th>labels</th></tr>{rows}</table>"
+        '<div style="color:#555;font-size:90%">tables: t.table("runs"), t.table("predictions"); '
+        "the full page: t.to_html()</div></div>"
+    )

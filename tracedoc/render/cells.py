@@ -12,24 +12,57 @@ from .views import Column, TableView
 
 # Main tables: evidence table -> (title, columns shown). Finding evidence shows every column.
 MAIN_TABLES = {
-    "top_gaps": ("Top gaps", ("gap_ns", "device_idle_ns", "start_ns", "device", "stream", "cause", "before", "after",
-                              "launched_by", "launch_call", "stack")),
-    "stream_gaps": ("Gaps per stream", ("device", "stream", "comm_stream", "count", "total_ns", "p50_ns", "p95_ns",
-                                        "max_ns", "causes_ns")),
-    "top_kernels": ("Top kernels", ("name", "category", "tensor_core", "count", "total_ns", "mean_ns", "max_ns",
-                                    "share")),
+    "top_gaps": (
+        "Top gaps",
+        (
+            "gap_ns",
+            "device_idle_ns",
+            "start_ns",
+            "device",
+            "stream",
+            "cause",
+            "before",
+            "after",
+            "launched_by",
+            "launch_call",
+            "stack",
+        ),
+    ),
+    "stream_gaps": (
+        "Gaps per stream",
+        ("device", "stream", "comm_stream", "count", "total_ns", "p50_ns", "p95_ns", "max_ns", "causes_ns"),
+    ),
+    "top_kernels": (
+        "Top kernels",
+        ("name", "category", "tensor_core", "count", "total_ns", "mean_ns", "max_ns", "share"),
+    ),
     "top_operators": ("Top operators", ("name", "calls", "cpu_ns", "gpu_ops", "gpu_ns", "share")),
-    "operators_by_shape": ("Operators by name and input shape", ("name", "input_shapes", "calls", "cpu_ns", "gpu_ops",
-                                                                 "gpu_ns", "share")),
+    "operators_by_shape": (
+        "Operators by name and input shape",
+        ("name", "input_shapes", "calls", "cpu_ns", "gpu_ops", "gpu_ns", "share"),
+    ),
     "operators_by_module": ("Operators by nn.Module", ("module", "calls", "cpu_ns", "gpu_ops", "gpu_ns", "share")),
     "kernel_classes": ("Kernel time by class", ("kernel_class", "count", "total_ns", "share")),
     "host_operators": ("Host time by operator", ("name", "calls", "self_ns", "cpu_ns", "share")),
-    "collectives": ("Collectives", ("collective", "count", "total_ns", "mean_ns", "message_bytes_p50",
-                                    "message_bytes_max", "algbw_gbps", "busbw_gbps")),
+    "collectives": (
+        "Collectives",
+        (
+            "collective",
+            "count",
+            "total_ns",
+            "mean_ns",
+            "message_bytes_p50",
+            "message_bytes_max",
+            "algbw_gbps",
+            "busbw_gbps",
+        ),
+    ),
     "sync_calls": ("Synchronizing calls", ("op", "call", "count", "total_ns")),
     "memory_top_allocs": ("Largest allocations by operator", ("op", "count", "total_bytes", "max_bytes")),
-    "memory_per_device": ("Memory per device", ("device", "peak_allocated_bytes", "peak_reserved_bytes",
-                                                 "device_memory_bytes", "peak_fraction")),
+    "memory_per_device": (
+        "Memory per device",
+        ("device", "peak_allocated_bytes", "peak_reserved_bytes", "device_memory_bytes", "peak_fraction"),
+    ),
 }
 
 
@@ -37,18 +70,64 @@ for _table, (_, _columns) in MAIN_TABLES.items():  # a typed table's columns are
     if _table in ROW_TYPES:
         check_fields(ROW_TYPES[_table], _columns, f"MAIN_TABLES[{_table!r}]")
 _COLUMN_LABELS = {
-    "gap_ns": "gap", "device_idle_ns": "device idle", "start_ns": "at", "end_ns": "until", "ts_ns": "at", "total_ns": "time", "mean_ns": "mean",
-    "max_ns": "max", "p50_ns": "p50", "p95_ns": "p95", "cpu_ns": "CPU time", "self_ns": "self time", "gpu_ns": "GPU time",
-    "gpu_ops": "GPU ops", "before": "previous op", "after": "next op", "launched_by": "launched by",
-    "launch_call": "launch call", "comm_stream": "comm stream", "causes_ns": "by cause",
-    "tensor_core": "Tensor Cores", "message_bytes_p50": "msg p50", "message_bytes_max": "msg max",
-    "algbw_gbps": "algbw", "busbw_gbps": "busbw", "total_bytes": "total", "max_bytes": "largest",
-    "peak_allocated_bytes": "peak allocated", "peak_reserved_bytes": "peak reserved",
-    "device_memory_bytes": "device memory", "peak_fraction": "peak / device", "ns": "time",
+    "gap_ns": "gap",
+    "device_idle_ns": "device idle",
+    "start_ns": "at",
+    "end_ns": "until",
+    "ts_ns": "at",
+    "total_ns": "time",
+    "mean_ns": "mean",
+    "max_ns": "max",
+    "p50_ns": "p50",
+    "p95_ns": "p95",
+    "cpu_ns": "CPU time",
+    "self_ns": "self time",
+    "gpu_ns": "GPU time",
+    "gpu_ops": "GPU ops",
+    "before": "previous op",
+    "after": "next op",
+    "launched_by": "launched by",
+    "launch_call": "launch call",
+    "comm_stream": "comm stream",
+    "causes_ns": "by cause",
+    "tensor_core": "Tensor Cores",
+    "message_bytes_p50": "msg p50",
+    "message_bytes_max": "msg max",
+    "algbw_gbps": "algbw",
+    "busbw_gbps": "busbw",
+    "total_bytes": "total",
+    "max_bytes": "largest",
+    "peak_allocated_bytes": "peak allocated",
+    "peak_reserved_bytes": "peak reserved",
+    "device_memory_bytes": "device memory",
+    "peak_fraction": "peak / device",
+    "ns": "time",
 }
-_WIDE_COLUMNS = frozenset({"input_shapes", "module", "name", "before", "after", "launched_by", "stack", "op", "call", "step", "causes_ns"})
-_TEXT_COLUMNS = frozenset({"input_shapes", "module", "kernel_class", "name", "before", "after", "launched_by", "launch_call", "stack", "op", "call", "cause",
-                           "category", "collective", "step", "tensor_core", "kind", "causes_ns"})
+_WIDE_COLUMNS = frozenset(
+    {"input_shapes", "module", "name", "before", "after", "launched_by", "stack", "op", "call", "step", "causes_ns"}
+)
+_TEXT_COLUMNS = frozenset(
+    {
+        "input_shapes",
+        "module",
+        "kernel_class",
+        "name",
+        "before",
+        "after",
+        "launched_by",
+        "launch_call",
+        "stack",
+        "op",
+        "call",
+        "cause",
+        "category",
+        "collective",
+        "step",
+        "tensor_core",
+        "kind",
+        "causes_ns",
+    }
+)
 
 
 def column_label(key: str) -> str:
@@ -72,8 +151,9 @@ def fmt_cell(key: str, value: Any, origin_ns: int = 0, name_chars: int = 300) ->
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, dict):
-        return ", ".join(f"{str(k).replace('_', ' ')} {fmt_cell(key, v, origin_ns, name_chars)}"
-                         for k, v in value.items())
+        return ", ".join(
+            f"{str(k).replace('_', ' ')} {fmt_cell(key, v, origin_ns, name_chars)}" for k, v in value.items()
+        )
     if isinstance(value, (list, tuple)):
         return shorten("; ".join(str(v) for v in value), name_chars)
     if isinstance(value, str):
@@ -99,8 +179,16 @@ def fmt_cell(key: str, value: Any, origin_ns: int = 0, name_chars: int = 300) ->
 KERNEL_NAME_COLUMNS = {"top_kernels": ("name",), "top_gaps": ("before", "after"), "kernel_totals": ("name",)}
 
 
-def build_table(title: str, rows: list[Any], columns: tuple[str, ...] | None, cap: int, origin_ns: int = 0,
-                name_chars: int = 300, key: str = "", short_names: bool = True) -> TableView:
+def build_table(
+    title: str,
+    rows: list[Any],
+    columns: tuple[str, ...] | None,
+    cap: int,
+    origin_ns: int = 0,
+    name_chars: int = 300,
+    key: str = "",
+    short_names: bool = True,
+) -> TableView:
     """A table view: formatted string cells, at most ``cap`` rows, and how many were left out."""
     rows = list(rows or [])
     if columns is None:
@@ -112,12 +200,21 @@ def build_table(title: str, rows: list[Any], columns: tuple[str, ...] | None, ca
         columns = tuple(c for c in columns if any(cell(r, c) is not None for r in rows[:cap])) or columns[:1]
     shown = rows[:cap]
     return TableView(
-        key=key, title=title,
-        columns=[Column(key=c, label=column_label(c), wide=c in _WIDE_COLUMNS,
-                        num=c not in _TEXT_COLUMNS and all(isinstance(cell(r, c), (int, float)) or cell(r, c) is None
-                                                           for r in shown)) for c in columns],
+        key=key,
+        title=title,
+        columns=[
+            Column(
+                key=c,
+                label=column_label(c),
+                wide=c in _WIDE_COLUMNS,
+                num=c not in _TEXT_COLUMNS
+                and all(isinstance(cell(r, c), (int, float)) or cell(r, c) is None for r in shown),
+            )
+            for c in columns
+        ],
         rows=[[fmt_cell(c, cell(r, c), origin_ns, name_chars) for c in columns] for r in shown],
-        total=len(rows), left_out=max(0, len(rows) - len(shown)),
+        total=len(rows),
+        left_out=max(0, len(rows) - len(shown)),
         short=_short_cells(shown, columns, KERNEL_NAME_COLUMNS.get(key, ()) if short_names else ()),
     )
 

@@ -31,8 +31,9 @@ class TextOptions:
     full_names: bool = False  # kernel and op names whole, never shortened or cut
 
     @classmethod
-    def for_stream(cls, stream: IO[str] | None = None, *, width: int | None = None, no_color: bool = False,
-                   **kwargs: Any) -> "TextOptions":
+    def for_stream(
+        cls, stream: IO[str] | None = None, *, width: int | None = None, no_color: bool = False, **kwargs: Any
+    ) -> "TextOptions":
         """Options for writing to ``stream`` (stdout by default): a terminal or not, colour or not."""
         stream = sys.stdout if stream is None else stream
         terminal = bool(getattr(stream, "isatty", lambda: False)())
@@ -56,9 +57,17 @@ def make_console(options: TextOptions, file: IO[str] | None = None, markup: bool
     from rich.console import Console
 
     width = options.width or (None if options.terminal else PIPE_WIDTH)
-    return Console(file=file, width=width, color_system="auto" if options.color else None,
-                   force_terminal=options.color or None, no_color=not options.color, highlight=False,
-                   soft_wrap=not options.terminal, markup=markup, emoji=markup)
+    return Console(
+        file=file,
+        width=width,
+        color_system="auto" if options.color else None,
+        force_terminal=options.color or None,
+        no_color=not options.color,
+        highlight=False,
+        soft_wrap=not options.terminal,
+        markup=markup,
+        emoji=markup,
+    )
 
 
 def print_item(console: Any, item: Any, options: TextOptions, widen: bool | None = None) -> None:

@@ -38,39 +38,69 @@ def render_diff_text(d: "DiffResult", width: int = 100) -> str:
         out += [x for w in v.warnings for x in wrap_text(f"warning: {w}", width)] + [""]
     cats = [(c.category, c.before_ms, c.after_ms, c.delta_ms, "") for c in v.categories]
     cats.append(("step", v.step_before, v.step_after, v.step_delta, f"({v.step_pct})"))
-    out += fit_table(("category", "before ms", "after ms", "delta ms", ""), cats, ("text", "num", "num", "num", "num"),
-                     width)
+    out += fit_table(
+        ("category", "before ms", "after ms", "delta ms", ""), cats, ("text", "num", "num", "num", "num"), width
+    )
     out += [""] + wrap_text(f"({v.basis})", width)
     if v.focus and v.ranks:
         out += wrap_text(f"tables below: {v.focus}, the rank pair with the largest change", width)
     if v.predictions:
         out += ["", "The base run's predictions, checked (step ms)"]
         out += [line for p in v.predictions for line in wrap_text(f"  {p.sentence}", width)]
-    for title, rows in (("New kernels", v.new_kernels), ("Vanished kernels", v.vanished_kernels),
-                        ("Kernels that changed most (per step)", v.kernels)):
+    for title, rows in (
+        ("New kernels", v.new_kernels),
+        ("Vanished kernels", v.vanished_kernels),
+        ("Kernels that changed most (per step)", v.kernels),
+    ):
         if rows:
             out += ["", title]
-            out += fit_table(("Δ ms", "status", "count", "ms", "mean µs", "kernel"),
-                             [(k.delta_ms, k.status, k.count, k.ms, k.mean_us, k.name) for k in rows],
-                             ("num", "id", "num", "num", "num", "text"), width, indent=2)
+            out += fit_table(
+                ("Δ ms", "status", "count", "ms", "mean µs", "kernel"),
+                [(k.delta_ms, k.status, k.count, k.ms, k.mean_us, k.name) for k in rows],
+                ("num", "id", "num", "num", "num", "text"),
+                width,
+                indent=2,
+            )
     if v.operators:
         out += ["", "CPU operators that changed most (per step, ms)"]
-        out += fit_table(("Δ", "status", "calls", "operator"), [(o.delta, o.status, o.calls, o.name) for o in v.operators],
-                         ("num", "id", "num", "text"), width, indent=2)
+        out += fit_table(
+            ("Δ", "status", "calls", "operator"),
+            [(o.delta, o.status, o.calls, o.name) for o in v.operators],
+            ("num", "id", "num", "text"),
+            width,
+            indent=2,
+        )
     if v.labels_gone or v.labels_new:
-        out += [""] + wrap_text("Labels: " + "; ".join(filter(None, [
-            ("gone " + ", ".join(v.labels_gone)) if v.labels_gone else "",
-            ("new " + ", ".join(v.labels_new)) if v.labels_new else "",
-            ("kept " + ", ".join(v.labels_kept)) if v.labels_kept else ""])), width)
+        out += [""] + wrap_text(
+            "Labels: "
+            + "; ".join(
+                filter(
+                    None,
+                    [
+                        ("gone " + ", ".join(v.labels_gone)) if v.labels_gone else "",
+                        ("new " + ", ".join(v.labels_new)) if v.labels_new else "",
+                        ("kept " + ", ".join(v.labels_kept)) if v.labels_kept else "",
+                    ],
+                )
+            ),
+            width,
+        )
     if v.metrics:
         out += ["", "Metrics that moved"]
-        out += fit_table(("change", "metric", "before", "after", "Δ"),
-                         [(m.change, m.name, m.before, m.after, m.delta) for m in v.metrics],
-                         ("id", "id", "num", "num", "num"), width, indent=2)
+        out += fit_table(
+            ("change", "metric", "before", "after", "Δ"),
+            [(m.change, m.name, m.before, m.after, m.delta) for m in v.metrics],
+            ("id", "id", "num", "num", "num"),
+            width,
+            indent=2,
+        )
     if v.ranks:
-        out += [""] + fit_table(("rank", "before ms", "after ms", "delta ms", "largest category"),
-                                [(r.rank, r.before_ms, r.after_ms, r.delta, r.top) for r in v.ranks],
-                                ("id", "num", "num", "num", "text"), width)
+        out += [""] + fit_table(
+            ("rank", "before ms", "after ms", "delta ms", "largest category"),
+            [(r.rank, r.before_ms, r.after_ms, r.delta, r.top) for r in v.ranks],
+            ("id", "num", "num", "num", "text"),
+            width,
+        )
     return clean_lines(out) + "\n"  # names and labels from traces and saved reports, cleaned (tracedoc.neutral)
 
 
@@ -105,4 +135,3 @@ def render_diff_html(d: "DiffResult") -> str:
         if len(page.encode("utf-8")) <= _TARGET_HTML_BYTES:
             break
     return page
-

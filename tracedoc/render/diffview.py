@@ -16,8 +16,13 @@ from .format import fmt_unit, fmt_unit_delta, ms_figure
 if TYPE_CHECKING:  # pragma: no cover
     from ..diff.model import DiffResult
 
-VERDICT_WORDS = {"regression": "regression", "improvement": "improvement", "within_noise": "within noise",
-                 "no_change": "no change", "unknown": "step time unknown"}
+VERDICT_WORDS = {
+    "regression": "regression",
+    "improvement": "improvement",
+    "within_noise": "within noise",
+    "no_change": "no change",
+    "unknown": "step time unknown",
+}
 
 
 @dataclass
@@ -134,16 +139,32 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
     att = d.attribution_ns
     cats = []
     for c in att:
-        cats.append(CategoryRow(category=c, before_ms=ms_figure(d.before.category_ns[c]), after_ms=ms_figure(d.after.category_ns[c]),
-                                delta_ms=ms_figure(att[c], signed=True), before_pct=100 * d.before.category_ns[c] / longest,
-                                after_pct=100 * d.after.category_ns[c] / longest, sign=(att[c] > 0) - (att[c] < 0)))
+        cats.append(
+            CategoryRow(
+                category=c,
+                before_ms=ms_figure(d.before.category_ns[c]),
+                after_ms=ms_figure(d.after.category_ns[c]),
+                delta_ms=ms_figure(att[c], signed=True),
+                before_pct=100 * d.before.category_ns[c] / longest,
+                after_pct=100 * d.after.category_ns[c] / longest,
+                sign=(att[c] > 0) - (att[c] < 0),
+            )
+        )
         split = d.comm_split
         if c == "exposed_comm" and split:
             for i, part in enumerate(("  wait", "  transfer")):
                 b, a = split["before"][i], split["after"][i]
-                cats.append(CategoryRow(category=part, before_ms=ms_figure(b), after_ms=ms_figure(a), delta_ms=ms_figure(a - b, signed=True),
-                                        before_pct=100 * b / longest, after_pct=100 * a / longest,
-                                        sign=(a > b) - (a < b)))
+                cats.append(
+                    CategoryRow(
+                        category=part,
+                        before_ms=ms_figure(b),
+                        after_ms=ms_figure(a),
+                        delta_ms=ms_figure(a - b, signed=True),
+                        before_pct=100 * b / longest,
+                        after_pct=100 * a / longest,
+                        sign=(a > b) - (a < b),
+                    )
+                )
 
     def cut(name: str) -> str:
         return name if len(name) <= name_chars else name[: name_chars - 1] + "…"
@@ -151,9 +172,14 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
     def krow(k) -> KernelRow:
         mb, ma = _us(k.mean_before_ns), _us(k.mean_after_ns)
         mean = f"{mb:.1f} → {ma:.1f}" if mb and ma else f"{(ma or mb or 0):.1f}"
-        return KernelRow(name=cut(k.name), status=k.status, count=f"{_count(k.count_before)} → {_count(k.count_after)}",
-                         ms=f"{k.time_before_ns / 1e6:.3f} → {k.time_after_ns / 1e6:.3f}", delta_ms=f"{k.delta_ns / 1e6:+.3f}",
-                         mean_us=mean)
+        return KernelRow(
+            name=cut(k.name),
+            status=k.status,
+            count=f"{_count(k.count_before)} → {_count(k.count_after)}",
+            ms=f"{k.time_before_ns / 1e6:.3f} → {k.time_after_ns / 1e6:.3f}",
+            delta_ms=f"{k.delta_ns / 1e6:+.3f}",
+            mean_us=mean,
+        )
 
     sizes = focus.sizes  # the rows before the saved tables were cut to their largest
     moved = [k for k in focus.kernels if k.status == "changed"]
@@ -165,38 +191,76 @@ def build_diff_view(d: "DiffResult", rows: int = 15, name_chars: int = 160) -> D
         for p in d.pairs:
             a = p.attribution_ns
             top = max(a, key=lambda c: abs(a[c]))
-            ranks.append(RankRow(rank=str(p.rank_before) if p.rank_before == p.rank_after else f"{p.rank_before} / {p.rank_after}",
-                                 before_ms=ms_figure(p.before.step_ns), after_ms=ms_figure(p.after.step_ns),
-                                 delta=ms_figure(p.step_delta_ns, signed=True), top=f"{top} {ms_figure(a[top], signed=True)} ms" if a[top] else "-"))
+            ranks.append(
+                RankRow(
+                    rank=str(p.rank_before) if p.rank_before == p.rank_after else f"{p.rank_before} / {p.rank_after}",
+                    before_ms=ms_figure(p.before.step_ns),
+                    after_ms=ms_figure(p.after.step_ns),
+                    delta=ms_figure(p.step_delta_ns, signed=True),
+                    top=f"{top} {ms_figure(a[top], signed=True)} ms" if a[top] else "-",
+                )
+            )
     pct = d.step_pct
     return DiffView(
-        before_path=d.before_path, after_path=d.after_path, before_kind=d.before_kind, after_kind=d.after_kind,
-        verdict=d.verdict, verdict_words=VERDICT_WORDS[d.verdict], headline=headline(d),
-        step_before=ms_figure(d.before.step_ns), step_after=ms_figure(d.after.step_ns), step_delta=ms_figure(d.step_delta_ns, signed=True),
+        before_path=d.before_path,
+        after_path=d.after_path,
+        before_kind=d.before_kind,
+        after_kind=d.after_kind,
+        verdict=d.verdict,
+        verdict_words=VERDICT_WORDS[d.verdict],
+        headline=headline(d),
+        step_before=ms_figure(d.before.step_ns),
+        step_after=ms_figure(d.after.step_ns),
+        step_delta=ms_figure(d.step_delta_ns, signed=True),
         step_pct=f"{pct:+.1f}%" if pct is not None else "n/a",
         basis=_basis(d),
         categories=cats,
         kernels=[krow(k) for k in moved[:rows]],
         new_kernels=[krow(k) for k in focus.new_kernels[:rows]],
         vanished_kernels=[krow(k) for k in focus.vanished_kernels[:rows]],
-        operators=[OperatorRow(name=cut(o.name), status=o.status,
-                               calls=f"{_count(o.calls_before)} → {_count(o.calls_after)}",
-                               cpu_ms=f"{o.cpu_before_ns / 1e6:.3f} → {o.cpu_after_ns / 1e6:.3f}",
-                               gpu_ms=f"{o.gpu_before_ns / 1e6:.3f} → {o.gpu_after_ns / 1e6:.3f}",
-                               delta=f"cpu {o.delta_cpu_ns / 1e6:+.3f}, gpu {o.delta_gpu_ns / 1e6:+.3f}") for o in ops[:rows]],
-        labels_gone=focus.labels.gone, labels_new=focus.labels.new, labels_kept=focus.labels.kept,
-        metrics=[MetricRow(name=m.name, before=fmt_unit(m.before, m.unit), after=fmt_unit(m.after, m.unit),
-                           delta=fmt_unit_delta(m.delta, m.unit), change=m.change, meaning=METRICS[m.name].meaning)
-                 for m in notable[: rows * 2]],
+        operators=[
+            OperatorRow(
+                name=cut(o.name),
+                status=o.status,
+                calls=f"{_count(o.calls_before)} → {_count(o.calls_after)}",
+                cpu_ms=f"{o.cpu_before_ns / 1e6:.3f} → {o.cpu_after_ns / 1e6:.3f}",
+                gpu_ms=f"{o.gpu_before_ns / 1e6:.3f} → {o.gpu_after_ns / 1e6:.3f}",
+                delta=f"cpu {o.delta_cpu_ns / 1e6:+.3f}, gpu {o.delta_gpu_ns / 1e6:+.3f}",
+            )
+            for o in ops[:rows]
+        ],
+        labels_gone=focus.labels.gone,
+        labels_new=focus.labels.new,
+        labels_kept=focus.labels.kept,
+        metrics=[
+            MetricRow(
+                name=m.name,
+                before=fmt_unit(m.before, m.unit),
+                after=fmt_unit(m.after, m.unit),
+                delta=fmt_unit_delta(m.delta, m.unit),
+                change=m.change,
+                meaning=METRICS[m.name].meaning,
+            )
+            for m in notable[: rows * 2]
+        ],
         ranks=ranks[: rows * 4],
-        focus=(f"rank {focus.rank_before}" if focus.rank_before == focus.rank_after else
-               f"rank {focus.rank_before} vs rank {focus.rank_after}") if focus.rank_before is not None else "",
+        focus=(
+            f"rank {focus.rank_before}"
+            if focus.rank_before == focus.rank_after
+            else f"rank {focus.rank_before} vs rank {focus.rank_after}"
+        )
+        if focus.rank_before is not None
+        else "",
         warnings=list(d.warnings),
         predictions=prediction_rows(d),
-        left_out={"kernels": max(0, sizes.changed_kernels - rows), "new_kernels": max(0, sizes.new_kernels - rows),
-                  "vanished_kernels": max(0, sizes.vanished_kernels - rows),
-                  "operators": max(0, sizes.changed_operators - rows), "metrics": max(0, len(notable) - rows * 2),
-                  "ranks": max(0, len(ranks) - rows * 4)},
+        left_out={
+            "kernels": max(0, sizes.changed_kernels - rows),
+            "new_kernels": max(0, sizes.new_kernels - rows),
+            "vanished_kernels": max(0, sizes.vanished_kernels - rows),
+            "operators": max(0, sizes.changed_operators - rows),
+            "metrics": max(0, len(notable) - rows * 2),
+            "ranks": max(0, len(ranks) - rows * 4),
+        },
     )
 
 
@@ -212,8 +276,9 @@ def step_figure(ms: float, scale: float | None = None) -> str:
 
 def prediction_row(p, where: str = "") -> PredictionRow:
     """One of the base's predictions beside the new run's step, as a row and a sentence."""
-    predicted_before, predicted_after, measured_after = (_ms(x) for x in (p.predicted_before_ns, p.predicted_after_ns,
-                                                                           p.measured_after_ns))
+    predicted_before, predicted_after, measured_after = (
+        _ms(x) for x in (p.predicted_before_ns, p.predicted_after_ns, p.measured_after_ns)
+    )
     impact_before, impact_after, error = _ms(p.impact_before_ns), _ms(p.impact_after_ns), _ms(p.error_ns)
     scale = max(predicted_before, measured_after)
     pb, pa, ma = (step_figure(x, scale) for x in (predicted_before, predicted_after, measured_after))
@@ -226,8 +291,11 @@ def prediction_row(p, where: str = "") -> PredictionRow:
     head = f"{where}: " if where else ""
     what = p.name if p.label == ADVICE_LABEL else p.label
     fix = f"{head}{what} fix predicted {'at best ' if upper else ''}{predicted} ms"
-    impact = (f"{step_figure(impact_before, scale)} → {step_figure(impact_after, scale)} ms per step"
-              if impact_before is not None and impact_after is not None else "")
+    impact = (
+        f"{step_figure(impact_before, scale)} → {step_figure(impact_after, scale)} ms per step"
+        if impact_before is not None and impact_after is not None
+        else ""
+    )
     if p.status == "gone":
         sentence = f"{fix}; measured {ma} ms (finding gone; prediction off by {off})"
     elif p.status == "reduced":
@@ -236,18 +304,29 @@ def prediction_row(p, where: str = "") -> PredictionRow:
         sentence = f"{fix} if fixed; grew ({impact}), measured {ma} ms"
     else:
         sentence = f"{fix} if fixed; still present, measured {ma} ms"
-    return PredictionRow(where=where, label=what, rule_id=p.rule_id, status=p.status,
-                         status_words=STATUS_WORDS.get(p.status, p.status), predicted=predicted, measured=ma, off=off,
-                         upper_bound=upper, sentence=sentence)
+    return PredictionRow(
+        where=where,
+        label=what,
+        rule_id=p.rule_id,
+        status=p.status,
+        status_words=STATUS_WORDS.get(p.status, p.status),
+        predicted=predicted,
+        measured=ma,
+        off=off,
+        upper_bound=upper,
+        sentence=sentence,
+    )
 
 
 def prediction_rows(d: "DiffResult") -> list[PredictionRow]:
     """The job verdict's predictions, then the focus pair's (named by rank in a job)."""
     focus = d.focus_pair
-    where = "" if len(d.pairs) == 1 and not d.job_predictions else (
-        f"rank {focus.rank_before}" if focus.rank_before is not None else "focus rank")
-    return ([prediction_row(p, "job") for p in d.job_predictions]
-            + [prediction_row(p, where) for p in focus.predictions])
+    where = (
+        ""
+        if len(d.pairs) == 1 and not d.job_predictions
+        else (f"rank {focus.rank_before}" if focus.rank_before is not None else "focus rank")
+    )
+    return [prediction_row(p, "job") for p in d.job_predictions] + [prediction_row(p, where) for p in focus.predictions]
 
 
 def _basis(d: "DiffResult") -> str:
@@ -255,8 +334,10 @@ def _basis(d: "DiffResult") -> str:
         n = f" over {len(d.pairs)} ranks" if len(d.pairs) > 1 else ""
         iv = d.step_interval_ms
         ci = f"; 95% interval of the change {iv[0]:+.3f} to {iv[1]:+.3f} ms" if iv else ""
-        return (f"median step time (interval between step completions) of {d.before.steps} and {d.after.steps} "
-                f"steps{n}{ci}; per-step tables divide window totals by the step count")
+        return (
+            f"median step time (interval between step completions) of {d.before.steps} and {d.after.steps} "
+            f"steps{n}{ci}; per-step tables divide window totals by the step count"
+        )
     return "no step spans on at least one side: a whole analysis window counts as one step there"
 
 
@@ -276,8 +357,10 @@ def headline(d: "DiffResult") -> str:
     new = [k for k in focus.new_kernels if k.time_after_ns > 0 or k.count_after > 0]
     if new and d.verdict != "no_change":
         n = sizes.new_kernels_running
-        text += (f"; {n} new kernel{'s' if n != 1 else ''} ({_count(sizes.new_launches)} "
-                 f"launches, {sizes.new_time_ns / 1e6:.3f} ms per step; largest {new[0].name})")
+        text += (
+            f"; {n} new kernel{'s' if n != 1 else ''} ({_count(sizes.new_launches)} "
+            f"launches, {sizes.new_time_ns / 1e6:.3f} ms per step; largest {new[0].name})"
+        )
     gone = sizes.vanished_kernels
     if gone and d.verdict != "no_change":
         text += f"; {gone} kernel{'s' if gone != 1 else ''} gone"

@@ -40,21 +40,33 @@ def efficiency_items(m: dict, evidence: dict) -> list[tuple[str, str]]:
         return []
     if m.get("achieved_tflops") is None and m.get("formula_flops_per_step") is None:
         return [("MFU", mfu_text(m, evidence))]
-    items = [("model FLOPs/step", fmt_flops(m.get("model_flops_per_step"))),
-             ("achieved", fmt_tflops(m.get("achieved_tflops"))),
-             ("MFU", mfu_text(m, evidence))]
+    items = [
+        ("model FLOPs/step", fmt_flops(m.get("model_flops_per_step"))),
+        ("achieved", fmt_tflops(m.get("achieved_tflops"))),
+        ("MFU", mfu_text(m, evidence)),
+    ]
     own = dtype_peak_text(m, evidence)
     if own is not None:
         items.append((f"of the {row.dtype} peak", own))
-    items += [("FLOPs known for", "n/a" if m.get("flops_counted_fraction") is None
-              else f"{fmt_pct(m['flops_counted_fraction'])} of compute time")]
+    items += [
+        (
+            "FLOPs known for",
+            "n/a"
+            if m.get("flops_counted_fraction") is None
+            else f"{fmt_pct(m['flops_counted_fraction'])} of compute time",
+        )
+    ]
     if m.get("formula_flops_per_step") is not None:
-        items += [("tokens/s", "n/a" if m.get("tokens_per_s") is None else f"{m['tokens_per_s']:,.0f}"),
-                  ("samples/s", "n/a" if m.get("samples_per_s") is None else f"{m['samples_per_s']:,.1f}"),
-                  ("model MFU (formula)", fmt_pct(m.get("formula_mfu"))),
-                  ("trace / formula FLOPs", "n/a" if m.get("trace_to_formula_flops_ratio") is None
-                   else f"{m['trace_to_formula_flops_ratio']:.2f}x"),
-                  ("memory (estimate)", _memory_text(m))]
+        items += [
+            ("tokens/s", "n/a" if m.get("tokens_per_s") is None else f"{m['tokens_per_s']:,.0f}"),
+            ("samples/s", "n/a" if m.get("samples_per_s") is None else f"{m['samples_per_s']:,.1f}"),
+            ("model MFU (formula)", fmt_pct(m.get("formula_mfu"))),
+            (
+                "trace / formula FLOPs",
+                "n/a" if m.get("trace_to_formula_flops_ratio") is None else f"{m['trace_to_formula_flops_ratio']:.2f}x",
+            ),
+            ("memory (estimate)", _memory_text(m)),
+        ]
     return items
 
 

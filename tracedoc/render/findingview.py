@@ -26,18 +26,38 @@ def build_finding(f: Finding, caps: Caps, origin: int, per: str = "step") -> Fin
     else:
         impact_ms = f"{fmt_ns(ms * 1e6)} of the window"
     return FindingView(
-        rule_id=f.rule_id, name=f.name, label=f.label, severity=f.severity, title=f.title,
-        message=f.message, confidence=f.confidence, is_verdict=f.is_verdict,
+        rule_id=f.rule_id,
+        name=f.name,
+        label=f.label,
+        severity=f.severity,
+        title=f.title,
+        message=f.message,
+        confidence=f.confidence,
+        is_verdict=f.is_verdict,
         label_meaning=label_meaning(f.label),
-        impact_ms=impact_ms, impact_of=f"the {per}",
+        impact_ms=impact_ms,
+        impact_of=f"the {per}",
         impact_pct=None if frac is None else fmt_pct(frac),
         impact_width=0.0 if frac is None else round(max(0.0, min(1.0, frac)) * 100, 2),
-        fixes=list(f.fixes), expect=f.expect, minor=is_minor(f),
+        fixes=list(f.fixes),
+        expect=f.expect,
+        minor=is_minor(f),
         what_if=fmt_what_if(f.what_if, per if per in ("step", "iteration") else "window"),
         what_if_method=(f.what_if or {}).get("method"),
-        evidence=[build_table(table.replace("_", " "), rows, None, caps.evidence_rows, origin, caps.name_chars,
-                              key=table, short_names=not caps.full_names)
-                  for table, rows in f.evidence.items() if rows],
+        evidence=[
+            build_table(
+                table.replace("_", " "),
+                rows,
+                None,
+                caps.evidence_rows,
+                origin,
+                caps.name_chars,
+                key=table,
+                short_names=not caps.full_names,
+            )
+            for table, rows in f.evidence.items()
+            if rows
+        ],
     )
 
 
@@ -55,10 +75,18 @@ def is_minor(f: Finding) -> bool:
     return f.impact_fraction < MIN_IMPACT_FRACTION
 
 
-def build_verdict(v: Verdict | None, findings: list[FindingView], every: list[FindingView] | None = None) -> VerdictView:
+def build_verdict(
+    v: Verdict | None, findings: list[FindingView], every: list[FindingView] | None = None
+) -> VerdictView:
     if v is None:
-        return VerdictView(status="none", labels=[], confidence=None, headline="The rules engine did not run.",
-                           impact=None, withheld=None)
+        return VerdictView(
+            status="none",
+            labels=[],
+            confidence=None,
+            headline="The rules engine did not run.",
+            impact=None,
+            withheld=None,
+        )
     major = {f.label for f in findings}
     # the verdict names the labels that matter: those with a finding above the minimum impact
     labels = [lb for lb in v.labels if lb in major or not any(f.label == lb for f in (every or []))]
@@ -68,20 +96,30 @@ def build_verdict(v: Verdict | None, findings: list[FindingView], every: list[Fi
     elif labels:
         status, headline = "findings", top.title if top else ""
     elif findings:
-        status, headline = "advice", f"No bottleneck label. Top advice: {findings[0].title}" + (
-            f" ({findings[0].impact_pct} of {findings[0].impact_of})" if findings[0].impact_pct else "")
+        status, headline = (
+            "advice",
+            f"No bottleneck label. Top advice: {findings[0].title}"
+            + (f" ({findings[0].impact_pct} of {findings[0].impact_of})" if findings[0].impact_pct else ""),
+        )
     elif every:
-        status, headline = "advice", (f"Only minor findings: none explains {fmt_pct(MIN_IMPACT_FRACTION, 0)} or more "
-                                      "of the step time.")
+        status, headline = (
+            "advice",
+            (f"Only minor findings: none explains {fmt_pct(MIN_IMPACT_FRACTION, 0)} or more of the step time."),
+        )
     else:
         status, headline = "clean", "No rule fired: nothing in this trace explains lost step time."
     impact = None
     if top and status == "findings":
-        impact = " · ".join(x for x in (top.impact_ms, top.impact_pct and f"{top.impact_pct} of {top.impact_of}")
-                            if x)
+        impact = " · ".join(x for x in (top.impact_ms, top.impact_pct and f"{top.impact_pct} of {top.impact_of}") if x)
     # The box headlines the top finding, so it shows that finding's confidence (the trace-wide one,
     # the lowest any health check allows, is in the trace health list).
     confidence = top.confidence if status == "findings" and top else v.confidence
-    return VerdictView(status=status, labels=labels, confidence=confidence, headline=headline,
-                       impact=impact or None, withheld=v.withheld,
-                       label_meanings=[{"label": lb, "meaning": label_meaning(lb)} for lb in labels])
+    return VerdictView(
+        status=status,
+        labels=labels,
+        confidence=confidence,
+        headline=headline,
+        impact=impact or None,
+        withheld=v.withheld,
+        label_meanings=[{"label": lb, "meaning": label_meaning(lb)} for lb in labels],
+    )

@@ -20,12 +20,25 @@ def wrap_line(text: str, width: int) -> str:
         return text
     body = text.lstrip(" ")
     indent = " " * (len(text) - len(body))
-    hang = indent + " " * (len(body.split(" ", 1)[0]) + 1 if body[:1].isdigit() and body.split(" ", 1)[0].endswith(".")
-                           else 0)
+    hang = indent + " " * (
+        len(body.split(" ", 1)[0]) + 1 if body[:1].isdigit() and body.split(" ", 1)[0].endswith(".") else 0
+    )
     if len(hang) > width // 2:
         hang = indent if len(indent) <= width // 2 else ""
-    return "\n".join(textwrap.wrap(text, width=width, initial_indent="", subsequent_indent=hang,
-                                   break_long_words=False, break_on_hyphens=False, drop_whitespace=True)) or text
+    return (
+        "\n".join(
+            textwrap.wrap(
+                text,
+                width=width,
+                initial_indent="",
+                subsequent_indent=hang,
+                break_long_words=False,
+                break_on_hyphens=False,
+                drop_whitespace=True,
+            )
+        )
+        or text
+    )
 
 
 def column_widths(natural: Sequence[int], flexible: Sequence[bool], width: int) -> list[int]:

@@ -35,8 +35,14 @@ def wrap_text(text: str, width: int) -> list[str]:
     return wrap_line(text, width).split("\n") if text else [""]
 
 
-def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], kinds: Sequence[str], width: int,
-              indent: int = 0, min_text: int = MIN_TEXT) -> list[str]:
+def fit_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    kinds: Sequence[str],
+    width: int,
+    indent: int = 0,
+    min_text: int = MIN_TEXT,
+) -> list[str]:
     """The table as lines at most ``width`` wide (see the module's docstring); header first."""
     n = len(headers)
     table = [list(headers)] + [[str(c) for c in r] for r in rows]

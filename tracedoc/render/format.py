@@ -149,8 +149,10 @@ def fmt_what_if(what_if: dict | None, per: str = "step") -> str | None:
         return f"{per} {fmt_ms_short(before)} → not predicted ({w['method'].removeprefix('not modelled: ')})"
     pct = 100.0 * (after - before) / before
     bound = w["method"].startswith("upper bound")
-    return (f"{per} {fmt_ms_short(before)} → {'≥ ' if bound else '~'}{fmt_ms_short(after)}, "
-            f"{'up to ' if bound else ''}−{abs(pct):.0f}%" + (" (upper bound)" if bound else ""))
+    return (
+        f"{per} {fmt_ms_short(before)} → {'≥ ' if bound else '~'}{fmt_ms_short(after)}, "
+        f"{'up to ' if bound else ''}−{abs(pct):.0f}%" + (" (upper bound)" if bound else "")
+    )
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:

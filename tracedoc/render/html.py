@@ -61,10 +61,24 @@ _SHRINK = (
     {},
     {"table_rows": 25, "steps": 100, "ranks": 128, "name_chars": 200},
     {"table_rows": 10, "steps": 50, "ranks": 64, "name_chars": 120, "slowest_excerpt": False},
-    {"table_rows": 5, "evidence_rows": 5, "steps": 20, "ranks": 32, "name_chars": 80, "curve_points": 200,
-     "slowest_excerpt": False},
-    {"table_rows": 3, "evidence_rows": 3, "steps": 10, "ranks": 16, "name_chars": 60, "curve_points": 100,
-     "timeline": False},
+    {
+        "table_rows": 5,
+        "evidence_rows": 5,
+        "steps": 20,
+        "ranks": 32,
+        "name_chars": 80,
+        "curve_points": 200,
+        "slowest_excerpt": False,
+    },
+    {
+        "table_rows": 3,
+        "evidence_rows": 3,
+        "steps": 10,
+        "ranks": 16,
+        "name_chars": 60,
+        "curve_points": 100,
+        "timeline": False,
+    },
 )
 
 

@@ -95,8 +95,11 @@ def choose_step(ranks) -> str | None:
     candidates = sorted(s for s in shared if covered[s] == best)
 
     def length(s: str) -> float:
-        return float(np.median([next(row["end_ns"] - row["start_ns"] for row in r.per_step if row.get("step") == s)
-                                for r in ranks]))
+        return float(
+            np.median(
+                [next(row["end_ns"] - row["start_ns"] for row in r.per_step if row.get("step") == s) for r in ranks]
+            )
+        )
 
     candidates.sort(key=length)
     return candidates[len(candidates) // 2]
@@ -123,9 +126,14 @@ def build_job_timeline(result: "AnalysisResult") -> JobTimeline | None:
         row = next(x for x in r.per_step if x.get("step") == step)
         off = offsets.get(r.rank, 0)
         s, e = int(row["start_ns"]) - off, int(row["end_ns"]) - off
-        lane = Lane(rank=r.rank, start=s, end=e, detail=False,
-                    note=f"step {step}: compute {fmt_ns(row.get('compute_ns'))}, idle {fmt_ns(row.get('idle_ns'))}, "
-                         f"communication {fmt_ns(row.get('comm_ns'))} (measured on this rank)")
+        lane = Lane(
+            rank=r.rank,
+            start=s,
+            end=e,
+            detail=False,
+            note=f"step {step}: compute {fmt_ns(row.get('compute_ns'))}, idle {fmt_ns(row.get('idle_ns'))}, "
+            f"communication {fmt_ns(row.get('comm_ns'))} (measured on this rank)",
+        )
         mine = np.flatnonzero((inst["rank"] == r.rank) & (inst["end_ns"] > s) & (inst["arrival_ns"] < e))
         for i in mine.tolist():
             k = int(inst["inst"][i])
@@ -144,8 +152,12 @@ def build_job_timeline(result: "AnalysisResult") -> JobTimeline | None:
         busy = [(x[0], x[1]) for x in lane.wait + lane.transfer]
         if ex is not None:
             base = int(ex["start_ns"]) - off
-            ops = [(base + int(o["start"]), base + int(o["end"])) for ln in ex.get("lanes") or [] for o in ln["ops"]
-                   if o.get("cat") in ("compute", "memcpy", "memset")]
+            ops = [
+                (base + int(o["start"]), base + int(o["end"]))
+                for ln in ex.get("lanes") or []
+                for o in ln["ops"]
+                if o.get("cat") in ("compute", "memcpy", "memset")
+            ]
             lane.compute = [(max(a, s), min(b, e)) for a, b in _union(ops) if b > s and a < e]
             lane.detail = True
         else:
@@ -169,36 +181,72 @@ def job_timeline_svg(tl: JobTimeline) -> str:
     h = TOP + row_h * len(tl.lanes) + 8
     out = [svg_open(W, h, f"one step on every rank: {len(tl.lanes)} lanes", "job-timeline")]
     for v in ticks:
-        out.append(f'<line x1="{x(int(t0 + v * 1e6)):.1f}" x2="{x(int(t0 + v * 1e6)):.1f}" y1="{TOP - 6:.1f}" '
-                   f'y2="{h - 6:.1f}" stroke="#e6e9ef"/>')
-        out.append(label(x(int(t0 + v * 1e6)), TOP - 10, tick_text(v) + (" ms" if v == ticks[-1] else ""),
-                         size=FONT, anchor="end" if v == ticks[-1] else "middle", cls="tick", fill="#5b6577"))
+        out.append(
+            f'<line x1="{x(int(t0 + v * 1e6)):.1f}" x2="{x(int(t0 + v * 1e6)):.1f}" y1="{TOP - 6:.1f}" '
+            f'y2="{h - 6:.1f}" stroke="#e6e9ef"/>'
+        )
+        out.append(
+            label(
+                x(int(t0 + v * 1e6)),
+                TOP - 10,
+                tick_text(v) + (" ms" if v == ticks[-1] else ""),
+                size=FONT,
+                anchor="end" if v == ticks[-1] else "middle",
+                cls="tick",
+                fill="#5b6577",
+            )
+        )
     for n, lane in enumerate(tl.lanes):
         y = TOP + n * row_h + MARK_H
         straggler = lane.rank in tl.stragglers
         out.append(f'<g class="lane" data-rank="{lane.rank}">')
-        out.append(label(pl - 8, y + LANE_H - 5, f"rank {lane.rank}", size=FONT, anchor="end", cls="lane-name",
-                         fill="#c2352b" if straggler else "#1d2330", weight="600" if straggler else None))
-        out.append(f'<rect x="{x(lane.start):.2f}" y="{y:.1f}" width="{max(0.5, x(lane.end) - x(lane.start)):.2f}" '
-                   f'height="{LANE_H:.1f}" fill="#f5f7fa" stroke="#dde2ea">'
-                   + title(f"rank {lane.rank}, {lane.note}") + "</rect>")
+        out.append(
+            label(
+                pl - 8,
+                y + LANE_H - 5,
+                f"rank {lane.rank}",
+                size=FONT,
+                anchor="end",
+                cls="lane-name",
+                fill="#c2352b" if straggler else "#1d2330",
+                weight="600" if straggler else None,
+            )
+        )
+        out.append(
+            f'<rect x="{x(lane.start):.2f}" y="{y:.1f}" width="{max(0.5, x(lane.end) - x(lane.start)):.2f}" '
+            f'height="{LANE_H:.1f}" fill="#f5f7fa" stroke="#dde2ea">'
+            + title(f"rank {lane.rank}, {lane.note}")
+            + "</rect>"
+        )
         kind = "compute" if lane.detail else "outside"
-        what = ("compute (its kernels and copies)" if lane.detail else
-                "outside the collectives: compute, copies and idle (no kernel detail for this step on this rank)")
+        what = (
+            "compute (its kernels and copies)"
+            if lane.detail
+            else "outside the collectives: compute, copies and idle (no kernel detail for this step on this rank)"
+        )
         for a, b in lane.compute:
-            out.append(f'<rect class="seg-{kind}" x="{x(a):.2f}" y="{y + 2:.1f}" width="{max(0.5, x(b) - x(a)):.2f}" '
-                       f'height="{LANE_H - 4:.1f}" fill="{COLOURS[kind]}">'
-                       + title(f"rank {lane.rank}: {what}, {fmt_ns(b - a)}") + "</rect>")
+            out.append(
+                f'<rect class="seg-{kind}" x="{x(a):.2f}" y="{y + 2:.1f}" width="{max(0.5, x(b) - x(a)):.2f}" '
+                f'height="{LANE_H - 4:.1f}" fill="{COLOURS[kind]}">'
+                + title(f"rank {lane.rank}: {what}, {fmt_ns(b - a)}")
+                + "</rect>"
+            )
         for key, rows in (("wait", lane.wait), ("transfer", lane.transfer)):
             for a, b, coll in rows:
                 words = "waiting for the last rank" if key == "wait" else "transfer"
-                out.append(f'<rect class="seg-{key}" x="{x(a):.2f}" y="{y:.1f}" width="{max(0.8, x(b) - x(a)):.2f}" '
-                           f'height="{LANE_H:.1f}" fill="{COLOURS[key]}">'
-                           + title(f"rank {lane.rank}: {coll}, {words} {fmt_ns(b - a)}") + "</rect>")
+                out.append(
+                    f'<rect class="seg-{key}" x="{x(a):.2f}" y="{y:.1f}" width="{max(0.8, x(b) - x(a)):.2f}" '
+                    f'height="{LANE_H:.1f}" fill="{COLOURS[key]}">'
+                    + title(f"rank {lane.rank}: {coll}, {words} {fmt_ns(b - a)}")
+                    + "</rect>"
+                )
         for a, b in lane.late:
-            out.append(f'<line class="late" x1="{x(a):.2f}" x2="{x(b):.2f}" y1="{y - 4:.1f}" y2="{y - 4:.1f}" '
-                       f'stroke="{COLOURS["late"]}" stroke-width="3">'
-                       + title(f"rank {lane.rank} arrives {fmt_ns(b - a)} after the median rank") + "</line>")
+            out.append(
+                f'<line class="late" x1="{x(a):.2f}" x2="{x(b):.2f}" y1="{y - 4:.1f}" y2="{y - 4:.1f}" '
+                f'stroke="{COLOURS["late"]}" stroke-width="3">'
+                + title(f"rank {lane.rank} arrives {fmt_ns(b - a)} after the median rank")
+                + "</line>"
+            )
         if lane.late:
             worst = max(lane.late, key=lambda ab: ab[1] - ab[0])
             text = f"late {fmt_ns(worst[1] - worst[0])}"
@@ -218,14 +266,25 @@ def job_timeline_html(result: "AnalysisResult") -> str:
     if tl is None:
         return ""
     detail = sum(lane.detail for lane in tl.lanes)
-    keys = [("compute", "compute (kernels and copies)"), ("wait", "waiting for the last rank"),
-            ("transfer", "collective transfer"), ("late", "straggler's lateness")]
+    keys = [
+        ("compute", "compute (kernels and copies)"),
+        ("wait", "waiting for the last rank"),
+        ("transfer", "collective transfer"),
+        ("late", "straggler's lateness"),
+    ]
     if detail < len(tl.lanes):
         keys.insert(1, ("outside", "outside the collectives (no kernel detail on that rank)"))
-    legend = "".join(f'<span class="key"><i class="swatch" style="background:{COLOURS[k]}"></i>{escape(words)}</span>'
-                     for k, words in keys)
-    more = (f'<p class="more">{tl.left_out} more ranks are not drawn: the timeline shows the first {MAX_LANES}.</p>'
-            if tl.left_out else "")
-    return (f'<p class="muted">Step <code>{escape(tl.step)}</code> on every rank, on one clock (the job view\'s clock '
-            f"offsets applied); kernel detail on {detail} of {len(tl.lanes)} lanes. Hover any segment for its time.</p>"
-            f'<figure class="chart-box">{job_timeline_svg(tl)}</figure><p class="chart-legend">{legend}</p>{more}')
+    legend = "".join(
+        f'<span class="key"><i class="swatch" style="background:{COLOURS[k]}"></i>{escape(words)}</span>'
+        for k, words in keys
+    )
+    more = (
+        f'<p class="more">{tl.left_out} more ranks are not drawn: the timeline shows the first {MAX_LANES}.</p>'
+        if tl.left_out
+        else ""
+    )
+    return (
+        f'<p class="muted">Step <code>{escape(tl.step)}</code> on every rank, on one clock (the job view\'s clock '
+        f"offsets applied); kernel detail on {detail} of {len(tl.lanes)} lanes. Hover any segment for its time.</p>"
+        f'<figure class="chart-box">{job_timeline_svg(tl)}</figure><p class="chart-legend">{legend}</p>{more}'
+    )

@@ -53,9 +53,17 @@ def _finding(f: "Finding", per: str) -> JobFindingView:
         impact = f"{f.impact_ms_per_step:.1f} ms per {per} ({fmt_pct(f.impact_fraction)} of the {per})"
     else:
         impact = f"{f.impact_ms_per_step:.1f} ms ({fmt_pct(f.impact_fraction)} of the window)"
-    return JobFindingView(rule_id=f.rule_id, label=f.label, title=f.title, message=f.message, fixes=list(f.fixes),
-                          expect=f.expect, what_if=fmt_what_if(f.what_if, per),
-                          what_if_method=(f.what_if or {}).get("method"), impact=impact)
+    return JobFindingView(
+        rule_id=f.rule_id,
+        label=f.label,
+        title=f.title,
+        message=f.message,
+        fixes=list(f.fixes),
+        expect=f.expect,
+        what_if=fmt_what_if(f.what_if, per),
+        what_if_method=(f.what_if or {}).get("method"),
+        impact=impact,
+    )
 
 
 def _summary(job: "JobResult") -> list[str]:
@@ -63,15 +71,23 @@ def _summary(job: "JobResult") -> list[str]:
     out = [
         f"{len(job.ranks_used)} ranks; {job.collectives_matched:,} collectives matched on every member rank"
         + (f" (key: {job.match_key})" if job.match_key else ""),
-        ("communication: " + fmt_pct(job.wait_fraction_of_comm) + " waiting for the last rank, "
-         + fmt_pct(1 - job.wait_fraction_of_comm) + " transfer") if job.wait_fraction_of_comm is not None
+        (
+            "communication: "
+            + fmt_pct(job.wait_fraction_of_comm)
+            + " waiting for the last rank, "
+            + fmt_pct(1 - job.wait_fraction_of_comm)
+            + " transfer"
+        )
+        if job.wait_fraction_of_comm is not None
         else "communication: no matched collective to split into wait and transfer",
     ]
     if m.get("comm_top_collective"):
         bw = m.get("comm_busbw_gbps")
-        out.append(f"most transfer time: {m['comm_top_collective']}"
-                   + (f", bus bandwidth {bw:.1f} GB/s" if bw is not None else "")
-                   + (f" (links typically give {m['link_busbw_gbps']:.0f} GB/s)" if m.get("link_busbw_gbps") else ""))
+        out.append(
+            f"most transfer time: {m['comm_top_collective']}"
+            + (f", bus bandwidth {bw:.1f} GB/s" if bw is not None else "")
+            + (f" (links typically give {m['link_busbw_gbps']:.0f} GB/s)" if m.get("link_busbw_gbps") else "")
+        )
     if job.clock_note:
         out.append("clocks: " + job.clock_note)
     aligned = _alignment_line(job.alignment)
@@ -89,26 +105,43 @@ def _alignment_line(alignment: dict) -> str | None:
             continue
 
         def when(r: dict) -> str:
-            return f"{r['offset_steps']:g} step{'s' if r['offset_steps'] != 1 else ''}" if r["offset_steps"] is not None \
+            return (
+                f"{r['offset_steps']:g} step{'s' if r['offset_steps'] != 1 else ''}"
+                if r["offset_steps"] is not None
                 else f"{r['offset_calls']} collectives"
+            )
+
         shown = ", ".join(f"rank {r['rank']} +{when(r)}" for r in late[:6]) + (" ..." if len(late) > 6 else "")
         parts.append(f"{shown} (group {g['group']})")
     if not parts:
         return None
-    return ("the ranks' windows start at different steps (aligned by where their collectives end; after the "
-            "earliest rank's): " + "; ".join(parts))
+    return (
+        "the ranks' windows start at different steps (aligned by where their collectives end; after the "
+        "earliest rank's): " + "; ".join(parts)
+    )
 
 
 def _straggler(s: dict) -> StragglerView:
     cost = s.get("wait_cost_ms_per_step")
     return StragglerView(
         rank=s["rank"],
-        line=(f"rank {s['rank']} (confidence {s.get('confidence', 'high')}: {s.get('confidence_why', '')}) "
-              f"arrives last at {fmt_pct(s['arrived_last_fraction'])} of the matched collectives and costs "
-              "every other rank " + (f"{cost:.1f} ms" if cost is not None else "a share") +
-              f" of wait per step; cause: {s['cause_text']}"),
-        breakdown=[[row["category"], fmt_ms(row["rank_ms_per_step"], 2), fmt_ms(row["median_ms_per_step"], 2),
-                    fmt_ms(row["excess_ms_per_step"], 2)] for row in s["breakdown"]])
+        line=(
+            f"rank {s['rank']} (confidence {s.get('confidence', 'high')}: {s.get('confidence_why', '')}) "
+            f"arrives last at {fmt_pct(s['arrived_last_fraction'])} of the matched collectives and costs "
+            "every other rank "
+            + (f"{cost:.1f} ms" if cost is not None else "a share")
+            + f" of wait per step; cause: {s['cause_text']}"
+        ),
+        breakdown=[
+            [
+                row["category"],
+                fmt_ms(row["rank_ms_per_step"], 2),
+                fmt_ms(row["median_ms_per_step"], 2),
+                fmt_ms(row["excess_ms_per_step"], 2),
+            ]
+            for row in s["breakdown"]
+        ],
+    )
 
 
 def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) -> JobSectionView | None:
@@ -117,18 +150,41 @@ def build_job_view(result: "AnalysisResult", rank_cap: int = MAX_HEATMAP_RANKS) 
         return None
     v = job.verdict
     # ranks without steps: the findings speak of the iteration or the window (docs/definitions.md), never of a "step"
-    per = ("step" if any(r.metrics.get("steps") for r in result.ranks) else
-           "iteration" if any(r.metrics.get("iterations") for r in result.ranks) else "window")
+    per = (
+        "step"
+        if any(r.metrics.get("steps") for r in result.ranks)
+        else "iteration"
+        if any(r.metrics.get("iterations") for r in result.ranks)
+        else "window"
+    )
     in_view = [r for r in job.ranks if r.rank in set(job.ranks_used)]
     many = len(in_view) >= MANY_RANKS
     if many:  # every rank, for the HTML's sortable table; text and Markdown show the digest
         rank_cap = max(rank_cap, MAX_SORTABLE_RANKS)
-    ranks_rows = [[str(r.rank), _ns_ms(r.step_time_p50_ns), _ns_ms(r.step_time_p95_ns), _ns_ms(r.wait_ns_per_step, 2),
-                   fmt_pct(r.arrived_last_fraction), _ns_ms(r.lateness_ns_per_step, 2),
-                   "straggler" if r.straggler else ""] for r in in_view[:rank_cap]]
-    colls = [[c["collective"], "—" if c["bytes"] is None else f"{c['bytes']:,}", str(c["count"]),
-              fmt_ms(c["transfer_p50_ms"], 2), fmt_ms(c["skew_p50_ms"], 2), fmt_ms(c["wait_mean_ms"], 2),
-              "—" if c["busbw_p50_gbps"] is None else f"{c['busbw_p50_gbps']:.1f}"] for c in job.collective_rows]
+    ranks_rows = [
+        [
+            str(r.rank),
+            _ns_ms(r.step_time_p50_ns),
+            _ns_ms(r.step_time_p95_ns),
+            _ns_ms(r.wait_ns_per_step, 2),
+            fmt_pct(r.arrived_last_fraction),
+            _ns_ms(r.lateness_ns_per_step, 2),
+            "straggler" if r.straggler else "",
+        ]
+        for r in in_view[:rank_cap]
+    ]
+    colls = [
+        [
+            c["collective"],
+            "—" if c["bytes"] is None else f"{c['bytes']:,}",
+            str(c["count"]),
+            fmt_ms(c["transfer_p50_ms"], 2),
+            fmt_ms(c["skew_p50_ms"], 2),
+            fmt_ms(c["wait_mean_ms"], 2),
+            "—" if c["busbw_p50_gbps"] is None else f"{c['busbw_p50_gbps']:.1f}",
+        ]
+        for c in job.collective_rows
+    ]
     return JobSectionView(
         labels=list(v.labels) if v is not None else [],
         confidence=(v.findings[0].confidence if v.findings else v.confidence) if v is not None else None,
@@ -154,15 +210,27 @@ def _heatmaps(h: dict) -> list[HeatmapView]:
         return []
     ranks, steps = h["ranks"][:MAX_HEATMAP_RANKS], h["steps"][:MAX_HEATMAP_STEPS]
     out = []
-    for key, title in (("step_ms", "Step time (ms), rank x step"), ("wait_ms", "Wait in collectives (ms), rank x step")):
+    for key, title in (
+        ("step_ms", "Step time (ms), rank x step"),
+        ("wait_ms", "Wait in collectives (ms), rank x step"),
+    ):
         grid = [row[: len(steps)] for row in h[key][: len(ranks)]]
         values = [x for row in grid for x in row if x is not None]
         lo, hi = (min(values), max(values)) if values else (0.0, 0.0)
         span = (hi - lo) or 1.0
-        rows = [HeatRow(r, [HeatCell("—" if x is None else f"{x:.1f}", 0.0 if x is None else round((x - lo) / span, 3))
-                            for x in row]) for r, row in zip(ranks, grid)]
-        out.append(HeatmapView(title, steps, rows, max(0, len(h["ranks"]) - len(ranks)),
-                               max(0, len(h["steps"]) - len(steps))))
+        rows = [
+            HeatRow(
+                r,
+                [
+                    HeatCell("—" if x is None else f"{x:.1f}", 0.0 if x is None else round((x - lo) / span, 3))
+                    for x in row
+                ],
+            )
+            for r, row in zip(ranks, grid)
+        ]
+        out.append(
+            HeatmapView(title, steps, rows, max(0, len(h["ranks"]) - len(ranks)), max(0, len(h["steps"]) - len(steps)))
+        )
     return out
 
 
@@ -176,14 +244,19 @@ def _compare(job: "JobResult") -> list[CompareView]:
     for rank, label in ((s["rank"], "straggler"), (job.median_rank, "median rank")):
         if rank == s["rank"] and label == "median rank":
             continue
-        lead = {row["category"]: row["rank_ms_per_step" if rank == s["rank"] else "median_ms_per_step"]
-                for row in s["breakdown"]}
+        lead = {
+            row["category"]: row["rank_ms_per_step" if rank == s["rank"] else "median_ms_per_step"]
+            for row in s["breakdown"]
+        }
         lead["wait"] = (waits.get(rank) or 0.0) / 1e6
         out.append(CompareView(rank, label, lead))
     total = max(sum(max(x, 0.0) for x in o.values.values()) for o in out) or 1.0
     for o in out:
-        o.segments = [BarPart(k, f"{o.values.get(k, 0.0):.1f}", round(100.0 * max(o.values.get(k, 0.0), 0.0) / total, 2))
-                      for k in SEGMENTS if o.values.get(k, 0.0) > 0]
+        o.segments = [
+            BarPart(k, f"{o.values.get(k, 0.0):.1f}", round(100.0 * max(o.values.get(k, 0.0), 0.0) / total, 2))
+            for k in SEGMENTS
+            if o.values.get(k, 0.0) > 0
+        ]
     return out
 
 

@@ -30,13 +30,21 @@ _where, _details, _fmt = LogView.where, LogView.details, fmt_log_value
 
 def build_log_view(result: "LogResult", anomaly_rows: int = MAX_ANOMALY_ROWS, with_charts: bool = False) -> LogView:
     """The log report's view model: every renderer of a log formats this."""
-    return LogView(source=result.source, format=result.input.format, labels=list(result.labels),
-                   summary=summary_lines(result), findings=list(result.findings),
-                   config_checks=list(result.config_checks), anomalies=result.anomalies[:anomaly_rows],
-                   anomaly_count=len(result.anomalies), notes=list(result.analysis.notes),
-                   warnings=list(result.warnings), points=result.metrics["log_points"],
-                   charts=charts(result) if with_charts else [],
-                   size={"w": CHART_W, "h": CHART_H, "l": PAD_L, "r": PAD_R, "t": PAD_T, "b": PAD_B})
+    return LogView(
+        source=result.source,
+        format=result.input.format,
+        labels=list(result.labels),
+        summary=summary_lines(result),
+        findings=list(result.findings),
+        config_checks=list(result.config_checks),
+        anomalies=result.anomalies[:anomaly_rows],
+        anomaly_count=len(result.anomalies),
+        notes=list(result.analysis.notes),
+        warnings=list(result.warnings),
+        points=result.metrics["log_points"],
+        charts=charts(result) if with_charts else [],
+        size={"w": CHART_W, "h": CHART_H, "l": PAD_L, "r": PAD_R, "t": PAD_T, "b": PAD_B},
+    )
 
 
 def summary_lines(result: "LogResult") -> list[str]:
@@ -48,38 +56,57 @@ def summary_lines(result: "LogResult") -> list[str]:
         lines.append(f"series: {m['log_series']} (engines logged side by side, analysed apart)")
     if m["loss_logged"]:
         last_ma = result.analysis.charts.get("loss_ma_last")
-        lines.append(f"loss: mean of the last {result.analysis.charts.get('window')} points {_fmt(last_ma)}; "
-                     f"NaN/inf {_fmt(m['loss_nonfinite_count'])}; spike episodes {_fmt(m['loss_spike_count'])}; "
-                     f"bumps {_fmt(m.get('loss_bump_count'))}; diverging {_fmt(m['divergence'])}")
+        lines.append(
+            f"loss: mean of the last {result.analysis.charts.get('window')} points {_fmt(last_ma)}; "
+            f"NaN/inf {_fmt(m['loss_nonfinite_count'])}; spike episodes {_fmt(m['loss_spike_count'])}; "
+            f"bumps {_fmt(m.get('loss_bump_count'))}; diverging {_fmt(m['divergence'])}"
+        )
     if m.get("skip_pattern"):
-        lines.append(f"skipped steps: {m['skipped_iterations']} ({_fmt(m['skipped_iteration_fraction'], '.1%')}), "
-                     f"pattern {m['skip_pattern']}; loss scale {_fmt(m.get('loss_scale_min'))} to "
-                     f"{_fmt(m.get('loss_scale_max'))}, last {_fmt(m.get('loss_scale_final'))}")
+        lines.append(
+            f"skipped steps: {m['skipped_iterations']} ({_fmt(m['skipped_iteration_fraction'], '.1%')}), "
+            f"pattern {m['skip_pattern']}; loss scale {_fmt(m.get('loss_scale_min'))} to "
+            f"{_fmt(m.get('loss_scale_max'))}, last {_fmt(m.get('loss_scale_final'))}"
+        )
     elif m.get("loss_scale_max") is not None:
-        lines.append(f"loss scale: {_fmt(m['loss_scale_min'])} to {_fmt(m['loss_scale_max'])}, "
-                     f"last {_fmt(m.get('loss_scale_final'))}; no skipped steps")
+        lines.append(
+            f"loss scale: {_fmt(m['loss_scale_min'])} to {_fmt(m['loss_scale_max'])}, "
+            f"last {_fmt(m.get('loss_scale_final'))}; no skipped steps"
+        )
     if m["throughput_p50"] is not None:
         cause = f" after each {m['periodic_stall_cause']}" if m.get("periodic_stall_cause") else ""
-        stall = (f"; slow step every {m.get('periodic_stall_period_text') or m['periodic_stall_period_steps']} "
-                 f"steps{cause} x{m['periodic_stall_count']}"
-                 + (f" ({_fmt(m.get('periodic_stall_slowdown'), '.1f')}x the median step, "
-                    f"{_fmt(m.get('periodic_stall_lost_fraction'), '.1%')} of the time)")
-                 if m["periodic_stall_period_steps"] else "; no periodic stall")
+        stall = (
+            f"; slow step every {m.get('periodic_stall_period_text') or m['periodic_stall_period_steps']} "
+            f"steps{cause} x{m['periodic_stall_count']}"
+            + (
+                f" ({_fmt(m.get('periodic_stall_slowdown'), '.1f')}x the median step, "
+                f"{_fmt(m.get('periodic_stall_lost_fraction'), '.1%')} of the time)"
+            )
+            if m["periodic_stall_period_steps"]
+            else "; no periodic stall"
+        )
         if m.get("step_time_drift_fraction") is not None and m.get("throughput_drift_shape"):
-            stall += (f"; time per unit of work {m['step_time_drift_fraction']:+.0%} first to last fifth "
-                      f"({m['throughput_drift_shape']})")
-        lines.append(f"throughput ({m['throughput_unit']}): P10 {_fmt(m['throughput_p10'])}, "
-                     f"P50 {_fmt(m['throughput_p50'])}, P90 {_fmt(m['throughput_p90'])}; "
-                     f"dip episodes {m['throughput_dip_count']} ({_fmt(m['throughput_dip_lost_fraction'], '.1%')} of the time)"
-                     + stall)
+            stall += (
+                f"; time per unit of work {m['step_time_drift_fraction']:+.0%} first to last fifth "
+                f"({m['throughput_drift_shape']})"
+            )
+        lines.append(
+            f"throughput ({m['throughput_unit']}): P10 {_fmt(m['throughput_p10'])}, "
+            f"P50 {_fmt(m['throughput_p50'])}, P90 {_fmt(m['throughput_p90'])}; "
+            f"dip episodes {m['throughput_dip_count']} ({_fmt(m['throughput_dip_lost_fraction'], '.1%')} of the time)"
+            + stall
+        )
     if m.get("generation_time_fraction") is not None:
-        lines.append(f"RLHF step: {m['generation_time_fraction']:.0%} of the end-to-end time generating, the rest "
-                     "training and other work")
+        lines.append(
+            f"RLHF step: {m['generation_time_fraction']:.0%} of the end-to-end time generating, the rest "
+            "training and other work"
+        )
     if m["lr_schedule"]:
         lines.append(f"learning rate: {m['lr_schedule']}")
     if m["gpu_util_mean_percent"] is not None:
-        lines.append(f"GPU utilisation: mean {m['gpu_util_mean_percent']:.0f}%, below 50% on "
-                     f"{m['low_gpu_util_fraction']:.0%} of the steps")
+        lines.append(
+            f"GPU utilisation: mean {m['gpu_util_mean_percent']:.0f}%, below 50% on "
+            f"{m['low_gpu_util_fraction']:.0%} of the steps"
+        )
     if m["config_source"]:
         lines.append(f"config: {m['config_source']}")
     if getattr(result, "config_files", None):  # whose thresholds the findings used
@@ -107,8 +134,14 @@ def render_log_text(result: "LogResult", width: int = 100) -> str:
             out += wrapped(f"  [{'ok' if row['ok'] else 'FAIL'}] {row['check']}: {row['detail']}")
     out += ["", f"Anomalies ({v.anomaly_count})"]
     if v.anomalies:
-        out += fit_table(("kind", "where", "details"), [(a["kind"], _where(a), _details(a)) for a in v.anomalies],
-                         ("id", "id", "text"), width, indent=2, min_text=24)
+        out += fit_table(
+            ("kind", "where", "details"),
+            [(a["kind"], _where(a), _details(a)) for a in v.anomalies],
+            ("id", "id", "text"),
+            width,
+            indent=2,
+            min_text=24,
+        )
     if v.anomaly_count > len(v.anomalies):
         out.append(f"  ... {v.anomaly_count - len(v.anomalies)} more (use --format json)")
     out += ["", *wrapped(f"Findings: {', '.join(v.labels) or 'none'}")]
@@ -215,8 +248,18 @@ def _chart(title: str, f: _Frame, lines: list, bands=(), hlines=(), marks=(), no
     label_y = spread_labels([h["y"] - 3 for h in hl], PAD_T + 9, CHART_H - PAD_B - 3)
     for h, y in zip(hl, label_y):
         h["label_y"] = y
-    return {"title": title, "lines": lines, "bands": list(bands)[:500], "hlines": hl, "marks": list(marks)[:300],
-            "ticks": f.ticks(), "xticks": f.xticks(), "x0": f.x0, "x1": f.x1, "note": note}
+    return {
+        "title": title,
+        "lines": lines,
+        "bands": list(bands)[:500],
+        "hlines": hl,
+        "marks": list(marks)[:300],
+        "ticks": f.ticks(),
+        "xticks": f.xticks(),
+        "x0": f.x0,
+        "x1": f.x1,
+        "note": note,
+    }
 
 
 def _loss_chart(title: str, steps: np.ndarray, c: dict[str, Any], anomalies: list[dict[str, Any]]) -> dict[str, Any]:
@@ -226,12 +269,26 @@ def _loss_chart(title: str, steps: np.ndarray, c: dict[str, Any], anomalies: lis
     for a in anomalies:
         if a["kind"] in ("nan", "loss_spike", "divergence") and a.get("field", "loss") == "loss":
             s = a.get("peak_step", a.get("step", a.get("start_step")))
-            marks.append({"x": float(f.px(s)), "kind": a["kind"], "title": f"{a['kind']} at {_where(a)}: {_details(a)}",
-                          "y": float(f.py(a["loss"])) if a.get("loss") is not None else PAD_T + 6})
+            marks.append(
+                {
+                    "x": float(f.px(s)),
+                    "kind": a["kind"],
+                    "title": f"{a['kind']} at {_where(a)}: {_details(a)}",
+                    "y": float(f.py(a["loss"])) if a.get("loss") is not None else PAD_T + 6,
+                }
+            )
         elif a["kind"] == "loss_bump":
-            bands.append(f.band(a["start_step"], a["end_step"], "loss_bump", f"loss bump at {_where(a)}: {_details(a)}"))
-    lines = [{"points": f.polyline(steps, c["loss"]), "cls": "raw", "label": "loss"},
-             {"points": f.polyline(steps, c["loss_ma"]), "cls": "ma", "label": f"centred moving average ({c.get('window')} points)"}]
+            bands.append(
+                f.band(a["start_step"], a["end_step"], "loss_bump", f"loss bump at {_where(a)}: {_details(a)}")
+            )
+    lines = [
+        {"points": f.polyline(steps, c["loss"]), "cls": "raw", "label": "loss"},
+        {
+            "points": f.polyline(steps, c["loss_ma"]),
+            "cls": "ma",
+            "label": f"centred moving average ({c.get('window')} points)",
+        },
+    ]
     return _chart(title, f, lines, bands=bands, marks=marks)
 
 
@@ -251,45 +308,93 @@ def charts(result: "LogResult") -> list[dict[str, Any]]:
         out.append(_loss_chart(f"Loss ({name})" if name else "Loss", steps, c, mine))
     for other, oc in c.get("companions", {}).items():
         if "loss" in oc and oc["steps"].size >= 2:
-            out.append(_loss_chart(f"Loss ({other})", oc["steps"].astype(float), oc,
-                                   [a for a in anomalies if a.get("series") == other]))
+            out.append(
+                _loss_chart(
+                    f"Loss ({other})", oc["steps"].astype(float), oc, [a for a in anomalies if a.get("series") == other]
+                )
+            )
     if "throughput" in c:
         tp = c["throughput"]
         lo, hi = _range(tp)
         f = _Frame(float(steps[0]), float(steps[-1]), min(lo, 0.0), hi)
-        bands = [f.band(a.get("start_step", a.get("step")), a.get("end_step", a.get("step")), a["kind"],
-                        f"{a['kind']} at {_where(a)}: {_details(a)}")
-                 for a in mine if a["kind"] in ("throughput_dip", "periodic_stall")]
-        hlines = [{"y": float(f.py(c[k])), "label": f"{k[-3:].upper()} {readable(c[k])}", "cls": k[-3:]}
-                  for k in ("throughput_p90", "throughput_p50", "throughput_p10") if c.get(k) is not None]
+        bands = [
+            f.band(
+                a.get("start_step", a.get("step")),
+                a.get("end_step", a.get("step")),
+                a["kind"],
+                f"{a['kind']} at {_where(a)}: {_details(a)}",
+            )
+            for a in mine
+            if a["kind"] in ("throughput_dip", "periodic_stall")
+        ]
+        hlines = [
+            {"y": float(f.py(c[k])), "label": f"{k[-3:].upper()} {readable(c[k])}", "cls": k[-3:]}
+            for k in ("throughput_p90", "throughput_p50", "throughput_p10")
+            if c.get(k) is not None
+        ]
         drift = [a for a in mine if a["kind"] == "throughput_drift"]
-        note = (f"time per unit of work {drift[0]['drift_fraction']:+.0%} from the first to the last fifth "
-                f"({drift[0]['shape']})" if drift and drift[0].get("drift_fraction") is not None else "")
-        out.append(_chart(f"Throughput ({c['throughput_unit']})", f,
-                          [{"points": f.polyline(steps, tp), "cls": "tp", "label": "throughput"}],
-                          bands=bands, hlines=hlines, note=note))
+        note = (
+            f"time per unit of work {drift[0]['drift_fraction']:+.0%} from the first to the last fifth "
+            f"({drift[0]['shape']})"
+            if drift and drift[0].get("drift_fraction") is not None
+            else ""
+        )
+        out.append(
+            _chart(
+                f"Throughput ({c['throughput_unit']})",
+                f,
+                [{"points": f.polyline(steps, tp), "cls": "tp", "label": "throughput"}],
+                bands=bands,
+                hlines=hlines,
+                note=note,
+            )
+        )
     if "grad_norm" in c:
         g = c["grad_norm"]
         lo, hi = _range(g)
         f = _Frame(float(steps[0]), float(steps[-1]), min(lo, 0.0), hi)
-        marks = [{"x": float(f.px(a["peak_step"])), "kind": "loss_spike", "y": float(f.py(a["grad_norm"])),
-                  "title": f"gradient-norm spike at {_where(a)}: {_details(a)}"}
-                 for a in mine if a["kind"] == "grad_norm_spike" and a.get("grad_norm") is not None]
-        out.append(_chart("Gradient norm", f, [{"points": f.polyline(steps, g), "cls": "gn", "label": "gradient norm"}],
-                          marks=marks))
+        marks = [
+            {
+                "x": float(f.px(a["peak_step"])),
+                "kind": "loss_spike",
+                "y": float(f.py(a["grad_norm"])),
+                "title": f"gradient-norm spike at {_where(a)}: {_details(a)}",
+            }
+            for a in mine
+            if a["kind"] == "grad_norm_spike" and a.get("grad_norm") is not None
+        ]
+        out.append(
+            _chart(
+                "Gradient norm",
+                f,
+                [{"points": f.polyline(steps, g), "cls": "gn", "label": "gradient norm"}],
+                marks=marks,
+            )
+        )
     if "loss_scale" in c:
         sc = np.where(c["loss_scale"] > 0, np.log2(np.where(c["loss_scale"] > 0, c["loss_scale"], 1.0)), np.nan)
         lo, hi = _range(sc)
         f = _Frame(float(steps[0]), float(steps[-1]), lo - 0.5, hi + 0.5)
-        bands = [f.band(a.get("start_step", a.get("step")), a.get("end_step", a.get("step")),
-                        "skips" if a.get("group") != "burst" else "throughput_dip", f"skipped steps at {_where(a)}: "
-                        f"{_details(a)}") for a in mine if a["kind"] == "skipped_iterations"]
-        chart = _chart("fp16 loss scale (log2)", f, [{"points": f.polyline(steps, sc), "cls": "ls", "label": "log2 loss scale"}],
-                       bands=bands)
+        bands = [
+            f.band(
+                a.get("start_step", a.get("step")),
+                a.get("end_step", a.get("step")),
+                "skips" if a.get("group") != "burst" else "throughput_dip",
+                f"skipped steps at {_where(a)}: {_details(a)}",
+            )
+            for a in mine
+            if a["kind"] == "skipped_iterations"
+        ]
+        chart = _chart(
+            "fp16 loss scale (log2)",
+            f,
+            [{"points": f.polyline(steps, sc), "cls": "ls", "label": "log2 loss scale"}],
+            bands=bands,
+        )
         powers = np.arange(np.ceil(f.lo), np.floor(f.hi) + 1)
         if powers.size > 6:
-            powers = powers[::int(np.ceil(powers.size / 6))]
-        chart["ticks"] = [{"y": float(f.py(p)), "label": readable(2.0 ** p), "value": float(p)} for p in powers]
+            powers = powers[:: int(np.ceil(powers.size / 6))]
+        chart["ticks"] = [{"y": float(f.py(p)), "label": readable(2.0**p), "value": float(p)} for p in powers]
         out.append(chart)
     return out
 

@@ -46,26 +46,39 @@ def digest(job: "JobResult") -> DigestView:
     waiters = sorted((r for r in rows if r.wait_ns_per_step is not None), key=lambda r: (-r.wait_ns_per_step, r.rank))
     for r in waiters[:TOP_WAITERS]:
         why.setdefault(r.rank, []).append("waits most")
-    latest = sorted((r for r in rows if r.lateness_ns_per_step is not None),
-                    key=lambda r: (-r.lateness_ns_per_step, r.rank))
+    latest = sorted(
+        (r for r in rows if r.lateness_ns_per_step is not None), key=lambda r: (-r.lateness_ns_per_step, r.rank)
+    )
     if latest and latest[0].rank not in why:
         why.setdefault(latest[0].rank, []).append("latest")
     shown = [r for r in rows if r.rank in why]
     order = {"straggler": 0, "latest": 1, "median rank": 3, "waits most": 2}
-    shown.sort(key=lambda r: (min(order[w.split(" (")[0]] for w in why[r.rank]),
-                              -(r.wait_ns_per_step or 0.0), r.rank))
-    out_rows = [DigestRow(r.rank, [str(r.rank), ", ".join(why[r.rank]), _ms(r.step_time_p50_ns),
-                                   _ms(r.wait_ns_per_step), _ms(r.lateness_ns_per_step),
-                                   fmt_pct(r.arrived_last_fraction),
-                                   "withheld" if r.withheld else ", ".join(r.labels) or "—"]) for r in shown]
+    shown.sort(key=lambda r: (min(order[w.split(" (")[0]] for w in why[r.rank]), -(r.wait_ns_per_step or 0.0), r.rank))
+    out_rows = [
+        DigestRow(
+            r.rank,
+            [
+                str(r.rank),
+                ", ".join(why[r.rank]),
+                _ms(r.step_time_p50_ns),
+                _ms(r.wait_ns_per_step),
+                _ms(r.lateness_ns_per_step),
+                fmt_pct(r.arrived_last_fraction),
+                "withheld" if r.withheld else ", ".join(r.labels) or "—",
+            ],
+        )
+        for r in shown
+    ]
     rest = [r for r in rows if r.rank not in why]
     return DigestView(columns=list(DIGEST_COLUMNS), rows=out_rows, rest=_rest_lines(rest), total=len(rows))
 
 
 def _spread(values: list[float]) -> str:
     """median (p10-p90, max) of values in ns, as ms."""
-    return (f"{_ms(percentile(values, 50))} (p10–p90 {_ms(percentile(values, 10))}–{_ms(percentile(values, 90))}, "
-            f"max {_ms(max(values))})")
+    return (
+        f"{_ms(percentile(values, 50))} (p10–p90 {_ms(percentile(values, 10))}–{_ms(percentile(values, 90))}, "
+        f"max {_ms(max(values))})"
+    )
 
 
 def _rest_lines(rest: list) -> list[str]:
@@ -73,8 +86,11 @@ def _rest_lines(rest: list) -> list[str]:
     if not rest:
         return []
     out = [f"the other {len(rest)} ranks:"]
-    for label, key in (("step p50", "step_time_p50_ns"), ("wait/step", "wait_ns_per_step"),
-                       ("lateness/step", "lateness_ns_per_step")):
+    for label, key in (
+        ("step p50", "step_time_p50_ns"),
+        ("wait/step", "wait_ns_per_step"),
+        ("lateness/step", "lateness_ns_per_step"),
+    ):
         values = [getattr(r, key) for r in rest if getattr(r, key) is not None]
         if values:
             out.append(f"{label} {_spread(values)}")
@@ -91,8 +107,10 @@ def _rest_lines(rest: list) -> list[str]:
 
 # -- heatmaps ----------------------------------------------------------------------------------------
 
-HEAT_KEYS = (("late_ms", "Lateness at the collectives (ms), rank x step"),
-             ("wait_ms", "Wait in collectives (ms), rank x step"))
+HEAT_KEYS = (
+    ("late_ms", "Lateness at the collectives (ms), rank x step"),
+    ("wait_ms", "Wait in collectives (ms), rank x step"),
+)
 
 
 def heatmap_svgs(job: "JobResult") -> list[HeatmapSvgView]:
@@ -121,14 +139,21 @@ def heatmap_svgs(job: "JobResult") -> list[HeatmapSvgView]:
         else:
             marks_here = marks
         svg = _svg(shades, ranks, steps, marks_here, title)
-        out.append(HeatmapSvgView(title=title, svg=svg, note=f"{len(ranks)} ranks x {len(steps)} steps; "
-                                  f"darkest = {hi:.2f} ms; marked: "
-                                  + ", ".join(f"rank {r} ({w})" for r, w in sorted(marks_here.items()))))
+        out.append(
+            HeatmapSvgView(
+                title=title,
+                svg=svg,
+                note=f"{len(ranks)} ranks x {len(steps)} steps; "
+                f"darkest = {hi:.2f} ms; marked: "
+                + ", ".join(f"rank {r} ({w})" for r, w in sorted(marks_here.items())),
+            )
+        )
     return out
 
 
-def _svg(shades: list[list[float | None]], ranks: list[int], steps: list[int], marks: dict[int, str],
-         title: str) -> str:
+def _svg(
+    shades: list[list[float | None]], ranks: list[int], steps: list[int], marks: dict[int, str], title: str
+) -> str:
     """An SVG of the grid: the cells as a pixel image scaled up, rank and step ticks, marked rows."""
     n_r, n_s = len(ranks), len(steps)
     cell_w = max(1, min(40, (MAX_SVG_WIDTH - 80) // max(n_s, 1)))
@@ -137,12 +162,14 @@ def _svg(shades: list[list[float | None]], ranks: list[int], steps: list[int], m
     w, hgt = cell_w * n_s, cell_h * n_r
     png = _png(shades)
     uri = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="heat-svg" role="img" width="{left + w + 150}" '
-             f'height="{top + hgt + 24}" viewBox="0 0 {left + w + 150} {top + hgt + 24}">',
-             f"<title>{_esc(title)}</title>",
-             f'<image x="{left}" y="{top}" width="{w}" height="{hgt}" preserveAspectRatio="none" '
-             f'style="image-rendering: pixelated" href="{uri}"/>',
-             f'<rect x="{left}" y="{top}" width="{w}" height="{hgt}" fill="none" stroke="#999" stroke-width="0.5"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="heat-svg" role="img" width="{left + w + 150}" '
+        f'height="{top + hgt + 24}" viewBox="0 0 {left + w + 150} {top + hgt + 24}">',
+        f"<title>{_esc(title)}</title>",
+        f'<image x="{left}" y="{top}" width="{w}" height="{hgt}" preserveAspectRatio="none" '
+        f'style="image-rendering: pixelated" href="{uri}"/>',
+        f'<rect x="{left}" y="{top}" width="{w}" height="{hgt}" fill="none" stroke="#999" stroke-width="0.5"/>',
+    ]
     tick = max(1, n_r // 8)
     for i in range(0, n_r, tick):
         y = top + i * cell_h + cell_h / 2
@@ -158,10 +185,12 @@ def _svg(shades: list[list[float | None]], ranks: list[int], steps: list[int], m
             continue
         y = top + row_of[r] * cell_h + cell_h / 2
         color = "#b00020" if what == "straggler" else "#1f5fa8"
-        parts.append(f'<g class="heat-mark"><title>rank {r}: {_esc(what)}</title>'
-                     f'<line x1="{left + w + 2}" y1="{y:.1f}" x2="{left + w + 12}" y2="{y:.1f}" stroke="{color}" '
-                     f'stroke-width="2"/><text x="{left + w + 15}" y="{y + 3:.1f}" font-size="10" fill="{color}">'
-                     f"rank {r} {_esc(what)}</text></g>")
+        parts.append(
+            f'<g class="heat-mark"><title>rank {r}: {_esc(what)}</title>'
+            f'<line x1="{left + w + 2}" y1="{y:.1f}" x2="{left + w + 12}" y2="{y:.1f}" stroke="{color}" '
+            f'stroke-width="2"/><text x="{left + w + 15}" y="{y + 3:.1f}" font-size="10" fill="{color}">'
+            f"rank {r} {_esc(what)}</text></g>"
+        )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -188,15 +217,24 @@ def _png(shades: list[list[float | None]]) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"".join(rows), 9)) \
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"".join(rows), 9))
         + chunk(b"IEND", b"")
+    )
 
 
 def sort_keys(rows: list, columns: list[str]) -> list[list[Any]]:
     """Raw values to sort the job's rank table by (numbers where the column holds numbers)."""
-    keys = {"rank": "rank", "step p50": "step_time_p50_ns", "step p95": "step_time_p95_ns",
-            "wait/step": "wait_ns_per_step", "arrived last": "arrived_last_fraction",
-            "lateness/step": "lateness_ns_per_step"}
+    keys = {
+        "rank": "rank",
+        "step p50": "step_time_p50_ns",
+        "step p95": "step_time_p95_ns",
+        "wait/step": "wait_ns_per_step",
+        "arrived last": "arrived_last_fraction",
+        "lateness/step": "lateness_ns_per_step",
+    }
     out = []
     for r in rows:
         line = []

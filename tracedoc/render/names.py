@@ -146,7 +146,7 @@ def _signature(name: str) -> str:
     head, _ = _without_templates(s)
     words = head.split("(")[0].split()
     if len(words) > 1:  # drop a return type: everything before the last word of the part before "("
-        s = s[s.index(words[-1]):] if words[-1] in s else s
+        s = s[s.index(words[-1]) :] if words[-1] in s else s
     return _tight(s)
 
 
@@ -200,7 +200,7 @@ def _around(text: str, at: int, width: int) -> str:
     head = min(max(1, width // 4), at)
     room = width - head - 1
     start = max(head, at - max(2, room // 3))
-    part = text[start:start + room]
+    part = text[start : start + room]
     if start + room < len(text):
         part = part[:-1] + ELLIPSIS if room > 1 else ELLIPSIS
     return text[:head] + ELLIPSIS + part if start > head else text[:head] + part
@@ -218,8 +218,10 @@ def fit_names(forms: Sequence[str], width: int) -> list[str]:
     taken = defaultdict(int)
     for f in distinct:
         taken[bare[f]] += 1
-    cut_of = {f: cut_middle(bare[f] if taken[bare[f]] == 1 and bare[f] not in distinct or bare[f] == f else f, width)
-              for f in distinct}
+    cut_of = {
+        f: cut_middle(bare[f] if taken[bare[f]] == 1 and bare[f] not in distinct or bare[f] == f else f, width)
+        for f in distinct
+    }
     by_cut: dict[str, list[str]] = defaultdict(list)
     for f in distinct:
         by_cut[cut_of[f]].append(f)

@@ -21,8 +21,9 @@ def render_as(result: Any, report: str, fmt: str, **options: Any) -> str:
     return renderer(fmt, report).render(result, **options)
 
 
-def save_as(result: Any, path: str | os.PathLike, report: str, fmt: str | None = None, default: str = "json",
-            **options: Any) -> str:
+def save_as(
+    result: Any, path: str | os.PathLike, report: str, fmt: str | None = None, default: str = "json", **options: Any
+) -> str:
     """Write ``result`` to ``path`` whole or not at all (``.gz``: gzip-compressed) in ``fmt``, or else in
     the format the path's extension names, or else ``default``; returns the format written."""
     path = os.fspath(path)

@@ -35,11 +35,25 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..result import AnalysisResult
 
 # chrome://tracing reserved colour names (Perfetto colours slices by name)
-IDLE_COLOURS = {"dataloader": "thread_state_iowait", "host_launch": "yellow", "sync": "terrible",
-                "launch_latency": "olive", "other": "grey"}
-PATH_COLOURS = {"compute": "good", "comm": "rail_response", "comm_wait": "bad", "comm_transfer": "rail_response",
-                "memcpy": "rail_load", "cpu": "thread_state_running", "launch_overhead": "yellow",
-                "dataloader": "thread_state_iowait", "sync": "terrible", "idle": "grey"}
+IDLE_COLOURS = {
+    "dataloader": "thread_state_iowait",
+    "host_launch": "yellow",
+    "sync": "terrible",
+    "launch_latency": "olive",
+    "other": "grey",
+}
+PATH_COLOURS = {
+    "compute": "good",
+    "comm": "rail_response",
+    "comm_wait": "bad",
+    "comm_transfer": "rail_response",
+    "memcpy": "rail_load",
+    "cpu": "thread_state_running",
+    "launch_overhead": "yellow",
+    "dataloader": "thread_state_iowait",
+    "sync": "terrible",
+    "idle": "grey",
+}
 MAX_FLOWS = 20_000
 MAX_FINDING_STEPS = 200
 TRACK_IDLE, TRACK_PATH, TRACK_FINDINGS = 1, 2, 10
@@ -54,14 +68,21 @@ def write_perfetto(result: "AnalysisResult", out_path: str) -> str:
 
         return write_job_perfetto(result, out_path)
     if len(result.inputs) != 1 or len(result.ranks) != 1:
-        raise UsageError("--perfetto", "overlays one trace file", f"{len(result.inputs)} inputs, "
-                         f"{len(result.ranks)} ranks", "run tracedoc analyze on one rank's file with --perfetto")
+        raise UsageError(
+            "--perfetto",
+            "overlays one trace file",
+            f"{len(result.inputs)} inputs, {len(result.ranks)} ranks",
+            "run tracedoc analyze on one rank's file with --perfetto",
+        )
     rank = result.ranks[0]
     fmt = rank.environment.format
     if fmt != "kineto":
-        raise UsageError("--perfetto", "needs a torch.profiler Chrome trace to overlay",
-                         f"a {fmt} file", "export the run with torch.profiler, or open the "
-                         "nsys report in Nsight Systems")
+        raise UsageError(
+            "--perfetto",
+            "needs a torch.profiler Chrome trace to overlay",
+            f"a {fmt} file",
+            "export the run with torch.profiler, or open the nsys report in Nsight Systems",
+        )
     top, raw_events, events = _read_trace(result.paths[0])
     verdict = result.verdicts[0] if result.verdicts else None
     added = overlay_events(rank, verdict, events, (getattr(result, "overlays", None) or {}).get(0))
@@ -101,15 +122,20 @@ def _read_trace(path: str) -> tuple[dict[str, msgspec.Raw], msgspec.Raw, list]:
         top = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
         events_raw = top.pop("traceEvents", None)
         if events_raw is None or not bytes(memoryview(events_raw)[:1]) == b"[":
-            raise TracedocError(path, "has no traceEvents array to overlay", None,
-                                "pass the torch.profiler trace file itself")
+            raise TracedocError(
+                path, "has no traceEvents array to overlay", None, "pass the torch.profiler trace file itself"
+            )
         try:
             events = msgspec.json.decode(events_raw, type=list[_Event])
         except msgspec.ValidationError:  # entries that are not objects (or oddly typed): kept, not read
             events = [_lenient_event(e) for e in msgspec.json.decode(events_raw)]
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as exc:
-        raise TracedocError(path, "is not complete JSON, so it cannot be overlaid", str(exc)[:120],
-                            "overlay an intact copy of the trace") from None
+        raise TracedocError(
+            path,
+            "is not complete JSON, so it cannot be overlaid",
+            str(exc)[:120],
+            "overlay an intact copy of the trace",
+        ) from None
     return top, events_raw, events
 
 
@@ -124,8 +150,9 @@ def _lenient_event(e: Any) -> "_Event | None":
         return None
 
 
-def _write_overlay(out_path: str, top: dict[str, msgspec.Raw], events_raw: msgspec.Raw, added: list[dict],
-                   had_events: bool) -> None:
+def _write_overlay(
+    out_path: str, top: dict[str, msgspec.Raw], events_raw: msgspec.Raw, added: list[dict], had_events: bool
+) -> None:
     """Stream the overlay: the original events' bytes, tracedoc's events, then the other top-level values."""
     import orjson
 
@@ -138,7 +165,7 @@ def _write_overlay(out_path: str, top: dict[str, msgspec.Raw], events_raw: msgsp
             f.write(body)
             first = not had_events
             for k in range(0, len(added), 10_000):
-                chunk = orjson.dumps(added[k:k + 10_000])[1:-1]
+                chunk = orjson.dumps(added[k : k + 10_000])[1:-1]
                 f.write(chunk if first else b"," + chunk)
                 first = False
             f.write(b"]")
@@ -150,8 +177,9 @@ def _write_overlay(out_path: str, top: dict[str, msgspec.Raw], events_raw: msgsp
     try:
         replace_atomically(out_path, write)
     except OSError as exc:
-        raise TracedocError(out_path, "cannot be written", exc.strerror or str(exc),
-                            "choose another --perfetto path") from None
+        raise TracedocError(
+            out_path, "cannot be written", exc.strerror or str(exc), "choose another --perfetto path"
+        ) from None
 
 
 def overlay_events(rank, verdict, original: list, overlay=None) -> list[dict]:
@@ -159,8 +187,10 @@ def overlay_events(rank, verdict, original: list, overlay=None) -> list[dict]:
     idle intervals and critical paths of a fresh analysis (``analyses.RankOverlay``); a loaded report has none."""
     pid = _free_pid(original)
     out: list[dict] = [_meta(pid, None, "process_name", "tracedoc"), _meta(pid, None, "process_sort_index", -1)]
-    out += [_meta(pid, TRACK_IDLE, "thread_name", "GPU idle · by cause"),
-            _meta(pid, TRACK_PATH, "thread_name", "critical path")]
+    out += [
+        _meta(pid, TRACK_IDLE, "thread_name", "GPU idle · by cause"),
+        _meta(pid, TRACK_PATH, "thread_name", "critical path"),
+    ]
     for cause, (s, e) in sorted((overlay.idle_intervals if overlay is not None else {}).items()):
         for a, b in zip(s.tolist(), e.tolist()):
             out.append(_slice(pid, TRACK_IDLE, f"idle: {cause}", a, b, "tracedoc.idle", IDLE_COLOURS.get(cause)))
@@ -179,16 +209,33 @@ def _path_events(pid: int, cp, paths, tracks: dict, original: list) -> list[dict
     flows = 0
     names = paths.chain_names
     covering = _CoveringOps(original)
-    for i, (step, s, e, cat, chain, src) in enumerate(zip(
-            seg["step"].tolist(), seg["start_ns"].tolist(), seg["end_ns"].tolist(), seg["category"].tolist(),
-            seg["chain"].tolist(), seg["from_chain"].tolist())):
+    for i, (step, s, e, cat, chain, src) in enumerate(
+        zip(
+            seg["step"].tolist(),
+            seg["start_ns"].tolist(),
+            seg["end_ns"].tolist(),
+            seg["category"].tolist(),
+            seg["chain"].tolist(),
+            seg["from_chain"].tolist(),
+        )
+    ):
         what = HOP_CATEGORIES[cat]
         op = covering.at(tracks.get(paths.chain_keys[chain]), (s + e) / 2000)
         args = {"step": cp.steps[step]["step"], "on": names[chain], "from": names[src]}
         if op:
             args["op"] = op
-        out.append(_slice(pid, TRACK_PATH, f"{what}: {short_name(op)}" if op else what, s, e,
-                          "tracedoc.critical_path", PATH_COLOURS.get(what), args))
+        out.append(
+            _slice(
+                pid,
+                TRACK_PATH,
+                f"{what}: {short_name(op)}" if op else what,
+                s,
+                e,
+                "tracedoc.critical_path",
+                PATH_COLOURS.get(what),
+                args,
+            )
+        )
         if chain != src and flows < MAX_FLOWS:
             a, b = tracks.get(paths.chain_keys[src]), tracks.get(paths.chain_keys[chain])
             if a is not None and b is not None:
@@ -250,24 +297,47 @@ def _finding_events(pid: int, rank, verdict) -> list[dict]:
         return []
     cp = rank.critical_path
     steps = cp.steps if cp is not None and cp.available else []
-    spans = [(row["start_ns"], row["completion_ns"], row["step"]) for row in steps[:MAX_FINDING_STEPS]] or \
-        [(rank.window.start_ns, rank.window.end_ns, "window")]
+    spans = [(row["start_ns"], row["completion_ns"], row["step"]) for row in steps[:MAX_FINDING_STEPS]] or [
+        (rank.window.start_ns, rank.window.end_ns, "window")
+    ]
     out = []
     for k, f in enumerate(verdict.findings):
         tid = TRACK_FINDINGS + k
         out.append(_meta(pid, tid, "thread_name", f"finding · {f.label} · {f.rule_id}"))
-        args = {"message": f.message, "what_if": fmt_what_if(f.what_if), "impact_ms_per_step": f.impact_ms_per_step,
-                "fixes": list(f.fixes)[:3]}
+        args = {
+            "message": f.message,
+            "what_if": fmt_what_if(f.what_if),
+            "impact_ms_per_step": f.impact_ms_per_step,
+            "fixes": list(f.fixes)[:3],
+        }
         for s, e, name in spans:
-            out.append(_slice(pid, tid, f"[{f.label}] {f.title}", s, e, "tracedoc.finding", "bad" if f.is_verdict
-                              else "generic_work", {**args, "step": name}))
+            out.append(
+                _slice(
+                    pid,
+                    tid,
+                    f"[{f.label}] {f.title}",
+                    s,
+                    e,
+                    "tracedoc.finding",
+                    "bad" if f.is_verdict else "generic_work",
+                    {**args, "step": name},
+                )
+            )
     return out
 
 
-def _slice(pid: int, tid: int, name: str, s_ns: int, e_ns: int, cat: str, colour: str | None,
-           args: dict | None = None) -> dict:
-    ev = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": s_ns / 1000,
-          "dur": max(e_ns - s_ns, 0) / 1000}
+def _slice(
+    pid: int, tid: int, name: str, s_ns: int, e_ns: int, cat: str, colour: str | None, args: dict | None = None
+) -> dict:
+    ev = {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": pid,
+        "tid": tid,
+        "ts": s_ns / 1000,
+        "dur": max(e_ns - s_ns, 0) / 1000,
+    }
     if colour:
         ev["cname"] = colour
     if args:

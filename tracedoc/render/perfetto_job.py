@@ -50,12 +50,20 @@ def write_job_perfetto(result: "AnalysisResult", out_path: str) -> str:
 
     view = result.job
     if view is None or view.not_a_job:
-        raise UsageError("--perfetto", "merges the ranks of one job", "files that are not one job",
-                         "run --perfetto on one trace file, or on a directory of one job's rank traces")
+        raise UsageError(
+            "--perfetto",
+            "merges the ranks of one job",
+            "files that are not one job",
+            "run --perfetto on one trace file, or on a directory of one job's rank traces",
+        )
     inst = getattr(result, "job_instances", None)  # a fresh analysis's; a saved report has none
     if inst is None:
-        raise UsageError("--perfetto", "needs the job's collectives as analysed, not a saved report", None,
-                         "run tracedoc analyze on the directory of rank traces with --perfetto")
+        raise UsageError(
+            "--perfetto",
+            "needs the job's collectives as analysed, not a saved report",
+            None,
+            "run tracedoc analyze on the directory of rank traces with --perfetto",
+        )
     offsets = {int(r): int(v) for r, v in (view.alignment.get("clock_offsets_ns") or {}).items()}
     ranks = [r for r in result.ranks if r.rank is not None and r.rank in set(view.ranks_used)]
     if not ranks:
@@ -70,11 +78,18 @@ def write_job_perfetto(result: "AnalysisResult", out_path: str) -> str:
     def write(raw) -> None:
         f = gzip.GzipFile(os.path.basename(out_path)[:-3], "wb", 6, raw) if out_path.lower().endswith(".gz") else raw
         with f:
-            head = {"ranks": len(every), "ranks_in_full": sorted(full), "ranks_left_out": len(left_out),
-                    "left_out": (f"{len(left_out)} of {len(every)} ranks are not drawn in full (only the stragglers, "
-                                 f"the median rank and the ranks that wait most are); every matched collective is a "
-                                 f"slice of 'all ranks · matched collectives', linked to the ranks drawn")
-                    if left_out else None}
+            head = {
+                "ranks": len(every),
+                "ranks_in_full": sorted(full),
+                "ranks_left_out": len(left_out),
+                "left_out": (
+                    f"{len(left_out)} of {len(every)} ranks are not drawn in full (only the stragglers, "
+                    f"the median rank and the ranks that wait most are); every matched collective is a "
+                    f"slice of 'all ranks · matched collectives', linked to the ranks drawn"
+                )
+                if left_out
+                else None,
+            }
             f.write(b'{"displayTimeUnit":"ms","tracedoc":' + orjson.dumps(head) + b',"traceEvents":[')
             first = True
             if summary_pid is not None:
@@ -82,13 +97,21 @@ def write_job_perfetto(result: "AnalysisResult", out_path: str) -> str:
                 first = False
             for order, r in enumerate(sorted(ranks, key=lambda x: x.rank)):
                 if r.environment.format != "kineto":
-                    raise UsageError("--perfetto", "merges torch.profiler Chrome traces", f"rank {r.rank}: a "
-                                     f"{r.environment.format} file", "export the run with torch.profiler")
+                    raise UsageError(
+                        "--perfetto",
+                        "merges torch.profiler Chrome traces",
+                        f"rank {r.rank}: a {r.environment.format} file",
+                        "export the run with torch.profiler",
+                    )
                 doc = _read_json(r.source)
                 events = doc.get("traceEvents") if isinstance(doc, dict) else None
                 if not isinstance(events, list):
-                    raise TracedocError(r.source, "has no traceEvents array to merge", None,
-                                        "pass the torch.profiler trace files themselves")
+                    raise TracedocError(
+                        r.source,
+                        "has no traceEvents array to merge",
+                        None,
+                        "pass the torch.profiler trace files themselves",
+                    )
                 out = rank_events(r.rank, order, events, offsets.get(r.rank, 0))
                 out += collective_events(r.rank, order, inst, view.straggler_ranks, flows)
                 chunk = orjson.dumps(out)[1:-1]
@@ -141,9 +164,12 @@ def rank_events(rank: int, order: int, events: list, offset_ns: int) -> list[dic
             if k in ev:
                 ev[k] = f"r{rank}.{ev[k]}"
         out.append(ev)
-    meta = [_meta(pid, None, "process_name", f"rank {rank}"), _meta(pid, None, "process_sort_index", order),
-            _meta(pid, TRACK_TID, "thread_name", "tracedoc · collectives"),
-            _meta(pid, TRACK_TID, "thread_sort_index", -1)]
+    meta = [
+        _meta(pid, None, "process_name", f"rank {rank}"),
+        _meta(pid, None, "process_sort_index", order),
+        _meta(pid, TRACK_TID, "thread_name", "tracedoc · collectives"),
+        _meta(pid, TRACK_TID, "thread_sort_index", -1),
+    ]
     for (opid, otid), tid in tids.items():
         label = thread_names.get((opid, otid), _label(f"thread {otid}"))
         meta.append(_meta(pid, tid, "thread_name", f"{names.get(opid) or _label(f'pid {opid}')} · {label}"))
@@ -152,8 +178,8 @@ def rank_events(rank: int, order: int, events: list, offset_ns: int) -> list[dic
 
 def _label(value: Any) -> str:
     """A process or thread name as a label: at most ``MAX_LABEL_CHARS`` characters."""
-    text = value if isinstance(value, str) else repr(value)[:MAX_LABEL_CHARS + 1]
-    return text if len(text) <= MAX_LABEL_CHARS else text[:MAX_LABEL_CHARS - 1] + "…"
+    text = value if isinstance(value, str) else repr(value)[: MAX_LABEL_CHARS + 1]
+    return text if len(text) <= MAX_LABEL_CHARS else text[: MAX_LABEL_CHARS - 1] + "…"
 
 
 def _key(value: Any) -> Any:
@@ -170,8 +196,10 @@ def full_ranks(view, ranks: list[int]) -> set[int]:
     chosen = [r for r in view.straggler_ranks if r in present]
     if view.median_rank in present and view.median_rank not in chosen:
         chosen.append(view.median_rank)
-    waits = sorted(((row.wait_ns_per_step or 0.0, row.rank) for row in view.ranks if row.rank in present),
-                   key=lambda x: (-x[0], x[1]))
+    waits = sorted(
+        ((row.wait_ns_per_step or 0.0, row.rank) for row in view.ranks if row.rank in present),
+        key=lambda x: (-x[0], x[1]),
+    )
     for _, r in waits:
         if len(chosen) >= MAX_FULL_RANKS:
             break
@@ -204,16 +232,40 @@ def summary_events(pid: int, inst: dict, note: str, flows: _Flows) -> list[dict]
     saying what was left out."""
     m = inst["last_ns"].size
     members = np.bincount(inst["inst"], minlength=m)
-    out = [_meta(pid, None, "process_name", "all ranks · matched collectives"),
-           _meta(pid, None, "process_sort_index", -1), _meta(pid, TRACK_TID, "thread_name", "every matched collective")]
+    out = [
+        _meta(pid, None, "process_name", "all ranks · matched collectives"),
+        _meta(pid, None, "process_sort_index", -1),
+        _meta(pid, TRACK_TID, "thread_name", "every matched collective"),
+    ]
     t0 = int(flows.first.min()) if m else 0
-    out.append({"ph": "i", "s": "p", "cat": "tracedoc.collective", "name": "left out: " + note, "pid": pid,
-                "tid": TRACK_TID, "ts": t0 / 1000, "args": {"note": note}})
+    out.append(
+        {
+            "ph": "i",
+            "s": "p",
+            "cat": "tracedoc.collective",
+            "name": "left out: " + note,
+            "pid": pid,
+            "tid": TRACK_TID,
+            "ts": t0 / 1000,
+            "args": {"note": note},
+        }
+    )
     for k in range(m):
-        out.append(_slice(pid, f"{inst['type'][k]} · last rank {int(inst['last_rank'][k])}", int(flows.first[k]),
-                          int(flows.end[k]), WAIT_COLOUR,
-                          {"instance": k, "last_rank": int(inst["last_rank"][k]), "members": int(members[k]),
-                           "skew_ms": (int(inst["last_ns"][k]) - int(flows.first[k])) / 1e6}))
+        out.append(
+            _slice(
+                pid,
+                f"{inst['type'][k]} · last rank {int(inst['last_rank'][k])}",
+                int(flows.first[k]),
+                int(flows.end[k]),
+                WAIT_COLOUR,
+                {
+                    "instance": k,
+                    "last_rank": int(inst["last_rank"][k]),
+                    "members": int(members[k]),
+                    "skew_ms": (int(inst["last_ns"][k]) - int(flows.first[k])) / 1e6,
+                },
+            )
+        )
     return out
 
 
@@ -231,14 +283,30 @@ def collective_events(rank: int, order: int, inst: dict, stragglers: list[int], 
         what = inst["type"][k]
         waited = max(0, min(last, e) - a)
         if waited:
-            out.append(_slice(pid, f"wait · {what}", a, a + waited, WAIT_COLOUR,
-                              {"instance": k, "last_rank": last_rank, "wait_ms": waited / 1e6}))
+            out.append(
+                _slice(
+                    pid,
+                    f"wait · {what}",
+                    a,
+                    a + waited,
+                    WAIT_COLOUR,
+                    {"instance": k, "last_rank": last_rank, "wait_ms": waited / 1e6},
+                )
+            )
         start = a + waited
         out.append(_slice(pid, f"transfer · {what}", start, max(e, start), TRANSFER_COLOUR, {"instance": k}))
         med = int(inst["median_ns"][k])
         if rank in late_rank and a > med:
-            out.append(_slice(pid, f"late · {(a - med) / 1e6:.2f} ms", med, a, LATE_COLOUR,
-                              {"instance": k, "median_arrival_us": med / 1000}))
+            out.append(
+                _slice(
+                    pid,
+                    f"late · {(a - med) / 1e6:.2f} ms",
+                    med,
+                    a,
+                    LATE_COLOUR,
+                    {"instance": k, "median_arrival_us": med / 1000},
+                )
+            )
         # an arrow from the last arriver's collective to this member's, where it starts to transfer (from
         # the collective's slice on the summary process when the last arriver is not drawn)
         src = flows.pid_of.get(last_rank)
@@ -248,10 +316,29 @@ def collective_events(rank: int, order: int, inst: dict, stragglers: list[int], 
         if last_rank >= 0 and last_rank != rank and src is not None and flows.count < MAX_FLOWS:
             flows.count += 1
             fid = f"tdc{k}.{rank}"
-            out.append({"ph": "s", "cat": "tracedoc.collective", "name": "collective", "id": fid, "pid": src,
-                        "tid": TRACK_TID, "ts": at / 1000})
-            out.append({"ph": "f", "bp": "e", "cat": "tracedoc.collective", "name": "collective", "id": fid,
-                        "pid": pid, "tid": TRACK_TID, "ts": _inside(start, max(e, start)) / 1000})
+            out.append(
+                {
+                    "ph": "s",
+                    "cat": "tracedoc.collective",
+                    "name": "collective",
+                    "id": fid,
+                    "pid": src,
+                    "tid": TRACK_TID,
+                    "ts": at / 1000,
+                }
+            )
+            out.append(
+                {
+                    "ph": "f",
+                    "bp": "e",
+                    "cat": "tracedoc.collective",
+                    "name": "collective",
+                    "id": fid,
+                    "pid": pid,
+                    "tid": TRACK_TID,
+                    "ts": _inside(start, max(e, start)) / 1000,
+                }
+            )
     return out
 
 
@@ -261,8 +348,17 @@ def _inside(start: int, end: int) -> int:
 
 
 def _slice(pid: int, name: str, s_ns: int, e_ns: int, colour: str, args: dict) -> dict:
-    return {"ph": "X", "cat": "tracedoc.collective", "name": name, "pid": pid, "tid": TRACK_TID, "ts": s_ns / 1000,
-            "dur": max(e_ns - s_ns, 0) / 1000, "cname": colour, "args": args}
+    return {
+        "ph": "X",
+        "cat": "tracedoc.collective",
+        "name": name,
+        "pid": pid,
+        "tid": TRACK_TID,
+        "ts": s_ns / 1000,
+        "dur": max(e_ns - s_ns, 0) / 1000,
+        "cname": colour,
+        "args": args,
+    }
 
 
 def _meta(pid: int, tid: int | None, name: str, value) -> dict:
@@ -282,5 +378,9 @@ def _read_json(path: str) -> Any:
     try:
         return orjson.loads(raw)
     except (orjson.JSONDecodeError, RecursionError) as exc:
-        raise TracedocError(path, "is not complete JSON, so it cannot be overlaid", str(exc).split(":")[0],
-                            "overlay an intact copy of the trace") from None
+        raise TracedocError(
+            path,
+            "is not complete JSON, so it cannot be overlaid",
+            str(exc).split(":")[0],
+            "overlay an intact copy of the trace",
+        ) from None

@@ -23,20 +23,38 @@ class RoofColumn:
 
 
 COLUMNS = (
-    RoofColumn("op", "op", False), RoofColumn("input_shapes", "input shapes", False),
-    RoofColumn("dtype", "dtype", False), RoofColumn("op_class", "class", False),
-    RoofColumn("calls", "calls", True), RoofColumn("gpu_ns_per_call", "GPU time/call", True),
-    RoofColumn("flops_per_call", "FLOPs/call", True), RoofColumn("bytes_per_call", "bytes/call", True,
-                                                                "lower bound: each tensor read or written once"),
-    RoofColumn("tflops", "TFLOP/s", True), RoofColumn("tb_per_s", "TB/s", True),
+    RoofColumn("op", "op", False),
+    RoofColumn("input_shapes", "input shapes", False),
+    RoofColumn("dtype", "dtype", False),
+    RoofColumn("op_class", "class", False),
+    RoofColumn("calls", "calls", True),
+    RoofColumn("gpu_ns_per_call", "GPU time/call", True),
+    RoofColumn("flops_per_call", "FLOPs/call", True),
+    RoofColumn("bytes_per_call", "bytes/call", True, "lower bound: each tensor read or written once"),
+    RoofColumn("tflops", "TFLOP/s", True),
+    RoofColumn("tb_per_s", "TB/s", True),
     RoofColumn("flop_per_byte", "FLOP/B", True, "arithmetic intensity"),
     RoofColumn("bound", "bound", False, "compute- or memory-bound by the device's ridge point (peak / bandwidth)"),
-    RoofColumn("of_roof_fraction", "% of roof", True, "share of the roof reached: of the peak when "
-                                                       "compute-bound, of the bandwidth when memory-bound"),
+    RoofColumn(
+        "of_roof_fraction",
+        "% of roof",
+        True,
+        "share of the roof reached: of the peak when compute-bound, of the bandwidth when memory-bound",
+    ),
     RoofColumn("step_fraction", "% of step", True, "the row's kernel time (overlaps once) / the analysis window"),
 )
-TEXT_COLUMNS = ("op", "input_shapes", "dtype", "calls", "gpu_ns_per_call", "tflops", "tb_per_s", "bound",
-                "of_roof_fraction", "step_fraction")
+TEXT_COLUMNS = (
+    "op",
+    "input_shapes",
+    "dtype",
+    "calls",
+    "gpu_ns_per_call",
+    "tflops",
+    "tb_per_s",
+    "bound",
+    "of_roof_fraction",
+    "step_fraction",
+)
 check_fields(RooflineRow, [c.key for c in COLUMNS], "the roofline's COLUMNS")  # a misspelt column fails at import
 
 
@@ -89,7 +107,9 @@ def _roof_text(rows: list[RooflineRow]) -> str:
     if bw is None and not peaks:
         return "none, the device is not in tracedoc's peak table (rates only)"
     parts = [f"memory {bw:g} TB/s"] if bw else []
-    parts += [f"{k} {p:g} TFLOP/s" + (f" (ridge {ridge:.3g} FLOP/B)" if ridge else "") for k, (p, ridge) in peaks.items()]
+    parts += [
+        f"{k} {p:g} TFLOP/s" + (f" (ridge {ridge:.3g} FLOP/B)" if ridge else "") for k, (p, ridge) in peaks.items()
+    ]
     return "; ".join(parts)
 
 
@@ -105,7 +125,9 @@ def build_roofline(rows: list[RooflineRow] | None, cap: int, name_chars: int = 3
         rows=[[shorten(cell(c.key, getattr(r, c.key)), name_chars) for c in COLUMNS] for r in shown],
         keys=[[_key(getattr(r, c.key), c.num) for c in COLUMNS] for r in shown],
         notes=[r.note or "" for r in shown],
-        total=len(rows), left_out=max(0, len(rows) - len(shown)), roof=_roof_text(rows),
+        total=len(rows),
+        left_out=max(0, len(rows) - len(shown)),
+        roof=_roof_text(rows),
         coverage=f"rows with FLOPs or bytes: {fmt_pct(modelled / total_ns)} of compute time",
         plot=roofline_svg(rows) + roofline_legend(rows),
     )

@@ -23,9 +23,20 @@ LEFT, RIGHT, TOP, BOTTOM = 64.0, 14.0, 14.0, 46.0
 FONT = 11.0
 R_MIN, R_MAX = 3.0, 16.0
 # One colour per op class (analyses/flops/roofline.py); others grey.
-CLASS_COLOURS = {"matmul": "#2b5fb3", "conv": "#16a085", "attention": "#8e44ad", "elementwise": "#d35400",
-                 "reduction": "#c0392b", "normalization": "#e67e22", "softmax": "#f1c40f", "copy": "#7f8c8d",
-                 "optimizer": "#27ae60", "pooling": "#1abc9c", "embedding": "#9b59b6", "compiled": "#e84393"}
+CLASS_COLOURS = {
+    "matmul": "#2b5fb3",
+    "conv": "#16a085",
+    "attention": "#8e44ad",
+    "elementwise": "#d35400",
+    "reduction": "#c0392b",
+    "normalization": "#e67e22",
+    "softmax": "#f1c40f",
+    "copy": "#7f8c8d",
+    "optimizer": "#27ae60",
+    "pooling": "#1abc9c",
+    "embedding": "#9b59b6",
+    "compiled": "#e84393",
+}
 OTHER = "#95a5a6"
 
 
@@ -78,10 +89,13 @@ def roofline_svg(rows: list[RooflineRow] | None) -> str:
     def py(v: float) -> float:
         return pb - (math.log10(v) - y0) / (y1 - y0) * (pb - pt)
 
-    out = [svg_open(W, H, f"roofline: achieved TFLOP/s against arithmetic intensity for {len(points)} op rows",
-                    "roofline-plot"),
-           f'<rect x="{pl:.1f}" y="{pt:.1f}" width="{pr - pl:.1f}" height="{pb - pt:.1f}" fill="#fafbfc" '
-           'stroke="#dde2ea"/>']
+    out = [
+        svg_open(
+            W, H, f"roofline: achieved TFLOP/s against arithmetic intensity for {len(points)} op rows", "roofline-plot"
+        ),
+        f'<rect x="{pl:.1f}" y="{pt:.1f}" width="{pr - pl:.1f}" height="{pb - pt:.1f}" fill="#fafbfc" '
+        'stroke="#dde2ea"/>',
+    ]
     for k, v in enumerate(gx):  # the end ticks' labels inside the plot's width: clear of the y labels and the edge
         out.append(f'<line x1="{px(v):.1f}" x2="{px(v):.1f}" y1="{pt:.1f}" y2="{pb:.1f}" stroke="#e6e9ef"/>')
         anchor = "start" if k == 0 else "end" if k == len(gx) - 1 else "middle"
@@ -89,30 +103,54 @@ def roofline_svg(rows: list[RooflineRow] | None) -> str:
     for v in gy:
         out.append(f'<line x1="{pl:.1f}" x2="{pr:.1f}" y1="{py(v):.1f}" y2="{py(v):.1f}" stroke="#e6e9ef"/>')
         out.append(label(pl - 6, py(v) + 4, tick_text(v), size=FONT, anchor="end", cls="tick", fill="#5b6577"))
-    out.append(label((pl + pr) / 2, H - 8, "arithmetic intensity (FLOP/B, log)", size=FONT, anchor="middle",
-                     cls="axis-title", fill="#5b6577"))
+    out.append(
+        label(
+            (pl + pr) / 2,
+            H - 8,
+            "arithmetic intensity (FLOP/B, log)",
+            size=FONT,
+            anchor="middle",
+            cls="axis-title",
+            fill="#5b6577",
+        )
+    )
     mid = (pt + pb) / 2
-    out.append(label(14, mid, "achieved TFLOP/s (log)", size=FONT, anchor="middle", cls="axis-title",
-                     fill="#5b6577").replace("<text ", f'<text transform="rotate(-90 14 {mid:.1f})" ', 1))
+    out.append(
+        label(14, mid, "achieved TFLOP/s (log)", size=FONT, anchor="middle", cls="axis-title", fill="#5b6577").replace(
+            "<text ", f'<text transform="rotate(-90 14 {mid:.1f})" ', 1
+        )
+    )
     share_max = max(float(r.step_fraction or 0) for r in points) or 1.0
 
     def radius(r: RooflineRow) -> float:
         return R_MIN + (R_MAX - R_MIN) * math.sqrt(float(r.step_fraction or 0) / share_max)
 
     dots = [(px(float(r.flop_per_byte)), py(float(r.tflops)), radius(r)) for r in points]
-    out += _roof_marks(bw, roofs, px, py, (pl, pr, pt, pb), (gx[0], gx[-1]), (gy[0], gy[-1]),
-                       [(x - d, y - d, x + d, y + d) for x, y, d in dots])
+    out += _roof_marks(
+        bw,
+        roofs,
+        px,
+        py,
+        (pl, pr, pt, pb),
+        (gx[0], gx[-1]),
+        (gy[0], gy[-1]),
+        [(x - d, y - d, x + d, y + d) for x, y, d in dots],
+    )
     for r in sorted(points, key=lambda r: -(r.step_fraction or 0)):  # small points drawn over large ones
         share = float(r.step_fraction or 0)
         rad = radius(r)
         colour = CLASS_COLOURS.get(str(r.op_class), OTHER)
-        hover = (f"{r.op} · {r.input_shapes or 'no shapes'} · {r.dtype or 'no dtype'}\n"
-                 f"{float(r.tflops):.3g} TFLOP/s at {float(r.flop_per_byte):.3g} FLOP/B; "
-                 f"{r.bound or 'no roof'}-bound, {fmt_pct(r.of_roof_fraction)} of the roof; "
-                 f"{r.calls} calls, {fmt_pct(share)} of the step")
-        out.append(f'<circle class="op-point" cx="{px(float(r.flop_per_byte)):.1f}" '
-                   f'cy="{py(float(r.tflops)):.1f}" r="{rad:.1f}" fill="{colour}" fill-opacity="0.6" '
-                   f'stroke="{colour}">{title(hover)}</circle>')
+        hover = (
+            f"{r.op} · {r.input_shapes or 'no shapes'} · {r.dtype or 'no dtype'}\n"
+            f"{float(r.tflops):.3g} TFLOP/s at {float(r.flop_per_byte):.3g} FLOP/B; "
+            f"{r.bound or 'no roof'}-bound, {fmt_pct(r.of_roof_fraction)} of the roof; "
+            f"{r.calls} calls, {fmt_pct(share)} of the step"
+        )
+        out.append(
+            f'<circle class="op-point" cx="{px(float(r.flop_per_byte)):.1f}" '
+            f'cy="{py(float(r.tflops)):.1f}" r="{rad:.1f}" fill="{colour}" fill-opacity="0.6" '
+            f'stroke="{colour}">{title(hover)}</circle>'
+        )
     out.append("</svg>")
     return "".join(out)
 
@@ -157,9 +195,11 @@ def _roof_marks(bw, roofs: list[Roof], px, py, box, xrange, yrange, taken: list)
         while py(lo_y) > pb and lo_x < hi_x:  # clip the diagonal at the plot's floor
             lo_x *= 1.05
             lo_y = bw * lo_x
-        out.append(f'<line class="roof memory-roof" x1="{px(lo_x):.1f}" y1="{py(lo_y):.1f}" x2="{px(hi_x):.1f}" '
-                   f'y2="{py(bw * hi_x):.1f}" stroke="#1d2330" stroke-width="2">'
-                   f'{title(f"memory roof: {bw:g} TB/s × intensity")}</line>')
+        out.append(
+            f'<line class="roof memory-roof" x1="{px(lo_x):.1f}" y1="{py(lo_y):.1f}" x2="{px(hi_x):.1f}" '
+            f'y2="{py(bw * hi_x):.1f}" stroke="#1d2330" stroke-width="2">'
+            f"{title(f'memory roof: {bw:g} TB/s × intensity')}</line>"
+        )
         text = f"memory {bw:g} TB/s"
         mid = math.sqrt(lo_x * hi_x)  # above and left of the diagonal's middle: the line runs below the label
         at = place(px(mid) - 6, py(bw * mid) - 6, [text, f"{bw:g} TB/s"], "end")
@@ -168,9 +208,11 @@ def _roof_marks(bw, roofs: list[Roof], px, py, box, xrange, yrange, taken: list)
     for roof in roofs:
         start = roof.ridge if roof.ridge else xrange[0]
         y = py(roof.tflops)
-        out.append(f'<line class="roof compute-roof" x1="{px(start):.1f}" y1="{y:.1f}" x2="{pr:.1f}" y2="{y:.1f}" '
-                   f'stroke="#1d2330" stroke-width="1.5" stroke-dasharray="{"0" if roof is roofs[0] else "6 3"}">'
-                   f'{title(f"{roof.label}: {roof.tflops:g} TFLOP/s")}</line>')
+        out.append(
+            f'<line class="roof compute-roof" x1="{px(start):.1f}" y1="{y:.1f}" x2="{pr:.1f}" y2="{y:.1f}" '
+            f'stroke="#1d2330" stroke-width="1.5" stroke-dasharray="{"0" if roof is roofs[0] else "6 3"}">'
+            f"{title(f'{roof.label}: {roof.tflops:g} TFLOP/s')}</line>"
+        )
         at = place(pr - 4, y - 4, [f"{roof.label} {roof.tflops:g} TFLOP/s", f"{roof.tflops:g} TFLOP/s"], "end")
         if at:
             out.append(label(at[0], at[1], at[2], size=FONT, anchor="end", cls="roof-label", fill="#1d2330"))
@@ -184,10 +226,20 @@ def roofline_legend(rows: list[RooflineRow] | None) -> str:
     if not points:
         return ""
     classes = sorted({str(r.op_class) for r in points})
-    keys = "".join(f'<span class="key"><i class="swatch" style="background:{CLASS_COLOURS.get(c, OTHER)}"></i>'
-                   f"{escape(c)}</span>" for c in classes)
+    keys = "".join(
+        f'<span class="key"><i class="swatch" style="background:{CLASS_COLOURS.get(c, OTHER)}"></i>{escape(c)}</span>'
+        for c in classes
+    )
     missing = len(rows) - len(points)
-    note = (f' <span class="key">{missing} row{"s" if missing != 1 else ""} without both FLOPs and bytes not '
-            "plotted</span>") if missing else ""
-    return (f'<p class="chart-legend">{keys}<span class="key">point area: share of the step; hover a point for '
-            f"its op, shapes and dtype</span>{note}</p>")
+    note = (
+        (
+            f' <span class="key">{missing} row{"s" if missing != 1 else ""} without both FLOPs and bytes not '
+            "plotted</span>"
+        )
+        if missing
+        else ""
+    )
+    return (
+        f'<p class="chart-legend">{keys}<span class="key">point area: share of the step; hover a point for '
+        f"its op, shapes and dtype</span>{note}</p>"
+    )

@@ -10,9 +10,12 @@ from .format import fmt_ns, fmt_pct
 from .timeline import CAUSE_LABELS
 from .views import Caps, Segment, StepBar, StepsView
 
-SEGMENTS = (("compute", "compute"), ("exposed_comm", "exposed communication"),
-            ("memcpy", "memcpy/memset (not overlapped)"),
-            *((f"idle_{c}", CAUSE_LABELS[c]) for c in IDLE_CAUSES))
+SEGMENTS = (
+    ("compute", "compute"),
+    ("exposed_comm", "exposed communication"),
+    ("memcpy", "memcpy/memset (not overlapped)"),
+    *((f"idle_{c}", CAUSE_LABELS[c]) for c in IDLE_CAUSES),
+)
 
 
 def window_bar(m: dict) -> list[Segment]:
@@ -22,9 +25,16 @@ def window_bar(m: dict) -> list[Segment]:
     values["memcpy"] = max(0.0, busy - values["compute"] - values["exposed_comm"])
     for c in IDLE_CAUSES:
         values[f"idle_{c}"] = m.get(f"idle_{c}_fraction") or 0.0
-    return [Segment(key=k, label=label, pct=fmt_pct(values[k], 0 if values[k] >= 0.1 else 1),
-                    width=round(100 * min(1.0, values[k]), 3))
-            for k, label in SEGMENTS if values[k] >= 0.005]
+    return [
+        Segment(
+            key=k,
+            label=label,
+            pct=fmt_pct(values[k], 0 if values[k] >= 0.1 else 1),
+            width=round(100 * min(1.0, values[k]), 3),
+        )
+        for k, label in SEGMENTS
+        if values[k] >= 0.005
+    ]
 
 
 NO_STEP_TIME = "no step time"
@@ -59,6 +69,7 @@ def build_steps(per_step: list[dict], caps: Caps) -> StepsView:
         slow = max(range(len(rows)), key=lambda i: _step_time(rows[i]))
         if slow not in shown_idx:
             shown_idx[-1] = slow
+
     def untimed(row: dict) -> bool:  # a pre-window backlog ran ahead of it: no step time, so no bar
         return "step_time_ns" in row and row["step_time_ns"] is None
 
@@ -72,16 +83,34 @@ def build_steps(per_step: list[dict], caps: Caps) -> StepsView:
         values["memcpy"] = max(0, busy - values["compute"] - values["exposed_comm"])
         for c in IDLE_CAUSES:
             values[f"idle_{c}"] = row.get(f"idle_{c}_ns") or 0
-        segments = [Segment(key=k, label=label, ns=values[k], time=fmt_ns(values[k]),
-                            pct=fmt_pct(values[k] / total if total else 0.0),
-                            width=round(100 * values[k] / longest, 3))
-                    for k, label in SEGMENTS if values[k] > 0 and not untimed(row)]
+        segments = [
+            Segment(
+                key=k,
+                label=label,
+                ns=values[k],
+                time=fmt_ns(values[k]),
+                pct=fmt_pct(values[k] / total if total else 0.0),
+                width=round(100 * values[k] / longest, 3),
+            )
+            for k, label in SEGMENTS
+            if values[k] > 0 and not untimed(row)
+        ]
         time = NO_STEP_TIME if untimed(row) else fmt_ns(_step_time(row))
-        bars.append(StepBar(step=shorten(row.get("step", f"step {i}"), 120), time=time,
-                            width=0.0 if untimed(row) else round(100 * total / longest, 3), segments=segments,
-                            cells=[time] + [fmt_pct(values[k] / total if total else 0.0)
-                                                     for k, _ in SEGMENTS]))
-    return StepsView(bars=bars, total=len(rows), left_out=len(rows) - len(bars),
-                     legend=[{"key": k, "label": label} for k, label in SEGMENTS
-                             if any(seg.key == k for b in bars for seg in b.segments)],
-                     columns=["step", "time"] + [label for _, label in SEGMENTS])
+        bars.append(
+            StepBar(
+                step=shorten(row.get("step", f"step {i}"), 120),
+                time=time,
+                width=0.0 if untimed(row) else round(100 * total / longest, 3),
+                segments=segments,
+                cells=[time] + [fmt_pct(values[k] / total if total else 0.0) for k, _ in SEGMENTS],
+            )
+        )
+    return StepsView(
+        bars=bars,
+        total=len(rows),
+        left_out=len(rows) - len(bars),
+        legend=[
+            {"key": k, "label": label} for k, label in SEGMENTS if any(seg.key == k for b in bars for seg in b.segments)
+        ],
+        columns=["step", "time"] + [label for _, label in SEGMENTS],
+    )

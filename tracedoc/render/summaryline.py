@@ -29,8 +29,13 @@ def summary_line(view: ReportView, width: int | None = None) -> Text:
         if top is None:
             return Text(f"Summary: job verdict {verdict}{conf} · no finding to fix", style="bold")
         tag = "" if top.label in job.labels else f"[{top.label}] "
-        return _summary(f"Summary: job verdict {verdict}{conf} · top finding: {tag}", top.title,
-                        f", {top.impact}" if top.impact else "", _gain(top.what_if), width)
+        return _summary(
+            f"Summary: job verdict {verdict}{conf} · top finding: {tag}",
+            top.title,
+            f", {top.impact}" if top.impact else "",
+            _gain(top.what_if),
+            width,
+        )
     r = view.ranks[0]
     v = r.verdict
     where = f"rank {view.focus_rank}: " if view.multi_rank else ""

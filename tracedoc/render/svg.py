@@ -14,11 +14,26 @@ from html import escape
 
 CHAR_W = 0.6  # a character's width in ems, generous for the system sans-serif fonts (digits are ~0.55)
 # One colour per step category (diff.steps.CATEGORIES), idle causes in greys and warm tones.
-CATEGORY_COLOURS = {"compute": "#2b5fb3", "exposed_comm": "#8e44ad", "memcpy": "#16a085", "dataloader": "#d35400",
-                    "host_launch": "#c0392b", "sync": "#f1c40f", "launch_latency": "#e67e22", "other": "#95a5a6"}
-CATEGORY_WORDS = {"compute": "compute", "exposed_comm": "exposed comm", "memcpy": "memcpy", "dataloader": "dataloader",
-                  "host_launch": "host launch", "sync": "sync", "launch_latency": "launch latency",
-                  "other": "other idle"}
+CATEGORY_COLOURS = {
+    "compute": "#2b5fb3",
+    "exposed_comm": "#8e44ad",
+    "memcpy": "#16a085",
+    "dataloader": "#d35400",
+    "host_launch": "#c0392b",
+    "sync": "#f1c40f",
+    "launch_latency": "#e67e22",
+    "other": "#95a5a6",
+}
+CATEGORY_WORDS = {
+    "compute": "compute",
+    "exposed_comm": "exposed comm",
+    "memcpy": "memcpy",
+    "dataloader": "dataloader",
+    "host_launch": "host launch",
+    "sync": "sync",
+    "launch_latency": "launch latency",
+    "other": "other idle",
+}
 
 
 def text_width(text: str, font_px: float) -> float:
@@ -38,19 +53,32 @@ def title(text: str) -> str:
     return f"<title>{escape(isolate_bidi(text), quote=False)}</title>"
 
 
-def label(x: float, y: float, text: str, *, size: float = 11, anchor: str = "start", cls: str = "lbl",
-          fill: str | None = None, weight: str | None = None) -> str:
+def label(
+    x: float,
+    y: float,
+    text: str,
+    *,
+    size: float = 11,
+    anchor: str = "start",
+    cls: str = "lbl",
+    fill: str | None = None,
+    weight: str | None = None,
+) -> str:
     extra = (f' fill="{attr(fill)}"' if fill else "") + (f' font-weight="{attr(weight)}"' if weight else "")
     from .templating import isolate_bidi
 
-    return (f'<text class="{cls}" x="{x:.1f}" y="{y:.1f}" font-size="{size:g}" text-anchor="{anchor}"{extra}>'
-            f"{escape(isolate_bidi(text), quote=False)}</text>")
+    return (
+        f'<text class="{cls}" x="{x:.1f}" y="{y:.1f}" font-size="{size:g}" text-anchor="{anchor}"{extra}>'
+        f"{escape(isolate_bidi(text), quote=False)}</text>"
+    )
 
 
 def svg_open(width: float, height: float, aria: str, cls: str) -> str:
-    return (f'<svg class="chart {cls}" viewBox="0 0 {width:.0f} {height:.0f}" width="100%" role="img" '
-            f'preserveAspectRatio="xMinYMin meet" aria-label="{attr(aria)}" '
-            f'style="display:block;max-width:{width:.0f}px;height:auto;font-family:system-ui,sans-serif">')
+    return (
+        f'<svg class="chart {cls}" viewBox="0 0 {width:.0f} {height:.0f}" width="100%" role="img" '
+        f'preserveAspectRatio="xMinYMin meet" aria-label="{attr(aria)}" '
+        f'style="display:block;max-width:{width:.0f}px;height:auto;font-family:system-ui,sans-serif">'
+    )
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:
@@ -67,7 +95,7 @@ def nice_ticks(top: float, count: int = 5) -> list[float]:
 def decades(lo: float, hi: float) -> list[float]:
     """Powers of ten spanning [lo, hi] (the gridlines of a log axis); lo and hi positive."""
     a, b = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    return [10.0 ** k for k in range(a, b + 1)]
+    return [10.0**k for k in range(a, b + 1)]
 
 
 def tick_text(value: float) -> str:

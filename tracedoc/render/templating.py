@@ -27,8 +27,13 @@ def isolate_bidi(value: Any) -> Any:
 def script_json(data: Any) -> str:
     """JSON safe inside ``<script type="application/json">``: no ``<``, ``>``, ``&`` or U+2028/2029 left."""
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    text = (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    text = (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
     return _BIDI_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)  # no raw direction controls in the page
 
 
@@ -37,10 +42,15 @@ def jinja_environment(kind: str = "html"):
 
     from ..resources import data_dir
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
-                             autoescape=kind == "html", undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                             finalize=isolate_bidi)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(data_dir("templates"))),
+        autoescape=kind == "html",
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        finalize=isolate_bidi,
+    )
     if kind == "md":  # every string a Markdown template shows passes one of these (tracedoc.neutral)
         from ..neutral import md_code_block, md_code_span, md_escape
 

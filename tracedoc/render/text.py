@@ -47,8 +47,9 @@ def renderables(result: "AnalysisResult", options: TextOptions = TextOptions()) 
     return out
 
 
-def render_text(result: "AnalysisResult", width: int | None = None, options: TextOptions | None = None,
-                **flags: Any) -> str:
+def render_text(
+    result: "AnalysisResult", width: int | None = None, options: TextOptions | None = None, **flags: Any
+) -> str:
     """The terminal summary as a string; by default laid out for a pipe (100 columns, no colour)."""
     options = options or TextOptions(width=width, **flags)
     buf = io.StringIO()
@@ -75,21 +76,32 @@ def view_renderables(view: ReportView, options: TextOptions = TextOptions()) -> 
     if view.job is not None:
         out = _job_block(view.job, options)
         if view.rank_table is not None and view.job.digest is not None:  # many ranks: the digest's ranks
-            out.append(rank_table(replace(view, rank_table=cut_rank_table(view.rank_table, view.job.digest)),
-                                   options))
+            out.append(rank_table(replace(view, rank_table=cut_rank_table(view.rank_table, view.job.digest)), options))
         elif view.rank_table is not None:
             out.append(rank_table(view, options))
         if not view.focus_asked:
             return [*out, Text("Per-rank details: --rank N", style="dim")]
-        return [*out, Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
-                *_rank_block(view.ranks[0], brief=False, options=options)]
+        return [
+            *out,
+            Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
+            *_rank_block(view.ranks[0], brief=False, options=options),
+        ]
     if view.multi_rank and view.rank_table is not None:
-        lead = [Text(f"tracedoc · {view.rank_count} trace files, not one job", style="bold"),
-                Text(view.not_a_job, style="yellow"), *(Text(x, style="yellow") for x in view.not_analysed)] \
-            if view.not_a_job else []
-        return [*lead, rank_table(view, options),
-                Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
-                *_rank_block(view.ranks[0], brief=not options.verbose, options=options)]
+        lead = (
+            [
+                Text(f"tracedoc · {view.rank_count} trace files, not one job", style="bold"),
+                Text(view.not_a_job, style="yellow"),
+                *(Text(x, style="yellow") for x in view.not_analysed),
+            ]
+            if view.not_a_job
+            else []
+        )
+        return [
+            *lead,
+            rank_table(view, options),
+            Text(f"\nDetails for rank {view.focus_rank} ({view.focus_source_name}):", style="bold"),
+            *_rank_block(view.ranks[0], brief=not options.verbose, options=options),
+        ]
     return _rank_block(view.ranks[0], brief=False, options=options)
 
 
@@ -98,14 +110,18 @@ def verdict_line(view: ReportView) -> Text:
     if view.job is not None:
         job = view.job
         conf = f" (confidence {job.confidence})" if job.confidence else ""
-        return (Text(f"Job verdict: {', '.join(job.labels)}{conf}", style="bold red") if job.labels
-                else Text("Job verdict: no job-level finding", style="bold green"))
+        return (
+            Text(f"Job verdict: {', '.join(job.labels)}{conf}", style="bold red")
+            if job.labels
+            else Text("Job verdict: no job-level finding", style="bold green")
+        )
     r = view.ranks[0]
     v = r.verdict
     where = f"rank {view.focus_rank}: " if view.multi_rank else ""
     if v.status == "withheld":
-        return Text(f"{where}Verdict withheld: {r.health[0].message if r.health else 'see trace health'}",
-                    style="bold yellow")
+        return Text(
+            f"{where}Verdict withheld: {r.health[0].message if r.health else 'see trace health'}", style="bold yellow"
+        )
     if v.status == "none":
         return Text(f"{where}No verdict: no rules were evaluated", style="yellow")
     conf = f" (confidence {v.confidence})" if v.confidence else ""
@@ -119,10 +135,17 @@ def verdict_line(view: ReportView) -> Text:
 def _job_block(job: JobSectionView, options: TextOptions = TextOptions()) -> list[Any]:
     """The job verdict first: labels, the top findings with fixes, stragglers, what limits the view."""
     labels = job.labels
-    out: list[Any] = [Text(f"tracedoc · job of {len(job.rank_table.rows) + job.rank_table.left_out} ranks",
-                           style="bold")]
-    out.append(Text(f"Verdict: {', '.join(labels)}" + (f"  (confidence {job.confidence})" if job.confidence else ""),
-                    style="bold red") if labels else Text("Verdict: no job-level finding", style="bold green"))
+    out: list[Any] = [
+        Text(f"tracedoc · job of {len(job.rank_table.rows) + job.rank_table.left_out} ranks", style="bold")
+    ]
+    out.append(
+        Text(
+            f"Verdict: {', '.join(labels)}" + (f"  (confidence {job.confidence})" if job.confidence else ""),
+            style="bold red",
+        )
+        if labels
+        else Text("Verdict: no job-level finding", style="bold green")
+    )
     for i, f in enumerate(job.findings[:3], 1):
         out.append(Text(f"{i}. [{f.label}] {f.title}" + (f" — {f.impact}" if f.impact else ""), style="bold"))
         if f.what_if:
@@ -177,12 +200,23 @@ def _verdict_lines(r: RankView, brief: bool, verbose: bool = False) -> list[Any]
         if f.expect and (verbose or (i == 1 and not brief)):
             out.append(Text(f"   next profile should show: {f.expect}", style="dim"))
     if r.minor_findings:
-        out.append(Text(f"   minor (under {r.minor_threshold}): "
-                        + "; ".join(f"{f.rule_id} {f.title}{_impact(f)}" for f in r.minor_findings), style="dim"))
-    rest = r.findings[len(shown):]
+        out.append(
+            Text(
+                f"   minor (under {r.minor_threshold}): "
+                + "; ".join(f"{f.rule_id} {f.title}{_impact(f)}" for f in r.minor_findings),
+                style="dim",
+            )
+        )
+    rest = r.findings[len(shown) :]
     if rest:
-        out.append(Text(f"   +{len(rest)} more: " + ", ".join(f"{f.rule_id} {f.label}" for f in rest)
-                        + " (all of them in --format md, html or json)", style="dim"))
+        out.append(
+            Text(
+                f"   +{len(rest)} more: "
+                + ", ".join(f"{f.rule_id} {f.label}" for f in rest)
+                + " (all of them in --format md, html or json)",
+                style="dim",
+            )
+        )
     return out
 
 
@@ -203,8 +237,13 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
     step_txt = w.steps_text or plural(w.steps, "step")
     out.append(Text(f"Window: {w.length} ({w.description}); {step_txt}", style="dim"))
     if not r.has_gpu_ops:
-        out.append(Text(f"No GPU ops in this trace, so GPU metrics do not apply. It holds {r.events} events: "
-                        f"{', '.join(r.contents) or 'nothing tracedoc analyses'}; {plural(w.steps, 'step')}.", style="yellow"))
+        out.append(
+            Text(
+                f"No GPU ops in this trace, so GPU metrics do not apply. It holds {r.events} events: "
+                f"{', '.join(r.contents) or 'nothing tracedoc analyses'}; {plural(w.steps, 'step')}.",
+                style="yellow",
+            )
+        )
         out.extend(Text(line) for line in cpu_only_lines(r))
         return out
     summary = {item.key: item for item in r.summary}
@@ -217,23 +256,51 @@ def _rank_block(r: RankView, brief: bool, options: TextOptions = TextOptions()) 
     if r.idle_causes:
         out.append(Text("Idle by cause: " + ", ".join(f"{c.cause.replace('_', ' ')} {c.pct}" for c in r.idle_causes)))
     k, tc = r.kernels, r.tensor_cores
-    out.append(Text(f"Kernels: {k.count}, median {k.median}, {k.under_10us} under 10 µs; launch delay p50 "
-                    f"{k.launch_delay_p50}{_queue_note(r)}; Tensor Cores {tc.share} of compute"
-                    + (f" ({tc.unknown} unknown)" if tc.unknown_notable else "")))
+    out.append(
+        Text(
+            f"Kernels: {k.count}, median {k.median}, {k.under_10us} under 10 µs; launch delay p50 "
+            f"{k.launch_delay_p50}{_queue_note(r)}; Tensor Cores {tc.share} of compute"
+            + (f" ({tc.unknown} unknown)" if tc.unknown_notable else "")
+        )
+    )
     out.extend(_queue_lines(r))
     if r.efficiency:
         out.append(Text(r.efficiency))
     if r.dataloader is not None:
         out.append(Text(f"DataLoader: {r.dataloader.share} of the window, stalling the GPU {r.dataloader.stall}"))
     if r.memory.has_data:
-        out.append(Text(f"Memory: peak allocated {r.memory.peak_allocated}, reserved {r.memory.peak_reserved} "
-                        f"of {r.memory.device_memory}"))
+        out.append(
+            Text(
+                f"Memory: peak allocated {r.memory.peak_allocated}, reserved {r.memory.peak_reserved} "
+                f"of {r.memory.device_memory}"
+            )
+        )
     if not brief or options.verbose or options.top:
-        out.append(top_table("Top kernels", r.tables["top_kernels"], _rows(options, "top_kernels"), options,
-                              [("name", "kernel"), ("count", "count"), ("total_ns", "time"), ("share", "share")]))
-        out.append(top_table("Top gaps", r.tables["top_gaps"], _rows(options, "top_gaps"), options,
-                              [("gap_ns", "gap"), ("device_idle_ns", "device idle"), ("stream", "stream"),
-                               ("cause", "cause"), ("after", "next op"), ("launched_by", "launched by")]))
+        out.append(
+            top_table(
+                "Top kernels",
+                r.tables["top_kernels"],
+                _rows(options, "top_kernels"),
+                options,
+                [("name", "kernel"), ("count", "count"), ("total_ns", "time"), ("share", "share")],
+            )
+        )
+        out.append(
+            top_table(
+                "Top gaps",
+                r.tables["top_gaps"],
+                _rows(options, "top_gaps"),
+                options,
+                [
+                    ("gap_ns", "gap"),
+                    ("device_idle_ns", "device idle"),
+                    ("stream", "stream"),
+                    ("cause", "cause"),
+                    ("after", "next op"),
+                    ("launched_by", "launched by"),
+                ],
+            )
+        )
     if r.roofline is not None and (options.top or options.verbose):
         out.append(roofline_table(r.roofline, _rows(options, "roofline"), options))
     return out
@@ -247,8 +314,12 @@ def _queue_lines(r: RankView) -> list[Any]:
         return []
     out = [Text(f"Launch queue: {q.note}")]
     for s in q.streams[:2]:
-        out.append(Text(f"  stream {s.stream}: up to {s.depth_max} of {q.capacity} ops queued (mean {s.depth_mean}), "
-                        f"host blocked {s.blocked} in {s.blocked_calls} calls  |{s.spark}|"))
+        out.append(
+            Text(
+                f"  stream {s.stream}: up to {s.depth_max} of {q.capacity} ops queued (mean {s.depth_mean}), "
+                f"host blocked {s.blocked} in {s.blocked_calls} calls  |{s.spark}|"
+            )
+        )
     return out
 
 
@@ -259,8 +330,10 @@ def _queue_note(r: RankView) -> str:
     """What a long median launch delay means: the launch queue's depth while the GPU is busy."""
     if r.kernels.launch_delay_p50_ns is None or r.kernels.launch_delay_p50_ns < QUEUE_DELAY_NS:
         return ""
-    return (" (time kernels wait in the launch queue: the CPU runs ahead of a busy GPU, which is healthy; "
-            "it is not launch overhead)")
+    return (
+        " (time kernels wait in the launch queue: the CPU runs ahead of a busy GPU, which is healthy; "
+        "it is not launch overhead)"
+    )
 
 
 def _rows(options: TextOptions, key: str) -> int:
@@ -296,7 +369,10 @@ def answer_lines(result: "AnalysisResult") -> list[str]:
             lines.append(f"fix: {top.fixes[0]}")
     if not r.has_gpu_ops:  # a run on the CPU alone: what its host side shows
         if r.verdict.status != "withheld":
-            lines.insert(1, "GPU-side metrics were not recorded (the trace holds CPU activity only): "
-                            "the verdict rests on the host side")
+            lines.insert(
+                1,
+                "GPU-side metrics were not recorded (the trace holds CPU activity only): "
+                "the verdict rests on the host side",
+            )
         lines += cpu_only_lines(r) or ["the trace holds no DataLoader or CPU operator time to report either"]
     return lines

@@ -13,8 +13,9 @@ from .views import DigestView, RankTableView
 
 def digest_renderables(d: DigestView, table: Any) -> list[Any]:
     """The digest table (``table``: a rich Table builder taking header and rows) and the rest's lines."""
-    out: list[Any] = [table(f"Ranks that matter ({len(d.rows)} of {d.total})", d.columns,
-                            [row.cells for row in d.rows])]
+    out: list[Any] = [
+        table(f"Ranks that matter ({len(d.rows)} of {d.total})", d.columns, [row.cells for row in d.rows])
+    ]
     if d.rest:
         out.append(Text(d.rest[0], style="bold"))
         out.extend(Text("  " + line, style="dim") for line in d.rest[1:])

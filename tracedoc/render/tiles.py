@@ -8,12 +8,31 @@ import re
 from .views import Item
 
 # Tiles whose figure only a trace with GPU ops can have (summary keys, efficiency labels, GPU figures).
-GPU_TILES = frozenset({"gpu_busy", "compute", "comm", "exposed_comm", "comm_overlap", "memcpy", "idle",
-                       "dataloader_stall", "tensor_core", "flops:achieved", "flops:MFU", "flops:FLOPs known for",
-                       "flops:model FLOPs/step", "gpu_busy_fraction", "sm_efficiency", "est_occupancy_mean",
-                       "blocks_per_sm_mean"})
+GPU_TILES = frozenset(
+    {
+        "gpu_busy",
+        "compute",
+        "comm",
+        "exposed_comm",
+        "comm_overlap",
+        "memcpy",
+        "idle",
+        "dataloader_stall",
+        "tensor_core",
+        "flops:achieved",
+        "flops:MFU",
+        "flops:FLOPs known for",
+        "flops:model FLOPs/step",
+        "gpu_busy_fraction",
+        "sm_efficiency",
+        "est_occupancy_mean",
+        "blocks_per_sm_mean",
+    }
+)
 NO_GPU_DETAIL = "no GPU ops recorded"
-_NUMBER = re.compile(r"^(n/a|not recorded|[-+~]?[\d.,]+(?:\s?(?:%|x|[KMGTP]?i?B|[kMGTP]?FLOP(?:/s)?|[mµn]?s))?)\s*(.*)$")
+_NUMBER = re.compile(
+    r"^(n/a|not recorded|[-+~]?[\d.,]+(?:\s?(?:%|x|[KMGTP]?i?B|[kMGTP]?FLOP(?:/s)?|[mµn]?s))?)\s*(.*)$"
+)
 BIG_CHARS = 12  # longer than this, the value is split into its number and a caption
 
 

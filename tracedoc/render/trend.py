@@ -57,21 +57,50 @@ def _names(paths: list[str]) -> list[str]:
 def build_trend_view(t: "TrendResult") -> TrendView:
     doc = t
     names = _names([doc.base.path] + [r.path for r in doc.runs])
-    moved = [c for c in doc.categories
-             if any(abs(a.delta_ns) >= 500 for r in doc.runs for a in r.attribution if a.category == c)]
-    rows = [TrendRow(run="base", name=names[0], step_ms=ms_figure(doc.base.step_ns), delta_ms="", pct="",
-                     verdict="", categories=["" for _ in moved], led_by="", labels="")]
+    moved = [
+        c
+        for c in doc.categories
+        if any(abs(a.delta_ns) >= 500 for r in doc.runs for a in r.attribution if a.category == c)
+    ]
+    rows = [
+        TrendRow(
+            run="base",
+            name=names[0],
+            step_ms=ms_figure(doc.base.step_ns),
+            delta_ms="",
+            pct="",
+            verdict="",
+            categories=["" for _ in moved],
+            led_by="",
+            labels="",
+        )
+    ]
     warnings = []
     for i, r in enumerate(doc.runs):
         att = {a.category: a.delta_ns for a in r.attribution}
-        labels = "; ".join(filter(None, ["gone " + ", ".join(r.labels.gone) if r.labels.gone else "",
-                                         "new " + ", ".join(r.labels.new) if r.labels.new else ""]))
-        rows.append(TrendRow(
-            run=str(i + 2), name=names[i + 1], step_ms=ms_figure(r.step_ns),
-            delta_ms=ms_figure(r.delta_ns, signed=True), pct=f"{r.step_pct:+.1f}%" if r.step_pct is not None else "n/a",
-            verdict=VERDICT_WORDS.get(r.verdict, r.verdict), categories=[ms_figure(att[c], signed=True) for c in moved],
-            led_by=", ".join(r.led_by) if r.verdict in ("regression", "improvement") else "", labels=labels,
-            predictions=[prediction_row(p) for p in r.predictions]))
+        labels = "; ".join(
+            filter(
+                None,
+                [
+                    "gone " + ", ".join(r.labels.gone) if r.labels.gone else "",
+                    "new " + ", ".join(r.labels.new) if r.labels.new else "",
+                ],
+            )
+        )
+        rows.append(
+            TrendRow(
+                run=str(i + 2),
+                name=names[i + 1],
+                step_ms=ms_figure(r.step_ns),
+                delta_ms=ms_figure(r.delta_ns, signed=True),
+                pct=f"{r.step_pct:+.1f}%" if r.step_pct is not None else "n/a",
+                verdict=VERDICT_WORDS.get(r.verdict, r.verdict),
+                categories=[ms_figure(att[c], signed=True) for c in moved],
+                led_by=", ".join(r.led_by) if r.verdict in ("regression", "improvement") else "",
+                labels=labels,
+                predictions=[prediction_row(p) for p in r.predictions],
+            )
+        )
         warnings += [f"run {i + 2}: {w}" for w in r.warnings]
     return TrendView(base=doc.base.path, categories=moved, rows=rows, noise_pct=doc.noise_floor_pct, warnings=warnings)
 
@@ -98,9 +127,15 @@ def render_trend_text(t: "TrendResult", width: int = 100) -> str:
     def wrapped(text: str) -> list[str]:
         return wrap_text(text, width)
 
-    out = [*wrapped(f"tracedoc diff: {len(v.rows)} runs, each against the first ({v.base})"), "",
-           *wrapped("step: median step time; category columns: each category's part of the change from the base "
-                    "(ms, summing to Δ ms)"), ""]
+    out = [
+        *wrapped(f"tracedoc diff: {len(v.rows)} runs, each against the first ({v.base})"),
+        "",
+        *wrapped(
+            "step: median step time; category columns: each category's part of the change from the base "
+            "(ms, summing to Δ ms)"
+        ),
+        "",
+    ]
     head = ["run", "name", "step ms", "Δ ms", "Δ %", "verdict", *v.categories]
     rows = [[r.run, r.name, r.step_ms, r.delta_ms, r.pct, r.verdict, *r.categories] for r in v.rows]
     kinds = ["id", "text", "num", "num", "num", "id", *("num" for _ in v.categories)]
@@ -126,8 +161,11 @@ def render_trend_text(t: "TrendResult", width: int = 100) -> str:
         chunks.append(chunk)
         for k, chunk in enumerate(chunks):
             out += ([""] if k else []) + fit_table(
-                ("run", *(v.categories[i] for i in chunk)), [(r.run, *(r.categories[i] for i in chunk)) for r in runs],
-                ("id", *("num" for _ in chunk)), width)
+                ("run", *(v.categories[i] for i in chunk)),
+                [(r.run, *(r.categories[i] for i in chunk)) for r in runs],
+                ("id", *("num" for _ in chunk)),
+                width,
+            )
     return _trend_tail(v, out, width)
 
 
@@ -153,15 +191,29 @@ def render_trend_md(t: "TrendResult") -> str:
 
     v = build_trend_view(t)
     head = ["run", "name", "step ms", "Δ ms", "Δ %", "verdict", *v.categories, "led by", "labels"]
-    out = [f"## tracedoc diff: {len(v.rows)} runs, each against the first", "",
-           f"Base: {md_escape(v.base)}. Category columns: each category's part of the change from the base "
-           "(ms, summing to Δ ms).", "",
-           "| " + " | ".join(head) + " |",
-           "|" + "|".join("---:" if 2 <= i <= 4 or 6 <= i < 6 + len(v.categories) else "---"
-                          for i in range(len(head))) + "|"]
+    out = [
+        f"## tracedoc diff: {len(v.rows)} runs, each against the first",
+        "",
+        f"Base: {md_escape(v.base)}. Category columns: each category's part of the change from the base "
+        "(ms, summing to Δ ms).",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|"
+        + "|".join("---:" if 2 <= i <= 4 or 6 <= i < 6 + len(v.categories) else "---" for i in range(len(head)))
+        + "|",
+    ]
     for r in v.rows:
-        cells = [r.run, md_escape(r.name), r.step_ms, r.delta_ms, r.pct, md_escape(r.verdict), *r.categories,
-                 md_escape(r.led_by), md_escape(r.labels)]
+        cells = [
+            r.run,
+            md_escape(r.name),
+            r.step_ms,
+            r.delta_ms,
+            r.pct,
+            md_escape(r.verdict),
+            *r.categories,
+            md_escape(r.led_by),
+            md_escape(r.labels),
+        ]
         out.append("| " + " | ".join(cells) + " |")
     if v.checks:
         out += ["", "### The base run's predictions, checked against each run", ""]
@@ -179,5 +231,6 @@ def render_trend_html(t: "TrendResult") -> str:
     from .trendchart import trend_chart
 
     env = jinja_environment("html")
-    return env.get_template("trend.html.j2").render(trend=build_trend_view(t), css=markupsafe.Markup(asset("diff.css")),
-                                                    chart=markupsafe.Markup(trend_chart(t)))
+    return env.get_template("trend.html.j2").render(
+        trend=build_trend_view(t), css=markupsafe.Markup(asset("diff.css")), chart=markupsafe.Markup(trend_chart(t))
+    )

@@ -35,19 +35,33 @@ class TrendBar:
 
 def trend_bars(t: "TrendResult") -> list[TrendBar]:
     base = t.base
-    bars = [TrendBar(run="base", name=base.path, step_ms=base.step_ns / 1e6,
-                     parts_ms={c: v / 1e6 for c, v in (base.category_ns or {}).items()})]
+    bars = [
+        TrendBar(
+            run="base",
+            name=base.path,
+            step_ms=base.step_ns / 1e6,
+            parts_ms={c: v / 1e6 for c, v in (base.category_ns or {}).items()},
+        )
+    ]
     for i, r in enumerate(t.runs):  # a trend saved by version 1 kept no split: figures only
-        bars.append(TrendBar(run=str(i + 2), name=r.path, step_ms=r.step_ns / 1e6,
-                             parts_ms={c: v / 1e6 for c, v in (r.category_ns or {}).items()},
-                             new=list(r.labels.new), gone=list(r.labels.gone)))
+        bars.append(
+            TrendBar(
+                run=str(i + 2),
+                name=r.path,
+                step_ms=r.step_ns / 1e6,
+                parts_ms={c: v / 1e6 for c, v in (r.category_ns or {}).items()},
+                new=list(r.labels.new),
+                gone=list(r.labels.gone),
+            )
+        )
     return bars
 
 
 def _marks(bar: TrendBar, slot: float) -> list[tuple[str, str, str]]:
     """(text, colour, hover) lines above a bar: each label that appeared (+) or disappeared (−)."""
-    items = [("+ " + x, "#c2352b", f"run {bar.run}: {x} appeared (not in the base)") for x in bar.new] + \
-            [("− " + x, "#2f7d32", f"run {bar.run}: {x} disappeared (in the base, not here)") for x in bar.gone]
+    items = [("+ " + x, "#c2352b", f"run {bar.run}: {x} appeared (not in the base)") for x in bar.new] + [
+        ("− " + x, "#2f7d32", f"run {bar.run}: {x} disappeared (in the base, not here)") for x in bar.gone
+    ]
     if not items:
         return []
     hover = "; ".join(h for _, _, h in items)
@@ -78,8 +92,11 @@ def trend_chart_svg(bars: list[TrendBar]) -> str:
     for v in ticks:
         out.append(f'<line x1="{LEFT:.1f}" x2="{W - RIGHT:.1f}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#dde2ea"/>')
         out.append(label(LEFT - 6, y(v) + 4, tick_text(v), size=FONT, anchor="end", cls="tick"))
-    out.append(label(14, (y0 + y1) / 2, "ms per step", size=FONT, anchor="middle", cls="axis-title")
-               .replace("<text ", f'<text transform="rotate(-90 14 {(y0 + y1) / 2:.1f})" ', 1))
+    out.append(
+        label(14, (y0 + y1) / 2, "ms per step", size=FONT, anchor="middle", cls="axis-title").replace(
+            "<text ", f'<text transform="rotate(-90 14 {(y0 + y1) / 2:.1f})" ', 1
+        )
+    )
     bar_w = min(90.0, slot * 0.6)
     for i, (b, m) in enumerate(zip(bars, marks)):
         cx = LEFT + slot * (i + 0.5)
@@ -89,24 +106,44 @@ def trend_chart_svg(bars: list[TrendBar]) -> str:
         for cat, v in b.parts_ms.items():
             if v <= 0:
                 continue
-            out.append(f'<rect x="{x:.1f}" y="{y(base + v):.2f}" width="{bar_w:.1f}" '
-                       f'height="{max(0.0, y(base) - y(base + v)):.2f}" fill="{CATEGORY_COLOURS.get(cat, "#999")}">'
-                       + title(f"run {b.run} ({b.name}): {CATEGORY_WORDS.get(cat, cat)} {ms_figure(v * 1e6)} ms "
-                               f"of {ms_figure(b.step_ms * 1e6)} ms") + "</rect>")
+            out.append(
+                f'<rect x="{x:.1f}" y="{y(base + v):.2f}" width="{bar_w:.1f}" '
+                f'height="{max(0.0, y(base) - y(base + v)):.2f}" fill="{CATEGORY_COLOURS.get(cat, "#999")}">'
+                + title(
+                    f"run {b.run} ({b.name}): {CATEGORY_WORDS.get(cat, cat)} {ms_figure(v * 1e6)} ms "
+                    f"of {ms_figure(b.step_ms * 1e6)} ms"
+                )
+                + "</rect>"
+            )
             base += v
         out.append("</g>")
         figure = ms_figure(b.step_ms * 1e6)
-        out.append(label(cx, y(max(base, b.step_ms)) - 4, figure if text_width(figure, FONT) < slot - 2 else "",
-                         size=FONT, anchor="middle", cls="value"))
+        out.append(
+            label(
+                cx,
+                y(max(base, b.step_ms)) - 4,
+                figure if text_width(figure, FONT) < slot - 2 else "",
+                size=FONT,
+                anchor="middle",
+                cls="value",
+            )
+        )
         for k, (text, colour, hover) in enumerate(m):
-            out.append(f'<g class="mark">{title(hover)}'
-                       + label(cx, LINE * (k + 1), text, size=FONT, anchor="middle", cls="mark-text", fill=colour,
-                               weight="600") + "</g>")
+            out.append(
+                f'<g class="mark">{title(hover)}'
+                + label(
+                    cx, LINE * (k + 1), text, size=FONT, anchor="middle", cls="mark-text", fill=colour, weight="600"
+                )
+                + "</g>"
+            )
         run_text = "base" if b.run == "base" else f"run {b.run}"
         if text_width(run_text, FONT) > slot - 2:
             run_text = b.run if b.run != "base" else "B"
-        out.append(f'<g class="run">{title(b.name)}'
-                   + label(cx, y1 + 16, run_text, size=FONT, anchor="middle", cls="run-text") + "</g>")
+        out.append(
+            f'<g class="run">{title(b.name)}'
+            + label(cx, y1 + 16, run_text, size=FONT, anchor="middle", cls="run-text")
+            + "</g>"
+        )
     out.append(f'<line x1="{LEFT:.1f}" x2="{W - RIGHT:.1f}" y1="{y1:.1f}" y2="{y1:.1f}" stroke="#5b6577"/>')
     out.append("</svg>")
     return "".join(out)
@@ -114,10 +151,15 @@ def trend_chart_svg(bars: list[TrendBar]) -> str:
 
 def legend_html(bars: list[TrendBar]) -> str:
     shown = [c for c in CATEGORY_COLOURS if any(b.parts_ms.get(c, 0) > 0 for b in bars)]
-    items = "".join(f'<span class="key"><i class="swatch" style="background:{CATEGORY_COLOURS[c]}"></i>'
-                    f"{escape(CATEGORY_WORDS[c])}</span>" for c in shown)
-    return (f'<p class="chart-legend">{items}<span class="key"><b style="color:#c2352b">+ label</b> appeared, '
-            f'<b style="color:#2f7d32">− label</b> disappeared against the base</span></p>')
+    items = "".join(
+        f'<span class="key"><i class="swatch" style="background:{CATEGORY_COLOURS[c]}"></i>'
+        f"{escape(CATEGORY_WORDS[c])}</span>"
+        for c in shown
+    )
+    return (
+        f'<p class="chart-legend">{items}<span class="key"><b style="color:#c2352b">+ label</b> appeared, '
+        f'<b style="color:#2f7d32">− label</b> disappeared against the base</span></p>'
+    )
 
 
 def trend_chart(t: "TrendResult") -> str:

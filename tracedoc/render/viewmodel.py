@@ -55,12 +55,17 @@ def build_report(result: "AnalysisResult", caps: Caps = Caps(), overlay_href: st
 
     focus, focus_reason = result.focus, result.focus_reason
     paths = result.paths
-    inputs = [InputView(name=os.path.basename(i.path), path=i.path, sha256=i.sha256 or "not computed")
-              for i in result.inputs]
-    command = result.command or ("tracedoc analyze " + shlex.quote(paths[0]) if len(paths) == 1
-                                 else "tracedoc analyze <directory of the rank traces>")
-    name = (os.path.basename(os.path.dirname(paths[0])) + "/" if len(paths) > 1 and paths
-            else "") + (inputs[0].name if len(inputs) == 1 else f"{len(inputs)} rank files")
+    inputs = [
+        InputView(name=os.path.basename(i.path), path=i.path, sha256=i.sha256 or "not computed") for i in result.inputs
+    ]
+    command = result.command or (
+        "tracedoc analyze " + shlex.quote(paths[0])
+        if len(paths) == 1
+        else "tracedoc analyze <directory of the rank traces>"
+    )
+    name = (os.path.basename(os.path.dirname(paths[0])) + "/" if len(paths) > 1 and paths else "") + (
+        inputs[0].name if len(inputs) == 1 else f"{len(inputs)} rank files"
+    )
     view = ReportView(
         title=f"tracedoc · {name}" if paths else "tracedoc",
         input_name=name,
@@ -99,49 +104,83 @@ def build_rank(r: "RankResult", caps: Caps) -> RankView:
     every = [build_finding(f, caps, origin, per) for f in (v.findings if v is not None else [])]
     findings = [f for f in every if not f.minor]
     return RankView(
-        minor_findings=[f for f in every if f.minor], minor_threshold=f"{fmt_pct(MIN_IMPACT_FRACTION, 0)} of the {per}",
+        minor_findings=[f for f in every if f.minor],
+        minor_threshold=f"{fmt_pct(MIN_IMPACT_FRACTION, 0)} of the {per}",
         rank=r.rank,
         source_name=os.path.basename(r.source),
         header=_header_bits(r),
         verdict=build_verdict(v, findings, every),
         findings=findings,
-        health=[HealthView(code=h.code, level=h.level, message=h.message, confidence=h.confidence)
-                for h in (v.health if v is not None else [])],
+        health=[
+            HealthView(code=h.code, level=h.level, message=h.message, confidence=h.confidence)
+            for h in (v.health if v is not None else [])
+        ],
         warnings=[shorten(w, 1000) for w in r.warnings[: caps.table_rows]],
         warnings_left_out=max(0, len(r.warnings) - caps.table_rows),
-        window=WindowView(length=fmt_ns(m.get("window_ns")), description=r.window.describe(), kind=r.window.kind,
-                          steps=int(m.get("steps") or 0), step_p50=step_p50(m), steps_text=steps_text(m)),
-        summary=tiles(_summary(m) + [Item(key=f"flops:{a}", label=a, value=b) for a, b in efficiency_items(m, r.evidence)],
-                      bool(m.get("has_gpu_ops"))),
+        window=WindowView(
+            length=fmt_ns(m.get("window_ns")),
+            description=r.window.describe(),
+            kind=r.window.kind,
+            steps=int(m.get("steps") or 0),
+            step_p50=step_p50(m),
+            steps_text=steps_text(m),
+        ),
+        summary=tiles(
+            _summary(m) + [Item(key=f"flops:{a}", label=a, value=b) for a, b in efficiency_items(m, r.evidence)],
+            bool(m.get("has_gpu_ops")),
+        ),
         efficiency=efficiency_line(m, r.evidence),
         window_bar=window_bar(m),
         has_gpu_ops=bool(m.get("has_gpu_ops")),
-        idle_causes=[IdleCause(cause=c, label=CAUSE_LABELS[c], pct=fmt_pct(m.get(f"idle_{c}_fraction") or 0.0))
-                     for c in IDLE_CAUSES if (m.get(f"idle_{c}_fraction") or 0) >= IDLE_CAUSE_SHOWN],
+        idle_causes=[
+            IdleCause(cause=c, label=CAUSE_LABELS[c], pct=fmt_pct(m.get(f"idle_{c}_fraction") or 0.0))
+            for c in IDLE_CAUSES
+            if (m.get(f"idle_{c}_fraction") or 0) >= IDLE_CAUSE_SHOWN
+        ],
         steps=build_steps(r.per_step, caps),
         timeline=build_timeline(r.timeline.get("excerpts") or [], caps) if caps.timeline else None,
-        tables={key: build_table(title, r.evidence.get(key) or [], cols, caps.table_rows, origin, caps.name_chars,
-                                 key=key, short_names=not caps.full_names)
-                for key, (title, cols) in MAIN_TABLES.items()},
+        tables={
+            key: build_table(
+                title,
+                r.evidence.get(key) or [],
+                cols,
+                caps.table_rows,
+                origin,
+                caps.name_chars,
+                key=key,
+                short_names=not caps.full_names,
+            )
+            for key, (title, cols) in MAIN_TABLES.items()
+        },
         tensor_cores=_tensor_cores(m),
         memory=memory_view(m, r.evidence.get("memory_curve") or [], origin, caps),
         gpu_figures=tiles(gpu_figures(m), bool(m.get("has_gpu_ops"))),
         kernel_classes=kernel_class_bar(r.evidence.get("kernel_classes") or []),
         roofline=build_roofline(r.evidence.get("roofline"), caps.table_rows, caps.name_chars),
         launch_queue=launch_queue_view(m, r.evidence.get("launch_queue") or []),
-        kernels=KernelsView(count=fmt_cell("count", m.get("kernel_count")), median=fmt_ns(m.get("kernel_median_ns")),
-                            under_10us=fmt_pct(m.get("kernels_under_10us_fraction")),
-                            launch_delay_p50=fmt_ns(m.get("launch_delay_p50_ns")),
-                            launch_delay_p50_ns=m.get("launch_delay_p50_ns")),
-        dataloader=(DataLoaderView(share=fmt_pct(m["dataloader_fraction"]),
-                                   stall=fmt_pct(m.get("dataloader_stall_fraction")))
-                    if m.get("dataloader_fraction") else None),
-        contents=[f"{row.rows:,} {row.table.replace('_', ' ')}" for row in r.evidence.get("contents", [])
-                  if row.rows and row.table not in ("gpu_ops", "other_spans")],
+        kernels=KernelsView(
+            count=fmt_cell("count", m.get("kernel_count")),
+            median=fmt_ns(m.get("kernel_median_ns")),
+            under_10us=fmt_pct(m.get("kernels_under_10us_fraction")),
+            launch_delay_p50=fmt_ns(m.get("launch_delay_p50_ns")),
+            launch_delay_p50_ns=m.get("launch_delay_p50_ns"),
+        ),
+        dataloader=(
+            DataLoaderView(share=fmt_pct(m["dataloader_fraction"]), stall=fmt_pct(m.get("dataloader_stall_fraction")))
+            if m.get("dataloader_fraction")
+            else None
+        ),
+        contents=[
+            f"{row.rows:,} {row.table.replace('_', ' ')}"
+            for row in r.evidence.get("contents", [])
+            if row.rows and row.table not in ("gpu_ops", "other_spans")
+        ],
         events=f"{env.events:,}" if isinstance(env.events, int) else "unknown",
         environment=_environment(r),
-        metrics=[{"key": k, "value": fmt_cell(k, val) if not isinstance(val, bool) else str(val).lower()}
-                 for k, val in m.items()],
+        metrics=[
+            {"key": k, "value": fmt_cell(k, val) if not isinstance(val, bool) else str(val).lower()}
+            for k, val in m.items()
+        ],
     )
 
 
@@ -182,12 +221,14 @@ COMM_ITEMS = ("comm", "exposed_comm", "comm_overlap")
 def _tensor_cores(m: dict) -> TensorCoreView:
     unknown = m.get("tensor_core_unknown_fraction")
     return TensorCoreView(
-        share=fmt_pct(m.get("tensor_core_fraction")), unknown=fmt_pct(unknown),
+        share=fmt_pct(m.get("tensor_core_fraction")),
+        unknown=fmt_pct(unknown),
         eligible_off_tc=fmt_pct(m.get("tc_eligible_non_tc_fraction")),
         capable={True: "yes", False: "no", None: "unknown"}.get(m.get("tensor_core_capable"), "unknown"),
         width=round(100 * max(0.0, min(1.0, m.get("tensor_core_fraction") or 0.0)), 2),
         unknown_width=round(100 * max(0.0, min(1.0, unknown or 0.0)), 2),
-        unknown_notable=(unknown or 0) > TENSOR_CORE_UNKNOWN_NOTABLE)
+        unknown_notable=(unknown or 0) > TENSOR_CORE_UNKNOWN_NOTABLE,
+    )
 
 
 def _environment(r: "RankResult") -> list[Item]:
@@ -211,8 +252,20 @@ def _environment(r: "RankResult") -> list[Item]:
     return [Item(label=a, value=shorten(b, 300)) for a, b in rows]
 
 
-RANK_TABLE_COLUMNS = ("rank", "file", "window", "step p50", "GPU busy", "compute", "exposed comm", "overlap",
-                      "DL stall", "idle", "verdict", "top impact")
+RANK_TABLE_COLUMNS = (
+    "rank",
+    "file",
+    "window",
+    "step p50",
+    "GPU busy",
+    "compute",
+    "exposed comm",
+    "overlap",
+    "DL stall",
+    "idle",
+    "verdict",
+    "top impact",
+)
 
 
 def _rank_table(result: "AnalysisResult", caps: Caps) -> RankTableView:
@@ -220,9 +273,12 @@ def _rank_table(result: "AnalysisResult", caps: Caps) -> RankTableView:
     shared = {}
     for row in rows:
         shared[row.source] = shared.get(row.source, 0) + 1
-    return RankTableView(columns=list(RANK_TABLE_COLUMNS),
-                         rows=[rank_row(row, shared[row.source] > 1) for row in rows[: caps.ranks]],
-                         total=len(rows), left_out=max(0, len(rows) - caps.ranks))
+    return RankTableView(
+        columns=list(RANK_TABLE_COLUMNS),
+        rows=[rank_row(row, shared[row.source] > 1) for row in rows[: caps.ranks]],
+        total=len(rows),
+        left_out=max(0, len(rows) - caps.ranks),
+    )
 
 
 def rank_row(row: "RankRow", file_shared: bool) -> list[str]:
@@ -230,11 +286,20 @@ def rank_row(row: "RankRow", file_shared: bool) -> list[str]:
     if file_shared and row.pid is not None:
         name = f"pid {row.pid} · {name}"  # one export, one rank per process
     labels = "withheld" if row.withheld else ", ".join(row.labels) or "—"
-    return [str(row.rank) if row.rank is not None else "?", name, fmt_ns(row.window_ns),
-            fmt_ns(row.step_time_p50_ns) if row.step_time_p50_ns is not None else "—", fmt_pct(row.gpu_busy_fraction),
-            fmt_pct(row.compute_fraction), fmt_pct(row.exposed_comm_fraction), fmt_pct(row.comm_overlap_fraction),
-            fmt_pct(row.dataloader_stall_fraction), fmt_pct(row.idle_fraction), labels,
-            fmt_pct(row.top_impact_fraction) if row.top_impact_fraction is not None else "—"]
+    return [
+        str(row.rank) if row.rank is not None else "?",
+        name,
+        fmt_ns(row.window_ns),
+        fmt_ns(row.step_time_p50_ns) if row.step_time_p50_ns is not None else "—",
+        fmt_pct(row.gpu_busy_fraction),
+        fmt_pct(row.compute_fraction),
+        fmt_pct(row.exposed_comm_fraction),
+        fmt_pct(row.comm_overlap_fraction),
+        fmt_pct(row.dataloader_stall_fraction),
+        fmt_pct(row.idle_fraction),
+        labels,
+        fmt_pct(row.top_impact_fraction) if row.top_impact_fraction is not None else "—",
+    ]
 
 
 def local_href(path: str) -> str:

@@ -17,15 +17,27 @@ from ...model.groups import distinct, isin
 from ...model.trace import StringTable, Trace
 
 _TYPE_PATTERNS = (  # (regex on the lower-case name with non-letters removed, canonical type)
-    ("reducescatter", "reduce_scatter"), ("allreduce", "all_reduce"), ("allgather", "all_gather"),
-    ("alltoall", "all_to_all"), ("sendrecv", "send_recv"), ("broadcast", "broadcast"), ("barrier", "barrier"),
-    ("gather", "gather"), ("scatter", "scatter"), ("reduce", "reduce"), ("send", "send"), ("recv", "recv"),
+    ("reducescatter", "reduce_scatter"),
+    ("allreduce", "all_reduce"),
+    ("allgather", "all_gather"),
+    ("alltoall", "all_to_all"),
+    ("sendrecv", "send_recv"),
+    ("broadcast", "broadcast"),
+    ("barrier", "barrier"),
+    ("gather", "gather"),
+    ("scatter", "scatter"),
+    ("reduce", "reduce"),
+    ("send", "send"),
+    ("recv", "recv"),
 )
 _NOT_A_CALL_RE = re.compile(r"wait|work|init|destroy|allocate|record_param_comms_noop", re.I)
 # CPU-side collective calls: torch's ops and annotations, and NCCL's own NVTX ranges (nsys exports of
 # jobs run with NCCL's NVTX enabled: ncclAllReduce, ncclSend, ...; group markers are not calls)
-CALL_RE = re.compile(r"^(record_param_comms$|nccl:|c10d::|gloo:|"
-                     r"nccl(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|Alltoall)\b)")
+CALL_RE = re.compile(
+    r"^(record_param_comms$|nccl:|c10d::|gloo:|"
+    r"nccl(AllReduce|AllGather|ReduceScatter|Broadcast|Reduce|Send|Recv|AllToAll|Alltoall)\b)"
+)
+
 
 def collective_type(name: str) -> str:
     """Canonical collective type of an op, kernel or ``Collective name``: ``all_reduce``, ``send_recv``..."""
@@ -80,7 +92,8 @@ def call_columns(trace: Trace) -> dict:
     cols: dict[str, Any] = {
         "call_start_ns": c["start_ns"][heads].copy() if n else np.zeros(0, np.int64),
         "call_end_ns": c["end_ns"][heads].copy() if n else np.zeros(0, np.int64),
-        "pid": c["pid"][heads] if n else np.zeros(0, np.int64), "tid": c["tid"][heads] if n else np.zeros(0, np.int64),
+        "pid": c["pid"][heads] if n else np.zeros(0, np.int64),
+        "tid": c["tid"][heads] if n else np.zeros(0, np.int64),
     }
     # type: the first known type among the call's ops (nccl:/gloo:/c10d:: names), then Collective name
     ctypes = np.array(types, dtype=object)
@@ -130,8 +143,11 @@ def call_columns(trace: Trace) -> dict:
         "group": _codes(groups, both("group")),
         "type": _codes(type_names, np.concatenate([ctypes[keep], lone_types])),
         "dtype": _codes(dtypes, both("dtype")),
-        "seq": both("seq"), "group_size": both("group_size"), "in_nelems": both("in_nelems"),
-        "out_nelems": both("out_nelems"), "bytes": both("bytes"),
+        "seq": both("seq"),
+        "group_size": both("group_size"),
+        "in_nelems": both("in_nelems"),
+        "out_nelems": both("out_nelems"),
+        "bytes": both("bytes"),
         "call_start_ns": np.concatenate([cols["call_start_ns"][keep], np.full(lone.size, -1)]),
         "call_end_ns": np.concatenate([cols["call_end_ns"][keep], np.full(lone.size, -1)]),
         "work_end_ns": np.concatenate([work_end[keep], np.full(lone.size, -1)]),
@@ -140,8 +156,13 @@ def call_columns(trace: Trace) -> dict:
         "kernels": np.concatenate([kern["kernels"][keep], np.ones(lone.size, dtype=np.int64)]),
     }
     group_ranks = {str(g): str(r) for g, r in zip(meta["group"][keep], meta["ranks"][keep]) if r}
-    return {"cols": out, "groups": groups.strings, "types": type_names.strings, "dtypes": dtypes.strings,
-            "group_ranks": group_ranks}
+    return {
+        "cols": out,
+        "groups": groups.strings,
+        "types": type_names.strings,
+        "dtypes": dtypes.strings,
+        "group_ranks": group_ranks,
+    }
 
 
 def _codes(table: StringTable, words) -> np.ndarray:
@@ -149,14 +170,20 @@ def _codes(table: StringTable, words) -> np.ndarray:
     return np.fromiter((table.intern("" if w is None else str(w)) for w in words), dtype=np.int64)
 
 
-def _metadata(trace: Trace, call_of_row: np.ndarray, call_of_gpu_row: np.ndarray, n: int,
-              ctypes: np.ndarray) -> dict[str, np.ndarray]:
+def _metadata(
+    trace: Trace, call_of_row: np.ndarray, call_of_gpu_row: np.ndarray, n: int, ctypes: np.ndarray
+) -> dict[str, np.ndarray]:
     """Group, dtype, sizes and sequence number of each call from the collective args of its ops and kernels."""
-    out = {"group": np.full(n, "", dtype=object), "dtype": np.full(n, "", dtype=object),
-           "ranks": np.full(n, "", dtype=object),
-           "seq": np.full(n, -1, dtype=np.int64), "group_size": np.full(n, -1, dtype=np.int64),
-           "in_nelems": np.full(n, -1, dtype=np.int64), "out_nelems": np.full(n, -1, dtype=np.int64),
-           "bytes": np.full(n, -1, dtype=np.int64)}
+    out = {
+        "group": np.full(n, "", dtype=object),
+        "dtype": np.full(n, "", dtype=object),
+        "ranks": np.full(n, "", dtype=object),
+        "seq": np.full(n, -1, dtype=np.int64),
+        "group_size": np.full(n, -1, dtype=np.int64),
+        "in_nelems": np.full(n, -1, dtype=np.int64),
+        "out_nelems": np.full(n, -1, dtype=np.int64),
+        "bytes": np.full(n, -1, dtype=np.int64),
+    }
     coll = trace.collectives
     if not n or not len(coll):
         return out
@@ -185,17 +212,23 @@ def _metadata(trace: Trace, call_of_row: np.ndarray, call_of_gpu_row: np.ndarray
             out["seq"][k] = coll["seq"][j]
         if not out["ranks"][k] and coll["pg_ranks"][j] >= 0:
             out["ranks"][k] = trace.string(int(coll["pg_ranks"][j]))
-    out["bytes"] = np.array([message_bytes(t, i, o, d) for t, i, o, d in
-                             zip(ctypes, out["in_nelems"], out["out_nelems"], out["dtype"])], dtype=np.int64)
+    out["bytes"] = np.array(
+        [message_bytes(t, i, o, d) for t, i, o, d in zip(ctypes, out["in_nelems"], out["out_nelems"], out["dtype"])],
+        dtype=np.int64,
+    )
     return out
 
 
 def _kernels(trace: Trace, call_of_row: np.ndarray, cols: dict, n: int) -> dict[str, np.ndarray]:
     """GPU span and kernel count of each call; comm kernels linked to no call are returned apart."""
     g, c, r = trace.gpu_ops, trace.cpu_ops, trace.runtime
-    out = {"gpu_start_ns": np.full(n, -1, dtype=np.int64), "gpu_end_ns": np.full(n, -1, dtype=np.int64),
-           "kernels": np.zeros(n, dtype=np.int64), "lone_rows": np.zeros(0, dtype=np.int64),
-           "call_of_gpu_row": np.full(len(g), -1, dtype=np.int64)}
+    out = {
+        "gpu_start_ns": np.full(n, -1, dtype=np.int64),
+        "gpu_end_ns": np.full(n, -1, dtype=np.int64),
+        "kernels": np.zeros(n, dtype=np.int64),
+        "lone_rows": np.zeros(0, dtype=np.int64),
+        "call_of_gpu_row": np.full(len(g), -1, dtype=np.int64),
+    }
     if not len(g):
         return out
     gpu_ext = links.gpu_external_ids(trace)

@@ -32,9 +32,25 @@ from ...model.trace import Trace
 # its stream gets there; then why the GPU was idle; CPU-only ranks have only the host categories).
 LEAD_CATEGORIES = ("compute", "copy", "dataloader", "sync", "host", "other")
 
-COLUMNS = ("group", "type", "dtype", "seq", "group_size", "in_nelems", "out_nelems", "bytes",
-                "call_start_ns", "call_end_ns", "work_end_ns", "gpu_start_ns", "gpu_end_ns", "kernels", "step",
-                *(f"lead_{c}_ns" for c in LEAD_CATEGORIES), "lead_kernels")
+COLUMNS = (
+    "group",
+    "type",
+    "dtype",
+    "seq",
+    "group_size",
+    "in_nelems",
+    "out_nelems",
+    "bytes",
+    "call_start_ns",
+    "call_end_ns",
+    "work_end_ns",
+    "gpu_start_ns",
+    "gpu_end_ns",
+    "kernels",
+    "step",
+    *(f"lead_{c}_ns" for c in LEAD_CATEGORIES),
+    "lead_kernels",
+)
 
 
 @dataclass
@@ -73,24 +89,42 @@ def rank_tables(trace: Trace, rank: int | None = None, lead_in: bool = True) -> 
     cols = {k: np.asarray(v, dtype=np.int64)[order] for k, v in cols.items()}
     meta = trace.meta
     extra = meta.extra or {}
-    span = (int(min((t["start_ns"].min() for t in (trace.cpu_ops, trace.gpu_ops) if len(t)), default=0)),
-            int(max((t["end_ns"].max() for t in (trace.cpu_ops, trace.gpu_ops) if len(t)), default=0)))
-    info = {"host": extra.get("host_name") or extra.get("hostname"), "world_size": meta.world_size,
-            "backend": meta.backend,
-            "pg_config": None if meta.process_groups is None else [g.properties for g in meta.process_groups],
-            "has_gpu": bool(len(trace.gpu_ops)), "span_ns": span, "trace_id": extra.get("trace_id"),
-            "gpu": meta.devices[0].properties.get("name") if meta.devices else None,
-            "group_ranks": calls["group_ranks"], "time_origin_ns": int(meta.time_origin_ns or 0)}
-    return RankTables(rank=meta.rank if rank is None else rank, source=trace.source, collectives=cols,
-                      groups=calls["groups"], types=calls["types"], dtypes=calls["dtypes"], steps=steps, info=info)
+    span = (
+        int(min((t["start_ns"].min() for t in (trace.cpu_ops, trace.gpu_ops) if len(t)), default=0)),
+        int(max((t["end_ns"].max() for t in (trace.cpu_ops, trace.gpu_ops) if len(t)), default=0)),
+    )
+    info = {
+        "host": extra.get("host_name") or extra.get("hostname"),
+        "world_size": meta.world_size,
+        "backend": meta.backend,
+        "pg_config": None if meta.process_groups is None else [g.properties for g in meta.process_groups],
+        "has_gpu": bool(len(trace.gpu_ops)),
+        "span_ns": span,
+        "trace_id": extra.get("trace_id"),
+        "gpu": meta.devices[0].properties.get("name") if meta.devices else None,
+        "group_ranks": calls["group_ranks"],
+        "time_origin_ns": int(meta.time_origin_ns or 0),
+    }
+    return RankTables(
+        rank=meta.rank if rank is None else rank,
+        source=trace.source,
+        collectives=cols,
+        groups=calls["groups"],
+        types=calls["types"],
+        dtypes=calls["dtypes"],
+        steps=steps,
+        info=info,
+    )
 
 
 def gpu_figures(metrics: dict) -> dict[str, float | None]:
     """What the job view's straggler cause reads from a rank's own analysis (joined to its tables'
     ``info``): how busy its GPU is, and the share of its window idle in long host-late gaps not blocked
     in a sync (TD104's quantity): host launch starvation."""
-    late = [metrics.get(k) for k in ("idle_host_launch_fraction", "idle_short_launch_fraction",
-                                     "idle_host_late_blocked_fraction")]
+    late = [
+        metrics.get(k)
+        for k in ("idle_host_launch_fraction", "idle_short_launch_fraction", "idle_host_late_blocked_fraction")
+    ]
     host_late = max(0.0, late[0] - late[1] - late[2]) if all(isinstance(x, (int, float)) for x in late) else None
     return {"gpu_busy_fraction": metrics.get("gpu_busy_fraction"), "host_late_idle_fraction": host_late}
 
@@ -133,6 +167,7 @@ def _arrival(cols: dict) -> np.ndarray:
 
 # -- steps and lead-in ----------------------------------------------------------------------------
 
+
 def _steps(trace: Trace) -> dict[str, np.ndarray]:
     """Step number, CPU start, completion, step time (completion interval, docs/definitions.md) and whether the
     step has one (``timed``: 0 for the steps a pre-window backlog ran ahead of, docs/definitions.md)."""
@@ -152,8 +187,13 @@ def _steps(trace: Trace) -> dict[str, np.ndarray]:
     step_time[0] = completion[0] - start[0]
     step_time[1:] = np.diff(np.maximum.accumulate(completion))
     timed = steps.timed()[order].astype(np.int64)
-    return {"number": numbers, "start_ns": start, "completion_ns": completion, "step_time_ns": step_time,
-            "timed": timed}
+    return {
+        "number": numbers,
+        "start_ns": start,
+        "completion_ns": completion,
+        "step_time_ns": step_time,
+        "timed": timed,
+    }
 
 
 def _assign_steps(cols: dict, steps: dict) -> None:
@@ -193,7 +233,9 @@ def _lead_in(trace: Trace, cols: dict, steps: dict, compute: bool = True) -> Non
         ops = B.op_sets(trace, comm_mask)
         sets["compute"], sets["copy"] = ops.compute, ops.memcpy
         compute_starts = np.sort(g["start_ns"][(g["kind"] == M.KERNEL) & ~comm_mask])
-        cols["lead_kernels"] = (np.searchsorted(compute_starts, hi) - np.searchsorted(compute_starts, lo)).astype(np.int64)
+        cols["lead_kernels"] = (np.searchsorted(compute_starts, hi) - np.searchsorted(compute_starts, lo)).astype(
+            np.int64
+        )
     else:
         sets["compute"], sets["copy"] = iv.empty(), iv.empty()
     sets["dataloader"] = dataloader.dataloader_spans(trace)[0]

@@ -53,8 +53,9 @@ def default_request() -> dict[str, tuple[str, ...]]:
     return request
 
 
-def plan(metrics: Iterable[str] = (), evidence: Iterable[str] = (), values: Iterable[str] = (),
-         given: Iterable[str] = ()) -> list[Analysis]:
+def plan(
+    metrics: Iterable[str] = (), evidence: Iterable[str] = (), values: Iterable[str] = (), given: Iterable[str] = ()
+) -> list[Analysis]:
     """The analyses that produce what is asked for and what they need, each after its inputs. An analysis
     needing a stage input (``GIVEN``) that is not ``given`` is left out, with whatever needs its outputs."""
     register_all()
@@ -75,8 +76,11 @@ def plan(metrics: Iterable[str] = (), evidence: Iterable[str] = (), values: Iter
             raise ContractError(f"analyses depend on each other in a cycle through {producer}")
         state[producer] = "visiting"
         entry = ANALYSES[producer]
-        inputs = ([("values", n) for n in entry.needs] + [("metrics", n) for n in entry.reads]
-                  + [("evidence", n) for n in entry.reads_tables])
+        inputs = (
+            [("values", n) for n in entry.needs]
+            + [("metrics", n) for n in entry.reads]
+            + [("evidence", n) for n in entry.reads_tables]
+        )
         ok = all([visit(k, n, producer) for k, n in inputs])
         state[producer] = "done" if ok else "skipped"
         if ok:
@@ -89,17 +93,25 @@ def plan(metrics: Iterable[str] = (), evidence: Iterable[str] = (), values: Iter
     return order
 
 
-def run_analyses(trace: Trace, metrics: Iterable[str] | None = None, evidence: Iterable[str] | None = None,
-                 values: Iterable[str] | None = None, *, workers: int | None = None,
-                 given: Mapping[str, Any] | None = None) -> Produced:
+def run_analyses(
+    trace: Trace,
+    metrics: Iterable[str] | None = None,
+    evidence: Iterable[str] | None = None,
+    values: Iterable[str] | None = None,
+    *,
+    workers: int | None = None,
+    given: Mapping[str, Any] | None = None,
+) -> Produced:
     """Run what ``metrics``, ``evidence`` and ``values`` need (None: the default request for that kind).
 
     ``given``: the stage inputs (``GIVEN``) the caller has, by name. On a large trace, ``offload``
     analyses run in a child process beside the others, unless ``workers=1`` (the caller already runs
     one process per core). Outputs of analyses that could not run (a stage input missing) are absent."""
     default = default_request()
-    asked = {kind: tuple(default[kind] if names is None else names)
-             for kind, names in zip(_KINDS, (metrics, evidence, values))}
+    asked = {
+        kind: tuple(default[kind] if names is None else names)
+        for kind, names in zip(_KINDS, (metrics, evidence, values))
+    }
     out = Produced(values=dict(given or {}))
 
     def merge(entry: Analysis, produced: Produced) -> None:
@@ -133,9 +145,13 @@ def _no_op() -> None:
 def inputs_for(entry: Analysis, out: Produced) -> MappingProxyType:
     """What ``entry`` declares it reads, from what the analyses before it produced: the values it needs,
     the metrics it reads and the evidence tables it reads, by name."""
-    return MappingProxyType({**{name: out.values[name] for name in entry.needs},
-                             **{name: out.metrics[name] for name in entry.reads},
-                             **{name: out.evidence[name] for name in entry.reads_tables}})
+    return MappingProxyType(
+        {
+            **{name: out.values[name] for name in entry.needs},
+            **{name: out.metrics[name] for name in entry.reads},
+            **{name: out.evidence[name] for name in entry.reads_tables},
+        }
+    )
 
 
 def check(entry: Analysis, produced: Produced) -> None:

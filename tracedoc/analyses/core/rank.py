@@ -21,10 +21,30 @@ from ..critical_path import CriticalPath
 from ..gputime.window import Window
 
 REPR_CHARS = 400  # a repr is a one-line summary, never the data (a 2-rank result holds megabytes)
-ROOFLINE_COLUMNS = ("op", "op_class", "input_shapes", "dtype", "calls", "gpu_ns", "gpu_ns_per_call", "flops",
-                    "bytes", "flops_per_call", "bytes_per_call", "tflops", "tb_per_s", "flop_per_byte",
-                    "ridge_flop_per_byte", "peak_tflops", "bandwidth_tb_per_s", "bound", "roof_tflops",
-                    "of_roof_fraction", "step_fraction", "note")
+ROOFLINE_COLUMNS = (
+    "op",
+    "op_class",
+    "input_shapes",
+    "dtype",
+    "calls",
+    "gpu_ns",
+    "gpu_ns_per_call",
+    "flops",
+    "bytes",
+    "flops_per_call",
+    "bytes_per_call",
+    "tflops",
+    "tb_per_s",
+    "flop_per_byte",
+    "ridge_flop_per_byte",
+    "peak_tflops",
+    "bandwidth_tb_per_s",
+    "bound",
+    "roof_tflops",
+    "of_roof_fraction",
+    "step_fraction",
+    "note",
+)
 check_fields(RooflineRow, ROOFLINE_COLUMNS, "ROOFLINE_COLUMNS")  # a misspelt column fails at import
 
 
@@ -51,12 +71,24 @@ def environment(meta: TraceMeta) -> Environment:
     first = meta.devices[0].properties if meta.devices else {}
     v = meta.versions
     return Environment(
-        format=meta.format, gpu=first.get("name"), device_count=len(meta.devices),
-        compute_capability=(f"{first.get('computeMajor')}.{first.get('computeMinor')}"
-                            if first.get("computeMajor") is not None else None),
-        world_size=meta.world_size, rank=meta.rank, backend=meta.backend, nccl_version=v.nccl,
-        cuda_runtime_version=v.cuda_runtime, cuda_driver_version=v.cuda_driver, events=meta.events,
-        torch_version=torch_version(meta.extra), pid=meta.pid)
+        format=meta.format,
+        gpu=first.get("name"),
+        device_count=len(meta.devices),
+        compute_capability=(
+            f"{first.get('computeMajor')}.{first.get('computeMinor')}"
+            if first.get("computeMajor") is not None
+            else None
+        ),
+        world_size=meta.world_size,
+        rank=meta.rank,
+        backend=meta.backend,
+        nccl_version=v.nccl,
+        cuda_runtime_version=v.cuda_runtime,
+        cuda_driver_version=v.cuda_driver,
+        events=meta.events,
+        torch_version=torch_version(meta.extra),
+        pid=meta.pid,
+    )
 
 
 def short(text: str, limit: int = REPR_CHARS) -> str:
@@ -108,9 +140,11 @@ class RankResult(Record, omit_defaults=True, kw_only=True):
 
     def __repr__(self) -> str:
         steps = int(self.metrics.get("steps") or 0)
-        return short(f"<RankResult rank {self.rank} of {os.path.basename(self.source)!r}: "
-                     f"{verdict_summary(self.verdict)}; {steps} step{'' if steps == 1 else 's'}, "
-                     f"{len(self.metrics)} metrics, evidence tables {', '.join(sorted(self.evidence))}>")
+        return short(
+            f"<RankResult rank {self.rank} of {os.path.basename(self.source)!r}: "
+            f"{verdict_summary(self.verdict)}; {steps} step{'' if steps == 1 else 's'}, "
+            f"{len(self.metrics)} metrics, evidence tables {', '.join(sorted(self.evidence))}>"
+        )
 
     @classmethod
     def from_dict(cls, data: Any) -> "RankResult":

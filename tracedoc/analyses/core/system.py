@@ -16,9 +16,22 @@ from .registry import Produced, analysis
 PROFILER_RANGE_CATEGORY = "cuda_profiler_range"
 
 
-@analysis(produces=("gpu_count", "compute_capability", "tensor_core_capable", "world_size", "backend",
-                    "uses_data_parallel", "has_gpu_ops", "gpu_op_count", "has_host_events", "truncated",
-                    "profiler_range_events", "runtime_calls"))
+@analysis(
+    produces=(
+        "gpu_count",
+        "compute_capability",
+        "tensor_core_capable",
+        "world_size",
+        "backend",
+        "uses_data_parallel",
+        "has_gpu_ops",
+        "gpu_op_count",
+        "has_host_events",
+        "truncated",
+        "profiler_range_events",
+        "runtime_calls",
+    )
+)
 def system(trace: Trace, inputs) -> Produced:
     g, meta = trace.gpu_ops, trace.meta
     gpu_devs = sorted(set(distinct(g["device"]).tolist())) if len(g) else []
@@ -30,14 +43,22 @@ def system(trace: Trace, inputs) -> Produced:
         capable = True if cc >= 9.0 else None
     else:
         capable = cc >= 7.0
-    return Produced(metrics={
-        "gpu_count": len(gpu_devs), "compute_capability": cc, "tensor_core_capable": capable,
-        "world_size": meta.world_size, "backend": cuda_backend(meta.backend),
-        "uses_data_parallel": host.uses_data_parallel(trace), "has_gpu_ops": bool(len(g)),
-        "gpu_op_count": len(g), "has_host_events": bool(len(trace.cpu_ops) or len(trace.runtime)), "truncated": bool(meta.truncated),
-        "profiler_range_events": int(meta.other_categories.get(PROFILER_RANGE_CATEGORY, 0)),
-        "runtime_calls": len(trace.runtime),
-    })
+    return Produced(
+        metrics={
+            "gpu_count": len(gpu_devs),
+            "compute_capability": cc,
+            "tensor_core_capable": capable,
+            "world_size": meta.world_size,
+            "backend": cuda_backend(meta.backend),
+            "uses_data_parallel": host.uses_data_parallel(trace),
+            "has_gpu_ops": bool(len(g)),
+            "gpu_op_count": len(g),
+            "has_host_events": bool(len(trace.cpu_ops) or len(trace.runtime)),
+            "truncated": bool(meta.truncated),
+            "profiler_range_events": int(meta.other_categories.get(PROFILER_RANGE_CATEGORY, 0)),
+            "runtime_calls": len(trace.runtime),
+        }
+    )
 
 
 @analysis(evidence=("contents",), provides=("warnings",))
@@ -49,8 +70,10 @@ def contents(trace: Trace, inputs) -> Produced:
     warnings = list(trace.warnings)
     accel = {k: v for k, v in other.items() if k.startswith(("mtia", "xpu", "privateuse1"))}
     if accel and not len(trace.gpu_ops):
-        warnings.append(f"{trace.source}: accelerator events of categories {', '.join(sorted(accel))} are present; "
-                        "tracedoc's GPU analyses cover CUDA and ROCm kernels, memcpy and memset")
+        warnings.append(
+            f"{trace.source}: accelerator events of categories {', '.join(sorted(accel))} are present; "
+            "tracedoc's GPU analyses cover CUDA and ROCm kernels, memcpy and memset"
+        )
     return Produced(evidence={"contents": rows}, values={"warnings": warnings})
 
 

@@ -69,24 +69,45 @@ class PathOverlay:
         return [[a, b, S.HOP_CATEGORIES[c]] for a, b, c in zip(s.tolist(), e.tolist(), seg["category"][sel].tolist())]
 
 
-def critical_path(trace: Trace, steps: Steps, comm_mask: np.ndarray, launch_link_fraction: float | None = None,
-                  backlog: Backlog | None = None, queue: LaunchQueue | None = None) -> CriticalPath:
+def critical_path(
+    trace: Trace,
+    steps: Steps,
+    comm_mask: np.ndarray,
+    launch_link_fraction: float | None = None,
+    backlog: Backlog | None = None,
+    queue: LaunchQueue | None = None,
+) -> CriticalPath:
     """Build the graph of the trace's steps, its critical paths, breakdowns and what-ifs."""
     return critical_path_and_overlay(trace, steps, comm_mask, launch_link_fraction, backlog, queue)[0]
 
 
-def critical_path_and_overlay(trace: Trace, steps: Steps, comm_mask: np.ndarray,
-                              launch_link_fraction: float | None = None, backlog: Backlog | None = None,
-                              queue: LaunchQueue | None = None) -> tuple[CriticalPath, PathOverlay]:
+def critical_path_and_overlay(
+    trace: Trace,
+    steps: Steps,
+    comm_mask: np.ndarray,
+    launch_link_fraction: float | None = None,
+    backlog: Backlog | None = None,
+    queue: LaunchQueue | None = None,
+) -> tuple[CriticalPath, PathOverlay]:
     """``critical_path`` and the paths themselves as a ``PathOverlay``."""
     if not len(steps):
         return CriticalPath(available=False, reason="the trace has no steps to replay"), PathOverlay()
     if launch_link_fraction is not None and launch_link_fraction < MIN_LINK_FRACTION:
-        return (CriticalPath(available=False, reason=f"only {launch_link_fraction:.0%} of GPU ops are linked to "
-                             "their launch call"), PathOverlay())
+        return (
+            CriticalPath(
+                available=False, reason=f"only {launch_link_fraction:.0%} of GPU ops are linked to their launch call"
+            ),
+            PathOverlay(),
+        )
     if len(steps) <= steps.timed_from:
-        return (CriticalPath(available=False, reason="no step has a step time: the GPU ran work launched before the "
-                             "profiler opened until the last step completed"), PathOverlay())
+        return (
+            CriticalPath(
+                available=False,
+                reason="no step has a step time: the GPU ran work launched before the "
+                "profiler opened until the last step completed",
+            ),
+            PathOverlay(),
+        )
     g = G.build_graph(trace, steps, comm_mask, backlog, queue)
     paths = S.critical_paths(g)
     done = np.maximum.accumulate(S.completions(g, g.time))
@@ -99,24 +120,38 @@ def critical_path_and_overlay(trace: Trace, steps: Steps, comm_mask: np.ndarray,
             lo = min(max(lo, int(backlog.end_ns) - g.origin_ns), int(done[i]))
         b = S.breakdown(trace, g, path, lo, int(done[i]))
         b["backlog"] = lo - int(starts[i])
-        row = {"step": steps.names[i], "start_ns": int(starts[i]) + g.origin_ns,
-               "completion_ns": int(done[i]) + g.origin_ns, "step_ns": int(done[i] - starts[i]),
-               "timed": i >= steps.timed_from}
+        row = {
+            "step": steps.names[i],
+            "start_ns": int(starts[i]) + g.origin_ns,
+            "completion_ns": int(done[i]) + g.origin_ns,
+            "step_ns": int(done[i] - starts[i]),
+            "timed": i >= steps.timed_from,
+        }
         row.update({f"{c}_ns": int(b[c]) for c in S.CATEGORIES})
         row["cpu_ops"] = b["cpu_ops"][:5]
         rows.append(row)
-    return (CriticalPath(available=True, steps=rows, predictions=W.predict_all(g), notes=list(g.notes)),
-            PathOverlay(_segments(paths, g, starts), g.chain_names, g.chain_keys))
+    return (
+        CriticalPath(available=True, steps=rows, predictions=W.predict_all(g), notes=list(g.notes)),
+        PathOverlay(_segments(paths, g, starts), g.chain_names, g.chain_keys),
+    )
 
 
-@analysis(needs=("step_spans", "comm_mask", "backlog", "launch_queue"),
-          provides=("critical_path", "critical_path_overlay"), offload=True)
+@analysis(
+    needs=("step_spans", "comm_mask", "backlog", "launch_queue"),
+    provides=("critical_path", "critical_path_overlay"),
+    offload=True,
+)
 def step_critical_paths(trace: Trace, inputs) -> Produced:
     """Each step's critical path and the what-if predictions, unless too few GPU ops are linked to a launch."""
     backlog = inputs["backlog"]
-    cp, overlay = critical_path_and_overlay(trace, inputs["step_spans"], inputs["comm_mask"],
-                                            launch_link_fraction=_launch_link_fraction(trace, backlog),
-                                            backlog=backlog, queue=inputs["launch_queue"])
+    cp, overlay = critical_path_and_overlay(
+        trace,
+        inputs["step_spans"],
+        inputs["comm_mask"],
+        launch_link_fraction=_launch_link_fraction(trace, backlog),
+        backlog=backlog,
+        queue=inputs["launch_queue"],
+    )
     return Produced(values={"critical_path": cp, "critical_path_overlay": overlay})
 
 

@@ -65,8 +65,9 @@ class CrossEdges:
         # ops launched before the first step or the capture keep their recorded times: not a gap in the graph
         unlinked = int((~linked & ~self.op_pinned).sum()) + int((~found & ~self.op_pinned[linked]).sum())
         if unlinked:
-            self.notes.append(f"{unlinked} of {self.ops.size} GPU ops have no launch call in the graph; "
-                              "they follow their stream only")
+            self.notes.append(
+                f"{unlinked} of {self.ops.size} GPU ops have no launch call in the graph; they follow their stream only"
+            )
 
     def _last_launched(self, chain_id: int, before: np.ndarray) -> np.ndarray:
         """Per query time: the op of a stream chain launched last at or before it (-1 if none)."""
@@ -110,8 +111,11 @@ class CrossEdges:
         waited, _ = self._sync_stream_info()
         start = sp["start"][syncs] - self.origin
         end = sp["end"][syncs] - self.origin
-        restrict = np.array([waited.get(int(row), -1) for row in sp["runtime"][syncs]], dtype=np.int64) \
-            if waited else np.full(syncs.size, -1)
+        restrict = (
+            np.array([waited.get(int(row), -1) for row in sp["runtime"][syncs]], dtype=np.int64)
+            if waited
+            else np.full(syncs.size, -1)
+        )
         g_end = self.T[self.rank[self.op_e]]
         for ci, key in enumerate(self.stream_keys.tolist()):
             op = self._last_launched(self.n_threads + ci, start + self.origin)
@@ -144,7 +148,7 @@ class CrossEdges:
             on = np.flatnonzero(self.stream_chain == chain)
             on = on[np.argsort(g_end[on], kind="stable")]
             i = np.searchsorted(g_end[on], end[mine] + SYNC_TOLERANCE_NS, side="right") - 1
-            ok = (i >= 0)
+            ok = i >= 0
             freed = on[np.maximum(i, 0)]
             ok &= g_end[freed] >= start[mine]
             if ok.any():
@@ -180,7 +184,7 @@ class CrossEdges:
         for ci, key in enumerate(self.stream_keys.tolist()):
             op = self._last_launched(self.n_threads + ci, at)
             ok = (op >= 0) & (dst >= 0)
-            ok[ok] &= (self.stream_chain[op[ok]] != self.stream_chain[dst[ok]])
+            ok[ok] &= self.stream_chain[op[ok]] != self.stream_chain[dst[ok]]
             ok &= (src_key < 0) | (src_key == key)
             ok[ok] &= g_e[op[ok]] <= g_s[dst[ok]] + SYNC_TOLERANCE_NS
             better = ok & (np.where(ok, g_e[np.maximum(op, 0)], NEG) > best_end)

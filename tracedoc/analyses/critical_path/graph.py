@@ -57,9 +57,28 @@ from .kinds import (
 from .spans import cpu_spans, host_sync_mask, main_thread, outermost
 
 # the constants are read through this module by the other stages
-__all__ = ["Graph", "build_graph", "host_sync_mask", "CPU_E", "CPU_S", "GPU_E", "GPU_S", "NEG",
-           "E_EVENT", "E_FORK", "E_JOIN", "E_LAUNCH", "E_QUEUE", "E_SYNC", "EDGE_NAMES", "SPAN_BLOCKED",
-           "SPAN_DATALOADER", "SPAN_LAUNCH", "SPAN_STEP", "SPAN_SYNC"]
+__all__ = [
+    "Graph",
+    "build_graph",
+    "host_sync_mask",
+    "CPU_E",
+    "CPU_S",
+    "GPU_E",
+    "GPU_S",
+    "NEG",
+    "E_EVENT",
+    "E_FORK",
+    "E_JOIN",
+    "E_LAUNCH",
+    "E_QUEUE",
+    "E_SYNC",
+    "EDGE_NAMES",
+    "SPAN_BLOCKED",
+    "SPAN_DATALOADER",
+    "SPAN_LAUNCH",
+    "SPAN_STEP",
+    "SPAN_SYNC",
+]
 
 
 @dataclass
@@ -67,14 +86,14 @@ class Graph:
     """Points on chains plus cross edges; points of one chain are contiguous and in time order."""
 
     origin_ns: int
-    time: np.ndarray          # recorded time of each point, ns relative to ``origin_ns``
-    chain: np.ndarray         # chain id of each point (non-decreasing)
-    kind: np.ndarray          # CPU_S / CPU_E / GPU_S / GPU_E
-    ref: np.ndarray           # gpu_ops row (GPU points) or span index (CPU points), -1 otherwise
-    chain_w: np.ndarray       # weight of the edge from the previous point of the chain (0 at heads)
-    head: np.ndarray          # first point of its chain
-    floor: np.ndarray         # earliest time of the point (NEG where none)
-    src: np.ndarray           # cross edges
+    time: np.ndarray  # recorded time of each point, ns relative to ``origin_ns``
+    chain: np.ndarray  # chain id of each point (non-decreasing)
+    kind: np.ndarray  # CPU_S / CPU_E / GPU_S / GPU_E
+    ref: np.ndarray  # gpu_ops row (GPU points) or span index (CPU points), -1 otherwise
+    chain_w: np.ndarray  # weight of the edge from the previous point of the chain (0 at heads)
+    head: np.ndarray  # first point of its chain
+    floor: np.ndarray  # earliest time of the point (NEG where none)
+    src: np.ndarray  # cross edges
     dst: np.ndarray
     lag: np.ndarray
     etype: np.ndarray
@@ -84,12 +103,12 @@ class Graph:
     span_start: np.ndarray
     span_end: np.ndarray
     span_kind: np.ndarray
-    span_thread: np.ndarray   # chain id
+    span_thread: np.ndarray  # chain id
     span_runtime: np.ndarray  # runtime row, -1 for cpu_ops spans
     # GPU ops in the graph
-    op_rows: np.ndarray       # gpu_ops rows
+    op_rows: np.ndarray  # gpu_ops rows
     op_start_point: np.ndarray
-    op_step: np.ndarray       # step whose CPU span launched the op, -1 before the first
+    op_step: np.ndarray  # step whose CPU span launched the op, -1 before the first
     op_is_comm: np.ndarray
     op_kind: np.ndarray
     # steps
@@ -104,7 +123,7 @@ class Graph:
     main_chain: int = 0
     notes: list[str] = field(default_factory=list)
     op_end_point: np.ndarray | None = None
-    binding: np.ndarray | None = None      # per point: -1 chain edge, -2 floor, else the cross edge that set it
+    binding: np.ndarray | None = None  # per point: -1 chain edge, -2 floor, else the cross edge that set it
     launch_latency_ns: int = 0
     replay_layout: object | None = field(default=None, repr=False, compare=False)  # solve.Layout, once built
     timed_from: int = 0  # steps before this one have no step time (a pre-window backlog ran ahead of them)
@@ -131,16 +150,20 @@ class Graph:
             G.add_node(i, time_ns=t, chain=self.chain_names[c], kind=k)
         prev = self.prev
         has = prev >= 0
-        G.add_edges_from((int(u), int(v), {"weight": int(w), "type": "order"})
-                         for u, v, w in zip(prev[has], np.flatnonzero(has), self.chain_w[has]))
-        G.add_edges_from((int(u), int(v), {"weight": int(w), "type": EDGE_NAMES[int(k)]})
-                         for u, v, w, k in zip(self.src, self.dst, self.lag, self.etype))
+        G.add_edges_from(
+            (int(u), int(v), {"weight": int(w), "type": "order"})
+            for u, v, w in zip(prev[has], np.flatnonzero(has), self.chain_w[has])
+        )
+        G.add_edges_from(
+            (int(u), int(v), {"weight": int(w), "type": EDGE_NAMES[int(k)]})
+            for u, v, w, k in zip(self.src, self.dst, self.lag, self.etype)
+        )
         return G
 
 
-
-def build_graph(trace: Trace, steps: Steps, comm_mask: np.ndarray,
-                backlog: Backlog | None = None, queue: LaunchQueue | None = None) -> Graph:
+def build_graph(
+    trace: Trace, steps: Steps, comm_mask: np.ndarray, backlog: Backlog | None = None, queue: LaunchQueue | None = None
+) -> Graph:
     """Build the dependency graph of the trace's steps (all steps, so that a step's work queued
     behind the previous one is modelled). ``steps`` must be non-empty. GPU ops launched before the
     first step, and those of a pre-window backlog (launched before the capture), keep their recorded
@@ -158,8 +181,15 @@ def build_graph(trace: Trace, steps: Steps, comm_mask: np.ndarray,
     ops = np.flatnonzero(in_win | pinned)
     b = _Builder(trace, lo)
     main = main_thread(trace, steps)
-    spans = cpu_spans(trace, steps, ops, lo, last_cpu_end, main,
-                      *((queue.blocked_rows, queue.blocked_ns) if queue is not None else (None, None)))
+    spans = cpu_spans(
+        trace,
+        steps,
+        ops,
+        lo,
+        last_cpu_end,
+        main,
+        *((queue.blocked_rows, queue.blocked_ns) if queue is not None else (None, None)),
+    )
     b.add_spans(spans)
     b.add_ops(ops, pinned[ops], comm_mask[ops] if comm_mask.size else np.zeros(ops.size, dtype=bool))
     b.finish_points()
@@ -198,7 +228,6 @@ def host_late_gaps(trace: Trace, ops: np.ndarray, launched: np.ndarray, lo: int,
     return gs[late], ge[late]
 
 
-
 class _Builder(CrossEdges):
     """Collects points and cross edges, then sorts the points into chains and weighs the edges."""
 
@@ -218,8 +247,14 @@ class _Builder(CrossEdges):
     def _points(self, t, chain_key, kind, ref, prio, floor) -> np.ndarray:
         ids = np.arange(self.n, self.n + t.size)
         self.n += t.size
-        for lst, v in ((self.t, t), (self.chain_key, chain_key), (self.kind, kind), (self.ref, ref),
-                       (self.prio, prio), (self.floor, floor)):
+        for lst, v in (
+            (self.t, t),
+            (self.chain_key, chain_key),
+            (self.kind, kind),
+            (self.ref, ref),
+            (self.prio, prio),
+            (self.floor, floor),
+        ):
             lst.append(np.asarray(v, dtype=np.int64))
         return ids
 
@@ -243,8 +278,9 @@ class _Builder(CrossEdges):
         s, e, n = spans["start"] - self.origin, spans["end"] - self.origin, spans["start"].size
         zero = e == s
         self.span_s = self._points(s, self.thread_chain, np.full(n, CPU_S), np.arange(n), np.ones(n), np.full(n, NEG))
-        self.span_e = self._points(e, self.thread_chain, np.full(n, CPU_E), np.arange(n), np.where(zero, 2, 0),
-                                   np.full(n, NEG))
+        self.span_e = self._points(
+            e, self.thread_chain, np.full(n, CPU_E), np.arange(n), np.where(zero, 2, 0), np.full(n, NEG)
+        )
 
     def add_ops(self, ops: np.ndarray, pinned: np.ndarray, is_comm: np.ndarray) -> None:
         g = self.trace.gpu_ops
@@ -262,8 +298,9 @@ class _Builder(CrossEdges):
         # launch order breaks ties between ops starting together on a stream
         self.ops, self.op_pinned, self.op_comm = ops, pinned, is_comm
         self.op_s = self._points(s, self.stream_chain, np.full(n, GPU_S), ops, np.ones(n), floor)
-        self.op_e = self._points(np.maximum(e, s), self.stream_chain, np.full(n, GPU_E), ops,
-                                 np.where(e > s, 0, 2), np.full(n, NEG))
+        self.op_e = self._points(
+            np.maximum(e, s), self.stream_chain, np.full(n, GPU_E), ops, np.where(e > s, 0, 2), np.full(n, NEG)
+        )
         self.op_launch = g["launch"][ops]
         self.op_launched = launch_times(self.trace)[ops]
 
@@ -282,8 +319,9 @@ class _Builder(CrossEdges):
         self.ref = np.concatenate(self.ref)[order]
         self.floor = np.concatenate(self.floor)[order]
         # every chain head may start no earlier than the origin unless it is pinned earlier
-        self.floor[self.head] = np.where(self.floor[self.head] > NEG, self.floor[self.head],
-                                         np.minimum(0, self.T[self.head]))
+        self.floor[self.head] = np.where(
+            self.floor[self.head] > NEG, self.floor[self.head], np.minimum(0, self.T[self.head])
+        )
         self.t = self.chain_key = self.prio = []  # sorted above: the pieces are freed (large traces)
 
     def edge(self, src: np.ndarray, dst: np.ndarray, base: np.ndarray | int, etype: int) -> None:
@@ -304,7 +342,8 @@ class _Builder(CrossEdges):
         base[sync_e] = 0  # a waiting call's time is the GPU's, not the CPU's
         queued = np.flatnonzero(self.queue_has_edge)  # a blocked launch: only its own cost is the CPU's
         base[self.rank[self.span_e[queued]]] = np.maximum(
-            self.spans["end"][queued] - self.spans["start"][queued] - self.spans["blocked_ns"][queued], 0)
+            self.spans["end"][queued] - self.spans["start"][queued] - self.spans["blocked_ns"][queued], 0
+        )
         base[self.join_points] = 0
         base[self.fork_points] = 0
         base[self.head] = 0
@@ -350,14 +389,34 @@ class _Builder(CrossEdges):
         idx = np.searchsorted(lo, self.op_launched, side="right") - 1
         op_step = np.where((idx >= 0) & (self.op_launched < steps.cpu_end_ns[np.maximum(idx, 0)]), idx, -1)
         op_step[self.op_pinned] = -1
-        g = Graph(origin_ns=self.origin, time=self.T, chain=self.chain, kind=self.kind, ref=self.ref, chain_w=w,
-                  head=self.head, floor=self.floor, src=src, dst=dst, lag=lag, etype=etype, chain_names=c_names,
-                  chain_keys=self.thread_keys + self.stream_keys_out,
-                  span_start=sp["start"], span_end=sp["end"], span_kind=sp["kind"], span_thread=self.thread_chain,
-                  span_runtime=sp["runtime"], op_rows=self.ops, op_start_point=self.rank[self.op_s],
-                  op_step=op_step, op_is_comm=self.op_comm, op_kind=self.trace.gpu_ops["kind"][self.ops],
-                  step_start_point=self.rank[self.span_s[step_rows]],
-                  step_end_point=self.rank[self.span_e[step_rows]])
+        g = Graph(
+            origin_ns=self.origin,
+            time=self.T,
+            chain=self.chain,
+            kind=self.kind,
+            ref=self.ref,
+            chain_w=w,
+            head=self.head,
+            floor=self.floor,
+            src=src,
+            dst=dst,
+            lag=lag,
+            etype=etype,
+            chain_names=c_names,
+            chain_keys=self.thread_keys + self.stream_keys_out,
+            span_start=sp["start"],
+            span_end=sp["end"],
+            span_kind=sp["kind"],
+            span_thread=self.thread_chain,
+            span_runtime=sp["runtime"],
+            op_rows=self.ops,
+            op_start_point=self.rank[self.op_s],
+            op_step=op_step,
+            op_is_comm=self.op_comm,
+            op_kind=self.trace.gpu_ops["kind"][self.ops],
+            step_start_point=self.rank[self.span_s[step_rows]],
+            step_end_point=self.rank[self.span_e[step_rows]],
+        )
         g.op_end_point = self.rank[self.op_e]
         self._thread_sets(g)
         return g
@@ -368,7 +427,11 @@ class _Builder(CrossEdges):
         sp = self.spans
         for th in range(self.n_threads):
             sel = self.thread_chain == th
-            for attr, flag in (("dataloader", SPAN_DATALOADER), ("sync_spans", SPAN_SYNC), ("launch_spans", SPAN_LAUNCH)):
+            for attr, flag in (
+                ("dataloader", SPAN_DATALOADER),
+                ("sync_spans", SPAN_SYNC),
+                ("launch_spans", SPAN_LAUNCH),
+            ):
                 m = sel & ((sp["kind"] & flag) > 0)
                 getattr(g, attr)[th] = iv.union(sp["start"][m], sp["end"][m])
             m = sel & ((sp["kind"] & SPAN_BLOCKED) > 0)  # the blocked end of each blocked launch call
@@ -393,5 +456,3 @@ class _Builder(CrossEdges):
             m = m[np.argsort(c["start_ns"][m], kind="stable")]
             g.top_ops[th] = (c["start_ns"][m], c["end_ns"][m], c["name"][m])
         g.main_chain = 0
-
-

@@ -10,6 +10,11 @@ CPU_S, CPU_E, GPU_S, GPU_E = 0, 1, 2, 3
 SPAN_LAUNCH, SPAN_SYNC, SPAN_DATALOADER, SPAN_STEP, SPAN_BLOCKED = 1, 2, 4, 8, 16  # BLOCKED: on a full launch queue
 # cross edge types
 E_LAUNCH, E_SYNC, E_EVENT, E_FORK, E_JOIN, E_QUEUE = 0, 1, 2, 3, 4, 5
-EDGE_NAMES = {E_LAUNCH: "launch", E_SYNC: "sync", E_EVENT: "event_wait", E_FORK: "fork", E_JOIN: "join",
-              E_QUEUE: "queue_slot"}
-
+EDGE_NAMES = {
+    E_LAUNCH: "launch",
+    E_SYNC: "sync",
+    E_EVENT: "event_wait",
+    E_FORK: "fork",
+    E_JOIN: "join",
+    E_QUEUE: "queue_slot",
+}

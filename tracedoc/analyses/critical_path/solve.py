@@ -38,8 +38,20 @@ MAX_PASSES = 20_000
 
 # queue_full: the host blocked in a launch call until the GPU freed a slot in a full launch queue (the GPU
 # sets the pace); backlog: in a step without a step time, the wait for work launched before the capture.
-CATEGORIES = ("compute", "comm", "comm_wait", "comm_transfer", "memcpy", "cpu", "launch_overhead", "dataloader",
-              "sync", "queue_full", "idle", "backlog")
+CATEGORIES = (
+    "compute",
+    "comm",
+    "comm_wait",
+    "comm_transfer",
+    "memcpy",
+    "cpu",
+    "launch_overhead",
+    "dataloader",
+    "sync",
+    "queue_full",
+    "idle",
+    "backlog",
+)
 
 
 @dataclass
@@ -60,8 +72,9 @@ class Model:
 
     @classmethod
     def of(cls, g: G.Graph) -> "Model":
-        m = cls(g.chain, g.chain_w.copy(), g.floor.copy(), g.src, g.dst, g.lag.copy(), g.time,
-                g.time[g.step_start_point])
+        m = cls(
+            g.chain, g.chain_w.copy(), g.floor.copy(), g.src, g.dst, g.lag.copy(), g.time, g.time[g.step_start_point]
+        )
         if g.replay_layout is None and len(g):
             g.replay_layout = Layout.of(m)
         m.layout = g.replay_layout
@@ -79,18 +92,18 @@ class _Window:
 
     lo: int
     hi: int
-    carried: np.ndarray       # points (layout order) that go on from their chain's earlier window ...
+    carried: np.ndarray  # points (layout order) that go on from their chain's earlier window ...
     carried_from: np.ndarray  # ... and that chain's previous point
-    out_edges: np.ndarray     # edges (in layout edge order) from settled windows, by destination
+    out_edges: np.ndarray  # edges (in layout edge order) from settled windows, by destination
     out_src: np.ndarray
     out_starts: np.ndarray
-    out_targets: np.ndarray   # window-local
-    in_edges: np.ndarray      # edges inside the window, by destination
-    in_src: np.ndarray        # window-local
+    out_targets: np.ndarray  # window-local
+    in_edges: np.ndarray  # edges inside the window, by destination
+    in_src: np.ndarray  # window-local
     in_starts: np.ndarray
-    in_targets: np.ndarray    # window-local
-    seg: np.ndarray           # run (chain) number of each point within the window
-    heads: np.ndarray         # window-local first point of each run
+    in_targets: np.ndarray  # window-local
+    seg: np.ndarray  # run (chain) number of each point within the window
+    heads: np.ndarray  # window-local first point of each run
 
 
 @dataclass
@@ -99,12 +112,12 @@ class Layout:
     order, so that each window's chains are contiguous runs; edges by destination; and per window
     the index arrays its passes read. Depends on the chains, times and edges, not on weights."""
 
-    perm: np.ndarray          # layout order -> point
-    pos: np.ndarray           # point -> layout order
-    chain_head: np.ndarray    # layout order: the point heads its chain
-    run_start: np.ndarray     # layout order: first point of the point's run (its chain within its window)
+    perm: np.ndarray  # layout order -> point
+    pos: np.ndarray  # point -> layout order
+    chain_head: np.ndarray  # layout order: the point heads its chain
+    run_start: np.ndarray  # layout order: first point of the point's run (its chain within its window)
     run_head: np.ndarray
-    edges: np.ndarray         # edge order: by destination's layout position
+    edges: np.ndarray  # edge order: by destination's layout position
     windows: list[_Window]
 
     @classmethod
@@ -139,8 +152,24 @@ class Layout:
             seg = np.zeros(hi - lo, dtype=np.int64)
             seg[heads[1:]] = 1
             c = slice(c_bounds[b], c_bounds[b + 1])
-            windows.append(_Window(lo, hi, carried[c], carried_from[c], o, src[o], o_start, dst[o][o_start] - lo, i,
-                                   src[i] - lo, i_start, dst[i][i_start] - lo, np.cumsum(seg), heads))
+            windows.append(
+                _Window(
+                    lo,
+                    hi,
+                    carried[c],
+                    carried_from[c],
+                    o,
+                    src[o],
+                    o_start,
+                    dst[o][o_start] - lo,
+                    i,
+                    src[i] - lo,
+                    i_start,
+                    dst[i][i_start] - lo,
+                    np.cumsum(seg),
+                    heads,
+                )
+            )
         return cls(perm, pos, chain_head, run_start, run_head, edges, windows)
 
 
@@ -165,14 +194,14 @@ def replay(m: Model) -> np.ndarray:
     lag = m.lag[lay.edges]
     t = np.zeros(n, dtype=np.int64)
     for win in lay.windows:
-        X = floor[win.lo:win.hi].copy()
+        X = floor[win.lo : win.hi].copy()
         if win.carried.size:  # a chain going on from an earlier window: its settled time bounds the run
             at = win.carried - win.lo
             X[at] = np.maximum(X[at], t[win.carried_from] + w[win.carried])
         if win.out_edges.size:  # edges from settled windows: fixed bounds
             bound = np.maximum.reduceat(t[win.out_src] + lag[win.out_edges], win.out_starts)
             X[win.out_targets] = np.maximum(X[win.out_targets], bound)
-        t[win.lo:win.hi] = _settle(X, A[win.lo:win.hi], win, lag[win.in_edges])
+        t[win.lo : win.hi] = _settle(X, A[win.lo : win.hi], win, lag[win.in_edges])
     return t[lay.pos]
 
 
@@ -267,8 +296,14 @@ def step_times(g: G.Graph, t: np.ndarray) -> np.ndarray:
 # hop categories (codes into HOP_CATEGORIES); CPU hops are split further by what the thread was in
 HOP_CATEGORIES = ("compute", "comm", "memcpy", "launch_overhead", "idle", "cpu", "sync", "comm_transfer", "queue_full")
 _H = {name: i for i, name in enumerate(HOP_CATEGORIES)}
-_EDGE_CATEGORY = {G.E_LAUNCH: _H["launch_overhead"], G.E_SYNC: _H["sync"], G.E_EVENT: _H["sync"],
-                  G.E_FORK: _H["cpu"], G.E_JOIN: _H["cpu"], G.E_QUEUE: _H["queue_full"]}
+_EDGE_CATEGORY = {
+    G.E_LAUNCH: _H["launch_overhead"],
+    G.E_SYNC: _H["sync"],
+    G.E_EVENT: _H["sync"],
+    G.E_FORK: _H["cpu"],
+    G.E_JOIN: _H["cpu"],
+    G.E_QUEUE: _H["queue_full"],
+}
 
 
 @dataclass
@@ -315,7 +350,7 @@ def _walk(g: G.Graph, run_from: np.ndarray, p: int, stop_ns: int) -> np.ndarray:
     while True:
         q = int(run_from[p])  # p, p - 1, ..., q: chain edges set p .. q + 1
         # times rise along a chain: from the first point after stop_ns on, the walk goes on
-        j = q + int(np.searchsorted(g.time[q:p + 1], stop_ns, side="right"))
+        j = q + int(np.searchsorted(g.time[q : p + 1], stop_ns, side="right"))
         if j > q:  # it stops at j - 1 (or at p itself)
             parts.append(np.arange(p - 1, j - 2, -1))
             break
@@ -390,8 +425,12 @@ def _cpu_makeup(trace: Trace, g: G.Graph, th: int, s: np.ndarray, e: np.ndarray,
     """CPU time on the path on one thread: DataLoader, sync, blocked on a full launch queue, launch calls,
     then top-level ops."""
     rest = iv.union(s + g.origin_ns, e + g.origin_ns)
-    for name, sets in (("dataloader", g.dataloader), ("sync", g.sync_spans), ("queue_full", g.blocked_spans),
-                       ("launch_overhead", g.launch_spans)):
+    for name, sets in (
+        ("dataloader", g.dataloader),
+        ("sync", g.sync_spans),
+        ("queue_full", g.blocked_spans),
+        ("launch_overhead", g.launch_spans),
+    ):
         part = iv.intersect(rest, sets.get(th, iv.empty()))
         out[name] += iv.total(part)
         rest = iv.subtract(rest, part)

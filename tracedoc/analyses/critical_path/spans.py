@@ -31,8 +31,16 @@ def main_thread(trace: Trace, steps: Steps) -> tuple[int, int]:
     return int(c["pid"][row]), int(c["tid"][row])
 
 
-def cpu_spans(trace: Trace, steps: Steps, ops: np.ndarray, lo: int, hi: int, main: tuple[int, int],
-              blocked_rows: np.ndarray | None = None, blocked_ns: np.ndarray | None = None) -> dict:
+def cpu_spans(
+    trace: Trace,
+    steps: Steps,
+    ops: np.ndarray,
+    lo: int,
+    hi: int,
+    main: tuple[int, int],
+    blocked_rows: np.ndarray | None = None,
+    blocked_ns: np.ndarray | None = None,
+) -> dict:
     """Launch calls of the graph's ops (``blocked_rows``: those that blocked on a full launch queue, for
     ``blocked_ns`` each), host syncs, ``.item()`` ops, DataLoader waits and steps."""
     g, r, c = trace.gpu_ops, trace.runtime, trace.cpu_ops
@@ -51,8 +59,11 @@ def cpu_spans(trace: Trace, steps: Steps, ops: np.ndarray, lo: int, hi: int, mai
         blocked &= launches
         sync = host_sync[r["name"]] & (r["start_ns"] >= lo) & (r["start_ns"] < hi)
         rows = np.flatnonzero(launches | sync)
-        kind = (np.where(launches[rows], SPAN_LAUNCH, 0) | np.where(sync[rows], SPAN_SYNC, 0)
-                | np.where(blocked[rows], SPAN_BLOCKED, 0))
+        kind = (
+            np.where(launches[rows], SPAN_LAUNCH, 0)
+            | np.where(sync[rows], SPAN_SYNC, 0)
+            | np.where(blocked[rows], SPAN_BLOCKED, 0)
+        )
         parts.append((r["start_ns"][rows], r["end_ns"][rows], kind, r["pid"][rows], r["tid"][rows], rows))
     if len(c):
         in_win = (c["start_ns"] >= lo) & (c["start_ns"] < hi)
@@ -61,18 +72,41 @@ def cpu_spans(trace: Trace, steps: Steps, ops: np.ndarray, lo: int, hi: int, mai
         dl = C.name_mask(trace, V.DATALOADER_RE, ids=c["name"])[c["name"]] & in_win & (c["kind"] != M.PYTHON_FUNCTION)
         dl_rows = outermost(c, np.flatnonzero(dl))
         for rows, kind in ((item_rows, SPAN_SYNC), (dl_rows, SPAN_DATALOADER)):
-            parts.append((c["start_ns"][rows], c["end_ns"][rows], np.full(rows.size, kind), c["pid"][rows],
-                          c["tid"][rows], np.full(rows.size, -1)))
+            parts.append(
+                (
+                    c["start_ns"][rows],
+                    c["end_ns"][rows],
+                    np.full(rows.size, kind),
+                    c["pid"][rows],
+                    c["tid"][rows],
+                    np.full(rows.size, -1),
+                )
+            )
     n = len(steps)
-    parts.append((steps.cpu_start_ns, steps.cpu_end_ns, np.full(n, SPAN_STEP), np.full(n, main[0]),
-                  np.full(n, main[1]), np.full(n, -1)))
+    parts.append(
+        (
+            steps.cpu_start_ns,
+            steps.cpu_end_ns,
+            np.full(n, SPAN_STEP),
+            np.full(n, main[0]),
+            np.full(n, main[1]),
+            np.full(n, -1),
+        )
+    )
     cat = [np.concatenate([p[i] for p in parts]) for i in range(6)]
     runtime = cat[5].astype(np.int64)
-    return {"start": cat[0].astype(np.int64), "end": np.maximum(cat[1], cat[0]).astype(np.int64),
-            "kind": cat[2].astype(np.int64), "pid": cat[3].astype(np.int64), "tid": cat[4].astype(np.int64),
-            "runtime": runtime, "main": main,
-            "blocked_ns": np.where(runtime >= 0, blocked_for[np.maximum(runtime, 0)], 0) if len(r) else
-            np.zeros(runtime.size, dtype=np.int64)}
+    return {
+        "start": cat[0].astype(np.int64),
+        "end": np.maximum(cat[1], cat[0]).astype(np.int64),
+        "kind": cat[2].astype(np.int64),
+        "pid": cat[3].astype(np.int64),
+        "tid": cat[4].astype(np.int64),
+        "runtime": runtime,
+        "main": main,
+        "blocked_ns": np.where(runtime >= 0, blocked_for[np.maximum(runtime, 0)], 0)
+        if len(r)
+        else np.zeros(runtime.size, dtype=np.int64),
+    }
 
 
 def outermost(c, rows: np.ndarray) -> np.ndarray:
@@ -107,13 +141,12 @@ def _ops_without_runtime_sync(trace: Trace, rows: np.ndarray, host_sync: np.ndar
     t0 = min(int(r["start_ns"][sync_rows].min()), int(c["start_ns"][rows].min()))
     span = max(int(r["start_ns"][sync_rows].max()), int(c["end_ns"][rows].max())) - t0 + 1
     # (thread, time) as one sortable number: the first sync call at or after each op's start
-    calls = np.sort(inv[:sync_rows.size] * span + (r["start_ns"][sync_rows] - t0))
-    op_start = inv[sync_rows.size:] * span + (c["start_ns"][rows] - t0)
-    op_end = inv[sync_rows.size:] * span + (c["end_ns"][rows] - t0)
+    calls = np.sort(inv[: sync_rows.size] * span + (r["start_ns"][sync_rows] - t0))
+    op_start = inv[sync_rows.size :] * span + (c["start_ns"][rows] - t0)
+    op_end = inv[sync_rows.size :] * span + (c["end_ns"][rows] - t0)
     j = np.minimum(np.searchsorted(calls, op_start, side="left"), calls.size - 1)
     inside = (calls[j] >= op_start) & (calls[j] <= op_end)
     return rows[~inside]
-
 
 
 def step_mask(trace: Trace) -> np.ndarray:

@@ -43,7 +43,7 @@ FIXES = {
     "comm": "communication overlapped (comm kernels off the compute path)",
     "launch": "launch overhead cut (CUDA graphs: one launch per captured region)",
     "batch": "a batch that fills the GPU (kernels with fewer blocks than SMs do today's work in the share of "
-             "their time the SMs they fill would need)",
+    "their time the SMs they fill would need)",
     "host": "host work moved off the launching threads (the CPU time inside long host-late GPU idle gaps removed)",
     "straggler": "the straggler's lateness removed",  # replayed by the job view (tracedoc.job.whatif)
 }
@@ -68,7 +68,7 @@ class Prediction(Record, frozen=True, kw_only=True):
 def step_ms(g: G.Graph, t: np.ndarray) -> float:
     """The median of the replayed step times (docs/definitions.md: the report's step is the median), over the
     steps that have one (after a pre-window backlog, not the first)."""
-    return float(median(step_times(g, t)[g.timed_from:])) / 1e6
+    return float(median(step_times(g, t)[g.timed_from :])) / 1e6
 
 
 def predict(g: G.Graph, fix: str) -> Prediction | None:
@@ -84,8 +84,11 @@ def predict(g: G.Graph, fix: str) -> Prediction | None:
         t = t[unpermute]
     after = step_ms(g, t)
     steps = int(g.step_end_point.size) - g.timed_from
-    return Prediction.of(before, min(after, before),
-                         f"critical-path replay, median of {steps} step time{'s' if steps != 1 else ''}: {FIXES[fix]}")
+    return Prediction.of(
+        before,
+        min(after, before),
+        f"critical-path replay, median of {steps} step time{'s' if steps != 1 else ''}: {FIXES[fix]}",
+    )
 
 
 def predict_all(g: G.Graph) -> dict[str, Prediction]:
@@ -242,8 +245,7 @@ def _host(g: G.Graph):
         keep = g.host_gaps
         # launch, sync and DataLoader time are other fixes'; a CPU collective waits for peers, which no
         # move of host work removes
-        for other in (g.launch_spans.get(th), g.sync_spans.get(th), g.dataloader.get(th),
-                      g.collective_spans.get(th)):
+        for other in (g.launch_spans.get(th), g.sync_spans.get(th), g.dataloader.get(th), g.collective_spans.get(th)):
             if other is not None and other[0].size:
                 keep = iv.subtract(keep, other)
         sets[th] = keep
@@ -251,5 +253,11 @@ def _host(g: G.Graph):
     return (m, None) if m is not None else None
 
 
-TRANSFORMS = {"dataloader": _dataloader, "sync": _sync, "comm": _comm, "launch": _launch, "batch": _batch,
-              "host": _host}
+TRANSFORMS = {
+    "dataloader": _dataloader,
+    "sync": _sync,
+    "comm": _comm,
+    "launch": _launch,
+    "batch": _batch,
+    "host": _host,
+}

@@ -57,9 +57,16 @@ def resolve_each(trace: Trace, rows: np.ndarray, fn) -> list:
     codes = np.empty(groups.size, dtype=np.int64)
     codes[seen] = np.arange(groups.size)
     cache: dict = {}
-    out = [fn(trace.string(int(n)), parse(trace, int(d), cache), parse(trace, int(t), cache),
-              parse(trace, int(cc), cache), float(f))
-           for n, d, t, cc, f in zip(*(k[seen].tolist() for k in groups.keys))]
+    out = [
+        fn(
+            trace.string(int(n)),
+            parse(trace, int(d), cache),
+            parse(trace, int(t), cache),
+            parse(trace, int(cc), cache),
+            float(f),
+        )
+        for n, d, t, cc, f in zip(*(k[seen].tolist() for k in groups.keys))
+    ]
     return [out[i] for i in codes[groups.index].tolist()]
 
 
@@ -96,8 +103,7 @@ def resolve_flops(trace: Trace) -> tuple[list, np.ndarray]:
         # a backward whose mask was not recorded (torch < 2.1) computed both gradients unless its
         # kernels or its single-gradient calls say otherwise (flops.py)
         hint = (True, True) if name in F.CONV_BACKWARD_OPS else None
-        r = F.op_flops(name, dims, types, concrete, flops_arg=f if f >= 0 else None, conv_out=out_shape,
-                       mask_hint=hint)
+        r = F.op_flops(name, dims, types, concrete, flops_arg=f if f >= 0 else None, conv_out=out_shape, mask_hint=hint)
         return r, hint is not None and F.conv_backward_mask(name, concrete) is None
 
     for i, (r, a) in zip(wanted.tolist(), resolve_each(trace, wanted, one)):

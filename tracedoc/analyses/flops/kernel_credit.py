@@ -20,10 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 
 # What a rate left out for this reason is called in the tables.
-OVER_PEAK_NOTE = ("FLOPs faster than the device's peak for their dtype in the kernel time the trace links to "
-                  "the op: kernels of the op are missing from the trace (launched through a call the profiler did "
-                  "not record), or its algorithm does fewer multiplications than the op's formula (Winograd, FFT); "
-                  "no rate is shown for it")
+OVER_PEAK_NOTE = (
+    "FLOPs faster than the device's peak for their dtype in the kernel time the trace links to "
+    "the op: kernels of the op are missing from the trace (launched through a call the profiler did "
+    "not record), or its algorithm does fewer multiplications than the op's formula (Winograd, FFT); "
+    "no rate is shown for it"
+)
 
 
 @dataclass
@@ -51,8 +53,15 @@ def op_peaks(dtypes: np.ndarray, peak_row) -> np.ndarray:
     return out
 
 
-def credit_flops(hw_flops: np.ndarray, dtypes: np.ndarray, owner: np.ndarray, kernel: np.ndarray, dur: np.ndarray,
-                 helper_kernel: np.ndarray, peak_row) -> Credit:
+def credit_flops(
+    hw_flops: np.ndarray,
+    dtypes: np.ndarray,
+    owner: np.ndarray,
+    kernel: np.ndarray,
+    dur: np.ndarray,
+    helper_kernel: np.ndarray,
+    peak_row,
+) -> Credit:
     """``owner``: the counted op (index) each GPU op was launched inside, -1 none; ``kernel``: compute
     kernels (any time); ``helper_kernel``: per GPU op, whether its name is a helper's."""
     n_ops = hw_flops.size

@@ -32,8 +32,10 @@ from ..host.nesting import ThreadClock, enclosing, kernel_owners, union_on_clock
 from ..core.registry import Produced, analysis
 
 BACKWARD_FRAME_RE = re.compile(r"Backward\d*$|^autograd::engine::evaluate_function")
-SOFTMAX_OP_RE = re.compile(r"^aten::(_?softmax|_softmax_backward_data|_masked_softmax\w*|"
-                           r"_scaled_dot_product_attention_math)$")
+SOFTMAX_OP_RE = re.compile(
+    r"^aten::(_?softmax|_softmax_backward_data|_masked_softmax\w*|"
+    r"_scaled_dot_product_attention_math)$"
+)
 
 METRIC_NAMES = metric_names(topic="flops")  # the metric table's FLOPs section
 
@@ -52,8 +54,9 @@ _DGRAD_RE = re.compile(r"dgrad", re.I)
 _WGRAD_RE = re.compile(r"wgrad", re.I)
 
 
-def _fix_unrecorded_masks(trace: Trace, counted: Counted, assumed: np.ndarray, sel: Selection, clock: ThreadClock,
-                          owner, compute, helper) -> None:
+def _fix_unrecorded_masks(
+    trace: Trace, counted: Counted, assumed: np.ndarray, sel: Selection, clock: ThreadClock, owner, compute, helper
+) -> None:
     """Convolution backwards counted with both gradients because their output mask was not recorded:
     keep only the gradients they computed. Old ones (torch < 1.11) call one single-gradient op per
     gradient; otherwise, when every kernel they launched (helpers aside) names the same one gradient
@@ -84,8 +87,17 @@ def _in_backward(trace: Trace, rows: np.ndarray, clock: ThreadClock) -> np.ndarr
     return enclosing(us, ue, clock.cpu(rows, "start_ns"), clock.cpu(rows, "end_ns")) >= 0
 
 
-def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, gpu_ext: np.ndarray,
-                  launching_ops, tc_classes, step: ReportStep = ReportStep(None, None)) -> tuple[dict, dict, FlopOps | None]:
+def analyze_flops(
+    trace: Trace,
+    steps,
+    lo: int,
+    hi: int,
+    comm_mask: np.ndarray,
+    gpu_ext: np.ndarray,
+    launching_ops,
+    tc_classes,
+    step: ReportStep = ReportStep(None, None),
+) -> tuple[dict, dict, FlopOps | None]:
     """Metrics (``METRIC_NAMES``), evidence tables and the counted ops (for the roofline).
 
     ``step``: the report's one step time (``model.reportstep``). FLOPs counted per step span divide by it
@@ -115,17 +127,22 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
     # only forward passes use: an addmm, or a linear whose bias-free product is an mm)
     recomputed = in_backward & (isin(c["name"][rows], forward_only) | isin(c["name"][s["row"][sel.head]], forward_only))
     # A matrix product's pass is where it runs (mm computes gradients inside backward nodes).
-    phase = np.array([F.BACKWARD if bw and r.op_class == F.MATMUL else r.phase for r, bw in zip(res, in_backward)],
-                     dtype=object)
+    phase = np.array(
+        [F.BACKWARD if bw and r.op_class == F.MATMUL else r.phase for r, bw in zip(res, in_backward)], dtype=object
+    )
     counted = Counted(
-        rows=rows, name=c["name"][rows],
+        rows=rows,
+        name=c["name"][rows],
         op_class=np.array([r.op_class for r in res], dtype=object),
         phase=phase,
         dtype=np.array([r.dtype for r in res], dtype=object),
         flops=np.array([0.0 if rc else r.flops for r, rc in zip(res, recomputed)], dtype=np.float64),
         hw_flops=np.array([r.hardware_flops for r in res], dtype=np.float64),
         bytes=np.array([r.bytes for r in res], dtype=np.float64),
-        recomputed=recomputed, gpu_ns=np.zeros(rows.size, dtype=np.int64), shapes=sel.idx)
+        recomputed=recomputed,
+        gpu_ns=np.zeros(rows.size, dtype=np.int64),
+        shapes=sel.idx,
+    )
 
     kernel_owner = kernel_owners(trace, rows, sel.start, clock, kernel, gpu_ext, launching_ops)
     helper = tc_classes[1]
@@ -136,8 +153,15 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
             _mark_tf32(counted, kernel_owner, compute, g, tc_classes, peak_row)
         _fix_unrecorded_masks(trace, counted, mask_assumed[sel.idx], sel, clock, kernel_owner, compute, helper)
 
-    credit = credit_flops(counted.hw_flops, counted.dtype, kernel_owner, kernel, dur,
-                          helper[g["name"]] if len(g) else np.zeros(0, dtype=bool), peak_row)
+    credit = credit_flops(
+        counted.hw_flops,
+        counted.dtype,
+        kernel_owner,
+        kernel,
+        dur,
+        helper[g["name"]] if len(g) else np.zeros(0, dtype=bool),
+        peak_row,
+    )
     known_ns = int(dur[(kernel_owner >= 0) & compute].sum()) if len(g) else 0
     m["flops_counted_fraction"] = known_ns / compute_ns if compute_ns else None
 
@@ -168,7 +192,7 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
             m["tensor_core_mfu"] = m["achieved_tflops"] / peak_row.tensor_core_tflops
     total_model = float(counted.flops.sum())
     if total_model > 0:
-        fp32 = (counted.dtype == "fp32")
+        fp32 = counted.dtype == "fp32"
         m["fp32_flops_fraction"] = float(counted.flops[fp32].sum() / total_model)
     if compute_ns:
         m["small_gemm_fraction"] = float(_small_gemm_ns(counted, peak_row) / compute_ns) if peak_row else None
@@ -177,11 +201,22 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
     in_window = (start >= lo) & (start < hi)
     by_class = by_op_class(trace, counted, peak_row, in_window, credit)
     by_kernel = by_kernel_class(counted, kernel_owner, compute, g, dur, tc_classes, peak_row, trace.strings, credit)
-    missing = not_counted(trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns, clock,
-                          sel.start, sel.end)
+    missing = not_counted(
+        trace, resolved, kernel_owner, compute, dur, launching_ops, gpu_ext, compute_ns, clock, sel.start, sel.end
+    )
     per_step = per_step_rows(steps, step_flops, peak)
-    summary = summary_row(m, device, peak_row, dominant, counted, known_ns, compute_ns, n_steps, len(g) > 0,
-                          mfu_peak_name(peak_row, dominant))
+    summary = summary_row(
+        m,
+        device,
+        peak_row,
+        dominant,
+        counted,
+        known_ns,
+        compute_ns,
+        n_steps,
+        len(g) > 0,
+        mfu_peak_name(peak_row, dominant),
+    )
     evidence = flops_evidence(None, device, peak_row, [summary], by_class, by_kernel, missing, per_step)
     return m, evidence, FlopOps(counted, kernel_owner, credit)
 
@@ -189,17 +224,30 @@ def analyze_flops(trace: Trace, steps, lo: int, hi: int, comm_mask: np.ndarray, 
 EVIDENCE_NAMES = ("flops_summary", "flops_by_op_class", "flops_by_kernel_class", "flops_not_counted", "flops_per_step")
 
 
-@analysis(needs=("step_spans", "window", "report_step", "comm_mask", "gpu_ext", "launching_ops", "tc_classes"),
-          produces=METRIC_NAMES, evidence=EVIDENCE_NAMES, provides=("flop_ops",))
+@analysis(
+    needs=("step_spans", "window", "report_step", "comm_mask", "gpu_ext", "launching_ops", "tc_classes"),
+    produces=METRIC_NAMES,
+    evidence=EVIDENCE_NAMES,
+    provides=("flop_ops",),
+)
 def flop_rates(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
-    metrics, evidence, ops = analyze_flops(trace, inputs["step_spans"], win.start_ns, win.end_ns, inputs["comm_mask"],
-                                           inputs["gpu_ext"], inputs["launching_ops"], inputs["tc_classes"],
-                                           inputs["report_step"])
+    metrics, evidence, ops = analyze_flops(
+        trace,
+        inputs["step_spans"],
+        win.start_ns,
+        win.end_ns,
+        inputs["comm_mask"],
+        inputs["gpu_ext"],
+        inputs["launching_ops"],
+        inputs["tc_classes"],
+        inputs["report_step"],
+    )
     return Produced(metrics=metrics, evidence=evidence, values={"flop_ops": ops})
 
 
 # -- pieces --------------------------------------------------------------------------------------
+
 
 def mfu_peak(peak_row: DevicePeak | None, dtype: str | None) -> float | None:
     """The one peak MFU is measured against: the device's dense 16-bit Tensor Core peak (what the
@@ -244,16 +292,21 @@ def _no_shapes_statement(trace: Trace) -> tuple[str, str] | None:
     if shapes is not None and len(shapes) and flop_ops[shapes["row"]].any():  # shapes of a FLOP op
         return None
     if trace.meta.format == "nsys":
-        return "nsys records no shapes", ("Nsight Systems exports record no operator shapes: FLOPs and MFU need a "
-                                          "torch.profiler trace with record_shapes=True (or --model for the formula)")
+        return "nsys records no shapes", (
+            "Nsight Systems exports record no operator shapes: FLOPs and MFU need a "
+            "torch.profiler trace with record_shapes=True (or --model for the formula)"
+        )
     if not len(c):
         return "no CPU operators", "the trace has no CPU operators, so there are no shapes to count FLOPs from"
     if not flop_ops.any():
-        return "no matmul/conv/attention ops", \
-            "the trace has no matmul, convolution or attention operators to count FLOPs from"
+        return (
+            "no matmul/conv/attention ops",
+            "the trace has no matmul, convolution or attention operators to count FLOPs from",
+        )
     return "no shapes recorded", (
         f"{int(flop_ops.sum())} matmul/convolution/attention operators have no recorded shapes: profile with "
-        "record_shapes=True (tracedoc run and tracedoc.profile do by default) to get FLOPs and MFU")
+        "record_shapes=True (tracedoc run and tracedoc.profile do by default) to get FLOPs and MFU"
+    )
 
 
 def _mark_tf32(counted: Counted, owner, compute, g, tc_classes, peak_row) -> None:

@@ -135,9 +135,17 @@ def _instances(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, lau
     gpu_ns = np.bincount(inverse, weights=dur, minlength=rows.size).astype(np.int64)
     n = rows.size
     names = np.where(rows >= 0, c["name"][np.maximum(rows, 0)], -1) if len(c) else np.full(n, -1, dtype=np.int64)
-    inst = _Instances(rows, gpu_ns, names, np.full(n, -1, dtype=np.int64), np.full(n, UNMODELLED, dtype=object),
-                      np.full(n, None, dtype=object), np.full(n, np.nan), np.full(n, np.nan),
-                      np.full(n, None, dtype=object))
+    inst = _Instances(
+        rows,
+        gpu_ns,
+        names,
+        np.full(n, -1, dtype=np.int64),
+        np.full(n, UNMODELLED, dtype=object),
+        np.full(n, None, dtype=object),
+        np.full(n, np.nan),
+        np.full(n, np.nan),
+        np.full(n, None, dtype=object),
+    )
     if len(s):  # the shapes record of each call
         at = first_match((rows,), (s["row"],))
         inst.dims[at >= 0] = s["dims"][at[at >= 0]]
@@ -259,12 +267,17 @@ def _shape_text(trace: Trace, dims_sid: int, cache: dict) -> str | None:
     if dims_sid < 0:
         return None
     dims = parse(trace, dims_sid, cache)
-    shown = [d for d in dims if isinstance(d, list) and d and (all(isinstance(x, int) for x in d)
-                                                             or all(isinstance(x, list) for x in d))]
+    shown = [
+        d
+        for d in dims
+        if isinstance(d, list) and d and (all(isinstance(x, int) for x in d) or all(isinstance(x, list) for x in d))
+    ]
     if not shown:
         return "[]"
-    return " x ".join(json.dumps(d, separators=(", ", ":")) if not d or not isinstance(d[0], list)
-                      else f"{len(d)} tensors" for d in shown)
+    return " x ".join(
+        json.dumps(d, separators=(", ", ":")) if not d or not isinstance(d[0], list) else f"{len(d)} tensors"
+        for d in shown
+    )
 
 
 def _roof(peak_row: DevicePeak | None, cls: str, dtype: str | None) -> tuple[float | None, float | None]:
@@ -310,14 +323,16 @@ def _rate_columns(row: dict, peak, bw, compiled_kind: str) -> None:
         row["tflops"] = frac = None
     if frac is not None and frac > 1 and bound == "memory":
         if "bandwidth" not in (row.get("note") or ""):
-            row["note"] = (row.get("note") + "; " if row.get("note") else "") + \
-                "above the memory bandwidth: part of the data came from cache"
+            row["note"] = (
+                row.get("note") + "; " if row.get("note") else ""
+            ) + "above the memory bandwidth: part of the data came from cache"
         frac = None
     row["of_roof_fraction"] = frac
 
 
-def roofline(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, launching_ops,
-             device: str | None, cap: int = ROW_CAP) -> list[RooflineRow]:
+def roofline(
+    trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, launching_ops, device: str | None, cap: int = ROW_CAP
+) -> list[RooflineRow]:
     """The roofline rows, most GPU time first; rows past ``cap`` summed into a last row."""
     g = trace.gpu_ops
     if not len(g) or hi <= lo:
@@ -339,38 +354,71 @@ def roofline(trace: Trace, flop_ops, lo: int, hi: int, comm_mask, gpu_ext, launc
     order = sorted(range(groups.size), key=lambda k: (-int(gpu_ns[k]), op_names[k]))
     cache: dict = {}
     rows = []
-    for k in order[:cap if len(order) <= cap else cap - 1]:  # a loop over the rows shown, not over calls
+    for k in order[: cap if len(order) <= cap else cap - 1]:  # a loop over the rows shown, not over calls
         i = int(first[k])
         n = int(calls[k]) if inst.row[i] >= 0 else None
-        row = {"op": op_names[k], "op_class": str(inst.op_class[i]),
-               "input_shapes": _shape_text(trace, int(inst.dims[i]), cache), "dtype": inst.dtype[i], "calls": n,
-               "gpu_ns": int(gpu_ns[k]), "gpu_ns_per_call": float(gpu_ns[k]) / n if n else None,
-               "flops": None if np.isnan(flops[k]) else float(flops[k]),
-               "bytes": None if np.isnan(moved[k]) else float(moved[k]),
-               "step_fraction": float(union[k]) / (hi - lo), "note": inst.note[i]}
+        row = {
+            "op": op_names[k],
+            "op_class": str(inst.op_class[i]),
+            "input_shapes": _shape_text(trace, int(inst.dims[i]), cache),
+            "dtype": inst.dtype[i],
+            "calls": n,
+            "gpu_ns": int(gpu_ns[k]),
+            "gpu_ns_per_call": float(gpu_ns[k]) / n if n else None,
+            "flops": None if np.isnan(flops[k]) else float(flops[k]),
+            "bytes": None if np.isnan(moved[k]) else float(moved[k]),
+            "step_fraction": float(union[k]) / (hi - lo),
+            "note": inst.note[i],
+        }
         row["flops_per_call"] = row["flops"] / n if row["flops"] is not None and n else None
         row["bytes_per_call"] = row["bytes"] / n if row["bytes"] is not None and n else None
         peak, bw = _roof(peak_row, row["op_class"], row["dtype"])
         if row["note"] == FROM_GRADIENTS and bw and row["bytes"] and row["bytes"] / row["gpu_ns"] / 1e3 > bw:
-            row["note"] = (FROM_GRADIENTS + "; more bytes than the memory bandwidth moves in the kernels' time: part "
-                           "of the data came from cache, or the optimizer updates fewer parameters than got "
-                           "gradients (a sharded optimizer)")
+            row["note"] = (
+                FROM_GRADIENTS + "; more bytes than the memory bandwidth moves in the kernels' time: part "
+                "of the data came from cache, or the optimizer updates fewer parameters than got "
+                "gradients (a sharded optimizer)"
+            )
         _rate_columns(row, peak, bw, "memory" if row["op"].startswith(_TRITON_MEMORY) else "unknown")
         rows.append(RooflineRow(**row))
     if len(order) > cap:
-        rest = np.asarray(order[cap - 1:])
+        rest = np.asarray(order[cap - 1 :])
         real = inst.row[first[rest]] >= 0  # not the kernels without a launching op
         rows.append(_rest_row(rest.size, int(calls[rest][real].sum()), int(gpu_ns[rest].sum())))
     return rows
 
 
 def _rest_row(n_rows: int, calls: int, gpu_ns: int) -> RooflineRow:
-    row = {"op": f"({n_rows} more op/shape rows)", "op_class": "mixed", "input_shapes": None, "dtype": None,
-           "calls": calls, "gpu_ns": gpu_ns, "gpu_ns_per_call": None, "flops": None, "bytes": None,
-           "step_fraction": None, "note": "summed so that the rows add up to the compute time; rates are per row above"}
-    row.update(dict.fromkeys(("flops_per_call", "bytes_per_call", "tflops", "tb_per_s", "flop_per_byte",
-                              "ridge_flop_per_byte", "peak_tflops", "bandwidth_tb_per_s", "bound", "roof_tflops",
-                              "of_roof_fraction")))
+    row = {
+        "op": f"({n_rows} more op/shape rows)",
+        "op_class": "mixed",
+        "input_shapes": None,
+        "dtype": None,
+        "calls": calls,
+        "gpu_ns": gpu_ns,
+        "gpu_ns_per_call": None,
+        "flops": None,
+        "bytes": None,
+        "step_fraction": None,
+        "note": "summed so that the rows add up to the compute time; rates are per row above",
+    }
+    row.update(
+        dict.fromkeys(
+            (
+                "flops_per_call",
+                "bytes_per_call",
+                "tflops",
+                "tb_per_s",
+                "flop_per_byte",
+                "ridge_flop_per_byte",
+                "peak_tflops",
+                "bandwidth_tb_per_s",
+                "bound",
+                "roof_tflops",
+                "of_roof_fraction",
+            )
+        )
+    )
     return RooflineRow(**row)
 
 
@@ -386,9 +434,20 @@ def below_roof(rows: list[RooflineRow], top: int = GAP_ROWS) -> list[BelowRoof]:
         frac, share = r.of_roof_fraction, r.step_fraction
         if frac is None or share is None:
             continue
-        out.append(BelowRoof(op_class=r.op_class, op=r.op, input_shapes=r.input_shapes, dtype=r.dtype, bound=r.bound,
-                             of_roof_fraction=frac, step_fraction=share, below_roof_step_fraction=share * (1.0 - frac),
-                             calls=r.calls, gpu_ns_per_call=r.gpu_ns_per_call))
+        out.append(
+            BelowRoof(
+                op_class=r.op_class,
+                op=r.op,
+                input_shapes=r.input_shapes,
+                dtype=r.dtype,
+                bound=r.bound,
+                of_roof_fraction=frac,
+                step_fraction=share,
+                below_roof_step_fraction=share * (1.0 - frac),
+                calls=r.calls,
+                gpu_ns_per_call=r.gpu_ns_per_call,
+            )
+        )
     out.sort(key=lambda r: -r.below_roof_step_fraction)
     return out[:top]
 
@@ -397,17 +456,32 @@ def gaps_text(gaps: list[BelowRoof], n: int = GAPS_NAMED) -> str | None:
     """``"matmul aten::mm [4096, 8192] x [8192, 2048] bf16 at 62% of its compute roof, 6.3% of the step; ..."``"""
     if not gaps:
         return None
-    return "; ".join(f"{g.op_class} {g.op} {g.input_shapes or ''} {g.dtype or ''}".replace("  ", " ")
-                     + f" at {g.of_roof_fraction:.0%} of its {g.bound} roof, {g.step_fraction:.1%} of the step"
-                     for g in gaps[:n])
+    return "; ".join(
+        f"{g.op_class} {g.op} {g.input_shapes or ''} {g.dtype or ''}".replace("  ", " ")
+        + f" at {g.of_roof_fraction:.0%} of its {g.bound} roof, {g.step_fraction:.1%} of the step"
+        for g in gaps[:n]
+    )
 
 
-@analysis(needs=("flop_ops", "window", "comm_mask", "gpu_ext", "launching_ops"),
-          produces=("roofline_gaps",), evidence=("roofline", "roofline_below_roof"))
+@analysis(
+    needs=("flop_ops", "window", "comm_mask", "gpu_ext", "launching_ops"),
+    produces=("roofline_gaps",),
+    evidence=("roofline", "roofline_below_roof"),
+)
 def op_roofline(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
-    rows = roofline(trace, inputs["flop_ops"], win.start_ns, win.end_ns, inputs["comm_mask"], inputs["gpu_ext"],
-                    inputs["launching_ops"], device_name(trace), cap=ROW_CAP)
+    rows = roofline(
+        trace,
+        inputs["flop_ops"],
+        win.start_ns,
+        win.end_ns,
+        inputs["comm_mask"],
+        inputs["gpu_ext"],
+        inputs["launching_ops"],
+        device_name(trace),
+        cap=ROW_CAP,
+    )
     gaps = below_roof(rows)
-    return Produced(metrics={"roofline_gaps": gaps_text(gaps)},
-                    evidence={"roofline": rows, "roofline_below_roof": gaps})
+    return Produced(
+        metrics={"roofline_gaps": gaps_text(gaps)}, evidence={"roofline": rows, "roofline_below_roof": gaps}
+    )

@@ -72,11 +72,16 @@ class Backlog:
     def describe(self) -> str:
         if not self.found:
             return ""
-        what = (f"{self.ops.size:,} GPU ops without a launch record ran first"
-                if self.how == "unlinked" else "the device recorded no op while the first launched work waited")
-        return (f"the GPU was still running work launched before the profiler opened for the first "
-                f"{self.length_ns / 1e6:.1f} ms of the capture ({what}; {self.delayed_ops:,} ops the capture "
-                "launched waited behind it)")
+        what = (
+            f"{self.ops.size:,} GPU ops without a launch record ran first"
+            if self.how == "unlinked"
+            else "the device recorded no op while the first launched work waited"
+        )
+        return (
+            f"the GPU was still running work launched before the profiler opened for the first "
+            f"{self.length_ns / 1e6:.1f} ms of the capture ({what}; {self.delayed_ops:,} ops the capture "
+            "launched waited behind it)"
+        )
 
 
 def capture_start(trace: Trace) -> int | None:
@@ -140,8 +145,13 @@ def _unrecorded(trace: Trace, start: int, linked: np.ndarray, launch_end: np.nda
     wait = int(s[first] - launch_end[first])
     if wait < MIN_UNRECORDED_WAIT_NS or wait < UNRECORDED_WAIT_FACTOR * idle_launch_latency(trace, launch_end):
         return Backlog()
-    return Backlog(start, int(s[first]), np.zeros(0, dtype=np.int64),
-                   int(np.count_nonzero(linked & (launch_end >= 0) & (launch_end < s[first]))), "unrecorded")
+    return Backlog(
+        start,
+        int(s[first]),
+        np.zeros(0, dtype=np.int64),
+        int(np.count_nonzero(linked & (launch_end >= 0) & (launch_end < s[first]))),
+        "unrecorded",
+    )
 
 
 def idle_launch_latency(trace: Trace, launch_end: np.ndarray) -> float:
@@ -165,6 +175,7 @@ def idle_launch_latency(trace: Trace, launch_end: np.ndarray) -> float:
 @analysis(provides=("backlog",), produces=("backlog_ns", "backlog_ops"))
 def pre_window_backlog(trace: Trace, inputs) -> Produced:
     b = find_backlog(trace)
-    return Produced(metrics={"backlog_ns": b.length_ns if b.found else None,
-                             "backlog_ops": int(b.ops.size) if b.found else 0},
-                    values={"backlog": b})
+    return Produced(
+        metrics={"backlog_ns": b.length_ns if b.found else None, "backlog_ops": int(b.ops.size) if b.found else 0},
+        values={"backlog": b},
+    )

@@ -84,9 +84,19 @@ def breakdown(sets: OpSets, lo: int, hi: int) -> dict[str, float | None]:
     return out
 
 
-BREAKDOWN_METRICS = ("gpu_busy_fraction", "compute_fraction", "comm_fraction", "exposed_comm_fraction",
-                     "comm_overlap_fraction", "memcpy_fraction", "h2d_fraction", "exposed_h2d_fraction",
-                     "pageable_memcpy_fraction", "memset_fraction", "idle_fraction")
+BREAKDOWN_METRICS = (
+    "gpu_busy_fraction",
+    "compute_fraction",
+    "comm_fraction",
+    "exposed_comm_fraction",
+    "comm_overlap_fraction",
+    "memcpy_fraction",
+    "h2d_fraction",
+    "exposed_h2d_fraction",
+    "pageable_memcpy_fraction",
+    "memset_fraction",
+    "idle_fraction",
+)
 
 
 @analysis(needs=("comm_mask",), provides=("op_sets",))
@@ -105,10 +115,17 @@ def time_breakdown(trace: Trace, inputs) -> Produced:
     return Produced(metrics=m)
 
 
-@analysis(needs=("step_spans", "op_sets", "idle_sets", "dataloader_spans", "backlog"), evidence=("per_step", "step_stats"))
+@analysis(
+    needs=("step_spans", "op_sets", "idle_sets", "dataloader_spans", "backlog"), evidence=("per_step", "step_stats")
+)
 def step_breakdown(trace: Trace, inputs) -> Produced:
-    rows = per_step(inputs["step_spans"], inputs["op_sets"], inputs["idle_sets"], inputs["dataloader_spans"],
-                    inputs["backlog"].interval())
+    rows = per_step(
+        inputs["step_spans"],
+        inputs["op_sets"],
+        inputs["idle_sets"],
+        inputs["dataloader_spans"],
+        inputs["backlog"].interval(),
+    )
     return Produced(evidence={"per_step": rows, "step_stats": step_stats(rows)})
 
 
@@ -117,14 +134,28 @@ def device_breakdown(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
     rows = per_device(trace, inputs["comm_mask"], win.start_ns, win.end_ns)
     first = rows[0] if rows else {}
-    return Produced(metrics={"sm_efficiency": first.get("sm_efficiency"),
-                             "est_occupancy_mean": first.get("est_occupancy")},
-                    values={"per_device": rows})
+    return Produced(
+        metrics={"sm_efficiency": first.get("sm_efficiency"), "est_occupancy_mean": first.get("est_occupancy")},
+        values={"per_device": rows},
+    )
 
 
-STEP_QUANTITIES = ("step_time_ns", "window_ns", "busy_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "memcpy_ns", "idle_ns",
-                   "idle_dataloader_ns", "idle_host_launch_ns", "idle_sync_ns", "idle_launch_latency_ns",
-                   "idle_other_ns", "dataloader_ns")
+STEP_QUANTITIES = (
+    "step_time_ns",
+    "window_ns",
+    "busy_ns",
+    "compute_ns",
+    "comm_ns",
+    "exposed_comm_ns",
+    "memcpy_ns",
+    "idle_ns",
+    "idle_dataloader_ns",
+    "idle_host_launch_ns",
+    "idle_sync_ns",
+    "idle_launch_latency_ns",
+    "idle_other_ns",
+    "dataloader_ns",
+)
 
 
 def step_stats(per_step_rows: list[dict]) -> list[StepStat]:
@@ -136,13 +167,21 @@ def step_stats(per_step_rows: list[dict]) -> list[StepStat]:
         v = np.array([row[q] for row in per_step_rows if row[q] is not None], dtype=np.float64)
         if not v.size:
             continue
-        out.append(StepStat(quantity=q, total_ns=int(v.sum()), p50_ns=percentile(v, 50), p95_ns=percentile(v, 95),
-                            max_ns=int(v.max())))
+        out.append(
+            StepStat(
+                quantity=q,
+                total_ns=int(v.sum()),
+                p50_ns=percentile(v, 50),
+                p95_ns=percentile(v, 95),
+                max_ns=int(v.max()),
+            )
+        )
     return out
 
 
-def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet,
-             backlog: iv.IntervalSet = iv.empty()) -> list[dict]:
+def per_step(
+    steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet, backlog: iv.IntervalSet = iv.empty()
+) -> list[dict]:
     """Per-step breakdown in ns; every quantity for all steps at once via prefix sums. A step a
     pre-window backlog ran ahead of has no step time (None); the backlog's span is not idle.
 
@@ -159,8 +198,11 @@ def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet,
         return iv.overlap_per_interval(lo, hi, iset).tolist()
 
     cols = {
-        "busy_ns": over(sets.busy), "compute_ns": over(sets.compute), "comm_ns": over(sets.comm),
-        "exposed_comm_ns": over(iv.subtract(sets.comm, sets.compute)), "memcpy_ns": over(sets.memcpy),
+        "busy_ns": over(sets.busy),
+        "compute_ns": over(sets.compute),
+        "comm_ns": over(sets.comm),
+        "exposed_comm_ns": over(iv.subtract(sets.comm, sets.compute)),
+        "memcpy_ns": over(sets.memcpy),
         **{f"idle_{c}_ns": over(s) for c, s in idle_sets.items()},
         "dataloader_ns": over(dl_spans),
     }
@@ -172,8 +214,13 @@ def per_step(steps, sets: OpSets, idle_sets: dict, dl_spans: iv.IntervalSet,
         window = int(hi[i] - lo[i])
         # window_ns: the interval since the previous step completed, which the quantities are measured
         # over (the step time, where the step has one); start_ns/end_ns: the step's own span
-        row = {"step": steps.names[i], "start_ns": int(steps.cpu_start_ns[i]), "end_ns": int(steps.end_ns[i]),
-               "step_time_ns": step_time[i], "window_ns": window}
+        row = {
+            "step": steps.names[i],
+            "start_ns": int(steps.cpu_start_ns[i]),
+            "end_ns": int(steps.end_ns[i]),
+            "step_time_ns": step_time[i],
+            "window_ns": window,
+        }
         row.update({k: v[i] for k, v in cols.items()})
         row["idle_ns"] = max(0, window - occupied[i])
         rows.append(row)
@@ -191,10 +238,24 @@ def per_device(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list[di
         b = breakdown(op_sets(trace, comm_mask, rows), lo, hi)
         d = trace.meta.device(dev)
         extra = sm.get(dev, {})
-        out.append({"device": int(dev), "name": d.name if d else None,
-                    "kernels": int((rows & (g["kind"] == M.KERNEL)).sum()),
-                    "streams": int(distinct(g["stream"][rows]).size),
-                    **{k: b[k] for k in ("gpu_busy_fraction", "compute_fraction", "comm_fraction",
-                                          "exposed_comm_fraction", "comm_overlap_fraction")},
-                    "sm_efficiency": extra.get("sm_efficiency"), "est_occupancy": extra.get("est_occupancy")})
+        out.append(
+            {
+                "device": int(dev),
+                "name": d.name if d else None,
+                "kernels": int((rows & (g["kind"] == M.KERNEL)).sum()),
+                "streams": int(distinct(g["stream"][rows]).size),
+                **{
+                    k: b[k]
+                    for k in (
+                        "gpu_busy_fraction",
+                        "compute_fraction",
+                        "comm_fraction",
+                        "exposed_comm_fraction",
+                        "comm_overlap_fraction",
+                    )
+                },
+                "sm_efficiency": extra.get("sm_efficiency"),
+                "est_occupancy": extra.get("est_occupancy"),
+            }
+        )
     return out

@@ -19,8 +19,16 @@ DEVICE_BUSY = "device_busy"
 GAP_CAUSES = (*CAUSES, DEVICE_BUSY)
 
 
-def stream_gaps(trace: Trace, lo: int, hi: int, gpu_ext: np.ndarray, ops: OpsByExternalId,
-                idle_sets: dict[str, iv.IntervalSet], comm_mask: np.ndarray | None = None, top: int = 10) -> dict:
+def stream_gaps(
+    trace: Trace,
+    lo: int,
+    hi: int,
+    gpu_ext: np.ndarray,
+    ops: OpsByExternalId,
+    idle_sets: dict[str, iv.IntervalSet],
+    comm_mask: np.ndarray | None = None,
+    top: int = 10,
+) -> dict:
     """Per-stream gap statistics and the top gaps inside ``[lo, hi)``.
 
     Each gap is split by the idle causes of the time it covers (``idle_sets``: cause -> interval set);
@@ -69,12 +77,19 @@ def stream_gaps(trace: Trace, lo: int, hi: int, gpu_ext: np.ndarray, ops: OpsByE
         mine = gaps.index == i
         v = gap_v[mine]
         totals = per_cause[mine].sum(axis=0)
-        streams.append(StreamGaps(
-            device=int(d), stream=int(st), count=int(v.size), total_ns=int(v.sum()),
-            p50_ns=percentile(v, 50), p95_ns=percentile(v, 95),
-            max_ns=int(v.max()), comm_stream=bool(comm_stream[i]),
-            causes_ns={GAP_CAUSES[k]: int(x) for k, x in enumerate(totals.tolist()) if x > 0},
-        ))
+        streams.append(
+            StreamGaps(
+                device=int(d),
+                stream=int(st),
+                count=int(v.size),
+                total_ns=int(v.sum()),
+                p50_ns=percentile(v, 50),
+                p95_ns=percentile(v, 95),
+                max_ns=int(v.max()),
+                comm_stream=bool(comm_stream[i]),
+                causes_ns={GAP_CAUSES[k]: int(x) for k, x in enumerate(totals.tolist()) if x > 0},
+            )
+        )
     # the gaps holding the most device-idle time first, then the longest
     top_gaps = np.lexsort((-gap_v, -idle_ns))[:top]
     top_list = []
@@ -82,12 +97,19 @@ def stream_gaps(trace: Trace, lo: int, hi: int, gpu_ext: np.ndarray, ops: OpsByE
         r = int(rows[j])
         nxt = int(order[r])
         prv = int(order[r - 1])
-        top_list.append(TopGap(
-            device=int(d_o[r]), stream=int(st_o[r]), start_ns=int(gap_start[r]), gap_ns=int(gap_ns[r]),
-            device_idle_ns=int(idle_ns[j]), cause=GAP_CAUSES[int(cause[j])],
-            before=trace.string(int(g["name"][prv])), after=trace.string(int(g["name"][nxt])),
-            **_launching_op(trace, nxt, gpu_ext, ops),
-        ))
+        top_list.append(
+            TopGap(
+                device=int(d_o[r]),
+                stream=int(st_o[r]),
+                start_ns=int(gap_start[r]),
+                gap_ns=int(gap_ns[r]),
+                device_idle_ns=int(idle_ns[j]),
+                cause=GAP_CAUSES[int(cause[j])],
+                before=trace.string(int(g["name"][prv])),
+                after=trace.string(int(g["name"][nxt])),
+                **_launching_op(trace, nxt, gpu_ext, ops),
+            )
+        )
     return {"streams": streams, "top": top_list, "all_ns": gap_ns[rows]}
 
 
@@ -98,7 +120,7 @@ def _launching_op(trace: Trace, gpu_row: int, gpu_ext: np.ndarray, ops: OpsByExt
     launch = int(g["launch"][gpu_row])
     if launch >= 0:
         out["launch_call"] = trace.string(int(trace.runtime["name"][launch]))
-    row = int(ops.rows_of(gpu_ext[gpu_row:gpu_row + 1])[0])
+    row = int(ops.rows_of(gpu_ext[gpu_row : gpu_row + 1])[0])
     if row >= 0:
         out["launched_by"] = trace.string(int(c["name"][row]))
         if c["stack"][row] >= 0:
@@ -106,13 +128,25 @@ def _launching_op(trace: Trace, gpu_row: int, gpu_ext: np.ndarray, ops: OpsByExt
     return out
 
 
-@analysis(needs=("comm_mask", "window", "gpu_ext", "launching_ops", "idle_sets"), produces=("gap_max_ns", "gap_p95_ns"),
-          evidence=("top_gaps", "stream_gaps"))
+@analysis(
+    needs=("comm_mask", "window", "gpu_ext", "launching_ops", "idle_sets"),
+    produces=("gap_max_ns", "gap_p95_ns"),
+    evidence=("top_gaps", "stream_gaps"),
+)
 def kernel_gaps(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
-    gap = stream_gaps(trace, win.start_ns, win.end_ns, inputs["gpu_ext"], inputs["launching_ops"],
-                      inputs["idle_sets"], inputs["comm_mask"])
+    gap = stream_gaps(
+        trace,
+        win.start_ns,
+        win.end_ns,
+        inputs["gpu_ext"],
+        inputs["launching_ops"],
+        inputs["idle_sets"],
+        inputs["comm_mask"],
+    )
     gaps_ns = gap["all_ns"]
-    m = {"gap_max_ns": int(gaps_ns.max()) if gaps_ns.size else None,
-         "gap_p95_ns": percentile(gaps_ns, 95) if gaps_ns.size else None}
+    m = {
+        "gap_max_ns": int(gaps_ns.max()) if gaps_ns.size else None,
+        "gap_p95_ns": percentile(gaps_ns, 95) if gaps_ns.size else None,
+    }
     return Produced(metrics=m, evidence={"top_gaps": gap["top"], "stream_gaps": gap["streams"]})

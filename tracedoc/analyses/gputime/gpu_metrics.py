@@ -60,8 +60,9 @@ from ...model.trace import Trace
 _EPS = 1e-12
 
 
-def sm_efficiency_steps(starts: np.ndarray, ends: np.ndarray, blocks_per_sm: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray]:
+def sm_efficiency_steps(
+    starts: np.ndarray, ends: np.ndarray, blocks_per_sm: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The SM-efficiency step function of a set of kernels.
 
     Returns ``(points, values)``: ``values[k]`` holds on ``[points[k], points[k + 1])`` and the last
@@ -149,15 +150,17 @@ def gpu_metrics(trace: Trace, lo: int, hi: int, clip_timeline: bool = False, tim
         w = clipped[ok].astype(np.float64)
         est_occ = float(np.sum(occ[ok] * w) / w.sum()) if w.sum() > 0 else None  # not np.dot: see _integral
 
-        out.append({
-            "device": int(dev),
-            "sm_count": by_id[int(dev)].sm_count if int(dev) in by_id else None,
-            "kernels_in_window": int((clipped > 0).sum()),
-            "gpu_utilization": util,
-            "sm_efficiency": sm_eff,
-            "est_occupancy": est_occ,
-            "sm_efficiency_timeline": list(zip(points.tolist(), values.tolist())) if timeline else None,
-        })
+        out.append(
+            {
+                "device": int(dev),
+                "sm_count": by_id[int(dev)].sm_count if int(dev) in by_id else None,
+                "kernels_in_window": int((clipped > 0).sum()),
+                "gpu_utilization": util,
+                "sm_efficiency": sm_eff,
+                "est_occupancy": est_occ,
+                "sm_efficiency_timeline": list(zip(points.tolist(), values.tolist())) if timeline else None,
+            }
+        )
     return out
 
 

@@ -63,8 +63,10 @@ class IdleCauses:
     def launch_idle_in_short_gaps(self, lo: int | None = None, hi: int | None = None) -> int:
         """host_launch + launch_latency time inside idle gaps shorter than ``long_ns`` (inside ``[lo, hi)``
         when given)."""
-        launch = iv.union(np.concatenate([self.sets["host_launch"][0], self.sets["launch_latency"][0]]),
-                          np.concatenate([self.sets["host_launch"][1], self.sets["launch_latency"][1]]))
+        launch = iv.union(
+            np.concatenate([self.sets["host_launch"][0], self.sets["launch_latency"][0]]),
+            np.concatenate([self.sets["host_launch"][1], self.sets["launch_latency"][1]]),
+        )
         part = iv.intersect(iv.subtract(launch, self.in_graph), self.gaps(long=False))
         return iv.total(part if lo is None else iv.clip(part, lo, hi))
 
@@ -125,8 +127,15 @@ def _inside(t: np.ndarray, iset: iv.IntervalSet) -> tuple[np.ndarray, np.ndarray
     return (t >= s[i]) & (t <= e[i]), e[i]
 
 
-def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
-                dataloader: iv.IntervalSet, sync: iv.IntervalSet, long_ns: int | None = None) -> IdleCauses:
+def idle_causes(
+    trace: Trace,
+    busy: iv.IntervalSet,
+    lo: int,
+    hi: int,
+    dataloader: iv.IntervalSet,
+    sync: iv.IntervalSet,
+    long_ns: int | None = None,
+) -> IdleCauses:
     idle = iv.gaps(iv.clip(busy, lo, hi), lo, hi)
     dl = iv.intersect(idle, dataloader)
     rest = iv.subtract(idle, dl)
@@ -165,8 +174,12 @@ def idle_causes(trace: Trace, busy: iv.IntervalSet, lo: int, hi: int,
         "launch_latency": iv.union(s2[latency], e2[latency]),
         "other": iv.union(s2[~latency], e2[~latency]),
     }
-    return IdleCauses(sets=sets, idle=idle, in_graph=iv.union(s2[graph], e2[graph]),
-                      long_ns=long_gap_ns(trace, lo, hi) if long_ns is None else long_ns)
+    return IdleCauses(
+        sets=sets,
+        idle=idle,
+        in_graph=iv.union(s2[graph], e2[graph]),
+        long_ns=long_gap_ns(trace, lo, hi) if long_ns is None else long_ns,
+    )
 
 
 def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[IdleCpuOp]:
@@ -199,8 +212,7 @@ def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[Id
     total = np.bincount(code, weights=overlap[hit])
     count = np.bincount(code)
     order = np.argsort(-total, kind="stable")[:top]
-    return [IdleCpuOp(op=trace.string(int(uniq[i])), count=int(count[i]), idle_overlap_ns=int(total[i]))
-            for i in order]
+    return [IdleCpuOp(op=trace.string(int(uniq[i])), count=int(count[i]), idle_overlap_ns=int(total[i])) for i in order]
 
 
 def occupied(busy: iv.IntervalSet, *also: iv.IntervalSet) -> iv.IntervalSet:
@@ -211,15 +223,24 @@ def occupied(busy: iv.IntervalSet, *also: iv.IntervalSet) -> iv.IntervalSet:
     extra = [x for x in also if x[0].size]
     if not extra:
         return busy
-    return iv.union(np.concatenate([busy[0], *(x[0] for x in extra)]),
-                    np.concatenate([busy[1], *(x[1] for x in extra)]))
+    return iv.union(
+        np.concatenate([busy[0], *(x[0] for x in extra)]), np.concatenate([busy[1], *(x[1] for x in extra)])
+    )
 
 
-@analysis(needs=("op_sets", "window", "dataloader_spans", "sync_spans", "backlog"),
-          provides=("idle_sets", "idle_split"),
-          produces=("idle_short_launch_fraction", "idle_host_long_fraction", "idle_gap_max_ns",
-                    *(f"idle_{c}_fraction" for c in CAUSES), "dataloader_fraction", "dataloader_stall_fraction"),
-          evidence=("idle_causes", "idle_other_cpu_ops"))
+@analysis(
+    needs=("op_sets", "window", "dataloader_spans", "sync_spans", "backlog"),
+    provides=("idle_sets", "idle_split"),
+    produces=(
+        "idle_short_launch_fraction",
+        "idle_host_long_fraction",
+        "idle_gap_max_ns",
+        *(f"idle_{c}_fraction" for c in CAUSES),
+        "dataloader_fraction",
+        "dataloader_stall_fraction",
+    ),
+    evidence=("idle_causes", "idle_other_cpu_ops"),
+)
 def idle_time(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
     lo, hi = win.start_ns, win.end_ns
@@ -235,14 +256,20 @@ def idle_time(trace: Trace, inputs) -> Produced:
         return ns / length if length > 0 else 0.0
 
     idle_s, idle_e = iv.clip(causes.idle, lo, hi)
-    m = {"idle_short_launch_fraction": frac(causes.launch_idle_in_short_gaps(lo, hi)),
-         "idle_host_long_fraction": frac(iv.total(causes.host_late_long(lo, hi))),
-         "idle_gap_max_ns": int((idle_e - idle_s).max()) if idle_s.size else 0,
-         **{f"idle_{cause}_fraction": frac(ns) for cause, ns in totals.items()},
-         "dataloader_fraction": frac(iv.total(iv.clip(dl_spans, lo, hi))),
-         "dataloader_stall_fraction": frac(totals["dataloader"])}
+    m = {
+        "idle_short_launch_fraction": frac(causes.launch_idle_in_short_gaps(lo, hi)),
+        "idle_host_long_fraction": frac(iv.total(causes.host_late_long(lo, hi))),
+        "idle_gap_max_ns": int((idle_e - idle_s).max()) if idle_s.size else 0,
+        **{f"idle_{cause}_fraction": frac(ns) for cause, ns in totals.items()},
+        "dataloader_fraction": frac(iv.total(iv.clip(dl_spans, lo, hi))),
+        "dataloader_stall_fraction": frac(totals["dataloader"]),
+    }
     rows = [IdleCause(cause=c, ns=ns, fraction=frac(ns)) for c, ns in totals.items()]
-    return Produced(metrics=m, evidence={"idle_causes": rows,
-                                         "idle_other_cpu_ops": cpu_ops_during(trace, iv.clip(causes.sets["other"],
-                                                                                            lo, hi))},
-                    values={"idle_sets": causes.sets, "idle_split": causes})
+    return Produced(
+        metrics=m,
+        evidence={
+            "idle_causes": rows,
+            "idle_other_cpu_ops": cpu_ops_during(trace, iv.clip(causes.sets["other"], lo, hi)),
+        },
+        values={"idle_sets": causes.sets, "idle_split": causes},
+    )

@@ -90,8 +90,8 @@ def find_period(trace: Trace, min_repeats: int = MIN_REPEATS) -> Period | None:
     first = order[k::p]
     # each whole iteration (from one cut to the next) completes when its last op ends
     reps = (n - k) // p
-    done = np.maximum.accumulate(e)[k + p - 1:k + reps * p:p] if reps else np.zeros(0, dtype=np.int64)
-    return Period(p, exact, first[:reps + 1], done, int(g["stream"][order[0]]))
+    done = np.maximum.accumulate(e)[k + p - 1 : k + reps * p : p] if reps else np.zeros(0, dtype=np.int64)
+    return Period(p, exact, first[: reps + 1], done, int(g["stream"][order[0]]))
 
 
 def _unit_randoms(k: int) -> np.ndarray:

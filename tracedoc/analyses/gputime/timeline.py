@@ -18,8 +18,16 @@ MAX_OPS_PER_EXCERPT = 4000
 MERGE_RESOLUTION = 2000  # ops narrower than span / MERGE_RESOLUTION are merged with their neighbours
 
 
-def excerpts(trace: Trace, steps, comm_mask: np.ndarray, lo: int, hi: int, idle_sets: dict,
-             dataloader: iv.IntervalSet, sync: iv.IntervalSet) -> list[dict]:
+def excerpts(
+    trace: Trace,
+    steps,
+    comm_mask: np.ndarray,
+    lo: int,
+    hi: int,
+    idle_sets: dict,
+    dataloader: iv.IntervalSet,
+    sync: iv.IntervalSet,
+) -> list[dict]:
     spans: list[tuple[str, int, int]] = []
     if len(steps) > steps.timed_from:
         # only steps with a step time: a pre-window backlog ran ahead of the ones before
@@ -39,12 +47,20 @@ def excerpts(trace: Trace, steps, comm_mask: np.ndarray, lo: int, hi: int, idle_
         names = {}
         if hi > lo:
             spans.append(("window", lo, hi))
-    return [_excerpt(trace, title, names.get(s), s, e, comm_mask, idle_sets, dataloader, sync)
-            for title, s, e in spans]
+    return [_excerpt(trace, title, names.get(s), s, e, comm_mask, idle_sets, dataloader, sync) for title, s, e in spans]
 
 
-def _excerpt(trace: Trace, title: str, step_name: str | None, lo: int, hi: int, comm_mask: np.ndarray,
-             idle_sets: dict, dataloader: iv.IntervalSet, sync: iv.IntervalSet) -> dict:
+def _excerpt(
+    trace: Trace,
+    title: str,
+    step_name: str | None,
+    lo: int,
+    hi: int,
+    comm_mask: np.ndarray,
+    idle_sets: dict,
+    dataloader: iv.IntervalSet,
+    sync: iv.IntervalSet,
+) -> dict:
     g = trace.gpu_ops
     lanes = []
     truncated = 0
@@ -65,8 +81,9 @@ def _excerpt(trace: Trace, title: str, step_name: str | None, lo: int, hi: int, 
                 k = max(1, int(len(ops) * keep_frac))
                 if k < len(ops):
                     truncated += len(ops) - k
-                    ops = sorted(sorted(ops, key=lambda o: o["end"] - o["start"], reverse=True)[:k],
-                                 key=lambda o: o["start"])
+                    ops = sorted(
+                        sorted(ops, key=lambda o: o["end"] - o["start"], reverse=True)[:k], key=lambda o: o["start"]
+                    )
                     lane["ops"] = ops
 
     def rel(iset: iv.IntervalSet) -> list[list[int]]:
@@ -74,9 +91,15 @@ def _excerpt(trace: Trace, title: str, step_name: str | None, lo: int, hi: int, 
         return [[a, b] for a, b in zip((s[:2000] - lo).tolist(), (e[:2000] - lo).tolist())]
 
     return {
-        "title": title, "step": step_name, "start_ns": int(lo), "end_ns": int(hi), "length_ns": int(hi - lo),
-        "lanes": lanes, "ops_left_out": truncated,
-        "dataloader": rel(dataloader), "sync": rel(sync),
+        "title": title,
+        "step": step_name,
+        "start_ns": int(lo),
+        "end_ns": int(hi),
+        "length_ns": int(hi - lo),
+        "lanes": lanes,
+        "ops_left_out": truncated,
+        "dataloader": rel(dataloader),
+        "sync": rel(sync),
         "idle": {cause: rel(s) for cause, s in idle_sets.items()},
     }
 
@@ -103,8 +126,9 @@ def _downsample(trace: Trace, rows: np.ndarray, comm_mask: np.ndarray, lo: int, 
     one_end = np.where(narrow[first], np.maximum(e[first], s[first] + 1), e[first])
     names = g["name"][rows[first]]
     out: list[dict] = []
-    for start, end1, end, k, c, nid in zip(s[first].tolist(), one_end.tolist(), e[last].tolist(), size.tolist(),
-                                           top_cat.tolist(), names.tolist()):
+    for start, end1, end, k, c, nid in zip(
+        s[first].tolist(), one_end.tolist(), e[last].tolist(), size.tolist(), top_cat.tolist(), names.tolist()
+    ):
         if k == 1:
             out.append({"start": start, "end": end1, "name": trace.string(nid), "cat": _CAT[c]})
         else:
@@ -115,12 +139,22 @@ def _downsample(trace: Trace, rows: np.ndarray, comm_mask: np.ndarray, lo: int, 
 _CAT = {0: "compute", 1: "memcpy", 2: "memset", 3: "communication"}
 
 
-@analysis(needs=("step_spans", "comm_mask", "window", "idle_sets", "dataloader_spans", "sync_spans",
-                 "critical_path_overlay"), provides=("timeline",))
+@analysis(
+    needs=("step_spans", "comm_mask", "window", "idle_sets", "dataloader_spans", "sync_spans", "critical_path_overlay"),
+    provides=("timeline",),
+)
 def timeline_excerpts(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
-    rows = excerpts(trace, inputs["step_spans"], inputs["comm_mask"], win.start_ns, win.end_ns, inputs["idle_sets"],
-                    inputs["dataloader_spans"], inputs["sync_spans"])
+    rows = excerpts(
+        trace,
+        inputs["step_spans"],
+        inputs["comm_mask"],
+        win.start_ns,
+        win.end_ns,
+        inputs["idle_sets"],
+        inputs["dataloader_spans"],
+        inputs["sync_spans"],
+    )
     for ex in rows:  # the report's timeline highlights the critical path
         ex["critical"] = inputs["critical_path_overlay"].intervals_in(ex["start_ns"], ex["end_ns"])
     return Produced(values={"timeline": {"excerpts": rows}})

@@ -20,6 +20,7 @@ from .periodic import find_period
 from ..core.registry import Produced, analysis
 from ...model.record import Record
 
+
 @dataclass
 class Steps:
     """Step spans sorted by start: CPU span and the span extended to their GPU work."""
@@ -62,12 +63,12 @@ class Steps:
     def intervals_ns(self) -> np.ndarray:
         """The step times a report's step statistics are taken over: ``step_time_ns`` of the timed steps
         (all of them without a backlog; after a backlog, the intervals from its first completion on)."""
-        return self.step_time_ns[self.timed_from:]
+        return self.step_time_ns[self.timed_from :]
 
     def timed(self) -> np.ndarray:
         """Per step: whether it has a step time (False for the steps a backlog ran ahead of)."""
         out = np.ones(len(self), dtype=bool)
-        out[:self.timed_from] = False
+        out[: self.timed_from] = False
         return out
 
     def after_backlog(self, backlog: Backlog) -> "Steps":
@@ -82,12 +83,12 @@ class Steps:
 WINDOW_KINDS = {
     "steps": "first step start to the end of the last step's GPU work",
     "steady": "first step completion to the last: until the first completion the GPU ran work launched "
-              "before the profiler opened, so the first step has no step time",
+    "before the profiler opened, so the first step has no step time",
     "steps_after_backlog": "end of the GPU work launched before the profiler opened to the end of the last "
-                           "step's GPU work",
+    "step's GPU work",
     "gpu": "first to last GPU op; the trace has no step spans",
     "gpu_after_backlog": "first GPU op launched inside the capture to the last GPU op; the trace has no step "
-                         "spans, and the GPU ran work launched before the profiler opened until then",
+    "spans, and the GPU ran work launched before the profiler opened until then",
     "cpu": "the CPU span; the trace has no GPU ops",
 }
 
@@ -184,13 +185,17 @@ def find_iterations(trace: Trace, backlog: Backlog | None = None) -> tuple[Steps
     backlog = find_backlog(trace) if backlog is None else backlog
     if not len(c):
         return _sequence_iterations(trace)
-    ann = np.flatnonzero((c["kind"] == M.USER_ANNOTATION) & (c["depth"] == 0) &
-                         ~C.name_mask(trace, V.DATALOADER_RE, ids=c["name"])[c["name"]])
+    ann = np.flatnonzero(
+        (c["kind"] == M.USER_ANNOTATION)
+        & (c["depth"] == 0)
+        & ~C.name_mask(trace, V.DATALOADER_RE, ids=c["name"])[c["name"]]
+    )
     best = _longest_repeating(c, ann)
     if best is not None:
         name = trace.string(int(c["name"][best[0]]))
         return _as_steps(trace, c["start_ns"][best], c["end_ns"][best], c["name"][best], backlog).after_backlog(
-            backlog), name
+            backlog
+        ), name
     opt = np.flatnonzero(C.name_mask(trace, ITERATION_END_RE, ids=c["name"])[c["name"]] & (c["kind"] == M.CPU_OP))
     if opt.size > MIN_ITERATIONS:
         ends = np.sort(c["end_ns"][opt])
@@ -209,7 +214,7 @@ def _sequence_iterations(trace: Trace) -> tuple[Steps, str | None]:
     if per is None or per.completion_ns.size < 2:
         return empty, None
     done = per.completion_ns.astype(np.int64)
-    start = trace.gpu_ops["start_ns"][per.first[:done.size]].astype(np.int64)
+    start = trace.gpu_ops["start_ns"][per.first[: done.size]].astype(np.int64)
     names = [f"iteration {i + 1}" for i in range(done.size)]
     return Steps(names, start, done, done, timed_from=1), per.name
 
@@ -236,7 +241,7 @@ def _longest_repeating(c, rows: np.ndarray) -> np.ndarray | None:
     if not ok.size:
         return None
     k = ok[np.argmax(cover[ok])]
-    return r[heads[k]:heads[k] + counts[k]]
+    return r[heads[k] : heads[k] + counts[k]]
 
 
 def _as_steps(trace: Trace, s: np.ndarray, e: np.ndarray, n: np.ndarray, backlog: Backlog | None = None) -> Steps:
@@ -288,9 +293,19 @@ def find_window(trace: Trace, steps: Steps, backlog: Backlog | None = None) -> W
     return Window(0, 0, "cpu")
 
 
-@analysis(needs=("backlog",), provides=("step_spans", "window", "report_step"),
-          produces=("window_ns", "steps", "iterations", "iteration_name", "step_time_mean_ns", "step_time_p50_ns",
-                    "step_time_p95_ns"))
+@analysis(
+    needs=("backlog",),
+    provides=("step_spans", "window", "report_step"),
+    produces=(
+        "window_ns",
+        "steps",
+        "iterations",
+        "iteration_name",
+        "step_time_mean_ns",
+        "step_time_p50_ns",
+        "step_time_p95_ns",
+    ),
+)
 def steps_and_window(trace: Trace, inputs) -> Produced:
     backlog = inputs["backlog"]
     steps = find_steps(trace, backlog)
@@ -299,11 +314,19 @@ def steps_and_window(trace: Trace, inputs) -> Produced:
     # still give the step time, so impact can be said per iteration.
     timed, name = (steps, None) if len(steps) else find_iterations(trace, backlog)
     d = timed.intervals_ns
-    m = {"window_ns": win.end_ns - win.start_ns, "steps": len(steps), "iterations": int(d.size),
-         "iteration_name": name, "step_time_mean_ns": None, "step_time_p50_ns": None, "step_time_p95_ns": None}
+    m = {
+        "window_ns": win.end_ns - win.start_ns,
+        "steps": len(steps),
+        "iterations": int(d.size),
+        "iteration_name": name,
+        "step_time_mean_ns": None,
+        "step_time_p50_ns": None,
+        "step_time_p95_ns": None,
+    }
     if d.size:
-        m.update(step_time_mean_ns=float(d.mean()), step_time_p50_ns=percentile(d, 50),
-                 step_time_p95_ns=percentile(d, 95))
+        m.update(
+            step_time_mean_ns=float(d.mean()), step_time_p50_ns=percentile(d, 50), step_time_p95_ns=percentile(d, 95)
+        )
     # the report's one step time (docs/definitions.md): rates per step divide by it
     step = report_step(m["step_time_p50_ns"], m["window_ns"], m["steps"])
     return Produced(metrics=m, values={"step_spans": steps, "window": win, "report_step": step})

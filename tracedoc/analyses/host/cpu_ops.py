@@ -35,9 +35,16 @@ def host_operators(trace: Trace, lo: int, hi: int, top: int = 15) -> list[HostOp
     own = total - _children_ns(c)
     groups = Groups(c["name"][sel])
     calls, self_ns, cpu_ns = groups.count(), groups.sum(own[sel]), groups.sum(total[sel])
-    return [HostOperator(name=trace.string(int(groups.keys[0][i])), calls=int(calls[i]), self_ns=int(self_ns[i]),
-                         cpu_ns=int(cpu_ns[i]), share=float(self_ns[i]) / (hi - lo))
-            for i in largest_first(self_ns)[:top].tolist()]
+    return [
+        HostOperator(
+            name=trace.string(int(groups.keys[0][i])),
+            calls=int(calls[i]),
+            self_ns=int(self_ns[i]),
+            cpu_ns=int(cpu_ns[i]),
+            share=float(self_ns[i]) / (hi - lo),
+        )
+        for i in largest_first(self_ns)[:top].tolist()
+    ]
 
 
 def _children_ns(c) -> np.ndarray:

@@ -33,5 +33,8 @@ def dataloader_spans(trace: Trace) -> tuple[iv.IntervalSet, bool | None, list[st
 @analysis(provides=("dataloader_spans",), produces=("dataloader_multiprocess",), evidence=("dataloader",))
 def input_pipeline(trace: Trace, inputs) -> Produced:
     spans, multi, names = dataloader_spans(trace)
-    return Produced(metrics={"dataloader_multiprocess": multi}, evidence={"dataloader": [DataLoaderSpan(name=n) for n in names]},
-                    values={"dataloader_spans": spans})
+    return Produced(
+        metrics={"dataloader_multiprocess": multi},
+        evidence={"dataloader": [DataLoaderSpan(name=n) for n in names]},
+        values={"dataloader_spans": spans},
+    )

@@ -72,7 +72,7 @@ def innermost_enclosing(trace: Trace, outer: np.ndarray, inner: np.ndarray) -> n
         return out
     both = np.r_[outer, inner]
     _, key_s, key_e = _axis(trace, both)
-    o_s, o_e, i_s, i_e = key_s[:outer.size], key_e[:outer.size], key_s[outer.size:], key_e[outer.size:]
+    o_s, o_e, i_s, i_e = key_s[: outer.size], key_e[: outer.size], key_s[outer.size :], key_e[outer.size :]
     depth = nest_depths(c["pid"][outer], c["tid"][outer], c["start_ns"][outer], c["end_ns"][outer])
     for d in range(int(depth.max()), -1, -1):  # deepest first: the first level holding an op is its innermost
         level = np.flatnonzero(depth == d)
@@ -88,8 +88,13 @@ def innermost_enclosing(trace: Trace, outer: np.ndarray, inner: np.ndarray) -> n
     return out
 
 
-def _self_within(overlap: np.ndarray, rows: np.ndarray, parent: np.ndarray, sub: np.ndarray | None = None,
-                 sub_owner: np.ndarray | None = None) -> np.ndarray:
+def _self_within(
+    overlap: np.ndarray,
+    rows: np.ndarray,
+    parent: np.ndarray,
+    sub: np.ndarray | None = None,
+    sub_owner: np.ndarray | None = None,
+) -> np.ndarray:
     """Per row: its overlap less its children's (``parent``) and less ``sub`` overlaps charged to
     ``sub_owner`` rows. ``overlap`` is indexed by cpu_ops row."""
     self_ns = overlap[rows].astype(np.int64).copy()
@@ -102,8 +107,13 @@ def _self_within(overlap: np.ndarray, rows: np.ndarray, parent: np.ndarray, sub:
     return np.maximum(self_ns, 0)
 
 
-def work_in(trace: Trace, iset: iv.IntervalSet, kinds: tuple[int, ...], top: int = 15,
-            threads: tuple[np.ndarray, np.ndarray] | None = None) -> list[HostWork]:
+def work_in(
+    trace: Trace,
+    iset: iv.IntervalSet,
+    kinds: tuple[int, ...],
+    top: int = 15,
+    threads: tuple[np.ndarray, np.ndarray] | None = None,
+) -> list[HostWork]:
     """CPU ops of ``kinds`` on ``threads`` (pids, tids; default: the launching threads, every thread when
     none is known) overlapping ``iset``, by name: calls, total time inside it (the union of the calls') and self
     time inside it.
@@ -116,7 +126,7 @@ def work_in(trace: Trace, iset: iv.IntervalSet, kinds: tuple[int, ...], top: int
     pids, tids = launching_threads(trace) if threads is None else threads
     if pids.size:
         code = row_codes(np.r_[c["pid"], pids], np.r_[c["tid"], tids])[0]
-        overlap = np.where(np.isin(code[:len(c)], code[len(c):]), overlap, 0)
+        overlap = np.where(np.isin(code[: len(c)], code[len(c) :]), overlap, 0)
     hit = overlap > 0
     py = np.flatnonzero(hit & (c["kind"] == M.PYTHON_FUNCTION))
     ops = np.flatnonzero(hit & np.isin(c["kind"], (M.CPU_OP, M.USER_ANNOTATION)))
@@ -125,8 +135,9 @@ def work_in(trace: Trace, iset: iv.IntervalSet, kinds: tuple[int, ...], top: int
         aten = ops[c["kind"][ops] == M.CPU_OP]
         top_aten = aten[parents(trace, aten) < 0]  # the operators Python called (not those they called)
         out_rows.append(py)
-        out_self.append(_self_within(overlap, py, parents(trace, py), top_aten,
-                                     innermost_enclosing(trace, py, top_aten)))
+        out_self.append(
+            _self_within(overlap, py, parents(trace, py), top_aten, innermost_enclosing(trace, py, top_aten))
+        )
     if {M.CPU_OP, M.USER_ANNOTATION} & set(kinds) and ops.size:
         out_rows.append(ops)
         out_self.append(_self_within(overlap, ops, parents(trace, ops)))
@@ -147,8 +158,14 @@ def work_in(trace: Trace, iset: iv.IntervalSet, kinds: tuple[int, ...], top: int
         mine = rows[code == i]
         total = iv.total(iv.intersect(iv.union(c["start_ns"][mine], c["end_ns"][mine]), iset))
         if total > 0:
-            out.append(HostWork(name=trace.string(int(uniq[i])), calls=int(calls[i]),
-                                self_ns=int(min(self_by[i], total)), total_ns=int(total)))
+            out.append(
+                HostWork(
+                    name=trace.string(int(uniq[i])),
+                    calls=int(calls[i]),
+                    self_ns=int(min(self_by[i], total)),
+                    total_ns=int(total),
+                )
+            )
     return out
 
 
@@ -157,5 +174,9 @@ def host_late_work(trace: Trace, inputs) -> Produced:
     """The CPU ops and Python frames in the window's long host-late gaps, by self time."""
     win = inputs["window"]
     gaps = inputs["idle_split"].host_late_long(win.start_ns, win.end_ns)
-    return Produced(evidence={"host_late_cpu_ops": work_in(trace, gaps, (M.CPU_OP, M.USER_ANNOTATION)),
-                              "host_late_python": work_in(trace, gaps, (M.PYTHON_FUNCTION,))})
+    return Produced(
+        evidence={
+            "host_late_cpu_ops": work_in(trace, gaps, (M.CPU_OP, M.USER_ANNOTATION)),
+            "host_late_python": work_in(trace, gaps, (M.PYTHON_FUNCTION,)),
+        }
+    )

@@ -18,6 +18,7 @@ from ..kernels import classify as C
 from ..kernels.stats import window_kernel_rows
 from ..core.registry import Produced, analysis
 
+
 def launch_link_fraction(trace: Trace, backlog=None) -> float | None:
     """Share of GPU ops linked to their launch call; None without GPU ops. The ops of a pre-window
     backlog (``backlog.Backlog``) are left out: they were launched before the capture, so no recorded
@@ -63,14 +64,21 @@ def unlinked_ops_text(trace: Trace, backlog=None) -> str | None:
         why.append(f"{without:,} carry no correlation id" if without < n else "none carries a correlation id")
     if n - without:
         who = "no CUDA API call in the export" if trace.meta.format == "nsys" else "no launch call in the trace"
-        why.append(f"{n - without:,} carry a correlation id that {who} has" + (
-            " (the calls were made by a thread or API the capture did not trace, or before it started)"
-            if len(r) else " (the trace holds no runtime calls)"))
+        why.append(
+            f"{n - without:,} carry a correlation id that {who} has"
+            + (
+                " (the calls were made by a thread or API the capture did not trace, or before it started)"
+                if len(r)
+                else " (the trace holds no runtime calls)"
+            )
+        )
     text = f"unlinked: {names}; " + "; ".join(why)
     version = _version(trace.meta.versions.torch)
     if trace.meta.format != "nsys" and version is not None and version < OLD_TORCH:
-        text += (f"; this trace was recorded with torch {trace.meta.versions.torch}, and torch before "
-                 f"{OLD_TORCH[0]}.{OLD_TORCH[1]} often leaves out the correlation ids")
+        text += (
+            f"; this trace was recorded with torch {trace.meta.versions.torch}, and torch before "
+            f"{OLD_TORCH[0]}.{OLD_TORCH[1]} often leaves out the correlation ids"
+        )
     return text
 
 
@@ -99,8 +107,13 @@ def launch_stats(trace: Trace, lo: int, hi: int, backlog=None, blocked: iv.Inter
         out["cpu_launch_overhead_fraction"] = busy / (hi - lo) if hi > lo else None
         out["graph_launches"] = int((graph_call & in_win).sum())
     else:
-        out.update(launch_calls=0, launches_per_ms=None, cpu_launch_overhead_ns=0,
-                   cpu_launch_overhead_fraction=None, graph_launches=0)
+        out.update(
+            launch_calls=0,
+            launches_per_ms=None,
+            cpu_launch_overhead_ns=0,
+            cpu_launch_overhead_fraction=None,
+            graph_launches=0,
+        )
     if len(g):
         linked = np.flatnonzero(g["launch"] >= 0)
         if linked.size:
@@ -123,14 +136,28 @@ def launch_stats(trace: Trace, lo: int, hi: int, backlog=None, blocked: iv.Inter
         out["graph_kernels"] = int((in_graph & is_kernel).sum())
         out["graph_kernel_fraction"] = out["graph_kernels"] / int(is_kernel.sum()) if is_kernel.any() else None
     else:
-        out.update(launch_link_fraction=None, graph_kernels=0, graph_kernel_fraction=None, clock_anomaly=False,
-                   unlinked_gpu_ops=None)
+        out.update(
+            launch_link_fraction=None,
+            graph_kernels=0,
+            graph_kernel_fraction=None,
+            clock_anomaly=False,
+            unlinked_gpu_ops=None,
+        )
     return out
 
 
-LAUNCH_METRICS = ("launches_per_ms", "launch_delay_p50_ns", "launch_delay_p95_ns", "cpu_launch_overhead_fraction",
-                  "graph_launches", "graph_kernels", "graph_kernel_fraction", "launch_link_fraction", "clock_anomaly",
-                  "unlinked_gpu_ops")
+LAUNCH_METRICS = (
+    "launches_per_ms",
+    "launch_delay_p50_ns",
+    "launch_delay_p95_ns",
+    "cpu_launch_overhead_fraction",
+    "graph_launches",
+    "graph_kernels",
+    "graph_kernel_fraction",
+    "launch_link_fraction",
+    "clock_anomaly",
+    "unlinked_gpu_ops",
+)
 
 
 @analysis(needs=("window", "backlog", "launch_queue"), produces=LAUNCH_METRICS, evidence=("launch",))
@@ -139,10 +166,13 @@ def launches(trace: Trace, inputs) -> Produced:
     ls = launch_stats(trace, lo, hi, inputs["backlog"], inputs["launch_queue"].blocked_spans(trace))
     g = trace.gpu_ops
     rows = window_kernel_rows(trace, lo, hi)
-    row = LaunchTotals(launch_calls=ls.get("launch_calls"), cpu_launch_overhead_ns=ls.get("cpu_launch_overhead_ns"),
-                       gpu_kernel_ns=int((g["end_ns"] - g["start_ns"])[rows].sum()) if len(g) else 0,
-                       clock_anomaly_count=ls.get("clock_anomaly_count", 0),
-                       **_distribution("launch_delay", ls.get("launch_delays_ns")))
+    row = LaunchTotals(
+        launch_calls=ls.get("launch_calls"),
+        cpu_launch_overhead_ns=ls.get("cpu_launch_overhead_ns"),
+        gpu_kernel_ns=int((g["end_ns"] - g["start_ns"])[rows].sum()) if len(g) else 0,
+        clock_anomaly_count=ls.get("clock_anomaly_count", 0),
+        **_distribution("launch_delay", ls.get("launch_delays_ns")),
+    )
     return Produced(metrics={k: ls.get(k) for k in LAUNCH_METRICS}, evidence={"launch": [row]})
 
 

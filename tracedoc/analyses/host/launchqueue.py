@@ -175,9 +175,19 @@ def launch_queue(trace: Trace, lo: int, hi: int, backlog: Backlog | None = None)
         ops = np.flatnonzero(streams.index == k)
         times, depths = _depth_steps(launched[ops], g["end_ns"][ops])
         mine = rows[call_stream_of_row[rows] == k]
-        out.streams.append(_stream_row(int(streams.keys[0][k]), int(streams.keys[1][k]), times, depths, lo, hi,
-                                       int(np.count_nonzero((launched[ops] >= lo) & (launched[ops] < hi))),
-                                       mine.size, int(blocked_ns[mine].sum())))
+        out.streams.append(
+            _stream_row(
+                int(streams.keys[0][k]),
+                int(streams.keys[1][k]),
+                times,
+                depths,
+                lo,
+                hi,
+                int(np.count_nonzero((launched[ops] >= lo) & (launched[ops] < hi))),
+                mine.size,
+                int(blocked_ns[mine].sum()),
+            )
+        )
     out.streams.sort(key=lambda row: (-row.depth_max, row.device, row.stream))
     return out
 
@@ -212,13 +222,22 @@ def _usual_duration(trace: Trace, is_launch: np.ndarray) -> np.ndarray:
     counts = by_name.count()
     starts = np.r_[0, np.cumsum(counts)[:-1]]
     sorted_dur = dur[order]
-    med = np.array([float(median(sorted_dur[a:a + n])) for a, n in zip(starts.tolist(), counts.tolist())])
+    med = np.array([float(median(sorted_dur[a : a + n])) for a, n in zip(starts.tolist(), counts.tolist())])
     out[rows] = med[by_name.index]
     return out
 
 
-def _stream_row(device: int, stream: int, times: np.ndarray, depths: np.ndarray, lo: int, hi: int, launches: int,
-                blocked_calls: int, blocked_ns: int) -> LaunchQueueRow:
+def _stream_row(
+    device: int,
+    stream: int,
+    times: np.ndarray,
+    depths: np.ndarray,
+    lo: int,
+    hi: int,
+    launches: int,
+    blocked_calls: int,
+    blocked_ns: int,
+) -> LaunchQueueRow:
     """One stream's queue: its maximum and time-weighted mean depth in the window, the host time blocked
     on it, and the depth over the window as ``SERIES_POINTS`` points (offset from the window's start,
     the maximum depth over the stretch that begins there)."""
@@ -236,15 +255,31 @@ def _stream_row(device: int, stream: int, times: np.ndarray, depths: np.ndarray,
     np.maximum.at(peak, which, d)
     entering = _depth_at(np.r_[lo, times], np.r_[start_depth, depths], edges[:-1] + 1)
     peak = np.maximum(peak, entering)
-    return LaunchQueueRow(device=device, stream=stream, launches=launches, depth_max=int(d.max()), depth_mean=mean,
-                          blocked_calls=int(blocked_calls), blocked_ns=int(blocked_ns),
-                          series_step_ns=int(length // SERIES_POINTS), series=peak.tolist())
+    return LaunchQueueRow(
+        device=device,
+        stream=stream,
+        launches=launches,
+        depth_max=int(d.max()),
+        depth_mean=mean,
+        blocked_calls=int(blocked_calls),
+        blocked_ns=int(blocked_ns),
+        series_step_ns=int(length // SERIES_POINTS),
+        series=peak.tolist(),
+    )
 
 
-@analysis(needs=("window", "backlog"), provides=("launch_queue",),
-          produces=("launch_queue_depth_max", "launch_blocked_calls", "launch_blocked_fraction", "launch_period_ns",
-                    "host_gap_long_ns"),
-          evidence=("launch_queue",))
+@analysis(
+    needs=("window", "backlog"),
+    provides=("launch_queue",),
+    produces=(
+        "launch_queue_depth_max",
+        "launch_blocked_calls",
+        "launch_blocked_fraction",
+        "launch_period_ns",
+        "host_gap_long_ns",
+    ),
+    evidence=("launch_queue",),
+)
 def launch_queue_depth(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
     # the whole analysed span: a queue that fills while a pre-window backlog runs does so before the window
@@ -252,9 +287,11 @@ def launch_queue_depth(trace: Trace, inputs) -> Produced:
     q = launch_queue(trace, lo, hi, inputs["backlog"])
     blocked = iv.total(iv.clip(q.blocked_spans(trace), lo, hi))
     length = hi - lo
-    m = {"launch_queue_depth_max": max((s.depth_max for s in q.streams), default=None),
-         "launch_blocked_calls": int(q.blocked_rows.size),
-         "launch_blocked_fraction": blocked / length if length > 0 else None,
-         "launch_period_ns": launch_period_ns(trace, lo, hi),
-         "host_gap_long_ns": long_gap_ns(trace, lo, hi)}
+    m = {
+        "launch_queue_depth_max": max((s.depth_max for s in q.streams), default=None),
+        "launch_blocked_calls": int(q.blocked_rows.size),
+        "launch_blocked_fraction": blocked / length if length > 0 else None,
+        "launch_period_ns": launch_period_ns(trace, lo, hi),
+        "host_gap_long_ns": long_gap_ns(trace, lo, hi),
+    }
     return Produced(metrics=m, evidence={"launch_queue": q.streams}, values={"launch_queue": q})

@@ -24,8 +24,9 @@ class OpsByExternalId:
 
     def __init__(self, trace: Trace, innermost: bool):
         c = trace.cpu_ops
-        rows = np.flatnonzero((c["external_id"] >= 0) & (c["kind"] == M.CPU_OP)) if len(c) else \
-            np.zeros(0, dtype=np.int64)
+        rows = (
+            np.flatnonzero((c["external_id"] >= 0) & (c["kind"] == M.CPU_OP)) if len(c) else np.zeros(0, dtype=np.int64)
+        )
         order = rows[np.lexsort((c["depth"][rows], c["external_id"][rows]))] if rows.size else rows
         ext = c["external_id"][order] if rows.size else rows
         if innermost:  # the last (deepest) of each id

@@ -30,7 +30,7 @@ class ThreadClock:
         pid = np.concatenate([c["pid"], r["pid"]])
         tid = np.concatenate([c["tid"], r["tid"]])
         code = row_codes(pid, tid)[0]  # threads numbered in (pid, tid) order
-        self.cpu_code, self.rt_code = code[:len(c)], code[len(c):]
+        self.cpu_code, self.rt_code = code[: len(c)], code[len(c) :]
         cols = (c["start_ns"], c["end_ns"], r["start_ns"], r["end_ns"])
         lo = min((int(a.min()) for a in cols if a.size), default=0)
         hi = max((int(a.max()) for a in cols if a.size), default=0)

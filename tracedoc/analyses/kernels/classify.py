@@ -23,12 +23,16 @@ TC_RE = re.compile(
     r"xmma|wgmma|(?<!sub)tensorop|tensorcore|_tc_|nvjet|sm(80|86|89|90|90a|100|100a|120)_xmma|"
     r"sm(80|86|89|90|100|120)_.*(gemm|conv)|cutlass.*(s|h|bf)16816|gmma|mma_|flash_fwd|flash_bwd|"
     r"fmha|flash::|cudnn_.*_hmma|ampere_.*(h|bf|s)16816|ampere_fp16|ampere_bf16|turing_fp16|volta_h884|"
-    r"volta_fp16|hopper_|sm90_|cublasLt.*tensor)", re.I)
+    r"volta_fp16|hopper_|sm90_|cublasLt.*tensor)",
+    re.I,
+)
 # Matrix math on CUDA cores (FP32/FP64 gemm and conv kernels): not Tensor Core work, but work that
 # could be (AMP, TF32).
 CUDA_CORE_MATH_RE = re.compile(
     r"(ffma|sgemm|dgemm|gemmSN|gemv|scudnn|dcudnn|_s\d+gemm|winograd|implicit_convolve_sgemm|dgrad_engine|"
-    r"wgrad_alg|fprop_engine|conv2d_grouped_direct|depthwise)", re.I)
+    r"wgrad_alg|fprop_engine|conv2d_grouped_direct|depthwise)",
+    re.I,
+)
 # Helper kernels that are plainly not Tensor Core work and could not be (elementwise, reductions,
 # copies, layout conversion, norms, softmax, optimizers, index math...).
 HELPER_RE = re.compile(
@@ -37,24 +41,33 @@ HELPER_RE = re.compile(
     r"adam|sgd|multi_tensor|foreach|relu|gelu|silu|sigmoid|tanh|pool|upsample|arange|memcpy|memset|"
     r"distribution|random|philox|transpose|permute|nchw|nhwc|compute_|fft|bn_fw|bn_bw|_bn_|im2col|col2im|"
     r"nll_loss|cross_entropy|adaptive_|Offsets?Kernel|splitKreduce|cub::|Scan|GammaBeta|_offsets|"
-    r"bounds_check|quantize|to_float|histogram|unique|masked|clamp|rms_?norm|SubTensorOp|Op\dd?TensorGeneric)", re.I)
+    r"bounds_check|quantize|to_float|histogram|unique|masked|clamp|rms_?norm|SubTensorOp|Op\dd?TensorGeneric)",
+    re.I,
+)
 # Matrix and convolution work whose names carry layout words a helper pattern would take (``nchw``,
 # ``nhwc``, ``transpose``, ``fft``): MIOpen's and composable_kernel's implicit-GEMM convolutions, naive and
 # assembly convolutions, rocBLAS/Tensile GEMMs, cuDNN's FFT and Winograd convolution stages. They run an
 # op's arithmetic, so they are never helpers.
 MATRIX_WORK_RE = re.compile(
     r"(igemm_(fwd|bwd|wrw)|implicit_?gemm|gridwise_(convolution|gemm)|naive_conv|MIOpenConv|Asm_?Conv|"
-    r"conv_?(fwd|bwd|wrw)|Cijk_|xdlops|fft2d_|cgemm|winograd|_conv_)", re.I)
+    r"conv_?(fwd|bwd|wrw)|Cijk_|xdlops|fft2d_|cgemm|winograd|_conv_)",
+    re.I,
+)
 # Kernels templated on plain float (FP32) with no half/bf16/tf32/int8 type and no MMA marker: these run
 # on CUDA cores (TF32 Tensor Core kernels carry "tf32" in their names).
 FP32_TYPED_RE = re.compile(r"<\s*float\s*[,>]|\bfloat\s*,\s*float\b")
-LOW_PRECISION_RE = re.compile(r"\bhalf\b|__half|half_t|bf16|bfloat16|fp16|\bf16|f16f16|tf32|int8|fp8|e4m3|e5m2|"
-                              r"hmma|imma|wgmma|mma_sync", re.I)
+LOW_PRECISION_RE = re.compile(
+    r"\bhalf\b|__half|half_t|bf16|bfloat16|fp16|\bf16|f16f16|tf32|int8|fp8|e4m3|e5m2|"
+    r"hmma|imma|wgmma|mma_sync",
+    re.I,
+)
 # Kernel names of matmul / conv / attention work, the kind Tensor Cores run.
 TC_ELIGIBLE_RE = re.compile(r"(gemm|gemv|conv|matmul|linear|bmm|attention|attn|fmha|mma|winograd|cudnn)", re.I)
 
-def name_mask(trace: Trace, pattern: re.Pattern, exclude: re.Pattern | None = None,
-              ids: np.ndarray | None = None) -> np.ndarray:
+
+def name_mask(
+    trace: Trace, pattern: re.Pattern, exclude: re.Pattern | None = None, ids: np.ndarray | None = None
+) -> np.ndarray:
     """Per string id: does the name match ``pattern`` (and not ``exclude``)? With ``ids``, only the
     strings that column uses are tested (the rest read False)."""
     mask = trace.string_ids(pattern.search, ids)  # a match object is true, None false

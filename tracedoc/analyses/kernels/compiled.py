@@ -47,8 +47,12 @@ def region_contents(trace: Trace, lo: int, hi: int) -> dict[int, tuple[str, int]
     launch_at = r["start_ns"][launch_row]
     out: dict[int, tuple[str, int]] = {}
     for i in sel[np.sort(first)][:MAX_REGIONS]:
-        inside = ((r["tid"][launch_row] == c["tid"][i]) & (r["pid"][launch_row] == c["pid"][i])
-                  & (launch_at >= c["start_ns"][i]) & (launch_at <= c["end_ns"][i]))
+        inside = (
+            (r["tid"][launch_row] == c["tid"][i])
+            & (r["pid"][launch_row] == c["pid"][i])
+            & (launch_at >= c["start_ns"][i])
+            & (launch_at <= c["end_ns"][i])
+        )
         ops = launched[inside]
         if not ops.size:
             continue

@@ -37,8 +37,9 @@ def _gpu_time_by_cpu_row(trace: Trace, launching_ops, gpu_ext: np.ndarray, lo: i
     return ops, ns
 
 
-def operators_by_shape(trace: Trace, launching_ops, gpu_ext: np.ndarray, lo: int, hi: int,
-                       top: int = TOP_ROWS) -> list[OperatorShape]:
+def operators_by_shape(
+    trace: Trace, launching_ops, gpu_ext: np.ndarray, lo: int, hi: int, top: int = TOP_ROWS
+) -> list[OperatorShape]:
     """CPU op calls whose work is in the window (``kernels.ops_of_window``: started in it, or launched
     a GPU op running in it) grouped by (name, recorded input shapes): calls, inclusive CPU time, and the
     GPU ops each launched directly. Ops without recorded shapes group by name alone."""
@@ -63,10 +64,18 @@ def operators_by_shape(trace: Trace, launching_ops, gpu_ext: np.ndarray, lo: int
     gpu = np.bincount(inverse, weights=gpu_ns[rows])
     grand = float(gpu.sum()) or 1.0
     order = np.lexsort((-cpu, -gpu))[:top]
-    return [OperatorShape(name=trace.string(int(uniq[i, 0])),
-                          input_shapes=_compact(trace.string(int(uniq[i, 1]))) if uniq[i, 1] >= 0 else None,
-                          calls=int(calls[i]), cpu_ns=int(round(cpu[i])), gpu_ops=int(launched[i]),
-                          gpu_ns=int(round(gpu[i])), share=float(gpu[i]) / grand) for i in order.tolist()]
+    return [
+        OperatorShape(
+            name=trace.string(int(uniq[i, 0])),
+            input_shapes=_compact(trace.string(int(uniq[i, 1]))) if uniq[i, 1] >= 0 else None,
+            calls=int(calls[i]),
+            cpu_ns=int(round(cpu[i])),
+            gpu_ops=int(launched[i]),
+            gpu_ns=int(round(gpu[i])),
+            share=float(gpu[i]) / grand,
+        )
+        for i in order.tolist()
+    ]
 
 
 def operators_by_module(trace: Trace, lo: int, hi: int, top: int = TOP_ROWS) -> list[ModuleOperators]:
@@ -83,8 +92,11 @@ def operators_by_module(trace: Trace, lo: int, hi: int, top: int = TOP_ROWS) -> 
     in_window = (c["start_ns"][mods] >= lo) & (c["start_ns"][mods] < hi)
     gpu = np.zeros(ids.size, dtype=np.float64)
     kernels = np.zeros(ids.size, dtype=np.float64)
-    launched = np.flatnonzero((g["launch"] >= 0) & (g["start_ns"] < hi) & (g["end_ns"] > lo)) if len(g) and len(r) \
+    launched = (
+        np.flatnonzero((g["launch"] >= 0) & (g["start_ns"] < hi) & (g["end_ns"] > lo))
+        if len(g) and len(r)
         else np.zeros(0, dtype=np.int64)
+    )
     if launched.size:
         clock = ThreadClock(trace)
         calls_rt = g["launch"][launched]
@@ -104,20 +116,35 @@ def operators_by_module(trace: Trace, lo: int, hi: int, top: int = TOP_ROWS) -> 
         gpu = np.bincount(inverse[owner[ok]], weights=dur[ok], minlength=ids.size)
         kernels = np.bincount(inverse[owner[ok]], minlength=ids.size).astype(np.float64)
     calls = np.bincount(inverse, weights=in_window.astype(np.float64), minlength=ids.size)
-    cpu = np.bincount(inverse, weights=np.where(in_window, c["end_ns"][mods] - c["start_ns"][mods], 0)
-                      .astype(np.float64), minlength=ids.size)
+    cpu = np.bincount(
+        inverse,
+        weights=np.where(in_window, c["end_ns"][mods] - c["start_ns"][mods], 0).astype(np.float64),
+        minlength=ids.size,
+    )
     grand = float(gpu.sum()) or 1.0
     order = np.lexsort((-cpu, -gpu))
     order = order[(calls[order] > 0) | (gpu[order] > 0)][:top]
-    return [ModuleOperators(module=MODULE_SPAN_RE.match(trace.string(int(ids[i]))).group(1), calls=int(calls[i]),
-                            cpu_ns=int(round(cpu[i])), gpu_ops=int(kernels[i]), gpu_ns=int(round(gpu[i])),
-                            share=float(gpu[i]) / grand) for i in order.tolist()]
+    return [
+        ModuleOperators(
+            module=MODULE_SPAN_RE.match(trace.string(int(ids[i]))).group(1),
+            calls=int(calls[i]),
+            cpu_ns=int(round(cpu[i])),
+            gpu_ops=int(kernels[i]),
+            gpu_ns=int(round(gpu[i])),
+            share=float(gpu[i]) / grand,
+        )
+        for i in order.tolist()
+    ]
 
 
 @analysis(needs=("launching_ops", "gpu_ext", "window"), evidence=("operators_by_shape", "operators_by_module"))
 def operator_groups(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
-    return Produced(evidence={
-        "operators_by_shape": operators_by_shape(trace, inputs["launching_ops"], inputs["gpu_ext"], win.start_ns,
-                                                 win.end_ns),
-        "operators_by_module": operators_by_module(trace, win.start_ns, win.end_ns)})
+    return Produced(
+        evidence={
+            "operators_by_shape": operators_by_shape(
+                trace, inputs["launching_ops"], inputs["gpu_ext"], win.start_ns, win.end_ns
+            ),
+            "operators_by_module": operators_by_module(trace, win.start_ns, win.end_ns),
+        }
+    )

@@ -19,7 +19,8 @@ from ..core.registry import Produced, analysis
 TC_ELIGIBLE_OP_RE = re.compile(
     r"^aten::(mm|matmul|addmm|addmv|bmm|baddbmm|linear|conv\w*|_convolution\w*|cudnn_convolution\w*|"
     r"_scaled_dot_product\w*|scaled_dot_product\w*|einsum|_flash_attention\w*|_efficient_attention\w*|"
-    r"addbmm|tensordot|mkldnn_convolution|miopen_convolution\w*)$")
+    r"addbmm|tensordot|mkldnn_convolution|miopen_convolution\w*)$"
+)
 
 
 def kernel_stats(trace: Trace) -> dict:
@@ -70,10 +71,18 @@ def kernel_totals(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> list
     kind[inverse[::-1]] = g["kind"][sel][::-1]  # the first row's kind of each name
     comm = np.bincount(inverse, weights=comm_mask[sel].astype(np.float64)) > 0
     order = np.argsort(-total, kind="stable")
-    return [KernelTotal(name=trace.string(int(ids[i])), kind=M.GPU_KIND_NAMES[int(kind[i])],
-                        category="communication" if comm[i] else ("compute" if kind[i] == M.KERNEL else
-                                                                  M.GPU_KIND_NAMES[int(kind[i])]),
-                        count=int(count[i]), total_ns=int(total[i])) for i in order]
+    return [
+        KernelTotal(
+            name=trace.string(int(ids[i])),
+            kind=M.GPU_KIND_NAMES[int(kind[i])],
+            category="communication"
+            if comm[i]
+            else ("compute" if kind[i] == M.KERNEL else M.GPU_KIND_NAMES[int(kind[i])]),
+            count=int(count[i]),
+            total_ns=int(total[i]),
+        )
+        for i in order
+    ]
 
 
 def ops_of_window(trace: Trace, launch_rows: np.ndarray | None, lo: int, hi: int) -> np.ndarray:
@@ -89,8 +98,9 @@ def ops_of_window(trace: Trace, launch_rows: np.ndarray | None, lo: int, hi: int
     return mask & (c["kind"] == M.CPU_OP)
 
 
-def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int,
-                    launch_rows: np.ndarray | None = None) -> list[OperatorTotal]:
+def operator_totals(
+    trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, launch_rows: np.ndarray | None = None
+) -> list[OperatorTotal]:
     """Every CPU operator name with a call whose work is in the window (``ops_of_window``): calls,
     inclusive CPU time, and the GPU ops (and their time) it launched directly (innermost operator of
     each launch)."""
@@ -114,15 +124,28 @@ def operator_totals(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int,
         np.add.at(gpu_ns, pos[known], (g["end_ns"] - g["start_ns"])[launched][known].astype(np.float64))
     order = np.argsort(-cpu_ns, kind="stable")
     contents = region_contents(trace, lo, hi)  # torch.compile regions: what they ran, for the diff to match by
-    return [OperatorTotal(name=trace.string(int(ids[i])), calls=int(calls[i]), cpu_ns=int(cpu_ns[i]),
-                          gpu_ops=int(gpu_ops[i]), gpu_ns=int(gpu_ns[i]),
-                          content=contents[int(ids[i])][0] if int(ids[i]) in contents else None,
-                          content_kernels=contents[int(ids[i])][1] if int(ids[i]) in contents else None)
-            for i in order]
+    return [
+        OperatorTotal(
+            name=trace.string(int(ids[i])),
+            calls=int(calls[i]),
+            cpu_ns=int(cpu_ns[i]),
+            gpu_ops=int(gpu_ops[i]),
+            gpu_ns=int(gpu_ns[i]),
+            content=contents[int(ids[i])][0] if int(ids[i]) in contents else None,
+            content_kernels=contents[int(ids[i])][1] if int(ids[i]) in contents else None,
+        )
+        for i in order
+    ]
 
 
-def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_ops: np.ndarray,
-                 tc_classes: tuple[np.ndarray, np.ndarray]) -> dict:
+def tensor_cores(
+    trace: Trace,
+    comm_mask: np.ndarray,
+    lo: int,
+    hi: int,
+    kernel_ops: np.ndarray,
+    tc_classes: tuple[np.ndarray, np.ndarray],
+) -> dict:
     """Tensor Core shares of compute time; ``tc_classes`` is ``classify.tensor_core_class(trace)``."""
     g = trace.gpu_ops
     out = {"tensor_core_fraction": None, "tensor_core_unknown_fraction": None, "tc_eligible_non_tc_fraction": None}
@@ -149,8 +172,9 @@ def tensor_cores(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, kernel_o
     return out
 
 
-def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classes: tuple[np.ndarray, np.ndarray],
-                top: int = 15) -> list[TopKernel]:
+def top_kernels(
+    trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classes: tuple[np.ndarray, np.ndarray], top: int = 15
+) -> list[TopKernel]:
     g = trace.gpu_ops
     sel = _overlapping(g, lo, hi)
     if sel is None:
@@ -164,18 +188,27 @@ def top_kernels(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int, tc_classe
     rows = []
     for i in largest_first(total_ns)[:top].tolist():
         sid, kind, comm = int(by_name.keys[0][i]), int(kinds[i]), bool(comms[i])
-        rows.append(TopKernel(
-            name=trace.string(sid), kind=M.GPU_KIND_NAMES[kind], count=int(count[i]),
-            total_ns=int(total_ns[i]), mean_ns=float(total_ns[i] / count[i]), max_ns=int(max_ns[i]),
-            share=float(total_ns[i]) / grand,
-            category="communication" if comm else ("compute" if kind == M.KERNEL else M.GPU_KIND_NAMES[kind]),
-            tensor_core=({1: "yes", 0: "no", -1: "unknown"}[int(tc[sid])] if kind == M.KERNEL and not comm else "n/a"),
-        ))
+        rows.append(
+            TopKernel(
+                name=trace.string(sid),
+                kind=M.GPU_KIND_NAMES[kind],
+                count=int(count[i]),
+                total_ns=int(total_ns[i]),
+                mean_ns=float(total_ns[i] / count[i]),
+                max_ns=int(max_ns[i]),
+                share=float(total_ns[i]) / grand,
+                category="communication" if comm else ("compute" if kind == M.KERNEL else M.GPU_KIND_NAMES[kind]),
+                tensor_core=(
+                    {1: "yes", 0: "no", -1: "unknown"}[int(tc[sid])] if kind == M.KERNEL and not comm else "n/a"
+                ),
+            )
+        )
     return rows
 
 
-def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: int = 15,
-                  launch_rows: np.ndarray | None = None) -> list[TopOperator]:
+def top_operators(
+    trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: int = 15, launch_rows: np.ndarray | None = None
+) -> list[TopOperator]:
     """GPU time attributed to the CPU ops that launched it (through External id), with the calls and CPU
     time of the operator calls whose work is in the window (``ops_of_window``)."""
     g, c = trace.gpu_ops, trace.cpu_ops
@@ -191,15 +224,27 @@ def top_operators(trace: Trace, kernel_ops: np.ndarray, lo: int, hi: int, top: i
     if len(c):
         in_win = ops_of_window(trace, launch_rows, lo, hi)
         by_name = Groups(c["name"][in_win])
-        calls = dict(zip(by_name.keys[0].tolist(), zip(by_name.count().tolist(),
-                                                       by_name.sum(c["end_ns"][in_win] - c["start_ns"][in_win]).tolist())))
+        calls = dict(
+            zip(
+                by_name.keys[0].tolist(),
+                zip(by_name.count().tolist(), by_name.sum(c["end_ns"][in_win] - c["start_ns"][in_win]).tolist()),
+            )
+        )
     grand = float(dur.sum()) or 1.0
     rows = []
     for i in largest_first(gpu_ns)[:top].tolist():
         sid = int(by_op.keys[0][i])
         n_calls, cpu_ns = calls.get(sid, (0, 0))
-        rows.append(TopOperator(name=trace.string(sid), calls=int(n_calls), cpu_ns=int(cpu_ns), gpu_ops=int(gpu_ops[i]),
-                                gpu_ns=int(gpu_ns[i]), share=float(gpu_ns[i]) / grand))
+        rows.append(
+            TopOperator(
+                name=trace.string(sid),
+                calls=int(n_calls),
+                cpu_ns=int(cpu_ns),
+                gpu_ops=int(gpu_ops[i]),
+                gpu_ns=int(gpu_ns[i]),
+                share=float(gpu_ns[i]) / grand,
+            )
+        )
     return rows
 
 
@@ -224,8 +269,16 @@ def kernel_classes(trace: Trace, comm_mask: np.ndarray, lo: int, hi: int) -> lis
     count = np.bincount(cls, minlength=n)
     total = np.bincount(cls, weights=dur, minlength=n)
     grand = float(dur.sum()) or 1.0
-    return [KernelClass(kernel_class=V.KERNEL_CLASSES[i], count=int(count[i]), total_ns=int(round(total[i])),
-                        share=float(total[i]) / grand) for i in np.argsort(-total, kind="stable").tolist() if count[i]]
+    return [
+        KernelClass(
+            kernel_class=V.KERNEL_CLASSES[i],
+            count=int(count[i]),
+            total_ns=int(round(total[i])),
+            share=float(total[i]) / grand,
+        )
+        for i in np.argsort(-total, kind="stable").tolist()
+        if count[i]
+    ]
 
 
 def window_kernel_rows(trace: Trace, lo: int, hi: int) -> np.ndarray:
@@ -235,41 +288,53 @@ def window_kernel_rows(trace: Trace, lo: int, hi: int) -> np.ndarray:
     return np.flatnonzero((g["kind"] == M.KERNEL) & (g["start_ns"] < hi) & (g["end_ns"] > lo))
 
 
-@analysis(needs=("window",), produces=("kernel_count", "kernel_median_ns", "kernels_under_10us_fraction",
-                                       "blocks_per_sm_mean"))
+@analysis(
+    needs=("window",),
+    produces=("kernel_count", "kernel_median_ns", "kernels_under_10us_fraction", "blocks_per_sm_mean"),
+)
 def kernel_statistics(trace: Trace, inputs) -> Produced:
     rows = window_kernel_rows(trace, inputs["window"].start_ns, inputs["window"].end_ns)
     return Produced(metrics={**kernel_stats(trace), **occupancy_stats(trace, rows)})
 
 
-@analysis(needs=("comm_mask", "window", "kernel_ops", "tc_classes"),
-          produces=("tensor_core_fraction", "tensor_core_unknown_fraction", "tc_eligible_non_tc_fraction"))
+@analysis(
+    needs=("comm_mask", "window", "kernel_ops", "tc_classes"),
+    produces=("tensor_core_fraction", "tensor_core_unknown_fraction", "tc_eligible_non_tc_fraction"),
+)
 def tensor_core_use(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
-    return Produced(metrics=tensor_cores(trace, inputs["comm_mask"], win.start_ns, win.end_ns, inputs["kernel_ops"],
-                                         inputs["tc_classes"]))
+    return Produced(
+        metrics=tensor_cores(
+            trace, inputs["comm_mask"], win.start_ns, win.end_ns, inputs["kernel_ops"], inputs["tc_classes"]
+        )
+    )
 
 
 @analysis(needs=("comm_mask", "window", "tc_classes"), evidence=("top_kernels",))
 def kernel_table(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
-    return Produced(evidence={"top_kernels": top_kernels(trace, inputs["comm_mask"], win.start_ns, win.end_ns,
-                                                         inputs["tc_classes"])})
+    return Produced(
+        evidence={
+            "top_kernels": top_kernels(trace, inputs["comm_mask"], win.start_ns, win.end_ns, inputs["tc_classes"])
+        }
+    )
 
 
 @analysis(needs=("comm_mask", "window"), evidence=("kernel_classes",))
 def kernel_class_table(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
-    return Produced(evidence={"kernel_classes": kernel_classes(trace, inputs["comm_mask"], win.start_ns,
-                                                               win.end_ns)})
+    return Produced(evidence={"kernel_classes": kernel_classes(trace, inputs["comm_mask"], win.start_ns, win.end_ns)})
 
 
 @analysis(needs=("kernel_ops", "window", "launching_ops", "gpu_ext"), evidence=("top_operators",))
 def operator_table(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
     rows = inputs["launching_ops"].rows_of(inputs["gpu_ext"])
-    return Produced(evidence={"top_operators": top_operators(trace, inputs["kernel_ops"], win.start_ns, win.end_ns,
-                                                             launch_rows=rows)})
+    return Produced(
+        evidence={
+            "top_operators": top_operators(trace, inputs["kernel_ops"], win.start_ns, win.end_ns, launch_rows=rows)
+        }
+    )
 
 
 @analysis(needs=("comm_mask", "window"), evidence=("kernel_totals",))
@@ -282,5 +347,8 @@ def kernel_total_table(trace: Trace, inputs) -> Produced:
 def operator_total_table(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
     rows = inputs["launching_ops"].rows_of(inputs["gpu_ext"])
-    return Produced(evidence={"operator_totals": operator_totals(trace, inputs["kernel_ops"], win.start_ns,
-                                                                 win.end_ns, launch_rows=rows)})
+    return Produced(
+        evidence={
+            "operator_totals": operator_totals(trace, inputs["kernel_ops"], win.start_ns, win.end_ns, launch_rows=rows)
+        }
+    )

@@ -35,8 +35,10 @@ def copies(trace: Trace, inputs) -> Produced:
     lo, hi = inputs["window"].start_ns, inputs["window"].end_ns
     rows = np.flatnonzero((g["kind"] == M.MEMCPY) & (g["start_ns"] < hi) & (g["end_ns"] > lo))
     pageable = (g["src_kind"][rows] == M.MEM_PAGEABLE) | (g["dst_kind"][rows] == M.MEM_PAGEABLE)
-    return Produced(metrics={"pageable_memcpy_count": int(pageable.sum())},
-                    evidence={"memcpy": copy_table(trace, rows, inputs["kernel_ops"])})
+    return Produced(
+        metrics={"pageable_memcpy_count": int(pageable.sum())},
+        evidence={"memcpy": copy_table(trace, rows, inputs["kernel_ops"])},
+    )
 
 
 def copy_table(trace: Trace, rows: np.ndarray, kernel_ops: np.ndarray) -> list[CopyDirection]:
@@ -51,22 +53,30 @@ def copy_table(trace: Trace, rows: np.ndarray, kernel_ops: np.ndarray) -> list[C
     pinned = (src == M.MEM_PINNED) | (dst == M.MEM_PINNED)
     ops = kernel_ops[rows]
     launch = g["launch"][rows]
-    calls = np.where(launch >= 0, trace.runtime["name"][np.maximum(launch, 0)], -1) if len(trace.runtime) \
+    calls = (
+        np.where(launch >= 0, trace.runtime["name"][np.maximum(launch, 0)], -1)
+        if len(trace.runtime)
         else np.full(rows.size, -1)
+    )
     out = []
     for k in distinct(kind).tolist():
         sel = kind == k
         known = sel & (nbytes >= 0)
         known_ns = int(dur[known].sum())
         total_bytes = int(nbytes[known].sum()) if known.any() else None
-        out.append(CopyDirection(
-            copy_kind=M.COPY_KIND_NAMES.get(k, "unknown"), count=int(sel.sum()), total_ns=int(dur[sel].sum()),
-            bytes=total_bytes,
-            achieved_gbps=total_bytes / known_ns if total_bytes is not None and known_ns > 0 else None,
-            pageable_count=int((sel & pageable).sum()) if (sel & recorded).any() else None,
-            pinned_count=int((sel & pinned).sum()) if (sel & recorded).any() else None,
-            ops=_top_names(trace, ops[sel]), calls=_top_names(trace, calls[sel]),
-        ))
+        out.append(
+            CopyDirection(
+                copy_kind=M.COPY_KIND_NAMES.get(k, "unknown"),
+                count=int(sel.sum()),
+                total_ns=int(dur[sel].sum()),
+                bytes=total_bytes,
+                achieved_gbps=total_bytes / known_ns if total_bytes is not None and known_ns > 0 else None,
+                pageable_count=int((sel & pageable).sum()) if (sel & recorded).any() else None,
+                pinned_count=int((sel & pinned).sum()) if (sel & recorded).any() else None,
+                ops=_top_names(trace, ops[sel]),
+                calls=_top_names(trace, calls[sel]),
+            )
+        )
     out.sort(key=lambda r: -r.total_ns)
     return out
 

@@ -14,9 +14,15 @@ def memory(trace: Trace) -> dict:
     """Peak allocated/reserved per device from ``[memory]`` events, vs device memory."""
     mem = trace.memory
     devices = {d.id if d.id is not None else i: d for i, d in enumerate(trace.meta.devices)}
-    out: dict = {"memory_peak_allocated_bytes": None, "memory_peak_reserved_bytes": None,
-                 "device_memory_bytes": None, "memory_peak_fraction": None, "per_device": [], "top_allocs": [],
-                 "curve": []}
+    out: dict = {
+        "memory_peak_allocated_bytes": None,
+        "memory_peak_reserved_bytes": None,
+        "device_memory_bytes": None,
+        "memory_peak_fraction": None,
+        "per_device": [],
+        "top_allocs": [],
+        "curve": [],
+    }
     gpu_devs = distinct(trace.gpu_ops["device"]) if len(trace.gpu_ops) else np.zeros(0, dtype=np.int64)
     if gpu_devs.size and int(gpu_devs[0]) in devices:
         out["device_memory_bytes"] = devices[int(gpu_devs[0])].memory_bytes
@@ -35,8 +41,15 @@ def memory(trace: Trace) -> dict:
         total = devices[int(dev)].memory_bytes if int(dev) in devices else None
         peak = peak_r if peak_r is not None else peak_a
         frac = peak / total if (peak is not None and total) else None
-        out["per_device"].append({"device": int(dev), "peak_allocated_bytes": peak_a, "peak_reserved_bytes": peak_r,
-                                  "device_memory_bytes": total, "peak_fraction": frac})
+        out["per_device"].append(
+            {
+                "device": int(dev),
+                "peak_allocated_bytes": peak_a,
+                "peak_reserved_bytes": peak_r,
+                "device_memory_bytes": total,
+                "peak_fraction": frac,
+            }
+        )
         if out["memory_peak_allocated_bytes"] is None or (peak_a or 0) > out["memory_peak_allocated_bytes"]:
             out["memory_peak_allocated_bytes"] = peak_a
             out["memory_peak_reserved_bytes"] = peak_r
@@ -48,9 +61,15 @@ def memory(trace: Trace) -> dict:
     rows = np.flatnonzero(is_gpu)
     order = rows[np.argsort(mem["ts_ns"][rows], kind="stable")]
     step = max(1, order.size // 400)
-    out["curve"] = [{"ts_ns": int(mem["ts_ns"][i]), "allocated": int(mem["total_allocated"][i]),
-                     "reserved": int(mem["total_reserved"][i]), "device": int(mem["device_id"][i])}
-                    for i in order[::step].tolist()]
+    out["curve"] = [
+        {
+            "ts_ns": int(mem["ts_ns"][i]),
+            "allocated": int(mem["total_allocated"][i]),
+            "reserved": int(mem["total_reserved"][i]),
+            "device": int(mem["device_id"][i]),
+        }
+        for i in order[::step].tolist()
+    ]
     out["top_allocs"] = _top_allocs(trace, np.flatnonzero(is_gpu & (mem["bytes"] > 0)))
     return out
 
@@ -63,7 +82,7 @@ def _top_allocs(trace: Trace, rows: np.ndarray, top: int = 10) -> list[dict]:
     # Aggregate by allocating op: attribute each alloc to the innermost open op on its thread.
     op = np.full(rows.size, -1, dtype=np.int64)
     if len(c):
-        for (pid, tid) in set(zip(mem["pid"][rows].tolist(), mem["tid"][rows].tolist())):
+        for pid, tid in set(zip(mem["pid"][rows].tolist(), mem["tid"][rows].tolist())):
             sel = np.flatnonzero((mem["pid"][rows] == pid) & (mem["tid"][rows] == tid))
             ops = np.flatnonzero((c["pid"] == pid) & (c["tid"] == tid) & (c["kind"] == M.CPU_OP))
             if not ops.size:
@@ -81,16 +100,41 @@ def _top_allocs(trace: Trace, rows: np.ndarray, top: int = 10) -> list[dict]:
     groups = Groups(op)
     size = mem["bytes"][rows]
     count, total, biggest = groups.count(), groups.sum(size), groups.max(size)
-    return [{"op": trace.string(int(groups.keys[0][i])) if groups.keys[0][i] >= 0 else None, "count": int(count[i]),
-             "total_bytes": int(total[i]), "max_bytes": int(biggest[i])}
-            for i in largest_first(total)[:top].tolist()]
+    return [
+        {
+            "op": trace.string(int(groups.keys[0][i])) if groups.keys[0][i] >= 0 else None,
+            "count": int(count[i]),
+            "total_bytes": int(total[i]),
+            "max_bytes": int(biggest[i]),
+        }
+        for i in largest_first(total)[:top].tolist()
+    ]
 
 
-@analysis(produces=("memory_peak_allocated_bytes", "memory_peak_reserved_bytes", "device_memory_bytes",
-                    "memory_peak_fraction"), evidence=("memory_top_allocs", "memory_per_device", "memory_curve"))
+@analysis(
+    produces=(
+        "memory_peak_allocated_bytes",
+        "memory_peak_reserved_bytes",
+        "device_memory_bytes",
+        "memory_peak_fraction",
+    ),
+    evidence=("memory_top_allocs", "memory_per_device", "memory_curve"),
+)
 def device_memory(trace: Trace, inputs) -> Produced:
     mem = memory(trace)
-    return Produced(metrics={k: mem[k] for k in ("memory_peak_allocated_bytes", "memory_peak_reserved_bytes",
-                                                 "device_memory_bytes", "memory_peak_fraction")},
-                    evidence={"memory_top_allocs": mem["top_allocs"], "memory_per_device": mem["per_device"],
-                              "memory_curve": mem["curve"]})
+    return Produced(
+        metrics={
+            k: mem[k]
+            for k in (
+                "memory_peak_allocated_bytes",
+                "memory_peak_reserved_bytes",
+                "device_memory_bytes",
+                "memory_peak_fraction",
+            )
+        },
+        evidence={
+            "memory_top_allocs": mem["top_allocs"],
+            "memory_per_device": mem["per_device"],
+            "memory_curve": mem["curve"],
+        },
+    )

@@ -25,6 +25,7 @@ _SPAN_CLASSES = np.array([C_GPU, C_CPU, C_RUNTIME, C_GPU_ANNOT, C_SYNC, C_OTHER]
 # overflow int64, so every end computed from a kept event is exact.
 MAX_ABS_TIME_NS = 1 << 62
 
+
 def _classify(ph: Any, cat: Any) -> int:
     if ph == "X":
         if cat in _GPU_CATS:
@@ -149,9 +150,16 @@ class _Reader:
 
     # -- chunk results from worker processes ---------------------------------------------------
     def export(self) -> dict:
-        return {"parts": self.parts, "strings": self.strings.strings, "meta_events": self.meta_events,
-                "n_events": self.n_events, "bad_args": self.bad_args, "ignored": self.ignored_phases,
-                "counts": {k: getattr(self, k) for k in _COUNTS}, "bad_time_example": self.bad_time_example}
+        return {
+            "parts": self.parts,
+            "strings": self.strings.strings,
+            "meta_events": self.meta_events,
+            "n_events": self.n_events,
+            "bad_args": self.bad_args,
+            "ignored": self.ignored_phases,
+            "counts": {k: getattr(self, k) for k in _COUNTS},
+            "bad_time_example": self.bad_time_example,
+        }
 
     def merge(self, chunk: dict) -> None:
         """Append another reader's columns, remapping its string ids into ours."""
@@ -169,8 +177,9 @@ class _Reader:
                         t[col] = v
                 if name == "collectives":
                     src = t["source"]
-                    t["row"] = t["row"] + np.where(src == M.COLLECTIVE_FROM_KERNEL, offsets["gpu_ops"],
-                                                   offsets["cpu_ops"])
+                    t["row"] = t["row"] + np.where(
+                        src == M.COLLECTIVE_FROM_KERNEL, offsets["gpu_ops"], offsets["cpu_ops"]
+                    )
                 elif name == "op_shapes":
                     t["row"] = t["row"] + offsets["cpu_ops"]
                 self.parts[name].append(t)
@@ -218,8 +227,11 @@ class _Reader:
             if c == C_DROPPED:
                 continue
             if c == C_IGNORE:
-                ignored = (ph[i] for i in idx.tolist()) if ph is not None else \
-                    (phases.distinct[k] for k in phases.codes[idx].tolist())
+                ignored = (
+                    (ph[i] for i in idx.tolist())
+                    if ph is not None
+                    else (phases.distinct[k] for k in phases.codes[idx].tolist())
+                )
                 for p in ignored:
                     if isinstance(p, (list, dict)):
                         self.wrong_types += 1
@@ -242,8 +254,9 @@ class _Reader:
         self.bad_times += int(bad.sum())
         if self.bad_time_example is None:
             ts_text, dur_text = rows.time_text(int(np.flatnonzero(bad)[0]))
-            self.bad_time_example = f'"ts": {ts_text[:40].decode("utf-8", "replace")}, ' \
-                                    f'"dur": {dur_text[:40].decode("utf-8", "replace")}'
+            self.bad_time_example = (
+                f'"ts": {ts_text[:40].decode("utf-8", "replace")}, "dur": {dur_text[:40].decode("utf-8", "replace")}'
+            )
 
     def _drop_outside(self, cls: np.ndarray, ts: np.ndarray) -> None:
         """Mark timed events that start outside the window as dropped, and count them."""
@@ -255,6 +268,13 @@ class _Reader:
 
 
 _HANDLERS: dict[int, Callable] = {
-    C_GPU: H.gpu, C_CPU: H.cpu, C_RUNTIME: H.runtime, C_GPU_ANNOT: H.gpu_annot, C_SYNC: H.sync,
-    C_FLOW: H.flow, C_INSTANT: H.instant, C_META: H.meta, C_OTHER: H.other,
+    C_GPU: H.gpu,
+    C_CPU: H.cpu,
+    C_RUNTIME: H.runtime,
+    C_GPU_ANNOT: H.gpu_annot,
+    C_SYNC: H.sync,
+    C_FLOW: H.flow,
+    C_INSTANT: H.instant,
+    C_META: H.meta,
+    C_OTHER: H.other,
 }

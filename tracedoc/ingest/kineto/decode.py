@@ -15,8 +15,10 @@ _MISSING = msgspec.Raw(b"null")  # an event without "ts": no time, not time zero
 # Infinity / NaN where a JSON value belongs (Python's json module writes them; JSON has no such token).
 _NONFINITE_RE = re.compile(rb"(?<=[:\[,])(\s*)(-?Infinity|NaN)(?=\s*[,}\]])")
 _MALFORMED_AT_RE = re.compile(r"\(byte (\d+)\)")
-_LONE_SURROGATE_RE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-                                rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE_RE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
 _NO_RAW = msgspec.Raw(b"")
 
 
@@ -148,7 +150,7 @@ def _fix_literals(data: bytes, message: str, repairs) -> bytes | None:
     m = _MALFORMED_AT_RE.search(message)
     if m is not None:
         at = int(m.group(1))
-        if data[at:at + 9].lstrip(b"-").startswith((b"Infinity", b"NaN")) or data[at - 1:at + 8] == b"-Infinity":
+        if data[at : at + 9].lstrip(b"-").startswith((b"Infinity", b"NaN")) or data[at - 1 : at + 8] == b"-Infinity":
             fixed, n = _NONFINITE_RE.subn(rb'\1"\2"', data)
             if n:
                 repairs.nonfinite += n
@@ -185,16 +187,16 @@ def _decode_events(data: bytes) -> list[Event]:
         if args is not None:
             try:
                 if isinstance(args, dict) and any(k in args for k in _RAW_FIELDS):
-                    args = {k: msgspec.Raw(msgspec.json.encode(v)) if k in _RAW_FIELDS else v
-                            for k, v in args.items()}
+                    args = {k: msgspec.Raw(msgspec.json.encode(v)) if k in _RAW_FIELDS else v for k, v in args.items()}
                 args = msgspec.convert(args, Args) if isinstance(args, dict) else None
             except msgspec.ValidationError:
                 args = None
             if args is None:
                 out.bad_args += 1
-        out.append(Event(ph=e.ph, cat=e.cat, name=e.name, pid=e.pid, tid=e.tid, ts=e.ts, dur=e.dur, id=e.id,
-                         args=args))
+        out.append(Event(ph=e.ph, cat=e.cat, name=e.name, pid=e.pid, tid=e.tid, ts=e.ts, dur=e.dur, id=e.id, args=args))
     return out
+
+
 _decode_top_strict = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 _decode_any_strict = msgspec.json.Decoder().decode
 

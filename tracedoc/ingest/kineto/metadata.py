@@ -22,24 +22,39 @@ from .columns import _Reader
 from .window import slice_warning
 
 _COPY_KIND = {"htod": M.COPY_HTOD, "dtoh": M.COPY_DTOH, "dtod": M.COPY_DTOD, "ptop": M.COPY_PTOP}
-_MEM_KIND = {"pageable": M.MEM_PAGEABLE, "pinned": M.MEM_PINNED, "device": M.MEM_DEVICE,
-             "managed": M.MEM_MANAGED, "array": 3}
+_MEM_KIND = {
+    "pageable": M.MEM_PAGEABLE,
+    "pinned": M.MEM_PINNED,
+    "device": M.MEM_DEVICE,
+    "managed": M.MEM_MANAGED,
+    "array": 3,
+}
 
 
 def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Trace:
     if reader.n_events == 0:
         if truncated:
-            raise TraceError(path, "is cut off before its first complete event", truncated,
-                             "the profiler was probably killed while writing; capture the trace again")
-        raise TraceError(path, "has no events", "an empty traceEvents array",
-                         "the profiler recorded nothing: make sure prof.step() is called every iteration so the "
-                         "schedule reaches its active steps")
+            raise TraceError(
+                path,
+                "is cut off before its first complete event",
+                truncated,
+                "the profiler was probably killed while writing; capture the trace again",
+            )
+        raise TraceError(
+            path,
+            "has no events",
+            "an empty traceEvents array",
+            "the profiler recorded nothing: make sure prof.step() is called every iteration so the "
+            "schedule reaches its active steps",
+        )
     if reader.bad_times and not any(len(t) for parts in reader.parts.values() for t in parts):
-        raise TraceError(path, "has no events with a possible timestamp",
-                         f"{reader.bad_times:,} events dropped; first: {_shown(reader, reader.bad_time_example)}"
-                         + (f"; {reader.nonfinite:,} Infinity/NaN literals" if reader.nonfinite else ""),
-                         "timestamps must be finite microseconds; this file was not written by torch.profiler "
-                         "as is")
+        raise TraceError(
+            path,
+            "has no events with a possible timestamp",
+            f"{reader.bad_times:,} events dropped; first: {_shown(reader, reader.bad_time_example)}"
+            + (f"; {reader.nonfinite:,} Infinity/NaN literals" if reader.nonfinite else ""),
+            "timestamps must be finite microseconds; this file was not written by torch.profiler as is",
+        )
     # Each table's pieces are freed as it is joined, and on a large trace their heap pages go back to the
     # system before the next table is built: the load's peak holds the columns once, not twice.
     big = sum(p.nbytes for parts in reader.parts.values() for p in parts) >= RELEASE_MIN_BYTES
@@ -53,8 +68,10 @@ def _finish(reader: _Reader, meta: dict, path: str, truncated: str | None) -> Tr
     if truncated:
         warnings.append(f"{path}: {truncated}; numbers cover only the events before the cut")
     if reader.bad_args:
-        warnings.append(f"{path}: {reader.bad_args:,} events have an args value that is not an object of the "
-                        "usual fields; their other fields were read and their args ignored")
+        warnings.append(
+            f"{path}: {reader.bad_args:,} events have an args value that is not an object of the "
+            "usual fields; their other fields were read and their args ignored"
+        )
     warnings.extend(_repair_warnings(reader, path))
     if reader.slice is not None:
         warnings.append(slice_warning(path, reader.slice, reader.outside))
@@ -79,18 +96,26 @@ def _repair_warnings(reader: _Reader, path: str) -> list[str]:
     """One counted warning per kind of value that was dropped, repaired or read as absent."""
     out = []
     if reader.bad_times:
-        out.append(f"{path}: dropped {reader.bad_times:,} events with impossible timestamps (missing, not a "
-                   "finite number, beyond +-146 years, or a negative duration; first seen: "
-                   f"{_shown(reader, reader.bad_time_example)}); numbers cover the other events")
+        out.append(
+            f"{path}: dropped {reader.bad_times:,} events with impossible timestamps (missing, not a "
+            "finite number, beyond +-146 years, or a negative duration; first seen: "
+            f"{_shown(reader, reader.bad_time_example)}); numbers cover the other events"
+        )
     if reader.nonfinite:
-        out.append(f"{path}: {reader.nonfinite:,} values are written as Infinity or NaN, which JSON does not "
-                   "allow; they were read as impossible values")
+        out.append(
+            f"{path}: {reader.nonfinite:,} values are written as Infinity or NaN, which JSON does not "
+            "allow; they were read as impossible values"
+        )
     if reader.bad_utf8:
-        out.append(f"{path}: {reader.bad_utf8:,} invalid UTF-8 sequences in strings were read as U+FFFD "
-                   "(\ufffd); names that hold them are shown with that character")
+        out.append(
+            f"{path}: {reader.bad_utf8:,} invalid UTF-8 sequences in strings were read as U+FFFD "
+            "(\ufffd); names that hold them are shown with that character"
+        )
     if reader.wrong_types:
-        out.append(f"{path}: {reader.wrong_types:,} fields have the wrong JSON type (a list or object where a "
-                   "name, id or number belongs, or a number out of range); they were read as absent")
+        out.append(
+            f"{path}: {reader.wrong_types:,} fields have the wrong JSON type (a list or object where a "
+            "name, id or number belongs, or a number out of range); they were read as absent"
+        )
     return out
 
 
@@ -104,11 +129,13 @@ def _memcpy_kinds(trace: Trace) -> None:
     uniq = distinct(g["name"][copies])
     kinds = {}
     for sid in uniq.tolist():
-        m = MEMCPY_NAME_RE.search(trace.string(sid)[:M.MATCH_CHARS])
+        m = MEMCPY_NAME_RE.search(trace.string(sid)[: M.MATCH_CHARS])
         if m:
-            kinds[sid] = (_COPY_KIND.get(m.group(1).lower(), M.COPY_UNKNOWN),
-                          _MEM_KIND.get((m.group(2) or "").lower(), -1),
-                          _MEM_KIND.get((m.group(3) or "").lower(), -1))
+            kinds[sid] = (
+                _COPY_KIND.get(m.group(1).lower(), M.COPY_UNKNOWN),
+                _MEM_KIND.get((m.group(2) or "").lower(), -1),
+                _MEM_KIND.get((m.group(3) or "").lower(), -1),
+            )
     lut = np.full((len(trace.strings) + 1, 3), [M.COPY_UNKNOWN, -1, -1], dtype=np.int64)
     for sid, v in kinds.items():
         lut[sid] = v
@@ -130,19 +157,29 @@ def _metadata(raw: dict, reader: _Reader, trace: Trace, truncated: str | None) -
         base = 0
     extra = {k: v for k, v in raw.items() if k not in _KNOWN_KEYS and plain_scalar(v)}
     meta = TraceMeta(
-        format="kineto", schema_version=raw.get("schemaVersion"),
-        rank=_count_or_none(dist.get("rank"), 0), world_size=_count_or_none(dist.get("world_size"), 1),
+        format="kineto",
+        schema_version=raw.get("schemaVersion"),
+        rank=_count_or_none(dist.get("rank"), 0),
+        world_size=_count_or_none(dist.get("world_size"), 1),
         backend=text_value(dist.get("backend")),
         devices=[Device.from_properties(clean_device(d)) for d in devices if isinstance(d, dict)],
         process_groups=[ProcessGroup.from_properties(g) for g in groups if isinstance(g, dict)]
-        if isinstance(groups, list) else None,
-        versions=Versions(cuda_runtime=raw.get("cuda_runtime_version"), cuda_driver=raw.get("cuda_driver_version"),
-                          cupti=raw.get("cupti_version"), nccl=text_value(dist.get("nccl_version")),
-                          torch=torch_version(extra)),
+        if isinstance(groups, list)
+        else None,
+        versions=Versions(
+            cuda_runtime=raw.get("cuda_runtime_version"),
+            cuda_driver=raw.get("cuda_driver_version"),
+            cupti=raw.get("cupti_version"),
+            nccl=text_value(dist.get("nccl_version")),
+            torch=torch_version(extra),
+        ),
         display_time_unit=raw.get("displayTimeUnit"),
         time_origin_ns=int(base),
-        trace_name=raw.get("traceName"), record_shapes=raw.get("record_shapes"), events=reader.n_events,
-        truncated=truncated, extra=extra,
+        trace_name=raw.get("traceName"),
+        record_shapes=raw.get("record_shapes"),
+        events=reader.n_events,
+        truncated=truncated,
+        extra=extra,
     )
     for name, pid, tid, arg_name, labels in reader.meta_events:
         if name == "process_name" and arg_name is not None:
@@ -158,8 +195,16 @@ def _metadata(raw: dict, reader: _Reader, trace: Trace, truncated: str | None) -
     return meta
 
 
-_KNOWN_KEYS = {"schemaVersion", "distributedInfo", "deviceProperties", "computeProperties",
-               "baseTimeNanoseconds", "displayTimeUnit", "traceName", "traceEvents"}
+_KNOWN_KEYS = {
+    "schemaVersion",
+    "distributedInfo",
+    "deviceProperties",
+    "computeProperties",
+    "baseTimeNanoseconds",
+    "displayTimeUnit",
+    "traceName",
+    "traceEvents",
+}
 
 
 def _count_or_none(v: Any, lowest: int) -> int | None:

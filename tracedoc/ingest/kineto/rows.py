@@ -145,7 +145,8 @@ class ScanRows(StructRows):
                 [zeros64 if x is None else np.frombuffer(x, dtype=np.int64) for x in b],
                 np.frombuffer(times, dtype=np.int64).reshape(n, 2),
                 np.zeros((n, 6), dtype=np.int64) if tri is None else np.frombuffer(tri, dtype=np.int64).reshape(n, 6),
-                distinct)
+                distinct,
+            )
         return cache
 
     def take(self, idx) -> "ScanRows":
@@ -227,8 +228,7 @@ class ScanRows(StructRows):
         tags = self._tags(field)
         if _DEFAULTS[field] is None and isin(tags, _FLOATS).all():
             a = self._col(1, _INDEX[field])
-            return np.where(tags == T_FLOAT, a.view(np.float64),
-                            np.where(tags == T_INT, a.astype(np.float64), np.nan))
+            return np.where(tags == T_FLOAT, a.view(np.float64), np.where(tags == T_INT, a.astype(np.float64), np.nan))
         return to_float64(self.values(field))
 
     def given(self, field: str) -> np.ndarray:
@@ -255,7 +255,7 @@ class ScanRows(StructRows):
         if isin(tags, (T_RAW_TRIPLE, T_ABSENT)).all():
             k = 0 if field == "grid" else 3
             tri = self._arrays[4]
-            tri = tri[:, k:k + 3] if self.rows is None else tri[self.rows, k:k + 3]
+            tri = tri[:, k : k + 3] if self.rows is None else tri[self.rows, k : k + 3]
             return np.where((tags == T_RAW_TRIPLE)[:, None], tri, -1)
         return raw_triples(self.values(field))
 
@@ -307,8 +307,12 @@ def _load_scan():
     global _scan
     choice = os.environ.get("TRACEDOC_DECODER", "auto").strip().lower() or "auto"
     if choice not in ("auto", "compiled", "python"):
-        raise UsageError("TRACEDOC_DECODER", f"{choice[:20]!r} is not a decoder", None,
-                         "set it to auto (the default), compiled or python")
+        raise UsageError(
+            "TRACEDOC_DECODER",
+            f"{choice[:20]!r} is not a decoder",
+            None,
+            "set it to auto (the default), compiled or python",
+        )
     if choice == "python":
         return None
     if _scan is None:
@@ -325,9 +329,12 @@ def _load_scan():
             else:
                 _scan = _kscan.scan
     if _scan is False and choice == "compiled":
-        raise UsageError("TRACEDOC_DECODER", "is 'compiled' but the compiled decoder is not built (or was "
-                         "built from older source)", None,
-                         "reinstall with a C compiler present (pip install -e .), or set it to auto or python")
+        raise UsageError(
+            "TRACEDOC_DECODER",
+            "is 'compiled' but the compiled decoder is not built (or was built from older source)",
+            None,
+            "reinstall with a C compiler present (pip install -e .), or set it to auto or python",
+        )
     return _scan or None
 
 

@@ -24,8 +24,12 @@ def _decode_tail(rest: bytes, bare_array: bool, reader: _Reader, path: str) -> t
                 reader.add(decode_chunk(candidate))
                 return {}, None
             except msgspec.ValidationError as exc:
-                raise TraceError(path, "is a JSON array whose entries are not trace events", str(exc),
-                                 "pass a Chrome trace written by torch.profiler") from None
+                raise TraceError(
+                    path,
+                    "is a JSON array whose entries are not trace events",
+                    str(exc),
+                    "pass a Chrome trace written by torch.profiler",
+                ) from None
             except msgspec.DecodeError:
                 pass
     else:
@@ -37,8 +41,12 @@ def _decode_tail(rest: bytes, bare_array: bool, reader: _Reader, path: str) -> t
             try:
                 evs = decode_chunk(bytes(top.pop("traceEvents")))
             except msgspec.ValidationError as exc:
-                raise TraceError(path, "has a traceEvents entry that is not an event object", str(exc),
-                                 "the file is not a Chrome trace written by torch.profiler") from None
+                raise TraceError(
+                    path,
+                    "has a traceEvents entry that is not an event object",
+                    str(exc),
+                    "the file is not a Chrome trace written by torch.profiler",
+                ) from None
             reader.add(evs)
             return decode_metadata(top, reader), None
     # The file stops mid-event, or is damaged: keep every complete event before that point.
@@ -70,11 +78,15 @@ def _damage(rest: bytes, upto: int, reader: _Reader) -> str:
     # The input ends there (a number cut to "12." or "1e" reads as malformed at the end): a cut
     cut_short = at is not None and lead + pos >= len(dropped.rstrip())
     if what is None or "truncated" in what or cut_short:
-        return (f"the JSON ends before the trace is complete; read {reader.n_events:,} events "
-                f"and dropped {n_dropped:,} trailing bytes")
-    snippet = excerpt(dropped[lead + pos: lead + pos + 30], reader.hides_content, 30)
-    return (f"the JSON is malformed after event {reader.n_events:,} ({what.split(' (')[0]}: saw {snippet}); read the "
-            f"{reader.n_events:,} events before it and dropped the {n_dropped:,} bytes from there on")
+        return (
+            f"the JSON ends before the trace is complete; read {reader.n_events:,} events "
+            f"and dropped {n_dropped:,} trailing bytes"
+        )
+    snippet = excerpt(dropped[lead + pos : lead + pos + 30], reader.hides_content, 30)
+    return (
+        f"the JSON is malformed after event {reader.n_events:,} ({what.split(' (')[0]}: saw {snippet}); read the "
+        f"{reader.n_events:,} events before it and dropped the {n_dropped:,} bytes from there on"
+    )
 
 
 def _read_whole(path: str, data: bytes, src: _Source, reader: _Reader) -> Trace:
@@ -88,22 +100,37 @@ def _read_whole(path: str, data: bytes, src: _Source, reader: _Reader) -> Trace:
             if src.member_starts:
                 raise concatenated_members(src) from None
             if src.truncated_reason:
-                raise TraceError(path, "is cut off before any trace events", src.truncated_reason,
-                                 "capture the trace again") from None
-            raise TraceError(path, "is not valid JSON", str(exc),
-                             "pass a torch.profiler trace (.json / .json.gz); if the profiler was killed "
-                             "mid-write, capture again") from None
-        raise TraceError(path, "is JSON but not a trace", "a top-level value that is not an object",
-                         "pass a torch.profiler trace with a traceEvents array") from None
+                raise TraceError(
+                    path, "is cut off before any trace events", src.truncated_reason, "capture the trace again"
+                ) from None
+            raise TraceError(
+                path,
+                "is not valid JSON",
+                str(exc),
+                "pass a torch.profiler trace (.json / .json.gz); if the profiler was killed mid-write, capture again",
+            ) from None
+        raise TraceError(
+            path,
+            "is JSON but not a trace",
+            "a top-level value that is not an object",
+            "pass a torch.profiler trace with a traceEvents array",
+        ) from None
     if "traceEvents" not in top:
         keys = src.excerpt(", ".join(list(top)[:6]), 200) if src.hides_content else ", ".join(list(top)[:6])
         keys = keys or "no keys"
-        raise TraceError(path, "is JSON but not a Chrome/Kineto trace: it has no traceEvents array",
-                         f"top-level keys: {keys}", "pass the file torch.profiler wrote (export_chrome_trace "
-                         "or tensorboard_trace_handler)")
+        raise TraceError(
+            path,
+            "is JSON but not a Chrome/Kineto trace: it has no traceEvents array",
+            f"top-level keys: {keys}",
+            "pass the file torch.profiler wrote (export_chrome_trace or tensorboard_trace_handler)",
+        )
     try:
         reader.add(decode_chunk(bytes(top.pop("traceEvents"))))
     except msgspec.ValidationError as exc:
-        raise TraceError(path, "has a traceEvents value that is not a list of event objects", str(exc),
-                         "pass the file torch.profiler wrote") from None
+        raise TraceError(
+            path,
+            "has a traceEvents value that is not a list of event objects",
+            str(exc),
+            "pass the file torch.profiler wrote",
+        ) from None
     return _finish(reader, decode_metadata(top, reader), path, src.truncated_reason)

@@ -16,7 +16,10 @@ class _Source(InputStream):
 def concatenated_members(src: _Source) -> TraceError:
     """The error for a file of several gzip members whose joined content is not one trace."""
     n = len(src.member_starts) + 1
-    return TraceError(src.path, f"holds {n} gzip members that do not form one JSON document (concatenated "
-                      "gzip files, e.g. `cat a.json.gz b.json.gz`)",
-                      f"the second member starts at decompressed byte {src.member_starts[0]:,}",
-                      "tracedoc reads one trace per file: analyse the original files, or a directory of them")
+    return TraceError(
+        src.path,
+        f"holds {n} gzip members that do not form one JSON document (concatenated "
+        "gzip files, e.g. `cat a.json.gz b.json.gz`)",
+        f"the second member starts at decompressed byte {src.member_starts[0]:,}",
+        "tracedoc reads one trace per file: analyse the original files, or a directory of them",
+    )

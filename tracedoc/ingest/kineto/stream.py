@@ -42,8 +42,13 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 _EVENTS_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 
-def read_kineto(path: str, chunk_bytes: int = CHUNK_BYTES, progress: Callable[[float], None] | None = None,
-                workers: int | None = None, steps: Steps | str | None = None) -> Trace:
+def read_kineto(
+    path: str,
+    chunk_bytes: int = CHUNK_BYTES,
+    progress: Callable[[float], None] | None = None,
+    workers: int | None = None,
+    steps: Steps | str | None = None,
+) -> Trace:
     """Read one Kineto Chrome-trace JSON file (plain or gzip) into a ``Trace``.
 
     Files larger than a few chunks are decoded by ``workers`` processes (default: CPU count, at
@@ -69,9 +74,12 @@ def _read_file(path: str, chunk_bytes: int, progress, workers: int | None, windo
             trace.meta.sha256 = src.sha256()
         return trace
     except RecursionError:  # from the decoder, here or in a worker
-        raise TraceError(path, "nests arrays or objects more deeply than any trace does", "JSON nested past the "
-                         "decoder's limit of about 1,000 levels", "this is not a file a profiler wrote; check "
-                         "where it came from") from None
+        raise TraceError(
+            path,
+            "nests arrays or objects more deeply than any trace does",
+            "JSON nested past the decoder's limit of about 1,000 levels",
+            "this is not a file a profiler wrote; check where it came from",
+        ) from None
     finally:
         src.close()
 
@@ -90,20 +98,32 @@ def _read(src: _Source, chunk_bytes: int, progress, window: Window | None = None
         buf = more
     buf = buf.lstrip()
     while buf.startswith(_UTF8_BOM):  # allowed before JSON text (RFC 8259 lets a reader skip it)
-        buf = buf[len(_UTF8_BOM):].lstrip()
+        buf = buf[len(_UTF8_BOM) :].lstrip()
     if buf.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise TraceError(path, "is UTF-16 text; JSON traces are UTF-8", "a UTF-16 byte-order mark",
-                         "convert it, e.g. `iconv -f UTF-16 -t UTF-8 in.json > out.json`")
+        raise TraceError(
+            path,
+            "is UTF-16 text; JSON traces are UTF-8",
+            "a UTF-16 byte-order mark",
+            "convert it, e.g. `iconv -f UTF-16 -t UTF-8 in.json > out.json`",
+        )
     stripped = buf
     if not stripped:
         if src.truncated_reason:
-            raise TraceError(path, "holds no data before its gzip stream breaks off", None,
-                             "the profiler was probably killed before writing; capture the trace again")
+            raise TraceError(
+                path,
+                "holds no data before its gzip stream breaks off",
+                None,
+                "the profiler was probably killed before writing; capture the trace again",
+            )
         raise TraceError(path, "is empty", "0 bytes of JSON", "capture the trace again")
     first = stripped[:1]
     if first not in (b"{", b"["):
-        raise TraceError(path, "is not JSON", src.excerpt(stripped),
-                         "pass a torch.profiler trace (.json / .json.gz) or an nsys SQLite export")
+        raise TraceError(
+            path,
+            "is not JSON",
+            src.excerpt(stripped),
+            "pass a torch.profiler trace (.json / .json.gz) or an nsys SQLite export",
+        )
     head_meta: dict[str, Any] = {}
     bare_array = first == b"["
     if bare_array:
@@ -163,8 +183,7 @@ def _worker_count(src: _Source, chunk_bytes: int) -> int:
         return 1
     scale = 1 if fork else 8  # without fork each worker starts a fresh interpreter: only big files pay
     if src.gzipped:
-        small = (src.size < PARALLEL_MIN_GZIP_BYTES * scale
-                 and src.trailer_size < PARALLEL_MIN_GZIP_JSON_BYTES * scale)
+        small = src.size < PARALLEL_MIN_GZIP_BYTES * scale and src.trailer_size < PARALLEL_MIN_GZIP_JSON_BYTES * scale
     else:
         small = src.size < PARALLEL_MIN_BYTES * scale
     if small:
@@ -178,8 +197,12 @@ def _env_workers() -> int | None:
     if not text:
         return None
     if not text.isdigit() or int(text) < 1:
-        raise UsageError("TRACEDOC_DECODE_WORKERS", f"{text[:20]!r} is not a number of processes", None,
-                         "set it to 1 (decode in the analysing process) or more, or unset it")
+        raise UsageError(
+            "TRACEDOC_DECODE_WORKERS",
+            f"{text[:20]!r} is not a number of processes",
+            None,
+            "set it to 1 (decode in the analysing process) or more, or unset it",
+        )
     return int(text)
 
 
@@ -252,8 +275,9 @@ def _decode_piece(piece: bytes, window: tuple[int, int] | None = None):
     return r.export()
 
 
-def _read_parallel(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader", workers: int,
-                   progress) -> bytes | None:
+def _read_parallel(
+    src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader", workers: int, progress
+) -> bytes | None:
     """Cut chunks here, decode them in worker processes, merge the columns in file order.
 
     Returns what follows the last cut, or None if a worker could not decode its piece (then the
@@ -271,8 +295,9 @@ def _read_parallel(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader
         if src.gzipped:
             return pool.submit(_decode_piece, rest[piece_start:piece_end], reader.window)
         # the worker reads the bytes itself: offset of rest[0] in the file
-        return pool.submit(_decode_span, src.path, src.offset - len(rest) + piece_start, piece_end - piece_start,
-                           reader.window)
+        return pool.submit(
+            _decode_span, src.path, src.offset - len(rest) + piece_start, piece_end - piece_start, reader.window
+        )
 
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         try:

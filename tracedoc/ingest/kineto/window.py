@@ -71,11 +71,17 @@ def parse_steps(text: str) -> Steps:
     except ValueError:
         a = b = -1
     if (a is not None and not 0 <= a < _MAX_STEP) or (b is not None and not 0 <= b < _MAX_STEP) or value in ("", ":"):
-        raise UsageError("--steps", f"{text!r} is not a range of step numbers", None,
-                         "write A:B for ProfilerStep#A to #B (both included), A: or :B for open ends, or N for one "
-                         "step, e.g. --steps 10:12")
+        raise UsageError(
+            "--steps",
+            f"{text!r} is not a range of step numbers",
+            None,
+            "write A:B for ProfilerStep#A to #B (both included), A: or :B for open ends, or N for one "
+            "step, e.g. --steps 10:12",
+        )
     if a is not None and b is not None and a > b:
-        raise UsageError("--steps", f"{text!r} starts after it ends", None, f"write the smaller step first: --steps {b}:{a}")
+        raise UsageError(
+            "--steps", f"{text!r} starts after it ends", None, f"write the smaller step first: --steps {b}:{a}"
+        )
     return Steps(a, b)
 
 
@@ -99,23 +105,35 @@ def find_window(path: str, steps: Steps) -> Window:
                 ends = [e.start() + 1 for _, e in zip(range(_END_TRIES), _EVENT_END_RE.finditer(buf, m.end()))]
                 if done:
                     ends.append(len(buf))
-                if brace >= 0 and not _add_step(spans, [buf[brace:stop] for stop in ends], int(m.group(1))) \
-                        and not done and len(ends) < _END_TRIES:  # the event may end in the next chunk
+                if (
+                    brace >= 0
+                    and not _add_step(spans, [buf[brace:stop] for stop in ends], int(m.group(1)))
+                    and not done
+                    and len(ends) < _END_TRIES
+                ):  # the event may end in the next chunk
                     keep = min(keep, brace)
                     break
                 seen.add(base + m.start())
             keep = max(keep, len(buf) - _HOLD_LIMIT)  # an event that never ends is not held on to
             carry, base = buf[keep:], base + keep
     if not spans:
-        raise TraceError(path, "has no ProfilerStep#N events to choose steps from", f"--steps {steps.text()}",
-                         "analyse the whole trace (record it with a torch.profiler schedule and prof.step() to "
-                         "mark steps)")
+        raise TraceError(
+            path,
+            "has no ProfilerStep#N events to choose steps from",
+            f"--steps {steps.text()}",
+            "analyse the whole trace (record it with a torch.profiler schedule and prof.step() to mark steps)",
+        )
     numbers = sorted(spans)
-    chosen = [n for n in numbers if (steps.first is None or n >= steps.first) and (steps.last is None or n <= steps.last)]
+    chosen = [
+        n for n in numbers if (steps.first is None or n >= steps.first) and (steps.last is None or n <= steps.last)
+    ]
     if not chosen:
-        raise TraceError(path, f"has no steps in {steps.text()}",
-                         f"steps ProfilerStep#{numbers[0]} to #{numbers[-1]} ({len(numbers):,} in all)",
-                         f"pick steps in that range, e.g. --steps {numbers[0]}:{numbers[min(1, len(numbers) - 1)]}")
+        raise TraceError(
+            path,
+            f"has no steps in {steps.text()}",
+            f"steps ProfilerStep#{numbers[0]} to #{numbers[-1]} ({len(numbers):,} in all)",
+            f"pick steps in that range, e.g. --steps {numbers[0]}:{numbers[min(1, len(numbers) - 1)]}",
+        )
     start = min(spans[n][0] for n in chosen)
     end = max(spans[n][1] for n in chosen)
     return Window(start, end, chosen[0], chosen[-1], len(chosen), len(numbers))
@@ -145,6 +163,8 @@ def _add_step(spans: dict[int, list[int]], texts: list[bytes], number: int) -> b
 def slice_warning(path: str, window: Window, outside: int) -> str:
     """What a report of a slice says about it."""
     steps = f"step {window.first}" if window.first == window.last else f"steps {window.first} to {window.last}"
-    return (f"{path}: a slice of the trace: {steps} ({window.steps:,} of its {window.total:,} ProfilerStep#N "
-            f"steps), the {(window.end_ns - window.start_ns) / 1e6:,.3f} ms from the first step's start to the "
-            f"last step's end; {outside:,} events outside it were left out, and numbers cover the slice only")
+    return (
+        f"{path}: a slice of the trace: {steps} ({window.steps:,} of its {window.total:,} ProfilerStep#N "
+        f"steps), the {(window.end_ns - window.start_ns) / 1e6:,.3f} ms from the first step's start to the "
+        f"last step's end; {outside:,} events outside it were left out, and numbers cover the slice only"
+    )

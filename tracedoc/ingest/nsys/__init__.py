@@ -37,6 +37,7 @@ from .metadata import _read_info
 
 __all__ = ["OSRT_MAX_ROWS", "link_by_correlation", "read_nsys", "read_nsys_ranks"]
 
+
 def _open(path: str | os.PathLike) -> _Db:
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -62,8 +63,9 @@ def _gpu_processes(raw: _Raw) -> list[tuple[int, int]]:
 def _load(path, progress, options):
     db = _open(path)
     try:
-        raw, names = _read_all(db, progress, bool(options.get("osrt", True)),
-                               int(options.get("osrt_max_rows", OSRT_MAX_ROWS)))
+        raw, names = _read_all(
+            db, progress, bool(options.get("osrt", True)), int(options.get("osrt_max_rows", OSRT_MAX_ROWS))
+        )
         info = _read_info(db)
     except Exception:
         db.close()
@@ -77,8 +79,12 @@ _KNOWN_OPTIONS = {"step_range", "pid", "osrt", "osrt_max_rows"}
 def _check_options(path: str, options: dict) -> None:
     unknown = set(options) - _KNOWN_OPTIONS
     if unknown:
-        raise TraceError(os.fspath(path), f"unknown nsys reader option(s): {', '.join(sorted(unknown))}", None,
-                         f"use one of {', '.join(sorted(_KNOWN_OPTIONS))}")
+        raise TraceError(
+            os.fspath(path),
+            f"unknown nsys reader option(s): {', '.join(sorted(unknown))}",
+            None,
+            f"use one of {', '.join(sorted(_KNOWN_OPTIONS))}",
+        )
 
 
 def read_nsys(path: str | os.PathLike, progress: Callable[[float], None] | None = None, **options) -> Trace:
@@ -102,13 +108,15 @@ def read_nsys(path: str | os.PathLike, progress: Callable[[float], None] | None 
             try:
                 want = int(want)
             except (TypeError, ValueError):
-                raise TraceError(path, f"pid={want!r} is not a process id", None,
-                                 "pass an integer OS pid, or pid='all'") from None
+                raise TraceError(
+                    path, f"pid={want!r} is not a process id", None, "pass an integer OS pid, or pid='all'"
+                ) from None
             match = [g for g in _all_gpids(raw) if (g >> _PID_SHIFT) & _TID_MASK == want]
             if not match:
                 seen = ", ".join(str((g >> _PID_SHIFT) & _TID_MASK) for g, _ in procs) or "none with GPU work"
-                raise TraceError(path, f"has no process with pid {want}", f"pids {seen}",
-                                 "pass one of those pids, or pid='all'")
+                raise TraceError(
+                    path, f"has no process with pid {want}", f"pids {seen}", "pass one of those pids, or pid='all'"
+                )
             gpids = np.asarray(match, dtype=np.int64)
             gp = [g for g, _ in procs]
             if len(procs) > 1 and match[0] in gp:
@@ -119,11 +127,14 @@ def read_nsys(path: str | os.PathLike, progress: Callable[[float], None] | None 
             best = max(range(len(procs)), key=lambda i: (procs[i][1], -i))
             gpids = np.asarray([procs[best][0]], dtype=np.int64)
             rank, world = best, len(procs)
-            others = ", ".join(f"pid {(g >> _PID_SHIFT) & _TID_MASK} ({k:,} GPU ops)"
-                               for j, (g, k) in enumerate(procs) if j != best)
-            warn = (f"{path}: the export holds {len(procs)} processes with GPU work; read pid "
-                    f"{(procs[best][0] >> _PID_SHIFT) & _TID_MASK} ({procs[best][1]:,} GPU ops) and left out "
-                    f"{others}; use read_nsys_ranks() / `tracedoc analyze` on all ranks, or pid=N / pid='all'")
+            others = ", ".join(
+                f"pid {(g >> _PID_SHIFT) & _TID_MASK} ({k:,} GPU ops)" for j, (g, k) in enumerate(procs) if j != best
+            )
+            warn = (
+                f"{path}: the export holds {len(procs)} processes with GPU work; read pid "
+                f"{(procs[best][0] >> _PID_SHIFT) & _TID_MASK} ({procs[best][1]:,} GPU ops) and left out "
+                f"{others}; use read_nsys_ranks() / `tracedoc analyze` on all ranks, or pid=N / pid='all'"
+            )
         trace = _build(path, db, raw, names, gpids, options, info)
         trace.meta.rank, trace.meta.world_size = rank, world
         if warn:
@@ -144,8 +155,7 @@ def _all_gpids(raw: _Raw) -> list[int]:
     return sorted(g for g in found if g >= 0)
 
 
-def read_nsys_ranks(path: str | os.PathLike, progress: Callable[[float], None] | None = None,
-                    **options) -> list[Trace]:
+def read_nsys_ranks(path: str | os.PathLike, progress: Callable[[float], None] | None = None, **options) -> list[Trace]:
     """One ``Trace`` per process with GPU work, ordered by OS pid; ``meta.rank`` is that order.
 
     An export without GPU work gives a single trace of every process.

@@ -49,16 +49,19 @@ class _Db:
         self.warnings: list[str] = []
         wal = f"{path}-wal"
         if os.path.isfile(wal) and os.path.getsize(wal) > 0:
-            self.warnings.append(f"{path}: a write-ahead log ({os.path.basename(wal)}, {os.path.getsize(wal):,} "
-                                 "bytes) lies beside the export and was not read (the export is opened "
-                                 "read-only and never changed); if the export was still being written, "
-                                 "export it again")
+            self.warnings.append(
+                f"{path}: a write-ahead log ({os.path.basename(wal)}, {os.path.getsize(wal):,} "
+                "bytes) lies beside the export and was not read (the export is opened "
+                "read-only and never changed); if the export was still being written, "
+                "export it again"
+            )
         self.not_utf8 = 0  # texts read as Latin-1
         self.conn = _connect(path)
         try:
             self.conn.text_factory = self._lenient_text
-            rows = self.conn.execute("SELECT type, name, tbl_name FROM sqlite_master "
-                                     "WHERE type IN ('table', 'view', 'trigger')").fetchall()
+            rows = self.conn.execute(
+                "SELECT type, name, tbl_name FROM sqlite_master WHERE type IN ('table', 'view', 'trigger')"
+            ).fetchall()
             self.conn.text_factory = str
         except _DB_ERRORS as exc:
             self.conn.close()
@@ -77,8 +80,10 @@ class _Db:
         n = self.not_utf8
         if not n:
             return []
-        return [f"{self.path}: {n:,} strings are not valid UTF-8; they were read as Latin-1 (a name may show "
-                "a different accented letter)"]
+        return [
+            f"{self.path}: {n:,} strings are not valid UTF-8; they were read as Latin-1 (a name may show "
+            "a different accented letter)"
+        ]
 
     def _lenient_text(self, raw: bytes) -> str:
         try:
@@ -98,8 +103,12 @@ class _Db:
     def _expect_table(self, table: str) -> None:
         why = self._not_tables.get(table)
         if why is not None:
-            raise TraceError(self.path, f"{table} {why}, where an Nsight Systems export has a plain table",
-                             None, f"pass an export written by nsys itself; {_AGAIN}")
+            raise TraceError(
+                self.path,
+                f"{table} {why}, where an Nsight Systems export has a plain table",
+                None,
+                f"pass an export written by nsys itself; {_AGAIN}",
+            )
 
     def columns(self, table: str) -> list[str]:
         if table not in self._cols:
@@ -110,9 +119,13 @@ class _Db:
                 rows = self.small(f"PRAGMA table_xinfo({_q(table)})")
                 generated = [str(r[1]) for r in rows if r[6] in (2, 3)]
                 if generated:
-                    raise TraceError(self.path, f"table {table} has a generated column ({generated[0]!r}), which an "
-                                     "Nsight Systems export never has: its values would be computed as they are read",
-                                     None, f"pass an export written by nsys itself; {_AGAIN}")
+                    raise TraceError(
+                        self.path,
+                        f"table {table} has a generated column ({generated[0]!r}), which an "
+                        "Nsight Systems export never has: its values would be computed as they are read",
+                        None,
+                        f"pass an export written by nsys itself; {_AGAIN}",
+                    )
                 self._cols[table] = [str(r[1]) for r in rows if r[6] == 0]
         return self._cols[table]
 
@@ -158,8 +171,9 @@ class _Db:
         self._expect_table(table)
         return int(self.execute(f"SELECT COUNT(*) FROM {_q(table)}").fetchone()[0])
 
-    def read(self, table: str, ints: dict[str, tuple], texts: dict[str, tuple] | None = None,
-             where: str = "") -> dict[str, Any]:
+    def read(
+        self, table: str, ints: dict[str, tuple], texts: dict[str, tuple] | None = None, where: str = ""
+    ) -> dict[str, Any]:
         """Columns of ``table``: ``ints`` as int64 arrays (NULL/missing -> default), ``texts`` as lists.
 
         ``ints`` maps an output name to ``(default, candidate column, ...)``; the first candidate
@@ -213,10 +227,11 @@ class _Db:
             return out
         vcol = self.pick("StringIds", "value", "text") or "value"
         for lo in range(0, len(ids), 500):
-            batch = ids[lo:lo + 500]
+            batch = ids[lo : lo + 500]
             marks = ",".join("?" * len(batch))
-            for sid, value in self.small(f"SELECT id, CAST({_q(vcol)} AS TEXT) FROM StringIds WHERE id IN ({marks})",
-                                         batch):
+            for sid, value in self.small(
+                f"SELECT id, CAST({_q(vcol)} AS TEXT) FROM StringIds WHERE id IN ({marks})", batch
+            ):
                 if isinstance(sid, int):
                     out[sid] = "" if value is None else str(value)
         return out
@@ -257,26 +272,41 @@ def _connect(path: str) -> sqlite3.Connection:
 
 def _corrupt(path: str, exc: Exception | None) -> TraceError:
     if exc is not None and "too big" in str(exc):
-        return TraceError(path, f"holds a value longer than {MAX_VALUE_BYTES:,} bytes, more than any name or "
-                          "field of an Nsight Systems export", str(exc), f"pass an export written by nsys itself; {_AGAIN}")
-    return TraceError(path, "cannot be read as an SQLite database: it is corrupt or incomplete",
-                      str(exc) if exc else None,
-                      "export it again with `nsys export --type sqlite --force-overwrite true REPORT.nsys-rep` "
-                      "and check that the copy finished")
+        return TraceError(
+            path,
+            f"holds a value longer than {MAX_VALUE_BYTES:,} bytes, more than any name or "
+            "field of an Nsight Systems export",
+            str(exc),
+            f"pass an export written by nsys itself; {_AGAIN}",
+        )
+    return TraceError(
+        path,
+        "cannot be read as an SQLite database: it is corrupt or incomplete",
+        str(exc) if exc else None,
+        "export it again with `nsys export --type sqlite --force-overwrite true REPORT.nsys-rep` "
+        "and check that the copy finished",
+    )
 
 
 def _check_kind(db: _Db) -> None:
     """Reject nvprof databases and SQLite files that are not nsys exports."""
     t = db.tables
-    if "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL" in t or any("_id_" in db.columns(x) for x in
-                                                           ("CUPTI_ACTIVITY_KIND_KERNEL", "StringTable") if x in t):
-        raise TraceError(db.path, "is an nvprof database, not an Nsight Systems export",
-                         "table CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL / `_id_` columns",
-                         "profile with Nsight Systems (`nsys profile -o run python train.py`), export with "
-                         "`nsys export --type sqlite run.nsys-rep`, or capture a torch.profiler trace")
+    if "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL" in t or any(
+        "_id_" in db.columns(x) for x in ("CUPTI_ACTIVITY_KIND_KERNEL", "StringTable") if x in t
+    ):
+        raise TraceError(
+            db.path,
+            "is an nvprof database, not an Nsight Systems export",
+            "table CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL / `_id_` columns",
+            "profile with Nsight Systems (`nsys profile -o run python train.py`), export with "
+            "`nsys export --type sqlite run.nsys-rep`, or capture a torch.profiler trace",
+        )
     nsys_like = "StringIds" in t or any(x.startswith(("CUPTI_", "NVTX_")) for x in t)
     if not nsys_like:
         shown = ", ".join(sorted(t)[:6]) or "no tables"
-        raise TraceError(db.path, "is an SQLite database but not an Nsight Systems export",
-                         f"tables: {shown}",
-                         "pass the file written by `nsys export --type sqlite`, or a torch.profiler JSON trace")
+        raise TraceError(
+            db.path,
+            "is an SQLite database but not an Nsight Systems export",
+            f"tables: {shown}",
+            "pass the file written by `nsys export --type sqlite`, or a torch.profiler JSON trace",
+        )

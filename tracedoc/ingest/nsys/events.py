@@ -107,22 +107,47 @@ def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 def _read_gpu(db: _Db, names: _Names) -> dict[str, np.ndarray]:
     common = {
-        "start": (-1, "start"), "end": (-1, "end"), "device": (-1, "deviceId"), "stream": (-1, "streamId"),
-        "corr": (-1, "correlationId"), "gpid": (-1, "globalPid"), "graph_id": (-1, "graphId"),
+        "start": (-1, "start"),
+        "end": (-1, "end"),
+        "device": (-1, "deviceId"),
+        "stream": (-1, "streamId"),
+        "corr": (-1, "correlationId"),
+        "gpid": (-1, "globalPid"),
+        "graph_id": (-1, "graphId"),
     }
     parts = []
     t = "CUPTI_ACTIVITY_KIND_KERNEL"
     if db.has(t):
-        k = db.read(t, {**common, "demangled": (-1, "demangledName"), "short": (-1, "shortName"),
-                        "gx": (-1, "gridX"), "gy": (-1, "gridY"), "gz": (-1, "gridZ"),
-                        "bx": (-1, "blockX"), "by": (-1, "blockY"), "bz": (-1, "blockZ"),
-                        "regs": (-1, "registersPerThread"), "smem_s": (0, "staticSharedMemory"),
-                        "smem_d": (0, "dynamicSharedMemory")})
+        k = db.read(
+            t,
+            {
+                **common,
+                "demangled": (-1, "demangledName"),
+                "short": (-1, "shortName"),
+                "gx": (-1, "gridX"),
+                "gy": (-1, "gridY"),
+                "gz": (-1, "gridZ"),
+                "bx": (-1, "blockX"),
+                "by": (-1, "blockY"),
+                "bz": (-1, "blockZ"),
+                "regs": (-1, "registersPerThread"),
+                "smem_s": (0, "staticSharedMemory"),
+                "smem_d": (0, "dynamicSharedMemory"),
+            },
+        )
         parts.append(_gpu_part(k, M.KERNEL, k["start"].size))
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     if db.has(t):
-        c = db.read(t, {**common, "bytes": (-1, "bytes"), "copy_kind": (0, "copyKind"),
-                        "src_kind": (-1, "srcKind"), "dst_kind": (-1, "dstKind")})
+        c = db.read(
+            t,
+            {
+                **common,
+                "bytes": (-1, "bytes"),
+                "copy_kind": (0, "copyKind"),
+                "src_kind": (-1, "srcKind"),
+                "dst_kind": (-1, "dstKind"),
+            },
+        )
         n = c["start"].size
         c["name"] = _label_ids(names, [c["copy_kind"], c["src_kind"], c["dst_kind"]], _memcpy_label)
         parts.append(_gpu_part(c, M.MEMCPY, n))
@@ -146,13 +171,26 @@ def _gpu_part(d: dict[str, np.ndarray], kind: int, n: int) -> dict[str, np.ndarr
     else:
         name = d["name"]
     return {
-        "kind": np.full(n, kind, dtype=np.int64), "start": d["start"], "end": d["end"],
-        "device": d["device"], "stream": d["stream"], "corr": d["corr"], "gpid": d["gpid"],
-        "name": name, "graph_id": d["graph_id"],
-        "gx": col("gx"), "gy": col("gy"), "gz": col("gz"), "bx": col("bx"), "by": col("by"), "bz": col("bz"),
+        "kind": np.full(n, kind, dtype=np.int64),
+        "start": d["start"],
+        "end": d["end"],
+        "device": d["device"],
+        "stream": d["stream"],
+        "corr": d["corr"],
+        "gpid": d["gpid"],
+        "name": name,
+        "graph_id": d["graph_id"],
+        "gx": col("gx"),
+        "gy": col("gy"),
+        "gz": col("gz"),
+        "bx": col("bx"),
+        "by": col("by"),
+        "bz": col("bz"),
         "regs": col("regs"),
         "smem": (col("smem_s", 0) + col("smem_d", 0)) if kind == M.KERNEL else np.full(n, -1, dtype=np.int64),
-        "bytes": col("bytes"), "copy_kind": col("copy_kind", 0), "src_kind": col("src_kind"),
+        "bytes": col("bytes"),
+        "copy_kind": col("copy_kind", 0),
+        "src_kind": col("src_kind"),
         "dst_kind": col("dst_kind"),
     }
 
@@ -180,8 +218,17 @@ def _read_runtime(db: _Db) -> dict[str, np.ndarray]:
     t = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if not db.has(t):
         return {}
-    r = db.read(t, {"start": (-1, "start"), "end": (-1, "end"), "event_class": (-1, "eventClass"),
-                    "gtid": (-1, "globalTid"), "corr": (-1, "correlationId"), "name": (-1, "nameId")})
+    r = db.read(
+        t,
+        {
+            "start": (-1, "start"),
+            "end": (-1, "end"),
+            "event_class": (-1, "eventClass"),
+            "gtid": (-1, "globalTid"),
+            "corr": (-1, "correlationId"),
+            "name": (-1, "nameId"),
+        },
+    )
     r["gpid"] = _gpid_of(r["gtid"])
     r["name"] = _string_ids(r["name"])
     return r
@@ -191,19 +238,37 @@ def _read_syncs(db: _Db) -> dict[str, np.ndarray]:
     t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
     if not db.has(t):
         return {}
-    return db.read(t, {"start": (-1, "start"), "end": (-1, "end"), "device": (-1, "deviceId"),
-                       "stream": (-1, "streamId"), "corr": (-1, "correlationId"), "gpid": (-1, "globalPid"),
-                       "sync_type": (-1, "syncType")})
+    return db.read(
+        t,
+        {
+            "start": (-1, "start"),
+            "end": (-1, "end"),
+            "device": (-1, "deviceId"),
+            "stream": (-1, "streamId"),
+            "corr": (-1, "correlationId"),
+            "gpid": (-1, "globalPid"),
+            "sync_type": (-1, "syncType"),
+        },
+    )
 
 
 def _read_nvtx(db: _Db, names: _Names, raw: _Raw) -> dict[str, np.ndarray]:
     t = "NVTX_EVENTS"
     if not db.has(t) or not db.pick(t, "eventType"):
         return {}
-    n = db.read(t, {"start": (-1, "start"), "end": (-1, "end"), "event_type": (-1, "eventType"),
-                    "gtid": (-1, "globalTid"), "text_id": (-1, "textId"), "domain": (0, "domainId")},
-                {"text": ("text",)},
-                where=f"{_q('eventType')} IN ({NVTX_PUSH_POP}, {NVTX_START_END}, {NVTX_DOMAIN_CREATE})")
+    n = db.read(
+        t,
+        {
+            "start": (-1, "start"),
+            "end": (-1, "end"),
+            "event_type": (-1, "eventType"),
+            "gtid": (-1, "globalTid"),
+            "text_id": (-1, "textId"),
+            "domain": (0, "domainId"),
+        },
+        {"text": ("text",)},
+        where=f"{_q('eventType')} IN ({NVTX_PUSH_POP}, {NVTX_START_END}, {NVTX_DOMAIN_CREATE})",
+    )
     texts = n.pop("text")
     is_domain = n["event_type"] == NVTX_DOMAIN_CREATE
     if is_domain.any():
@@ -224,9 +289,16 @@ def _read_nvtx(db: _Db, names: _Names, raw: _Raw) -> dict[str, np.ndarray]:
     # COALESCE(text, StringIds[textId]): inline text first, the shared string id otherwise.
     inline = names.add_texts(texts)
     name = np.where(inline != -1, inline, _string_ids(n["text_id"]))
-    return {"start": n["start"], "end": n["end"], "gtid": n["gtid"], "gpid": _gpid_of(n["gtid"]),
-            "name": name, "kind": np.full(name.size, M.USER_ANNOTATION, dtype=np.int64),
-            "domain": n["domain"], "nest": (n["event_type"] != NVTX_PUSH_POP).astype(np.int64)}
+    return {
+        "start": n["start"],
+        "end": n["end"],
+        "gtid": n["gtid"],
+        "gpid": _gpid_of(n["gtid"]),
+        "name": name,
+        "kind": np.full(name.size, M.USER_ANNOTATION, dtype=np.int64),
+        "domain": n["domain"],
+        "nest": (n["event_type"] != NVTX_PUSH_POP).astype(np.int64),
+    }
 
 
 def _read_osrt(db: _Db, raw: _Raw, enabled: bool, max_rows: int) -> dict[str, np.ndarray]:
@@ -235,8 +307,10 @@ def _read_osrt(db: _Db, raw: _Raw, enabled: bool, max_rows: int) -> dict[str, np
         return {}
     n = db.count(t)
     if n > max_rows:
-        raw.warnings.append(f"{db.path}: skipped {n:,} OS runtime (OSRT_API) calls, more than osrt_max_rows="
-                            f"{max_rows:,}; pass osrt_max_rows=N to read them")
+        raw.warnings.append(
+            f"{db.path}: skipped {n:,} OS runtime (OSRT_API) calls, more than osrt_max_rows="
+            f"{max_rows:,}; pass osrt_max_rows=N to read them"
+        )
         return {}
     o = db.read(t, {"start": (-1, "start"), "end": (-1, "end"), "gtid": (-1, "globalTid"), "name": (-1, "nameId")})
     o["gpid"] = _gpid_of(o["gtid"])
@@ -280,8 +354,10 @@ def _fill_missing_gpids(raw: _Raw, path: str) -> None:
             continue
         vals, counts = np.unique(rt, return_counts=True)
         table["gpid"] = np.where(missing, vals[np.argmax(counts)], table["gpid"])
-        raw.warnings.append(f"{path}: {int(missing.sum()):,} GPU records have no globalPid; "
-                            "assigned them to the process with the most CUDA API calls")
+        raw.warnings.append(
+            f"{path}: {int(missing.sum()):,} GPU records have no globalPid; "
+            "assigned them to the process with the most CUDA API calls"
+        )
 
 
 def _apply_time_rules(db: _Db, raw: _Raw) -> None:
@@ -319,18 +395,33 @@ def _apply_time_rules(db: _Db, raw: _Raw) -> None:
             keep = np.flatnonzero(~drop)
             setattr(raw, name, {k: v[keep] for k, v in t.items()})
     if dropped_nonpos:
-        raw.warnings.append(f"{db.path}: dropped {dropped_nonpos:,} events with start <= 0 "
-                            "(recorded before the capture started)")
+        raw.warnings.append(
+            f"{db.path}: dropped {dropped_nonpos:,} events with start <= 0 (recorded before the capture started)"
+        )
     if dropped_impossible:
-        raw.warnings.append(f"{db.path}: dropped {dropped_impossible:,} events with impossible timestamps (end "
-                            "before start, or a value that is not a time); numbers cover the other events")
+        raw.warnings.append(
+            f"{db.path}: dropped {dropped_impossible:,} events with impossible timestamps (end "
+            "before start, or a value that is not a time); numbers cover the other events"
+        )
     if dropped_before:
-        raw.warnings.append(f"{db.path}: dropped {dropped_before:,} events that ended before the capture "
-                            f"start (ANALYSIS_DETAILS.startTime = {filter_from})")
-    raw.meta.update({"clock": clock, "time_origin_ns": int(origin or 0), "capture_start_ns": cap_lo,
-                     "capture_end_ns": cap_hi, "utc_epoch_ns": session.get("utcEpochNs"),
-                     "dropped_events": {"start_not_positive": dropped_nonpos, "before_capture": dropped_before,
-                                        "impossible_time": dropped_impossible}})
+        raw.warnings.append(
+            f"{db.path}: dropped {dropped_before:,} events that ended before the capture "
+            f"start (ANALYSIS_DETAILS.startTime = {filter_from})"
+        )
+    raw.meta.update(
+        {
+            "clock": clock,
+            "time_origin_ns": int(origin or 0),
+            "capture_start_ns": cap_lo,
+            "capture_end_ns": cap_hi,
+            "utc_epoch_ns": session.get("utcEpochNs"),
+            "dropped_events": {
+                "start_not_positive": dropped_nonpos,
+                "before_capture": dropped_before,
+                "impossible_time": dropped_impossible,
+            },
+        }
+    )
 
 
 def _first_row(db: _Db, table: str, cols: tuple[str, ...]) -> dict[str, int]:

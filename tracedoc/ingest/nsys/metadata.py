@@ -13,31 +13,77 @@ from ..values import DEVICE_INTS, int_value, text_value
 from .db import _Db, _q
 from .events import _PID_SHIFT, _TID_MASK, _Raw, _n, _os_pid
 
+
 def _read_info(db: _Db) -> dict:
     """Device properties, process and thread names, export metadata (small tables, read once)."""
     info: dict[str, Any] = {"gpus": [], "cuda_devices": [], "processes": {}, "threads": {}, "export": {}}
     if db.has("TARGET_INFO_GPU"):
         cols = db.columns("TARGET_INFO_GPU")
-        want = [c for c in ("id", "deviceId", "name", "totalMemory", "smCount", "computeMajor", "computeMinor",
-                            "cuDevice", "busLocation", "uuid", "chipName") if c in cols]
+        want = [
+            c
+            for c in (
+                "id",
+                "deviceId",
+                "name",
+                "totalMemory",
+                "smCount",
+                "computeMajor",
+                "computeMinor",
+                "cuDevice",
+                "busLocation",
+                "uuid",
+                "chipName",
+            )
+            if c in cols
+        ]
         for row in db.small(f"SELECT {', '.join(map(_q, want))} FROM TARGET_INFO_GPU"):
             d = _typed(dict(zip(want, row)), ("name", "busLocation", "uuid", "chipName"))
-            info["gpus"].append({
-                "gpu_id": d.get("id", d.get("deviceId")), "cuda_id": d.get("cuDevice"), "name": d.get("name"),
-                "totalGlobalMem": d.get("totalMemory"), "numSms": d.get("smCount"),
-                "computeMajor": d.get("computeMajor"), "computeMinor": d.get("computeMinor"),
-                "busLocation": d.get("busLocation"), "uuid": d.get("uuid"), "pid": None})
+            info["gpus"].append(
+                {
+                    "gpu_id": d.get("id", d.get("deviceId")),
+                    "cuda_id": d.get("cuDevice"),
+                    "name": d.get("name"),
+                    "totalGlobalMem": d.get("totalMemory"),
+                    "numSms": d.get("smCount"),
+                    "computeMajor": d.get("computeMajor"),
+                    "computeMinor": d.get("computeMinor"),
+                    "busLocation": d.get("busLocation"),
+                    "uuid": d.get("uuid"),
+                    "pid": None,
+                }
+            )
     if db.has("TARGET_INFO_CUDA_GPU"):  # ~2021 exports keep CUDA properties here
         cols = db.columns("TARGET_INFO_CUDA_GPU")
-        want = [c for c in ("deviceId", "name", "globalMemorySize", "numMultiprocessors", "computeCapabilityMajor",
-                            "computeCapabilityMinor", "pid", "pciBusId") if c in cols]
+        want = [
+            c
+            for c in (
+                "deviceId",
+                "name",
+                "globalMemorySize",
+                "numMultiprocessors",
+                "computeCapabilityMajor",
+                "computeCapabilityMinor",
+                "pid",
+                "pciBusId",
+            )
+            if c in cols
+        ]
         for row in db.small(f"SELECT {', '.join(map(_q, want))} FROM TARGET_INFO_CUDA_GPU"):
             d = _typed(dict(zip(want, row)), ("name", "pciBusId"))
-            info["gpus"].append({
-                "gpu_id": d.get("deviceId"), "cuda_id": d.get("deviceId"), "name": d.get("name"),
-                "totalGlobalMem": d.get("globalMemorySize"), "numSms": d.get("numMultiprocessors"),
-                "computeMajor": d.get("computeCapabilityMajor"), "computeMinor": d.get("computeCapabilityMinor"),
-                "busLocation": d.get("pciBusId"), "uuid": None, "pid": d.get("pid")})
+            info["gpus"].append(
+                {
+                    "gpu_id": d.get("deviceId"),
+                    "cuda_id": d.get("deviceId"),
+                    "name": d.get("name"),
+                    "totalGlobalMem": d.get("globalMemorySize"),
+                    "numSms": d.get("numMultiprocessors"),
+                    "computeMajor": d.get("computeCapabilityMajor"),
+                    "computeMinor": d.get("computeCapabilityMinor"),
+                    "busLocation": d.get("pciBusId"),
+                    "uuid": None,
+                    "pid": d.get("pid"),
+                }
+            )
     if db.has("TARGET_INFO_CUDA_DEVICE"):
         cols = db.columns("TARGET_INFO_CUDA_DEVICE")
         want = [c for c in ("gpuId", "cudaId", "pid", "numMultiprocessors", "uuid") if c in cols]
@@ -89,10 +135,18 @@ def _devices(info: dict, gpu: dict[str, np.ndarray], gpids: np.ndarray | None) -
     out = []
     for d in ids:
         g = props.get(d, {})
-        out.append(Device.from_properties({
-            "id": int(d), "name": text_value(g.get("name")),
-            **{k: int_value(g.get(k), DEVICE_INTS[k]) for k in ("totalGlobalMem", "computeMajor", "computeMinor",
-                                                               "numSms")}}))
+        out.append(
+            Device.from_properties(
+                {
+                    "id": int(d),
+                    "name": text_value(g.get("name")),
+                    **{
+                        k: int_value(g.get(k), DEVICE_INTS[k])
+                        for k in ("totalGlobalMem", "computeMajor", "computeMinor", "numSms")
+                    },
+                }
+            )
+        )
     return out
 
 
@@ -104,8 +158,9 @@ def _sm_lookup(devices: list[Device], device: np.ndarray) -> np.ndarray:
     return out
 
 
-def _metadata(db: _Db, raw: _Raw, info: dict, trace: Trace, gpids: np.ndarray | None, devices: list[Device],
-              cpu: dict) -> TraceMeta:
+def _metadata(
+    db: _Db, raw: _Raw, info: dict, trace: Trace, gpids: np.ndarray | None, devices: list[Device], cpu: dict
+) -> TraceMeta:
     export = info["export"]
     selected = None if gpids is None else set(np.asarray(gpids).tolist())
     process_names, thread_names = {}, {}
@@ -125,13 +180,23 @@ def _metadata(db: _Db, raw: _Raw, info: dict, trace: Trace, gpids: np.ndarray | 
         pid = int((next(iter(selected)) >> _PID_SHIFT) & _TID_MASK)
     n_events = sum(len(t) for t in trace.tables.values())
     return TraceMeta(
-        format="nsys", pid=pid, devices=devices,
-        versions=Versions(nsys=export.get("EXPORT_PRODUCT_VERSION"),
-                          nsys_export_schema=export.get("EXPORT_SCHEMA_VERSION")),
-        display_time_unit="ns", time_origin_ns=raw.meta.get("time_origin_ns", 0), clock=raw.meta.get("clock"),
-        capture_start_ns=raw.meta.get("capture_start_ns"), capture_end_ns=raw.meta.get("capture_end_ns"),
+        format="nsys",
+        pid=pid,
+        devices=devices,
+        versions=Versions(
+            nsys=export.get("EXPORT_PRODUCT_VERSION"), nsys_export_schema=export.get("EXPORT_SCHEMA_VERSION")
+        ),
+        display_time_unit="ns",
+        time_origin_ns=raw.meta.get("time_origin_ns", 0),
+        clock=raw.meta.get("clock"),
+        capture_start_ns=raw.meta.get("capture_start_ns"),
+        capture_end_ns=raw.meta.get("capture_end_ns"),
         dropped_events=raw.meta.get("dropped_events"),
         trace_name=export.get("EXPORT_INPUT_FILE") or export.get("EXPORT_PARAM_INPUT_FILE"),
-        events=n_events, file_events=raw.n_events, process_names=process_names, thread_names=thread_names,
-        nvtx_domains=domains, extra={k: v for k, v in export.items() if k.startswith("EXPORT_") and "PATH" not in k},
+        events=n_events,
+        file_events=raw.n_events,
+        process_names=process_names,
+        thread_names=thread_names,
+        nvtx_domains=domains,
+        extra={k: v for k, v in export.items() if k.startswith("EXPORT_") and "PATH" not in k},
     )

@@ -61,12 +61,47 @@ from .host import (
 )
 from .row import Row
 
-__all__ = ["BelowRoof", "Collective", "CopyDirection", "DataLoaderSpan", "FlopsByKernelClass", "FlopsByOpClass",
-           "FlopsNotCounted", "FlopsPerStep", "FlopsSummary", "HostOperator", "HostWork", "IdleCause", "IdleCpuOp",
-           "ImplicitSync", "KernelClass", "KernelTotal", "LaunchQueueRow", "LaunchTotals", "ModuleOperators",
-           "OperatorShape", "OperatorTotal", "ROW_TYPES", "RooflineRow", "Row", "StepStat", "StreamGaps",
-           "SyncBlockedCall", "SyncCall", "TableRows", "TopGap", "TopKernel", "TopOperator", "cell", "check_fields",
-           "copy_row", "plain_rows", "row_keys", "typed_evidence", "typed_rows"]
+__all__ = [
+    "BelowRoof",
+    "Collective",
+    "CopyDirection",
+    "DataLoaderSpan",
+    "FlopsByKernelClass",
+    "FlopsByOpClass",
+    "FlopsNotCounted",
+    "FlopsPerStep",
+    "FlopsSummary",
+    "HostOperator",
+    "HostWork",
+    "IdleCause",
+    "IdleCpuOp",
+    "ImplicitSync",
+    "KernelClass",
+    "KernelTotal",
+    "LaunchQueueRow",
+    "LaunchTotals",
+    "ModuleOperators",
+    "OperatorShape",
+    "OperatorTotal",
+    "ROW_TYPES",
+    "RooflineRow",
+    "Row",
+    "StepStat",
+    "StreamGaps",
+    "SyncBlockedCall",
+    "SyncCall",
+    "TableRows",
+    "TopGap",
+    "TopKernel",
+    "TopOperator",
+    "cell",
+    "check_fields",
+    "copy_row",
+    "plain_rows",
+    "row_keys",
+    "typed_evidence",
+    "typed_rows",
+]
 
 
 ROW_TYPES: dict[str, type[Row]] = {
@@ -109,18 +144,24 @@ def check_fields(row_type: type[Row], names: tuple[str, ...] | list[str], where:
     (a renderer's column list) calls it at import, so a misspelt column fails there."""
     unknown = [n for n in names if n not in row_type.__struct_fields__]
     if unknown:
-        raise AttributeError(f"{where} names {', '.join(unknown)}: not a field of {row_type.__name__} "
-                             f"({', '.join(row_type.__struct_fields__)})")
+        raise AttributeError(
+            f"{where} names {', '.join(unknown)}: not a field of {row_type.__name__} "
+            f"({', '.join(row_type.__struct_fields__)})"
+        )
 
 
 @functools.cache
 def _nullable(row_type: type[Row]) -> tuple[str, ...]:
     """The required fields of ``row_type`` that may be null."""
+
     def admits_none(t: Any) -> bool:
         return isinstance(t, msgspec.inspect.NoneType) or (
-            isinstance(t, msgspec.inspect.UnionType) and any(isinstance(x, msgspec.inspect.NoneType) for x in t.types))
+            isinstance(t, msgspec.inspect.UnionType) and any(isinstance(x, msgspec.inspect.NoneType) for x in t.types)
+        )
 
-    return tuple(f.encode_name for f in msgspec.inspect.type_info(row_type).fields if f.required and admits_none(f.type))
+    return tuple(
+        f.encode_name for f in msgspec.inspect.type_info(row_type).fields if f.required and admits_none(f.type)
+    )
 
 
 def typed_rows(table: str, rows: list[Any]) -> list[Any]:
@@ -159,8 +200,11 @@ def row_keys(row: Any) -> list[str]:
         return list(row)
     if not row.__struct_config__.omit_defaults:
         return list(row.__struct_fields__)
-    return [f.name for f in msgspec.structs.fields(row)
-            if f.required or getattr(row, f.name) != (f.default_factory() if f.default is msgspec.NODEFAULT else f.default)]
+    return [
+        f.name
+        for f in msgspec.structs.fields(row)
+        if f.required or getattr(row, f.name) != (f.default_factory() if f.default is msgspec.NODEFAULT else f.default)
+    ]
 
 
 def copy_row(row: Any) -> Any:

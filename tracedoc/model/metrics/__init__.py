@@ -24,8 +24,20 @@ TRACE_METRICS: dict[str, Metric] = {m.name: m for m in TABLE if m.scope in ("ran
 # What a training log's result holds and a ``scope = "log"`` rule reads.
 LOG_METRIC_TABLE: dict[str, Metric] = {m.name: m for m in LOG_METRICS}
 
-__all__ = ["BY_NAME", "HIGHER", "LOG_METRIC_TABLE", "LOWER", "NON_NUMERIC_UNITS", "SCOPES", "TABLE",
-           "TRACE_METRICS", "UNIT_BOUNDS", "Metric", "metric_names", "valid_range"]
+__all__ = [
+    "BY_NAME",
+    "HIGHER",
+    "LOG_METRIC_TABLE",
+    "LOWER",
+    "NON_NUMERIC_UNITS",
+    "SCOPES",
+    "TABLE",
+    "TRACE_METRICS",
+    "UNIT_BOUNDS",
+    "Metric",
+    "metric_names",
+    "valid_range",
+]
 
 
 def metric_names(scope: str | None = None, topic: str | None = None) -> tuple[str, ...]:

@@ -10,9 +10,12 @@ SCOPES = ("rank", "job", "log")
 # The range a value of each unit lies in by definition (a share, a duration, a count, a rate of
 # non-negative things); units not listed (names, booleans, steps, scores) are not range-checked.
 UNIT_BOUNDS: dict[str, tuple[float, float]] = {
-    "fraction": (0.0, 1.0), "percent": (0.0, 100.0),
-    **dict.fromkeys(("ns", "ms", "count", "bytes", "blocks", "1/ms", "1/s", "version", "GB/s", "FLOPs", "TFLOP/s",
-                     "x"), (0.0, math.inf)),
+    "fraction": (0.0, 1.0),
+    "percent": (0.0, 100.0),
+    **dict.fromkeys(
+        ("ns", "ms", "count", "bytes", "blocks", "1/ms", "1/s", "version", "GB/s", "FLOPs", "TFLOP/s", "x"),
+        (0.0, math.inf),
+    ),
 }
 NON_NUMERIC_UNITS = ("bool", "name")
 

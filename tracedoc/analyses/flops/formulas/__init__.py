@@ -41,21 +41,50 @@ from .conv import (
 from .matmul import MATMUL_FORMULAS, MAX_INPUTS
 from .memory import OpCost, has_memory_formula, op_cost
 
-__all__ = ["ATTENTION", "BACKWARD", "CONV", "FORWARD", "MATMUL", "OpCost", "OpFlops", "causal_fraction",
-           "conv_output_shape", "dtype_of", "has_memory_formula", "needs_shapes", "op_cost", "op_flops",
-           "tensor_shape"]
+__all__ = [
+    "ATTENTION",
+    "BACKWARD",
+    "CONV",
+    "FORWARD",
+    "MATMUL",
+    "OpCost",
+    "OpFlops",
+    "causal_fraction",
+    "conv_output_shape",
+    "dtype_of",
+    "has_memory_formula",
+    "needs_shapes",
+    "op_cost",
+    "op_flops",
+    "tensor_shape",
+]
 
-FLOP_OPS: frozenset[str] = frozenset(MATMUL_FORMULAS) | frozenset(CONV_FORWARD_ARGS) | \
-    frozenset(CONV_BACKWARD_ARGS) | frozenset(CONV_BACKWARD_SINGLE) | frozenset(ATTENTION_ARGS)
+FLOP_OPS: frozenset[str] = (
+    frozenset(MATMUL_FORMULAS)
+    | frozenset(CONV_FORWARD_ARGS)
+    | frozenset(CONV_BACKWARD_ARGS)
+    | frozenset(CONV_BACKWARD_SINGLE)
+    | frozenset(ATTENTION_ARGS)
+)
 # Ops that only forward passes use (gradients of linear/addmm are mm, of convolution
 # convolution_backward, of attention its backward op): seen inside a backward pass, they are
 # recomputation (activation checkpointing). mm/bmm/matmul/einsum also compute gradients, so they
 # are never taken for recomputation.
-FORWARD_ONLY_OPS: frozenset[str] = frozenset({"aten::linear", "aten::addmm", "aten::_addmm_activation"}) | \
-    frozenset(CONV_FORWARD_ARGS) | frozenset(n for n, a in ATTENTION_ARGS.items() if a.phase == FORWARD)
+FORWARD_ONLY_OPS: frozenset[str] = (
+    frozenset({"aten::linear", "aten::addmm", "aten::_addmm_activation"})
+    | frozenset(CONV_FORWARD_ARGS)
+    | frozenset(n for n, a in ATTENTION_ARGS.items() if a.phase == FORWARD)
+)
 # Ops torch's with_flops=True annotates; their "flops" arg is used when shapes cannot be resolved.
-_FLOPS_ARG_CLASS = {"aten::conv2d": CONV, "aten::mm": MATMUL, "aten::addmm": MATMUL, "aten::bmm": MATMUL,
-                    "aten::baddbmm": MATMUL, "aten::matmul": MATMUL, "aten::linear": MATMUL}
+_FLOPS_ARG_CLASS = {
+    "aten::conv2d": CONV,
+    "aten::mm": MATMUL,
+    "aten::addmm": MATMUL,
+    "aten::bmm": MATMUL,
+    "aten::baddbmm": MATMUL,
+    "aten::matmul": MATMUL,
+    "aten::linear": MATMUL,
+}
 
 
 CONV_FORWARD_OPS: frozenset[str] = frozenset(CONV_FORWARD_ARGS)
@@ -64,8 +93,13 @@ ATTENTION_OPS: frozenset[str] = frozenset(ATTENTION_ARGS)
 # Single-gradient ops that old (torch < 1.11) convolution backwards call, one per gradient computed
 CONV_BACKWARD_INPUT_OPS = frozenset(n for n, w in CONV_BACKWARD_SINGLE.items() if w == "input")
 CONV_BACKWARD_WEIGHT_OPS = frozenset(n for n, w in CONV_BACKWARD_SINGLE.items() if w == "weight")
-CONV_BACKWARD_WITH_CHILDREN = frozenset({"aten::cudnn_convolution_backward", "aten::miopen_convolution_backward",
-                                         "aten::cudnn_convolution_transpose_backward"})
+CONV_BACKWARD_WITH_CHILDREN = frozenset(
+    {
+        "aten::cudnn_convolution_backward",
+        "aten::miopen_convolution_backward",
+        "aten::cudnn_convolution_transpose_backward",
+    }
+)
 
 
 def counts_whole_nest(name: str) -> bool:
@@ -91,8 +125,15 @@ def needs_shapes(name: str) -> bool:
     return name in FLOP_OPS
 
 
-def op_flops(name: str, dims: list, types: list, concrete: list | None = None, flops_arg: float | None = None,
-             conv_out: list[int] | None = None, mask_hint: tuple[bool, bool] | None = None) -> OpFlops | str:
+def op_flops(
+    name: str,
+    dims: list,
+    types: list,
+    concrete: list | None = None,
+    flops_arg: float | None = None,
+    conv_out: list[int] | None = None,
+    mask_hint: tuple[bool, bool] | None = None,
+) -> OpFlops | str:
     """FLOPs of one op, or why they cannot be counted.
 
     ``dims``/``types``/``concrete``: the op's ``Input Dims``, ``Input type`` and ``Concrete Inputs``.

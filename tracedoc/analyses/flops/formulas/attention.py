@@ -18,6 +18,7 @@ from .common import (
     tensor_shape,
 )
 
+
 @dataclass(frozen=True)
 class _AttnArgs:
     """Where an attention op's arguments hold its inputs and mask, and how it lays them out."""
@@ -49,10 +50,12 @@ ATTENTION_ARGS = {
     "aten::_scaled_dot_product_cudnn_attention_backward": _AttnArgs(1, BACKWARD, 14, recomputes=True),
     "aten::_scaled_dot_product_fused_attention_overrideable_backward": _AttnArgs(1, BACKWARD, 13, recomputes=True),
     "aten::_flash_attention_backward": _AttnArgs(1, BACKWARD, 11, heads_first=False, recomputes=True),
-    "aten::_efficient_attention_backward": _AttnArgs(1, BACKWARD, 14, heads_first=False, mask_type=True,
-                                                     recomputes=True),
-    "flash_attn::_flash_attn_backward": _AttnArgs(1, BACKWARD, 11, heads_first=False, bottom_right=True,
-                                                  recomputes=True),
+    "aten::_efficient_attention_backward": _AttnArgs(
+        1, BACKWARD, 14, heads_first=False, mask_type=True, recomputes=True
+    ),
+    "flash_attn::_flash_attn_backward": _AttnArgs(
+        1, BACKWARD, 11, heads_first=False, bottom_right=True, recomputes=True
+    ),
 }
 
 
@@ -109,5 +112,3 @@ def attention_flops(name: str, dims, types, concrete) -> OpFlops | str:
     model = 2.0 * forward
     hardware = model + (scores * d_qk if spec.recomputes else 0.0)
     return OpFlops(ATTENTION, BACKWARD, model, hardware, dtype, 2.0 * moved)
-
-

@@ -10,6 +10,7 @@ FORWARD, BACKWARD = "forward", "backward"
 
 BYTES_PER_ELEMENT = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 
+
 @dataclass(frozen=True)
 class OpFlops:
     """The FLOPs and bytes of one matmul, convolution or attention op."""
@@ -93,5 +94,3 @@ def bool_list(text: str | None) -> list[bool] | None:
 def bool_arg(text: str | None) -> bool | None:
     vals = bool_list(text)
     return vals[0] if vals and len(vals) == 1 else None
-
-

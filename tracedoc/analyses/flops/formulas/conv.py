@@ -19,6 +19,7 @@ from .common import (
     tensor_shape,
 )
 
+
 @dataclass(frozen=True)
 class _ConvArgs:
     """Where a convolution op's arguments hold its bias, stride, padding and dilation."""
@@ -33,8 +34,10 @@ class _ConvArgs:
 
 
 CONV_FORWARD_ARGS = {
-    "aten::conv1d": _ConvArgs(2, 3, 4, 5), "aten::conv2d": _ConvArgs(2, 3, 4, 5),
-    "aten::conv3d": _ConvArgs(2, 3, 4, 5), "aten::_convolution_mode": _ConvArgs(2, 3, 4, 5),
+    "aten::conv1d": _ConvArgs(2, 3, 4, 5),
+    "aten::conv2d": _ConvArgs(2, 3, 4, 5),
+    "aten::conv3d": _ConvArgs(2, 3, 4, 5),
+    "aten::_convolution_mode": _ConvArgs(2, 3, 4, 5),
     "aten::convolution": _ConvArgs(2, 3, 4, 5, transposed=6, output_padding=7),
     "aten::_convolution": _ConvArgs(2, 3, 4, 5, transposed=6, output_padding=7),
     "aten::convolution_overrideable": _ConvArgs(2, 3, 4, 5, transposed=6, output_padding=7),
@@ -97,8 +100,9 @@ def conv_forward_flops(name: str, dims, types, concrete, conv_out: list[int] | N
     x, w = tensor_shape(dims, 0), tensor_shape(dims, 1)
     if x is None or w is None or len(x) < 3 or len(x) != len(w):
         return "input or weight shape not recorded"
-    transposed = spec.always_transposed or bool(bool_arg(concrete_arg(concrete, spec.transposed))
-                                                if spec.transposed is not None else False)
+    transposed = spec.always_transposed or bool(
+        bool_arg(concrete_arg(concrete, spec.transposed)) if spec.transposed is not None else False
+    )
     has_bias = spec.bias is not None and bool(tensor_shape(dims, spec.bias))
     stride = int_list(concrete_arg(concrete, spec.stride)) if spec.stride is not None else None
     pad_text = concrete_arg(concrete, spec.padding) if spec.padding is not None else None
@@ -106,8 +110,7 @@ def conv_forward_flops(name: str, dims, types, concrete, conv_out: list[int] | N
     dilation = int_list(concrete_arg(concrete, spec.dilation)) if spec.dilation is not None else [1]
     out = None
     if not transposed:
-        out = conv_output_shape(x, w, stride, padding, dilation) if stride is not None and padding is not None \
-            else None
+        out = conv_output_shape(x, w, stride, padding, dilation) if stride is not None and padding is not None else None
         if out is None and conv_out is not None and len(conv_out) == len(x):
             out = conv_out
         if out is None:
@@ -187,5 +190,3 @@ def conv_backward_single_flops(name: str, dims, types, concrete) -> OpFlops | st
     bpe = BYTES_PER_ELEMENT.get(dtype or "", 0)
     written = prod(size) if size else 0  # the input's or weight's gradient, sized by the first argument
     return OpFlops(CONV, BACKWARD, flops, flops, dtype, float((prod(go) + prod(other) + written) * bpe))
-
-

@@ -6,11 +6,13 @@ import re
 
 from .common import BYTES_PER_ELEMENT, FORWARD, MATMUL, OpFlops, concrete_arg, dtype_of, prod, tensor_shape
 
+
 def _gemm(batch: int, m: int, n: int, k: int, dtype, extra_adds: int = 0) -> OpFlops:
     flops = 2.0 * batch * m * n * k + extra_adds
     bpe = BYTES_PER_ELEMENT.get(dtype or "", 0)
-    return OpFlops(MATMUL, FORWARD, flops, flops, dtype, float(batch * (m * k + k * n + m * n) * bpe),
-                   gemm_min_dim=min(m, n, k))
+    return OpFlops(
+        MATMUL, FORWARD, flops, flops, dtype, float(batch * (m * k + k * n + m * n) * bpe), gemm_min_dim=min(m, n, k)
+    )
 
 
 def _matmul_shapes(a: list[int], b: list[int]) -> tuple[int, int, int, int] | str:
@@ -99,8 +101,15 @@ def _scaled_mm(dims, types, concrete) -> OpFlops | str:
     r = _mm(dims, types, concrete)
     if isinstance(r, str):
         return r
-    return OpFlops(r.op_class, r.phase, r.flops, r.hardware_flops, dtype_of(types[0] if types else None) or "fp8",
-                   r.bytes / 4 if r.dtype == "fp32" else r.bytes, r.gemm_min_dim)
+    return OpFlops(
+        r.op_class,
+        r.phase,
+        r.flops,
+        r.hardware_flops,
+        dtype_of(types[0] if types else None) or "fp8",
+        r.bytes / 4 if r.dtype == "fp32" else r.bytes,
+        r.gemm_min_dim,
+    )
 
 
 _EINSUM_RE = re.compile(r"^\s*([a-zA-Z]*)\s*,\s*([a-zA-Z]*)\s*(?:->\s*([a-zA-Z]*)\s*)?$")
@@ -135,8 +144,15 @@ def _einsum(dims, types, concrete) -> OpFlops | str:
     dtype = dtype_of(types[1] if len(types) > 1 else None)  # "TensorList" in current torch: unknown
     bpe = BYTES_PER_ELEMENT.get(dtype or "", 0)
     outn = prod(size[c] for c in out) if out else 1
-    return OpFlops(MATMUL, FORWARD, flops, flops, dtype, float((prod(a) + prod(b) + outn) * bpe),
-                   gemm_min_dim=min([k] + [size[c] for c in out]) if out else k)
+    return OpFlops(
+        MATMUL,
+        FORWARD,
+        flops,
+        flops,
+        dtype,
+        float((prod(a) + prod(b) + outn) * bpe),
+        gemm_min_dim=min([k] + [size[c] for c in out]) if out else k,
+    )
 
 
 # Inputs past the operands: mm(self, mat2[, out]), addmm(self, mat1, mat2, beta, alpha[, out]) and the
@@ -157,6 +173,16 @@ MATMUL_FORMULAS = {
 }
 
 # Most inputs each matrix product takes; a record with more mixed up several ops' inputs.
-MAX_INPUTS = {"aten::mm": 3, "aten::matmul": 3, "aten::bmm": 3, "aten::mv": 3, "aten::linear": 3,
-              "aten::einsum": 3, "aten::addmm": 6, "aten::baddbmm": 6, "aten::addbmm": 6, "aten::addmv": 6,
-              "aten::_addmm_activation": 6}
+MAX_INPUTS = {
+    "aten::mm": 3,
+    "aten::matmul": 3,
+    "aten::bmm": 3,
+    "aten::mv": 3,
+    "aten::linear": 3,
+    "aten::einsum": 3,
+    "aten::addmm": 6,
+    "aten::baddbmm": 6,
+    "aten::addbmm": 6,
+    "aten::addmv": 6,
+    "aten::_addmm_activation": 6,
+}

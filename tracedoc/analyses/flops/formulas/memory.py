@@ -44,6 +44,7 @@ from .tensors import (
 
 # -- the op families -------------------------------------------------------------------------------
 
+
 def _elementwise(name, dims, types, concrete, per_element=1.0) -> OpCost | str:
     """Reads every tensor input, writes the broadcast result (in place: into ``self``)."""
     ts = [t for _, t in tensors_of(dims, types)]
@@ -188,7 +189,7 @@ def _gather_rows(name, dims, types, concrete) -> OpCost | str:
     if src is None or idx is None or not src.shape:
         return "table or index shape not recorded"
     dim = 0 if emb else (int_list(concrete_arg(concrete, 1)) or [0])[0] % len(src.shape)
-    rows = idx.numel * _prod(src.shape[dim + 1:]) * (1 if emb else _prod(src.shape[:dim]))
+    rows = idx.numel * _prod(src.shape[dim + 1 :]) * (1 if emb else _prod(src.shape[:dim]))
     moved = Tensor((rows,), src.size, src.dtype)
     return cost_of(EMBEDDING, name, [moved, idx], [moved], 0, [src])
 
@@ -210,14 +211,71 @@ def _compiled(name, dims, types, concrete) -> OpCost | str:
     return OpCost(COMPILED, FORWARD, None, float(sum(t.nbytes for t in ts)), dtype_label(ts))
 
 
-_UNARY_OR_BINARY = ("add", "sub", "mul", "div", "neg", "exp", "log", "sqrt", "rsqrt", "pow", "abs", "relu", "clamp",
-                    "clamp_min", "clamp_max", "gelu", "silu", "sigmoid", "tanh", "where", "masked_fill", "square",
-                    "reciprocal", "hardtanh", "leaky_relu", "elu", "softplus", "mish", "hardswish", "hardsigmoid",
-                    "minimum", "maximum", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "bitwise_and",
-                    "erf", "sin", "cos", "floor", "sign", "addcmul", "addcdiv", "lerp", "threshold")
-_BACKWARD_ELEMENTWISE = ("threshold_backward", "gelu_backward", "silu_backward", "sigmoid_backward",
-                         "tanh_backward", "hardtanh_backward", "leaky_relu_backward", "elu_backward",
-                         "native_dropout_backward", "hardswish_backward", "mish_backward", "softplus_backward")
+_UNARY_OR_BINARY = (
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "neg",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "pow",
+    "abs",
+    "relu",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "gelu",
+    "silu",
+    "sigmoid",
+    "tanh",
+    "where",
+    "masked_fill",
+    "square",
+    "reciprocal",
+    "hardtanh",
+    "leaky_relu",
+    "elu",
+    "softplus",
+    "mish",
+    "hardswish",
+    "hardsigmoid",
+    "minimum",
+    "maximum",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_not",
+    "bitwise_and",
+    "erf",
+    "sin",
+    "cos",
+    "floor",
+    "sign",
+    "addcmul",
+    "addcdiv",
+    "lerp",
+    "threshold",
+)
+_BACKWARD_ELEMENTWISE = (
+    "threshold_backward",
+    "gelu_backward",
+    "silu_backward",
+    "sigmoid_backward",
+    "tanh_backward",
+    "hardtanh_backward",
+    "leaky_relu_backward",
+    "elu_backward",
+    "native_dropout_backward",
+    "hardswish_backward",
+    "mish_backward",
+    "softplus_backward",
+)
 
 # name -> cost function(name, dims, types, concrete)
 MEMORY_FORMULAS: dict = {}
@@ -225,47 +283,75 @@ for _op in _UNARY_OR_BINARY:
     MEMORY_FORMULAS[f"aten::{_op}"] = MEMORY_FORMULAS[f"aten::{_op}_"] = _elementwise
 for _op in _BACKWARD_ELEMENTWISE:
     MEMORY_FORMULAS[f"aten::{_op}"] = _elementwise
-MEMORY_FORMULAS.update({
-    "aten::native_dropout": _dropout,
-    "aten::fill_": _fill, "aten::zero_": _fill,
-    "aten::copy_": _copy_into,
-    "aten::_to_copy": lambda n, d, t, c: _copy_as(n, d, t, c, dtype_at=1),
-    "aten::clone": _copy_as, "aten::contiguous": _copy_as,
-    "aten::cat": _concat, "aten::stack": _concat,
-    **{f"aten::{r}": _reduction for r in ("sum", "mean", "amax", "amin", "prod", "any", "all", "argmax", "argmin",
-                                          "var", "std", "var_mean", "std_mean", "norm")},
-    "aten::linalg_vector_norm": lambda n, d, t, c: _reduction(n, d, t, c, dim_at=2),
-    "aten::_softmax": lambda n, d, t, c: _softmax(n, d, t, c, 5.0),
-    "aten::_log_softmax": lambda n, d, t, c: _softmax(n, d, t, c, 5.0),
-    "aten::_softmax_backward_data": lambda n, d, t, c: _softmax(n, d, t, c, 4.0),
-    "aten::_log_softmax_backward_data": lambda n, d, t, c: _softmax(n, d, t, c, 4.0),
-    # normalisation: forward 8 FLOPs per element (mean 1, variance 3, normalise 2, scale and shift 2),
-    # backward twice that (like every backward pass); RMS norm 4 (square, sum, scale by rstd, weight)
-    "aten::native_layer_norm": lambda n, d, t, c: _norm(n, d, t, c, ((0, 2, 3), 0, ((0, 0),), None, 8.0, 2)),
-    "aten::native_layer_norm_backward": lambda n, d, t, c: _norm(
-        n, d, t, c, ((0, 1, 3, 4, 5), 1, ((1, 0), (5, 1), (6, 2)), 7, 16.0, 0)),
-    "aten::native_batch_norm": lambda n, d, t, c: _norm(n, d, t, c, ((0, 1, 2), 0, ((0, 0),), None, 8.0, 0)),
-    "aten::cudnn_batch_norm": lambda n, d, t, c: _norm(n, d, t, c, ((0, 1, 2), 0, ((0, 0),), None, 8.0, 0)),
-    "aten::miopen_batch_norm": lambda n, d, t, c: _norm(n, d, t, c, ((0, 1, 2), 0, ((0, 0),), None, 8.0, 0)),
-    "aten::native_batch_norm_backward": lambda n, d, t, c: _norm(
-        n, d, t, c, ((0, 1, 2, 5, 6), 1, ((1, 0), (2, 1), (2, 2)), 9, 16.0, 0)),
-    "aten::cudnn_batch_norm_backward": lambda n, d, t, c: _norm(
-        n, d, t, c, ((0, 1, 2, 5, 6), 0, ((0, 0), (2, 1), (2, 2)), None, 16.0, 0)),
-    "aten::native_group_norm": lambda n, d, t, c: _norm(n, d, t, c, ((0, 1, 2), 0, ((0, 0),), None, 8.0, 0)),
-    "aten::native_group_norm_backward": lambda n, d, t, c: _norm(
-        n, d, t, c, ((0, 1, 2, 3, 4), 1, ((1, 0), (4, 1), (4, 2)), 9, 16.0, 0)),
-    "aten::_fused_rms_norm": lambda n, d, t, c: _norm(n, d, t, c, ((0, 2), 0, ((0, 0),), None, 4.0, 1)),
-    "aten::_fused_rms_norm_backward": lambda n, d, t, c: _norm(
-        n, d, t, c, ((0, 1, 3, 4), 1, ((1, 0), (4, 1)), 5, 8.0, 0)),
-    "aten::max_pool2d_with_indices": lambda n, d, t, c: _pool(n, d, t, c, True),
-    "aten::max_pool2d_with_indices_backward": lambda n, d, t, c: _pool(n, d, t, c, True),
-    "aten::avg_pool2d": lambda n, d, t, c: _pool(n, d, t, c, False),
-    "aten::avg_pool2d_backward": lambda n, d, t, c: _pool(n, d, t, c, False),
-    "aten::embedding": _gather_rows, "aten::index_select": _gather_rows,
-    "aten::_fused_adam_": lambda n, d, t, c: optimizer_cost(n, d, t, c, "adam"),
-    "aten::_fused_adamw_": lambda n, d, t, c: optimizer_cost(n, d, t, c, "adam"),
-    "aten::_fused_sgd_": lambda n, d, t, c: optimizer_cost(n, d, t, c, "sgd"),
-})
+MEMORY_FORMULAS.update(
+    {
+        "aten::native_dropout": _dropout,
+        "aten::fill_": _fill,
+        "aten::zero_": _fill,
+        "aten::copy_": _copy_into,
+        "aten::_to_copy": lambda n, d, t, c: _copy_as(n, d, t, c, dtype_at=1),
+        "aten::clone": _copy_as,
+        "aten::contiguous": _copy_as,
+        "aten::cat": _concat,
+        "aten::stack": _concat,
+        **{
+            f"aten::{r}": _reduction
+            for r in (
+                "sum",
+                "mean",
+                "amax",
+                "amin",
+                "prod",
+                "any",
+                "all",
+                "argmax",
+                "argmin",
+                "var",
+                "std",
+                "var_mean",
+                "std_mean",
+                "norm",
+            )
+        },
+        "aten::linalg_vector_norm": lambda n, d, t, c: _reduction(n, d, t, c, dim_at=2),
+        "aten::_softmax": lambda n, d, t, c: _softmax(n, d, t, c, 5.0),
+        "aten::_log_softmax": lambda n, d, t, c: _softmax(n, d, t, c, 5.0),
+        "aten::_softmax_backward_data": lambda n, d, t, c: _softmax(n, d, t, c, 4.0),
+        "aten::_log_softmax_backward_data": lambda n, d, t, c: _softmax(n, d, t, c, 4.0),
+        # normalisation: forward 8 FLOPs per element (mean 1, variance 3, normalise 2, scale and shift 2),
+        # backward twice that (like every backward pass); RMS norm 4 (square, sum, scale by rstd, weight)
+        "aten::native_layer_norm": lambda n, d, t, c: _norm(n, d, t, c, ((0, 2, 3), 0, ((0, 0),), None, 8.0, 2)),
+        "aten::native_layer_norm_backward": lambda n, d, t, c: _norm(
+            n, d, t, c, ((0, 1, 3, 4, 5), 1, ((1, 0), (5, 1), (6, 2)), 7, 16.0, 0)
+        ),
+        "aten::native_batch_norm": lambda n, d, t, c: _norm(n, d, t, c, ((0, 1, 2), 0, ((0, 0),), None, 8.0, 0)),
+        "aten::cudnn_batch_norm": lambda n, d, t, c: _norm(n, d, t, c, ((0, 1, 2), 0, ((0, 0),), None, 8.0, 0)),
+        "aten::miopen_batch_norm": lambda n, d, t, c: _norm(n, d, t, c, ((0, 1, 2), 0, ((0, 0),), None, 8.0, 0)),
+        "aten::native_batch_norm_backward": lambda n, d, t, c: _norm(
+            n, d, t, c, ((0, 1, 2, 5, 6), 1, ((1, 0), (2, 1), (2, 2)), 9, 16.0, 0)
+        ),
+        "aten::cudnn_batch_norm_backward": lambda n, d, t, c: _norm(
+            n, d, t, c, ((0, 1, 2, 5, 6), 0, ((0, 0), (2, 1), (2, 2)), None, 16.0, 0)
+        ),
+        "aten::native_group_norm": lambda n, d, t, c: _norm(n, d, t, c, ((0, 1, 2), 0, ((0, 0),), None, 8.0, 0)),
+        "aten::native_group_norm_backward": lambda n, d, t, c: _norm(
+            n, d, t, c, ((0, 1, 2, 3, 4), 1, ((1, 0), (4, 1), (4, 2)), 9, 16.0, 0)
+        ),
+        "aten::_fused_rms_norm": lambda n, d, t, c: _norm(n, d, t, c, ((0, 2), 0, ((0, 0),), None, 4.0, 1)),
+        "aten::_fused_rms_norm_backward": lambda n, d, t, c: _norm(
+            n, d, t, c, ((0, 1, 3, 4), 1, ((1, 0), (4, 1)), 5, 8.0, 0)
+        ),
+        "aten::max_pool2d_with_indices": lambda n, d, t, c: _pool(n, d, t, c, True),
+        "aten::max_pool2d_with_indices_backward": lambda n, d, t, c: _pool(n, d, t, c, True),
+        "aten::avg_pool2d": lambda n, d, t, c: _pool(n, d, t, c, False),
+        "aten::avg_pool2d_backward": lambda n, d, t, c: _pool(n, d, t, c, False),
+        "aten::embedding": _gather_rows,
+        "aten::index_select": _gather_rows,
+        "aten::_fused_adam_": lambda n, d, t, c: optimizer_cost(n, d, t, c, "adam"),
+        "aten::_fused_adamw_": lambda n, d, t, c: optimizer_cost(n, d, t, c, "adam"),
+        "aten::_fused_sgd_": lambda n, d, t, c: optimizer_cost(n, d, t, c, "sgd"),
+    }
+)
 FOREACH_PREFIX = "aten::_foreach_"
 COMPILED_PREFIX = "triton_"
 
@@ -281,7 +367,9 @@ def op_cost(name: str, dims, types, concrete) -> OpCost | str:
     concrete = concrete if isinstance(concrete, list) else []
     fn = MEMORY_FORMULAS.get(name)
     if fn is None:
-        fn = foreach_cost if name.startswith(FOREACH_PREFIX) else _compiled if name.startswith(COMPILED_PREFIX) else None
+        fn = (
+            foreach_cost if name.startswith(FOREACH_PREFIX) else _compiled if name.startswith(COMPILED_PREFIX) else None
+        )
     if fn is None:
         return "no memory model for this op"
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .common import FORWARD, concrete_arg
 from .tensors import ELEMENTWISE, OPTIMIZER, TENSOR_LISTS_MISSING, OpCost, tensor_lists
 
+
 def optimizer_cost(name, dims, types, concrete, kind) -> OpCost | str:
     if kind == "sgd":
         momentum = concrete_arg(concrete, 4)

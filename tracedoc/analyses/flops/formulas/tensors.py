@@ -13,13 +13,37 @@ POOLING, EMBEDDING, OPTIMIZER, COMPILED = "pooling", "embedding", "optimizer", "
 
 
 # Element size by recorded type name (floating types through ``dtype_of``).
-_INT_SIZES = {"long int": 8, "long": 8, "int": 4, "short int": 2, "short": 2, "signed char": 1, "unsigned char": 1,
-              "char": 1, "bool": 1, "c10::complex<float>": 8, "c10::complex<double>": 16}
+_INT_SIZES = {
+    "long int": 8,
+    "long": 8,
+    "int": 4,
+    "short int": 2,
+    "short": 2,
+    "signed char": 1,
+    "unsigned char": 1,
+    "char": 1,
+    "bool": 1,
+    "c10::complex<float>": 8,
+    "c10::complex<double>": 16,
+}
 _FLOAT_SIZES = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 # torch ScalarType codes as Concrete Inputs record a dtype argument (c10/core/ScalarType.h order)
-SCALAR_TYPES = {0: ("uint8", 1), 1: ("int8", 1), 2: ("int16", 2), 3: ("int32", 4), 4: ("int64", 8),
-                 5: ("fp16", 2), 6: ("fp32", 4), 7: ("fp64", 8), 11: ("bool", 1), 15: ("bf16", 2),
-                 23: ("fp8", 1), 24: ("fp8", 1), 25: ("fp8", 1), 26: ("fp8", 1)}
+SCALAR_TYPES = {
+    0: ("uint8", 1),
+    1: ("int8", 1),
+    2: ("int16", 2),
+    3: ("int32", 4),
+    4: ("int64", 8),
+    5: ("fp16", 2),
+    6: ("fp32", 4),
+    7: ("fp64", 8),
+    11: ("bool", 1),
+    15: ("bf16", 2),
+    23: ("fp8", 1),
+    24: ("fp8", 1),
+    25: ("fp8", 1),
+    26: ("fp8", 1),
+}
 
 
 @dataclass(frozen=True)
@@ -91,8 +115,13 @@ def dtype_label(tensors) -> str | None:
 
 def cost_of(cls, name, reads, writes, flops, tensors) -> OpCost:
     phase = BACKWARD if "backward" in name else FORWARD
-    return OpCost(cls, phase, None if flops is None else float(flops),
-                  float(sum(t.nbytes for t in reads) + sum(t.nbytes for t in writes)), dtype_label(tensors))
+    return OpCost(
+        cls,
+        phase,
+        None if flops is None else float(flops),
+        float(sum(t.nbytes for t in reads) + sum(t.nbytes for t in writes)),
+        dtype_label(tensors),
+    )
 
 
 def tensor_lists(dims, types, at) -> list[list[Tensor]] | None:
