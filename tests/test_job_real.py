@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import shared_traces
+from machine_lock import one_job_at_a_time
 from test_job_align import check_merged
 
 from tracedoc.api import analyze
@@ -187,6 +188,11 @@ def cpu_jobs(tmp_path_factory):
     ``balanced``: equal inputs, windows after 2, 1 and 1 steps."""
     pytest.importorskip("torch")
     base = tmp_path_factory.mktemp("cpujobs")
+    with one_job_at_a_time():  # and no other test session's job beside them (tests/machine_lock.py)
+        return _cpu_jobs(base)
+
+
+def _cpu_jobs(base: Path) -> dict[str, Path]:
     return {
         "shifted": _run_job(
             base / "shifted",

@@ -17,6 +17,8 @@ pytest.importorskip("torch")
 
 from test_capture import ROOT, TRAIN, _env, _free_port, _traces  # noqa: E402
 
+from machine_lock import one_job_at_a_time  # noqa: E402
+
 from tracedoc.api import analyze  # noqa: E402
 
 SLOW_RANK = 2
@@ -76,13 +78,14 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         "balanced": lambda: _start(base / "balanced", report=False),
     }
     groups = {}
-    for name, start in starts.items():
-        proc = start()
-        out, _ = proc.communicate(timeout=150)
-        assert proc.returncode == 0, out
-        traces = _traces(base / name)
-        assert len(traces) == 4, (traces, out)
-        (groups[name],) = {t.parent for t in traces}
+    with one_job_at_a_time():  # and no other test session's job beside them (tests/machine_lock.py)
+        for name, start in starts.items():
+            proc = start()
+            out, _ = proc.communicate(timeout=150)
+            assert proc.returncode == 0, out
+            traces = _traces(base / name)
+            assert len(traces) == 4, (traces, out)
+            (groups[name],) = {t.parent for t in traces}
     return groups
 
 
