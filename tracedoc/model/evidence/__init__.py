@@ -59,6 +59,7 @@ from .host import (
     SyncCall,
     TableRows,
 )
+from .memory import DeviceMemory, MemoryPoint, TopAlloc
 from .row import Row
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "Collective",
     "CopyDirection",
     "DataLoaderSpan",
+    "DeviceMemory",
     "FlopsByKernelClass",
     "FlopsByOpClass",
     "FlopsNotCounted",
@@ -80,6 +82,7 @@ __all__ = [
     "KernelTotal",
     "LaunchQueueRow",
     "LaunchTotals",
+    "MemoryPoint",
     "ModuleOperators",
     "OperatorShape",
     "OperatorTotal",
@@ -91,6 +94,7 @@ __all__ = [
     "SyncBlockedCall",
     "SyncCall",
     "TableRows",
+    "TopAlloc",
     "TopGap",
     "TopKernel",
     "TopOperator",
@@ -136,6 +140,9 @@ ROW_TYPES: dict[str, type[Row]] = {
     "flops_by_kernel_class": FlopsByKernelClass,
     "flops_not_counted": FlopsNotCounted,
     "flops_per_step": FlopsPerStep,
+    "memory_top_allocs": TopAlloc,
+    "memory_per_device": DeviceMemory,
+    "memory_curve": MemoryPoint,
 }
 
 
