@@ -200,9 +200,9 @@ def test_estimate_beside_a_real_trace(tmp_path):
     assert m["formula_mfu"] == pytest.approx(formula / step_s / 1e12 / 125)
     assert m["trace_to_formula_flops_ratio"] == pytest.approx(m["model_flops_per_step"] / formula)
     row = rank.evidence["model_estimate"][0]
-    assert "formula" in row["comparison"]
-    parts = {r["part"]: r for r in rank.evidence["memory_estimate"]}
-    assert parts["total (estimate)"]["bytes"] == m["memory_estimate_bytes"]
+    assert "formula" in row.comparison
+    parts = {r.part: r for r in rank.evidence["memory_estimate"]}
+    assert parts["total (estimate)"].bytes == m["memory_estimate_bytes"]
 
 
 def _cli(*args):
@@ -295,5 +295,5 @@ def test_the_formula_uses_the_reports_one_step_when_no_step_has_a_step_time(tmp_
     rank = tracedoc.analyze(str(b.write(tmp_path / "t.json")), estimate=req).ranks[0]
     assert rank.metrics["steps"] == 1 and rank.metrics["step_time_p50_ns"] is None
     assert rank.verdict.step_time_ns == 5_000_000
-    assert rank.evidence["model_estimate"][0]["step_time_ns"] == 5_000_000
+    assert rank.evidence["model_estimate"][0].step_time_ns == 5_000_000
     assert rank.metrics["tokens_per_s"] == pytest.approx(4096 / 5e-3)

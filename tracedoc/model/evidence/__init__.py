@@ -30,6 +30,7 @@ from .flops import (
     FlopsNotCounted,
     FlopsPerStep,
     FlopsSummary,
+    ModelEstimate,
     RooflineRow,
 )
 from .gpu import (
@@ -59,7 +60,7 @@ from .host import (
     SyncCall,
     TableRows,
 )
-from .memory import DeviceMemory, MemoryPoint, TopAlloc
+from .memory import DeviceMemory, MemoryEstimatePart, MemoryPoint, TopAlloc
 from .row import Row
 
 __all__ = [
@@ -82,7 +83,9 @@ __all__ = [
     "KernelTotal",
     "LaunchQueueRow",
     "LaunchTotals",
+    "MemoryEstimatePart",
     "MemoryPoint",
+    "ModelEstimate",
     "ModuleOperators",
     "OperatorShape",
     "OperatorTotal",
@@ -143,6 +146,8 @@ ROW_TYPES: dict[str, type[Row]] = {
     "memory_top_allocs": TopAlloc,
     "memory_per_device": DeviceMemory,
     "memory_curve": MemoryPoint,
+    "model_estimate": ModelEstimate,
+    "memory_estimate": MemoryEstimatePart,
 }
 
 

@@ -32,3 +32,12 @@ class MemoryPoint(Row):
     allocated: int | None  # allocated bytes then
     reserved: int | None  # reserved bytes then
     device: int | None  # the device id
+
+
+class MemoryEstimatePart(Row):
+    """``memory_estimate``: with ``--model``, one part of the estimated memory per GPU (weights, gradients,
+    optimizer states, activations, their total), or the measured peak or the device's memory beside it."""
+
+    part: str  # what the bytes are
+    bytes: int | float | None  # its bytes (None: the trace does not record it)
+    note: str | None  # what the estimate assumes, or where the number comes from
