@@ -201,7 +201,7 @@ def test_memory_peak_and_top_allocations(tmp_path):
     assert m["memory_peak_reserved_bytes"] == 64 * gib
     assert m["memory_peak_fraction"] == pytest.approx(64 * gib / 85899345920)
     top = r.evidence["memory_top_allocs"]
-    assert [(t["op"], t["total_bytes"]) for t in top] == [("aten::empty", 40 * gib), ("aten::cat", 20 * gib)]
+    assert [(t.op, t.total_bytes) for t in top] == [("aten::empty", 40 * gib), ("aten::cat", 20 * gib)]
 
 
 def test_sync_calls_name_the_op_that_caused_them(tmp_path):

@@ -14,6 +14,8 @@ from tracedoc.estimate import EstimateRequest, TrainSetup, load_model_spec
 from tracedoc.estimate.config import from_hf_config
 from tracedoc.estimate.formulas import flops_per_token, param_count
 from tracedoc.estimate.memory import activation_bytes_per_sample, estimate_memory, largest_micro_batch
+from tracedoc.model.evidence import MemoryEstimatePart, ModelEstimate
+from tracedoc.result import load as load_report
 
 LLAMA2_7B = {
     "model_type": "llama",
@@ -200,9 +202,19 @@ def test_estimate_beside_a_real_trace(tmp_path):
     assert m["formula_mfu"] == pytest.approx(formula / step_s / 1e12 / 125)
     assert m["trace_to_formula_flops_ratio"] == pytest.approx(m["model_flops_per_step"] / formula)
     row = rank.evidence["model_estimate"][0]
-    assert "formula" in row["comparison"]
-    parts = {r["part"]: r for r in rank.evidence["memory_estimate"]}
-    assert parts["total (estimate)"]["bytes"] == m["memory_estimate_bytes"]
+    assert "formula" in row.comparison
+    parts = {r.part: r for r in rank.evidence["memory_estimate"]}
+    assert parts["total (estimate)"].bytes == m["memory_estimate_bytes"]
+    # a saved report reads the two tables back as their rows and writes the same JSON (the median step
+    # time here is a float, the parameter count an int)
+    result = tracedoc.analyze(str(shared_traces() / "kineto" / "v100_2rank_rank1.json.gz"), estimate=req)
+    result.save(tmp_path / "saved.json")
+    back = load_report(tmp_path / "saved.json")
+    for name, row_type in (("model_estimate", ModelEstimate), ("memory_estimate", MemoryEstimatePart)):
+        assert [type(r) for r in back.ranks[0].evidence[name]] == [row_type] * len(result.ranks[0].evidence[name])
+        assert back.ranks[0].evidence[name] == result.ranks[0].evidence[name]
+    saved = json.loads((tmp_path / "saved.json").read_text())
+    assert json.dumps(json.loads(back.to_json())) == json.dumps(saved)
 
 
 def _cli(*args):
@@ -295,5 +307,5 @@ def test_the_formula_uses_the_reports_one_step_when_no_step_has_a_step_time(tmp_
     rank = tracedoc.analyze(str(b.write(tmp_path / "t.json")), estimate=req).ranks[0]
     assert rank.metrics["steps"] == 1 and rank.metrics["step_time_p50_ns"] is None
     assert rank.verdict.step_time_ns == 5_000_000
-    assert rank.evidence["model_estimate"][0]["step_time_ns"] == 5_000_000
+    assert rank.evidence["model_estimate"][0].step_time_ns == 5_000_000
     assert rank.metrics["tokens_per_s"] == pytest.approx(4096 / 5e-3)

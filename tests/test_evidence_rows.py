@@ -20,6 +20,10 @@ def fresh(tmp_path_factory):
     d = tmp_path_factory.mktemp("rows")
     b = TraceBuilder()
     training_steps(b, steps=4, kernels=4)
+    gib = 1 << 30
+    b.cpu_op("aten::empty", 1_000_100.0, 1_000_200.0)  # the memory tables: an allocation, a free, a curve
+    b.memory(1_000_150.0, 2 * gib, 3 * gib, 4 * gib)
+    b.memory(1_020_000.0, -gib, 2 * gib, 4 * gib)
     return analyze(b.write(d / "t.json")), d
 
 
@@ -31,6 +35,7 @@ def test_a_fresh_result_holds_typed_rows(fresh):
     result, _ = fresh
     tables = _typed_tables(result.ranks[0])
     assert {"kernel_totals", "top_kernels", "operator_totals", "top_operators"} <= set(tables)
+    assert {"memory_top_allocs", "memory_per_device", "memory_curve"} <= set(tables)
     for name, rows in tables.items():
         assert all(type(r) is ROW_TYPES[name] for r in rows), name
     with pytest.raises(AttributeError):  # frozen: a row is a value

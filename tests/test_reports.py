@@ -23,7 +23,7 @@ from trace_builder import TraceBuilder
 from tracedoc import __version__
 from tracedoc.api import analyze
 from tracedoc.cli import example_path
-from tracedoc.model.evidence import plain_rows
+from tracedoc.model.evidence import MemoryPoint, plain_rows
 from tracedoc.model.record import replace
 from tracedoc.render import render_html, render_md
 from tracedoc.render.html import MAX_HTML_BYTES
@@ -385,7 +385,7 @@ def inflate(result, factor: int = 1):
     ]
     r.evidence["top_operators"] = [replace(r.evidence["top_operators"][0], name=f"aten::op{i}") for i in range(50_000)]
     r.evidence["memory_curve"] = [
-        {"ts_ns": i * 1000, "allocated": i * 7 % 1000003, "reserved": 2 << 30, "device": 0} for i in range(500_000)
+        MemoryPoint(ts_ns=i * 1000, allocated=i * 7 % 1000003, reserved=2 << 30, device=0) for i in range(500_000)
     ]
     r.per_step = [dict(r.per_step[0], step=f"ProfilerStep#{i}") for i in range(50_000)]
     r.warnings = [f"warning {i}: " + "w" * 200 for i in range(20_000)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..model.evidence import KernelClass
+from ..model.evidence import KernelClass, MemoryPoint
 from .format import fmt_bytes, fmt_ns, fmt_pct
 from .views import Caps, Item, MemoryView, Segment
 
@@ -79,7 +79,7 @@ def nice_ceiling(value: float) -> float:
     return next(f * power for f in (1, 2, 2.5, 5, 10) if f * power >= value)
 
 
-def memory_view(m: dict, curve: list[dict], origin: int, caps: Caps) -> MemoryView:
+def memory_view(m: dict, curve: list[MemoryPoint], origin: int, caps: Caps) -> MemoryView:
     out = MemoryView(
         peak_allocated=fmt_bytes(m.get("memory_peak_allocated_bytes")),
         peak_reserved=fmt_bytes(m.get("memory_peak_reserved_bytes")),
@@ -89,32 +89,34 @@ def memory_view(m: dict, curve: list[dict], origin: int, caps: Caps) -> MemoryVi
     )
     if not curve:
         return out
-    dev = curve[0].get("device")
-    pts = [p for p in curve if p.get("device") == dev]
+    dev = curve[0].device
+    pts = [p for p in curve if p.device == dev]
     if len(pts) > caps.curve_points:
         step = len(pts) / caps.curve_points
         pts = [pts[int(i * step)] for i in range(caps.curve_points)] + [pts[-1]]
-    t0, t1 = pts[0]["ts_ns"], pts[-1]["ts_ns"]
-    peak = max(max(p.get("reserved") or 0, p.get("allocated") or 0) for p in pts)
+    t0, t1 = pts[0].ts_ns, pts[-1].ts_ns
+    peak = max(max(p.reserved or 0, p.allocated or 0) for p in pts)
     top = nice_ceiling(peak * 1.05) if peak > 0 else 1.0  # headroom: the highest line stays off the frame
     xs = [
-        PLOT_X0 + ((p["ts_ns"] - t0) / (t1 - t0) if t1 > t0 else i / max(1, len(pts) - 1)) * (PLOT_X1 - PLOT_X0)
+        PLOT_X0 + ((p.ts_ns - t0) / (t1 - t0) if t1 > t0 else i / max(1, len(pts) - 1)) * (PLOT_X1 - PLOT_X0)
         for i, p in enumerate(pts)
     ]
 
     def y(v: float) -> float:
         return PLOT_Y1 - v / top * (PLOT_Y1 - PLOT_Y0)
 
-    def line(key: str) -> str:
-        return " ".join(f"{x:.1f},{y(p.get(key) or 0):.1f}" for x, p in zip(xs, pts))
+    def line(values: list[int | None]) -> str:
+        return " ".join(f"{x:.1f},{y(v or 0):.1f}" for x, v in zip(xs, values))
+
+    allocated, reserved = line([p.allocated for p in pts]), line([p.reserved for p in pts])
 
     ticks: list[dict[str, Any]] = [
         {"y": round(y(top * f), 1), "label": fmt_bytes(top * f)} for f in (0, 0.25, 0.5, 0.75, 1)
     ]
     out.curve = {
-        "allocated": line("allocated"),
-        "reserved": line("reserved"),
-        "reserved_area": f"{PLOT_X0:.1f},{PLOT_Y1:.1f} {line('reserved')} {xs[-1]:.1f},{PLOT_Y1:.1f}",
+        "allocated": allocated,
+        "reserved": reserved,
+        "reserved_area": f"{PLOT_X0:.1f},{PLOT_Y1:.1f} {reserved} {xs[-1]:.1f},{PLOT_Y1:.1f}",
         "device": dev,
         "top": fmt_bytes(top),
         "span": fmt_ns(t1 - t0),

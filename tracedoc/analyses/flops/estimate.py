@@ -14,6 +14,7 @@ from dataclasses import replace
 from ...estimate import AGREEMENT, EstimateRequest
 from ...estimate.formulas import flops_per_token, param_count
 from ...estimate.memory import USABLE_FRACTION, estimate_memory, largest_micro_batch
+from ...model.evidence import MemoryEstimatePart, ModelEstimate
 from ...model.metrics import metric_names
 from ...model.peaks import device_peak
 from ...model.reportstep import report_step
@@ -88,25 +89,25 @@ def model_estimate(trace: Trace, inputs) -> Produced:
     ratio = trace_flops / formula if trace_flops and formula else None
     m["trace_to_formula_flops_ratio"] = ratio
     model_rows = [
-        {
-            "family": spec.family,
-            "source": spec.source,
-            "params": params.total,
-            "active_params": params.active,
-            "seq_len": setup.seq_len,
-            "tokens_per_step": tokens,
-            "training_flops_per_token": per_token.training,
-            "attention_flops_share": per_token.attention_scores / per_token.forward,
-            "formula_flops_per_step": formula,
-            "trace_flops_per_step": trace_flops,
-            "step_time_ns": step_ns,
-            "tokens_per_s": m["tokens_per_s"],
-            "samples_per_s": m["samples_per_s"],
-            "formula_mfu": m["formula_mfu"],
-            "peak_tflops": peak,
-            "trace_to_formula_flops_ratio": ratio,
-            "comparison": _compare(ratio, inputs["flops_counted_fraction"]),
-        }
+        ModelEstimate(
+            family=spec.family,
+            source=spec.source,
+            params=params.total,
+            active_params=params.active,
+            seq_len=setup.seq_len,
+            tokens_per_step=tokens,
+            training_flops_per_token=per_token.training,
+            attention_flops_share=per_token.attention_scores / per_token.forward,
+            formula_flops_per_step=formula,
+            trace_flops_per_step=trace_flops,
+            step_time_ns=step_ns,
+            tokens_per_s=m["tokens_per_s"],
+            samples_per_s=m["samples_per_s"],
+            formula_mfu=m["formula_mfu"],
+            peak_tflops=peak,
+            trace_to_formula_flops_ratio=ratio,
+            comparison=_compare(ratio, inputs["flops_counted_fraction"]),
+        )
     ]
     if m["formula_mfu"] is not None and m["formula_mfu"] > 1:
         warnings.append(
@@ -120,36 +121,38 @@ def model_estimate(trace: Trace, inputs) -> Produced:
     m["max_micro_batch"] = largest_micro_batch(mem, device_bytes) if device_bytes else None
     measured = inputs["memory_peak_allocated_bytes"]
     memory_rows = [
-        {"part": "weights", "bytes": mem.weights_bytes, "note": f"{setup.precision}, ZeRO stage {setup.zero_stage}"},
-        {"part": "gradients", "bytes": mem.gradients_bytes, "note": ""},
-        {
-            "part": "optimizer states",
-            "bytes": mem.optimizer_bytes,
-            "note": f"{setup.optimizer}, over {setup.dp_size} data-parallel ranks"
+        MemoryEstimatePart(
+            part="weights", bytes=mem.weights_bytes, note=f"{setup.precision}, ZeRO stage {setup.zero_stage}"
+        ),
+        MemoryEstimatePart(part="gradients", bytes=mem.gradients_bytes, note=""),
+        MemoryEstimatePart(
+            part="optimizer states",
+            bytes=mem.optimizer_bytes,
+            note=f"{setup.optimizer}, over {setup.dp_size} data-parallel ranks"
             if setup.zero_stage
             else setup.optimizer,
-        },
-        {
-            "part": "activations",
-            "bytes": mem.activations_bytes,
-            "note": f"micro-batch {setup.micro_batch} x {setup.seq_len} tokens, "
+        ),
+        MemoryEstimatePart(
+            part="activations",
+            bytes=mem.activations_bytes,
+            note=f"micro-batch {setup.micro_batch} x {setup.seq_len} tokens, "
             f"{'full checkpointing' if setup.checkpointing else 'no checkpointing'}",
-        },
-        {"part": "total (estimate)", "bytes": mem.total_bytes, "note": ""},
-        {
-            "part": "measured peak allocated",
-            "bytes": measured,
-            "note": "from the trace's memory events" if measured is not None else "the trace has no memory events",
-        },
-        {
-            "part": "device memory",
-            "bytes": device_bytes,
-            "note": (
+        ),
+        MemoryEstimatePart(part="total (estimate)", bytes=mem.total_bytes, note=""),
+        MemoryEstimatePart(
+            part="measured peak allocated",
+            bytes=measured,
+            note="from the trace's memory events" if measured is not None else "the trace has no memory events",
+        ),
+        MemoryEstimatePart(
+            part="device memory",
+            bytes=device_bytes,
+            note=(
                 f"largest micro-batch that fits in {USABLE_FRACTION:.0%} of it: {m['max_micro_batch']}"
                 if device_bytes
                 else "the trace does not record the device's memory"
             ),
-        },
+        ),
     ]
     return Produced(
         metrics=m, evidence={"model_estimate": model_rows, "memory_estimate": memory_rows}, warnings=warnings

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model import trace as M
+from ...model.evidence import DeviceMemory, MemoryPoint, TopAlloc
 from ...model.groups import Groups, distinct, largest_first
 from ...model.trace import Trace
 from ..core.registry import Produced, analysis
@@ -42,13 +43,13 @@ def memory(trace: Trace) -> dict:
         peak = peak_r if peak_r is not None else peak_a
         frac = peak / total if (peak is not None and total) else None
         out["per_device"].append(
-            {
-                "device": int(dev),
-                "peak_allocated_bytes": peak_a,
-                "peak_reserved_bytes": peak_r,
-                "device_memory_bytes": total,
-                "peak_fraction": frac,
-            }
+            DeviceMemory(
+                device=int(dev),
+                peak_allocated_bytes=peak_a,
+                peak_reserved_bytes=peak_r,
+                device_memory_bytes=total,
+                peak_fraction=frac,
+            )
         )
         if out["memory_peak_allocated_bytes"] is None or (peak_a or 0) > out["memory_peak_allocated_bytes"]:
             out["memory_peak_allocated_bytes"] = peak_a
@@ -62,19 +63,19 @@ def memory(trace: Trace) -> dict:
     order = rows[np.argsort(mem["ts_ns"][rows], kind="stable")]
     step = max(1, order.size // 400)
     out["curve"] = [
-        {
-            "ts_ns": int(mem["ts_ns"][i]),
-            "allocated": int(mem["total_allocated"][i]),
-            "reserved": int(mem["total_reserved"][i]),
-            "device": int(mem["device_id"][i]),
-        }
+        MemoryPoint(
+            ts_ns=int(mem["ts_ns"][i]),
+            allocated=int(mem["total_allocated"][i]),
+            reserved=int(mem["total_reserved"][i]),
+            device=int(mem["device_id"][i]),
+        )
         for i in order[::step].tolist()
     ]
     out["top_allocs"] = _top_allocs(trace, np.flatnonzero(is_gpu & (mem["bytes"] > 0)))
     return out
 
 
-def _top_allocs(trace: Trace, rows: np.ndarray, top: int = 10) -> list[dict]:
+def _top_allocs(trace: Trace, rows: np.ndarray, top: int = 10) -> list[TopAlloc]:
     """Largest allocations and the innermost CPU op on the allocating thread that was running."""
     mem, c = trace.memory, trace.cpu_ops
     if not rows.size:
@@ -101,12 +102,12 @@ def _top_allocs(trace: Trace, rows: np.ndarray, top: int = 10) -> list[dict]:
     size = mem["bytes"][rows]
     count, total, biggest = groups.count(), groups.sum(size), groups.max(size)
     return [
-        {
-            "op": trace.string(int(groups.keys[0][i])) if groups.keys[0][i] >= 0 else None,
-            "count": int(count[i]),
-            "total_bytes": int(total[i]),
-            "max_bytes": int(biggest[i]),
-        }
+        TopAlloc(
+            op=trace.string(int(groups.keys[0][i])) if groups.keys[0][i] >= 0 else None,
+            count=int(count[i]),
+            total_bytes=int(total[i]),
+            max_bytes=int(biggest[i]),
+        )
         for i in largest_first(total)[:top].tolist()
     ]
 

@@ -30,6 +30,7 @@ from .flops import (
     FlopsNotCounted,
     FlopsPerStep,
     FlopsSummary,
+    ModelEstimate,
     RooflineRow,
 )
 from .gpu import (
@@ -59,6 +60,7 @@ from .host import (
     SyncCall,
     TableRows,
 )
+from .memory import DeviceMemory, MemoryEstimatePart, MemoryPoint, TopAlloc
 from .row import Row
 
 __all__ = [
@@ -66,6 +68,7 @@ __all__ = [
     "Collective",
     "CopyDirection",
     "DataLoaderSpan",
+    "DeviceMemory",
     "FlopsByKernelClass",
     "FlopsByOpClass",
     "FlopsNotCounted",
@@ -80,6 +83,9 @@ __all__ = [
     "KernelTotal",
     "LaunchQueueRow",
     "LaunchTotals",
+    "MemoryEstimatePart",
+    "MemoryPoint",
+    "ModelEstimate",
     "ModuleOperators",
     "OperatorShape",
     "OperatorTotal",
@@ -91,6 +97,7 @@ __all__ = [
     "SyncBlockedCall",
     "SyncCall",
     "TableRows",
+    "TopAlloc",
     "TopGap",
     "TopKernel",
     "TopOperator",
@@ -136,6 +143,11 @@ ROW_TYPES: dict[str, type[Row]] = {
     "flops_by_kernel_class": FlopsByKernelClass,
     "flops_not_counted": FlopsNotCounted,
     "flops_per_step": FlopsPerStep,
+    "memory_top_allocs": TopAlloc,
+    "memory_per_device": DeviceMemory,
+    "memory_curve": MemoryPoint,
+    "model_estimate": ModelEstimate,
+    "memory_estimate": MemoryEstimatePart,
 }
 
 

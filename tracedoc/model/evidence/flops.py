@@ -123,3 +123,26 @@ class FlopsPerStep(Row):
     step_time_ns: int | None  # completion to completion; None for a step a pre-window backlog ran ahead of
     achieved_tflops: float | None  # model_flops / step_time_ns
     mfu: float | None  # achieved_tflops / the MFU's peak
+
+
+class ModelEstimate(Row):
+    """``model_estimate``: with ``--model``, the one row of the formula's parameters, training FLOPs per token
+    and per step, the rates over the measured step and how the trace's counted FLOPs compare."""
+
+    family: str  # the model family ("gpt", "llama", "qwen", "moe")
+    source: str | None  # where the config came from
+    params: int | float | None  # parameters
+    active_params: int | float | None  # parameters a token passes through (MoE: the routed experts only)
+    seq_len: int | None  # sequence length
+    tokens_per_step: int | None  # tokens this rank processes per step
+    training_flops_per_token: int | float | None  # forward and backward FLOPs per token
+    attention_flops_share: float | None  # attention scores' share of the forward FLOPs
+    formula_flops_per_step: int | float | None  # training_flops_per_token x tokens_per_step
+    trace_flops_per_step: int | float | None  # the trace's counted model FLOPs per step
+    step_time_ns: int | float | None  # the measured step time (a median may fall between two)
+    tokens_per_s: float | None  # tokens_per_step / step_time_ns
+    samples_per_s: float | None  # sequences per second
+    formula_mfu: float | None  # formula FLOPs per step / the step time / the peak
+    peak_tflops: int | float | None  # the peak formula_mfu is measured against
+    trace_to_formula_flops_ratio: float | None  # trace_flops_per_step / formula_flops_per_step
+    comparison: str | None  # what the ratio says
