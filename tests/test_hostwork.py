@@ -23,11 +23,14 @@ def _record(path) -> None:
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile
 
-    a = torch.randn(256, 256)
+    # Small matrices and a long pure-Python loop: the ops run inside the loop's caller, whose Python self
+    # time includes them, so they must stay far below the loop even on a crowded machine (a 256 x 256 mm
+    # and 60,000 iterations put the caller first once, at load 12).
+    a = torch.randn(64, 64)
     with profile(activities=[ProfilerActivity.CPU], with_stack=True, record_shapes=True) as prof:
         for _ in range(4):
             with torch.profiler.record_function("step"):
-                _busy_python(60_000)  # pure Python: the frame that holds the thread
+                _busy_python(300_000)  # pure Python: the frame that holds the thread
                 for _ in range(3):
                     a = torch.mm(a, a).tanh()
     prof.export_chrome_trace(str(path))
