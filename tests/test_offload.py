@@ -132,3 +132,40 @@ def test_no_child_when_the_memory_free_would_not_hold_it(trace, monkeypatch):
     assert not O.worth_offloading(trace, None)
     monkeypatch.setattr(MEM, "free_memory", lambda: MEM.Free(None, []))  # not known: as before
     assert O.worth_offloading(trace, None)
+
+
+def test_the_childs_answer_is_plain_data_rebuilt_into_declared_types():
+    """What comes back through the pipe is decoded as MessagePack into the analysis's declared value types:
+    a pickle, an array of objects or an undeclared value is refused (the parent then recomputes), never run."""
+    import pickle
+
+    import msgspec
+
+    from tracedoc.analyses.critical_path import CriticalPath, PathOverlay
+    from tracedoc.analyses.core.registry import Produced
+
+    types = {"critical_path": CriticalPath, "critical_path_overlay": PathOverlay}
+    overlay = PathOverlay({"start_ns": np.arange(3, dtype=np.int64)}, ["main"], [("cpu", 1, 2)])
+    sent = Produced(
+        values={"critical_path": CriticalPath(available=False, reason="r"), "critical_path_overlay": overlay}
+    )
+    back = O.decode(O.encode(sent), types)
+    assert back.values["critical_path"] == sent.values["critical_path"]
+    got = back.values["critical_path_overlay"]
+    assert type(got) is PathOverlay and got.chain_keys == [("cpu", 1, 2)]
+    assert got.segments["start_ns"].dtype == np.int64 and got.segments["start_ns"].tolist() == [0, 1, 2]
+    with pytest.raises((msgspec.DecodeError, ValueError)):
+        O.decode(pickle.dumps(sent), types)
+    with pytest.raises((msgspec.DecodeError, ValueError)):
+        O.decode(O.encode(Produced(values={"critical_path": sent.values["critical_path"]})), types)
+    forged = msgspec.msgpack.Ext(1, msgspec.msgpack.encode(("|O", [1], b"\x00" * 8)))
+    answer = {
+        "metrics": {},
+        "evidence": {},
+        "values": {"critical_path": {"available": False}, "x": forged},
+        "warnings": [],
+    }
+    with pytest.raises((msgspec.DecodeError, ValueError)):
+        O.decode(msgspec.msgpack.encode(answer), types)
+    with pytest.raises(TypeError):
+        O.encode(Produced(values={"critical_path": object()}))

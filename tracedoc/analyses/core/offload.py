@@ -3,9 +3,11 @@
 The critical path replays every step five times (the trace, then each what-if); on a large trace it
 takes as long as all the other analyses together, and only the timeline waits for it. With a spare
 core it runs in a child forked as soon as its inputs are ready. The child holds a copy-on-write image
-of this process, so it computes exactly what this process would; its ``Produced`` comes back pickled.
-A child that fails in any way (an exception, a signal, a result that does not unpickle) is not
-trusted: the analysis runs again here, so an error surfaces exactly as it would have.
+of this process, so it computes exactly what this process would; its ``Produced`` comes back as plain
+data (MessagePack; arrays as an allow-listed dtype, a shape and bytes), rebuilt here into the value types
+the analysis declares (``offload=``), never unpickled. A child that fails in any way (an exception, a
+signal, an answer that does not decode into those types) is not trusted: the analysis runs again here,
+so an error surfaces exactly as it would have.
 
 Input: the planned analyses, the trace, and a bound on processes (``workers=1``: none, as in a rank
 fan-out, which already keeps every core busy). Output: each offloaded analysis's ``Produced``, when
@@ -15,19 +17,23 @@ asked for.
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
+from typing import Any
+
+import msgspec
+import numpy as np
 
 from ...gcpause import release_free_memory
+from ...model.evidence import typed_evidence
 from ...model.trace import Trace
 from .registry import Analysis, Produced
 
 # Ops (GPU ops, CPU ops, runtime calls) from which a child is worth its start: below this the
-# fork, the pickled result and the copy-on-write faults cost more than the overlap saves.
+# fork, the result's trip and the copy-on-write faults cost more than the overlap saves.
 OFFLOAD_MIN_OPS = 60_000
 
 
@@ -58,8 +64,58 @@ def child_fits(trace: Trace) -> bool:
     return free is None or free >= CHILD_NEED_PER_TABLE_BYTE * sum(t.nbytes for t in trace.tables.values())
 
 
+# -- the child's answer as plain data ---------------------------------------------------------------
+_EXT_ARRAY = 1
+_ARRAY_DTYPES = frozenset(np.dtype(t).str for t in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8", "?"))
+
+
+class _Answer(msgspec.Struct):
+    metrics: dict[str, Any]
+    evidence: dict[str, list[Any]]
+    values: dict[str, Any]
+    warnings: list[str]
+
+
+def _enc_hook(value: Any) -> Any:
+    if isinstance(value, np.ndarray) and value.dtype.str in _ARRAY_DTYPES:
+        a = np.ascontiguousarray(value)
+        return msgspec.msgpack.Ext(_EXT_ARRAY, msgspec.msgpack.encode((a.dtype.str, list(a.shape), a.tobytes())))
+    raise TypeError(f"{type(value).__name__} values do not leave the child")
+
+
+def _ext_hook(code: int, data: memoryview) -> np.ndarray:
+    dtype, shape, raw = msgspec.msgpack.decode(data, type=tuple[str, list[int], bytes])
+    if code != _EXT_ARRAY or dtype not in _ARRAY_DTYPES:
+        raise ValueError(f"not an array of a plain dtype ({code}, {dtype!r})")
+    return np.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)  # reshape refuses a wrong size
+
+
+def _dec_hook(kind: type, value: Any) -> Any:
+    if kind is np.ndarray and isinstance(value, np.ndarray):
+        return value
+    raise TypeError(f"{kind!r} is not rebuilt from the child's answer")
+
+
+_ENCODER = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
+_DECODER = msgspec.msgpack.Decoder(_Answer, ext_hook=_ext_hook)
+
+
+def encode(produced: Produced) -> bytes:
+    """An offloaded analysis's ``Produced`` as MessagePack (what the child sends)."""
+    return _ENCODER.encode(_Answer(produced.metrics, produced.evidence, produced.values, produced.warnings))
+
+
+def decode(data: bytes, value_types: Mapping[str, type]) -> Produced:
+    """``encode``'s answer rebuilt, each value into its declared type; raises on anything else."""
+    answer = _DECODER.decode(data)
+    if set(answer.values) != set(value_types):
+        raise ValueError(f"values {sorted(answer.values)}, declared {sorted(value_types)}")
+    values = {k: msgspec.convert(v, value_types[k], dec_hook=_dec_hook) for k, v in answer.values.items()}
+    return Produced(answer.metrics, typed_evidence(answer.evidence), values, answer.warnings)
+
+
 class _Child:
-    """One analysis running in a forked child; its pickled ``Produced`` comes back through a pipe."""
+    """One analysis running in a forked child; its ``Produced`` comes back through a pipe as plain data."""
 
     def __init__(self, entry: Analysis, trace: Trace, inputs: Mapping):
         read_fd, write_fd = os.pipe()
@@ -68,7 +124,7 @@ class _Child:
             code = 1
             try:
                 os.close(read_fd)
-                data = pickle.dumps(entry.run(trace, inputs), protocol=pickle.HIGHEST_PROTOCOL)
+                data = encode(entry.run(trace, inputs))
                 with os.fdopen(write_fd, "wb") as pipe:
                     pipe.write(data)
                 code = 0
@@ -77,7 +133,7 @@ class _Child:
             finally:
                 os._exit(code)
         os.close(write_fd)
-        self.pid, self.fd = pid, read_fd
+        self.pid, self.fd, self.value_types = pid, read_fd, entry.offload
 
     def result(self) -> Produced | None:
         """The child's ``Produced`` (waiting for it), or None if it failed in any way."""
@@ -88,10 +144,9 @@ class _Child:
         if status != 0 or not data:
             return None
         try:
-            produced = pickle.loads(data)
-        except Exception:  # noqa: BLE001 - a damaged result: recompute
+            return decode(data, self.value_types)
+        except Exception:  # noqa: BLE001 - an answer that is not the declared values: recompute
             return None
-        return produced if isinstance(produced, Produced) else None
 
     def cancel(self) -> None:
         if self.pid is None:

@@ -143,7 +143,9 @@ class Analysis:
     provides: tuple[str, ...]  # values other analyses or the result read
     needs: tuple[str, ...]  # values it reads, provided by other analyses (or given: ``GIVEN``)
     on_demand: bool  # run only when one of its outputs is asked for by name
-    offload: bool = False  # may run in a forked child process while the others run (see offload.py)
+    # may run in a forked child process while the others run (see offload.py): the type of each value it
+    # provides, which the child's plain-data answer is rebuilt into; None: never offloaded
+    offload: Mapping[str, type] | None = None
     reads: tuple[str, ...] = ()  # metrics of other analyses it reads
     reads_tables: tuple[str, ...] = ()  # evidence tables of other analyses it reads
 
@@ -160,7 +162,7 @@ def analysis(
     provides: tuple[str, ...] = (),
     needs: tuple[str, ...] = (),
     on_demand: bool = False,
-    offload: bool = False,
+    offload: Mapping[str, type] | None = None,
     reads: tuple[str, ...] = (),
     reads_tables: tuple[str, ...] = (),
 ) -> Callable:

@@ -139,7 +139,7 @@ def critical_path_and_overlay(
 @analysis(
     needs=("step_spans", "comm_mask", "backlog", "launch_queue"),
     provides=("critical_path", "critical_path_overlay"),
-    offload=True,
+    offload={"critical_path": CriticalPath, "critical_path_overlay": PathOverlay},
 )
 def step_critical_paths(trace: Trace, inputs) -> Produced:
     """Each step's critical path and the what-if predictions, unless too few GPU ops are linked to a launch."""
