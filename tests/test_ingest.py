@@ -474,6 +474,7 @@ def test_the_end_of_a_file_decoded_by_workers_gives_the_same_tables(tmp_path, mo
     # tables must come out as a sequential read's.
     from tracedoc.ingest.kineto import stream
 
+    monkeypatch.setenv("TRACEDOC_DECODER", "python")  # worker processes: the pure-Python decoder's parallel path
     monkeypatch.setattr(stream, "PARALLEL_MIN_GZIP_BYTES", 1)
     monkeypatch.setattr(stream, "PARALLEL_MIN_GZIP_JSON_BYTES", 1)
     b = TraceBuilder()

@@ -1,4 +1,5 @@
-"""One truth for the reader's two paths: a trace decoded in pieces by worker processes gives exactly the
+"""One truth for the reader's two paths: a trace decoded in pieces by worker processes (the pure-Python
+decoder's parallel path) gives exactly the
 tables, metadata and warnings of the same trace decoded chunk by chunk in this process, every column
 compared value by value with its dtype and row order, on every shared trace and on damaged copies of
 them (``fuzz_kineto``'s mutations).
@@ -23,6 +24,13 @@ from tracedoc.model import trace as M
 SHARED = [f"kineto/{n}" for n in shared_names("kineto", "*.json*")] + [
     f"h100/{n}" for n in shared_names("h100", "*.json.gz")
 ]
+
+
+@pytest.fixture(autouse=True)
+def python_decoder(monkeypatch):
+    """Worker processes decode only with the pure-Python decoder (the compiled one scans in threads
+    instead: ``test_threaded_reader``)."""
+    monkeypatch.setenv("TRACEDOC_DECODER", "python")
 
 
 @pytest.fixture

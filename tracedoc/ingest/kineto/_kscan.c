@@ -70,7 +70,9 @@ typedef struct {
     Py_ssize_t nd, dcap;
     Py_ssize_t *htab;
     Py_ssize_t hcap;
+    Py_ssize_t floats; /* T_FLOAT values whose text is still to be converted */
 } Scan;
+#define FLOAT_TEXT_MAX 64
 
 #define FAIL (-1)
 
@@ -84,7 +86,7 @@ static uint64_t hash_bytes(const unsigned char *p, Py_ssize_t n) {
 
 static int grow_table(Scan *s) {
     Py_ssize_t cap = s->hcap ? s->hcap * 2 : 1024;
-    Py_ssize_t *t = PyMem_Malloc(cap * sizeof(Py_ssize_t));
+    Py_ssize_t *t = PyMem_RawMalloc(cap * sizeof(Py_ssize_t));
     if (!t) return FAIL;
     for (Py_ssize_t i = 0; i < cap; i++) t[i] = -1;
     for (Py_ssize_t k = 0; k < s->nd; k++) {
@@ -92,7 +94,7 @@ static int grow_table(Scan *s) {
         while (t[h] >= 0) h = (h + 1) & (cap - 1);
         t[h] = k;
     }
-    PyMem_Free(s->htab);
+    PyMem_RawFree(s->htab);
     s->htab = t;
     s->hcap = cap;
     return 0;
@@ -111,10 +113,10 @@ static int64_t intern(Scan *s, Py_ssize_t a, Py_ssize_t b, int esc) {
     }
     if (s->nd == s->dcap) {
         Py_ssize_t cap = s->dcap ? s->dcap * 2 : 256;
-        Span *d = PyMem_Realloc(s->dist, cap * sizeof(Span));
+        Span *d = PyMem_RawRealloc(s->dist, cap * sizeof(Span));
         if (!d) return FAIL;
         s->dist = d;
-        uint8_t *e = PyMem_Realloc(s->dist_esc, cap);
+        uint8_t *e = PyMem_RawRealloc(s->dist_esc, cap);
         if (!e) return FAIL;
         s->dist_esc = e;
         s->dcap = cap;
@@ -155,7 +157,7 @@ static int scaled_time(const unsigned char *p, const unsigned char *end, int64_t
 }
 
 static void *column(void **col, Py_ssize_t cap, size_t size) {
-    if (!*col) *col = PyMem_Calloc(cap, size);
+    if (!*col) *col = PyMem_RawCalloc(cap, size);
     return *col;
 }
 
@@ -251,16 +253,34 @@ static int read_field(Scan *s, int f, int depth) {
     }
     if (is_int) /* a wide integer: the caller decodes its text */
         return put(s, f, T_RAW, start - s->base, s->p - s->base, 1);
-    char buf[64];
-    if (len >= (Py_ssize_t)sizeof(buf)) return FAIL;
-    memcpy(buf, start, len);
-    buf[len] = 0;
-    double d = PyOS_string_to_double(buf, NULL, NULL);
-    if (d == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return FAIL; }
-    if (!(d - d == 0.0)) return FAIL; /* out of float range: msgspec refuses it */
-    int64_t bits;
-    memcpy(&bits, &d, sizeof(d));
-    return put(s, f, T_FLOAT, bits, 0, 0);
+    /* A float's text is converted once the scan holds the GIL again (resolve_floats): Python's
+     * correctly rounded string-to-double is not safe to run without it. Until then a holds its span. */
+    if (len >= FLOAT_TEXT_MAX) return FAIL;
+    s->floats++;
+    return put(s, f, T_FLOAT, ((start - s->base) << 6) | len, 0, 0);
+}
+
+/* Each T_FLOAT's span to the bits of its double, holding the GIL; FAIL (declined) for text out of
+ * float range, which msgspec refuses. */
+static int resolve_floats(Scan *s) {
+    char buf[FLOAT_TEXT_MAX];
+    for (int f = 0; f < NF && s->floats; f++) {
+        uint8_t *t = s->tags[f];
+        if (!t) continue;
+        for (Py_ssize_t i = 0; i < s->n; i++) {
+            if (t[i] != T_FLOAT) continue;
+            int64_t span = s->a[f][i];
+            Py_ssize_t len = span & 63;
+            memcpy(buf, s->base + (span >> 6), len);
+            buf[len] = 0;
+            double d = PyOS_string_to_double(buf, NULL, NULL);
+            if (d == -1.0 && PyErr_Occurred()) { PyErr_Clear(); return FAIL; }
+            if (!(d - d == 0.0)) return FAIL; /* out of float range: msgspec refuses it */
+            memcpy(&s->a[f][i], &d, sizeof(d));
+            s->floats--;
+        }
+    }
+    return 0;
 }
 
 static size_t KEY_LEN[NF];
@@ -316,7 +336,7 @@ static int scan_object(Scan *s, int lo, int hi, int depth) {
 
 static int grow_column(void **col, Py_ssize_t old, Py_ssize_t cap, size_t size) {
     if (!*col) return 0;
-    char *c = PyMem_Realloc(*col, cap * size);
+    char *c = PyMem_RawRealloc(*col, cap * size);
     if (!c) return FAIL;
     memset(c + old * size, 0, (cap - old) * size);
     *col = c;
@@ -385,9 +405,9 @@ static PyObject *distinct_list(Scan *s) {
 }
 
 static void release(Scan *s) {
-    for (int f = 0; f < NF; f++) { PyMem_Free(s->tags[f]); PyMem_Free(s->a[f]); PyMem_Free(s->b[f]); }
-    PyMem_Free(s->times); PyMem_Free(s->tri);
-    PyMem_Free(s->dist); PyMem_Free(s->dist_esc); PyMem_Free(s->htab);
+    for (int f = 0; f < NF; f++) { PyMem_RawFree(s->tags[f]); PyMem_RawFree(s->a[f]); PyMem_RawFree(s->b[f]); }
+    PyMem_RawFree(s->times); PyMem_RawFree(s->tri);
+    PyMem_RawFree(s->dist); PyMem_RawFree(s->dist_esc); PyMem_RawFree(s->htab);
 }
 
 /* bytes of the first n rows of a column, or None where the field never showed */
@@ -423,8 +443,13 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     memset(&s, 0, sizeof(s));
     s.base = s.p = view.buf;
     s.end = s.base + (end >= 0 ? end : view.len);
-    /* holding the GIL: PyOS_string_to_double may set an exception */
-    int failed = scan_all(&s, end >= 0);
+    /* The scan touches no Python object (its memory is PyMem_Raw*, floats are converted after), so
+     * other threads run meanwhile: a reader scans the next chunks while it turns this one into columns. */
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = scan_all(&s, end >= 0);
+    Py_END_ALLOW_THREADS
+    if (!failed && s.floats) failed = resolve_floats(&s);
     PyObject *res = NULL;
     if (failed) {
         if (!PyErr_Occurred()) { res = Py_None; Py_INCREF(res); }
@@ -469,6 +494,6 @@ PyMODINIT_FUNC PyInit__kscan(void) {
     if (!keys || PyModule_AddObject(m, "FIELD_KEYS", keys)) { Py_XDECREF(keys); Py_DECREF(m); return NULL; }
     /* raised whenever what scan() returns changes meaning, so that a module built from older source is
      * not used (rows.py checks it) */
-    if (PyModule_AddIntConstant(m, "FORMAT", 4)) { Py_DECREF(m); return NULL; }
+    if (PyModule_AddIntConstant(m, "FORMAT", 5)) { Py_DECREF(m); return NULL; }
     return m;
 }

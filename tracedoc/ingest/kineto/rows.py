@@ -27,7 +27,7 @@ EVENT_FIELDS = tuple(f for f in Event.__struct_fields__ if f != "args")
 ARG_FIELDS = tuple("args_name" if f == "name" else f for f in Args.__struct_fields__)
 FIELD_KEYS = Event.__struct_encode_fields__ + Args.__struct_encode_fields__  # the compiled scan's order
 _INDEX = {f: i for i, f in enumerate(EVENT_FIELDS)} | {f: 9 + i for i, f in enumerate(ARG_FIELDS)}
-SCAN_FORMAT = 4  # what the compiled scan returns (its FORMAT)
+SCAN_FORMAT = 5  # what the compiled scan returns (its FORMAT; 5: it runs without the GIL)
 _RAW_FIELDS = {"ts", "dur", "grid", "block", "input_dims", "input_type", "concrete_inputs"}
 _RAW_DEFAULT = {"ts": b"null", "dur": b"0"}
 # what the compiled scan found in a field (its T_* codes)

@@ -15,7 +15,8 @@ from .columns import _Reader
 from .cuts import DAMAGED, cut_and_decode, cuts_backward, find_cut
 from .decode import _decode_top, decode_metadata
 from .metadata import _finish
-from .rows import decode_piece
+from .rows import _load_scan, decode_piece
+from .threaded import read_threaded
 from .salvage import _decode_tail, _read_whole
 from .source import _Source, concatenated_members
 from .window import Steps, Window, find_window, parse_steps
@@ -25,7 +26,8 @@ from ..memory import check_fits, json_bytes
 # and let the memory they take be reused by the next (16 MB chunks were a third slower than 2 MB ones
 # on a 50 MB trace, and held several times the memory).
 CHUNK_BYTES = 2 * 1024 * 1024
-# Files from this size on are decoded by worker processes (fork): below it, starting them costs more
+# With the pure-Python decoder (which holds the GIL: no scanning threads), files from this size on are
+# decoded by worker processes (fork): below it, starting them costs more
 # than they save. The main process inflates a gzip file alone, which leaves the workers less to share:
 # one pays from 12 MB of JSON (its gzip trailer's size) or 2 MB compressed. Measured on 2 cores, two
 # workers broke even at 9.8 MB of JSON (0.75 MB gzip) and took 15 MB (1.15 MB gzip) from 0.194 to 0.165 s.
@@ -68,7 +70,9 @@ def _read_file(path: str, chunk_bytes: int, progress, workers: int | None, windo
     try:
         size = json_bytes(src.size, src.gzipped, src.trailer_size)
         if size >= MEMORY_CHECK_MIN_BYTES:
-            check_fits(path, size, _worker_count(src, chunk_bytes), sliced=window is not None)
+            # scanning threads hold a few chunks each, within the estimate; worker processes hold more
+            processes = 1 if _scan_threads(src) else _worker_count(src, chunk_bytes)
+            check_fits(path, size, processes, sliced=window is not None)
         trace = _read(src, chunk_bytes, progress, window)
         if trace.meta.sha256 is None and not src.closed:
             trace.meta.sha256 = src.sha256()
@@ -155,7 +159,10 @@ def _read(src: _Source, chunk_bytes: int, progress, window: Window | None = None
         start = m.end()
     rest = buf[start:]
     workers = _worker_count(src, chunk_bytes)
-    if workers > 1:
+    threads = _scan_threads(src)
+    if threads:
+        rest = read_threaded(src, rest, chunk_bytes, reader, threads, progress, _read_sequential, _fill)
+    elif workers > 1:
         done = _read_parallel(src, rest, chunk_bytes, reader, workers, progress)
         if done is None:  # a cut the workers could not decode: start over, verifying every cut
             src.close()
@@ -189,6 +196,16 @@ def _worker_count(src: _Source, chunk_bytes: int) -> int:
     if small:
         return 1
     return max(1, min(4, os.cpu_count() or 1, _env_workers() or 4))
+
+
+def _scan_threads(src: _Source) -> int:
+    """Threads that scan chunks ahead while this one turns them into columns (``threaded``): one per
+    core but this one's, at most 3, where the compiled decoder is built (the pure-Python decoder holds
+    the GIL, and forks workers instead: ``_worker_count``); 0 with ``workers=1``."""
+    if _load_scan() is None:
+        return 0
+    cap = src.forced_workers if src.forced_workers is not None else (_env_workers() or 4)
+    return max(0, min(4, os.cpu_count() or 1, cap) - 1)
 
 
 def _env_workers() -> int | None:

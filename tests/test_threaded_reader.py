@@ -1,0 +1,138 @@
+"""The reader with the compiled decoder scanning chunks in threads (``ingest/kineto/threaded.py``) gives
+exactly the tables of the same file read chunk by chunk in one thread: every column equal, string ids
+included (the chunks are the same, so strings are interned in the same order), the same warnings and
+metadata; where a cut taken ahead is not an event boundary, the verified path takes over from that
+chunk and still cuts where it would have. Skipped where the compiled module is not built (the
+pure-Python decoder holds the GIL and uses worker processes instead, tested in ``test_reader_paths``)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+from conftest import TRACES
+from test_reader_paths import SHARED
+from trace_builder import TraceBuilder, training_steps
+
+from tracedoc.errors import TracedocError
+from tracedoc.ingest.kineto import read_kineto, stream
+from tracedoc.model import trace as M
+
+try:
+    from tracedoc.ingest.kineto import _kscan
+except ImportError:
+    _kscan = None
+
+pytestmark = pytest.mark.skipif(
+    _kscan is None,
+    reason="the compiled Kineto decoder is not built (no C compiler at install); "
+    "without it the reader uses worker processes, tested in test_reader_paths",
+)
+
+
+@pytest.fixture(autouse=True)
+def compiled(monkeypatch):
+    monkeypatch.setenv("TRACEDOC_DECODER", "compiled")
+    monkeypatch.setattr(stream.os, "cpu_count", lambda: 2)  # one scanning thread, whatever the machine
+
+
+def assert_identical(a, b, what: str) -> None:
+    assert a.strings == b.strings, what
+    for name in M.SCHEMAS:
+        ta, tb = a.tables[name], b.tables[name]
+        assert list(ta.columns) == list(tb.columns), (what, name)
+        for col in ta.columns:
+            x, y = ta[col], tb[col]
+            assert x.dtype == y.dtype, (what, name, col)
+            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f"{what}: {name}.{col}"
+    assert a.warnings == b.warnings, what
+    assert vars(a.meta) == vars(b.meta), what
+
+
+def read_both(path: str, chunk: int):
+    out = []
+    for workers in (1, 2):
+        try:
+            out.append(read_kineto(path, chunk_bytes=chunk, workers=workers))
+        except TracedocError as exc:
+            out.append(str(exc))
+    return out
+
+
+def threads_used(monkeypatch) -> list[int]:
+    calls: list[int] = []
+    real = stream.read_threaded
+    monkeypatch.setattr(stream, "read_threaded", lambda *a: calls.append(a[4]) or real(*a))
+    return calls
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("name", SHARED)
+def test_every_shared_trace_gives_identical_tables_with_scanning_threads(name, monkeypatch):
+    calls = threads_used(monkeypatch)
+    seq, par = read_both(str(TRACES / name), 64 << 10)
+    assert not isinstance(seq, str), seq
+    assert calls == [1]
+    assert_identical(seq, par, name)
+    assert threading.active_count() == 1 or all(
+        not t.name.startswith("tracedoc-scan") for t in threading.enumerate()
+    )  # the threads are gone: a fork after the load (the critical path's child) copies no scanner
+
+
+@pytest.mark.shared
+def test_damaged_copies_give_the_same_salvage_with_scanning_threads(tmp_path):
+    from fuzz_kineto import KINETO_MUTATIONS
+    from fuzzing import generate
+
+    if not (TRACES / "kineto").is_dir():
+        pytest.skip("no shared Kineto traces")
+    for i, case in enumerate(generate(43, 30, tuple(KINETO_MUTATIONS))):
+        p = case.write(tmp_path / str(i))
+        seq, par = read_both(str(p), 16 << 10)
+        what = f"{case.cls}: {case.detail}"
+        if isinstance(seq, str) or isinstance(par, str):
+            assert seq == par, what
+        else:
+            assert_identical(seq, par, what)
+
+
+def test_a_cut_inside_a_string_hands_over_to_the_verified_path(tmp_path, monkeypatch):
+    # Names holding `, {` (as a boundary does): the last one before many a chunk's end lies inside a
+    # string, so the cut taken ahead does not decode and the verified path reads on from that chunk.
+    b = TraceBuilder()
+    training_steps(b, steps=6, kernels=8)
+    doc = b.to_dict()
+    tricky = ', {"ph": "X", "name": "x"}' * 40
+    for k, ev in enumerate(doc["traceEvents"]):
+        if ev.get("ph") == "X" and k % 3 == 0:
+            ev.setdefault("args", {})["note"] = f"op {k}{tricky}"
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    handed = []
+    real = stream._read_sequential
+    monkeypatch.setattr(stream, "_read_sequential", lambda *a: handed.append(1) or real(*a))
+    calls = threads_used(monkeypatch)
+    for chunk in (1500, 4096, 9000):
+        handed.clear()
+        seq = read_kineto(str(p), chunk_bytes=chunk, workers=1)
+        handed.clear()
+        par = read_kineto(str(p), chunk_bytes=chunk, workers=2)
+        assert handed, chunk  # the threaded reader handed over at least once
+        assert_identical(seq, par, f"chunk {chunk}")
+    assert calls == [1, 1, 1]
+
+
+def test_one_worker_reads_without_threads(tmp_path, monkeypatch):
+    b = TraceBuilder()
+    training_steps(b, steps=3)
+    p = b.write(tmp_path / "t.json")
+    calls = threads_used(monkeypatch)
+    read_kineto(str(p), chunk_bytes=4096, workers=1)
+    monkeypatch.setenv("TRACEDOC_DECODE_WORKERS", "1")
+    read_kineto(str(p), chunk_bytes=4096)
+    assert calls == []
+    monkeypatch.delenv("TRACEDOC_DECODE_WORKERS")
+    read_kineto(str(p), chunk_bytes=4096)
+    assert calls == [1]

@@ -1,0 +1,97 @@
+"""A Kineto file decoded in this process, the compiled scan of the next chunks running in threads.
+
+The compiled scan (``_kscan``) holds no Python object while it reads a chunk, so it runs without the
+GIL: helper threads scan the chunks ahead while this thread reads the file, hashes it, cuts it and turns
+each scanned chunk into columns, in file order. Compared with worker processes there is nothing to
+fork, copy back or merge, and no second copy of the interpreter in memory; the tables are the ones the
+sequential path gives, chunk for chunk, since the cuts are the same.
+
+Cuts are taken ahead of the decoding, unverified (a ``, {`` could lie inside a string). A chunk that
+does not decode is read again from its start on the verified sequential path, with the bytes already
+read after it replayed in the same reads, so every cut from there on is the one that path makes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+import msgspec
+
+from .columns import _Reader
+from .cuts import find_cut
+from .rows import decode_piece
+from .source import _Source
+
+
+class _Replay:
+    """``src`` with ``data`` put back in front of it, handed out in reads of ``block`` bytes (the reads
+    the bytes first came in), so a reader started on it cuts where it would have cut on ``src``."""
+
+    def __init__(self, src: _Source, data: bytes, block: int):
+        self.src, self.data, self.block, self.at = src, data, block, 0
+
+    def read(self, n: int) -> bytes:
+        if self.at < len(self.data):
+            out = self.data[self.at : self.at + min(n, self.block)]
+            self.at += len(out)
+            return out
+        return self.src.read(n)
+
+    def fraction(self) -> float:
+        return self.src.fraction()
+
+
+def read_threaded(
+    src: _Source,
+    rest: bytes,
+    chunk_bytes: int,
+    reader: _Reader,
+    threads: int,
+    progress: Callable[[float], None] | None,
+    sequential: Callable,
+    fill: Callable,
+) -> bytes:
+    """Decode the events from the start of ``rest`` with ``threads`` scanning threads; return what
+    follows the last cut (the end of the events and the keys after them), as ``sequential`` does."""
+    import concurrent.futures as cf
+
+    pending: deque = deque()  # (future, the bytes its piece was cut from, where the next piece starts)
+    want, eof = chunk_bytes, False
+    with cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tracedoc-scan") as pool:
+        try:
+            while True:
+                while not eof and len(pending) <= threads:  # keep every thread busy, and one piece queued
+                    rest, eof = fill(src, rest, want, chunk_bytes, progress)
+                    if eof:
+                        break
+                    cut = find_cut(rest)
+                    if cut is None:  # no boundary yet (one long event): look again once the bytes held double
+                        want = 2 * len(rest)
+                        continue
+                    want = chunk_bytes
+                    pending.append((pool.submit(decode_piece, rest, cut[0]), rest, cut[1]))
+                    rest = rest[cut[1] :]
+                if not pending:
+                    return rest
+                fut, held, _ = pending[0]
+                try:
+                    rows = fut.result()
+                except (msgspec.DecodeError, ValueError):  # not an event boundary, or damaged bytes
+                    later = _later_bytes(pending, rest)
+                    return sequential(_Replay(src, later, chunk_bytes), held, chunk_bytes, reader, progress)
+                pending.popleft()
+                reader.add(rows)
+                del rows, fut, held
+        finally:
+            for f, _, _ in pending:
+                f.cancel()
+
+
+def _later_bytes(pending: deque, rest: bytes) -> bytes:
+    """The bytes read after the first pending piece's buffer: each later buffer starts with what the
+    one before it held past its cut, so the stream from the first buffer's start is the pieces up to
+    their cuts, then ``rest``; what follows the first buffer is that stream past its length."""
+    first = pending[0][1]
+    stream = b"".join([b[:n] for _, b, n in pending] + [rest])
+    return stream[len(first) :]
