@@ -53,10 +53,11 @@ def read_kineto(
 ) -> Trace:
     """Read one Kineto Chrome-trace JSON file (plain or gzip) into a ``Trace``.
 
-    Files larger than a few chunks are decoded by ``workers`` processes (default: CPU count, at
-    most 4); ``workers=1`` decodes in this process. ``steps`` (``"A:B"`` or ``Steps``) keeps only the
-    events of ``ProfilerStep#A`` to ``#B`` (``window``). A trace that will not fit in the memory free
-    is refused before its events are decoded (``memory``).
+    With the compiled decoder, ``workers - 1`` threads (default: CPU count, at most 4) scan chunks ahead
+    of this one (``threaded``); with the pure-Python decoder, files larger than a few chunks are decoded
+    by ``workers`` processes. ``workers=1`` decodes in this thread alone. ``steps`` (``"A:B"`` or
+    ``Steps``) keeps only the events of ``ProfilerStep#A`` to ``#B`` (``window``). A trace that will
+    not fit in the memory free is refused before its events are decoded (``memory``).
     """
     window = None
     if steps is not None:
@@ -209,7 +210,8 @@ def _scan_threads(src: _Source) -> int:
 
 
 def _env_workers() -> int | None:
-    """``TRACEDOC_DECODE_WORKERS``: at most this many decode processes (1: decode in this process)."""
+    """``TRACEDOC_DECODE_WORKERS``: at most this many decoding threads or processes, this one included
+    (1: decode in this thread alone)."""
     text = os.environ.get("TRACEDOC_DECODE_WORKERS", "").strip()
     if not text:
         return None
