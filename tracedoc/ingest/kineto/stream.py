@@ -159,8 +159,8 @@ def _read(src: _Source, chunk_bytes: int, progress, window: Window | None = None
             return _read_whole(path, buf + _drain(src, chunk_bytes), src, reader)
         start = m.end()
     rest = buf[start:]
-    workers = _worker_count(src, chunk_bytes)
     threads = _scan_threads(src)
+    workers = 1 if threads else _worker_count(src, chunk_bytes)
     if threads:
         rest = read_threaded(src, rest, chunk_bytes, reader, threads, progress, _read_sequential, _fill)
     elif workers > 1:
