@@ -56,12 +56,12 @@ def read_threaded(
     follows the last cut (the end of the events and the keys after them), as ``sequential`` does."""
     import concurrent.futures as cf
 
-    pending: deque = deque()  # (future, the bytes its piece was cut from, where the next piece starts)
+    pending: deque[_Piece] = deque()
     want, eof = chunk_bytes, False
     with cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tracedoc-scan") as pool:
         try:
             while True:
-                while not eof and len(pending) <= threads:  # keep every thread busy, and one piece queued
+                while not eof and len(pending) <= threads + 1:  # every thread busy, and two pieces queued
                     rest, eof = fill(src, rest, want, chunk_bytes, progress)
                     if eof:
                         break
@@ -70,28 +70,60 @@ def read_threaded(
                         want = 2 * len(rest)
                         continue
                     want = chunk_bytes
-                    pending.append((pool.submit(decode_piece, rest, cut[0]), rest, cut[1]))
+                    pending.append(_Piece(pool.submit(decode_piece, rest, cut[0]), rest, cut[0], cut[1]))
                     rest = rest[cut[1] :]
                 if not pending:
                     return rest
-                fut, held, _ = pending[0]
+                head = pending[0]
+                while not head.done():  # rather than wait, scan here a later piece no thread has started
+                    if not any(p.steal() for p in pending):
+                        break
                 try:
-                    rows = fut.result()
+                    rows = head.rows()
                 except (msgspec.DecodeError, ValueError):  # not an event boundary, or damaged bytes
                     later = _later_bytes(pending, rest)
-                    return sequential(_Replay(src, later, chunk_bytes), held, chunk_bytes, reader, progress)
+                    return sequential(_Replay(src, later, chunk_bytes), head.held, chunk_bytes, reader, progress)
                 pending.popleft()
                 reader.add(rows)
-                del rows, fut, held
+                del rows, head
         finally:
-            for f, _, _ in pending:
-                f.cancel()
+            for p in pending:
+                p.future.cancel()
+
+
+class _Piece:
+    """A piece of the events cut ahead: ``held[:end]``, scanned by a thread, or here if none started it."""
+
+    def __init__(self, future, held: bytes, end: int, next_start: int):
+        self.future, self.held, self.end, self.next_start = future, held, end, next_start
+        self.stolen: tuple | None = None  # (rows, None) or (None, the exception) when scanned here
+
+    def done(self) -> bool:
+        return self.stolen is not None or self.future.done()
+
+    def steal(self) -> bool:
+        """Scan the piece in this thread if no thread has started it; whether it did."""
+        if self.stolen is not None or not self.future.cancel():
+            return False
+        try:
+            self.stolen = (decode_piece(self.held, self.end), None)
+        except (msgspec.DecodeError, ValueError) as exc:
+            self.stolen = (None, exc)
+        return True
+
+    def rows(self):
+        if self.stolen is None and not self.steal():
+            return self.future.result()
+        rows, exc = self.stolen
+        if exc is not None:
+            raise exc
+        return rows
 
 
 def _later_bytes(pending: deque, rest: bytes) -> bytes:
     """The bytes read after the first pending piece's buffer: each later buffer starts with what the
     one before it held past its cut, so the stream from the first buffer's start is the pieces up to
     their cuts, then ``rest``; what follows the first buffer is that stream past its length."""
-    first = pending[0][1]
-    stream = b"".join([b[:n] for _, b, n in pending] + [rest])
+    first = pending[0].held
+    stream = b"".join([p.held[: p.next_start] for p in pending] + [rest])
     return stream[len(first) :]
