@@ -78,5 +78,5 @@ def test_a_large_traces_analyses_start_from_live_memory_and_so_does_a_child(monk
     monkeypatch.setattr(O.threading, "active_count", lambda: 1)
     monkeypatch.setattr(O, "child_fits", lambda trace: True)
     forked = analyze_trace(trace)
-    assert calls == ["analyses", "child"]  # and again just before the critical path's child is forked
+    assert calls == ["analyses", "child", "child"]  # and again just before each child is forked
     assert forked.metrics == small.metrics

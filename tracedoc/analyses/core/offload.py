@@ -170,9 +170,9 @@ class Offloader:
 
     def __init__(self, order: list[Analysis], trace: Trace, workers: int | None):
         self.trace = trace
-        self.waiting = [e for e in order if e.offload] if worth_offloading(trace, workers) else []
+        self.waiting = [e for e in order if e.offload is not None] if worth_offloading(trace, workers) else []
         self.names = {e.name for e in self.waiting}
-        self.running: dict[str, tuple[Analysis, Mapping, _Child]] = {}  # provided value -> its child
+        self.running: dict[str, tuple[Analysis, Mapping, _Child]] = {}  # analysis name -> its child
 
     def handles(self, entry: Analysis) -> bool:
         return entry.name in self.names
@@ -185,19 +185,17 @@ class Offloader:
             # Free heap pages go back first: after the fork, this process's writes to a page it shares
             # with the child copy it, and the child's copy stays until the child ends.
             release_free_memory()
-            child = _Child(entry, self.trace, inputs)
-            for name in entry.provides:
-                self.running[name] = (entry, inputs, child)
+            self.running[entry.name] = (entry, inputs, _Child(entry, self.trace, inputs))
 
     def collect(self, names, merge: Callable[[Analysis, Produced], None]) -> None:
-        """Wait for the children providing any of ``names`` (None: all) and ``merge`` their results;
-        an analysis whose child failed runs here instead."""
-        for name in list(self.running if names is None else names):
-            if name not in self.running:
+        """Wait for the children whose analyses output any of ``names`` (values, metrics or evidence
+        tables; None: every child) and ``merge`` their results; an analysis whose child failed runs here
+        instead."""
+        for key, (entry, inputs, child) in list(self.running.items()):
+            outputs = (*entry.provides, *entry.produces, *entry.evidence)
+            if names is not None and not any(n in outputs for n in names):
                 continue
-            entry, inputs, child = self.running[name]
-            for provided in entry.provides:
-                self.running.pop(provided, None)
+            del self.running[key]
             produced = child.result()
             merge(entry, produced if produced is not None else entry.run(self.trace, inputs))
 

@@ -113,13 +113,14 @@ def run_analyses(
         for kind, names in zip(_KINDS, (metrics, evidence, values))
     }
     out = Produced(values=dict(given or {}))
+    done: dict[str, Produced] = {}
 
     def merge(entry: Analysis, produced: Produced) -> None:
         check(entry, produced)
         out.metrics.update(produced.metrics)
         out.evidence.update(produced.evidence)
         out.values.update(produced.values)
-        out.warnings.extend(produced.warnings)
+        done[entry.name] = produced
 
     order = plan(**asked, given=tuple(given or ()))
     release = release_free_memory if sum(t.nbytes for t in trace.tables.values()) >= RELEASE_MIN_BYTES else _no_op
@@ -130,11 +131,16 @@ def run_analyses(
             away.start_ready(out.values)
             if away.handles(entry):
                 continue
-            away.collect(entry.needs, merge)
+            away.collect((*entry.needs, *entry.reads, *entry.reads_tables), merge)
             merge(entry, entry.run(trace, inputs_for(entry, out)))
         away.collect(None, merge)
     finally:
         away.cancel()
+    # Metrics, evidence and warnings in the plan's order, wherever and whenever each analysis ran.
+    ran = [done[e.name] for e in order if e.name in done]
+    out.metrics = {k: v for p in ran for k, v in p.metrics.items()}
+    out.evidence = {k: v for p in ran for k, v in p.evidence.items()}
+    out.warnings = [w for p in ran for w in p.warnings]
     return out
 
 

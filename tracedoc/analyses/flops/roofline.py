@@ -467,6 +467,7 @@ def gaps_text(gaps: list[BelowRoof], n: int = GAPS_NAMED) -> str | None:
     needs=("flop_ops", "window", "comm_mask", "gpu_ext", "launching_ops"),
     produces=("roofline_gaps",),
     evidence=("roofline", "roofline_below_roof"),
+    offload={},  # provides no value: only its metric and tables come back from the child
 )
 def op_roofline(trace: Trace, inputs) -> Produced:
     win = inputs["window"]
