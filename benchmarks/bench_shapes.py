@@ -383,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     a.python = sys.executable
     a.mem_limit_kb = int(BL.mem_available_kb() * 0.9)
     a.simdjson = has_simdjson(a.python)
+    BL.compile_bytecode()
     hta_py, why = (None, "--skip-hta") if a.skip_hta else BL.hta_python(a.out_dir / "hta-venv", install=True)
     sizes = [float(s) for s in a.sizes.split(",") if s.strip()]
     shapes = [s.strip() for s in a.shapes.split(",") if s.strip()]

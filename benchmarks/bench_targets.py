@@ -381,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     shared = Path(a.shared) / "traces"
     a.python, a.source, a.hta_timeout = sys.executable, gen.DEFAULT_SOURCE, a.timeout
     a.mem_limit_kb = int(BL.mem_available_kb() * 0.9)
+    BL.compile_bytecode()
     hta_py, why = (None, "--skip-hta") if a.skip_hta else BL.hta_python(Path(a.out_dir) / "hta-venv", install=True)
     load0 = os.getloadavg()[0]
     print(
