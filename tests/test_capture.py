@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from machine_lock import one_job_at_a_time
+from torchjobs import run_job
 
 torch = pytest.importorskip("torch")
 
@@ -327,36 +328,39 @@ def _free_port() -> int:
 def test_torchrun_two_ranks_write_rank_files_and_one_analysed_directory(tmp_path):
     out = tmp_path / "out"
     with one_job_at_a_time():  # no other test session's job beside it (tests/machine_lock.py)
-        r = _run(
-            [
-                "-m",
-                "torch.distributed.run",
-                "--nproc_per_node",
-                "2",
-                "--master_addr",
-                "127.0.0.1",
-                "--master_port",
-                str(_free_port()),
-                "-m",
-                "tracedoc.capture",
-                "run",
-                "-o",
-                str(out),
-                "--skip-first",
-                "1",
-                "--warmup",
-                "1",
-                "--active",
-                "2",
-                "--dist-timeout",
-                "30",
-                "--",
-                str(TRAIN),
-                "--steps",
-                "6",
-                "--ddp",
-            ],
-            timeout=90,
+        r = run_job(  # once more if torch aborted a rank (tests/torchjobs.py)
+            lambda: _run(
+                [
+                    "-m",
+                    "torch.distributed.run",
+                    "--nproc_per_node",
+                    "2",
+                    "--master_addr",
+                    "127.0.0.1",
+                    "--master_port",
+                    str(_free_port()),
+                    "-m",
+                    "tracedoc.capture",
+                    "run",
+                    "-o",
+                    str(out),
+                    "--skip-first",
+                    "1",
+                    "--warmup",
+                    "1",
+                    "--active",
+                    "2",
+                    "--dist-timeout",
+                    "30",
+                    "--",
+                    str(TRAIN),
+                    "--steps",
+                    "6",
+                    "--ddp",
+                ],
+                timeout=90,
+            ),
+            out,
         )
     assert r.returncode == 0, r.stdout + r.stderr
     traces = _traces(out)

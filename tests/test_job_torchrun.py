@@ -18,6 +18,7 @@ pytest.importorskip("torch")
 from test_capture import ROOT, TRAIN, _env, _free_port, _traces  # noqa: E402
 
 from machine_lock import one_job_at_a_time  # noqa: E402
+from torchjobs import run_job  # noqa: E402
 
 from tracedoc.api import analyze  # noqa: E402
 
@@ -67,6 +68,11 @@ def _start(out: Path, *extra: str, report: bool = True) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+def _finished(proc: subprocess.Popen) -> subprocess.CompletedProcess:
+    out, _ = proc.communicate(timeout=150)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, Path]:
     """Slow input on one rank, then the same job balanced. One job at a time: two 4-rank jobs at once
@@ -80,8 +86,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     groups = {}
     with one_job_at_a_time():  # and no other test session's job beside them (tests/machine_lock.py)
         for name, start in starts.items():
-            proc = start()
-            out, _ = proc.communicate(timeout=150)
+            proc = run_job(lambda start=start: _finished(start()), base / name)  # again if torch aborted a rank
+            out = proc.stdout
             assert proc.returncode == 0, out
             traces = _traces(base / name)
             assert len(traces) == 4, (traces, out)
