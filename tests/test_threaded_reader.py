@@ -13,10 +13,9 @@ import threading
 import numpy as np
 import pytest
 from conftest import TRACES
-from test_reader_paths import SHARED
+from test_reader_paths import SHARED, read_both
 from trace_builder import TraceBuilder, training_steps
 
-from tracedoc.errors import TracedocError
 from tracedoc.ingest.kineto import read_kineto, stream
 from tracedoc.model import trace as M
 
@@ -49,16 +48,6 @@ def assert_identical(a, b, what: str) -> None:
             assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), f"{what}: {name}.{col}"
     assert a.warnings == b.warnings, what
     assert vars(a.meta) == vars(b.meta), what
-
-
-def read_both(path: str, chunk: int):
-    out = []
-    for workers in (1, 2):
-        try:
-            out.append(read_kineto(path, chunk_bytes=chunk, workers=workers))
-        except TracedocError as exc:
-            out.append(str(exc))
-    return out
 
 
 def threads_used(monkeypatch) -> list[int]:
