@@ -7,7 +7,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from machine_lock import one_job_at_a_time
-from torchjobs import run_job
+from torchjobs import run_job, torchrun
 
 torch = pytest.importorskip("torch")
 
@@ -319,26 +318,13 @@ def test_script_exception_and_exit_codes_pass_through(tmp_path):
 # --------------------------------------------------------------------------- (d) torchrun ranks
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_torchrun_two_ranks_write_rank_files_and_one_analysed_directory(tmp_path):
     out = tmp_path / "out"
     with one_job_at_a_time():  # no other test session's job beside it (tests/machine_lock.py)
         r = run_job(  # once more if torch aborted a rank (tests/torchjobs.py)
             lambda: _run(
                 [
-                    "-m",
-                    "torch.distributed.run",
-                    "--nproc_per_node",
-                    "2",
-                    "--master_addr",
-                    "127.0.0.1",
-                    "--master_port",
-                    str(_free_port()),
+                    *torchrun(2),
                     "-m",
                     "tracedoc.capture",
                     "run",

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import shared_traces
 from machine_lock import one_job_at_a_time
-from torchjobs import run_job
+from torchjobs import run_job, torchrun
 from test_job_align import check_merged
 
 from tracedoc.api import analyze
@@ -149,27 +149,22 @@ ONE_STEP_SLEEP_S = 0.008
 
 
 def _run_job(out: Path, *args: str) -> Path:
-    from test_capture import _env, _free_port
+    from test_capture import _env
 
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "3",
-        "--master_addr",
-        "127.0.0.1",
-        "--master_port",
-        str(_free_port()),
-        str(JOB_SCRIPT),
-        "--out",
-        str(out),
-        "--bucket-mb",
-        "0.05",
-        *args,
-    ]
-    # once more if torch aborted a rank (tests/torchjobs.py)
-    proc = run_job(lambda: subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240), out)
+    def start() -> subprocess.CompletedProcess:  # a fresh port each time
+        cmd = [
+            sys.executable,
+            *torchrun(3),
+            str(JOB_SCRIPT),
+            "--out",
+            str(out),
+            "--bucket-mb",
+            "0.05",
+            *args,
+        ]
+        return subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240)
+
+    proc = run_job(start, out)  # once more if torch aborted a rank (tests/torchjobs.py)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     files = sorted(out.glob("rank*.pt.trace.json.gz"))
     assert len(files) == 3, (files, proc.stderr[-2000:])

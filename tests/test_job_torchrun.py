@@ -15,10 +15,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from test_capture import ROOT, TRAIN, _env, _free_port, _traces  # noqa: E402
+from test_capture import ROOT, TRAIN, _env, _traces  # noqa: E402
 
 from machine_lock import one_job_at_a_time  # noqa: E402
-from torchjobs import run_job  # noqa: E402
+from torchjobs import run_job, torchrun  # noqa: E402
 
 from tracedoc.api import analyze  # noqa: E402
 
@@ -33,14 +33,7 @@ STEP_WAIT_S = 0.03
 def _start(out: Path, *extra: str, report: bool = True) -> subprocess.Popen:
     cmd = [
         sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "4",
-        "--master_addr",
-        "127.0.0.1",
-        "--master_port",
-        str(_free_port()),
+        *torchrun(4),
         "-m",
         "tracedoc.capture",
         "run",

@@ -11,6 +11,7 @@ other failure, and a second abort, fail the test.
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -30,3 +31,20 @@ def run_job(start: Callable[[], subprocess.CompletedProcess], out: Path) -> subp
         shutil.rmtree(out, ignore_errors=True)
         proc = start()
     return proc
+
+
+def torchrun(nproc: int) -> list[str]:
+    """The arguments after ``python`` that start ``nproc`` local ranks on a free port of 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return [
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        str(nproc),
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(port),
+    ]

@@ -12,6 +12,8 @@ import msgspec
 from ...errors import TraceError, UsageError
 from ...model.trace import Trace
 from .columns import _Reader
+from .ahead import CutAhead
+from .ahead import fill as _fill
 from .cuts import DAMAGED, cut_and_decode, cuts_backward, find_cut
 from .decode import _decode_top, decode_metadata
 from .metadata import _finish
@@ -162,7 +164,7 @@ def _read(src: _Source, chunk_bytes: int, progress, window: Window | None = None
     threads = _scan_threads(src)
     workers = 1 if threads else _worker_count(src, chunk_bytes)
     if threads:
-        rest = read_threaded(src, rest, chunk_bytes, reader, threads, progress, _read_sequential, _fill)
+        rest = read_threaded(src, rest, chunk_bytes, reader, threads, progress, _read_sequential)
     elif workers > 1:
         done = _read_parallel(src, rest, chunk_bytes, reader, workers, progress)
         if done is None:  # a cut the workers could not decode: start over, verifying every cut
@@ -196,7 +198,13 @@ def _worker_count(src: _Source, chunk_bytes: int) -> int:
         small = src.size < PARALLEL_MIN_BYTES * scale
     if small:
         return 1
-    return max(1, min(4, os.cpu_count() or 1, _env_workers() or 4))
+    return _cores()
+
+
+def _cores(cap: int | None = None) -> int:
+    """Decoding threads or processes, this one included: one per core, at most 4 and at most ``cap``
+    (else ``TRACEDOC_DECODE_WORKERS``)."""
+    return max(1, min(4, os.cpu_count() or 1, cap or _env_workers() or 4))
 
 
 def _scan_threads(src: _Source) -> int:
@@ -205,8 +213,7 @@ def _scan_threads(src: _Source) -> int:
     the GIL, and forks workers instead: ``_worker_count``); 0 with ``workers=1``."""
     if _load_scan() is None:
         return 0
-    cap = src.forced_workers if src.forced_workers is not None else (_env_workers() or 4)
-    return max(0, min(4, os.cpu_count() or 1, cap) - 1)
+    return 0 if src.forced_workers is not None and src.forced_workers <= 1 else _cores(src.forced_workers) - 1
 
 
 def _env_workers() -> int | None:
@@ -229,22 +236,6 @@ def _start_methods() -> list[str]:
     import multiprocessing as mp
 
     return mp.get_all_start_methods()
-
-
-def _fill(src: _Source, rest: bytes, want: int, chunk_bytes: int, progress) -> tuple[bytes, bool]:
-    """Read ``chunk_bytes`` at a time until ``rest`` holds ``want`` bytes; report whether the file is
-    exhausted."""
-    parts = [rest]
-    have = len(rest)
-    while have < want:
-        more = src.read(chunk_bytes)
-        if not more:
-            return b"".join(parts), True
-        parts.append(more)
-        have += len(more)
-        if progress:
-            progress(src.fraction())
-    return b"".join(parts), False
 
 
 def _read_sequential(src: _Source, rest: bytes, chunk_bytes: int, reader: "_Reader", progress) -> bytes:
@@ -309,40 +300,33 @@ def _read_parallel(
     ctx = mp.get_context("fork") if "fork" in _start_methods() else None
     pending: deque = deque()
 
-    def submit(piece_start: int, piece_end: int):
-        """A worker's future for ``rest[piece_start:piece_end]``."""
+    def submit(buf: bytes, piece_start: int, piece_end: int):
+        """A worker's future for ``buf[piece_start:piece_end]``, ``buf`` the bytes read last."""
         if src.gzipped:
-            return pool.submit(_decode_piece, rest[piece_start:piece_end], reader.window)
-        # the worker reads the bytes itself: offset of rest[0] in the file
+            return pool.submit(_decode_piece, buf[piece_start:piece_end], reader.window)
+        # the worker reads the bytes itself: offset of buf[0] in the file
         return pool.submit(
-            _decode_span, src.path, src.offset - len(rest) + piece_start, piece_end - piece_start, reader.window
+            _decode_span, src.path, src.offset - len(buf) + piece_start, piece_end - piece_start, reader.window
         )
 
     with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         try:
-            want = chunk_bytes
-            while True:
-                rest, eof = _fill(src, rest, want, chunk_bytes, progress)
-                if eof:
-                    break
-                cut = find_cut(rest)
-                if cut is None:  # no boundary yet (a long string): look again once the bytes held double
-                    want = 2 * len(rest)
-                    continue
-                want = chunk_bytes
-                piece_end, next_start = cut
-                pending.append(submit(0, piece_end))
-                rest = rest[next_start:]
+            pieces = CutAhead(src, rest, chunk_bytes, progress)
+            while (piece := pieces.next()) is not None:
+                held, end, _ = piece
+                pending.append(submit(held, 0, end))
+                del held, piece
                 while len(pending) > workers + 1:
                     chunk = pending.popleft().result()
                     if chunk is None:
                         return None
                     reader.merge(chunk)
+            rest = pieces.rest
             # The end of the file (up to two chunks) goes to the workers too, in pieces, instead of being
             # decoded here while they wait. Its boundaries are not verified, and the keys after the events
             # could hold one: a piece a worker cannot decode, and all after it, are left to the tail.
-            pieces, after = _tail_pieces(rest, chunk_bytes, workers)
-            tail = [(start, submit(start, end)) for start, end in pieces]
+            tail_pieces, after = _tail_pieces(rest, chunk_bytes, workers)
+            tail = [(start, submit(rest, start, end)) for start, end in tail_pieces]
             while pending:
                 chunk = pending.popleft().result()
                 if chunk is None:

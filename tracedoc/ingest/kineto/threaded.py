@@ -19,7 +19,7 @@ from collections.abc import Callable
 import msgspec
 
 from .columns import _Reader
-from .cuts import find_cut
+from .ahead import CutAhead
 from .rows import decode_piece
 from .source import _Source
 
@@ -50,28 +50,24 @@ def read_threaded(
     threads: int,
     progress: Callable[[float], None] | None,
     sequential: Callable,
-    fill: Callable,
 ) -> bytes:
     """Decode the events from the start of ``rest`` with ``threads`` scanning threads; return what
     follows the last cut (the end of the events and the keys after them), as ``sequential`` does."""
     import concurrent.futures as cf
 
     pending: deque[_Piece] = deque()
-    want, eof = chunk_bytes, False
+    pieces = CutAhead(src, rest, chunk_bytes, progress)
     with cf.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tracedoc-scan") as pool:
         try:
             while True:
-                while not eof and len(pending) <= threads + 1:  # every thread busy, and two pieces queued
-                    rest, eof = fill(src, rest, want, chunk_bytes, progress)
-                    if eof:
+                while len(pending) <= threads + 1:  # every thread busy, and two pieces queued
+                    piece = pieces.next()
+                    if piece is None:
                         break
-                    cut = find_cut(rest)
-                    if cut is None:  # no boundary yet (one long event): look again once the bytes held double
-                        want = 2 * len(rest)
-                        continue
-                    want = chunk_bytes
-                    pending.append(_Piece(pool.submit(decode_piece, rest, cut[0]), rest, cut[0], cut[1]))
-                    rest = rest[cut[1] :]
+                    held, end, next_start = piece
+                    pending.append(_Piece(pool.submit(decode_piece, held, end), held, end, next_start))
+                    del held, piece
+                rest = pieces.rest
                 if not pending:
                     return rest
                 head = pending[0]
