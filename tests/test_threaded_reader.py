@@ -7,6 +7,8 @@ pure-Python decoder holds the GIL and uses worker processes instead, tested in `
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
 import threading
 
@@ -16,6 +18,7 @@ from conftest import TRACES
 from test_reader_paths import SHARED, read_both
 from trace_builder import TraceBuilder, training_steps
 
+from tracedoc import infile
 from tracedoc.ingest.kineto import read_kineto, stream
 from tracedoc.model import trace as M
 
@@ -35,6 +38,9 @@ pytestmark = pytest.mark.skipif(
 def compiled(monkeypatch):
     monkeypatch.setenv("TRACEDOC_DECODER", "compiled")
     monkeypatch.setattr(stream.os, "cpu_count", lambda: 2)  # one scanning thread, whatever the machine
+    # the file hashed in its own thread whatever its size, so every test here reads that way too (the
+    # sequential read it is compared with hashes as it reads)
+    monkeypatch.setattr(infile, "HASH_THREAD_MIN_BYTES", 0)
 
 
 def assert_identical(a, b, what: str) -> None:
@@ -110,6 +116,45 @@ def test_a_cut_inside_a_string_hands_over_to_the_verified_path(tmp_path, monkeyp
         assert handed, chunk  # the threaded reader handed over at least once
         assert_identical(seq, par, f"chunk {chunk}")
     assert calls == [1, 1, 1]
+
+
+def test_the_file_is_hashed_in_a_thread_that_is_gone_after_the_load(tmp_path, monkeypatch):
+    b = TraceBuilder()
+    training_steps(b, steps=4, kernels=6)
+    plain = b.write(tmp_path / "t.json")
+    raw = plain.read_bytes()
+    packed = tmp_path / "t.json.gz"
+    packed.write_bytes(gzip.compress(raw))
+    cut = tmp_path / "cut.json"  # cut off mid-write: salvaged, and still the hash of the bytes on disk
+    cut.write_bytes(raw[: len(raw) * 2 // 3])
+    started = []
+    real = infile._Hasher.__init__
+    monkeypatch.setattr(infile._Hasher, "__init__", lambda self, sha: started.append(1) or real(self, sha))
+    for p in (plain, packed, cut):
+        started.clear()
+        t = read_kineto(str(p), chunk_bytes=2048)
+        assert started == [1], p.name
+        assert t.meta.sha256 == hashlib.sha256(p.read_bytes()).hexdigest(), p.name
+        assert t.meta.sha256 == read_kineto(str(p), chunk_bytes=2048, workers=1).meta.sha256, p.name
+        assert not [th for th in threading.enumerate() if th.name == "tracedoc-hash"], p.name
+    # below the size it is hashed as it is read, in this thread
+    monkeypatch.setattr(infile, "HASH_THREAD_MIN_BYTES", len(raw) + 1)
+    started.clear()
+    assert read_kineto(str(plain), chunk_bytes=2048).meta.sha256 == hashlib.sha256(raw).hexdigest()
+    assert started == []
+
+
+def test_a_hash_that_fails_in_its_thread_fails_the_read():
+    class Broken:
+        def update(self, data):
+            raise MemoryError("no room to hash")
+
+    h = infile._Hasher(Broken())
+    for _ in range(3 * infile._Hasher.MAX_QUEUED):  # the thread goes on taking blocks, so none waits forever
+        h.update(b"x" * 4096)
+    with pytest.raises(MemoryError, match="no room"):
+        h.finish()
+    assert not h.thread.is_alive()
 
 
 def test_one_worker_reads_without_threads(tmp_path, monkeypatch):

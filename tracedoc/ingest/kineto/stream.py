@@ -164,6 +164,7 @@ def _read(src: _Source, chunk_bytes: int, progress, window: Window | None = None
     threads = _scan_threads(src)
     workers = 1 if threads else _worker_count(src, chunk_bytes)
     if threads:
+        src.hash_in_thread()
         rest = read_threaded(src, rest, chunk_bytes, reader, threads, progress, _read_sequential)
     elif workers > 1:
         done = _read_parallel(src, rest, chunk_bytes, reader, workers, progress)
