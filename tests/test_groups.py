@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from tracedoc.model.groups import Groups, distinct, first_match, isin, largest_first
+from tracedoc.model.groups import Groups, distinct, first_match, isin, largest_first, lex_order
 
 
 def test_groups_by_two_keys_match_pandas_with_many_ties():
@@ -190,3 +190,25 @@ def test_isin_is_np_isin_for_few_and_many_members():
     grid = np.arange(12).reshape(3, 4)
     assert isin(grid, range(3, 20, 2)).tolist() == np.isin(grid, range(3, 20, 2)).tolist()
     assert isin(grid, []).shape == (3, 4) and not isin(grid, []).any()
+
+
+def test_lex_order_is_np_lexsort_for_every_kind_of_key():
+    rng = np.random.default_rng(7)
+    n = 5000
+    cases = [
+        # chain, time, tie-break: few values, wide values, negatives (descending ends), many ties
+        (rng.integers(0, 3, n), rng.integers(-(10**12), 10**12, n), rng.integers(0, 40, n)),
+        (-rng.integers(0, 10**9, n), rng.integers(0, 5, n)),
+        (rng.integers(0, 2, n).astype(bool), rng.integers(0, 7, n).astype(np.uint8), rng.integers(0, 3, n).astype(np.int32)),
+        (np.sort(rng.integers(0, 10**10, n)), np.repeat(np.arange(10), n // 10)),  # rows already in order
+        (rng.integers(0, 4, n),),
+        # ranges whose product passes 2**63 (left to np.lexsort), floats, and a short column
+        (rng.integers(-(2**62), 2**62, n), rng.integers(0, 1000, n)),
+        (rng.random(n), rng.integers(0, 3, n)),
+        (rng.integers(0, 3, 10), rng.integers(0, 3, 10)),
+        (rng.integers(2**63, 2**63 + 9, n, dtype=np.uint64), rng.integers(0, 3, n)),  # past int64: np.lexsort
+    ]
+    for keys in cases:
+        got = lex_order(keys)
+        assert np.array_equal(got, np.lexsort(keys)), [k.dtype for k in keys]
+    assert lex_order((np.zeros(0, dtype=np.int64),)).size == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.groups import distinct
+from ..model.groups import distinct, lex_order
 from ..model.trace import Trace
 
 
@@ -37,7 +37,7 @@ def nest_depths(pid: np.ndarray, tid: np.ndarray, s: np.ndarray, e: np.ndarray) 
 
 def _depths(pid: np.ndarray, tid: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     n = s.size
-    order = np.lexsort((-e, s, tid, pid))
+    order = lex_order((-e, s, tid, pid))
     p_o, t_o = pid[order], tid[order]
     new_thread = np.ones(n, dtype=bool)
     new_thread[1:] = (p_o[1:] != p_o[:-1]) | (t_o[1:] != t_o[:-1])

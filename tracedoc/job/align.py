@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model.groups import lex_order
 from ..model.stats import median, percentile
 
 # Ends closer than this always agree: NCCL members leave a collective within tens of microseconds.
@@ -80,7 +81,7 @@ def _rank_then_issue_order(rank: np.ndarray, issued: np.ndarray) -> np.ndarray:
     same = rank[1:] == rank[:-1]
     if (rank[1:] >= rank[:-1]).all() and (issued[1:][same] >= issued[:-1][same]).all():
         return np.arange(rank.size)
-    return np.lexsort((issued, rank))
+    return lex_order((issued, rank))
 
 
 def nearest_distance(rank: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -203,7 +204,7 @@ def _candidates(code, j, e_s, st_s, ref_end, ref_step, n_ranks, kk, k_ref):
     keys, counts = _count_keys(np.concatenate([key, extra]), n_ranks * width)
     del key, extra
     c_rank, c_off, c_votes = keys // width, keys % width - span, counts
-    srt = np.lexsort((np.abs(c_off), -c_votes, c_rank))
+    srt = lex_order((np.abs(c_off), -c_votes, c_rank))
     c_rank, c_off, c_votes = c_rank[srt], c_off[srt], c_votes[srt]
     first = np.searchsorted(c_rank, c_rank)  # the rank's first row among the sorted candidates
     keep = (np.arange(c_rank.size) - first) < TOP_CANDIDATES
@@ -234,7 +235,7 @@ def _step_candidates(code, j, st_s, ref_step, n_ranks, kk):
     width = 2 * span + 1
     keys, counts = _count_keys(code[ok] * width + off[ok] + span, n_ranks * width)
     c_rank, c_off = keys // width, keys % width - span
-    srt = np.lexsort((-counts, c_rank))
+    srt = lex_order((-counts, c_rank))
     c_rank, c_off = c_rank[srt], c_off[srt]
     first = np.append(True, c_rank[1:] != c_rank[:-1])
     return c_rank[first], c_off[first]
@@ -297,7 +298,7 @@ def _choose(c_rank, c_off, c_votes, starts, counts, e_s, ref_end, scale, kk, k_r
         a, b = kk[rows], k_ref[i]
         closeness[(a >= 0) & (b >= 0) & (a != b)] = 0.0
         score[part] = np.bincount(cand[valid], weights=closeness, minlength=part.size)
-    srt = np.lexsort((np.abs(c_off), -c_votes, -np.round(score, 9), c_rank))
+    srt = lex_order((np.abs(c_off), -c_votes, -np.round(score, 9), c_rank))
     first = np.append(True, c_rank[srt][1:] != c_rank[srt][:-1])
     return srt[first]
 
@@ -307,7 +308,7 @@ def _group_median(code: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     out = np.zeros(n, dtype=np.float64)
     if not code.size:
         return out
-    order = np.lexsort((values, code))
+    order = lex_order((values, code))
     c, v = code[order], values[order]
     starts = np.searchsorted(c, np.arange(n))
     ends = np.searchsorted(c, np.arange(n), side="right")

@@ -28,7 +28,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from ..model.groups import distinct
+from ..model.groups import distinct, lex_order
 from ..model.stats import median
 from ..analyses.comm.instances import LEAD_CATEGORIES, RankTables
 from .magnitude import explained_share, robust_scores
@@ -141,7 +141,7 @@ def rank_stats(t: Timing, waits: dict[int, RankWaits], step_shift: dict[int, int
     members = np.bincount(t.inst, minlength=m)
     sum_wait = np.bincount(t.inst, weights=t.wait_ns, minlength=m)
     others_mean_wait = np.where(members > 1, sum_wait / np.maximum(members - 1, 1), 0.0)  # last waits 0
-    order = np.lexsort((t.arrival_ns, t.inst))
+    order = lex_order((t.arrival_ns, t.inst))
     bounds = np.flatnonzero(np.append(True, t.inst[order][1:] != t.inst[order][:-1]))
     med = np.array([median(v) for v in np.split(t.arrival_ns[order], bounds[1:])])
     late = t.arrival_ns - med[t.inst]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analyses.comm.collectives import bus_factor
-from ..model.groups import distinct, isin
+from ..model.groups import distinct, isin, lex_order
 from ..model.stats import median
 from .align import _group_median
 from ..analyses.comm.instances import RankTables
@@ -140,7 +140,7 @@ def time_instances(
     np.minimum.at(first, inst, arrival)
     wait = last[inst] - arrival
     # the last arriver of each instance (lowest rank on ties) and its duration = the transfer
-    order = np.lexsort((rank, -arrival, inst))
+    order = lex_order((rank, -arrival, inst))
     head = order[np.append(True, inst[order][1:] != inst[order][:-1])]
     last_rank = np.empty(m, dtype=np.int64)
     last_rank[inst[head]] = rank[head]
@@ -196,7 +196,7 @@ def _clock_offsets(ranks: list[RankTables], inst, rank, end, ctype, types) -> tu
     if not sync.any():
         return {}, "no synchronising collective to align clocks on; times are taken as recorded"
     i, r, e = inst[sync], rank[sync], end[sync]
-    order = np.lexsort((e, i))
+    order = lex_order((e, i))
     i, r, e = i[order], r[order], e[order]
     bounds = np.flatnonzero(np.append(True, i[1:] != i[:-1]))
     counts = np.diff(np.append(bounds, i.size))

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model import intervals as iv
-from ..model.groups import distinct
+from ..model.groups import distinct, lex_order
 from ..analyses.comm.instances import RankTables
 from .timing import Timing
 
@@ -185,7 +185,7 @@ def _median_by(code: np.ndarray, values: np.ndarray, n: int) -> list[float | Non
     out: list[float | None] = [None] * n
     if not code.size:
         return out
-    order = np.lexsort((values, code))
+    order = lex_order((values, code))
     c, v = code[order], values[order].astype(np.float64)
     starts = np.searchsorted(c, np.arange(n))
     ends = np.searchsorted(c, np.arange(n), side="right")
@@ -204,7 +204,7 @@ def median_arrival(t: Timing) -> np.ndarray:
 
 def _median_arrival(t: Timing) -> np.ndarray:
     m = t.last_ns.size
-    order = np.lexsort((t.arrival_ns, t.inst))
+    order = lex_order((t.arrival_ns, t.inst))
     a, inst = t.arrival_ns[order], t.inst[order]
     starts = np.searchsorted(inst, np.arange(m))
     counts = np.bincount(inst, minlength=m)

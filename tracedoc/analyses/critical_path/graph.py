@@ -27,7 +27,7 @@ import numpy as np
 
 from ...model import intervals as iv
 from ...model import trace as M
-from ...model.groups import dense_codes, first_rows
+from ...model.groups import dense_codes, first_rows, lex_order
 from ...model import vocab as V
 from ...model.trace import Trace
 from ..kernels import classify as C
@@ -308,7 +308,7 @@ class _Builder(CrossEdges):
         t = np.concatenate(self.t)
         chain = np.concatenate(self.chain_key)
         prio = np.concatenate(self.prio)
-        order = np.lexsort((prio, t, chain))
+        order = lex_order((prio, t, chain))
         self.order = order
         self.rank = np.empty(order.size, dtype=np.int64)
         self.rank[order] = np.arange(order.size)

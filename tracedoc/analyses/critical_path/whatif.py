@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...model import intervals as iv
-from ...model.groups import distinct, isin
+from ...model.groups import distinct, isin, lex_order
 from ...model.record import Record
 from ...model.stats import median
 from . import graph as G
@@ -159,7 +159,7 @@ def _comm(g: G.Graph):
         return m, None
     n_chains = int(g.chain.max()) + 1
     chain = np.where(comm_pts & isin(g.chain, mixed), g.chain + n_chains, g.chain)
-    order = np.lexsort((np.arange(len(g)), chain))
+    order = lex_order((np.arange(len(g)), chain))
     inv = np.empty_like(order)
     inv[order] = np.arange(order.size)
     w = m.chain_w[order]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...model import intervals as iv
-from ...model.groups import Groups
+from ...model.groups import Groups, lex_order
 from ...model.stats import median
 from ...model.trace import Trace
 from ..core.registry import Produced, analysis
@@ -104,7 +104,7 @@ def find_backlog(trace: Trace) -> Backlog:
     launch_end[linked] = r["end_ns"][g["launch"][linked]]
     s, e = g["start_ns"], g["end_ns"]
     streams = Groups(g["device"], g["stream"])
-    order = np.lexsort((s, streams.index))  # by stream, then start
+    order = lex_order((s, streams.index))  # by stream, then start
     code = streams.index[order]
     heads = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
     bounds = np.r_[heads, order.size]
@@ -160,7 +160,7 @@ def idle_launch_latency(trace: Trace, launch_end: np.ndarray) -> float:
     A stream's first op is left out: nothing recorded says whether its stream was idle."""
     g = trace.gpu_ops
     streams = Groups(g["device"], g["stream"])
-    order = np.lexsort((g["start_ns"], streams.index))
+    order = lex_order((g["start_ns"], streams.index))
     code = streams.index[order]
     same = np.r_[False, code[1:] == code[:-1]]
     prev_end = np.r_[np.int64(-(1 << 62)), g["end_ns"][order][:-1]]

@@ -6,7 +6,7 @@ import numpy as np
 
 from ...model import intervals as iv
 from ...model.evidence import StreamGaps, TopGap
-from ...model.groups import Groups
+from ...model.groups import Groups, lex_order
 from ...model.trace import Trace
 from ...model.stats import percentile
 from ..host.links import OpsByExternalId
@@ -40,7 +40,7 @@ def stream_gaps(
     if len(g) < 2:
         return empty
     dev, stream, s, e = g["device"], g["stream"], g["start_ns"], g["end_ns"]
-    order = np.lexsort((s, stream, dev))
+    order = lex_order((s, stream, dev))
     d_o, st_o, s_o, e_o = dev[order], stream[order], s[order], e[order]
     same = np.zeros(order.size, dtype=bool)
     same[1:] = (d_o[1:] == d_o[:-1]) & (st_o[1:] == st_o[:-1])
@@ -91,7 +91,7 @@ def stream_gaps(
             )
         )
     # the gaps holding the most device-idle time first, then the longest
-    top_gaps = np.lexsort((-gap_v, -idle_ns))[:top]
+    top_gaps = lex_order((-gap_v, -idle_ns))[:top]
     top_list = []
     for j in top_gaps.tolist():
         r = int(rows[j])

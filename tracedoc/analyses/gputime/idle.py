@@ -29,7 +29,7 @@ from ...model import intervals as iv
 from ...model import trace as M
 from ...model import vocab as V
 from ...model.evidence import IdleCause, IdleCpuOp
-from ...model.groups import dense_codes, isin
+from ...model.groups import dense_codes, isin, lex_order
 from ...model.trace import Trace
 from ..kernels import classify as C
 from ..core.registry import Produced, analysis
@@ -96,7 +96,7 @@ def _next_op(trace: Trace, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return np.full(at.size, -1, dtype=np.int64), np.full(at.size, -1, dtype=np.int64)
     starts = g["start_ns"]
     launched = launch_times(trace)
-    order = np.lexsort((launched, starts))
+    order = lex_order((launched, starts))
     s_sorted, l_sorted = starts[order], launched[order]
     pos = np.searchsorted(s_sorted, at, side="left")
     ok = pos < s_sorted.size
@@ -192,7 +192,7 @@ def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[Id
     if not rows.size:
         return []
     # Outermost per thread: an op that starts after every earlier op on its thread has ended.
-    rows = rows[np.lexsort((-c["end_ns"][rows], c["start_ns"][rows], c["tid"][rows], c["pid"][rows]))]
+    rows = rows[lex_order((-c["end_ns"][rows], c["start_ns"][rows], c["tid"][rows], c["pid"][rows]))]
     s, e = c["start_ns"][rows], c["end_ns"][rows]
     pid, tid = c["pid"][rows], c["tid"][rows]
     first = np.r_[True, (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]

@@ -11,7 +11,7 @@ from ...model import trace as M
 from ...model.trace import Trace
 from ...model import vocab as V
 from ...model.vocab import PROFILER_STEP_RE
-from ...model.groups import isin
+from ...model.groups import isin, lex_order
 from ...model.reportstep import report_step
 from ...model.stats import percentile
 from ..kernels import classify as C
@@ -161,7 +161,7 @@ def find_steps(trace: Trace, backlog: Backlog | None = None) -> Steps:
         return Steps([], *(np.zeros(0, dtype=np.int64),) * 3)
     # One span per distinct name and start (the same step can be recorded on two threads).
     s, e, n = c["start_ns"][rows], c["end_ns"][rows], c["name"][rows]
-    order = np.lexsort((-e, s))
+    order = lex_order((-e, s))
     s, e, n = s[order], e[order], n[order]
     keep = np.ones(s.size, dtype=bool)
     keep[1:] = (s[1:] != s[:-1]) | (n[1:] != n[:-1])
@@ -226,7 +226,7 @@ def _longest_repeating(c, rows: np.ndarray) -> np.ndarray | None:
     if not rows.size:
         return None
     names = c["name"][rows]
-    order = np.lexsort((c["start_ns"][rows], names))  # by name, then start; ties keep row order
+    order = lex_order((c["start_ns"][rows], names))  # by name, then start; ties keep row order
     r, nm = rows[order], names[order]
     start, end = c["start_ns"][r], c["end_ns"][r]
     first = np.ones(r.size, dtype=bool)

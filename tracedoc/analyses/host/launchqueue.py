@@ -27,7 +27,7 @@ import numpy as np
 from ...model import intervals as iv
 from ...model import vocab as V
 from ...model.evidence import LaunchQueueRow
-from ...model.groups import Groups, isin
+from ...model.groups import Groups, isin, lex_order
 from ...model.stats import median
 from ...model.trace import Trace
 from ..kernels import classify as C
@@ -90,7 +90,7 @@ def launch_period_ns(trace: Trace, lo: int | None = None, hi: int | None = None)
         rows = rows[(r["start_ns"][rows] >= lo) & (r["start_ns"][rows] < hi)]
     if rows.size < 3:
         return None
-    order = rows[np.lexsort((r["start_ns"][rows], r["tid"][rows], r["pid"][rows]))]
+    order = rows[lex_order((r["start_ns"][rows], r["tid"][rows], r["pid"][rows]))]
     same = (r["pid"][order][1:] == r["pid"][order][:-1]) & (r["tid"][order][1:] == r["tid"][order][:-1])
     d = np.diff(r["start_ns"][order])[same]
     return float(median(d)) if d.size else None
@@ -121,7 +121,7 @@ def _depth_steps(launched: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np
     """The queue depth as a step function: change times and the depth from each one on."""
     t = np.concatenate([launched, ends])
     delta = np.concatenate([np.ones(launched.size, dtype=np.int64), -np.ones(ends.size, dtype=np.int64)])
-    order = np.lexsort((delta, t))  # at equal times, finishing before launching
+    order = lex_order((delta, t))  # at equal times, finishing before launching
     t, depth = t[order], np.cumsum(delta[order])
     last = np.r_[t[1:] != t[:-1], True]  # the depth after all changes at one time
     return t[last], depth[last]
@@ -218,7 +218,7 @@ def _usual_duration(trace: Trace, is_launch: np.ndarray) -> np.ndarray:
         return out
     by_name = Groups(r["name"][rows])
     dur = (r["end_ns"] - r["start_ns"])[rows]
-    order = np.lexsort((dur, by_name.index))
+    order = lex_order((dur, by_name.index))
     counts = by_name.count()
     starts = np.r_[0, np.cumsum(counts)[:-1]]
     sorted_dur = dur[order]

@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from ...model.evidence import ModuleOperators, OperatorShape
-from ...model.groups import dense_codes, distinct, row_codes
+from ...model.groups import dense_codes, distinct, row_codes, lex_order
 from ...model.trace import Trace
 from .stats import ops_of_window
 from ..host.nesting import ThreadClock, enclosing
@@ -63,7 +63,7 @@ def operators_by_shape(
     launched = np.bincount(inverse, weights=gpu_ops[rows].astype(np.float64))
     gpu = np.bincount(inverse, weights=gpu_ns[rows])
     grand = float(gpu.sum()) or 1.0
-    order = np.lexsort((-cpu, -gpu))[:top]
+    order = lex_order((-cpu, -gpu))[:top]
     return [
         OperatorShape(
             name=trace.string(int(uniq[i, 0])),
@@ -122,7 +122,7 @@ def operators_by_module(trace: Trace, lo: int, hi: int, top: int = TOP_ROWS) -> 
         minlength=ids.size,
     )
     grand = float(gpu.sum()) or 1.0
-    order = np.lexsort((-cpu, -gpu))
+    order = lex_order((-cpu, -gpu))
     order = order[(calls[order] > 0) | (gpu[order] > 0)][:top]
     return [
         ModuleOperators(

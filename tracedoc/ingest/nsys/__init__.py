@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from ...errors import TraceError
-from ...model.groups import distinct
+from ...model.groups import distinct, lex_order
 from ...model.trace import Trace
 from ..launches import link_by_correlation
 from .build import _build
@@ -56,7 +56,7 @@ def _gpu_processes(raw: _Raw) -> list[tuple[int, int]]:
     if not _n(raw.gpu):
         return []
     vals, counts = np.unique(raw.gpu["gpid"], return_counts=True)
-    order = np.lexsort((vals, _os_pid(vals)))
+    order = lex_order((vals, _os_pid(vals)))
     return [(int(vals[i]), int(counts[i])) for i in order]
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from ...model import trace as M
 from ...model import vocab as V
 from ...model.trace import StringTable, Table, Trace
-from ...model.groups import isin
+from ...model.groups import isin, lex_order
 from ..depth import set_cpu_depths
 from ..launches import link_by_correlation
 from ..steps import count_dataloader_ranges, mark_steps
@@ -30,7 +30,7 @@ def _select(t: dict[str, np.ndarray], gpids: np.ndarray | None) -> dict[str, np.
 def _sorted(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     if not t or t["start"].size == 0:
         return t
-    order = np.lexsort((t["end"], t["start"]))
+    order = lex_order((t["end"], t["start"]))
     return {k: v[order] for k, v in t.items()}
 
 
