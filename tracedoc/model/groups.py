@@ -124,11 +124,16 @@ def lex_order(keys) -> np.ndarray:
         width *= hi - lo + 1
     if width >= 1 << 63:
         return np.lexsort(keys)
-    combined = np.zeros(n, dtype=np.int64)
+    combined = None
     scale = 1
     for k, (lo, hi) in zip(keys, bounds):  # the first key least significant, as np.lexsort reads them
-        part = k.astype(np.int64) - lo if lo else k.astype(np.int64, copy=False)
-        combined += part * scale if scale != 1 else part
+        part = np.subtract(k, lo, dtype=np.int64)  # a new array: scaled and added to in place
+        if scale != 1:
+            part *= scale
+        if combined is None:
+            combined = part
+        else:
+            combined += part
         scale *= hi - lo + 1
     return np.argsort(combined, kind="stable")
 
