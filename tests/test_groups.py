@@ -199,7 +199,11 @@ def test_lex_order_is_np_lexsort_for_every_kind_of_key():
         # chain, time, tie-break: few values, wide values, negatives (descending ends), many ties
         (rng.integers(0, 3, n), rng.integers(-(10**12), 10**12, n), rng.integers(0, 40, n)),
         (-rng.integers(0, 10**9, n), rng.integers(0, 5, n)),
-        (rng.integers(0, 2, n).astype(bool), rng.integers(0, 7, n).astype(np.uint8), rng.integers(0, 3, n).astype(np.int32)),
+        (
+            rng.integers(0, 2, n).astype(bool),
+            rng.integers(0, 7, n).astype(np.uint8),
+            rng.integers(0, 3, n).astype(np.int32),
+        ),
         (np.sort(rng.integers(0, 10**10, n)), np.repeat(np.arange(10), n // 10)),  # rows already in order
         (rng.integers(0, 4, n),),
         # ranges whose product passes 2**63 (left to np.lexsort), floats, and a short column

@@ -43,6 +43,15 @@ def test_against_brute_force(seed):
     got = iv.overlap_per_interval(q_s, q_e, a)
     want = [int((ma[s:e]).sum()) for s, e in zip(q_s, q_e)]
     assert got.tolist() == want
+    # the intervals of b around [lo, hi) give what all of b gives with anything inside it
+    near = iv.overlapping(b, lo, hi)
+    inside = iv.clip(a, lo, hi)
+    assert set(zip(*map(np.ndarray.tolist, near))) <= set(zip(*map(np.ndarray.tolist, b)))
+    assert all(s < hi and e > lo for s, e in zip(*near))
+    assert len(near[0]) == sum(1 for s, e in zip(*b) if s < hi and e > lo)
+    for op in (iv.intersect, iv.subtract):
+        x, y = op(inside, near), op(inside, b)
+        assert np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1])
 
 
 def test_union_merges_touching_and_drops_empty():

@@ -95,6 +95,15 @@ def clip(iset: IntervalSet, lo: int, hi: int) -> IntervalSet:
     return s[keep], e[keep]
 
 
+def overlapping(iset: IntervalSet, lo: int, hi: int) -> IntervalSet:
+    """The intervals of ``iset`` that overlap ``[lo, hi)``, whole (not clipped), found by binary search:
+    what an intersection or subtraction with anything inside ``[lo, hi)`` reads of a long set."""
+    starts, ends = iset
+    i0 = int(np.searchsorted(ends, lo, side="right"))
+    i1 = int(np.searchsorted(starts, hi, side="left"))
+    return starts[i0:i1], ends[i0:i1]
+
+
 def gaps(iset: IntervalSet, lo: int | None = None, hi: int | None = None) -> IntervalSet:
     """Complement of ``iset`` inside ``[lo, hi)`` (defaults: its own span)."""
     starts, ends = iset

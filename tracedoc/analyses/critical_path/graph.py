@@ -120,6 +120,7 @@ class Graph:
     blocked_spans: dict[int, iv.IntervalSet] = field(default_factory=dict)  # host blocked on a full launch queue
     collective_spans: dict[int, iv.IntervalSet] = field(default_factory=dict)  # in CPU collectives (waiting for peers)
     top_ops: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)  # s, e, name
+    top_ops_reach: dict[int, np.ndarray] = field(default_factory=dict)  # running max of top_ops' ends
     main_chain: int = 0
     notes: list[str] = field(default_factory=list)
     op_end_point: np.ndarray | None = None
@@ -455,4 +456,5 @@ class _Builder(CrossEdges):
             m = top[key == k]
             m = m[np.argsort(c["start_ns"][m], kind="stable")]
             g.top_ops[th] = (c["start_ns"][m], c["end_ns"][m], c["name"][m])
+            g.top_ops_reach[th] = np.maximum.accumulate(c["end_ns"][m]) if m.size else c["end_ns"][m]
         g.main_chain = 0

@@ -425,13 +425,17 @@ def _cpu_makeup(trace: Trace, g: G.Graph, th: int, s: np.ndarray, e: np.ndarray,
     """CPU time on the path on one thread: DataLoader, sync, blocked on a full launch queue, launch calls,
     then top-level ops."""
     rest = iv.union(s + g.origin_ns, e + g.origin_ns)
+    if not rest[0].size:
+        return
+    # the thread's spans and ops are the whole trace's: only those around this step's stretches count
+    lo, hi = int(rest[0][0]), int(rest[1][-1])
     for name, sets in (
         ("dataloader", g.dataloader),
         ("sync", g.sync_spans),
         ("queue_full", g.blocked_spans),
         ("launch_overhead", g.launch_spans),
     ):
-        part = iv.intersect(rest, sets.get(th, iv.empty()))
+        part = iv.intersect(rest, iv.overlapping(sets.get(th, iv.empty()), lo, hi))
         out[name] += iv.total(part)
         rest = iv.subtract(rest, part)
     total = iv.total(rest)
@@ -439,7 +443,11 @@ def _cpu_makeup(trace: Trace, g: G.Graph, th: int, s: np.ndarray, e: np.ndarray,
     top = g.top_ops.get(th)
     in_ops = 0
     if top is not None and top[0].size and total:
-        op_s, op_e, names = top  # outermost ops of the thread: disjoint
+        op_s, op_e, names = top  # outermost ops of the thread, by start
+        # ops before the first whose end (or an earlier op's) passes lo, or starting at hi or later, miss it
+        a = int(np.searchsorted(g.top_ops_reach[th], lo, side="right"))
+        b = int(np.searchsorted(op_s, hi, side="left"))
+        op_s, op_e, names = op_s[a:b], op_e[a:b], names[a:b]
         per_op = iv.overlap_per_interval(op_s, op_e, rest)
         hit = per_op > 0
         for nid, ns in zip(*_group_sum(names[hit], per_op[hit])):

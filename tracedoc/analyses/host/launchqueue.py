@@ -140,6 +140,9 @@ def launch_queue(trace: Trace, lo: int, hi: int, backlog: Backlog | None = None)
         return LaunchQueue()
     launched = _launched_at(trace, backlog)
     streams = Groups(g["device"], g["stream"])
+    # per stream: its ops and its queue depth as a step function (read by both passes below)
+    stream_ops = [np.flatnonzero(streams.index == k) for k in range(streams.size)]
+    steps = [_depth_steps(launched[ops], g["end_ns"][ops]) for ops in stream_ops]
     # -- blocked calls ------------------------------------------------------------------------
     is_launch = launch_calls(trace)
     blocked = np.zeros(len(r), dtype=bool)
@@ -152,9 +155,8 @@ def launch_queue(trace: Trace, lo: int, hi: int, backlog: Backlog | None = None)
         call_stream = np.full(len(r), -1, dtype=np.int64)
         call_stream[g["launch"][linked]] = streams.index[linked]
         usual = _usual_duration(trace, is_launch)
-        for k in range(streams.size):  # a loop over streams, not ops
-            ops = np.flatnonzero(streams.index == k)
-            times, depths = _depth_steps(launched[ops], g["end_ns"][ops])
+        for k, ops in enumerate(stream_ops):  # a loop over streams, not ops
+            times, depths = steps[k]
             calls = np.flatnonzero(call_stream == k)
             full = _depth_at(times, depths, r["start_ns"][calls]) >= QUEUE_CAPACITY - FULL_SLACK
             longer = dur[calls] > BLOCKED_FACTOR * usual[calls]
@@ -171,9 +173,8 @@ def launch_queue(trace: Trace, lo: int, hi: int, backlog: Backlog | None = None)
     call_stream_of_row = np.full(len(r), -1, dtype=np.int64)
     linked = np.flatnonzero(g["launch"] >= 0)
     call_stream_of_row[g["launch"][linked]] = streams.index[linked]
-    for k in range(streams.size):
-        ops = np.flatnonzero(streams.index == k)
-        times, depths = _depth_steps(launched[ops], g["end_ns"][ops])
+    for k, ops in enumerate(stream_ops):
+        times, depths = steps[k]
         mine = rows[call_stream_of_row[rows] == k]
         out.streams.append(
             _stream_row(
