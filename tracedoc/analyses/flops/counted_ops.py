@@ -18,11 +18,12 @@ fused kernel's op. Each product is counted once:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 import orjson
 
-from ...model.groups import Groups, isin
+from ...model.groups import Groups, isin, lex_order
 from ...model.trace import Trace
 from . import formulas as F
 from ..host.nesting import ThreadClock, enclosing
@@ -123,13 +124,18 @@ class Selection:
     head: np.ndarray  # op_shapes row of the nest's outermost resolved op
 
 
+def unresolved(resolved: list) -> np.ndarray:
+    """Per op: resolved to the reason it has no count (a string) rather than to its FLOPs."""
+    return np.fromiter(map(isinstance, resolved, repeat(str)), dtype=bool, count=len(resolved))
+
+
 def select_counted(trace: Trace, resolved: list, clock: ThreadClock) -> Selection:
     s, c = trace.op_shapes, trace.cpu_ops
-    ok = np.fromiter((not isinstance(r, str) for r in resolved), dtype=bool, count=len(resolved))
+    ok = ~unresolved(resolved)
     cand = np.flatnonzero(ok)
     rows = s["row"][cand]
     ks, ke = clock.cpu(rows, "start_ns"), clock.cpu(rows, "end_ns")
-    order = np.lexsort((-ke, ks))  # an op before the ops nested in it
+    order = lex_order((-ke, ks))  # an op before the ops nested in it
     cand, ks, ke = cand[order], ks[order], ke[order]
     n = cand.size
     if not n:

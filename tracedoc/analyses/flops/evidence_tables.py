@@ -13,6 +13,7 @@ from ...model.evidence import FlopsByKernelClass, FlopsByOpClass, FlopsNotCounte
 from ...model.groups import Groups, dense_codes, largest_first
 from ...model.trace import Trace
 from . import formulas as F
+from .counted_ops import unresolved
 from .kernel_credit import OVER_PEAK_NOTE, Credit
 from ..host.nesting import ThreadClock, enclosing, innermost_op_names
 
@@ -165,7 +166,7 @@ def not_counted(
     """
     s, c = trace.op_shapes, trace.cpu_ops
     out: list[FlopsNotCounted] = []
-    bad = np.flatnonzero(np.fromiter((isinstance(r, str) for r in resolved), dtype=bool, count=len(resolved)))
+    bad = np.flatnonzero(unresolved(resolved))
     bad = bad[trace.string_ids(F.needs_shapes)[c["name"][s["row"][bad]]]]  # ops with a formula only
     if bad.size and ks.size:
         bs, be = clock.cpu(s["row"][bad], "start_ns"), clock.cpu(s["row"][bad], "end_ns")

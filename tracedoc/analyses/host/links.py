@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...model.groups import lex_order
 from ...model import trace as M
 from ...model.trace import Trace
 from ..core.registry import Produced, analysis
@@ -27,7 +28,7 @@ class OpsByExternalId:
         rows = (
             np.flatnonzero((c["external_id"] >= 0) & (c["kind"] == M.CPU_OP)) if len(c) else np.zeros(0, dtype=np.int64)
         )
-        order = rows[np.lexsort((c["depth"][rows], c["external_id"][rows]))] if rows.size else rows
+        order = rows[lex_order((c["depth"][rows], c["external_id"][rows]))] if rows.size else rows
         ext = c["external_id"][order] if rows.size else rows
         if innermost:  # the last (deepest) of each id
             pick = np.append(ext[1:] != ext[:-1], True) if ext.size else np.zeros(0, dtype=bool)

@@ -11,7 +11,7 @@ from ...model import intervals as iv
 from ...model import trace as M
 from ...model import vocab as V
 from ...model.evidence import ImplicitSync, SyncBlockedCall, SyncCall
-from ...model.groups import Groups, distinct, isin, largest_first, row_codes
+from ...model.groups import Groups, distinct, isin, largest_first, row_codes, lex_order
 from ...model.trace import Trace
 from ..kernels import classify as C
 from .links import OpsByExternalId
@@ -260,7 +260,7 @@ def blocked_idle(
     # One sync is one row: an op around a sync call (``.item()`` around cudaStreamSynchronize) gives
     # way to the call, which it then names as its op. Sorted by thread, start, end descending, an
     # op is directly followed by the call it holds.
-    order = np.lexsort((-e, s, tid, pid))
+    order = lex_order((-e, s, tid, pid))
     nxt = order[1:]
     holds = (pid[order[:-1]] == pid[nxt]) & (tid[order[:-1]] == tid[nxt]) & (e[nxt] <= e[order[:-1]])
     inner = np.ones(s.size, dtype=bool)
@@ -304,7 +304,7 @@ def _enclosing_name(trace: Trace, start: int, end: int, pid: int, tid: int, kind
     )
     if not around.size:
         return None
-    inner = around[np.lexsort((-c["end_ns"][around], c["start_ns"][around]))[-1]]
+    inner = around[lex_order((-c["end_ns"][around], c["start_ns"][around]))[-1]]
     return trace.string(int(c["name"][inner]))
 
 
