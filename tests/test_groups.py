@@ -3,7 +3,7 @@
 import numpy as np
 import pandas as pd
 
-from tracedoc.model.groups import Groups, distinct, first_match, isin, largest_first, lex_order
+from tracedoc.model.groups import Groups, distinct, first_match, first_seen, isin, largest_first, lex_order
 
 
 def test_groups_by_two_keys_match_pandas_with_many_ties():
@@ -216,3 +216,14 @@ def test_lex_order_is_np_lexsort_for_every_kind_of_key():
         got = lex_order(keys)
         assert np.array_equal(got, np.lexsort(keys)), [k.dtype for k in keys]
     assert lex_order((np.zeros(0, dtype=np.int64),)).size == 0
+
+
+def test_first_seen_is_np_unique_with_first_indices():
+    rng = np.random.default_rng(3)
+    for size, n in ((5, 1000), (300, 40), (70_000, 5000), (1, 3)):
+        codes = rng.integers(0, size, n)
+        uniq, first = first_seen(codes, size)
+        want = np.unique(codes, return_index=True)
+        assert np.array_equal(uniq, want[0]) and np.array_equal(first, want[1]), size
+    uniq, first = first_seen(np.zeros(0, dtype=np.int64), 4)
+    assert uniq.size == 0 and first.size == 0

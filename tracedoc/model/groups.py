@@ -143,6 +143,15 @@ def _small_ints(k: np.ndarray) -> bool:
     return k.dtype.kind in "bi" or (k.dtype.kind == "u" and k.dtype.itemsize < 8)
 
 
+def first_seen(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(codes, return_index=True)`` for codes in ``0..size-1``: the codes present, ascending,
+    and the row where each first appears (a radix sort of 16-bit codes rather than a merge sort)."""
+    order = stable_order(codes, size)
+    ranked = codes[order]
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]]) if ranked.size else order
+    return ranked[starts], order[starts]
+
+
 def first_rows(codes: np.ndarray, size: int) -> np.ndarray:
     """For codes in ``0..size-1``, each present: the first row holding each code
     (``np.unique(codes, return_index=True)[1]``)."""

@@ -17,7 +17,7 @@ import msgspec
 import numpy as np
 
 from ...errors import UsageError
-from ...model.groups import isin
+from ...model.groups import dense_codes, first_seen, isin
 from ...model.numbers import BAD_NUMBER, decimal_text_to_scaled_int, to_float64, to_int64
 from .argvalues import raw_triples
 from .coded import _Coded
@@ -198,9 +198,9 @@ class ScanRows(StructRows):
                 return None
             distinct = self._arrays[5]
             codes = np.where(tags == T_STR, self._col(1, _INDEX[field]), len(distinct))
-            uniq, inverse = np.unique(codes, return_inverse=True)
+            uniq, inverse = dense_codes(codes)
             values = [distinct[k] if k < len(distinct) else None for k in uniq.tolist()]
-            out.append(_Coded(inverse.astype(np.int32).reshape(-1), values))
+            out.append(_Coded(inverse.astype(np.int32), values))
         return out[0], out[1]
 
     def times(self) -> tuple[np.ndarray, np.ndarray]:
@@ -283,9 +283,9 @@ class ScanRows(StructRows):
         present = codes >= 0
         if not present.any():
             return np.full(self.n, -1, dtype=np.int32)
-        uniq, first = np.unique(codes[present], return_index=True)
-        order = uniq[np.argsort(first, kind="stable")]
         distinct = self._arrays[5]
+        uniq, first = first_seen(codes[present], len(distinct))
+        order = uniq[np.argsort(first, kind="stable")]
         lut = np.full(len(distinct) + 1, -1, dtype=np.int32)
         lut[order] = reader.strings.intern_many([distinct[k] for k in order.tolist()])
         return lut[codes]
