@@ -11,9 +11,10 @@ import numpy as np
 
 from ..kernels import classify as C
 from ..host import links
+from ..host.nesting import nest_order
 from .collectives import DTYPE_BYTES
 from ...model import trace as M
-from ...model.groups import distinct, isin, lex_order
+from ...model.groups import distinct, isin
 from ...model.trace import StringTable, Trace
 
 _TYPE_PATTERNS = (  # (regex on the lower-case name with non-letters removed, canonical type)
@@ -71,7 +72,7 @@ def call_columns(trace: Trace) -> dict:
     # Outermost collective op per thread: an op starting inside an earlier one on its thread is part of it.
     call_of_row = np.full(len(c), -1, dtype=np.int64)
     if rows.size:
-        order = rows[lex_order((-c["end_ns"][rows], c["start_ns"][rows], c["tid"][rows], c["pid"][rows]))]
+        order = nest_order(c, rows)
         thread = c["pid"][order] * (1 << 32) + c["tid"][order]
         new_thread = np.append(True, thread[1:] != thread[:-1])
         ends = c["end_ns"][order]

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...model.groups import lex_order
 from ...model import trace as M
 from ...model import vocab as V
 from ...model.trace import Trace
 from ..kernels import classify as C
 from ..gputime.window import Steps, step_name_mask
+from ..host.nesting import nest_order
 from .kinds import SPAN_BLOCKED, SPAN_DATALOADER, SPAN_LAUNCH, SPAN_STEP, SPAN_SYNC
 
 _HOST_SYNC_RE_EXTRA = ("cudaFree", "hipFree", "cuMemFree", "cuMemFree_v2")
@@ -114,7 +114,7 @@ def outermost(c, rows: np.ndarray) -> np.ndarray:
     """Rows not contained in an earlier row of the same thread (nested DataLoader marks count once)."""
     if not rows.size:
         return rows
-    order = rows[lex_order((-c["end_ns"][rows], c["start_ns"][rows], c["tid"][rows], c["pid"][rows]))]
+    order = nest_order(c, rows)
     key = c["pid"][order] * (1 << 32) + c["tid"][order]
     end = c["end_ns"][order]
     new_thread = np.r_[True, key[1:] != key[:-1]]

@@ -34,6 +34,7 @@ from ...model.trace import Trace
 from ..kernels import classify as C
 from ..core.registry import Produced, analysis
 from ..host.launchqueue import long_gap_ns
+from ..host.nesting import nest_order
 from .window import launch_times, step_name_mask
 
 LAUNCH_LATENCY_NS = 30_000  # a gap shorter than this after a launch ahead of it is launch latency (docs/definitions.md)
@@ -192,7 +193,7 @@ def cpu_ops_during(trace: Trace, iset: iv.IntervalSet, top: int = 10) -> list[Id
     if not rows.size:
         return []
     # Outermost per thread: an op that starts after every earlier op on its thread has ended.
-    rows = rows[lex_order((-c["end_ns"][rows], c["start_ns"][rows], c["tid"][rows], c["pid"][rows]))]
+    rows = nest_order(c, rows)
     s, e = c["start_ns"][rows], c["end_ns"][rows]
     pid, tid = c["pid"][rows], c["tid"][rows]
     first = np.r_[True, (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])]
