@@ -46,3 +46,16 @@ def test_a_replaced_column_or_another_table_is_sorted_again():
     assert np.array_equal(nest_order(c, rows), expected(c, rows))
     other = table(rng, 2000)
     assert np.array_equal(nest_order(other, rows), expected(other, rows))
+
+
+def test_the_order_is_not_kept_past_its_table():
+    import gc
+
+    from tracedoc.analyses.host import nesting
+
+    c = table(np.random.default_rng(13), 1000)
+    nest_order(c, np.arange(0, 1000, 2))
+    assert nesting._nest_memo
+    del c
+    gc.collect()
+    assert not nesting._nest_memo

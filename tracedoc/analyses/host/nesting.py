@@ -55,6 +55,11 @@ class ThreadClock:
 _nest_memo: list = []  # (weak references to the four columns it was sorted by, the order of all rows)
 
 
+def _forget(full: np.ndarray) -> None:
+    if _nest_memo and _nest_memo[1] is full:
+        _nest_memo.clear()
+
+
 def nest_order(c: Table, rows: np.ndarray) -> np.ndarray:
     """``rows`` of the CPU ops table ``c`` by thread (pid, then tid), start, and end descending (an op
     before the ops nested in it), ties in row order: ``rows[lex_order((-end, start, tid, pid))]``.
@@ -70,6 +75,7 @@ def nest_order(c: Table, rows: np.ndarray) -> np.ndarray:
     if full is None:
         full = lex_order((-cols[3], cols[2], cols[1], cols[0]))
         _nest_memo[:] = [tuple(weakref.ref(col) for col in cols), full]
+        weakref.finalize(cols[2], _forget, full)  # the order goes with the table's columns
     if rows.size == full.size:
         return full.copy()
     keep = np.zeros(full.size, dtype=bool)
