@@ -35,12 +35,16 @@ def inputs(shared: Path) -> list[Path]:
 
 
 def run(checkout: str, path: Path) -> tuple[int, list[str], object]:
+    """``tracedoc analyze`` of ``path`` by ``checkout``'s code. It runs inside the checkout: ``python -m``
+    puts the working directory first on the path, so run from another checkout it would import that
+    one's tracedoc whatever PYTHONPATH says (both sides would then be the same code)."""
     env = {**os.environ, "PYTHONPATH": checkout}
     p = subprocess.run(
-        [sys.executable, "-m", "tracedoc", "analyze", str(path), "-f", "json", "--timeline", "--no-progress"],
+        [sys.executable, "-m", "tracedoc", "analyze", str(path.resolve()), "-f", "json", "--timeline", "--no-progress"],
         capture_output=True,
         text=True,
         env=env,
+        cwd=checkout,
         timeout=900,
     )
     try:
@@ -76,10 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--new", default=str(HERE.parent), help="the checkout under test (default: this one)")
     ap.add_argument("--shared", default=str(gen.DEFAULT_SHARED))
     a = ap.parse_args(argv)
+    base, new = str(Path(a.base).resolve()), str(Path(a.new).resolve())
     bad = 0
     files = inputs(Path(a.shared))
     for f in files:
-        (rc0, err0, doc0), (rc1, err1, doc1) = run(a.base, f), run(a.new, f)
+        (rc0, err0, doc0), (rc1, err1, doc1) = run(base, f), run(new, f)
         diffs = [f"exit code {rc0} != {rc1}"] if rc0 != rc1 else []
         diffs += [f"stderr: {x!r:.160} != {y!r:.160}" for x, y in zip(err0, err1) if x != y]
         if len(err0) != len(err1):
