@@ -54,6 +54,18 @@ def run(checkout: str, path: Path) -> tuple[int, list[str], object]:
     return p.returncode, p.stderr.splitlines(), doc
 
 
+def imported_from(checkout: str) -> str:
+    """Where the tracedoc a run in ``checkout`` imports lives (as ``run`` starts it)."""
+    p = subprocess.run(
+        [sys.executable, "-c", "import tracedoc; print(tracedoc.__file__)"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": checkout},
+        cwd=checkout,
+    )
+    return str(Path(p.stdout.strip()).resolve()) if p.returncode == 0 else f"nothing ({p.stderr.strip()[-200:]})"
+
+
 def differences(a, b, path=()) -> list[str]:
     if path in IGNORED:
         return []
@@ -81,6 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shared", default=str(gen.DEFAULT_SHARED))
     a = ap.parse_args(argv)
     base, new = str(Path(a.base).resolve()), str(Path(a.new).resolve())
+    for checkout in (base, new):  # each side must run its own code, or the comparison proves nothing
+        where = imported_from(checkout)
+        if not where.startswith(checkout + os.sep):
+            print(f"{checkout}: 'python -m tracedoc' there imports {where}, not its own tracedoc", file=sys.stderr)
+            return 2
     bad = 0
     files = inputs(Path(a.shared))
     for f in files:
