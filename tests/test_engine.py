@@ -641,3 +641,55 @@ def test_pathological_rule_file_through_the_cli(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc != 0 and err.startswith("tracedoc: error: ") and "longer than the 4,000 allowed" in err
     assert "memory" not in err and "Traceback" not in err and len(err.splitlines()) < 5
+
+
+def test_an_expression_short_enough_to_skip_the_size_walk_is_always_within_the_limits():
+    # compile_expr walks a tree for its depth and size only past _SMALL_CHARS characters: below that no
+    # text can reach MAX_EXPR_DEPTH or MAX_EXPR_NODES. Random expressions of every construct the
+    # grammar has, and the deepest chain a text that short can hold, stay inside both.
+    import ast
+    import random
+
+    from tracedoc.engine import expr as E
+
+    rng = random.Random(5)
+    atoms = ["a", "1", "2.5", "'s'", "b.c", "x[0]", "f(a)", "None", "(a, b)", "[a]"]
+    binary = [" + ", "-", "*", "/", " and ", " or ", "<", "<=", "==", " if a else ", "%", "**", " in "]
+
+    def gen(d: int) -> str:
+        r = rng.random()
+        if d == 0 or r < 0.2:
+            return rng.choice(atoms)
+        if r < 0.45:
+            return rng.choice(["-", "not ", "+", "~"]) + gen(d - 1)
+        if r < 0.6:
+            return "(" + gen(d - 1) + ")"
+        if r < 0.7:
+            return "f(" + gen(d - 1) + ", k=" + gen(d - 1) + ")"
+        if r < 0.8:
+            return gen(d - 1) + "[" + gen(d - 1) + ":" + gen(d - 1) + "]"
+        return gen(d - 1) + rng.choice(binary) + gen(d - 1)
+
+    def depth_and_nodes(node) -> tuple[int, int]:
+        deepest, count, stack = 0, 0, [(node, 1)]
+        while stack:
+            x, d = stack.pop()
+            count += 1
+            deepest = max(deepest, d)
+            stack.extend((c, d + 1) for c in ast.iter_child_nodes(x))
+        return deepest, count
+
+    texts = [gen(rng.randint(1, 30)) for _ in range(4_000)]
+    texts += ["-" * (E._SMALL_CHARS - 1) + "a", "(" * 30 + "a" + ")" * 30, "a." * 30 + "b"]
+    checked = 0
+    for src in texts:
+        if len(src) > E._SMALL_CHARS:
+            continue
+        try:
+            tree = ast.parse(src, mode="eval").body
+        except SyntaxError:
+            continue
+        depth, nodes = depth_and_nodes(tree)
+        assert depth <= E.MAX_EXPR_DEPTH and nodes <= E.MAX_EXPR_NODES, src
+        checked += 1
+    assert checked > 1_000

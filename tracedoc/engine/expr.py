@@ -87,6 +87,10 @@ MAX_LITERAL = 1e30  # the largest number a rule or gate may write
 MAX_EXPR_CHARS = 4000
 MAX_EXPR_NODES = 1000
 MAX_EXPR_DEPTH = 64
+# Every level of an expression's tree below the top costs at least one character of its text (an operator,
+# a bracket, a dot, a name), and its leaves' contexts one level more; no character adds more than three
+# nodes. A text of at most this many characters is therefore within both limits without walking its tree.
+_SMALL_CHARS = min(MAX_EXPR_DEPTH - 2, MAX_EXPR_NODES // 4)
 
 
 class ExprError(ValueError):
@@ -147,7 +151,8 @@ def compile_expr(source: str, names: Mapping[str, str]) -> Expr:
             f"expression nested too deeply to parse (more than {MAX_EXPR_DEPTH} levels) in "
             f"{_clip(source)}; split the rule"
         ) from None
-    _check_size(tree.body, source)
+    if len(source) > _SMALL_CHARS:  # a shorter text cannot nest or branch past the limits: no walk needed
+        _check_size(tree.body, source)
     checker = _Checker(names, source)
     typ = checker.check(tree.body)
     return Expr(source=source, tree=tree.body, names=frozenset(checker.seen), type=typ)
