@@ -67,7 +67,7 @@ def nest_order(c: Table, rows: np.ndarray) -> np.ndarray:
     Several analyses ask for this order of a subset of the same ops; the order of all rows is sorted
     once (per set of columns, held weakly) and each ascending subset is read off it in one pass."""
     cols = (c["pid"], c["tid"], c["start_ns"], c["end_ns"])
-    if rows.size < 2 or (rows.size > 1 and not (rows[1:] > rows[:-1]).all()):
+    if rows.size < 2 or not (rows[1:] > rows[:-1]).all():  # a row or none, or rows not ascending
         return rows[lex_order((-cols[3][rows], cols[2][rows], cols[1][rows], cols[0][rows]))]
     full = None
     if _nest_memo and all(ref() is col for ref, col in zip(_nest_memo[0], cols)):
