@@ -34,18 +34,18 @@ def inputs(shared: Path) -> list[Path]:
     return files
 
 
-def run(checkout: str, path: Path) -> tuple[int, list[str], object]:
-    """``tracedoc analyze`` of ``path`` by ``checkout``'s code. It runs inside the checkout: ``python -m``
-    puts the working directory first on the path, so run from another checkout it would import that
-    one's tracedoc whatever PYTHONPATH says (both sides would then be the same code)."""
+def in_checkout(checkout: str, args: list[str]) -> subprocess.CompletedProcess:
+    """``python ARGS`` with ``checkout``'s code: run inside the checkout, since ``python -m`` and ``-c`` put
+    the working directory first on the path, so run from another checkout they would import that one's
+    tracedoc whatever PYTHONPATH says (both sides would then be the same code)."""
     env = {**os.environ, "PYTHONPATH": checkout}
-    p = subprocess.run(
-        [sys.executable, "-m", "tracedoc", "analyze", str(path.resolve()), "-f", "json", "--timeline", "--no-progress"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=checkout,
-        timeout=900,
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=checkout, timeout=900)
+
+
+def run(checkout: str, path: Path) -> tuple[int, list[str], object]:
+    """``tracedoc analyze`` of ``path`` by ``checkout``'s code."""
+    p = in_checkout(
+        checkout, ["-m", "tracedoc", "analyze", str(path.resolve()), "-f", "json", "--timeline", "--no-progress"]
     )
     try:
         doc = json.loads(p.stdout) if p.stdout.strip() else None
@@ -55,14 +55,8 @@ def run(checkout: str, path: Path) -> tuple[int, list[str], object]:
 
 
 def imported_from(checkout: str) -> str:
-    """Where the tracedoc a run in ``checkout`` imports lives (as ``run`` starts it)."""
-    p = subprocess.run(
-        [sys.executable, "-c", "import tracedoc; print(tracedoc.__file__)"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": checkout},
-        cwd=checkout,
-    )
+    """Where the tracedoc a run in ``checkout`` imports lives."""
+    p = in_checkout(checkout, ["-c", "import tracedoc; print(tracedoc.__file__)"])
     return str(Path(p.stdout.strip()).resolve()) if p.returncode == 0 else f"nothing ({p.stderr.strip()[-200:]})"
 
 

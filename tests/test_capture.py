@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from machine_lock import one_job_at_a_time
-from torchjobs import run_job, torchrun
+from torchjobs import capture_run, run_job, torchrun
 
 torch = pytest.importorskip("torch")
 
@@ -85,17 +85,7 @@ def test_run_writes_gzip_trace_with_steps_dataloader_and_report(tmp_path):
     out = tmp_path / "out"
     r = _run(
         [
-            "-m",
-            "tracedoc.capture",
-            "run",
-            "-o",
-            str(out),
-            "--skip-first",
-            "1",
-            "--warmup",
-            "1",
-            "--active",
-            "2",
+            *capture_run(out, 2),
             "--",
             "python",
             str(TRAIN),
@@ -152,15 +142,7 @@ def test_steps_without_optimizer_come_from_dataloader(tmp_path):
     out = tmp_path / "out"
     r = _run(
         [
-            "-m",
-            "tracedoc.capture",
-            "run",
-            "-o",
-            str(out),
-            "--skip-first",
-            "1",
-            "--active",
-            "2",
+            *capture_run(out, 2, warmup=None),
             "--no-report",
             "--",
             "python",
@@ -262,15 +244,7 @@ def test_capture_failure_keeps_training_and_exit_code(tmp_path):
     blocker.write_text("not a directory")
     r = _run(
         [
-            "-m",
-            "tracedoc.capture",
-            "run",
-            "-o",
-            str(blocker / "out"),
-            "--skip-first",
-            "1",
-            "--active",
-            "2",
+            *capture_run(blocker / "out", 2, warmup=None),
             "--",
             "python",
             str(TRAIN),
@@ -325,17 +299,7 @@ def test_torchrun_two_ranks_write_rank_files_and_one_analysed_directory(tmp_path
             lambda: _run(
                 [
                     *torchrun(2),
-                    "-m",
-                    "tracedoc.capture",
-                    "run",
-                    "-o",
-                    str(out),
-                    "--skip-first",
-                    "1",
-                    "--warmup",
-                    "1",
-                    "--active",
-                    "2",
+                    *capture_run(out, 2),
                     "--dist-timeout",
                     "30",
                     "--",

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from torchjobs import capture_run
 
 from tracedoc import analyze
 from tracedoc.cli import example_path
@@ -46,17 +47,7 @@ def _capture_cpu_run(out: Path, *script_args: str) -> subprocess.CompletedProces
     proc = subprocess.run(
         [
             sys.executable,
-            "-m",
-            "tracedoc",
-            "run",
-            "-o",
-            str(out),
-            "--skip-first",
-            "1",
-            "--warmup",
-            "1",
-            "--active",
-            "3",
+            *capture_run(out, 3, module="tracedoc"),
             "--",
             sys.executable,
             str(script),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import shared_traces
+from torchjobs import capture_run
 from trace_builder import TraceBuilder
 
 from tracedoc.api import analyze, diff
@@ -313,17 +314,7 @@ def _capture(out: Path, sleep: float) -> Path:
     r = subprocess.run(
         [
             sys.executable,
-            "-m",
-            "tracedoc.capture",
-            "run",
-            "-o",
-            str(out),
-            "--skip-first",
-            "1",
-            "--warmup",
-            "1",
-            "--active",
-            "4",
+            *capture_run(out, 4),
             "--no-report",
             "--",
             sys.executable,

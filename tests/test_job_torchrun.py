@@ -18,7 +18,7 @@ pytest.importorskip("torch")
 from test_capture import ROOT, TRAIN, _env, _traces  # noqa: E402
 
 from machine_lock import one_job_at_a_time  # noqa: E402
-from torchjobs import run_job, torchrun  # noqa: E402
+from torchjobs import capture_run, run_job, torchrun  # noqa: E402
 
 from tracedoc.api import analyze  # noqa: E402
 
@@ -34,17 +34,7 @@ def _start(out: Path, *extra: str, report: bool = True) -> subprocess.Popen:
     cmd = [
         sys.executable,
         *torchrun(4),
-        "-m",
-        "tracedoc.capture",
-        "run",
-        "-o",
-        str(out),
-        "--skip-first",
-        "1",
-        "--warmup",
-        "1",
-        "--active",
-        "8",
+        *capture_run(out, 8),
         "--dist-timeout",
         "30",
         "--no-monitor",

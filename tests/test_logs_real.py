@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from torchjobs import capture_run
 
 torch = pytest.importorskip("torch")
 
@@ -248,17 +249,7 @@ def test_tracedoc_run_directory(tmp_path):
     proc = subprocess.run(
         [
             sys.executable,
-            "-m",
-            "tracedoc.capture",
-            "run",
-            "-o",
-            str(out),
-            "--skip-first",
-            "1",
-            "--warmup",
-            "1",
-            "--active",
-            "1",
+            *capture_run(out, 1),
             "--monitor-interval",
             "0.05",
             "--no-report",

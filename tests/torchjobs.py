@@ -1,5 +1,5 @@
-"""Running a real multi-process torch job (torchrun, gloo backend) in a test, once more if torch itself
-aborted a rank.
+"""Real torch runs in tests: ``tracedoc run``'s command line, and a multi-process torch job (torchrun,
+gloo backend) started once more if torch itself aborted a rank.
 
 CPU torch occasionally kills a rank with a signal in its own code: a gloo worker aborting on
 "Connection closed by peer", or glibc's "malloc(): unsorted double linked list corrupted" as Kineto's
@@ -47,4 +47,22 @@ def torchrun(nproc: int) -> list[str]:
         "127.0.0.1",
         "--master_port",
         str(port),
+    ]
+
+
+def capture_run(out, active: int, *, warmup: int | None = 1, module: str = "tracedoc.capture") -> list[str]:
+    """The arguments after ``python`` of a capture (``python -m tracedoc.capture run``, or ``module`` run)
+    writing to ``out``: one step skipped, ``warmup`` steps of warm-up (None: the command's default) and
+    ``active`` steps recorded. The caller adds its own options, ``--`` and the training command."""
+    return [
+        "-m",
+        module,
+        "run",
+        "-o",
+        str(out),
+        "--skip-first",
+        "1",
+        *([] if warmup is None else ["--warmup", str(warmup)]),
+        "--active",
+        str(active),
     ]

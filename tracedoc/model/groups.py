@@ -155,10 +155,7 @@ def first_seen(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 def first_rows(codes: np.ndarray, size: int) -> np.ndarray:
     """For codes in ``0..size-1``, each present: the first row holding each code
     (``np.unique(codes, return_index=True)[1]``)."""
-    order = stable_order(codes, size)
-    starts = np.zeros(size, dtype=np.int64)
-    np.cumsum(np.bincount(codes, minlength=size)[:-1], out=starts[1:])
-    return order[starts]
+    return first_seen(codes, size)[1]
 
 
 class Groups:

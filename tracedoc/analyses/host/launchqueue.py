@@ -143,6 +143,10 @@ def launch_queue(trace: Trace, lo: int, hi: int, backlog: Backlog | None = None)
     # per stream: its ops and its queue depth as a step function (read by both passes below)
     stream_ops = [np.flatnonzero(streams.index == k) for k in range(streams.size)]
     steps = [_depth_steps(launched[ops], g["end_ns"][ops]) for ops in stream_ops]
+    # per runtime row: the stream of the op it launched (-1: none)
+    linked = np.flatnonzero(g["launch"] >= 0)
+    call_stream = np.full(len(r), -1, dtype=np.int64)
+    call_stream[g["launch"][linked]] = streams.index[linked]
     # -- blocked calls ------------------------------------------------------------------------
     is_launch = launch_calls(trace)
     blocked = np.zeros(len(r), dtype=bool)
@@ -151,9 +155,6 @@ def launch_queue(trace: Trace, lo: int, hi: int, backlog: Backlog | None = None)
         dur = r["end_ns"] - r["start_ns"]
         _mark_buffer_full(trace, is_launch, blocked, blocked_ns)
         # calls that began with their stream's queue at capacity and outlasted their kind's usual time
-        linked = np.flatnonzero(g["launch"] >= 0)
-        call_stream = np.full(len(r), -1, dtype=np.int64)
-        call_stream[g["launch"][linked]] = streams.index[linked]
         usual = _usual_duration(trace, is_launch)
         for k, ops in enumerate(stream_ops):  # a loop over streams, not ops
             times, depths = steps[k]
@@ -170,12 +171,9 @@ def launch_queue(trace: Trace, lo: int, hi: int, backlog: Backlog | None = None)
     rows = np.flatnonzero(blocked & (r["end_ns"] > lo) & (r["start_ns"] < hi)) if len(r) else np.zeros(0, np.int64)
     out = LaunchQueue(rows, blocked_ns[rows])
     # -- per-stream depth ---------------------------------------------------------------------
-    call_stream_of_row = np.full(len(r), -1, dtype=np.int64)
-    linked = np.flatnonzero(g["launch"] >= 0)
-    call_stream_of_row[g["launch"][linked]] = streams.index[linked]
     for k, ops in enumerate(stream_ops):
         times, depths = steps[k]
-        mine = rows[call_stream_of_row[rows] == k]
+        mine = rows[call_stream[rows] == k]
         out.streams.append(
             _stream_row(
                 int(streams.keys[0][k]),

@@ -7,6 +7,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from ...model.groups import first_seen
 from ...model.trace import StringTable
 
 
@@ -47,7 +48,7 @@ class _Coded(NamedTuple):
 
     def text_ids(self, strings: StringTable) -> np.ndarray:
         """String ids of the values as text (None: -1), interned in order of first appearance."""
-        present, first = np.unique(self.codes, return_index=True)
+        present, first = first_seen(self.codes, len(self.distinct))
         order = present[np.argsort(first, kind="stable")]
         texts = [None if (v := self.distinct[i]) is None else str(v) for i in order.tolist()]
         lut = np.full(len(self.distinct), -1, dtype=np.int32)
