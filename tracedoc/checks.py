@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -141,6 +143,8 @@ class _Checker:
             self.interval(where, node)
             return node
         if isinstance(node, list):
+            if len(node) >= _CLEAN_MIN and _clean(node, bounds):
+                return node  # nothing in it this walk would repair or report
             for i, item in enumerate(node):
                 if isinstance(item, (dict, list, Row)):
                     self.tree((where, i, True), item, bounds)
@@ -157,6 +161,62 @@ class _Checker:
                 msgspec.structs.force_setattr(row, "end_ns", None)
             else:
                 row["end_ns"] = None
+
+
+# -- whole lists certified at once ------------------------------------------------------------------
+# A long list (timeline intervals, evidence rows, lanes of ops) is first checked column by column with
+# C-level passes (the kinds of its values, min and max against the bounds, finiteness of its floats).
+# Where that finds nothing ``tree`` would repair or report, the list is left as it is; anything else
+# (a value out of bounds, an odd type, rows of differing shapes) is walked node by node as before, so
+# the repairs and messages are the walk's own.
+_CLEAN_MIN = 4
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+
+
+def _clean(node: list, bounds: tuple[float, float] | None) -> bool:
+    """True when ``tree`` would change nothing in the list ``node`` and record no violation."""
+    kinds = set(map(type, node))
+    if kinds <= _SCALARS:
+        return _clean_values(node, kinds, bounds)
+    if len(kinds) != 1:
+        return False
+    kind = kinds.pop()
+    if kind is list:  # each inner list passes the same bounds to its items
+        return _clean(list(chain.from_iterable(node)), bounds)
+    if kind is dict:
+        keys = node[0].keys()
+        if not all(d.keys() == keys for d in node):
+            return False
+        columns = {k: [d[k] for d in node] for k in keys}
+    elif issubclass(kind, Row):
+        columns = {k: list(map(attrgetter(k), node)) for k in kind.__struct_fields__}
+    else:
+        return False
+    for key, column in columns.items():
+        inner = bounds_of(key if type(key) is str else str(key))
+        col_kinds = set(map(type, column))
+        if col_kinds <= _SCALARS:
+            if not _clean_values(column, col_kinds, inner):
+                return False
+        elif col_kinds <= {list, dict} and len(col_kinds) == 1:  # rows' tables: each walked with these bounds
+            if not _clean(column, inner or bounds):
+                return False
+        else:
+            return False
+    starts, ends = columns.get("start_ns"), columns.get("end_ns")
+    if starts is not None and ends is not None:
+        return not any(_is_number(s) and _is_number(e) and e < s for s, e in zip(starts, ends))
+    return True
+
+
+def _clean_values(values: list, kinds: set, bounds: tuple[float, float] | None) -> bool:
+    """True when every value is None, a bool, a str, or a finite int or float inside ``bounds``."""
+    if float in kinds and not all(map(math.isfinite, [v for v in values if type(v) is float])):
+        return False
+    if bounds is None or not kinds & {int, float}:
+        return True
+    numbers = values if kinds <= {int, float} else [v for v in values if type(v) is int or type(v) is float]
+    return bounds[0] <= min(numbers) and max(numbers) <= bounds[1]
 
 
 def _is_number(v: Any) -> bool:
