@@ -130,6 +130,21 @@ def test_string_ids_answers_again_after_a_column_and_a_changed_table(monkeypatch
     assert t.string_ids(V.DATALOADER_RE.search)[-1] == False  # noqa: E712 - the no-name entry
 
 
+def test_string_ids_keeps_a_frozensets_answer_until_the_table_changes():
+    members = frozenset({"aten::mm", "aten::bmm"})
+    t = _trace(["aten::mm", "aten::add", "aten::bmm"])
+    first = t.string_ids(members.__contains__)
+    assert first.tolist() == [True, False, True, False]
+    first[:] = True  # a caller's copy: what is kept is not changed through it
+    assert t.string_ids(members.__contains__).tolist() == [True, False, True, False]
+    t.strings.append("aten::mm")  # the table grew
+    assert t.string_ids(members.__contains__).tolist() == [True, False, True, True, False]
+    t.strings = ["aten::bmm"]  # another table
+    assert t.string_ids(members.__contains__).tolist() == [True, False]
+    ids = np.array([0, -1])
+    assert t.string_ids(members.__contains__, ids).tolist() == [True, False]
+
+
 def test_kernel_class_codes_agree_with_the_vocabulary_one_name_at_a_time():
     """Kernel classes through the kept pattern answers (literal prefilter, one run per distinct name)
     are the classes vocab.kernel_class gives each full name, including names past the part patterns

@@ -208,6 +208,14 @@ def _used_ids(ids: np.ndarray, n: int) -> np.ndarray:
     return np.flatnonzero(seen)
 
 
+def _set_of(predicate) -> frozenset | None:
+    """The frozenset whose membership test ``predicate`` is (an answer that cannot change), else None."""
+    owner = getattr(predicate, "__self__", None)
+    if type(owner) is frozenset and getattr(predicate, "__name__", None) == "__contains__":
+        return owner
+    return None
+
+
 class Table:
     """Equal-length numpy columns with a fixed schema."""
 
@@ -299,7 +307,8 @@ class Trace:
         The predicate's result is taken for its truth, so a compiled pattern's ``search`` or
         ``match`` can be passed as it is (no Python-level wrapper call per string).
 
-        For such a pattern method the answer per string is kept with the trace, so asking again
+        A frozenset's ``__contains__`` over the whole table is answered once per trace and kept. For
+        such a pattern method the answer per string is kept with the trace, so asking again
         (the same pattern over the same or another column) tests only strings not seen before, and
         strings that lack a text every match needs are never handed to the pattern
         (``model.literals``). The kept answers assume strings are only appended to the table or the
@@ -310,6 +319,15 @@ class Trace:
         mask = np.zeros(n + 1, dtype=bool)
         used = None if ids is None else _used_ids(ids, n)
         pattern = pattern_of(predicate)
+        members = _set_of(predicate)
+        if members is not None and used is None:
+            kept = self.__dict__.setdefault("_set_answers", {})
+            answer = kept.get(members)
+            if answer is None or answer[0] is not strings or len(answer[1]) != n + 1:
+                mask[:-1] = np.fromiter(map(members.__contains__, map(_MATCHED_PART, strings)), dtype=bool, count=n)
+                kept[members] = (strings, mask)
+                return mask.copy()
+            return answer[1].copy()
         if pattern is None:
             todo = strings if used is None else list(map(strings.__getitem__, used.tolist()))
             found = np.fromiter(map(bool, map(predicate, map(_MATCHED_PART, todo))), dtype=bool, count=len(todo))

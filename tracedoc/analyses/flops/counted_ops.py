@@ -80,7 +80,7 @@ def resolve_flops(trace: Trace) -> tuple[list, np.ndarray]:
     assumed = np.zeros(n, dtype=bool)
     if not n:
         return out, assumed
-    wanted = np.flatnonzero(trace.string_ids(F.needs_shapes)[c["name"][s["row"]]])
+    wanted = np.flatnonzero(trace.string_ids(F.is_flop_op)[c["name"][s["row"]]])
     if not wanted.size:
         return out, assumed
     # output sizes of forward convolutions, from the grad_output of their backward ops

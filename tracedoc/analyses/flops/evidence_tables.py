@@ -167,7 +167,7 @@ def not_counted(
     s, c = trace.op_shapes, trace.cpu_ops
     out: list[FlopsNotCounted] = []
     bad = np.flatnonzero(unresolved(resolved))
-    bad = bad[trace.string_ids(F.needs_shapes)[c["name"][s["row"][bad]]]]  # ops with a formula only
+    bad = bad[trace.string_ids(F.is_flop_op)[c["name"][s["row"][bad]]]]  # ops with a formula only
     if bad.size and ks.size:
         bs, be = clock.cpu(s["row"][bad], "start_ns"), clock.cpu(s["row"][bad], "end_ns")
         inside = enclosing(ks, ke, bs, be) >= 0

@@ -288,7 +288,7 @@ def _no_shapes_statement(trace: Trace) -> tuple[str, str] | None:
     """(short reason, full statement) when the trace gives nothing to count FLOPs from."""
     c = trace.cpu_ops
     shapes = trace.tables.get("op_shapes")
-    flop_ops = trace.string_ids(F.needs_shapes)[c["name"]] if len(c) else np.zeros(0, dtype=bool)
+    flop_ops = trace.string_ids(F.is_flop_op)[c["name"]] if len(c) else np.zeros(0, dtype=bool)
     if shapes is not None and len(shapes) and flop_ops[shapes["row"]].any():  # shapes of a FLOP op
         return None
     if trace.meta.format == "nsys":

@@ -181,7 +181,7 @@ def _why_unmodelled(trace: Trace, inst: _Instances) -> None:
     left = (inst.op_class == UNMODELLED) & np.array([n is None for n in inst.note.tolist()], dtype=bool)
     if not left.any():
         return
-    flop_names = trace.string_ids(F.needs_shapes)
+    flop_names = trace.string_ids(F.is_flop_op)
     name = inst.name
     no_op = left & (name < 0)
     flop_op = left & (name >= 0) & flop_names[np.maximum(name, 0)]
