@@ -16,6 +16,7 @@ from tracedoc import gcpause
 from tracedoc.analyses import analyze_trace
 from tracedoc.analyses.core import pipeline
 from tracedoc.analyses.core import offload as O
+from tracedoc.errors import TraceError
 from tracedoc.ingest import load
 from tracedoc.model.trace import SCHEMAS, Table
 
@@ -80,3 +81,38 @@ def test_a_large_traces_analyses_start_from_live_memory_and_so_does_a_child(monk
     forked = analyze_trace(trace)
     assert calls == ["analyses", "child", "child"]  # and again just before each child is forked
     assert forked.metrics == small.metrics
+
+
+def _hugepages_now(switch) -> bool:
+    before = switch(True)
+    switch(before)
+    return before
+
+
+def test_an_analysis_keeps_numpy_off_huge_pages_and_gives_the_setting_back(tmp_path, monkeypatch):
+    """While a trace is analysed numpy asks for no 2 MB pages (zeroed and copied whole after a fork);
+    the caller's setting comes back after, also when the analysis fails."""
+    switch = gcpause._hugepage_switch()
+    if switch is None:
+        pytest.skip("this numpy has no huge-page switch")
+    import tracedoc.api as api
+
+    seen = []
+    read_ranks = api.read_ranks
+
+    def recording(*args, **kwargs):
+        seen.append(_hugepages_now(switch))
+        return read_ranks(*args, **kwargs)
+
+    monkeypatch.setattr(api, "read_ranks", recording)
+    b = TraceBuilder()
+    training_steps(b, steps=2)
+    path = b.write(tmp_path / "t.json")
+    for caller_setting in (True, False):
+        switch(caller_setting)
+        api.analyze(path)
+        assert seen[-1] is False and _hugepages_now(switch) is caller_setting
+    switch(True)
+    with pytest.raises(TraceError):
+        api.analyze(tmp_path / "missing.json")
+    assert _hugepages_now(switch) is True

@@ -11,7 +11,7 @@ import os
 from typing import Any, Callable
 
 from .engine.ruleset import load_ruleset
-from .gcpause import with_paused_gc
+from .gcpause import with_trace_settings
 from .ingest import load as _load_file
 from .ingest import rank_files
 from .model.trace import Trace
@@ -55,7 +55,7 @@ def load_dir(directory: str | os.PathLike, **options) -> list[Trace]:
     return sorted(traces, key=lambda t: (t.meta.rank is None, t.meta.rank or 0, t.source))
 
 
-@with_paused_gc
+@with_trace_settings
 def analyze(
     path: str | os.PathLike,
     *,
@@ -94,7 +94,7 @@ def analyze(
     return result.with_focus(rank) if rank is not None else result
 
 
-@with_paused_gc
+@with_trace_settings
 def analyze_log(
     path: str | os.PathLike | list | tuple,
     *,
@@ -129,7 +129,7 @@ def analyze_log(
     )
 
 
-@with_paused_gc
+@with_trace_settings
 def diff(before, after, *, jobs: int | None = None, noise_pct: float | None = None, **options):
     """Compare two runs: each a trace file, a rank directory or a saved ``--format json`` report
     (or an ``AnalysisResult``). Traces are analysed first; returns a ``DiffResult``."""

@@ -11,7 +11,7 @@ from typing import Callable
 
 from ..analyses import RankRead, read_rank
 from ..errors import TracedocError, UsageError
-from ..gcpause import with_paused_gc
+from ..gcpause import with_trace_settings
 from ..ingest import check_kineto_options, check_nsys_options, load, sniff
 from ..remote import fetched, renamed_text
 from .wire import WireError, pack, unpack
@@ -26,7 +26,7 @@ class FanOut:
     received: dict[str, int] = field(default_factory=dict)  # file -> bytes its worker sent back
 
 
-@with_paused_gc
+@with_trace_settings
 def analyze_file(
     path: str,
     options: dict,

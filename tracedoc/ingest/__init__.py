@@ -7,7 +7,7 @@ import re
 from typing import Callable
 
 from ..errors import TraceError, UsageError, warn
-from ..gcpause import with_paused_gc
+from ..gcpause import with_trace_settings
 from ..infile import not_regular, open_regular
 from ..model.trace import Trace
 
@@ -45,7 +45,7 @@ def sniff(path: str) -> str:
     return "kineto"
 
 
-@with_paused_gc
+@with_trace_settings
 def load(
     path: str | os.PathLike,
     progress: Callable[[float], None] | None = None,
