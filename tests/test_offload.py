@@ -81,12 +81,18 @@ def test_offloaded_analyses_equal_the_ones_computed_here(trace, children):
     assert a["start_ns"].size
 
 
-@pytest.mark.parametrize("transport", ["memfd", "pipe"])
+@pytest.mark.parametrize("transport", ["memfd", "pipe", "refused"])
 def test_the_answer_comes_back_whole_through_a_file_or_a_pipe(trace, children, monkeypatch, transport):
-    """Where Linux has no in-memory files the answer comes through a pipe: the same result either way,
+    """Where Linux has no in-memory files (or refuses one) the answer comes through a pipe: the same result either way,
     each child's answer read whole (the pipe's 64 KB at a time while the child writes)."""
     if transport == "pipe":
         monkeypatch.delattr(os, "memfd_create", raising=False)
+    elif transport == "refused":
+
+        def refused(*args):
+            raise PermissionError(1, "Operation not permitted")
+
+        monkeypatch.setattr(os, "memfd_create", refused, raising=False)
     elif not hasattr(os, "memfd_create"):
         pytest.skip("this Python has no os.memfd_create")
     here = read_rank(copy.deepcopy(trace), workers=1)

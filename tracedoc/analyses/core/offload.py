@@ -125,8 +125,7 @@ class _Child:
     answer exists, the child ends and frees its memory, and this process reads the file in one go."""
 
     def __init__(self, entry: Analysis, trace: Trace, inputs: Mapping):
-        memfd = getattr(os, "memfd_create", None)
-        read_fd, write_fd = (fd := memfd("tracedoc-answer", os.MFD_CLOEXEC), fd) if memfd else os.pipe()
+        read_fd, write_fd = _answer_fds()
         self.in_file = read_fd == write_fd
         pid = os.fork()
         if pid == 0:  # the child: compute, send, and leave without running any of the parent's exit code
@@ -176,6 +175,20 @@ class _Child:
             os.close(self.fd)
         except OSError:
             pass
+
+
+def _answer_fds() -> tuple[int, int]:
+    """(read, write) ends for a child's answer: one in-memory file for both, else a pipe (no
+    ``memfd_create`` in this Python, or a sandbox that refuses it)."""
+    memfd = getattr(os, "memfd_create", None)
+    if memfd is not None:
+        try:
+            fd = memfd("tracedoc-answer", os.MFD_CLOEXEC)
+        except OSError:
+            pass
+        else:
+            return fd, fd
+    return os.pipe()
 
 
 class Offloader:
