@@ -49,6 +49,7 @@ def test_small_hand_worked_groups():
     assert g.count().tolist() == [2, 1, 2]
     assert g.sum(np.array([10, 1, 5, 7, 2])).tolist() == [3, 7, 15]
     assert g.first(np.array([10, 1, 5, 7, 2])).tolist() == [1, 7, 10]
+    assert [r.tolist() for r in g.rows()] == [[1, 4], [3], [0, 2]]
     assert largest_first(np.array([3, 7, 15])).tolist() == [2, 1, 0]
     assert largest_first(np.array([5, 7, 5, 7, 6])).tolist() == [1, 3, 4, 0, 2]  # ties in row order
 
@@ -56,6 +57,16 @@ def test_small_hand_worked_groups():
 def test_empty_groups():
     g = Groups(np.zeros(0, dtype=np.int64))
     assert g.size == 0 and g.sum(np.zeros(0, dtype=np.int64)).size == 0 and g.max(np.zeros(0)).size == 0
+    assert g.rows() == []
+
+
+def test_rows_of_two_key_groups_are_the_rows_holding_each_key_in_row_order():
+    rng = np.random.default_rng(5)
+    dev, stream = rng.integers(0, 3, 400), rng.integers(0, 7, 400)
+    g = Groups(dev, stream)
+    for k, rows in enumerate(g.rows()):
+        expected = np.flatnonzero((dev == g.keys[0][k]) & (stream == g.keys[1][k]))
+        assert rows.tolist() == expected.tolist()
 
 
 def test_first_match_takes_the_first_table_row_with_the_same_key():

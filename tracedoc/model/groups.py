@@ -192,6 +192,11 @@ class Groups:
             self._sorted = (order, starts)
         return self._sorted
 
+    def rows(self) -> list[np.ndarray]:
+        """Each group's rows, ascending (``np.flatnonzero(index == k)`` for every k, in one sort)."""
+        order, starts = self._sorting()
+        return np.split(order, starts[1:]) if self.size else []
+
     def by_appearance(self) -> np.ndarray:
         """Group indices in the order of each group's first row."""
         return np.argsort(self._order[self._starts], kind="stable") if self.size else np.zeros(0, dtype=np.int64)

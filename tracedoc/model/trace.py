@@ -307,12 +307,12 @@ class Trace:
         The predicate's result is taken for its truth, so a compiled pattern's ``search`` or
         ``match`` can be passed as it is (no Python-level wrapper call per string).
 
-        A frozenset's ``__contains__`` over the whole table is answered once per trace and kept. For
-        such a pattern method the answer per string is kept with the trace, so asking again
+        For a pattern method the answer per string is kept with the trace, so asking again
         (the same pattern over the same or another column) tests only strings not seen before, and
         strings that lack a text every match needs are never handed to the pattern
         (``model.literals``). The kept answers assume strings are only appended to the table or the
-        table replaced, never a string changed in place.
+        table replaced, never a string changed in place. A frozenset's ``__contains__`` asked of the
+        whole table is answered once per trace and kept the same way (its answer cannot change).
         """
         strings = self.strings
         n = len(strings)

@@ -141,7 +141,7 @@ def launch_queue(trace: Trace, lo: int, hi: int, backlog: Backlog | None = None)
     launched = _launched_at(trace, backlog)
     streams = Groups(g["device"], g["stream"])
     # per stream: its ops and its queue depth as a step function (read by both passes below)
-    stream_ops = [np.flatnonzero(streams.index == k) for k in range(streams.size)]
+    stream_ops = streams.rows()
     steps = [_depth_steps(launched[ops], g["end_ns"][ops]) for ops in stream_ops]
     # per runtime row: the stream of the op it launched (-1: none)
     linked = np.flatnonzero(g["launch"] >= 0)

@@ -54,7 +54,6 @@ __all__ = [
     "dtype_of",
     "has_memory_formula",
     "is_flop_op",
-    "needs_shapes",
     "op_cost",
     "op_flops",
     "tensor_shape",
@@ -121,13 +120,8 @@ def conv_backward_mask(name: str, concrete: list) -> list[bool] | None:
     return bool_list(concrete_arg(concrete, spec[4])) if spec and isinstance(concrete, list) else None
 
 
-def needs_shapes(name: str) -> bool:
-    """Whether the shapes of an op with this name are worth decoding (matmul, conv, attention)."""
-    return name in FLOP_OPS
-
-
-# ``needs_shapes`` as the set's own method: ``Trace.string_ids`` maps it over a string table in C, with no
-# Python call per string (a third of the time on a table of 8K strings).
+# Whether the shapes of an op with this name are worth decoding (matmul, conv, attention): the set's own
+# method, which ``Trace.string_ids`` maps over a string table in C and keeps with the trace.
 is_flop_op = FLOP_OPS.__contains__
 
 
