@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import math
 import difflib
+import keyword
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -142,8 +143,13 @@ def compile_expr(source: str, names: Mapping[str, str]) -> Expr:
             f"expression of {len(source):,} characters is longer than the {MAX_EXPR_CHARS:,} allowed "
             f"(starts {source[:40]!r}); split the rule"
         )
+    text = source.strip()
+    if text.isidentifier() and text.isascii() and not keyword.iskeyword(text):
+        # a bare name (most message fields) is its own tree: Python's parser would give this very node
+        name = ast.Name(id=text, ctx=ast.Load(), lineno=1, col_offset=0, end_lineno=1, end_col_offset=len(text))
+        return Expr(source=source, tree=name, names=frozenset((text,)), type=_Checker(names, source).check(name))
     try:
-        tree = ast.parse(source.strip(), mode="eval")
+        tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise ExprError(f"syntax error at column {exc.offset}: {exc.msg} in {_clip(source)}") from None
     except (RecursionError, MemoryError):

@@ -152,7 +152,8 @@ def _tool_table_mentioned(path: Path) -> bool:
 
     try:
         with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-            return stat.S_ISREG(os.fstat(f.fileno()).st_mode) and b"tracedoc" in f.read(MAX_PYPROJECT_BYTES)
+            st = os.fstat(f.fileno())  # read what the file holds, not a buffer of the most allowed
+            return stat.S_ISREG(st.st_mode) and b"tracedoc" in f.read(min(st.st_size, MAX_PYPROJECT_BYTES))
     except (OSError, ValueError):
         return False
 

@@ -357,6 +357,14 @@ def load_rules(extra_rule_dirs: Iterable[str | Path] = (), *, builtin: bool = Tr
     Every file is validated; ids and names must be unique across all of them. All problems are
     reported together in one :class:`RuleError`.
     """
+    return load_rules_and_version(extra_rule_dirs, builtin=builtin)[0]
+
+
+def load_rules_and_version(
+    extra_rule_dirs: Iterable[str | Path] = (), *, builtin: bool = True
+) -> tuple[list[Rule], str | None]:
+    """``load_rules`` and ``rules_version()`` of the shipped rules, from the same reads of their files
+    when the rule cache reads them (else None for the version: read it with ``rules_version``)."""
     dirs: list[Path] = [data_dir("rules")] if builtin else []
     problems: list[tuple[str, str]] = []
     for extra in extra_rule_dirs:
@@ -367,15 +375,18 @@ def load_rules(extra_rule_dirs: Iterable[str | Path] = (), *, builtin: bool = Tr
             )
         else:
             dirs.append(extra)
-    paths = [path for directory in dirs for path in rule_files(directory)]
+    listed = [rule_files(directory) for directory in dirs]
+    paths = [path for files in listed for path in files]
     off = problems or rulecache.cache_dir() is None
-    key = None if off else rulecache.files_key(paths, MAX_RULE_FILE_BYTES, _VOCABULARY)
+    contents = None if off else rulecache.read_files(paths, MAX_RULE_FILE_BYTES)
+    key = None if contents is None else rulecache.rules_key(paths, contents, _VOCABULARY)
+    version = _version_of(zip(listed[0], contents)) if builtin and contents is not None else None
     cached = rulecache.recall(key)
     if cached is None and key is not None:
         cached = _from_cache(paths, rulecache.load(key, paths))
     if cached is not None:
         rulecache.remember(key, cached)
-        return cached
+        return cached, version
     rules: list[Rule] = []
     tables: list[dict[str, Any]] = []
     seen: dict[tuple[str, str], Path] = {}
@@ -395,7 +406,7 @@ def load_rules(extra_rule_dirs: Iterable[str | Path] = (), *, builtin: bool = Tr
         raise RuleError(problems)
     rulecache.remember(key, rules)
     rulecache.store(key, paths, tables)
-    return rules
+    return rules, version
 
 
 def _duplicate(rule: Rule, path: Path, seen: dict[tuple[str, str], Path]) -> tuple[str, str] | None:
@@ -429,10 +440,17 @@ def _from_cache(paths: list[Path], tables: list[dict[str, Any]] | None) -> list[
 
 def rules_version(extra_rule_dirs: Iterable[str | Path] = ()) -> str:
     """Return a short content hash of the rule files, so a report says which rules produced it."""
+    return _version_of(
+        (path, path.read_bytes())
+        for directory in [data_dir("rules"), *map(Path, extra_rule_dirs)]
+        for path in rule_files(directory)
+    )
+
+
+def _version_of(files: Iterable[tuple[Path, bytes]]) -> str:
     digest = hashlib.sha256()
-    for directory in [data_dir("rules"), *map(Path, extra_rule_dirs)]:
-        for path in rule_files(directory):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path, raw in files:
+        digest.update(path.name.encode() + b"\0" + raw + b"\0")
     return f"sha256:{digest.hexdigest()[:12]}"
 
 

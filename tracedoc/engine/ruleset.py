@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .params import resolve_params
-from .rulefile import load_rules, rules_version
+from .rulefile import load_rules_and_version, rules_version
 from .rulemodel import Rule
 
 
@@ -32,8 +32,9 @@ class Ruleset:
 
 def load_ruleset(params: Mapping[str, Any] | None = None, rule_dirs: Iterable[str | Path] = ()) -> Ruleset:
     """Load and validate the rules and the parameter overrides, once for the run."""
-    rules = tuple(load_rules(tuple(rule_dirs)))
-    return Ruleset(rules, resolve_params(rules, params), _version())
+    loaded, version = load_rules_and_version(tuple(rule_dirs))
+    rules = tuple(loaded)
+    return Ruleset(rules, resolve_params(rules, params), version or _version())
 
 
 def _version() -> str | None:
