@@ -169,3 +169,22 @@ def test_one_worker_reads_without_threads(tmp_path, monkeypatch):
     monkeypatch.delenv("TRACEDOC_DECODE_WORKERS")
     read_kineto(str(p), chunk_bytes=4096)
     assert calls == [1]
+
+
+def test_a_small_file_is_read_in_small_chunks_to_the_same_trace(tmp_path, monkeypatch):
+    """Below ``SMALL_FILE_BYTES`` of JSON the default chunk is ``SMALL_CHUNK_BYTES`` (the scanning thread
+    starts sooner); the trace is the one larger chunks give, string for string."""
+    from test_reader_paths import assert_same_trace
+
+    assert stream.chunk_bytes_for(stream.SMALL_FILE_BYTES - 1) == stream.SMALL_CHUNK_BYTES
+    assert stream.chunk_bytes_for(stream.SMALL_FILE_BYTES) == stream.CHUNK_BYTES
+    b = TraceBuilder()
+    training_steps(b, steps=40, kernels=200)
+    p = b.write(tmp_path / "t.json")
+    assert 3 * stream.SMALL_CHUNK_BYTES < p.stat().st_size < stream.SMALL_FILE_BYTES
+    chunks = []
+    real = stream._read
+    monkeypatch.setattr(stream, "_read", lambda src, chunk, *a: chunks.append(chunk) or real(src, chunk, *a))
+    small = read_kineto(str(p))
+    assert chunks == [stream.SMALL_CHUNK_BYTES]
+    assert_same_trace(small, read_kineto(str(p), chunk_bytes=stream.CHUNK_BYTES), "default chunk")

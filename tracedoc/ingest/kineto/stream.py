@@ -28,6 +28,13 @@ from ..memory import check_fits, json_bytes
 # and let the memory they take be reused by the next (16 MB chunks were a third slower than 2 MB ones
 # on a 50 MB trace, and held several times the memory).
 CHUNK_BYTES = 2 * 1024 * 1024
+# A file of less JSON than this is read in chunks of SMALL_CHUNK_BYTES: the scanning threads start on
+# the first chunk as soon as it is read, and with twice the pieces the reading, scanning and column
+# building overlap for more of the file. Measured on 2 cores (whole analyses, fresh processes, the
+# reader imported): 3-15 MB of JSON 6-16% faster (10 MB: 0.106-0.114 -> 0.096-0.107 s), 20 MB the same,
+# 30 and 50 MB 4% slower, where each piece's fixed cost outweighs the shorter start.
+SMALL_FILE_BYTES = 16 * 1024 * 1024
+SMALL_CHUNK_BYTES = 1024 * 1024
 # With the pure-Python decoder (which holds the GIL: no scanning threads), files from this size on are
 # decoded by worker processes (fork): below it, starting them costs more
 # than they save. The main process inflates a gzip file alone, which leaves the workers less to share:
@@ -48,7 +55,7 @@ _EVENTS_KEY_RE = re.compile(rb'"traceEvents"\s*:\s*\[')
 
 def read_kineto(
     path: str,
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_bytes: int | None = None,
     progress: Callable[[float], None] | None = None,
     workers: int | None = None,
     steps: Steps | str | None = None,
@@ -59,7 +66,9 @@ def read_kineto(
     of this one (``threaded``); with the pure-Python decoder, files larger than a few chunks are decoded
     by ``workers`` processes. ``workers=1`` decodes in this thread alone. ``steps`` (``"A:B"`` or
     ``Steps``) keeps only the events of ``ProfilerStep#A`` to ``#B`` (``window``). A trace that will
-    not fit in the memory free is refused before its events are decoded (``memory``).
+    not fit in the memory free is refused before its events are decoded (``memory``). ``chunk_bytes``:
+    the bytes decoded at a time (default ``chunk_bytes_for`` the file's JSON); the tables do not
+    depend on it.
     """
     window = None
     if steps is not None:
@@ -67,11 +76,17 @@ def read_kineto(
     return _read_file(path, chunk_bytes, progress, workers, window)
 
 
-def _read_file(path: str, chunk_bytes: int, progress, workers: int | None, window: Window | None) -> Trace:
+def chunk_bytes_for(json_size: int) -> int:
+    """The chunk a file of ``json_size`` bytes of JSON is decoded in."""
+    return SMALL_CHUNK_BYTES if json_size < SMALL_FILE_BYTES else CHUNK_BYTES
+
+
+def _read_file(path: str, chunk_bytes: int | None, progress, workers: int | None, window: Window | None) -> Trace:
     src = _Source(path)
     src.forced_workers = workers
     try:
         size = json_bytes(src.size, src.gzipped, src.trailer_size)
+        chunk_bytes = chunk_bytes or chunk_bytes_for(size)
         if size >= MEMORY_CHECK_MIN_BYTES:
             # scanning threads hold a few chunks each, within the estimate; worker processes hold more
             processes = 1 if _scan_threads(src) else _worker_count(src, chunk_bytes)
