@@ -78,10 +78,22 @@ typedef struct {
 
 #include "_kscan_json.h"
 
+/* A hash of n bytes, 8 at a time (names run to hundreds of bytes): each word mixed in with a multiply and
+ * a rotation, the tail bytes one at a time, then the high bits folded down (the table takes the low ones).
+ * Only the table's layout depends on it: a string's code is its order of first appearance. */
 static uint64_t hash_bytes(const unsigned char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ULL; }
-    return h;
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h = (h << 31) | (h >> 33);
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001B3ULL;
+    h ^= h >> 29;
+    h *= 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 32);
 }
 
 static int grow_table(Scan *s) {
@@ -133,10 +145,11 @@ static int64_t intern(Scan *s, Py_ssize_t a, Py_ssize_t b, int esc) {
 static int scaled_time(const unsigned char *p, const unsigned char *end, int64_t *out) {
     int neg = 0;
     if (*p == '-') { neg = 1; p++; }
-    int64_t ip = 0;
-    int nd = 0;
-    while (p < end && *p >= '0' && *p <= '9') { ip = ip * 10 + (*p - '0'); p++; nd++; }
-    if (nd > 16 || ip > (INT64_MAX - 999) / 1000) return 1; /* beyond int64 once scaled: left to it */
+    const unsigned char *q = digits_end(p, end);
+    if (q - p > 16) return 1; /* beyond int64 once scaled: left to it */
+    int64_t ip = digits_value(p, q - p);
+    p = q;
+    if (ip > (INT64_MAX - 999) / 1000) return 1;
     int64_t frac = 0;
     int round = 0;
     if (p < end && *p == '.') {
@@ -247,8 +260,7 @@ static int read_field(Scan *s, int f, int depth) {
     Py_ssize_t len = s->p - start;
     if (is_int && len - (*start == '-') <= 18) {
         const unsigned char *p = start + (*start == '-');
-        int64_t x = 0;
-        for (; p < s->p; p++) x = x * 10 + (*p - '0');
+        int64_t x = digits_value(p, s->p - p);
         return put(s, f, T_INT, *start == '-' ? -x : x, 0, 0);
     }
     if (is_int) /* a wide integer: the caller decodes its text */
@@ -284,13 +296,32 @@ static int resolve_floats(Scan *s) {
 }
 
 static size_t KEY_LEN[NF];
+/* per first byte, the fields whose key starts with it (a bit each: NF < 64) */
+static uint64_t FIRST_BYTE[256];
+typedef char nf_fits_in_a_word[NF < 64 ? 1 : -1]; /* the bit masks here and in scan_object */
 
-/* The field index of key [a, b) (quotes included) among FIELD_KEYS[lo:hi], or -1. */
+static inline int lowest_bit(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(m);
+#else
+    int f = 0;
+    while (!(m & 1)) { m >>= 1; f++; }
+    return f;
+#endif
+}
+
+/* The field in FIELD_KEYS[lo:hi] whose key is the string spanning [a, b) (quotes included), the first one
+ * if two share it; -1 if none. Only the keys with the string's first byte are compared. */
 static int key_index(Scan *s, Py_ssize_t a, Py_ssize_t b, int lo, int hi) {
     const char *k = (const char *)s->base + a + 1;
     size_t n = (size_t)(b - a - 2);
-    for (int f = lo; f < hi; f++)
-        if (KEY_LEN[f] == n && FIELD_KEYS[f][0] == k[0] && !memcmp(FIELD_KEYS[f], k, n)) return f;
+    if (n == 0) return -1;
+    uint64_t m = FIRST_BYTE[(unsigned char)k[0]] & (((1ULL << hi) - 1) & ~((1ULL << lo) - 1));
+    while (m) {
+        int f = lowest_bit(m);
+        if (KEY_LEN[f] == n && !memcmp(FIELD_KEYS[f], k, n)) return f;
+        m &= m - 1;
+    }
     return -1;
 }
 
@@ -487,7 +518,10 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kscan", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__kscan(void) {
-    for (int f = 0; f < NF; f++) KEY_LEN[f] = strlen(FIELD_KEYS[f]);
+    for (int f = 0; f < NF; f++) {
+        KEY_LEN[f] = strlen(FIELD_KEYS[f]);
+        FIRST_BYTE[(unsigned char)FIELD_KEYS[f][0]] |= 1ULL << f;
+    }
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     PyObject *keys = field_keys();

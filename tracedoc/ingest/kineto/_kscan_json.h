@@ -13,6 +13,19 @@ static int hexval(unsigned char c) {
     return -1;
 }
 
+/* Whether any of the 8 bytes of w needs a look of its own in a string: a quote, a backslash, a control
+ * character (below 0x20) or a byte of a multi-byte UTF-8 sequence (0x80 and up). Bit tricks on the
+ * word as a whole ("has a zero byte": (x - 0x01..01) & ~x & 0x80..80; "has a byte below n" likewise
+ * with n); a false alarm costs only the byte-by-byte path, a miss cannot happen. */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+static inline int word_needs_look(uint64_t w) {
+    uint64_t quote = w ^ (ONES * '"'), slash = w ^ (ONES * '\\');
+    uint64_t zero_quote = (quote - ONES) & ~quote, zero_slash = (slash - ONES) & ~slash;
+    uint64_t below_space = (w - ONES * 0x20) & ~w;
+    return ((zero_quote | zero_slash | below_space) & HIGHS) != 0 || (w & HIGHS) != 0;
+}
+
 /* A string at s->p (the opening quote); on success s->p is past the closing quote, start and stop span the
  * quotes included, *esc tells whether it holds an escape. Validates UTF-8 and escapes. */
 static int scan_string(Scan *s, Py_ssize_t *start, Py_ssize_t *stop, int *esc) {
@@ -20,6 +33,12 @@ static int scan_string(Scan *s, Py_ssize_t *start, Py_ssize_t *stop, int *esc) {
     *esc = 0;
     *start = s->p - s->base;
     for (;;) {
+        while (end - p >= 8) { /* runs of plain ASCII, 8 bytes at a time */
+            uint64_t w;
+            memcpy(&w, p, 8);
+            if (word_needs_look(w)) break;
+            p += 8;
+        }
         if (p >= end) return FAIL;
         unsigned char c = *p;
         if (c == '"') break;
@@ -80,26 +99,59 @@ static int scan_string(Scan *s, Py_ssize_t *start, Py_ssize_t *stop, int *esc) {
 }
 
 /* A JSON number at s->p; *is_int when it has neither fraction nor exponent. */
+/* Whether the 8 bytes at p are all ASCII digits (each byte's high nibble is 3 and, plus 6, stays so). */
+static inline int eight_digits(const unsigned char *p) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return ((w & 0xF0F0F0F0F0F0F0F0ULL) | (((w + 0x0606060606060606ULL) & 0xF0F0F0F0F0F0F0F0ULL) >> 4)) ==
+           0x3333333333333333ULL;
+}
+
+/* Past the run of ASCII digits at p (8 at a time while they last). */
+static inline const unsigned char *digits_end(const unsigned char *p, const unsigned char *end) {
+    while (end - p >= 8 && eight_digits(p)) p += 8;
+    while (p < end && *p >= '0' && *p <= '9') p++;
+    return p;
+}
+
+/* The value of the n ASCII digits at p (n <= 18: no overflow); 8 at a time where bytes are little-endian. */
+static inline int64_t digits_value(const unsigned char *p, Py_ssize_t n) {
+    int64_t x = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        v -= 0x3030303030303030ULL;               /* eight digits, the first in the lowest byte */
+        v = (v * 10) + (v >> 8);                  /* pairs: 10 * d0 + d1 in bytes 0, 2, 4, 6 */
+        v = (((v & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32))) +
+             (((v >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32)))) >> 32;
+        x = x * 100000000 + (int64_t)v;
+    }
+#endif
+    for (; n > 0; n--, p++) x = x * 10 + (*p - '0');
+    return x;
+}
+
 static int scan_number(Scan *s, int *is_int) {
     const unsigned char *p = s->p, *end = s->end;
     *is_int = 1;
     if (p < end && *p == '-') p++;
     if (p >= end) return FAIL;
     if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9') { while (p < end && *p >= '0' && *p <= '9') p++; }
+    else if (*p >= '1' && *p <= '9') p = digits_end(p, end);
     else return FAIL;
     if (p < end && *p == '.') {
         *is_int = 0;
         p++;
         if (p >= end || *p < '0' || *p > '9') return FAIL;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        p = digits_end(p, end);
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         *is_int = 0;
         p++;
         if (p < end && (*p == '+' || *p == '-')) p++;
         if (p >= end || *p < '0' || *p > '9') return FAIL;
-        while (p < end && *p >= '0' && *p <= '9') p++;
+        p = digits_end(p, end);
     }
     s->p = p;
     return 0;
