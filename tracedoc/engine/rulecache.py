@@ -64,17 +64,11 @@ def cache_dir() -> Path | None:
     return Path(base) / "tracedoc"
 
 
-def files_key(paths: Sequence[Path], max_bytes: int, vocabulary: Any) -> str | None:
-    """The key of these rule files (read here); None (no caching) when one cannot be read or is larger
-    than ``max_bytes``: the files are then read one by one, which reports the problem."""
-    contents = read_files(paths, max_bytes)
-    return None if contents is None else rules_key(paths, contents, vocabulary)
-
-
 def read_files(paths: Sequence[Path], max_bytes: int) -> list[bytes] | None:
-    """The bytes of each file; None when one cannot be read, is larger than ``max_bytes`` or grows while
-    it is read. Each read asks for the size the file has (a read of ``max_bytes`` would take a buffer
-    of that size for every file of a few kB: 2 ms for the shipped rules)."""
+    """The bytes of each file, for ``rules_key``; None (no caching) when one cannot be read, is larger
+    than ``max_bytes`` or grows while it is read: the files are then read one by one, which reports the
+    problem. Each read asks for the size the file has (a read of ``max_bytes`` would take a buffer of
+    that size for every file of a few kB: 2 ms for the shipped rules)."""
     contents = []
     try:
         for path in paths:

@@ -380,7 +380,8 @@ def load_rules_and_version(
     off = problems or rulecache.cache_dir() is None
     contents = None if off else rulecache.read_files(paths, MAX_RULE_FILE_BYTES)
     key = None if contents is None else rulecache.rules_key(paths, contents, _VOCABULARY)
-    version = _version_of(zip(listed[0], contents)) if builtin and contents is not None else None
+    shipped = len(listed[0]) if builtin else 0  # the shipped files come first
+    version = _version_of(zip(listed[0], contents[:shipped])) if shipped and contents is not None else None
     cached = rulecache.recall(key)
     if cached is None and key is not None:
         cached = _from_cache(paths, rulecache.load(key, paths))

@@ -98,7 +98,6 @@ static int scan_string(Scan *s, Py_ssize_t *start, Py_ssize_t *stop, int *esc) {
     return 0;
 }
 
-/* A JSON number at s->p; *is_int when it has neither fraction nor exponent. */
 /* Whether the 8 bytes at p are all ASCII digits (each byte's high nibble is 3 and, plus 6, stays so). */
 static inline int eight_digits(const unsigned char *p) {
     uint64_t w;
@@ -132,6 +131,7 @@ static inline int64_t digits_value(const unsigned char *p, Py_ssize_t n) {
     return x;
 }
 
+/* A JSON number at s->p; *is_int when it has neither fraction nor exponent. */
 static int scan_number(Scan *s, int *is_int) {
     const unsigned char *p = s->p, *end = s->end;
     *is_int = 1;
